@@ -1,0 +1,40 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/idem-dev/idem/runner"
+)
+
+func (a *app) newFenceCmd() *cobra.Command {
+	var f dbFlags
+	cmd := &cobra.Command{
+		Use:   "fence JOB",
+		Short: "Advance the job's writer epoch so that runs with an older --epoch are refused",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			job, err := loadJob(args[0])
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			db, err := runner.Open(cmd.Context(), f.path(job), f.openOptions(job))
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			defer db.Close()
+			epoch, err := db.Fence(cmd.Context(), job.Name)
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			if f.jsonOut {
+				return a.printJSON(map[string]any{"job": job.Name, "epoch": epoch})
+			}
+			fmt.Fprintf(a.stdout, "%s: epoch %d\n", job.Name, epoch)
+			return nil
+		},
+	}
+	f.register(cmd)
+	return cmd
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/idem-dev/idem/runner"
+	idemsql "github.com/idem-dev/idem/sql"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// app carries what every command needs: its writers and the environment.
+type app struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+// Main runs the idem CLI with args and returns the process exit code. Tests
+// call it in-process with their own writers.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	root := a.newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return runner.ExitOK
+	}
+	var ce *codeError
+	if errors.As(err, &ce) {
+		return ce.code
+	}
+	if isCobraUsage(err) {
+		fmt.Fprintf(stderr, "idem: %v\n", err)
+		return runner.ExitUsage
+	}
+	fmt.Fprintf(stderr, "idem: %v\n", err)
+	return runner.ExitCode(err)
+}
+
+// codeError is an error already reported, carrying its exit code.
+type codeError struct{ code int }
+
+func (e *codeError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least", "requires exactly", "invalid argument", "flag needs an argument", "required flag"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *app) newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "idem",
+		Short: "Run versioned SQL pipelines on DuckDB so that re-running is always safe",
+		Long: `idem runs versioned SQL pipelines on an embedded DuckDB database.
+
+The same inputs give byte-identical output, a batch applies once however
+often it is retried, and the target holds exactly the snapshot its state
+row names, committed in the same transaction.
+
+Exit codes: 0 success (also skipped and already committed), 1 runtime
+failure (nothing committed), 2 usage or job-file error, 3 refused by a
+guard, 4 database held by another writer.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(
+		a.newRunCmd(),
+		a.newPlanCmd(),
+		a.newQueryCmd(),
+		a.newLogCmd(),
+		a.newFenceCmd(),
+		a.newVersionCmd(),
+	)
+	return root
+}
+
+// common flags shared by the commands that open a job's database.
+type dbFlags struct {
+	db          string
+	wait        time.Duration
+	memoryLimit string
+	threads     int
+	tempDir     string
+	jsonOut     bool
+}
+
+func (f *dbFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.db, "db", "", "database file (overrides the job file's database)")
+	cmd.Flags().DurationVar(&f.wait, "wait", 0, "wait this long for another writer to release the database (default: fail at once, exit 4)")
+	cmd.Flags().StringVar(&f.memoryLimit, "memory-limit", "", "DuckDB memory_limit, e.g. 2GB (overrides [duckdb] memory_limit)")
+	cmd.Flags().IntVar(&f.threads, "threads", 0, "DuckDB threads (overrides [duckdb] threads)")
+	cmd.Flags().StringVar(&f.tempDir, "temp-directory", "", "DuckDB temp_directory for spilling (overrides [duckdb] temp_directory)")
+	cmd.Flags().BoolVar(&f.jsonOut, "json", false, "print one JSON object on stdout")
+}
+
+// openOptions merges the job's [duckdb] settings with the flags.
+func (f *dbFlags) openOptions(job *runner.Job) runner.OpenOptions {
+	var s runner.DuckDBSettings
+	if job != nil {
+		s = job.DuckDB
+	}
+	if f.memoryLimit != "" {
+		s.MemoryLimit = f.memoryLimit
+	}
+	if f.threads > 0 {
+		s.Threads = f.threads
+	}
+	if f.tempDir != "" {
+		s.TempDirectory = f.tempDir
+	}
+	return runner.OpenOptions{DuckDB: s, Wait: f.wait}
+}
+
+func (f *dbFlags) path(job *runner.Job) string {
+	if f.db != "" {
+		return f.db
+	}
+	if job != nil {
+		return job.Database
+	}
+	return ""
+}
+
+func loadJob(path string) (*runner.Job, error) {
+	return runner.LoadJob(path, idemsql.FS)
+}
+
+// printJSON writes v as one JSON object and a newline.
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// fail reports err in the requested form and returns its exit code as an
+// error for Main.
+func (a *app) fail(jsonOut bool, err error) error {
+	code := runner.ExitCode(err)
+	if jsonOut {
+		_ = a.printJSON(map[string]any{"error": err.Error(), "exit_code": code})
+	}
+	fmt.Fprintf(a.stderr, "idem: %v\n", err)
+	return &codeError{code: code}
+}

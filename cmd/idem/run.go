@@ -1,0 +1,122 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/idem-dev/idem/runner"
+)
+
+func (a *app) newRunCmd() *cobra.Command {
+	var f dbFlags
+	var input, batchID string
+	var from, to, epoch, parent int64
+	cmd := &cobra.Command{
+		Use:   "run JOB",
+		Short: "Run a job once: load or apply its input in one transaction, or skip",
+		Long: `Run a job once. A refresh job reloads its target unless its job key
+(input, transform, config, schema) is unchanged, in which case it is skipped.
+An apply job applies one batch, identified by --batch-id (default: the input
+file's base name); a batch already committed with the same content is
+reported as already_committed, one with other content is refused (exit 3).
+
+Everything the run writes (target, outcomes, ledger, snapshot, state) commits
+in one DuckDB transaction, or nothing does.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			job, err := loadJob(args[0])
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			opts := runner.RunOptions{Input: input, BatchID: batchID, Fault: a.faultHook()}
+			if cmd.Flags().Changed("from") || cmd.Flags().Changed("to") {
+				if !cmd.Flags().Changed("from") || !cmd.Flags().Changed("to") {
+					return a.fail(f.jsonOut, &runner.UsageError{Msg: "--from and --to go together"})
+				}
+				opts.From, opts.To = &from, &to
+			}
+			if cmd.Flags().Changed("epoch") {
+				opts.Epoch = &epoch
+			}
+			if cmd.Flags().Changed("expect-parent") {
+				opts.ExpectParent = &parent
+			}
+			db, err := runner.Open(cmd.Context(), f.path(job), f.openOptions(job))
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			defer db.Close()
+			res, err := db.Run(cmd.Context(), job, opts)
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			if f.jsonOut {
+				return a.printJSON(res)
+			}
+			a.printResult(res)
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&input, "input", "", "input path or glob (overrides [input] path)")
+	cmd.Flags().StringVar(&batchID, "batch-id", "", "batch id of an apply run (default: the input file's base name)")
+	cmd.Flags().Int64Var(&from, "from", 0, "the batch covers source positions (from, to]; from must equal the job's cursor")
+	cmd.Flags().Int64Var(&to, "to", 0, "upper bound of the batch's source positions; the cursor after commit")
+	cmd.Flags().Int64Var(&epoch, "epoch", 0, "refuse unless this is the job's current writer epoch (see idem fence)")
+	cmd.Flags().Int64Var(&parent, "expect-parent", 0, "refuse unless the job's latest snapshot is this one")
+	return cmd
+}
+
+func (a *app) printResult(res *runner.Result) {
+	w := a.stdout
+	what := res.Decision
+	switch {
+	case res.Decision == runner.DecisionSkipped:
+		what = "skipped: nothing changed"
+	case res.FirstLoad && (res.Decision == runner.DecisionLoaded || res.Decision == runner.DecisionApplied):
+		what = res.Decision + " (first load)"
+	case len(res.Changed) > 0:
+		what = res.Decision + " [" + strings.Join(res.Changed, ", ") + " changed]"
+	}
+	fmt.Fprintf(w, "%s: %s\n", res.Job, what)
+	if res.BatchID != "" {
+		fmt.Fprintf(w, "  batch     %s\n", res.BatchID)
+	}
+	fmt.Fprintf(w, "  snapshot  %d\n", res.Snapshot)
+	fmt.Fprintf(w, "  rows in   %d\n", res.RowsIn)
+	fmt.Fprintf(w, "  rows out  %d (%s)\n", res.RowsOut, res.Target)
+	if len(res.Outcomes) > 0 {
+		names := make([]string, 0, len(res.Outcomes))
+		for k := range res.Outcomes {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		parts := make([]string, len(names))
+		for i, k := range names {
+			parts[i] = fmt.Sprintf("%s %d", k, res.Outcomes[k])
+		}
+		fmt.Fprintf(w, "  outcomes  %s\n", strings.Join(parts, ", "))
+	}
+	fmt.Fprintf(w, "  job key   %s\n", res.JobKey)
+}
+
+// faultHook returns the fault-injection hook for IDEM_FAULT, or nil. The
+// process kills itself with SIGKILL at the named point, as a crash would.
+// It is inert unless the variable is set.
+func (a *app) faultHook() func(string) {
+	point := a.getenv("IDEM_FAULT")
+	if point == "" {
+		return nil
+	}
+	return func(at string) {
+		if at == point || (strings.HasSuffix(point, "*") && strings.HasPrefix(at, strings.TrimSuffix(point, "*"))) {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
+	}
+}

@@ -1,0 +1,269 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
+)
+
+// DB is an open idem database: one DuckDB file holding the targets and
+// idem's own tables in schema idem.
+type DB struct {
+	sql      *sql.DB
+	path     string
+	readOnly bool
+}
+
+// OpenOptions are the settings applied when a database is opened.
+type OpenOptions struct {
+	ReadOnly bool
+	DuckDB   DuckDBSettings
+	// Wait retries an open that finds the file held by another writer until
+	// this much time has passed. Zero fails at once.
+	Wait time.Duration
+}
+
+var lockPID = regexp.MustCompile(`\(PID (\d+)\)`)
+
+// Open opens (creating if needed, unless read-only) the database at path and
+// makes sure idem's own tables exist. A file held by another process gives a
+// *LockedError (exit 4).
+func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
+	if path == "" {
+		return nil, usage("no database: set database in the job file or pass --db")
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("open database %s: folder %s does not exist", path, dir)
+		}
+	}
+	if opts.ReadOnly {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("open database %s: %w", path, err)
+		}
+	}
+	q := url.Values{}
+	q.Set("autoinstall_known_extensions", "false")
+	if opts.DuckDB.MemoryLimit != "" {
+		q.Set("memory_limit", opts.DuckDB.MemoryLimit)
+	}
+	if opts.DuckDB.Threads > 0 {
+		q.Set("threads", strconv.Itoa(opts.DuckDB.Threads))
+	}
+	if opts.DuckDB.TempDirectory != "" {
+		q.Set("temp_directory", opts.DuckDB.TempDirectory)
+	}
+	dsn := "?" + q.Encode()
+	deadline := time.Now().Add(opts.Wait)
+	delay := 20 * time.Millisecond
+	for {
+		db, err := openFile(ctx, dsn, path, opts.ReadOnly)
+		if err == nil {
+			d := &DB{sql: db, path: path, readOnly: opts.ReadOnly}
+			if !opts.ReadOnly {
+				if err := d.bootstrap(ctx); err != nil {
+					db.Close()
+					return nil, err
+				}
+			}
+			return d, nil
+		}
+		if !strings.Contains(err.Error(), "Could not set lock on file") {
+			return nil, fmt.Errorf("open database %s: %w", path, err)
+		}
+		locked := &LockedError{Path: path, Err: err}
+		if m := lockPID.FindStringSubmatch(err.Error()); m != nil {
+			locked.PID, _ = strconv.Atoi(m[1])
+		}
+		if time.Now().Add(delay).After(deadline) {
+			return nil, locked
+		}
+		select {
+		case <-ctx.Done():
+			return nil, locked
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 500*time.Millisecond)
+	}
+}
+
+// storeCatalog is the name the database file is attached under. A file's
+// default catalog name is its base name, so a file named idem.duckdb would
+// make the schema name idem ambiguous; a fixed alias avoids that.
+const storeCatalog = "idem_store"
+
+// openFile opens an in-memory DuckDB with the given settings and attaches
+// the file as storeCatalog, the default catalog of every connection.
+func openFile(ctx context.Context, dsn, path string, readOnly bool) (*sql.DB, error) {
+	attach := "ATTACH IF NOT EXISTS " + sqlString(path) + " AS " + storeCatalog
+	if readOnly {
+		attach += " (READ_ONLY)"
+	}
+	connector, err := duckdb.NewConnector(dsn, func(ex driver.ExecerContext) error {
+		if _, err := ex.ExecContext(ctx, attach, nil); err != nil {
+			return err
+		}
+		_, err := ex.ExecContext(ctx, "USE "+storeCatalog, nil)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return openConnector(ctx, connector)
+}
+
+func open(ctx context.Context, dsn string) (*sql.DB, error) {
+	connector, err := duckdb.NewConnector(dsn, func(driver.ExecerContext) error { return nil })
+	if err != nil {
+		return nil, err
+	}
+	return openConnector(ctx, connector)
+}
+
+func openConnector(ctx context.Context, connector *duckdb.Connector) (*sql.DB, error) {
+	db := sql.OpenDB(connector)
+	// Closing idle connections drops their temp tables and variables, so no
+	// run sees another run's temp state.
+	db.SetMaxIdleConns(0)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// Path is the database file's path.
+func (d *DB) Path() string { return d.path }
+
+// SQL exposes the underlying pool for read-only helpers and tests.
+func (d *DB) SQL() *sql.DB { return d.sql }
+
+// Close checkpoints (when writable) and closes the database.
+func (d *DB) Close() error {
+	return d.sql.Close()
+}
+
+// bootstrapSQL creates idem's own tables. It runs in its own transaction,
+// outside any data transaction, and only when something is missing.
+const bootstrapSQL = `
+CREATE SCHEMA IF NOT EXISTS idem;
+CREATE TABLE IF NOT EXISTS idem.meta (key VARCHAR NOT NULL, value VARCHAR);
+CREATE TABLE IF NOT EXISTS idem.jobs (
+    job         VARCHAR NOT NULL,
+    pipeline    VARCHAR,
+    mode        VARCHAR,
+    target      VARCHAR,
+    job_key     VARCHAR,
+    parts       VARCHAR,
+    snapshot    BIGINT NOT NULL DEFAULT 0,
+    cursor      BIGINT NOT NULL DEFAULT 0,
+    epoch       BIGINT NOT NULL DEFAULT 1,
+    updated_at  TIMESTAMP
+);
+CREATE TABLE IF NOT EXISTS idem.released (
+    pipeline    VARCHAR NOT NULL,
+    kind        VARCHAR NOT NULL,
+    version     INTEGER NOT NULL,
+    sha256      VARCHAR NOT NULL,
+    recorded_at TIMESTAMP
+);
+CREATE TABLE IF NOT EXISTS idem.ledger (
+    job          VARCHAR NOT NULL,
+    batch_id     VARCHAR NOT NULL,
+    digest       VARCHAR NOT NULL,
+    input_digest VARCHAR NOT NULL,
+    from_pos     BIGINT,
+    to_pos       BIGINT,
+    rows_in      BIGINT NOT NULL,
+    outcomes     VARCHAR NOT NULL,
+    snapshot     BIGINT NOT NULL,
+    committed_at TIMESTAMP
+);
+CREATE TABLE IF NOT EXISTS idem.snapshots (
+    job          VARCHAR NOT NULL,
+    snapshot     BIGINT NOT NULL,
+    parent       BIGINT NOT NULL,
+    kind         VARCHAR NOT NULL,
+    batch_id     VARCHAR,
+    job_key      VARCHAR,
+    parts        VARCHAR,
+    inputs       VARCHAR,
+    rows_in      BIGINT,
+    rows_out     BIGINT,
+    outcomes     VARCHAR,
+    columns      VARCHAR,
+    key_columns  VARCHAR,
+    committed_at TIMESTAMP
+);
+CREATE TABLE IF NOT EXISTS idem.runs (
+    job       VARCHAR NOT NULL,
+    run_at    TIMESTAMP NOT NULL,
+    batch_id  VARCHAR,
+    decision  VARCHAR NOT NULL,
+    changed   VARCHAR,
+    rows_in   BIGINT,
+    outcomes  VARCHAR,
+    snapshot  BIGINT,
+    cursor    BIGINT,
+    epoch     BIGINT,
+    message   VARCHAR
+);
+CREATE TABLE IF NOT EXISTS idem.inputs (
+    sha256     VARCHAR NOT NULL,
+    bytes      BIGINT NOT NULL,
+    stored_at  TIMESTAMP
+);
+CREATE TABLE IF NOT EXISTS idem.erasures (
+    job        VARCHAR NOT NULL,
+    key        VARCHAR NOT NULL,
+    position   BIGINT,
+    snapshot   BIGINT,
+    erased_at  TIMESTAMP
+);
+`
+
+// idemTables is what bootstrap must find for an up-to-date database.
+var idemTables = []string{"meta", "jobs", "released", "ledger", "snapshots", "runs", "inputs", "erasures"}
+
+func (d *DB) bootstrap(ctx context.Context) error {
+	var n int
+	err := d.sql.QueryRowContext(ctx,
+		`SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'idem' AND table_name IN (SELECT unnest(?::VARCHAR[]))`,
+		idemTables).Scan(&n)
+	if err != nil {
+		return fmt.Errorf("inspect idem tables in %s: %w", d.path, err)
+	}
+	if n == len(idemTables) {
+		return nil
+	}
+	tx, err := d.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("create idem tables in %s: %w", d.path, err)
+	}
+	if _, err := tx.ExecContext(ctx, bootstrapSQL); err != nil {
+		return errors.Join(fmt.Errorf("create idem tables in %s: %w", d.path, err), tx.Rollback())
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("create idem tables in %s: %w", d.path, err)
+	}
+	if _, err := d.sql.ExecContext(ctx, "CHECKPOINT"); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", d.path, err)
+	}
+	return nil
+}
+
+// quoteIdent quotes a SQL identifier.
+func quoteIdent(s string) string {
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}

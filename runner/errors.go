@@ -1,0 +1,111 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Named errors. The CLI maps them to exit codes in one place (see ExitCode).
+var (
+	// ErrRefused marks a run refused by a guard: batch identity, cursor,
+	// epoch, stale parent, edited released SQL or a rollback over an
+	// erasure. Nothing was committed.
+	ErrRefused = errors.New("refused")
+	// ErrLocked means another process holds the database file for writing.
+	ErrLocked = errors.New("database is held by another writer")
+	// ErrUsage marks bad flags or arguments.
+	ErrUsage = errors.New("usage")
+	// ErrCanceled means the run was interrupted and rolled back.
+	ErrCanceled = errors.New("canceled, nothing was committed")
+)
+
+// JobFileError is a problem in a job file or a pipeline definition: it names
+// the file, the line (0 when unknown) and the key.
+type JobFileError struct {
+	File string
+	Line int
+	Key  string
+	Msg  string
+	Err  error
+}
+
+func (e *JobFileError) Error() string {
+	loc := e.File
+	if e.Line > 0 {
+		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
+	}
+	if e.Key != "" {
+		return fmt.Sprintf("%s: %s: %s", loc, e.Key, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", loc, e.Msg)
+}
+
+func (e *JobFileError) Unwrap() error { return e.Err }
+
+// RefusedError is a guard's refusal. It wraps ErrRefused.
+type RefusedError struct {
+	Guard string // batch, cursor, epoch, parent, released, erasure
+	Msg   string
+}
+
+func (e *RefusedError) Error() string { return "refused: " + e.Msg }
+
+func (e *RefusedError) Unwrap() error { return ErrRefused }
+
+func refuse(guard, format string, args ...any) error {
+	return &RefusedError{Guard: guard, Msg: fmt.Sprintf(format, args...)}
+}
+
+// LockedError names the database and, where DuckDB reports it, the PID of
+// the process that holds it. It wraps ErrLocked.
+type LockedError struct {
+	Path string
+	PID  int
+	Err  error
+}
+
+func (e *LockedError) Error() string {
+	if e.PID > 0 {
+		return fmt.Sprintf("database %s is held by another writer (PID %d)", e.Path, e.PID)
+	}
+	return fmt.Sprintf("database %s is held by another writer", e.Path)
+}
+
+func (e *LockedError) Unwrap() []error { return []error{ErrLocked, e.Err} }
+
+// UsageError is a bad flag or argument. It wraps ErrUsage.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+func (e *UsageError) Unwrap() error { return ErrUsage }
+
+func usage(format string, args ...any) error {
+	return &UsageError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// Exit codes of SPEC section 9.
+const (
+	ExitOK      = 0
+	ExitFailure = 1
+	ExitUsage   = 2
+	ExitRefused = 3
+	ExitLocked  = 4
+)
+
+// ExitCode maps an error returned by this package to the process exit code.
+func ExitCode(err error) int {
+	var jfe *JobFileError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, ErrLocked):
+		return ExitLocked
+	case errors.Is(err, ErrRefused):
+		return ExitRefused
+	case errors.As(err, &jfe), errors.Is(err, ErrUsage):
+		return ExitUsage
+	default:
+		return ExitFailure
+	}
+}

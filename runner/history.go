@@ -1,0 +1,145 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+)
+
+// History: every committed version of every target row, in
+// idem."<job>__history", with the snapshot range it is valid in:
+// idem_from <= S and (idem_to IS NULL or idem_to > S). A pinned read of
+// snapshot S selects exactly those rows.
+
+// HistoryTable is the quoted name of a job's history table.
+func HistoryTable(job string) string { return "idem." + quoteIdent(job+"__history") }
+
+// recordHistory brings the job's history up to date with the target as
+// snapshot S. When the steps left temp table idem_touched (the key columns
+// of every row they wrote or deleted), only those keys are closed and
+// re-inserted; otherwise the open rows and the target are compared whole.
+func (d *DB) recordHistory(ctx context.Context, tx *sql.Tx, job *Job, snapshot int64) error {
+	cols, err := targetColumns(ctx, tx, job.Table)
+	if err != nil {
+		return err
+	}
+	hist := HistoryTable(job.Name)
+	exists, err := tableExists(ctx, tx, "idem", job.Name+"__history")
+	if err != nil {
+		return err
+	}
+	target := quoteIdent(job.Table)
+	if !exists {
+		if _, err := tx.ExecContext(ctx, "CREATE TABLE "+hist+" AS SELECT *, CAST(0 AS BIGINT) AS idem_from, CAST(NULL AS BIGINT) AS idem_to FROM "+target+" LIMIT 0"); err != nil {
+			return fmt.Errorf("create history of %s: %w", job.Name, err)
+		}
+	} else if err := alignHistory(ctx, tx, job.Name, cols); err != nil {
+		return err
+	}
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = quoteIdent(c.Name)
+	}
+	list := strings.Join(names, ", ")
+	s := fmt.Sprint(snapshot)
+	touched, err := tableExists(ctx, tx, "temp", "idem_touched")
+	if err != nil {
+		return err
+	}
+	if touched && len(job.Pipeline.Key) > 0 {
+		var on, keys []string
+		for _, k := range job.Pipeline.Key {
+			on = append(on, "h."+quoteIdent(k)+" = t."+quoteIdent(k))
+			keys = append(keys, quoteIdent(k))
+		}
+		stmts := []string{
+			"UPDATE " + hist + " AS h SET idem_to = " + s + " FROM (SELECT DISTINCT " + strings.Join(keys, ", ") + " FROM idem_touched) AS t WHERE h.idem_to IS NULL AND " + strings.Join(on, " AND "),
+			"INSERT INTO " + hist + " (" + list + ", idem_from, idem_to) SELECT " + list + ", " + s + ", NULL FROM " + target + " WHERE (" + strings.Join(keys, ", ") + ") IN (SELECT (" + strings.Join(keys, ", ") + ") FROM idem_touched)",
+		}
+		if len(keys) == 1 {
+			stmts[1] = "INSERT INTO " + hist + " (" + list + ", idem_from, idem_to) SELECT " + list + ", " + s + ", NULL FROM " + target + " WHERE " + keys[0] + " IN (SELECT " + keys[0] + " FROM idem_touched)"
+		}
+		for _, q := range stmts {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("record history of %s: %w", job.Name, trimSQLError(err))
+			}
+		}
+		return nil
+	}
+	// Whole comparison: close open rows that are no longer in the target,
+	// insert target rows that are not open.
+	stmts := []string{
+		"CREATE OR REPLACE TEMP TABLE idem_gone AS SELECT " + list + " FROM " + hist + " WHERE idem_to IS NULL EXCEPT ALL SELECT " + list + " FROM " + target,
+		"CREATE OR REPLACE TEMP TABLE idem_new AS SELECT " + list + " FROM " + target + " EXCEPT ALL SELECT " + list + " FROM " + hist + " WHERE idem_to IS NULL",
+	}
+	var match []string
+	for _, c := range names {
+		match = append(match, "h."+c+" IS NOT DISTINCT FROM g."+c)
+	}
+	stmts = append(stmts,
+		"UPDATE "+hist+" AS h SET idem_to = "+s+" FROM idem_gone AS g WHERE h.idem_to IS NULL AND "+strings.Join(match, " AND "),
+		"INSERT INTO "+hist+" ("+list+", idem_from, idem_to) SELECT "+list+", "+s+", NULL FROM idem_new",
+		"DROP TABLE idem_gone", "DROP TABLE idem_new",
+	)
+	for _, q := range stmts {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("record history of %s: %w", job.Name, trimSQLError(err))
+		}
+	}
+	return nil
+}
+
+// alignHistory adds to the history table any target column it lacks (after
+// a schema change). Columns the target dropped stay, NULL in newer rows.
+func alignHistory(ctx context.Context, tx *sql.Tx, job string, cols []TargetColumn) error {
+	have, err := targetColumnsIn(ctx, tx, "idem", job+"__history")
+	if err != nil {
+		return err
+	}
+	types := map[string]string{}
+	for _, c := range have {
+		types[c.Name] = c.Type
+	}
+	for _, c := range cols {
+		t, ok := types[c.Name]
+		if !ok {
+			if _, err := tx.ExecContext(ctx, "ALTER TABLE "+HistoryTable(job)+" ADD COLUMN "+quoteIdent(c.Name)+" "+c.Type); err != nil {
+				return fmt.Errorf("add column %s to history of %s: %w", c.Name, job, err)
+			}
+			continue
+		}
+		if t != c.Type {
+			return fmt.Errorf("schema change turns column %s of %s from %s into %s: history keeps one type per column; add a column with a new name instead", c.Name, job, t, c.Type)
+		}
+	}
+	return nil
+}
+
+func targetColumnsIn(ctx context.Context, q querier, schema, table string) ([]TargetColumn, error) {
+	rows, err := q.QueryContext(ctx, `SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = current_database() AND schema_name = ? AND table_name = ? ORDER BY column_index`, schema, table)
+	if err != nil {
+		return nil, fmt.Errorf("columns of %s.%s: %w", schema, table, err)
+	}
+	defer rows.Close()
+	var cols []TargetColumn
+	for rows.Next() {
+		var c TargetColumn
+		if err := rows.Scan(&c.Name, &c.Type); err != nil {
+			return nil, err
+		}
+		cols = append(cols, c)
+	}
+	return cols, rows.Err()
+}
+
+// PinnedSelect returns a SELECT of the target's rows as committed at
+// snapshot S, with the columns the snapshot recorded.
+func PinnedSelect(job string, cols []TargetColumn, snapshot int64) string {
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = quoteIdent(c.Name)
+	}
+	return fmt.Sprintf("SELECT %s FROM %s WHERE idem_from <= %d AND (idem_to IS NULL OR idem_to > %d)",
+		strings.Join(names, ", "), HistoryTable(job), snapshot, snapshot)
+}

@@ -1,0 +1,418 @@
+package runner
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/csv"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// InputFile is one input file: where it was read, its bytes' sha256 and
+// size, and where its retained copy lives once the run loads it.
+type InputFile struct {
+	Path     string `json:"path"`
+	SHA256   string `json:"sha256"`
+	Size     int64  `json:"bytes"`
+	Retained string `json:"-"`
+}
+
+// resolveInput expands path (a file or a glob) into its files in name order
+// and hashes each one. A missing file, a glob that matches nothing or a
+// directory is an error: never an empty batch.
+func resolveInput(ctx context.Context, path string, progress Progress) ([]InputFile, error) {
+	if path == "" {
+		return nil, usage("no input: set [input] path in the job file or pass --input")
+	}
+	var paths []string
+	if strings.ContainsAny(path, "*?[") {
+		m, err := filepath.Glob(path)
+		if err != nil {
+			return nil, usage("input pattern %s: %v", path, err)
+		}
+		if len(m) == 0 {
+			return nil, fmt.Errorf("input %s: no file matches: %w", path, os.ErrNotExist)
+		}
+		paths = m
+	} else {
+		paths = []string{path}
+	}
+	files := make([]InputFile, 0, len(paths))
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("input %s: %w", p, err)
+		}
+		if st.IsDir() {
+			return nil, fmt.Errorf("input %s: is a directory, not a file", p)
+		}
+		sum, n, err := hashFile(ctx, p, st.Size(), progress)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, InputFile{Path: p, SHA256: sum, Size: n})
+	}
+	return files, nil
+}
+
+// hashFile streams a file through sha256.
+func hashFile(ctx context.Context, path string, size int64, progress Progress) (string, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, fmt.Errorf("input %s: %w", path, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	buf := make([]byte, 1<<20)
+	var done int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return "", 0, err
+		}
+		n, err := f.Read(buf)
+		if n > 0 {
+			h.Write(buf[:n])
+			done += int64(n)
+			progress.bytes("hash "+filepath.Base(path), done, size)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return "", 0, fmt.Errorf("input %s: %w", path, err)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), done, nil
+}
+
+// inferFormat names the format of the input from the job or the extension.
+func inferFormat(declared string, files []InputFile) (string, error) {
+	if declared != "" {
+		return declared, nil
+	}
+	ext := strings.ToLower(filepath.Ext(files[0].Path))
+	switch ext {
+	case ".csv":
+		return FormatCSV, nil
+	case ".jsonl", ".ndjson", ".json":
+		return FormatJSONL, nil
+	case ".parquet":
+		return FormatParquet, nil
+	}
+	return "", usage("input %s: cannot infer the format from extension %q: set [input] format to csv, jsonl or parquet", files[0].Path, ext)
+}
+
+// storeDir is the folder beside the database that retains committed inputs,
+// content-addressed by sha256.
+func storeDir(dbPath string) string { return dbPath + ".inputs" }
+
+func retainedPath(dbPath, sum string) string {
+	return filepath.Join(storeDir(dbPath), sum[:2], sum)
+}
+
+// retain copies each input file into the store (once per content) and
+// points Retained at the copy. The copy is synced before the run commits, so
+// a committed snapshot's inputs survive a crash. The copy's bytes are checked
+// against the digest: a file that changed since it was hashed is an error.
+func retain(ctx context.Context, dbPath string, files []InputFile, progress Progress) error {
+	for i := range files {
+		f := &files[i]
+		dst := retainedPath(dbPath, f.SHA256)
+		if st, err := os.Stat(dst); err == nil && st.Size() == f.Size {
+			f.Retained = dst
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return fmt.Errorf("retain input %s: %w", f.Path, err)
+		}
+		if err := copyVerified(ctx, f.Path, dst, f.SHA256, f.Size, progress); err != nil {
+			return err
+		}
+		f.Retained = dst
+	}
+	return nil
+}
+
+func copyVerified(ctx context.Context, src, dst, sum string, size int64, progress Progress) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("retain input %s: %w", src, err)
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("retain input %s: %w", src, err)
+	}
+	defer os.Remove(tmp.Name())
+	h := sha256.New()
+	buf := make([]byte, 1<<20)
+	var done int64
+	for {
+		if err := ctx.Err(); err != nil {
+			tmp.Close()
+			return err
+		}
+		n, rerr := in.Read(buf)
+		if n > 0 {
+			h.Write(buf[:n])
+			if _, err := tmp.Write(buf[:n]); err != nil {
+				tmp.Close()
+				return fmt.Errorf("retain input %s: %w", src, err)
+			}
+			done += int64(n)
+			progress.bytes("retain "+filepath.Base(src), done, size)
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			tmp.Close()
+			return fmt.Errorf("retain input %s: %w", src, rerr)
+		}
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("retain input %s: %w", src, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("retain input %s: %w", src, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
+		return fmt.Errorf("input %s changed while the run read it (sha256 %s, then %s)", src, sum[:12], got[:12])
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return fmt.Errorf("retain input %s: %w", src, err)
+	}
+	return nil
+}
+
+// stageInput defines the temp view "input" over the retained files: the
+// declared columns, read as text for csv and jsonl (the stage step types and
+// validates them) and as stored for parquet. Column names are checked here so
+// that a missing or unexpected column names the file.
+func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format string, columns []string) error {
+	var paths []string
+	for _, f := range files {
+		if f.Size > 0 {
+			paths = append(paths, f.Retained)
+		}
+	}
+	selectList := make([]string, len(columns))
+	for i, c := range columns {
+		selectList[i] = quoteIdent(c)
+	}
+	if len(paths) == 0 {
+		empty := make([]string, len(columns))
+		for i, c := range columns {
+			empty[i] = "CAST(NULL AS VARCHAR) AS " + quoteIdent(c)
+		}
+		_, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP VIEW input AS SELECT "+strings.Join(empty, ", ")+" WHERE false")
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "SET VARIABLE idem_input = ?", paths); err != nil {
+		return fmt.Errorf("bind input paths: %w", err)
+	}
+	var reader string
+	switch format {
+	case FormatCSV:
+		var header []string
+		for _, f := range files {
+			if f.Size == 0 {
+				continue
+			}
+			h, err := csvHeader(f)
+			if err != nil {
+				return err
+			}
+			if err := checkColumns(f.Path, h, columns); err != nil {
+				return err
+			}
+			if header != nil && !equalKeys(header, h) {
+				return fmt.Errorf("input %s: header %s differs from the first file's %s", f.Path, strings.Join(h, ","), strings.Join(header, ","))
+			}
+			header = h
+		}
+		cols := make([]string, len(header))
+		for i, c := range header {
+			cols[i] = sqlString(c) + ": 'VARCHAR'"
+		}
+		reader = "read_csv(getvariable('idem_input'), header = true, auto_detect = false, delim = ',', quote = '\"', escape = '\"', strict_mode = true, columns = {" + strings.Join(cols, ", ") + "})"
+	case FormatJSONL:
+		cols := make([]string, len(columns))
+		for i, c := range columns {
+			cols[i] = sqlString(c) + ": 'VARCHAR'"
+		}
+		var extra sql.NullString
+		var file sql.NullString
+		err := tx.QueryRowContext(ctx, `
+			SELECT k, filename FROM (
+				SELECT unnest(json_keys(json)) AS k, filename
+				FROM read_ndjson_objects(getvariable('idem_input'), filename = true, maximum_object_size = 268435456)
+			) WHERE k NOT IN (SELECT unnest(?::VARCHAR[])) LIMIT 1`, columns).Scan(&extra, &file)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return inputReadError(err, files, format)
+		}
+		if extra.Valid {
+			return fmt.Errorf("input %s: unexpected field %q (the pipeline reads %s)", originalPath(files, file.String), extra.String, strings.Join(columns, ", "))
+		}
+		reader = "read_json(getvariable('idem_input'), format = 'newline_delimited', maximum_object_size = 268435456, columns = {" + strings.Join(cols, ", ") + "})"
+	case FormatParquet:
+		for _, f := range files {
+			if f.Size == 0 {
+				continue
+			}
+			rows, err := tx.QueryContext(ctx, "SELECT name FROM parquet_schema(?) WHERE name <> 'schema' AND num_children IS NULL OR num_children = 0", f.Retained)
+			if err != nil {
+				return inputReadError(err, files, format)
+			}
+			var names []string
+			for rows.Next() {
+				var n string
+				if err := rows.Scan(&n); err != nil {
+					rows.Close()
+					return err
+				}
+				names = append(names, n)
+			}
+			rows.Close()
+			if err := checkColumns(f.Path, names, columns); err != nil {
+				return err
+			}
+		}
+		reader = "read_parquet(getvariable('idem_input'))"
+	default:
+		return usage("unknown input format %q", format)
+	}
+	_, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP VIEW input AS SELECT "+strings.Join(selectList, ", ")+" FROM "+reader)
+	if err != nil {
+		return inputReadError(err, files, format)
+	}
+	return nil
+}
+
+func checkColumns(path string, have, want []string) error {
+	wantSet := map[string]bool{}
+	for _, c := range want {
+		wantSet[c] = true
+	}
+	haveSet := map[string]bool{}
+	for _, c := range have {
+		if !wantSet[c] {
+			return fmt.Errorf("input %s: unexpected column %q (the pipeline reads %s)", path, c, strings.Join(want, ", "))
+		}
+		if haveSet[c] {
+			return fmt.Errorf("input %s: column %q appears twice", path, c)
+		}
+		haveSet[c] = true
+	}
+	for _, c := range want {
+		if !haveSet[c] {
+			return fmt.Errorf("input %s: missing column %q (the pipeline reads %s)", path, c, strings.Join(want, ", "))
+		}
+	}
+	return nil
+}
+
+// csvHeader reads the header record of a CSV file.
+func csvHeader(f InputFile) ([]string, error) {
+	in, err := os.Open(f.Retained)
+	if err != nil {
+		return nil, fmt.Errorf("input %s: %w", f.Path, err)
+	}
+	defer in.Close()
+	r := csv.NewReader(bufio.NewReader(in))
+	r.FieldsPerRecord = -1
+	rec, err := r.Read()
+	if err != nil {
+		return nil, fmt.Errorf("input %s: line 1: cannot read the CSV header: %v", f.Path, err)
+	}
+	if len(rec) > 0 {
+		rec[0] = strings.TrimPrefix(rec[0], "\ufeff")
+	}
+	for i := range rec {
+		rec[i] = strings.TrimSpace(rec[i])
+	}
+	return rec, nil
+}
+
+func sqlString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+func originalPath(files []InputFile, retained string) string {
+	for _, f := range files {
+		if f.Retained == retained {
+			return f.Path
+		}
+	}
+	return retained
+}
+
+var malformedJSON = regexp.MustCompile(`Malformed JSON in file "([^"]*)"`)
+
+// inputReadError rewrites a DuckDB reader error so that it names the user's
+// file (not its retained copy) and, for malformed JSON, the true line: DuckDB
+// 1.5's line numbers in that message are off by one.
+func inputReadError(err error, files []InputFile, format string) error {
+	msg := err.Error()
+	if i := strings.Index(msg, "\n\nLINE "); i >= 0 {
+		msg = msg[:i]
+	}
+	if m := malformedJSON.FindStringSubmatch(msg); m != nil {
+		path := originalPath(files, m[1])
+		for _, f := range files {
+			if f.Retained == m[1] {
+				if line, reason := firstBadJSONLine(f.Retained); line > 0 {
+					return fmt.Errorf("input %s: line %d: malformed JSON: %s", path, line, reason)
+				}
+			}
+		}
+		return fmt.Errorf("input %s: malformed JSON: %s", path, msg)
+	}
+	for _, f := range files {
+		msg = strings.ReplaceAll(msg, f.Retained, f.Path)
+	}
+	if i := strings.Index(msg, "\nPossible fixes:"); i >= 0 {
+		msg = msg[:i]
+	}
+	names := make([]string, len(files))
+	for i, f := range files {
+		names[i] = f.Path
+	}
+	return fmt.Errorf("read %s input %s: %s", format, strings.Join(names, ", "), strings.TrimSpace(msg))
+}
+
+// firstBadJSONLine finds the first non-blank line that is not a JSON object.
+func firstBadJSONLine(path string) (int, string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, ""
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	n := 0
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(line) > 0 {
+			n++
+			t := bytes.TrimSpace(line)
+			if len(t) > 0 {
+				var obj map[string]json.RawMessage
+				if jerr := json.Unmarshal(t, &obj); jerr != nil {
+					return n, jerr.Error()
+				}
+			}
+		}
+		if err != nil {
+			return 0, ""
+		}
+	}
+}

@@ -1,0 +1,366 @@
+package runner
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// identifier is what idem accepts as a job, table or column name. Names are
+// also quoted wherever they reach SQL; the pattern keeps them readable.
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// Input formats.
+const (
+	FormatCSV     = "csv"
+	FormatJSONL   = "jsonl"
+	FormatParquet = "parquet"
+)
+
+// DuckDBSettings are per-database settings applied when the database is
+// opened. They never shape rows and are not part of the job key.
+type DuckDBSettings struct {
+	MemoryLimit   string `toml:"memory_limit" json:"memory_limit,omitempty"`
+	Threads       int    `toml:"threads" json:"threads,omitempty"`
+	TempDirectory string `toml:"temp_directory" json:"temp_directory,omitempty"`
+}
+
+// Job is a loaded and validated job file bound to its pipeline.
+type Job struct {
+	File             string // the job file's path as given
+	Name             string
+	PipelineRef      string // as written in the job file
+	TransformVersion int
+	SchemaVersion    int
+	Database         string
+	Input            InputSpec
+	Table            string
+	Params           map[string]any // resolved: declared defaults plus the job's values
+	DuckDB           DuckDBSettings
+
+	Pipeline *Pipeline
+	Steps    []Step
+	DDL      string
+}
+
+// InputSpec is the job's [input] table.
+type InputSpec struct {
+	Path   string
+	Format string // csv, jsonl or parquet; inferred from the extension when empty
+}
+
+type jobFile struct {
+	Name             string         `toml:"name"`
+	Pipeline         string         `toml:"pipeline"`
+	TransformVersion int            `toml:"transform_version"`
+	SchemaVersion    int            `toml:"schema_version"`
+	Database         string         `toml:"database"`
+	Input            inputTable     `toml:"input"`
+	Target           targetTable    `toml:"target"`
+	Params           map[string]any `toml:"params"`
+	DuckDB           DuckDBSettings `toml:"duckdb"`
+}
+
+type inputTable struct {
+	Path   string `toml:"path"`
+	Format string `toml:"format"`
+}
+
+type targetTable struct {
+	Table string `toml:"table"`
+}
+
+// LoadJob reads and validates the job file at path. Built-in pipelines are
+// read from builtins; a pipeline given as a path is read from disk and must
+// lie inside the current directory or the job file's directory. Every error
+// is a *JobFileError naming the file, the line and the key.
+func LoadJob(path string, builtins fs.FS) (*Job, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &JobFileError{File: path, Msg: "cannot read job file", Err: err}
+	}
+	return ParseJob(path, data, builtins)
+}
+
+// ParseJob validates job file bytes; path names the file in errors.
+func ParseJob(path string, data []byte, builtins fs.FS) (*Job, error) {
+	var jf jobFile
+	md, err := toml.Decode(string(data), &jf)
+	if err != nil {
+		return nil, tomlError(path, data, err)
+	}
+	bad := func(key, format string, args ...any) error {
+		return &JobFileError{File: path, Line: keyLine(data, strings.Split(key, ".")), Key: key, Msg: fmt.Sprintf(format, args...)}
+	}
+	for _, k := range md.Undecoded() {
+		if len(k) >= 2 && k[0] == "params" {
+			continue // checked against the pipeline below
+		}
+		return nil, &JobFileError{File: path, Line: keyLine(data, k), Key: k.String(), Msg: "unknown key"}
+	}
+	for _, req := range []string{"name", "pipeline", "transform_version", "schema_version"} {
+		if !md.IsDefined(req) {
+			return nil, &JobFileError{File: path, Key: req, Msg: "missing required key"}
+		}
+	}
+	if !identifier.MatchString(jf.Name) {
+		return nil, bad("name", "must be letters, digits and underscores, starting with a letter (got %q)", jf.Name)
+	}
+	if jf.TransformVersion < 1 {
+		return nil, bad("transform_version", "must be a positive integer")
+	}
+	if jf.SchemaVersion < 1 {
+		return nil, bad("schema_version", "must be a positive integer")
+	}
+	table := jf.Target.Table
+	if table == "" {
+		table = jf.Name
+	}
+	if !identifier.MatchString(table) {
+		return nil, bad("target.table", "must be a table name of letters, digits and underscores, starting with a letter (got %q)", table)
+	}
+	if strings.HasPrefix(strings.ToLower(table), "idem") {
+		return nil, bad("target.table", "names starting with idem are reserved")
+	}
+	format := strings.ToLower(jf.Input.Format)
+	if format != "" && format != FormatCSV && format != FormatJSONL && format != FormatParquet {
+		return nil, bad("input.format", "must be csv, jsonl or parquet (got %q)", jf.Input.Format)
+	}
+	if jf.DuckDB.Threads < 0 {
+		return nil, bad("duckdb.threads", "must be a positive integer")
+	}
+
+	p, err := resolvePipeline(path, jf.Pipeline, builtins)
+	if err != nil {
+		var jfe *JobFileError
+		if errors.As(err, &jfe) {
+			return nil, err
+		}
+		return nil, bad("pipeline", "%v", err)
+	}
+	steps, err := p.Transform(jf.TransformVersion)
+	if err != nil {
+		return nil, bad("transform_version", "%v", err)
+	}
+	ddl, err := p.Schema(jf.SchemaVersion)
+	if err != nil {
+		return nil, bad("schema_version", "%v", err)
+	}
+
+	params := map[string]any{}
+	for _, name := range sortedKeys(jf.Params) {
+		decl, ok := p.Params[name]
+		if !ok {
+			declared := strings.Join(sortedKeys(p.Params), ", ")
+			if declared == "" {
+				declared = "none"
+			}
+			return nil, bad("params."+name, "pipeline %s does not declare this parameter (declared: %s)", p.Name, declared)
+		}
+		v, err := convertParam(decl.Type, jf.Params[name])
+		if err != nil {
+			return nil, bad("params."+name, "%v", err)
+		}
+		params[name] = v
+	}
+	for name, decl := range p.Params {
+		if _, ok := params[name]; ok {
+			continue
+		}
+		if decl.Default == nil {
+			return nil, &JobFileError{File: path, Key: "params." + name, Msg: fmt.Sprintf("pipeline %s requires this parameter (%s)", p.Name, decl.Type)}
+		}
+		v, _ := convertParam(decl.Type, decl.Default)
+		params[name] = v
+	}
+
+	return &Job{
+		File:             path,
+		Name:             jf.Name,
+		PipelineRef:      jf.Pipeline,
+		TransformVersion: jf.TransformVersion,
+		SchemaVersion:    jf.SchemaVersion,
+		Database:         jf.Database,
+		Input:            InputSpec{Path: jf.Input.Path, Format: format},
+		Table:            table,
+		Params:           params,
+		DuckDB:           jf.DuckDB,
+		Pipeline:         p,
+		Steps:            steps,
+		DDL:              ddl,
+	}, nil
+}
+
+// resolvePipeline finds a built-in pipeline by name, or a folder on disk by
+// path. A folder must lie inside the working directory or the job file's
+// directory: a path that climbs out with .. is refused.
+func resolvePipeline(jobPath, ref string, builtins fs.FS) (*Pipeline, error) {
+	if ref == "" {
+		return nil, errors.New("missing pipeline name or path")
+	}
+	if identifier.MatchString(ref) {
+		if builtins != nil {
+			if sub, err := fs.Sub(builtins, ref); err == nil {
+				if _, err := fs.Stat(sub, "pipeline.toml"); err == nil {
+					return LoadPipeline(sub, "builtin:"+ref)
+				}
+			}
+		}
+		if _, err := os.Stat(filepath.Join(ref, "pipeline.toml")); err != nil {
+			return nil, fmt.Errorf("no built-in pipeline named %q (built-ins: %s) and no folder %s with a pipeline.toml", ref, strings.Join(BuiltinNames(builtins), ", "), ref)
+		}
+	}
+	dir, err := allowedPipelineDir(jobPath, ref)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "pipeline.toml")); err != nil {
+		return nil, fmt.Errorf("no pipeline.toml in folder %s", ref)
+	}
+	return LoadPipeline(os.DirFS(dir), dir)
+}
+
+func allowedPipelineDir(jobPath, ref string) (string, error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	jobDir, err := filepath.Abs(filepath.Dir(jobPath))
+	if err != nil {
+		return "", err
+	}
+	candidates := []string{filepath.Join(cwd, ref)}
+	if filepath.IsAbs(ref) {
+		candidates = []string{filepath.Clean(ref)}
+	} else {
+		candidates = append(candidates, filepath.Join(jobDir, ref))
+	}
+	for _, c := range candidates {
+		real, err := filepath.EvalSymlinks(c)
+		if err != nil {
+			continue
+		}
+		for _, root := range []string{cwd, jobDir} {
+			rroot, err := filepath.EvalSymlinks(root)
+			if err != nil {
+				continue
+			}
+			if rel, err := filepath.Rel(rroot, real); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+				return real, nil
+			}
+		}
+		return "", fmt.Errorf("pipeline folder %s lies outside the working directory and the job file's directory", ref)
+	}
+	return "", fmt.Errorf("no pipeline folder %s", ref)
+}
+
+// BuiltinNames lists the built-in pipelines.
+func BuiltinNames(builtins fs.FS) []string {
+	if builtins == nil {
+		return nil
+	}
+	entries, _ := fs.ReadDir(builtins, ".")
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() {
+			if _, err := fs.Stat(builtins, e.Name()+"/pipeline.toml"); err == nil {
+				names = append(names, e.Name())
+			}
+		}
+	}
+	return names
+}
+
+// tomlError turns a decode error into a JobFileError with the line.
+func tomlError(path string, data []byte, err error) error {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		key := pe.LastKey
+		msg := pe.Message
+		if pe.Usage != "" {
+			msg += " (" + strings.TrimSpace(pe.Usage) + ")"
+		}
+		if msg == "" {
+			msg = pe.Error()
+		}
+		return &JobFileError{File: path, Line: pe.Position.Line, Key: key, Msg: msg, Err: err}
+	}
+	var terr toml.ParseError
+	_ = terr
+	// Type mismatches ("toml: line 3 (last key "x"): incompatible types ...")
+	msg := strings.TrimPrefix(err.Error(), "toml: ")
+	line := 0
+	if m := regexp.MustCompile(`^line (\d+)`).FindStringSubmatch(msg); m != nil {
+		fmt.Sscanf(m[1], "%d", &line)
+	}
+	return &JobFileError{File: path, Line: line, Msg: msg, Err: err}
+}
+
+// keyLine finds the line that defines key in a TOML document: it follows
+// table headers and matches "name =" inside the right table. 0 when unknown.
+func keyLine(data []byte, key []string) int {
+	if len(key) == 0 {
+		return 0
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
+	var table []string
+	tableLine := 0
+	n := 0
+	for sc.Scan() {
+		n++
+		line := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(line, "[") {
+			h := strings.Trim(strings.SplitN(line, "#", 2)[0], " []")
+			table = splitDotted(h)
+			tableLine = n
+			if equalKeys(table, key) {
+				return n
+			}
+			continue
+		}
+		eq := strings.Index(line, "=")
+		if eq <= 0 {
+			continue
+		}
+		full := append(append([]string{}, table...), splitDotted(strings.TrimSpace(line[:eq]))...)
+		if equalKeys(full, key) || (len(full) > len(key) && equalKeys(full[:len(key)], key)) {
+			return n
+		}
+	}
+	if len(key) > 1 {
+		if l := keyLine(data, key[:len(key)-1]); l > 0 {
+			return l
+		}
+	}
+	_ = tableLine
+	return 0
+}
+
+func splitDotted(s string) []string {
+	parts := strings.Split(s, ".")
+	for i, p := range parts {
+		parts[i] = strings.Trim(strings.TrimSpace(p), `"'`)
+	}
+	return parts
+}
+
+func equalKeys(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

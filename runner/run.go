@@ -1,0 +1,693 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Decisions a run can report.
+const (
+	DecisionLoaded           = "loaded"
+	DecisionApplied          = "applied"
+	DecisionSkipped          = "skipped"
+	DecisionAlreadyCommitted = "already_committed"
+	DecisionRefused          = "refused"
+	DecisionFailed           = "failed"
+)
+
+// Fault points: a RunOptions.Fault hook is called with each name as the run
+// passes it. The CLI uses them to kill itself in crash tests.
+const (
+	FaultBeforeBegin  = "before_begin"
+	FaultAfterStep    = "after_step:" // followed by the step file name
+	FaultAfterTarget  = "after_target"
+	FaultBeforeCommit = "before_commit"
+	FaultAfterCommit  = "after_commit"
+	FaultCheckpoint   = "checkpoint"
+)
+
+// RunOptions are the per-invocation settings of a run; none is part of the
+// job key.
+type RunOptions struct {
+	Input        string // overrides the job's [input] path
+	BatchID      string // apply mode; default: the input file's base name
+	From, To     *int64 // apply mode: the batch covers source positions (From, To]
+	Epoch        *int64 // refuse unless this is the job's writer epoch
+	ExpectParent *int64 // refuse unless the job's latest snapshot is this
+	Fault        func(point string)
+	Progress     Progress
+	// FailAfterTarget injects an error after the target is written and
+	// before COMMIT (tests of the all-or-nothing commit).
+	FailAfterTarget bool
+}
+
+// Result is what a run reports.
+type Result struct {
+	Job         string           `json:"job"`
+	Pipeline    string           `json:"pipeline"`
+	Mode        string           `json:"mode"`
+	Decision    string           `json:"decision"`
+	Changed     []string         `json:"changed"`
+	FirstLoad   bool             `json:"first_load"`
+	JobKey      string           `json:"job_key"`
+	Snapshot    int64            `json:"snapshot"`
+	Parent      int64            `json:"parent"`
+	BatchID     string           `json:"batch_id,omitempty"`
+	RowsIn      int64            `json:"rows_in"`
+	RowsOut     int64            `json:"rows_out"`
+	Outcomes    map[string]int64 `json:"outcomes"`
+	Cursor      int64            `json:"cursor"`
+	Epoch       int64            `json:"epoch"`
+	Target      string           `json:"target"`
+	InputSHA256 string           `json:"input_sha256"`
+	Inputs      []InputFile      `json:"inputs"`
+	Parts       Parts            `json:"parts"`
+}
+
+// jobState is the job's state row.
+type jobState struct {
+	exists   bool
+	key      string
+	parts    Parts
+	hasParts bool
+	target   string
+	snapshot int64
+	cursor   int64
+	epoch    int64
+}
+
+func readState(ctx context.Context, q querier, job string) (jobState, error) {
+	var st jobState
+	var key, parts, target sql.NullString
+	err := q.QueryRowContext(ctx,
+		`SELECT job_key, parts, target, snapshot, cursor, epoch FROM idem.jobs WHERE job = ?`, job).
+		Scan(&key, &parts, &target, &st.snapshot, &st.cursor, &st.epoch)
+	if errors.Is(err, sql.ErrNoRows) {
+		return jobState{epoch: 1}, nil
+	}
+	if err != nil {
+		return st, fmt.Errorf("read state of job %s: %w", job, err)
+	}
+	st.exists = true
+	st.key = key.String
+	st.target = target.String
+	if parts.Valid && parts.String != "" {
+		p, err := parseParts(parts.String)
+		if err != nil {
+			return st, fmt.Errorf("read state of job %s: parts: %w", job, err)
+		}
+		st.parts, st.hasParts = p, true
+	}
+	return st, nil
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// prepared is everything a run computes before it opens its transaction.
+type prepared struct {
+	files   []InputFile
+	format  string
+	parts   Parts
+	key     string
+	batchID string
+	digest  string // the ledger's batch digest: input digest plus bounds
+}
+
+func prepare(ctx context.Context, job *Job, opts RunOptions) (*prepared, error) {
+	inputPath := job.Input.Path
+	if opts.Input != "" {
+		inputPath = opts.Input
+	}
+	if (opts.From == nil) != (opts.To == nil) {
+		return nil, usage("--from and --to go together")
+	}
+	if opts.From != nil {
+		if job.Pipeline.Mode != ModeApply {
+			return nil, usage("--from/--to apply to apply-mode jobs; %s is a %s job", job.Name, job.Pipeline.Mode)
+		}
+		if *opts.To <= *opts.From {
+			return nil, usage("--to %d must be greater than --from %d: a batch covers (from, to]", *opts.To, *opts.From)
+		}
+	}
+	done := opts.Progress.step("hash input")
+	files, err := resolveInput(ctx, inputPath, opts.Progress)
+	done()
+	if err != nil {
+		return nil, err
+	}
+	format, err := inferFormat(job.Input.Format, files)
+	if err != nil {
+		return nil, err
+	}
+	parts := Parts{
+		Input: inputDigest(files),
+		Transform: TransformPart{
+			Pipeline: job.Pipeline.Name,
+			Version:  job.TransformVersion,
+			SHA256:   StepsDigest(job.Steps),
+		},
+		Config: job.config(format),
+		Schema: SchemaPart{Version: job.SchemaVersion, SHA256: digestString(job.DDL)},
+	}
+	p := &prepared{files: files, format: format, parts: parts, key: parts.Key()}
+	p.digest = parts.Input
+	if job.Pipeline.Mode == ModeApply {
+		p.batchID = opts.BatchID
+		if p.batchID == "" {
+			p.batchID = filepath.Base(files[0].Path)
+			if len(files) > 1 {
+				p.batchID = "files-" + parts.Input[:16]
+			}
+		}
+		if opts.From != nil {
+			p.digest = digestString(string(canonicalJSON(map[string]any{
+				"input": parts.Input, "from": *opts.From, "to": *opts.To,
+			})))
+		}
+	}
+	return p, nil
+}
+
+// config is the config part of the key: everything in the job that shapes
+// rows. Never the database path or connection settings.
+func (j *Job) config(format string) map[string]any {
+	return map[string]any{
+		"params": j.Params,
+		"target": j.Table,
+		"format": format,
+	}
+}
+
+// Run runs job once: one transaction on one pinned connection that either
+// commits the target, its history, the outcomes, the ledger, the snapshot
+// and the state row together, or changes nothing. A run refused by a guard
+// returns a *RefusedError; skipped and already-committed runs return a
+// Result and no error.
+func (d *DB) Run(ctx context.Context, job *Job, opts RunOptions) (*Result, error) {
+	if d.readOnly {
+		return nil, errors.New("database opened read-only")
+	}
+	p, err := prepare(ctx, job, opts)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := d.sql.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", d.path, err)
+	}
+	defer conn.Close()
+
+	fault(opts, FaultBeforeBegin)
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	res, logRow, err := d.runTx(ctx, tx, job, p, opts)
+	if err != nil || res.Decision == DecisionSkipped || res.Decision == DecisionAlreadyCommitted {
+		rbErr := tx.Rollback()
+		if err != nil {
+			if ctx.Err() != nil {
+				err = fmt.Errorf("%w: %w", ErrCanceled, err)
+			}
+			decision := DecisionFailed
+			if errors.Is(err, ErrRefused) {
+				decision = DecisionRefused
+			}
+			d.logOutside(job, p, decision, err.Error())
+			if rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
+				err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
+			}
+			return nil, err
+		}
+		d.logOutside(job, p, res.Decision, "")
+		return res, nil
+	}
+	_ = logRow
+	fault(opts, FaultBeforeCommit)
+	if err := tx.Commit(); err != nil {
+		d.logOutside(job, p, DecisionFailed, err.Error())
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	fault(opts, FaultAfterCommit)
+	// Keep the WAL short: DuckDB replays it on open, and index DDL in a WAL
+	// has had replay bugs. A failure here does not undo the commit.
+	fault(opts, FaultCheckpoint)
+	_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
+	return res, nil
+}
+
+func fault(opts RunOptions, point string) {
+	if opts.Fault != nil {
+		opts.Fault(point)
+	}
+}
+
+// logOutside records a run that committed nothing (skipped, refused, failed)
+// in the run log, in its own short transaction after the rollback.
+func (d *DB) logOutside(job *Job, p *prepared, decision, message string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := readState(ctx, d.sql, job.Name)
+	if err != nil {
+		return
+	}
+	var changed []string
+	if st.hasParts {
+		changed = p.parts.Changed(st.parts)
+	}
+	_, _ = d.sql.ExecContext(ctx, `INSERT INTO idem.runs VALUES (?, current_timestamp, ?, ?, ?, NULL, NULL, ?, ?, ?, ?)`,
+		job.Name, nullable(p.batchID), decision, string(canonicalJSON(nonNil(changed))), st.snapshot, st.cursor, st.epoch, nullable(message))
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts RunOptions) (*Result, bool, error) {
+	st, err := readState(ctx, tx, job.Name)
+	if err != nil {
+		return nil, false, err
+	}
+	res := &Result{
+		Job:         job.Name,
+		Pipeline:    job.Pipeline.Name,
+		Mode:        job.Pipeline.Mode,
+		JobKey:      p.key,
+		Target:      job.Table,
+		InputSHA256: p.parts.Input,
+		Inputs:      p.files,
+		Parts:       p.parts,
+		Snapshot:    st.snapshot,
+		Parent:      st.snapshot,
+		Cursor:      st.cursor,
+		Epoch:       st.epoch,
+		BatchID:     p.batchID,
+		Outcomes:    map[string]int64{},
+		Changed:     []string{},
+	}
+	if st.hasParts {
+		res.Changed = nonNil(p.parts.Changed(st.parts))
+	} else {
+		res.FirstLoad = true
+	}
+
+	// Guards, in the order of the batch lab: epoch, identity, cursor.
+	if opts.Epoch != nil && *opts.Epoch != st.epoch {
+		return nil, false, refuse("epoch", "stale writer: epoch %d is not the job's current epoch %d", *opts.Epoch, st.epoch)
+	}
+	if opts.ExpectParent != nil && *opts.ExpectParent != st.snapshot {
+		return nil, false, refuse("parent", "stale parent: expected %d, latest is %d", *opts.ExpectParent, st.snapshot)
+	}
+	exists, err := tableExists(ctx, tx, "main", job.Table)
+	if err != nil {
+		return nil, false, err
+	}
+	switch job.Pipeline.Mode {
+	case ModeRefresh:
+		if st.exists && st.key == p.key && exists {
+			res.Decision = DecisionSkipped
+			res.RowsOut, err = countRows(ctx, tx, job.Table)
+			return res, false, err
+		}
+	case ModeApply:
+		done, err := d.checkLedger(ctx, tx, job, p, res)
+		if err != nil || done {
+			return res, false, err
+		}
+		if opts.From != nil && *opts.From != st.cursor {
+			what := "a gap"
+			if *opts.From < st.cursor {
+				what = "an overlap"
+			}
+			return nil, false, refuse("cursor", "batch %s starts at %d but the job's cursor is %d (%s): the next batch must start at %d", p.batchID, *opts.From, st.cursor, what, st.cursor)
+		}
+	}
+	if err := checkReleased(ctx, tx, job); err != nil {
+		return nil, false, err
+	}
+
+	// Load.
+	if err := retain(ctx, d.path, p.files, opts.Progress); err != nil {
+		return nil, false, err
+	}
+	for _, f := range p.files {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO idem.inputs SELECT ?, ?, current_timestamp WHERE NOT EXISTS (SELECT 1 FROM idem.inputs WHERE sha256 = ?)`, f.SHA256, f.Size, f.SHA256); err != nil {
+			return nil, false, fmt.Errorf("record input %s: %w", f.Path, err)
+		}
+	}
+	snapshot := st.snapshot + 1
+	if err := bindVariables(ctx, tx, job, p, snapshot); err != nil {
+		return nil, false, err
+	}
+	if err := stageInput(ctx, tx, p.files, p.format, job.Pipeline.ColumnNames()); err != nil {
+		return nil, false, err
+	}
+	if err := prepareErasures(ctx, tx, job); err != nil {
+		return nil, false, err
+	}
+	rebuild := !exists || !st.hasParts || st.parts.Schema != p.parts.Schema || st.target != job.Table
+	if rebuild {
+		if err := d.buildTarget(ctx, tx, job, exists && st.target == job.Table); err != nil {
+			return nil, false, err
+		}
+	}
+	for _, step := range job.Steps {
+		done := opts.Progress.step(strings.TrimSuffix(step.Name, ".sql"))
+		_, err := tx.ExecContext(ctx, expandSQL(step.SQL, job.Table))
+		done()
+		if err != nil {
+			return nil, false, stepError(step, err, p)
+		}
+		fault(opts, FaultAfterStep+step.Name)
+	}
+
+	// Every input row has exactly one outcome, checked before commit.
+	var staged, outcomes int64
+	if err := tx.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM staged), (SELECT count(*) FROM outcomes)`).Scan(&staged, &outcomes); err != nil {
+		return nil, false, fmt.Errorf("pipeline %s: count staged rows and outcomes (steps must leave temp tables staged and outcomes): %w", job.Pipeline.Name, err)
+	}
+	if staged != outcomes {
+		return nil, false, fmt.Errorf("pipeline %s: outcomes do not balance: %d rows staged, %d outcomes; nothing committed", job.Pipeline.Name, staged, outcomes)
+	}
+	res.RowsIn = staged
+	counts, err := outcomeCounts(ctx, tx)
+	if err != nil {
+		return nil, false, err
+	}
+	res.Outcomes = counts
+	if err := d.recordHistory(ctx, tx, job, snapshot); err != nil {
+		return nil, false, err
+	}
+	res.RowsOut, err = countRows(ctx, tx, job.Table)
+	if err != nil {
+		return nil, false, err
+	}
+	fault(opts, FaultAfterTarget)
+	if opts.FailAfterTarget {
+		return nil, false, errors.New("injected failure after the target was written")
+	}
+
+	res.Snapshot = snapshot
+	if job.Pipeline.Mode == ModeApply {
+		res.Decision = DecisionApplied
+		if opts.To != nil {
+			res.Cursor = *opts.To
+		}
+	} else {
+		res.Decision = DecisionLoaded
+	}
+	if err := d.writeCommitRows(ctx, tx, job, p, st, res, opts); err != nil {
+		return nil, false, err
+	}
+	return res, true, nil
+}
+
+// checkLedger applies the batch identity guard. It reports done when the
+// batch was already committed with the same digest.
+func (d *DB) checkLedger(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, res *Result) (bool, error) {
+	var digest, outcomes string
+	var rowsIn, snapshot int64
+	var toPos sql.NullInt64
+	err := tx.QueryRowContext(ctx, `SELECT digest, rows_in, outcomes, snapshot, to_pos FROM idem.ledger WHERE job = ? AND batch_id = ?`,
+		job.Name, p.batchID).Scan(&digest, &rowsIn, &outcomes, &snapshot, &toPos)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read ledger of job %s: %w", job.Name, err)
+	}
+	if digest != p.digest {
+		return false, refuse("batch", "batch %s was committed with digest %s; this input's digest is %s: a changed batch needs a new batch id", p.batchID, digest[:12], p.digest[:12])
+	}
+	res.Decision = DecisionAlreadyCommitted
+	res.RowsIn = rowsIn
+	res.Snapshot = snapshot
+	_ = json.Unmarshal([]byte(outcomes), &res.Outcomes)
+	rowsOut, err := countRows(ctx, tx, job.Table)
+	if err == nil {
+		res.RowsOut = rowsOut
+	}
+	return true, nil
+}
+
+// checkReleased refuses a run whose transform or schema version's files no
+// longer match the sha256 recorded the first time this database used them,
+// and records versions seen for the first time.
+func checkReleased(ctx context.Context, tx *sql.Tx, job *Job) error {
+	check := func(kind string, version int, sum, what string) error {
+		var recorded string
+		err := tx.QueryRowContext(ctx, `SELECT sha256 FROM idem.released WHERE pipeline = ? AND kind = ? AND version = ?`,
+			job.Pipeline.Name, kind, version).Scan(&recorded)
+		if errors.Is(err, sql.ErrNoRows) {
+			_, err = tx.ExecContext(ctx, `INSERT INTO idem.released VALUES (?, ?, ?, ?, current_timestamp)`, job.Pipeline.Name, kind, version, sum)
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if recorded != sum {
+			return refuse("released", "%s v%d of pipeline %s was edited after release (sha256 %s, recorded %s): released SQL never changes; add a new version (%s) instead", kind, version, job.Pipeline.Name, sum[:12], recorded[:12], what)
+		}
+		return nil
+	}
+	if err := check("transform", job.TransformVersion, StepsDigest(job.Steps), "transform/v<N+1>/"); err != nil {
+		return err
+	}
+	return check("schema", job.SchemaVersion, digestString(job.DDL), "schema/v<N+1>.sql")
+}
+
+// bindVariables binds the params and idem's own values as DuckDB variables
+// that the step SQL reads with getvariable('name').
+func bindVariables(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, snapshot int64) error {
+	vars := map[string]any{
+		"idem_job":      job.Name,
+		"idem_batch_id": p.batchID,
+		"idem_snapshot": snapshot,
+	}
+	for k, v := range job.Params {
+		vars[k] = v
+	}
+	for _, k := range sortedKeys(vars) {
+		if _, err := tx.ExecContext(ctx, "SET VARIABLE "+quoteIdent(k)+" = ?", vars[k]); err != nil {
+			return fmt.Errorf("bind %s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// prepareErasures gives the steps the job's erased keys as temp table
+// idem_erased(key, position).
+func prepareErasures(ctx context.Context, tx *sql.Tx, job *Job) error {
+	_, err := tx.ExecContext(ctx, `CREATE OR REPLACE TEMP TABLE idem_erased AS
+		SELECT key, max(position) AS position FROM idem.erasures WHERE job = ? GROUP BY key`, job.Name)
+	if err != nil {
+		return fmt.Errorf("read erasures of job %s: %w", job.Name, err)
+	}
+	_, err = tx.ExecContext(ctx, `DROP TABLE IF EXISTS idem_touched`)
+	return err
+}
+
+// buildTarget runs the schema DDL. For an apply job whose table exists (a
+// schema change), the rows are carried over by column name.
+func (d *DB) buildTarget(ctx context.Context, tx *sql.Tx, job *Job, existed bool) error {
+	carry := existed && job.Pipeline.Mode == ModeApply
+	if carry {
+		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE idem_prev AS SELECT * FROM "+quoteIdent(job.Table)); err != nil {
+			return fmt.Errorf("keep rows of %s for the schema change: %w", job.Table, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, expandSQL(job.DDL, job.Table)); err != nil {
+		return fmt.Errorf("schema v%d of pipeline %s: %w", job.SchemaVersion, job.Pipeline.Name, trimSQLError(err))
+	}
+	if carry {
+		cols, err := commonColumns(ctx, tx, job.Table)
+		if err != nil {
+			return err
+		}
+		list := strings.Join(cols, ", ")
+		if _, err := tx.ExecContext(ctx, "INSERT INTO "+quoteIdent(job.Table)+" ("+list+") SELECT "+list+" FROM idem_prev"); err != nil {
+			return fmt.Errorf("carry rows of %s into schema v%d: %w", job.Table, job.SchemaVersion, trimSQLError(err))
+		}
+	}
+	return nil
+}
+
+func commonColumns(ctx context.Context, tx *sql.Tx, table string) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, `
+		SELECT c.column_name FROM duckdb_columns() c
+		JOIN duckdb_columns() p ON p.column_name = c.column_name
+		WHERE c.database_name = current_database() AND c.schema_name = 'main' AND c.table_name = ?
+		  AND p.database_name = 'temp' AND p.table_name = 'idem_prev'
+		ORDER BY c.column_index`, table)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var cols []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			return nil, err
+		}
+		cols = append(cols, quoteIdent(c))
+	}
+	return cols, rows.Err()
+}
+
+var placeholder = regexp.MustCompile(`\{\{\s*table(?::([A-Za-z0-9_]+))?\s*\}\}`)
+
+// expandSQL replaces {{table}} with the quoted target name and
+// {{table:_suffix}} with the quoted name of a companion object.
+func expandSQL(text, table string) string {
+	return placeholder.ReplaceAllStringFunc(text, func(m string) string {
+		sub := placeholder.FindStringSubmatch(m)
+		return quoteIdent(table + sub[1])
+	})
+}
+
+func stepError(step Step, err error, p *prepared) error {
+	msg := err.Error()
+	if strings.Contains(msg, "Malformed JSON") || strings.Contains(msg, "CSV Error") || strings.Contains(msg, "Invalid unicode") ||
+		strings.Contains(msg, "Invalid Input Error") || strings.Contains(msg, "Conversion Error") {
+		return inputReadError(err, p.files, p.format)
+	}
+	return fmt.Errorf("step %s: %w", step.Name, trimSQLError(err))
+}
+
+// trimSQLError drops DuckDB's multi-line context from an error.
+func trimSQLError(err error) error {
+	msg := err.Error()
+	if i := strings.Index(msg, "\n\nLINE "); i >= 0 {
+		return &sqlError{msg: strings.TrimSpace(msg[:i]), err: err}
+	}
+	return err
+}
+
+type sqlError struct {
+	msg string
+	err error
+}
+
+func (e *sqlError) Error() string { return e.msg }
+func (e *sqlError) Unwrap() error { return e.err }
+
+func outcomeCounts(ctx context.Context, tx *sql.Tx) (map[string]int64, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT outcome, count(*) FROM outcomes GROUP BY outcome ORDER BY outcome`)
+	if err != nil {
+		return nil, fmt.Errorf("count outcomes: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var o sql.NullString
+		var n int64
+		if err := rows.Scan(&o, &n); err != nil {
+			return nil, err
+		}
+		if !o.Valid {
+			return nil, errors.New("pipeline gave a row no outcome (NULL); nothing committed")
+		}
+		out[o.String] = n
+	}
+	return out, rows.Err()
+}
+
+func tableExists(ctx context.Context, q querier, schema, table string) (bool, error) {
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT count(*) FROM duckdb_tables()
+		WHERE table_name = ? AND CASE WHEN ? = 'temp' THEN database_name = 'temp' ELSE database_name = current_database() AND schema_name = ? END`, table, schema, schema).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("look up table %s.%s: %w", schema, table, err)
+	}
+	return n > 0, nil
+}
+
+func countRows(ctx context.Context, q querier, table string) (int64, error) {
+	var n int64
+	if err := q.QueryRowContext(ctx, "SELECT count(*) FROM "+quoteIdent(table)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count rows of %s: %w", table, err)
+	}
+	return n, nil
+}
+
+// writeCommitRows writes the ledger row (apply), the snapshot row, the state
+// row and the run log row, all inside the run's transaction.
+func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, st jobState, res *Result, opts RunOptions) error {
+	outcomes := string(canonicalJSON(res.Outcomes))
+	if job.Pipeline.Mode == ModeApply {
+		var from, to any
+		if opts.From != nil {
+			from, to = *opts.From, *opts.To
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO idem.ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)`,
+			job.Name, p.batchID, p.digest, p.parts.Input, from, to, res.RowsIn, outcomes, res.Snapshot); err != nil {
+			return fmt.Errorf("write ledger: %w", err)
+		}
+	}
+	inputs := make([]map[string]any, len(p.files))
+	for i, f := range p.files {
+		inputs[i] = map[string]any{"sha256": f.SHA256, "bytes": f.Size, "name": filepath.Base(f.Path)}
+	}
+	cols, err := targetColumns(ctx, tx, job.Table)
+	if err != nil {
+		return err
+	}
+	var from, to any
+	if opts.From != nil {
+		from, to = *opts.From, *opts.To
+	}
+	bounds := map[string]any{"from": from, "to": to}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.snapshots VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)`,
+		job.Name, res.Snapshot, st.snapshot, res.Decision, nullable(p.batchID), p.key, p.parts.JSON(),
+		string(canonicalJSON(map[string]any{"files": inputs, "format": p.format, "bounds": bounds})),
+		res.RowsIn, res.RowsOut, outcomes, string(canonicalJSON(cols)), string(canonicalJSON(nonNil(job.Pipeline.Key)))); err != nil {
+		return fmt.Errorf("write snapshot row: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM idem.jobs WHERE job = ?`, job.Name); err != nil {
+		return fmt.Errorf("write state row: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)`,
+		job.Name, job.Pipeline.Name, job.Pipeline.Mode, job.Table, p.key, p.parts.JSON(), res.Snapshot, res.Cursor, st.epoch); err != nil {
+		return fmt.Errorf("write state row: %w", err)
+	}
+	changed := res.Changed
+	if res.FirstLoad {
+		changed = []string{}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.runs VALUES (?, current_timestamp, ?, ?, ?, ?, ?, ?, ?, ?, NULL)`,
+		job.Name, nullable(p.batchID), res.Decision, string(canonicalJSON(changed)), res.RowsIn, outcomes, res.Snapshot, res.Cursor, st.epoch); err != nil {
+		return fmt.Errorf("write run log: %w", err)
+	}
+	return nil
+}
+
+// TargetColumn is a target column as stored: name and DuckDB type.
+type TargetColumn struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+func targetColumns(ctx context.Context, q querier, table string) ([]TargetColumn, error) {
+	return targetColumnsIn(ctx, q, "main", table)
+}

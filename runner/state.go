@@ -1,0 +1,92 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Fence advances the job's writer epoch in its own transaction and returns
+// the new epoch. A run given an older epoch is refused from then on.
+func (d *DB) Fence(ctx context.Context, job string) (int64, error) {
+	tx, err := d.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("fence %s: %w", job, err)
+	}
+	st, err := readState(ctx, tx, job)
+	if err != nil {
+		return 0, errors.Join(err, tx.Rollback())
+	}
+	epoch := st.epoch + 1
+	if st.exists {
+		_, err = tx.ExecContext(ctx, `UPDATE idem.jobs SET epoch = ?, updated_at = current_timestamp WHERE job = ?`, epoch, job)
+	} else {
+		_, err = tx.ExecContext(ctx, `INSERT INTO idem.jobs (job, epoch, updated_at) VALUES (?, ?, current_timestamp)`, job, epoch)
+	}
+	if err == nil {
+		_, err = tx.ExecContext(ctx, `INSERT INTO idem.runs VALUES (?, current_timestamp, NULL, 'fenced', '[]', NULL, NULL, ?, ?, ?, NULL)`, job, st.snapshot, st.cursor, epoch)
+	}
+	if err != nil {
+		return 0, errors.Join(fmt.Errorf("fence %s: %w", job, err), tx.Rollback())
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("fence %s: %w", job, err)
+	}
+	_, _ = d.sql.ExecContext(ctx, "CHECKPOINT")
+	return epoch, nil
+}
+
+// LogEntry is one run of a job as recorded in the run log.
+type LogEntry struct {
+	Time     time.Time        `json:"time"`
+	BatchID  *string          `json:"batch_id"`
+	Decision string           `json:"decision"`
+	Changed  []string         `json:"changed"`
+	RowsIn   *int64           `json:"rows_in"`
+	Outcomes map[string]int64 `json:"outcomes"`
+	Snapshot int64            `json:"snapshot"`
+	Cursor   int64            `json:"cursor"`
+	Epoch    int64            `json:"epoch"`
+	Message  *string          `json:"message,omitempty"`
+}
+
+// Log returns the job's runs, newest first.
+func (d *DB) Log(ctx context.Context, job string) ([]LogEntry, error) {
+	rows, err := d.sql.QueryContext(ctx, `SELECT run_at, batch_id, decision, changed, rows_in, outcomes, snapshot, cursor, epoch, message
+		FROM idem.runs WHERE job = ? ORDER BY run_at DESC, snapshot DESC, rowid DESC`, job)
+	if err != nil {
+		return nil, fmt.Errorf("read log of %s: %w", job, err)
+	}
+	defer rows.Close()
+	var out []LogEntry
+	for rows.Next() {
+		var e LogEntry
+		var batch, changed, outcomes, msg sql.NullString
+		var rowsIn, snap, cursor, epoch sql.NullInt64
+		if err := rows.Scan(&e.Time, &batch, &e.Decision, &changed, &rowsIn, &outcomes, &snap, &cursor, &epoch, &msg); err != nil {
+			return nil, err
+		}
+		if batch.Valid {
+			e.BatchID = &batch.String
+		}
+		if rowsIn.Valid {
+			e.RowsIn = &rowsIn.Int64
+		}
+		if msg.Valid {
+			e.Message = &msg.String
+		}
+		e.Snapshot, e.Cursor, e.Epoch = snap.Int64, cursor.Int64, epoch.Int64
+		e.Changed = []string{}
+		if changed.Valid {
+			_ = json.Unmarshal([]byte(changed.String), &e.Changed)
+		}
+		if outcomes.Valid {
+			_ = json.Unmarshal([]byte(outcomes.String), &e.Outcomes)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
