@@ -293,8 +293,6 @@ func tomlError(path string, data []byte, err error) error {
 		}
 		return &JobFileError{File: path, Line: pe.Position.Line, Key: key, Msg: msg, Err: err}
 	}
-	var terr toml.ParseError
-	_ = terr
 	// Type mismatches ("toml: line 3 (last key "x"): incompatible types ...")
 	msg := strings.TrimPrefix(err.Error(), "toml: ")
 	line := 0
@@ -313,7 +311,6 @@ func keyLine(data []byte, key []string) int {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
 	var table []string
-	tableLine := 0
 	n := 0
 	for sc.Scan() {
 		n++
@@ -321,7 +318,6 @@ func keyLine(data []byte, key []string) int {
 		if strings.HasPrefix(line, "[") {
 			h := strings.Trim(strings.SplitN(line, "#", 2)[0], " []")
 			table = splitDotted(h)
-			tableLine = n
 			if equalKeys(table, key) {
 				return n
 			}
@@ -341,7 +337,6 @@ func keyLine(data []byte, key []string) int {
 			return l
 		}
 	}
-	_ = tableLine
 	return 0
 }
 

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -49,7 +51,7 @@ func (a *app) newLogCmd() *cobra.Command {
 					rowsIn = fmt.Sprint(*e.RowsIn)
 				}
 				var oc []string
-				for _, k := range sortedKeys(e.Outcomes) {
+				for _, k := range slices.Sorted(maps.Keys(e.Outcomes)) {
 					oc = append(oc, fmt.Sprintf("%s=%d", k, e.Outcomes[k]))
 				}
 				decision := e.Decision

@@ -30,16 +30,3 @@ func (a *app) newVersionCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print one JSON object on stdout")
 	return cmd
 }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
-	return keys
-}
