@@ -326,7 +326,14 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 	switch job.Pipeline.Mode {
 	case ModeRefresh:
 		if st.exists && st.key == p.key && exists {
+			// The target already holds this snapshot: report its counts.
 			res.Decision = DecisionSkipped
+			var outcomes sql.NullString
+			if err := tx.QueryRowContext(ctx, `SELECT rows_in, outcomes FROM idem.snapshots WHERE job = ? AND snapshot = ?`,
+				job.Name, st.snapshot).Scan(&res.RowsIn, &outcomes); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return nil, false, fmt.Errorf("read snapshot %d of job %s: %w", st.snapshot, job.Name, err)
+			}
+			_ = json.Unmarshal([]byte(outcomes.String), &res.Outcomes)
 			res.RowsOut, err = countRows(ctx, tx, job.Table)
 			return res, false, err
 		}

@@ -77,8 +77,9 @@ row names, committed in the same transaction.
 Exit codes: 0 success (also skipped and already committed), 1 runtime
 failure (nothing committed), 2 usage or job-file error, 3 refused by a
 guard, 4 database held by another writer.`,
-		SilenceUsage:  true,
-		SilenceErrors: true,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
 	root.AddCommand(
 		a.newRunCmd(),
