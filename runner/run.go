@@ -228,7 +228,7 @@ func (d *DB) Run(ctx context.Context, job *Job, opts RunOptions) (*Result, error
 			}
 			return nil, err
 		}
-		d.logOutside(job, p, res.Decision, "")
+		d.logNoCommit(job, p, res)
 		return res, nil
 	}
 	_ = logRow
