@@ -86,13 +86,14 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 		if m := lockPID.FindStringSubmatch(err.Error()); m != nil {
 			locked.PID, _ = strconv.Atoi(m[1])
 		}
-		if time.Now().Add(delay).After(deadline) {
+		left := time.Until(deadline)
+		if left <= 0 {
 			return nil, locked
 		}
 		select {
 		case <-ctx.Done():
 			return nil, locked
-		case <-time.After(delay):
+		case <-time.After(min(delay, left)):
 		}
 		delay = min(delay*2, 500*time.Millisecond)
 	}
