@@ -375,3 +375,20 @@ licenses = ["CC0 1.0", "CC BY 4.0"]
 	}
 	require.Equal(t, []string{"skipped", "skipped", "loaded"}, decisions)
 }
+
+// A run whose context is already canceled (Ctrl-C before or while it opens
+// the database) says nothing was committed and exits 1.
+func TestCanceledBeforeTheRunStarts(t *testing.T) {
+	t.Parallel()
+	j := newApplyJob(t)
+	j.apply("--input", fixture(t, "batch-1.jsonl"))
+	before := captureState(t, j.db)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errb strings.Builder
+	code := Main(ctx, []string{"run", j.file, "--input", fixture(t, "batch-2.jsonl")}, &out, &errb)
+	require.Equal(t, runner.ExitFailure, code, errb.String())
+	require.Contains(t, errb.String(), "idem: canceled, nothing was committed")
+	require.Empty(t, out.String())
+	require.Equal(t, before, captureState(t, j.db))
+}
