@@ -114,8 +114,10 @@ func TestSecondProcessIsLockedOut(t *testing.T) {
 	require.NoError(t, json.Unmarshal(pj.stdout.Bytes(), &jsonErr), pj.stdout.String())
 	require.Equal(t, runner.ExitLocked, jsonErr.ExitCode)
 	require.Contains(t, jsonErr.Error, j.db)
+	pf := startIdem(t, nil, "fence", j.file)
+	require.Equal(t, runner.ExitLocked, pf.wait(t, 10*time.Second), pf.stderr.String())
 	require.NoError(t, holder.Close())
-	require.Equal(t, before, captureState(t, j.db), "the locked-out process wrote something")
+	require.Equal(t, before, captureState(t, j.db), "a locked-out process wrote something")
 
 	// --wait: the run starts while the database is held and commits once
 	// the holder closes it.
