@@ -275,7 +275,9 @@ func TestLog(t *testing.T) {
 	require.Equal(t, 0, idem(t, "fence", j.file).code)
 	j.refused("--input", b2, "--from", "10", "--to", "20", "--epoch", "1") // stale epoch
 	bad := j.input("bad.jsonl", `{"change_id":"x"`)
+	before := captureState(t, j.db)
 	require.Equal(t, runner.ExitFailure, j.run("--input", bad, "--from", "10", "--to", "20").code)
+	require.Equal(t, before, captureState(t, j.db), "a failed run changed the database")
 	second := j.apply("--input", b2, "--from", "10", "--to", "20", "--epoch", "2")
 
 	runs := j.log()
@@ -321,8 +323,8 @@ func TestLog(t *testing.T) {
 		}
 	}
 
-	// The log is read-only: reading it twice changes nothing.
-	before := captureState(t, j.db)
+	// The log is read-only: reading it changes nothing.
+	before = captureState(t, j.db)
 	r := idem(t, "log", j.file)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, before, captureState(t, j.db))
