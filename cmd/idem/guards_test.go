@@ -177,9 +177,16 @@ func TestCursorBounds(t *testing.T) {
 	snap, cursor, _ = j.state()
 	require.Equal(t, []int64{4, 30}, []int64{snap, cursor})
 
+	// A retry of an earlier interval is recognised by the ledger before the
+	// cursor is compared: already committed, not an overlap.
+	before := captureState(t, j.db)
+	retry := j.apply("--input", b1, "--from", "0", "--to", "10")
+	require.Equal(t, runner.DecisionAlreadyCommitted, retry.Decision)
+	require.Equal(t, int64(1), retry.Snapshot)
+	require.Equal(t, before, captureState(t, j.db))
+
 	// Bounds that are not an interval are usage errors.
 	for _, args := range [][]string{{"--from", "30", "--to", "30"}, {"--from", "30", "--to", "25"}, {"--from", "30"}, {"--to", "40"}} {
-		before := captureState(t, j.db)
 		r := j.run(append([]string{"--input", b3, "--batch-id", "x"}, args...)...)
 		require.Equal(t, runner.ExitUsage, r.code, "%v: %s", args, r.stderr)
 		require.Equal(t, before, captureState(t, j.db))
