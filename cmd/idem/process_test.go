@@ -233,3 +233,23 @@ func TestLogOrderAcrossTimeZones(t *testing.T) {
 	}
 	require.Equal(t, []string{"already_committed", "applied", "fenced", "applied"}, decisions)
 }
+
+// A lost success response for real: the writer dies right after COMMIT,
+// before it can print anything. The retry finds the batch in the ledger
+// and reports it already committed, with its snapshot and counts.
+func TestRetryAfterCrashPastCommit(t *testing.T) {
+	t.Parallel()
+	j := newApplyJob(t)
+	j.apply("--input", fixture(t, "batch-1.jsonl"))
+	p := startIdem(t, []string{"IDEM_FAULT=" + runner.FaultAfterCommit}, "run", j.file, "--input", fixture(t, "batch-2.jsonl"), "--json")
+	require.NotEqual(t, 0, p.wait(t, 30*time.Second))
+	require.Empty(t, p.stdout.String(), "the response was lost")
+
+	before := captureState(t, j.db)
+	retry := j.apply("--input", fixture(t, "batch-2.jsonl"))
+	require.Equal(t, runner.DecisionAlreadyCommitted, retry.Decision)
+	require.Equal(t, int64(2), retry.Snapshot)
+	require.Equal(t, int64(8), retry.RowsIn)
+	require.Equal(t, map[string]int64{"accepted": 3, "conflict": 3, "duplicate": 1, "superseded_in_batch": 1}, retry.Outcomes)
+	require.Equal(t, before, captureState(t, j.db))
+}
