@@ -15,7 +15,7 @@ import (
 
 // create makes the job's database with idem's tables and nothing else, so a
 // refused first run can be compared with the state before it.
-func (j *applyJob) create() {
+func (j *guardJob) create() {
 	j.t.Helper()
 	db, err := runner.Open(context.Background(), j.db, runner.OpenOptions{})
 	require.NoError(j.t, err)
@@ -27,15 +27,15 @@ func (j *applyJob) create() {
 // counts from the ledger, exits 0 and writes nothing.
 func TestRetryOfCommittedBatchIsAlreadyCommitted(t *testing.T) {
 	t.Parallel()
-	j := newApplyJob(t)
-	first := j.apply("--input", fixture(t, "batch-1.jsonl"))
+	j := newGuardJob(t)
+	first := j.apply("--input", changesFixture(t, "batch-1.jsonl"))
 	require.Equal(t, runner.DecisionApplied, first.Decision)
 	require.Equal(t, int64(1), first.Snapshot)
-	second := j.apply("--input", fixture(t, "batch-2.jsonl"))
+	second := j.apply("--input", changesFixture(t, "batch-2.jsonl"))
 	require.Equal(t, int64(2), second.Snapshot)
 
 	before := captureState(t, j.db)
-	retry := j.apply("--input", fixture(t, "batch-1.jsonl"))
+	retry := j.apply("--input", changesFixture(t, "batch-1.jsonl"))
 	require.Equal(t, runner.DecisionAlreadyCommitted, retry.Decision)
 	require.Equal(t, "batch-1.jsonl", retry.BatchID)
 	require.Equal(t, first.Snapshot, retry.Snapshot, "the original batch's snapshot, not the latest")
@@ -43,7 +43,7 @@ func TestRetryOfCommittedBatchIsAlreadyCommitted(t *testing.T) {
 	require.Equal(t, first.Outcomes, retry.Outcomes)
 	require.Equal(t, before, captureState(t, j.db))
 
-	human := j.run("--input", fixture(t, "batch-1.jsonl"))
+	human := j.run("--input", changesFixture(t, "batch-1.jsonl"))
 	require.Equal(t, 0, human.code, human.stderr)
 	require.Contains(t, human.stdout, "customer_state: already_committed")
 	require.Contains(t, human.stdout, "snapshot  1\n")
@@ -72,7 +72,7 @@ func TestBatchIdentityCoversRowsAndBounds(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			j := newApplyJob(t)
+			j := newGuardJob(t)
 			res := j.apply(withFixtures(t, tc.first)...)
 			require.Equal(t, runner.DecisionApplied, res.Decision)
 			stderr := j.refused(withFixtures(t, tc.second)...)
@@ -96,7 +96,7 @@ func withFixtures(t *testing.T, args []string) []string {
 	out := append([]string(nil), args...)
 	for i := 1; i < len(out); i++ {
 		if out[i-1] == "--input" {
-			out[i] = fixture(t, out[i])
+			out[i] = changesFixture(t, out[i])
 		}
 	}
 	return out
@@ -107,7 +107,7 @@ func withFixtures(t *testing.T, args []string) []string {
 // entity.
 func TestOlderReplayCannotOverwriteOrResurrect(t *testing.T) {
 	t.Parallel()
-	j := newApplyJob(t)
+	j := newGuardJob(t)
 	old := j.input("old.jsonl",
 		`{"change_id":"a-1","entity_id":"e1","source_version":1,"operation":"upsert","value":"one"}`,
 		`{"change_id":"a-2","entity_id":"e2","source_version":1,"operation":"upsert","value":"old"}`)
@@ -136,9 +136,9 @@ func TestOlderReplayCannotOverwriteOrResurrect(t *testing.T) {
 // interval commits and advances the cursor.
 func TestCursorBounds(t *testing.T) {
 	t.Parallel()
-	j := newApplyJob(t)
+	j := newGuardJob(t)
 	j.create()
-	b1, b2, b3 := fixture(t, "batch-1.jsonl"), fixture(t, "batch-2.jsonl"), fixture(t, "batch-3.jsonl")
+	b1, b2, b3 := changesFixture(t, "batch-1.jsonl"), changesFixture(t, "batch-2.jsonl"), changesFixture(t, "batch-3.jsonl")
 
 	stderr := j.refused("--input", b1, "--from", "5", "--to", "10")
 	require.Contains(t, stderr, "batch batch-1.jsonl starts at 5 but the job's cursor is 0 (a gap)")
@@ -197,8 +197,8 @@ func TestCursorBounds(t *testing.T) {
 // the cursor stays.
 func TestMissingInputIsAnError(t *testing.T) {
 	t.Parallel()
-	j := newApplyJob(t)
-	j.apply("--input", fixture(t, "batch-1.jsonl"), "--from", "0", "--to", "10")
+	j := newGuardJob(t)
+	j.apply("--input", changesFixture(t, "batch-1.jsonl"), "--from", "0", "--to", "10")
 	cases := []struct {
 		name, input, want string
 	}{
@@ -227,41 +227,41 @@ func TestFence(t *testing.T) {
 	t.Parallel()
 	t.Run("after runs", func(t *testing.T) {
 		t.Parallel()
-		j := newApplyJob(t)
-		res := j.apply("--input", fixture(t, "batch-1.jsonl"), "--epoch", "1")
+		j := newGuardJob(t)
+		res := j.apply("--input", changesFixture(t, "batch-1.jsonl"), "--epoch", "1")
 		require.Equal(t, int64(1), res.Epoch)
 
-		r := idem(t, "fence", j.file, "--json")
+		r := callIdem(t, "fence", j.file, "--json")
 		require.Equal(t, 0, r.code, r.stderr)
 		require.Equal(t, `{"job":"customer_state","epoch":2}`+"\n", r.stdout)
-		r = idem(t, "fence", j.file)
+		r = callIdem(t, "fence", j.file)
 		require.Equal(t, 0, r.code, r.stderr)
 		require.Equal(t, "customer_state: epoch 3\n", r.stdout)
 		snap, _, epoch := j.state()
 		require.Equal(t, []int64{1, 3}, []int64{snap, epoch})
 
 		for _, old := range []string{"1", "2", "4"} {
-			stderr := j.refused("--input", fixture(t, "batch-2.jsonl"), "--epoch", old)
+			stderr := j.refused("--input", changesFixture(t, "batch-2.jsonl"), "--epoch", old)
 			require.Contains(t, stderr, "stale writer: epoch "+old+" is not the job's current epoch 3")
 		}
-		res = j.apply("--input", fixture(t, "batch-2.jsonl"), "--epoch", "3")
+		res = j.apply("--input", changesFixture(t, "batch-2.jsonl"), "--epoch", "3")
 		require.Equal(t, runner.DecisionApplied, res.Decision)
 		require.Equal(t, []int64{2, 3}, []int64{res.Snapshot, res.Epoch})
 		snap, _, epoch = j.state()
 		require.Equal(t, []int64{2, 3}, []int64{snap, epoch})
 
-		res = j.apply("--input", fixture(t, "batch-3.jsonl"))
+		res = j.apply("--input", changesFixture(t, "batch-3.jsonl"))
 		require.Equal(t, runner.DecisionApplied, res.Decision)
 		require.Equal(t, int64(3), res.Epoch)
 	})
 	t.Run("before the first run", func(t *testing.T) {
 		t.Parallel()
-		j := newApplyJob(t)
-		r := idem(t, "fence", j.file, "--json")
+		j := newGuardJob(t)
+		r := callIdem(t, "fence", j.file, "--json")
 		require.Equal(t, 0, r.code, r.stderr)
 		require.Equal(t, `{"job":"customer_state","epoch":2}`+"\n", r.stdout)
-		j.refused("--input", fixture(t, "batch-1.jsonl"), "--epoch", "1")
-		res := j.apply("--input", fixture(t, "batch-1.jsonl"), "--epoch", "2")
+		j.refused("--input", changesFixture(t, "batch-1.jsonl"), "--epoch", "1")
+		res := j.apply("--input", changesFixture(t, "batch-1.jsonl"), "--epoch", "2")
 		require.Equal(t, runner.DecisionApplied, res.Decision)
 		require.True(t, res.FirstLoad)
 		require.Equal(t, []int64{1, 2}, []int64{res.Snapshot, res.Epoch})
@@ -273,13 +273,13 @@ func TestFence(t *testing.T) {
 // order.
 func TestLog(t *testing.T) {
 	t.Parallel()
-	j := newApplyJob(t)
-	b1, b2 := fixture(t, "batch-1.jsonl"), fixture(t, "batch-2.jsonl")
+	j := newGuardJob(t)
+	b1, b2 := changesFixture(t, "batch-1.jsonl"), changesFixture(t, "batch-2.jsonl")
 	first := j.apply("--input", b1, "--from", "0", "--to", "10")
 	j.apply("--input", b1, "--from", "0", "--to", "10")                                  // already committed
 	j.refused("--input", b2, "--batch-id", "batch-1.jsonl", "--from", "0", "--to", "10") // changed content
 	j.refused("--input", b2, "--from", "11", "--to", "20")                               // gap
-	require.Equal(t, 0, idem(t, "fence", j.file).code)
+	require.Equal(t, 0, callIdem(t, "fence", j.file).code)
 	j.refused("--input", b2, "--from", "10", "--to", "20", "--epoch", "1") // stale epoch
 	bad := j.input("bad.jsonl", `{"change_id":"x"`)
 	before := captureState(t, j.db)
@@ -332,7 +332,7 @@ func TestLog(t *testing.T) {
 
 	// The log is read-only: reading it changes nothing.
 	before = captureState(t, j.db)
-	r := idem(t, "log", j.file)
+	r := callIdem(t, "log", j.file)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, before, captureState(t, j.db))
 	lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
@@ -350,7 +350,7 @@ func TestLogRecordsSkippedRuns(t *testing.T) {
 	input, err := filepath.Abs(filepath.Join("..", "..", "fixtures", "sample", "occurrences-a.csv"))
 	require.NoError(t, err)
 	job := filepath.Join(dir, "sample.toml")
-	writeFile(t, job, fmt.Sprintf(`name = "sample"
+	writeText(t, job, fmt.Sprintf(`name = "sample"
 pipeline = "sample"
 transform_version = 1
 schema_version = 1
@@ -367,13 +367,13 @@ cap = 1000
 licenses = ["CC0 1.0", "CC BY 4.0"]
 `, filepath.Join(dir, "idem.duckdb"), input))
 	for _, want := range []string{"loaded", "skipped", "skipped"} {
-		r := idem(t, "run", job, "--json")
+		r := callIdem(t, "run", job, "--json")
 		require.Equal(t, 0, r.code, r.stderr)
 		var res runner.Result
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
 		require.Equal(t, want, res.Decision)
 	}
-	r := idem(t, "log", job, "--json")
+	r := callIdem(t, "log", job, "--json")
 	require.Equal(t, 0, r.code, r.stderr)
 	var out struct{ Runs []runner.LogEntry }
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out))
@@ -389,13 +389,13 @@ licenses = ["CC0 1.0", "CC BY 4.0"]
 // the database) says nothing was committed and exits 1.
 func TestCanceledBeforeTheRunStarts(t *testing.T) {
 	t.Parallel()
-	j := newApplyJob(t)
-	j.apply("--input", fixture(t, "batch-1.jsonl"))
+	j := newGuardJob(t)
+	j.apply("--input", changesFixture(t, "batch-1.jsonl"))
 	before := captureState(t, j.db)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var out, errb strings.Builder
-	code := Main(ctx, []string{"run", j.file, "--input", fixture(t, "batch-2.jsonl")}, &out, &errb)
+	code := Main(ctx, []string{"run", j.file, "--input", changesFixture(t, "batch-2.jsonl")}, &out, &errb)
 	require.Equal(t, runner.ExitFailure, code, errb.String())
 	require.Contains(t, errb.String(), "idem: canceled, nothing was committed")
 	require.Empty(t, out.String())

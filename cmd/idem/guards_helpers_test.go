@@ -15,9 +15,9 @@ import (
 	"github.com/idem-dev/idem/runner"
 )
 
-// applyJob is a versioned_changes job in its own temp folder with its own
+// guardJob is a versioned_changes job in its own temp folder with its own
 // database.
-type applyJob struct {
+type guardJob struct {
 	t    *testing.T
 	dir  string
 	db   string
@@ -26,10 +26,10 @@ type applyJob struct {
 
 const applyJobName, applyTable = "customer_state", "customer_state"
 
-func newApplyJob(t *testing.T) *applyJob {
+func newGuardJob(t *testing.T) *guardJob {
 	t.Helper()
 	dir := t.TempDir()
-	j := &applyJob{t: t, dir: dir, db: filepath.Join(dir, "idem.duckdb"), file: filepath.Join(dir, "job.toml")}
+	j := &guardJob{t: t, dir: dir, db: filepath.Join(dir, "idem.duckdb"), file: filepath.Join(dir, "job.toml")}
 	toml := fmt.Sprintf(`name = %q
 pipeline = "versioned_changes"
 transform_version = 1
@@ -42,13 +42,13 @@ format = "jsonl"
 
 [target]
 table = %q
-`, applyJobName, j.db, fixture(t, "batch-1.jsonl"), applyTable)
+`, applyJobName, j.db, changesFixture(t, "batch-1.jsonl"), applyTable)
 	require.NoError(t, os.WriteFile(j.file, []byte(toml), 0o644))
 	return j
 }
 
-// fixture is the absolute path of fixtures/changes/<name>.
-func fixture(t *testing.T, name string) string {
+// changesFixture is the absolute path of fixtures/changes/<name>.
+func changesFixture(t *testing.T, name string) string {
 	t.Helper()
 	p, err := filepath.Abs(filepath.Join("..", "..", "fixtures", "changes", name))
 	require.NoError(t, err)
@@ -57,7 +57,7 @@ func fixture(t *testing.T, name string) string {
 }
 
 // input writes a jsonl input file in the job's folder and returns its path.
-func (j *applyJob) input(name string, lines ...string) string {
+func (j *guardJob) input(name string, lines ...string) string {
 	j.t.Helper()
 	p := filepath.Join(j.dir, name)
 	var b strings.Builder
@@ -69,27 +69,27 @@ func (j *applyJob) input(name string, lines ...string) string {
 	return p
 }
 
-// cli is one in-process invocation of the CLI.
-type cli struct {
+// cliResult is one in-process invocation of the CLI.
+type cliResult struct {
 	code           int
 	stdout, stderr string
 }
 
-func idem(t *testing.T, args ...string) cli {
+func callIdem(t *testing.T, args ...string) cliResult {
 	t.Helper()
 	var out, errb bytes.Buffer
 	code := Main(context.Background(), args, &out, &errb)
-	return cli{code: code, stdout: out.String(), stderr: errb.String()}
+	return cliResult{code: code, stdout: out.String(), stderr: errb.String()}
 }
 
 // run runs the job with args after "run JOB".
-func (j *applyJob) run(args ...string) cli {
+func (j *guardJob) run(args ...string) cliResult {
 	j.t.Helper()
-	return idem(j.t, append([]string{"run", j.file}, args...)...)
+	return callIdem(j.t, append([]string{"run", j.file}, args...)...)
 }
 
 // apply runs the job with --json, requires exit 0 and returns the result.
-func (j *applyJob) apply(args ...string) runner.Result {
+func (j *guardJob) apply(args ...string) runner.Result {
 	j.t.Helper()
 	r := j.run(append(args, "--json")...)
 	require.Equal(j.t, 0, r.code, "run %v: stderr: %s", args, r.stderr)
@@ -100,7 +100,7 @@ func (j *applyJob) apply(args ...string) runner.Result {
 
 // refused runs the job, requires exit 3 and that nothing changed, and
 // returns stderr.
-func (j *applyJob) refused(args ...string) string {
+func (j *guardJob) refused(args ...string) string {
 	j.t.Helper()
 	before := captureState(j.t, j.db)
 	r := j.run(args...)
@@ -110,7 +110,7 @@ func (j *applyJob) refused(args ...string) string {
 }
 
 // query runs read-only SQL against the job's database.
-func (j *applyJob) query(sql string) [][]any {
+func (j *guardJob) query(sql string) [][]any {
 	j.t.Helper()
 	rows, err := runner.Query(context.Background(), j.db, sql, runner.OpenOptions{})
 	require.NoError(j.t, err)
@@ -118,7 +118,7 @@ func (j *applyJob) query(sql string) [][]any {
 }
 
 // state is the job's state row: snapshot, cursor, epoch.
-func (j *applyJob) state() (snapshot, cursor, epoch int64) {
+func (j *guardJob) state() (snapshot, cursor, epoch int64) {
 	j.t.Helper()
 	rows := j.query(`SELECT snapshot, cursor, epoch FROM idem.jobs WHERE job = '` + applyJobName + `'`)
 	require.Len(j.t, rows, 1)
@@ -164,9 +164,9 @@ func captureState(t *testing.T, path string) dbState {
 }
 
 // logEntries runs `idem log JOB --json`.
-func (j *applyJob) log() []runner.LogEntry {
+func (j *guardJob) log() []runner.LogEntry {
 	j.t.Helper()
-	r := idem(j.t, "log", j.file, "--json")
+	r := callIdem(j.t, "log", j.file, "--json")
 	require.Equal(j.t, 0, r.code, r.stderr)
 	var out struct {
 		Job  string            `json:"job"`
@@ -177,7 +177,7 @@ func (j *applyJob) log() []runner.LogEntry {
 	return out.Runs
 }
 
-func writeFile(t *testing.T, path, text string) {
+func writeText(t *testing.T, path, text string) {
 	t.Helper()
 	require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
 }

@@ -31,8 +31,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// process is idem started as a separate process.
-type process struct {
+// idemProcess is idem started as a separate process.
+type idemProcess struct {
 	cmd            *exec.Cmd
 	stdout, stderr bytes.Buffer
 	done           chan struct{}
@@ -40,11 +40,11 @@ type process struct {
 	elapsed        time.Duration
 }
 
-func startIdem(t *testing.T, env []string, args ...string) *process {
+func startIdem(t *testing.T, env []string, args ...string) *idemProcess {
 	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
-	p := &process{cmd: exec.Command(exe, args...), done: make(chan struct{})}
+	p := &idemProcess{cmd: exec.Command(exe, args...), done: make(chan struct{})}
 	p.cmd.Env = append(append(os.Environ(), processEnv+"=1"), env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	p.started = time.Now()
@@ -66,7 +66,7 @@ func startIdem(t *testing.T, env []string, args ...string) *process {
 }
 
 // wait waits for the process to exit and returns its exit code.
-func (p *process) wait(t *testing.T, limit time.Duration) int {
+func (p *idemProcess) wait(t *testing.T, limit time.Duration) int {
 	t.Helper()
 	select {
 	case <-p.done:
@@ -76,7 +76,7 @@ func (p *process) wait(t *testing.T, limit time.Duration) int {
 	return p.cmd.ProcessState.ExitCode()
 }
 
-func (p *process) exited() bool {
+func (p *idemProcess) exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -90,14 +90,14 @@ func (p *process) exited() bool {
 // retries and commits once the holder lets go.
 func TestSecondProcessIsLockedOut(t *testing.T) {
 	t.Parallel()
-	j := newApplyJob(t)
-	j.apply("--input", fixture(t, "batch-1.jsonl"))
+	j := newGuardJob(t)
+	j.apply("--input", changesFixture(t, "batch-1.jsonl"))
 	before := captureState(t, j.db)
 	ctx := context.Background()
 
 	holder, err := runner.Open(ctx, j.db, runner.OpenOptions{})
 	require.NoError(t, err)
-	p := startIdem(t, nil, "run", j.file, "--input", fixture(t, "batch-2.jsonl"))
+	p := startIdem(t, nil, "run", j.file, "--input", changesFixture(t, "batch-2.jsonl"))
 	code := p.wait(t, 10*time.Second)
 	require.Equal(t, runner.ExitLocked, code, "stderr: %s", p.stderr.String())
 	require.Less(t, p.elapsed, time.Second, "a locked-out writer must give up at once")
@@ -105,7 +105,7 @@ func TestSecondProcessIsLockedOut(t *testing.T) {
 	require.Contains(t, p.stderr.String(), "database "+j.db+" is held by another writer")
 	require.Contains(t, p.stderr.String(), fmt.Sprintf("(PID %d)", os.Getpid()))
 
-	pj := startIdem(t, nil, "run", j.file, "--input", fixture(t, "batch-2.jsonl"), "--json")
+	pj := startIdem(t, nil, "run", j.file, "--input", changesFixture(t, "batch-2.jsonl"), "--json")
 	require.Equal(t, runner.ExitLocked, pj.wait(t, 10*time.Second))
 	var jsonErr struct {
 		Error    string `json:"error"`
@@ -123,7 +123,7 @@ func TestSecondProcessIsLockedOut(t *testing.T) {
 	// the holder closes it.
 	holder, err = runner.Open(ctx, j.db, runner.OpenOptions{})
 	require.NoError(t, err)
-	pw := startIdem(t, nil, "run", j.file, "--input", fixture(t, "batch-2.jsonl"), "--wait", "5s", "--json")
+	pw := startIdem(t, nil, "run", j.file, "--input", changesFixture(t, "batch-2.jsonl"), "--wait", "5s", "--json")
 	time.Sleep(700 * time.Millisecond)
 	require.False(t, pw.exited(), "--wait gave up while the database was held: %s", pw.stderr.String())
 	require.NoError(t, holder.Close())
@@ -137,7 +137,7 @@ func TestSecondProcessIsLockedOut(t *testing.T) {
 	holder, err = runner.Open(ctx, j.db, runner.OpenOptions{})
 	require.NoError(t, err)
 	defer holder.Close()
-	pg := startIdem(t, nil, "run", j.file, "--input", fixture(t, "batch-3.jsonl"), "--wait", "300ms")
+	pg := startIdem(t, nil, "run", j.file, "--input", changesFixture(t, "batch-3.jsonl"), "--wait", "300ms")
 	require.Equal(t, runner.ExitLocked, pg.wait(t, 10*time.Second), pg.stderr.String())
 	require.GreaterOrEqual(t, pg.elapsed, 300*time.Millisecond)
 }
@@ -163,8 +163,8 @@ func bigInput(t *testing.T, dir string, n int) (string, string) {
 // nothing was committed (exit 1); the same run again commits normally.
 func TestInterruptRollsBack(t *testing.T) {
 	t.Parallel()
-	j := newApplyJob(t)
-	j.apply("--input", fixture(t, "batch-1.jsonl"), "--from", "0", "--to", "10")
+	j := newGuardJob(t)
+	j.apply("--input", changesFixture(t, "batch-1.jsonl"), "--from", "0", "--to", "10")
 	big, sum := bigInput(t, j.dir, 100_000)
 	before := captureState(t, j.db)
 
@@ -210,15 +210,15 @@ func TestInterruptRollsBack(t *testing.T) {
 // recorded in, whatever time zone each process ran in.
 func TestLogOrderAcrossTimeZones(t *testing.T) {
 	t.Parallel()
-	j := newApplyJob(t)
+	j := newGuardJob(t)
 	steps := []struct {
 		tz   string
 		args []string
 	}{
-		{"Pacific/Kiritimati", []string{"run", j.file, "--input", fixture(t, "batch-1.jsonl")}}, // UTC+14
-		{"Pacific/Pago_Pago", []string{"fence", j.file}},                                        // UTC-11
-		{"Asia/Kolkata", []string{"run", j.file, "--input", fixture(t, "batch-2.jsonl")}},
-		{"Pacific/Kiritimati", []string{"run", j.file, "--input", fixture(t, "batch-2.jsonl")}},
+		{"Pacific/Kiritimati", []string{"run", j.file, "--input", changesFixture(t, "batch-1.jsonl")}}, // UTC+14
+		{"Pacific/Pago_Pago", []string{"fence", j.file}},                                               // UTC-11
+		{"Asia/Kolkata", []string{"run", j.file, "--input", changesFixture(t, "batch-2.jsonl")}},
+		{"Pacific/Kiritimati", []string{"run", j.file, "--input", changesFixture(t, "batch-2.jsonl")}},
 	}
 	start := time.Now().Add(-time.Second)
 	for _, s := range steps {
@@ -239,14 +239,14 @@ func TestLogOrderAcrossTimeZones(t *testing.T) {
 // and reports it already committed, with its snapshot and counts.
 func TestRetryAfterCrashPastCommit(t *testing.T) {
 	t.Parallel()
-	j := newApplyJob(t)
-	j.apply("--input", fixture(t, "batch-1.jsonl"))
-	p := startIdem(t, []string{"IDEM_FAULT=" + runner.FaultAfterCommit}, "run", j.file, "--input", fixture(t, "batch-2.jsonl"), "--json")
+	j := newGuardJob(t)
+	j.apply("--input", changesFixture(t, "batch-1.jsonl"))
+	p := startIdem(t, []string{"IDEM_FAULT=" + runner.FaultAfterCommit}, "run", j.file, "--input", changesFixture(t, "batch-2.jsonl"), "--json")
 	require.NotEqual(t, 0, p.wait(t, 30*time.Second))
 	require.Empty(t, p.stdout.String(), "the response was lost")
 
 	before := captureState(t, j.db)
-	retry := j.apply("--input", fixture(t, "batch-2.jsonl"))
+	retry := j.apply("--input", changesFixture(t, "batch-2.jsonl"))
 	require.Equal(t, runner.DecisionAlreadyCommitted, retry.Decision)
 	require.Equal(t, int64(2), retry.Snapshot)
 	require.Equal(t, int64(8), retry.RowsIn)
