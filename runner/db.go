@@ -80,19 +80,20 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 			return d, nil
 		}
 		if !strings.Contains(err.Error(), "Could not set lock on file") {
-			return nil, fmt.Errorf("open database %s: %w", path, err)
+			return nil, canceled(ctx, fmt.Errorf("open database %s: %w", path, err))
 		}
 		locked := &LockedError{Path: path, Err: err}
 		if m := lockPID.FindStringSubmatch(err.Error()); m != nil {
 			locked.PID, _ = strconv.Atoi(m[1])
 		}
-		if time.Now().Add(delay).After(deadline) {
+		left := time.Until(deadline)
+		if left <= 0 {
 			return nil, locked
 		}
 		select {
 		case <-ctx.Done():
 			return nil, locked
-		case <-time.After(delay):
+		case <-time.After(min(delay, left)):
 		}
 		delay = min(delay*2, 500*time.Millisecond)
 	}
@@ -110,11 +111,22 @@ func openFile(ctx context.Context, dsn, path string, readOnly bool) (*sql.DB, er
 	if readOnly {
 		attach += " (READ_ONLY)"
 	}
+	// The pool opens a connection for every query (idle ones are closed), so
+	// this runs long after Open returned: it must not inherit Open's
+	// cancellation, or a Ctrl-C would also stop the run log written after
+	// the rollback.
+	initCtx := context.WithoutCancel(ctx)
 	connector, err := duckdb.NewConnector(dsn, func(ex driver.ExecerContext) error {
-		if _, err := ex.ExecContext(ctx, attach, nil); err != nil {
+		if _, err := ex.ExecContext(initCtx, attach, nil); err != nil {
 			return err
 		}
-		_, err := ex.ExecContext(ctx, "USE "+storeCatalog, nil)
+		if _, err := ex.ExecContext(initCtx, "USE "+storeCatalog, nil); err != nil {
+			return err
+		}
+		// current_timestamp stored in a TIMESTAMP column (run_at,
+		// committed_at) is read back as UTC: store it as UTC, whatever the
+		// machine's time zone.
+		_, err := ex.ExecContext(initCtx, "SET TimeZone = 'UTC'", nil)
 		return err
 	})
 	if err != nil {

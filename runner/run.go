@@ -200,26 +200,24 @@ func (d *DB) Run(ctx context.Context, job *Job, opts RunOptions) (*Result, error
 	}
 	p, err := prepare(ctx, job, opts)
 	if err != nil {
-		return nil, err
+		return nil, canceled(ctx, err)
 	}
 	conn, err := d.sql.Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", d.path, err)
+		return nil, canceled(ctx, fmt.Errorf("connect %s: %w", d.path, err))
 	}
 	defer conn.Close()
 
 	fault(opts, FaultBeforeBegin)
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
+		return nil, canceled(ctx, fmt.Errorf("begin: %w", err))
 	}
 	res, logRow, err := d.runTx(ctx, tx, job, p, opts)
 	if err != nil || res.Decision == DecisionSkipped || res.Decision == DecisionAlreadyCommitted {
 		rbErr := tx.Rollback()
 		if err != nil {
-			if ctx.Err() != nil {
-				err = fmt.Errorf("%w: %w", ErrCanceled, err)
-			}
+			err = canceled(ctx, err)
 			decision := DecisionFailed
 			if errors.Is(err, ErrRefused) {
 				decision = DecisionRefused
@@ -230,14 +228,15 @@ func (d *DB) Run(ctx context.Context, job *Job, opts RunOptions) (*Result, error
 			}
 			return nil, err
 		}
-		d.logOutside(job, p, res.Decision, "")
+		d.logNoCommit(job, p, res)
 		return res, nil
 	}
 	_ = logRow
 	fault(opts, FaultBeforeCommit)
 	if err := tx.Commit(); err != nil {
+		err = canceled(ctx, fmt.Errorf("commit: %w", err))
 		d.logOutside(job, p, DecisionFailed, err.Error())
-		return nil, fmt.Errorf("commit: %w", err)
+		return nil, err
 	}
 	fault(opts, FaultAfterCommit)
 	// Keep the WAL short: DuckDB replays it on open, and index DDL in a WAL

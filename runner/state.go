@@ -53,10 +53,13 @@ type LogEntry struct {
 	Message  *string          `json:"message,omitempty"`
 }
 
-// Log returns the job's runs, newest first.
+// Log returns the job's runs, newest first. The order is the order the rows
+// were written in (idem.runs is append-only, and its rowid follows insertion
+// order), not run_at: two runs can share a timestamp, and a wall clock can
+// step back.
 func (d *DB) Log(ctx context.Context, job string) ([]LogEntry, error) {
 	rows, err := d.sql.QueryContext(ctx, `SELECT run_at, batch_id, decision, changed, rows_in, outcomes, snapshot, cursor, epoch, message
-		FROM idem.runs WHERE job = ? ORDER BY run_at DESC, snapshot DESC, rowid DESC`, job)
+		FROM idem.runs WHERE job = ? ORDER BY rowid DESC`, job)
 	if err != nil {
 		return nil, fmt.Errorf("read log of %s: %w", job, err)
 	}

@@ -29,7 +29,10 @@ func (a *app) newFenceCmd() *cobra.Command {
 				return a.fail(f.jsonOut, err)
 			}
 			if f.jsonOut {
-				return a.printJSON(map[string]any{"job": job.Name, "epoch": epoch})
+				return a.printJSON(struct {
+					Job   string `json:"job"`
+					Epoch int64  `json:"epoch"`
+				}{job.Name, epoch})
 			}
 			fmt.Fprintf(a.stdout, "%s: epoch %d\n", job.Name, epoch)
 			return nil

@@ -17,7 +17,13 @@ func (a *app) newLogCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "log JOB",
 		Short: "Show a job's runs, newest first",
-		Args:  cobra.ExactArgs(1),
+		Long: `Show a job's runs, newest first, in the order they were recorded: time
+(UTC), batch id, decision, changed key parts, rows in, outcome counts,
+snapshot, cursor after the run and writer epoch. Runs that wrote nothing are
+listed too: skipped, already_committed (with the committed batch's snapshot
+and counts), refused and failed runs (recorded after their rollback, with
+the reason), and fence.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			job, err := loadJob(args[0])
 			if err != nil {

@@ -10,8 +10,16 @@ import (
 )
 
 func main() {
+	os.Exit(run())
+}
+
+// run is the whole process: the first Ctrl-C (or SIGTERM) cancels the
+// context, which interrupts DuckDB and rolls the run back; once that has
+// happened, signals get their default action again, so a second Ctrl-C ends
+// the process at once.
+func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	defer stop()
+	context.AfterFunc(ctx, stop)
+	return Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
 }

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-dev/idem/runner"
+)
+
+// guardJob is a versioned_changes job in its own temp folder with its own
+// database.
+type guardJob struct {
+	t    *testing.T
+	dir  string
+	db   string
+	file string // the job file
+}
+
+const applyJobName, applyTable = "customer_state", "customer_state"
+
+func newGuardJob(t *testing.T) *guardJob {
+	t.Helper()
+	dir := t.TempDir()
+	j := &guardJob{t: t, dir: dir, db: filepath.Join(dir, "idem.duckdb"), file: filepath.Join(dir, "job.toml")}
+	toml := fmt.Sprintf(`name = %q
+pipeline = "versioned_changes"
+transform_version = 1
+schema_version = 1
+database = %q
+
+[input]
+path = %q
+format = "jsonl"
+
+[target]
+table = %q
+`, applyJobName, j.db, changesFixture(t, "batch-1.jsonl"), applyTable)
+	require.NoError(t, os.WriteFile(j.file, []byte(toml), 0o644))
+	return j
+}
+
+// changesFixture is the absolute path of fixtures/changes/<name>.
+func changesFixture(t *testing.T, name string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", "..", "fixtures", "changes", name))
+	require.NoError(t, err)
+	require.FileExists(t, p)
+	return p
+}
+
+// input writes a jsonl input file in the job's folder and returns its path.
+func (j *guardJob) input(name string, lines ...string) string {
+	j.t.Helper()
+	p := filepath.Join(j.dir, name)
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	require.NoError(j.t, os.WriteFile(p, []byte(b.String()), 0o644))
+	return p
+}
+
+// cliResult is one in-process invocation of the CLI.
+type cliResult struct {
+	code           int
+	stdout, stderr string
+}
+
+func callIdem(t *testing.T, args ...string) cliResult {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), args, &out, &errb)
+	return cliResult{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+// run runs the job with args after "run JOB".
+func (j *guardJob) run(args ...string) cliResult {
+	j.t.Helper()
+	return callIdem(j.t, append([]string{"run", j.file}, args...)...)
+}
+
+// apply runs the job with --json, requires exit 0 and returns the result.
+func (j *guardJob) apply(args ...string) runner.Result {
+	j.t.Helper()
+	r := j.run(append(args, "--json")...)
+	require.Equal(j.t, 0, r.code, "run %v: stderr: %s", args, r.stderr)
+	var res runner.Result
+	require.NoError(j.t, json.Unmarshal([]byte(r.stdout), &res), r.stdout)
+	return res
+}
+
+// refused runs the job, requires exit 3 and that nothing changed, and
+// returns stderr.
+func (j *guardJob) refused(args ...string) string {
+	j.t.Helper()
+	before := captureState(j.t, j.db)
+	r := j.run(args...)
+	require.Equal(j.t, runner.ExitRefused, r.code, "run %v: stdout %s stderr %s", args, r.stdout, r.stderr)
+	require.Equal(j.t, before, captureState(j.t, j.db), "a refused run changed the database")
+	return r.stderr
+}
+
+// query runs read-only SQL against the job's database.
+func (j *guardJob) query(sql string) [][]any {
+	j.t.Helper()
+	rows, err := runner.Query(context.Background(), j.db, sql, runner.OpenOptions{})
+	require.NoError(j.t, err)
+	return rows.Values
+}
+
+// state is the job's state row: snapshot, cursor, epoch.
+func (j *guardJob) state() (snapshot, cursor, epoch int64) {
+	j.t.Helper()
+	rows := j.query(`SELECT snapshot, cursor, epoch FROM idem.jobs WHERE job = '` + applyJobName + `'`)
+	require.Len(j.t, rows, 1)
+	return rows[0][0].(int64), rows[0][1].(int64), rows[0][2].(int64)
+}
+
+// dbState is every table of a database rendered as text, keyed by table:
+// the targets, their outcomes and history, idem.ledger, idem.jobs (key,
+// parts, snapshot, cursor, epoch), idem.snapshots, idem.released,
+// idem.inputs, idem.erasures. The run log (idem.runs) is left out: a
+// refused or failed run is recorded there by design.
+type dbState map[string]string
+
+// captureState reads dbState from the database at path, opened read-only.
+// A database that does not exist yet is a state of its own.
+func captureState(t *testing.T, path string) dbState {
+	t.Helper()
+	if _, err := os.Stat(path); os.IsNotExist(err) {
+		return dbState{"": "no database"}
+	}
+	ctx := context.Background()
+	db, err := runner.Open(ctx, path, runner.OpenOptions{ReadOnly: true})
+	require.NoError(t, err)
+	defer db.Close()
+	tables, err := db.Query(ctx, `SELECT schema_name, table_name FROM duckdb_tables()
+		WHERE database_name = current_database() AND NOT (schema_name = 'idem' AND table_name = 'runs')
+		ORDER BY schema_name, table_name`)
+	require.NoError(t, err)
+	st := dbState{}
+	for _, tv := range tables.Values {
+		name := fmt.Sprintf("%q.%q", tv[0], tv[1])
+		rows, err := db.Query(ctx, "SELECT * FROM "+name+" ORDER BY ALL")
+		require.NoError(t, err)
+		var b strings.Builder
+		b.WriteString(strings.Join(rows.Columns, ",") + "\n")
+		for _, r := range rows.Values {
+			b.WriteString(fmt.Sprintln(r...))
+		}
+		st[name] = b.String()
+	}
+	require.Contains(t, st, `"idem"."ledger"`, "captureState must see idem's tables")
+	return st
+}
+
+// logEntries runs `idem log JOB --json`.
+func (j *guardJob) log() []runner.LogEntry {
+	j.t.Helper()
+	r := callIdem(j.t, "log", j.file, "--json")
+	require.Equal(j.t, 0, r.code, r.stderr)
+	var out struct {
+		Job  string            `json:"job"`
+		Runs []runner.LogEntry `json:"runs"`
+	}
+	require.NoError(j.t, json.Unmarshal([]byte(r.stdout), &out), r.stdout)
+	require.Equal(j.t, applyJobName, out.Job)
+	return out.Runs
+}
+
+func writeText(t *testing.T, path, text string) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
+}

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-dev/idem/runner"
+)
+
+// processEnv makes the test binary act as the idem binary: TestMain calls
+// the same run() as main, signal handling included.
+const processEnv = "IDEM_TEST_AS_IDEM"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(processEnv) == "1" {
+		os.Exit(run())
+	}
+	os.Exit(m.Run())
+}
+
+// idemProcess is idem started as a separate process.
+type idemProcess struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	done           chan struct{}
+	started        time.Time
+	elapsed        time.Duration
+}
+
+func startIdem(t *testing.T, env []string, args ...string) *idemProcess {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	p := &idemProcess{cmd: exec.Command(exe, args...), done: make(chan struct{})}
+	p.cmd.Env = append(append(os.Environ(), processEnv+"=1"), env...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	p.started = time.Now()
+	require.NoError(t, p.cmd.Start())
+	go func() {
+		_ = p.cmd.Wait()
+		p.elapsed = time.Since(p.started)
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (p *idemProcess) wait(t *testing.T, limit time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(limit):
+		t.Fatalf("idem %v still running after %v; stderr: %s", p.cmd.Args[1:], limit, p.stderr.String())
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+func (p *idemProcess) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// A second process that finds the database held exits 4 at once, naming
+// the database and the holder's PID, and writes nothing; with --wait it
+// retries and commits once the holder lets go.
+func TestSecondProcessIsLockedOut(t *testing.T) {
+	t.Parallel()
+	j := newGuardJob(t)
+	j.apply("--input", changesFixture(t, "batch-1.jsonl"))
+	before := captureState(t, j.db)
+	ctx := context.Background()
+
+	holder, err := runner.Open(ctx, j.db, runner.OpenOptions{})
+	require.NoError(t, err)
+	p := startIdem(t, nil, "run", j.file, "--input", changesFixture(t, "batch-2.jsonl"))
+	code := p.wait(t, 10*time.Second)
+	require.Equal(t, runner.ExitLocked, code, "stderr: %s", p.stderr.String())
+	require.Less(t, p.elapsed, time.Second, "a locked-out writer must give up at once")
+	t.Logf("locked out after %v (process start included)", p.elapsed)
+	require.Contains(t, p.stderr.String(), "database "+j.db+" is held by another writer")
+	require.Contains(t, p.stderr.String(), fmt.Sprintf("(PID %d)", os.Getpid()))
+
+	pj := startIdem(t, nil, "run", j.file, "--input", changesFixture(t, "batch-2.jsonl"), "--json")
+	require.Equal(t, runner.ExitLocked, pj.wait(t, 10*time.Second))
+	var jsonErr struct {
+		Error    string `json:"error"`
+		ExitCode int    `json:"exit_code"`
+	}
+	require.NoError(t, json.Unmarshal(pj.stdout.Bytes(), &jsonErr), pj.stdout.String())
+	require.Equal(t, runner.ExitLocked, jsonErr.ExitCode)
+	require.Contains(t, jsonErr.Error, j.db)
+	pf := startIdem(t, nil, "fence", j.file)
+	require.Equal(t, runner.ExitLocked, pf.wait(t, 10*time.Second), pf.stderr.String())
+	require.NoError(t, holder.Close())
+	require.Equal(t, before, captureState(t, j.db), "a locked-out process wrote something")
+
+	// --wait: the run starts while the database is held and commits once
+	// the holder closes it.
+	holder, err = runner.Open(ctx, j.db, runner.OpenOptions{})
+	require.NoError(t, err)
+	pw := startIdem(t, nil, "run", j.file, "--input", changesFixture(t, "batch-2.jsonl"), "--wait", "5s", "--json")
+	time.Sleep(700 * time.Millisecond)
+	require.False(t, pw.exited(), "--wait gave up while the database was held: %s", pw.stderr.String())
+	require.NoError(t, holder.Close())
+	require.Equal(t, 0, pw.wait(t, 10*time.Second), "stderr: %s", pw.stderr.String())
+	var res runner.Result
+	require.NoError(t, json.Unmarshal(pw.stdout.Bytes(), &res), pw.stdout.String())
+	require.Equal(t, runner.DecisionApplied, res.Decision)
+	require.Equal(t, int64(2), res.Snapshot)
+
+	// --wait gives up with exit 4 when the holder keeps the file.
+	holder, err = runner.Open(ctx, j.db, runner.OpenOptions{})
+	require.NoError(t, err)
+	defer holder.Close()
+	pg := startIdem(t, nil, "run", j.file, "--input", changesFixture(t, "batch-3.jsonl"), "--wait", "300ms")
+	require.Equal(t, runner.ExitLocked, pg.wait(t, 10*time.Second), pg.stderr.String())
+	require.GreaterOrEqual(t, pg.elapsed, 300*time.Millisecond)
+}
+
+// bigInput writes a jsonl batch of n rows that takes the pipeline a few
+// seconds, and returns its path and sha256.
+func bigInput(t *testing.T, dir string, n int) (string, string) {
+	t.Helper()
+	path := filepath.Join(dir, "big.jsonl")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	h := sha256.New()
+	w := bufio.NewWriterSize(io.MultiWriter(f, h), 1<<20)
+	for i := range n {
+		fmt.Fprintf(w, `{"change_id":"big-%d","entity_id":"e-%d","source_version":%d,"operation":"upsert","value":"v%d"}`+"\n", i, i%50000, i+1, i)
+	}
+	require.NoError(t, w.Flush())
+	require.NoError(t, f.Close())
+	return path, hex.EncodeToString(h.Sum(nil))
+}
+
+// Ctrl-C in the middle of a run interrupts DuckDB, rolls back and says
+// nothing was committed (exit 1); the same run again commits normally.
+func TestInterruptRollsBack(t *testing.T) {
+	t.Parallel()
+	j := newGuardJob(t)
+	j.apply("--input", changesFixture(t, "batch-1.jsonl"), "--from", "0", "--to", "10")
+	big, sum := bigInput(t, j.dir, 100_000)
+	before := captureState(t, j.db)
+
+	p := startIdem(t, nil, "run", j.file, "--input", big, "--from", "10", "--to", "20")
+	// The retained copy of the input appears inside the run's transaction,
+	// just before the SQL steps start.
+	retained := filepath.Join(j.db+".inputs", sum[:2], sum)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(retained); err == nil {
+			break
+		}
+		require.False(t, p.exited(), "the run ended before it was interrupted: %s", p.stderr.String())
+		require.True(t, time.Now().Before(deadline), "the run never started")
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(150 * time.Millisecond)
+	require.False(t, p.exited(), "the run ended before it was interrupted: %s", p.stderr.String())
+	signaled := time.Now()
+	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
+	code := p.wait(t, 10*time.Second)
+	stopped := time.Since(signaled)
+	t.Logf("exited %v after SIGINT; stderr: %s", stopped, p.stderr.String())
+	require.Equal(t, runner.ExitFailure, code, "stdout %s stderr %s", p.stdout.String(), p.stderr.String())
+	require.Empty(t, p.stdout.String())
+	require.Contains(t, p.stderr.String(), "canceled, nothing was committed")
+	require.Contains(t, p.stderr.String(), "INTERRUPT Error", "the interrupt must reach DuckDB's query")
+	require.Less(t, stopped, 2*time.Second)
+	require.Equal(t, before, captureState(t, j.db))
+	runs := j.log()
+	require.Equal(t, runner.DecisionFailed, runs[0].Decision)
+	require.Contains(t, *runs[0].Message, "nothing was committed")
+
+	start := time.Now()
+	res := j.apply("--input", big, "--from", "10", "--to", "20")
+	t.Logf("the uninterrupted run took %v", time.Since(start))
+	require.Equal(t, runner.DecisionApplied, res.Decision)
+	require.Equal(t, int64(100_000), res.RowsIn)
+	require.Equal(t, []int64{2, 20}, []int64{res.Snapshot, res.Cursor})
+}
+
+// The run log's times are UTC and its order is the order runs were
+// recorded in, whatever time zone each process ran in.
+func TestLogOrderAcrossTimeZones(t *testing.T) {
+	t.Parallel()
+	j := newGuardJob(t)
+	steps := []struct {
+		tz   string
+		args []string
+	}{
+		{"Pacific/Kiritimati", []string{"run", j.file, "--input", changesFixture(t, "batch-1.jsonl")}}, // UTC+14
+		{"Pacific/Pago_Pago", []string{"fence", j.file}},                                               // UTC-11
+		{"Asia/Kolkata", []string{"run", j.file, "--input", changesFixture(t, "batch-2.jsonl")}},
+		{"Pacific/Kiritimati", []string{"run", j.file, "--input", changesFixture(t, "batch-2.jsonl")}},
+	}
+	start := time.Now().Add(-time.Second)
+	for _, s := range steps {
+		p := startIdem(t, []string{"TZ=" + s.tz}, s.args...)
+		require.Equal(t, 0, p.wait(t, 30*time.Second), p.stderr.String())
+	}
+	end := time.Now().Add(time.Second)
+	var decisions []string
+	for _, e := range j.log() {
+		decisions = append(decisions, e.Decision)
+		require.True(t, e.Time.After(start) && e.Time.Before(end), "run_at %v is not the UTC time of the run (%v..%v)", e.Time, start, end)
+	}
+	require.Equal(t, []string{"already_committed", "applied", "fenced", "applied"}, decisions)
+}
+
+// A lost success response for real: the writer dies right after COMMIT,
+// before it can print anything. The retry finds the batch in the ledger
+// and reports it already committed, with its snapshot and counts.
+func TestRetryAfterCrashPastCommit(t *testing.T) {
+	t.Parallel()
+	j := newGuardJob(t)
+	j.apply("--input", changesFixture(t, "batch-1.jsonl"))
+	p := startIdem(t, []string{"IDEM_FAULT=" + runner.FaultAfterCommit}, "run", j.file, "--input", changesFixture(t, "batch-2.jsonl"), "--json")
+	require.NotEqual(t, 0, p.wait(t, 30*time.Second))
+	require.Empty(t, p.stdout.String(), "the response was lost")
+
+	before := captureState(t, j.db)
+	retry := j.apply("--input", changesFixture(t, "batch-2.jsonl"))
+	require.Equal(t, runner.DecisionAlreadyCommitted, retry.Decision)
+	require.Equal(t, int64(2), retry.Snapshot)
+	require.Equal(t, int64(8), retry.RowsIn)
+	require.Equal(t, map[string]int64{"accepted": 3, "conflict": 3, "duplicate": 1, "superseded_in_batch": 1}, retry.Outcomes)
+	require.Equal(t, before, captureState(t, j.db))
+}
