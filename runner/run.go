@@ -311,12 +311,10 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 		res.FirstLoad = true
 	}
 
-	// Guards, in the order of the batch lab: epoch, identity, cursor.
+	// Guards, in the order of the batch lab: epoch, identity, cursor; then the
+	// expected parent.
 	if opts.Epoch != nil && *opts.Epoch != st.epoch {
 		return nil, false, refuse("epoch", "stale writer: epoch %d is not the job's current epoch %d", *opts.Epoch, st.epoch)
-	}
-	if opts.ExpectParent != nil && *opts.ExpectParent != st.snapshot {
-		return nil, false, refuse("parent", "stale parent: expected %d, latest is %d", *opts.ExpectParent, st.snapshot)
 	}
 	exists, err := tableExists(ctx, tx, "main", job.Table)
 	if err != nil {
@@ -348,6 +346,11 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 			}
 			return nil, false, refuse("cursor", "batch %s starts at %d but the job's cursor is %d (%s): the next batch must start at %d", p.batchID, *opts.From, st.cursor, what, st.cursor)
 		}
+	}
+	// A retry whose work already landed (skipped, already committed) is
+	// answered above; only a run that would write checks its parent.
+	if opts.ExpectParent != nil && *opts.ExpectParent != st.snapshot {
+		return nil, false, refuse("parent", "stale parent: expected %d, latest is %d", *opts.ExpectParent, st.snapshot)
 	}
 	if err := checkReleased(ctx, tx, job); err != nil {
 		return nil, false, err
