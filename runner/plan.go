@@ -91,7 +91,7 @@ func PlanRun(ctx context.Context, dbPath string, job *Job, opts RunOptions, open
 	if opts.Epoch != nil && *opts.Epoch != st.epoch {
 		plan.Decision, plan.Reason = "refuse", fmt.Sprintf("epoch %d is not the current epoch %d", *opts.Epoch, st.epoch)
 	}
-	if opts.ExpectParent != nil && *opts.ExpectParent != st.snapshot {
+	if opts.ExpectParent != nil && *opts.ExpectParent != st.snapshot && (plan.Decision == "load" || plan.Decision == "apply") {
 		plan.Decision, plan.Reason = "refuse", fmt.Sprintf("stale parent: expected %d, latest is %d", *opts.ExpectParent, st.snapshot)
 	}
 	return plan, nil
