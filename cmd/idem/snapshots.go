@@ -6,5 +6,6 @@ import "github.com/spf13/cobra"
 func (a *app) addSnapshotCmds(root *cobra.Command) {
 	root.AddCommand(
 		a.newExportCmd(),
+		a.newDiffCmd(),
 	)
 }
