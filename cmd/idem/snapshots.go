@@ -7,5 +7,7 @@ func (a *app) addSnapshotCmds(root *cobra.Command) {
 	root.AddCommand(
 		a.newExportCmd(),
 		a.newDiffCmd(),
+		a.newEraseCmd(),
+		a.newRollbackCmd(),
 	)
 }

@@ -23,10 +23,18 @@ FROM decisions
 WHERE write AND kind = 'delete'
 ORDER BY order_id;
 
+-- An erased order's row keeps only its key and position: its payload is
+-- never stored again.
 INSERT INTO {{table:_outcomes}}
     (batch_id, line, order_id, position, kind, amount_cents, event_day, schema_version, currency, outcome)
-SELECT getvariable('idem_batch_id'), _row, order_id, raw_position, kind, raw_amount_cents,
-       raw_event_day, raw_schema_version, raw_currency, outcome
+SELECT
+    getvariable('idem_batch_id'), _row, order_id, raw_position,
+    CASE WHEN outcome <> 'erased' THEN kind END,
+    CASE WHEN outcome <> 'erased' THEN raw_amount_cents END,
+    CASE WHEN outcome <> 'erased' THEN raw_event_day END,
+    CASE WHEN outcome <> 'erased' THEN raw_schema_version END,
+    CASE WHEN outcome <> 'erased' THEN raw_currency END,
+    outcome
 FROM outcomes
 ORDER BY _row;
 
