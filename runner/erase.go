@@ -23,6 +23,9 @@ type EraseOptions struct {
 	// Position overrides the erasure point (the highest position seen for
 	// the key). A pinned re-run uses it to replay a recorded erasure.
 	Position *int64
+	// Replay commits the erasure even where the key is found nowhere (a
+	// pinned re-run replays it over inputs already rewritten without it).
+	Replay bool
 }
 
 // EraseResult reports an erasure. It never holds the subject's payload.
@@ -226,7 +229,7 @@ func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, job *Job, opts EraseOption
 			res.Inputs = append(res.Inputs, *rw)
 		}
 	}
-	if !found {
+	if !found && !opts.Replay {
 		var prior int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM idem.erasures WHERE job = ? AND key = ?`, job.Name, opts.Key).Scan(&prior); err != nil {
 			return nil, nil, fmt.Errorf("read erasures of %s: %w", job.Name, err)

@@ -9,5 +9,6 @@ func (a *app) addSnapshotCmds(root *cobra.Command) {
 		a.newDiffCmd(),
 		a.newEraseCmd(),
 		a.newRollbackCmd(),
+		a.newRerunCmd(),
 	)
 }
