@@ -23,12 +23,14 @@ FROM decisions
 WHERE write AND kind = 'delete'
 ORDER BY order_id;
 
--- An erased order's row keeps only its key and position: its payload is
--- never stored again.
+-- An erased order's row keeps only its line and position: neither its key
+-- nor its payload is stored again.
 INSERT INTO {{table:_outcomes}}
     (batch_id, line, order_id, position, kind, amount_cents, event_day, schema_version, currency, outcome)
 SELECT
-    getvariable('idem_batch_id'), _row, order_id, raw_position,
+    getvariable('idem_batch_id'), _row,
+    CASE WHEN outcome <> 'erased' THEN order_id END,
+    raw_position,
     CASE WHEN outcome <> 'erased' THEN kind END,
     CASE WHEN outcome <> 'erased' THEN raw_amount_cents END,
     CASE WHEN outcome <> 'erased' THEN raw_event_day END,
