@@ -71,18 +71,26 @@ type tableSource struct {
 	columns  []string
 	key      []string
 	snapshot int64
+	// unique says the key identifies a row: a target holds one row per key
+	// (the rank step guarantees it, the tests assert it), and so does a
+	// pinned read of its history.
+	unique bool
 }
 
-// orderBy is the total order of an export: the key columns, then every
-// other column, so that rows equal in the key still have one order.
+// orderBy is the total order of an export: the key columns, then, unless
+// the key is unique, every other column, so that rows equal in the key
+// still have one order. Sorting on the key alone where it is unique keeps
+// an export within a few percent of a raw COPY.
 func (s *tableSource) orderBy() string {
 	var order []string
 	for _, k := range s.key {
 		order = append(order, quoteIdent(k))
 	}
-	for _, c := range s.columns {
-		if !slices.Contains(s.key, c) {
-			order = append(order, quoteIdent(c))
+	if !s.unique {
+		for _, c := range s.columns {
+			if !slices.Contains(s.key, c) {
+				order = append(order, quoteIdent(c))
+			}
 		}
 	}
 	return " ORDER BY " + strings.Join(order, ", ")
@@ -112,7 +120,8 @@ func pinnedSource(ctx context.Context, q querier, job *Job, table string, snapsh
 		for _, c := range row.Columns {
 			src.columns = append(src.columns, c.Name)
 		}
-		if len(src.key) == 0 {
+		src.unique = len(src.key) > 0
+		if !src.unique {
 			src.key = src.columns
 		}
 		if s == latest {
