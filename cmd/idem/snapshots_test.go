@@ -493,3 +493,31 @@ func TestExportPinnedOutcomes(t *testing.T) {
 	require.Equal(t, runner.ExitUsage, missing.code)
 	require.Contains(t, missing.stderr, "has no snapshot 9 (latest is 3)")
 }
+
+// Accepted plus rejected must equal the rows read: a stage that loses a row
+// (here, a copy of the orders pipeline edited to drop one) is caught before
+// COMMIT, exit 1, and nothing is committed.
+func TestOrdersBalanceIsCheckedBeforeCommit(t *testing.T) {
+	t.Parallel()
+	e := newSnapEnv(t)
+	pipe := filepath.Join(e.dir, "orders_lossy")
+	copyTree(t, filepath.Join(e.root, "sql", "orders"), pipe)
+	stage := filepath.Join(pipe, "transform", "v1", "01_stage.sql")
+	data, err := os.ReadFile(stage)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(stage, append(data, []byte("\nDELETE FROM staged WHERE order_id = 'ord-12';\n")...), 0o644))
+	job := filepath.Join(e.dir, "orders.toml")
+	require.NoError(t, os.WriteFile(job, []byte(`name = "orders"
+pipeline = "`+pipe+`"
+transform_version = 1
+schema_version = 1
+[input]
+path = "`+e.fixture("orders/day-47.jsonl")+`"
+`), 0o644))
+	res := e.idem("run", job)
+	require.Equal(t, runner.ExitFailure, res.code, res.stderr)
+	require.Contains(t, res.stderr, "outcomes do not balance the rows read; nothing committed")
+	rows, err := runner.Query(context.Background(), e.db, `SELECT count(*) FROM idem.snapshots`, runner.OpenOptions{})
+	require.NoError(t, err)
+	require.Equal(t, [][]any{{int64(0)}}, rows.Values)
+}
