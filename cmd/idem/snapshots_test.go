@@ -521,3 +521,63 @@ path = "`+e.fixture("orders/day-47.jsonl")+`"
 	require.NoError(t, err)
 	require.Equal(t, [][]any{{int64(0)}}, rows.Values)
 }
+
+// Erasure rewrites retained csv and parquet inputs too: no retained file
+// holds a row of the subject afterwards, and the snapshots still rebuild.
+func TestEraseRewritesCSVAndParquetInputs(t *testing.T) {
+	t.Parallel()
+	for _, format := range []string{"csv", "parquet"} {
+		t.Run(format, func(t *testing.T) {
+			t.Parallel()
+			e := newSnapEnv(t)
+			conv, err := runner.Open(context.Background(), filepath.Join(e.dir, "convert.duckdb"), runner.OpenOptions{})
+			require.NoError(t, err)
+			var inputs []string
+			for _, day := range []string{"day-47", "day-52-correction"} {
+				out := filepath.Join(e.dir, day+"."+format)
+				_, err := conv.SQL().Exec(`COPY (SELECT * FROM read_json('` + e.fixture("orders/"+day+".jsonl") + `', format = 'newline_delimited',
+					columns = {order_id: 'VARCHAR', position: 'BIGINT', kind: 'VARCHAR', amount_cents: 'BIGINT', event_day: 'INTEGER', schema_version: 'INTEGER', currency: 'VARCHAR'}))
+					TO '` + out + `' (FORMAT ` + format + `)`)
+				require.NoError(t, err)
+				inputs = append(inputs, out)
+			}
+			require.NoError(t, conv.Close())
+			job := filepath.Join(e.dir, "orders.toml")
+			require.NoError(t, os.WriteFile(job, []byte("name = \"orders\"\npipeline = \"orders\"\ntransform_version = 1\nschema_version = 1\n"), 0o644))
+			for _, in := range inputs {
+				e.ok(nil, "run", job, "--input", in)
+			}
+			var er runner.EraseResult
+			e.ok(&er, "erase", job, "--key", "ord-83")
+			require.Len(t, er.Inputs, 2)
+			require.Equal(t, int64(301), *er.Position)
+
+			db, err := runner.Open(context.Background(), e.db, runner.OpenOptions{ReadOnly: true})
+			require.NoError(t, err)
+			reader := "read_csv(?, all_varchar = true)"
+			if format == "parquet" {
+				reader = "read_parquet(?)"
+			}
+			var files []string
+			require.NoError(t, filepath.WalkDir(e.db+".inputs", func(p string, d os.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					files = append(files, p)
+				}
+				return err
+			}))
+			require.Len(t, files, 2, "the old copies are gone")
+			for _, f := range files {
+				var total, subject int64
+				require.NoError(t, db.SQL().QueryRow(`SELECT count(*), count(*) FILTER (WHERE order_id = 'ord-83') FROM `+reader, f).Scan(&total, &subject))
+				require.Zero(t, subject, f)
+				require.Equal(t, int64(2), total, "the other rows stay")
+			}
+			require.NoError(t, db.Close())
+			for _, s := range []string{"1", "2", "3"} {
+				var rr runner.RerunResult
+				e.ok(&rr, "rerun", job, "--snapshot", s)
+				require.True(t, rr.Reproduced, "snapshot %s", s)
+			}
+		})
+	}
+}
