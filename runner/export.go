@@ -69,6 +69,7 @@ type tableSource struct {
 	table    string
 	query    string
 	columns  []string
+	types    []string // DuckDB type of each column
 	key      []string
 	snapshot int64
 	// unique says the key identifies a row: a target holds one row per key
@@ -119,6 +120,7 @@ func pinnedSource(ctx context.Context, q querier, job *Job, table string, snapsh
 	case job.Table:
 		for _, c := range row.Columns {
 			src.columns = append(src.columns, c.Name)
+			src.types = append(src.types, c.Type)
 		}
 		src.unique = len(src.key) > 0
 		if !src.unique {
@@ -140,6 +142,7 @@ func pinnedSource(ctx context.Context, q querier, job *Job, table string, snapsh
 		hasBatch := false
 		for _, c := range cols {
 			src.columns = append(src.columns, c.Name)
+			src.types = append(src.types, c.Type)
 			hasBatch = hasBatch || c.Name == "batch_id"
 		}
 		// Outcomes are a log: no column identifies a row, so all of them do.
@@ -319,6 +322,7 @@ func exportPartitioned(ctx context.Context, q querier, job *Job, src *tableSourc
 		keyExpr = "row(" + identList(key) + ")"
 	}
 	qc := quoteIdent(col)
+	colType := src.types[slices.Index(src.columns, col)]
 	// One pass for the manifest's figures, in partition order.
 	rows, err := q.QueryContext(ctx, "SELECT CAST("+qc+" AS VARCHAR), count(*), count(DISTINCT "+keyExpr+"), CAST(min("+qc+") AS VARCHAR), CAST(max("+qc+") AS VARCHAR) FROM ("+src.query+") GROUP BY "+qc+" ORDER BY "+qc+" NULLS LAST")
 	if err != nil {
@@ -342,9 +346,11 @@ func exportPartitioned(ctx context.Context, q querier, job *Job, src *tableSourc
 	}
 	for i := range files {
 		f := &files[i]
+		// A typed literal keeps the filter a plain comparison that DuckDB
+		// pushes into the scan.
 		where := " WHERE " + qc + " IS NULL"
 		if f.Value != nil {
-			where = " WHERE CAST(" + qc + " AS VARCHAR) = " + sqlString(*f.Value)
+			where = " WHERE " + qc + " = CAST(" + sqlString(*f.Value) + " AS " + colType + ")"
 		}
 		path := filepath.Join(opts.Out, filepath.FromSlash(f.Path))
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
