@@ -97,7 +97,8 @@ func companionTables(ctx context.Context, q querier, job *Job, keyCol string) ([
 // carrying the key at or below that position gets outcome erased, and
 // commits it as a new snapshot. Replaced input files are deleted after the
 // commit when no snapshot refers to them. A key found nowhere is an error
-// and nothing is committed.
+// and nothing is committed, unless it was erased before: then the result
+// says AlreadyErased and nothing changes.
 func (d *DB) Erase(ctx context.Context, job *Job, opts EraseOptions) (*EraseResult, error) {
 	if len(job.Pipeline.Key) != 1 {
 		return nil, usage("erase needs a pipeline with one key column; %s has %d", job.Pipeline.Name, len(job.Pipeline.Key))
