@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -122,6 +123,9 @@ type prepared struct {
 	key     string
 	batchID string
 	digest  string // the ledger's batch digest: input digest plus bounds
+	// scrubbed are retained raw copies replaced by copies without erased
+	// rows; they are deleted after the commit (see scrubErased).
+	scrubbed []string
 }
 
 func prepare(ctx context.Context, job *Job, opts RunOptions) (*prepared, error) {
@@ -239,6 +243,9 @@ func (d *DB) Run(ctx context.Context, job *Job, opts RunOptions) (*Result, error
 		return nil, err
 	}
 	fault(opts, FaultAfterCommit)
+	for _, path := range p.scrubbed {
+		_ = os.Remove(path)
+	}
 	// Keep the WAL short: DuckDB replays it on open, and index DDL in a WAL
 	// has had replay bugs. A failure here does not undo the commit.
 	fault(opts, FaultCheckpoint)
@@ -405,6 +412,9 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 		return nil, false, err
 	}
 	res.Outcomes = counts
+	if err := d.scrubErased(ctx, tx, job, p, counts); err != nil {
+		return nil, false, err
+	}
 	if err := d.recordHistory(ctx, tx, job, snapshot); err != nil {
 		return nil, false, err
 	}

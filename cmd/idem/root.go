@@ -89,6 +89,7 @@ guard, 4 database held by another writer.`,
 		a.newFenceCmd(),
 		a.newVersionCmd(),
 	)
+	a.addSnapshotCmds(root)
 	return root
 }
 

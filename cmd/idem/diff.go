@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/idem-dev/idem/runner"
+)
+
+func (a *app) newDiffCmd() *cobra.Command {
+	var f dbFlags
+	var opts runner.DiffOptions
+	var key []string
+	var format string
+	cmd := &cobra.Command{
+		Use:   "diff JOB --from S1 --to S2 | diff FILE1 FILE2",
+		Short: "Compare a job's table at two snapshots, or two exported files, by key",
+		Long: `Compare the job's target (or <target>_outcomes with --table) at snapshots
+--from and --to: the sha256 of each side's canonical export (csv, key order,
+as idem export writes it), then the counts of keys added, removed and
+changed, and the first keys of each. With two files (csv, parquet or jsonl
+exports), compare them by --key (default: the first column); values are
+compared as text. Exit 0 whether or not the sides differ.`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var res *runner.DiffResult
+			var err error
+			if len(args) == 2 {
+				if cmd.Flags().Changed("from") || cmd.Flags().Changed("to") || opts.Table != "" {
+					return a.fail(f.jsonOut, &runner.UsageError{Msg: "diff FILE1 FILE2 takes no --from, --to or --table"})
+				}
+				res, err = runner.DiffFiles(cmd.Context(), args[0], args[1], format, key)
+			} else {
+				if len(key) > 0 {
+					return a.fail(f.jsonOut, &runner.UsageError{Msg: "--key applies to diff FILE1 FILE2; a job's key comes from its pipeline"})
+				}
+				var job *runner.Job
+				job, err = loadJob(args[0])
+				if err != nil {
+					return a.fail(f.jsonOut, err)
+				}
+				oo := f.openOptions(job)
+				oo.ReadOnly = true
+				var db *runner.DB
+				db, err = runner.Open(cmd.Context(), f.path(job), oo)
+				if err != nil {
+					return a.fail(f.jsonOut, err)
+				}
+				defer db.Close()
+				res, err = db.Diff(cmd.Context(), job, opts)
+			}
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			if f.jsonOut {
+				return a.printJSON(res)
+			}
+			a.printDiff(res)
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().Int64Var(&opts.From, "from", 0, "the older snapshot")
+	cmd.Flags().Int64Var(&opts.To, "to", 0, "the newer snapshot")
+	cmd.Flags().StringVar(&opts.Table, "table", "", "the target (default) or <target>_outcomes")
+	cmd.Flags().StringSliceVar(&key, "key", nil, "key column(s) of diff FILE1 FILE2 (default: the first column)")
+	cmd.Flags().StringVar(&format, "format", "", "format of FILE1 and FILE2: csv, parquet or jsonl (default: from the extension)")
+	return cmd
+}
+
+func (a *app) printDiff(res *runner.DiffResult) {
+	w := a.stdout
+	name := func(s runner.DiffSide) string {
+		if s.Path != "" {
+			return s.Path
+		}
+		return fmt.Sprintf("snapshot %d", s.Snapshot)
+	}
+	if res.Job != "" {
+		fmt.Fprintf(w, "%s: %s, %s -> %s (key %s)\n", res.Job, res.Table, name(res.From), name(res.To), strings.Join(res.Key, ", "))
+	} else {
+		fmt.Fprintf(w, "%s -> %s (key %s)\n", name(res.From), name(res.To), strings.Join(res.Key, ", "))
+	}
+	fmt.Fprintf(w, "  from     %s  %d rows\n", res.From.SHA256, res.From.Rows)
+	fmt.Fprintf(w, "  to       %s  %d rows\n", res.To.SHA256, res.To.Rows)
+	if res.Identical {
+		fmt.Fprintln(w, "  identical rows")
+		return
+	}
+	for _, part := range []struct {
+		label string
+		n     int64
+		keys  []string
+	}{{"added", res.Added, res.AddedKeys}, {"removed", res.Removed, res.RemovedKeys}, {"changed", res.Changed, res.ChangedKeys}} {
+		line := fmt.Sprintf("  %-8s %d", part.label, part.n)
+		if len(part.keys) > 0 {
+			line += "  " + strings.Join(part.keys, ", ")
+			if int64(len(part.keys)) < part.n {
+				line += ", ..."
+			}
+		}
+		fmt.Fprintln(w, line)
+	}
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/idem-dev/idem/runner"
+)
+
+func (a *app) newEraseCmd() *cobra.Command {
+	var f dbFlags
+	var key string
+	cmd := &cobra.Command{
+		Use:   "erase JOB --key K",
+		Short: "Remove a subject from the current rows, every snapshot and the retained inputs",
+		Long: `Remove every row of key K, in one transaction: from the target, from its
+history (so no snapshot export shows it), from <target>_outcomes and the
+pipeline's other tables, and from the retained input files, which are
+rewritten without K's rows and stored under their new sha256. The erasure
+(key, highest position seen, snapshot, time; never the payload) is
+recorded so that a later batch carrying K at or below that position gets
+outcome erased. The erasure is a new snapshot.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			job, err := loadJob(args[0])
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			if !cmd.Flags().Changed("key") {
+				return a.fail(f.jsonOut, &runner.UsageError{Msg: "erase needs --key K"})
+			}
+			db, err := runner.Open(cmd.Context(), f.path(job), f.openOptions(job))
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			defer db.Close()
+			res, err := db.Erase(cmd.Context(), job, runner.EraseOptions{Key: key})
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			if f.jsonOut {
+				return a.printJSON(res)
+			}
+			if res.AlreadyErased {
+				fmt.Fprintf(a.stdout, "%s: key %q was already erased; nothing to do (snapshot %d)\n", res.Job, res.Key, res.Snapshot)
+				return nil
+			}
+			pos := "none"
+			if res.Position != nil {
+				pos = fmt.Sprint(*res.Position)
+			}
+			fmt.Fprintf(a.stdout, "%s: erased key %q\n", res.Job, res.Key)
+			fmt.Fprintf(a.stdout, "  snapshot  %d\n", res.Snapshot)
+			fmt.Fprintf(a.stdout, "  position  %s (later events at or below it are dropped as erased)\n", pos)
+			for _, t := range sortedKeys(res.Removed) {
+				fmt.Fprintf(a.stdout, "  removed   %d row(s) from %s\n", res.Removed[t], t)
+			}
+			for _, in := range res.Inputs {
+				fmt.Fprintf(a.stdout, "  rewrote   input %s -> %s (%d row(s) removed)\n", in.Old[:12], in.New[:12], in.RowsRemoved)
+			}
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&key, "key", "", "the key value to erase")
+	return cmd
+}
+
+func (a *app) newRollbackCmd() *cobra.Command {
+	var f dbFlags
+	var to int64
+	cmd := &cobra.Command{
+		Use:   "rollback JOB --to-snapshot S",
+		Short: "Make the current rows those of snapshot S, as a new snapshot",
+		Long: `Make the job's current rows equal to the pinned rows of snapshot S and
+commit them as a new snapshot. Refused (exit 3) if that would expose an
+erased key ("rollback over an erasure") or cross a change of the target's
+columns. The ledger, cursor and outcomes stay: batches already committed
+are not applied again.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			job, err := loadJob(args[0])
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			if !cmd.Flags().Changed("to-snapshot") {
+				return a.fail(f.jsonOut, &runner.UsageError{Msg: "rollback needs --to-snapshot S"})
+			}
+			db, err := runner.Open(cmd.Context(), f.path(job), f.openOptions(job))
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			defer db.Close()
+			res, err := db.Rollback(cmd.Context(), job, to)
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			if f.jsonOut {
+				return a.printJSON(res)
+			}
+			fmt.Fprintf(a.stdout, "%s: rolled back to snapshot %d\n", res.Job, res.To)
+			fmt.Fprintf(a.stdout, "  snapshot  %d\n", res.Snapshot)
+			fmt.Fprintf(a.stdout, "  rows out  %d\n", res.RowsOut)
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().Int64Var(&to, "to-snapshot", 0, "the snapshot whose rows become current")
+	return cmd
+}

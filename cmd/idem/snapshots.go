@@ -1,0 +1,14 @@
+package main
+
+import "github.com/spf13/cobra"
+
+// addSnapshotCmds adds the commands that read and rewrite a job's snapshots.
+func (a *app) addSnapshotCmds(root *cobra.Command) {
+	root.AddCommand(
+		a.newExportCmd(),
+		a.newDiffCmd(),
+		a.newEraseCmd(),
+		a.newRollbackCmd(),
+		a.newRerunCmd(),
+	)
+}

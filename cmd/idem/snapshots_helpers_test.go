@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-dev/idem/runner"
+)
+
+var updateSnapshotGolden = flag.Bool("update", false, "rewrite golden files")
+
+// snapEnv is one test's database and the job files it runs, called through
+// Main in-process, as the CLI runs them.
+type snapEnv struct {
+	t    *testing.T
+	dir  string
+	db   string
+	root string // the repository root: configs/ and fixtures/
+}
+
+func newSnapEnv(t *testing.T) *snapEnv {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	return &snapEnv{t: t, dir: dir, db: filepath.Join(dir, "idem.duckdb"), root: root}
+}
+
+// config is the path of an example job file.
+func (e *snapEnv) config(name string) string { return filepath.Join(e.root, "configs", name+".toml") }
+
+// fixture is the path of a checked-in input file.
+func (e *snapEnv) fixture(rel string) string { return filepath.Join(e.root, "fixtures", rel) }
+
+type cliOut struct {
+	stdout, stderr string
+	code           int
+}
+
+// idem runs the CLI with args; --db is added after the command's job
+// argument unless the command is diff FILE FILE.
+func (e *snapEnv) idem(args ...string) cliOut {
+	e.t.Helper()
+	var out, errOut bytes.Buffer
+	full := append([]string{}, args...)
+	if len(args) > 1 && !strings.HasSuffix(args[1], ".csv") && !strings.HasSuffix(args[1], ".parquet") && !strings.HasSuffix(args[1], ".jsonl") {
+		full = append(full, "--db", e.db)
+	}
+	code := Main(context.Background(), full, &out, &errOut)
+	return cliOut{stdout: out.String(), stderr: errOut.String(), code: code}
+}
+
+// ok runs the CLI with --json, requires exit 0 and decodes stdout into v.
+func (e *snapEnv) ok(v any, args ...string) {
+	e.t.Helper()
+	res := e.idem(append(args, "--json")...)
+	require.Equal(e.t, 0, res.code, "idem %s\nstdout: %s\nstderr: %s", strings.Join(args, " "), res.stdout, res.stderr)
+	if v != nil {
+		require.NoError(e.t, json.Unmarshal([]byte(res.stdout), v), res.stdout)
+	}
+}
+
+// apply runs one orders batch from fixtures/orders.
+func (e *snapEnv) orders(file string, extra ...string) *runner.Result {
+	e.t.Helper()
+	var res runner.Result
+	e.ok(&res, append([]string{"run", e.config("orders"), "--input", e.fixture("orders/" + file)}, extra...)...)
+	return &res
+}
+
+// ordersDay loads the fixture sequence up to and including the day-52
+// correction: snapshots 1 (day 47), 2 (day 48), 3 (late correction).
+func (e *snapEnv) ordersDays() {
+	e.t.Helper()
+	for _, f := range []string{"day-47.jsonl", "day-48.jsonl", "day-52-correction.jsonl"} {
+		e.orders(f)
+	}
+}
+
+// export writes a pinned export and returns its report and bytes.
+func (e *snapEnv) export(job string, args ...string) (*runner.ExportResult, []byte) {
+	e.t.Helper()
+	out := filepath.Join(e.dir, "export-"+strings.NewReplacer("/", "_", " ", "_", "-", "").Replace(strings.Join(args, "_")))
+	hasOut := false
+	for _, a := range args {
+		if a == "--out" {
+			hasOut = true
+		}
+	}
+	if !hasOut {
+		format := "csv"
+		for i, a := range args {
+			if a == "--format" && i+1 < len(args) {
+				format = args[i+1]
+			}
+		}
+		out += "." + format
+		args = append(args, "--out", out)
+	}
+	var res runner.ExportResult
+	e.ok(&res, append([]string{"export", e.config(job)}, args...)...)
+	data, err := os.ReadFile(res.Path)
+	if err != nil {
+		return &res, nil // a partitioned export's path is a folder
+	}
+	return &res, data
+}
+
+// golden compares got with testdata/name, rewriting it with -update.
+func snapGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *updateSnapshotGolden {
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, got, 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "golden file missing: run go test ./cmd/idem -run %s -update", t.Name())
+	require.Equal(t, string(want), string(got), "differs from golden %s (rewrite with -update)", path)
+}
+
+// storeHolds reports the retained input files whose bytes contain s.
+func storeHolds(t *testing.T, db, s string) []string {
+	t.Helper()
+	var hits []string
+	err := filepath.WalkDir(db+".inputs", func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(data, []byte(s)) {
+			hits = append(hits, path)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return hits
+}

@@ -1,0 +1,583 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-dev/idem/runner"
+)
+
+// csvRows parses an export into records keyed by the first column.
+func csvRows(t *testing.T, data []byte) map[string][]string {
+	t.Helper()
+	recs, err := csv.NewReader(strings.NewReader(string(data))).ReadAll()
+	require.NoError(t, err)
+	require.NotEmpty(t, recs, "an export has a header")
+	out := map[string][]string{}
+	for _, r := range recs[1:] {
+		_, dup := out[r[0]]
+		require.False(t, dup, "key %s appears twice", r[0])
+		out[r[0]] = r
+	}
+	return out
+}
+
+func lineCount(t *testing.T, path string) int64 {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	var n int64
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if strings.TrimSpace(sc.Text()) != "" {
+			n++
+		}
+	}
+	require.NoError(t, sc.Err())
+	return n
+}
+
+func sum(m map[string]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// Both payload versions decode: v2 takes INR, v3 its own currency, amounts
+// stay integer cents; every bad row is rejected with its own reason; and
+// accepted plus quarantined equals the rows extracted, batch by batch.
+func TestOrdersDecodeBothPayloadVersions(t *testing.T) {
+	t.Parallel()
+	e := newSnapEnv(t)
+	for _, f := range []string{"day-47.jsonl", "day-48.jsonl"} {
+		res := e.orders(f)
+		require.Equal(t, runner.DecisionApplied, res.Decision)
+		require.Equal(t, lineCount(t, e.fixture("orders/"+f)), res.RowsIn, "rows read")
+		require.Equal(t, res.RowsIn, sum(res.Outcomes), "accepted + quarantined == extracted")
+	}
+
+	_, data := e.export("orders", "--format", "jsonl")
+	type order struct {
+		OrderID     string `json:"order_id"`
+		Position    int64  `json:"position"`
+		AmountCents int64  `json:"amount_cents"`
+		Currency    string `json:"currency"`
+		EventDay    int    `json:"event_day"`
+	}
+	got := map[string]order{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		require.NotContains(t, line, ".", "amounts are integer cents, never decimals: %s", line)
+		var o order
+		require.NoError(t, json.Unmarshal([]byte(line), &o))
+		got[o.OrderID] = o
+	}
+	require.Equal(t, map[string]order{
+		"ord-12": {"ord-12", 103, 120000, "INR", 47}, // v2
+		"ord-47": {"ord-47", 101, 7350, "INR", 47},   // v2
+		"ord-83": {"ord-83", 102, 4200, "USD", 47},   // v3
+		"ord-48": {"ord-48", 201, 5000, "EUR", 48},   // v3
+		"ord-49": {"ord-49", 205, 1099, "INR", 48},   // v2, the later of two events in the batch
+		"ord-50": {"ord-50", 203, 2500, "GBP", 48},   // v3, sent twice
+	}, got)
+
+	// One bad row of each kind, each with its reason.
+	var outcomes [][]any
+	rows, err := runner.Query(context.Background(), e.db, `SELECT order_id, outcome FROM orders_outcomes WHERE batch_id = 'day-48.jsonl' AND outcome LIKE 'invalid%' ORDER BY line`, runner.OpenOptions{})
+	require.NoError(t, err)
+	outcomes = rows.Values
+	require.Equal(t, [][]any{
+		{" ", "invalid_order_id"},
+		{"ord-51", "invalid_position"},
+		{"ord-52", "invalid_kind"},
+		{"ord-53", "invalid_schema_version"},
+		{"ord-54", "invalid_amount"},    // 73.50: not integer cents
+		{"ord-55", "invalid_currency"},  // v3 "usd"
+		{"ord-56", "invalid_currency"},  // v3 without a currency
+		{"ord-57", "invalid_currency"},  // v2 carrying one
+		{"ord-58", "invalid_event_day"}, // "48th"
+	}, outcomes)
+}
+
+// The fixture sequence, outcomes and state, against golden files.
+func TestOrdersGolden(t *testing.T) {
+	t.Parallel()
+	e := newSnapEnv(t)
+	e.ordersDays()
+	e.orders("day-52-delete.jsonl")
+	_, state := e.export("orders")
+	snapGolden(t, "orders/state.csv", state)
+	_, outcomes := e.export("orders", "--table", "orders_outcomes")
+	snapGolden(t, "orders/outcomes.csv", outcomes)
+	_, tombstones := func() (any, []byte) {
+		rows, err := runner.Query(context.Background(), e.db, `SELECT order_id, position FROM orders_tombstones ORDER BY order_id`, runner.OpenOptions{})
+		require.NoError(t, err)
+		return nil, []byte(fmt.Sprint(rows.Values))
+	}()
+	require.Equal(t, "[[ord-47 310]]", string(tombstones))
+}
+
+// Writer B commits a deletion against parent S; writer A's correction,
+// prepared against S, is refused as stale (exit 3) and commits nothing; A
+// reloads, rebuilds against S+1, and its correction, older than the delete,
+// cannot resurrect the order.
+func TestOrdersStaleParentCannotResurrect(t *testing.T) {
+	t.Parallel()
+	e := newSnapEnv(t)
+	e.ordersDays()
+	const s = 3
+
+	b := e.orders("day-52-delete.jsonl", "--expect-parent", fmt.Sprint(s))
+	require.Equal(t, int64(s+1), b.Snapshot)
+	require.Equal(t, int64(s), b.Parent)
+
+	a := e.idem("run", e.config("orders"), "--input", e.fixture("orders/writer-a-correction.jsonl"), "--expect-parent", fmt.Sprint(s))
+	require.Equal(t, runner.ExitRefused, a.code, a.stderr)
+	require.Contains(t, a.stderr, fmt.Sprintf("stale parent: expected %d, latest is %d", s, s+1))
+	var latest runner.ExportResult
+	e.ok(&latest, "export", e.config("orders"), "--out", filepath.Join(e.dir, "after-refusal.csv"))
+	require.Equal(t, int64(s+1), latest.Snapshot, "the refused candidate committed nothing")
+
+	// A reloads the latest snapshot and rebuilds its candidate on it.
+	reloaded := e.orders("writer-a-correction.jsonl", "--expect-parent", fmt.Sprint(s+1))
+	require.Equal(t, int64(s+2), reloaded.Snapshot)
+	require.Equal(t, map[string]int64{"stale": 1}, reloaded.Outcomes, "the correction (position 305) is older than the delete (310)")
+	_, data := e.export("orders")
+	require.NotContains(t, csvRows(t, data), "ord-47")
+}
+
+// Two exports of one snapshot have one sha256, in every format, whatever
+// the thread count, for the latest snapshot (read from the target) and an
+// older one (read from history).
+func TestExportIsByteStable(t *testing.T) {
+	t.Parallel()
+	e := newSnapEnv(t)
+	// Enough rows for DuckDB to split the work between threads.
+	big := filepath.Join(e.dir, "big.jsonl")
+	f, err := os.Create(big)
+	require.NoError(t, err)
+	w := bufio.NewWriter(f)
+	const n = 150000
+	for i := range n {
+		fmt.Fprintf(w, `{"order_id":"o-%07d","position":%d,"kind":"upsert","amount_cents":%d,"event_day":%d,"schema_version":3,"currency":"%s"}`+"\n",
+			(i*7919)%n, i+1, i%100000, 40+i%10, []string{"EUR", "USD", "INR"}[i%3])
+	}
+	require.NoError(t, w.Flush())
+	require.NoError(t, f.Close())
+	var first runner.Result
+	e.ok(&first, "run", e.config("orders"), "--input", big)
+	require.Equal(t, int64(n), first.Outcomes["accepted"])
+	e.orders("day-47.jsonl")
+
+	for _, format := range []string{"csv", "parquet", "jsonl"} {
+		for _, snap := range []string{"1", "2"} {
+			t.Run(format+"/snapshot-"+snap, func(t *testing.T) {
+				var sums []string
+				for i, threads := range []string{"1", "2", "4", "1"} {
+					out := filepath.Join(e.dir, fmt.Sprintf("s%s-%d.%s", snap, i, format))
+					var res runner.ExportResult
+					e.ok(&res, "export", e.config("orders"), "--snapshot", snap, "--out", out, "--threads", threads)
+					require.Equal(t, int64(n)+map[string]int64{"1": 0, "2": 3}[snap], res.Rows)
+					st, err := os.Stat(out)
+					require.NoError(t, err)
+					require.Equal(t, st.Size(), res.Bytes)
+					sums = append(sums, res.SHA256)
+				}
+				for _, s := range sums[1:] {
+					require.Equal(t, sums[0], s, "threads 1, 2, 4 and 1 again give one sha256")
+				}
+			})
+		}
+	}
+
+	t.Run("partitioned", func(t *testing.T) {
+		var sums []string
+		var last runner.ExportResult
+		for i, threads := range []string{"1", "2"} {
+			out := filepath.Join(e.dir, fmt.Sprintf("parts-%d", i))
+			e.ok(&last, "export", e.config("orders"), "--out", out, "--partition-by", "event_day", "--format", "parquet", "--threads", threads)
+			sums = append(sums, last.SHA256)
+		}
+		require.Equal(t, sums[0], sums[1])
+		var m runner.Manifest
+		data, err := os.ReadFile(filepath.Join(last.Path, runner.ManifestName))
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(data, &m))
+		require.Len(t, m.Files, 10, "days 40..49")
+		var rows int64
+		for _, f := range m.Files {
+			require.Equal(t, *f.Value, *f.Min)
+			require.Equal(t, *f.Value, *f.Max)
+			require.Equal(t, f.Rows, f.DistinctKeys, "one row per order")
+			sum, err := os.ReadFile(filepath.Join(last.Path, f.Path))
+			require.NoError(t, err)
+			require.Equal(t, int64(len(sum)), f.Bytes)
+			rows += f.Rows
+		}
+		require.Equal(t, int64(n)+3, rows)
+		require.Equal(t, m.Rows, rows)
+	})
+}
+
+// A diff between snapshots names the removed order; a diff of two exported
+// files says the same.
+func TestDiffNamesRemovedOrder(t *testing.T) {
+	t.Parallel()
+	e := newSnapEnv(t)
+	e.ordersDays()
+	e.orders("day-52-delete.jsonl")
+
+	var d runner.DiffResult
+	e.ok(&d, "diff", e.config("orders"), "--from", "3", "--to", "4")
+	require.Equal(t, []string{"ord-47"}, d.RemovedKeys)
+	require.Equal(t, int64(1), d.Removed)
+	require.Equal(t, int64(0), d.Added)
+	require.Equal(t, int64(0), d.Changed)
+	require.NotEqual(t, d.From.SHA256, d.To.SHA256)
+	from, _ := e.export("orders", "--snapshot", "3")
+	to, _ := e.export("orders", "--snapshot", "4")
+	require.Equal(t, from.SHA256, d.From.SHA256, "a side's sha256 is that of its csv export")
+	require.Equal(t, to.SHA256, d.To.SHA256)
+
+	e.ok(&d, "diff", e.config("orders"), "--from", "1", "--to", "3")
+	require.Equal(t, []string{"ord-48", "ord-49", "ord-50"}, d.AddedKeys)
+	require.Equal(t, []string{"ord-12", "ord-83"}, d.ChangedKeys, "the late corrections of day 47")
+
+	var files runner.DiffResult
+	e.ok(&files, "diff", from.Path, to.Path)
+	require.Equal(t, []string{"ord-47"}, files.RemovedKeys)
+	require.Equal(t, []string{"order_id"}, files.Key)
+	require.Equal(t, from.SHA256, files.From.SHA256)
+
+	human := e.idem("diff", e.config("orders"), "--from", "3", "--to", "4")
+	require.Equal(t, 0, human.code, human.stderr)
+	require.Contains(t, human.stdout, "removed  1  ord-47")
+}
+
+// A pinned re-run rebuilds a snapshot in a scratch database and reproduces
+// its bytes, for each built-in pipeline, including the chain of an apply
+// job and snapshots after an erasure and a rollback.
+func TestRerunReproducesSnapshots(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		job   string
+		setup func(e *snapEnv)
+		check []int64
+	}{
+		{"orders", "orders", func(e *snapEnv) {
+			e.ordersDays()
+			e.orders("day-52-delete.jsonl")
+			e.ok(nil, "erase", e.config("orders"), "--key", "ord-83")
+			e.orders("day-52-correction.jsonl", "--batch-id", "replayed")
+			e.ok(nil, "rollback", e.config("orders"), "--to-snapshot", "2")
+		}, []int64{1, 3, 4, 5, 6, 7}},
+		{"versioned_changes", "versioned_changes", func(e *snapEnv) {
+			for _, b := range []string{"batch-1", "batch-2", "batch-3"} {
+				e.ok(nil, "run", e.config("versioned_changes"), "--input", e.fixture("changes/"+b+".jsonl"))
+			}
+		}, []int64{1, 2, 3}},
+		{"sample", "sample", func(e *snapEnv) {
+			e.ok(nil, "run", e.config("sample"), "--input", e.fixture("sample/occurrences-a.csv"))
+			e.ok(nil, "run", e.config("sample"), "--input", e.fixture("sample/occurrences-b.csv"))
+			e.ok(nil, "rollback", e.config("sample"), "--to-snapshot", "1")
+		}, []int64{1, 2, 3}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newSnapEnv(t)
+			c.setup(e)
+			for _, s := range c.check {
+				var res runner.RerunResult
+				e.ok(&res, "rerun", e.config(c.job), "--snapshot", fmt.Sprint(s))
+				require.True(t, res.Reproduced, "snapshot %d: %+v", s, res.Diff)
+				require.Equal(t, s, res.Snapshot)
+				exp, _ := e.export(c.job, "--snapshot", fmt.Sprint(s))
+				require.Equal(t, exp.SHA256, res.SHA256, "the pinned export of the snapshot")
+				require.Equal(t, res.SHA256, res.Rebuilt)
+			}
+		})
+	}
+}
+
+// A snapshot whose stored rows differ from what its inputs rebuild is not
+// reproduced: exit 1 with the difference. A transform whose files changed
+// since the snapshot was built is refused (exit 3).
+func TestRerunDetectsDifferences(t *testing.T) {
+	t.Parallel()
+	t.Run("tampered history", func(t *testing.T) {
+		t.Parallel()
+		e := newSnapEnv(t)
+		e.ordersDays()
+		db, err := runner.Open(context.Background(), e.db, runner.OpenOptions{})
+		require.NoError(t, err)
+		_, err = db.SQL().Exec(`UPDATE ` + runner.HistoryTable("orders") + ` SET amount_cents = 1 WHERE order_id = 'ord-47'`)
+		require.NoError(t, err)
+		require.NoError(t, db.Close())
+		res := e.idem("rerun", e.config("orders"), "--snapshot", "2", "--json")
+		require.Equal(t, runner.ExitFailure, res.code, res.stderr)
+		var r runner.RerunResult
+		require.NoError(t, json.Unmarshal([]byte(res.stdout), &r))
+		require.False(t, r.Reproduced)
+		require.NotNil(t, r.Diff)
+		require.Equal(t, []string{"ord-47"}, r.Diff.ChangedKeys)
+	})
+	t.Run("edited transform", func(t *testing.T) {
+		t.Parallel()
+		e := newSnapEnv(t)
+		// A copy of the orders pipeline on disk, beside a job file using it.
+		pipe := filepath.Join(e.dir, "orders_copy")
+		copyTree(t, filepath.Join(e.root, "sql", "orders"), pipe)
+		job := filepath.Join(e.dir, "orders.toml")
+		require.NoError(t, os.WriteFile(job, []byte(`name = "orders"
+pipeline = "`+pipe+`"
+transform_version = 1
+schema_version = 1
+[input]
+path = "`+e.fixture("orders/day-47.jsonl")+`"
+[target]
+table = "orders"
+`), 0o644))
+		var r runner.Result
+		e.ok(&r, "run", job)
+		step := filepath.Join(pipe, "transform", "v1", "04_commit.sql")
+		data, err := os.ReadFile(step)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(step, append(data, []byte("\n-- edited\n")...), 0o644))
+		res := e.idem("rerun", job, "--snapshot", "1")
+		require.Equal(t, runner.ExitRefused, res.code, res.stderr)
+		require.Contains(t, res.stderr, "was built with transform v1 of orders")
+	})
+}
+
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	require.NoError(t, filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, data, 0o644)
+	}))
+}
+
+// An erased subject is absent from every snapshot's export, from the
+// outcomes and from the retained inputs; replaying the old raw batch under a
+// new id drops it as erased (and stores no copy of it); a rollback to a
+// snapshot taken before the erasure does not bring it back.
+func TestEraseSurvivesReplayAndRollback(t *testing.T) {
+	t.Parallel()
+	e := newSnapEnv(t)
+	e.ordersDays()
+	e.orders("day-52-delete.jsonl")
+	const subject = "ord-83"
+	require.NotEmpty(t, storeHolds(t, e.db, subject))
+	_, before := e.export("orders", "--snapshot", "3")
+	require.Contains(t, csvRows(t, before), subject)
+
+	var er runner.EraseResult
+	e.ok(&er, "erase", e.config("orders"), "--key", subject)
+	require.Equal(t, int64(5), er.Snapshot)
+	require.Equal(t, int64(301), *er.Position, "the highest position seen for the key")
+	require.Len(t, er.Inputs, 2, "day 47 and the late correction held the subject")
+	require.Equal(t, int64(1), er.Removed["orders"])
+	require.Equal(t, int64(2), er.Removed["orders_outcomes"])
+
+	absentEverywhere := func(latest int64) {
+		t.Helper()
+		for s := int64(1); s <= latest; s++ {
+			for _, table := range []string{"orders", "orders_outcomes"} {
+				_, data := e.export("orders", "--table", table, "--snapshot", fmt.Sprint(s))
+				require.NotContains(t, string(data), subject, "snapshot %d of %s", s, table)
+			}
+		}
+		require.Empty(t, storeHolds(t, e.db, subject), "retained inputs")
+	}
+	absentEverywhere(5)
+
+	// Erasing again changes nothing.
+	var again runner.EraseResult
+	e.ok(&again, "erase", e.config("orders"), "--key", subject)
+	require.True(t, again.AlreadyErased)
+	require.Equal(t, int64(5), again.Snapshot)
+
+	// The old raw batches, replayed under new ids.
+	for i, f := range []string{"day-47.jsonl", "day-52-correction.jsonl"} {
+		res := e.orders(f, "--batch-id", fmt.Sprintf("replay-%d", i))
+		require.Equal(t, int64(1), res.Outcomes["erased"], f)
+	}
+	absentEverywhere(7)
+
+	// Rollback to a snapshot taken before the erasure.
+	var rb runner.RollbackResult
+	e.ok(&rb, "rollback", e.config("orders"), "--to-snapshot", "3")
+	require.Equal(t, int64(8), rb.Snapshot)
+	_, data := e.export("orders")
+	rows := csvRows(t, data)
+	require.NotContains(t, rows, subject)
+	require.Contains(t, rows, "ord-47", "snapshot 3 predates the delete")
+	absentEverywhere(8)
+
+	// A newer event of the subject, above the erasure point, is a new life.
+	newer := filepath.Join(e.dir, "newer.jsonl")
+	require.NoError(t, os.WriteFile(newer, []byte(`{"order_id":"ord-83","position":400,"kind":"upsert","amount_cents":1,"event_day":60,"schema_version":3,"currency":"USD"}`+"\n"), 0o644))
+	var res runner.Result
+	e.ok(&res, "run", e.config("orders"), "--input", newer)
+	require.Equal(t, map[string]int64{"accepted": 1}, res.Outcomes)
+}
+
+// A rollback that would expose an erased subject is refused (exit 3) and
+// commits nothing. Erasure scrubs history, so the test puts a row of the
+// subject back in an old snapshot's history, as a restored backup might.
+func TestRollbackOverErasureIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newSnapEnv(t)
+	e.ordersDays()
+	e.ok(nil, "erase", e.config("orders"), "--key", "ord-83")
+	db, err := runner.Open(context.Background(), e.db, runner.OpenOptions{})
+	require.NoError(t, err)
+	_, err = db.SQL().Exec(`INSERT INTO ` + runner.HistoryTable("orders") + ` VALUES ('ord-83', 102, 4200, 'USD', 47, 1, 3)`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	res := e.idem("rollback", e.config("orders"), "--to-snapshot", "2")
+	require.Equal(t, runner.ExitRefused, res.code, res.stderr)
+	require.Contains(t, res.stderr, "rollback over an erasure")
+	var latest runner.ExportResult
+	e.ok(&latest, "export", e.config("orders"), "--out", filepath.Join(e.dir, "latest.csv"))
+	require.Equal(t, int64(4), latest.Snapshot, "nothing committed")
+
+	// Snapshot 3 lies outside the restored row's range (1, 2): allowed.
+	var rb runner.RollbackResult
+	e.ok(&rb, "rollback", e.config("orders"), "--to-snapshot", "3")
+	require.Equal(t, int64(5), rb.Snapshot)
+}
+
+// Outcomes are pinned by batch: snapshot S shows the outcomes of the
+// batches committed at or before S.
+func TestExportPinnedOutcomes(t *testing.T) {
+	t.Parallel()
+	e := newSnapEnv(t)
+	e.ordersDays()
+	counts := map[string]int64{}
+	for _, s := range []string{"1", "2", "3"} {
+		res, _ := e.export("orders", "--table", "orders_outcomes", "--snapshot", s)
+		counts[s] = res.Rows
+	}
+	require.Equal(t, map[string]int64{"1": 3, "2": 17, "3": 20}, counts)
+
+	bad := e.idem("export", e.config("orders"), "--table", "nope", "--out", filepath.Join(e.dir, "x.csv"))
+	require.Equal(t, runner.ExitUsage, bad.code)
+	require.Contains(t, bad.stderr, "export reads the job's target orders or orders_outcomes")
+	missing := e.idem("export", e.config("orders"), "--snapshot", "9", "--out", filepath.Join(e.dir, "x.csv"))
+	require.Equal(t, runner.ExitUsage, missing.code)
+	require.Contains(t, missing.stderr, "has no snapshot 9 (latest is 3)")
+}
+
+// Accepted plus rejected must equal the rows read: a stage that loses a row
+// (here, a copy of the orders pipeline edited to drop one) is caught before
+// COMMIT, exit 1, and nothing is committed.
+func TestOrdersBalanceIsCheckedBeforeCommit(t *testing.T) {
+	t.Parallel()
+	e := newSnapEnv(t)
+	pipe := filepath.Join(e.dir, "orders_lossy")
+	copyTree(t, filepath.Join(e.root, "sql", "orders"), pipe)
+	stage := filepath.Join(pipe, "transform", "v1", "01_stage.sql")
+	data, err := os.ReadFile(stage)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(stage, append(data, []byte("\nDELETE FROM staged WHERE order_id = 'ord-12';\n")...), 0o644))
+	job := filepath.Join(e.dir, "orders.toml")
+	require.NoError(t, os.WriteFile(job, []byte(`name = "orders"
+pipeline = "`+pipe+`"
+transform_version = 1
+schema_version = 1
+[input]
+path = "`+e.fixture("orders/day-47.jsonl")+`"
+`), 0o644))
+	res := e.idem("run", job)
+	require.Equal(t, runner.ExitFailure, res.code, res.stderr)
+	require.Contains(t, res.stderr, "outcomes do not balance the rows read; nothing committed")
+	rows, err := runner.Query(context.Background(), e.db, `SELECT count(*) FROM idem.snapshots`, runner.OpenOptions{})
+	require.NoError(t, err)
+	require.Equal(t, [][]any{{int64(0)}}, rows.Values)
+}
+
+// Erasure rewrites retained csv and parquet inputs too: no retained file
+// holds a row of the subject afterwards, and the snapshots still rebuild.
+func TestEraseRewritesCSVAndParquetInputs(t *testing.T) {
+	t.Parallel()
+	for _, format := range []string{"csv", "parquet"} {
+		t.Run(format, func(t *testing.T) {
+			t.Parallel()
+			e := newSnapEnv(t)
+			conv, err := runner.Open(context.Background(), filepath.Join(e.dir, "convert.duckdb"), runner.OpenOptions{})
+			require.NoError(t, err)
+			var inputs []string
+			for _, day := range []string{"day-47", "day-52-correction"} {
+				out := filepath.Join(e.dir, day+"."+format)
+				_, err := conv.SQL().Exec(`COPY (SELECT * FROM read_json('` + e.fixture("orders/"+day+".jsonl") + `', format = 'newline_delimited',
+					columns = {order_id: 'VARCHAR', position: 'BIGINT', kind: 'VARCHAR', amount_cents: 'BIGINT', event_day: 'INTEGER', schema_version: 'INTEGER', currency: 'VARCHAR'}))
+					TO '` + out + `' (FORMAT ` + format + `)`)
+				require.NoError(t, err)
+				inputs = append(inputs, out)
+			}
+			require.NoError(t, conv.Close())
+			job := filepath.Join(e.dir, "orders.toml")
+			require.NoError(t, os.WriteFile(job, []byte("name = \"orders\"\npipeline = \"orders\"\ntransform_version = 1\nschema_version = 1\n"), 0o644))
+			for _, in := range inputs {
+				e.ok(nil, "run", job, "--input", in)
+			}
+			var er runner.EraseResult
+			e.ok(&er, "erase", job, "--key", "ord-83")
+			require.Len(t, er.Inputs, 2)
+			require.Equal(t, int64(301), *er.Position)
+
+			db, err := runner.Open(context.Background(), e.db, runner.OpenOptions{ReadOnly: true})
+			require.NoError(t, err)
+			reader := "read_csv(?, all_varchar = true)"
+			if format == "parquet" {
+				reader = "read_parquet(?)"
+			}
+			var files []string
+			require.NoError(t, filepath.WalkDir(e.db+".inputs", func(p string, d os.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					files = append(files, p)
+				}
+				return err
+			}))
+			require.Len(t, files, 2, "the old copies are gone")
+			for _, f := range files {
+				var total, subject int64
+				require.NoError(t, db.SQL().QueryRow(`SELECT count(*), count(*) FILTER (WHERE order_id = 'ord-83') FROM `+reader, f).Scan(&total, &subject))
+				require.Zero(t, subject, f)
+				require.Equal(t, int64(2), total, "the other rows stay")
+			}
+			require.NoError(t, db.Close())
+			for _, s := range []string{"1", "2", "3"} {
+				var rr runner.RerunResult
+				e.ok(&rr, "rerun", job, "--snapshot", s)
+				require.True(t, rr.Reproduced, "snapshot %s", s)
+			}
+		})
+	}
+}

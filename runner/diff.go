@@ -1,0 +1,274 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// DiffKeysShown is how many keys of each kind a diff lists.
+const DiffKeysShown = 10
+
+// DiffSide is one side of a diff: a snapshot or a file, and the sha256 of
+// its canonical export (a snapshot) or its bytes (a file).
+type DiffSide struct {
+	Snapshot int64  `json:"snapshot,omitempty"`
+	Path     string `json:"path,omitempty"`
+	SHA256   string `json:"sha256"`
+	Rows     int64  `json:"rows"`
+}
+
+// DiffResult compares two sides by key: rows whose key is only in To are
+// added, only in From removed, in both with other values changed. The key
+// lists hold the first DiffKeysShown keys of each kind, in key order.
+type DiffResult struct {
+	Job         string   `json:"job,omitempty"`
+	Table       string   `json:"table,omitempty"`
+	Key         []string `json:"key"`
+	From        DiffSide `json:"from"`
+	To          DiffSide `json:"to"`
+	Identical   bool     `json:"identical"`
+	Added       int64    `json:"added"`
+	Removed     int64    `json:"removed"`
+	Changed     int64    `json:"changed"`
+	AddedKeys   []string `json:"added_keys"`
+	RemovedKeys []string `json:"removed_keys"`
+	ChangedKeys []string `json:"changed_keys"`
+}
+
+// DiffOptions say which snapshots and table idem diff compares.
+type DiffOptions struct {
+	From, To int64
+	Table    string
+}
+
+// Diff compares a table of job at two snapshots. Each side's sha256 is that
+// of its canonical export (csv, key order), the one idem export writes.
+func (d *DB) Diff(ctx context.Context, job *Job, opts DiffOptions) (*DiffResult, error) {
+	if opts.From == 0 || opts.To == 0 {
+		return nil, usage("diff needs --from S1 and --to S2")
+	}
+	conn, err := d.sql.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", d.path, err)
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	from, err := pinnedSource(ctx, tx, job, opts.Table, opts.From)
+	if err != nil {
+		return nil, err
+	}
+	to, err := pinnedSource(ctx, tx, job, opts.Table, opts.To)
+	if err != nil {
+		return nil, err
+	}
+	res := &DiffResult{Job: job.Name, Table: from.table, From: DiffSide{Snapshot: from.snapshot}, To: DiffSide{Snapshot: to.snapshot}}
+	dir, err := os.MkdirTemp("", "idem-diff-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	for _, side := range []struct {
+		src *tableSource
+		out *DiffSide
+	}{{from, &res.From}, {to, &res.To}} {
+		n, sum, _, err := copyTo(ctx, tx, side.src.ordered(), filepath.Join(dir, fmt.Sprintf("%d.csv", side.src.snapshot)), FormatCSV)
+		if err != nil {
+			return nil, err
+		}
+		side.out.Rows, side.out.SHA256 = n, sum
+	}
+	key := from.key
+	if !slices.Equal(from.columns, to.columns) {
+		return nil, fmt.Errorf("diff %s: snapshots %d and %d have different columns (%s / %s)", from.table, from.snapshot, to.snapshot,
+			strings.Join(from.columns, ", "), strings.Join(to.columns, ", "))
+	}
+	if err := compareRows(ctx, tx, from.query, to.query, from.columns, key, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// DiffFiles compares two exported files (csv, parquet or jsonl, by
+// extension unless format is given) by key: the first column unless key
+// names others. Values are compared as text.
+func DiffFiles(ctx context.Context, file1, file2, format string, key []string) (*DiffResult, error) {
+	res := &DiffResult{From: DiffSide{Path: file1}, To: DiffSide{Path: file2}}
+	readers := make([]string, 2)
+	for i, p := range []string{file1, file2} {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("diff %s: %w", p, err)
+		}
+		if st.IsDir() {
+			return nil, usage("diff %s: is a folder; compare its files or manifests", p)
+		}
+		f, err := ExportFormat(format, p)
+		if err != nil {
+			return nil, err
+		}
+		sum, _, err := fileSHA256(p)
+		if err != nil {
+			return nil, fmt.Errorf("diff %s: %w", p, err)
+		}
+		side := &res.From
+		if i == 1 {
+			side = &res.To
+		}
+		side.SHA256 = sum
+		switch f {
+		case FormatCSV:
+			readers[i] = "read_csv(" + sqlString(p) + ", header = true, all_varchar = true)"
+		case FormatParquet:
+			readers[i] = "read_parquet(" + sqlString(p) + ")"
+		default:
+			readers[i] = "read_json(" + sqlString(p) + ", format = 'newline_delimited')"
+		}
+	}
+	db, err := open(ctx, "?autoinstall_known_extensions=false")
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	var cols [2][]string
+	for i, r := range readers {
+		name := []string{"idem_diff_a", "idem_diff_b"}[i]
+		if _, err := conn.ExecContext(ctx, "CREATE TEMP TABLE "+name+" AS SELECT COLUMNS(*)::VARCHAR FROM "+r); err != nil {
+			return nil, fmt.Errorf("diff: read %s: %w", []string{file1, file2}[i], trimSQLError(err))
+		}
+		c, err := columnNames(ctx, conn, name)
+		if err != nil {
+			return nil, err
+		}
+		cols[i] = c
+	}
+	if !slices.Equal(cols[0], cols[1]) {
+		return nil, fmt.Errorf("diff: %s and %s have different columns (%s / %s)", file1, file2, strings.Join(cols[0], ", "), strings.Join(cols[1], ", "))
+	}
+	if len(cols[0]) == 0 {
+		return nil, fmt.Errorf("diff: %s has no columns", file1)
+	}
+	if len(key) == 0 {
+		key = cols[0][:1]
+	}
+	for _, k := range key {
+		if !slices.Contains(cols[0], k) {
+			return nil, usage("--key %s: the files have no such column (columns: %s)", k, strings.Join(cols[0], ", "))
+		}
+	}
+	for _, side := range []*DiffSide{&res.From, &res.To} {
+		name := "idem_diff_a"
+		if side == &res.To {
+			name = "idem_diff_b"
+		}
+		if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM "+name).Scan(&side.Rows); err != nil {
+			return nil, err
+		}
+	}
+	if err := compareRows(ctx, conn, "SELECT * FROM idem_diff_a", "SELECT * FROM idem_diff_b", cols[0], key, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func columnNames(ctx context.Context, q querier, temp string) ([]string, error) {
+	rows, err := q.QueryContext(ctx, `SELECT column_name FROM duckdb_columns() WHERE database_name = 'temp' AND table_name = ? ORDER BY column_index`, temp)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// compareRows fills the counts and first keys of res from two queries with
+// the same columns. When the key is every column (a log such as outcomes),
+// rows are compared as multisets: only added and removed.
+func compareRows(ctx context.Context, q querier, from, to string, cols, key []string, res *DiffResult) error {
+	res.Key = key
+	var keyText string
+	if len(key) == 1 {
+		keyText = "CAST(" + quoteIdent(key[0]) + " AS VARCHAR)"
+	} else {
+		parts := make([]string, len(key))
+		for i, k := range key {
+			parts[i] = "coalesce(CAST(" + quoteIdent(k) + " AS VARCHAR), 'NULL')"
+		}
+		keyText = "concat_ws('|', " + strings.Join(parts, ", ") + ")"
+	}
+	order := " ORDER BY " + identList(key)
+	var added, removed, changed string
+	if len(key) == len(cols) {
+		added = "(" + to + ") EXCEPT ALL (" + from + ")"
+		removed = "(" + from + ") EXCEPT ALL (" + to + ")"
+	} else {
+		var on []string
+		for _, k := range key {
+			on = append(on, "a."+quoteIdent(k)+" IS NOT DISTINCT FROM b."+quoteIdent(k))
+		}
+		var differ []string
+		for _, c := range cols {
+			if !slices.Contains(key, c) {
+				differ = append(differ, "a."+quoteIdent(c)+" IS DISTINCT FROM b."+quoteIdent(c))
+			}
+		}
+		join := " ON " + strings.Join(on, " AND ")
+		added = "SELECT b.* FROM (" + to + ") AS b ANTI JOIN (" + from + ") AS a" + join
+		removed = "SELECT a.* FROM (" + from + ") AS a ANTI JOIN (" + to + ") AS b" + join
+		if len(differ) > 0 {
+			changed = "SELECT a.* FROM (" + from + ") AS a JOIN (" + to + ") AS b" + join + " WHERE " + strings.Join(differ, " OR ")
+		}
+	}
+	for _, part := range []struct {
+		query string
+		count *int64
+		keys  *[]string
+	}{{added, &res.Added, &res.AddedKeys}, {removed, &res.Removed, &res.RemovedKeys}, {changed, &res.Changed, &res.ChangedKeys}} {
+		*part.keys = []string{}
+		if part.query == "" {
+			continue
+		}
+		err := q.QueryRowContext(ctx, "SELECT count(*) FROM ("+part.query+")").Scan(part.count)
+		if err != nil {
+			return fmt.Errorf("diff: %w", trimSQLError(err))
+		}
+		rows, err := q.QueryContext(ctx, fmt.Sprintf("SELECT %s FROM (%s)%s LIMIT %d", keyText, part.query, order, DiffKeysShown))
+		if err != nil {
+			return fmt.Errorf("diff: %w", trimSQLError(err))
+		}
+		for rows.Next() {
+			var k sql.NullString
+			if err := rows.Scan(&k); err != nil {
+				rows.Close()
+				return err
+			}
+			*part.keys = append(*part.keys, k.String)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	res.Identical = res.Added == 0 && res.Removed == 0 && res.Changed == 0
+	return nil
+}

@@ -1,0 +1,595 @@
+package runner
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// EraseOptions name the subject to erase.
+type EraseOptions struct {
+	Key string
+	// Position overrides the erasure point (the highest position seen for
+	// the key). A pinned re-run uses it to replay a recorded erasure.
+	Position *int64
+	// Replay commits the erasure even where the key is found nowhere (a
+	// pinned re-run replays it over inputs already rewritten without it).
+	Replay bool
+}
+
+// EraseResult reports an erasure. It never holds the subject's payload.
+type EraseResult struct {
+	Job      string `json:"job"`
+	Key      string `json:"key"`
+	Snapshot int64  `json:"snapshot"`
+	Parent   int64  `json:"parent"`
+	// Position is the erasure point: a later batch carrying the key at or
+	// below it gets outcome erased.
+	Position *int64 `json:"position"`
+	// Removed counts the rows removed per table; history counts every
+	// snapshot's version of the rows.
+	Removed map[string]int64 `json:"removed"`
+	Inputs  []RewrittenInput `json:"inputs"`
+	// AlreadyErased says the key was erased before and found nowhere:
+	// nothing was committed and Snapshot is the latest.
+	AlreadyErased bool `json:"already_erased"`
+}
+
+// RewrittenInput is a retained input rewritten without the erased key.
+type RewrittenInput struct {
+	Old         string `json:"old_sha256"`
+	New         string `json:"new_sha256"`
+	Bytes       int64  `json:"bytes"`
+	RowsRemoved int64  `json:"rows_removed"`
+}
+
+var companion = regexp.MustCompile(`\{\{\s*table:([A-Za-z0-9_]+)\s*\}\}`)
+
+// companionTables are the tables the job's schema DDL creates beside the
+// target ({{table:_suffix}}) that exist and hold the key column.
+func companionTables(ctx context.Context, q querier, job *Job, keyCol string) ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range companion.FindAllStringSubmatch(job.DDL, -1) {
+		name := job.Table + m[1]
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		exists, err := tableExists(ctx, q, "main", name)
+		if err != nil {
+			return nil, err
+		}
+		if !exists {
+			continue // a view, or not created
+		}
+		cols, err := targetColumns(ctx, q, name)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range cols {
+			if c.Name == keyCol {
+				out = append(out, name)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// Erase removes one subject (a value of the job's key column) in ONE
+// transaction: from the current rows, from every snapshot's history, from
+// the companion tables (<target>_outcomes, tombstones) and from the retained
+// inputs, which are rewritten without the subject's rows and stored under
+// their new sha256. It records the erasure (job, key, the highest position
+// seen for the key, snapshot, time: never the payload) so that a later batch
+// carrying the key at or below that position gets outcome erased, and
+// commits it as a new snapshot. Replaced input files are deleted after the
+// commit when no snapshot refers to them. A key found nowhere is an error
+// and nothing is committed, unless it was erased before: then the result
+// says AlreadyErased and nothing changes.
+func (d *DB) Erase(ctx context.Context, job *Job, opts EraseOptions) (*EraseResult, error) {
+	if len(job.Pipeline.Key) != 1 {
+		return nil, usage("erase needs a pipeline with one key column; %s has %d", job.Pipeline.Name, len(job.Pipeline.Key))
+	}
+	if job.Pipeline.Position == "" {
+		return nil, usage("erase needs a pipeline that declares its position column (the source order): without one, an erasure could not stop a replay of an old batch; %s declares none", job.Pipeline.Name)
+	}
+	if opts.Key == "" {
+		return nil, usage("erase needs --key K")
+	}
+	conn, err := d.sql.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", d.path, err)
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	res, stale, err := d.eraseTx(ctx, tx, job, opts)
+	if err != nil {
+		return nil, errors.Join(err, ignoreDone(tx.Rollback()))
+	}
+	if res.AlreadyErased {
+		return res, tx.Rollback()
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit erasure: %w", err)
+	}
+	// The old files held the subject; they go once nothing refers to them.
+	for _, p := range stale {
+		_ = os.Remove(p)
+	}
+	_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
+	return res, nil
+}
+
+func ignoreDone(err error) error {
+	if errors.Is(err, sql.ErrTxDone) {
+		return nil
+	}
+	return err
+}
+
+func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, job *Job, opts EraseOptions) (*EraseResult, []string, error) {
+	keyCol, posCol := job.Pipeline.Key[0], job.Pipeline.Position
+	st, err := readState(ctx, tx, job.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if st.snapshot == 0 {
+		return nil, nil, usage("job %s has no snapshot yet: nothing to erase", job.Name)
+	}
+	res := &EraseResult{Job: job.Name, Key: opts.Key, Parent: st.snapshot, Snapshot: st.snapshot + 1,
+		Removed: map[string]int64{}, Inputs: []RewrittenInput{}}
+	var maxPos sql.NullInt64
+	seePos := func(p sql.NullInt64) {
+		if p.Valid && (!maxPos.Valid || p.Int64 > maxPos.Int64) {
+			maxPos = p
+		}
+	}
+	found := false
+
+	// Tables: the target, its history and the companions.
+	tables, err := companionTables(ctx, tx, job, keyCol)
+	if err != nil {
+		return nil, nil, err
+	}
+	type place struct{ label, name string }
+	places := []place{{job.Table, quoteIdent(job.Table)}}
+	if ok, err := tableExists(ctx, tx, "idem", job.Name+"__history"); err != nil {
+		return nil, nil, err
+	} else if ok {
+		places = append(places, place{"history", HistoryTable(job.Name)})
+	}
+	for _, t := range tables {
+		if t != job.Table {
+			places = append(places, place{t, quoteIdent(t)})
+		}
+	}
+	for _, p := range places {
+		cols, err := columnsOf(ctx, tx, p.name)
+		if err != nil {
+			return nil, nil, err
+		}
+		where := " WHERE CAST(" + quoteIdent(keyCol) + " AS VARCHAR) = ?"
+		if cols[posCol] {
+			var pos sql.NullInt64
+			if err := tx.QueryRowContext(ctx, "SELECT max(TRY_CAST("+quoteIdent(posCol)+" AS BIGINT)) FROM "+p.name+where, opts.Key).Scan(&pos); err != nil {
+				return nil, nil, fmt.Errorf("erase from %s: %w", p.label, trimSQLError(err))
+			}
+			seePos(pos)
+		}
+		r, err := tx.ExecContext(ctx, "DELETE FROM "+p.name+where, opts.Key)
+		if err != nil {
+			return nil, nil, fmt.Errorf("erase from %s: %w", p.label, trimSQLError(err))
+		}
+		n, _ := r.RowsAffected()
+		res.Removed[p.label] = n
+		found = found || n > 0
+	}
+
+	// Retained inputs of every snapshot of the job.
+	snaps, err := readSnapshots(ctx, tx, job.Name, st.snapshot)
+	if err != nil {
+		return nil, nil, err
+	}
+	rewritten := map[string]InputRef{}
+	for _, s := range snaps {
+		format := s.Inputs.Format
+		if format == "" {
+			format = job.Input.Format
+		}
+		for _, f := range s.Inputs.Files {
+			if _, done := rewritten[f.SHA256]; done {
+				continue
+			}
+			rw, pos, err := d.rewriteWithout(ctx, tx, f, format, keyFilter(keyCol, posCol, opts.Key))
+			if err != nil {
+				return nil, nil, err
+			}
+			seePos(pos)
+			if rw == nil {
+				rewritten[f.SHA256] = f
+				continue
+			}
+			found = true
+			rewritten[f.SHA256] = InputRef{SHA256: rw.New, Bytes: rw.Bytes, Name: f.Name}
+			res.Inputs = append(res.Inputs, *rw)
+		}
+	}
+	if !found && !opts.Replay {
+		var prior int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM idem.erasures WHERE job = ? AND key = ?`, job.Name, opts.Key).Scan(&prior); err != nil {
+			return nil, nil, fmt.Errorf("read erasures of %s: %w", job.Name, err)
+		}
+		if prior > 0 {
+			// Erasing again finds nothing: the first erasure stands.
+			res.AlreadyErased = true
+			res.Snapshot = st.snapshot
+			return res, nil, nil
+		}
+		return nil, nil, fmt.Errorf("erase %s from job %s: the key is in no row, snapshot or retained input; nothing committed", opts.Key, job.Name)
+	}
+	if opts.Position != nil {
+		maxPos = sql.NullInt64{Int64: *opts.Position, Valid: true}
+	}
+	if maxPos.Valid {
+		res.Position = &maxPos.Int64
+	}
+
+	// Point every snapshot row at the rewritten files.
+	var stale []string
+	if len(res.Inputs) > 0 {
+		for _, s := range snaps {
+			changed := false
+			for i, f := range s.Inputs.Files {
+				if nf := rewritten[f.SHA256]; nf.SHA256 != f.SHA256 {
+					s.Inputs.Files[i] = nf
+					changed = true
+				}
+			}
+			if !changed {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE idem.snapshots SET inputs = ? WHERE job = ? AND snapshot = ?`,
+				string(canonicalJSON(s.Inputs)), job.Name, s.Snapshot); err != nil {
+				return nil, nil, fmt.Errorf("erase: update inputs of snapshot %d: %w", s.Snapshot, err)
+			}
+		}
+		for _, rw := range res.Inputs {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO idem.inputs SELECT ?, ?, current_timestamp WHERE NOT EXISTS (SELECT 1 FROM idem.inputs WHERE sha256 = ?)`, rw.New, rw.Bytes, rw.New); err != nil {
+				return nil, nil, fmt.Errorf("erase: record input: %w", err)
+			}
+			var refs int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM idem.snapshots WHERE contains(inputs, ?)`, rw.Old).Scan(&refs); err != nil {
+				return nil, nil, fmt.Errorf("erase: count references to input: %w", err)
+			}
+			if refs == 0 {
+				if _, err := tx.ExecContext(ctx, `DELETE FROM idem.inputs WHERE sha256 = ?`, rw.Old); err != nil {
+					return nil, nil, fmt.Errorf("erase: forget input: %w", err)
+				}
+				stale = append(stale, retainedPath(d.path, rw.Old))
+			}
+		}
+	}
+
+	// The erasure and its snapshot.
+	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.erasures VALUES (?, ?, ?, ?, current_timestamp)`,
+		job.Name, opts.Key, res.Position, res.Snapshot); err != nil {
+		return nil, nil, fmt.Errorf("record erasure: %w", err)
+	}
+	if err := writeSnapshotOnly(ctx, tx, job, st, res.Snapshot, KindErase, SnapshotInputs{Files: []InputRef{}}, st.key, st.partsJSON()); err != nil {
+		return nil, nil, err
+	}
+	return res, stale, nil
+}
+
+func (st jobState) partsJSON() string {
+	if !st.hasParts {
+		return ""
+	}
+	return st.parts.JSON()
+}
+
+// writeSnapshotOnly commits a snapshot that no batch made (an erasure or a
+// rollback): its snapshot row, the state row's new snapshot (and, when given,
+// job key and parts) and the run log row.
+func writeSnapshotOnly(ctx context.Context, tx *sql.Tx, job *Job, st jobState, snapshot int64, kind string, inputs SnapshotInputs, key, parts string) error {
+	cols, err := targetColumns(ctx, tx, job.Table)
+	if err != nil {
+		return err
+	}
+	rowsOut, err := countRows(ctx, tx, job.Table)
+	if err != nil {
+		return err
+	}
+	if inputs.Files == nil {
+		inputs.Files = []InputRef{}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.snapshots VALUES (?, ?, ?, ?, NULL, ?, ?, ?, 0, ?, '{}', ?, ?, current_timestamp)`,
+		job.Name, snapshot, st.snapshot, kind, nullable(key), nullable(parts), string(canonicalJSON(inputs)),
+		rowsOut, string(canonicalJSON(cols)), string(canonicalJSON(nonNil(job.Pipeline.Key)))); err != nil {
+		return fmt.Errorf("write snapshot row: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE idem.jobs SET snapshot = ?, job_key = ?, parts = ?, updated_at = current_timestamp WHERE job = ?`,
+		snapshot, nullable(key), nullable(parts), job.Name); err != nil {
+		return fmt.Errorf("write state row: %w", err)
+	}
+	decision := map[string]string{KindErase: "erased", KindRollback: "rolled_back"}[kind]
+	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.runs VALUES (?, current_timestamp, NULL, ?, '[]', 0, '{}', ?, ?, ?, NULL)`,
+		job.Name, decision, snapshot, st.cursor, st.epoch); err != nil {
+		return fmt.Errorf("write run log: %w", err)
+	}
+	return nil
+}
+
+func columnsOf(ctx context.Context, q querier, qualified string) (map[string]bool, error) {
+	rows, err := q.QueryContext(ctx, "SELECT * FROM "+qualified+" LIMIT 0")
+	if err != nil {
+		return nil, fmt.Errorf("columns of %s: %w", qualified, trimSQLError(err))
+	}
+	defer rows.Close()
+	names, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, n := range names {
+		out[n] = true
+	}
+	return out, nil
+}
+
+// rowFilter picks the rows of a retained input to drop: by key text and
+// position in Go (csv, jsonl), by a SQL condition for parquet.
+type rowFilter struct {
+	keyCol, posCol string
+	drop           func(key string, pos sql.NullInt64) bool
+	dropSQL        string
+}
+
+// keyFilter drops every row of one key.
+func keyFilter(keyCol, posCol, key string) rowFilter {
+	return rowFilter{
+		keyCol: keyCol, posCol: posCol,
+		drop:    func(k string, _ sql.NullInt64) bool { return k == key },
+		dropSQL: "CAST(" + quoteIdent(keyCol) + " AS VARCHAR) = " + sqlString(key),
+	}
+}
+
+// rewriteWithout writes a copy of a retained input without the rows the
+// filter drops and stores it under its sha256. It returns nil when the file
+// holds no such row, and the highest position of the dropped rows. Kept rows
+// keep their bytes (csv, jsonl).
+func (d *DB) rewriteWithout(ctx context.Context, tx *sql.Tx, f InputRef, format string, flt rowFilter) (*RewrittenInput, sql.NullInt64, error) {
+	src := retainedPath(d.path, f.SHA256)
+	var pos sql.NullInt64
+	if _, err := os.Stat(src); err != nil {
+		return nil, pos, fmt.Errorf("erase: retained input %s (%s): %w", f.Name, f.SHA256[:12], err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(src), ".erase-*")
+	if err != nil {
+		return nil, pos, fmt.Errorf("erase: %w", err)
+	}
+	tmpName := tmp.Name()
+	defer os.Remove(tmpName)
+	var removed int64
+	switch format {
+	case FormatJSONL:
+		removed, pos, err = filterJSONL(src, tmp, flt)
+	case FormatCSV:
+		removed, pos, err = filterCSV(src, tmp, flt)
+	case FormatParquet:
+		tmp.Close()
+		removed, pos, err = filterParquet(ctx, tx, src, tmpName, flt)
+	default:
+		err = fmt.Errorf("unknown input format %q", format)
+	}
+	if format != FormatParquet {
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return nil, pos, fmt.Errorf("erase: rewrite retained input %s (%s): %w", f.Name, f.SHA256[:12], err)
+	}
+	if removed == 0 {
+		return nil, pos, nil
+	}
+	sum, size, err := fileSHA256(tmpName)
+	if err != nil {
+		return nil, pos, fmt.Errorf("erase: %w", err)
+	}
+	dst := retainedPath(d.path, sum)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return nil, pos, fmt.Errorf("erase: %w", err)
+	}
+	if err := syncFile(tmpName); err != nil {
+		return nil, pos, fmt.Errorf("erase: %w", err)
+	}
+	if err := os.Rename(tmpName, dst); err != nil {
+		return nil, pos, fmt.Errorf("erase: %w", err)
+	}
+	return &RewrittenInput{Old: f.SHA256, New: sum, Bytes: size, RowsRemoved: removed}, pos, nil
+}
+
+func syncFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// jsonText is a JSON scalar as DuckDB reads it into VARCHAR: a string's
+// text, a number's literal. ok is false for null, a missing field, objects
+// and arrays.
+func jsonText(raw json.RawMessage) (string, bool) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || string(t) == "null" || t[0] == '{' || t[0] == '[' {
+		return "", false
+	}
+	if t[0] == '"' {
+		var s string
+		if json.Unmarshal(t, &s) != nil {
+			return "", false
+		}
+		return s, true
+	}
+	return string(t), true
+}
+
+func filterJSONL(src string, out io.Writer, flt rowFilter) (int64, sql.NullInt64, error) {
+	var pos sql.NullInt64
+	in, err := os.Open(src)
+	if err != nil {
+		return 0, pos, err
+	}
+	defer in.Close()
+	r := bufio.NewReaderSize(in, 1<<20)
+	w := bufio.NewWriterSize(out, 1<<20)
+	var removed int64
+	for {
+		line, rerr := r.ReadBytes('\n')
+		if len(line) > 0 {
+			drop := false
+			if t := bytes.TrimSpace(line); len(t) > 0 {
+				var obj map[string]json.RawMessage
+				if err := json.Unmarshal(t, &obj); err != nil {
+					return 0, pos, err
+				}
+				if k, ok := jsonText(obj[flt.keyCol]); ok {
+					var p sql.NullInt64
+					if text, ok := jsonText(obj[flt.posCol]); ok {
+						p = parsePosition(text)
+					}
+					if flt.drop(k, p) {
+						drop = true
+						pos = maxPosition(pos, p)
+					}
+				}
+			}
+			if drop {
+				removed++
+			} else if _, err := w.Write(line); err != nil {
+				return 0, pos, err
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return 0, pos, rerr
+		}
+	}
+	return removed, pos, w.Flush()
+}
+
+func filterCSV(src string, out io.Writer, flt rowFilter) (int64, sql.NullInt64, error) {
+	var pos sql.NullInt64
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return 0, pos, err
+	}
+	if len(data) == 0 {
+		return 0, pos, nil
+	}
+	r := csv.NewReader(bytes.NewReader(data))
+	r.FieldsPerRecord = -1
+	header, err := r.Read()
+	if err != nil {
+		return 0, pos, err
+	}
+	keyIdx, posIdx := -1, -1
+	for i, h := range header {
+		h = strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))
+		switch h {
+		case flt.keyCol:
+			keyIdx = i
+		case flt.posCol:
+			posIdx = i
+		}
+	}
+	if keyIdx < 0 {
+		return 0, pos, fmt.Errorf("no column %s in the header", flt.keyCol)
+	}
+	start := r.InputOffset()
+	w := bufio.NewWriter(out)
+	if _, err := w.Write(data[:start]); err != nil {
+		return 0, pos, err
+	}
+	var removed int64
+	for {
+		rec, err := r.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, pos, err
+		}
+		end := r.InputOffset()
+		var p sql.NullInt64
+		if posIdx >= 0 && posIdx < len(rec) {
+			p = parsePosition(rec[posIdx])
+		}
+		if keyIdx < len(rec) && flt.drop(rec[keyIdx], p) {
+			removed++
+			pos = maxPosition(pos, p)
+		} else if _, err := w.Write(data[start:end]); err != nil {
+			return 0, pos, err
+		}
+		start = end
+	}
+	if _, err := w.Write(data[start:]); err != nil {
+		return 0, pos, err
+	}
+	return removed, pos, w.Flush()
+}
+
+func filterParquet(ctx context.Context, tx *sql.Tx, src, dst string, flt rowFilter) (int64, sql.NullInt64, error) {
+	var pos sql.NullInt64
+	var removed int64
+	read := "read_parquet(" + sqlString(src) + ")"
+	match := flt.dropSQL
+	if err := tx.QueryRowContext(ctx, "SELECT count(*), max(TRY_CAST("+quoteIdent(flt.posCol)+" AS BIGINT)) FROM "+read+" WHERE "+match).Scan(&removed, &pos); err != nil {
+		return 0, pos, trimSQLError(err)
+	}
+	if removed == 0 {
+		return 0, pos, nil
+	}
+	if _, err := tx.ExecContext(ctx, "COPY (SELECT * FROM "+read+" WHERE NOT coalesce("+match+", false)) TO "+sqlString(dst)+" (FORMAT parquet)"); err != nil {
+		return 0, pos, trimSQLError(err)
+	}
+	return removed, pos, nil
+}
+
+// parsePosition reads a position as the stage steps do: a whole number,
+// white space allowed around it.
+func parsePosition(text string) sql.NullInt64 {
+	n, err := strconv.ParseInt(strings.TrimPrefix(strings.TrimSpace(text), "+"), 10, 64)
+	if err != nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: n, Valid: true}
+}
+
+func maxPosition(a, b sql.NullInt64) sql.NullInt64 {
+	if b.Valid && (!a.Valid || b.Int64 > a.Int64) {
+		return b
+	}
+	return a
+}

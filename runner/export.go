@@ -1,0 +1,422 @@
+package runner
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// ExportOptions say what idem export writes.
+type ExportOptions struct {
+	Table       string // the job's target (default) or <target>_outcomes
+	Snapshot    int64  // 0: the latest
+	Out         string // file, or folder with PartitionBy
+	Format      string // csv, parquet or jsonl; default from Out's extension, else csv
+	PartitionBy string // one file per value of this column under Out, plus manifest.json
+}
+
+// ExportResult reports an export. SHA256 and Bytes are the file's, or, for a
+// partitioned export, the manifest's sha256 and the files' total bytes.
+type ExportResult struct {
+	Job         string         `json:"job"`
+	Table       string         `json:"table"`
+	Snapshot    int64          `json:"snapshot"`
+	Format      string         `json:"format"`
+	Path        string         `json:"path"`
+	Rows        int64          `json:"rows"`
+	Bytes       int64          `json:"bytes"`
+	SHA256      string         `json:"sha256"`
+	PartitionBy string         `json:"partition_by,omitempty"`
+	Files       []ManifestFile `json:"files,omitempty"`
+}
+
+// Manifest is the manifest.json of a partitioned export. It holds no time
+// or host data, so one snapshot always gives the same bytes.
+type Manifest struct {
+	Job         string         `json:"job"`
+	Table       string         `json:"table"`
+	Snapshot    int64          `json:"snapshot"`
+	Format      string         `json:"format"`
+	PartitionBy string         `json:"partition_by"`
+	Key         []string       `json:"key"`
+	Rows        int64          `json:"rows"`
+	Files       []ManifestFile `json:"files"`
+}
+
+// ManifestFile describes one file of a partitioned export.
+type ManifestFile struct {
+	Path         string  `json:"path"` // relative to the export folder, with /
+	Value        *string `json:"value"`
+	Rows         int64   `json:"rows"`
+	DistinctKeys int64   `json:"distinct_keys"`
+	Min          *string `json:"min"`
+	Max          *string `json:"max"`
+	Bytes        int64   `json:"bytes"`
+	SHA256       string  `json:"sha256"`
+}
+
+// tableSource is a pinned read of one of a job's tables: its SELECT, its
+// columns and the columns that identify a row.
+type tableSource struct {
+	table    string
+	query    string
+	columns  []string
+	types    []string // DuckDB type of each column
+	key      []string
+	snapshot int64
+	// unique says the key identifies a row: a target holds one row per key
+	// (the rank step guarantees it, the tests assert it), and so does a
+	// pinned read of its history.
+	unique bool
+}
+
+// orderBy is the total order of an export: the key columns, then, unless
+// the key is unique, every other column, so that rows equal in the key
+// still have one order. Sorting on the key alone where it is unique keeps
+// an export within a few percent of a raw COPY.
+func (s *tableSource) orderBy() string {
+	var order []string
+	for _, k := range s.key {
+		order = append(order, quoteIdent(k))
+	}
+	if !s.unique {
+		for _, c := range s.columns {
+			if !slices.Contains(s.key, c) {
+				order = append(order, quoteIdent(c))
+			}
+		}
+	}
+	return " ORDER BY " + strings.Join(order, ", ")
+}
+
+func (s *tableSource) ordered() string { return s.query + s.orderBy() }
+
+// pinnedSource builds the read of table as committed at snapshot (0: the
+// latest). The target is read from its history (or, at the latest snapshot,
+// from the table itself, which holds the same rows); <target>_outcomes holds
+// the outcomes of the batches committed at or before the snapshot.
+func pinnedSource(ctx context.Context, q querier, job *Job, table string, snapshot int64) (*tableSource, error) {
+	if table == "" {
+		table = job.Table
+	}
+	s, latest, err := resolveSnapshot(ctx, q, job.Name, snapshot)
+	if err != nil {
+		return nil, err
+	}
+	row, err := readSnapshot(ctx, q, job.Name, s)
+	if err != nil {
+		return nil, err
+	}
+	src := &tableSource{table: table, snapshot: s, key: row.KeyColumns}
+	switch table {
+	case job.Table:
+		for _, c := range row.Columns {
+			src.columns = append(src.columns, c.Name)
+			src.types = append(src.types, c.Type)
+		}
+		src.unique = len(src.key) > 0
+		if !src.unique {
+			src.key = src.columns
+		}
+		if s == latest {
+			src.query = "SELECT " + identList(src.columns) + " FROM " + quoteIdent(job.Table)
+		} else {
+			src.query = PinnedSelect(job.Name, row.Columns, s)
+		}
+	case job.Table + "_outcomes":
+		cols, err := targetColumns(ctx, q, table)
+		if err != nil {
+			return nil, err
+		}
+		if len(cols) == 0 {
+			return nil, usage("job %s has no table %s", job.Name, table)
+		}
+		hasBatch := false
+		for _, c := range cols {
+			src.columns = append(src.columns, c.Name)
+			src.types = append(src.types, c.Type)
+			hasBatch = hasBatch || c.Name == "batch_id"
+		}
+		// Outcomes are a log: no column identifies a row, so all of them do.
+		src.key = src.columns
+		src.query = "SELECT " + identList(src.columns) + " FROM " + quoteIdent(table)
+		switch {
+		case hasBatch:
+			src.query += fmt.Sprintf(" WHERE batch_id IN (SELECT batch_id FROM idem.ledger WHERE job = %s AND snapshot <= %d)", sqlString(job.Name), s)
+		case s != latest:
+			return nil, usage("%s keeps the outcomes of the latest snapshot only (%d); it has no batch_id to pin snapshot %d", table, latest, s)
+		}
+	default:
+		return nil, usage("table %s: export reads the job's target %s or %s_outcomes", table, job.Table, job.Table)
+	}
+	return src, nil
+}
+
+func identList(cols []string) string {
+	q := make([]string, len(cols))
+	for i, c := range cols {
+		q[i] = quoteIdent(c)
+	}
+	return strings.Join(q, ", ")
+}
+
+// ExportFormat names the format of an export: the given one, or the one
+// out's extension implies, or csv.
+func ExportFormat(format, out string) (string, error) {
+	switch strings.ToLower(format) {
+	case FormatCSV, FormatParquet, FormatJSONL:
+		return strings.ToLower(format), nil
+	case "":
+	default:
+		return "", usage("--format must be csv, parquet or jsonl, not %q", format)
+	}
+	switch strings.ToLower(filepath.Ext(out)) {
+	case ".parquet":
+		return FormatParquet, nil
+	case ".jsonl", ".ndjson", ".json":
+		return FormatJSONL, nil
+	}
+	return FormatCSV, nil
+}
+
+// copyOptions are the COPY options of each format. Every setting that
+// shapes the bytes is spelled out, so the file does not depend on defaults
+// that a thread count or a machine could change.
+func copyOptions(format string) string {
+	switch format {
+	case FormatParquet:
+		return "(FORMAT parquet, COMPRESSION snappy, ROW_GROUP_SIZE 122880)"
+	case FormatJSONL:
+		return "(FORMAT json)"
+	default:
+		return "(FORMAT csv, HEADER true, DELIMITER ',', QUOTE '\"', ESCAPE '\"', NULLSTR '')"
+	}
+}
+
+func extension(format string) string {
+	if format == FormatJSONL {
+		return "jsonl"
+	}
+	return format
+}
+
+// Export writes a table of job, pinned at a snapshot, in key order. The same
+// snapshot gives the same bytes whatever the thread count. It writes to a
+// temporary file beside the output and renames it into place.
+func (d *DB) Export(ctx context.Context, job *Job, opts ExportOptions) (*ExportResult, error) {
+	if opts.Out == "" {
+		return nil, usage("export needs --out PATH")
+	}
+	format, err := ExportFormat(opts.Format, opts.Out)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := d.sql.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", d.path, err)
+	}
+	defer conn.Close()
+	// One read transaction: every query below sees the same commit.
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	src, err := pinnedSource(ctx, tx, job, opts.Table, opts.Snapshot)
+	if err != nil {
+		return nil, err
+	}
+	res := &ExportResult{Job: job.Name, Table: src.table, Snapshot: src.snapshot, Format: format, Path: opts.Out}
+	if opts.PartitionBy != "" {
+		return res, exportPartitioned(ctx, tx, job, src, opts, res)
+	}
+	rows, sum, size, err := copyTo(ctx, tx, src.ordered(), opts.Out, format)
+	if err != nil {
+		return nil, err
+	}
+	res.Rows, res.SHA256, res.Bytes = rows, sum, size
+	return res, nil
+}
+
+// copyTo runs COPY (query) TO a temporary file beside out, renames it to out
+// and returns the rows written and the file's sha256 and size.
+func copyTo(ctx context.Context, q querier, query, out, format string) (int64, string, int64, error) {
+	dir := filepath.Dir(out)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return 0, "", 0, fmt.Errorf("export to %s: folder %s does not exist", out, dir)
+	}
+	if st, err := os.Stat(out); err == nil && st.IsDir() {
+		return 0, "", 0, fmt.Errorf("export to %s: is a folder (use --partition-by to write a folder)", out)
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(out)+".tmp-*")
+	if err != nil {
+		return 0, "", 0, fmt.Errorf("export to %s: %w", out, err)
+	}
+	tmpName := tmp.Name()
+	tmp.Close()
+	defer os.Remove(tmpName)
+	r, err := q.ExecContext(ctx, "COPY ("+query+") TO "+sqlString(tmpName)+" "+copyOptions(format))
+	if err != nil {
+		return 0, "", 0, fmt.Errorf("export to %s: %w", out, trimSQLError(err))
+	}
+	rows, _ := r.RowsAffected()
+	sum, size, err := fileSHA256(tmpName)
+	if err != nil {
+		return 0, "", 0, fmt.Errorf("export to %s: %w", out, err)
+	}
+	if err := os.Rename(tmpName, out); err != nil {
+		return 0, "", 0, fmt.Errorf("export to %s: %w", out, err)
+	}
+	return rows, sum, size, nil
+}
+
+// fileSHA256 hashes a file.
+func fileSHA256(path string) (string, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// ManifestName is the file a partitioned export writes beside its parts.
+const ManifestName = "manifest.json"
+
+// partitionDir is a partition's folder name, hive style. NULL takes Hive's
+// default partition name.
+func partitionDir(col string, value *string) string {
+	if value == nil {
+		return col + "=__HIVE_DEFAULT_PARTITION__"
+	}
+	return col + "=" + url.PathEscape(*value)
+}
+
+func exportPartitioned(ctx context.Context, q querier, job *Job, src *tableSource, opts ExportOptions, res *ExportResult) error {
+	col := opts.PartitionBy
+	if !slices.Contains(src.columns, col) {
+		return usage("--partition-by %s: table %s has no such column (columns: %s)", col, src.table, strings.Join(src.columns, ", "))
+	}
+	if err := prepareExportDir(opts.Out); err != nil {
+		return err
+	}
+	key := src.key
+	if len(job.Pipeline.Key) > 0 && containsAll(src.columns, job.Pipeline.Key) {
+		key = job.Pipeline.Key
+	}
+	keyExpr := quoteIdent(key[0])
+	if len(key) > 1 {
+		keyExpr = "row(" + identList(key) + ")"
+	}
+	qc := quoteIdent(col)
+	colType := src.types[slices.Index(src.columns, col)]
+	// One pass for the manifest's figures, in partition order.
+	rows, err := q.QueryContext(ctx, "SELECT CAST("+qc+" AS VARCHAR), count(*), count(DISTINCT "+keyExpr+"), CAST(min("+qc+") AS VARCHAR), CAST(max("+qc+") AS VARCHAR) FROM ("+src.query+") GROUP BY "+qc+" ORDER BY "+qc+" NULLS LAST")
+	if err != nil {
+		return fmt.Errorf("export %s: partitions: %w", src.table, trimSQLError(err))
+	}
+	var files []ManifestFile
+	for rows.Next() {
+		var f ManifestFile
+		var value, lo, hi *string
+		if err := rows.Scan(&value, &f.Rows, &f.DistinctKeys, &lo, &hi); err != nil {
+			rows.Close()
+			return err
+		}
+		f.Value, f.Min, f.Max = value, lo, hi
+		f.Path = partitionDir(col, value) + "/data." + extension(res.Format)
+		files = append(files, f)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("export %s: partitions: %w", src.table, trimSQLError(err))
+	}
+	for i := range files {
+		f := &files[i]
+		// A typed literal keeps the filter a plain comparison that DuckDB
+		// pushes into the scan.
+		where := " WHERE " + qc + " IS NULL"
+		if f.Value != nil {
+			where = " WHERE " + qc + " = CAST(" + sqlString(*f.Value) + " AS " + colType + ")"
+		}
+		path := filepath.Join(opts.Out, filepath.FromSlash(f.Path))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fmt.Errorf("export to %s: %w", opts.Out, err)
+		}
+		n, sum, size, err := copyTo(ctx, q, "SELECT * FROM ("+src.query+")"+where+src.orderBy(), path, res.Format)
+		if err != nil {
+			return err
+		}
+		if n != f.Rows {
+			return fmt.Errorf("export %s: partition %s wrote %d rows, expected %d", src.table, f.Path, n, f.Rows)
+		}
+		f.SHA256, f.Bytes = sum, size
+		res.Rows += n
+		res.Bytes += size
+	}
+	m := Manifest{Job: job.Name, Table: src.table, Snapshot: src.snapshot, Format: res.Format, PartitionBy: col,
+		Key: key, Rows: res.Rows, Files: files}
+	if m.Files == nil {
+		m.Files = []ManifestFile{}
+	}
+	data := append(canonicalJSON(m), '\n')
+	if err := os.WriteFile(filepath.Join(opts.Out, ManifestName), data, 0o644); err != nil {
+		return fmt.Errorf("export to %s: manifest: %w", opts.Out, err)
+	}
+	sum := sha256.Sum256(data)
+	res.SHA256 = hex.EncodeToString(sum[:])
+	res.PartitionBy = col
+	res.Files = m.Files
+	return nil
+}
+
+// prepareExportDir makes out an empty folder. A folder holding a previous
+// export (its manifest.json) is cleared of that export's partitions; any
+// other non-empty folder is refused.
+func prepareExportDir(out string) error {
+	entries, err := os.ReadDir(out)
+	if errors.Is(err, os.ErrNotExist) {
+		return os.MkdirAll(out, 0o755)
+	}
+	if err != nil {
+		return fmt.Errorf("export to %s: %w", out, err)
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(out, ManifestName)); err != nil {
+		return usage("export to %s: folder is not empty and holds no previous export (%s)", out, ManifestName)
+	}
+	for _, e := range entries {
+		if e.Name() == ManifestName || (e.IsDir() && strings.Contains(e.Name(), "=")) {
+			if err := os.RemoveAll(filepath.Join(out, e.Name())); err != nil {
+				return fmt.Errorf("export to %s: clear previous export: %w", out, err)
+			}
+			continue
+		}
+		return usage("export to %s: folder holds %s, which is not part of a previous export", out, e.Name())
+	}
+	return nil
+}
+
+func containsAll(have, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,319 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// RerunOptions say which snapshot idem rerun rebuilds, and how the scratch
+// database is opened.
+type RerunOptions struct {
+	Snapshot int64 // 0: the latest
+	DuckDB   DuckDBSettings
+	// Progress receives the replayed runs' progress.
+	Progress Progress
+}
+
+// RerunResult reports a pinned re-run: the sha256 of the canonical export
+// (csv, key order) of the snapshot as stored and of the rebuilt target.
+type RerunResult struct {
+	Job        string      `json:"job"`
+	Reproduced bool        `json:"reproduced"`
+	Snapshot   int64       `json:"snapshot"`
+	SHA256     string      `json:"sha256"`
+	Rebuilt    string      `json:"rebuilt_sha256"`
+	Rows       int64       `json:"rows"`
+	Replayed   int         `json:"replayed"` // snapshots replayed in the scratch database
+	Diff       *DiffResult `json:"diff,omitempty"`
+}
+
+// Rerun rebuilds snapshot S of job in a scratch database (a temporary
+// folder, removed afterwards) from its retained inputs and the transform
+// version, config and schema recorded in the snapshot rows, and compares the
+// canonical export of the result with the pinned export of S. An apply job
+// replays its whole chain of snapshots up to S in order, with the same batch
+// ids and bounds (erasures and rollbacks included); a refresh job replays
+// from its last load at or before S. The SQL is read through the job's
+// pipeline: a version whose files no longer match the recorded sha256 is
+// refused (ErrRefused). The database itself is only read.
+func (d *DB) Rerun(ctx context.Context, job *Job, opts RerunOptions) (*RerunResult, error) {
+	s, _, err := resolveSnapshot(ctx, d.sql, job.Name, opts.Snapshot)
+	if err != nil {
+		return nil, err
+	}
+	snaps, err := readSnapshots(ctx, d.sql, job.Name, s)
+	if err != nil {
+		return nil, err
+	}
+	chain := replayChain(job, snaps)
+	erasures, err := d.erasuresBySnapshot(ctx, job.Name)
+	if err != nil {
+		return nil, err
+	}
+	// Check every version before any work.
+	jobs := make([]*Job, len(chain))
+	for i, row := range chain {
+		if row.Kind == KindErase || row.Kind == KindRollback {
+			continue
+		}
+		if jobs[i], err = jobAt(job, row); err != nil {
+			return nil, err
+		}
+	}
+
+	dir, err := os.MkdirTemp("", "idem-rerun-*")
+	if err != nil {
+		return nil, fmt.Errorf("rerun: scratch folder: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	scratch, err := Open(ctx, filepath.Join(dir, "scratch.duckdb"), OpenOptions{DuckDB: opts.DuckDB})
+	if err != nil {
+		return nil, fmt.Errorf("rerun: scratch database: %w", err)
+	}
+	defer scratch.Close()
+
+	var last *Job
+	for i, row := range chain {
+		switch row.Kind {
+		case KindErase:
+			if last == nil {
+				return nil, fmt.Errorf("rerun: snapshot %d is an erasure before any batch", row.Snapshot)
+			}
+			for _, e := range erasures[row.Snapshot] {
+				if _, err := scratch.Erase(ctx, last, EraseOptions{Key: e.key, Position: e.position, Replay: true}); err != nil {
+					return nil, fmt.Errorf("rerun: replay erasure of snapshot %d: %w", row.Snapshot, err)
+				}
+			}
+		case KindRollback:
+			if last == nil || row.Inputs.RollbackTo == nil {
+				return nil, fmt.Errorf("rerun: snapshot %d is a rollback without a target snapshot", row.Snapshot)
+			}
+			if _, err := scratch.Rollback(ctx, last, *row.Inputs.RollbackTo); err != nil {
+				return nil, fmt.Errorf("rerun: replay rollback of snapshot %d: %w", row.Snapshot, err)
+			}
+		default:
+			if err := d.replayRun(ctx, scratch, jobs[i], row, filepath.Join(dir, fmt.Sprintf("in-%d", row.Snapshot)), opts.Progress); err != nil {
+				return nil, err
+			}
+			last = jobs[i]
+		}
+	}
+	if last == nil {
+		return nil, fmt.Errorf("rerun: snapshot %d of %s has no batch to replay", s, job.Name)
+	}
+
+	res := &RerunResult{Job: job.Name, Snapshot: s, Replayed: len(chain)}
+	want := filepath.Join(dir, "snapshot.csv")
+	got := filepath.Join(dir, "rebuilt.csv")
+	exp, err := d.Export(ctx, job, ExportOptions{Snapshot: s, Out: want, Format: FormatCSV})
+	if err != nil {
+		return nil, err
+	}
+	reb, err := scratch.Export(ctx, last, ExportOptions{Out: got, Format: FormatCSV})
+	if err != nil {
+		return nil, fmt.Errorf("rerun: export the rebuilt target: %w", err)
+	}
+	res.SHA256, res.Rebuilt, res.Rows = exp.SHA256, reb.SHA256, reb.Rows
+	res.Reproduced = exp.SHA256 == reb.SHA256
+	if !res.Reproduced {
+		diff, err := DiffFiles(ctx, want, got, FormatCSV, job.Pipeline.Key)
+		if err != nil {
+			return nil, err
+		}
+		diff.From.Path, diff.To.Path = fmt.Sprintf("snapshot %d", s), "rebuilt"
+		res.Diff = diff
+	}
+	return res, nil
+}
+
+// replayChain is the snapshots a rebuild of the last one replays: all of an
+// apply job's; a refresh job's from its last load (from the first snapshot
+// when a rollback follows, as it may point further back).
+func replayChain(job *Job, snaps []*SnapshotRow) []*SnapshotRow {
+	if job.Pipeline.Mode == ModeApply {
+		return snaps
+	}
+	start := 0
+	for i, s := range snaps {
+		if s.Kind == DecisionLoaded {
+			start = i
+		}
+	}
+	for _, s := range snaps[start:] {
+		if s.Kind == KindRollback {
+			return snaps
+		}
+	}
+	return snaps[start:]
+}
+
+type erasureRow struct {
+	key      string
+	position *int64
+}
+
+func (d *DB) erasuresBySnapshot(ctx context.Context, job string) (map[int64][]erasureRow, error) {
+	rows, err := d.sql.QueryContext(ctx, `SELECT snapshot, key, position FROM idem.erasures WHERE job = ? ORDER BY snapshot, key`, job)
+	if err != nil {
+		return nil, fmt.Errorf("read erasures of %s: %w", job, err)
+	}
+	defer rows.Close()
+	out := map[int64][]erasureRow{}
+	for rows.Next() {
+		var s int64
+		var e erasureRow
+		if err := rows.Scan(&s, &e.key, &e.position); err != nil {
+			return nil, err
+		}
+		out[s] = append(out[s], e)
+	}
+	return out, rows.Err()
+}
+
+// jobAt is job as it ran for a snapshot: the recorded transform and schema
+// versions (read through the job's pipeline and checked against the
+// recorded sha256), params, target and input format.
+func jobAt(job *Job, row *SnapshotRow) (*Job, error) {
+	parts, err := decodeParts(row.PartsJSON)
+	if err != nil {
+		return nil, fmt.Errorf("rerun: snapshot %d: parts: %w", row.Snapshot, err)
+	}
+	p := job.Pipeline
+	if parts.Transform.Pipeline != p.Name {
+		return nil, refuse("rerun", "snapshot %d of %s was built by pipeline %s; the job now names pipeline %s", row.Snapshot, job.Name, parts.Transform.Pipeline, p.Name)
+	}
+	steps, err := p.Transform(parts.Transform.Version)
+	if err != nil {
+		return nil, refuse("rerun", "snapshot %d of %s: %v", row.Snapshot, job.Name, err)
+	}
+	if sum := StepsDigest(steps); sum != parts.Transform.SHA256 {
+		return nil, refuse("rerun", "snapshot %d of %s was built with transform v%d of %s with sha256 %s; its files now have sha256 %s: cannot rebuild it with other SQL",
+			row.Snapshot, job.Name, parts.Transform.Version, p.Name, short(parts.Transform.SHA256), short(sum))
+	}
+	ddl, err := p.Schema(parts.Schema.Version)
+	if err != nil {
+		return nil, refuse("rerun", "snapshot %d of %s: %v", row.Snapshot, job.Name, err)
+	}
+	if sum := digestString(ddl); sum != parts.Schema.SHA256 {
+		return nil, refuse("rerun", "snapshot %d of %s was built with schema v%d of %s with sha256 %s; its file now has sha256 %s: cannot rebuild it with other DDL",
+			row.Snapshot, job.Name, parts.Schema.Version, p.Name, short(parts.Schema.SHA256), short(sum))
+	}
+	at := *job
+	at.TransformVersion, at.Steps = parts.Transform.Version, steps
+	at.SchemaVersion, at.DDL = parts.Schema.Version, ddl
+	if t, ok := parts.Config["target"].(string); ok && t != "" {
+		at.Table = t
+	}
+	format := row.Inputs.Format
+	if f, ok := parts.Config["format"].(string); ok && f != "" {
+		format = f
+	}
+	at.Input = InputSpec{Format: format}
+	at.Params = map[string]any{}
+	recorded, _ := parts.Config["params"].(map[string]any)
+	for name, decl := range p.Params {
+		v, ok := recorded[name]
+		if !ok {
+			return nil, fmt.Errorf("rerun: snapshot %d of %s: no recorded value for param %s", row.Snapshot, job.Name, name)
+		}
+		cv, err := convertParam(decl.Type, fromJSON(v))
+		if err != nil {
+			return nil, fmt.Errorf("rerun: snapshot %d of %s: param %s: %w", row.Snapshot, job.Name, name, err)
+		}
+		at.Params[name] = cv
+	}
+	return &at, nil
+}
+
+func short(sum string) string {
+	if len(sum) > 12 {
+		return sum[:12]
+	}
+	return sum
+}
+
+// decodeParts decodes parts JSON keeping numbers exact.
+func decodeParts(s string) (Parts, error) {
+	var p Parts
+	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
+	dec.UseNumber()
+	err := dec.Decode(&p)
+	return p, err
+}
+
+// fromJSON turns a decoded JSON value into the form TOML decoding gives
+// (int64, float64, []any), so convertParam accepts it.
+func fromJSON(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if n, err := x.Int64(); err == nil {
+			return n
+		}
+		f, _ := x.Float64()
+		return f
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = fromJSON(e)
+		}
+		return out
+	}
+	return v
+}
+
+// replayRun runs one recorded batch or load in the scratch database from
+// the retained files, with the recorded batch id and bounds, and checks that
+// it lands on the same snapshot number and reads the same bytes.
+func (d *DB) replayRun(ctx context.Context, scratch *DB, job *Job, row *SnapshotRow, linkDir string, progress Progress) error {
+	files := row.Inputs.Files
+	if len(files) == 0 {
+		return fmt.Errorf("rerun: snapshot %d of %s records no input file", row.Snapshot, job.Name)
+	}
+	for _, f := range files {
+		if _, err := os.Stat(retainedPath(d.path, f.SHA256)); err != nil {
+			return fmt.Errorf("rerun: snapshot %d of %s: retained input %s (%s) is missing: %w", row.Snapshot, job.Name, f.Name, short(f.SHA256), err)
+		}
+	}
+	input := retainedPath(d.path, files[0].SHA256)
+	if len(files) > 1 {
+		// A glob over links named in the recorded order reads the files in
+		// that order.
+		if err := os.MkdirAll(linkDir, 0o755); err != nil {
+			return err
+		}
+		for i, f := range files {
+			src, err := filepath.Abs(retainedPath(d.path, f.SHA256))
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(src, filepath.Join(linkDir, fmt.Sprintf("%06d", i))); err != nil {
+				return fmt.Errorf("rerun: %w", err)
+			}
+		}
+		input = filepath.Join(linkDir, "*")
+	}
+	opts := RunOptions{Input: input, BatchID: row.BatchID, From: row.Inputs.Bounds.From, To: row.Inputs.Bounds.To, Progress: progress}
+	if job.Pipeline.Mode != ModeApply {
+		opts.BatchID = ""
+	}
+	res, err := scratch.Run(ctx, job, opts)
+	if err != nil {
+		return fmt.Errorf("rerun: replay snapshot %d of %s: %w", row.Snapshot, job.Name, err)
+	}
+	for i, f := range res.Inputs {
+		if i < len(files) && f.SHA256 != files[i].SHA256 {
+			return fmt.Errorf("rerun: snapshot %d of %s: retained input %s has sha256 %s, recorded %s", row.Snapshot, job.Name, files[i].Name, short(f.SHA256), short(files[i].SHA256))
+		}
+	}
+	if res.Decision != DecisionApplied && res.Decision != DecisionLoaded {
+		return fmt.Errorf("rerun: replay of snapshot %d of %s was %s, not a commit", row.Snapshot, job.Name, res.Decision)
+	}
+	if job.Pipeline.Mode == ModeApply && res.Snapshot != row.Snapshot {
+		return fmt.Errorf("rerun: replay of snapshot %d of %s committed snapshot %d", row.Snapshot, job.Name, res.Snapshot)
+	}
+	return nil
+}

@@ -1,0 +1,124 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// RollbackResult reports a rollback.
+type RollbackResult struct {
+	Job      string `json:"job"`
+	To       int64  `json:"to_snapshot"`
+	Snapshot int64  `json:"snapshot"`
+	Parent   int64  `json:"parent"`
+	RowsOut  int64  `json:"rows_out"`
+}
+
+// Rollback makes the job's current rows equal to the pinned rows of snapshot
+// to and commits them as a new snapshot (history, snapshot row, state row),
+// in one transaction. The state row takes the job key and parts of that
+// snapshot; the cursor, the ledger, the outcomes and an apply pipeline's
+// tombstones stay as they are (the source has been read that far). A
+// rollback that would bring back a key erased at or above the row's
+// position is refused (exit 3, "rollback over an erasure"); so is one across
+// a change of the target's columns.
+func (d *DB) Rollback(ctx context.Context, job *Job, to int64) (*RollbackResult, error) {
+	conn, err := d.sql.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", d.path, err)
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	res, err := d.rollbackTx(ctx, tx, job, to)
+	if err != nil {
+		return nil, errors.Join(err, ignoreDone(tx.Rollback()))
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit rollback: %w", err)
+	}
+	_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
+	return res, nil
+}
+
+func (d *DB) rollbackTx(ctx context.Context, tx *sql.Tx, job *Job, to int64) (*RollbackResult, error) {
+	st, err := readState(ctx, tx, job.Name)
+	if err != nil {
+		return nil, err
+	}
+	if to < 1 || to > st.snapshot {
+		return nil, usage("job %s has no snapshot %d to roll back to (latest is %d)", job.Name, to, st.snapshot)
+	}
+	row, err := readSnapshot(ctx, tx, job.Name, to)
+	if err != nil {
+		return nil, err
+	}
+	cols, err := targetColumns(ctx, tx, job.Table)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Equal(cols, row.Columns) {
+		return nil, refuse("rollback", "snapshot %d of %s has other columns than the target now (a schema change since): roll forward with a new batch instead", to, job.Name)
+	}
+	pinned := PinnedSelect(job.Name, row.Columns, to)
+	if n, err := erasedIn(ctx, tx, job, pinned); err != nil {
+		return nil, err
+	} else if n > 0 {
+		return nil, refuse("erasure", "rollback over an erasure: snapshot %d of %s holds %d row(s) of erased keys; repair forward instead", to, job.Name, n)
+	}
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.Name
+	}
+	list := identList(names)
+	target := quoteIdent(job.Table)
+	for _, q := range []string{
+		"CREATE OR REPLACE TEMP TABLE idem_rollback AS " + pinned,
+		"DELETE FROM " + target,
+		"INSERT INTO " + target + " (" + list + ") SELECT " + list + " FROM idem_rollback ORDER BY " + list,
+		"DROP TABLE idem_rollback",
+		"DROP TABLE IF EXISTS idem_touched",
+	} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return nil, fmt.Errorf("roll %s back to snapshot %d: %w", job.Name, to, trimSQLError(err))
+		}
+	}
+	snapshot := st.snapshot + 1
+	if err := d.recordHistory(ctx, tx, job, snapshot); err != nil {
+		return nil, err
+	}
+	inputs := SnapshotInputs{Files: []InputRef{}, RollbackTo: &to}
+	if err := writeSnapshotOnly(ctx, tx, job, st, snapshot, KindRollback, inputs, row.JobKey, row.PartsJSON); err != nil {
+		return nil, err
+	}
+	rows, err := countRows(ctx, tx, job.Table)
+	if err != nil {
+		return nil, err
+	}
+	return &RollbackResult{Job: job.Name, To: to, Snapshot: snapshot, Parent: st.snapshot, RowsOut: rows}, nil
+}
+
+// erasedIn counts the rows of a pinned read whose key was erased at or above
+// the row's position (any row of the key when the pipeline has no position
+// column).
+func erasedIn(ctx context.Context, q querier, job *Job, pinned string) (int64, error) {
+	if len(job.Pipeline.Key) != 1 {
+		return 0, nil
+	}
+	key := "p." + quoteIdent(job.Pipeline.Key[0])
+	cond := "TRUE"
+	if job.Pipeline.Position != "" {
+		cond = "e.position IS NULL OR TRY_CAST(p." + quoteIdent(job.Pipeline.Position) + " AS BIGINT) <= e.position"
+	}
+	var n int64
+	err := q.QueryRowContext(ctx, "SELECT count(*) FROM ("+pinned+") AS p JOIN (SELECT key, max(position) AS position FROM idem.erasures WHERE job = ? GROUP BY key) AS e ON CAST("+key+" AS VARCHAR) = e.key WHERE "+cond, job.Name).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("check erasures of %s: %w", job.Name, trimSQLError(err))
+	}
+	return n, nil
+}

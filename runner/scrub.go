@@ -1,0 +1,72 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+)
+
+// scrubErased rewrites the retained inputs of a run whose steps dropped rows
+// as erased, without those rows, so that replaying an old raw batch does not
+// store an erased subject's payload again. The snapshot row then names the
+// rewritten files; the batch keeps its digest (the ledger's identity of the
+// batch as received). The raw copies no snapshot refers to are listed in
+// p.scrubbed, to be deleted after the commit.
+func (d *DB) scrubErased(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, outcomes map[string]int64) error {
+	if outcomes["erased"] == 0 || len(job.Pipeline.Key) != 1 || job.Pipeline.Position == "" {
+		return nil
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT key, position FROM idem_erased WHERE position IS NOT NULL`)
+	if err != nil {
+		return fmt.Errorf("read erasures of %s: %w", job.Name, err)
+	}
+	erased := map[string]int64{}
+	for rows.Next() {
+		var k string
+		var pos int64
+		if err := rows.Scan(&k, &pos); err != nil {
+			rows.Close()
+			return err
+		}
+		erased[k] = pos
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	keyCol, posCol := job.Pipeline.Key[0], job.Pipeline.Position
+	flt := rowFilter{
+		keyCol: keyCol, posCol: posCol,
+		drop: func(k string, pos sql.NullInt64) bool {
+			e, ok := erased[k]
+			return ok && pos.Valid && pos.Int64 <= e
+		},
+		dropSQL: "EXISTS (SELECT 1 FROM idem_erased AS e WHERE e.key = CAST(" + quoteIdent(keyCol) + " AS VARCHAR) AND TRY_CAST(" + quoteIdent(posCol) + " AS BIGINT) <= e.position)",
+	}
+	for i := range p.files {
+		f := &p.files[i]
+		rw, _, err := d.rewriteWithout(ctx, tx, InputRef{SHA256: f.SHA256, Bytes: f.Size, Name: filepath.Base(f.Path)}, p.format, flt)
+		if err != nil {
+			return err
+		}
+		if rw == nil {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO idem.inputs SELECT ?, ?, current_timestamp WHERE NOT EXISTS (SELECT 1 FROM idem.inputs WHERE sha256 = ?)`, rw.New, rw.Bytes, rw.New); err != nil {
+			return fmt.Errorf("record input %s: %w", f.Path, err)
+		}
+		var refs int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM idem.snapshots WHERE contains(inputs, ?)`, f.SHA256).Scan(&refs); err != nil {
+			return fmt.Errorf("count references to input %s: %w", f.Path, err)
+		}
+		if refs == 0 {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM idem.inputs WHERE sha256 = ?`, f.SHA256); err != nil {
+				return fmt.Errorf("forget input %s: %w", f.Path, err)
+			}
+			p.scrubbed = append(p.scrubbed, f.Retained)
+		}
+		f.SHA256, f.Size, f.Retained = rw.New, rw.Bytes, retainedPath(d.path, rw.New)
+	}
+	return nil
+}

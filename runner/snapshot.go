@@ -1,0 +1,140 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Snapshot kinds beyond the run decisions (loaded, applied): an erasure and
+// a rollback each commit a snapshot of their own.
+const (
+	KindErase    = "erase"
+	KindRollback = "rollback"
+)
+
+// SnapshotRow is one row of idem.snapshots, decoded.
+type SnapshotRow struct {
+	Job        string
+	Snapshot   int64
+	Parent     int64
+	Kind       string
+	BatchID    string
+	JobKey     string
+	PartsJSON  string
+	Inputs     SnapshotInputs
+	Columns    []TargetColumn
+	KeyColumns []string
+}
+
+// SnapshotInputs is the inputs JSON of a snapshot row: the retained files
+// (in the order the run read them), their format and the batch bounds. A
+// rollback snapshot names the snapshot it restored.
+type SnapshotInputs struct {
+	Files      []InputRef `json:"files"`
+	Format     string     `json:"format,omitempty"`
+	Bounds     Bounds     `json:"bounds"`
+	RollbackTo *int64     `json:"rollback_to,omitempty"`
+}
+
+// Bounds are a batch's source positions (From, To], both nil when the run
+// gave none.
+type Bounds struct {
+	From *int64 `json:"from"`
+	To   *int64 `json:"to"`
+}
+
+// InputRef names one retained input file by content.
+type InputRef struct {
+	SHA256 string `json:"sha256"`
+	Bytes  int64  `json:"bytes"`
+	Name   string `json:"name"`
+}
+
+// Parts decodes the snapshot's job key parts.
+func (s *SnapshotRow) Parts() (Parts, error) { return parseParts(s.PartsJSON) }
+
+const snapshotColumns = `job, snapshot, parent, kind, batch_id, job_key, parts, inputs, columns, key_columns`
+
+func scanSnapshot(scan func(...any) error) (*SnapshotRow, error) {
+	var s SnapshotRow
+	var batch, key, parts, inputs, cols, keys sql.NullString
+	if err := scan(&s.Job, &s.Snapshot, &s.Parent, &s.Kind, &batch, &key, &parts, &inputs, &cols, &keys); err != nil {
+		return nil, err
+	}
+	s.BatchID, s.JobKey, s.PartsJSON = batch.String, key.String, parts.String
+	if inputs.Valid && inputs.String != "" {
+		if err := json.Unmarshal([]byte(inputs.String), &s.Inputs); err != nil {
+			return nil, fmt.Errorf("snapshot %d of %s: inputs: %w", s.Snapshot, s.Job, err)
+		}
+	}
+	if cols.Valid && cols.String != "" {
+		if err := json.Unmarshal([]byte(cols.String), &s.Columns); err != nil {
+			return nil, fmt.Errorf("snapshot %d of %s: columns: %w", s.Snapshot, s.Job, err)
+		}
+	}
+	if keys.Valid && keys.String != "" {
+		if err := json.Unmarshal([]byte(keys.String), &s.KeyColumns); err != nil {
+			return nil, fmt.Errorf("snapshot %d of %s: key columns: %w", s.Snapshot, s.Job, err)
+		}
+	}
+	return &s, nil
+}
+
+// readSnapshot reads one snapshot row of job. A snapshot that does not exist
+// is a usage error naming the latest one.
+func readSnapshot(ctx context.Context, q querier, job string, snapshot int64) (*SnapshotRow, error) {
+	row := q.QueryRowContext(ctx, `SELECT `+snapshotColumns+` FROM idem.snapshots WHERE job = ? AND snapshot = ?`, job, snapshot)
+	s, err := scanSnapshot(row.Scan)
+	if errors.Is(err, sql.ErrNoRows) {
+		st, serr := readState(ctx, q, job)
+		if serr != nil {
+			return nil, serr
+		}
+		return nil, usage("job %s has no snapshot %d (latest is %d)", job, snapshot, st.snapshot)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read snapshot %d of %s: %w", snapshot, job, err)
+	}
+	return s, nil
+}
+
+// readSnapshots reads the snapshot rows of job up to and including upTo, in
+// order.
+func readSnapshots(ctx context.Context, q querier, job string, upTo int64) ([]*SnapshotRow, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+snapshotColumns+` FROM idem.snapshots WHERE job = ? AND snapshot <= ? ORDER BY snapshot`, job, upTo)
+	if err != nil {
+		return nil, fmt.Errorf("read snapshots of %s: %w", job, err)
+	}
+	defer rows.Close()
+	var out []*SnapshotRow
+	for rows.Next() {
+		s, err := scanSnapshot(rows.Scan)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// resolveSnapshot returns the snapshot a pinned read means: want, or the
+// job's latest when want is 0, with the latest.
+func resolveSnapshot(ctx context.Context, q querier, job string, want int64) (snapshot, latest int64, err error) {
+	st, err := readState(ctx, q, job)
+	if err != nil {
+		return 0, 0, err
+	}
+	if st.snapshot == 0 {
+		return 0, 0, usage("job %s has no snapshot yet: run it first", job)
+	}
+	if want == 0 {
+		return st.snapshot, st.snapshot, nil
+	}
+	if want < 0 || want > st.snapshot {
+		return 0, 0, usage("job %s has no snapshot %d (latest is %d)", job, want, st.snapshot)
+	}
+	return want, st.snapshot, nil
+}
