@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -53,7 +55,7 @@ outcome erased. The erasure is a new snapshot.`,
 			fmt.Fprintf(a.stdout, "%s: erased key %q\n", res.Job, res.Key)
 			fmt.Fprintf(a.stdout, "  snapshot  %d\n", res.Snapshot)
 			fmt.Fprintf(a.stdout, "  position  %s (later events at or below it are dropped as erased)\n", pos)
-			for _, t := range sortedKeys(res.Removed) {
+			for _, t := range slices.Sorted(maps.Keys(res.Removed)) {
 				fmt.Fprintf(a.stdout, "  removed   %d row(s) from %s\n", res.Removed[t], t)
 			}
 			for _, in := range res.Inputs {
