@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 )
 
 // InputFile is one input file: where it was read, its bytes' sha256 and
@@ -246,7 +247,7 @@ func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format strin
 		for i, c := range header {
 			cols[i] = sqlString(c) + ": 'VARCHAR'"
 		}
-		reader = "read_csv(getvariable('idem_input'), header = true, auto_detect = false, delim = ',', quote = '\"', escape = '\"', strict_mode = true, columns = {" + strings.Join(cols, ", ") + "})"
+		reader = "read_csv(getvariable('idem_input'), header = true, auto_detect = false, delim = ',', quote = '\"', escape = '\"', strict_mode = true, max_line_size = 268435456, columns = {" + strings.Join(cols, ", ") + "})"
 	case FormatJSONL:
 		cols := make([]string, len(columns))
 		for i, c := range columns {
@@ -356,7 +357,11 @@ func originalPath(files []InputFile, retained string) string {
 	return retained
 }
 
-var malformedJSON = regexp.MustCompile(`Malformed JSON in file "([^"]*)"`)
+var (
+	malformedJSON = regexp.MustCompile(`Malformed JSON in file "([^"]*)"`)
+	csvErrorLine  = regexp.MustCompile(`CSV Error on Line: (\d+)`)
+	csvErrorFile  = regexp.MustCompile(`(?m)^\s*file = (.*)$`)
+)
 
 // inputReadError rewrites a DuckDB reader error so that it names the user's
 // file (not its retained copy) and, for malformed JSON, the true line: DuckDB
@@ -375,7 +380,13 @@ func inputReadError(err error, files []InputFile, format string) error {
 				}
 			}
 		}
+		for _, f := range files {
+			msg = strings.ReplaceAll(msg, f.Retained, f.Path)
+		}
 		return fmt.Errorf("input %s: malformed JSON: %s", path, msg)
+	}
+	if err := csvReadError(msg, files); err != nil {
+		return err
 	}
 	for _, f := range files {
 		msg = strings.ReplaceAll(msg, f.Retained, f.Path)
@@ -390,7 +401,48 @@ func inputReadError(err error, files []InputFile, format string) error {
 	return fmt.Errorf("read %s input %s: %s", format, strings.Join(names, ", "), strings.TrimSpace(msg))
 }
 
-// firstBadJSONLine finds the first non-blank line that is not a JSON object.
+// csvReadError rewrites DuckDB's "CSV Error on Line: N" as "input FILE:
+// line N: reason", without the offending line itself (it can be megabytes
+// long), the reader's options or its suggestions. Nil when msg is not one.
+func csvReadError(msg string, files []InputFile) error {
+	m := csvErrorLine.FindStringSubmatch(msg)
+	if m == nil {
+		return nil
+	}
+	path := ""
+	if f := csvErrorFile.FindStringSubmatch(msg); f != nil {
+		path = originalPath(files, strings.TrimSpace(f[1]))
+	} else if len(files) == 1 {
+		path = files[0].Path
+	}
+	// The reason is the last non-blank line between "Original Line:" (whose
+	// text may span lines) and the suggestions.
+	reason := ""
+	lines := strings.Split(msg[strings.Index(msg, m[0])+len(m[0]):], "\n")
+	for i, l := range lines {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "Possible") || strings.HasPrefix(l, "file = ") {
+			break
+		}
+		if i == 0 || l == "" || strings.HasPrefix(l, "Original Line:") {
+			continue
+		}
+		reason = l
+	}
+	if reason == "" {
+		reason = "cannot be read as CSV"
+	}
+	if len(reason) > 300 {
+		reason = reason[:300] + "..."
+	}
+	if path == "" {
+		return fmt.Errorf("csv input: line %s: %s", m[1], reason)
+	}
+	return fmt.Errorf("input %s: line %s: %s", path, m[1], reason)
+}
+
+// firstBadJSONLine finds the first non-blank line that is not a JSON object
+// or not valid UTF-8.
 func firstBadJSONLine(path string) (int, string) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -404,6 +456,9 @@ func firstBadJSONLine(path string) (int, string) {
 		if len(line) > 0 {
 			n++
 			t := bytes.TrimSpace(line)
+			if len(t) > 0 && !utf8.Valid(t) {
+				return n, "invalid UTF-8"
+			}
 			if len(t) > 0 {
 				var obj map[string]json.RawMessage
 				if jerr := json.Unmarshal(t, &obj); jerr != nil {
