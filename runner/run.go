@@ -199,6 +199,11 @@ func (j *Job) config(format string) map[string]any {
 // returns a *RefusedError; skipped and already-committed runs return a
 // Result and no error.
 func (d *DB) Run(ctx context.Context, job *Job, opts RunOptions) (*Result, error) {
+	res, err := d.run(ctx, job, opts)
+	return res, fatal(err)
+}
+
+func (d *DB) run(ctx context.Context, job *Job, opts RunOptions) (*Result, error) {
 	if d.readOnly {
 		return nil, errors.New("database opened read-only")
 	}
