@@ -61,9 +61,13 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 	if opts.DuckDB.Threads > 0 {
 		q.Set("threads", strconv.Itoa(opts.DuckDB.Threads))
 	}
-	if opts.DuckDB.TempDirectory != "" {
-		q.Set("temp_directory", opts.DuckDB.TempDirectory)
+	// Spill beside the database, as DuckDB does for a file it opens itself;
+	// the in-memory database that attaches the file would spill to ./.tmp.
+	tempDir := opts.DuckDB.TempDirectory
+	if tempDir == "" {
+		tempDir = path + ".tmp"
 	}
+	q.Set("temp_directory", tempDir)
 	dsn := "?" + q.Encode()
 	deadline := time.Now().Add(opts.Wait)
 	delay := 20 * time.Millisecond
@@ -80,7 +84,7 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 			return d, nil
 		}
 		if !strings.Contains(err.Error(), "Could not set lock on file") {
-			return nil, fmt.Errorf("open database %s: %w", path, err)
+			return nil, fatal(fmt.Errorf("open database %s: %w", path, err))
 		}
 		locked := &LockedError{Path: path, Err: err}
 		if m := lockPID.FindStringSubmatch(err.Error()); m != nil {
