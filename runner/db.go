@@ -36,6 +36,10 @@ type OpenOptions struct {
 
 var lockPID = regexp.MustCompile(`\(PID (\d+)\)`)
 
+// MaxThreads bounds the threads setting: DuckDB starts every thread it is
+// given, and 100000 of them took minutes before the first query ran.
+const MaxThreads = 1024
+
 // Open opens (creating if needed, unless read-only) the database at path and
 // makes sure idem's own tables exist. A file held by another process gives a
 // *LockedError (exit 4).
@@ -47,6 +51,9 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 			return nil, fmt.Errorf("open database %s: folder %s does not exist", path, dir)
 		}
+	}
+	if opts.DuckDB.Threads > MaxThreads {
+		return nil, usage("threads %d: at most %d", opts.DuckDB.Threads, MaxThreads)
 	}
 	if opts.ReadOnly {
 		if _, err := os.Stat(path); err != nil {

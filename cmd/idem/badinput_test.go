@@ -278,6 +278,20 @@ func TestBadInput(t *testing.T) {
 			code: 2, msg: []string{"param.toml:10: params.cap: want integer, found a string \"forty\""},
 		},
 		{
+			name: "absurd thread count is refused",
+			args: func(t *testing.T, e *badInputEnv) []string {
+				return []string{"run", e.changes, "--threads", "100000"}
+			},
+			code: 2, msg: []string{"threads 100000: at most 1024"},
+		},
+		{
+			name: "absurd thread count in the job file names its line",
+			args: func(t *testing.T, e *badInputEnv) []string {
+				return []string{"run", e.writeJob("threads.toml", e.baseChanges+"[duckdb]\nthreads = 100000\n")}
+			},
+			code: 2, msg: []string{"threads.toml:10: duckdb.threads: must be a positive integer of at most 1024"},
+		},
+		{
 			name: "hostile table name is refused, never executed",
 			args: func(t *testing.T, e *badInputEnv) []string {
 				return []string{"run", e.writeJob("hostile.toml", strings.Replace(e.baseChanges, `table = "customer_state"`, `table = 'x"; DROP TABLE y; --'`, 1))}
