@@ -247,7 +247,7 @@ func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format strin
 		for i, c := range header {
 			cols[i] = sqlString(c) + ": 'VARCHAR'"
 		}
-		reader = "read_csv(getvariable('idem_input'), header = true, auto_detect = false, delim = ',', quote = '\"', escape = '\"', strict_mode = true, max_line_size = 268435456, columns = {" + strings.Join(cols, ", ") + "})"
+		reader = "read_csv(getvariable('idem_input'), header = true, auto_detect = false, delim = ',', quote = '\"', escape = '\"', strict_mode = true, columns = {" + strings.Join(cols, ", ") + "})"
 	case FormatJSONL:
 		cols := make([]string, len(columns))
 		for i, c := range columns {
@@ -258,7 +258,7 @@ func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format strin
 		err := tx.QueryRowContext(ctx, `
 			SELECT k, filename FROM (
 				SELECT unnest(json_keys(json)) AS k, filename
-				FROM read_ndjson_objects(getvariable('idem_input'), filename = true, maximum_object_size = 268435456)
+				FROM read_ndjson_objects(getvariable('idem_input'), filename = true, maximum_object_size = `+maxJSONObject+`)
 			) WHERE k NOT IN (SELECT unnest(?::VARCHAR[])) LIMIT 1`, columns).Scan(&extra, &file)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return inputReadError(err, files, format)
@@ -266,7 +266,7 @@ func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format strin
 		if extra.Valid {
 			return fmt.Errorf("input %s: unexpected field %q (the pipeline reads %s)", originalPath(files, file.String), extra.String, strings.Join(columns, ", "))
 		}
-		reader = "read_json(getvariable('idem_input'), format = 'newline_delimited', maximum_object_size = 268435456, columns = {" + strings.Join(cols, ", ") + "})"
+		reader = "read_json(getvariable('idem_input'), format = 'newline_delimited', maximum_object_size = " + maxJSONObject + ", columns = {" + strings.Join(cols, ", ") + "})"
 	case FormatParquet:
 		for _, f := range files {
 			if f.Size == 0 {
@@ -356,6 +356,11 @@ func originalPath(files []InputFile, retained string) string {
 	}
 	return retained
 }
+
+// maxJSONObject is the largest JSONL line read, in bytes. DuckDB's JSON
+// reader allocates twice this per read whatever the file's size, so 256 MB
+// failed every JSONL run under memory_limit = 300MB.
+const maxJSONObject = "16777216"
 
 var (
 	malformedJSON = regexp.MustCompile(`Malformed JSON in file "([^"]*)"`)
