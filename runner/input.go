@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -360,10 +361,14 @@ func originalPath(files []InputFile, retained string) string {
 // maxJSONObject is the largest JSONL line read, in bytes. DuckDB's JSON
 // reader allocates twice this per read whatever the file's size, so 256 MB
 // failed every JSONL run under memory_limit = 300MB.
-const maxJSONObject = "16777216"
+const (
+	maxJSONObject      = "16777216"
+	maxJSONObjectBytes = 16777216
+)
 
 var (
 	malformedJSON = regexp.MustCompile(`Malformed JSON in file "([^"]*)"`)
+	jsonTooLong   = regexp.MustCompile(`\(>(\d+) bytes\)`)
 	csvErrorLine  = regexp.MustCompile(`CSV Error on Line: (\d+)`)
 	csvErrorFile  = regexp.MustCompile(`(?m)^\s*file = (.*)$`)
 )
@@ -392,6 +397,19 @@ func inputReadError(err error, files []InputFile, format string) error {
 	}
 	if err := csvReadError(msg, files); err != nil {
 		return err
+	}
+	if strings.Contains(msg, `"maximum_object_size" of`) {
+		// DuckDB reads lines up to twice maximum_object_size and names the
+		// bound it enforced: "(>33554424 bytes)".
+		limit := maxJSONObjectBytes
+		if m := jsonTooLong.FindStringSubmatch(msg); m != nil {
+			limit, _ = strconv.Atoi(m[1])
+		}
+		for _, f := range files {
+			if line := firstLongLine(f.Retained, limit); line > 0 {
+				return fmt.Errorf("input %s: line %d: a JSON object longer than %d bytes, the most idem reads", f.Path, line, limit)
+			}
+		}
 	}
 	for _, f := range files {
 		msg = strings.ReplaceAll(msg, f.Retained, f.Path)
@@ -444,6 +462,33 @@ func csvReadError(msg string, files []InputFile) error {
 		return fmt.Errorf("csv input: line %s: %s", m[1], reason)
 	}
 	return fmt.Errorf("input %s: line %s: %s", path, m[1], reason)
+}
+
+// firstLongLine finds the first line longer than limit bytes, 0 if none.
+func firstLongLine(path string, limit int) int {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	n, length := 1, 0
+	for {
+		chunk, err := r.ReadSlice('\n')
+		length += len(chunk)
+		if len(chunk) > 0 && chunk[len(chunk)-1] == '\n' {
+			if length-1 > limit {
+				return n
+			}
+			n, length = n+1, 0
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			if length > limit {
+				return n
+			}
+			return 0
+		}
+	}
 }
 
 // firstBadJSONLine finds the first non-blank line that is not a JSON object

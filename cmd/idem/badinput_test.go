@@ -247,6 +247,14 @@ func TestBadInput(t *testing.T) {
 			},
 		},
 		{
+			name: "40 MB JSONL line is past the limit",
+			args: func(t *testing.T, e *badInputEnv) []string {
+				in := e.writeFile("huge.jsonl", fmt.Sprintf(changeRow, "n1", "e1", "1", "a")+fmt.Sprintf(changeRow, "n2", "huge", "1", strings.Repeat("x", 40<<20)))
+				return []string{"run", e.changes, "--input", in}
+			},
+			code: 1, msg: []string{"huge.jsonl: line 2: a JSON object longer than"},
+		},
+		{
 			// DuckDB's CSV reader buffers 16 lines of max_line_size (2 MB by
 			// default); raising the limit costs that memory on every read.
 			name: "10 MB single CSV line",
