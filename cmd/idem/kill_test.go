@@ -10,7 +10,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -82,6 +84,10 @@ func TestKill(t *testing.T) {
 	}
 
 	t.Run("fault_points", func(t *testing.T) {
+		var kills, during atomic.Int64
+		t.Cleanup(func() {
+			t.Logf("fault points: %d kills, all pre- or post-run as expected; %d of the checkpoint kills landed inside CHECKPOINT", kills.Load(), during.Load())
+		})
 		for i, sc := range scenarios {
 			t.Run(sc.name, func(t *testing.T) {
 				t.Parallel()
@@ -99,6 +105,10 @@ func TestKill(t *testing.T) {
 							copyDir(t, sc.refs[k], work)
 							r := runIdem(t, bin, sc.steps[k], work, fp.point, 0)
 							require.True(t, r.killed, "IDEM_FAULT=%s: the run was not killed (exit %d)\nstderr: %s", fp.point, r.code, r.stderr)
+							kills.Add(1)
+							if strings.Contains(r.stderr, "during CHECKPOINT") || strings.Contains(r.stderr, "after CHECKPOINT began") {
+								during.Add(1)
+							}
 							want, name := sc.dumps[k], "pre-run"
 							if fp.post {
 								want, name = sc.dumps[k+1], "post-run"
