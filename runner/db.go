@@ -36,6 +36,10 @@ type OpenOptions struct {
 
 var lockPID = regexp.MustCompile(`\(PID (\d+)\)`)
 
+// MaxThreads bounds the threads setting: DuckDB starts every thread it is
+// given, and 100000 of them took minutes before the first query ran.
+const MaxThreads = 1024
+
 // Open opens (creating if needed, unless read-only) the database at path and
 // makes sure idem's own tables exist. A file held by another process gives a
 // *LockedError (exit 4).
@@ -47,6 +51,9 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 			return nil, fmt.Errorf("open database %s: folder %s does not exist", path, dir)
 		}
+	}
+	if opts.DuckDB.Threads > MaxThreads {
+		return nil, usage("threads %d: at most %d", opts.DuckDB.Threads, MaxThreads)
 	}
 	if opts.ReadOnly {
 		if _, err := os.Stat(path); err != nil {
@@ -61,9 +68,13 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 	if opts.DuckDB.Threads > 0 {
 		q.Set("threads", strconv.Itoa(opts.DuckDB.Threads))
 	}
-	if opts.DuckDB.TempDirectory != "" {
-		q.Set("temp_directory", opts.DuckDB.TempDirectory)
+	// Spill beside the database, as DuckDB does for a file it opens itself;
+	// the in-memory database that attaches the file would spill to ./.tmp.
+	tempDir := opts.DuckDB.TempDirectory
+	if tempDir == "" {
+		tempDir = path + ".tmp"
 	}
+	q.Set("temp_directory", tempDir)
 	dsn := "?" + q.Encode()
 	deadline := time.Now().Add(opts.Wait)
 	delay := 20 * time.Millisecond
@@ -80,7 +91,7 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 			return d, nil
 		}
 		if !strings.Contains(err.Error(), "Could not set lock on file") {
-			return nil, canceled(ctx, fmt.Errorf("open database %s: %w", path, err))
+			return nil, canceled(ctx, fatal(fmt.Errorf("open database %s: %w", path, err)))
 		}
 		locked := &LockedError{Path: path, Err: err}
 		if m := lockPID.FindStringSubmatch(err.Error()); m != nil {

@@ -3,6 +3,7 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Named errors. The CLI maps them to exit codes in one place (see ExitCode).
@@ -17,7 +18,36 @@ var (
 	ErrUsage = errors.New("usage")
 	// ErrCanceled means the run was interrupted and rolled back.
 	ErrCanceled = errors.New("canceled, nothing was committed")
+	// ErrFatal means DuckDB hit a fatal error and invalidated the open
+	// database: this process can no longer use it. What was committed before
+	// is safe in the file and its WAL; a new process replays it on open.
+	ErrFatal = errors.New("fatal DuckDB error")
 )
+
+// FatalError wraps a DuckDB error that invalidated the database. It wraps
+// ErrFatal and the original error.
+type FatalError struct{ Err error }
+
+func (e *FatalError) Error() string {
+	return fmt.Sprintf("fatal DuckDB error, the database was invalidated and this run committed nothing (%v); "+
+		"earlier commits are safe in the database file and its WAL: run the command again, a new process replays them on open", e.Err)
+}
+
+func (e *FatalError) Unwrap() []error { return []error{ErrFatal, e.Err} }
+
+// fatal wraps err in a *FatalError when DuckDB reports that it invalidated
+// the database ("FATAL Error", "database has been invalidated").
+func fatal(err error) error {
+	var fe *FatalError
+	if err == nil || errors.As(err, &fe) {
+		return err
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "database has been invalidated") || strings.Contains(msg, "FATAL Error") {
+		return &FatalError{Err: err}
+	}
+	return err
+}
 
 // JobFileError is a problem in a job file or a pipeline definition: it names
 // the file, the line (0 when unknown) and the key.

@@ -15,7 +15,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // InputFile is one input file: where it was read, its bytes' sha256 and
@@ -257,7 +259,7 @@ func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format strin
 		err := tx.QueryRowContext(ctx, `
 			SELECT k, filename FROM (
 				SELECT unnest(json_keys(json)) AS k, filename
-				FROM read_ndjson_objects(getvariable('idem_input'), filename = true, maximum_object_size = 268435456)
+				FROM read_ndjson_objects(getvariable('idem_input'), filename = true, maximum_object_size = `+maxJSONObject+`)
 			) WHERE k NOT IN (SELECT unnest(?::VARCHAR[])) LIMIT 1`, columns).Scan(&extra, &file)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return inputReadError(err, files, format)
@@ -265,7 +267,7 @@ func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format strin
 		if extra.Valid {
 			return fmt.Errorf("input %s: unexpected field %q (the pipeline reads %s)", originalPath(files, file.String), extra.String, strings.Join(columns, ", "))
 		}
-		reader = "read_json(getvariable('idem_input'), format = 'newline_delimited', maximum_object_size = 268435456, columns = {" + strings.Join(cols, ", ") + "})"
+		reader = "read_json(getvariable('idem_input'), format = 'newline_delimited', maximum_object_size = " + maxJSONObject + ", columns = {" + strings.Join(cols, ", ") + "})"
 	case FormatParquet:
 		for _, f := range files {
 			if f.Size == 0 {
@@ -356,7 +358,20 @@ func originalPath(files []InputFile, retained string) string {
 	return retained
 }
 
-var malformedJSON = regexp.MustCompile(`Malformed JSON in file "([^"]*)"`)
+// maxJSONObject is the largest JSONL line read, in bytes. DuckDB's JSON
+// reader allocates twice this per read whatever the file's size, so 256 MB
+// failed every JSONL run under memory_limit = 300MB.
+const (
+	maxJSONObject      = "16777216"
+	maxJSONObjectBytes = 16777216
+)
+
+var (
+	malformedJSON = regexp.MustCompile(`Malformed JSON in file "([^"]*)"`)
+	jsonTooLong   = regexp.MustCompile(`\(>(\d+) bytes\)`)
+	csvErrorLine  = regexp.MustCompile(`CSV Error on Line: (\d+)`)
+	csvErrorFile  = regexp.MustCompile(`(?m)^\s*file = (.*)$`)
+)
 
 // inputReadError rewrites a DuckDB reader error so that it names the user's
 // file (not its retained copy) and, for malformed JSON, the true line: DuckDB
@@ -375,7 +390,26 @@ func inputReadError(err error, files []InputFile, format string) error {
 				}
 			}
 		}
+		for _, f := range files {
+			msg = strings.ReplaceAll(msg, f.Retained, f.Path)
+		}
 		return fmt.Errorf("input %s: malformed JSON: %s", path, msg)
+	}
+	if err := csvReadError(msg, files); err != nil {
+		return err
+	}
+	if strings.Contains(msg, `"maximum_object_size" of`) {
+		// DuckDB reads lines up to twice maximum_object_size and names the
+		// bound it enforced: "(>33554424 bytes)".
+		limit := maxJSONObjectBytes
+		if m := jsonTooLong.FindStringSubmatch(msg); m != nil {
+			limit, _ = strconv.Atoi(m[1])
+		}
+		for _, f := range files {
+			if line := firstLongLine(f.Retained, limit); line > 0 {
+				return fmt.Errorf("input %s: line %d: a JSON object longer than %d bytes, the most idem reads", f.Path, line, limit)
+			}
+		}
 	}
 	for _, f := range files {
 		msg = strings.ReplaceAll(msg, f.Retained, f.Path)
@@ -390,7 +424,75 @@ func inputReadError(err error, files []InputFile, format string) error {
 	return fmt.Errorf("read %s input %s: %s", format, strings.Join(names, ", "), strings.TrimSpace(msg))
 }
 
-// firstBadJSONLine finds the first non-blank line that is not a JSON object.
+// csvReadError rewrites DuckDB's "CSV Error on Line: N" as "input FILE:
+// line N: reason", without the offending line itself (it can be megabytes
+// long), the reader's options or its suggestions. Nil when msg is not one.
+func csvReadError(msg string, files []InputFile) error {
+	m := csvErrorLine.FindStringSubmatch(msg)
+	if m == nil {
+		return nil
+	}
+	path := ""
+	if f := csvErrorFile.FindStringSubmatch(msg); f != nil {
+		path = originalPath(files, strings.TrimSpace(f[1]))
+	} else if len(files) == 1 {
+		path = files[0].Path
+	}
+	// The reason is the last non-blank line between "Original Line:" (whose
+	// text may span lines) and the suggestions.
+	reason := ""
+	lines := strings.Split(msg[strings.Index(msg, m[0])+len(m[0]):], "\n")
+	for i, l := range lines {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "Possible") || strings.HasPrefix(l, "file = ") {
+			break
+		}
+		if i == 0 || l == "" || strings.HasPrefix(l, "Original Line:") {
+			continue
+		}
+		reason = l
+	}
+	if reason == "" {
+		reason = "cannot be read as CSV"
+	}
+	if len(reason) > 300 {
+		reason = reason[:300] + "..."
+	}
+	if path == "" {
+		return fmt.Errorf("csv input: line %s: %s", m[1], reason)
+	}
+	return fmt.Errorf("input %s: line %s: %s", path, m[1], reason)
+}
+
+// firstLongLine finds the first line longer than limit bytes, 0 if none.
+func firstLongLine(path string, limit int) int {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	n, length := 1, 0
+	for {
+		chunk, err := r.ReadSlice('\n')
+		length += len(chunk)
+		if len(chunk) > 0 && chunk[len(chunk)-1] == '\n' {
+			if length-1 > limit {
+				return n
+			}
+			n, length = n+1, 0
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			if length > limit {
+				return n
+			}
+			return 0
+		}
+	}
+}
+
+// firstBadJSONLine finds the first non-blank line that is not a JSON object
+// or not valid UTF-8.
 func firstBadJSONLine(path string) (int, string) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -404,6 +506,9 @@ func firstBadJSONLine(path string) (int, string) {
 		if len(line) > 0 {
 			n++
 			t := bytes.TrimSpace(line)
+			if len(t) > 0 && !utf8.Valid(t) {
+				return n, "invalid UTF-8"
+			}
 			if len(t) > 0 {
 				var obj map[string]json.RawMessage
 				if jerr := json.Unmarshal(t, &obj); jerr != nil {

@@ -134,8 +134,8 @@ func ParseJob(path string, data []byte, builtins fs.FS) (*Job, error) {
 	if format != "" && format != FormatCSV && format != FormatJSONL && format != FormatParquet {
 		return nil, bad("input.format", "must be csv, jsonl or parquet (got %q)", jf.Input.Format)
 	}
-	if jf.DuckDB.Threads < 0 {
-		return nil, bad("duckdb.threads", "must be a positive integer")
+	if jf.DuckDB.Threads < 0 || jf.DuckDB.Threads > MaxThreads {
+		return nil, bad("duckdb.threads", "must be a positive integer of at most %d (got %d)", MaxThreads, jf.DuckDB.Threads)
 	}
 
 	p, err := resolvePipeline(path, jf.Pipeline, builtins)

@@ -24,14 +24,18 @@ const (
 )
 
 // Fault points: a RunOptions.Fault hook is called with each name as the run
-// passes it. The CLI uses them to kill itself in crash tests.
+// passes it. The CLI uses them to kill itself in crash tests (see
+// docs/reliability.md). FaultCheckpoint is called just before the
+// post-commit CHECKPOINT starts and FaultAfterCheckpoint once it returned, so
+// a hook can kill the process while the checkpoint runs.
 const (
-	FaultBeforeBegin  = "before_begin"
-	FaultAfterStep    = "after_step:" // followed by the step file name
-	FaultAfterTarget  = "after_target"
-	FaultBeforeCommit = "before_commit"
-	FaultAfterCommit  = "after_commit"
-	FaultCheckpoint   = "checkpoint"
+	FaultBeforeBegin     = "before_begin"
+	FaultAfterStep       = "after_step:" // followed by the step file name
+	FaultAfterTarget     = "after_target"
+	FaultBeforeCommit    = "before_commit"
+	FaultAfterCommit     = "after_commit"
+	FaultCheckpoint      = "checkpoint"
+	FaultAfterCheckpoint = "after_checkpoint"
 )
 
 // RunOptions are the per-invocation settings of a run; none is part of the
@@ -199,6 +203,11 @@ func (j *Job) config(format string) map[string]any {
 // returns a *RefusedError; skipped and already-committed runs return a
 // Result and no error.
 func (d *DB) Run(ctx context.Context, job *Job, opts RunOptions) (*Result, error) {
+	res, err := d.run(ctx, job, opts)
+	return res, fatal(err)
+}
+
+func (d *DB) run(ctx context.Context, job *Job, opts RunOptions) (*Result, error) {
 	if d.readOnly {
 		return nil, errors.New("database opened read-only")
 	}
@@ -250,6 +259,7 @@ func (d *DB) Run(ctx context.Context, job *Job, opts RunOptions) (*Result, error
 	// has had replay bugs. A failure here does not undo the commit.
 	fault(opts, FaultCheckpoint)
 	_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
+	fault(opts, FaultAfterCheckpoint)
 	return res, nil
 }
 

@@ -2,10 +2,8 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"sort"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -33,7 +31,7 @@ in one DuckDB transaction, or nothing does.`,
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			opts := runner.RunOptions{Input: input, BatchID: batchID, Fault: a.faultHook()}
+			opts := runner.RunOptions{Input: input, BatchID: batchID, Fault: a.faultHook(f.path(job))}
 			if cmd.Flags().Changed("from") || cmd.Flags().Changed("to") {
 				if !cmd.Flags().Changed("from") || !cmd.Flags().Changed("to") {
 					return a.fail(f.jsonOut, &runner.UsageError{Msg: "--from and --to go together"})
@@ -103,20 +101,4 @@ func (a *app) printResult(res *runner.Result) {
 		fmt.Fprintf(w, "  outcomes  %s\n", strings.Join(parts, ", "))
 	}
 	fmt.Fprintf(w, "  job key   %s\n", res.JobKey)
-}
-
-// faultHook returns the fault-injection hook for IDEM_FAULT, or nil. The
-// process kills itself with SIGKILL at the named point, as a crash would.
-// It is inert unless the variable is set.
-func (a *app) faultHook() func(string) {
-	point := a.getenv("IDEM_FAULT")
-	if point == "" {
-		return nil
-	}
-	return func(at string) {
-		if at == point || (strings.HasSuffix(point, "*") && strings.HasPrefix(at, strings.TrimSuffix(point, "*"))) {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {}
-		}
-	}
 }

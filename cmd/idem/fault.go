@@ -1,0 +1,85 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/idem-dev/idem/runner"
+)
+
+// faultHook returns the fault-injection hook for IDEM_FAULT, or nil when the
+// variable is unset: the hook is inert unless asked for. At the named point
+// the process kills itself with SIGKILL, as a crash or an OOM kill would, so
+// no deferred cleanup, rollback or close runs. The points are listed in
+// docs/reliability.md. dbPath is the database the run writes; the
+// checkpoint point watches it.
+func (a *app) faultHook(dbPath string) func(string) {
+	point := a.getenv("IDEM_FAULT")
+	if point == "" {
+		return nil
+	}
+	kill := func(where string) {
+		fmt.Fprintf(a.stderr, "idem: IDEM_FAULT=%s: killing the process %s\n", point, where)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+	// checkpoint and checkpoint:<duration> kill while the post-commit
+	// CHECKPOINT runs, from a goroutine, since the checkpoint itself is one
+	// call into DuckDB.
+	if point == runner.FaultCheckpoint || strings.HasPrefix(point, runner.FaultCheckpoint+":") {
+		var delay time.Duration
+		if d, ok := strings.CutPrefix(point, runner.FaultCheckpoint+":"); ok {
+			var err error
+			if delay, err = time.ParseDuration(d); err != nil || delay < 0 {
+				fmt.Fprintf(a.stderr, "idem: IDEM_FAULT=%s: want checkpoint:<duration>, e.g. checkpoint:2ms; fault ignored\n", point)
+				return nil
+			}
+		}
+		return func(at string) {
+			switch at {
+			case runner.FaultCheckpoint:
+				if delay > 0 {
+					go func() {
+						time.Sleep(delay)
+						kill(fmt.Sprintf("%s after CHECKPOINT began", delay))
+					}()
+					return
+				}
+				go watchCheckpoint(dbPath, kill)
+			case runner.FaultAfterCheckpoint:
+				kill("after CHECKPOINT returned (it finished before the fault fired)")
+			}
+		}
+	}
+	return func(at string) {
+		if at == point || (strings.HasSuffix(point, "*") && strings.HasPrefix(at, strings.TrimSuffix(point, "*"))) {
+			kill("at " + at)
+		}
+	}
+}
+
+// watchCheckpoint calls kill as soon as the database file changes: the
+// checkpoint has marked the WAL and started writing blocks into the file,
+// and has not yet written the new header or removed the WAL (it takes tens
+// of milliseconds on the built-in pipelines, so a 20µs poll lands inside).
+func watchCheckpoint(dbPath string, kill func(string)) {
+	type sig struct {
+		size int64
+		mod  time.Time
+	}
+	stat := func(p string) sig {
+		st, err := os.Stat(p)
+		if err != nil {
+			return sig{}
+		}
+		return sig{st.Size(), st.ModTime()}
+	}
+	db0 := stat(dbPath)
+	for stat(dbPath) == db0 {
+		time.Sleep(20 * time.Microsecond)
+	}
+	kill("during CHECKPOINT (it has started writing the database file)")
+}
