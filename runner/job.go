@@ -49,12 +49,29 @@ type Job struct {
 	Pipeline *Pipeline
 	Steps    []Step
 	DDL      string
+
+	// Job-declared shape of a generic pipeline (pipeline.toml generic =
+	// true): the input columns in file order, the key and the ordering
+	// column. Empty for pipelines that declare their own columns.
+	Columns []Column
+	Key     []string
+	OrderBy string
+	// Rules are the [[quality.rules]], in file order.
+	Rules []Rule
 }
 
 // InputSpec is the job's [input] table.
 type InputSpec struct {
 	Path   string
 	Format string // csv, jsonl or parquet; inferred from the extension when empty
+	// Mode "files" takes each matched file not yet committed (see RunFiles);
+	// Batch is then "per_file" (default) or "all".
+	Mode  string
+	Batch string
+	// ChunkRows > 0 reads the input in chunks ordered by Watermark (see
+	// RunChunks).
+	ChunkRows int64
+	Watermark string
 }
 
 type jobFile struct {
@@ -67,15 +84,23 @@ type jobFile struct {
 	Target           targetTable    `toml:"target"`
 	Params           map[string]any `toml:"params"`
 	DuckDB           DuckDBSettings `toml:"duckdb"`
+	Quality          qualityTable   `toml:"quality"`
 }
 
 type inputTable struct {
-	Path   string `toml:"path"`
-	Format string `toml:"format"`
+	Path      string            `toml:"path"`
+	Format    string            `toml:"format"`
+	Mode      string            `toml:"mode"`
+	Batch     string            `toml:"batch"`
+	ChunkRows int64             `toml:"chunk_rows"`
+	Watermark string            `toml:"watermark"`
+	Columns   map[string]string `toml:"columns"`
 }
 
 type targetTable struct {
-	Table string `toml:"table"`
+	Table   string   `toml:"table"`
+	Key     []string `toml:"key"`
+	OrderBy string   `toml:"order_by"`
 }
 
 // LoadJob reads and validates the job file at path. Built-in pipelines are
@@ -182,7 +207,7 @@ func ParseJob(path string, data []byte, builtins fs.FS) (*Job, error) {
 		params[name] = v
 	}
 
-	return &Job{
+	job := &Job{
 		File:             path,
 		Name:             jf.Name,
 		PipelineRef:      jf.Pipeline,
@@ -196,7 +221,12 @@ func ParseJob(path string, data []byte, builtins fs.FS) (*Job, error) {
 		Pipeline:         p,
 		Steps:            steps,
 		DDL:              ddl,
-	}, nil
+	}
+	// Job-declared columns, input modes and quality rules (jobext.go).
+	if err := job.applyExtensions(data, md, &jf); err != nil {
+		return nil, err
+	}
+	return job, nil
 }
 
 // resolvePipeline finds a built-in pipeline by name, or a folder on disk by

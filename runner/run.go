@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 )
@@ -158,7 +157,7 @@ func prepare(ctx context.Context, job *Job, opts RunOptions) (*prepared, error) 
 			SHA256:   StepsDigest(job.Steps),
 		},
 		Config: job.config(format),
-		Schema: SchemaPart{Version: job.SchemaVersion, SHA256: digestString(job.DDL)},
+		Schema: SchemaPart{Version: job.SchemaVersion, SHA256: job.schemaDigest()},
 	}
 	p := &prepared{files: files, format: format, parts: parts, key: parts.Key()}
 	p.digest = parts.Input
@@ -182,11 +181,13 @@ func prepare(ctx context.Context, job *Job, opts RunOptions) (*prepared, error) 
 // config is the config part of the key: everything in the job that shapes
 // rows. Never the database path or connection settings.
 func (j *Job) config(format string) map[string]any {
-	return map[string]any{
+	c := map[string]any{
 		"params": j.Params,
 		"target": j.Table,
 		"format": format,
 	}
+	j.extendConfig(c) // job-declared columns, input mode, rules (jobext.go)
+	return c
 }
 
 // Run runs job once: one transaction on one pinned connection that either
@@ -372,12 +373,18 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 			return nil, false, err
 		}
 	}
-	for _, step := range job.Steps {
+	for i, step := range job.Steps {
 		done := opts.Progress.step(strings.TrimSuffix(step.Name, ".sql"))
-		_, err := tx.ExecContext(ctx, expandSQL(step.SQL, job.Table))
+		_, err := tx.ExecContext(ctx, job.Expand(step.SQL))
 		done()
 		if err != nil {
 			return nil, false, stepError(step, err, p)
+		}
+		if i == 0 {
+			// Quality rules tag staged rows after the stage step (rules.go).
+			if err := applyRules(ctx, tx, job); err != nil {
+				return nil, false, err
+			}
 		}
 		fault(opts, FaultAfterStep+step.Name)
 	}
@@ -517,7 +524,7 @@ func (d *DB) buildTarget(ctx context.Context, tx *sql.Tx, job *Job, existed bool
 			return fmt.Errorf("keep rows of %s for the schema change: %w", job.Table, err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, expandSQL(job.DDL, job.Table)); err != nil {
+	if _, err := tx.ExecContext(ctx, job.Expand(job.DDL)); err != nil {
 		return fmt.Errorf("schema v%d of pipeline %s: %w", job.SchemaVersion, job.Pipeline.Name, trimSQLError(err))
 	}
 	if carry {
@@ -553,17 +560,6 @@ func commonColumns(ctx context.Context, tx *sql.Tx, table string) ([]string, err
 		cols = append(cols, quoteIdent(c))
 	}
 	return cols, rows.Err()
-}
-
-var placeholder = regexp.MustCompile(`\{\{\s*table(?::([A-Za-z0-9_]+))?\s*\}\}`)
-
-// expandSQL replaces {{table}} with the quoted target name and
-// {{table:_suffix}} with the quoted name of a companion object.
-func expandSQL(text, table string) string {
-	return placeholder.ReplaceAllStringFunc(text, func(m string) string {
-		sub := placeholder.FindStringSubmatch(m)
-		return quoteIdent(table + sub[1])
-	})
 }
 
 func stepError(step Step, err error, p *prepared) error {
