@@ -45,6 +45,9 @@ type RunOptions struct {
 	// FailAfterTarget injects an error after the target is written and
 	// before COMMIT (tests of the all-or-nothing commit).
 	FailAfterTarget bool
+
+	files []InputFile // already resolved and hashed input (RunFiles, RunChunks)
+	chunk *chunkSpec  // the chunk of a chunked input (RunChunks)
 }
 
 // Result is what a run reports.
@@ -139,11 +142,15 @@ func prepare(ctx context.Context, job *Job, opts RunOptions) (*prepared, error) 
 			return nil, usage("--to %d must be greater than --from %d: a batch covers (from, to]", *opts.To, *opts.From)
 		}
 	}
-	done := opts.Progress.step("hash input")
-	files, err := resolveInput(ctx, inputPath, opts.Progress)
-	done()
-	if err != nil {
-		return nil, err
+	files := opts.files
+	if files == nil {
+		var err error
+		done := opts.Progress.step("hash input")
+		files, err = resolveInput(ctx, inputPath, opts.Progress)
+		done()
+		if err != nil {
+			return nil, err
+		}
 	}
 	format, err := inferFormat(job.Input.Format, files)
 	if err != nil {
@@ -173,6 +180,9 @@ func prepare(ctx context.Context, job *Job, opts RunOptions) (*prepared, error) 
 			p.digest = digestString(string(canonicalJSON(map[string]any{
 				"input": parts.Input, "from": *opts.From, "to": *opts.To,
 			})))
+		}
+		if opts.chunk != nil {
+			opts.chunk.name(p, files)
 		}
 	}
 	return p, nil
@@ -343,6 +353,10 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 			}
 			return nil, false, refuse("cursor", "batch %s starts at %d but the job's cursor is %d (%s): the next batch must start at %d", p.batchID, *opts.From, st.cursor, what, st.cursor)
 		}
+		// Directory and chunked inputs (files.go, chunks.go).
+		if err := checkInputMode(ctx, tx, job, p, st, opts); err != nil {
+			return nil, false, err
+		}
 	}
 	if err := checkReleased(ctx, tx, job); err != nil {
 		return nil, false, err
@@ -363,6 +377,12 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 	}
 	if err := stageInput(ctx, tx, p.files, p.format, job.Pipeline.ColumnNames()); err != nil {
 		return nil, false, err
+	}
+	if more, err := filterChunk(ctx, tx, job, opts.chunk); err != nil || !more {
+		if err == nil {
+			res.Decision = DecisionSkipped // the input holds nothing past the cursor
+		}
+		return res, false, err
 	}
 	if err := prepareErasures(ctx, tx, job); err != nil {
 		return nil, false, err
@@ -420,6 +440,9 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 		res.Decision = DecisionApplied
 		if opts.To != nil {
 			res.Cursor = *opts.To
+		}
+		if opts.chunk != nil && opts.chunk.to != nil {
+			res.Cursor = *opts.chunk.to
 		}
 	} else {
 		res.Decision = DecisionLoaded
@@ -632,10 +655,7 @@ func countRows(ctx context.Context, q querier, table string) (int64, error) {
 func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, st jobState, res *Result, opts RunOptions) error {
 	outcomes := string(canonicalJSON(res.Outcomes))
 	if job.Pipeline.Mode == ModeApply {
-		var from, to any
-		if opts.From != nil {
-			from, to = *opts.From, *opts.To
-		}
+		from, to := opts.bounds()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO idem.ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)`,
 			job.Name, p.batchID, p.digest, p.parts.Input, from, to, res.RowsIn, outcomes, res.Snapshot); err != nil {
 			return fmt.Errorf("write ledger: %w", err)
@@ -649,10 +669,7 @@ func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, job *Job, p *prepa
 	if err != nil {
 		return err
 	}
-	var from, to any
-	if opts.From != nil {
-		from, to = *opts.From, *opts.To
-	}
+	from, to := opts.bounds()
 	bounds := map[string]any{"from": from, "to": to}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.snapshots VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)`,
 		job.Name, res.Snapshot, st.snapshot, res.Decision, nullable(p.batchID), p.key, p.parts.JSON(),
@@ -675,7 +692,7 @@ func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, job *Job, p *prepa
 		job.Name, nullable(p.batchID), res.Decision, string(canonicalJSON(changed)), res.RowsIn, outcomes, res.Snapshot, res.Cursor, st.epoch); err != nil {
 		return fmt.Errorf("write run log: %w", err)
 	}
-	return nil
+	return recordFiles(ctx, tx, job, p, res) // files.go
 }
 
 // TargetColumn is a target column as stored: name and DuckDB type.
