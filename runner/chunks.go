@@ -210,4 +210,3 @@ func nullInt(n sql.NullInt64) any {
 	}
 	return nil
 }
-
