@@ -97,6 +97,9 @@ func checkRuleShape(ctx context.Context, conn *sql.Conn, r Rule) error {
 	if strings.Contains(r.SQL, ";") {
 		return errors.New("a rule is one SQL expression; ';' is not allowed")
 	}
+	if !balanced(r.SQL) {
+		return errors.New("not a single SQL expression: unbalanced parentheses")
+	}
 	var text string
 	if err := conn.QueryRowContext(ctx, "SELECT CAST(json_serialize_sql(?::VARCHAR) AS VARCHAR)", "SELECT ("+r.SQL+") AS idem_rule FROM staged").Scan(&text); err != nil {
 		return fmt.Errorf("parse: %w", err)
@@ -151,6 +154,32 @@ func checkRuleShape(ctx context.Context, conn *sql.Conn, r Rule) error {
 		}
 	})
 	return problem
+}
+
+// balanced reports whether the parentheses of an expression balance,
+// outside string literals and quoted identifiers, so that the rule cannot
+// close the parenthesis it is wrapped in.
+func balanced(expr string) bool {
+	depth := 0
+	var quote rune
+	for _, c := range expr {
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+			if depth < 0 {
+				return false
+			}
+		}
+	}
+	return depth == 0 && quote == 0
 }
 
 // dryStage builds the job's target and staged table from an empty input in

@@ -30,6 +30,7 @@ import (
 //	{{set_nonkey:p}}              "x" = p."x", ... (an UPDATE SET list)
 //	{{column_defs}}               "a" BIGINT, ... (the declared types)
 //	{{text_column_defs}}          "a" VARCHAR, ... (the outcomes table keeps values as received)
+//	{{add_text_columns:_suffix}}  ALTER TABLE ... ADD COLUMN IF NOT EXISTS "a" VARCHAR; ... (a column added later)
 var placeholder = regexp.MustCompile(`\{\{\s*([a-z_]+)((?::[^:}\s]*)*)\s*\}\}`)
 
 var aliasRef = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
@@ -285,6 +286,14 @@ func expandOne(name string, args []string, table string, shape *tableShape) (str
 		}
 		p := quoteRef(args[0])
 		return list(shape.nonKey(), func(n string) string { return q(n) + " = " + p + "." + q(n) }), nil
+	case "add_text_columns":
+		if len(args) != 1 || !suffixRef.MatchString(args[0]) {
+			return "", fmt.Errorf("want {{add_text_columns:_suffix}}")
+		}
+		t := quoteIdent(table + args[0])
+		return join(shape.names(), "; ", func(n string) string {
+			return "ALTER TABLE " + t + " ADD COLUMN IF NOT EXISTS " + q(n) + " VARCHAR"
+		}), nil
 	case "column_defs", "text_column_defs":
 		if err := want(0); err != nil {
 			return "", err

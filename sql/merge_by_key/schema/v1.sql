@@ -18,3 +18,6 @@ CREATE TABLE IF NOT EXISTS {{table:_outcomes}} (
     {{text_column_defs}},
     outcome  VARCHAR NOT NULL
 );
+
+-- A column declared later joins the outcomes table; earlier rows hold NULL.
+{{add_text_columns:_outcomes}};
