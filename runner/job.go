@@ -117,6 +117,12 @@ func LoadJob(path string, builtins fs.FS) (*Job, error) {
 
 // ParseJob validates job file bytes; path names the file in errors.
 func ParseJob(path string, data []byte, builtins fs.FS) (*Job, error) {
+	return parseJob(path, data, builtins, false)
+}
+
+// parseJob is ParseJob; lenient accepts an apply pipeline without key
+// columns, for idem lint to report.
+func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, error) {
 	var jf jobFile
 	md, err := toml.Decode(string(data), &jf)
 	if err != nil {
@@ -163,7 +169,7 @@ func ParseJob(path string, data []byte, builtins fs.FS) (*Job, error) {
 		return nil, bad("duckdb.threads", "must be a positive integer")
 	}
 
-	p, err := resolvePipeline(path, jf.Pipeline, builtins)
+	p, err := resolvePipeline(path, jf.Pipeline, builtins, lenient)
 	if err != nil {
 		var jfe *JobFileError
 		if errors.As(err, &jfe) {
@@ -232,7 +238,7 @@ func ParseJob(path string, data []byte, builtins fs.FS) (*Job, error) {
 // resolvePipeline finds a built-in pipeline by name, or a folder on disk by
 // path. A folder must lie inside the working directory or the job file's
 // directory: a path that climbs out with .. is refused.
-func resolvePipeline(jobPath, ref string, builtins fs.FS) (*Pipeline, error) {
+func resolvePipeline(jobPath, ref string, builtins fs.FS, lenient bool) (*Pipeline, error) {
 	if ref == "" {
 		return nil, errors.New("missing pipeline name or path")
 	}
@@ -240,7 +246,7 @@ func resolvePipeline(jobPath, ref string, builtins fs.FS) (*Pipeline, error) {
 		if builtins != nil {
 			if sub, err := fs.Sub(builtins, ref); err == nil {
 				if _, err := fs.Stat(sub, "pipeline.toml"); err == nil {
-					return LoadPipeline(sub, "builtin:"+ref)
+					return loadPipeline(sub, "builtin:"+ref, lenient)
 				}
 			}
 		}
@@ -255,7 +261,7 @@ func resolvePipeline(jobPath, ref string, builtins fs.FS) (*Pipeline, error) {
 	if _, err := os.Stat(filepath.Join(dir, "pipeline.toml")); err != nil {
 		return nil, fmt.Errorf("no pipeline.toml in folder %s", ref)
 	}
-	return LoadPipeline(os.DirFS(dir), dir)
+	return loadPipeline(os.DirFS(dir), dir, lenient)
 }
 
 func allowedPipelineDir(jobPath, ref string) (string, error) {

@@ -87,6 +87,8 @@ guard, 4 database held by another writer.`,
 		a.newLogCmd(),
 		a.newFenceCmd(),
 		a.newVersionCmd(),
+		a.newLintCmd(),
+		a.newInitCmd(),
 	)
 	return root
 }
