@@ -10,8 +10,9 @@ import (
 )
 
 // makeParquet writes rows trip_id = 0..n-1 with watermark trip_id / 7 (ties
-// of seven), and a NULL watermark on every 1000th row, as Parquet.
-func makeParquet(t *testing.T, path string, n int) {
+// of seven), and a NULL watermark on every 1000th row, as Parquet with
+// row groups of rowGroup rows.
+func makeParquet(t *testing.T, path string, n, rowGroup int) {
 	t.Helper()
 	db, err := sql.Open("duckdb", "")
 	require.NoError(t, err)
@@ -20,7 +21,7 @@ func makeParquet(t *testing.T, path string, n int) {
 		SELECT i AS trip_id, (i %% 50) * 1.5 AS fare,
 		       CASE WHEN i %% 1000 = 999 THEN NULL ELSE i // 7 END AS updated_at
 		FROM range(%d) t(i)
-	) TO '%s' (FORMAT parquet, ROW_GROUP_SIZE 2048)`, n, path))
+	) TO '%s' (FORMAT parquet, ROW_GROUP_SIZE %d)`, n, path, rowGroup))
 	require.NoError(t, err)
 }
 
@@ -54,7 +55,7 @@ key = ["trip_id"]
 func TestChunkedBackfillResumes(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	makeParquet(t, filepath.Join(dir, "big.parquet"), 10000)
+	makeParquet(t, filepath.Join(dir, "big.parquet"), 10000, 2048)
 	job := filepath.Join(dir, "job.toml")
 	writeFile(t, job, chunkJob(dir, 1000))
 	db := filepath.Join(dir, "test.duckdb")

@@ -129,3 +129,22 @@ func TestFilesAllInOneBatch(t *testing.T) {
 	require.Contains(t, out, `"batch_id":"c.jsonl"`)
 	require.Equal(t, []int64{8}, queryInts(t, db, `SELECT count(*) FROM trips_outcomes`))
 }
+
+// TestTripsExample: the example job configs/trips.toml runs from the
+// repository root, takes each fixture file once, and lints clean.
+func TestTripsExample(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "trips.duckdb")
+	root := filepath.Join("..", "..")
+	r := runCLI(t, root, "", "run", "configs/trips.toml", "--db", db, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, `"new_files":["fixtures/trips/2026-01-01.jsonl","fixtures/trips/2026-01-02.jsonl","fixtures/trips/2026-01-03.jsonl"]`)
+	require.Equal(t, []string{
+		"1 13.0 2 active", "2  1 conflict", "4 21.0 2 active", "6 9.5 4 active",
+	}, queryStrs(t, db, `SELECT trip_id || ' ' || coalesce(CAST(fare AS VARCHAR), '') || ' ' || updated_at || ' ' || idem_status FROM trips ORDER BY trip_id`))
+	require.Equal(t, []string{
+		"accepted 5", "conflict 3", "duplicate 1", "invalid_key 1", "invalid_rule:fare_positive 1", "invalid_type:fare 1", "stale 1", "superseded_in_batch 1",
+	}, queryStrs(t, db, `SELECT outcome || ' ' || count(*) FROM trips_outcomes GROUP BY outcome ORDER BY outcome`))
+	r = runCLI(t, root, "", "run", "configs/trips.toml", "--db", db, "--json")
+	require.Contains(t, r.stdout, `"decision":"skipped"`)
+}

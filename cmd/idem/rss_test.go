@@ -40,7 +40,7 @@ func TestChunkedBackfillPeakRSS(t *testing.T) {
 		require.NoError(t, err)
 		run := filepath.Join(dir, s)
 		require.NoError(t, os.MkdirAll(run, 0o755))
-		makeParquet(t, filepath.Join(run, "big.parquet"), n)
+		makeParquet(t, filepath.Join(run, "big.parquet"), n, 122880)
 		rows, _ := strconv.Atoi(chunk)
 		text := chunkJob(run, rows)
 		if m := os.Getenv("IDEM_RSS_MEMORY"); m != "" {
