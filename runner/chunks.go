@@ -19,8 +19,11 @@ import (
 // chunk, so no value is split between two chunks or read twice, and a chunk
 // holds at least N rows unless it is the last (more when values tie at the
 // boundary). Rows whose watermark is NULL or not an integer go with the
-// job's first chunk, so every row is read exactly once. After a crash the
-// next run resumes strictly after the last committed watermark. The bounds
+// first chunk read from their input file, so every row is read exactly
+// once. After a crash the next run resumes strictly after the last
+// committed watermark. A later input file continues after the job's
+// watermark: its rows at or below it are taken to be already read, as a
+// watermark means. The bounds
 // are read inside each chunk's transaction; memory is bounded by the chunk,
 // not the input (a top-N over the watermark, then a filtered scan).
 
@@ -44,7 +47,7 @@ type chunkSpec struct {
 	rows  int64
 	from  *int64 // nil: the job's first chunk
 	to    *int64
-	input string // base name of the first input file, for the batch id
+	input string // the input part of the key, set by name
 }
 
 // name sets the batch id and digest of a chunk: the chunk is determined by
@@ -54,6 +57,7 @@ func (c *chunkSpec) name(p *prepared, files []InputFile) {
 	if c.from != nil {
 		start = strconv.FormatInt(*c.from, 10)
 	}
+	c.input = p.parts.Input
 	p.batchID = filepath.Base(files[0].Path) + "@" + start
 	p.digest = digestString(string(canonicalJSON(map[string]any{
 		"input": p.parts.Input, "from": start, "rows": c.rows,
@@ -181,7 +185,19 @@ func filterChunk(ctx context.Context, tx *sql.Tx, job *Job, c *chunkSpec) (bool,
 	if err != nil {
 		return false, fmt.Errorf("find the end of the chunk after watermark %v: %w", from, trimSQLError(err))
 	}
-	if !to.Valid && c.from != nil {
+	// Rows without a watermark come with the first chunk read from this
+	// input.
+	var nulls int64
+	var read bool
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) > 0 FROM idem.ledger WHERE job = ? AND input_digest = ?`, job.Name, c.input).Scan(&read); err != nil {
+		return false, fmt.Errorf("read ledger of job %s: %w", job.Name, err)
+	}
+	if !read {
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM idem_input_all WHERE `+w+` IS NULL`).Scan(&nulls); err != nil {
+			return false, fmt.Errorf("count rows without a watermark: %w", trimSQLError(err))
+		}
+	}
+	if !to.Valid && c.from != nil && nulls == 0 {
 		return false, nil
 	}
 	if to.Valid {
@@ -190,7 +206,7 @@ func filterChunk(ctx context.Context, tx *sql.Tx, job *Job, c *chunkSpec) (bool,
 	if _, err := tx.ExecContext(ctx, "SET VARIABLE idem_chunk_to = CAST(? AS BIGINT)", nullInt(to)); err != nil {
 		return false, fmt.Errorf("bind idem_chunk_to: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, "SET VARIABLE idem_chunk_first = ?", c.from == nil); err != nil {
+	if _, err := tx.ExecContext(ctx, "SET VARIABLE idem_chunk_first = ?", nulls > 0); err != nil {
 		return false, fmt.Errorf("bind idem_chunk_first: %w", err)
 	}
 	// The first chunk of an empty input still commits, so that the job

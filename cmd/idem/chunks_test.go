@@ -92,4 +92,27 @@ func TestChunkedBackfillResumes(t *testing.T) {
 		   OR (o.updated_at IS NULL AND l.from_pos IS NOT NULL)`))
 	// Rows without a watermark came with the first chunk.
 	require.Equal(t, []int64{10}, queryInts(t, db, `SELECT count(*) FROM backfill_outcomes WHERE updated_at IS NULL AND batch_id = 'big.parquet@start'`))
+
+	// A second input continues strictly after the watermark (1428): its rows
+	// at or below it count as read; its rows without a watermark come with
+	// its first chunk.
+	more := filepath.Join(dir, "more.parquet")
+	sqlDB, err := sql.Open("duckdb", "")
+	require.NoError(t, err)
+	_, err = sqlDB.Exec(`COPY (SELECT i AS trip_id, 1.0 AS fare, CASE WHEN i % 100 = 0 THEN NULL ELSE i // 7 END AS updated_at
+		FROM range(9000, 11000) t(i)) TO '` + more + `' (FORMAT parquet)`)
+	require.NoError(t, err)
+	require.NoError(t, sqlDB.Close())
+	want := 0
+	for i := 9000; i < 11000; i++ {
+		if i%100 == 0 || i/7 > 1428 {
+			want++
+		}
+	}
+	r = runCLI(t, dir, "", "run", job, "--input", more, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, []int64{int64(want)}, queryInts(t, db, `SELECT count(*) FROM backfill_outcomes WHERE batch_id LIKE 'more.parquet@%'`))
+	require.Equal(t, []int64{20}, queryInts(t, db, `SELECT count(*) FROM backfill_outcomes WHERE updated_at IS NULL AND batch_id = 'more.parquet@1428'`))
+	r = runCLI(t, dir, "", "run", job, "--input", more, "--json")
+	require.Contains(t, r.stdout, `"decision":"skipped"`)
 }
