@@ -45,38 +45,13 @@ func (d *DB) RunFiles(ctx context.Context, job *Job, opts RunOptions) (*FilesRes
 	if opts.BatchID != "" || opts.From != nil {
 		return nil, usage("a files-mode job names its batches after its files: --batch-id, --from and --to do not apply")
 	}
-	pattern := job.Input.Path
-	if opts.Input != "" {
-		pattern = opts.Input
-	}
-	files, err := resolveInput(ctx, pattern, opts.Progress)
-	if err != nil {
-		return nil, err
-	}
-	sort.SliceStable(files, func(i, j int) bool { return filepath.Base(files[i].Path) < filepath.Base(files[j].Path) })
-	byName := map[string]string{}
-	for _, f := range files {
-		name := filepath.Base(f.Path)
-		if other, ok := byName[name]; ok {
-			return nil, usage("input %s: files %s and %s share the name %s: batch ids are file names", pattern, other, f.Path, name)
-		}
-		byName[name] = f.Path
-	}
-	committed, err := committedFiles(ctx, d.sql, job.Name)
+	fresh, err := pendingFiles(ctx, d.sql, job, opts)
 	if err != nil {
 		return nil, err
 	}
 	out := &FilesResult{Job: job.Name, Decision: DecisionSkipped, NewFiles: []string{}, Runs: []*Result{}}
-	var fresh []InputFile
-	for _, f := range files {
-		rec, ok := committed[filePath(f.Path)]
-		switch {
-		case !ok:
-			fresh = append(fresh, f)
-			out.NewFiles = append(out.NewFiles, f.Path)
-		case rec.sha256 != f.SHA256:
-			return nil, changedFile(f, rec)
-		}
+	for _, f := range fresh {
+		out.NewFiles = append(out.NewFiles, f.Path)
 	}
 	if len(fresh) == 0 {
 		return out, nil
@@ -106,6 +81,90 @@ func (d *DB) RunFiles(ctx context.Context, job *Job, opts RunOptions) (*FilesRes
 		}
 	}
 	return out, nil
+}
+
+// pendingFiles lists the files of a files-mode job's input that are not
+// committed yet, in name order, refusing a committed file that changed. q
+// nil means a database without idem's tables: every file is new.
+func pendingFiles(ctx context.Context, q querier, job *Job, opts RunOptions) ([]InputFile, error) {
+	pattern := job.Input.Path
+	if opts.Input != "" {
+		pattern = opts.Input
+	}
+	files, err := resolveInput(ctx, pattern, opts.Progress)
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(files, func(i, j int) bool { return filepath.Base(files[i].Path) < filepath.Base(files[j].Path) })
+	byName := map[string]string{}
+	for _, f := range files {
+		name := filepath.Base(f.Path)
+		if other, ok := byName[name]; ok {
+			return nil, usage("input %s: files %s and %s share the name %s: batch ids are file names", pattern, other, f.Path, name)
+		}
+		byName[name] = f.Path
+	}
+	committed := map[string]fileRecord{}
+	if q != nil {
+		if committed, err = committedFiles(ctx, q, job.Name); err != nil {
+			return nil, err
+		}
+	}
+	var fresh []InputFile
+	for _, f := range files {
+		rec, ok := committed[filePath(f.Path)]
+		switch {
+		case !ok:
+			fresh = append(fresh, f)
+		case rec.sha256 != f.SHA256:
+			return nil, changedFile(f, rec)
+		}
+	}
+	return fresh, nil
+}
+
+// planInputMode fills in the plan of a files-mode or chunked job. db is nil
+// when the database or idem's tables do not exist yet.
+func planInputMode(ctx context.Context, db *DB, job *Job, opts RunOptions, plan *Plan) error {
+	switch {
+	case job.Input.Mode == InputModeFiles:
+		var q querier
+		if db != nil {
+			q = db.sql
+		}
+		fresh, err := pendingFiles(ctx, q, job, opts)
+		if err != nil {
+			if errors.Is(err, ErrRefused) {
+				plan.Decision, plan.Reason = "refuse", err.Error()
+				return nil
+			}
+			return err
+		}
+		plan.BatchID = ""
+		plan.NewFiles = []string{}
+		for _, f := range fresh {
+			plan.NewFiles = append(plan.NewFiles, f.Path)
+		}
+		plan.Decision = "apply"
+		if len(fresh) == 0 {
+			plan.Decision = "skip"
+		}
+		plan.Reason = fmt.Sprintf("%d new file(s), batch = %s", len(fresh), job.Input.Batch)
+	case job.Input.ChunkRows > 0:
+		plan.BatchID = ""
+		plan.Decision = "apply"
+		plan.Reason = fmt.Sprintf("chunks of %d rows by %s from the start of the input", job.Input.ChunkRows, job.Input.Watermark)
+		if db != nil {
+			started, cursor, err := chunkStart(ctx, db.sql, job.Name)
+			if err != nil {
+				return err
+			}
+			if started {
+				plan.Reason = fmt.Sprintf("chunks of %d rows by %s after watermark %d (skipped when nothing lies past it)", job.Input.ChunkRows, job.Input.Watermark, cursor)
+			}
+		}
+	}
+	return nil
 }
 
 type fileRecord struct {
