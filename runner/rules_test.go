@@ -219,3 +219,39 @@ key = ["id"]
 	require.Contains(t, res.Changed, PartSchema)
 	require.Equal(t, []string{"1 12.35 ", "3 1.00 n"}, queryStrings(t, db.SQL(), `SELECT id || ' ' || price || ' ' || coalesce(note, '') FROM t ORDER BY id`))
 }
+
+// TestRulesOnRefreshPipeline: rules apply to the sample pipeline's typed
+// staged columns too; a quarantined row leaves the target and keeps its
+// outcome, and the counts balance.
+func TestRulesOnRefreshPipeline(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	input, err := filepath.Abs("../fixtures/sample/occurrences-a.csv")
+	require.NoError(t, err)
+	job := writeJob(t, dir, `name = "sample"
+pipeline = "sample"
+transform_version = 1
+schema_version = 1
+[input]
+path = "`+input+`"
+[[quality.rules]]
+name = "recent"
+sql = "year IS NULL OR year >= 1970"
+`)
+	db := openTestDB(t, dir)
+	res, err := db.Run(context.Background(), job, RunOptions{})
+	require.NoError(t, err)
+	var old, total int64
+	require.NoError(t, db.SQL().QueryRow(`SELECT count(*) FILTER (WHERE TRY_CAST(year AS INTEGER) < 1970), count(*) FROM sample_outcomes WHERE outcome NOT LIKE 'invalid_%' OR outcome = 'invalid_rule:recent'`).Scan(&old, &total))
+	require.Positive(t, old)
+	require.Equal(t, old, res.Outcomes["invalid_rule:recent"])
+	var kept int64
+	require.NoError(t, db.SQL().QueryRow(`SELECT count(*) FROM sample WHERE year < 1970`).Scan(&kept))
+	require.Zero(t, kept)
+	var n int64
+	for _, c := range res.Outcomes {
+		n += c
+	}
+	require.Equal(t, res.RowsIn, n)
+	require.Equal(t, int64(3000), res.RowsIn)
+}
