@@ -14,6 +14,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/BurntSushi/toml"
 )
 
 // Lint finding ids.
@@ -70,6 +72,9 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 		if errors.Is(err, ErrNoKey) {
 			var jfe *JobFileError
 			errors.As(err, &jfe)
+			var head struct{ Name, Pipeline string }
+			_, _ = toml.Decode(string(data), &head)
+			rep.Job, rep.Pipeline = head.Name, head.Pipeline
 			rep.add(Finding{ID: LintNoKey, Severity: SeverityError, File: jfe.File, Line: jfe.Line,
 				Message: "the job applies batches without key columns: a replayed batch would double its rows",
 				Fix:     `declare the key: key = ["..."] in [target]`})
