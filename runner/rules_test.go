@@ -255,3 +255,40 @@ sql = "year IS NULL OR year >= 1970"
 	require.Equal(t, res.RowsIn, n)
 	require.Equal(t, int64(3000), res.RowsIn)
 }
+
+// TestMergeByKeyCompositeKey: a key of two columns upserts per pair and
+// its history follows both columns.
+func TestMergeByKeyCompositeKey(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	job := writeJob(t, dir, `name = "pairs"
+pipeline = "merge_by_key"
+transform_version = 1
+schema_version = 1
+[input]
+format = "csv"
+[input.columns]
+region = "VARCHAR"
+id = "INTEGER"
+v = "VARCHAR"
+at = "BIGINT"
+[target]
+key = ["region", "id"]
+order_by = "at"
+`)
+	db := openTestDB(t, dir)
+	ctx := context.Background()
+	a := filepath.Join(dir, "a.csv")
+	require.NoError(t, os.WriteFile(a, []byte("region,id,v,at\neu,1,x,1\nus,1,y,1\neu,2,z,1\n"), 0o644))
+	_, err := db.Run(ctx, job, RunOptions{Input: a})
+	require.NoError(t, err)
+	b := filepath.Join(dir, "b.csv")
+	require.NoError(t, os.WriteFile(b, []byte("region,id,v,at\neu,1,x2,2\nus,1,old,0\n,3,nokey,1\n"), 0o644))
+	res, err := db.Run(ctx, job, RunOptions{Input: b})
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"accepted": 1, "stale": 1, "invalid_key": 1}, res.Outcomes)
+	require.Equal(t, []string{"eu 1 x2", "eu 2 z", "us 1 y"}, queryStrings(t, db.SQL(), `SELECT region || ' ' || id || ' ' || v FROM pairs ORDER BY region, id`))
+	cols, err := targetColumns(ctx, db.SQL(), "pairs")
+	require.NoError(t, err)
+	require.Equal(t, []string{"eu 1 x", "eu 2 z", "us 1 y"}, queryStrings(t, db.SQL(), `SELECT region || ' ' || id || ' ' || v FROM (`+PinnedSelect("pairs", cols, 1)+`) ORDER BY region, id`))
+}
