@@ -116,3 +116,20 @@ func TestChunkedBackfillResumes(t *testing.T) {
 	r = runCLI(t, dir, "", "run", job, "--input", more, "--json")
 	require.Contains(t, r.stdout, `"decision":"skipped"`)
 }
+
+// TestTripsBackfillExample: the example chunked job runs from the
+// repository root, every row exactly once, and a second run finds nothing
+// past the watermark.
+func TestTripsBackfillExample(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "bf.duckdb")
+	root := filepath.Join("..", "..")
+	r := runCLI(t, root, "", "run", "configs/trips_backfill.toml", "--db", db)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "trips_backfill: applied 3 chunk(s), watermark 4")
+	require.Equal(t, []int64{14}, queryInts(t, db, `SELECT count(*) FROM trips_outcomes`))
+	require.Equal(t, []string{"start..1", "1..3", "3..4"}, queryStrs(t, db, `SELECT coalesce(CAST(from_pos AS VARCHAR), 'start') || '..' || to_pos FROM idem.ledger ORDER BY snapshot`))
+	r = runCLI(t, root, "", "run", "configs/trips_backfill.toml", "--db", db)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "skipped: nothing new")
+}
