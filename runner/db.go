@@ -247,6 +247,15 @@ CREATE TABLE IF NOT EXISTS idem.inputs (
     bytes      BIGINT NOT NULL,
     stored_at  TIMESTAMP
 );
+CREATE TABLE IF NOT EXISTS idem.files (
+    job          VARCHAR NOT NULL,
+    path         VARCHAR NOT NULL,
+    sha256       VARCHAR NOT NULL,
+    bytes        BIGINT NOT NULL,
+    batch_id     VARCHAR NOT NULL,
+    snapshot     BIGINT NOT NULL,
+    committed_at TIMESTAMP
+);
 CREATE TABLE IF NOT EXISTS idem.erasures (
     job        VARCHAR NOT NULL,
     key        VARCHAR NOT NULL,
@@ -257,7 +266,7 @@ CREATE TABLE IF NOT EXISTS idem.erasures (
 `
 
 // idemTables is what bootstrap must find for an up-to-date database.
-var idemTables = []string{"meta", "jobs", "released", "ledger", "snapshots", "runs", "inputs", "erasures"}
+var idemTables = []string{"meta", "jobs", "released", "ledger", "snapshots", "runs", "inputs", "erasures", "files"}
 
 func (d *DB) bootstrap(ctx context.Context) error {
 	var n int

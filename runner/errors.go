@@ -16,6 +16,9 @@ var (
 	ErrLocked = errors.New("database is held by another writer")
 	// ErrUsage marks bad flags or arguments.
 	ErrUsage = errors.New("usage")
+	// ErrNoKey marks an apply pipeline or job without key columns: its rows
+	// would double on replay.
+	ErrNoKey = errors.New("no key columns")
 	// ErrCanceled means the run was interrupted and rolled back.
 	ErrCanceled = errors.New("canceled, nothing was committed")
 	// ErrFatal means DuckDB hit a fatal error and invalidated the open

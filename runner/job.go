@@ -49,12 +49,29 @@ type Job struct {
 	Pipeline *Pipeline
 	Steps    []Step
 	DDL      string
+
+	// Job-declared shape of a generic pipeline (pipeline.toml generic =
+	// true): the input columns in file order, the key and the ordering
+	// column. Empty for pipelines that declare their own columns.
+	Columns []Column
+	Key     []string
+	OrderBy string
+	// Rules are the [[quality.rules]], in file order.
+	Rules []Rule
 }
 
 // InputSpec is the job's [input] table.
 type InputSpec struct {
 	Path   string
 	Format string // csv, jsonl or parquet; inferred from the extension when empty
+	// Mode "files" takes each matched file not yet committed (see RunFiles);
+	// Batch is then "per_file" (default) or "all".
+	Mode  string
+	Batch string
+	// ChunkRows > 0 reads the input in chunks ordered by Watermark (see
+	// RunChunks).
+	ChunkRows int64
+	Watermark string
 }
 
 type jobFile struct {
@@ -67,15 +84,23 @@ type jobFile struct {
 	Target           targetTable    `toml:"target"`
 	Params           map[string]any `toml:"params"`
 	DuckDB           DuckDBSettings `toml:"duckdb"`
+	Quality          qualityTable   `toml:"quality"`
 }
 
 type inputTable struct {
-	Path   string `toml:"path"`
-	Format string `toml:"format"`
+	Path      string            `toml:"path"`
+	Format    string            `toml:"format"`
+	Mode      string            `toml:"mode"`
+	Batch     string            `toml:"batch"`
+	ChunkRows int64             `toml:"chunk_rows"`
+	Watermark string            `toml:"watermark"`
+	Columns   map[string]string `toml:"columns"`
 }
 
 type targetTable struct {
-	Table string `toml:"table"`
+	Table   string   `toml:"table"`
+	Key     []string `toml:"key"`
+	OrderBy string   `toml:"order_by"`
 }
 
 // LoadJob reads and validates the job file at path. Built-in pipelines are
@@ -92,6 +117,12 @@ func LoadJob(path string, builtins fs.FS) (*Job, error) {
 
 // ParseJob validates job file bytes; path names the file in errors.
 func ParseJob(path string, data []byte, builtins fs.FS) (*Job, error) {
+	return parseJob(path, data, builtins, false)
+}
+
+// parseJob is ParseJob; lenient accepts an apply pipeline without key
+// columns, for idem lint to report.
+func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, error) {
 	var jf jobFile
 	md, err := toml.Decode(string(data), &jf)
 	if err != nil {
@@ -138,7 +169,7 @@ func ParseJob(path string, data []byte, builtins fs.FS) (*Job, error) {
 		return nil, bad("duckdb.threads", "must be a positive integer of at most %d (got %d)", MaxThreads, jf.DuckDB.Threads)
 	}
 
-	p, err := resolvePipeline(path, jf.Pipeline, builtins)
+	p, err := resolvePipeline(path, jf.Pipeline, builtins, lenient)
 	if err != nil {
 		var jfe *JobFileError
 		if errors.As(err, &jfe) {
@@ -182,7 +213,7 @@ func ParseJob(path string, data []byte, builtins fs.FS) (*Job, error) {
 		params[name] = v
 	}
 
-	return &Job{
+	job := &Job{
 		File:             path,
 		Name:             jf.Name,
 		PipelineRef:      jf.Pipeline,
@@ -196,13 +227,18 @@ func ParseJob(path string, data []byte, builtins fs.FS) (*Job, error) {
 		Pipeline:         p,
 		Steps:            steps,
 		DDL:              ddl,
-	}, nil
+	}
+	// Job-declared columns, input modes and quality rules (jobext.go).
+	if err := job.applyExtensions(data, md, &jf); err != nil {
+		return nil, err
+	}
+	return job, nil
 }
 
 // resolvePipeline finds a built-in pipeline by name, or a folder on disk by
 // path. A folder must lie inside the working directory or the job file's
 // directory: a path that climbs out with .. is refused.
-func resolvePipeline(jobPath, ref string, builtins fs.FS) (*Pipeline, error) {
+func resolvePipeline(jobPath, ref string, builtins fs.FS, lenient bool) (*Pipeline, error) {
 	if ref == "" {
 		return nil, errors.New("missing pipeline name or path")
 	}
@@ -210,7 +246,7 @@ func resolvePipeline(jobPath, ref string, builtins fs.FS) (*Pipeline, error) {
 		if builtins != nil {
 			if sub, err := fs.Sub(builtins, ref); err == nil {
 				if _, err := fs.Stat(sub, "pipeline.toml"); err == nil {
-					return LoadPipeline(sub, "builtin:"+ref)
+					return loadPipeline(sub, "builtin:"+ref, lenient)
 				}
 			}
 		}
@@ -225,7 +261,7 @@ func resolvePipeline(jobPath, ref string, builtins fs.FS) (*Pipeline, error) {
 	if _, err := os.Stat(filepath.Join(dir, "pipeline.toml")); err != nil {
 		return nil, fmt.Errorf("no pipeline.toml in folder %s", ref)
 	}
-	return LoadPipeline(os.DirFS(dir), dir)
+	return loadPipeline(os.DirFS(dir), dir, lenient)
 }
 
 func allowedPipelineDir(jobPath, ref string) (string, error) {

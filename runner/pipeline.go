@@ -59,6 +59,10 @@ type Pipeline struct {
 	Position    string           `toml:"position"` // the source-order column, for erasure points
 	Columns     []Column         `toml:"columns"`
 	Params      map[string]Param `toml:"params"`
+	// Generic pipelines (merge_by_key) take their columns, key and ordering
+	// column from the job ([input.columns], [target] key and order_by) and
+	// expand them into the SQL with placeholders (template.go).
+	Generic bool `toml:"generic"`
 
 	fsys   fs.FS
 	origin string // "builtin:NAME" or the folder on disk
@@ -79,6 +83,12 @@ func (p *Pipeline) ColumnNames() []string {
 // LoadPipeline reads pipeline.toml from the root of fsys. origin names the
 // source in error messages.
 func LoadPipeline(fsys fs.FS, origin string) (*Pipeline, error) {
+	return loadPipeline(fsys, origin, false)
+}
+
+// loadPipeline reads pipeline.toml; lenient accepts an apply pipeline
+// without key columns, so that idem lint can report it as a finding.
+func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 	file := path.Join(origin, "pipeline.toml")
 	data, err := fs.ReadFile(fsys, "pipeline.toml")
 	if err != nil {
@@ -101,7 +111,10 @@ func LoadPipeline(fsys fs.FS, origin string) (*Pipeline, error) {
 	if p.Mode != ModeRefresh && p.Mode != ModeApply {
 		return nil, bad("mode", "must be %q or %q, not %q", ModeRefresh, ModeApply, p.Mode)
 	}
-	if len(p.Columns) == 0 {
+	if p.Generic && (len(p.Columns) > 0 || len(p.Key) > 0) {
+		return nil, bad("generic", "a generic pipeline takes its columns and key from the job; remove columns and key")
+	}
+	if len(p.Columns) == 0 && !p.Generic {
 		return nil, bad("columns", "a pipeline declares at least one input column")
 	}
 	seen := map[string]bool{}
@@ -116,8 +129,8 @@ func LoadPipeline(fsys fs.FS, origin string) (*Pipeline, error) {
 			return nil, bad("key", "key column %q is not an identifier", k)
 		}
 	}
-	if p.Mode == ModeApply && len(p.Key) == 0 {
-		return nil, bad("key", "an apply pipeline declares its key columns (rows would double on replay)")
+	if p.Mode == ModeApply && len(p.Key) == 0 && !p.Generic && !lenient {
+		return nil, &JobFileError{File: file, Key: "key", Msg: "an apply pipeline declares its key columns (rows would double on replay)", Err: ErrNoKey}
 	}
 	for name, prm := range p.Params {
 		if !paramTypes[prm.Type] {

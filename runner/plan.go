@@ -20,6 +20,7 @@ type Plan struct {
 	Cursor    int64    `json:"cursor"`
 	Epoch     int64    `json:"epoch"`
 	Reason    string   `json:"reason,omitempty"`
+	NewFiles  []string `json:"new_files,omitempty"` // files-mode jobs
 	Parts     Parts    `json:"parts"`
 }
 
@@ -35,7 +36,7 @@ func PlanRun(ctx context.Context, dbPath string, job *Job, opts RunOptions, open
 	firstLoad := func() (*Plan, error) {
 		plan.FirstLoad = true
 		plan.Decision = map[string]string{ModeRefresh: "load", ModeApply: "apply"}[job.Pipeline.Mode]
-		return plan, nil
+		return plan, planInputMode(ctx, nil, job, opts, plan) // files.go
 	}
 	if _, err := os.Stat(dbPath); errors.Is(err, os.ErrNotExist) {
 		return firstLoad()
@@ -87,6 +88,9 @@ func PlanRun(ctx context.Context, dbPath string, job *Job, opts RunOptions, open
 		default:
 			plan.Decision = "apply"
 		}
+	}
+	if err := planInputMode(ctx, db, job, opts, plan); err != nil { // files.go
+		return nil, err
 	}
 	if opts.Epoch != nil && *opts.Epoch != st.epoch {
 		plan.Decision, plan.Reason = "refuse", fmt.Sprintf("epoch %d is not the current epoch %d", *opts.Epoch, st.epoch)

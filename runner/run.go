@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 )
@@ -51,6 +50,9 @@ type RunOptions struct {
 	// FailAfterTarget injects an error after the target is written and
 	// before COMMIT (tests of the all-or-nothing commit).
 	FailAfterTarget bool
+
+	files []InputFile // already resolved and hashed input (RunFiles, RunChunks)
+	chunk *chunkSpec  // the chunk of a chunked input (RunChunks)
 }
 
 // Result is what a run reports.
@@ -148,11 +150,15 @@ func prepare(ctx context.Context, job *Job, opts RunOptions) (*prepared, error) 
 			return nil, usage("--to %d must be greater than --from %d: a batch covers (from, to]", *opts.To, *opts.From)
 		}
 	}
-	done := opts.Progress.step("hash input")
-	files, err := resolveInput(ctx, inputPath, opts.Progress)
-	done()
-	if err != nil {
-		return nil, err
+	files := opts.files
+	if files == nil {
+		var err error
+		done := opts.Progress.step("hash input")
+		files, err = resolveInput(ctx, inputPath, opts.Progress)
+		done()
+		if err != nil {
+			return nil, err
+		}
 	}
 	format, err := inferFormat(job.Input.Format, files)
 	if err != nil {
@@ -166,7 +172,7 @@ func prepare(ctx context.Context, job *Job, opts RunOptions) (*prepared, error) 
 			SHA256:   StepsDigest(job.Steps),
 		},
 		Config: job.config(format),
-		Schema: SchemaPart{Version: job.SchemaVersion, SHA256: digestString(job.DDL)},
+		Schema: SchemaPart{Version: job.SchemaVersion, SHA256: job.schemaDigest()},
 	}
 	p := &prepared{files: files, format: format, parts: parts, key: parts.Key()}
 	p.digest = parts.Input
@@ -183,6 +189,9 @@ func prepare(ctx context.Context, job *Job, opts RunOptions) (*prepared, error) 
 				"input": parts.Input, "from": *opts.From, "to": *opts.To,
 			})))
 		}
+		if opts.chunk != nil {
+			opts.chunk.name(p, files)
+		}
 	}
 	return p, nil
 }
@@ -190,11 +199,13 @@ func prepare(ctx context.Context, job *Job, opts RunOptions) (*prepared, error) 
 // config is the config part of the key: everything in the job that shapes
 // rows. Never the database path or connection settings.
 func (j *Job) config(format string) map[string]any {
-	return map[string]any{
+	c := map[string]any{
 		"params": j.Params,
 		"target": j.Table,
 		"format": format,
 	}
+	j.extendConfig(c) // job-declared columns, input mode, rules (jobext.go)
+	return c
 }
 
 // Run runs job once: one transaction on one pinned connection that either
@@ -363,6 +374,10 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 			}
 			return nil, false, refuse("cursor", "batch %s starts at %d but the job's cursor is %d (%s): the next batch must start at %d", p.batchID, *opts.From, st.cursor, what, st.cursor)
 		}
+		// Directory and chunked inputs (files.go, chunks.go).
+		if err := checkInputMode(ctx, tx, job, p, st, opts); err != nil {
+			return nil, false, err
+		}
 	}
 	// A retry whose work already landed (skipped, already committed) is
 	// answered above; only a run that would write checks its parent.
@@ -389,6 +404,12 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 	if err := stageInput(ctx, tx, p.files, p.format, job.Pipeline.ColumnNames()); err != nil {
 		return nil, false, err
 	}
+	if more, err := filterChunk(ctx, tx, job, opts.chunk); err != nil || !more {
+		if err == nil {
+			res.Decision = DecisionSkipped // the input holds nothing past the cursor
+		}
+		return res, false, err
+	}
 	if err := prepareErasures(ctx, tx, job); err != nil {
 		return nil, false, err
 	}
@@ -398,12 +419,18 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 			return nil, false, err
 		}
 	}
-	for _, step := range job.Steps {
+	for i, step := range job.Steps {
 		done := opts.Progress.step(strings.TrimSuffix(step.Name, ".sql"))
-		_, err := tx.ExecContext(ctx, expandSQL(step.SQL, job.Table))
+		_, err := tx.ExecContext(ctx, job.Expand(step.SQL))
 		done()
 		if err != nil {
 			return nil, false, stepError(step, err, p)
+		}
+		if i == 0 {
+			// Quality rules tag staged rows after the stage step (rules.go).
+			if err := applyRules(ctx, tx, job); err != nil {
+				return nil, false, err
+			}
 		}
 		fault(opts, FaultAfterStep+step.Name)
 	}
@@ -442,6 +469,9 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 		res.Decision = DecisionApplied
 		if opts.To != nil {
 			res.Cursor = *opts.To
+		}
+		if opts.chunk != nil && opts.chunk.to != nil {
+			res.Cursor = *opts.chunk.to
 		}
 	} else {
 		res.Decision = DecisionLoaded
@@ -546,7 +576,7 @@ func (d *DB) buildTarget(ctx context.Context, tx *sql.Tx, job *Job, existed bool
 			return fmt.Errorf("keep rows of %s for the schema change: %w", job.Table, err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, expandSQL(job.DDL, job.Table)); err != nil {
+	if _, err := tx.ExecContext(ctx, job.Expand(job.DDL)); err != nil {
 		return fmt.Errorf("schema v%d of pipeline %s: %w", job.SchemaVersion, job.Pipeline.Name, trimSQLError(err))
 	}
 	if carry {
@@ -582,17 +612,6 @@ func commonColumns(ctx context.Context, tx *sql.Tx, table string) ([]string, err
 		cols = append(cols, quoteIdent(c))
 	}
 	return cols, rows.Err()
-}
-
-var placeholder = regexp.MustCompile(`\{\{\s*table(?::([A-Za-z0-9_]+))?\s*\}\}`)
-
-// expandSQL replaces {{table}} with the quoted target name and
-// {{table:_suffix}} with the quoted name of a companion object.
-func expandSQL(text, table string) string {
-	return placeholder.ReplaceAllStringFunc(text, func(m string) string {
-		sub := placeholder.FindStringSubmatch(m)
-		return quoteIdent(table + sub[1])
-	})
 }
 
 func stepError(step Step, err error, p *prepared) error {
@@ -665,10 +684,7 @@ func countRows(ctx context.Context, q querier, table string) (int64, error) {
 func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, st jobState, res *Result, opts RunOptions) error {
 	outcomes := string(canonicalJSON(res.Outcomes))
 	if job.Pipeline.Mode == ModeApply {
-		var from, to any
-		if opts.From != nil {
-			from, to = *opts.From, *opts.To
-		}
+		from, to := opts.bounds()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO idem.ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)`,
 			job.Name, p.batchID, p.digest, p.parts.Input, from, to, res.RowsIn, outcomes, res.Snapshot); err != nil {
 			return fmt.Errorf("write ledger: %w", err)
@@ -682,10 +698,7 @@ func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, job *Job, p *prepa
 	if err != nil {
 		return err
 	}
-	var from, to any
-	if opts.From != nil {
-		from, to = *opts.From, *opts.To
-	}
+	from, to := opts.bounds()
 	bounds := map[string]any{"from": from, "to": to}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.snapshots VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)`,
 		job.Name, res.Snapshot, st.snapshot, res.Decision, nullable(p.batchID), p.key, p.parts.JSON(),
@@ -708,7 +721,7 @@ func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, job *Job, p *prepa
 		job.Name, nullable(p.batchID), res.Decision, string(canonicalJSON(changed)), res.RowsIn, outcomes, res.Snapshot, res.Cursor, st.epoch); err != nil {
 		return fmt.Errorf("write run log: %w", err)
 	}
-	return nil
+	return recordFiles(ctx, tx, job, p, res) // files.go
 }
 
 // TargetColumn is a target column as stored: name and DuckDB type.

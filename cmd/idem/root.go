@@ -88,6 +88,8 @@ guard, 4 database held by another writer.`,
 		a.newLogCmd(),
 		a.newFenceCmd(),
 		a.newVersionCmd(),
+		a.newLintCmd(),
+		a.newInitCmd(),
 	)
 	a.addSnapshotCmds(root)
 	return root

@@ -49,6 +49,9 @@ in one DuckDB transaction, or nothing does.`,
 				return a.fail(f.jsonOut, err)
 			}
 			defer db.Close()
+			if job.Input.Mode == runner.InputModeFiles || job.Input.ChunkRows > 0 {
+				return a.runMany(cmd, job, db, opts, f.jsonOut) // runmany.go
+			}
 			res, err := db.Run(cmd.Context(), job, opts)
 			if err != nil {
 				return a.fail(f.jsonOut, err)

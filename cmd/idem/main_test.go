@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	_ "github.com/duckdb/duckdb-go/v2"
+	"github.com/stretchr/testify/require"
+)
+
+// TestMain lets a test run this test binary as the idem CLI in a child
+// process (IDEM_TEST_AS_CLI=1), so crash tests can SIGKILL a real process
+// at an IDEM_FAULT point without building the binary separately.
+func TestMain(m *testing.M) {
+	if os.Getenv("IDEM_TEST_AS_CLI") == "1" {
+		os.Exit(Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// cliResult is a finished child process: its exit code (-1 when killed by
+// a signal), whether SIGKILL ended it, and its output.
+type cliResult struct {
+	code           int
+	killed         bool
+	stdout, stderr string
+}
+
+// runCLI runs idem in a child process with the given fault point ("" for
+// none) and working directory.
+func runCLI(t *testing.T, dir, fault string, args ...string) cliResult {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(exe, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "IDEM_TEST_AS_CLI=1", "IDEM_FAULT="+fault)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	res := cliResult{stdout: stdout.String(), stderr: stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		res.code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+			res.killed = true
+		}
+	default:
+		require.NoError(t, err)
+	}
+	return res
+}
+
+// runInProcess runs idem in-process and returns its exit code and output.
+func runInProcess(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := Main(context.Background(), args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// queryDB opens a database file read-only and returns one int64 per row of
+// a one-column query.
+func queryInts(t *testing.T, dbPath, q string, args ...any) []int64 {
+	t.Helper()
+	db, err := sql.Open("duckdb", dbPath+"?access_mode=read_only")
+	require.NoError(t, err)
+	defer db.Close()
+	rows, err := db.Query(q, args...)
+	require.NoError(t, err)
+	defer rows.Close()
+	out := []int64{}
+	for rows.Next() {
+		var n int64
+		require.NoError(t, rows.Scan(&n))
+		out = append(out, n)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+func queryStrs(t *testing.T, dbPath, q string, args ...any) []string {
+	t.Helper()
+	db, err := sql.Open("duckdb", dbPath+"?access_mode=read_only")
+	require.NoError(t, err)
+	defer db.Close()
+	rows, err := db.Query(q, args...)
+	require.NoError(t, err)
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		out = append(out, s)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/idem-dev/idem/runner"
+)
+
+// runMany runs a job that applies several batches in one invocation: a
+// directory source (mode = "files") or a chunked backfill. Each batch is
+// its own transaction; the batches applied before a failure stay committed
+// and are reported with the error.
+func (a *app) runMany(cmd *cobra.Command, job *runner.Job, db *runner.DB, opts runner.RunOptions, jsonOut bool) error {
+	var out any
+	var runs []*runner.Result
+	var decision, summary string
+	var err error
+	if job.Input.Mode == runner.InputModeFiles {
+		var res *runner.FilesResult
+		res, err = db.RunFiles(cmd.Context(), job, opts)
+		if res != nil {
+			out, runs, decision = res, res.Runs, res.Decision
+			summary = fmt.Sprintf("%d new file(s)", len(res.NewFiles))
+		}
+	} else {
+		var res *runner.ChunksResult
+		res, err = db.RunChunks(cmd.Context(), job, opts)
+		if res != nil {
+			out, runs, decision = res, res.Runs, res.Decision
+			summary = fmt.Sprintf("%d chunk(s)", len(res.Runs))
+			if res.Watermark != nil {
+				summary += fmt.Sprintf(", watermark %d", *res.Watermark)
+			}
+		}
+	}
+	if err != nil {
+		if out != nil && len(runs) > 0 && !jsonOut {
+			for _, r := range runs {
+				a.printResult(r)
+			}
+		}
+		return a.fail(jsonOut, err)
+	}
+	if jsonOut {
+		return a.printJSON(out)
+	}
+	for _, r := range runs {
+		a.printResult(r)
+	}
+	if decision == runner.DecisionSkipped {
+		fmt.Fprintf(a.stdout, "%s: skipped: nothing new (%s)\n", job.Name, strings.TrimSpace(summary))
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "%s: %s %s\n", job.Name, decision, summary)
+	return nil
+}

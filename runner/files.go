@@ -1,0 +1,243 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+)
+
+// Directory source: [input] mode = "files".
+//
+// Each run lists the files the input pattern matches, in name order, and
+// takes those not yet committed for the job. A file is committed with its
+// record in idem.files (path, sha256, batch, snapshot) in the same
+// transaction as its rows, so a crash between two files leaves the first
+// committed and the second not: the next run takes exactly the second.
+// With batch = "per_file" every file is its own batch (batch id = the file
+// name), transaction and snapshot; with batch = "all" the new files of a run
+// form one batch (batch id = the file name, or "<first>..<last>" for
+// several). A committed file whose content has changed since is refused
+// (exit 3) and named, and nothing is applied.
+
+// FaultBeforeFile is the fault point passed before each file of a
+// per-file run, followed by the file name.
+const FaultBeforeFile = "before_file:"
+
+// FilesResult is what a run of a files-mode job reports: one Result per
+// batch applied. Decision is "applied" when a batch was applied and
+// "skipped" when no file was new.
+type FilesResult struct {
+	Job      string    `json:"job"`
+	Decision string    `json:"decision"`
+	NewFiles []string  `json:"new_files"`
+	Runs     []*Result `json:"runs"`
+}
+
+// RunFiles runs a files-mode job: every new file once, in name order. It
+// returns the batches applied before an error together with the error.
+func (d *DB) RunFiles(ctx context.Context, job *Job, opts RunOptions) (*FilesResult, error) {
+	if job.Input.Mode != InputModeFiles {
+		return nil, usage("job %s does not read a directory (set [input] mode = \"files\")", job.Name)
+	}
+	if opts.BatchID != "" || opts.From != nil {
+		return nil, usage("a files-mode job names its batches after its files: --batch-id, --from and --to do not apply")
+	}
+	fresh, err := pendingFiles(ctx, d.sql, job, opts)
+	if err != nil {
+		return nil, err
+	}
+	out := &FilesResult{Job: job.Name, Decision: DecisionSkipped, NewFiles: []string{}, Runs: []*Result{}}
+	for _, f := range fresh {
+		out.NewFiles = append(out.NewFiles, f.Path)
+	}
+	if len(fresh) == 0 {
+		return out, nil
+	}
+	batches := [][]InputFile{fresh}
+	if job.Input.Batch != BatchAll {
+		batches = batches[:0]
+		for _, f := range fresh {
+			batches = append(batches, []InputFile{f})
+		}
+	}
+	for _, b := range batches {
+		o := opts
+		o.files = b
+		o.BatchID = filepath.Base(b[0].Path)
+		if len(b) > 1 {
+			o.BatchID += ".." + filepath.Base(b[len(b)-1].Path)
+		}
+		fault(opts, FaultBeforeFile+filepath.Base(b[0].Path))
+		res, err := d.Run(ctx, job, o)
+		if err != nil {
+			return out, err
+		}
+		out.Runs = append(out.Runs, res)
+		if res.Decision == DecisionApplied {
+			out.Decision = DecisionApplied
+		}
+	}
+	return out, nil
+}
+
+// pendingFiles lists the files of a files-mode job's input that are not
+// committed yet, in name order, refusing a committed file that changed. q
+// nil means a database without idem's tables: every file is new.
+func pendingFiles(ctx context.Context, q querier, job *Job, opts RunOptions) ([]InputFile, error) {
+	pattern := job.Input.Path
+	if opts.Input != "" {
+		pattern = opts.Input
+	}
+	files, err := resolveInput(ctx, pattern, opts.Progress)
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(files, func(i, j int) bool { return filepath.Base(files[i].Path) < filepath.Base(files[j].Path) })
+	byName := map[string]string{}
+	for _, f := range files {
+		name := filepath.Base(f.Path)
+		if other, ok := byName[name]; ok {
+			return nil, usage("input %s: files %s and %s share the name %s: batch ids are file names", pattern, other, f.Path, name)
+		}
+		byName[name] = f.Path
+	}
+	committed := map[string]fileRecord{}
+	if q != nil {
+		if committed, err = committedFiles(ctx, q, job.Name); err != nil {
+			return nil, err
+		}
+	}
+	var fresh []InputFile
+	for _, f := range files {
+		rec, ok := committed[filePath(f.Path)]
+		switch {
+		case !ok:
+			fresh = append(fresh, f)
+		case rec.sha256 != f.SHA256:
+			return nil, changedFile(f, rec)
+		}
+	}
+	return fresh, nil
+}
+
+// planInputMode fills in the plan of a files-mode or chunked job. db is nil
+// when the database or idem's tables do not exist yet.
+func planInputMode(ctx context.Context, db *DB, job *Job, opts RunOptions, plan *Plan) error {
+	switch {
+	case job.Input.Mode == InputModeFiles:
+		var q querier
+		if db != nil {
+			q = db.sql
+		}
+		fresh, err := pendingFiles(ctx, q, job, opts)
+		if err != nil {
+			if errors.Is(err, ErrRefused) {
+				plan.Decision, plan.Reason = "refuse", err.Error()
+				return nil
+			}
+			return err
+		}
+		plan.BatchID = ""
+		plan.NewFiles = []string{}
+		for _, f := range fresh {
+			plan.NewFiles = append(plan.NewFiles, f.Path)
+		}
+		plan.Decision = "apply"
+		if len(fresh) == 0 {
+			plan.Decision = "skip"
+		}
+		plan.Reason = fmt.Sprintf("%d new file(s), batch = %s", len(fresh), job.Input.Batch)
+	case job.Input.ChunkRows > 0:
+		plan.BatchID = ""
+		plan.Decision = "apply"
+		plan.Reason = fmt.Sprintf("chunks of %d rows by %s from the start of the input", job.Input.ChunkRows, job.Input.Watermark)
+		if db != nil {
+			started, cursor, err := chunkStart(ctx, db.sql, job.Name)
+			if err != nil {
+				return err
+			}
+			if started {
+				plan.Reason = fmt.Sprintf("chunks of %d rows by %s after watermark %d (skipped when nothing lies past it)", job.Input.ChunkRows, job.Input.Watermark, cursor)
+			}
+		}
+	}
+	return nil
+}
+
+type fileRecord struct {
+	sha256, batchID string
+	snapshot        int64
+}
+
+func committedFiles(ctx context.Context, q querier, job string) (map[string]fileRecord, error) {
+	rows, err := q.QueryContext(ctx, `SELECT path, sha256, batch_id, snapshot FROM idem.files WHERE job = ?`, job)
+	if err != nil {
+		return nil, fmt.Errorf("read committed files of job %s: %w", job, err)
+	}
+	defer rows.Close()
+	out := map[string]fileRecord{}
+	for rows.Next() {
+		var path string
+		var r fileRecord
+		if err := rows.Scan(&path, &r.sha256, &r.batchID, &r.snapshot); err != nil {
+			return nil, err
+		}
+		out[path] = r
+	}
+	return out, rows.Err()
+}
+
+// filePath is the path a file is recorded under.
+func filePath(p string) string { return filepath.ToSlash(filepath.Clean(p)) }
+
+func changedFile(f InputFile, rec fileRecord) error {
+	return refuse("file", "file %s changed after it was committed in batch %s (snapshot %d): sha256 was %s, is now %s; a committed file never changes: put new rows in a new file",
+		f.Path, rec.batchID, rec.snapshot, rec.sha256[:12], f.SHA256[:12])
+}
+
+// checkInputMode is the in-transaction guard of directory and chunked
+// inputs: a file of the batch must not be committed already (the listing
+// that chose it was read outside the transaction), and a chunk must start
+// where the job's last chunk ended.
+func checkInputMode(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, st jobState, opts RunOptions) error {
+	if opts.chunk != nil {
+		return checkChunk(ctx, tx, job, st, opts.chunk)
+	}
+	if job.Input.Mode != InputModeFiles {
+		return nil
+	}
+	for _, f := range p.files {
+		var rec fileRecord
+		err := tx.QueryRowContext(ctx, `SELECT sha256, batch_id, snapshot FROM idem.files WHERE job = ? AND path = ?`, job.Name, filePath(f.Path)).
+			Scan(&rec.sha256, &rec.batchID, &rec.snapshot)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read committed files of job %s: %w", job.Name, err)
+		}
+		if rec.sha256 != f.SHA256 {
+			return changedFile(f, rec)
+		}
+		return refuse("file", "file %s was already committed in batch %s (snapshot %d)", f.Path, rec.batchID, rec.snapshot)
+	}
+	return nil
+}
+
+// recordFiles writes the file records of a files-mode batch, inside the
+// run's transaction.
+func recordFiles(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, res *Result) error {
+	if job.Input.Mode != InputModeFiles {
+		return nil
+	}
+	for _, f := range p.files {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO idem.files VALUES (?, ?, ?, ?, ?, ?, current_timestamp)`,
+			job.Name, filePath(f.Path), f.SHA256, f.Size, p.batchID, res.Snapshot); err != nil {
+			return fmt.Errorf("record file %s: %w", f.Path, err)
+		}
+	}
+	return nil
+}

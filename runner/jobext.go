@@ -1,0 +1,251 @@
+package runner
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Input modes and batch shapes of [input] mode = "files".
+const (
+	InputModeFiles = "files"
+	BatchPerFile   = "per_file"
+	BatchAll       = "all"
+)
+
+// Rule is one [[quality.rules]] entry: a boolean SQL expression over the
+// columns of the staged table. A row for which it is not true (false or
+// NULL) gets outcome invalid_rule:<name>.
+type Rule struct {
+	Name string `toml:"name" json:"name"`
+	SQL  string `toml:"sql" json:"sql"`
+}
+
+type qualityTable struct {
+	Rules []Rule `toml:"rules"`
+}
+
+// applyExtensions validates and binds the parts of a job file beyond the
+// core: job-declared columns of a generic pipeline, the files and chunked
+// input modes, and quality rules. Errors are *JobFileError.
+func (j *Job) applyExtensions(data []byte, md toml.MetaData, jf *jobFile) error {
+	bad := func(key, format string, args ...any) error {
+		return &JobFileError{File: j.File, Line: keyLine(data, strings.Split(key, ".")), Key: key, Msg: fmt.Sprintf(format, args...)}
+	}
+	p := j.Pipeline
+
+	// Columns, key and ordering column.
+	if p.Generic {
+		if len(jf.Input.Columns) == 0 {
+			return bad("input.columns", "pipeline %s takes its input columns from the job: add [input.columns] name = \"TYPE\"", p.Name)
+		}
+		for _, k := range md.Keys() {
+			if len(k) != 3 || k[0] != "input" || k[1] != "columns" {
+				continue
+			}
+			name := k[2]
+			key := "input.columns." + name
+			if !identifier.MatchString(name) {
+				return bad(key, "column name %q must be letters, digits and underscores, starting with a letter", name)
+			}
+			if name[0] == '_' || strings.HasPrefix(strings.ToLower(name), "idem") {
+				return bad(key, "column names starting with _ or idem are reserved")
+			}
+			typ, err := canonicalType(jf.Input.Columns[name])
+			if err != nil {
+				return bad(key, "%v", err)
+			}
+			j.Columns = append(j.Columns, Column{Name: name, Type: typ})
+		}
+		if len(jf.Target.Key) == 0 {
+			return &JobFileError{File: j.File, Line: keyLine(data, []string{"target"}), Key: "target.key",
+				Msg: fmt.Sprintf("pipeline %s needs the key columns: add key = [\"...\"] to [target] (rows would double on replay)", p.Name), Err: ErrNoKey}
+		}
+		seen := map[string]bool{}
+		shape := &tableShape{columns: j.Columns}
+		for _, k := range jf.Target.Key {
+			if shape.typeOf(k) == "" {
+				return bad("target.key", "key column %q is not one of [input.columns]", k)
+			}
+			if seen[k] {
+				return bad("target.key", "key column %q is named twice", k)
+			}
+			seen[k] = true
+		}
+		j.Key = jf.Target.Key
+		if jf.Target.OrderBy != "" {
+			if shape.typeOf(jf.Target.OrderBy) == "" {
+				return bad("target.order_by", "ordering column %q is not one of [input.columns]", jf.Target.OrderBy)
+			}
+			if seen[jf.Target.OrderBy] {
+				return bad("target.order_by", "ordering column %q is a key column", jf.Target.OrderBy)
+			}
+			j.OrderBy = jf.Target.OrderBy
+		}
+		shape = j.shape()
+		if len(shape.payload()) == 0 {
+			return bad("input.columns", "declare at least one column besides the key and the ordering column")
+		}
+		// The job's own copy of the pipeline carries its columns and key, so
+		// staging and history read them like a built-in's.
+		cp := *p
+		cp.Columns = j.Columns
+		cp.Key = j.Key
+		j.Pipeline = &cp
+		p = &cp
+	} else {
+		switch {
+		case len(jf.Input.Columns) > 0:
+			return bad("input.columns", "pipeline %s declares its own input columns", p.Name)
+		case len(jf.Target.Key) > 0:
+			return bad("target.key", "pipeline %s declares its own key", p.Name)
+		case jf.Target.OrderBy != "":
+			return bad("target.order_by", "pipeline %s declares its own ordering", p.Name)
+		}
+	}
+
+	// Expand every file once now, so that a bad placeholder is a job-file
+	// error rather than a failed run.
+	for _, s := range j.Steps {
+		if _, err := expandTemplate(s.SQL, j.Table, j.shape()); err != nil {
+			return bad("pipeline", "step %s: %v", s.Name, err)
+		}
+	}
+	if _, err := expandTemplate(j.DDL, j.Table, j.shape()); err != nil {
+		return bad("pipeline", "schema v%d: %v", j.SchemaVersion, err)
+	}
+
+	// Input modes.
+	in := jf.Input
+	switch in.Mode {
+	case "":
+		if in.Batch != "" {
+			return bad("input.batch", "batch applies to mode = \"files\"")
+		}
+	case InputModeFiles:
+		if p.Mode != ModeApply {
+			return bad("input.mode", "mode = \"files\" needs an apply pipeline; %s is a %s pipeline", p.Name, p.Mode)
+		}
+		switch in.Batch {
+		case "":
+			in.Batch = BatchPerFile
+		case BatchPerFile, BatchAll:
+		default:
+			return bad("input.batch", "must be %q or %q (got %q)", BatchPerFile, BatchAll, in.Batch)
+		}
+	default:
+		return bad("input.mode", "must be %q or absent (got %q)", InputModeFiles, in.Mode)
+	}
+	if md.IsDefined("input", "chunk_rows") || in.Watermark != "" {
+		if in.ChunkRows < 1 {
+			return bad("input.chunk_rows", "must be a positive number of rows")
+		}
+		if in.Watermark == "" {
+			return bad("input.watermark", "chunk_rows needs watermark = \"<column>\": the column the chunks are ordered by")
+		}
+		if in.Mode != "" {
+			return bad("input.chunk_rows", "chunked input and mode = \"files\" do not combine")
+		}
+		if p.Mode != ModeApply {
+			return bad("input.chunk_rows", "chunked input needs an apply pipeline; %s is a %s pipeline", p.Name, p.Mode)
+		}
+		typ := ""
+		for _, c := range p.Columns {
+			if c.Name == in.Watermark {
+				typ = strings.ToUpper(c.Type)
+			}
+		}
+		if typ == "" {
+			return bad("input.watermark", "watermark column %q is not an input column of %s (%s)", in.Watermark, p.Name, strings.Join(p.ColumnNames(), ", "))
+		}
+		if !integerTypes[typ] {
+			return bad("input.watermark", "watermark column %q has type %s; a watermark is an integer column", in.Watermark, typ)
+		}
+	}
+	j.Input.Mode, j.Input.Batch = in.Mode, in.Batch
+	j.Input.ChunkRows, j.Input.Watermark = in.ChunkRows, in.Watermark
+
+	// Quality rules.
+	if len(jf.Quality.Rules) > 0 {
+		names := map[string]bool{}
+		for i, r := range jf.Quality.Rules {
+			loc := func(msg string, args ...any) error {
+				return &JobFileError{File: j.File, Line: ruleLine(data, i), Key: fmt.Sprintf("quality.rules[%d]", i+1), Msg: fmt.Sprintf(msg, args...)}
+			}
+			if !identifier.MatchString(r.Name) {
+				return loc("rule name %q must be letters, digits and underscores, starting with a letter", r.Name)
+			}
+			if names[r.Name] {
+				return loc("rule %s is declared twice", r.Name)
+			}
+			names[r.Name] = true
+			if strings.TrimSpace(r.SQL) == "" {
+				return loc("rule %s: sql is empty", r.Name)
+			}
+		}
+		j.Rules = jf.Quality.Rules
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if i, err := validateRules(ctx, j); err != nil {
+			return &JobFileError{File: j.File, Line: ruleLine(data, i), Key: fmt.Sprintf("quality.rules[%d]", i+1), Msg: err.Error()}
+		}
+	}
+	return nil
+}
+
+// extendConfig adds to the config part of the job key what this file's
+// extensions let a job say that shapes rows. Jobs that use none of them
+// keep the key they had.
+func (j *Job) extendConfig(c map[string]any) {
+	if len(j.Columns) > 0 {
+		cols := make([][]string, len(j.Columns))
+		for i, col := range j.Columns {
+			cols[i] = []string{col.Name, col.Type}
+		}
+		c["columns"] = cols
+		c["key"] = j.Key
+		c["order_by"] = j.OrderBy
+	}
+	if len(j.Rules) > 0 {
+		c["rules"] = j.Rules
+	}
+	if j.Input.Mode != "" {
+		c["input_mode"] = map[string]any{"mode": j.Input.Mode, "batch": j.Input.Batch}
+	}
+	if j.Input.ChunkRows > 0 {
+		c["chunks"] = map[string]any{"rows": j.Input.ChunkRows, "watermark": j.Input.Watermark}
+	}
+}
+
+// schemaDigest is the schema part's sha256: of the DDL file, or for a
+// generic pipeline of the DDL expanded with the job's columns, so that a
+// change of declared columns rebuilds the target.
+func (j *Job) schemaDigest() string {
+	if j.Pipeline.Generic {
+		return digestString(j.Expand(j.DDL))
+	}
+	return digestString(j.DDL)
+}
+
+// ruleLine finds the line of the i-th [[quality.rules]] header (0-based).
+func ruleLine(data []byte, i int) int {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
+	n, seen := 0, 0
+	for sc.Scan() {
+		n++
+		line := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(line, "[[") && strings.Trim(strings.SplitN(line, "#", 2)[0], " []") == "quality.rules" {
+			if seen == i {
+				return n
+			}
+			seen++
+		}
+	}
+	return 0
+}

@@ -1,0 +1,73 @@
+package runner
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// scaffold holds the files idem init writes: a pipeline folder in the style
+// of merge_by_key, a job file that runs it and an example input.
+//
+//go:embed scaffold
+var scaffold embed.FS
+
+// Scaffold writes a new pipeline named name into dir: dir/<name>/ (the
+// pipeline: pipeline.toml, transform/v1/01_stage.sql..04_commit.sql,
+// schema/v1.sql), dir/<name>.toml (a job that applies every new file of
+// dir/landing/), dir/landing/example.jsonl and dir/data/. It refuses to
+// overwrite anything (a *UsageError, exit 2) and returns the paths written.
+func Scaffold(dir, name string) ([]string, error) {
+	if !identifier.MatchString(name) || strings.HasPrefix(strings.ToLower(name), "idem") {
+		return nil, usage("pipeline name %q: want letters, digits and underscores, starting with a letter, not starting with idem", name)
+	}
+	type file struct {
+		src, dst string
+	}
+	files := []file{
+		{"scaffold/job.toml", name + ".toml"},
+		{"scaffold/example.jsonl", "landing/example.jsonl"},
+	}
+	err := fs.WalkDir(scaffold, "scaffold/pipeline", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		files = append(files, file{p, path.Join(name, strings.TrimPrefix(p, "scaffold/pipeline/"))})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range append(files, file{dst: name}) {
+		if _, err := os.Stat(filepath.Join(dir, f.dst)); err == nil {
+			return nil, usage("%s already exists: idem init writes only new files", filepath.Join(dir, f.dst))
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		return nil, fmt.Errorf("init %s: %w", dir, err)
+	}
+	var written []string
+	for _, f := range files {
+		data, err := scaffold.ReadFile(f.src)
+		if err != nil {
+			return nil, err
+		}
+		dst := filepath.Join(dir, filepath.FromSlash(f.dst))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return nil, fmt.Errorf("init %s: %w", dir, err)
+		}
+		text := strings.ReplaceAll(string(data), "__NAME__", name)
+		if err := os.WriteFile(dst, []byte(text), 0o644); err != nil {
+			return nil, fmt.Errorf("init %s: %w", dir, err)
+		}
+		written = append(written, dst)
+	}
+	return written, nil
+}

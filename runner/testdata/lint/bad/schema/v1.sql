@@ -1,0 +1,1 @@
+CREATE OR REPLACE TABLE {{table}} (id BIGINT, value VARCHAR);
