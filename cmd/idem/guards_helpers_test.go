@@ -69,12 +69,6 @@ func (j *guardJob) input(name string, lines ...string) string {
 	return p
 }
 
-// cliResult is one in-process invocation of the CLI.
-type cliResult struct {
-	code           int
-	stdout, stderr string
-}
-
 func callIdem(t *testing.T, args ...string) cliResult {
 	t.Helper()
 	var out, errb bytes.Buffer

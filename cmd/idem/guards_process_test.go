@@ -24,13 +24,6 @@ import (
 // the same run() as main, signal handling included.
 const processEnv = "IDEM_TEST_AS_IDEM"
 
-func TestMain(m *testing.M) {
-	if os.Getenv(processEnv) == "1" {
-		os.Exit(run())
-	}
-	os.Exit(m.Run())
-}
-
 // idemProcess is idem started as a separate process.
 type idemProcess struct {
 	cmd            *exec.Cmd

@@ -16,11 +16,12 @@ import (
 )
 
 // TestMain lets a test run this test binary as the idem CLI in a child
-// process (IDEM_TEST_AS_CLI=1), so crash tests can SIGKILL a real process
-// at an IDEM_FAULT point without building the binary separately.
+// process (IDEM_TEST_AS_CLI=1 or IDEM_TEST_AS_IDEM=1), through the same
+// run() as main, signal handling included, so crash tests can SIGKILL a
+// real process at an IDEM_FAULT point without building the binary.
 func TestMain(m *testing.M) {
-	if os.Getenv("IDEM_TEST_AS_CLI") == "1" {
-		os.Exit(Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	if os.Getenv("IDEM_TEST_AS_CLI") == "1" || os.Getenv(processEnv) == "1" {
+		os.Exit(run())
 	}
 	os.Exit(m.Run())
 }
