@@ -106,10 +106,7 @@ func runScenario(t *testing.T, seed uint64) {
 				fail(step, "retry of %s wrote %d outcome rows", st.batchID, n-outcomesBefore)
 			}
 		} else {
-			texts := make([]vcText, len(st.rows))
-			for i, r := range st.rows {
-				texts[i] = r.text()
-			}
+			texts := rowTexts(st.rows)
 			labels, batchState := model.batchOutcomes(texts)
 			model = model.fold(texts)
 			// The two halves of the model must agree before the pipeline
