@@ -53,12 +53,19 @@ table = %q
 threads = 1
 `, filepath.Join(dir, "idem.duckdb"), vcTable)
 	require.NoError(t, os.WriteFile(jobPath, []byte(text), 0o644))
+	return newVCEnvAt(t, jobPath)
+}
+
+// newVCEnvAt loads the job file at jobPath and opens its database; input
+// files are written beside the job file.
+func newVCEnvAt(t testing.TB, jobPath string) *vcEnv {
+	t.Helper()
 	job, err := runner.LoadJob(jobPath, sqlfs.FS)
 	require.NoError(t, err)
 	db, err := runner.Open(context.Background(), job.Database, runner.OpenOptions{DuckDB: job.DuckDB})
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
-	return &vcEnv{t: t, dir: dir, job: job, db: db}
+	return &vcEnv{t: t, dir: filepath.Dir(jobPath), job: job, db: db}
 }
 
 // file writes data as the next input file with the given extension and
