@@ -37,10 +37,19 @@ func TestVersionedChangesProperty(t *testing.T) {
 	// goroutines; each scenario is a subtest named by its seed.
 	next := make(chan uint64)
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	seen := map[string]int64{}
 	for range *vcWorkers {
 		wg.Go(func() {
 			for s := range next {
-				t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) { runScenario(t, s) })
+				t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
+					counts := runScenario(t, s)
+					mu.Lock()
+					defer mu.Unlock()
+					for k, v := range counts {
+						seen[k] += v
+					}
+				})
 			}
 		})
 	}
@@ -49,6 +58,15 @@ func TestVersionedChangesProperty(t *testing.T) {
 	}
 	close(next)
 	wg.Wait()
+	t.Logf("outcomes over all scenarios: %s", formatCounts(seen))
+	// The generator must keep reaching every outcome (erased is another
+	// test's business), or the property says little.
+	if *vcScenarios >= 100 && !t.Failed() {
+		for _, o := range []string{ocInvalidChangeID, ocInvalidEntityID, ocInvalidVersion, ocInvalidOp, ocInvalidPayload,
+			ocSuperseded, ocAccepted, ocStale, ocDuplicate, ocConflict} {
+			require.Positive(t, seen[o], "no scenario produced %s", o)
+		}
+	}
 }
 
 // vcStep is one run of a scenario.
@@ -59,7 +77,8 @@ type vcStep struct {
 	retry   bool // the same batch id and file again: already_committed
 }
 
-func runScenario(t *testing.T, seed uint64) {
+// runScenario runs one scenario and returns the outcomes it saw.
+func runScenario(t *testing.T, seed uint64) map[string]int64 {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	e := newVCEnv(t)
 	g := newVCGen(rng)
@@ -71,6 +90,7 @@ func runScenario(t *testing.T, seed uint64) {
 			seed, step, fmt.Sprintf(format, args...), seed, seed, log.String())
 	}
 	model := vcModel{}
+	seen := map[string]int64{}
 	batches := 2 + rng.IntN(5)
 	for step := range batches {
 		var st vcStep
@@ -137,6 +157,9 @@ func runScenario(t *testing.T, seed uint64) {
 			if got := e.outcomes(st.batchID); !equalOutcomes(got, want) {
 				fail(step, "outcomes differ (- want, + got):\n%s", diffLines(stringsOf(want), stringsOf(got)))
 			}
+			for _, l := range labels {
+				seen[l]++
+			}
 			done = append(done, st)
 		}
 		if got, want := e.state(), model.rows(); !equalStored(got, want) {
@@ -146,6 +169,7 @@ func runScenario(t *testing.T, seed uint64) {
 			fail(step, "active view differs (- want, + got):\n%s", diffLines(stringsOf(want), stringsOf(got)))
 		}
 	}
+	return seen
 }
 
 func equalCounts(a, b map[string]int64) bool {
