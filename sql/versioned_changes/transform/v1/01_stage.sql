@@ -4,8 +4,11 @@
 -- Unicode spaces are text). A version is decimal digits with an optional
 -- leading '+' and surrounding ASCII white space, that fit a BIGINT and are
 -- at least 1: 1.5, 1e2, 0x10, 7_000 are invalid (TRY_CAST alone would take
--- some of them). A valid row of an erased entity at or below the erasure
--- point is dropped as 'erased'.
+-- some of them). Trimming only judges blankness: entity ids, operations
+-- and values are used exactly as given (' a' and 'a' are two entities,
+-- 'UPSERT' is an invalid operation, an upsert of '' is a value). A valid
+-- row of an erased entity at or below the erasure point is dropped as
+-- 'erased'.
 CREATE OR REPLACE TEMP TABLE staged AS
 WITH raw AS (
     SELECT
