@@ -314,12 +314,12 @@ func (g *vcGen) row(step, i int) vcRow {
 	r := g.rng
 	var row vcRow
 	if r.IntN(12) == 0 {
-		row[0] = g.pick(`""`, `"  "`, `"\t\u000b"`, "null", "")
+		row[0] = g.pick(`""`, `"  "`, `"\t\u000b"`, "null", "", `"\u00a0"`)
 	} else {
 		row[0] = g.pick(jsonStr(fmt.Sprintf("c%d-%d", step, i)), fmt.Sprint(step*100+i))
 	}
 	if r.IntN(12) == 0 {
-		row[1] = g.pick(`""`, `"   "`, `"\n"`, `"\u000b"`, "null", "")
+		row[1] = g.pick(`""`, `"   "`, `"\n"`, `"\u000b"`, "null", "", `"\u00a0"`)
 	} else {
 		e := g.entities[r.IntN(len(g.entities))]
 		if e == "7" && r.IntN(2) == 0 {
@@ -330,7 +330,7 @@ func (g *vcGen) row(step, i int) vcRow {
 	}
 	if r.IntN(8) == 0 {
 		row[2] = g.pick("0", "-1", "-3", "1.5", "null", "", `"1.5"`, `"0x10"`, `"seven"`, `""`, `" "`,
-			`"9223372036854775808"`, `"1e2"`, `"7_000"`, `"+-1"`, `"- 1"`, `"0"`, `"+0"`, `"2 3"`)
+			`"9223372036854775808"`, `"1e2"`, `"7_000"`, `"+-1"`, `"- 1"`, `"0"`, `"+0"`, `"2 3"`, `"\u00a02"`, `"２"`)
 	} else {
 		v := 1 + r.Int64N(g.maxV)
 		switch r.IntN(10) {
