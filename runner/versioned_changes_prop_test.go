@@ -21,9 +21,11 @@ var (
 )
 
 // TestVersionedChangesProperty applies random scenarios with the real runner
-// and checks, after every batch, the target against an event-by-event fold
-// and every row's outcome against the batch rules of the Go model. A
-// failure prints the scenario's seed and the command that replays it.
+// and checks, after every batch, the target and the _active view against an
+// event-by-event fold and every row's outcome against the batch rules of the
+// Go model; at the end, a pinned read of every snapshot against the fold as
+// it stood then. A failure prints the scenario's seed, its batches and the
+// command that replays it.
 //
 //	go test ./runner -run TestVersionedChangesProperty -vc.scenarios=5000
 func TestVersionedChangesProperty(t *testing.T) {
@@ -91,6 +93,7 @@ func runScenario(t *testing.T, seed uint64) map[string]int64 {
 	}
 	model := vcModel{}
 	seen := map[string]int64{}
+	pinned := map[int64][]vcStored{} // the model's state at every snapshot
 	batches := 2 + rng.IntN(5)
 	for step := range batches {
 		var st vcStep
@@ -168,8 +171,22 @@ func runScenario(t *testing.T, seed uint64) map[string]int64 {
 		if got, want := e.active(), model.activeRows(); !equalStored(got, want) {
 			fail(step, "active view differs (- want, + got):\n%s", diffLines(stringsOf(want), stringsOf(got)))
 		}
+		pinned[res.Snapshot] = model.rows()
+	}
+	// Checkpoint by checkpoint: a pinned read of every snapshot still
+	// equals the fold as it stood after that batch.
+	for snap, want := range pinned {
+		got := e.readStored(runner.PinnedSelect(e.job.Name, vcTargetColumns, snap) + " ORDER BY entity_id")
+		if !equalStored(got, want) {
+			fail(batches, "pinned read of snapshot %d differs from the fold (- want, + got):\n%s", snap, diffLines(stringsOf(want), stringsOf(got)))
+		}
 	}
 	return seen
+}
+
+var vcTargetColumns = []runner.TargetColumn{
+	{Name: "entity_id", Type: "VARCHAR"}, {Name: "source_version", Type: "BIGINT"},
+	{Name: "status", Type: "VARCHAR"}, {Name: "value", Type: "VARCHAR"},
 }
 
 func equalCounts(a, b map[string]int64) bool {
