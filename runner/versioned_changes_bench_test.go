@@ -22,7 +22,7 @@ const vcBaseSQL = `SELECT 'c-' || i AS change_id, 'e' || i AS entity_id, CAST(2 
 FROM range(%d) t(i) ORDER BY i`
 
 // vcBatchSQL creates a batch of n rows against the base's entities; row i
-// does what i %% 20 says:
+// does what i % 20 says:
 //
 //	0, 2-9  a later version (accepted)      1   an exact repeat of row i-1
 //	10, 11  a later delete (accepted)       12  version 1 (stale)
@@ -69,18 +69,18 @@ func TestVersionedChangesGenerateBenchmark(t *testing.T) {
 	dir, err := filepath.Abs(*vcGenDir)
 	require.NoError(t, err)
 	require.NoError(t, os.MkdirAll(dir, 0o755))
-	writeVCBenchmark(t, dir, *vcGenRows)
+	vcWriteBenchmark(t, dir, *vcGenRows)
 	t.Logf("wrote %s/{job.toml,base.parquet,batch.parquet} with %d rows each", dir, *vcGenRows)
 }
 
-func writeVCBenchmark(t testing.TB, dir string, n int) {
+func vcWriteBenchmark(t testing.TB, dir string, n int) {
 	db, err := sql.Open("duckdb", "")
 	require.NoError(t, err)
 	defer db.Close()
 	ctx := context.Background()
 	for name, query := range map[string]string{"base.parquet": vcBaseSQL, "batch.parquet": vcBatchSQL} {
 		path := filepath.Join(dir, name)
-		_, err := db.ExecContext(ctx, fmt.Sprintf("COPY ("+query+") TO %s (FORMAT parquet)", n, sqlLiteral(path)))
+		_, err := db.ExecContext(ctx, fmt.Sprintf("COPY ("+query+") TO %s (FORMAT parquet)", n, vcSqlLiteral(path)))
 		require.NoError(t, err, name)
 	}
 	job := fmt.Sprintf(`name = "bench"
@@ -105,7 +105,7 @@ func BenchmarkVersionedChangesApply(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		dir := b.TempDir()
-		writeVCBenchmark(b, dir, *vcGenRows)
+		vcWriteBenchmark(b, dir, *vcGenRows)
 		e := newVCEnvAt(b, filepath.Join(dir, "job.toml"))
 		e.mustApply(filepath.Join(dir, "base.parquet"), "base")
 		b.StartTimer()

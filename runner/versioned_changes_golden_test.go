@@ -26,9 +26,9 @@ var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 // configs/versioned_changes.toml [--input PATH]`.
 var vcConfigRun = regexp.MustCompile(`^#\s+idem run configs/versioned_changes\.toml(?:\s+--input\s+(\S+))?\s*$`)
 
-// fixtureOrder reads the order in which configs/versioned_changes.toml
+// vcFixtureOrder reads the order in which configs/versioned_changes.toml
 // tells a user to apply the fixture batches, as paths relative to the repo.
-func fixtureOrder(t *testing.T, job *runner.Job) []string {
+func vcFixtureOrder(t *testing.T, job *runner.Job) []string {
 	t.Helper()
 	f, err := os.Open(job.File)
 	require.NoError(t, err)
@@ -58,7 +58,7 @@ func TestVersionedChangesFixtures(t *testing.T) {
 	ctx := context.Background()
 	job, err := runner.LoadJob(filepath.Join("..", "configs", "versioned_changes.toml"), sqlfs.FS)
 	require.NoError(t, err)
-	order := fixtureOrder(t, job)
+	order := vcFixtureOrder(t, job)
 	db, err := runner.Open(ctx, filepath.Join(t.TempDir(), "idem.duckdb"), runner.OpenOptions{})
 	require.NoError(t, err)
 	defer db.Close()
@@ -75,28 +75,28 @@ func TestVersionedChangesFixtures(t *testing.T) {
 		batch := filepath.Base(rel)
 		require.Equal(t, batch, res.BatchID)
 		fmt.Fprintf(&runs, "%s: %s snapshot %d rows_in %d rows_out %d outcomes %s\n",
-			res.BatchID, res.Decision, res.Snapshot, res.RowsIn, res.RowsOut, formatCounts(res.Outcomes))
+			res.BatchID, res.Decision, res.Snapshot, res.RowsIn, res.RowsOut, vcFormatCounts(res.Outcomes))
 
-		texts := readJSONLTexts(t, path)
+		texts := vcReadJSONLTexts(t, path)
 		labels, _ := model.batchOutcomes(texts)
 		model = model.fold(texts)
 		for i, r := range texts {
 			wantOutcomes = append(wantOutcomes, fmt.Sprintf("%s | %s -> %s", batch, r, labels[i]))
 			seen[labels[i]] = true
 		}
-		require.Equal(t, countOutcomes(labels), res.Outcomes, "%s: outcome counts against the model", batch)
+		require.Equal(t, vcCountOutcomes(labels), res.Outcomes, "%s: outcome counts against the model", batch)
 
-		rows := queryTable(t, db.SQL(), `SELECT entity_id, source_version, status, value FROM customer_state ORDER BY entity_id`)
+		rows := vcQueryTable(t, db.SQL(), `SELECT entity_id, source_version, status, value FROM customer_state ORDER BY entity_id`)
 		fmt.Fprintf(&states, "after %s (snapshot %d)\n%s\n", batch, res.Snapshot, rows)
-		gotState := readStoredRows(t, db.SQL(), `SELECT entity_id, source_version, status, value FROM customer_state ORDER BY entity_id`)
-		require.Equal(t, stringsOf(model.rows()), stringsOf(gotState), "%s: target against the fold", batch)
+		gotState := vcReadStoredRows(t, db.SQL(), `SELECT entity_id, source_version, status, value FROM customer_state ORDER BY entity_id`)
+		require.Equal(t, vcStringsOf(model.rows()), vcStringsOf(gotState), "%s: target against the fold", batch)
 	}
 
 	// A retry of the first batch under its own id changes nothing.
 	res, err := db.Run(ctx, job, runner.RunOptions{Input: filepath.Join("..", order[0])})
 	require.NoError(t, err)
 	fmt.Fprintf(&runs, "%s again: %s snapshot %d rows_in %d outcomes %s\n",
-		res.BatchID, res.Decision, res.Snapshot, res.RowsIn, formatCounts(res.Outcomes))
+		res.BatchID, res.Decision, res.Snapshot, res.RowsIn, vcFormatCounts(res.Outcomes))
 
 	for _, o := range []string{ocInvalidChangeID, ocInvalidEntityID, ocInvalidVersion, ocInvalidOp, ocInvalidPayload,
 		ocSuperseded, ocAccepted, ocStale, ocDuplicate, ocConflict} {
@@ -110,20 +110,20 @@ func TestVersionedChangesFixtures(t *testing.T) {
 		FROM customer_state_outcomes o JOIN idem.ledger l ON l.job = 'customer_state' AND l.batch_id = o.batch_id
 		ORDER BY l.snapshot, o.change_id NULLS FIRST, o.entity_id NULLS FIRST, o.source_version NULLS FIRST,
 		         o.operation NULLS FIRST, o.value NULLS FIRST, o.outcome`
-	gotOutcomes := readOutcomeRows(t, db.SQL(), outcomeSQL)
+	gotOutcomes := vcReadOutcomeRows(t, db.SQL(), outcomeSQL)
 	sort.Strings(wantOutcomes)
 	sort.Strings(gotOutcomes)
 	require.Equal(t, wantOutcomes, gotOutcomes, "stored outcomes against the model")
 
-	active := queryTable(t, db.SQL(), `SELECT entity_id, source_version, value FROM customer_state_active ORDER BY entity_id`)
-	golden(t, "runs.txt", runs.String())
-	golden(t, "outcomes.txt", queryTable(t, db.SQL(), outcomeSQL))
-	golden(t, "states.txt", states.String()+"customer_state_active at the end\n"+active)
+	active := vcQueryTable(t, db.SQL(), `SELECT entity_id, source_version, value FROM customer_state_active ORDER BY entity_id`)
+	vcGolden(t, "runs.txt", runs.String())
+	vcGolden(t, "outcomes.txt", vcQueryTable(t, db.SQL(), outcomeSQL))
+	vcGolden(t, "states.txt", states.String()+"customer_state_active at the end\n"+active)
 }
 
-// golden compares got with testdata/versioned_changes/name, or rewrites the
+// vcGolden compares got with testdata/versioned_changes/name, or rewrites the
 // file under -update.
-func golden(t *testing.T, name, got string) {
+func vcGolden(t *testing.T, name, got string) {
 	t.Helper()
 	path := filepath.Join("testdata", "versioned_changes", name)
 	if *update {
@@ -135,11 +135,11 @@ func golden(t *testing.T, name, got string) {
 	require.NoError(t, err, "golden file missing: run go test ./runner -run %s -update", t.Name())
 	if string(want) != got {
 		t.Errorf("%s differs from the golden file (- golden, + got; rewrite with -update if the change is intended):\n%s",
-			path, diffLines(strings.Split(string(want), "\n"), strings.Split(got, "\n")))
+			path, vcDiffLines(strings.Split(string(want), "\n"), strings.Split(got, "\n")))
 	}
 }
 
-func formatCounts(m map[string]int64) string {
+func vcFormatCounts(m map[string]int64) string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -152,8 +152,8 @@ func formatCounts(m map[string]int64) string {
 	return strings.Join(parts, " ")
 }
 
-// readJSONLTexts reads a JSON Lines fixture into rows as DuckDB reads them.
-func readJSONLTexts(t *testing.T, path string) []vcText {
+// vcReadJSONLTexts reads a JSON Lines fixture into rows as DuckDB reads them.
+func vcReadJSONLTexts(t *testing.T, path string) []vcText {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
@@ -173,9 +173,9 @@ func readJSONLTexts(t *testing.T, path string) []vcText {
 	return out
 }
 
-// queryTable renders a query's rows as an aligned text table: NULL for
+// vcQueryTable renders a query's rows as an aligned text table: NULL for
 // SQL NULL, strings quoted when they are empty or hold spaces or quotes.
-func queryTable(t *testing.T, db *sql.DB, query string) string {
+func vcQueryTable(t *testing.T, db *sql.DB, query string) string {
 	t.Helper()
 	rows, err := db.Query(query)
 	require.NoError(t, err)
@@ -192,7 +192,7 @@ func queryTable(t *testing.T, db *sql.DB, query string) string {
 		require.NoError(t, rows.Scan(ptrs...))
 		line := make([]string, len(cols))
 		for i, v := range vals {
-			line[i] = cell(v)
+			line[i] = vcCell(v)
 		}
 		table = append(table, line)
 	}
@@ -217,7 +217,7 @@ func queryTable(t *testing.T, db *sql.DB, query string) string {
 	return b.String()
 }
 
-func cell(v sql.NullString) string {
+func vcCell(v sql.NullString) string {
 	if !v.Valid {
 		return "NULL"
 	}
@@ -227,7 +227,7 @@ func cell(v sql.NullString) string {
 	return v.String
 }
 
-func readStoredRows(t *testing.T, db *sql.DB, query string) []vcStored {
+func vcReadStoredRows(t *testing.T, db *sql.DB, query string) []vcStored {
 	t.Helper()
 	rows, err := db.Query(query)
 	require.NoError(t, err)
@@ -246,9 +246,9 @@ func readStoredRows(t *testing.T, db *sql.DB, query string) []vcStored {
 	return out
 }
 
-// readOutcomeRows reads (batch, five input fields, outcome) rows in the
+// vcReadOutcomeRows reads (batch, five input fields, outcome) rows in the
 // form the model's expectations are written.
-func readOutcomeRows(t *testing.T, db *sql.DB, query string) []string {
+func vcReadOutcomeRows(t *testing.T, db *sql.DB, query string) []string {
 	t.Helper()
 	rows, err := db.Query(query)
 	require.NoError(t, err)

@@ -107,7 +107,7 @@ type vcStored struct {
 }
 
 func (s vcStored) String() string {
-	return fmt.Sprintf("%q v%d %s %s", s.Entity, s.Version, s.Status, showText(s.Value))
+	return fmt.Sprintf("%q v%d %s %s", s.Entity, s.Version, s.Status, vcShowText(s.Value))
 }
 
 // state reads the target in entity order and asserts one row per entity.
@@ -174,7 +174,7 @@ func (e *vcEnv) outcomes(batchID string) []vcOutcome {
 		out = append(out, o)
 	}
 	require.NoError(e.t, rows.Err())
-	sortOutcomes(out)
+	vcSortOutcomes(out)
 	return out
 }
 
@@ -186,7 +186,7 @@ func (e *vcEnv) outcomeRowCount() int64 {
 	return n
 }
 
-func sortOutcomes(out []vcOutcome) {
+func vcSortOutcomes(out []vcOutcome) {
 	sort.SliceStable(out, func(i, j int) bool { return out[i].String() < out[j].String() })
 }
 
@@ -197,12 +197,12 @@ type vcText [5]*string
 func (r vcText) String() string {
 	parts := make([]string, len(r))
 	for i, p := range r {
-		parts[i] = showText(p)
+		parts[i] = vcShowText(p)
 	}
 	return strings.Join(parts, " | ")
 }
 
-func showText(p *string) string {
+func vcShowText(p *string) string {
 	if p == nil {
 		return "NULL"
 	}
@@ -218,8 +218,8 @@ var vcColumns = [5]string{"change_id", "entity_id", "source_version", "operation
 // decimals such as 1.5 with no trailing zero).
 type vcRow [5]string
 
-// jsonStr is the JSON literal of a string.
-func jsonStr(s string) string {
+// vcJSONStr is the JSON literal of a string.
+func vcJSONStr(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
@@ -229,12 +229,12 @@ func jsonStr(s string) string {
 func vcChange(changeID, entity string, version int64, op string, value *string) vcRow {
 	v := "null"
 	if value != nil {
-		v = jsonStr(*value)
+		v = vcJSONStr(*value)
 	}
-	return vcRow{jsonStr(changeID), jsonStr(entity), fmt.Sprint(version), jsonStr(op), v}
+	return vcRow{vcJSONStr(changeID), vcJSONStr(entity), fmt.Sprint(version), vcJSONStr(op), v}
 }
 
-func strp(s string) *string { return &s }
+func vcStrp(s string) *string { return &s }
 
 // text is the row as DuckDB reads it with every column typed VARCHAR.
 func (r vcRow) text() vcText {
@@ -270,7 +270,7 @@ func vcJSONL(rows []vcRow) []byte {
 				b.WriteByte(',')
 			}
 			first = false
-			b.WriteString(jsonStr(vcColumns[i]))
+			b.WriteString(vcJSONStr(vcColumns[i]))
 			b.WriteByte(':')
 			b.WriteString(lit)
 		}

@@ -37,13 +37,13 @@ const (
 // these characters (or none) is blank; other Unicode spaces are not.
 const vcBlankSpace = " \t\n\v\f\r"
 
-func isBlank(p *string) bool { return p == nil || strings.Trim(*p, vcBlankSpace) == "" }
+func vcIsBlank(p *string) bool { return p == nil || strings.Trim(*p, vcBlankSpace) == "" }
 
-// parseVersion reads a source version: optional ASCII white space around an
+// vcParseVersion reads a source version: optional ASCII white space around an
 // optional '+' and decimal digits that fit a BIGINT, greater than zero.
 // Decimals, exponents, hex, underscores and signs other than a leading '+'
 // are invalid.
-func parseVersion(p *string) (int64, bool) {
+func vcParseVersion(p *string) (int64, bool) {
 	if p == nil {
 		return 0, false
 	}
@@ -80,17 +80,17 @@ func (v vcValid) payloadKey() string {
 	return v.op + "\x00=" + *v.value
 }
 
-// validate returns the first rule the row fails, in the contract's order,
+// vcValidate returns the first rule the row fails, in the contract's order,
 // or "" and the typed row.
-func validate(r vcText) (string, vcValid) {
+func vcValidate(r vcText) (string, vcValid) {
 	changeID, entity, version, op, value := r[0], r[1], r[2], r[3], r[4]
-	if isBlank(changeID) {
+	if vcIsBlank(changeID) {
 		return ocInvalidChangeID, vcValid{}
 	}
-	if isBlank(entity) {
+	if vcIsBlank(entity) {
 		return ocInvalidEntityID, vcValid{}
 	}
-	v, ok := parseVersion(version)
+	v, ok := vcParseVersion(version)
 	if !ok {
 		return ocInvalidVersion, vcValid{}
 	}
@@ -135,7 +135,7 @@ func (m vcModel) activeRows() []vcStored {
 	return out
 }
 
-func storedFor(v vcValid) vcStored {
+func vcStoredFor(v vcValid) vcStored {
 	status := stActive
 	if v.op == "delete" {
 		status = stDeleted
@@ -143,7 +143,7 @@ func storedFor(v vcValid) vcStored {
 	return vcStored{Entity: v.entity, Version: v.version, Status: status, Value: v.value}
 }
 
-func samePayload(s vcStored, v vcValid) bool {
+func vcSamePayload(s vcStored, v vcValid) bool {
 	if s.Status == stConflict {
 		return false
 	}
@@ -163,17 +163,17 @@ func samePayload(s vcStored, v vcValid) bool {
 func (m vcModel) fold(rows []vcText) vcModel {
 	out := m.clone()
 	for _, r := range rows {
-		reason, v := validate(r)
+		reason, v := vcValidate(r)
 		if reason != "" {
 			continue
 		}
 		cur, ok := out[v.entity]
 		switch {
 		case !ok || v.version > cur.Version:
-			out[v.entity] = storedFor(v)
+			out[v.entity] = vcStoredFor(v)
 		case v.version < cur.Version:
 		case cur.Status == stConflict:
-		case samePayload(cur, v):
+		case vcSamePayload(cur, v):
 		default:
 			out[v.entity] = vcStored{Entity: v.entity, Version: v.version, Status: stConflict}
 		}
@@ -197,7 +197,7 @@ func (m vcModel) batchOutcomes(rows []vcText) ([]string, vcModel) {
 	valid := make([]vcValid, len(rows))
 	top := map[string]int64{}
 	for i, r := range rows {
-		reason, v := validate(r)
+		reason, v := vcValidate(r)
 		labels[i] = reason
 		valid[i] = v
 		if reason == "" && v.version > top[v.entity] {
@@ -234,11 +234,11 @@ func (m vcModel) batchOutcomes(rows []vcText) ([]string, vcModel) {
 				out[entity] = vcStored{Entity: entity, Version: version, Status: stConflict}
 			} else {
 				decision[entity] = ocAccepted
-				out[entity] = storedFor(only)
+				out[entity] = vcStoredFor(only)
 			}
 		case version < cur.Version:
 			decision[entity] = ocStale
-		case !conflict && samePayload(cur, only):
+		case !conflict && vcSamePayload(cur, only):
 			decision[entity] = ocDuplicate
 		default:
 			decision[entity] = ocConflict
@@ -253,8 +253,8 @@ func (m vcModel) batchOutcomes(rows []vcText) ([]string, vcModel) {
 	return labels, out
 }
 
-// countOutcomes counts labels by outcome.
-func countOutcomes(labels []string) map[string]int64 {
+// vcCountOutcomes counts labels by outcome.
+func vcCountOutcomes(labels []string) map[string]int64 {
 	out := map[string]int64{}
 	for _, l := range labels {
 		out[l]++

@@ -45,7 +45,7 @@ func TestVersionedChangesProperty(t *testing.T) {
 		wg.Go(func() {
 			for s := range next {
 				t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
-					counts := runScenario(t, s)
+					counts := vcRunScenario(t, s)
 					mu.Lock()
 					defer mu.Unlock()
 					for k, v := range counts {
@@ -60,7 +60,7 @@ func TestVersionedChangesProperty(t *testing.T) {
 	}
 	close(next)
 	wg.Wait()
-	t.Logf("outcomes over all scenarios: %s", formatCounts(seen))
+	t.Logf("outcomes over all scenarios: %s", vcFormatCounts(seen))
 	// The generator must keep reaching every outcome (erased is another
 	// test's business), or the property says little.
 	if *vcScenarios >= 100 && !t.Failed() {
@@ -79,8 +79,8 @@ type vcStep struct {
 	retry   bool // the same batch id and file again: already_committed
 }
 
-// runScenario runs one scenario and returns the outcomes it saw.
-func runScenario(t *testing.T, seed uint64) map[string]int64 {
+// vcRunScenario runs one scenario and returns the outcomes it saw.
+func vcRunScenario(t *testing.T, seed uint64) map[string]int64 {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	e := newVCEnv(t)
 	g := newVCGen(rng)
@@ -129,7 +129,7 @@ func runScenario(t *testing.T, seed uint64) map[string]int64 {
 				fail(step, "retry of %s wrote %d outcome rows", st.batchID, n-outcomesBefore)
 			}
 		} else {
-			texts := rowTexts(st.rows)
+			texts := vcRowTexts(st.rows)
 			labels, batchState := model.batchOutcomes(texts)
 			model = model.fold(texts)
 			// The two halves of the model must agree before the pipeline
@@ -149,27 +149,27 @@ func runScenario(t *testing.T, seed uint64) map[string]int64 {
 			if sum != res.RowsIn {
 				fail(step, "outcomes %v sum to %d, rows_in is %d", res.Outcomes, sum, res.RowsIn)
 			}
-			if want := countOutcomes(labels); !equalCounts(want, res.Outcomes) {
+			if want := vcCountOutcomes(labels); !vcEqualCounts(want, res.Outcomes) {
 				fail(step, "outcome counts %v, want %v", res.Outcomes, want)
 			}
 			want := make([]vcOutcome, len(texts))
 			for i := range texts {
 				want[i] = vcOutcome{Row: texts[i], Outcome: labels[i]}
 			}
-			sortOutcomes(want)
-			if got := e.outcomes(st.batchID); !equalOutcomes(got, want) {
-				fail(step, "outcomes differ (- want, + got):\n%s", diffLines(stringsOf(want), stringsOf(got)))
+			vcSortOutcomes(want)
+			if got := e.outcomes(st.batchID); !vcEqualOutcomes(got, want) {
+				fail(step, "outcomes differ (- want, + got):\n%s", vcDiffLines(vcStringsOf(want), vcStringsOf(got)))
 			}
 			for _, l := range labels {
 				seen[l]++
 			}
 			done = append(done, st)
 		}
-		if got, want := e.state(), model.rows(); !equalStored(got, want) {
-			fail(step, "target differs from the fold (- want, + got):\n%s", diffLines(stringsOf(want), stringsOf(got)))
+		if got, want := e.state(), model.rows(); !vcEqualStored(got, want) {
+			fail(step, "target differs from the fold (- want, + got):\n%s", vcDiffLines(vcStringsOf(want), vcStringsOf(got)))
 		}
-		if got, want := e.active(), model.activeRows(); !equalStored(got, want) {
-			fail(step, "active view differs (- want, + got):\n%s", diffLines(stringsOf(want), stringsOf(got)))
+		if got, want := e.active(), model.activeRows(); !vcEqualStored(got, want) {
+			fail(step, "active view differs (- want, + got):\n%s", vcDiffLines(vcStringsOf(want), vcStringsOf(got)))
 		}
 		pinned[res.Snapshot] = model.rows()
 	}
@@ -177,8 +177,8 @@ func runScenario(t *testing.T, seed uint64) map[string]int64 {
 	// equals the fold as it stood after that batch.
 	for snap, want := range pinned {
 		got := e.readStored(runner.PinnedSelect(e.job.Name, vcTargetColumns, snap) + " ORDER BY entity_id")
-		if !equalStored(got, want) {
-			fail(batches, "pinned read of snapshot %d differs from the fold (- want, + got):\n%s", snap, diffLines(stringsOf(want), stringsOf(got)))
+		if !vcEqualStored(got, want) {
+			fail(batches, "pinned read of snapshot %d differs from the fold (- want, + got):\n%s", snap, vcDiffLines(vcStringsOf(want), vcStringsOf(got)))
 		}
 	}
 	return seen
@@ -189,7 +189,7 @@ var vcTargetColumns = []runner.TargetColumn{
 	{Name: "status", Type: "VARCHAR"}, {Name: "value", Type: "VARCHAR"},
 }
 
-func equalCounts(a, b map[string]int64) bool {
+func vcEqualCounts(a, b map[string]int64) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -201,7 +201,7 @@ func equalCounts(a, b map[string]int64) bool {
 	return true
 }
 
-func equalOutcomes(a, b []vcOutcome) bool {
+func vcEqualOutcomes(a, b []vcOutcome) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -213,7 +213,7 @@ func equalOutcomes(a, b []vcOutcome) bool {
 	return true
 }
 
-func equalStored(a, b []vcStored) bool {
+func vcEqualStored(a, b []vcStored) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -225,7 +225,7 @@ func equalStored(a, b []vcStored) bool {
 	return true
 }
 
-func stringsOf[T fmt.Stringer](xs []T) []string {
+func vcStringsOf[T fmt.Stringer](xs []T) []string {
 	out := make([]string, len(xs))
 	for i, x := range xs {
 		out[i] = x.String()
@@ -233,9 +233,9 @@ func stringsOf[T fmt.Stringer](xs []T) []string {
 	return out
 }
 
-// diffLines is a small line diff (longest common subsequence) for failure
+// vcDiffLines is a small line diff (longest common subsequence) for failure
 // messages: "  " common, "- " only in want, "+ " only in got.
-func diffLines(want, got []string) string {
+func vcDiffLines(want, got []string) string {
 	n, m := len(want), len(got)
 	lcs := make([][]int, n+1)
 	for i := range lcs {
@@ -315,7 +315,7 @@ func (g *vcGen) batch(step int) []vcRow {
 			// own change id or the same one.
 			rep := rows[r.IntN(len(rows))]
 			if r.IntN(2) == 0 {
-				rep[0] = jsonStr(fmt.Sprintf("c%d-%d", step, i))
+				rep[0] = vcJSONStr(fmt.Sprintf("c%d-%d", step, i))
 			}
 			rows = append(rows, rep)
 			continue
@@ -333,7 +333,7 @@ func (g *vcGen) row(step, i int) vcRow {
 	if r.IntN(12) == 0 {
 		row[0] = g.pick(`""`, `"  "`, `"\t\u000b"`, "null", "", `"\u00a0"`)
 	} else {
-		row[0] = g.pick(jsonStr(fmt.Sprintf("c%d-%d", step, i)), fmt.Sprint(step*100+i))
+		row[0] = g.pick(vcJSONStr(fmt.Sprintf("c%d-%d", step, i)), fmt.Sprint(step*100+i))
 	}
 	if r.IntN(12) == 0 {
 		row[1] = g.pick(`""`, `"   "`, `"\n"`, `"\u000b"`, "null", "", `"\u00a0"`)
@@ -342,7 +342,7 @@ func (g *vcGen) row(step, i int) vcRow {
 		if e == "7" && r.IntN(2) == 0 {
 			row[1] = "7"
 		} else {
-			row[1] = jsonStr(e)
+			row[1] = vcJSONStr(e)
 		}
 	}
 	if r.IntN(8) == 0 {
@@ -352,9 +352,9 @@ func (g *vcGen) row(step, i int) vcRow {
 		v := 1 + r.Int64N(g.maxV)
 		switch r.IntN(10) {
 		case 0:
-			row[2] = jsonStr(fmt.Sprint(v))
+			row[2] = vcJSONStr(fmt.Sprint(v))
 		case 1:
-			row[2] = jsonStr(g.pick(" ", "\t", "+", "00", " +", "\v") + fmt.Sprint(v) + g.pick("", " ", "\n", "\v"))
+			row[2] = vcJSONStr(g.pick(" ", "\t", "+", "00", " +", "\v") + fmt.Sprint(v) + g.pick("", " ", "\n", "\v"))
 		default:
 			row[2] = fmt.Sprint(v)
 		}
@@ -366,7 +366,7 @@ func (g *vcGen) row(step, i int) vcRow {
 	if r.IntN(12) == 0 {
 		row[3] = g.pick(`"merge"`, `"UPSERT"`, `" upsert"`, `"delete "`, `""`, "null", "", "1")
 	} else {
-		row[3] = jsonStr(op)
+		row[3] = vcJSONStr(op)
 	}
 	payloadBad := r.IntN(10) == 0
 	switch {

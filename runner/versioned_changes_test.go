@@ -25,8 +25,8 @@ func (e *vcEnv) applyExpect(batches ...vcBatchCase) {
 		for j, r := range b.rows {
 			want[j] = vcOutcome{Row: r.text(), Outcome: b.outcomes[j]}
 		}
-		sortOutcomes(want)
-		require.Equal(e.t, stringsOf(want), stringsOf(e.outcomes(id)), "batch %d", i+1)
+		vcSortOutcomes(want)
+		require.Equal(e.t, vcStringsOf(want), vcStringsOf(e.outcomes(id)), "batch %d", i+1)
 	}
 }
 
@@ -52,11 +52,11 @@ func (e *vcEnv) isActive(entity string) bool {
 	return false
 }
 
-func up(id, entity string, v int64, value string) vcRow {
+func vcUp(id, entity string, v int64, value string) vcRow {
 	return vcChange(id, entity, v, "upsert", &value)
 }
 
-func del(id, entity string, v int64) vcRow { return vcChange(id, entity, v, "delete", nil) }
+func vcDel(id, entity string, v int64) vcRow { return vcChange(id, entity, v, "delete", nil) }
 
 func TestVersionedChangesOldUpdateNeverRestoresAfterNewerDelete(t *testing.T) {
 	t.Parallel()
@@ -67,31 +67,31 @@ func TestVersionedChangesOldUpdateNeverRestoresAfterNewerDelete(t *testing.T) {
 	}{{
 		name: "replayed old update in a later batch",
 		batches: []vcBatchCase{
-			{rows: []vcRow{up("c1", "a", 1, "x")}, outcomes: []string{ocAccepted}},
-			{rows: []vcRow{del("c2", "a", 3)}, outcomes: []string{ocAccepted}},
-			{rows: []vcRow{up("c1", "a", 1, "x"), up("c3", "a", 2, "y")}, outcomes: []string{ocSuperseded, ocStale}},
+			{rows: []vcRow{vcUp("c1", "a", 1, "x")}, outcomes: []string{ocAccepted}},
+			{rows: []vcRow{vcDel("c2", "a", 3)}, outcomes: []string{ocAccepted}},
+			{rows: []vcRow{vcUp("c1", "a", 1, "x"), vcUp("c3", "a", 2, "y")}, outcomes: []string{ocSuperseded, ocStale}},
 		},
 		want: vcStored{Entity: "a", Version: 3, Status: stDeleted},
 	}, {
 		name: "old update and newer delete in one batch, either order",
 		batches: []vcBatchCase{
-			{rows: []vcRow{del("c2", "a", 3), up("c1", "a", 2, "x")}, outcomes: []string{ocAccepted, ocSuperseded}},
-			{rows: []vcRow{up("c1", "a", 2, "x"), del("c2", "a", 3)}, outcomes: []string{ocSuperseded, ocDuplicate}},
+			{rows: []vcRow{vcDel("c2", "a", 3), vcUp("c1", "a", 2, "x")}, outcomes: []string{ocAccepted, ocSuperseded}},
+			{rows: []vcRow{vcUp("c1", "a", 2, "x"), vcDel("c2", "a", 3)}, outcomes: []string{ocSuperseded, ocDuplicate}},
 		},
 		want: vcStored{Entity: "a", Version: 3, Status: stDeleted},
 	}, {
 		name: "the whole history replayed under a new id",
 		batches: []vcBatchCase{
-			{rows: []vcRow{up("c1", "a", 1, "x"), up("c2", "a", 2, "y")}, outcomes: []string{ocSuperseded, ocAccepted}},
-			{rows: []vcRow{del("c3", "a", 4)}, outcomes: []string{ocAccepted}},
-			{rows: []vcRow{up("c1", "a", 1, "x"), up("c2", "a", 2, "y")}, outcomes: []string{ocSuperseded, ocStale}},
+			{rows: []vcRow{vcUp("c1", "a", 1, "x"), vcUp("c2", "a", 2, "y")}, outcomes: []string{ocSuperseded, ocAccepted}},
+			{rows: []vcRow{vcDel("c3", "a", 4)}, outcomes: []string{ocAccepted}},
+			{rows: []vcRow{vcUp("c1", "a", 1, "x"), vcUp("c2", "a", 2, "y")}, outcomes: []string{ocSuperseded, ocStale}},
 		},
 		want: vcStored{Entity: "a", Version: 4, Status: stDeleted},
 	}, {
 		name: "an update at the delete's own version is a conflict, not a restore",
 		batches: []vcBatchCase{
-			{rows: []vcRow{del("c1", "a", 3)}, outcomes: []string{ocAccepted}},
-			{rows: []vcRow{up("c2", "a", 3, "x")}, outcomes: []string{ocConflict}},
+			{rows: []vcRow{vcDel("c1", "a", 3)}, outcomes: []string{ocAccepted}},
+			{rows: []vcRow{vcUp("c2", "a", 3, "x")}, outcomes: []string{ocConflict}},
 		},
 		want: vcStored{Entity: "a", Version: 3, Status: stConflict},
 	}}
@@ -111,11 +111,11 @@ func TestVersionedChangesConflictClearedOnlyByStrictlyNewerVersion(t *testing.T)
 	// Two ways into a conflict at version 2.
 	starts := map[string][]vcBatchCase{
 		"distinct payloads in one batch": {
-			{rows: []vcRow{up("c1", "a", 2, "red"), up("c2", "a", 2, "blue")}, outcomes: []string{ocConflict, ocConflict}},
+			{rows: []vcRow{vcUp("c1", "a", 2, "red"), vcUp("c2", "a", 2, "blue")}, outcomes: []string{ocConflict, ocConflict}},
 		},
 		"a payload against the stored one": {
-			{rows: []vcRow{up("c1", "a", 2, "red")}, outcomes: []string{ocAccepted}},
-			{rows: []vcRow{up("c2", "a", 2, "blue")}, outcomes: []string{ocConflict}},
+			{rows: []vcRow{vcUp("c1", "a", 2, "red")}, outcomes: []string{ocAccepted}},
+			{rows: []vcRow{vcUp("c2", "a", 2, "blue")}, outcomes: []string{ocConflict}},
 		},
 	}
 	conflict := vcStored{Entity: "a", Version: 2, Status: stConflict}
@@ -130,12 +130,12 @@ func TestVersionedChangesConflictClearedOnlyByStrictlyNewerVersion(t *testing.T)
 			// Replaying either payload, both, a delete at the same
 			// version, or an older version keeps the conflict.
 			for _, b := range []vcBatchCase{
-				{rows: []vcRow{up("c1", "a", 2, "red")}, outcomes: []string{ocConflict}},
-				{rows: []vcRow{up("c2", "a", 2, "blue")}, outcomes: []string{ocConflict}},
-				{rows: []vcRow{up("c2", "a", 2, "blue"), up("c1", "a", 2, "red")}, outcomes: []string{ocConflict, ocConflict}},
-				{rows: []vcRow{up("c1", "a", 2, "red"), up("c1", "a", 2, "red")}, outcomes: []string{ocConflict, ocConflict}},
-				{rows: []vcRow{del("c3", "a", 2)}, outcomes: []string{ocConflict}},
-				{rows: []vcRow{up("c4", "a", 1, "green")}, outcomes: []string{ocStale}},
+				{rows: []vcRow{vcUp("c1", "a", 2, "red")}, outcomes: []string{ocConflict}},
+				{rows: []vcRow{vcUp("c2", "a", 2, "blue")}, outcomes: []string{ocConflict}},
+				{rows: []vcRow{vcUp("c2", "a", 2, "blue"), vcUp("c1", "a", 2, "red")}, outcomes: []string{ocConflict, ocConflict}},
+				{rows: []vcRow{vcUp("c1", "a", 2, "red"), vcUp("c1", "a", 2, "red")}, outcomes: []string{ocConflict, ocConflict}},
+				{rows: []vcRow{vcDel("c3", "a", 2)}, outcomes: []string{ocConflict}},
+				{rows: []vcRow{vcUp("c4", "a", 1, "green")}, outcomes: []string{ocStale}},
 			} {
 				e.applyExpect(b)
 				require.Equal(t, conflict.String(), e.stored("a").String(), "after %s", b.rows)
@@ -143,8 +143,8 @@ func TestVersionedChangesConflictClearedOnlyByStrictlyNewerVersion(t *testing.T)
 			}
 
 			// A strictly newer version clears it.
-			e.applyExpect(vcBatchCase{rows: []vcRow{up("c5", "a", 3, "green")}, outcomes: []string{ocAccepted}})
-			require.Equal(t, vcStored{Entity: "a", Version: 3, Status: stActive, Value: strp("green")}.String(), e.stored("a").String())
+			e.applyExpect(vcBatchCase{rows: []vcRow{vcUp("c5", "a", 3, "green")}, outcomes: []string{ocAccepted}})
+			require.Equal(t, vcStored{Entity: "a", Version: 3, Status: stActive, Value: vcStrp("green")}.String(), e.stored("a").String())
 			require.True(t, e.isActive("a"))
 		})
 	}
@@ -153,21 +153,21 @@ func TestVersionedChangesConflictClearedOnlyByStrictlyNewerVersion(t *testing.T)
 func TestVersionedChangesDeleteOfUnknownEntityKeepsTombstone(t *testing.T) {
 	t.Parallel()
 	e := newVCEnv(t)
-	e.applyExpect(vcBatchCase{rows: []vcRow{del("c1", "ghost", 5)}, outcomes: []string{ocAccepted}})
+	e.applyExpect(vcBatchCase{rows: []vcRow{vcDel("c1", "ghost", 5)}, outcomes: []string{ocAccepted}})
 	tomb := vcStored{Entity: "ghost", Version: 5, Status: stDeleted}
-	require.Equal(t, []string{tomb.String()}, stringsOf(e.state()))
+	require.Equal(t, []string{tomb.String()}, vcStringsOf(e.state()))
 	require.Empty(t, e.active())
 
 	// The tombstone keeps the version that rejects a later stale update.
 	e.applyExpect(
-		vcBatchCase{rows: []vcRow{up("c2", "ghost", 4, "late")}, outcomes: []string{ocStale}},
-		vcBatchCase{rows: []vcRow{del("c1", "ghost", 5)}, outcomes: []string{ocDuplicate}},
+		vcBatchCase{rows: []vcRow{vcUp("c2", "ghost", 4, "late")}, outcomes: []string{ocStale}},
+		vcBatchCase{rows: []vcRow{vcDel("c1", "ghost", 5)}, outcomes: []string{ocDuplicate}},
 	)
-	require.Equal(t, []string{tomb.String()}, stringsOf(e.state()))
+	require.Equal(t, []string{tomb.String()}, vcStringsOf(e.state()))
 	require.Empty(t, e.active())
 
-	e.applyExpect(vcBatchCase{rows: []vcRow{up("c3", "ghost", 6, "alive")}, outcomes: []string{ocAccepted}})
-	require.Equal(t, []string{vcStored{Entity: "ghost", Version: 6, Status: stActive, Value: strp("alive")}.String()}, stringsOf(e.active()))
+	e.applyExpect(vcBatchCase{rows: []vcRow{vcUp("c3", "ghost", 6, "alive")}, outcomes: []string{ocAccepted}})
+	require.Equal(t, []string{vcStored{Entity: "ghost", Version: 6, Status: stActive, Value: vcStrp("alive")}.String()}, vcStringsOf(e.active()))
 }
 
 func TestVersionedChangesEmptyBatch(t *testing.T) {
@@ -176,12 +176,12 @@ func TestVersionedChangesEmptyBatch(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			e := newVCEnv(t)
-			e.applyRows("first", up("c1", "a", 1, "x"))
+			e.applyRows("first", vcUp("c1", "a", 1, "x"))
 			res := e.mustApply(e.file("jsonl", []byte(data)), "empty")
 			require.Equal(t, int64(0), res.RowsIn)
 			require.Empty(t, res.Outcomes)
 			require.Equal(t, int64(2), res.Snapshot)
-			require.Equal(t, []string{vcStored{Entity: "a", Version: 1, Status: stActive, Value: strp("x")}.String()}, stringsOf(e.state()))
+			require.Equal(t, []string{vcStored{Entity: "a", Version: 1, Status: stActive, Value: vcStrp("x")}.String()}, vcStringsOf(e.state()))
 		})
 	}
 }
@@ -190,16 +190,16 @@ func TestVersionedChangesEmptyBatch(t *testing.T) {
 // can carry: versions are integers or null (Parquet's column is BIGINT), and
 // blank and empty strings are quoted in CSV.
 var vcFormatBatch = []vcRow{
-	up("f1", "a", 3, "new"),                           // accepted over a1
-	up("f2", "a", 2, "older"),                         // superseded_in_batch
-	up("f3", "b", 1, "b1"),                            // duplicate
-	up("f4", "c", 1, "late"),                          // stale under a tombstone
-	up("f5", "d", 2, "red"), up("f6", "d", 2, "blue"), // conflict
-	up("f7", "e", 1, ""), up("f7", "e", 1, ""), // accepted empty value, exact repeat
-	del("f8", "ghost", 4),                                          // accepted tombstone of an unknown entity
-	up("  ", "a", 9, "x"), {"null", `"a"`, "1", `"upsert"`, `"x"`}, // invalid_change_id
-	up("f9", " \t", 1, "x"), {`"f10"`, "null", "1", `"upsert"`, `"x"`}, // invalid_entity_id
-	up("f11", "a", 0, "x"), up("f12", "a", -4, "x"), {`"f13"`, `"a"`, "null", `"upsert"`, `"x"`}, // invalid_version
+	vcUp("f1", "a", 3, "new"),                             // accepted over a1
+	vcUp("f2", "a", 2, "older"),                           // superseded_in_batch
+	vcUp("f3", "b", 1, "b1"),                              // duplicate
+	vcUp("f4", "c", 1, "late"),                            // stale under a tombstone
+	vcUp("f5", "d", 2, "red"), vcUp("f6", "d", 2, "blue"), // conflict
+	vcUp("f7", "e", 1, ""), vcUp("f7", "e", 1, ""), // accepted empty value, exact repeat
+	vcDel("f8", "ghost", 4),                                          // accepted tombstone of an unknown entity
+	vcUp("  ", "a", 9, "x"), {"null", `"a"`, "1", `"upsert"`, `"x"`}, // invalid_change_id
+	vcUp("f9", " \t", 1, "x"), {`"f10"`, "null", "1", `"upsert"`, `"x"`}, // invalid_entity_id
+	vcUp("f11", "a", 0, "x"), vcUp("f12", "a", -4, "x"), {`"f13"`, `"a"`, "null", `"upsert"`, `"x"`}, // invalid_version
 	{`"f14"`, `"a"`, "1", `"Upsert"`, `"x"`}, {`"f15"`, `"a"`, "1", "null", `"x"`}, // invalid_operation
 	{`"f16"`, `"a"`, "5", `"upsert"`, "null"}, {`"f17"`, `"a"`, "5", `"delete"`, `""`}, // invalid_payload
 }
@@ -225,7 +225,7 @@ func vcCSV(rows []vcRow) []byte {
 
 func TestVersionedChangesFormats(t *testing.T) {
 	t.Parallel()
-	base := []vcRow{up("a1", "a", 1, "old"), up("b1", "b", 1, "b1"), del("c1", "c", 2)}
+	base := []vcRow{vcUp("a1", "a", 1, "old"), vcUp("b1", "b", 1, "b1"), vcDel("c1", "c", 2)}
 	formats := []struct {
 		name, ext string
 		write     func(e *vcEnv) string
@@ -248,17 +248,17 @@ func TestVersionedChangesFormats(t *testing.T) {
 		e := newVCEnv(t)
 		e.applyRows("base", base...)
 		res := e.mustApply(f.write(e), "batch")
-		results[i] = result{stringsOf(e.outcomes("batch")), stringsOf(e.state()), res.Outcomes}
+		results[i] = result{vcStringsOf(e.outcomes("batch")), vcStringsOf(e.state()), res.Outcomes}
 	}
-	texts := rowTexts(vcFormatBatch)
-	before := vcModel{}.fold(rowTexts(base))
+	texts := vcRowTexts(vcFormatBatch)
+	before := vcModel{}.fold(vcRowTexts(base))
 	labels, after := before.batchOutcomes(texts)
 	for _, o := range []string{ocInvalidChangeID, ocInvalidEntityID, ocInvalidVersion, ocInvalidOp, ocInvalidPayload,
 		ocSuperseded, ocAccepted, ocStale, ocDuplicate, ocConflict} {
 		require.Contains(t, labels, o, "the batch must exercise %s", o)
 	}
-	require.Equal(t, countOutcomes(labels), results[0].counts, "jsonl against the model")
-	require.Equal(t, stringsOf(after.rows()), results[0].state, "jsonl against the model")
+	require.Equal(t, vcCountOutcomes(labels), results[0].counts, "jsonl against the model")
+	require.Equal(t, vcStringsOf(after.rows()), results[0].state, "jsonl against the model")
 	for i, f := range formats[1:] {
 		require.Equal(t, results[0].outcomes, results[i+1].outcomes, "%s outcomes differ from jsonl", f.name)
 		require.Equal(t, results[0].state, results[i+1].state, "%s target differs from jsonl", f.name)
@@ -266,7 +266,7 @@ func TestVersionedChangesFormats(t *testing.T) {
 	}
 }
 
-func rowTexts(rows []vcRow) []vcText {
+func vcRowTexts(rows []vcRow) []vcText {
 	out := make([]vcText, len(rows))
 	for i, r := range rows {
 		out[i] = r.text()
@@ -284,9 +284,9 @@ func (e *vcEnv) parquet(jsonl []byte, version string) string {
 		SELECT change_id, entity_id, %s AS source_version, operation, value
 		FROM read_json(%s, format = 'newline_delimited', columns = {
 			change_id: 'VARCHAR', entity_id: 'VARCHAR', source_version: 'VARCHAR', operation: 'VARCHAR', value: 'VARCHAR'})
-	) TO %s (FORMAT parquet)`, version, sqlLiteral(src), sqlLiteral(dst)))
+	) TO %s (FORMAT parquet)`, version, vcSqlLiteral(src), vcSqlLiteral(dst)))
 	require.NoError(e.t, err)
 	return dst
 }
 
-func sqlLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+func vcSqlLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
