@@ -8,7 +8,8 @@
 #
 #   scripts/bench-versioned-changes.sh [ROWS] [DIR]     (defaults: 1000000, a temp dir)
 #
-# Extra arguments for `idem run` (e.g. --db) can go in IDEM_RUN_ARGS.
+# Extra arguments for `idem run` (e.g. --db) can go in IDEM_RUN_ARGS;
+# IDEM_MEMORY_LIMIT=1GB sets the job's DuckDB memory_limit (spilling to DIR/spill).
 set -euo pipefail
 rows=${1:-1000000}
 dir=${2:-$(mktemp -d /tmp/idem-vc-bench.XXXXXX)}
@@ -19,6 +20,9 @@ cd "$root"
 go build -o "$bin" ./cmd/idem
 go test ./runner -count=1 -run '^TestVersionedChangesGenerateBenchmark$' -vc.gen="$dir" -vc.rows="$rows" >/dev/null
 rm -rf "$dir/idem.duckdb" "$dir/idem.duckdb.wal" "$dir/idem.duckdb.inputs"
+if [ -n "${IDEM_MEMORY_LIMIT:-}" ]; then
+	printf '\n[duckdb]\nmemory_limit = "%s"\ntemp_directory = "%s"\n' "$IDEM_MEMORY_LIMIT" "$dir/spill" >>"$dir/job.toml"
+fi
 ls -l "$dir"/*.parquet
 
 run() { # batch-id input
