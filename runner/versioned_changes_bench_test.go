@@ -7,10 +7,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	_ "github.com/duckdb/duckdb-go/v2"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idem-dev/idem/runner"
 )
 
 var vcGenDir = flag.String("vc.gen", "", "write a large versioned_changes benchmark (job.toml, base.parquet, batch.parquet) into this folder; see scripts/bench-versioned-changes.sh")
@@ -108,7 +112,16 @@ func BenchmarkVersionedChangesApply(b *testing.B) {
 		vcWriteBenchmark(b, dir, *vcGenRows)
 		e := newVCEnvAt(b, filepath.Join(dir, "job.toml"))
 		e.mustApply(filepath.Join(dir, "base.parquet"), "base")
+		var steps []string
+		progress := runner.Progress{Step: func(name string) func(time.Duration) {
+			return func(d time.Duration) { steps = append(steps, fmt.Sprintf("%s %v", name, d.Round(time.Millisecond))) }
+		}}
 		b.StartTimer()
-		e.mustApply(filepath.Join(dir, "batch.parquet"), "batch")
+		res, err := e.db.Run(context.Background(), e.job, runner.RunOptions{
+			Input: filepath.Join(dir, "batch.parquet"), BatchID: "batch", Progress: progress})
+		b.StopTimer()
+		require.NoError(b, err)
+		b.Logf("%d rows: %s; outcomes %s", res.RowsIn, strings.Join(steps, ", "), vcFormatCounts(res.Outcomes))
+		b.StartTimer()
 	}
 }
