@@ -3,6 +3,7 @@ package runner_test
 import (
 	"flag"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -347,9 +348,13 @@ func (g *vcGen) row(step, i int) vcRow {
 	}
 	if r.IntN(8) == 0 {
 		row[2] = g.pick("0", "-1", "-3", "1.5", "null", "", `"1.5"`, `"0x10"`, `"seven"`, `""`, `" "`,
-			`"9223372036854775808"`, `"1e2"`, `"7_000"`, `"+-1"`, `"- 1"`, `"0"`, `"+0"`, `"2 3"`, `"\u00a02"`, `"２"`)
+			`"9223372036854775808"`, `"1e2"`, `"7_000"`, `"+-1"`, `"- 1"`, `"0"`, `"+0"`, `"2 3"`, `"\u00a02"`, `"２"`,
+			"9223372036854775808", "12345678901234567890")
 	} else {
 		v := 1 + r.Int64N(g.maxV)
+		if r.IntN(200) == 0 {
+			v = math.MaxInt64 // the highest version there is: nothing replaces it
+		}
 		switch r.IntN(10) {
 		case 0:
 			row[2] = vcJSONStr(fmt.Sprint(v))
