@@ -251,20 +251,39 @@ func vcDiffLines(want, got []string) string {
 			}
 		}
 	}
-	var b strings.Builder
+	var lines []string
 	i, j := 0, 0
 	for i < n || j < m {
 		switch {
 		case i < n && j < m && want[i] == got[j]:
-			b.WriteString("  " + want[i] + "\n")
+			lines = append(lines, "  "+want[i])
 			i++
 			j++
-		case j < m && (i == n || lcs[i][j+1] >= lcs[i+1][j]):
-			b.WriteString("+ " + got[j] + "\n")
+		case j < m && (i == n || lcs[i][j+1] > lcs[i+1][j]):
+			lines = append(lines, "+ "+got[j])
 			j++
 		default:
-			b.WriteString("- " + want[i] + "\n")
+			lines = append(lines, "- "+want[i])
 			i++
+		}
+	}
+	// Keep three lines of context around each change.
+	const around = 3
+	keep := make([]bool, len(lines))
+	for k, l := range lines {
+		if l[0] != ' ' {
+			for c := max(0, k-around); c <= min(len(lines)-1, k+around); c++ {
+				keep[c] = true
+			}
+		}
+	}
+	var b strings.Builder
+	for k, l := range lines {
+		switch {
+		case keep[k]:
+			b.WriteString(l + "\n")
+		case k == 0 || keep[k-1]:
+			b.WriteString("  ...\n")
 		}
 	}
 	return b.String()
