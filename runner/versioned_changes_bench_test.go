@@ -77,14 +77,17 @@ func TestVersionedChangesGenerateBenchmark(t *testing.T) {
 	t.Logf("wrote %s/{job.toml,base.parquet,batch.parquet} with %d rows each", dir, *vcGenRows)
 }
 
+// vcWriteBenchmark writes base.parquet and batch.parquet of n rows each,
+// generated inside DuckDB, and a job file that applies them, into dir.
 func vcWriteBenchmark(t testing.TB, dir string, n int) {
+	t.Helper()
 	db, err := sql.Open("duckdb", "")
 	require.NoError(t, err)
 	defer db.Close()
 	ctx := context.Background()
 	for name, query := range map[string]string{"base.parquet": vcBaseSQL, "batch.parquet": vcBatchSQL} {
 		path := filepath.Join(dir, name)
-		_, err := db.ExecContext(ctx, fmt.Sprintf("COPY ("+query+") TO %s (FORMAT parquet)", n, vcSqlLiteral(path)))
+		_, err := db.ExecContext(ctx, fmt.Sprintf("COPY ("+query+") TO %s (FORMAT parquet)", n, vcSQLLiteral(path)))
 		require.NoError(t, err, name)
 	}
 	job := fmt.Sprintf(`name = "bench"

@@ -284,9 +284,9 @@ func (e *vcEnv) parquet(jsonl []byte, version string) string {
 		SELECT change_id, entity_id, %s AS source_version, operation, value
 		FROM read_json(%s, format = 'newline_delimited', columns = {
 			change_id: 'VARCHAR', entity_id: 'VARCHAR', source_version: 'VARCHAR', operation: 'VARCHAR', value: 'VARCHAR'})
-	) TO %s (FORMAT parquet)`, version, vcSqlLiteral(src), vcSqlLiteral(dst)))
+	) TO %s (FORMAT parquet)`, version, vcSQLLiteral(src), vcSQLLiteral(dst)))
 	require.NoError(e.t, err)
 	return dst
 }
 
-func vcSqlLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+func vcSQLLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
