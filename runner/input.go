@@ -248,7 +248,10 @@ func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format strin
 		for i, c := range header {
 			cols[i] = sqlString(c) + ": 'VARCHAR'"
 		}
-		reader = "read_csv(getvariable('idem_input'), header = true, auto_detect = false, delim = ',', quote = '\"', escape = '\"', strict_mode = true, columns = {" + strings.Join(cols, ", ") + "})"
+		// An unquoted empty field is NULL and a quoted one ("") the empty
+		// string, as in PostgreSQL's COPY ... CSV, so a CSV batch can carry
+		// every value a JSON Lines batch can.
+		reader = "read_csv(getvariable('idem_input'), header = true, auto_detect = false, delim = ',', quote = '\"', escape = '\"', strict_mode = true, allow_quoted_nulls = false, columns = {" + strings.Join(cols, ", ") + "})"
 	case FormatJSONL:
 		cols := make([]string, len(columns))
 		for i, c := range columns {

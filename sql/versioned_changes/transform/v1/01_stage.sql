@@ -1,7 +1,14 @@
 -- Stage: the batch's rows as received (text), their typed version, and the
 -- first rule each invalid row fails, in the contract's order. Blank means
--- empty after trimming white space. A valid row of an erased entity at or
--- below the erasure point is dropped as 'erased'.
+-- empty after trimming ASCII white space (space, \t, \n, \v, \f, \r; other
+-- Unicode spaces are text). A version is decimal digits with an optional
+-- leading '+' and surrounding ASCII white space, that fit a BIGINT and are
+-- at least 1: 1.5, 1e2, 0x10, 7_000 are invalid (TRY_CAST alone would take
+-- some of them). Trimming only judges blankness: entity ids, operations
+-- and values are used exactly as given (' a' and 'a' are two entities,
+-- 'UPSERT' is an invalid operation, an upsert of '' is a value). A valid
+-- row of an erased entity at or below the erasure point is dropped as
+-- 'erased'.
 CREATE OR REPLACE TEMP TABLE staged AS
 WITH raw AS (
     SELECT
@@ -15,15 +22,15 @@ WITH raw AS (
 ), typed AS (
     SELECT
         *,
-        CASE WHEN regexp_full_match(raw_version, '\s*\+?[0-9]{1,18}\s*')
-             THEN CAST(trim(raw_version, E' \t\n\r\f\v+') AS BIGINT) END AS version
+        CASE WHEN regexp_full_match(raw_version, '[ \t\n\v\f\r]*\+?[0-9]+[ \t\n\v\f\r]*')
+             THEN TRY_CAST(regexp_replace(raw_version, '[ \t\n\v\f\r+]', '', 'g') AS BIGINT) END AS version
     FROM raw
 ), checked AS (
     SELECT
         *,
         CASE
-            WHEN change_id IS NULL OR regexp_full_match(change_id, '\s*') THEN 'invalid_change_id'
-            WHEN entity_id IS NULL OR regexp_full_match(entity_id, '\s*') THEN 'invalid_entity_id'
+            WHEN change_id IS NULL OR regexp_full_match(change_id, '[ \t\n\v\f\r]*') THEN 'invalid_change_id'
+            WHEN entity_id IS NULL OR regexp_full_match(entity_id, '[ \t\n\v\f\r]*') THEN 'invalid_entity_id'
             WHEN version IS NULL OR version < 1 THEN 'invalid_version'
             WHEN operation IS NULL OR operation NOT IN ('upsert', 'delete') THEN 'invalid_operation'
             WHEN (operation = 'upsert' AND value IS NULL)
