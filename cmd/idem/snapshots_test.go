@@ -581,3 +581,41 @@ func TestEraseRewritesCSVAndParquetInputs(t *testing.T) {
 		})
 	}
 }
+
+// An erased entity of versioned_changes is absent from every snapshot, its
+// old changes replayed under a new batch id come out 'erased' with no
+// payload kept, and a change above the erasure point is a new life.
+func TestVersionedChangesErase(t *testing.T) {
+	t.Parallel()
+	e := newSnapEnv(t)
+	job := e.config("versioned_changes")
+	for _, b := range []string{"batch-1", "batch-2", "batch-3"} {
+		e.ok(nil, "run", job, "--input", e.fixture("changes/"+b+".jsonl"))
+	}
+	const subject = "account-4"
+	var er runner.EraseResult
+	e.ok(&er, "erase", job, "--key", subject)
+	require.Equal(t, int64(4), er.Snapshot)
+	require.Equal(t, int64(4), *er.Position, "account-4's highest source_version")
+	require.Empty(t, storeHolds(t, e.db, `"`+subject+`"`), "retained inputs")
+
+	var res runner.Result
+	e.ok(&res, "run", job, "--input", e.fixture("changes/batch-1.jsonl"), "--batch-id", "replay-1")
+	require.Equal(t, int64(2), res.Outcomes["erased"], "both of batch 1's account-4 changes")
+	for s := int64(1); s <= res.Snapshot; s++ {
+		for _, table := range []string{"customer_state", "customer_state_outcomes"} {
+			_, data := e.export("versioned_changes", "--table", table, "--snapshot", fmt.Sprint(s))
+			if table == "customer_state" || s < res.Snapshot {
+				require.NotContains(t, string(data), subject, "snapshot %d of %s", s, table)
+			}
+			require.NotContains(t, string(data), "blue", "snapshot %d of %s: an erased payload", s, table)
+		}
+	}
+	require.Empty(t, storeHolds(t, e.db, `"`+subject+`"`), "the replayed batch is retained without the subject")
+
+	newer := filepath.Join(e.dir, "newer.jsonl")
+	require.NoError(t, os.WriteFile(newer, []byte(`{"change_id":"n-1","entity_id":"account-4","source_version":5,"operation":"upsert","value":"violet"}`+"\n"), 0o644))
+	var fresh runner.Result
+	e.ok(&fresh, "run", job, "--input", newer)
+	require.Equal(t, map[string]int64{"accepted": 1}, fresh.Outcomes)
+}

@@ -1,5 +1,6 @@
 -- Commit: write one decided row per entity (the rank step guarantees one),
--- append every input row's outcome, and name the written keys for idem's
+-- append every input row's outcome (an erased subject's payload is not
+-- kept, only that its change arrived), and name the written keys for idem's
 -- snapshot history.
 CREATE OR REPLACE TEMP TABLE idem_touched AS
 SELECT entity_id FROM decisions WHERE write;
@@ -26,6 +27,7 @@ WHEN NOT MATCHED THEN INSERT (entity_id, source_version, status, value)
 
 INSERT INTO {{table:_outcomes}}
     (batch_id, change_id, entity_id, source_version, operation, value, outcome)
-SELECT getvariable('idem_batch_id'), change_id, entity_id, raw_version, operation, value, outcome
+SELECT getvariable('idem_batch_id'), change_id, entity_id, raw_version, operation,
+       CASE WHEN outcome = 'erased' THEN NULL ELSE value END, outcome
 FROM outcomes
 ORDER BY _row;
