@@ -69,27 +69,20 @@ func runInProcess(t *testing.T, args ...string) (int, string, string) {
 	return code, stdout.String(), stderr.String()
 }
 
-// queryDB opens a database file read-only and returns one int64 per row of
+// queryInts opens a database file read-only and returns one int64 per row of
 // a one-column query.
 func queryInts(t *testing.T, dbPath, q string, args ...any) []int64 {
 	t.Helper()
-	db, err := sql.Open("duckdb", dbPath+"?access_mode=read_only")
-	require.NoError(t, err)
-	defer db.Close()
-	rows, err := db.Query(q, args...)
-	require.NoError(t, err)
-	defer rows.Close()
-	out := []int64{}
-	for rows.Next() {
-		var n int64
-		require.NoError(t, rows.Scan(&n))
-		out = append(out, n)
-	}
-	require.NoError(t, rows.Err())
-	return out
+	return queryColumn[int64](t, dbPath, q, args...)
 }
 
+// queryStrs is queryInts for a text column.
 func queryStrs(t *testing.T, dbPath, q string, args ...any) []string {
+	t.Helper()
+	return queryColumn[string](t, dbPath, q, args...)
+}
+
+func queryColumn[T any](t *testing.T, dbPath, q string, args ...any) []T {
 	t.Helper()
 	db, err := sql.Open("duckdb", dbPath+"?access_mode=read_only")
 	require.NoError(t, err)
@@ -97,11 +90,11 @@ func queryStrs(t *testing.T, dbPath, q string, args ...any) []string {
 	rows, err := db.Query(q, args...)
 	require.NoError(t, err)
 	defer rows.Close()
-	out := []string{}
+	out := []T{}
 	for rows.Next() {
-		var s string
-		require.NoError(t, rows.Scan(&s))
-		out = append(out, s)
+		var v T
+		require.NoError(t, rows.Scan(&v))
+		out = append(out, v)
 	}
 	require.NoError(t, rows.Err())
 	return out
