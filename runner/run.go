@@ -235,7 +235,10 @@ func (d *DB) Run(ctx context.Context, job *Job, opts RunOptions) (*Result, error
 	}
 	_ = logRow
 	fault(opts, FaultBeforeCommit)
-	if err := tx.Commit(); err != nil {
+	done := opts.Progress.step("commit")
+	err = tx.Commit()
+	done()
+	if err != nil {
 		d.logOutside(job, p, DecisionFailed, err.Error())
 		return nil, fmt.Errorf("commit: %w", err)
 	}
@@ -243,7 +246,9 @@ func (d *DB) Run(ctx context.Context, job *Job, opts RunOptions) (*Result, error
 	// Keep the WAL short: DuckDB replays it on open, and index DDL in a WAL
 	// has had replay bugs. A failure here does not undo the commit.
 	fault(opts, FaultCheckpoint)
+	done = opts.Progress.step("checkpoint")
 	_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
+	done()
 	return res, nil
 }
 
@@ -348,7 +353,10 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 	}
 
 	// Load.
-	if err := retain(ctx, d.path, p.files, opts.Progress); err != nil {
+	done := opts.Progress.step("retain input")
+	err = retain(ctx, d.path, p.files, opts.Progress)
+	done()
+	if err != nil {
 		return nil, false, err
 	}
 	for _, f := range p.files {
@@ -396,7 +404,10 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 		return nil, false, err
 	}
 	res.Outcomes = counts
-	if err := d.recordHistory(ctx, tx, job, snapshot); err != nil {
+	done = opts.Progress.step("history")
+	err = d.recordHistory(ctx, tx, job, snapshot)
+	done()
+	if err != nil {
 		return nil, false, err
 	}
 	res.RowsOut, err = countRows(ctx, tx, job.Table)

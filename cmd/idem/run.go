@@ -14,6 +14,7 @@ import (
 
 func (a *app) newRunCmd() *cobra.Command {
 	var f dbFlags
+	var pf progressFlags
 	var input, batchID string
 	var from, to, epoch, parent int64
 	cmd := &cobra.Command{
@@ -33,7 +34,7 @@ in one DuckDB transaction, or nothing does.`,
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			opts := runner.RunOptions{Input: input, BatchID: batchID, Fault: a.faultHook()}
+			opts := runner.RunOptions{Input: input, BatchID: batchID, Fault: a.faultHook(), Progress: a.progress(pf)}
 			if cmd.Flags().Changed("from") || cmd.Flags().Changed("to") {
 				if !cmd.Flags().Changed("from") || !cmd.Flags().Changed("to") {
 					return a.fail(f.jsonOut, &runner.UsageError{Msg: "--from and --to go together"})
@@ -63,6 +64,7 @@ in one DuckDB transaction, or nothing does.`,
 		},
 	}
 	f.register(cmd)
+	pf.register(cmd)
 	cmd.Flags().StringVar(&input, "input", "", "input path or glob (overrides [input] path)")
 	cmd.Flags().StringVar(&batchID, "batch-id", "", "batch id of an apply run (default: the input file's base name)")
 	cmd.Flags().Int64Var(&from, "from", 0, "the batch covers source positions (from, to]; from must equal the job's cursor")
