@@ -61,9 +61,14 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 	if opts.DuckDB.Threads > 0 {
 		q.Set("threads", strconv.Itoa(opts.DuckDB.Threads))
 	}
-	if opts.DuckDB.TempDirectory != "" {
-		q.Set("temp_directory", opts.DuckDB.TempDirectory)
+	// DuckDB's default temp_directory for a file database is "<file>.tmp",
+	// but idem opens an in-memory database (see openFile), whose default is
+	// ".tmp" in the working directory: spill beside the file instead.
+	tempDir := opts.DuckDB.TempDirectory
+	if tempDir == "" {
+		tempDir = path + ".tmp"
 	}
+	q.Set("temp_directory", tempDir)
 	dsn := "?" + q.Encode()
 	deadline := time.Now().Add(opts.Wait)
 	delay := 20 * time.Millisecond

@@ -117,6 +117,8 @@ func (t *termProgress) addBytes(label string, done, total int64) {
 			progressbar.OptionSetWriter(t.w),
 			progressbar.OptionSetDescription(fmt.Sprintf("  %-14s", label)),
 			progressbar.OptionShowBytes(true),
+			progressbar.OptionShowCount(),
+			progressbar.OptionShowTotalBytes(true),
 			progressbar.OptionSetWidth(30),
 			progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionSetElapsedTime(true),
