@@ -153,7 +153,6 @@ func compare(ctx context.Context, idemDB, floorDB string, queries []struct{ what
 	return nil
 }
 
-
 const sampleJob = `name = "bench_sample"
 pipeline = "sample"
 transform_version = 2
