@@ -104,6 +104,8 @@ func (t *termProgress) tick(stop chan struct{}) {
 	}
 }
 
+// addBytes shows bytes done of total (total <= 0: unknown) for label; the
+// bar clears itself when done reaches total or the step ends.
 func (t *termProgress) addBytes(label string, done, total int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -113,7 +115,11 @@ func (t *termProgress) addBytes(label string, done, total int64) {
 			_ = t.step.Clear()
 		}
 		t.label = label
-		t.bytes = progressbar.NewOptions64(total,
+		max := total
+		if max <= 0 {
+			max = -1 // total unknown (an export's output): bytes and a spinner
+		}
+		t.bytes = progressbar.NewOptions64(max,
 			progressbar.OptionSetWriter(t.w),
 			progressbar.OptionSetDescription(fmt.Sprintf("  %-14s", label)),
 			progressbar.OptionShowBytes(true),
@@ -127,7 +133,7 @@ func (t *termProgress) addBytes(label string, done, total int64) {
 		)
 	}
 	_ = t.bytes.Set64(done)
-	if done >= total {
+	if total > 0 && done >= total {
 		t.clearBytes()
 	}
 }

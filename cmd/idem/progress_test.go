@@ -35,3 +35,16 @@ func TestTermProgressLines(t *testing.T) {
 	}
 	require.Equal(t, []string{"✓ hash input       1.5 s", "✓ 01_stage         42 ms"}, lines)
 }
+
+// A byte count without a known total (an export writing its output) shows
+// bytes done and ends with its step.
+func TestTermProgressUnknownTotal(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	p := newTermProgress(&buf).hooks()
+	done := p.Step("export")
+	p.Bytes("write out.csv", 3<<20, 0)
+	require.Contains(t, buf.String(), "3.1 MB")
+	done(2 * time.Second)
+	require.True(t, strings.HasSuffix(buf.String(), "\r✓ export           2.0 s\n"), "%q", buf.String())
+}
