@@ -32,10 +32,28 @@ func child(ctx context.Context, args []string) error {
 	input := fl.String("input", "", "input file")
 	batch := fl.String("batch-id", "", "batch id")
 	out := fl.String("out", "", "export file")
+	text := fl.String("sql", "", "gen: which file (batch, base, sample, sample-b, noop); fingerprint: the query")
+	rows := fl.Int64("n", 0, "gen: rows")
 	memoryLimit := fl.String("memory-limit", "", "DuckDB memory_limit")
 	tempDir := fl.String("temp-directory", "", "DuckDB temp_directory")
 	if err := fl.Parse(args[1:]); err != nil {
 		return err
+	}
+	switch kind {
+	case "gen":
+		return generateHere(ctx, *text, *rows, *out)
+	case "fingerprint":
+		db, err := openRO(*dbPath)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		fp, err := fingerprint(ctx, db, *text)
+		if err != nil {
+			return err
+		}
+		fmt.Println(fp)
+		return nil
 	}
 	if kind == "sha256" {
 		f, err := os.Open(*input)
