@@ -39,13 +39,12 @@ type measure struct {
 
 // row is one line of the result table.
 type row struct {
-	name, limit   string
-	n             int64
-	idem, floor   []measure
-	floorName     string
-	note          string
-	unavailable   bool
-	noFloorRSSCol bool
+	name, limit string
+	n           int64
+	idem, floor []measure
+	floorName   string
+	note        string
+	unavailable bool
 }
 
 func (b *bench) run(ctx context.Context, cases []string) error {

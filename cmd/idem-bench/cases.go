@@ -179,7 +179,7 @@ func (b *bench) noop(ctx context.Context) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	rows := b.noopBytes / 1000 // about 1 KB a row
+	rows := b.noopBytes / 903 // 903 bytes a row on average
 	input := filepath.Join(dir, fmt.Sprintf("occurrences-%d.csv", b.noopBytes))
 	logf("noop: generating a %s input", human(b.noopBytes))
 	if err := b.generate(ctx, "noop", rows, input); err != nil {
