@@ -404,6 +404,9 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 		return nil, false, err
 	}
 	res.Outcomes = counts
+	if err := dropScratch(ctx, tx); err != nil {
+		return nil, false, err
+	}
 	done = opts.Progress.step("history")
 	err = d.recordHistory(ctx, tx, job, snapshot)
 	done()
