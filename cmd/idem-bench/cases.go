@@ -249,10 +249,15 @@ func (b *bench) upToDate(ctx context.Context) error {
 // export compares `idem export` of the apply case's target with a raw
 // COPY ... ORDER BY key TO csv, when the command exists.
 func (b *bench) export(ctx context.Context) error {
-	if err := exec.CommandContext(ctx, b.idem, "export", "--help").Run(); err != nil {
+	help, err := exec.CommandContext(ctx, b.idem, "export", "--help").CombinedOutput()
+	if err != nil || !strings.Contains(string(help), "--out") {
 		logf("export: not available")
 		b.rows = append(b.rows, row{name: "export", unavailable: true})
 		return nil
+	}
+	var quiet []string
+	if strings.Contains(string(help), "--quiet") {
+		quiet = []string{"--quiet"}
 	}
 	dir, job, prepared, _, err := b.prepareApply(ctx)
 	if err != nil {
@@ -263,7 +268,7 @@ func (b *bench) export(ctx context.Context) error {
 	floorOut := filepath.Join(dir, "floor-export.csv")
 	runIdem := func(int) (measure, error) {
 		os.Remove(idemOut)
-		return runChild(ctx, "", b.idem, "export", job, "--db", prepared, "--table", "changes", "--out", idemOut, "--format", "csv", "--quiet")
+		return runChild(ctx, "", b.idem, append([]string{"export", job, "--db", prepared, "--table", "changes", "--out", idemOut, "--format", "csv"}, quiet...)...)
 	}
 	runFloor := func(int) (measure, error) {
 		os.Remove(floorOut)
