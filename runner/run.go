@@ -257,7 +257,10 @@ func (d *DB) run(ctx context.Context, job *Job, opts RunOptions) (*Result, error
 	}
 	_ = logRow
 	fault(opts, FaultBeforeCommit)
-	if err := tx.Commit(); err != nil {
+	done := opts.Progress.step("commit")
+	err = tx.Commit()
+	done()
+	if err != nil {
 		err = canceled(ctx, fmt.Errorf("commit: %w", err))
 		d.logOutside(job, p, DecisionFailed, err.Error())
 		return nil, err
@@ -269,7 +272,9 @@ func (d *DB) run(ctx context.Context, job *Job, opts RunOptions) (*Result, error
 	// Keep the WAL short: DuckDB replays it on open, and index DDL in a WAL
 	// has had replay bugs. A failure here does not undo the commit.
 	fault(opts, FaultCheckpoint)
+	done = opts.Progress.step("checkpoint")
 	_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
+	done()
 	fault(opts, FaultAfterCheckpoint)
 	return res, nil
 }
@@ -389,7 +394,10 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 	}
 
 	// Load.
-	if err := retain(ctx, d.path, p.files, opts.Progress); err != nil {
+	done := opts.Progress.step("retain input")
+	err = retain(ctx, d.path, p.files, opts.Progress)
+	done()
+	if err != nil {
 		return nil, false, err
 	}
 	for _, f := range p.files {
@@ -449,10 +457,18 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 		return nil, false, err
 	}
 	res.Outcomes = counts
+	// The scrub reads this run's outcomes; only then are the step's temp
+	// tables dropped, before history is written, to keep peak memory down.
 	if err := d.scrubErased(ctx, tx, job, p, counts); err != nil {
 		return nil, false, err
 	}
-	if err := d.recordHistory(ctx, tx, job, snapshot); err != nil {
+	if err := dropScratch(ctx, tx); err != nil {
+		return nil, false, err
+	}
+	done = opts.Progress.step("history")
+	err = d.recordHistory(ctx, tx, job, snapshot)
+	done()
+	if err != nil {
 		return nil, false, err
 	}
 	res.RowsOut, err = countRows(ctx, tx, job.Table)

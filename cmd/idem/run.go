@@ -12,6 +12,7 @@ import (
 
 func (a *app) newRunCmd() *cobra.Command {
 	var f dbFlags
+	var pf progressFlags
 	var input, batchID string
 	var from, to, epoch, parent int64
 	cmd := &cobra.Command{
@@ -31,7 +32,7 @@ in one DuckDB transaction, or nothing does.`,
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			opts := runner.RunOptions{Input: input, BatchID: batchID, Fault: a.faultHook(f.path(job))}
+			opts := runner.RunOptions{Input: input, BatchID: batchID, Fault: a.faultHook(f.path(job)), Progress: a.progress(pf)}
 			if cmd.Flags().Changed("from") || cmd.Flags().Changed("to") {
 				if !cmd.Flags().Changed("from") || !cmd.Flags().Changed("to") {
 					return a.fail(f.jsonOut, &runner.UsageError{Msg: "--from and --to go together"})
@@ -64,6 +65,7 @@ in one DuckDB transaction, or nothing does.`,
 		},
 	}
 	f.register(cmd)
+	pf.register(cmd)
 	cmd.Flags().StringVar(&input, "input", "", "input path or glob (overrides [input] path)")
 	cmd.Flags().StringVar(&batchID, "batch-id", "", "batch id of an apply run (default: the input file's base name)")
 	cmd.Flags().Int64Var(&from, "from", 0, "the batch covers source positions (from, to]; from must equal the job's cursor")

@@ -1,0 +1,361 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+const applyJob = `name = "bench_changes"
+pipeline = "versioned_changes"
+transform_version = 1
+schema_version = 1
+database = "unused.duckdb"
+
+[input]
+path = "unused.parquet"
+format = "parquet"
+
+[target]
+table = "changes"
+`
+
+// limitArgs are the idem flags and floor flags for one memory limit.
+func (b *bench) limitArgs(limit, tmp string) []string {
+	if limit == "none" || limit == "" {
+		return nil
+	}
+	return []string{"--memory-limit", limit, "--temp-directory", tmp}
+}
+
+// prepareApply generates the base and the batch and loads the base into a
+// prepared database with idem itself (so the floor starts from exactly the
+// database idem would have).
+func (b *bench) prepareApply(ctx context.Context) (dir, job, prepared, batch string, err error) {
+	dir = filepath.Join(b.dir, fmt.Sprintf("apply-%d", b.n))
+	if err = os.MkdirAll(dir, 0o755); err != nil {
+		return
+	}
+	base := filepath.Join(dir, "base.parquet")
+	batch = filepath.Join(dir, "batch.parquet")
+	job = filepath.Join(dir, "job.toml")
+	prepared = filepath.Join(dir, "prepared.duckdb")
+	logf("apply N=%d: generating inputs in %s", b.n, dir)
+	if err = b.generate(ctx, "base", b.n, base); err != nil {
+		return
+	}
+	if err = b.generate(ctx, "batch", b.n, batch); err != nil {
+		return
+	}
+	if err = writeFile(job, applyJob); err != nil {
+		return
+	}
+	if _, err = os.Stat(prepared); err == nil {
+		return
+	}
+	logf("apply N=%d: loading %d stored entities with idem", b.n, b.n)
+	tmp := prepared + ".tmp"
+	removeDB(tmp)
+	var m measure
+	m, err = runChild(ctx, "", b.idem, "run", job, "--db", tmp, "--input", base, "--batch-id", "base", "--quiet")
+	if err != nil {
+		return
+	}
+	logf("apply N=%d: base load took %.1fs, peak RSS %s", b.n, m.wall.Seconds(), human(m.rss))
+	os.RemoveAll(tmp + ".inputs")
+	err = os.Rename(tmp, prepared)
+	return
+}
+
+func (b *bench) apply(ctx context.Context) error {
+	dir, job, prepared, batch, err := b.prepareApply(ctx)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, "spill")
+	for _, limit := range b.limits {
+		logf("apply N=%d memory limit %s", b.n, limit)
+		r := &row{name: "apply versioned_changes", n: b.n, limit: limit, floorName: "hand-written SQL, one transaction"}
+		idemDB := filepath.Join(dir, "run-idem.duckdb")
+		floorDB := filepath.Join(dir, "run-floor.duckdb")
+		extra := b.limitArgs(limit, tmp)
+		spill := ""
+		if extra != nil {
+			spill = tmp
+			os.MkdirAll(tmp, 0o755)
+		}
+		runIdem := func(rep int) (measure, error) {
+			removeDB(idemDB)
+			if err := copyFile(prepared, idemDB); err != nil {
+				return measure{}, err
+			}
+			args := append([]string{"run", job, "--db", idemDB, "--input", batch, "--batch-id", "batch-2", "--quiet"}, extra...)
+			return runChild(ctx, spill, b.idem, args...)
+		}
+		runFloor := func(rep int) (measure, error) {
+			removeDB(floorDB)
+			if err := copyFile(prepared, floorDB); err != nil {
+				return measure{}, err
+			}
+			args := append([]string{"child", "apply", "--db", floorDB, "--input", batch, "--batch-id", "batch-2"}, extra...)
+			return runChild(ctx, spill, b.self, args...)
+		}
+		if err := b.pair(ctx, r, runIdem, runFloor); err != nil {
+			return err
+		}
+		if err := compareApply(ctx, idemDB, floorDB); err != nil {
+			return err
+		}
+		removeDB(idemDB)
+		removeDB(floorDB)
+	}
+	return nil
+}
+
+// compareApply checks that idem and the floor wrote the same target rows,
+// outcome rows and history, and one ledger row each.
+func compareApply(ctx context.Context, idemDB, floorDB string) error {
+	return compare(ctx, idemDB, floorDB, []struct{ what, q string }{
+		{"target", "SELECT * FROM changes"},
+		{"outcomes", "SELECT * FROM changes_outcomes"},
+		{"history", "SELECT * FROM idem.bench_changes__history"},
+		{"ledger", "SELECT job, batch_id, rows_in, outcomes, snapshot FROM idem.ledger"},
+		{"state", "SELECT job, snapshot FROM idem.jobs"},
+	})
+}
+
+// compare fingerprints each query in both databases and fails on the first
+// difference.
+func compare(ctx context.Context, idemDB, floorDB string, queries []struct{ what, q string }) error {
+	for _, q := range queries {
+		var got [2]string
+		for i, path := range []string{idemDB, floorDB} {
+			self, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			out, err := exec.CommandContext(ctx, self, "child", "fingerprint", "--db", path, "--sql", q.q).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("fingerprint %s of %s: %v: %s", q.what, path, err, out)
+			}
+			got[i] = strings.TrimSpace(string(out))
+		}
+		if got[0] != got[1] {
+			return fmt.Errorf("idem and the floor disagree on %s: idem %s, floor %s", q.what, got[0], got[1])
+		}
+		logf("  idem and floor agree on %s: %s", q.what, got[0])
+	}
+	return nil
+}
+
+const sampleJob = `name = "bench_sample"
+pipeline = "sample"
+transform_version = 2
+schema_version = 2
+database = "unused.duckdb"
+
+[input]
+path = "unused.csv"
+format = "csv"
+
+[target]
+table = "occurrence_sample"
+
+[params]
+cap = 1000
+licenses = ["CC0 1.0", "CC BY 4.0"]
+`
+
+// noop re-runs a refresh job whose key is unchanged over a noopBytes input:
+// idem hashes the input, reads its state and skips. The reference is
+// hashing the same file with Go's crypto/sha256 in a child process.
+func (b *bench) noop(ctx context.Context) error {
+	dir := filepath.Join(b.dir, "noop")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	rows := b.noopBytes / 903 // 903 bytes a row on average
+	input := filepath.Join(dir, fmt.Sprintf("occurrences-%d.csv", b.noopBytes))
+	logf("noop: generating a %s input", human(b.noopBytes))
+	if err := b.generate(ctx, "noop", rows, input); err != nil {
+		return err
+	}
+	st, err := os.Stat(input)
+	if err != nil {
+		return err
+	}
+	job := filepath.Join(dir, "job.toml")
+	if err := writeFile(job, sampleJob); err != nil {
+		return err
+	}
+	db := filepath.Join(dir, fmt.Sprintf("noop-%d.duckdb", b.noopBytes))
+	if _, err := os.Stat(db); err != nil {
+		logf("noop: first load of %s (%d rows)", human(st.Size()), rows)
+		m, err := runChild(ctx, "", b.idem, "run", job, "--db", db, "--input", input, "--quiet")
+		if err != nil {
+			return err
+		}
+		logf("noop: first load took %.1fs, peak RSS %s", m.wall.Seconds(), human(m.rss))
+	}
+	r := &row{name: fmt.Sprintf("no-op re-run, %s input", human(st.Size())), limit: "none", floorName: "Go crypto/sha256 of the file"}
+	runIdem := func(int) (measure, error) {
+		return runChild(ctx, "", b.idem, "run", job, "--db", db, "--input", input, "--quiet")
+	}
+	runFloor := func(int) (measure, error) {
+		return runChild(ctx, "", b.self, "child", "sha256", "--input", input)
+	}
+	return b.pair(ctx, r, runIdem, runFloor)
+}
+
+// upToDate times `idem run` of the small sample job when nothing changed.
+func (b *bench) upToDate(ctx context.Context) error {
+	dir := filepath.Join(b.dir, "uptodate")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	input, err := filepath.Abs("fixtures/sample/occurrences-a.csv")
+	if err != nil {
+		return err
+	}
+	job := filepath.Join(dir, "job.toml")
+	if err := writeFile(job, sampleJob); err != nil {
+		return err
+	}
+	db := filepath.Join(dir, "small.duckdb")
+	removeDB(db)
+	if _, err := runChild(ctx, "", b.idem, "run", job, "--db", db, "--input", input, "--quiet"); err != nil {
+		return err
+	}
+	r := row{name: "up-to-date small job (3000 rows)", limit: "none", note: "target: under 150 ms wall"}
+	for i := 0; i < max(b.reps, 10); i++ {
+		m, err := runChild(ctx, "", b.idem, "run", job, "--db", db, "--input", input, "--quiet")
+		if err != nil {
+			return err
+		}
+		r.idem = append(r.idem, m)
+	}
+	ws := walls(r.idem)
+	slices.Sort(ws)
+	logf("up-to-date: median %.0f ms", ws[len(ws)/2]*1000)
+	b.rows = append(b.rows, r)
+	return nil
+}
+
+// export compares `idem export` of the apply case's target with a raw
+// COPY ... ORDER BY key TO csv, when the command exists.
+func (b *bench) export(ctx context.Context) error {
+	help, err := exec.CommandContext(ctx, b.idem, "export", "--help").CombinedOutput()
+	if err != nil || !strings.Contains(string(help), "--out") {
+		logf("export: not available")
+		b.rows = append(b.rows, row{name: "export", unavailable: true})
+		return nil
+	}
+	var quiet []string
+	if strings.Contains(string(help), "--quiet") {
+		quiet = []string{"--quiet"}
+	}
+	dir, job, prepared, _, err := b.prepareApply(ctx)
+	if err != nil {
+		return err
+	}
+	r := &row{name: "export csv", n: b.n, limit: "none", floorName: "COPY (SELECT * ORDER BY key) TO csv"}
+	idemOut := filepath.Join(dir, "idem-export.csv")
+	floorOut := filepath.Join(dir, "floor-export.csv")
+	runIdem := func(int) (measure, error) {
+		os.Remove(idemOut)
+		return runChild(ctx, "", b.idem, append([]string{"export", job, "--db", prepared, "--table", "changes", "--out", idemOut, "--format", "csv"}, quiet...)...)
+	}
+	runFloor := func(int) (measure, error) {
+		os.Remove(floorOut)
+		return runChild(ctx, "", b.self, "child", "export", "--db", prepared, "--out", floorOut)
+	}
+	start := time.Now()
+	if err := b.pair(ctx, r, runIdem, runFloor); err != nil {
+		return err
+	}
+	logf("export: %.1fs", time.Since(start).Seconds())
+	return nil
+}
+
+// refreshCase reloads the sample pipeline's target from input B over a
+// database holding the snapshot of input A (both n rows): the whole target
+// is replaced and the history compared.
+func (b *bench) refreshCase(ctx context.Context) error {
+	dir := filepath.Join(b.dir, fmt.Sprintf("refresh-%d", b.n))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	inA := filepath.Join(dir, "occurrences-a.csv")
+	inB := filepath.Join(dir, "occurrences-b.csv")
+	job := filepath.Join(dir, "job.toml")
+	prepared := filepath.Join(dir, "prepared.duckdb")
+	logf("refresh N=%d: generating inputs in %s", b.n, dir)
+	if err := b.generate(ctx, "sample", b.n, inA); err != nil {
+		return err
+	}
+	if err := b.generate(ctx, "sample-b", b.n, inB); err != nil {
+		return err
+	}
+	if err := writeFile(job, sampleJob); err != nil {
+		return err
+	}
+	if _, err := os.Stat(prepared); err != nil {
+		tmp := prepared + ".tmp"
+		removeDB(tmp)
+		m, err := runChild(ctx, "", b.idem, "run", job, "--db", tmp, "--input", inA, "--quiet")
+		if err != nil {
+			return err
+		}
+		logf("refresh N=%d: first load took %.1fs, peak RSS %s", b.n, m.wall.Seconds(), human(m.rss))
+		os.RemoveAll(tmp + ".inputs")
+		if err := os.Rename(tmp, prepared); err != nil {
+			return err
+		}
+	}
+	tmp := filepath.Join(dir, "spill")
+	for _, limit := range b.limits {
+		logf("refresh N=%d memory limit %s", b.n, limit)
+		r := &row{name: "refresh sample", n: b.n, limit: limit, floorName: "hand-written SQL, one transaction"}
+		idemDB := filepath.Join(dir, "run-idem.duckdb")
+		floorDB := filepath.Join(dir, "run-floor.duckdb")
+		extra := b.limitArgs(limit, tmp)
+		spill := ""
+		if extra != nil {
+			spill = tmp
+			os.MkdirAll(tmp, 0o755)
+		}
+		runIdem := func(int) (measure, error) {
+			removeDB(idemDB)
+			if err := copyFile(prepared, idemDB); err != nil {
+				return measure{}, err
+			}
+			return runChild(ctx, spill, b.idem, append([]string{"run", job, "--db", idemDB, "--input", inB, "--quiet"}, extra...)...)
+		}
+		runFloor := func(int) (measure, error) {
+			removeDB(floorDB)
+			if err := copyFile(prepared, floorDB); err != nil {
+				return measure{}, err
+			}
+			return runChild(ctx, spill, b.self, append([]string{"child", "refresh", "--db", floorDB, "--input", inB}, extra...)...)
+		}
+		if err := b.pair(ctx, r, runIdem, runFloor); err != nil {
+			return err
+		}
+		if err := compare(ctx, idemDB, floorDB, []struct{ what, q string }{
+			{"target", "SELECT * FROM occurrence_sample"},
+			{"outcomes", "SELECT * FROM occurrence_sample_outcomes"},
+			{"history", "SELECT * FROM idem.bench_sample__history"},
+			{"snapshots", "SELECT job, snapshot, parent, rows_in, rows_out, outcomes FROM idem.snapshots"},
+		}); err != nil {
+			return err
+		}
+		removeDB(idemDB)
+		removeDB(floorDB)
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	_ "embed"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+)
+
+//go:embed floor_apply.sql
+var floorApplySQL string
+
+//go:embed floor_refresh.sql
+var floorRefreshSQL string
+
+// child runs one floor measurement in its own process:
+//
+//	child apply|refresh|export|sha256 [flags]
+func child(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("child needs a kind")
+	}
+	kind := args[0]
+	fl := flag.NewFlagSet(kind, flag.ContinueOnError)
+	dbPath := fl.String("db", "", "database")
+	input := fl.String("input", "", "input file")
+	batch := fl.String("batch-id", "", "batch id")
+	out := fl.String("out", "", "export file")
+	text := fl.String("sql", "", "gen: which file (batch, base, sample, sample-b, noop); fingerprint: the query")
+	rows := fl.Int64("n", 0, "gen: rows")
+	memoryLimit := fl.String("memory-limit", "", "DuckDB memory_limit")
+	tempDir := fl.String("temp-directory", "", "DuckDB temp_directory")
+	if err := fl.Parse(args[1:]); err != nil {
+		return err
+	}
+	switch kind {
+	case "gen":
+		return generateHere(ctx, *text, *rows, *out)
+	case "fingerprint":
+		db, err := openRO(*dbPath)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		fp, err := fingerprint(ctx, db, *text)
+		if err != nil {
+			return err
+		}
+		fmt.Println(fp)
+		return nil
+	}
+	if kind == "sha256" {
+		f, err := os.Open(*input)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		h := sha256.New()
+		if _, err := io.CopyBuffer(h, f, make([]byte, 1<<20)); err != nil {
+			return err
+		}
+		fmt.Println(hex.EncodeToString(h.Sum(nil)))
+		return nil
+	}
+	q := url.Values{}
+	if *memoryLimit != "" {
+		q.Set("memory_limit", *memoryLimit)
+	}
+	if *tempDir != "" {
+		q.Set("temp_directory", *tempDir)
+	}
+	db, err := sql.Open("duckdb", *dbPath+"?"+q.Encode())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	switch kind {
+	case "export":
+		_, err := conn.ExecContext(ctx, "COPY (SELECT * FROM changes ORDER BY entity_id) TO "+quote(*out)+" (FORMAT csv, HEADER true)")
+		return err
+	case "apply", "refresh":
+		script := floorApplySQL
+		if kind == "refresh" {
+			script = floorRefreshSQL
+		}
+		vars := map[string]string{"input": *input, "batch_id": *batch, "job": "bench_" + map[string]string{"apply": "changes", "refresh": "sample"}[kind]}
+		for k, v := range vars {
+			if _, err := conn.ExecContext(ctx, "SET VARIABLE "+k+" = ?", v); err != nil {
+				return err
+			}
+		}
+		if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
+			return err
+		}
+		if _, err := conn.ExecContext(ctx, script); err != nil {
+			_, _ = conn.ExecContext(ctx, "ROLLBACK")
+			return err
+		}
+		if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+			return err
+		}
+		_, err = conn.ExecContext(ctx, "CHECKPOINT")
+		return err
+	}
+	return fmt.Errorf("unknown child kind %q", kind)
+}

@@ -1,0 +1,49 @@
+// Command idem-bench measures idem against the floor: the same work as one
+// hand-written SQL script through duckdb-go in one transaction. Every
+// measurement is a whole child process (idem, or this program re-executed as
+// the floor), so wall time and peak RSS (from wait4's rusage) compare like
+// with like. Runs alternate between idem and the floor, several repetitions,
+// each from a fresh copy of the same prepared database.
+//
+//	go run ./cmd/idem-bench -n 1000000
+//	go run ./cmd/idem-bench -n 10000000 -limits none,2GB -cases apply
+//
+// It is not run in CI.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == "child" {
+		if err := child(ctx, os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "idem-bench child:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	var b bench
+	flag.Int64Var(&b.n, "n", 1_000_000, "rows of the synthetic batch and stored entities")
+	flag.IntVar(&b.reps, "reps", 3, "repetitions of each measurement")
+	limits := flag.String("limits", "none,2GB", "comma-separated memory limits to run apply and refresh under (none = DuckDB's default)")
+	cases := flag.String("cases", "apply,refresh,noop,uptodate,export", "comma-separated cases to run")
+	flag.StringVar(&b.dir, "dir", filepath.Join(os.TempDir(), "idem-bench"), "work folder (generated inputs are kept and reused)")
+	flag.Int64Var(&b.noopBytes, "noop-bytes", 1<<30, "size of the no-op re-run's input")
+	flag.StringVar(&b.idem, "idem", "", "idem binary (default: go build ./cmd/idem into the work folder)")
+	flag.Parse()
+	b.limits = strings.Split(*limits, ",")
+	if err := b.run(ctx, strings.Split(*cases, ",")); err != nil {
+		fmt.Fprintln(os.Stderr, "idem-bench:", err)
+		os.Exit(1)
+	}
+}
