@@ -443,19 +443,25 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 		fault(opts, FaultAfterStep+step.Name)
 	}
 
-	// Every input row has exactly one outcome, checked before commit.
-	var staged, outcomes int64
-	if err := tx.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM staged), (SELECT count(*) FROM outcomes)`).Scan(&staged, &outcomes); err != nil {
-		return nil, false, fmt.Errorf("pipeline %s: count staged rows and outcomes (steps must leave temp tables staged and outcomes): %w", job.Pipeline.Name, err)
+	// Every input row has exactly one outcome, checked before commit. One
+	// pass over outcomes gives both the counts and their total, so a step
+	// may leave outcomes as a view.
+	var staged int64
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM staged`).Scan(&staged); err != nil {
+		return nil, false, fmt.Errorf("pipeline %s: count staged rows (steps must leave temp tables staged and outcomes): %w", job.Pipeline.Name, err)
+	}
+	counts, err := outcomeCounts(ctx, tx)
+	if err != nil {
+		return nil, false, fmt.Errorf("pipeline %s: %w", job.Pipeline.Name, err)
+	}
+	var outcomes int64
+	for _, n := range counts {
+		outcomes += n
 	}
 	if staged != outcomes {
 		return nil, false, fmt.Errorf("pipeline %s: outcomes do not balance: %d rows staged, %d outcomes; nothing committed", job.Pipeline.Name, staged, outcomes)
 	}
 	res.RowsIn = staged
-	counts, err := outcomeCounts(ctx, tx)
-	if err != nil {
-		return nil, false, err
-	}
 	res.Outcomes = counts
 	// The scrub reads this run's outcomes; only then are the step's temp
 	// tables dropped, before history is written, to keep peak memory down.

@@ -2,18 +2,18 @@
 -- repeats collapse), ranked by version, highest first. The candidate of an
 -- entity is its highest version; more than one variant there is an in-batch
 -- conflict. dense_rank gives equal versions one rank, so no tie is broken
--- by chance.
-CREATE OR REPLACE TEMP TABLE variants AS
-SELECT
-    entity_id, version, operation, value,
-    dense_rank() OVER (PARTITION BY entity_id ORDER BY version DESC) AS version_rank
-FROM (
-    SELECT DISTINCT entity_id, version, operation, value
-    FROM staged
-    WHERE reason IS NULL
-);
-
+-- by chance. One statement: the variants are not materialized.
 CREATE OR REPLACE TEMP TABLE candidates AS
+WITH variants AS (
+    SELECT
+        entity_id, version, operation, value,
+        dense_rank() OVER (PARTITION BY entity_id ORDER BY version DESC) AS version_rank
+    FROM (
+        SELECT DISTINCT entity_id, version, operation, value
+        FROM staged
+        WHERE reason IS NULL
+    )
+)
 SELECT
     entity_id,
     version,

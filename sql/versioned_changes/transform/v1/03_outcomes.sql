@@ -37,7 +37,9 @@ SELECT
     END AS write
 FROM joined;
 
-CREATE OR REPLACE TEMP TABLE outcomes AS
+-- A view, not a table: the commit step's insert and idem's count each read
+-- it once, which costs less than materializing one row per input row.
+CREATE OR REPLACE TEMP VIEW outcomes AS
 SELECT
     s._row, s.change_id, s.entity_id, s.raw_version, s.operation, s.value,
     CASE
