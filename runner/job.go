@@ -108,11 +108,25 @@ type targetTable struct {
 // lie inside the current directory or the job file's directory. Every error
 // is a *JobFileError naming the file, the line and the key.
 func LoadJob(path string, builtins fs.FS) (*Job, error) {
-	data, err := os.ReadFile(path)
+	data, err := readJobFile(path)
 	if err != nil {
-		return nil, &JobFileError{File: path, Msg: "cannot read job file", Err: err}
+		return nil, err
 	}
 	return ParseJob(path, data, builtins)
+}
+
+// readJobFile reads a job file; an error is a *JobFileError that says why.
+func readJobFile(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		reason := err
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			reason = pe.Err
+		}
+		return nil, &JobFileError{File: path, Msg: "cannot read job file: " + reason.Error(), Err: err}
+	}
+	return data, nil
 }
 
 // ParseJob validates job file bytes; path names the file in errors.

@@ -62,9 +62,9 @@ type LintReport struct {
 // named by the key, and _row (the stage step's row number), are unique per
 // row; row_number() OVER () numbers rows in input order.
 func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, error) {
-	data, err := os.ReadFile(jobPath)
+	data, err := readJobFile(jobPath)
 	if err != nil {
-		return nil, &JobFileError{File: jobPath, Msg: "cannot read job file", Err: err}
+		return nil, err
 	}
 	rep := &LintReport{Findings: []Finding{}}
 	job, err := parseJob(jobPath, data, builtins, true)
