@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // ExportOptions say what idem export writes.
@@ -256,26 +258,85 @@ func copyTo(ctx context.Context, q querier, query, out, format string) (int64, s
 	if st, err := os.Stat(out); err == nil && st.IsDir() {
 		return 0, "", 0, fmt.Errorf("export to %s: is a folder (use --partition-by to write a folder)", out)
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(out)+".tmp-*")
-	if err != nil {
+	var rnd [8]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
 		return 0, "", 0, fmt.Errorf("export to %s: %w", out, err)
 	}
-	tmpName := tmp.Name()
-	tmp.Close()
+	tmpName := filepath.Join(dir, "."+filepath.Base(out)+".tmp-"+hex.EncodeToString(rnd[:]))
 	defer os.Remove(tmpName)
+	// Hash the file while DuckDB writes it: its COPY writers only append, so
+	// the bytes read behind the writer are final. The total is checked
+	// against the finished file's size.
+	done := make(chan struct{})
+	hashed := make(chan tailResult, 1)
+	go func() { hashed <- tailSHA256(tmpName, done) }()
 	r, err := q.ExecContext(ctx, "COPY ("+query+") TO "+sqlString(tmpName)+" "+copyOptions(format))
+	close(done)
+	th := <-hashed
 	if err != nil {
 		return 0, "", 0, fmt.Errorf("export to %s: %w", out, trimSQLError(err))
 	}
 	rows, _ := r.RowsAffected()
-	sum, size, err := fileSHA256(tmpName)
-	if err != nil {
-		return 0, "", 0, fmt.Errorf("export to %s: %w", out, err)
+	sum, size := th.sum, th.size
+	if st, serr := os.Stat(tmpName); th.err != nil || serr != nil || st.Size() != size {
+		if sum, size, err = fileSHA256(tmpName); err != nil {
+			return 0, "", 0, fmt.Errorf("export to %s: %w", out, err)
+		}
 	}
 	if err := os.Rename(tmpName, out); err != nil {
 		return 0, "", 0, fmt.Errorf("export to %s: %w", out, err)
 	}
 	return rows, sum, size, nil
+}
+
+type tailResult struct {
+	sum  string
+	size int64
+	err  error
+}
+
+// tailSHA256 hashes the file at path as another writer creates and appends
+// to it, until done is closed; then it hashes what remains to the end.
+func tailSHA256(path string, done <-chan struct{}) tailResult {
+	var f *os.File
+	for f == nil {
+		var err error
+		f, err = os.Open(path)
+		if err == nil {
+			break
+		}
+		select {
+		case <-done:
+			if f, err = os.Open(path); err != nil {
+				return tailResult{err: err}
+			}
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	defer f.Close()
+	h := sha256.New()
+	buf := make([]byte, 1<<20)
+	var n int64
+	finished := false
+	for {
+		k, err := f.Read(buf)
+		if k > 0 {
+			h.Write(buf[:k])
+			n += int64(k)
+			continue
+		}
+		if err != nil && err != io.EOF {
+			return tailResult{err: err}
+		}
+		if finished {
+			return tailResult{sum: hex.EncodeToString(h.Sum(nil)), size: n}
+		}
+		select {
+		case <-done:
+			finished = true // one more pass reads what the writer flushed last
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
 }
 
 // fileSHA256 hashes a file.
