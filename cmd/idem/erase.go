@@ -25,14 +25,10 @@ recorded so that a later batch carrying K at or below that position gets
 outcome erased. The erasure is a new snapshot.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			job, err := loadJob(args[0])
-			if err != nil {
-				return a.fail(f.jsonOut, err)
-			}
 			if !cmd.Flags().Changed("key") {
 				return a.fail(f.jsonOut, &runner.UsageError{Msg: "erase needs --key K"})
 			}
-			db, err := runner.Open(cmd.Context(), f.path(job), f.openOptions(job))
+			job, db, err := f.openJob(cmd.Context(), args[0], false)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
@@ -82,14 +78,10 @@ columns. The ledger, cursor and outcomes stay: batches already committed
 are not applied again.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			job, err := loadJob(args[0])
-			if err != nil {
-				return a.fail(f.jsonOut, err)
-			}
 			if !cmd.Flags().Changed("to-snapshot") {
 				return a.fail(f.jsonOut, &runner.UsageError{Msg: "rollback needs --to-snapshot S"})
 			}
-			db, err := runner.Open(cmd.Context(), f.path(job), f.openOptions(job))
+			job, db, err := f.openJob(cmd.Context(), args[0], false)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}

@@ -24,13 +24,7 @@ file's rows, distinct keys, min/max of COL, bytes and sha256; the reported
 sha256 is the manifest's.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			job, err := loadJob(args[0])
-			if err != nil {
-				return a.fail(f.jsonOut, err)
-			}
-			oo := f.openOptions(job)
-			oo.ReadOnly = true
-			db, err := runner.Open(cmd.Context(), f.path(job), oo)
+			job, db, err := f.openJob(cmd.Context(), args[0], true)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}

@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-
-	"github.com/idem-dev/idem/runner"
 )
 
 func (a *app) newFenceCmd() *cobra.Command {
@@ -15,11 +13,7 @@ func (a *app) newFenceCmd() *cobra.Command {
 		Short: "Advance the job's writer epoch so that runs with an older --epoch are refused",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			job, err := loadJob(args[0])
-			if err != nil {
-				return a.fail(f.jsonOut, err)
-			}
-			db, err := runner.Open(cmd.Context(), f.path(job), f.openOptions(job))
+			job, db, err := f.openJob(cmd.Context(), args[0], false)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}

@@ -25,13 +25,7 @@ and counts), refused and failed runs (recorded after their rollback, with
 the reason), and fence.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			job, err := loadJob(args[0])
-			if err != nil {
-				return a.fail(f.jsonOut, err)
-			}
-			opts := f.openOptions(job)
-			opts.ReadOnly = true
-			db, err := runner.Open(cmd.Context(), f.path(job), opts)
+			job, db, err := f.openJob(cmd.Context(), args[0], true)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}

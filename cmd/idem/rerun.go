@@ -24,18 +24,12 @@ Refused (exit 3) when the SQL of a recorded version has changed since.
 The job's database is only read.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			job, err := loadJob(args[0])
-			if err != nil {
-				return a.fail(f.jsonOut, err)
-			}
-			oo := f.openOptions(job)
-			oo.ReadOnly = true
-			db, err := runner.Open(cmd.Context(), f.path(job), oo)
+			job, db, err := f.openJob(cmd.Context(), args[0], true)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
 			defer db.Close()
-			res, err := db.Rerun(cmd.Context(), job, runner.RerunOptions{Snapshot: snapshot, DuckDB: oo.DuckDB})
+			res, err := db.Rerun(cmd.Context(), job, runner.RerunOptions{Snapshot: snapshot, DuckDB: f.openOptions(job).DuckDB})
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}

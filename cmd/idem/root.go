@@ -132,6 +132,22 @@ func (f *dbFlags) openOptions(job *runner.Job) runner.OpenOptions {
 	return runner.OpenOptions{DuckDB: s, Wait: f.wait}
 }
 
+// openJob loads the job file at path and opens its database, read-only when
+// asked. The caller closes the database.
+func (f *dbFlags) openJob(ctx context.Context, path string, readOnly bool) (*runner.Job, *runner.DB, error) {
+	job, err := loadJob(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := f.openOptions(job)
+	opts.ReadOnly = readOnly
+	db, err := runner.Open(ctx, f.path(job), opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return job, db, nil
+}
+
 func (f *dbFlags) path(job *runner.Job) string {
 	if f.db != "" {
 		return f.db
