@@ -295,6 +295,22 @@ func (d *DB) bootstrap(ctx context.Context) error {
 	return nil
 }
 
+// beginPinned opens a transaction on a connection of its own: temp tables and
+// variables live per connection, so a transaction that uses them must not
+// move across the pool. The caller closes the connection.
+func (d *DB) beginPinned(ctx context.Context) (*sql.Conn, *sql.Tx, error) {
+	conn, err := d.sql.Conn(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect %s: %w", d.path, err)
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("begin: %w", err)
+	}
+	return conn, tx, nil
+}
+
 // quoteIdent quotes a SQL identifier.
 func quoteIdent(s string) string {
 	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`

@@ -52,15 +52,11 @@ func (d *DB) Diff(ctx context.Context, job *Job, opts DiffOptions) (*DiffResult,
 	if opts.From == 0 || opts.To == 0 {
 		return nil, usage("diff needs --from S1 and --to S2")
 	}
-	conn, err := d.sql.Conn(ctx)
+	conn, tx, err := d.beginPinned(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", d.path, err)
+		return nil, err
 	}
 	defer conn.Close()
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
-	}
 	defer tx.Rollback()
 	from, err := pinnedSource(ctx, tx, job, opts.Table, opts.From)
 	if err != nil {

@@ -109,15 +109,11 @@ func (d *DB) Erase(ctx context.Context, job *Job, opts EraseOptions) (*EraseResu
 	if opts.Key == "" {
 		return nil, usage("erase needs --key K")
 	}
-	conn, err := d.sql.Conn(ctx)
+	conn, tx, err := d.beginPinned(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", d.path, err)
+		return nil, err
 	}
 	defer conn.Close()
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
-	}
 	res, stale, err := d.eraseTx(ctx, tx, job, opts)
 	if err != nil {
 		return nil, errors.Join(err, ignoreDone(tx.Rollback()))

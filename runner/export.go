@@ -221,16 +221,12 @@ func (d *DB) Export(ctx context.Context, job *Job, opts ExportOptions) (*ExportR
 	if err != nil {
 		return nil, err
 	}
-	conn, err := d.sql.Conn(ctx)
+	// One read transaction: every query below sees the same commit.
+	conn, tx, err := d.beginPinned(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", d.path, err)
+		return nil, err
 	}
 	defer conn.Close()
-	// One read transaction: every query below sees the same commit.
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
-	}
 	defer tx.Rollback()
 	src, err := pinnedSource(ctx, tx, job, opts.Table, opts.Snapshot)
 	if err != nil {
@@ -341,17 +337,7 @@ func tailSHA256(path string, done <-chan struct{}) tailResult {
 
 // fileSHA256 hashes a file.
 func fileSHA256(path string) (string, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", 0, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return "", 0, err
-	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
+	return sumFile(context.Background(), path, nil)
 }
 
 // ManifestName is the file a partitioned export writes beside its parts.

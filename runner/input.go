@@ -67,34 +67,46 @@ func resolveInput(ctx context.Context, path string, progress Progress) ([]InputF
 	return files, nil
 }
 
-// hashFile streams a file through sha256.
+// hashFile streams an input file through sha256, reporting progress.
 func hashFile(ctx context.Context, path string, size int64, progress Progress) (string, int64, error) {
+	label := "hash " + filepath.Base(path)
+	sum, n, err := sumFile(ctx, path, func(done int64) { progress.bytes(label, done, size) })
+	if err != nil && ctx.Err() == nil {
+		return "", 0, fmt.Errorf("input %s: %w", path, err)
+	}
+	return sum, n, err
+}
+
+// sumFile returns a file's sha256 and size, reading it in 1 MiB pieces and
+// stopping when ctx is canceled; done (may be nil) gets the bytes read.
+func sumFile(ctx context.Context, path string, done func(int64)) (string, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", 0, fmt.Errorf("input %s: %w", path, err)
+		return "", 0, err
 	}
 	defer f.Close()
 	h := sha256.New()
 	buf := make([]byte, 1<<20)
-	var done int64
+	var n int64
 	for {
 		if err := ctx.Err(); err != nil {
 			return "", 0, err
 		}
-		n, err := f.Read(buf)
-		if n > 0 {
-			h.Write(buf[:n])
-			done += int64(n)
-			progress.bytes("hash "+filepath.Base(path), done, size)
+		k, err := f.Read(buf)
+		if k > 0 {
+			h.Write(buf[:k])
+			n += int64(k)
+			if done != nil {
+				done(n)
+			}
 		}
 		if err == io.EOF {
-			break
+			return hex.EncodeToString(h.Sum(nil)), n, nil
 		}
 		if err != nil {
-			return "", 0, fmt.Errorf("input %s: %w", path, err)
+			return "", 0, err
 		}
 	}
-	return hex.EncodeToString(h.Sum(nil)), done, nil
 }
 
 // inferFormat names the format of the input from the job or the extension.

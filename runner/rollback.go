@@ -26,15 +26,11 @@ type RollbackResult struct {
 // position is refused (exit 3, "rollback over an erasure"); so is one across
 // a change of the target's columns.
 func (d *DB) Rollback(ctx context.Context, job *Job, to int64) (*RollbackResult, error) {
-	conn, err := d.sql.Conn(ctx)
+	conn, tx, err := d.beginPinned(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", d.path, err)
+		return nil, err
 	}
 	defer conn.Close()
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
-	}
 	res, err := d.rollbackTx(ctx, tx, job, to)
 	if err != nil {
 		return nil, errors.Join(err, ignoreDone(tx.Rollback()))
