@@ -63,6 +63,15 @@ type Pipeline struct {
 	// column from the job ([input.columns], [target] key and order_by) and
 	// expand them into the SQL with placeholders (template.go).
 	Generic bool `toml:"generic"`
+	// OutcomesTable is the suffix of the table the commit step stores every
+	// input row's outcome in ("_outcomes" for {{table:_outcomes}}), with an
+	// outcome column and, in apply mode, a batch_id column. When it is set,
+	// idem checks the balance on this run's stored rows (its batch's rows, or
+	// the whole table in refresh mode) instead of re-reading the steps'
+	// outcomes relation: what is checked is what commits, and reading the
+	// stored rows back costs a fraction of a second where recomputing a
+	// view's joins costs seconds.
+	OutcomesTable string `toml:"outcomes_table"`
 
 	fsys   fs.FS
 	origin string // "builtin:NAME" or the folder on disk
@@ -123,6 +132,9 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 			return nil, bad("columns", "column name %q is not a unique identifier", c.Name)
 		}
 		seen[c.Name] = true
+	}
+	if p.OutcomesTable != "" && !suffixRef.MatchString(p.OutcomesTable) {
+		return nil, bad("outcomes_table", "must be a table-name suffix of letters, digits and underscores, like \"_outcomes\"")
 	}
 	for _, k := range p.Key {
 		if !identifier.MatchString(k) {

@@ -231,6 +231,7 @@ func (d *DB) run(ctx context.Context, job *Job, opts RunOptions) (*Result, error
 		return nil, canceled(ctx, fmt.Errorf("connect %s: %w", d.path, err))
 	}
 	defer conn.Close()
+	opts.Progress = opts.Progress.withQueryProgress(ctx, conn)
 
 	fault(opts, FaultBeforeBegin)
 	tx, err := conn.BeginTx(ctx, nil)
@@ -444,13 +445,17 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 	}
 
 	// Every input row has exactly one outcome, checked before commit. One
-	// pass over outcomes gives both the counts and their total, so a step
-	// may leave outcomes as a view.
+	// pass gives both the counts and their total: over the stored outcome
+	// rows when the pipeline declares its outcomes table, else over the
+	// steps' outcomes relation (a table or a view).
+	done = opts.Progress.step("check outcomes")
 	var staged int64
 	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM staged`).Scan(&staged); err != nil {
+		done()
 		return nil, false, fmt.Errorf("pipeline %s: count staged rows (steps must leave temp tables staged and outcomes): %w", job.Pipeline.Name, err)
 	}
-	counts, err := outcomeCounts(ctx, tx)
+	counts, err := outcomeCounts(ctx, tx, job)
+	done()
 	if err != nil {
 		return nil, false, fmt.Errorf("pipeline %s: %w", job.Pipeline.Name, err)
 	}
@@ -662,10 +667,21 @@ type sqlError struct {
 func (e *sqlError) Error() string { return e.msg }
 func (e *sqlError) Unwrap() error { return e.err }
 
-func outcomeCounts(ctx context.Context, tx *sql.Tx) (map[string]int64, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT outcome, count(*) FROM outcomes GROUP BY outcome ORDER BY outcome`)
+// outcomeCounts counts this run's outcomes: the rows the commit step stored
+// in the pipeline's outcomes table when it declares one (in apply mode, the
+// rows of this batch), else the steps' outcomes relation.
+func outcomeCounts(ctx context.Context, tx *sql.Tx, job *Job) (map[string]int64, error) {
+	from, what := "outcomes", "outcomes"
+	if t := job.Pipeline.OutcomesTable; t != "" {
+		from = quoteIdent(job.Table + t)
+		what = "stored outcomes in " + job.Table + t
+		if job.Pipeline.Mode == ModeApply {
+			from += " WHERE batch_id = getvariable('idem_batch_id')"
+		}
+	}
+	rows, err := tx.QueryContext(ctx, "SELECT outcome, count(*) FROM "+from+" GROUP BY outcome ORDER BY outcome")
 	if err != nil {
-		return nil, fmt.Errorf("count outcomes: %w", err)
+		return nil, fmt.Errorf("count %s: %w", what, trimSQLError(err))
 	}
 	defer rows.Close()
 	out := map[string]int64{}
