@@ -8,9 +8,20 @@ type Progress struct {
 	// Step is called when a named step starts; the returned func is called
 	// when it ends. Query progress arrives through Percent in between.
 	Step func(name string) (done func(elapsed time.Duration))
+	// Percent reports how far DuckDB is through the statement the running
+	// step executes (0-100; a step of several statements starts again at 0
+	// for each). It is called only between a Step and its done.
+	Percent func(pct float64)
 	// Bytes reports bytes done of total for hashing, copying and exporting.
 	Bytes func(label string, done, total int64)
+
+	// query reads the running statement's percentage, or -1 (see
+	// withQueryProgress).
+	query func() float64
 }
+
+// percentPoll is how often a step's query progress is read.
+const percentPoll = 200 * time.Millisecond
 
 func (p Progress) step(name string) func() {
 	if p.Step == nil {
@@ -18,9 +29,36 @@ func (p Progress) step(name string) func() {
 	}
 	start := time.Now()
 	done := p.Step(name)
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	if p.query != nil && p.Percent != nil {
+		go p.pollPercent(stop, stopped)
+	} else {
+		close(stopped)
+	}
 	return func() {
+		close(stop)
+		<-stopped // no Percent after done
 		if done != nil {
 			done(time.Since(start))
+		}
+	}
+}
+
+// pollPercent reports the running statement's percentage when it changes.
+func (p Progress) pollPercent(stop <-chan struct{}, stopped chan<- struct{}) {
+	defer close(stopped)
+	t := time.NewTicker(percentPoll)
+	defer t.Stop()
+	last := -1.0
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			if pct := p.query(); pct >= 0 && pct != last {
+				last = pct
+				p.Percent(min(pct, 100))
+			}
 		}
 	}
 }

@@ -24,13 +24,10 @@ func (f *progressFlags) register(cmd *cobra.Command) {
 }
 
 // progress returns the hooks that draw progress on stderr: one line per
-// step with its name and elapsed time, and a byte bar while a file is hashed,
-// retained or exported. They are silent (the zero Progress) when stderr is
-// not a terminal or --quiet is set, so logs and pipes never see escape codes.
-//
-// DuckDB's query progress (duckdb_query_progress) is not exposed by
-// duckdb-go v2.10506.0 (the C binding exists but the connection handle it
-// needs is unexported), so a step shows elapsed time, not a percentage.
+// step with its name, elapsed time and DuckDB's percentage of the statement
+// it runs, and a byte bar while a file is hashed, retained or exported. They
+// are silent (the zero Progress) when stderr is not a terminal or --quiet is
+// set, so logs and pipes never see escape codes.
 func (a *app) progress(f progressFlags) runner.Progress {
 	file, ok := a.stderr.(*os.File)
 	if f.quiet || !ok || !term.IsTerminal(int(file.Fd())) {
@@ -47,6 +44,7 @@ type termProgress struct {
 	mu       sync.Mutex
 	step     *progressbar.ProgressBar
 	bytes    *progressbar.ProgressBar
+	stepName string
 	label    string
 	stopTick chan struct{}
 }
@@ -54,12 +52,13 @@ type termProgress struct {
 func newTermProgress(w io.Writer) *termProgress { return &termProgress{w: w} }
 
 func (t *termProgress) hooks() runner.Progress {
-	return runner.Progress{Step: t.startStep, Bytes: t.addBytes}
+	return runner.Progress{Step: t.startStep, Percent: t.setPercent, Bytes: t.addBytes}
 }
 
 func (t *termProgress) startStep(name string) func(time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.stepName = name
 	t.step = progressbar.NewOptions64(-1,
 		progressbar.OptionSetWriter(t.w),
 		progressbar.OptionSetDescription(fmt.Sprintf("%-16s", name)),
@@ -83,6 +82,15 @@ func (t *termProgress) startStep(name string) func(time.Duration) {
 			t.step = nil
 		}
 		fmt.Fprintf(t.w, "\r✓ %-16s %s\n", name, formatElapsed(elapsed))
+	}
+}
+
+// setPercent shows how far DuckDB is through the step's running statement.
+func (t *termProgress) setPercent(pct float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.step != nil && t.bytes == nil {
+		t.step.Describe(fmt.Sprintf("%-16s %3.0f%%", t.stepName, pct))
 	}
 }
 
