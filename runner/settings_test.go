@@ -52,6 +52,9 @@ func TestOpenAppliesDuckDBSettings(t *testing.T) {
 					require.NoError(t, err)
 					require.Equal(t, tc.threads, threads)
 				}
+				bg, err := conn("SELECT current_setting('allocator_background_threads')::VARCHAR")
+				require.NoError(t, err)
+				require.Equal(t, "true", bg, "freed memory goes back to the system as a run goes")
 				temp, err := conn("SELECT current_setting('temp_directory')")
 				require.NoError(t, err)
 				want := tc.temp

@@ -11,6 +11,8 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"strings"
+	"time"
 )
 
 //go:embed floor_apply.sql
@@ -36,6 +38,7 @@ func child(ctx context.Context, args []string) error {
 	rows := fl.Int64("n", 0, "gen: rows")
 	memoryLimit := fl.String("memory-limit", "", "DuckDB memory_limit")
 	tempDir := fl.String("temp-directory", "", "DuckDB temp_directory")
+	trace := fl.Bool("trace", false, "apply, refresh: run the script one statement at a time and print each one's time on stderr")
 	if err := fl.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -104,7 +107,7 @@ func child(ctx context.Context, args []string) error {
 		if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
 			return err
 		}
-		if _, err := conn.ExecContext(ctx, script); err != nil {
+		if err := execScript(ctx, conn, script, *trace); err != nil {
 			_, _ = conn.ExecContext(ctx, "ROLLBACK")
 			return err
 		}
@@ -115,4 +118,30 @@ func child(ctx context.Context, args []string) error {
 		return err
 	}
 	return fmt.Errorf("unknown child kind %q", kind)
+}
+
+// execScript runs a floor script whole, or, traced, one statement at a time
+// (the scripts hold no semicolon inside a literal) with each one's time.
+func execScript(ctx context.Context, conn *sql.Conn, script string, trace bool) error {
+	if !trace {
+		_, err := conn.ExecContext(ctx, script)
+		return err
+	}
+	for _, stmt := range strings.Split(script, ";\n") {
+		if strings.TrimSpace(stmt) == "" {
+			continue
+		}
+		start := time.Now()
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			return err
+		}
+		first := strings.TrimSpace(stmt)
+		for strings.HasPrefix(first, "--") {
+			_, first, _ = strings.Cut(first, "\n")
+			first = strings.TrimSpace(first)
+		}
+		first, _, _ = strings.Cut(first, "\n")
+		fmt.Fprintf(os.Stderr, "%8.2fs  %s\n", time.Since(start).Seconds(), first)
+	}
+	return nil
 }
