@@ -38,6 +38,7 @@ func child(ctx context.Context, args []string) error {
 	rows := fl.Int64("n", 0, "gen: rows")
 	memoryLimit := fl.String("memory-limit", "", "DuckDB memory_limit")
 	tempDir := fl.String("temp-directory", "", "DuckDB temp_directory")
+	scriptFile := fl.String("script", "", "apply, refresh: run this SQL file instead of the built-in floor script (for trying a variant)")
 	trace := fl.Bool("trace", false, "apply, refresh: run the script one statement at a time and print each one's time on stderr")
 	if err := fl.Parse(args[1:]); err != nil {
 		return err
@@ -97,6 +98,13 @@ func child(ctx context.Context, args []string) error {
 		script := floorApplySQL
 		if kind == "refresh" {
 			script = floorRefreshSQL
+		}
+		if *scriptFile != "" {
+			b, err := os.ReadFile(*scriptFile)
+			if err != nil {
+				return err
+			}
+			script = string(b)
 		}
 		vars := map[string]string{"input": *input, "batch_id": *batch, "job": "bench_" + map[string]string{"apply": "changes", "refresh": "sample"}[kind]}
 		for k, v := range vars {
