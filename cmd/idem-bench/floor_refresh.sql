@@ -18,7 +18,7 @@ WITH typed AS (
         CASE WHEN regexp_full_match(trim(species_id), '-?[0-9]+') THEN TRY_CAST(trim(species_id) AS BIGINT) END AS species_id,
         CASE WHEN regexp_full_match(trim(year), '-?[0-9]+') THEN TRY_CAST(trim(year) AS INTEGER) END AS year,
         nullif(trim(license), '') AS license
-    FROM read_csv(getvariable('input'), header = true, auto_detect = false, delim = ',', quote = '"', escape = '"', strict_mode = true,
+    FROM read_csv(getvariable('input'), header = true, auto_detect = false, delim = ',', quote = '"', escape = '"', strict_mode = true, allow_quoted_nulls = false,
                   columns = {'id': 'VARCHAR', 'species_id': 'VARCHAR', 'year': 'VARCHAR', 'license': 'VARCHAR'})
 )
 SELECT *,
