@@ -304,9 +304,18 @@ func (d *DB) bootstrap(ctx context.Context) error {
 // variables live per connection, so a transaction that uses them must not
 // move across the pool. The caller closes the connection.
 func (d *DB) beginPinned(ctx context.Context) (*sql.Conn, *sql.Tx, error) {
+	return d.beginPinnedProgress(ctx, nil)
+}
+
+// beginPinnedProgress is beginPinned that also turns on DuckDB's query
+// progress for *progress on the pinned connection (see withQueryProgress).
+func (d *DB) beginPinnedProgress(ctx context.Context, progress *Progress) (*sql.Conn, *sql.Tx, error) {
 	conn, err := d.sql.Conn(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect %s: %w", d.path, err)
+	}
+	if progress != nil {
+		*progress = progress.withQueryProgress(ctx, conn)
 	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {

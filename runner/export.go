@@ -23,6 +23,9 @@ type ExportOptions struct {
 	Out         string // file, or folder with PartitionBy
 	Format      string // csv, parquet or jsonl; default from Out's extension, else csv
 	PartitionBy string // one file per value of this column under Out, plus manifest.json
+	// Progress shows the export as a step ("export"): DuckDB's percentage
+	// while it sorts, then the bytes written.
+	Progress Progress
 }
 
 // ExportResult reports an export. SHA256 and Bytes are the file's, or, for a
@@ -222,7 +225,7 @@ func (d *DB) Export(ctx context.Context, job *Job, opts ExportOptions) (*ExportR
 		return nil, err
 	}
 	// One read transaction: every query below sees the same commit.
-	conn, tx, err := d.beginPinned(ctx)
+	conn, tx, err := d.beginPinnedProgress(ctx, &opts.Progress)
 	if err != nil {
 		return nil, err
 	}
@@ -233,10 +236,12 @@ func (d *DB) Export(ctx context.Context, job *Job, opts ExportOptions) (*ExportR
 		return nil, err
 	}
 	res := &ExportResult{Job: job.Name, Table: src.table, Snapshot: src.snapshot, Format: format, Path: opts.Out}
+	done := opts.Progress.step("export")
+	defer done()
 	if opts.PartitionBy != "" {
 		return res, exportPartitioned(ctx, tx, job, src, opts, res)
 	}
-	rows, sum, size, err := copyTo(ctx, tx, src.ordered(), opts.Out, format)
+	rows, sum, size, err := copyTo(ctx, tx, src.ordered(), opts.Out, format, filepath.Base(opts.Out), opts.Progress)
 	if err != nil {
 		return nil, err
 	}
@@ -245,8 +250,9 @@ func (d *DB) Export(ctx context.Context, job *Job, opts ExportOptions) (*ExportR
 }
 
 // copyTo runs COPY (query) TO a temporary file beside out, renames it to out
-// and returns the rows written and the file's sha256 and size.
-func copyTo(ctx context.Context, q querier, query, out, format string) (int64, string, int64, error) {
+// and returns the rows written and the file's sha256 and size. progress
+// sees the bytes written so far under label.
+func copyTo(ctx context.Context, q querier, query, out, format, label string, progress Progress) (int64, string, int64, error) {
 	dir := filepath.Dir(out)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return 0, "", 0, fmt.Errorf("export to %s: folder %s does not exist", out, dir)
@@ -265,7 +271,9 @@ func copyTo(ctx context.Context, q querier, query, out, format string) (int64, s
 	// against the finished file's size.
 	done := make(chan struct{})
 	hashed := make(chan tailResult, 1)
-	go func() { hashed <- tailSHA256(tmpName, done) }()
+	go func() {
+		hashed <- tailSHA256(tmpName, done, func(n int64) { progress.bytes(label, n, -1) })
+	}()
 	r, err := q.ExecContext(ctx, "COPY ("+query+") TO "+sqlString(tmpName)+" "+copyOptions(format))
 	close(done)
 	th := <-hashed
@@ -293,7 +301,8 @@ type tailResult struct {
 
 // tailSHA256 hashes the file at path as another writer creates and appends
 // to it, until done is closed; then it hashes what remains to the end.
-func tailSHA256(path string, done <-chan struct{}) tailResult {
+// read is told the bytes hashed so far.
+func tailSHA256(path string, done <-chan struct{}, read func(int64)) tailResult {
 	var f *os.File
 	for f == nil {
 		var err error
@@ -319,6 +328,7 @@ func tailSHA256(path string, done <-chan struct{}) tailResult {
 		if k > 0 {
 			h.Write(buf[:k])
 			n += int64(k)
+			read(n)
 			continue
 		}
 		if err != nil && err != io.EOF {
@@ -403,7 +413,7 @@ func exportPartitioned(ctx context.Context, q querier, job *Job, src *tableSourc
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return fmt.Errorf("export to %s: %w", opts.Out, err)
 		}
-		n, sum, size, err := copyTo(ctx, q, "SELECT * FROM ("+src.query+")"+where+src.orderBy(), path, res.Format)
+		n, sum, size, err := copyTo(ctx, q, "SELECT * FROM ("+src.query+")"+where+src.orderBy(), path, res.Format, f.Path, opts.Progress)
 		if err != nil {
 			return err
 		}

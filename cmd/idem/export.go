@@ -10,6 +10,7 @@ import (
 
 func (a *app) newExportCmd() *cobra.Command {
 	var f dbFlags
+	var pf progressFlags
 	var opts runner.ExportOptions
 	cmd := &cobra.Command{
 		Use:   "export JOB --out PATH",
@@ -29,6 +30,7 @@ sha256 is the manifest's.`,
 				return a.fail(f.jsonOut, err)
 			}
 			defer db.Close()
+			opts.Progress = a.progress(pf)
 			res, err := db.Export(cmd.Context(), job, opts)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
@@ -49,6 +51,7 @@ sha256 is the manifest's.`,
 		},
 	}
 	f.register(cmd)
+	pf.register(cmd)
 	cmd.Flags().StringVar(&opts.Table, "table", "", "the target (default) or <target>_outcomes")
 	cmd.Flags().Int64Var(&opts.Snapshot, "snapshot", 0, "snapshot to read (default: the latest)")
 	cmd.Flags().StringVar(&opts.Out, "out", "", "output file, or folder with --partition-by")

@@ -137,6 +137,9 @@ func (t *termProgress) addBytes(label string, done, total int64) {
 			progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionSetElapsedTime(true),
 			progressbar.OptionSetPredictTime(false),
+			// No render goroutine of its own: with an unknown total it would
+			// keep drawing after the bar is cleared.
+			progressbar.OptionSetSpinnerChangeInterval(0),
 			progressbar.OptionClearOnFinish(),
 		)
 	}

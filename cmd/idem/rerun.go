@@ -10,6 +10,7 @@ import (
 
 func (a *app) newRerunCmd() *cobra.Command {
 	var f dbFlags
+	var pf progressFlags
 	var snapshot int64
 	cmd := &cobra.Command{
 		Use:   "rerun JOB --snapshot S",
@@ -29,7 +30,7 @@ The job's database is only read.`,
 				return a.fail(f.jsonOut, err)
 			}
 			defer db.Close()
-			res, err := db.Rerun(cmd.Context(), job, runner.RerunOptions{Snapshot: snapshot, DuckDB: f.openOptions(job).DuckDB})
+			res, err := db.Rerun(cmd.Context(), job, runner.RerunOptions{Snapshot: snapshot, DuckDB: f.openOptions(job).DuckDB, Progress: a.progress(pf)})
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
@@ -56,6 +57,7 @@ The job's database is only read.`,
 		},
 	}
 	f.register(cmd)
+	pf.register(cmd)
 	cmd.Flags().Int64Var(&snapshot, "snapshot", 0, "the snapshot to rebuild (default: the latest)")
 	return cmd
 }
