@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,32 +162,43 @@ func TestInterruptRollsBack(t *testing.T) {
 	big, sum := bigInput(t, j.dir, 100_000)
 	before := captureState(t, j.db)
 
-	p := startIdem(t, nil, "run", j.file, "--input", big, "--from", "10", "--to", "20")
-	// The retained copy of the input appears inside the run's transaction,
-	// just before the SQL steps start.
-	retained := filepath.Join(j.db+".inputs", sum[:2], sum)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(retained); err == nil {
+	// The signal may land while idem stages the input (Go cancels it) or
+	// while DuckDB runs a step (DuckDB's query is interrupted). Either way
+	// nothing is committed; the test waits longer until it has seen the
+	// second at least once.
+	reached := false
+	for _, delay := range []time.Duration{150 * time.Millisecond, 400 * time.Millisecond, time.Second} {
+		p := startIdem(t, nil, "run", j.file, "--input", big, "--from", "10", "--to", "20")
+		// The retained copy of the input appears inside the run's
+		// transaction, just before staging.
+		retained := filepath.Join(j.db+".inputs", sum[:2], sum)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if _, err := os.Stat(retained); err == nil {
+				break
+			}
+			require.False(t, p.exited(), "the run ended before it was interrupted: %s", p.stderr.String())
+			require.True(t, time.Now().Before(deadline), "the run never started")
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(delay)
+		require.False(t, p.exited(), "the run ended before it was interrupted: %s", p.stderr.String())
+		signaled := time.Now()
+		require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
+		code := p.wait(t, 10*time.Second)
+		stopped := time.Since(signaled)
+		t.Logf("signaled %v after the retained copy appeared, exited %v after SIGINT; stderr: %s", delay, stopped, p.stderr.String())
+		require.Equal(t, runner.ExitFailure, code, "stdout %s stderr %s", p.stdout.String(), p.stderr.String())
+		require.Empty(t, p.stdout.String())
+		require.Contains(t, p.stderr.String(), "canceled, nothing was committed")
+		require.Less(t, stopped, 2*time.Second)
+		require.Equal(t, before, captureState(t, j.db))
+		if strings.Contains(p.stderr.String(), "INTERRUPT Error") {
+			reached = true
 			break
 		}
-		require.False(t, p.exited(), "the run ended before it was interrupted: %s", p.stderr.String())
-		require.True(t, time.Now().Before(deadline), "the run never started")
-		time.Sleep(5 * time.Millisecond)
 	}
-	time.Sleep(150 * time.Millisecond)
-	require.False(t, p.exited(), "the run ended before it was interrupted: %s", p.stderr.String())
-	signaled := time.Now()
-	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
-	code := p.wait(t, 10*time.Second)
-	stopped := time.Since(signaled)
-	t.Logf("exited %v after SIGINT; stderr: %s", stopped, p.stderr.String())
-	require.Equal(t, runner.ExitFailure, code, "stdout %s stderr %s", p.stdout.String(), p.stderr.String())
-	require.Empty(t, p.stdout.String())
-	require.Contains(t, p.stderr.String(), "canceled, nothing was committed")
-	require.Contains(t, p.stderr.String(), "INTERRUPT Error", "the interrupt must reach DuckDB's query")
-	require.Less(t, stopped, 2*time.Second)
-	require.Equal(t, before, captureState(t, j.db))
+	require.True(t, reached, "the interrupt must reach DuckDB's query")
 	runs := j.log()
 	require.Equal(t, runner.DecisionFailed, runs[0].Decision)
 	require.Contains(t, *runs[0].Message, "nothing was committed")
