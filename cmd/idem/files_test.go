@@ -117,23 +117,23 @@ func TestFilesAllInOneBatch(t *testing.T) {
 	landing(t, dir, "a.jsonl", 0, 3)
 	landing(t, dir, "b.jsonl", 2, 3) // trip 2 again, identical: one batch, so both rows are accepted
 
-	code, out, errOut := runInProcess(t, "plan", job, "--json")
+	code, out, errOut := cli(t, "plan", job, "--json")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, `"decision":"apply"`)
 	require.Contains(t, out, `"new_files":["`+filepath.Join(dir, "landing", "a.jsonl")+`","`+filepath.Join(dir, "landing", "b.jsonl")+`"]`)
 
-	code, out, errOut = runInProcess(t, "run", job, "--json")
+	code, out, errOut = cli(t, "run", job, "--json")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, `"batch_id":"a.jsonl..b.jsonl"`)
 
-	code, out, errOut = runInProcess(t, "plan", job, "--json")
+	code, out, errOut = cli(t, "plan", job, "--json")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, `"decision":"skip"`)
 	require.Equal(t, []string{"a.jsonl..b.jsonl", "a.jsonl..b.jsonl"}, queryStrs(t, db, `SELECT batch_id FROM idem.files ORDER BY path`))
 	require.Equal(t, []int64{6}, queryInts(t, db, `SELECT count(*) FROM trips_outcomes WHERE outcome = 'accepted'`))
 
 	landing(t, dir, "c.jsonl", 10, 2)
-	code, out, errOut = runInProcess(t, "run", job, "--json")
+	code, out, errOut = cli(t, "run", job, "--json")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, `"batch_id":"c.jsonl"`)
 	require.Equal(t, []int64{8}, queryInts(t, db, `SELECT count(*) FROM trips_outcomes`))

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -69,11 +68,11 @@ func (j *guardJob) input(name string, lines ...string) string {
 	return p
 }
 
+// callIdem is cli with its results in one value.
 func callIdem(t *testing.T, args ...string) cliResult {
 	t.Helper()
-	var out, errb bytes.Buffer
-	code := Main(context.Background(), args, &out, &errb)
-	return cliResult{code: code, stdout: out.String(), stderr: errb.String()}
+	code, stdout, stderr := cli(t, args...)
+	return cliResult{code: code, stdout: stdout, stderr: stderr}
 }
 
 // run runs the job with args after "run JOB".

@@ -14,7 +14,7 @@ import (
 func TestInitScaffoldRunsEndToEnd(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "proj")
-	code, out, errOut := runInProcess(t, "init", dir, "--pipeline", "events")
+	code, out, errOut := cli(t, "init", dir, "--pipeline", "events")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "next: cd "+dir+" && idem run events.toml")
 	for _, f := range []string{"events.toml", "landing/example.jsonl", "events/pipeline.toml", "events/schema/v1.sql",
@@ -42,14 +42,14 @@ func TestInitScaffoldRunsEndToEnd(t *testing.T) {
 	// Never overwrites.
 	before, err := os.ReadFile(filepath.Join(dir, "events.toml"))
 	require.NoError(t, err)
-	code, _, errOut = runInProcess(t, "init", dir, "--pipeline", "events")
+	code, _, errOut = cli(t, "init", dir, "--pipeline", "events")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "already exists")
 	after, err := os.ReadFile(filepath.Join(dir, "events.toml"))
 	require.NoError(t, err)
 	require.Equal(t, before, after)
 
-	code, _, errOut = runInProcess(t, "init", dir, "--pipeline", "bad-name")
+	code, _, errOut = cli(t, "init", dir, "--pipeline", "bad-name")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, `pipeline name "bad-name"`)
 }

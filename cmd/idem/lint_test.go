@@ -12,7 +12,7 @@ import (
 // 0, a job file that cannot be loaded exits 2.
 func TestLintExitCodes(t *testing.T) {
 	t.Parallel()
-	code, out, _ := runInProcess(t, "lint", filepath.Join("..", "..", "runner", "testdata", "lint", "bad.toml"), "--json")
+	code, out, _ := cli(t, "lint", filepath.Join("..", "..", "runner", "testdata", "lint", "bad.toml"), "--json")
 	require.Equal(t, 1, code)
 	var rep struct {
 		Findings []struct{ ID, Severity, Fix string }
@@ -23,13 +23,13 @@ func TestLintExitCodes(t *testing.T) {
 	require.Equal(t, 6, rep.Errors)
 	require.Equal(t, 2, rep.Warnings)
 
-	code, out, _ = runInProcess(t, "lint", filepath.Join("..", "..", "configs", "trips.toml"))
+	code, out, _ = cli(t, "lint", filepath.Join("..", "..", "configs", "trips.toml"))
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "0 error(s), 0 warning(s)")
 
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "job.toml"), "name = \"x\"\npipeline = \"nope\"\ntransform_version = 1\nschema_version = 1\n")
-	code, _, errOut := runInProcess(t, "lint", filepath.Join(dir, "job.toml"))
+	code, _, errOut := cli(t, "lint", filepath.Join(dir, "job.toml"))
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "pipeline")
 }

@@ -61,8 +61,9 @@ func runCLI(t *testing.T, dir, fault string, args ...string) cliResult {
 	return res
 }
 
-// runInProcess runs idem in-process and returns its exit code and output.
-func runInProcess(t *testing.T, args ...string) (int, string, string) {
+// cli runs the idem CLI in-process and returns its exit code, stdout and
+// stderr. Every in-process helper of these tests goes through it.
+func cli(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	code := Main(context.Background(), args, &stdout, &stderr)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"crypto/md5"
 	"encoding/csv"
 	"encoding/hex"
@@ -18,15 +16,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 )
-
-// cli runs the idem CLI in-process and returns its exit code, stdout and
-// stderr.
-func cli(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	code := Main(context.Background(), args, &out, &errOut)
-	return code, out.String(), errOut.String()
-}
 
 // runJSON runs `idem run --json` and decodes the result object.
 func runJSON(t *testing.T, args ...string) (int, map[string]any) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"os"
@@ -49,13 +48,12 @@ type cliOut struct {
 // argument unless the command is diff FILE FILE.
 func (e *snapEnv) idem(args ...string) cliOut {
 	e.t.Helper()
-	var out, errOut bytes.Buffer
 	full := append([]string{}, args...)
 	if len(args) > 1 && !strings.HasSuffix(args[1], ".csv") && !strings.HasSuffix(args[1], ".parquet") && !strings.HasSuffix(args[1], ".jsonl") {
 		full = append(full, "--db", e.db)
 	}
-	code := Main(context.Background(), full, &out, &errOut)
-	return cliOut{stdout: out.String(), stderr: errOut.String(), code: code}
+	code, stdout, stderr := cli(e.t, full...)
+	return cliOut{stdout: stdout, stderr: stderr, code: code}
 }
 
 // ok runs the CLI with --json, requires exit 0 and decodes stdout into v.
