@@ -22,31 +22,39 @@ import (
 func TestStoredOutcomesMustBalance(t *testing.T) {
 	cases := []struct {
 		name, pipeline, input, edit, want string
+		step                              string // default 04_commit.sql
+		undeclared                        bool   // remove outcomes_table from pipeline.toml
 	}{
 		{
 			name: "one row too few", pipeline: "versioned_changes", input: "fixtures/changes/batch-1.jsonl",
 			edit: "DELETE FROM {{table:_outcomes}} WHERE rowid = (SELECT max(rowid) FROM {{table:_outcomes}});",
-			want: "outcomes do not balance: 15 rows staged, 14 outcomes; nothing committed",
+			want: "outcomes do not balance: 15 rows staged, 14 outcomes (stored in bal_outcomes for batch batch-1.jsonl); nothing committed",
 		},
 		{
 			name: "one row twice", pipeline: "versioned_changes", input: "fixtures/changes/batch-1.jsonl",
 			edit: "INSERT INTO {{table:_outcomes}} SELECT * FROM {{table:_outcomes}} LIMIT 1;",
-			want: "outcomes do not balance: 15 rows staged, 16 outcomes; nothing committed",
+			want: "outcomes do not balance: 15 rows staged, 16 outcomes (stored in bal_outcomes for batch batch-1.jsonl); nothing committed",
 		},
 		{
 			name: "another batch id", pipeline: "versioned_changes", input: "fixtures/changes/batch-1.jsonl",
 			edit: "UPDATE {{table:_outcomes}} SET batch_id = 'elsewhere';",
-			want: "outcomes do not balance: 15 rows staged, 0 outcomes; nothing committed",
+			want: "outcomes do not balance: 15 rows staged, 0 outcomes (stored in bal_outcomes for batch batch-1.jsonl); nothing committed",
 		},
 		{
 			name: "refresh: one row too few", pipeline: "sample", input: "fixtures/sample/occurrences-a.csv",
 			edit: "DELETE FROM {{table:_outcomes}} WHERE rowid = (SELECT min(rowid) FROM {{table:_outcomes}});",
-			want: "outcomes do not balance: 3000 rows staged, 2999 outcomes; nothing committed",
+			want: "outcomes do not balance: 3000 rows staged, 2999 outcomes (stored in bal_outcomes); nothing committed",
 		},
 		{
 			name: "generic pipeline: one row too few", pipeline: "merge_by_key", input: "fixtures/trips/2026-01-01.jsonl",
 			edit: "DELETE FROM {{table:_outcomes}} WHERE rowid = (SELECT min(rowid) FROM {{table:_outcomes}});",
-			want: "outcomes do not balance: 6 rows staged, 5 outcomes; nothing committed",
+			want: "outcomes do not balance: 6 rows staged, 5 outcomes (stored in bal_outcomes for batch 2026-01-01.jsonl); nothing committed",
+		},
+		{
+			name: "undeclared: the outcomes relation is counted", pipeline: "sample", input: "fixtures/sample/occurrences-a.csv",
+			step: "03_outcomes.sql", undeclared: true,
+			edit: "DELETE FROM outcomes WHERE rowid = (SELECT min(rowid) FROM outcomes);",
+			want: "outcomes do not balance: 3000 rows staged, 2999 outcomes (in the outcomes relation); nothing committed",
 		},
 	}
 	for _, tc := range cases {
@@ -55,10 +63,20 @@ func TestStoredOutcomesMustBalance(t *testing.T) {
 			ctx := context.Background()
 			pipe := filepath.Join(dir, "p")
 			copyPipeline(t, tc.pipeline, pipe)
-			commit := filepath.Join(pipe, "transform", "v1", "04_commit.sql")
-			data, err := os.ReadFile(commit)
+			step := tc.step
+			if step == "" {
+				step = "04_commit.sql"
+			}
+			if tc.undeclared {
+				toml := filepath.Join(pipe, "pipeline.toml")
+				data, err := os.ReadFile(toml)
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(toml, []byte(replaceOnce(t, string(data), `outcomes_table = "_outcomes"`, "")), 0o644))
+			}
+			file := filepath.Join(pipe, "transform", "v1", step)
+			data, err := os.ReadFile(file)
 			require.NoError(t, err)
-			require.NoError(t, os.WriteFile(commit, append(data, "\n"+tc.edit+"\n"...), 0o644))
+			require.NoError(t, os.WriteFile(file, append(data, "\n"+tc.edit+"\n"...), 0o644))
 			job, err := runner.LoadJob(writeJob(t, dir, balanceJob(t, tc.pipeline, pipe, dir, tc.input)), idemsql.FS)
 			require.NoError(t, err)
 			db := openDB(t, job.Database)

@@ -464,7 +464,14 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 		outcomes += n
 	}
 	if staged != outcomes {
-		return nil, false, fmt.Errorf("pipeline %s: outcomes do not balance: %d rows staged, %d outcomes; nothing committed", job.Pipeline.Name, staged, outcomes)
+		where := "in the outcomes relation"
+		if t := job.Pipeline.OutcomesTable; t != "" {
+			where = "stored in " + job.Table + t
+			if job.Pipeline.Mode == ModeApply {
+				where += " for batch " + p.batchID
+			}
+		}
+		return nil, false, fmt.Errorf("pipeline %s: outcomes do not balance: %d rows staged, %d outcomes (%s); nothing committed", job.Pipeline.Name, staged, outcomes, where)
 	}
 	res.RowsIn = staged
 	res.Outcomes = counts
