@@ -18,7 +18,8 @@ import (
 // A pipeline that declares its outcomes table is held to the rows it
 // stores there: a commit step that stores one outcome too few or too many,
 // or files them under another batch id, is refused before COMMIT even when
-// its outcomes view is right, and nothing is committed.
+// its outcomes view is right, and nothing is committed. A pipeline that
+// declares no outcomes table is held to its outcomes relation.
 func TestStoredOutcomesMustBalance(t *testing.T) {
 	cases := []struct {
 		name, pipeline, input, edit, want string
