@@ -92,7 +92,7 @@ func (d *DB) Rerun(ctx context.Context, job *Job, opts RerunOptions) (*RerunResu
 			if last == nil || row.Inputs.RollbackTo == nil {
 				return nil, fmt.Errorf("rerun: snapshot %d is a rollback without a target snapshot", row.Snapshot)
 			}
-			if _, err := scratch.Rollback(ctx, last, *row.Inputs.RollbackTo); err != nil {
+			if _, err := scratch.Rollback(ctx, last, *row.Inputs.RollbackTo, RollbackOptions{}); err != nil {
 				return nil, fmt.Errorf("rerun: replay rollback of snapshot %d: %w", row.Snapshot, err)
 			}
 		default:

@@ -17,6 +17,12 @@ type RollbackResult struct {
 	RowsOut  int64  `json:"rows_out"`
 }
 
+// RollbackOptions are the writer guards of a rollback, as for a run.
+type RollbackOptions struct {
+	ExpectParent *int64 // refuse unless the job's latest snapshot is this
+	Epoch        *int64 // refuse unless this is the job's writer epoch
+}
+
 // Rollback makes the job's current rows equal to the pinned rows of snapshot
 // to and commits them as a new snapshot (history, snapshot row, state row),
 // in one transaction. The state row takes the job key and parts of that
@@ -25,13 +31,13 @@ type RollbackResult struct {
 // rollback that would bring back a key erased at or above the row's
 // position is refused (exit 3, "rollback over an erasure"); so is one across
 // a change of the target's columns.
-func (d *DB) Rollback(ctx context.Context, job *Job, to int64) (*RollbackResult, error) {
+func (d *DB) Rollback(ctx context.Context, job *Job, to int64, opts RollbackOptions) (*RollbackResult, error) {
 	conn, tx, err := d.beginPinned(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	res, err := d.rollbackTx(ctx, tx, job, to)
+	res, err := d.rollbackTx(ctx, tx, job, to, opts)
 	if err != nil {
 		return nil, errors.Join(err, ignoreDone(tx.Rollback()))
 	}
@@ -42,13 +48,21 @@ func (d *DB) Rollback(ctx context.Context, job *Job, to int64) (*RollbackResult,
 	return res, nil
 }
 
-func (d *DB) rollbackTx(ctx context.Context, tx *sql.Tx, job *Job, to int64) (*RollbackResult, error) {
+func (d *DB) rollbackTx(ctx context.Context, tx *sql.Tx, job *Job, to int64, opts RollbackOptions) (*RollbackResult, error) {
 	st, err := readState(ctx, tx, job.Name)
 	if err != nil {
 		return nil, err
 	}
 	if to < 1 || to > st.snapshot {
 		return nil, usage("job %s has no snapshot %d to roll back to (latest is %d)", job.Name, to, st.snapshot)
+	}
+	// The writer guards of a run: a rollback prepared against snapshot P
+	// must not discard a commit made since.
+	if opts.Epoch != nil && *opts.Epoch != st.epoch {
+		return nil, refuse("epoch", "stale writer: epoch %d is not the job's current epoch %d", *opts.Epoch, st.epoch)
+	}
+	if opts.ExpectParent != nil && *opts.ExpectParent != st.snapshot {
+		return nil, refuse("parent", "stale parent: expected %d, latest is %d", *opts.ExpectParent, st.snapshot)
 	}
 	row, err := readSnapshot(ctx, tx, job.Name, to)
 	if err != nil {

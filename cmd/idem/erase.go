@@ -67,7 +67,7 @@ outcome erased. The erasure is a new snapshot.`,
 
 func (a *app) newRollbackCmd() *cobra.Command {
 	var f dbFlags
-	var to int64
+	var to, parent, epoch int64
 	cmd := &cobra.Command{
 		Use:   "rollback JOB --to-snapshot S",
 		Short: "Make the current rows those of snapshot S, as a new snapshot",
@@ -75,7 +75,9 @@ func (a *app) newRollbackCmd() *cobra.Command {
 commit them as a new snapshot. Refused (exit 3) if that would expose an
 erased key ("rollback over an erasure") or cross a change of the target's
 columns. The ledger, cursor and outcomes stay: batches already committed
-are not applied again.`,
+are not applied again. --expect-parent P and --epoch E guard it as they
+guard a run: refused (exit 3) unless the latest snapshot is P and the
+writer epoch is E.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("to-snapshot") {
@@ -86,7 +88,14 @@ are not applied again.`,
 				return a.fail(f.jsonOut, err)
 			}
 			defer db.Close()
-			res, err := db.Rollback(cmd.Context(), job, to)
+			var opts runner.RollbackOptions
+			if cmd.Flags().Changed("expect-parent") {
+				opts.ExpectParent = &parent
+			}
+			if cmd.Flags().Changed("epoch") {
+				opts.Epoch = &epoch
+			}
+			res, err := db.Rollback(cmd.Context(), job, to, opts)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
@@ -101,5 +110,7 @@ are not applied again.`,
 	}
 	f.register(cmd)
 	cmd.Flags().Int64Var(&to, "to-snapshot", 0, "the snapshot whose rows become current")
+	cmd.Flags().Int64Var(&parent, "expect-parent", 0, "refuse unless the job's latest snapshot is this one")
+	cmd.Flags().Int64Var(&epoch, "epoch", 0, "refuse unless this is the job's current writer epoch (see idem fence)")
 	return cmd
 }

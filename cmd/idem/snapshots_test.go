@@ -619,3 +619,33 @@ func TestVersionedChangesErase(t *testing.T) {
 	e.ok(&fresh, "run", job, "--input", newer)
 	require.Equal(t, map[string]int64{"accepted": 1}, fresh.Outcomes)
 }
+
+// A rollback is a writer: --expect-parent and --epoch refuse it (exit 3,
+// nothing committed) when another writer committed or fenced since it was
+// prepared, as they refuse a run.
+func TestRollbackWriterGuards(t *testing.T) {
+	t.Parallel()
+	e := newSnapEnv(t)
+	e.ordersDays() // snapshots 1-3
+	var fence struct{ Epoch int64 }
+	e.ok(&fence, "fence", e.config("orders"))
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"stale parent", []string{"--expect-parent", "2"}, "stale parent: expected 2, latest is 3"},
+		{"stale epoch", []string{"--epoch", fmt.Sprint(fence.Epoch - 1)}, fmt.Sprintf("stale writer: epoch %d is not the job's current epoch %d", fence.Epoch-1, fence.Epoch)},
+	}
+	for _, tc := range cases {
+		res := e.idem(append([]string{"rollback", e.config("orders"), "--to-snapshot", "1"}, tc.args...)...)
+		require.Equal(t, runner.ExitRefused, res.code, "%s: %s", tc.name, res.stderr)
+		require.Contains(t, res.stderr, tc.want, tc.name)
+		var latest runner.ExportResult
+		e.ok(&latest, "export", e.config("orders"), "--out", filepath.Join(e.dir, "latest.csv"))
+		require.Equal(t, int64(3), latest.Snapshot, "%s: nothing committed", tc.name)
+	}
+	var rb runner.RollbackResult
+	e.ok(&rb, "rollback", e.config("orders"), "--to-snapshot", "1", "--expect-parent", "3", "--epoch", fmt.Sprint(fence.Epoch))
+	require.Equal(t, int64(4), rb.Snapshot)
+}
