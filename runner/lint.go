@@ -20,11 +20,12 @@ import (
 
 // Lint finding ids.
 const (
-	LintNoKey            = "L001" // apply job or pipeline without key columns
-	LintWindowOrder      = "L002" // order-sensitive window whose ORDER BY is not total
-	LintNondeterministic = "L003" // now(), random(), uuid() ...
-	LintUnorderedOutput  = "L004" // COPY, INSERT or order-sensitive aggregate without ORDER BY
-	LintUnusedParam      = "L005" // param declared, never read with getvariable
+	LintNoKey             = "L001" // apply job or pipeline without key columns
+	LintWindowOrder       = "L002" // order-sensitive window whose ORDER BY is not total
+	LintNondeterministic  = "L003" // now(), random(), uuid() ...
+	LintUnorderedOutput   = "L004" // COPY, INSERT or order-sensitive aggregate without ORDER BY
+	LintUnusedParam       = "L005" // param declared, never read with getvariable
+	LintOutcomesNotStored = "L006" // outcomes_table declared, no step stores rows in it
 )
 
 // Severities of a finding. Errors make idem lint exit 1.
@@ -123,6 +124,20 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 			rep.add(Finding{ID: LintUnusedParam, Severity: SeverityWarning, File: path.Join(origin, "pipeline.toml"),
 				Message: fmt.Sprintf("param %s is declared but no step reads it with getvariable('%s'): it changes the job key without changing rows", name, name),
 				Fix:     fmt.Sprintf("read it with getvariable('%s') or remove it from pipeline.toml", name)})
+		}
+	}
+	// A declared outcomes table that no step writes: every run would fail
+	// its balance check (the stored rows are what is counted).
+	if t := job.Pipeline.OutcomesTable; t != "" {
+		stores := regexp.MustCompile(`(?i)\b(INSERT|MERGE)\s+INTO\s+` + regexp.QuoteMeta(quoteIdent(job.Table+t)))
+		stored := false
+		for _, f := range files[:len(files)-1] {
+			stored = stored || stores.MatchString(f.text)
+		}
+		if !stored {
+			rep.add(Finding{ID: LintOutcomesNotStored, Severity: SeverityError, File: path.Join(origin, "pipeline.toml"),
+				Message: fmt.Sprintf("outcomes_table %q is declared but no step stores rows in %s: idem counts the stored rows, so every run would fail its balance check", t, job.Table+t),
+				Fix:     fmt.Sprintf("insert every input row's outcome into {{table:%s}} in the commit step, or remove outcomes_table", t)})
 		}
 	}
 	sort.SliceStable(rep.Findings, func(i, j int) bool {

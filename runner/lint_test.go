@@ -27,6 +27,7 @@ func TestLintFindsEachProblem(t *testing.T) {
 	require.Equal(t, []string{
 		"L001 error pipeline.toml:0",
 		"L005 warning pipeline.toml:0",
+		"L006 error pipeline.toml:0",
 		"L003 error 01_stage.sql:8",
 		"L002 error 02_rank.sql:6",
 		"L004 error 02_rank.sql:7",
@@ -34,16 +35,17 @@ func TestLintFindsEachProblem(t *testing.T) {
 		"L004 warning 04_commit.sql:3",
 		"L004 error 04_commit.sql:6",
 	}, lintSummary(rep))
-	require.Equal(t, 6, rep.Errors)
+	require.Equal(t, 7, rep.Errors)
 	require.Equal(t, 2, rep.Warnings)
 	for _, f := range rep.Findings {
 		require.NotEmpty(t, f.Fix, f.ID)
 		require.NotEmpty(t, f.Message, f.ID)
 	}
 	require.Contains(t, rep.Findings[1].Message, "param unused")
-	require.Contains(t, rep.Findings[2].Message, "now()")
-	require.Contains(t, rep.Findings[4].Message, "string_agg()")
-	require.Contains(t, rep.Findings[5].Message, "random()")
+	require.Contains(t, rep.Findings[2].Message, "no step stores rows in lint_bad_results")
+	require.Contains(t, rep.Findings[3].Message, "now()")
+	require.Contains(t, rep.Findings[5].Message, "string_agg()")
+	require.Contains(t, rep.Findings[6].Message, "random()")
 }
 
 // TestLintJobWithoutKey: a merge_by_key job without key columns is finding

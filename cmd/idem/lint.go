@@ -25,6 +25,8 @@ opening the job's database. Findings have an id, a severity and a fix:
   L004 error    COPY, or string_agg/list/array_agg/first/last, without ORDER BY
        warning  INSERT ... SELECT without ORDER BY
   L005 warning  a param declared in pipeline.toml that no step reads
+  L006 error    an outcomes_table declared in pipeline.toml that no step stores
+                rows in (every run would fail its balance check)
 
 Exit 0 when there is no finding of severity error, 1 when there is.`,
 		Args: cobra.ExactArgs(1),

@@ -20,7 +20,7 @@ func TestLintExitCodes(t *testing.T) {
 		Warnings int
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
-	require.Equal(t, 6, rep.Errors)
+	require.Equal(t, 7, rep.Errors)
 	require.Equal(t, 2, rep.Warnings)
 
 	code, out, _ = cli(t, "lint", filepath.Join("..", "..", "configs", "trips.toml"))
