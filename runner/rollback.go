@@ -58,11 +58,11 @@ func (d *DB) rollbackTx(ctx context.Context, tx *sql.Tx, job *Job, to int64, opt
 	}
 	// The writer guards of a run: a rollback prepared against snapshot P
 	// must not discard a commit made since.
-	if opts.Epoch != nil && *opts.Epoch != st.epoch {
-		return nil, refuse("epoch", "stale writer: epoch %d is not the job's current epoch %d", *opts.Epoch, st.epoch)
+	if err := st.checkEpoch(opts.Epoch); err != nil {
+		return nil, err
 	}
-	if opts.ExpectParent != nil && *opts.ExpectParent != st.snapshot {
-		return nil, refuse("parent", "stale parent: expected %d, latest is %d", *opts.ExpectParent, st.snapshot)
+	if err := st.checkParent(opts.ExpectParent); err != nil {
+		return nil, err
 	}
 	row, err := readSnapshot(ctx, tx, job.Name, to)
 	if err != nil {

@@ -90,6 +90,24 @@ type jobState struct {
 	epoch    int64
 }
 
+// checkEpoch refuses a writer whose epoch (when it gave one) is not the
+// job's current writer epoch.
+func (st jobState) checkEpoch(epoch *int64) error {
+	if epoch != nil && *epoch != st.epoch {
+		return refuse("epoch", "stale writer: epoch %d is not the job's current epoch %d", *epoch, st.epoch)
+	}
+	return nil
+}
+
+// checkParent refuses a writer that prepared its work against another
+// snapshot than the job's latest (when it named one).
+func (st jobState) checkParent(parent *int64) error {
+	if parent != nil && *parent != st.snapshot {
+		return refuse("parent", "stale parent: expected %d, latest is %d", *parent, st.snapshot)
+	}
+	return nil
+}
+
 func readState(ctx context.Context, q querier, job string) (jobState, error) {
 	var st jobState
 	var key, parts, target sql.NullString
@@ -347,8 +365,8 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 
 	// Guards, in the order of the batch lab: epoch, identity, cursor; then the
 	// expected parent.
-	if opts.Epoch != nil && *opts.Epoch != st.epoch {
-		return nil, false, refuse("epoch", "stale writer: epoch %d is not the job's current epoch %d", *opts.Epoch, st.epoch)
+	if err := st.checkEpoch(opts.Epoch); err != nil {
+		return nil, false, err
 	}
 	exists, err := tableExists(ctx, tx, "main", job.Table)
 	if err != nil {
@@ -387,8 +405,8 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 	}
 	// A retry whose work already landed (skipped, already committed) is
 	// answered above; only a run that would write checks its parent.
-	if opts.ExpectParent != nil && *opts.ExpectParent != st.snapshot {
-		return nil, false, refuse("parent", "stale parent: expected %d, latest is %d", *opts.ExpectParent, st.snapshot)
+	if err := st.checkParent(opts.ExpectParent); err != nil {
+		return nil, false, err
 	}
 	if err := checkReleased(ctx, tx, job); err != nil {
 		return nil, false, err
@@ -454,7 +472,7 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 		done()
 		return nil, false, fmt.Errorf("pipeline %s: count staged rows (steps must leave temp tables staged and outcomes): %w", job.Pipeline.Name, err)
 	}
-	counts, err := outcomeCounts(ctx, tx, job)
+	counts, where, err := outcomeCounts(ctx, tx, job, p.batchID)
 	done()
 	if err != nil {
 		return nil, false, fmt.Errorf("pipeline %s: %w", job.Pipeline.Name, err)
@@ -464,13 +482,6 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 		outcomes += n
 	}
 	if staged != outcomes {
-		where := "in the outcomes relation"
-		if t := job.Pipeline.OutcomesTable; t != "" {
-			where = "stored in " + job.Table + t
-			if job.Pipeline.Mode == ModeApply {
-				where += " for batch " + p.batchID
-			}
-		}
 		return nil, false, fmt.Errorf("pipeline %s: outcomes do not balance: %d rows staged, %d outcomes (%s); nothing committed", job.Pipeline.Name, staged, outcomes, where)
 	}
 	res.RowsIn = staged
@@ -676,19 +687,20 @@ func (e *sqlError) Unwrap() error { return e.err }
 
 // outcomeCounts counts this run's outcomes: the rows the commit step stored
 // in the pipeline's outcomes table when it declares one (in apply mode, the
-// rows of this batch), else the steps' outcomes relation.
-func outcomeCounts(ctx context.Context, tx *sql.Tx, job *Job) (map[string]int64, error) {
-	from, what := "outcomes", "outcomes"
+// rows of this batch), else the steps' outcomes relation. It also says
+// where it counted, for messages.
+func outcomeCounts(ctx context.Context, tx *sql.Tx, job *Job, batchID string) (map[string]int64, string, error) {
+	from, where := "outcomes", "in the outcomes relation"
 	if t := job.Pipeline.OutcomesTable; t != "" {
-		from = quoteIdent(job.Table + t)
-		what = "stored outcomes in " + job.Table + t
+		from, where = quoteIdent(job.Table+t), "stored in "+job.Table+t
 		if job.Pipeline.Mode == ModeApply {
 			from += " WHERE batch_id = getvariable('idem_batch_id')"
+			where += " for batch " + batchID
 		}
 	}
 	rows, err := tx.QueryContext(ctx, "SELECT outcome, count(*) FROM "+from+" GROUP BY outcome ORDER BY outcome")
 	if err != nil {
-		return nil, fmt.Errorf("count %s: %w", what, trimSQLError(err))
+		return nil, "", fmt.Errorf("count outcomes %s: %w", where, trimSQLError(err))
 	}
 	defer rows.Close()
 	out := map[string]int64{}
@@ -696,14 +708,14 @@ func outcomeCounts(ctx context.Context, tx *sql.Tx, job *Job) (map[string]int64,
 		var o sql.NullString
 		var n int64
 		if err := rows.Scan(&o, &n); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if !o.Valid {
-			return nil, errors.New("pipeline gave a row no outcome (NULL); nothing committed")
+			return nil, "", errors.New("pipeline gave a row no outcome (NULL); nothing committed")
 		}
 		out[o.String] = n
 	}
-	return out, rows.Err()
+	return out, where, rows.Err()
 }
 
 func tableExists(ctx context.Context, q querier, schema, table string) (bool, error) {
