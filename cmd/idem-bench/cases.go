@@ -77,10 +77,21 @@ func (b *bench) apply(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return b.perLimit(ctx, "apply", "apply versioned_changes", dir, prepared,
+		[]string{"run", job, "--input", batch, "--batch-id", "batch-2", "--quiet"},
+		[]string{"child", "apply", "--input", batch, "--batch-id", "batch-2"},
+		compareApply)
+}
+
+// perLimit measures idem against the floor under each of b.limits: each
+// repetition copies the prepared database, runs idemArgs (the built idem)
+// and floorArgs (this program) with --db added, then compare checks that
+// both wrote the same rows.
+func (b *bench) perLimit(ctx context.Context, kind, name, dir, prepared string, idemArgs, floorArgs []string, compare func(ctx context.Context, idemDB, floorDB string) error) error {
 	tmp := filepath.Join(dir, "spill")
 	for _, limit := range b.limits {
-		logf("apply N=%d memory limit %s", b.n, limit)
-		r := &row{name: "apply versioned_changes", n: b.n, limit: limit, floorName: "hand-written SQL, one transaction"}
+		logf("%s N=%d memory limit %s", kind, b.n, limit)
+		r := &row{name: name, n: b.n, limit: limit, floorName: "hand-written SQL, one transaction"}
 		idemDB := filepath.Join(dir, "run-idem.duckdb")
 		floorDB := filepath.Join(dir, "run-floor.duckdb")
 		extra := b.limitArgs(limit, tmp)
@@ -89,26 +100,20 @@ func (b *bench) apply(ctx context.Context) error {
 			spill = tmp
 			os.MkdirAll(tmp, 0o755)
 		}
-		runIdem := func(rep int) (measure, error) {
-			removeDB(idemDB)
-			if err := copyFile(prepared, idemDB); err != nil {
+		fresh := func(bin, db string, args []string) (measure, error) {
+			removeDB(db)
+			if err := copyFile(prepared, db); err != nil {
 				return measure{}, err
 			}
-			args := append([]string{"run", job, "--db", idemDB, "--input", batch, "--batch-id", "batch-2", "--quiet"}, extra...)
-			return runChild(ctx, spill, b.idem, args...)
+			full := append(append(append([]string{}, args...), "--db", db), extra...)
+			return runChild(ctx, spill, bin, full...)
 		}
-		runFloor := func(rep int) (measure, error) {
-			removeDB(floorDB)
-			if err := copyFile(prepared, floorDB); err != nil {
-				return measure{}, err
-			}
-			args := append([]string{"child", "apply", "--db", floorDB, "--input", batch, "--batch-id", "batch-2"}, extra...)
-			return runChild(ctx, spill, b.self, args...)
-		}
+		runIdem := func(int) (measure, error) { return fresh(b.idem, idemDB, idemArgs) }
+		runFloor := func(int) (measure, error) { return fresh(b.self, floorDB, floorArgs) }
 		if err := b.pair(ctx, r, runIdem, runFloor); err != nil {
 			return err
 		}
-		if err := compareApply(ctx, idemDB, floorDB); err != nil {
+		if err := compare(ctx, idemDB, floorDB); err != nil {
 			return err
 		}
 		removeDB(idemDB)
@@ -317,45 +322,15 @@ func (b *bench) refreshCase(ctx context.Context) error {
 			return err
 		}
 	}
-	tmp := filepath.Join(dir, "spill")
-	for _, limit := range b.limits {
-		logf("refresh N=%d memory limit %s", b.n, limit)
-		r := &row{name: "refresh sample", n: b.n, limit: limit, floorName: "hand-written SQL, one transaction"}
-		idemDB := filepath.Join(dir, "run-idem.duckdb")
-		floorDB := filepath.Join(dir, "run-floor.duckdb")
-		extra := b.limitArgs(limit, tmp)
-		spill := ""
-		if extra != nil {
-			spill = tmp
-			os.MkdirAll(tmp, 0o755)
-		}
-		runIdem := func(int) (measure, error) {
-			removeDB(idemDB)
-			if err := copyFile(prepared, idemDB); err != nil {
-				return measure{}, err
-			}
-			return runChild(ctx, spill, b.idem, append([]string{"run", job, "--db", idemDB, "--input", inB, "--quiet"}, extra...)...)
-		}
-		runFloor := func(int) (measure, error) {
-			removeDB(floorDB)
-			if err := copyFile(prepared, floorDB); err != nil {
-				return measure{}, err
-			}
-			return runChild(ctx, spill, b.self, append([]string{"child", "refresh", "--db", floorDB, "--input", inB}, extra...)...)
-		}
-		if err := b.pair(ctx, r, runIdem, runFloor); err != nil {
-			return err
-		}
-		if err := compare(ctx, idemDB, floorDB, []struct{ what, q string }{
-			{"target", "SELECT * FROM occurrence_sample"},
-			{"outcomes", "SELECT * FROM occurrence_sample_outcomes"},
-			{"history", "SELECT * FROM idem.bench_sample__history"},
-			{"snapshots", "SELECT job, snapshot, parent, rows_in, rows_out, outcomes FROM idem.snapshots"},
-		}); err != nil {
-			return err
-		}
-		removeDB(idemDB)
-		removeDB(floorDB)
-	}
-	return nil
+	return b.perLimit(ctx, "refresh", "refresh sample", dir, prepared,
+		[]string{"run", job, "--input", inB, "--quiet"},
+		[]string{"child", "refresh", "--input", inB},
+		func(ctx context.Context, idemDB, floorDB string) error {
+			return compare(ctx, idemDB, floorDB, []struct{ what, q string }{
+				{"target", "SELECT * FROM occurrence_sample"},
+				{"outcomes", "SELECT * FROM occurrence_sample_outcomes"},
+				{"history", "SELECT * FROM idem.bench_sample__history"},
+				{"snapshots", "SELECT job, snapshot, parent, rows_in, rows_out, outcomes FROM idem.snapshots"},
+			})
+		})
 }
