@@ -42,6 +42,7 @@ Add an ORDER BY over a key for output that is the same bytes every time.`,
 		},
 	}
 	f.register(cmd)
+	cmd.Flags().Lookup("db").Usage = "database file to read (required; query takes no job file)"
 	cmd.Flags().StringVar(&format, "format", "table", "output format: table, csv or json")
 	return cmd
 }

@@ -13,7 +13,7 @@ func (a *app) newRerunCmd() *cobra.Command {
 	var pf progressFlags
 	var snapshot int64
 	cmd := &cobra.Command{
-		Use:   "rerun JOB --snapshot S",
+		Use:   "rerun JOB",
 		Short: "Rebuild a snapshot in a scratch database and prove it has the same bytes",
 		Long: `Rebuild snapshot S (default: the latest) in a scratch database from its
 retained inputs and the transform version, config and schema recorded for
