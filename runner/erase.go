@@ -25,7 +25,11 @@ type EraseOptions struct {
 	Position *int64
 	// Replay commits the erasure even where the key is found nowhere (a
 	// pinned re-run replays it over inputs already rewritten without it).
+	// A replay is not a writer of the job and is never fenced.
 	Replay bool
+	// ExpectParent and Epoch are the writer guards of a run (exit 3).
+	ExpectParent *int64
+	Epoch        *int64
 }
 
 // EraseResult reports an erasure. It never holds the subject's payload.
@@ -144,6 +148,14 @@ func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, job *Job, opts EraseOption
 	st, err := readState(ctx, tx, job.Name)
 	if err != nil {
 		return nil, nil, err
+	}
+	if !opts.Replay {
+		if err := st.checkEpoch(job, opts.Epoch); err != nil {
+			return nil, nil, err
+		}
+		if err := st.checkParent(opts.ExpectParent); err != nil {
+			return nil, nil, err
+		}
 	}
 	if st.snapshot == 0 {
 		return nil, nil, usage("job %s has no snapshot yet: nothing to erase", job.Name)

@@ -45,6 +45,9 @@ type Job struct {
 	Table            string
 	Params           map[string]any // resolved: declared defaults plus the job's values
 	DuckDB           DuckDBSettings
+	// Fencing is FencingRequired when every writing command must carry the
+	// job's current --epoch ([job] fencing); it is not part of the key.
+	Fencing string
 
 	Pipeline *Pipeline
 	Steps    []Step
@@ -85,7 +88,20 @@ type jobFile struct {
 	Params           map[string]any `toml:"params"`
 	DuckDB           DuckDBSettings `toml:"duckdb"`
 	Quality          qualityTable   `toml:"quality"`
+	Job              jobTable       `toml:"job"`
 }
+
+// jobTable is the job file's [job] table: how the job is operated, never
+// what its rows are.
+type jobTable struct {
+	Fencing string `toml:"fencing"`
+}
+
+// Fencing settings of [job] fencing.
+const (
+	FencingOptional = "optional"
+	FencingRequired = "required"
+)
 
 type inputTable struct {
 	Path      string            `toml:"path"`
@@ -179,6 +195,11 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 	if format != "" && format != FormatCSV && format != FormatJSONL && format != FormatParquet {
 		return nil, bad("input.format", "must be csv, jsonl or parquet (got %q)", jf.Input.Format)
 	}
+	switch jf.Job.Fencing {
+	case "", FencingOptional, FencingRequired:
+	default:
+		return nil, bad("job.fencing", "must be %q or %q (got %q)", FencingOptional, FencingRequired, jf.Job.Fencing)
+	}
 	if jf.DuckDB.Threads < 0 || jf.DuckDB.Threads > MaxThreads {
 		return nil, bad("duckdb.threads", "must be a positive integer of at most %d (got %d)", MaxThreads, jf.DuckDB.Threads)
 	}
@@ -238,6 +259,7 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 		Table:            table,
 		Params:           params,
 		DuckDB:           jf.DuckDB,
+		Fencing:          jf.Job.Fencing,
 		Pipeline:         p,
 		Steps:            steps,
 		DDL:              ddl,

@@ -203,6 +203,9 @@ func jobAt(job *Job, row *SnapshotRow) (*Job, error) {
 			row.Snapshot, job.Name, parts.Schema.Version, p.Name, short(parts.Schema.SHA256), short(sum))
 	}
 	at := *job
+	// A rebuild in a scratch database replays the job's writes; it is not
+	// one of the job's writers and is not fenced.
+	at.Fencing = ""
 	at.TransformVersion, at.Steps = parts.Transform.Version, steps
 	at.SchemaVersion, at.DDL = parts.Schema.Version, ddl
 	if t, ok := parts.Config["target"].(string); ok && t != "" {

@@ -58,7 +58,7 @@ func (d *DB) rollbackTx(ctx context.Context, tx *sql.Tx, job *Job, to int64, opt
 	}
 	// The writer guards of a run: a rollback prepared against snapshot P
 	// must not discard a commit made since.
-	if err := st.checkEpoch(opts.Epoch); err != nil {
+	if err := st.checkEpoch(job, opts.Epoch); err != nil {
 		return nil, err
 	}
 	if err := st.checkParent(opts.ExpectParent); err != nil {

@@ -91,8 +91,12 @@ type jobState struct {
 }
 
 // checkEpoch refuses a writer whose epoch (when it gave one) is not the
-// job's current writer epoch.
-func (st jobState) checkEpoch(epoch *int64) error {
+// job's current writer epoch, and one that gave none when the job requires
+// fencing.
+func (st jobState) checkEpoch(job *Job, epoch *int64) error {
+	if epoch == nil && job.Fencing == FencingRequired {
+		return refuse("epoch", "job %s requires fencing ([job] fencing = \"required\"): pass --epoch %d, the job's current epoch (see idem fence)", job.Name, st.epoch)
+	}
 	if epoch != nil && *epoch != st.epoch {
 		return refuse("epoch", "stale writer: epoch %d is not the job's current epoch %d", *epoch, st.epoch)
 	}
@@ -365,7 +369,7 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 
 	// Guards, in the order of the batch lab: epoch, identity, cursor; then the
 	// expected parent.
-	if err := st.checkEpoch(opts.Epoch); err != nil {
+	if err := st.checkEpoch(job, opts.Epoch); err != nil {
 		return nil, false, err
 	}
 	exists, err := tableExists(ctx, tx, "main", job.Table)

@@ -12,6 +12,7 @@ import (
 
 func (a *app) newEraseCmd() *cobra.Command {
 	var f dbFlags
+	var w writerFlags
 	var key string
 	cmd := &cobra.Command{
 		Use:   "erase JOB --key K",
@@ -22,7 +23,9 @@ pipeline's other tables, and from the retained input files, which are
 rewritten without K's rows and stored under their new sha256. The erasure
 (key, highest position seen, snapshot, time; never the payload) is
 recorded so that a later batch carrying K at or below that position gets
-outcome erased. The erasure is a new snapshot.`,
+outcome erased. The erasure is a new snapshot. --expect-parent P and
+--epoch E guard it as they guard a run: refused (exit 3) unless the latest
+snapshot is P and the writer epoch is E.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("key") {
@@ -33,7 +36,9 @@ outcome erased. The erasure is a new snapshot.`,
 				return a.fail(f.jsonOut, err)
 			}
 			defer db.Close()
-			res, err := db.Erase(cmd.Context(), job, runner.EraseOptions{Key: key})
+			opts := runner.EraseOptions{Key: key}
+			opts.ExpectParent, opts.Epoch = w.guards(cmd)
+			res, err := db.Erase(cmd.Context(), job, opts)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
@@ -61,13 +66,15 @@ outcome erased. The erasure is a new snapshot.`,
 		},
 	}
 	f.register(cmd)
+	w.register(cmd)
 	cmd.Flags().StringVar(&key, "key", "", "the key value to erase")
 	return cmd
 }
 
 func (a *app) newRollbackCmd() *cobra.Command {
 	var f dbFlags
-	var to, parent, epoch int64
+	var w writerFlags
+	var to int64
 	cmd := &cobra.Command{
 		Use:   "rollback JOB --to-snapshot S",
 		Short: "Make the current rows those of snapshot S, as a new snapshot",
@@ -89,12 +96,7 @@ writer epoch is E.`,
 			}
 			defer db.Close()
 			var opts runner.RollbackOptions
-			if cmd.Flags().Changed("expect-parent") {
-				opts.ExpectParent = &parent
-			}
-			if cmd.Flags().Changed("epoch") {
-				opts.Epoch = &epoch
-			}
+			opts.ExpectParent, opts.Epoch = w.guards(cmd)
 			res, err := db.Rollback(cmd.Context(), job, to, opts)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
@@ -109,8 +111,7 @@ writer epoch is E.`,
 		},
 	}
 	f.register(cmd)
+	w.register(cmd)
 	cmd.Flags().Int64Var(&to, "to-snapshot", 0, "the snapshot whose rows become current")
-	cmd.Flags().Int64Var(&parent, "expect-parent", 0, "refuse unless the job's latest snapshot is this one")
-	cmd.Flags().Int64Var(&epoch, "epoch", 0, "refuse unless this is the job's current writer epoch (see idem fence)")
 	return cmd
 }

@@ -158,6 +158,28 @@ func (f *dbFlags) path(job *runner.Job) string {
 	return ""
 }
 
+// writerFlags are the guards every writing command takes: the snapshot the
+// writer prepared against and its writer epoch.
+type writerFlags struct {
+	parent, epoch int64
+}
+
+func (w *writerFlags) register(cmd *cobra.Command) {
+	cmd.Flags().Int64Var(&w.epoch, "epoch", 0, "refuse unless this is the job's current writer epoch (see idem fence)")
+	cmd.Flags().Int64Var(&w.parent, "expect-parent", 0, "refuse unless the job's latest snapshot is this one")
+}
+
+// guards returns the flags that were given, nil for the others.
+func (w *writerFlags) guards(cmd *cobra.Command) (parent, epoch *int64) {
+	if cmd.Flags().Changed("expect-parent") {
+		parent = &w.parent
+	}
+	if cmd.Flags().Changed("epoch") {
+		epoch = &w.epoch
+	}
+	return parent, epoch
+}
+
 func loadJob(path string) (*runner.Job, error) {
 	return runner.LoadJob(path, idemsql.FS)
 }
