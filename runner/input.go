@@ -214,7 +214,19 @@ func copyVerified(ctx context.Context, src, dst, sum string, size int64, progres
 // declared columns, read as text for csv and jsonl (the stage step types and
 // validates them) and as stored for parquet. Column names are checked here so
 // that a missing or unexpected column names the file.
-func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format string, columns []string) error {
+//
+// With ignoreExtra, columns (CSV, Parquet) and fields (JSON Lines) that the
+// pipeline does not read are skipped, and returned as "file: column";
+// otherwise the first one is an error naming the file and the column.
+func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format string, columns []string, ignoreExtra bool) ([]string, error) {
+	var ignored []string
+	check := func(path string, have []string) error {
+		extra, err := checkColumns(path, have, columns, ignoreExtra)
+		for _, c := range extra {
+			ignored = append(ignored, path+": "+c)
+		}
+		return err
+	}
 	var paths []string
 	for _, f := range files {
 		if f.Size > 0 {
@@ -231,10 +243,10 @@ func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format strin
 			empty[i] = "CAST(NULL AS VARCHAR) AS " + quoteIdent(c)
 		}
 		_, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP VIEW input AS SELECT "+strings.Join(empty, ", ")+" WHERE false")
-		return err
+		return nil, err
 	}
 	if _, err := tx.ExecContext(ctx, "SET VARIABLE idem_input = ?", paths); err != nil {
-		return fmt.Errorf("bind input paths: %w", err)
+		return nil, fmt.Errorf("bind input paths: %w", err)
 	}
 	var reader string
 	switch format {
@@ -246,13 +258,13 @@ func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format strin
 			}
 			h, err := csvHeader(f)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			if err := checkColumns(f.Path, h, columns); err != nil {
-				return err
+			if err := check(f.Path, h); err != nil {
+				return nil, err
 			}
 			if header != nil && !equalKeys(header, h) {
-				return fmt.Errorf("input %s: header %s differs from the first file's %s", f.Path, strings.Join(h, ","), strings.Join(header, ","))
+				return nil, fmt.Errorf("input %s: header %s differs from the first file's %s", f.Path, strings.Join(h, ","), strings.Join(header, ","))
 			}
 			header = h
 		}
@@ -269,18 +281,37 @@ func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format strin
 		for i, c := range columns {
 			cols[i] = sqlString(c) + ": 'VARCHAR'"
 		}
-		var extra sql.NullString
-		var file sql.NullString
-		err := tx.QueryRowContext(ctx, `
+		// The first unexpected field refuses the input; ignored ones are
+		// all named (one per file and field, in file then field order).
+		limit := "LIMIT 1"
+		if ignoreExtra {
+			limit = "GROUP BY ALL ORDER BY filename, k"
+		}
+		rows, err := tx.QueryContext(ctx, `
 			SELECT k, filename FROM (
 				SELECT unnest(json_keys(json)) AS k, filename
 				FROM read_ndjson_objects(getvariable('idem_input'), filename = true, maximum_object_size = `+maxJSONObject+`)
-			) WHERE k NOT IN (SELECT unnest(?::VARCHAR[])) LIMIT 1`, columns).Scan(&extra, &file)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return inputReadError(err, files, format)
+			) WHERE k NOT IN (SELECT unnest(?::VARCHAR[])) `+limit, columns)
+		if err != nil {
+			return nil, inputReadError(err, files, format)
 		}
-		if extra.Valid {
-			return fmt.Errorf("input %s: unexpected field %q (the pipeline reads %s)", originalPath(files, file.String), extra.String, strings.Join(columns, ", "))
+		for rows.Next() {
+			var k, file string
+			if err := rows.Scan(&k, &file); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if !ignoreExtra {
+				rows.Close()
+				return nil, fmt.Errorf("input %s: unexpected field %q (the pipeline reads %s; [input] extra_columns = \"ignore\" skips it)", originalPath(files, file), k, strings.Join(columns, ", "))
+			}
+			ignored = append(ignored, originalPath(files, file)+": "+k)
+		}
+		if err := rows.Close(); err != nil {
+			return nil, inputReadError(err, files, format)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, inputReadError(err, files, format)
 		}
 		reader = "read_json(getvariable('idem_input'), format = 'newline_delimited', maximum_object_size = " + maxJSONObject + ", columns = {" + strings.Join(cols, ", ") + "})"
 	case FormatParquet:
@@ -290,54 +321,60 @@ func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format strin
 			}
 			rows, err := tx.QueryContext(ctx, "SELECT name FROM parquet_schema(?) WHERE name <> 'schema' AND num_children IS NULL OR num_children = 0", f.Retained)
 			if err != nil {
-				return inputReadError(err, files, format)
+				return nil, inputReadError(err, files, format)
 			}
 			var names []string
 			for rows.Next() {
 				var n string
 				if err := rows.Scan(&n); err != nil {
 					rows.Close()
-					return err
+					return nil, err
 				}
 				names = append(names, n)
 			}
 			rows.Close()
-			if err := checkColumns(f.Path, names, columns); err != nil {
-				return err
+			if err := check(f.Path, names); err != nil {
+				return nil, err
 			}
 		}
 		reader = "read_parquet(getvariable('idem_input'))"
 	default:
-		return usage("unknown input format %q", format)
+		return nil, usage("unknown input format %q", format)
 	}
 	_, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP VIEW input AS SELECT "+strings.Join(selectList, ", ")+" FROM "+reader)
 	if err != nil {
-		return inputReadError(err, files, format)
+		return nil, inputReadError(err, files, format)
 	}
-	return nil
+	return ignored, nil
 }
 
-func checkColumns(path string, have, want []string) error {
+// checkColumns checks a file's columns against the ones the pipeline reads:
+// each must be there once. A column it does not read is an error, or with
+// ignoreExtra one of the returned extra columns.
+func checkColumns(path string, have, want []string, ignoreExtra bool) (extra []string, err error) {
 	wantSet := map[string]bool{}
 	for _, c := range want {
 		wantSet[c] = true
 	}
 	haveSet := map[string]bool{}
 	for _, c := range have {
-		if !wantSet[c] {
-			return fmt.Errorf("input %s: unexpected column %q (the pipeline reads %s)", path, c, strings.Join(want, ", "))
-		}
 		if haveSet[c] {
-			return fmt.Errorf("input %s: column %q appears twice", path, c)
+			return nil, fmt.Errorf("input %s: column %q appears twice", path, c)
 		}
 		haveSet[c] = true
+		if !wantSet[c] {
+			if !ignoreExtra {
+				return nil, fmt.Errorf("input %s: unexpected column %q (the pipeline reads %s; [input] extra_columns = \"ignore\" skips it)", path, c, strings.Join(want, ", "))
+			}
+			extra = append(extra, c)
+		}
 	}
 	for _, c := range want {
 		if !haveSet[c] {
-			return fmt.Errorf("input %s: missing column %q (the pipeline reads %s)", path, c, strings.Join(want, ", "))
+			return nil, fmt.Errorf("input %s: missing column %q (the pipeline reads %s)", path, c, strings.Join(want, ", "))
 		}
 	}
-	return nil
+	return extra, nil
 }
 
 // csvHeader reads the header record of a CSV file.

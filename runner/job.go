@@ -75,7 +75,17 @@ type InputSpec struct {
 	// RunChunks).
 	ChunkRows int64
 	Watermark string
+	// ExtraColumns is ExtraIgnore when columns (or JSON fields) the pipeline
+	// does not read are skipped; by default ("" or ExtraError) they refuse
+	// the input.
+	ExtraColumns string
 }
+
+// Settings of [input] extra_columns.
+const (
+	ExtraError  = "error"
+	ExtraIgnore = "ignore"
+)
 
 type jobFile struct {
 	Name             string         `toml:"name"`
@@ -111,6 +121,7 @@ type inputTable struct {
 	ChunkRows int64             `toml:"chunk_rows"`
 	Watermark string            `toml:"watermark"`
 	Columns   map[string]string `toml:"columns"`
+	Extra     string            `toml:"extra_columns"`
 }
 
 type targetTable struct {
@@ -195,6 +206,11 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 	if format != "" && format != FormatCSV && format != FormatJSONL && format != FormatParquet {
 		return nil, bad("input.format", "must be csv, jsonl or parquet (got %q)", jf.Input.Format)
 	}
+	switch jf.Input.Extra {
+	case "", ExtraError, ExtraIgnore:
+	default:
+		return nil, bad("input.extra_columns", "must be %q or %q (got %q)", ExtraError, ExtraIgnore, jf.Input.Extra)
+	}
 	switch jf.Job.Fencing {
 	case "", FencingOptional, FencingRequired:
 	default:
@@ -255,7 +271,7 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 		TransformVersion: jf.TransformVersion,
 		SchemaVersion:    jf.SchemaVersion,
 		Database:         jf.Database,
-		Input:            InputSpec{Path: jf.Input.Path, Format: format},
+		Input:            InputSpec{Path: jf.Input.Path, Format: format, ExtraColumns: jf.Input.Extra},
 		Table:            table,
 		Params:           params,
 		DuckDB:           jf.DuckDB,

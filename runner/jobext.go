@@ -217,6 +217,11 @@ func (j *Job) extendConfig(c map[string]any) {
 	if j.Input.Mode != "" {
 		c["input_mode"] = map[string]any{"mode": j.Input.Mode, "batch": j.Input.Batch}
 	}
+	if j.Input.ExtraColumns == ExtraIgnore {
+		// Only the non-default setting is recorded, so jobs that never set
+		// it keep their keys.
+		c["extra_columns"] = ExtraIgnore
+	}
 	if j.Input.ChunkRows > 0 {
 		c["chunks"] = map[string]any{"rows": j.Input.ChunkRows, "watermark": j.Input.Watermark}
 	}

@@ -216,6 +216,9 @@ func jobAt(job *Job, row *SnapshotRow) (*Job, error) {
 		format = f
 	}
 	at.Input = InputSpec{Format: format}
+	if e, ok := parts.Config["extra_columns"].(string); ok {
+		at.Input.ExtraColumns = e
+	}
 	at.Params = map[string]any{}
 	recorded, _ := parts.Config["params"].(map[string]any)
 	for name, decl := range p.Params {

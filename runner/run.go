@@ -76,6 +76,9 @@ type Result struct {
 	InputSHA256 string           `json:"input_sha256"`
 	Inputs      []InputFile      `json:"inputs"`
 	Parts       Parts            `json:"parts"`
+	// IgnoredColumns names, as "file: column", the input columns that
+	// [input] extra_columns = "ignore" skipped.
+	IgnoredColumns []string `json:"ignored_columns,omitempty"`
 }
 
 // jobState is the job's state row.
@@ -432,7 +435,7 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 	if err := bindVariables(ctx, tx, job, p, snapshot); err != nil {
 		return nil, false, err
 	}
-	if err := stageInput(ctx, tx, p.files, p.format, job.Pipeline.ColumnNames()); err != nil {
+	if res.IgnoredColumns, err = stageInput(ctx, tx, p.files, p.format, job.Pipeline.ColumnNames(), job.Input.ExtraColumns == ExtraIgnore); err != nil {
 		return nil, false, err
 	}
 	if more, err := filterChunk(ctx, tx, job, opts.chunk); err != nil || !more {

@@ -105,5 +105,8 @@ func (a *app) printResult(res *runner.Result) {
 		}
 		fmt.Fprintf(w, "  outcomes  %s\n", strings.Join(parts, ", "))
 	}
+	if len(res.IgnoredColumns) > 0 {
+		fmt.Fprintf(w, "  ignored   %s ([input] extra_columns = \"ignore\")\n", strings.Join(res.IgnoredColumns, ", "))
+	}
 	fmt.Fprintf(w, "  job key   %s\n", res.JobKey)
 }
