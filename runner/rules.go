@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -22,10 +23,13 @@ import (
 //
 // A rule is one SQL expression over staged's columns (for merge_by_key: the
 // declared input columns, typed). It is checked when the job is loaded: it
-// must parse as a single expression (json_serialize_sql), hold no subquery
-// and no non-deterministic function, and bind as a BOOLEAN against the
-// staged table that the stage step builds from an empty input in a scratch
-// in-memory database.
+// must parse as a single expression (json_serialize_sql) built only of
+// what checkRuleNode allows (staged columns, constants, operators, CASE,
+// casts and the deterministic scalar functions of ruleFunctions), bind as a
+// BOOLEAN against the staged table that the stage step builds from an empty
+// input in a scratch in-memory database, and evaluate on a staged row of
+// NULLs. So a rule's outcome is a function of the row alone: the same under
+// any --threads, and it cannot fail a run for a reason outside the row.
 
 // RulePrefix starts the outcome of a row quarantined by a quality rule.
 const RulePrefix = "invalid_rule:"
@@ -66,10 +70,13 @@ func validateRules(ctx context.Context, job *Job) (int, error) {
 		return 0, err
 	}
 	defer conn.Close()
+	refs := make([][]string, len(job.Rules))
 	for i, r := range job.Rules {
-		if err := checkRuleShape(ctx, conn, r); err != nil {
+		cols, err := checkRuleShape(ctx, conn, r)
+		if err != nil {
 			return i, fmt.Errorf("rule %s: %w", r.Name, err)
 		}
+		refs[i] = cols
 	}
 	cols, err := dryStage(ctx, conn, job)
 	if err != nil {
@@ -86,6 +93,25 @@ func validateRules(ctx context.Context, job *Job) (int, error) {
 		if typ != "BOOLEAN" {
 			return i, fmt.Errorf("rule %s: the expression is %s, not BOOLEAN", r.Name, typ)
 		}
+		for _, c := range refs[i] {
+			if !slices.ContainsFunc(cols, func(s string) bool { return strings.EqualFold(s, c) }) {
+				return i, fmt.Errorf("rule %s: %s is not a staged column (staged columns: %s)", r.Name, c, strings.Join(cols, ", "))
+			}
+		}
+	}
+	// Prove each rule on a row: the staged row whose columns are all NULL.
+	// Constants are converted when the rule first meets a row, so a rule
+	// like fare + 'x' fails here, at load, rather than in a run.
+	for _, q := range []string{"CREATE TEMP TABLE idem_rule_row AS SELECT * FROM staged LIMIT 0", "INSERT INTO idem_rule_row DEFAULT VALUES"} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return 0, fmt.Errorf("quality rules: make a row to check them on: %s", firstLine(err))
+		}
+	}
+	for i, r := range job.Rules {
+		var ok sql.NullBool
+		if err := conn.QueryRowContext(ctx, "SELECT ("+r.SQL+") AS idem_rule FROM idem_rule_row AS staged").Scan(&ok); err != nil {
+			return i, fmt.Errorf("rule %s: %s (on a staged row whose columns are NULL)", r.Name, firstLine(err))
+		}
 	}
 	return 0, nil
 }
@@ -93,16 +119,16 @@ func validateRules(ctx context.Context, job *Job) (int, error) {
 // checkRuleShape parses the rule inside a fixed SELECT and requires that the
 // parse is exactly that SELECT with one expression: text that closes the
 // parenthesis to add clauses or statements is refused.
-func checkRuleShape(ctx context.Context, conn *sql.Conn, r Rule) error {
+func checkRuleShape(ctx context.Context, conn *sql.Conn, r Rule) ([]string, error) {
 	if strings.Contains(r.SQL, ";") {
-		return errors.New("a rule is one SQL expression; ';' is not allowed")
+		return nil, errors.New("a rule is one SQL expression; ';' is not allowed")
 	}
 	if !balanced(r.SQL) {
-		return errors.New("not a single SQL expression: unbalanced parentheses")
+		return nil, errors.New("not a single SQL expression: unbalanced parentheses")
 	}
 	var text string
 	if err := conn.QueryRowContext(ctx, "SELECT CAST(json_serialize_sql(?::VARCHAR) AS VARCHAR)", "SELECT ("+r.SQL+") AS idem_rule FROM staged").Scan(&text); err != nil {
-		return fmt.Errorf("parse: %w", err)
+		return nil, fmt.Errorf("parse: %w", err)
 	}
 	var parsed struct {
 		Error      bool   `json:"error"`
@@ -112,13 +138,13 @@ func checkRuleShape(ctx context.Context, conn *sql.Conn, r Rule) error {
 		} `json:"statements"`
 	}
 	if err := json.Unmarshal([]byte(text), &parsed); err != nil {
-		return fmt.Errorf("parse: %w", err)
+		return nil, fmt.Errorf("parse: %w", err)
 	}
 	if parsed.Error {
-		return fmt.Errorf("not a SQL expression: %s", parsed.Message)
+		return nil, fmt.Errorf("not a SQL expression: %s", parsed.Message)
 	}
 	if len(parsed.Statements) != 1 {
-		return errors.New("not a single SQL expression")
+		return nil, errors.New("not a single SQL expression")
 	}
 	n := parsed.Statements[0].Node
 	from, _ := n["from_table"].(map[string]any)
@@ -129,31 +155,185 @@ func checkRuleShape(ctx context.Context, conn *sql.Conn, r Rule) error {
 	ctes, _ := cte["map"].([]any)
 	if n["type"] != "SELECT_NODE" || len(list) != 1 || from == nil || from["table_name"] != "staged" ||
 		n["where_clause"] != nil || n["having"] != nil || n["qualify"] != nil || len(mods) != 0 || len(groups) != 0 || len(ctes) != 0 {
-		return errors.New("not a single SQL expression over the staged columns")
+		return nil, errors.New("not a single SQL expression over the staged columns")
 	}
-	var problem error
+	if err := checkRuleNode(list[0]); err != nil {
+		return nil, err
+	}
+	var cols []string
 	walkJSON(list[0], func(m map[string]any) {
-		if problem != nil {
-			return
-		}
-		switch m["class"] {
-		case "SUBQUERY":
-			problem = errors.New("a rule may not hold a subquery: it checks one row's columns")
-		case "WINDOW":
-			problem = errors.New("a rule may not hold a window function: it checks one row's columns")
-		case "FUNCTION":
-			if name, _ := m["function_name"].(string); nondeterministic[strings.ToLower(name)] {
-				problem = fmt.Errorf("a rule may not call %s(): the same row must always pass or fail", name)
-			}
-		case "COLUMN_REF":
-			if names, _ := m["column_names"].([]any); len(names) == 1 {
-				if s, _ := names[0].(string); nondeterministicRefs[strings.ToLower(s)] {
-					problem = fmt.Errorf("a rule may not read %s: the same row must always pass or fail", s)
-				}
-			}
+		if names, _ := m["column_names"].([]any); m["class"] == "COLUMN_REF" && len(names) > 0 {
+			s, _ := names[len(names)-1].(string)
+			cols = append(cols, s)
 		}
 	})
-	return problem
+	return cols, nil
+}
+
+// checkRuleNode accepts only what a deterministic expression of one row is
+// made of: column references, constants, operators, comparisons, CASE,
+// casts and calls of the scalar functions in ruleFunctions. Everything
+// else (settings, the environment, files, tables, the clock, randomness,
+// subqueries, star expressions, aggregates, windows, lambdas, error()) is
+// refused, so that a rule cannot give another outcome under other settings
+// nor fail the run for a reason that is not in the row.
+func checkRuleNode(v any) error {
+	switch x := v.(type) {
+	case []any:
+		for _, e := range x {
+			if err := checkRuleNode(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	case map[string]any:
+	default:
+		return nil
+	}
+	m := v.(map[string]any)
+	class, _ := m["class"].(string)
+	typ, _ := m["type"].(string)
+	switch class {
+	case "":
+		// Not an expression: a value, a type or an ORDER_MODIFIER holder.
+	case "COLUMN_REF":
+		names, _ := m["column_names"].([]any)
+		if len(names) == 2 {
+			if t, _ := names[0].(string); !strings.EqualFold(t, "staged") {
+				return fmt.Errorf("a rule may not read %s: it reads only the staged row's columns", joinNames(names))
+			}
+		} else if len(names) != 1 {
+			return fmt.Errorf("a rule may not read %s: it reads only the staged row's columns", joinNames(names))
+		}
+		if s, _ := names[len(names)-1].(string); nondeterministicRefs[strings.ToLower(s)] {
+			return fmt.Errorf("a rule may not read %s: the same row must always pass or fail", s)
+		}
+	case "CONSTANT", "CONJUNCTION", "COMPARISON", "BETWEEN", "CASE":
+	case "OPERATOR":
+		if !ruleOperators[typ] {
+			return fmt.Errorf("a rule may not use operator %s", strings.ToLower(strings.TrimPrefix(typ, "OPERATOR_")))
+		}
+	case "CAST":
+		ct, _ := m["cast_type"].(map[string]any)
+		id, _ := ct["id"].(string)
+		if strings.Contains(id, "TIME ZONE") {
+			return fmt.Errorf("a rule may not cast to %s: the result depends on the TimeZone setting", id)
+		}
+		if try, _ := m["try_cast"].(bool); !try && id != "VARCHAR" && readsColumn(m["child"]) {
+			return fmt.Errorf("a rule may not CAST a column to %s: a value that does not convert would fail the whole run; use TRY_CAST (NULL fails the rule)", id)
+		}
+	case "FUNCTION":
+		name, _ := m["function_name"].(string)
+		schema, _ := m["schema"].(string)
+		catalog, _ := m["catalog"].(string)
+		if !ruleFunctions[strings.ToLower(name)] || (schema != "" && schema != "main") || catalog != "" {
+			return fmt.Errorf("a rule may not call %s(): %s", name, refusedWhy(strings.ToLower(name)))
+		}
+		ob, _ := m["order_bys"].(map[string]any)
+		orders, _ := ob["orders"].([]any)
+		if distinct, _ := m["distinct"].(bool); distinct || m["filter"] != nil || len(orders) > 0 {
+			return fmt.Errorf("a rule may not call %s() with DISTINCT, FILTER or ORDER BY: it checks one row's columns", name)
+		}
+	case "STAR":
+		return errors.New("a rule may not hold * or COLUMNS(...): it names the columns it checks")
+	case "SUBQUERY":
+		return errors.New("a rule may not hold a subquery: it checks one row's columns")
+	case "WINDOW":
+		return errors.New("a rule may not hold a window function: it checks one row's columns")
+	case "LAMBDA":
+		return errors.New("a rule may not hold a lambda: it checks one row's columns")
+	case "PARAMETER", "POSITIONAL_REFERENCE", "DEFAULT":
+		return fmt.Errorf("a rule may not hold a %s: it names the columns it checks", strings.ToLower(strings.ReplaceAll(class, "_", " ")))
+	default:
+		return fmt.Errorf("a rule may not hold a %s expression", strings.ToLower(class))
+	}
+	for _, k := range sortedKeys(m) {
+		if err := checkRuleNode(m[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readsColumn reports whether an expression tree holds a column reference.
+func readsColumn(v any) bool {
+	found := false
+	walkJSON(v, func(m map[string]any) { found = found || m["class"] == "COLUMN_REF" })
+	return found
+}
+
+func joinNames(names []any) string {
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i], _ = n.(string)
+	}
+	return strings.Join(parts, ".")
+}
+
+// refusedWhy says why a function is not one a rule may call.
+func refusedWhy(name string) string {
+	switch {
+	case nondeterministic[name]:
+		return "the same row must always pass or fail"
+	case name == "current_setting" || name == "getenv" || name == "getvariable" || strings.HasPrefix(name, "current_") || name == "version":
+		return "it reads a setting, a variable or the environment, not the row"
+	case name == "error":
+		return "it would fail the run; a rule fails rows"
+	case strings.HasPrefix(name, "read_") || name == "glob" || strings.Contains(name, "scan"):
+		return "it reads files or tables, not the row"
+	}
+	return "not on idem's list of deterministic scalar functions a rule may call (string, math, regexp, date arithmetic)"
+}
+
+// ruleOperators are the OPERATOR expression types a rule may hold.
+var ruleOperators = map[string]bool{
+	"OPERATOR_NOT": true, "OPERATOR_IS_NULL": true, "OPERATOR_IS_NOT_NULL": true,
+	"COMPARE_IN": true, "COMPARE_NOT_IN": true, "OPERATOR_COALESCE": true, "OPERATOR_NULLIF": true,
+	"ARRAY_EXTRACT": true, "ARRAY_SLICE": true, "STRUCT_EXTRACT": true,
+}
+
+// ruleFunctions are the scalar functions a rule may call: each gives the
+// same value for the same arguments, reads nothing but them, and does not
+// depend on settings (TimeZone, threads) or the clock. Operators such as +
+// and LIKE parse as functions too.
+var ruleFunctions = setOf(
+	// operators
+	"+", "-", "*", "/", "//", "%", "**", "^", "||", "&", "|", "<<", ">>", "~", "@", "xor",
+	"~~", "!~~", "~~*", "!~~*", "~~~", "!~~~", "->", "->>",
+	// logic and NULLs
+	"nullif", "ifnull", "if", "greatest", "least", "isnan", "isinf", "isfinite",
+	// strings
+	"length", "len", "strlen", "char_length", "character_length", "octet_length", "bit_length",
+	"lower", "lcase", "upper", "ucase", "trim", "ltrim", "rtrim", "substring", "substr", "left", "right",
+	"concat", "concat_ws", "contains", "starts_with", "prefix", "suffix", "ends_with", "replace", "reverse",
+	"repeat", "lpad", "rpad", "position", "strpos", "instr", "split_part", "string_split", "str_split",
+	"ascii", "chr", "unicode", "md5", "sha1", "sha256", "levenshtein", "damerau_levenshtein",
+	"jaro_similarity", "jaro_winkler_similarity", "hamming", "mismatches", "format", "printf",
+	"strip_accents", "nfc_normalize", "translate", "like_escape", "not_like_escape", "ilike_escape",
+	"not_ilike_escape", "regexp_matches", "regexp_full_match", "regexp_extract", "regexp_replace",
+	// lists, structs and JSON values
+	"list_value", "list_contains", "list_has", "array_contains", "array_has", "list_extract", "list_element",
+	"array_extract", "array_length", "len", "cardinality", "list_position", "list_indexof", "struct_pack", "row",
+	"struct_extract", "json_extract", "json_extract_string", "json_valid", "json_type", "json_array_length",
+	"json_exists",
+	// math
+	"abs", "ceil", "ceiling", "floor", "round", "trunc", "sign", "sqrt", "cbrt", "pow", "power", "exp",
+	"ln", "log", "log10", "log2", "mod", "gcd", "lcm", "even",
+	// dates and times, without the clock or the time zone
+	"date_part", "datepart", "year", "month", "day", "dayofmonth", "dayofweek", "dayofyear", "isodow",
+	"week", "weekofyear", "quarter", "hour", "minute", "second", "yearweek", "date_trunc", "datetrunc",
+	"date_diff", "datediff", "date_sub", "datesub", "make_date", "make_time", "make_timestamp",
+	"to_days", "to_hours", "to_minutes", "to_seconds", "to_months", "to_years", "to_weeks",
+	"to_milliseconds", "to_microseconds", "epoch", "epoch_ms", "last_day", "dayname", "monthname",
+	"strftime", "strptime", "try_strptime",
+)
+
+func setOf(names ...string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
 }
 
 // balanced reports whether the parentheses of an expression balance,

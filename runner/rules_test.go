@@ -3,8 +3,11 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -80,25 +83,61 @@ sql = "length(value) <= 5"
 	require.NotEqual(t, string(canonicalJSON(with.config("jsonl"))), string(canonicalJSON(without.config("jsonl"))))
 }
 
-// TestRuleValidation: a bad rule is a job-file error (exit 2) that names
-// the rule, found when the job is loaded.
+// TestRuleValidation: a rule that is not a deterministic expression of the
+// staged row alone is a job-file error (exit 2) found when the job is
+// loaded, naming the file, the rule's line, the rule and what is refused.
 func TestRuleValidation(t *testing.T) {
 	t.Parallel()
+	const notListed = "not on idem's list of deterministic scalar functions a rule may call (string, math, regexp, date arithmetic)"
 	cases := []struct {
 		name, sql, want string
+		exact           bool // want is the whole message after "rule <name>: "
 	}{
-		{"unknown_column", "fare >= 0", `rule unknown_column: Binder Error: Referenced column "fare" not found`},
-		{"two_statements", "true; DROP TABLE x", "';' is not allowed"},
-		{"smuggled_clause", "true) FROM staged WHERE (true", "unbalanced parentheses"},
-		{"smuggled_column", "entity_id) AS a, (1", "unbalanced parentheses"},
-		{"comment", "true /* x", "not a SQL expression"},
-		{"subquery", "entity_id IN (SELECT entity_id FROM customers)", "may not hold a subquery"},
-		{"random", "random() < 0.5", "may not call random()"},
-		{"clock", "current_timestamp IS NOT NULL", "may not read current_timestamp"},
-		{"clock_call", "now() IS NOT NULL", "may not call now()"},
-		{"not_boolean", "length(value)", "not BOOLEAN"},
-		{"aggregate", "count(*) > 1", "rule aggregate:"},
-		{"bad_syntax", "value >", "not a SQL expression"},
+		{"unknown_column", "fare >= 0", `Binder Error: Referenced column "fare" not found`, false},
+		{"two_statements", "true; DROP TABLE x", "a rule is one SQL expression; ';' is not allowed", true},
+		{"smuggled_clause", "true) FROM staged WHERE (true", "not a single SQL expression: unbalanced parentheses", true},
+		{"smuggled_column", "entity_id) AS a, (1", "not a single SQL expression: unbalanced parentheses", true},
+		{"comment", "true /* x", "not a SQL expression", false},
+		{"bad_syntax", "value >", "not a SQL expression", false},
+		{"not_boolean", "length(value)", "the expression is BIGINT, not BOOLEAN", true},
+		// Settings, variables and the environment.
+		{"setting", "current_setting('threads') = 2", "a rule may not call current_setting(): it reads a setting, a variable or the environment, not the row", true},
+		{"env", "getenv('HOME') IS NOT NULL", "a rule may not call getenv(): it reads a setting, a variable or the environment, not the row", true},
+		{"variable", "getvariable('idem_batch_id') = 'b1'", "a rule may not call getvariable(): it reads a setting, a variable or the environment, not the row", true},
+		{"database", "current_database() = 'memory'", "a rule may not call current_database(): it reads a setting, a variable or the environment, not the row", true},
+		{"user", "current_user = 'root'", "current_user is not a staged column (staged columns: ", false},
+		// The clock and randomness.
+		{"random", "random() < 0.5", "a rule may not call random(): the same row must always pass or fail", true},
+		{"uuid", "uuid() IS NOT NULL", "a rule may not call uuid(): the same row must always pass or fail", true},
+		{"sequence", "nextval('s') > 0", "a rule may not call nextval(): the same row must always pass or fail", true},
+		{"clock", "current_timestamp IS NOT NULL", "a rule may not read current_timestamp: the same row must always pass or fail", true},
+		{"clock_call", "now() IS NOT NULL", "a rule may not call now(): the same row must always pass or fail", true},
+		{"today", "current_date > DATE '2020-01-01'", "a rule may not read current_date: the same row must always pass or fail", true},
+		{"age", "age(TIMESTAMP '2020-01-01') > INTERVAL 1 DAY", "a rule may not call age(): " + notListed, true},
+		// Failing the run, files and tables.
+		{"error", "error('x') IS NULL", "a rule may not call error(): it would fail the run; a rule fails rows", true},
+		{"file", "read_text('/etc/hostname') IS NOT NULL", "a rule may not call read_text(): it reads files or tables, not the row", true},
+		{"glob", "glob('*') IS NOT NULL", "a rule may not call glob(): it reads files or tables, not the row", true},
+		{"subquery", "entity_id IN (SELECT entity_id FROM customers)", "a rule may not hold a subquery: it checks one row's columns", true},
+		{"exists", "EXISTS (SELECT 1)", "a rule may not hold a subquery: it checks one row's columns", true},
+		{"other_table", "customers.entity_id = 'a'", "a rule may not read customers.entity_id: it reads only the staged row's columns", true},
+		{"rowid", "rowid > 0", "rowid is not a staged column (staged columns: ", false},
+		// Star expressions, aggregates, windows, lambdas, parameters.
+		{"columns", "COLUMNS('.*') IS NOT NULL", "a rule may not hold * or COLUMNS(...): it names the columns it checks", true},
+		{"aggregate", "count(*) > 1", "a rule may not call count_star(): " + notListed, true},
+		{"sum", "sum(version) > 1", "a rule may not call sum(): " + notListed, true},
+		{"window", "row_number() OVER () > 1", "a rule may not hold a window function: it checks one row's columns", true},
+		{"lambda", "len(list_filter([value], x -> x = 'a')) > 0", "a rule may not call list_filter(): " + notListed, true},
+		{"parameter", "value = ?", "a rule may not hold a parameter: it names the columns it checks", true},
+		{"qualified_function", "main.my_macro(value)", "a rule may not call my_macro(): " + notListed, true},
+		{"distinct_arg", "length(DISTINCT value) > 1", "a rule may not call length() with DISTINCT, FILTER or ORDER BY: it checks one row's columns", true},
+		// Casts that depend on the time zone or fail the run on a value.
+		{"time_zone", "value::TIMESTAMPTZ IS NOT NULL", "a rule may not cast to TIMESTAMP WITH TIME ZONE: the result depends on the TimeZone setting", true},
+		{"cast", "CAST(value AS INTEGER) > 0", "a rule may not CAST a column to INTEGER: a value that does not convert would fail the whole run; use TRY_CAST (NULL fails the rule)", true},
+		// Bound against staged's types and evaluated on a row.
+		{"wrong_type", "value + 1 > 0", "Binder Error: No function matches the given name and argument types '+(VARCHAR, INTEGER_LITERAL)'", false},
+		{"bad_constant", "version + 'x' > 0", "Conversion Error: Could not convert string 'x' to INT", false},
+		{"bad_regexp", "regexp_matches(value, '[')", "missing ]", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -116,7 +155,7 @@ sql = "entity_id <> ''"
 
 [[quality.rules]]
 name = "` + c.name + `"
-sql = '` + c.sql + `'
+sql = ` + strconv.Quote(c.sql) + `
 `
 			require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
 			_, err := LoadJob(path, idemsql.FS)
@@ -126,9 +165,44 @@ sql = '` + c.sql + `'
 			require.Equal(t, ExitUsage, ExitCode(err))
 			require.Equal(t, 10, jfe.Line)
 			require.Equal(t, "quality.rules[2]", jfe.Key)
-			require.Contains(t, err.Error(), c.want)
+			prefix := path + ":10: quality.rules[2]: rule " + c.name + ": "
+			if c.exact {
+				require.Equal(t, prefix+c.want, err.Error())
+			} else {
+				require.True(t, strings.HasPrefix(err.Error(), prefix), err.Error())
+				require.Contains(t, err.Error(), c.want)
+			}
 		})
 	}
+}
+
+// acceptedRules is one rule of each kind a rule may be: operators, LIKE,
+// regexps, CASE, BETWEEN, IN, TRY_CAST, NULL handling, string, math, date
+// arithmetic, a qualified column.
+var acceptedRules = []Rule{
+	{"trimmed", "length(trim(value)) <= 5 OR value IS NULL"},
+	{"like", "entity_id NOT LIKE 'test-%' AND entity_id NOT ILIKE 'TMP%'"},
+	{"regexp", "regexp_full_match(coalesce(value, ''), '[a-z0-9]*')"},
+	{"try_cast", "TRY_CAST(value AS INTEGER) IS NULL OR TRY_CAST(value AS INTEGER) < 100"},
+	{"case", "CASE WHEN operation = 'delete' THEN value IS NULL ELSE value IS NOT NULL END"},
+	{"between", "version BETWEEN 1 AND 1000"},
+	{"in_list", "version % 10 NOT IN (7, 8)"},
+	{"math", "abs(version - 500) >= 1 AND round(sqrt(version), 2) > 0"},
+	{"dates", "make_date(2020, 1, 1) + TRY_CAST(version AS INTEGER) < DATE '2030-01-01' AND year(DATE '2020-01-01' + INTERVAL 1 DAY) = 2020"},
+	{"qualified", "staged.change_id <> upper(staged.change_id) OR nullif(change_id, '') IS NOT NULL"},
+	{"strings", "md5(entity_id) <> '' AND concat_ws('-', entity_id, change_id) NOT LIKE '%--%' AND split_part(coalesce(value, 'x'), 'z', 1) IS NOT NULL"},
+}
+
+// TestAcceptedRulesLoad: every accepted kind of rule loads.
+func TestAcceptedRulesLoad(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString("name = \"customers\"\npipeline = \"versioned_changes\"\ntransform_version = 1\nschema_version = 1\n")
+	for _, r := range acceptedRules {
+		fmt.Fprintf(&b, "\n[[quality.rules]]\nname = %q\nsql = %q\n", r.Name, r.SQL)
+	}
+	job := writeJob(t, t.TempDir(), b.String())
+	require.Equal(t, acceptedRules, job.Rules)
 }
 
 // TestMergeByKeyJobValidation: the job-declared shape of merge_by_key is
