@@ -1,0 +1,107 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestRuleRefusedAtLoad: a rule that depends on settings or would fail the
+// run is refused when the job is loaded, by run, plan and lint alike: exit
+// 2 naming the file, the rule's line, the rule and what is refused, and
+// the database is left as it was.
+func TestRuleRefusedAtLoad(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ name, sql, want string }{
+		{"threads", "current_setting('threads') = '2'", "rule threads: a rule may not call current_setting(): it reads a setting, a variable or the environment, not the row"},
+		{"star", "COLUMNS('.*') IS NOT NULL", "rule star: a rule may not hold * or COLUMNS(...): it names the columns it checks"},
+		{"raise", "error('x') IS NULL", "rule raise: a rule may not call error(): it would fail the run; a rule fails rows"},
+		{"cast", "CAST(value AS INTEGER) > 0", "rule cast: a rule may not CAST a column to INTEGER: a value that does not convert would fail the whole run; use TRY_CAST (NULL fails the rule)"},
+		{"wrong_type", "version + 'x' > 0", "rule wrong_type: Conversion Error: Could not convert string 'x' to INT"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			j := newGuardJob(t)
+			j.apply()
+			before := captureState(t, j.db)
+			text, err := os.ReadFile(j.file)
+			require.NoError(t, err)
+			line := strings.Count(string(text), "\n") + 2
+			writeText(t, j.file, string(text)+"\n[[quality.rules]]\nname = \""+c.name+"\"\nsql = "+strconv.Quote(c.sql)+"\n")
+			for _, cmd := range [][]string{{"run", j.file}, {"plan", j.file}, {"lint", j.file}} {
+				r := callIdem(t, cmd...)
+				require.Equal(t, 2, r.code, "%v: %s %s", cmd, r.stdout, r.stderr)
+				require.Contains(t, r.stderr, fmt.Sprintf("%s:%d: quality.rules[1]: %s", j.file, line, c.want), cmd)
+			}
+			require.Equal(t, before, captureState(t, j.db))
+		})
+	}
+}
+
+// TestRulesSameOutcomesAnyThreads: every kind of rule a job may declare
+// gives each row the same outcome under --threads 1 and --threads 2.
+func TestRulesSameOutcomesAnyThreads(t *testing.T) {
+	t.Parallel()
+	rules := [][2]string{
+		{"trimmed", "length(trim(value)) <= 5 OR value IS NULL"},
+		{"like", "entity_id NOT LIKE 'test-%' AND entity_id NOT ILIKE 'TMP%'"},
+		{"regexp", "regexp_full_match(coalesce(value, ''), '[a-z0-9]*')"},
+		{"try_cast", "TRY_CAST(value AS INTEGER) IS NULL OR TRY_CAST(value AS INTEGER) < 100"},
+		{"case", "CASE WHEN operation = 'delete' THEN value IS NULL ELSE value IS NOT NULL END"},
+		{"between", "version BETWEEN 1 AND 1000"},
+		{"in_list", "version % 10 NOT IN (7, 8)"},
+		{"math", "abs(version - 500) >= 1 AND round(sqrt(version), 2) > 0"},
+		{"dates", "make_date(2020, 1, 1) + TRY_CAST(version AS INTEGER) < DATE '2021-01-01'"},
+		{"strings", "md5(entity_id) <> '' AND concat_ws('-', entity_id, change_id) NOT LIKE '%--%'"},
+	}
+	dir := t.TempDir()
+	var b strings.Builder
+	fmt.Fprintf(&b, "name = \"ruled\"\npipeline = \"versioned_changes\"\ntransform_version = 1\nschema_version = 1\n\n[input]\nformat = \"jsonl\"\n")
+	for _, r := range rules {
+		fmt.Fprintf(&b, "\n[[quality.rules]]\nname = %q\nsql = %q\n", r[0], r[1])
+	}
+	job := filepath.Join(dir, "job.toml")
+	writeFile(t, job, b.String())
+	var in strings.Builder
+	values := []string{"ok", "toolongvalue", "UP", "150", "x7", ""}
+	for i := 0; i < 600; i++ {
+		entity := fmt.Sprintf("e%d", i%50)
+		switch i % 13 {
+		case 3:
+			entity = "test-" + entity
+		case 5:
+			entity = "tmp" + entity
+		}
+		op, value := "upsert", strconv.Quote(values[i%len(values)])
+		if i%11 == 0 {
+			op, value = "delete", "null"
+		}
+		fmt.Fprintf(&in, `{"change_id":"c%d","entity_id":%q,"source_version":%d,"operation":%q,"value":%s}`+"\n", i, entity, 1+(i*37)%520, op, value)
+	}
+	input := filepath.Join(dir, "in.jsonl")
+	writeFile(t, input, in.String())
+	outcomes := map[string][]string{}
+	for _, threads := range []string{"1", "2"} {
+		db := filepath.Join(dir, "t"+threads+".duckdb")
+		code, _, errOut := cli(t, "run", job, "--input", input, "--db", db, "--threads", threads)
+		require.Equal(t, 0, code, errOut)
+		outcomes[threads] = queryStrs(t, db, `SELECT change_id || ' ' || outcome FROM ruled_outcomes ORDER BY change_id`)
+	}
+	require.Len(t, outcomes["1"], 600)
+	require.Equal(t, outcomes["1"], outcomes["2"])
+	// The input makes most rules fail somewhere, so the comparison covers
+	// what they decide, not only rows they all accept.
+	failed := map[string]bool{}
+	for _, o := range outcomes["1"] {
+		if out := strings.SplitN(o, " ", 2)[1]; strings.HasPrefix(out, "invalid_rule:") {
+			failed[out] = true
+		}
+	}
+	require.GreaterOrEqual(t, len(failed), 6, "%v", failed)
+}
