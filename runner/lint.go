@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -26,6 +27,8 @@ const (
 	LintUnorderedOutput   = "L004" // COPY, INSERT or order-sensitive aggregate without ORDER BY
 	LintUnusedParam       = "L005" // param declared, never read with getvariable
 	LintOutcomesNotStored = "L006" // outcomes_table declared, no step stores rows in it
+	LintLimitOrder        = "L007" // LIMIT without an ORDER BY that is total
+	LintStepContract      = "L008" // a step does not create staged, outcomes or idem_touched
 )
 
 // Severities of a finding. Errors make idem lint exit 1.
@@ -140,6 +143,7 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 				Fix:     fmt.Sprintf("insert every input row's outcome into {{table:%s}} in the commit step, or remove outcomes_table", t)})
 		}
 	}
+	l.contract(origin, files[:len(files)-1])
 	sort.SliceStable(rep.Findings, func(i, j int) bool {
 		a, b := rep.Findings[i], rep.Findings[j]
 		if a.File != b.File {
@@ -319,14 +323,30 @@ func hasOrderBy(node map[string]any) bool {
 	return false
 }
 
-// query checks one parsed query's window functions and aggregates.
+// query checks one parsed query's window functions, aggregates and
+// LIMITs.
 func (l *linter) query(file string, lineAt func(int) int, node map[string]any) {
+	// EXISTS (SELECT ... LIMIT 1) asks whether any row exists: which row
+	// comes first does not matter there.
+	exists := map[uintptr]bool{}
+	walkJSON(node, func(m map[string]any) {
+		if t, _ := m["subquery_type"].(string); m["class"] == "SUBQUERY" && (t == "EXISTS" || t == "NOT_EXISTS") {
+			if sq, ok := m["subquery"].(map[string]any); ok {
+				if n, ok := sq["node"].(map[string]any); ok {
+					exists[reflect.ValueOf(n).Pointer()] = true
+				}
+			}
+		}
+	})
 	walkJSON(node, func(m map[string]any) {
 		loc, _ := m["query_location"].(float64)
 		if loc < 0 || loc > 1<<40 {
 			loc = 0 // no location
 		}
 		line := lineAt(int(loc))
+		if mods, ok := m["modifiers"].([]any); ok && !exists[reflect.ValueOf(m).Pointer()] {
+			l.limit(file, lineAt, mods)
+		}
 		switch m["class"] {
 		case "WINDOW":
 			typ, _ := m["type"].(string)
@@ -399,6 +419,62 @@ func (l *linter) query(file string, lineAt func(int) int, node map[string]any) {
 				Fix:     fmt.Sprintf("%s(x ORDER BY <unique columns>)", name)})
 		}
 	})
+}
+
+// limit checks a query's LIMIT or OFFSET: which rows it keeps depends on
+// the order rows arrive in unless an ORDER BY in the same query is total
+// (ends on the key columns or _row).
+func (l *linter) limit(file string, lineAt func(int) int, mods []any) {
+	var lim map[string]any
+	var orders []any
+	for _, m := range mods {
+		mm, _ := m.(map[string]any)
+		switch mm["type"] {
+		case "LIMIT_MODIFIER", "LIMIT_PERCENT_MODIFIER":
+			lim = mm
+		case "ORDER_MODIFIER":
+			orders, _ = mm["orders"].([]any)
+		}
+	}
+	if lim == nil {
+		return
+	}
+	at := 0
+	for _, k := range []string{"limit", "offset"} {
+		e, _ := lim[k].(map[string]any)
+		if e == nil {
+			continue
+		}
+		if v, _ := e["value"].(map[string]any); k == "limit" && e["class"] == "CONSTANT" && fmt.Sprint(v["value"]) == "0" && lim["offset"] == nil {
+			return // LIMIT 0 keeps no row
+		}
+		if loc, ok := e["query_location"].(float64); ok && loc >= 0 && loc < 1<<40 && at == 0 {
+			at = int(loc)
+		}
+	}
+	ordered := map[string]bool{}
+	for _, o := range orders {
+		if om, ok := o.(map[string]any); ok {
+			if c := columnName(om["expression"]); c != "" {
+				ordered[c] = true
+			}
+		}
+	}
+	key := l.job.Pipeline.Key
+	total := ordered["_row"] || (len(key) > 0 && !slices.ContainsFunc(key, func(k string) bool { return !ordered[strings.ToLower(k)] }))
+	if total {
+		return
+	}
+	keys := strings.Join(key, ", ")
+	if keys == "" {
+		keys = "the key columns"
+	}
+	msg := "LIMIT/OFFSET without ORDER BY keeps whichever rows arrive first: two runs can keep different rows"
+	if len(orders) > 0 {
+		msg = "LIMIT/OFFSET with an ORDER BY that is not total keeps whichever of the rows that tie on it arrive first: two runs can keep different rows"
+	}
+	l.rep.add(Finding{ID: LintLimitOrder, Severity: SeverityError, File: file, Line: lineAt(at), Message: msg,
+		Fix: fmt.Sprintf("ORDER BY columns that make a row unique (%s, or _row) before the LIMIT, or rank with row_number() OVER (PARTITION BY ... ORDER BY <total order>)", keys)})
 }
 
 // columnName is the lower-case column name of a plain column reference
@@ -475,4 +551,92 @@ func splitStatements(masked string) []span {
 		}
 	}
 	return out
+}
+
+// The step contract: the relations idem and the later steps read, by the
+// step that must create them. The stage step is the first step.
+var (
+	missingTable  = regexp.MustCompile(`Table with name "?([A-Za-z_][A-Za-z0-9_]*)"? does not exist`)
+	createsStaged = createsRelation("staged")
+)
+
+// contractError names the step that should have created a relation of the
+// step contract when err is DuckDB's "does not exist" for it, and says who
+// read it (reader); other errors are returned unchanged.
+func contractError(job *Job, reader string, err error) error {
+	m := missingTable.FindStringSubmatch(err.Error())
+	if m == nil || len(job.Steps) == 0 {
+		return err
+	}
+	switch strings.ToLower(m[1]) {
+	case "staged":
+		return fmt.Errorf("step %s did not create temp table staged (the stage step, the first, must create it: one row per input row, with a column reason); %s reads it: %w", job.Steps[0].Name, reader, err)
+	case "outcomes":
+		return fmt.Errorf("no step before %s created temp table outcomes (the outcomes step must create it: one row per staged row, with a column outcome): %w", reader, err)
+	}
+	return err
+}
+
+// createsRelation matches a CREATE TABLE or VIEW of name, temp or not.
+func createsRelation(name string) *regexp.Regexp {
+	return regexp.MustCompile(`(?is)\bCREATE\s+(?:OR\s+REPLACE\s+)?(?:(?:TEMP|TEMPORARY)\s+)?(?:TABLE|VIEW)\s+(?:IF\s+NOT\s+EXISTS\s+)?(?:temp\.(?:main\.)?)?"?` + name + `"?(?:\s|\(|$)`)
+}
+
+// creates reports whether text creates the relation re matches, outside
+// comments and string literals.
+func creates(re *regexp.Regexp, text string) bool {
+	masked := maskSQL(text)
+	for _, m := range re.FindAllStringIndex(text, -1) {
+		if strings.EqualFold(masked[m[0]:m[0]+6], "CREATE") {
+			return true
+		}
+	}
+	return false
+}
+
+// contract checks the step contract: the stage step (the first) creates
+// temp table staged with a column reason, some step creates outcomes (read
+// by idem unless the pipeline declares its outcomes table), and an apply
+// pipeline leaves idem_touched (else history compares the whole target).
+func (l *linter) contract(origin string, steps []lintFile) {
+	job := l.job
+	dir := path.Join(origin, fmt.Sprintf("transform/v%d", job.TransformVersion))
+	add := func(sev, file, msg, fix string) {
+		l.rep.add(Finding{ID: LintStepContract, Severity: sev, File: file, Message: msg, Fix: fix})
+	}
+	if len(steps) == 0 {
+		return
+	}
+	stage := steps[0]
+	if !creates(createsStaged, stage.text) {
+		msg := fmt.Sprintf("the stage step %s does not create temp table staged: the run fails after it (quality rules and idem's outcome check read staged)", path.Base(stage.name))
+		for _, f := range steps[1:] {
+			if creates(createsStaged, f.text) {
+				msg = fmt.Sprintf("staged is created by %s, not by the stage step %s: quality rules are applied to staged right after the first step", path.Base(f.name), path.Base(stage.name))
+			}
+		}
+		add(SeverityError, stage.name, msg, "CREATE OR REPLACE TEMP TABLE staged AS SELECT row_number() OVER () AS _row, ..., <reason> AS reason FROM input in the first step")
+	} else if conn, err := l.db.Conn(l.ctx); err == nil {
+		// Where the stage step runs on an empty input in the scratch
+		// database, its columns are known: reason must be one of them.
+		if _, err := dryStage(l.ctx, conn, job); errors.Is(err, errNoReason) {
+			add(SeverityError, stage.name, fmt.Sprintf("the stage step %s creates staged without a column reason: idem and quality rules tag invalid rows there", path.Base(stage.name)),
+				"add a column reason to staged: NULL for a valid row, else why it is invalid (CAST(NULL AS VARCHAR) AS reason when nothing is checked)")
+		}
+		conn.Close()
+	}
+	createsOutcomes, createsTouched := createsRelation("outcomes"), createsRelation("idem_touched")
+	hasOutcomes, hasTouched := false, false
+	for _, f := range steps {
+		hasOutcomes = hasOutcomes || creates(createsOutcomes, f.text)
+		hasTouched = hasTouched || creates(createsTouched, f.text)
+	}
+	if !hasOutcomes && job.Pipeline.OutcomesTable == "" {
+		add(SeverityError, dir, "no step creates temp table outcomes and the pipeline declares no outcomes_table: idem counts each row's outcome there, so every run would fail",
+			"create temp table (or view) outcomes in the outcomes step: one row per staged row, with a column outcome")
+	}
+	if job.Pipeline.Mode == ModeApply && !hasTouched {
+		add(SeverityWarning, dir, "no step creates temp table idem_touched: every run compares the whole target with its history instead of the keys the batch touched",
+			fmt.Sprintf("in the commit step, CREATE OR REPLACE TEMP TABLE idem_touched AS the key columns (%s) of every row written or deleted", strings.Join(job.Pipeline.Key, ", ")))
+	}
 }

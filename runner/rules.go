@@ -52,7 +52,7 @@ func applyRules(ctx context.Context, tx *sql.Tx, job *Job) error {
 	}
 	q := "UPDATE staged SET reason = CASE " + strings.Join(cases, " ") + " END WHERE reason IS NULL AND (" + strings.Join(fails, " OR ") + ")"
 	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-		return fmt.Errorf("apply quality rules of job %s: %w", job.Name, trimSQLError(err))
+		return fmt.Errorf("apply quality rules of job %s: %w", job.Name, contractError(job, "the job's quality rules", trimSQLError(err)))
 	}
 	return nil
 }
@@ -408,13 +408,19 @@ func dryStage(ctx context.Context, conn *sql.Conn, job *Job) ([]string, error) {
 		return nil, err
 	}
 	if len(cols) == 0 {
-		return nil, errors.New("the step left no table staged")
+		return nil, errNoStaged
 	}
 	if !hasReason {
-		return nil, errors.New("staged has no column reason")
+		return nil, errNoReason
 	}
 	return cols, nil
 }
+
+// The stage step's failures to keep the contract, as dryStage finds them.
+var (
+	errNoStaged = errors.New("the step left no table staged")
+	errNoReason = errors.New("staged has no column reason")
+)
 
 func firstLine(err error) string {
 	msg := err.Error()

@@ -458,7 +458,7 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 		_, err := tx.ExecContext(ctx, job.Expand(step.SQL))
 		done()
 		if err != nil {
-			return nil, false, stepError(step, err, p)
+			return nil, false, stepError(job, step, err, p)
 		}
 		if i == 0 {
 			// Quality rules tag staged rows after the stage step (rules.go).
@@ -477,12 +477,12 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 	var staged int64
 	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM staged`).Scan(&staged); err != nil {
 		done()
-		return nil, false, fmt.Errorf("pipeline %s: count staged rows (steps must leave temp tables staged and outcomes): %w", job.Pipeline.Name, err)
+		return nil, false, fmt.Errorf("pipeline %s: count staged rows: %w", job.Pipeline.Name, contractError(job, "idem's outcome check", trimSQLError(err)))
 	}
 	counts, where, err := outcomeCounts(ctx, tx, job, p.batchID)
 	done()
 	if err != nil {
-		return nil, false, fmt.Errorf("pipeline %s: %w", job.Pipeline.Name, err)
+		return nil, false, fmt.Errorf("pipeline %s: %w", job.Pipeline.Name, contractError(job, "idem's outcome check", err))
 	}
 	var outcomes int64
 	for _, n := range counts {
@@ -666,13 +666,13 @@ func commonColumns(ctx context.Context, tx *sql.Tx, table string) ([]string, err
 	return cols, rows.Err()
 }
 
-func stepError(step Step, err error, p *prepared) error {
+func stepError(job *Job, step Step, err error, p *prepared) error {
 	msg := err.Error()
 	if strings.Contains(msg, "Malformed JSON") || strings.Contains(msg, "CSV Error") || strings.Contains(msg, "Invalid unicode") ||
 		strings.Contains(msg, "Invalid Input Error") || strings.Contains(msg, "Conversion Error") {
 		return inputReadError(err, p.files, p.format)
 	}
-	return fmt.Errorf("step %s: %w", step.Name, trimSQLError(err))
+	return fmt.Errorf("step %s: %w", step.Name, contractError(job, "step "+step.Name, trimSQLError(err)))
 }
 
 // trimSQLError drops DuckDB's multi-line context from an error.

@@ -21,7 +21,7 @@ func TestLintExitCodes(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
 	require.Equal(t, 7, rep.Errors)
-	require.Equal(t, 2, rep.Warnings)
+	require.Equal(t, 3, rep.Warnings)
 
 	code, out, _ = cli(t, "lint", filepath.Join("..", "..", "configs", "trips.toml"))
 	require.Equal(t, 0, code)
