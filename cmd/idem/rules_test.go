@@ -105,3 +105,90 @@ func TestRulesSameOutcomesAnyThreads(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, len(failed), 6, "%v", failed)
 }
+
+// contractPipeline writes a refresh pipeline folder with the given steps
+// as transform version (the valid ones when steps is nil) and a job that
+// runs that version with its own database, and returns the job's path and
+// the database's.
+func contractPipeline(t *testing.T, dir string, version int, steps map[string]string, rules string) (string, string) {
+	t.Helper()
+	if steps == nil {
+		steps = map[string]string{
+			"01_stage.sql": "CREATE OR REPLACE TEMP TABLE staged AS\nSELECT row_number() OVER () AS _row, TRY_CAST(id AS BIGINT) AS id, value,\n  CASE WHEN TRY_CAST(id AS BIGINT) IS NULL THEN 'invalid_id' END AS reason\nFROM input;\n",
+			"02_outcomes.sql": "CREATE OR REPLACE TEMP TABLE outcomes AS\nSELECT _row, id, value, coalesce(reason, 'accepted') AS outcome FROM staged;\n",
+			"03_commit.sql":   "DELETE FROM {{table}};\nINSERT INTO {{table}} SELECT id, value FROM outcomes WHERE outcome = 'accepted' ORDER BY id, _row;\n",
+		}
+	}
+	p := filepath.Join(dir, "tiny")
+	writeFile(t, filepath.Join(p, "pipeline.toml"), "name = \"tiny\"\nmode = \"refresh\"\ndescription = \"step contract fixture\"\nkey = [\"id\"]\ncolumns = [\n  { name = \"id\", type = \"BIGINT\" },\n  { name = \"value\", type = \"VARCHAR\" },\n]\n")
+	writeFile(t, filepath.Join(p, "schema", "v1.sql"), "CREATE OR REPLACE TABLE {{table}} (id BIGINT, value VARCHAR);\n")
+	for name, text := range steps {
+		writeFile(t, filepath.Join(p, "transform", fmt.Sprintf("v%d", version), name), text)
+	}
+	db := filepath.Join(dir, "idem.duckdb")
+	writeFile(t, filepath.Join(dir, "in.csv"), "id,value\n1,a\n2,b\nx,c\n")
+	job := filepath.Join(dir, "tiny.toml")
+	writeFile(t, job, fmt.Sprintf("name = \"tiny\"\npipeline = \"./tiny\"\ntransform_version = %d\nschema_version = 1\ndatabase = %q\n[input]\npath = %q\n%s", version, db, filepath.Join(dir, "in.csv"), rules))
+	return job, db
+}
+
+// TestRunNamesTheStepThatBrokeTheContract: a transform whose stage step
+// does not create staged, or whose steps create no outcomes, fails the run
+// with exit 1 naming the step and the missing relation, and commits
+// nothing; lint reports the same transform (L008, exit 1) before any run.
+// A job with quality rules finds it when loaded (exit 2).
+func TestRunNamesTheStepThatBrokeTheContract(t *testing.T) {
+	t.Parallel()
+	stageRows := "CREATE OR REPLACE TEMP TABLE stage_rows AS\nSELECT row_number() OVER () AS _row, TRY_CAST(id AS BIGINT) AS id, value, CAST(NULL AS VARCHAR) AS reason FROM input;\n"
+	commit := "DELETE FROM {{table}};\nINSERT INTO {{table}} SELECT id, value FROM outcomes WHERE outcome = 'accepted' ORDER BY id, _row;\n"
+	cases := []struct {
+		name  string
+		steps map[string]string
+		rules string
+		code  int
+		want  string
+	}{
+		{"a later step reads staged", map[string]string{
+			"01_stage.sql":    stageRows,
+			"02_outcomes.sql": "CREATE OR REPLACE TEMP TABLE outcomes AS\nSELECT _row, id, value, 'accepted' AS outcome FROM staged;\n",
+			"03_commit.sql":   commit,
+		}, "", 1, "step 02_outcomes.sql: step 01_stage.sql did not create temp table staged (the stage step, the first, must create it: one row per input row, with a column reason); step 02_outcomes.sql reads it: Catalog Error: Table with name staged does not exist!"},
+		{"quality rules read staged", map[string]string{
+			"01_stage.sql":    stageRows,
+			"02_outcomes.sql": "CREATE OR REPLACE TEMP TABLE outcomes AS\nSELECT _row, id, value, 'accepted' AS outcome FROM stage_rows;\n",
+			"03_commit.sql":   commit,
+		}, "[[quality.rules]]\nname = \"has_value\"\nsql = \"value IS NOT NULL\"\n", 2, "tiny.toml:8: quality.rules[1]: quality rules need the stage step (01_stage.sql) to build temp table staged with a reason column: the step left no table staged"},
+		{"no step reads staged", map[string]string{
+			"01_stage.sql":    stageRows,
+			"02_outcomes.sql": "CREATE OR REPLACE TEMP TABLE outcomes AS\nSELECT _row, id, value, 'accepted' AS outcome FROM stage_rows;\n",
+			"03_commit.sql":   commit,
+		}, "", 1, "pipeline tiny: count staged rows: step 01_stage.sql did not create temp table staged (the stage step, the first, must create it: one row per input row, with a column reason); idem's outcome check reads it: Catalog Error: Table with name staged does not exist!"},
+		{"no outcomes", map[string]string{
+			"02_outcomes.sql": "CREATE OR REPLACE TEMP TABLE results AS\nSELECT _row, id, value, coalesce(reason, 'accepted') AS outcome FROM staged;\n",
+			"03_commit.sql":   strings.ReplaceAll(commit, "outcomes", "results"),
+		}, "", 1, "pipeline tiny: no step before idem's outcome check created temp table outcomes (the outcomes step must create it: one row per staged row, with a column outcome): count outcomes in the outcomes relation: Catalog Error: Table with name outcomes does not exist!"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			job, db := contractPipeline(t, dir, 1, nil, c.rules)
+			code, _, errOut := cli(t, "run", job)
+			require.Equal(t, 0, code, errOut)
+			before := captureState(t, db)
+			if _, ok := c.steps["01_stage.sql"]; !ok {
+				c.steps["01_stage.sql"] = "CREATE OR REPLACE TEMP TABLE staged AS\nSELECT row_number() OVER () AS _row, TRY_CAST(id AS BIGINT) AS id, value, CAST(NULL AS VARCHAR) AS reason FROM input;\n"
+			}
+			contractPipeline(t, dir, 2, c.steps, c.rules)
+			code, out, errOut := cli(t, "lint", job)
+			if c.code == 1 {
+				require.Equal(t, 1, code, errOut)
+				require.Contains(t, out, "L008")
+			}
+			code, _, errOut = cli(t, "run", job)
+			require.Equal(t, c.code, code, errOut)
+			require.Contains(t, errOut, c.want)
+			require.Equal(t, before, captureState(t, db), "a failed run changed the database")
+		})
+	}
+}
