@@ -114,7 +114,7 @@ func contractPipeline(t *testing.T, dir string, version int, steps map[string]st
 	t.Helper()
 	if steps == nil {
 		steps = map[string]string{
-			"01_stage.sql": "CREATE OR REPLACE TEMP TABLE staged AS\nSELECT row_number() OVER () AS _row, TRY_CAST(id AS BIGINT) AS id, value,\n  CASE WHEN TRY_CAST(id AS BIGINT) IS NULL THEN 'invalid_id' END AS reason\nFROM input;\n",
+			"01_stage.sql":    "CREATE OR REPLACE TEMP TABLE staged AS\nSELECT row_number() OVER () AS _row, TRY_CAST(id AS BIGINT) AS id, value,\n  CASE WHEN TRY_CAST(id AS BIGINT) IS NULL THEN 'invalid_id' END AS reason\nFROM input;\n",
 			"02_outcomes.sql": "CREATE OR REPLACE TEMP TABLE outcomes AS\nSELECT _row, id, value, coalesce(reason, 'accepted') AS outcome FROM staged;\n",
 			"03_commit.sql":   "DELETE FROM {{table}};\nINSERT INTO {{table}} SELECT id, value FROM outcomes WHERE outcome = 'accepted' ORDER BY id, _row;\n",
 		}
