@@ -48,6 +48,7 @@ type chunkSpec struct {
 	from  *int64 // nil: the job's first chunk
 	to    *int64
 	input string // the input part of the key, set by name
+	after bool   // a chunk of this invocation was applied before this one
 }
 
 // name sets the batch id and digest of a chunk: the chunk is determined by
@@ -84,13 +85,16 @@ func (o RunOptions) bounds() (from, to any) {
 
 // RunChunks runs a chunked job until its input holds nothing past the
 // job's watermark. It returns the chunks applied before an error together
-// with the error.
+// with the error. Every invocation is in the run log: each chunk as its
+// run, the final look past the watermark only when it is all the
+// invocation did (skipped), and an error before the first chunk as one
+// entry.
 func (d *DB) RunChunks(ctx context.Context, job *Job, opts RunOptions) (*ChunksResult, error) {
 	if job.Input.ChunkRows < 1 {
 		return nil, usage("job %s is not chunked (set [input] chunk_rows and watermark)", job.Name)
 	}
 	if opts.BatchID != "" || opts.From != nil {
-		return nil, usage("a chunked job names its batches after its watermark: --batch-id, --from and --to do not apply")
+		return nil, d.logError(job, "", usage("a chunked job names its batches after its watermark: --batch-id, --from and --to do not apply"))
 	}
 	path := job.Input.Path
 	if opts.Input != "" {
@@ -98,15 +102,15 @@ func (d *DB) RunChunks(ctx context.Context, job *Job, opts RunOptions) (*ChunksR
 	}
 	files, err := resolveInput(ctx, path, opts.Progress)
 	if err != nil {
-		return nil, err
+		return nil, d.logError(job, "", canceled(ctx, err))
 	}
 	out := &ChunksResult{Job: job.Name, Decision: DecisionSkipped, Runs: []*Result{}}
 	for n := 1; ; n++ {
 		started, cursor, err := chunkStart(ctx, d.sql, job.Name)
 		if err != nil {
-			return out, err
+			return out, d.logError(job, "", err)
 		}
-		spec := &chunkSpec{rows: job.Input.ChunkRows}
+		spec := &chunkSpec{rows: job.Input.ChunkRows, after: n > 1}
 		if started {
 			spec.from = &cursor
 			out.Watermark = &cursor

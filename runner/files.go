@@ -38,22 +38,26 @@ type FilesResult struct {
 
 // RunFiles runs a files-mode job: every new file once, in name order. It
 // returns the batches applied before an error together with the error.
+// Every invocation is in the run log: each batch as its run, and a run that
+// found nothing new or stopped before its first batch (a committed file
+// that changed, an input that cannot be listed) as one entry.
 func (d *DB) RunFiles(ctx context.Context, job *Job, opts RunOptions) (*FilesResult, error) {
 	if job.Input.Mode != InputModeFiles {
 		return nil, usage("job %s does not read a directory (set [input] mode = \"files\")", job.Name)
 	}
 	if opts.BatchID != "" || opts.From != nil {
-		return nil, usage("a files-mode job names its batches after its files: --batch-id, --from and --to do not apply")
+		return nil, d.logError(job, "", usage("a files-mode job names its batches after its files: --batch-id, --from and --to do not apply"))
 	}
 	fresh, err := pendingFiles(ctx, d.sql, job, opts)
 	if err != nil {
-		return nil, err
+		return nil, d.logError(job, "", canceled(ctx, err))
 	}
 	out := &FilesResult{Job: job.Name, Decision: DecisionSkipped, NewFiles: []string{}, Runs: []*Result{}}
 	for _, f := range fresh {
 		out.NewFiles = append(out.NewFiles, f.Path)
 	}
 	if len(fresh) == 0 {
+		d.logInvocation(job, "", DecisionSkipped, "nothing new: no file that is not committed")
 		return out, nil
 	}
 	batches := [][]InputFile{fresh}

@@ -72,6 +72,10 @@ type Pipeline struct {
 	// stored rows back costs a fraction of a second where recomputing a
 	// view's joins costs seconds.
 	OutcomesTable string `toml:"outcomes_table"`
+	// ConflictColumn is the target column whose value 'conflict' marks a
+	// conflict the pipeline keeps in the target (with NULL values, out of
+	// <table>_active). A run reports how many such rows the target holds.
+	ConflictColumn string `toml:"conflict_column"`
 
 	fsys   fs.FS
 	origin string // "builtin:NAME" or the folder on disk

@@ -79,6 +79,15 @@ type Result struct {
 	// IgnoredColumns names, as "file: column", the input columns that
 	// [input] extra_columns = "ignore" skipped.
 	IgnoredColumns []string `json:"ignored_columns,omitempty"`
+
+	// RowsWritten is what this run wrote (see countWritten), beside
+	// RowsOut, the target's row count after the run; 0 when it wrote
+	// nothing.
+	RowsWritten int64 `json:"rows_written"`
+	// Conflicts is the number of conflict rows the target holds after a
+	// committed run, for a pipeline that keeps conflicts in its target
+	// (ConflictColumn); null otherwise.
+	Conflicts *int64 `json:"conflicts"`
 }
 
 // jobState is the job's state row.
@@ -249,7 +258,7 @@ func (d *DB) run(ctx context.Context, job *Job, opts RunOptions) (*Result, error
 	}
 	p, err := prepare(ctx, job, opts)
 	if err != nil {
-		return nil, canceled(ctx, err)
+		return nil, d.logError(job, opts.BatchID, canceled(ctx, err))
 	}
 	conn, err := d.sql.Conn(ctx)
 	if err != nil {
@@ -278,7 +287,7 @@ func (d *DB) run(ctx context.Context, job *Job, opts RunOptions) (*Result, error
 			}
 			return nil, err
 		}
-		d.logNoCommit(job, p, res)
+		d.logNoCommit(job, p, res, opts)
 		return res, nil
 	}
 	_ = logRow
@@ -509,6 +518,9 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 	}
 	res.RowsOut, err = countRows(ctx, tx, job.Table)
 	if err != nil {
+		return nil, false, err
+	}
+	if err := countWritten(ctx, tx, job, snapshot, res); err != nil { // written.go
 		return nil, false, err
 	}
 	fault(opts, FaultAfterTarget)

@@ -2,14 +2,33 @@ package runner
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
+
+// Every invocation of a run that opened the job's database is recorded in
+// idem.runs, whatever the job's input mode: a commit in its own transaction
+// (writeCommitRows), anything else after the rollback, in a short
+// transaction of its own (logNoCommit, logOutside, logInvocation). The log
+// is best effort: a failure to record never changes what the run reports.
 
 // logNoCommit records a run that decided to write nothing (skipped,
 // already_committed) in the run log, in its own short transaction after the
 // rollback. An already-committed batch is logged with what the run reported:
 // the original batch's snapshot, rows in and outcome counts from the ledger.
-func (d *DB) logNoCommit(job *Job, p *prepared, res *Result) {
+// The last, empty chunk of a chunked run that applied chunks is not logged:
+// the invocation is logged by its chunks.
+func (d *DB) logNoCommit(job *Job, p *prepared, res *Result, opts RunOptions) {
+	var message any
+	if c := opts.chunk; c != nil {
+		if c.after {
+			return
+		}
+		if c.from != nil {
+			message = fmt.Sprintf("nothing past watermark %d", *c.from)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	st, err := readState(ctx, d.sql, job.Name)
@@ -21,6 +40,37 @@ func (d *DB) logNoCommit(job *Job, p *prepared, res *Result) {
 	if res.Decision == DecisionAlreadyCommitted {
 		rowsIn, outcomes, snapshot = res.RowsIn, string(canonicalJSON(res.Outcomes)), res.Snapshot
 	}
-	_, _ = d.sql.ExecContext(ctx, `INSERT INTO idem.runs VALUES (?, current_timestamp, ?, ?, ?, ?, ?, ?, ?, ?, NULL)`,
-		job.Name, nullable(p.batchID), res.Decision, string(canonicalJSON(nonNil(res.Changed))), rowsIn, outcomes, snapshot, st.cursor, st.epoch)
+	_, _ = d.sql.ExecContext(ctx, `INSERT INTO idem.runs VALUES (?, current_timestamp, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		job.Name, nullable(p.batchID), res.Decision, string(canonicalJSON(nonNil(res.Changed))), rowsIn, outcomes, snapshot, st.cursor, st.epoch, message)
+}
+
+// logInvocation records an invocation that never reached a run's
+// transaction, or that a files-mode or chunked job decided outside one:
+// "nothing new", a committed file that changed, an input that cannot be
+// read. batchID may be empty.
+func (d *DB) logInvocation(job *Job, batchID, decision, message string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := readState(ctx, d.sql, job.Name)
+	if err != nil {
+		return
+	}
+	_, _ = d.sql.ExecContext(ctx, `INSERT INTO idem.runs VALUES (?, current_timestamp, ?, ?, '[]', NULL, NULL, ?, ?, ?, ?)`,
+		job.Name, nullable(batchID), decision, st.snapshot, st.cursor, st.epoch, nullable(message))
+}
+
+// logError records err as a refused or failed invocation and returns it.
+func (d *DB) logError(job *Job, batchID string, err error) error {
+	if err != nil && !d.readOnly {
+		d.logInvocation(job, batchID, errorDecision(err), err.Error())
+	}
+	return err
+}
+
+// errorDecision is the run log's decision for a run that ended with err.
+func errorDecision(err error) string {
+	if errors.Is(err, ErrRefused) {
+		return DecisionRefused
+	}
+	return DecisionFailed
 }

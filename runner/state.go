@@ -50,7 +50,11 @@ type LogEntry struct {
 	Snapshot int64            `json:"snapshot"`
 	Cursor   int64            `json:"cursor"`
 	Epoch    int64            `json:"epoch"`
-	Message  *string          `json:"message,omitempty"`
+	Message  *string          `json:"message,omitempty"` // why a run wrote nothing, exactly as recorded
+
+	// FirstLoad is true for the run that committed the job's first
+	// snapshot.
+	FirstLoad bool `json:"first_load"`
 }
 
 // Log returns the job's runs, newest first. The order is the order the rows
@@ -82,6 +86,7 @@ func (d *DB) Log(ctx context.Context, job string) ([]LogEntry, error) {
 			e.Message = &msg.String
 		}
 		e.Snapshot, e.Cursor, e.Epoch = snap.Int64, cursor.Int64, epoch.Int64
+		e.FirstLoad = e.Snapshot == 1 && (e.Decision == DecisionLoaded || e.Decision == DecisionApplied)
 		e.Changed = []string{}
 		if changed.Valid {
 			_ = json.Unmarshal([]byte(changed.String), &e.Changed)

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -88,11 +89,15 @@ func (a *app) printResult(res *runner.Result) {
 	}
 	fmt.Fprintf(w, "%s: %s\n", res.Job, what)
 	if res.BatchID != "" {
-		fmt.Fprintf(w, "  batch     %s\n", res.BatchID)
+		fmt.Fprintf(w, "  batch     %s\n", escapeCell(res.BatchID))
 	}
 	fmt.Fprintf(w, "  snapshot  %d\n", res.Snapshot)
-	fmt.Fprintf(w, "  rows in   %d\n", res.RowsIn)
-	fmt.Fprintf(w, "  rows out  %d (%s)\n", res.RowsOut, res.Target)
+	fmt.Fprintf(w, "  rows in   %s\n", thousands(res.RowsIn))
+	fmt.Fprintf(w, "  rows      written %s · table %s %s\n", thousands(res.RowsWritten), res.Target, thousands(res.RowsOut))
+	if res.Conflicts != nil && *res.Conflicts > 0 {
+		fmt.Fprintf(w, "  conflicts %s (kept in %s with status conflict and NULL values; excluded from %s_active)\n",
+			thousands(*res.Conflicts), res.Target, res.Target)
+	}
 	if len(res.Outcomes) > 0 {
 		names := make([]string, 0, len(res.Outcomes))
 		for k := range res.Outcomes {
@@ -101,7 +106,7 @@ func (a *app) printResult(res *runner.Result) {
 		sort.Strings(names)
 		parts := make([]string, len(names))
 		for i, k := range names {
-			parts[i] = fmt.Sprintf("%s %d", k, res.Outcomes[k])
+			parts[i] = fmt.Sprintf("%s %d", escapeCell(k), res.Outcomes[k])
 		}
 		fmt.Fprintf(w, "  outcomes  %s\n", strings.Join(parts, ", "))
 	}
@@ -109,4 +114,22 @@ func (a *app) printResult(res *runner.Result) {
 		fmt.Fprintf(w, "  ignored   %s ([input] extra_columns = \"ignore\")\n", strings.Join(res.IgnoredColumns, ", "))
 	}
 	fmt.Fprintf(w, "  job key   %s\n", res.JobKey)
+}
+
+// thousands formats n with a comma between groups of three digits.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
 }
