@@ -337,7 +337,7 @@ func TestLog(t *testing.T) {
 	require.Equal(t, before, captureState(t, j.db))
 	lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
 	require.Len(t, lines, 1+len(runs))
-	require.Regexp(t, `^TIME\s+BATCH\s+DECISION\s+CHANGED\s+ROWS IN\s+OUTCOMES\s+SNAPSHOT\s+CURSOR\s+EPOCH$`, lines[0])
+	require.Regexp(t, `^TIME\s+BATCH\s+DECISION\s+CHANGED\s+ROWS IN\s+OUTCOMES\s+SNAPSHOT\s+CURSOR\s+EPOCH\s+REASON$`, lines[0])
 	require.Regexp(t, `^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+batch-2\.jsonl\s+applied\s+input\s+8\s+accepted=3 conflict=3 duplicate=1 superseded_in_batch=1\s+2\s+20\s+2$`, lines[1])
 	require.Regexp(t, `\s+batch-1\.jsonl\s+already_committed\s+-?\s*15\s+accepted=5 `, lines[7])
 	require.Contains(t, lines[4], "fenced")

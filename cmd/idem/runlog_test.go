@@ -1,0 +1,266 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-dev/idem/runner"
+)
+
+// logOf runs `idem log JOB --json` and returns the runs, newest first.
+func logOf(t *testing.T, job string) []runner.LogEntry {
+	t.Helper()
+	r := callIdem(t, "log", job, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var out struct {
+		Runs []runner.LogEntry `json:"runs"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out), r.stdout)
+	return out.Runs
+}
+
+// logRow is what these tests compare of a log entry: decision, batch id
+// ("" for none) and whether the reason contains want.
+type logRow struct {
+	decision, batch, reason string
+}
+
+func requireLog(t *testing.T, job string, want []logRow) []runner.LogEntry {
+	t.Helper()
+	runs := logOf(t, job)
+	require.Len(t, runs, len(want), "one log entry per invocation: %+v", runs)
+	for i, w := range want {
+		e := runs[i]
+		require.Equal(t, w.decision, e.Decision, "entry %d", i)
+		batch := ""
+		if e.BatchID != nil {
+			batch = *e.BatchID
+		}
+		require.Equal(t, w.batch, batch, "entry %d", i)
+		if w.reason == "" {
+			require.Nil(t, e.Message, "entry %d", i)
+		} else {
+			require.NotNil(t, e.Message, "entry %d has no reason", i)
+			require.Contains(t, *e.Message, w.reason, "entry %d", i)
+		}
+	}
+	return runs
+}
+
+// Every invocation of run on a files-mode job is in the log: the applied
+// batch, a run with nothing new, the refusal of an edited committed file
+// and a usage error, each with its decision and reason.
+func TestLogEveryRunOfAFilesJob(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	job := filepath.Join(dir, "trips.toml")
+	writeFile(t, job, filesJob(dir, "per_file"))
+	db := filepath.Join(dir, "test.duckdb")
+	landing(t, dir, "a.jsonl", 0, 3)
+
+	r := callIdem(t, "run", job)
+	require.Equal(t, 0, r.code, r.stderr)
+	r = callIdem(t, "run", job)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "skipped: nothing new")
+
+	landing(t, dir, "a.jsonl", 0, 4) // a committed file edited
+	before := captureState(t, db)
+	r = callIdem(t, "run", job)
+	require.Equal(t, runner.ExitRefused, r.code, r.stderr)
+	require.Equal(t, before, captureState(t, db))
+
+	r = callIdem(t, "run", job, "--batch-id", "x")
+	require.Equal(t, runner.ExitUsage, r.code, r.stderr)
+	require.Equal(t, before, captureState(t, db))
+
+	runs := requireLog(t, job, []logRow{
+		{"failed", "", "--batch-id"},
+		{"refused", "", "changed after it was committed"},
+		{"skipped", "", "nothing new"},
+		{"applied", "a.jsonl", ""},
+	})
+	require.True(t, runs[3].FirstLoad)
+	for _, e := range runs[:3] {
+		require.Equal(t, int64(1), e.Snapshot, "a run that wrote nothing logs the job's snapshot")
+	}
+}
+
+// Every invocation of run on a chunked job is in the log: its chunks (and
+// no empty trailing look past the watermark), a run with nothing past the
+// watermark, a usage error and an input that is gone.
+func TestLogEveryRunOfAChunkedJob(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	makeParquet(t, filepath.Join(dir, "big.parquet"), 3000, 1024)
+	job := filepath.Join(dir, "job.toml")
+	writeFile(t, job, chunkJob(dir, 1000))
+
+	r := callIdem(t, "run", job, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var res runner.ChunksResult
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	require.Greater(t, len(res.Runs), 1)
+	r = callIdem(t, "run", job)
+	require.Equal(t, 0, r.code, r.stderr)
+	r = callIdem(t, "run", job, "--batch-id", "x")
+	require.Equal(t, runner.ExitUsage, r.code, r.stderr)
+	r = callIdem(t, "run", job, "--input", filepath.Join(dir, "gone.parquet"))
+	require.Equal(t, runner.ExitFailure, r.code, r.stderr)
+
+	want := []logRow{
+		{"failed", "", "gone.parquet"},
+		{"failed", "", "--batch-id"},
+		{"skipped", "big.parquet@" + fmt.Sprint(*res.Watermark), fmt.Sprintf("nothing past watermark %d", *res.Watermark)},
+	}
+	for i := len(res.Runs) - 1; i >= 0; i-- {
+		want = append(want, logRow{"applied", res.Runs[i].BatchID, ""})
+	}
+	requireLog(t, job, want)
+}
+
+// A single run that cannot read its input is logged as failed; one whose
+// batch is refused is logged as refused, with the reason.
+func TestLogRunThatFailsBeforeItsTransaction(t *testing.T) {
+	t.Parallel()
+	j := newGuardJob(t)
+	j.apply()
+	r := j.run("--input", filepath.Join(j.dir, "missing.jsonl"))
+	require.Equal(t, runner.ExitFailure, r.code, r.stderr)
+	j.refused("--input", changesFixture(t, "batch-2.jsonl"), "--batch-id", "batch-1.jsonl")
+	requireLog(t, j.file, []logRow{
+		{"refused", "batch-1.jsonl", "a changed batch needs a new batch id"},
+		{"failed", "", "missing.jsonl"},
+		{"applied", "batch-1.jsonl", ""},
+	})
+}
+
+// A batch id with control characters keeps one run on one line of the log
+// table and of run's output, escaped; --json keeps it exactly.
+func TestLogEscapesControlCharacters(t *testing.T) {
+	t.Parallel()
+	j := newGuardJob(t)
+	id := "b\n2\tx\x1b[31m\u2028é\\"
+	r := j.run("--batch-id", id)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "  batch     b\\n2\\tx\\x1b[31m\\u2028é\\\n")
+	r = callIdem(t, "log", j.file)
+	require.Equal(t, 0, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	require.Len(t, lines, 2, r.stdout)
+	require.Contains(t, lines[1], `  b\n2\tx\x1b[31m\u2028é\  applied`)
+	runs := logOf(t, j.file)
+	require.Equal(t, id, *runs[0].BatchID)
+
+	require.Equal(t, `a\x00b\xffc\u00a0d "q"`, escapeCell("a\x00b\xffc\u00a0d \"q\""))
+	require.Equal(t, "plain id-1.jsonl", escapeCell("plain id-1.jsonl"))
+}
+
+// A refusal's reason is the table's last column: DECISION stays as narrow
+// as its longest decision, and CHANGED shows first_load for the first
+// commit.
+func TestLogReasonIsTheLastColumn(t *testing.T) {
+	t.Parallel()
+	j := newGuardJob(t)
+	j.apply()
+	j.refused("--input", changesFixture(t, "batch-2.jsonl"), "--batch-id", "batch-1.jsonl")
+	r := callIdem(t, "log", j.file)
+	require.Equal(t, 0, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	require.Len(t, lines, 3)
+	require.Regexp(t, `^TIME\s+BATCH\s+DECISION\s+CHANGED\s+ROWS IN\s+OUTCOMES\s+SNAPSHOT\s+CURSOR\s+EPOCH\s+REASON$`, lines[0])
+	require.LessOrEqual(t, strings.Index(lines[0], "CHANGED")-strings.Index(lines[0], "DECISION"), len("refused")+2+len("  "))
+	require.Regexp(t, `\s+batch-1\.jsonl\s+refused\s+input\s+-\s+1\s+0\s+1\s+refused: batch batch-1\.jsonl was committed with digest [0-9a-f]+; this input's digest is [0-9a-f]+: a changed batch needs a new batch id$`, lines[1])
+	require.Regexp(t, `\s+batch-1\.jsonl\s+applied\s+first_load\s+15\s+accepted=5 .*\s+1\s+0\s+1$`, lines[2])
+
+	require.Equal(t, "abc…\nab\n", cutLines("abcdef\nab\n", 4))
+	require.Equal(t, "ab\n", cutLines("ab\n", 4))
+}
+
+// run reports what the batch wrote beside the table's total, and how many
+// conflicts the target keeps.
+func TestRunRowsWrittenAndConflicts(t *testing.T) {
+	t.Parallel()
+	j := newGuardJob(t)
+	first := j.apply()
+	// batch-1: accounts 1, 2, 3, 4 (a conflict) and 5 (a tombstone).
+	require.Equal(t, int64(5), first.RowsOut)
+	require.Equal(t, int64(5), first.RowsWritten)
+	require.NotNil(t, first.Conflicts)
+	require.Equal(t, int64(1), *first.Conflicts)
+
+	in := j.input("b2.jsonl",
+		`{"change_id":"d-1","entity_id":"account-1","source_version":1,"operation":"upsert","value":"bronze"}`, // duplicate
+		`{"change_id":"d-2","entity_id":"account-3","source_version":1,"operation":"upsert","value":"x"}`,      // stale
+		`{"change_id":"d-3","entity_id":"account-8","source_version":1,"operation":"upsert","value":"new"}`,    // a new row
+		`{"change_id":"d-4","entity_id":"account-4","source_version":4,"operation":"upsert","value":"green"}`, // clears the conflict
+	)
+	r := j.run("--input", in)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "  rows      written 2 · table customer_state 6\n")
+	require.NotContains(t, r.stdout, "conflicts")
+	second := j.apply("--input", in) // already committed: wrote nothing
+	require.Equal(t, int64(0), second.RowsWritten)
+	require.Equal(t, int64(6), second.RowsOut)
+
+	// The human summary names the conflicts kept in the target.
+	k := newGuardJob(t)
+	r = k.run()
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "  rows      written 5 · table customer_state 5\n")
+	require.Contains(t, r.stdout, "  conflicts 1 (kept in customer_state with status conflict and NULL values; excluded from customer_state_active)\n")
+
+	// merge_by_key keeps its conflicts in the target too.
+	dir := t.TempDir()
+	job := filepath.Join(dir, "trips.toml")
+	writeFile(t, job, filesJob(dir, "per_file"))
+	writeFile(t, filepath.Join(dir, "landing", "a.jsonl"), `{"trip_id": 1, "fare": 1.5, "updated_at": 1}
+{"trip_id": 1, "fare": 2.5, "updated_at": 1}
+{"trip_id": 2, "fare": 2.5, "updated_at": 1}
+`)
+	r = callIdem(t, "run", job)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "  rows      written 2 · table trips 2\n")
+	require.Contains(t, r.stdout, "  conflicts 1 (kept in trips with status conflict")
+	require.Equal(t, []int64{1}, queryInts(t, filepath.Join(dir, "test.duckdb"), `SELECT count(*) FROM trips WHERE idem_status = 'conflict'`))
+}
+
+// A refresh writes its whole target; a skipped refresh writes nothing. A
+// pipeline that keeps no conflicts reports conflicts null.
+func TestRunRowsWrittenRefresh(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	input, err := filepath.Abs(filepath.Join("..", "..", "fixtures", "sample", "occurrences-a.csv"))
+	require.NoError(t, err)
+	job := filepath.Join(dir, "sample.toml")
+	require.NoError(t, os.WriteFile(job, []byte(fmt.Sprintf(`name = "sample"
+pipeline = "sample"
+transform_version = 1
+schema_version = 1
+database = %q
+
+[input]
+path = %q
+`, filepath.Join(dir, "idem.duckdb"), input)), 0o644))
+	for _, decision := range []string{"loaded", "skipped"} {
+		r := callIdem(t, "run", job, "--json")
+		require.Equal(t, 0, r.code, r.stderr)
+		var res map[string]any
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+		require.Equal(t, decision, res["decision"])
+		require.Greater(t, res["rows_out"], 0.0)
+		want := res["rows_out"]
+		if decision == "skipped" {
+			want = 0.0
+		}
+		require.Equal(t, want, res["rows_written"])
+		require.Contains(t, res, "conflicts")
+		require.Nil(t, res["conflicts"])
+	}
+}
