@@ -199,7 +199,7 @@ func TestRunRowsWrittenAndConflicts(t *testing.T) {
 		`{"change_id":"d-1","entity_id":"account-1","source_version":1,"operation":"upsert","value":"bronze"}`, // duplicate
 		`{"change_id":"d-2","entity_id":"account-3","source_version":1,"operation":"upsert","value":"x"}`,      // stale
 		`{"change_id":"d-3","entity_id":"account-8","source_version":1,"operation":"upsert","value":"new"}`,    // a new row
-		`{"change_id":"d-4","entity_id":"account-4","source_version":4,"operation":"upsert","value":"green"}`, // clears the conflict
+		`{"change_id":"d-4","entity_id":"account-4","source_version":4,"operation":"upsert","value":"green"}`,  // clears the conflict
 	)
 	r := j.run("--input", in)
 	require.Equal(t, 0, r.code, r.stderr)
