@@ -29,8 +29,8 @@ first commit), rows in, outcome counts, snapshot, cursor after the run,
 writer epoch and, last, the reason of a run that wrote nothing. Every
 invocation of run is listed, whatever the job's input mode: skipped,
 already_committed (with the committed batch's snapshot and counts),
-refused and failed runs (recorded after their rollback, with the reason),
-and fence.
+refused and failed runs (recorded after their rollback, with the reason);
+and fenced, erased and rolled_back.
 
 One run is one line: control characters in any column are printed
 escaped (\n, \t, \x00), and on a terminal the reason is cut to the
