@@ -76,7 +76,7 @@ func (d *DB) Diff(ctx context.Context, job *Job, opts DiffOptions) (*DiffResult,
 		src *tableSource
 		out *DiffSide
 	}{{from, &res.From}, {to, &res.To}} {
-		n, sum, _, err := copyTo(ctx, tx, side.src.ordered(), filepath.Join(dir, fmt.Sprintf("%d.csv", side.src.snapshot)), FormatCSV, "", Progress{})
+		n, sum, _, err := copyTo(ctx, tx, side.src.ordered(), filepath.Join(dir, fmt.Sprintf("%d.csv", side.src.snapshot)), FormatCSV, "", Progress{}, nil)
 		if err != nil {
 			return nil, err
 		}
