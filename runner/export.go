@@ -379,9 +379,10 @@ const maxPartitionDir = 200
 // partitionDir is a partition's folder name, hive style: COL=VALUE with the
 // column name and the value percent-escaped (every byte but A-Z a-z 0-9 -
 // _ . is written %XX, so url.PathUnescape reads it back). NULL is
-// COL=__HIVE_DEFAULT_PARTITION__, and the string "__HIVE_DEFAULT_PARTITION__"
-// is written with its first underscore escaped, so no value takes NULL's
-// name. Distinct values give distinct names: each name unescapes to its
+// COL=__HIVE_DEFAULT_PARTITION__, and the strings "__HIVE_DEFAULT_PARTITION__"
+// and "NULL" (any case) are written with their first byte escaped, so no
+// value takes NULL's name and DuckDB's hive_partitioning reads each value
+// back. Distinct values give distinct names: each name unescapes to its
 // value. A name longer than maxPartitionDir keeps its first 120 bytes and
 // ends in ~ and the sha256 of the whole name: no short name holds a ~ (it is
 // escaped), so a long name cannot meet a short one, and the manifest
@@ -390,8 +391,11 @@ func partitionDir(col string, value *string) string {
 	v := nullPartition
 	if value != nil {
 		v = escapePartition(*value)
-		if v == nullPartition {
-			v = "%5F" + v[1:]
+		// Readers (DuckDB's hive_partitioning among them) take these names
+		// for NULL before they unescape, so the string is written with its
+		// first byte escaped.
+		if v == nullPartition || strings.EqualFold(v, "NULL") {
+			v = fmt.Sprintf("%%%02X", v[0]) + v[1:]
 		}
 	}
 	name := escapePartition(col) + "=" + v
