@@ -76,7 +76,7 @@ func (d *DB) Diff(ctx context.Context, job *Job, opts DiffOptions) (*DiffResult,
 		src *tableSource
 		out *DiffSide
 	}{{from, &res.From}, {to, &res.To}} {
-		n, sum, _, err := copyTo(ctx, tx, side.src.ordered(), filepath.Join(dir, fmt.Sprintf("%d.csv", side.src.snapshot)), FormatCSV, "", Progress{})
+		n, sum, _, err := copyTo(ctx, tx, side.src.ordered(), filepath.Join(dir, fmt.Sprintf("%d.csv", side.src.snapshot)), FormatCSV, "", Progress{}, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -84,7 +84,7 @@ func (d *DB) Diff(ctx context.Context, job *Job, opts DiffOptions) (*DiffResult,
 	}
 	key := from.key
 	if !slices.Equal(from.columns, to.columns) {
-		return nil, fmt.Errorf("diff %s: snapshots %d and %d have different columns (%s / %s)", from.table, from.snapshot, to.snapshot,
+		return nil, usage("diff %s: snapshots %d and %d have different columns (%s / %s); diff compares snapshots of one schema", from.table, from.snapshot, to.snapshot,
 			strings.Join(from.columns, ", "), strings.Join(to.columns, ", "))
 	}
 	if err := compareRows(ctx, tx, from.query, to.query, from.columns, key, res); err != nil {
@@ -152,18 +152,22 @@ func DiffFiles(ctx context.Context, file1, file2, format string, key []string) (
 		cols[i] = c
 	}
 	if !slices.Equal(cols[0], cols[1]) {
-		return nil, fmt.Errorf("diff: %s and %s have different columns (%s / %s)", file1, file2, strings.Join(cols[0], ", "), strings.Join(cols[1], ", "))
+		return nil, usage("diff: %s and %s have different columns (%s / %s); diff compares files of one layout", file1, file2, strings.Join(cols[0], ", "), strings.Join(cols[1], ", "))
 	}
 	if len(cols[0]) == 0 {
 		return nil, fmt.Errorf("diff: %s has no columns", file1)
 	}
-	if len(key) == 0 {
+	keyGiven := len(key) > 0
+	if !keyGiven {
 		key = cols[0][:1]
 	}
 	for _, k := range key {
 		if !slices.Contains(cols[0], k) {
 			return nil, usage("--key %s: the files have no such column (columns: %s)", k, strings.Join(cols[0], ", "))
 		}
+	}
+	if err := requireUniqueKey(ctx, conn, [2]string{file1, file2}, cols[0], key, keyGiven); err != nil {
+		return nil, err
 	}
 	for _, side := range []*DiffSide{&res.From, &res.To} {
 		name := "idem_diff_a"
@@ -178,6 +182,102 @@ func DiffFiles(ctx context.Context, file1, file2, format string, key []string) (
 		return nil, err
 	}
 	return res, nil
+}
+
+// diffPairColumns bounds the search for a pair of columns that would key a
+// diff: the pairs among the first diffPairColumns columns.
+const diffPairColumns = 16
+
+// requireUniqueKey refuses (exit 2) a key that holds one value twice in
+// either file (idem_diff_a, idem_diff_b): joined on it, rows would pair
+// with many and the changes could outnumber the rows. The message names the
+// columns, or pairs of columns, unique in both files. A key of every
+// column compares the files as multisets of rows, which any rows allow.
+func requireUniqueKey(ctx context.Context, q querier, files [2]string, cols, key []string, keyGiven bool) error {
+	if len(key) == len(cols) {
+		return nil
+	}
+	for i, table := range []string{"idem_diff_a", "idem_diff_b"} {
+		var rows, distinct int64
+		err := q.QueryRowContext(ctx, "SELECT (SELECT count(*) FROM "+table+"), (SELECT count(*) FROM (SELECT DISTINCT "+identList(key)+" FROM "+table+"))").Scan(&rows, &distinct)
+		if err != nil {
+			return fmt.Errorf("diff: %w", trimSQLError(err))
+		}
+		if rows == distinct {
+			continue
+		}
+		what := "--key " + strings.Join(key, ",")
+		if !keyGiven {
+			what = "the first column, " + key[0] + ","
+		}
+		hint, err := uniqueKeyHint(ctx, q, cols)
+		if err != nil {
+			return err
+		}
+		return usage("diff: %s is not unique in %s (%d rows, %d distinct keys), so it cannot pair the rows of the two files; %s", what, files[i], rows, distinct, hint)
+	}
+	return nil
+}
+
+// uniqueKeyHint says which single columns, or else which pairs of columns,
+// are unique in both files, for the user to pass as --key.
+func uniqueKeyHint(ctx context.Context, q querier, cols []string) (string, error) {
+	var single, pairs []string
+	var pairCols [][2]string
+	var exprs []string
+	for _, c := range cols {
+		qc := quoteIdent(c)
+		// NULL counts as one value, as the diff's join takes it.
+		exprs = append(exprs, "count(DISTINCT "+qc+") + coalesce(max(CASE WHEN "+qc+" IS NULL THEN 1 ELSE 0 END), 0)")
+	}
+	n := min(len(cols), diffPairColumns)
+	for i := 0; i < n; i++ {
+		for j := i + 1; j < n; j++ {
+			pairCols = append(pairCols, [2]string{cols[i], cols[j]})
+			exprs = append(exprs, "count(DISTINCT row("+quoteIdent(cols[i])+", "+quoteIdent(cols[j])+"))")
+		}
+	}
+	unique := make([]bool, len(exprs))
+	for i := range unique {
+		unique[i] = true
+	}
+	for _, table := range []string{"idem_diff_a", "idem_diff_b"} {
+		vals := make([]int64, len(exprs)+1)
+		dest := make([]any, len(vals))
+		for i := range vals {
+			dest[i] = &vals[i]
+		}
+		if err := q.QueryRowContext(ctx, "SELECT count(*), "+strings.Join(exprs, ", ")+" FROM "+table).Scan(dest...); err != nil {
+			return "", fmt.Errorf("diff: %w", trimSQLError(err))
+		}
+		for i := range exprs {
+			unique[i] = unique[i] && vals[i+1] == vals[0]
+		}
+	}
+	for i, c := range cols {
+		if unique[i] {
+			single = append(single, c)
+		}
+	}
+	for i, p := range pairCols {
+		if unique[len(cols)+i] {
+			pairs = append(pairs, p[0]+","+p[1])
+		}
+	}
+	switch {
+	case len(single) > 0:
+		return "columns unique in both files: " + strings.Join(single, ", ") + "; pass one as --key", nil
+	case len(pairs) > 0:
+		if len(pairs) > 5 {
+			pairs = append(pairs[:5], "...")
+		}
+		return "no single column is unique in both files; pairs that are: " + strings.Join(pairs, " ") + "; pass one as --key A,B", nil
+	}
+	none := "no single column or pair of columns"
+	if len(cols) > diffPairColumns {
+		none = fmt.Sprintf("no single column, nor pair of the first %d columns,", diffPairColumns)
+	}
+	return none + " is unique in both files; pass --key with the columns that identify a row (--key with every column compares the files as sets of rows)", nil
 }
 
 func columnNames(ctx context.Context, q querier, temp string) ([]string, error) {

@@ -2,13 +2,11 @@ package runner
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,6 +24,9 @@ type ExportOptions struct {
 	// Progress shows the export as a step ("export"): DuckDB's percentage
 	// while it sorts, then the bytes written.
 	Progress Progress
+	// Fault, when set, is called at each fault point (FaultExport*) for
+	// kill tests.
+	Fault func(point string)
 }
 
 // ExportResult reports an export. SHA256 and Bytes are the file's, or, for a
@@ -58,8 +59,8 @@ type Manifest struct {
 
 // ManifestFile describes one file of a partitioned export.
 type ManifestFile struct {
-	Path         string  `json:"path"` // relative to the export folder, with /
-	Value        *string `json:"value"`
+	Path         string  `json:"path"`  // relative to the export folder, with /; see partitionDir
+	Value        *string `json:"value"` // the partition's value as text, null for NULL
 	Rows         int64   `json:"rows"`
 	DistinctKeys int64   `json:"distinct_keys"`
 	Min          *string `json:"min"`
@@ -215,7 +216,9 @@ func extension(format string) string {
 
 // Export writes a table of job, pinned at a snapshot, in key order. The same
 // snapshot gives the same bytes whatever the thread count. It writes to a
-// temporary file beside the output and renames it into place.
+// temporary file (or, partitioned, folder) beside the output and renames it
+// into place, so a reader sees the previous export or the new one; it first
+// removes the temporary files that killed exports to the same output left.
 func (d *DB) Export(ctx context.Context, job *Job, opts ExportOptions) (*ExportResult, error) {
 	if opts.Out == "" {
 		return nil, usage("export needs --out PATH")
@@ -238,10 +241,15 @@ func (d *DB) Export(ctx context.Context, job *Job, opts ExportOptions) (*ExportR
 	res := &ExportResult{Job: job.Name, Table: src.table, Snapshot: src.snapshot, Format: format, Path: opts.Out}
 	done := opts.Progress.step("export")
 	defer done()
-	if opts.PartitionBy != "" {
-		return res, exportPartitioned(ctx, tx, job, src, opts, res)
+	fault := func(point string) {
+		if opts.Fault != nil {
+			opts.Fault(point)
+		}
 	}
-	rows, sum, size, err := copyTo(ctx, tx, src.ordered(), opts.Out, format, filepath.Base(opts.Out), opts.Progress)
+	if opts.PartitionBy != "" {
+		return res, exportPartitioned(ctx, tx, job, src, opts, res, fault)
+	}
+	rows, sum, size, err := copyTo(ctx, tx, src.ordered(), opts.Out, format, filepath.Base(opts.Out), opts.Progress, fault)
 	if err != nil {
 		return nil, err
 	}
@@ -251,8 +259,10 @@ func (d *DB) Export(ctx context.Context, job *Job, opts ExportOptions) (*ExportR
 
 // copyTo runs COPY (query) TO a temporary file beside out, renames it to out
 // and returns the rows written and the file's sha256 and size. progress
-// sees the bytes written so far under label.
-func copyTo(ctx context.Context, q querier, query, out, format, label string, progress Progress) (int64, string, int64, error) {
+// sees the bytes written so far under label; fault, if not nil, is called
+// before the rename. Temporary files that killed exports to out left are
+// removed first.
+func copyTo(ctx context.Context, q querier, query, out, format, label string, progress Progress, fault func(string)) (int64, string, int64, error) {
 	dir := filepath.Dir(out)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return 0, "", 0, fmt.Errorf("export to %s: folder %s does not exist", out, dir)
@@ -260,11 +270,13 @@ func copyTo(ctx context.Context, q querier, query, out, format, label string, pr
 	if st, err := os.Stat(out); err == nil && st.IsDir() {
 		return 0, "", 0, fmt.Errorf("export to %s: is a folder (use --partition-by to write a folder)", out)
 	}
-	var rnd [8]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return 0, "", 0, fmt.Errorf("export to %s: %w", out, err)
+	if err := cleanExportTemps(out); err != nil {
+		return 0, "", 0, err
 	}
-	tmpName := filepath.Join(dir, "."+filepath.Base(out)+".tmp-"+hex.EncodeToString(rnd[:]))
+	tmpName, err := exportTempName(out)
+	if err != nil {
+		return 0, "", 0, err
+	}
 	defer os.Remove(tmpName)
 	// Hash the file while DuckDB writes it: its COPY writers only append, so
 	// the bytes read behind the writer are final. The total is checked
@@ -286,6 +298,9 @@ func copyTo(ctx context.Context, q querier, query, out, format, label string, pr
 		if sum, size, err = fileSHA256(tmpName); err != nil {
 			return 0, "", 0, fmt.Errorf("export to %s: %w", out, err)
 		}
+	}
+	if fault != nil {
+		fault(FaultExportBeforeSwap)
 	}
 	if err := os.Rename(tmpName, out); err != nil {
 		return 0, "", 0, fmt.Errorf("export to %s: %w", out, err)
@@ -353,23 +368,97 @@ func fileSHA256(path string) (string, int64, error) {
 // ManifestName is the file a partitioned export writes beside its parts.
 const ManifestName = "manifest.json"
 
-// partitionDir is a partition's folder name, hive style. NULL takes Hive's
-// default partition name.
+// nullPartition is the value part of the NULL partition's folder name,
+// Hive's. partitionDir never gives it to a value.
+const nullPartition = "__HIVE_DEFAULT_PARTITION__"
+
+// maxPartitionDir bounds a partition's folder name, well within the 255
+// bytes a file name may take.
+const maxPartitionDir = 200
+
+// partitionDir is a partition's folder name, hive style: COL=VALUE with the
+// column name and the value percent-escaped (every byte but A-Z a-z 0-9 -
+// _ . is written %XX, so url.PathUnescape reads it back). NULL is
+// COL=__HIVE_DEFAULT_PARTITION__, and the strings "__HIVE_DEFAULT_PARTITION__"
+// and "NULL" (any case) are written with their first byte escaped, so no
+// value takes NULL's name and DuckDB's hive_partitioning reads each value
+// back. Distinct values give distinct names: each name unescapes to its
+// value. A name longer than maxPartitionDir keeps its first 120 bytes and
+// ends in ~ and the sha256 of the whole name: no short name holds a ~ (it is
+// escaped), so a long name cannot meet a short one, and the manifest
+// records the value itself.
 func partitionDir(col string, value *string) string {
-	if value == nil {
-		return col + "=__HIVE_DEFAULT_PARTITION__"
+	v := nullPartition
+	if value != nil {
+		v = escapePartition(*value)
+		// Readers (DuckDB's hive_partitioning among them) take these names
+		// for NULL before they unescape, so the string is written with its
+		// first byte escaped.
+		if v == nullPartition || strings.EqualFold(v, "NULL") {
+			v = fmt.Sprintf("%%%02X", v[0]) + v[1:]
+		}
 	}
-	return col + "=" + url.PathEscape(*value)
+	name := escapePartition(col) + "=" + v
+	if len(name) <= maxPartitionDir {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	cut := 120
+	// Cut before an escape, never inside one.
+	if name[cut-1] == '%' {
+		cut--
+	} else if name[cut-2] == '%' {
+		cut -= 2
+	}
+	return name[:cut] + "~" + hex.EncodeToString(sum[:])
 }
 
-func exportPartitioned(ctx context.Context, q querier, job *Job, src *tableSource, opts ExportOptions, res *ExportResult) error {
+// escapePartition percent-escapes every byte of s but A-Z a-z 0-9 - _ .
+func escapePartition(s string) string {
+	const hexDigits = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hexDigits[c>>4])
+		b.WriteByte(hexDigits[c&15])
+	}
+	return b.String()
+}
+
+// exportPartitioned writes every partition and the manifest into a fresh
+// temporary folder beside opts.Out, then swaps it into place (swapDir).
+func exportPartitioned(ctx context.Context, q querier, job *Job, src *tableSource, opts ExportOptions, res *ExportResult, fault func(string)) error {
 	col := opts.PartitionBy
 	if !slices.Contains(src.columns, col) {
 		return usage("--partition-by %s: table %s has no such column (columns: %s)", col, src.table, strings.Join(src.columns, ", "))
 	}
-	if err := prepareExportDir(opts.Out); err != nil {
+	out := opts.Out
+	// A symlinked export folder keeps its link: the swap happens where it
+	// points.
+	if st, err := os.Lstat(out); err == nil && st.Mode()&os.ModeSymlink != 0 {
+		if out, err = filepath.EvalSymlinks(out); err != nil {
+			return fmt.Errorf("export to %s: %w", opts.Out, err)
+		}
+	}
+	if err := cleanExportTemps(out); err != nil {
 		return err
 	}
+	if err := checkExportDir(out); err != nil {
+		return err
+	}
+	tmp, err := exportTempName(out)
+	if err != nil {
+		return err
+	}
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return fmt.Errorf("export to %s: %w", opts.Out, err)
+	}
+	defer os.RemoveAll(tmp)
 	key := src.key
 	if len(job.Pipeline.Key) > 0 && containsAll(src.columns, job.Pipeline.Key) {
 		key = job.Pipeline.Key
@@ -386,6 +475,7 @@ func exportPartitioned(ctx context.Context, q querier, job *Job, src *tableSourc
 		return fmt.Errorf("export %s: partitions: %w", src.table, trimSQLError(err))
 	}
 	var files []ManifestFile
+	seen := map[string]bool{}
 	for rows.Next() {
 		var f ManifestFile
 		var value, lo, hi *string
@@ -395,6 +485,13 @@ func exportPartitioned(ctx context.Context, q querier, job *Job, src *tableSourc
 		}
 		f.Value, f.Min, f.Max = value, lo, hi
 		f.Path = partitionDir(col, value) + "/data." + extension(res.Format)
+		// Two partitions in one file would leave the manifest naming a
+		// file that holds only the second: refuse rather than write it.
+		if seen[f.Path] {
+			rows.Close()
+			return fmt.Errorf("export %s: two values of %s give the partition %s", src.table, col, f.Path)
+		}
+		seen[f.Path] = true
 		files = append(files, f)
 	}
 	rows.Close()
@@ -409,11 +506,11 @@ func exportPartitioned(ctx context.Context, q querier, job *Job, src *tableSourc
 		if f.Value != nil {
 			where = " WHERE " + qc + " = CAST(" + sqlString(*f.Value) + " AS " + colType + ")"
 		}
-		path := filepath.Join(opts.Out, filepath.FromSlash(f.Path))
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		path := filepath.Join(tmp, filepath.FromSlash(f.Path))
+		if err := os.Mkdir(filepath.Dir(path), 0o755); err != nil {
 			return fmt.Errorf("export to %s: %w", opts.Out, err)
 		}
-		n, sum, size, err := copyTo(ctx, q, "SELECT * FROM ("+src.query+")"+where+src.orderBy(), path, res.Format, f.Path, opts.Progress)
+		n, sum, size, err := copyTo(ctx, q, "SELECT * FROM ("+src.query+")"+where+src.orderBy(), path, res.Format, f.Path, opts.Progress, nil)
 		if err != nil {
 			return err
 		}
@@ -423,6 +520,7 @@ func exportPartitioned(ctx context.Context, q querier, job *Job, src *tableSourc
 		f.SHA256, f.Bytes = sum, size
 		res.Rows += n
 		res.Bytes += size
+		fault(fmt.Sprintf("%s%d", FaultExportPart, i+1))
 	}
 	m := Manifest{Job: job.Name, Table: src.table, Snapshot: src.snapshot, Format: res.Format, PartitionBy: col,
 		Key: key, Rows: res.Rows, Files: files}
@@ -430,8 +528,11 @@ func exportPartitioned(ctx context.Context, q querier, job *Job, src *tableSourc
 		m.Files = []ManifestFile{}
 	}
 	data := append(canonicalJSON(m), '\n')
-	if err := os.WriteFile(filepath.Join(opts.Out, ManifestName), data, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(tmp, ManifestName), data, 0o644); err != nil {
 		return fmt.Errorf("export to %s: manifest: %w", opts.Out, err)
+	}
+	if err := swapDir(tmp, out, exchangePaths, fault); err != nil {
+		return err
 	}
 	sum := sha256.Sum256(data)
 	res.SHA256 = hex.EncodeToString(sum[:])
@@ -440,14 +541,21 @@ func exportPartitioned(ctx context.Context, q querier, job *Job, src *tableSourc
 	return nil
 }
 
-// prepareExportDir makes out an empty folder. A folder holding a previous
-// export (its manifest.json) is cleared of that export's partitions; any
-// other non-empty folder is refused.
-func prepareExportDir(out string) error {
-	entries, err := os.ReadDir(out)
+// checkExportDir refuses an out that a partitioned export may not replace:
+// a file, or a folder that is neither empty nor a previous export (its
+// manifest.json and partition folders).
+func checkExportDir(out string) error {
+	st, err := os.Stat(out)
 	if errors.Is(err, os.ErrNotExist) {
-		return os.MkdirAll(out, 0o755)
+		return nil
 	}
+	if err != nil {
+		return fmt.Errorf("export to %s: %w", out, err)
+	}
+	if !st.IsDir() {
+		return usage("export to %s: is a file; --partition-by writes a folder", out)
+	}
+	entries, err := os.ReadDir(out)
 	if err != nil {
 		return fmt.Errorf("export to %s: %w", out, err)
 	}
@@ -458,10 +566,7 @@ func prepareExportDir(out string) error {
 		return usage("export to %s: folder is not empty and holds no previous export (%s)", out, ManifestName)
 	}
 	for _, e := range entries {
-		if e.Name() == ManifestName || (e.IsDir() && strings.Contains(e.Name(), "=")) {
-			if err := os.RemoveAll(filepath.Join(out, e.Name())); err != nil {
-				return fmt.Errorf("export to %s: clear previous export: %w", out, err)
-			}
+		if e.Name() == ManifestName || (e.IsDir() && strings.ContainsAny(e.Name(), "=~")) {
 			continue
 		}
 		return usage("export to %s: folder holds %s, which is not part of a previous export", out, e.Name())

@@ -22,7 +22,15 @@ func (a *app) newDiffCmd() *cobra.Command {
 as idem export writes it), then the counts of keys added, removed and
 changed, and the first keys of each. With two files (csv, parquet or jsonl
 exports), compare them by --key (default: the first column); values are
-compared as text. Exit 0 whether or not the sides differ.`,
+compared as text. Exit 0 whether or not the sides differ.
+
+diff refuses (exit 2) to compare sides with different columns: two
+snapshots across a schema change that added, removed or renamed a column,
+or two files with different headers. It refuses a file key that is not
+unique in either file (rows would pair with many, and the changes could
+outnumber the rows), and names the columns, or pairs of columns, that are
+unique in both; --key with every column compares the files as sets of
+rows.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var res *runner.DiffResult
@@ -65,7 +73,7 @@ compared as text. Exit 0 whether or not the sides differ.`,
 	cmd.Flags().Int64Var(&opts.From, "from", 0, "the older snapshot")
 	cmd.Flags().Int64Var(&opts.To, "to", 0, "the newer snapshot")
 	cmd.Flags().StringVar(&opts.Table, "table", "", "the target (default) or <target>_outcomes")
-	cmd.Flags().StringSliceVar(&key, "key", nil, "key column(s) of diff FILE1 FILE2 (default: the first column)")
+	cmd.Flags().StringSliceVar(&key, "key", nil, "key column(s) of diff FILE1 FILE2, unique in each file (default: the first column)")
 	cmd.Flags().StringVar(&format, "format", "", "format of FILE1 and FILE2: csv, parquet or jsonl (default: from the extension)")
 	return cmd
 }

@@ -21,8 +21,18 @@ file's sha256. Two exports of one snapshot are byte-identical, whatever the
 thread count. --format is csv, parquet or jsonl (default: from the
 extension of --out, else csv). With --partition-by COL, --out is a folder:
 one file per value of COL (COL=VALUE/data.EXT) plus manifest.json with each
-file's rows, distinct keys, min/max of COL, bytes and sha256; the reported
-sha256 is the manifest's.`,
+file's value, rows, distinct keys, min/max of COL, bytes and sha256; the
+reported sha256 is the manifest's. COL and VALUE are percent-escaped (every
+byte but A-Z a-z 0-9 - _ . is %XX), NULL is COL=__HIVE_DEFAULT_PARTITION__
+(the strings __HIVE_DEFAULT_PARTITION__ and NULL are written with their
+first byte escaped, so hive readers such as DuckDB read them back), and a
+name over 200 bytes is cut and ends in ~ and a sha256 (read such a value
+from the file or the manifest): every value has its own folder.
+
+The export is written beside --out under a name starting .idem-export- and
+renamed into place: a reader sees the previous export or the new one, never
+a part. A killed export leaves that temporary file or folder; the next
+export to the same --out removes it, so a retry just works.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			job, db, err := f.openJob(cmd.Context(), args[0], true)
@@ -31,6 +41,7 @@ sha256 is the manifest's.`,
 			}
 			defer db.Close()
 			opts.Progress = a.progress(pf)
+			opts.Fault = a.faultHook(f.path(job))
 			res, err := db.Export(cmd.Context(), job, opts)
 			if err != nil {
 				return a.fail(f.jsonOut, err)

@@ -214,6 +214,13 @@ type idemResult struct {
 func runIdem(t *testing.T, bin string, step killStep, work, fault string, delay time.Duration) idemResult {
 	t.Helper()
 	args := append([]string{"run", step.job, "--db", filepath.Join(work, "idem.duckdb"), "--json"}, step.args...)
+	return runBin(t, bin, work, args, fault, delay)
+}
+
+// runBin runs the idem binary with args in folder work. A fault point sets
+// IDEM_FAULT; a delay above zero SIGKILLs the process after it.
+func runBin(t *testing.T, bin, work string, args []string, fault string, delay time.Duration) idemResult {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = work
 	cmd.Env = append(os.Environ(), "IDEM_FAULT="+fault)
