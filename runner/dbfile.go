@@ -242,19 +242,20 @@ func recordCommit(ctx context.Context, tx *sql.Tx, job, kind string) error {
 // brought commits of another database or of an older copy of this one. It
 // runs on a read-only open, so the replay has changed nothing on disk.
 func (d *DB) checkWAL(ctx context.Context) error {
-	ok, err := tableExists(ctx, d.sql, "idem", "commits")
-	if err != nil || !ok {
+	exists, err := tableExists(ctx, d.sql, "idem", "commits")
+	if err != nil || !exists {
 		return err
 	}
 	// One id, and sequence numbers 0..n without a gap or a repeat: a WAL
 	// of a copy that went on alone leaves a gap, one of an older state a
 	// repeat.
-	var ids, bad int64
+	var ids int64
+	var ok bool
 	if err := d.sql.QueryRowContext(ctx, `SELECT count(DISTINCT db_id),
-		(count(*) - count(DISTINCT seq)) + (coalesce(max(seq), -1) + 1 - count(*)) FROM idem.commits`).Scan(&ids, &bad); err != nil {
+		count(DISTINCT seq) = count(*) AND coalesce(min(seq), 0) = 0 AND coalesce(max(seq), -1) + 1 = count(*) FROM idem.commits`).Scan(&ids, &ok); err != nil {
 		return fmt.Errorf("check WAL of %s: %w", d.path, err)
 	}
-	if ids > 1 || bad != 0 {
+	if ids > 1 || !ok {
 		return refuse("wal", "%s does not belong to database %s: it holds commits made in another database or in an older copy of this one, "+
 			"and replaying it would apply them here; nothing was written. Move %s away (keep it if it may belong elsewhere) and run again",
 			walPath(d.path), d.path, walPath(d.path))

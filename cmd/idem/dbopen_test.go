@@ -258,6 +258,7 @@ func TestForeignWAL(t *testing.T) {
 			before := captureState(t, b.db)
 			sum := fileSHA(t, b.db)
 			copyFile(t, wal, b.db+".wal")
+			replayFailed := 0
 			for _, args := range [][]string{
 				{"run", b.file, "--input", batch(4)},
 				{"log", b.file},
@@ -265,12 +266,20 @@ func TestForeignWAL(t *testing.T) {
 				{"fence", b.file},
 			} {
 				r := callIdem(t, args...)
-				require.Equal(t, runner.ExitRefused, r.code, "%v: stdout %s stderr %s", args, r.stdout, r.stderr)
-				require.Contains(t, r.stderr, b.db+".wal does not belong to database "+b.db)
-				require.Contains(t, r.stderr, "Move "+b.db+".wal away")
+				if r.code == runner.ExitFailure {
+					// DuckDB could not replay it: its row ids do not fit.
+					require.Contains(t, r.stderr, "Failure while replaying WAL")
+					require.Contains(t, r.stderr, "a WAL "+b.db+".wal is beside it and was replayed: if it comes from another database or an older copy, move it away")
+					replayFailed++
+				} else {
+					require.Equal(t, runner.ExitRefused, r.code, "%v: stdout %s stderr %s", args, r.stdout, r.stderr)
+					require.Contains(t, r.stderr, b.db+".wal does not belong to database "+b.db)
+					require.Contains(t, r.stderr, "Move "+b.db+".wal away")
+				}
 				require.Equal(t, sum, fileSHA(t, b.db), "%v changed the database file", args)
 				require.FileExists(t, b.db+".wal")
 			}
+			t.Logf("DuckDB failed to replay the WAL on %d of 4 commands; idem refused it on the others", replayFailed)
 			require.NoError(t, os.Remove(b.db+".wal"))
 			require.Equal(t, before, captureState(t, b.db))
 		})
