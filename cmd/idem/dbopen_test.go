@@ -20,7 +20,8 @@ import (
 )
 
 // dbOpenRounds is how many times the concurrent-creation and creation-kill
-// tests repeat; IDEM_DBOPEN_ROUNDS=N runs more.
+// tests repeat; IDEM_DBOPEN_ROUNDS=N runs more (and IDEM_DBOPEN_PROCS=N
+// starts N concurrent first runs instead of 4).
 func dbOpenRounds(t *testing.T, short int) int {
 	if s := os.Getenv("IDEM_DBOPEN_ROUNDS"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -50,7 +51,12 @@ func leftovers(t *testing.T, dir string) []string {
 // is never left as a 0-byte file, and it holds one applied batch.
 func TestConcurrentFirstRuns(t *testing.T) {
 	t.Parallel()
-	const procs = 4
+	procs := 4
+	if s := os.Getenv("IDEM_DBOPEN_PROCS"); s != "" {
+		var err error
+		procs, err = strconv.Atoi(s)
+		require.NoError(t, err)
+	}
 	for _, wait := range []bool{false, true} {
 		for round := range dbOpenRounds(t, 3) {
 			j := newGuardJob(t)
@@ -113,6 +119,9 @@ func TestCreationKilled(t *testing.T) {
 		time.Sleep(time.Duration(rand.Int64N(int64(created) + 1)))
 		_ = p.cmd.Process.Signal(syscall.SIGKILL)
 		p.wait(t, 60*time.Second)
+		if len(leftovers(t, j.dir)) > 0 {
+			outcomes["killed while creating"]++
+		}
 		if st, err := os.Stat(j.db); err == nil {
 			require.Positive(t, st.Size(), "a killed creation left a 0-byte database")
 			outcomes["database"]++
