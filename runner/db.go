@@ -135,7 +135,7 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 		if !strings.Contains(err.Error(), "Could not set lock on file") {
 			err = fmt.Errorf("open database %s: %w", path, err)
 			if wal {
-				err = fmt.Errorf("%w (a WAL %s is beside it and was replayed: if it comes from another database or an older copy, move it away)", err, walPath(path))
+				err = fmt.Errorf("%w (%s is beside it and DuckDB replays it on open: if it comes from another database or an older copy, move it away)", err, walPath(path))
 			}
 			return nil, canceled(ctx, fatal(err))
 		}

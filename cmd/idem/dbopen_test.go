@@ -278,7 +278,7 @@ func TestForeignWAL(t *testing.T) {
 				if r.code == runner.ExitFailure {
 					// DuckDB could not replay it: its row ids do not fit.
 					require.Contains(t, r.stderr, "Failure while replaying WAL")
-					require.Contains(t, r.stderr, "a WAL "+b.db+".wal is beside it and was replayed: if it comes from another database or an older copy, move it away")
+					require.Contains(t, r.stderr, "("+b.db+".wal is beside it and DuckDB replays it on open: if it comes from another database or an older copy, move it away)")
 					replayFailed++
 				} else {
 					require.Equal(t, runner.ExitRefused, r.code, "%v: stdout %s stderr %s", args, r.stdout, r.stderr)
