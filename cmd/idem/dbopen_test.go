@@ -95,28 +95,34 @@ func TestConcurrentFirstRuns(t *testing.T) {
 	}
 }
 
-// A first run killed at a random moment, most often while it creates the
-// database, leaves no database or a valid one: the next run commits, and
+// A first run killed at a random moment around the creation of the
+// database leaves no database or a valid one: the next run commits, and
 // the next writable open removes the half-built file.
 func TestCreationKilled(t *testing.T) {
 	t.Parallel()
-	// The time a clean first run takes until the database exists bounds
-	// the random delays.
+	// A clean first run shows when creation starts (the .creating- file
+	// appears) and ends (the database appears): the kills fall around that
+	// window, from a bit before it starts to a bit after it ends.
 	j := newGuardJob(t)
 	p := startIdem(t, nil, "run", j.file)
-	for !p.exited() {
-		if _, err := os.Stat(j.db); err == nil {
-			break
+	var start, end time.Duration
+	for !p.exited() && end == 0 {
+		if start == 0 && len(leftovers(t, j.dir)) > 0 {
+			start = time.Since(p.started)
 		}
-		time.Sleep(time.Millisecond)
+		if _, err := os.Stat(j.db); err == nil {
+			end = time.Since(p.started)
+		}
+		time.Sleep(200 * time.Microsecond)
 	}
-	created := time.Since(p.started)
 	require.Equal(t, 0, p.wait(t, 60*time.Second), p.stderr.String())
+	require.NotZero(t, end, "the database never appeared")
+	lo, hi := start*8/10, end*12/10
 	outcomes := map[string]int{}
 	for range dbOpenRounds(t, 6) {
 		j := newGuardJob(t)
 		p := startIdem(t, nil, "run", j.file)
-		time.Sleep(time.Duration(rand.Int64N(int64(created) + 1)))
+		time.Sleep(lo + time.Duration(rand.Int64N(int64(hi-lo)+1)))
 		_ = p.cmd.Process.Signal(syscall.SIGKILL)
 		p.wait(t, 60*time.Second)
 		if len(leftovers(t, j.dir)) > 0 {
@@ -134,7 +140,7 @@ func TestCreationKilled(t *testing.T) {
 		snap, _, _ := j.state()
 		require.Equal(t, int64(1), snap)
 	}
-	t.Logf("clean creation %v; after the kill: %v", created, outcomes)
+	t.Logf("clean creation from %v to %v after start; after the kills: %v", start, end, outcomes)
 }
 
 // A 0-byte file where the database should be (left by an older idem or a
