@@ -41,8 +41,11 @@ var lockPID = regexp.MustCompile(`\(PID (\d+)\)`)
 const MaxThreads = 1024
 
 // Open opens (creating if needed, unless read-only) the database at path and
-// makes sure idem's own tables exist. A file held by another process gives a
-// *LockedError (exit 4).
+// makes sure idem's own tables exist. A file held by another process, or a
+// new database another process is creating, gives a *LockedError (exit 4).
+// A WAL beside the database that holds commits of another database or of
+// an older copy of this one is refused (exit 3) before it is replayed into
+// the file. A read-only open never creates or changes anything.
 func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 	if path == "" {
 		return nil, usage("no database: set database in the job file or pass --db")
@@ -81,38 +84,82 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 	// 2.5-3.4 GiB without (docs/benchmarks.md).
 	q.Set("allocator_background_threads", "true")
 	dsn := "?" + q.Encode()
+	if !opts.ReadOnly {
+		sweepLeftovers(path, creatingTag)
+	}
 	deadline := time.Now().Add(opts.Wait)
 	delay := 20 * time.Millisecond
 	for {
-		db, err := openFile(ctx, dsn, path, opts.ReadOnly)
-		if err == nil {
-			d := &DB{sql: db, path: path, readOnly: opts.ReadOnly}
-			if !opts.ReadOnly {
-				if err := d.bootstrap(ctx); err != nil {
-					db.Close()
-					return nil, err
-				}
-			}
-			return d, nil
+		d, err := openOnce(ctx, dsn, path, opts)
+		var locked *LockedError
+		if err == nil || !errors.As(err, &locked) {
+			return d, err
 		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(min(delay, left)):
+		}
+		delay = min(delay*2, 500*time.Millisecond)
+	}
+}
+
+// openOnce is one attempt of Open. A writable open creates the database
+// when there is none (createFile) and, when a WAL is beside it, first
+// opens it read-only to check the WAL (checkWAL) before a writable open
+// replays it into the file.
+func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, error) {
+	wal := hasWAL(path)
+	if !opts.ReadOnly {
+		if err := createFile(ctx, dsn, path); err != nil {
+			return nil, err
+		}
+		if wal {
+			ro := opts
+			ro.ReadOnly, ro.Wait = true, 0
+			d, err := openOnce(ctx, dsn, path, ro)
+			if err != nil {
+				return nil, err
+			}
+			if err := d.Close(); err != nil {
+				return nil, fmt.Errorf("open database %s: %w", path, err)
+			}
+		}
+	}
+	db, err := openFile(ctx, dsn, path, opts.ReadOnly)
+	if err != nil {
 		if !strings.Contains(err.Error(), "Could not set lock on file") {
-			return nil, canceled(ctx, fatal(fmt.Errorf("open database %s: %w", path, err)))
+			err = fmt.Errorf("open database %s: %w", path, err)
+			if wal {
+				err = fmt.Errorf("%w (%s is beside it and DuckDB replays it on open: if it comes from another database or an older copy, move it away)", err, walPath(path))
+			}
+			return nil, canceled(ctx, fatal(err))
 		}
 		locked := &LockedError{Path: path, Err: err}
 		if m := lockPID.FindStringSubmatch(err.Error()); m != nil {
 			locked.PID, _ = strconv.Atoi(m[1])
 		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return nil, locked
-		}
-		select {
-		case <-ctx.Done():
-			return nil, locked
-		case <-time.After(min(delay, left)):
-		}
-		delay = min(delay*2, 500*time.Millisecond)
+		return nil, locked
 	}
+	d := &DB{sql: db, path: path, readOnly: opts.ReadOnly}
+	check := d.bootstrap
+	if opts.ReadOnly {
+		check = func(ctx context.Context) error {
+			if !wal {
+				return nil
+			}
+			return d.checkWAL(ctx)
+		}
+	}
+	if err := check(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return d, nil
 }
 
 // storeCatalog is the name the database file is attached under. A file's
@@ -261,6 +308,13 @@ CREATE TABLE IF NOT EXISTS idem.files (
     snapshot     BIGINT NOT NULL,
     committed_at TIMESTAMP
 );
+CREATE TABLE IF NOT EXISTS idem.commits (
+    db_id        VARCHAR NOT NULL,
+    seq          BIGINT NOT NULL,
+    job          VARCHAR,
+    kind         VARCHAR NOT NULL,
+    committed_at TIMESTAMP
+);
 CREATE TABLE IF NOT EXISTS idem.erasures (
     job        VARCHAR NOT NULL,
     key        VARCHAR NOT NULL,
@@ -271,7 +325,7 @@ CREATE TABLE IF NOT EXISTS idem.erasures (
 `
 
 // idemTables is what bootstrap must find for an up-to-date database.
-var idemTables = []string{"meta", "jobs", "released", "ledger", "snapshots", "runs", "inputs", "erasures", "files"}
+var idemTables = []string{"meta", "jobs", "released", "ledger", "snapshots", "runs", "inputs", "erasures", "files", "commits"}
 
 func (d *DB) bootstrap(ctx context.Context) error {
 	var n int
@@ -289,6 +343,11 @@ func (d *DB) bootstrap(ctx context.Context) error {
 		return fmt.Errorf("create idem tables in %s: %w", d.path, err)
 	}
 	if _, err := tx.ExecContext(ctx, bootstrapSQL); err != nil {
+		return errors.Join(fmt.Errorf("create idem tables in %s: %w", d.path, err), tx.Rollback())
+	}
+	// Row 0 of idem.commits holds the database's own id (see recordCommit).
+	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.commits
+		SELECT ?, 0, NULL, 'created', current_timestamp WHERE NOT EXISTS (SELECT 1 FROM idem.commits)`, newDatabaseID()); err != nil {
 		return errors.Join(fmt.Errorf("create idem tables in %s: %w", d.path, err), tx.Rollback())
 	}
 	if err := tx.Commit(); err != nil {

@@ -341,7 +341,7 @@ func writeSnapshotOnly(ctx context.Context, tx *sql.Tx, job *Job, st jobState, s
 		job.Name, decision, snapshot, st.cursor, st.epoch); err != nil {
 		return fmt.Errorf("write run log: %w", err)
 	}
-	return nil
+	return recordCommit(ctx, tx, job.Name, decision)
 }
 
 func columnsOf(ctx context.Context, q querier, qualified string) (map[string]bool, error) {

@@ -77,7 +77,7 @@ func (e *JobFileError) Unwrap() error { return e.Err }
 
 // RefusedError is a guard's refusal. It wraps ErrRefused.
 type RefusedError struct {
-	Guard string // batch, cursor, epoch, parent, released, erasure
+	Guard string // batch, cursor, epoch, parent, released, erasure, wal
 	Msg   string
 }
 

@@ -797,6 +797,9 @@ func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, job *Job, p *prepa
 		job.Name, nullable(p.batchID), res.Decision, string(canonicalJSON(changed)), res.RowsIn, outcomes, res.Snapshot, res.Cursor, st.epoch); err != nil {
 		return fmt.Errorf("write run log: %w", err)
 	}
+	if err := recordCommit(ctx, tx, job.Name, res.Decision); err != nil { // dbfile.go
+		return err
+	}
 	return recordFiles(ctx, tx, job, p, res) // files.go
 }
 

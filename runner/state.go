@@ -29,6 +29,9 @@ func (d *DB) Fence(ctx context.Context, job string) (int64, error) {
 	if err == nil {
 		_, err = tx.ExecContext(ctx, `INSERT INTO idem.runs VALUES (?, current_timestamp, NULL, 'fenced', '[]', NULL, NULL, ?, ?, ?, NULL)`, job, st.snapshot, st.cursor, epoch)
 	}
+	if err == nil {
+		err = recordCommit(ctx, tx, job, "fenced")
+	}
 	if err != nil {
 		return 0, errors.Join(fmt.Errorf("fence %s: %w", job, err), tx.Rollback())
 	}

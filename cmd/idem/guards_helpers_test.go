@@ -122,7 +122,8 @@ func (j *guardJob) state() (snapshot, cursor, epoch int64) {
 // the targets, their outcomes and history, idem.ledger, idem.jobs (key,
 // parts, snapshot, cursor, epoch), idem.snapshots, idem.released,
 // idem.inputs, idem.erasures. The run log (idem.runs) is left out: a
-// refused or failed run is recorded there by design.
+// refused or failed run is recorded there by design; so is idem.commits,
+// which holds the database's random id.
 type dbState map[string]string
 
 // captureState reads dbState from the database at path, opened read-only.
@@ -137,7 +138,7 @@ func captureState(t *testing.T, path string) dbState {
 	require.NoError(t, err)
 	defer db.Close()
 	tables, err := db.Query(ctx, `SELECT schema_name, table_name FROM duckdb_tables()
-		WHERE database_name = current_database() AND NOT (schema_name = 'idem' AND table_name = 'runs')
+		WHERE database_name = current_database() AND NOT (schema_name = 'idem' AND table_name IN ('runs', 'commits'))
 		ORDER BY schema_name, table_name`)
 	require.NoError(t, err)
 	st := dbState{}
