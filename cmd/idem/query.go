@@ -19,7 +19,7 @@ func (a *app) newQueryCmd() *cobra.Command {
 	var format string
 	cmd := &cobra.Command{
 		Use:   "query --db PATH SQL",
-		Short: "Run read-only SQL against a database",
+		Short: "Run one read-only SQL statement against a database",
 		Long: `Run one read-only statement against a database opened read-only:
 SELECT (FROM, WITH, VALUES, DESCRIBE, SHOW, SUMMARIZE, PRAGMA table_info)
 or EXPLAIN. Nothing can write a database or a file, read a file, ATTACH,
