@@ -201,6 +201,9 @@ func inspect(ctx context.Context, conn *sql.Conn, query string) (stmtInfo, error
 		if info.typ, err = ds.StatementType(); err != nil {
 			return err
 		}
+		if ds.NumInput() > 0 {
+			return errors.New("idem query takes no parameters: write the values in the SQL")
+		}
 		n, err := ds.ColumnCount()
 		if err != nil {
 			return err

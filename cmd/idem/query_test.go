@@ -93,6 +93,7 @@ func TestQueryCannotWrite(t *testing.T) {
 		{"EXPLAIN ANALYZE UPDATE", "EXPLAIN ANALYZE UPDATE idem.jobs SET epoch = 99", readOnly},
 		{"read through query()", "SELECT * FROM query('SELECT * FROM read_text(''/etc/passwd'')')", noFiles},
 		{"write through query()", "SELECT * FROM query('UPDATE idem.jobs SET epoch = 99')", "SELECT"},
+		{"a parameter", "SELECT $1", "takes no parameters"},
 	}
 	before := captureState(t, j.db)
 	files := listFiles(t, j.dir)
@@ -131,6 +132,9 @@ func TestQueryReads(t *testing.T) {
 		{"EXPLAIN SELECT * FROM idem.jobs", "physical_plan"},
 		{"SELECT current_setting('enable_external_access') AS ext", "false"},
 		{"SELECT * FROM duckdb_settings() WHERE name = 'lock_configuration'", "true"},
+		// A checkpoint of a read-only database does nothing.
+		{"SELECT * FROM checkpoint()", ""},
+		{"SELECT * FROM force_checkpoint()", ""},
 	}
 	for _, tc := range cases {
 		for _, format := range []string{"table", "csv", "json"} {
