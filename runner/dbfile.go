@@ -55,11 +55,6 @@ func sweepLeftovers(path, tag string) {
 	}
 }
 
-func processAlive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
-
 // walPath is the WAL DuckDB keeps beside the database at path.
 func walPath(path string) string { return path + ".wal" }
 

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,10 +19,16 @@ func (a *app) newQueryCmd() *cobra.Command {
 	var format string
 	cmd := &cobra.Command{
 		Use:   "query --db PATH SQL",
-		Short: "Run read-only SQL against a database",
-		Long: `Run read-only SQL against a database opened read-only. --format csv
-and json print every row; json is an array of objects with SQL NULL as null.
-Add an ORDER BY over a key for output that is the same bytes every time.`,
+		Short: "Run one read-only SQL statement against a database",
+		Long: `Run one read-only statement against a database opened read-only:
+SELECT (FROM, WITH, VALUES, DESCRIBE, SHOW, SUMMARIZE, PRAGMA table_info)
+or EXPLAIN. Nothing can write a database or a file, read a file, ATTACH,
+INSTALL, LOAD or change a setting: such a statement fails with exit 1.
+Values print as DuckDB's own CLI prints them (DATE 2001-01-01, TIME
+10:00:00, DECIMAL exact). --format csv and json print every row; json is an
+array of objects with numbers as numbers, booleans as booleans, SQL NULL as
+null and every other value as a string. Add an ORDER BY over a key for
+output that is the same bytes every time.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.db == "" {
@@ -34,7 +40,7 @@ Add an ORDER BY over a key for output that is the same bytes every time.`,
 			if format != "table" && format != "csv" && format != "json" {
 				return a.fail(false, &runner.UsageError{Msg: fmt.Sprintf("--format must be table, csv or json, not %q", format)})
 			}
-			rows, err := runner.Query(cmd.Context(), f.db, args[0], f.openOptions(nil))
+			rows, err := runner.QueryText(cmd.Context(), f.db, args[0], f.openOptions(nil))
 			if err != nil {
 				return a.fail(false, err)
 			}
@@ -77,7 +83,7 @@ func writeRows(w io.Writer, rows *runner.Rows, format string) error {
 				k, _ := json.Marshal(rows.Columns[i])
 				b.Write(k)
 				b.WriteByte(':')
-				val, err := json.Marshal(jsonValue(v))
+				val, err := json.Marshal(jsonValue(v, rows.Kinds[i]))
 				if err != nil {
 					return err
 				}
@@ -111,35 +117,31 @@ func writeRows(w io.Writer, rows *runner.Rows, format string) error {
 	}
 }
 
+// textValue is a value of runner.QueryText: DuckDB's text, or nil for NULL.
 func textValue(v any) string {
-	switch x := v.(type) {
-	case nil:
+	if v == nil {
 		return ""
-	case []byte:
-		return string(x)
-	case time.Time:
-		return x.UTC().Format(time.RFC3339Nano)
-	default:
-		if b, err := json.Marshal(x); err == nil {
-			if s, ok := x.(string); ok {
-				return s
-			}
-			switch x.(type) {
-			case map[string]any, []any:
-				return string(b)
-			}
-		}
-		return fmt.Sprint(x)
 	}
+	return fmt.Sprint(v)
 }
 
-func jsonValue(v any) any {
-	switch x := v.(type) {
-	case []byte:
-		return string(x)
-	case time.Time:
-		return x.UTC().Format(time.RFC3339Nano)
-	default:
-		return x
+// jsonValue writes a number as a JSON number, from DuckDB's exact text (a
+// HUGEINT or a DECIMAL(38,10) keeps every digit), and a boolean as a JSON
+// boolean. inf and nan are not JSON numbers and stay strings.
+func jsonValue(v any, kind runner.Kind) any {
+	if v == nil {
+		return nil
 	}
+	s := textValue(v)
+	switch kind {
+	case runner.KindNumber:
+		if s != "" && (s[0] == '-' || (s[0] >= '0' && s[0] <= '9')) && json.Valid([]byte(s)) {
+			return json.Number(s)
+		}
+	case runner.KindBool:
+		if b, err := strconv.ParseBool(s); err == nil {
+			return b
+		}
+	}
+	return s
 }
