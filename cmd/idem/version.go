@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -67,18 +68,20 @@ func buildVersion(ldflags string, info *debug.BuildInfo) idemVersion {
 	return v
 }
 
-// String is "v1.2.3", "v1.2.3 (rev 0123456789ab)", "dev (rev 0123456789ab,
-// modified)" or "dev".
+// String is "v1.2.3", a pseudo-version, "dev (rev 0123456789ab, modified)"
+// or "dev".
 func (v idemVersion) String() string {
 	s := v.module
 	if s == "" {
 		s = "dev"
 	}
-	if v.revision != "" {
-		rev := v.revision
-		if len(rev) > 12 {
-			rev = rev[:12]
-		}
+	rev := v.revision
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	// A pseudo-version (v0.0.0-20261130215327-952afb1f4ea9) names the
+	// revision already.
+	if rev != "" && !strings.Contains(s, rev) {
 		if v.modified {
 			rev += ", modified"
 		}

@@ -22,7 +22,8 @@ func TestBuildVersion(t *testing.T) {
 		{"go build in a checkout", "dev", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: rev}, "dev (rev 0123456789ab)"},
 		{"modified checkout", "dev", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"},
 			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef"}, {Key: "vcs.modified", Value: "true"}}}, "dev (rev 0123456789ab, modified)"},
-		{"tag build with revision", "dev", &debug.BuildInfo{Main: debug.Module{Version: "v0.4.1-0.20261130120000-0123456789ab"}, Settings: rev}, "v0.4.1-0.20261130120000-0123456789ab (rev 0123456789ab)"},
+		{"pseudo-version names the revision", "dev", &debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20261130120000-0123456789ab"}, Settings: rev}, "v0.0.0-20261130120000-0123456789ab"},
+		{"tag with revision", "dev", &debug.BuildInfo{Main: debug.Module{Version: "v0.4.0"}, Settings: rev}, "v0.4.0 (rev 0123456789ab)"},
 		{"ldflags win", "v9.9.9", &debug.BuildInfo{Main: debug.Module{Version: "v0.4.0"}}, "v9.9.9"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
