@@ -44,7 +44,11 @@ compared as text. Exit 0 whether or not the sides differ.`,
 				oo := f.openOptions(job)
 				oo.ReadOnly = true
 				var db *runner.DB
-				db, err = runner.Open(cmd.Context(), f.path(job), oo)
+				var dbPath string
+				if dbPath, err = f.dbPath(job); err != nil {
+					return a.fail(f.jsonOut, err)
+				}
+				db, err = runner.Open(cmd.Context(), dbPath, oo)
 				if err != nil {
 					return a.fail(f.jsonOut, err)
 				}
