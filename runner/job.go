@@ -68,7 +68,7 @@ type Job struct {
 	Rules []Rule
 
 	// written are the paths as the job file spells them, for messages
-	// about the rule before job-file-relative paths (see OldRuleHint).
+	// about the rule before job-file-relative paths (see oldRuleHint).
 	written struct{ database, input string }
 }
 
@@ -318,7 +318,7 @@ func resolvePipeline(jobPath, ref string, builtins fs.FS, lenient bool) (*Pipeli
 	dir, err := allowedPipelineDir(jobPath, ref)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) && identifier.MatchString(ref) {
-			return nil, fmt.Errorf("no built-in pipeline named %q (built-ins: %s) and %w", ref, strings.Join(BuiltinNames(builtins), ", "), err)
+			return nil, fmt.Errorf("no built-in pipeline named %q (built-ins: %s) and %v", ref, strings.Join(BuiltinNames(builtins), ", "), err)
 		}
 		return nil, err
 	}
@@ -344,8 +344,8 @@ func allowedPipelineDir(jobPath, ref string) (string, error) {
 		_, err = os.Stat(filepath.Join(real, "pipeline.toml"))
 	}
 	if err != nil {
-		return "", fmt.Errorf("no folder %s with a pipeline.toml (%s is read from the job file's folder)%s: %w",
-			shown, ref, OldRuleHint(jobPath, ref, true), fs.ErrNotExist)
+		return "", notExist(fmt.Sprintf("no folder %s with a pipeline.toml (%s is read from the job file's folder)%s",
+			shown, ref, oldRuleHint(jobPath, ref, true)))
 	}
 	root, err := filepath.EvalSymlinks(jobDir)
 	if err != nil {
@@ -357,6 +357,12 @@ func allowedPipelineDir(jobPath, ref string) (string, error) {
 	return real, nil
 }
 
+// notExist is an error that reads msg and is fs.ErrNotExist.
+type notExist string
+
+func (e notExist) Error() string { return string(e) }
+func (e notExist) Unwrap() error { return fs.ErrNotExist }
+
 // resolveJobPath reads a path written in a job file from the job file's
 // folder dir. Empty and absolute paths are returned as they are.
 func resolveJobPath(dir, p string) string {
@@ -366,14 +372,14 @@ func resolveJobPath(dir, p string) string {
 	return filepath.Join(dir, p)
 }
 
-// OldRuleHint says, for a path written in the job file at jobPath that
+// oldRuleHint says, for a path written in the job file at jobPath that
 // names nothing from the job file's folder, whether the same path read from
 // the working directory (how idem read job-file paths before they became
 // relative to the job file's folder) names something: a file (a folder when
 // folder is true) or a glob match. It returns "; ..." to append to an
 // error, naming the path to write instead and the flag that overrides the
 // key (flag may be empty), or "" when the old rule names nothing either.
-func OldRuleHint(jobPath, written string, folder bool, flag ...string) string {
+func oldRuleHint(jobPath, written string, folder bool, flag ...string) string {
 	if written == "" || filepath.IsAbs(written) {
 		return ""
 	}
@@ -419,7 +425,7 @@ func (j *Job) CheckDatabase() error {
 	if _, err := os.Stat(j.Database); !errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	if h := OldRuleHint(j.File, j.written.database, false, "--db"); h != "" {
+	if h := oldRuleHint(j.File, j.written.database, false, "--db"); h != "" {
 		return usage("database %s (read from the job file's folder) does not exist%s", j.Database, h)
 	}
 	return nil
@@ -434,7 +440,7 @@ func (j *Job) resolveInput(ctx context.Context, flag string, progress Progress) 
 	}
 	files, err := resolveInput(ctx, j.Input.Path, progress)
 	if err != nil && errors.Is(err, fs.ErrNotExist) {
-		if h := OldRuleHint(j.File, j.written.input, false, "--input"); h != "" {
+		if h := oldRuleHint(j.File, j.written.input, false, "--input"); h != "" {
 			return nil, fmt.Errorf("%w%s", err, h)
 		}
 	}
