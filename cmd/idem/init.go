@@ -16,7 +16,7 @@ func (a *app) newInitCmd() *cobra.Command {
 	var jsonOut bool
 	cmd := &cobra.Command{
 		Use:   "init DIR",
-		Short: "Scaffold a new pipeline folder and a job file that runs it",
+		Short: "Scaffold a new apply or refresh pipeline folder and a job file that runs it",
 		Long: `Scaffold a new pipeline in DIR: DIR/NAME/ (pipeline.toml,
 transform/v1/01_stage.sql .. 04_commit.sql, schema/v1.sql), DIR/NAME.toml
 (a job that runs it) and an example input. NAME defaults to DIR's base name.
