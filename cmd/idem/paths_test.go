@@ -20,7 +20,7 @@ func TestJobPathsResolveFromJobFolder(t *testing.T) {
 	proj := filepath.Join(root, "route_stats")
 	code, _, errOut := cli(t, "init", proj)
 	require.Equal(t, 0, code, errOut)
-	require.NoError(t, os.Remove(filepath.Join(proj, "data"))) // the database's folder is created by the first run
+	require.NoDirExists(t, filepath.Join(proj, "data")) // the database's folder is created by the first run
 	job := filepath.Join(proj, "route_stats.toml")
 	db := filepath.Join(proj, "data", "route_stats.duckdb")
 
