@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -40,18 +41,27 @@ var lockPID = regexp.MustCompile(`\(PID (\d+)\)`)
 // given, and 100000 of them took minutes before the first query ran.
 const MaxThreads = 1024
 
-// Open opens (creating if needed, unless read-only) the database at path and
-// makes sure idem's own tables exist. A file held by another process, or a
-// new database another process is creating, gives a *LockedError (exit 4).
-// A WAL beside the database that holds commits of another database or of
-// an older copy of this one is refused (exit 3) before it is replayed into
-// the file. A read-only open never creates or changes anything.
+// Open opens (creating it and its folders if needed, unless read-only) the
+// database at path and makes sure idem's own tables exist. A file held by
+// another process, or a new database another process is creating, gives a
+// *LockedError (exit 4). A WAL beside the database that holds commits of
+// another database or of an older copy of this one is refused (exit 3)
+// before it is replayed into the file. A read-only open never creates or
+// changes anything.
 func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 	if path == "" {
 		return nil, usage("no database: set database in the job file or pass --db")
 	}
 	if dir := filepath.Dir(path); dir != "" {
-		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		st, err := os.Stat(dir)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && !opts.ReadOnly:
+			// A writing command creates the database, folders included;
+			// a reading one never creates anything.
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, fmt.Errorf("open database %s: create folder %s: %w", path, dir, err)
+			}
+		case err != nil || !st.IsDir():
 			return nil, fmt.Errorf("open database %s: folder %s does not exist", path, dir)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"path"
 	"path/filepath"
 	"sort"
 )
@@ -95,7 +96,7 @@ func pendingFiles(ctx context.Context, q querier, job *Job, opts RunOptions) ([]
 	if opts.Input != "" {
 		pattern = opts.Input
 	}
-	files, err := resolveInput(ctx, pattern, opts.Progress)
+	files, err := job.resolveInput(ctx, opts.Input, opts.Progress)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +109,7 @@ func pendingFiles(ctx context.Context, q querier, job *Job, opts RunOptions) ([]
 		}
 		byName[name] = f.Path
 	}
-	committed := map[string]fileRecord{}
+	committed := map[string][]fileRecord{}
 	if q != nil {
 		if committed, err = committedFiles(ctx, q, job.Name); err != nil {
 			return nil, err
@@ -116,12 +117,11 @@ func pendingFiles(ctx context.Context, q querier, job *Job, opts RunOptions) ([]
 	}
 	var fresh []InputFile
 	for _, f := range files {
-		rec, ok := committed[filePath(f.Path)]
-		switch {
-		case !ok:
+		recs := committed[filepath.Base(f.Path)]
+		if len(recs) == 0 {
 			fresh = append(fresh, f)
-		case rec.sha256 != f.SHA256:
-			return nil, changedFile(f, rec)
+		} else if _, same := sameFile(recs, f); !same {
+			return nil, changedFile(f, recs[0])
 		}
 	}
 	return fresh, nil
@@ -176,26 +176,55 @@ type fileRecord struct {
 	snapshot        int64
 }
 
-func committedFiles(ctx context.Context, q querier, job string) (map[string]fileRecord, error) {
-	rows, err := q.QueryContext(ctx, `SELECT path, sha256, batch_id, snapshot FROM idem.files WHERE job = ?`, job)
+// Committed files are recorded in idem.files under their path relative to
+// the job file's folder (see Job.filePath), and found again by file name:
+// the name is the file's batch id and is unique in a listing, it does not
+// depend on the working directory a job runs from, and it also finds the
+// records of databases written before, whose paths were relative to the
+// working directory of their run.
+
+// committedFiles reads the job's file records by file name, oldest first.
+func committedFiles(ctx context.Context, q querier, job string) (map[string][]fileRecord, error) {
+	rows, err := q.QueryContext(ctx, `SELECT path, sha256, batch_id, snapshot FROM idem.files WHERE job = ? ORDER BY snapshot, path`, job)
 	if err != nil {
 		return nil, fmt.Errorf("read committed files of job %s: %w", job, err)
 	}
 	defer rows.Close()
-	out := map[string]fileRecord{}
+	out := map[string][]fileRecord{}
 	for rows.Next() {
-		var path string
+		var p string
 		var r fileRecord
-		if err := rows.Scan(&path, &r.sha256, &r.batchID, &r.snapshot); err != nil {
+		if err := rows.Scan(&p, &r.sha256, &r.batchID, &r.snapshot); err != nil {
 			return nil, err
 		}
-		out[path] = r
+		name := path.Base(p)
+		out[name] = append(out[name], r)
 	}
 	return out, rows.Err()
 }
 
-// filePath is the path a file is recorded under.
-func filePath(p string) string { return filepath.ToSlash(filepath.Clean(p)) }
+// sameFile finds the record of recs with f's content.
+func sameFile(recs []fileRecord, f InputFile) (fileRecord, bool) {
+	for _, r := range recs {
+		if r.sha256 == f.SHA256 {
+			return r, true
+		}
+	}
+	return fileRecord{}, false
+}
+
+// filePath is the path a file is recorded under: relative to the job
+// file's folder, in slash form, whatever the working directory.
+func (j *Job) filePath(p string) string {
+	abs, err1 := filepath.Abs(p)
+	dir, err2 := filepath.Abs(filepath.Dir(j.File))
+	if err1 == nil && err2 == nil {
+		if rel, err := filepath.Rel(dir, abs); err == nil {
+			return filepath.ToSlash(rel)
+		}
+	}
+	return filepath.ToSlash(filepath.Clean(p))
+}
 
 func changedFile(f InputFile, rec fileRecord) error {
 	return refuse("file", "file %s changed after it was committed in batch %s (snapshot %d): sha256 was %s, is now %s; a committed file never changes: put new rows in a new file",
@@ -214,21 +243,39 @@ func checkInputMode(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, st j
 		return nil
 	}
 	for _, f := range p.files {
-		var rec fileRecord
-		err := tx.QueryRowContext(ctx, `SELECT sha256, batch_id, snapshot FROM idem.files WHERE job = ? AND path = ?`, job.Name, filePath(f.Path)).
-			Scan(&rec.sha256, &rec.batchID, &rec.snapshot)
-		if errors.Is(err, sql.ErrNoRows) {
+		recs, err := committedFile(ctx, tx, job.Name, filepath.Base(f.Path))
+		if err != nil {
+			return err
+		}
+		if len(recs) == 0 {
 			continue
 		}
-		if err != nil {
-			return fmt.Errorf("read committed files of job %s: %w", job.Name, err)
-		}
-		if rec.sha256 != f.SHA256 {
-			return changedFile(f, rec)
+		rec, same := sameFile(recs, f)
+		if !same {
+			return changedFile(f, recs[0])
 		}
 		return refuse("file", "file %s was already committed in batch %s (snapshot %d)", f.Path, rec.batchID, rec.snapshot)
 	}
 	return nil
+}
+
+// committedFile reads the job's records of the file named name, oldest
+// first, inside the run's transaction.
+func committedFile(ctx context.Context, tx *sql.Tx, job, name string) ([]fileRecord, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT sha256, batch_id, snapshot FROM idem.files WHERE job = ? AND (path = ? OR ends_with(path, ?)) ORDER BY snapshot, path`, job, name, "/"+name)
+	if err != nil {
+		return nil, fmt.Errorf("read committed files of job %s: %w", job, err)
+	}
+	defer rows.Close()
+	var out []fileRecord
+	for rows.Next() {
+		var r fileRecord
+		if err := rows.Scan(&r.sha256, &r.batchID, &r.snapshot); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
 }
 
 // recordFiles writes the file records of a files-mode batch, inside the
@@ -239,7 +286,7 @@ func recordFiles(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, res *Re
 	}
 	for _, f := range p.files {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO idem.files VALUES (?, ?, ?, ?, ?, ?, current_timestamp)`,
-			job.Name, filePath(f.Path), f.SHA256, f.Size, p.batchID, res.Snapshot); err != nil {
+			job.Name, job.filePath(f.Path), f.SHA256, f.Size, p.batchID, res.Snapshot); err != nil {
 			return fmt.Errorf("record file %s: %w", f.Path, err)
 		}
 	}

@@ -3,6 +3,7 @@ package runner
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -33,14 +34,18 @@ type DuckDBSettings struct {
 	TempDirectory string `toml:"temp_directory" json:"temp_directory,omitempty"`
 }
 
-// Job is a loaded and validated job file bound to its pipeline.
+// Job is a loaded and validated job file bound to its pipeline. Its
+// relative paths (database, input, temp_directory, a pipeline folder) are
+// resolved from the job file's folder: Database, Input.Path and
+// DuckDB.TempDirectory hold them joined to the folder the job file was given
+// in, so they name the same files from any working directory.
 type Job struct {
 	File             string // the job file's path as given
 	Name             string
 	PipelineRef      string // as written in the job file
 	TransformVersion int
 	SchemaVersion    int
-	Database         string
+	Database         string // resolved from the job file's folder
 	Input            InputSpec
 	Table            string
 	Params           map[string]any // resolved: declared defaults plus the job's values
@@ -61,11 +66,15 @@ type Job struct {
 	OrderBy string
 	// Rules are the [[quality.rules]], in file order.
 	Rules []Rule
+
+	// written are the paths as the job file spells them, for messages
+	// about the rule before job-file-relative paths (see oldRuleHint).
+	written struct{ database, input string }
 }
 
 // InputSpec is the job's [input] table.
 type InputSpec struct {
-	Path   string
+	Path   string // resolved from the job file's folder
 	Format string // csv, jsonl or parquet; inferred from the extension when empty
 	// Mode "files" takes each matched file not yet committed (see RunFiles);
 	// Batch is then "per_file" (default) or "all".
@@ -264,22 +273,26 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 		params[name] = v
 	}
 
+	dir := filepath.Dir(path)
+	duck := jf.DuckDB
+	duck.TempDirectory = resolveJobPath(dir, duck.TempDirectory)
 	job := &Job{
 		File:             path,
 		Name:             jf.Name,
 		PipelineRef:      jf.Pipeline,
 		TransformVersion: jf.TransformVersion,
 		SchemaVersion:    jf.SchemaVersion,
-		Database:         jf.Database,
-		Input:            InputSpec{Path: jf.Input.Path, Format: format, ExtraColumns: jf.Input.Extra},
+		Database:         resolveJobPath(dir, jf.Database),
+		Input:            InputSpec{Path: resolveJobPath(dir, jf.Input.Path), Format: format, ExtraColumns: jf.Input.Extra},
 		Table:            table,
 		Params:           params,
-		DuckDB:           jf.DuckDB,
+		DuckDB:           duck,
 		Fencing:          jf.Job.Fencing,
 		Pipeline:         p,
 		Steps:            steps,
 		DDL:              ddl,
 	}
+	job.written.database, job.written.input = jf.Database, jf.Input.Path
 	// Job-declared columns, input modes and quality rules (jobext.go).
 	if err := job.applyExtensions(data, md, &jf); err != nil {
 		return nil, err
@@ -288,66 +301,150 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 }
 
 // resolvePipeline finds a built-in pipeline by name, or a folder on disk by
-// path. A folder must lie inside the working directory or the job file's
-// directory: a path that climbs out with .. is refused.
+// path, read from the job file's folder. The folder must lie inside the job
+// file's folder: a path that climbs out with .. (or an absolute path
+// elsewhere) is refused, so a job file reads only SQL of its own project.
 func resolvePipeline(jobPath, ref string, builtins fs.FS, lenient bool) (*Pipeline, error) {
 	if ref == "" {
 		return nil, errors.New("missing pipeline name or path")
 	}
-	if identifier.MatchString(ref) {
-		if builtins != nil {
-			if sub, err := fs.Sub(builtins, ref); err == nil {
-				if _, err := fs.Stat(sub, "pipeline.toml"); err == nil {
-					return loadPipeline(sub, "builtin:"+ref, lenient)
-				}
+	if identifier.MatchString(ref) && builtins != nil {
+		if sub, err := fs.Sub(builtins, ref); err == nil {
+			if _, err := fs.Stat(sub, "pipeline.toml"); err == nil {
+				return loadPipeline(sub, "builtin:"+ref, lenient)
 			}
-		}
-		if _, err := os.Stat(filepath.Join(ref, "pipeline.toml")); err != nil {
-			return nil, fmt.Errorf("no built-in pipeline named %q (built-ins: %s) and no folder %s with a pipeline.toml", ref, strings.Join(BuiltinNames(builtins), ", "), ref)
 		}
 	}
 	dir, err := allowedPipelineDir(jobPath, ref)
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && identifier.MatchString(ref) {
+			return nil, fmt.Errorf("no built-in pipeline named %q (built-ins: %s) and %v", ref, strings.Join(BuiltinNames(builtins), ", "), err)
+		}
 		return nil, err
-	}
-	if _, err := os.Stat(filepath.Join(dir, "pipeline.toml")); err != nil {
-		return nil, fmt.Errorf("no pipeline.toml in folder %s", ref)
 	}
 	return loadPipeline(os.DirFS(dir), dir, lenient)
 }
 
+// allowedPipelineDir resolves a pipeline folder from the job file's folder
+// and checks that it lies inside it (symbolic links followed). A folder
+// that does not exist, or has no pipeline.toml, is an error wrapping
+// fs.ErrNotExist that says where it was looked for.
 func allowedPipelineDir(jobPath, ref string) (string, error) {
-	cwd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
 	jobDir, err := filepath.Abs(filepath.Dir(jobPath))
 	if err != nil {
 		return "", err
 	}
-	candidates := []string{filepath.Join(cwd, ref)}
-	if filepath.IsAbs(ref) {
-		candidates = []string{filepath.Clean(ref)}
-	} else {
-		candidates = append(candidates, filepath.Join(jobDir, ref))
+	c := ref
+	if !filepath.IsAbs(c) {
+		c = filepath.Join(jobDir, ref)
 	}
-	for _, c := range candidates {
-		real, err := filepath.EvalSymlinks(c)
-		if err != nil {
-			continue
-		}
-		for _, root := range []string{cwd, jobDir} {
-			rroot, err := filepath.EvalSymlinks(root)
-			if err != nil {
-				continue
-			}
-			if rel, err := filepath.Rel(rroot, real); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-				return real, nil
-			}
-		}
-		return "", fmt.Errorf("pipeline folder %s lies outside the working directory and the job file's directory", ref)
+	shown := resolveJobPath(filepath.Dir(jobPath), ref)
+	real, err := filepath.EvalSymlinks(c)
+	if err == nil {
+		_, err = os.Stat(filepath.Join(real, "pipeline.toml"))
 	}
-	return "", fmt.Errorf("no pipeline folder %s", ref)
+	if err != nil {
+		return "", notExist(fmt.Sprintf("no folder %s with a pipeline.toml (%s is read from the job file's folder)%s",
+			shown, ref, oldRuleHint(jobPath, ref, true)))
+	}
+	root, err := filepath.EvalSymlinks(jobDir)
+	if err != nil {
+		return "", err
+	}
+	if rel, err := filepath.Rel(root, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("pipeline folder %s lies outside the job file's folder %s: a job file sits beside or above the pipelines it runs", ref, filepath.Dir(jobPath))
+	}
+	return real, nil
+}
+
+// notExist is an error that reads msg and is fs.ErrNotExist.
+type notExist string
+
+func (e notExist) Error() string { return string(e) }
+func (e notExist) Unwrap() error { return fs.ErrNotExist }
+
+// resolveJobPath reads a path written in a job file from the job file's
+// folder dir. Empty and absolute paths are returned as they are.
+func resolveJobPath(dir, p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(dir, p)
+}
+
+// oldRuleHint says, for a path written in the job file at jobPath that
+// names nothing from the job file's folder, whether the same path read from
+// the working directory (how idem read job-file paths before they became
+// relative to the job file's folder) names something: a file (a folder when
+// folder is true) or a glob match. It returns "; ..." to append to an
+// error, naming the path to write instead and the flag that overrides the
+// key (flag may be empty), or "" when the old rule names nothing either.
+func oldRuleHint(jobPath, written string, folder bool, flag ...string) string {
+	if written == "" || filepath.IsAbs(written) {
+		return ""
+	}
+	jobDir, err1 := filepath.Abs(filepath.Dir(jobPath))
+	old, err2 := filepath.Abs(written)
+	if err1 != nil || err2 != nil || filepath.Join(jobDir, written) == old {
+		return ""
+	}
+	found := false
+	if strings.ContainsAny(written, "*?[") {
+		m, _ := filepath.Glob(written)
+		found = len(m) > 0
+	} else if st, err := os.Stat(written); err == nil {
+		found = st.IsDir() == folder
+	}
+	if !found {
+		return ""
+	}
+	want := old
+	if rel, err := filepath.Rel(jobDir, old); err == nil {
+		want = filepath.ToSlash(rel)
+	}
+	if folder && strings.HasPrefix(want, "..") {
+		return fmt.Sprintf("; %s read from the working directory does exist: idem read job-file paths from there before they became relative to the job file's folder; a pipeline folder lies inside the job file's folder: move %s into a folder that holds %s and write the path from there",
+			written, jobPath, written)
+	}
+	or := ""
+	if len(flag) > 0 {
+		or = " or pass " + flag[0] + " " + written
+	}
+	return fmt.Sprintf("; %s read from the working directory does exist: idem read job-file paths from there before they became relative to the job file's folder; write %q in %s%s",
+		written, want, jobPath, or)
+}
+
+// CheckDatabase returns a *UsageError (exit 2) when the job's database does
+// not exist but the path written in the job file, read from the working
+// directory as idem did before, names a file: a job written for the old
+// rule would otherwise start a new, empty database beside the job file.
+func (j *Job) CheckDatabase() error {
+	if j.Database == "" {
+		return nil
+	}
+	if _, err := os.Stat(j.Database); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if h := oldRuleHint(j.File, j.written.database, false, "--db"); h != "" {
+		return usage("database %s (read from the job file's folder) does not exist%s", j.Database, h)
+	}
+	return nil
+}
+
+// resolveInput is resolveInput for a run of the job: flag (--input, read
+// from the working directory) or else the job's [input] path. A job path
+// that matches nothing says so when the old rule would have matched.
+func (j *Job) resolveInput(ctx context.Context, flag string, progress Progress) ([]InputFile, error) {
+	if flag != "" {
+		return resolveInput(ctx, flag, progress)
+	}
+	files, err := resolveInput(ctx, j.Input.Path, progress)
+	if err != nil && errors.Is(err, fs.ErrNotExist) {
+		if h := oldRuleHint(j.File, j.written.input, false, "--input"); h != "" {
+			return nil, fmt.Errorf("%w%s", err, h)
+		}
+	}
+	return files, err
 }
 
 // BuiltinNames lists the built-in pipelines.

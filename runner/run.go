@@ -169,10 +169,6 @@ type prepared struct {
 }
 
 func prepare(ctx context.Context, job *Job, opts RunOptions) (*prepared, error) {
-	inputPath := job.Input.Path
-	if opts.Input != "" {
-		inputPath = opts.Input
-	}
 	if (opts.From == nil) != (opts.To == nil) {
 		return nil, usage("--from and --to go together")
 	}
@@ -188,7 +184,7 @@ func prepare(ctx context.Context, job *Job, opts RunOptions) (*prepared, error) 
 	if files == nil {
 		var err error
 		done := opts.Progress.step("hash input")
-		files, err = resolveInput(ctx, inputPath, opts.Progress)
+		files, err = job.resolveInput(ctx, opts.Input, opts.Progress)
 		done()
 		if err != nil {
 			return nil, err

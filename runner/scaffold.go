@@ -11,33 +11,41 @@ import (
 	"strings"
 )
 
-// scaffold holds the files idem init writes: a pipeline folder in the style
-// of merge_by_key, a job file that runs it and an example input.
+// scaffold holds the files idem init writes, one folder per mode: a
+// pipeline folder, a job file that runs it and an example input.
 //
 //go:embed scaffold
 var scaffold embed.FS
 
-// Scaffold writes a new pipeline named name into dir: dir/<name>/ (the
-// pipeline: pipeline.toml, transform/v1/01_stage.sql..04_commit.sql,
-// schema/v1.sql), dir/<name>.toml (a job that applies every new file of
-// dir/landing/), dir/landing/example.jsonl and dir/data/. It refuses to
-// overwrite anything (a *UsageError, exit 2) and returns the paths written.
-func Scaffold(dir, name string) ([]string, error) {
+// Scaffold writes a new pipeline of mode (ModeApply or ModeRefresh) named
+// name into dir: dir/<name>/ (the pipeline: pipeline.toml,
+// transform/v1/01_stage.sql..04_commit.sql, schema/v1.sql), dir/<name>.toml
+// (a job that runs it) and an example input: for apply, dir/landing/
+// example.jsonl, every new file of dir/landing/ applied once; for refresh,
+// dir/input/example.csv, the whole input loaded. The database goes to
+// dir/data/, created by the first run. It refuses to overwrite anything (a
+// *UsageError, exit 2) and returns the paths written.
+func Scaffold(dir, name, mode string) ([]string, error) {
 	if !identifier.MatchString(name) || strings.HasPrefix(strings.ToLower(name), "idem") {
 		return nil, usage("pipeline name %q: want letters, digits and underscores, starting with a letter, not starting with idem", name)
+	}
+	example := map[string]string{ModeApply: "landing/example.jsonl", ModeRefresh: "input/example.csv"}[mode]
+	if example == "" {
+		return nil, usage("mode %q: want %s or %s", mode, ModeApply, ModeRefresh)
 	}
 	type file struct {
 		src, dst string
 	}
+	root := "scaffold/" + mode
 	files := []file{
-		{"scaffold/job.toml", name + ".toml"},
-		{"scaffold/example.jsonl", "landing/example.jsonl"},
+		{root + "/job.toml", name + ".toml"},
+		{root + "/" + path.Base(example), example},
 	}
-	err := fs.WalkDir(scaffold, "scaffold/pipeline", func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(scaffold, root+"/pipeline", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		files = append(files, file{p, path.Join(name, strings.TrimPrefix(p, "scaffold/pipeline/"))})
+		files = append(files, file{p, path.Join(name, strings.TrimPrefix(p, root+"/pipeline/"))})
 		return nil
 	})
 	if err != nil {
@@ -49,9 +57,6 @@ func Scaffold(dir, name string) ([]string, error) {
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
-	}
-	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
-		return nil, fmt.Errorf("init %s: %w", dir, err)
 	}
 	var written []string
 	for _, f := range files {

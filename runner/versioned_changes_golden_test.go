@@ -38,8 +38,10 @@ func vcFixtureOrder(t *testing.T, job *runner.Job) []string {
 	for sc.Scan() {
 		if m := vcConfigRun.FindStringSubmatch(sc.Text()); m != nil {
 			p := m[1]
-			if p == "" {
-				p = job.Input.Path
+			if p == "" { // the job's own input, read from configs/
+				rel, err := filepath.Rel("..", job.Input.Path)
+				require.NoError(t, err)
+				p = rel
 			}
 			order = append(order, p)
 		}

@@ -335,12 +335,14 @@ func TestBadInput(t *testing.T) {
 				job := e.writeJob("jobs/dotdot.toml", "name = \"pipe\"\npipeline = \"../outside/pipe\"\ntransform_version = 1\nschema_version = 1\n[input]\npath = \"a.csv\"\n")
 				return []string{"run", job}
 			},
-			code: 2, msg: []string{"dotdot.toml:2: pipeline:", "lies outside the working directory and the job file's directory"},
+			code: 2, msg: []string{"dotdot.toml:2: pipeline:", "lies outside the job file's folder"},
 		},
 		{
-			name: "database in a folder that does not exist",
+			// A writing command creates the folder (TestDatabaseFolderCreated);
+			// a reading one never creates anything.
+			name: "read-only command on a database in a folder that does not exist",
 			args: func(t *testing.T, e *badInputEnv) []string {
-				return []string{"run", e.changes, "--db", filepath.Join(e.dir, "nope", "idem.duckdb")}
+				return []string{"log", e.changes, "--db", filepath.Join(e.dir, "nope", "idem.duckdb")}
 			},
 			code: 1, msg: []string{"nope does not exist"},
 			check: func(t *testing.T, e *badInputEnv, _ string) {

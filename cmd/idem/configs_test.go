@@ -9,40 +9,78 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestEveryExampleConfigRuns runs each job file in configs/ from the
-// repository root, as the README does, against a fresh database: the first
-// run commits, and running it again commits nothing new.
+// TestEveryExampleConfigRuns runs each job file in configs/ against a fresh
+// database, from the repository root as the README does and from another
+// working directory given the job file's absolute path: the first run
+// commits, running it again commits nothing new, lint is clean, and both
+// working directories give the same decisions, keys, outcomes and rows
+// (paths in a job file are read from the job file's folder).
 func TestEveryExampleConfigRuns(t *testing.T) {
+	t.Parallel()
 	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
 	configs, err := filepath.Glob(filepath.Join(root, "configs", "*.toml"))
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(configs), 4)
-	t.Chdir(root)
 	for _, cfg := range configs {
 		name := strings.TrimSuffix(filepath.Base(cfg), ".toml")
 		t.Run(name, func(t *testing.T) {
-			db := filepath.Join(t.TempDir(), "idem.duckdb")
-			rel := filepath.Join("configs", name+".toml")
-			code, out, errOut := cli(t, "run", rel, "--db", db, "--json")
-			require.Equal(t, 0, code, errOut)
-			require.NotEmpty(t, strings.TrimSpace(out))
-			decisions := jsonDecisions(t, out)
-			require.NotEmpty(t, decisions)
-			for _, d := range decisions {
-				require.Contains(t, []string{"loaded", "applied"}, d, out)
-			}
+			t.Parallel()
+			var results []string
+			for _, from := range []struct{ dir, job string }{
+				{root, filepath.Join("configs", name+".toml")},
+				{t.TempDir(), cfg},
+			} {
+				db := filepath.Join(t.TempDir(), "state.duckdb")
+				r := runCLI(t, from.dir, "", "run", from.job, "--db", db, "--json")
+				require.Equal(t, 0, r.code, r.stderr)
+				decisions := jsonDecisions(t, r.stdout)
+				require.NotEmpty(t, decisions)
+				for _, d := range decisions {
+					require.Contains(t, []string{"loaded", "applied"}, d, r.stdout)
+				}
+				first := runSummary(t, r.stdout)
 
-			code, out, errOut = cli(t, "run", rel, "--db", db, "--json")
-			require.Equal(t, 0, code, errOut)
-			for _, d := range jsonDecisions(t, out) {
-				require.Contains(t, []string{"skipped", "already_committed"}, d, "a second run of %s must commit nothing: %s", name, out)
-			}
+				r = runCLI(t, from.dir, "", "run", from.job, "--db", db, "--json")
+				require.Equal(t, 0, r.code, r.stderr)
+				for _, d := range jsonDecisions(t, r.stdout) {
+					require.Contains(t, []string{"skipped", "already_committed"}, d, "a second run of %s must commit nothing: %s", name, r.stdout)
+				}
 
-			code, _, errOut = cli(t, "lint", rel)
-			require.Equal(t, 0, code, "lint of %s: %s", name, errOut)
+				r = runCLI(t, from.dir, "", "lint", from.job)
+				require.Equal(t, 0, r.code, "lint of %s: %s", name, r.stdout+r.stderr)
+
+				rows := queryStrs(t, db, `SELECT string_agg(table_name, ',' ORDER BY table_name) FROM duckdb_tables() WHERE schema_name = 'main'`)
+				files := queryStrs(t, db, `SELECT coalesce(string_agg(path || ' ' || sha256, ',' ORDER BY path), '') FROM idem.files`)
+				results = append(results, strings.Join(append(append(first, rows...), files...), "\n"))
+			}
+			require.Equal(t, results[0], results[1], "from the repository root and from elsewhere")
 		})
 	}
+}
+
+// runSummary is what must not depend on the working directory in run
+// --json output: per run its decision, job key, batch, snapshot, rows and
+// outcomes.
+func runSummary(t *testing.T, out string) []string {
+	t.Helper()
+	var runs []string
+	dec := json.NewDecoder(strings.NewReader(out))
+	for dec.More() {
+		var v map[string]any
+		require.NoError(t, dec.Decode(&v), out)
+		list := []any{v}
+		if rs, ok := v["runs"].([]any); ok {
+			list = rs
+		}
+		for _, r := range list {
+			m := r.(map[string]any)
+			b, err := json.Marshal([]any{m["decision"], m["job_key"], m["batch_id"], m["snapshot"], m["rows_in"], m["rows_out"], m["outcomes"], m["input_sha256"]})
+			require.NoError(t, err)
+			runs = append(runs, string(b))
+		}
+	}
+	return runs
 }
 
 // jsonDecisions reads the decision of each run object printed by run --json

@@ -52,7 +52,11 @@ rows.`,
 				oo := f.openOptions(job)
 				oo.ReadOnly = true
 				var db *runner.DB
-				db, err = runner.Open(cmd.Context(), f.path(job), oo)
+				var dbPath string
+				if dbPath, err = f.dbPath(job); err != nil {
+					return a.fail(f.jsonOut, err)
+				}
+				db, err = runner.Open(cmd.Context(), dbPath, oo)
 				if err != nil {
 					return a.fail(f.jsonOut, err)
 				}

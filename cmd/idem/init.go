@@ -12,17 +12,25 @@ import (
 )
 
 func (a *app) newInitCmd() *cobra.Command {
-	var name string
+	var name, mode string
 	var jsonOut bool
 	cmd := &cobra.Command{
 		Use:   "init DIR",
-		Short: "Scaffold a new pipeline folder and a job file that runs it",
-		Long: `Scaffold a new apply pipeline in DIR, in the style of the built-in
-merge_by_key: DIR/NAME/ (pipeline.toml, transform/v1/01_stage.sql ..
-04_commit.sql, schema/v1.sql), DIR/NAME.toml (a job that applies every new
-file of DIR/landing/, one batch per file), DIR/landing/example.jsonl and
-DIR/data/. NAME defaults to DIR's base name. Nothing is overwritten.
-Then: cd DIR && idem run NAME.toml`,
+		Short: "Scaffold a new apply or refresh pipeline folder and a job file that runs it",
+		Long: `Scaffold a new pipeline in DIR: DIR/NAME/ (pipeline.toml,
+transform/v1/01_stage.sql .. 04_commit.sql, schema/v1.sql), DIR/NAME.toml
+(a job that runs it) and an example input. NAME defaults to DIR's base name.
+
+--mode apply (the default) writes an apply pipeline in the style of the
+built-in merge_by_key: upsert by id, the highest updated_at wins, and a job
+that applies every new file of DIR/landing/ (example.jsonl), one batch per
+file. --mode refresh writes a refresh pipeline: each run replaces the
+target with the whole input (DIR/input/example.csv), its commit step
+clearing the target first, with a min_score param.
+
+The database goes to DIR/data/, created by the first run. Nothing is
+overwritten. Then: idem run DIR/NAME.toml (paths in a job file are read
+from its folder).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
@@ -33,21 +41,22 @@ Then: cd DIR && idem run NAME.toml`,
 				}
 				name = strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9_]`).ReplaceAllString(filepath.Base(abs), "_"))
 			}
-			written, err := runner.Scaffold(dir, name)
+			written, err := runner.Scaffold(dir, name, mode)
 			if err != nil {
 				return a.fail(jsonOut, err)
 			}
 			if jsonOut {
-				return a.printJSON(map[string]any{"pipeline": name, "dir": dir, "files": written})
+				return a.printJSON(map[string]any{"pipeline": name, "mode": mode, "dir": dir, "files": written})
 			}
 			for _, w := range written {
 				fmt.Fprintf(a.stdout, "wrote %s\n", w)
 			}
-			fmt.Fprintf(a.stdout, "next: cd %s && idem run %s.toml\n", dir, name)
+			fmt.Fprintf(a.stdout, "next: idem run %s\n", filepath.Join(dir, name+".toml"))
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&name, "pipeline", "", "pipeline (and job and table) name; default: DIR's base name")
+	cmd.Flags().StringVar(&mode, "mode", runner.ModeApply, "pipeline mode: apply (change batches from a landing folder) or refresh (the whole input replaces the target)")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print one JSON object on stdout")
 	return cmd
 }

@@ -16,7 +16,7 @@ func TestInitScaffoldRunsEndToEnd(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "proj")
 	code, out, errOut := cli(t, "init", dir, "--pipeline", "events")
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "next: cd "+dir+" && idem run events.toml")
+	require.Contains(t, out, "next: idem run "+filepath.Join(dir, "events.toml"))
 	for _, f := range []string{"events.toml", "landing/example.jsonl", "events/pipeline.toml", "events/schema/v1.sql",
 		"events/transform/v1/01_stage.sql", "events/transform/v1/02_rank.sql", "events/transform/v1/03_outcomes.sql", "events/transform/v1/04_commit.sql"} {
 		require.FileExists(t, filepath.Join(dir, f))
@@ -52,4 +52,64 @@ func TestInitScaffoldRunsEndToEnd(t *testing.T) {
 	code, _, errOut = cli(t, "init", dir, "--pipeline", "bad-name")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, `pipeline name "bad-name"`)
+}
+
+// TestInitEachMode: idem init --mode apply|refresh scaffolds a pipeline
+// that runs as generated: the first run commits, the second commits
+// nothing, and lint finds no error. The refresh pipeline's commit step
+// clears the target, so a changed input replaces the rows rather than
+// adding to them.
+func TestInitEachMode(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		mode, first, again string
+		outcomes           string
+	}{
+		{"apply", "applied", "skipped", `"outcomes":{"accepted":2,"invalid_id":1,"invalid_rule:value_present":1,"superseded_in_batch":1}`},
+		{"refresh", "loaded", "skipped", `"outcomes":{"accepted":2,"below_min_score":1,"invalid_id":1,"invalid_name":1,"repeated_id":1}`},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "proj")
+			code, out, errOut := cli(t, "init", dir, "--mode", tc.mode, "--json")
+			require.Equal(t, 0, code, errOut)
+			require.Contains(t, out, `"mode":"`+tc.mode+`"`)
+			job := filepath.Join(dir, "proj.toml")
+			elsewhere := t.TempDir()
+
+			r := runCLI(t, elsewhere, "", "run", job, "--json")
+			require.Equal(t, 0, r.code, r.stderr)
+			require.Equal(t, []string{tc.first}, jsonDecisions(t, r.stdout))
+			require.Contains(t, r.stdout, tc.outcomes)
+			r = runCLI(t, elsewhere, "", "run", job, "--json")
+			require.Equal(t, 0, r.code, r.stderr)
+			require.Equal(t, []string{tc.again}, jsonDecisions(t, r.stdout))
+
+			r = runCLI(t, elsewhere, "", "lint", job)
+			require.Equal(t, 0, r.code, r.stdout+r.stderr)
+			require.Contains(t, r.stdout, "0 error(s)")
+		})
+	}
+
+	t.Run("refresh replaces the target", func(t *testing.T) {
+		t.Parallel()
+		dir := filepath.Join(t.TempDir(), "scores")
+		code, _, errOut := cli(t, "init", dir, "--mode", "refresh")
+		require.Equal(t, 0, code, errOut)
+		job := filepath.Join(dir, "scores.toml")
+		db := filepath.Join(dir, "data", "scores.duckdb")
+		code, _, errOut = cli(t, "run", job)
+		require.Equal(t, 0, code, errOut)
+		require.Equal(t, []string{"1 ada 90", "2 grace 80"}, queryStrs(t, db, `SELECT id || ' ' || name || ' ' || score FROM scores ORDER BY id`))
+		writeFile(t, filepath.Join(dir, "input", "example.csv"), "id,name,score\n5,edsger,60\n")
+		code, out, errOut := cli(t, "run", job, "--json")
+		require.Equal(t, 0, code, errOut)
+		require.Contains(t, out, `"changed":["input"]`)
+		require.Equal(t, []string{"5 edsger 60"}, queryStrs(t, db, `SELECT id || ' ' || name || ' ' || score FROM scores ORDER BY id`))
+		require.Equal(t, []string{"5 accepted"}, queryStrs(t, db, `SELECT id || ' ' || outcome FROM scores_outcomes`))
+	})
+
+	code, _, errOut := cli(t, "init", filepath.Join(t.TempDir(), "x"), "--mode", "stream")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, `mode "stream": want apply or refresh`)
 }

@@ -26,7 +26,11 @@ func (a *app) newPlanCmd() *cobra.Command {
 			if cmd.Flags().Changed("from") && cmd.Flags().Changed("to") {
 				opts.From, opts.To = &from, &to
 			}
-			plan, err := runner.PlanRun(cmd.Context(), f.path(job), job, opts, f.openOptions(job))
+			dbPath, err := f.dbPath(job)
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			plan, err := runner.PlanRun(cmd.Context(), dbPath, job, opts, f.openOptions(job))
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}

@@ -139,9 +139,13 @@ func (f *dbFlags) openJob(ctx context.Context, path string, readOnly bool) (*run
 	if err != nil {
 		return nil, nil, err
 	}
+	dbPath, err := f.dbPath(job)
+	if err != nil {
+		return nil, nil, err
+	}
 	opts := f.openOptions(job)
 	opts.ReadOnly = readOnly
-	db, err := runner.Open(ctx, f.path(job), opts)
+	db, err := runner.Open(ctx, dbPath, opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -178,6 +182,17 @@ func (w *writerFlags) guards(cmd *cobra.Command) (parent, epoch *int64) {
 		epoch = &w.epoch
 	}
 	return parent, epoch
+}
+
+// dbPath is the database a command opens: --db, read from the working
+// directory, or the job's database, read from the job file's folder. A job
+// database missing there but present where idem read job-file paths before
+// is an error (exit 2) rather than a new, empty database.
+func (f *dbFlags) dbPath(job *runner.Job) (string, error) {
+	if f.db != "" || job == nil {
+		return f.path(job), nil
+	}
+	return job.Database, job.CheckDatabase()
 }
 
 func loadJob(path string) (*runner.Job, error) {

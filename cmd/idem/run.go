@@ -46,7 +46,11 @@ in one DuckDB transaction, or nothing does.`,
 			if cmd.Flags().Changed("expect-parent") {
 				opts.ExpectParent = &parent
 			}
-			db, err := runner.Open(cmd.Context(), f.path(job), f.openOptions(job))
+			dbPath, err := f.dbPath(job)
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			db, err := runner.Open(cmd.Context(), dbPath, f.openOptions(job))
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
