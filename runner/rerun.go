@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -190,17 +191,9 @@ func jobAt(job *Job, row *SnapshotRow) (*Job, error) {
 	if err != nil {
 		return nil, refuse("rerun", "snapshot %d of %s: %v", row.Snapshot, job.Name, err)
 	}
-	if sum := StepsDigest(steps); sum != parts.Transform.SHA256 {
-		return nil, refuse("rerun", "snapshot %d of %s was built with transform v%d of %s with sha256 %s; its files now have sha256 %s: cannot rebuild it with other SQL",
-			row.Snapshot, job.Name, parts.Transform.Version, p.Name, short(parts.Transform.SHA256), short(sum))
-	}
 	ddl, err := p.Schema(parts.Schema.Version)
 	if err != nil {
 		return nil, refuse("rerun", "snapshot %d of %s: %v", row.Snapshot, job.Name, err)
-	}
-	if sum := digestString(ddl); sum != parts.Schema.SHA256 {
-		return nil, refuse("rerun", "snapshot %d of %s was built with schema v%d of %s with sha256 %s; its file now has sha256 %s: cannot rebuild it with other DDL",
-			row.Snapshot, job.Name, parts.Schema.Version, p.Name, short(parts.Schema.SHA256), short(sum))
 	}
 	at := *job
 	// A rebuild in a scratch database replays the job's writes; it is not
@@ -211,6 +204,19 @@ func jobAt(job *Job, row *SnapshotRow) (*Job, error) {
 	if t, ok := parts.Config["target"].(string); ok && t != "" {
 		at.Table = t
 	}
+	if err := at.restoreShape(parts.Config); err != nil {
+		return nil, fmt.Errorf("rerun: snapshot %d of %s: %w", row.Snapshot, job.Name, err)
+	}
+	// The same functions as a run's key parts: a generic pipeline's schema
+	// part hashes the DDL expanded with the recorded columns.
+	if got := at.transformPart(); got.SHA256 != parts.Transform.SHA256 {
+		return nil, refuse("rerun", "snapshot %d of %s was built with transform v%d of %s with sha256 %s; its files now have sha256 %s: cannot rebuild it with other SQL",
+			row.Snapshot, job.Name, parts.Transform.Version, p.Name, short(parts.Transform.SHA256), short(got.SHA256))
+	}
+	if got := at.schemaPart(); got.SHA256 != parts.Schema.SHA256 {
+		return nil, refuse("rerun", "snapshot %d of %s was built with schema v%d of %s with sha256 %s; its file now has sha256 %s: cannot rebuild it with other DDL",
+			row.Snapshot, job.Name, parts.Schema.Version, p.Name, short(parts.Schema.SHA256), short(got.SHA256))
+	}
 	format := row.Inputs.Format
 	if f, ok := parts.Config["format"].(string); ok && f != "" {
 		format = f
@@ -218,6 +224,13 @@ func jobAt(job *Job, row *SnapshotRow) (*Job, error) {
 	at.Input = InputSpec{Format: format}
 	if e, ok := parts.Config["extra_columns"].(string); ok {
 		at.Input.ExtraColumns = e
+	}
+	if c, ok := parts.Config["chunks"].(map[string]any); ok {
+		// A chunked job replays chunk by chunk: each recorded chunk is
+		// found again from its recorded start and size.
+		rows, _ := fromJSON(c["rows"]).(int64)
+		at.Input.ChunkRows = rows
+		at.Input.Watermark, _ = c["watermark"].(string)
 	}
 	at.Params = map[string]any{}
 	recorded, _ := parts.Config["params"].(map[string]any)
@@ -233,6 +246,40 @@ func jobAt(job *Job, row *SnapshotRow) (*Job, error) {
 		at.Params[name] = cv
 	}
 	return &at, nil
+}
+
+// restoreShape sets a generic pipeline's columns, key and ordering column
+// to the ones recorded in a snapshot's config part, so a rebuild uses the
+// shape the snapshot was built with, whatever the job file says now.
+func (j *Job) restoreShape(config map[string]any) error {
+	if !j.Pipeline.Generic {
+		return nil
+	}
+	cols, ok := config["columns"].([]any)
+	if !ok {
+		return errors.New("no recorded columns for a generic pipeline")
+	}
+	j.Columns = make([]Column, 0, len(cols))
+	for _, c := range cols {
+		pair, ok := c.([]any)
+		if !ok || len(pair) != 2 {
+			return fmt.Errorf("recorded column %v is not [name, type]", c)
+		}
+		name, _ := pair[0].(string)
+		typ, _ := pair[1].(string)
+		j.Columns = append(j.Columns, Column{Name: name, Type: typ})
+	}
+	j.Key = nil
+	keys, _ := config["key"].([]any)
+	for _, k := range keys {
+		name, _ := k.(string)
+		j.Key = append(j.Key, name)
+	}
+	j.OrderBy, _ = config["order_by"].(string)
+	cp := *j.Pipeline
+	cp.Columns, cp.Key = j.Columns, j.Key
+	j.Pipeline = &cp
+	return nil
 }
 
 func short(sum string) string {
@@ -305,6 +352,15 @@ func (d *DB) replayRun(ctx context.Context, scratch *DB, job *Job, row *Snapshot
 	opts := RunOptions{Input: input, BatchID: row.BatchID, From: row.Inputs.Bounds.From, To: row.Inputs.Bounds.To, Progress: progress}
 	if job.Pipeline.Mode != ModeApply {
 		opts.BatchID = ""
+	}
+	if job.Input.ChunkRows > 0 {
+		resolved, err := resolveInput(ctx, input, progress)
+		if err != nil {
+			return fmt.Errorf("rerun: snapshot %d of %s: %w", row.Snapshot, job.Name, err)
+		}
+		opts.files = resolved
+		opts.chunk = &chunkSpec{rows: job.Input.ChunkRows, from: row.Inputs.Bounds.From}
+		opts.From, opts.To = nil, nil
 	}
 	res, err := scratch.Run(ctx, job, opts)
 	if err != nil {

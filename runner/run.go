@@ -190,14 +190,10 @@ func prepare(ctx context.Context, job *Job, opts RunOptions) (*prepared, error) 
 		return nil, err
 	}
 	parts := Parts{
-		Input: inputDigest(files),
-		Transform: TransformPart{
-			Pipeline: job.Pipeline.Name,
-			Version:  job.TransformVersion,
-			SHA256:   StepsDigest(job.Steps),
-		},
-		Config: job.config(format),
-		Schema: SchemaPart{Version: job.SchemaVersion, SHA256: job.schemaDigest()},
+		Input:     inputDigest(files),
+		Transform: job.transformPart(),
+		Config:    job.config(format),
+		Schema:    job.schemaPart(),
 	}
 	p := &prepared{files: files, format: format, parts: parts, key: parts.Key()}
 	p.digest = parts.Input
@@ -216,6 +212,9 @@ func prepare(ctx context.Context, job *Job, opts RunOptions) (*prepared, error) 
 		}
 		if opts.chunk != nil {
 			opts.chunk.name(p, files)
+			if opts.BatchID != "" {
+				p.batchID = opts.BatchID // a rerun replays a recorded chunk
+			}
 		}
 	}
 	return p, nil

@@ -11,7 +11,8 @@ import (
 
 // TestEveryExampleConfigRuns runs each job file in configs/ from the
 // repository root, as the README does, against a fresh database: the first
-// run commits, and running it again commits nothing new.
+// run commits, running it again commits nothing new, and idem rerun of the
+// latest snapshot reproduces its sha256.
 func TestEveryExampleConfigRuns(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
@@ -38,6 +39,20 @@ func TestEveryExampleConfigRuns(t *testing.T) {
 			for _, d := range jsonDecisions(t, out) {
 				require.Contains(t, []string{"skipped", "already_committed"}, d, "a second run of %s must commit nothing: %s", name, out)
 			}
+
+			// A pinned re-run of the latest snapshot rebuilds it and proves
+			// its sha256: rerun computes the key parts as the run did.
+			code, out, errOut = cli(t, "rerun", rel, "--db", db, "--json")
+			require.Equal(t, 0, code, "rerun of %s: %s %s", name, out, errOut)
+			var rr struct {
+				Reproduced bool   `json:"reproduced"`
+				SHA256     string `json:"sha256"`
+				Rebuilt    string `json:"rebuilt_sha256"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(out), &rr), out)
+			require.True(t, rr.Reproduced, out)
+			require.Equal(t, rr.SHA256, rr.Rebuilt)
+			require.Len(t, rr.SHA256, 64)
 
 			code, _, errOut = cli(t, "lint", rel)
 			require.Equal(t, 0, code, "lint of %s: %s", name, errOut)
