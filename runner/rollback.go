@@ -68,6 +68,17 @@ func (d *DB) rollbackTx(ctx context.Context, tx *sql.Tx, job *Job, to int64, opt
 	if err != nil {
 		return nil, err
 	}
+	// A target dropped by hand comes back from the schema DDL, then from
+	// history like any rollback (a run refuses until then; see checkTarget).
+	exists, err := tableExists(ctx, tx, "main", job.Table)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		if err := recreateTarget(ctx, tx, job); err != nil {
+			return nil, err
+		}
+	}
 	cols, err := targetColumns(ctx, tx, job.Table)
 	if err != nil {
 		return nil, err
@@ -131,4 +142,47 @@ func erasedIn(ctx context.Context, q querier, job *Job, pinned string) (int64, e
 		return 0, fmt.Errorf("check erasures of %s: %w", job.Name, trimSQLError(err))
 	}
 	return n, nil
+}
+
+// recreateTarget runs the job's schema DDL to bring back a missing target.
+// The DDL may replace companion tables too (CREATE OR REPLACE of an outcomes
+// table): their rows are kept and put back, so only the target is new.
+func recreateTarget(ctx context.Context, tx *sql.Tx, job *Job) error {
+	seen := map[string]bool{}
+	var kept []string
+	for _, m := range companion.FindAllStringSubmatch(job.DDL, -1) {
+		name := job.Table + m[1]
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		ok, err := tableExists(ctx, tx, "main", name)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		keep := fmt.Sprintf("idem_keep_%d", len(kept))
+		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+keep+" AS SELECT * FROM "+quoteIdent(name)); err != nil {
+			return fmt.Errorf("keep rows of %s: %w", name, trimSQLError(err))
+		}
+		kept = append(kept, name)
+	}
+	if _, err := tx.ExecContext(ctx, job.Expand(job.DDL)); err != nil {
+		return fmt.Errorf("recreate %s from schema v%d of pipeline %s: %w", job.Table, job.SchemaVersion, job.Pipeline.Name, trimSQLError(err))
+	}
+	for i, name := range kept {
+		keep := fmt.Sprintf("idem_keep_%d", i)
+		for _, q := range []string{
+			"DELETE FROM " + quoteIdent(name),
+			"INSERT INTO " + quoteIdent(name) + " BY NAME SELECT * FROM " + keep,
+			"DROP TABLE " + keep,
+		} {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("put back rows of %s: %w", name, trimSQLError(err))
+			}
+		}
+	}
+	return nil
 }
