@@ -261,6 +261,11 @@ CREATE TABLE IF NOT EXISTS idem.files (
     snapshot     BIGINT NOT NULL,
     committed_at TIMESTAMP
 );
+CREATE TABLE IF NOT EXISTS idem.owners (
+    name       VARCHAR NOT NULL,
+    job        VARCHAR NOT NULL,
+    claimed_at TIMESTAMP
+);
 CREATE TABLE IF NOT EXISTS idem.erasures (
     job        VARCHAR NOT NULL,
     key        VARCHAR NOT NULL,
@@ -271,7 +276,7 @@ CREATE TABLE IF NOT EXISTS idem.erasures (
 `
 
 // idemTables is what bootstrap must find for an up-to-date database.
-var idemTables = []string{"meta", "jobs", "released", "ledger", "snapshots", "runs", "inputs", "erasures", "files"}
+var idemTables = []string{"meta", "jobs", "released", "ledger", "snapshots", "runs", "inputs", "erasures", "files", "owners"}
 
 func (d *DB) bootstrap(ctx context.Context) error {
 	var n int
@@ -284,12 +289,22 @@ func (d *DB) bootstrap(ctx context.Context) error {
 	if n == len(idemTables) {
 		return nil
 	}
+	hadOwners, err := tableExists(ctx, d.sql, "idem", "owners")
+	if err != nil {
+		return err
+	}
 	tx, err := d.sql.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("create idem tables in %s: %w", d.path, err)
 	}
 	if _, err := tx.ExecContext(ctx, bootstrapSQL); err != nil {
 		return errors.Join(fmt.Errorf("create idem tables in %s: %w", d.path, err), tx.Rollback())
+	}
+	if !hadOwners {
+		// A database from before idem.owners: its jobs claim their tables.
+		if _, err := tx.ExecContext(ctx, claimOwnersSQL); err != nil {
+			return errors.Join(fmt.Errorf("record the owners of the tables in %s: %w", d.path, err), tx.Rollback())
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("create idem tables in %s: %w", d.path, err)

@@ -64,6 +64,9 @@ func (d *DB) rollbackTx(ctx context.Context, tx *sql.Tx, job *Job, to int64, opt
 	if err := st.checkParent(opts.ExpectParent); err != nil {
 		return nil, err
 	}
+	if err := checkOwners(ctx, tx, job, true); err != nil {
+		return nil, err
+	}
 	row, err := readSnapshot(ctx, tx, job.Name, to)
 	if err != nil {
 		return nil, err

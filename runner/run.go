@@ -374,6 +374,9 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 	if err := st.checkEpoch(job, opts.Epoch); err != nil {
 		return nil, false, err
 	}
+	if err := checkOwners(ctx, tx, job, true); err != nil {
+		return nil, false, err
+	}
 	if err := checkTarget(ctx, tx, job, st); err != nil {
 		return nil, false, err
 	}
