@@ -92,6 +92,7 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 					db.Close()
 					return nil, err
 				}
+				removeStaleScratch(path) // left by killed reruns (scratch.go)
 			}
 			return d, nil
 		}

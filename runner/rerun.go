@@ -17,7 +17,14 @@ type RerunOptions struct {
 	DuckDB   DuckDBSettings
 	// Progress receives the replayed runs' progress.
 	Progress Progress
+	// Fault is passed the fault points of the replayed runs (in the scratch
+	// database) and FaultRerunExport (crash tests).
+	Fault func(point string)
 }
+
+// FaultRerunExport is the fault point a rerun passes once the snapshot is
+// rebuilt, before the exports are compared.
+const FaultRerunExport = "rerun_export"
 
 // RerunResult reports a pinned re-run: the sha256 of the canonical export
 // (csv, key order) of the snapshot as stored and of the rebuilt target.
@@ -32,8 +39,9 @@ type RerunResult struct {
 	Diff       *DiffResult `json:"diff,omitempty"`
 }
 
-// Rerun rebuilds snapshot S of job in a scratch database (a temporary
-// folder, removed afterwards) from its retained inputs and the transform
+// Rerun rebuilds snapshot S of job in a scratch database (in a folder
+// beside the database, removed afterwards, or by the next rerun when this
+// one is killed; see newScratchDir) from its retained inputs and the transform
 // version, config and schema recorded in the snapshot rows, and compares the
 // canonical export of the result with the pinned export of S. An apply job
 // replays its whole chain of snapshots up to S in order, with the same batch
@@ -66,11 +74,11 @@ func (d *DB) Rerun(ctx context.Context, job *Job, opts RerunOptions) (*RerunResu
 		}
 	}
 
-	dir, err := os.MkdirTemp("", "idem-rerun-*")
+	dir, release, err := newScratchDir(d.path)
 	if err != nil {
-		return nil, fmt.Errorf("rerun: scratch folder: %w", err)
+		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	defer release()
 	scratch, err := Open(ctx, filepath.Join(dir, "scratch.duckdb"), OpenOptions{DuckDB: opts.DuckDB})
 	if err != nil {
 		return nil, fmt.Errorf("rerun: scratch database: %w", err)
@@ -97,7 +105,7 @@ func (d *DB) Rerun(ctx context.Context, job *Job, opts RerunOptions) (*RerunResu
 				return nil, fmt.Errorf("rerun: replay rollback of snapshot %d: %w", row.Snapshot, err)
 			}
 		default:
-			if err := d.replayRun(ctx, scratch, jobs[i], row, filepath.Join(dir, fmt.Sprintf("in-%d", row.Snapshot)), opts.Progress); err != nil {
+			if err := d.replayRun(ctx, scratch, jobs[i], row, filepath.Join(dir, fmt.Sprintf("in-%d", row.Snapshot)), opts); err != nil {
 				return nil, err
 			}
 			last = jobs[i]
@@ -107,6 +115,9 @@ func (d *DB) Rerun(ctx context.Context, job *Job, opts RerunOptions) (*RerunResu
 		return nil, fmt.Errorf("rerun: snapshot %d of %s has no batch to replay", s, job.Name)
 	}
 
+	if opts.Fault != nil {
+		opts.Fault(FaultRerunExport)
+	}
 	res := &RerunResult{Job: job.Name, Snapshot: s, Replayed: len(chain)}
 	want := filepath.Join(dir, "snapshot.csv")
 	got := filepath.Join(dir, "rebuilt.csv")
@@ -321,7 +332,8 @@ func fromJSON(v any) any {
 // replayRun runs one recorded batch or load in the scratch database from
 // the retained files, with the recorded batch id and bounds, and checks that
 // it lands on the same snapshot number and reads the same bytes.
-func (d *DB) replayRun(ctx context.Context, scratch *DB, job *Job, row *SnapshotRow, linkDir string, progress Progress) error {
+func (d *DB) replayRun(ctx context.Context, scratch *DB, job *Job, row *SnapshotRow, linkDir string, ropts RerunOptions) error {
+	progress := ropts.Progress
 	files := row.Inputs.Files
 	if len(files) == 0 {
 		return fmt.Errorf("rerun: snapshot %d of %s records no input file", row.Snapshot, job.Name)
@@ -349,7 +361,7 @@ func (d *DB) replayRun(ctx context.Context, scratch *DB, job *Job, row *Snapshot
 		}
 		input = filepath.Join(linkDir, "*")
 	}
-	opts := RunOptions{Input: input, BatchID: row.BatchID, From: row.Inputs.Bounds.From, To: row.Inputs.Bounds.To, Progress: progress}
+	opts := RunOptions{Input: input, BatchID: row.BatchID, From: row.Inputs.Bounds.From, To: row.Inputs.Bounds.To, Progress: progress, Fault: ropts.Fault}
 	if job.Pipeline.Mode != ModeApply {
 		opts.BatchID = ""
 	}

@@ -21,6 +21,16 @@ type RollbackResult struct {
 type RollbackOptions struct {
 	ExpectParent *int64 // refuse unless the job's latest snapshot is this
 	Epoch        *int64 // refuse unless this is the job's writer epoch
+	// Fault is passed the run's fault points that apply to a rollback
+	// (crash tests): before_begin, after_target, before_commit,
+	// after_commit, checkpoint, after_checkpoint.
+	Fault func(point string)
+}
+
+func (o RollbackOptions) fault(point string) {
+	if o.Fault != nil {
+		o.Fault(point)
+	}
 }
 
 // Rollback makes the job's current rows equal to the pinned rows of snapshot
@@ -32,6 +42,7 @@ type RollbackOptions struct {
 // position is refused (exit 3, "rollback over an erasure"); so is one across
 // a change of the target's columns.
 func (d *DB) Rollback(ctx context.Context, job *Job, to int64, opts RollbackOptions) (*RollbackResult, error) {
+	opts.fault(FaultBeforeBegin)
 	conn, tx, err := d.beginPinned(ctx)
 	if err != nil {
 		return nil, err
@@ -41,10 +52,14 @@ func (d *DB) Rollback(ctx context.Context, job *Job, to int64, opts RollbackOpti
 	if err != nil {
 		return nil, errors.Join(err, ignoreDone(tx.Rollback()))
 	}
+	opts.fault(FaultBeforeCommit)
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("commit rollback: %w", err)
 	}
+	opts.fault(FaultAfterCommit)
+	opts.fault(FaultCheckpoint)
 	_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
+	opts.fault(FaultAfterCheckpoint)
 	return res, nil
 }
 
@@ -116,6 +131,7 @@ func (d *DB) rollbackTx(ctx context.Context, tx *sql.Tx, job *Job, to int64, opt
 	if err := d.recordHistory(ctx, tx, job, snapshot); err != nil {
 		return nil, err
 	}
+	opts.fault(FaultAfterTarget)
 	inputs := SnapshotInputs{Files: []InputRef{}, RollbackTo: &to}
 	if err := writeSnapshotOnly(ctx, tx, job, st, snapshot, KindRollback, inputs, row.JobKey, row.PartsJSON); err != nil {
 		return nil, err
