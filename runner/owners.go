@@ -60,7 +60,7 @@ func ownerKey(schema, name string) string { return strings.ToLower(schema + "." 
 // checkOwners refuses (guard "owner") when a table or view job would write
 // belongs to another job. With claim, it records the names not yet claimed
 // as job's, in tx: they stay claimed only if tx commits.
-func checkOwners(ctx context.Context, tx *sql.Tx, job *Job, claim bool) error {
+func checkOwners(ctx context.Context, tx querier, job *Job, claim bool) error {
 	for _, n := range job.ownedNames() {
 		var owner string
 		err := tx.QueryRowContext(ctx, `SELECT job FROM idem.owners WHERE name = ? ORDER BY job LIMIT 1`, n.key).Scan(&owner)
@@ -111,3 +111,20 @@ SELECT name, arg_min(job, job), current_timestamp FROM (
 WHERE name NOT IN (SELECT name FROM idem.owners)
 GROUP BY name;
 `
+
+// planGuards is the owner and target guards for a plan, read from q without
+// writing: the reason a run would be refused, or "".
+func planGuards(ctx context.Context, q querier, job *Job, st jobState) (string, error) {
+	err := checkTarget(ctx, q, job, st)
+	if err == nil {
+		var ok bool
+		if ok, err = tableExists(ctx, q, "idem", "owners"); err == nil && ok {
+			err = checkOwners(ctx, q, job, false)
+		}
+	}
+	var re *RefusedError
+	if errors.As(err, &re) {
+		return re.Msg, nil
+	}
+	return "", err
+}

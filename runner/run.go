@@ -545,7 +545,7 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 // already-committed answer or a batch applied over the wrong rows would hide
 // it. The refusal says how to repair: a rollback to S rebuilds the table
 // from its history.
-func checkTarget(ctx context.Context, tx *sql.Tx, job *Job, st jobState) error {
+func checkTarget(ctx context.Context, tx querier, job *Job, st jobState) error {
 	if !st.exists || st.snapshot == 0 || !strings.EqualFold(st.target, job.Table) {
 		return nil
 	}

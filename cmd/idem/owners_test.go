@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -86,6 +87,15 @@ func TestTablesBelongToOneJob(t *testing.T) {
 			require.Equal(t, runner.ExitRefused, r.code, "stdout %s stderr %s", r.stdout, r.stderr)
 			require.Contains(t, r.stderr, tc.want)
 			require.Equal(t, before, captureState(t, db), "a refused command changed the database")
+			if args[0] == "run" {
+				// plan says so too, without writing.
+				r = callIdem(t, "plan", args[1], "--json")
+				require.Equal(t, 0, r.code, r.stderr)
+				var plan runner.Plan
+				require.NoError(t, json.Unmarshal([]byte(r.stdout), &plan), r.stdout)
+				require.Equal(t, "refuse", plan.Decision)
+				require.Contains(t, "refused: "+plan.Reason, tc.want)
+			}
 		})
 	}
 }

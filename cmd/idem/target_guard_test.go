@@ -38,7 +38,14 @@ func TestChangedTargetIsRefused(t *testing.T) {
 				require.Contains(t, msg, "nothing was changed; repair with `idem rollback "+j.file+" --to-snapshot 2`")
 			}
 
-			r := callIdem(t, "rollback", j.file, "--to-snapshot", "2")
+			r := callIdem(t, "plan", j.file, "--input", changesFixture(t, "batch-3.jsonl"), "--json")
+			require.Equal(t, 0, r.code, r.stderr)
+			var plan runner.Plan
+			require.NoError(t, json.Unmarshal([]byte(r.stdout), &plan), r.stdout)
+			require.Equal(t, "refuse", plan.Decision)
+			require.Contains(t, plan.Reason, tc.want)
+
+			r = callIdem(t, "rollback", j.file, "--to-snapshot", "2")
 			require.Equal(t, 0, r.code, r.stderr)
 			require.Equal(t, rows, j.query("SELECT * FROM "+applyTable+" ORDER BY ALL"), "the rollback rebuilt the rows of snapshot 2")
 			third := j.apply("--input", changesFixture(t, "batch-3.jsonl"))
