@@ -169,6 +169,9 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 		db.Close()
 		return nil, err
 	}
+	if !opts.ReadOnly {
+		removeStaleScratch(path) // left by killed reruns (scratch.go)
+	}
 	return d, nil
 }
 
@@ -325,6 +328,11 @@ CREATE TABLE IF NOT EXISTS idem.commits (
     kind         VARCHAR NOT NULL,
     committed_at TIMESTAMP
 );
+CREATE TABLE IF NOT EXISTS idem.owners (
+    name       VARCHAR NOT NULL,
+    job        VARCHAR NOT NULL,
+    claimed_at TIMESTAMP
+);
 CREATE TABLE IF NOT EXISTS idem.erasures (
     job        VARCHAR NOT NULL,
     key        VARCHAR NOT NULL,
@@ -335,7 +343,7 @@ CREATE TABLE IF NOT EXISTS idem.erasures (
 `
 
 // idemTables is what bootstrap must find for an up-to-date database.
-var idemTables = []string{"meta", "jobs", "released", "ledger", "snapshots", "runs", "inputs", "erasures", "files", "commits"}
+var idemTables = []string{"meta", "jobs", "released", "ledger", "snapshots", "runs", "inputs", "erasures", "files", "commits", "owners"}
 
 func (d *DB) bootstrap(ctx context.Context) error {
 	var n int
@@ -348,6 +356,10 @@ func (d *DB) bootstrap(ctx context.Context) error {
 	if n == len(idemTables) {
 		return nil
 	}
+	hadOwners, err := tableExists(ctx, d.sql, "idem", "owners")
+	if err != nil {
+		return err
+	}
 	tx, err := d.sql.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("create idem tables in %s: %w", d.path, err)
@@ -359,6 +371,12 @@ func (d *DB) bootstrap(ctx context.Context) error {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.commits
 		SELECT ?, 0, NULL, 'created', current_timestamp WHERE NOT EXISTS (SELECT 1 FROM idem.commits)`, newDatabaseID()); err != nil {
 		return errors.Join(fmt.Errorf("create idem tables in %s: %w", d.path, err), tx.Rollback())
+	}
+	if !hadOwners {
+		// A database from before idem.owners: its jobs claim their tables.
+		if _, err := tx.ExecContext(ctx, claimOwnersSQL); err != nil {
+			return errors.Join(fmt.Errorf("record the owners of the tables in %s: %w", d.path, err), tx.Rollback())
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("create idem tables in %s: %w", d.path, err)

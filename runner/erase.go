@@ -160,6 +160,9 @@ func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, job *Job, opts EraseOption
 	if st.snapshot == 0 {
 		return nil, nil, usage("job %s has no snapshot yet: nothing to erase", job.Name)
 	}
+	if err := checkOwners(ctx, tx, job, true); err != nil {
+		return nil, nil, err
+	}
 	res := &EraseResult{Job: job.Name, Key: opts.Key, Parent: st.snapshot, Snapshot: st.snapshot + 1,
 		Removed: map[string]int64{}, Inputs: []RewrittenInput{}}
 	var maxPos sql.NullInt64

@@ -38,6 +38,19 @@ type SchemaPart struct {
 	SHA256  string `json:"sha256"`
 }
 
+// transformPart is the transform part of job's key. Run, plan and rerun
+// all compute it here, so a rerun checks exactly what a run recorded.
+func (j *Job) transformPart() TransformPart {
+	return TransformPart{Pipeline: j.Pipeline.Name, Version: j.TransformVersion, SHA256: StepsDigest(j.Steps)}
+}
+
+// schemaPart is the schema part of job's key (see schemaDigest: a generic
+// pipeline's DDL is hashed as expanded with the job's columns). Run, plan
+// and rerun all compute it here.
+func (j *Job) schemaPart() SchemaPart {
+	return SchemaPart{Version: j.SchemaVersion, SHA256: j.schemaDigest()}
+}
+
 // canonicalJSON encodes v with sorted keys, no spaces and no HTML escaping.
 func canonicalJSON(v any) []byte {
 	// Round-trip through a generic value so every object's keys are sorted.

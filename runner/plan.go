@@ -58,8 +58,16 @@ func PlanRun(ctx context.Context, dbPath string, job *Job, opts RunOptions, open
 	if err != nil {
 		return nil, err
 	}
+	reason, err := planGuards(ctx, db.sql, job, st) // owners.go
+	if err != nil {
+		return nil, err
+	}
 	if !st.hasParts {
 		plan.Epoch = st.epoch
+		if reason != "" {
+			plan.FirstLoad, plan.Decision, plan.Reason = true, "refuse", reason
+			return plan, nil
+		}
 		return firstLoad()
 	}
 	plan.Snapshot, plan.Cursor, plan.Epoch = st.snapshot, st.cursor, st.epoch
@@ -91,6 +99,9 @@ func PlanRun(ctx context.Context, dbPath string, job *Job, opts RunOptions, open
 	}
 	if err := planInputMode(ctx, db, job, opts, plan); err != nil { // files.go
 		return nil, err
+	}
+	if reason != "" {
+		plan.Decision, plan.Reason = "refuse", reason
 	}
 	if opts.Epoch != nil && *opts.Epoch != st.epoch {
 		plan.Decision, plan.Reason = "refuse", fmt.Sprintf("epoch %d is not the current epoch %d", *opts.Epoch, st.epoch)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,7 +17,14 @@ type RerunOptions struct {
 	DuckDB   DuckDBSettings
 	// Progress receives the replayed runs' progress.
 	Progress Progress
+	// Fault is passed the fault points of the replayed runs (in the scratch
+	// database) and FaultRerunExport (crash tests).
+	Fault func(point string)
 }
+
+// FaultRerunExport is the fault point a rerun passes once the snapshot is
+// rebuilt, before the exports are compared.
+const FaultRerunExport = "rerun_export"
 
 // RerunResult reports a pinned re-run: the sha256 of the canonical export
 // (csv, key order) of the snapshot as stored and of the rebuilt target.
@@ -31,8 +39,9 @@ type RerunResult struct {
 	Diff       *DiffResult `json:"diff,omitempty"`
 }
 
-// Rerun rebuilds snapshot S of job in a scratch database (a temporary
-// folder, removed afterwards) from its retained inputs and the transform
+// Rerun rebuilds snapshot S of job in a scratch database (in a folder
+// beside the database, removed afterwards, or by the next rerun when this
+// one is killed; see newScratchDir) from its retained inputs and the transform
 // version, config and schema recorded in the snapshot rows, and compares the
 // canonical export of the result with the pinned export of S. An apply job
 // replays its whole chain of snapshots up to S in order, with the same batch
@@ -65,11 +74,11 @@ func (d *DB) Rerun(ctx context.Context, job *Job, opts RerunOptions) (*RerunResu
 		}
 	}
 
-	dir, err := os.MkdirTemp("", "idem-rerun-*")
+	dir, release, err := newScratchDir(d.path)
 	if err != nil {
-		return nil, fmt.Errorf("rerun: scratch folder: %w", err)
+		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	defer release()
 	scratch, err := Open(ctx, filepath.Join(dir, "scratch.duckdb"), OpenOptions{DuckDB: opts.DuckDB})
 	if err != nil {
 		return nil, fmt.Errorf("rerun: scratch database: %w", err)
@@ -96,7 +105,7 @@ func (d *DB) Rerun(ctx context.Context, job *Job, opts RerunOptions) (*RerunResu
 				return nil, fmt.Errorf("rerun: replay rollback of snapshot %d: %w", row.Snapshot, err)
 			}
 		default:
-			if err := d.replayRun(ctx, scratch, jobs[i], row, filepath.Join(dir, fmt.Sprintf("in-%d", row.Snapshot)), opts.Progress); err != nil {
+			if err := d.replayRun(ctx, scratch, jobs[i], row, filepath.Join(dir, fmt.Sprintf("in-%d", row.Snapshot)), opts); err != nil {
 				return nil, err
 			}
 			last = jobs[i]
@@ -106,6 +115,9 @@ func (d *DB) Rerun(ctx context.Context, job *Job, opts RerunOptions) (*RerunResu
 		return nil, fmt.Errorf("rerun: snapshot %d of %s has no batch to replay", s, job.Name)
 	}
 
+	if opts.Fault != nil {
+		opts.Fault(FaultRerunExport)
+	}
 	res := &RerunResult{Job: job.Name, Snapshot: s, Replayed: len(chain)}
 	want := filepath.Join(dir, "snapshot.csv")
 	got := filepath.Join(dir, "rebuilt.csv")
@@ -190,17 +202,9 @@ func jobAt(job *Job, row *SnapshotRow) (*Job, error) {
 	if err != nil {
 		return nil, refuse("rerun", "snapshot %d of %s: %v", row.Snapshot, job.Name, err)
 	}
-	if sum := StepsDigest(steps); sum != parts.Transform.SHA256 {
-		return nil, refuse("rerun", "snapshot %d of %s was built with transform v%d of %s with sha256 %s; its files now have sha256 %s: cannot rebuild it with other SQL",
-			row.Snapshot, job.Name, parts.Transform.Version, p.Name, short(parts.Transform.SHA256), short(sum))
-	}
 	ddl, err := p.Schema(parts.Schema.Version)
 	if err != nil {
 		return nil, refuse("rerun", "snapshot %d of %s: %v", row.Snapshot, job.Name, err)
-	}
-	if sum := digestString(ddl); sum != parts.Schema.SHA256 {
-		return nil, refuse("rerun", "snapshot %d of %s was built with schema v%d of %s with sha256 %s; its file now has sha256 %s: cannot rebuild it with other DDL",
-			row.Snapshot, job.Name, parts.Schema.Version, p.Name, short(parts.Schema.SHA256), short(sum))
 	}
 	at := *job
 	// A rebuild in a scratch database replays the job's writes; it is not
@@ -211,6 +215,19 @@ func jobAt(job *Job, row *SnapshotRow) (*Job, error) {
 	if t, ok := parts.Config["target"].(string); ok && t != "" {
 		at.Table = t
 	}
+	if err := at.restoreShape(parts.Config); err != nil {
+		return nil, fmt.Errorf("rerun: snapshot %d of %s: %w", row.Snapshot, job.Name, err)
+	}
+	// The same functions as a run's key parts: a generic pipeline's schema
+	// part hashes the DDL expanded with the recorded columns.
+	if got := at.transformPart(); got.SHA256 != parts.Transform.SHA256 {
+		return nil, refuse("rerun", "snapshot %d of %s was built with transform v%d of %s with sha256 %s; its files now have sha256 %s: cannot rebuild it with other SQL",
+			row.Snapshot, job.Name, parts.Transform.Version, p.Name, short(parts.Transform.SHA256), short(got.SHA256))
+	}
+	if got := at.schemaPart(); got.SHA256 != parts.Schema.SHA256 {
+		return nil, refuse("rerun", "snapshot %d of %s was built with schema v%d of %s with sha256 %s; its file now has sha256 %s: cannot rebuild it with other DDL",
+			row.Snapshot, job.Name, parts.Schema.Version, p.Name, short(parts.Schema.SHA256), short(got.SHA256))
+	}
 	format := row.Inputs.Format
 	if f, ok := parts.Config["format"].(string); ok && f != "" {
 		format = f
@@ -218,6 +235,13 @@ func jobAt(job *Job, row *SnapshotRow) (*Job, error) {
 	at.Input = InputSpec{Format: format}
 	if e, ok := parts.Config["extra_columns"].(string); ok {
 		at.Input.ExtraColumns = e
+	}
+	if c, ok := parts.Config["chunks"].(map[string]any); ok {
+		// A chunked job replays chunk by chunk: each recorded chunk is
+		// found again from its recorded start and size.
+		rows, _ := fromJSON(c["rows"]).(int64)
+		at.Input.ChunkRows = rows
+		at.Input.Watermark, _ = c["watermark"].(string)
 	}
 	at.Params = map[string]any{}
 	recorded, _ := parts.Config["params"].(map[string]any)
@@ -233,6 +257,40 @@ func jobAt(job *Job, row *SnapshotRow) (*Job, error) {
 		at.Params[name] = cv
 	}
 	return &at, nil
+}
+
+// restoreShape sets a generic pipeline's columns, key and ordering column
+// to the ones recorded in a snapshot's config part, so a rebuild uses the
+// shape the snapshot was built with, whatever the job file says now.
+func (j *Job) restoreShape(config map[string]any) error {
+	if !j.Pipeline.Generic {
+		return nil
+	}
+	cols, ok := config["columns"].([]any)
+	if !ok {
+		return errors.New("no recorded columns for a generic pipeline")
+	}
+	j.Columns = make([]Column, 0, len(cols))
+	for _, c := range cols {
+		pair, ok := c.([]any)
+		if !ok || len(pair) != 2 {
+			return fmt.Errorf("recorded column %v is not [name, type]", c)
+		}
+		name, _ := pair[0].(string)
+		typ, _ := pair[1].(string)
+		j.Columns = append(j.Columns, Column{Name: name, Type: typ})
+	}
+	j.Key = nil
+	keys, _ := config["key"].([]any)
+	for _, k := range keys {
+		name, _ := k.(string)
+		j.Key = append(j.Key, name)
+	}
+	j.OrderBy, _ = config["order_by"].(string)
+	cp := *j.Pipeline
+	cp.Columns, cp.Key = j.Columns, j.Key
+	j.Pipeline = &cp
+	return nil
 }
 
 func short(sum string) string {
@@ -274,7 +332,8 @@ func fromJSON(v any) any {
 // replayRun runs one recorded batch or load in the scratch database from
 // the retained files, with the recorded batch id and bounds, and checks that
 // it lands on the same snapshot number and reads the same bytes.
-func (d *DB) replayRun(ctx context.Context, scratch *DB, job *Job, row *SnapshotRow, linkDir string, progress Progress) error {
+func (d *DB) replayRun(ctx context.Context, scratch *DB, job *Job, row *SnapshotRow, linkDir string, ropts RerunOptions) error {
+	progress := ropts.Progress
 	files := row.Inputs.Files
 	if len(files) == 0 {
 		return fmt.Errorf("rerun: snapshot %d of %s records no input file", row.Snapshot, job.Name)
@@ -302,9 +361,18 @@ func (d *DB) replayRun(ctx context.Context, scratch *DB, job *Job, row *Snapshot
 		}
 		input = filepath.Join(linkDir, "*")
 	}
-	opts := RunOptions{Input: input, BatchID: row.BatchID, From: row.Inputs.Bounds.From, To: row.Inputs.Bounds.To, Progress: progress}
+	opts := RunOptions{Input: input, BatchID: row.BatchID, From: row.Inputs.Bounds.From, To: row.Inputs.Bounds.To, Progress: progress, Fault: ropts.Fault}
 	if job.Pipeline.Mode != ModeApply {
 		opts.BatchID = ""
+	}
+	if job.Input.ChunkRows > 0 {
+		resolved, err := resolveInput(ctx, input, progress)
+		if err != nil {
+			return fmt.Errorf("rerun: snapshot %d of %s: %w", row.Snapshot, job.Name, err)
+		}
+		opts.files = resolved
+		opts.chunk = &chunkSpec{rows: job.Input.ChunkRows, from: row.Inputs.Bounds.From}
+		opts.From, opts.To = nil, nil
 	}
 	res, err := scratch.Run(ctx, job, opts)
 	if err != nil {

@@ -21,6 +21,16 @@ type RollbackResult struct {
 type RollbackOptions struct {
 	ExpectParent *int64 // refuse unless the job's latest snapshot is this
 	Epoch        *int64 // refuse unless this is the job's writer epoch
+	// Fault is passed the run's fault points that apply to a rollback
+	// (crash tests): before_begin, after_target, before_commit,
+	// after_commit, checkpoint, after_checkpoint.
+	Fault func(point string)
+}
+
+func (o RollbackOptions) fault(point string) {
+	if o.Fault != nil {
+		o.Fault(point)
+	}
 }
 
 // Rollback makes the job's current rows equal to the pinned rows of snapshot
@@ -32,6 +42,7 @@ type RollbackOptions struct {
 // position is refused (exit 3, "rollback over an erasure"); so is one across
 // a change of the target's columns.
 func (d *DB) Rollback(ctx context.Context, job *Job, to int64, opts RollbackOptions) (*RollbackResult, error) {
+	opts.fault(FaultBeforeBegin)
 	conn, tx, err := d.beginPinned(ctx)
 	if err != nil {
 		return nil, err
@@ -41,10 +52,14 @@ func (d *DB) Rollback(ctx context.Context, job *Job, to int64, opts RollbackOpti
 	if err != nil {
 		return nil, errors.Join(err, ignoreDone(tx.Rollback()))
 	}
+	opts.fault(FaultBeforeCommit)
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("commit rollback: %w", err)
 	}
+	opts.fault(FaultAfterCommit)
+	opts.fault(FaultCheckpoint)
 	_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
+	opts.fault(FaultAfterCheckpoint)
 	return res, nil
 }
 
@@ -64,9 +79,23 @@ func (d *DB) rollbackTx(ctx context.Context, tx *sql.Tx, job *Job, to int64, opt
 	if err := st.checkParent(opts.ExpectParent); err != nil {
 		return nil, err
 	}
+	if err := checkOwners(ctx, tx, job, true); err != nil {
+		return nil, err
+	}
 	row, err := readSnapshot(ctx, tx, job.Name, to)
 	if err != nil {
 		return nil, err
+	}
+	// A target dropped by hand comes back from the schema DDL, then from
+	// history like any rollback (a run refuses until then; see checkTarget).
+	exists, err := tableExists(ctx, tx, "main", job.Table)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		if err := recreateTarget(ctx, tx, job); err != nil {
+			return nil, err
+		}
 	}
 	cols, err := targetColumns(ctx, tx, job.Table)
 	if err != nil {
@@ -102,6 +131,7 @@ func (d *DB) rollbackTx(ctx context.Context, tx *sql.Tx, job *Job, to int64, opt
 	if err := d.recordHistory(ctx, tx, job, snapshot); err != nil {
 		return nil, err
 	}
+	opts.fault(FaultAfterTarget)
 	inputs := SnapshotInputs{Files: []InputRef{}, RollbackTo: &to}
 	if err := writeSnapshotOnly(ctx, tx, job, st, snapshot, KindRollback, inputs, row.JobKey, row.PartsJSON); err != nil {
 		return nil, err
@@ -131,4 +161,47 @@ func erasedIn(ctx context.Context, q querier, job *Job, pinned string) (int64, e
 		return 0, fmt.Errorf("check erasures of %s: %w", job.Name, trimSQLError(err))
 	}
 	return n, nil
+}
+
+// recreateTarget runs the job's schema DDL to bring back a missing target.
+// The DDL may replace companion tables too (CREATE OR REPLACE of an outcomes
+// table): their rows are kept and put back, so only the target is new.
+func recreateTarget(ctx context.Context, tx *sql.Tx, job *Job) error {
+	seen := map[string]bool{}
+	var kept []string
+	for _, m := range companion.FindAllStringSubmatch(job.DDL, -1) {
+		name := job.Table + m[1]
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		ok, err := tableExists(ctx, tx, "main", name)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		keep := fmt.Sprintf("idem_keep_%d", len(kept))
+		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+keep+" AS SELECT * FROM "+quoteIdent(name)); err != nil {
+			return fmt.Errorf("keep rows of %s: %w", name, trimSQLError(err))
+		}
+		kept = append(kept, name)
+	}
+	if _, err := tx.ExecContext(ctx, job.Expand(job.DDL)); err != nil {
+		return fmt.Errorf("recreate %s from schema v%d of pipeline %s: %w", job.Table, job.SchemaVersion, job.Pipeline.Name, trimSQLError(err))
+	}
+	for i, name := range kept {
+		keep := fmt.Sprintf("idem_keep_%d", i)
+		for _, q := range []string{
+			"DELETE FROM " + quoteIdent(name),
+			"INSERT INTO " + quoteIdent(name) + " BY NAME SELECT * FROM " + keep,
+			"DROP TABLE " + keep,
+		} {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("put back rows of %s: %w", name, trimSQLError(err))
+			}
+		}
+	}
+	return nil
 }

@@ -195,14 +195,10 @@ func prepare(ctx context.Context, job *Job, opts RunOptions) (*prepared, error) 
 		return nil, err
 	}
 	parts := Parts{
-		Input: inputDigest(files),
-		Transform: TransformPart{
-			Pipeline: job.Pipeline.Name,
-			Version:  job.TransformVersion,
-			SHA256:   StepsDigest(job.Steps),
-		},
-		Config: job.config(format),
-		Schema: SchemaPart{Version: job.SchemaVersion, SHA256: job.schemaDigest()},
+		Input:     inputDigest(files),
+		Transform: job.transformPart(),
+		Config:    job.config(format),
+		Schema:    job.schemaPart(),
 	}
 	p := &prepared{files: files, format: format, parts: parts, key: parts.Key()}
 	p.digest = parts.Input
@@ -221,6 +217,9 @@ func prepare(ctx context.Context, job *Job, opts RunOptions) (*prepared, error) 
 		}
 		if opts.chunk != nil {
 			opts.chunk.name(p, files)
+			if opts.BatchID != "" {
+				p.batchID = opts.BatchID // a rerun replays a recorded chunk
+			}
 		}
 	}
 	return p, nil
@@ -378,6 +377,12 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 	// Guards, in the order of the batch lab: epoch, identity, cursor; then the
 	// expected parent.
 	if err := st.checkEpoch(job, opts.Epoch); err != nil {
+		return nil, false, err
+	}
+	if err := checkOwners(ctx, tx, job, true); err != nil {
+		return nil, false, err
+	}
+	if err := checkTarget(ctx, tx, job, st); err != nil {
 		return nil, false, err
 	}
 	exists, err := tableExists(ctx, tx, "main", job.Table)
@@ -540,6 +545,49 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 		return nil, false, err
 	}
 	return res, true, nil
+}
+
+// checkTarget refuses a run when the job's state row says its target holds
+// snapshot S but the table is missing or holds another number of rows than
+// S recorded: the table was dropped or changed outside idem, and a skip, an
+// already-committed answer or a batch applied over the wrong rows would hide
+// it. The refusal says how to repair: a rollback to S rebuilds the table
+// from its history.
+func checkTarget(ctx context.Context, tx querier, job *Job, st jobState) error {
+	if !st.exists || st.snapshot == 0 || !strings.EqualFold(st.target, job.Table) {
+		return nil
+	}
+	var want sql.NullInt64
+	err := tx.QueryRowContext(ctx, `SELECT rows_out FROM idem.snapshots WHERE job = ? AND snapshot = ?`, job.Name, st.snapshot).Scan(&want)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("read snapshot %d of job %s: %w", st.snapshot, job.Name, err)
+	}
+	var exists bool
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) > 0 FROM duckdb_tables()
+		WHERE database_name = current_database() AND schema_name = 'main' AND lower(table_name) = lower(?)`, st.target).Scan(&exists); err != nil {
+		return fmt.Errorf("look up table %s: %w", st.target, err)
+	}
+	ref := job.File
+	if ref == "" {
+		ref = job.Name
+	}
+	repair := fmt.Sprintf("nothing was changed; repair with `idem rollback %s --to-snapshot %d` (rebuilds the table from its history), then `idem rerun %s` proves it", ref, st.snapshot, ref)
+	if !exists {
+		return refuse("target", "table %q of job %q is missing, but the job's state says it holds snapshot %d (%d rows): %s",
+			st.target, job.Name, st.snapshot, want.Int64, repair)
+	}
+	if !want.Valid {
+		return nil
+	}
+	n, err := countRows(ctx, tx, st.target)
+	if err != nil {
+		return err
+	}
+	if n != want.Int64 {
+		return refuse("target", "table %q of job %q holds %d rows, but snapshot %d, which the job's state says it holds, has %d: it was changed outside idem; %s",
+			st.target, job.Name, n, st.snapshot, want.Int64, repair)
+	}
+	return nil
 }
 
 // checkLedger applies the batch identity guard. It reports done when the

@@ -95,7 +95,7 @@ writer epoch is E.`,
 				return a.fail(f.jsonOut, err)
 			}
 			defer db.Close()
-			var opts runner.RollbackOptions
+			opts := runner.RollbackOptions{Fault: a.faultHook(db.Path())}
 			opts.ExpectParent, opts.Epoch = w.guards(cmd)
 			res, err := db.Rollback(cmd.Context(), job, to, opts)
 			if err != nil {

@@ -59,7 +59,7 @@ func TestKillExport(t *testing.T) {
 	}
 	export := func(work string, c exportCase, snapshot int, fault string, delay time.Duration) idemResult {
 		args := append([]string{"export", j.file, "--snapshot", strconv.Itoa(snapshot), "--out", filepath.Join(work, c.out), "--json"}, c.flags...)
-		return runBin(t, bin, work, args, fault, delay)
+		return runIdemCmd(t, bin, work, fault, delay, nil, args...)
 	}
 	// refs[c][s] is the tree of a clean export of snapshot s (0: none).
 	refs := map[string][]string{}

@@ -123,6 +123,13 @@ func TestKill(t *testing.T) {
 		}
 	})
 
+	t.Run("rollback", func(t *testing.T) {
+		killRollback(t, bin, scenarios[1])
+	})
+	t.Run("rerun", func(t *testing.T) {
+		killRerun(t, bin, scenarios[1])
+	})
+
 	t.Run("random_kills", func(t *testing.T) {
 		var mu sync.Mutex
 		counts := map[string]int{}
@@ -214,16 +221,16 @@ type idemResult struct {
 func runIdem(t *testing.T, bin string, step killStep, work, fault string, delay time.Duration) idemResult {
 	t.Helper()
 	args := append([]string{"run", step.job, "--db", filepath.Join(work, "idem.duckdb"), "--json"}, step.args...)
-	return runBin(t, bin, work, args, fault, delay)
+	return runIdemCmd(t, bin, work, fault, delay, nil, args...)
 }
 
-// runBin runs the idem binary with args in folder work. A fault point sets
-// IDEM_FAULT; a delay above zero SIGKILLs the process after it.
-func runBin(t *testing.T, bin, work string, args []string, fault string, delay time.Duration) idemResult {
+// runIdemCmd runs idem with args in folder work, with IDEM_FAULT=fault and
+// the extra environment env; a delay above zero SIGKILLs it after it.
+func runIdemCmd(t *testing.T, bin, work, fault string, delay time.Duration, env []string, args ...string) idemResult {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = work
-	cmd.Env = append(os.Environ(), "IDEM_FAULT="+fault)
+	cmd.Env = append(append(os.Environ(), "IDEM_FAULT="+fault), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Start())
@@ -343,5 +350,87 @@ func buildRefs(t *testing.T, bin, dir string, sc *killScenario) {
 		if k > 0 {
 			require.NotEqual(t, sc.dumps[k-1], sc.dumps[k], "%s run %d changed nothing", sc.name, k)
 		}
+	}
+}
+
+// killRollback kills `idem rollback --to-snapshot 1 --expect-parent 2` of
+// the scenario's job at each of its fault points, from the state after two
+// runs: the database holds exactly the state before or after a clean
+// rollback, and a retry brings it to the state after (refused as a stale
+// parent, exit 3, when the killed rollback had committed).
+func killRollback(t *testing.T, bin string, sc *killScenario) {
+	job := sc.steps[0].job
+	args := func(work string) []string {
+		return []string{"rollback", job, "--db", filepath.Join(work, "idem.duckdb"), "--to-snapshot", "1", "--expect-parent", "2", "--json"}
+	}
+	clean := filepath.Join(t.TempDir(), "clean")
+	copyDir(t, sc.refs[2], clean)
+	r := runIdemCmd(t, bin, clean, "", 0, nil, args(clean)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	pre, post := sc.dumps[2], crashedState(t, clean)
+	require.NotEqual(t, pre, post)
+	for _, fp := range []struct {
+		point string
+		post  bool
+	}{
+		{"before_begin", false}, {"after_target", false}, {"before_commit", false},
+		{"after_commit", true}, {"checkpoint", true}, {"after_checkpoint", true},
+	} {
+		t.Run(fp.point, func(t *testing.T) {
+			work := filepath.Join(t.TempDir(), "db")
+			copyDir(t, sc.refs[2], work)
+			r := runIdemCmd(t, bin, work, fp.point, 0, nil, args(work)...)
+			require.True(t, r.killed, "IDEM_FAULT=%s: not killed (exit %d): %s", fp.point, r.code, r.stderr)
+			want := pre
+			if fp.post {
+				want = post
+			}
+			got := crashedState(t, work)
+			require.True(t, got == want, "after a kill at %s: %s", fp.point, firstDiff(want, got))
+			r = runIdemCmd(t, bin, work, "", 0, nil, args(work)...)
+			if fp.post {
+				require.Equal(t, 3, r.code, "retry after a committed rollback: %s", r.stderr)
+				require.Contains(t, r.stderr, "stale parent")
+			} else {
+				require.Equal(t, 0, r.code, "retry: %s", r.stderr)
+			}
+			got = dumpState(t, filepath.Join(work, "idem.duckdb"))
+			require.True(t, got == post, "retry: %s", firstDiff(post, got))
+		})
+	}
+}
+
+// killRerun kills `idem rerun` of the scenario's job while it replays in
+// its scratch database and before it compares: the database is unchanged,
+// nothing is left in $TMPDIR, the scratch folder left beside the database
+// is removed by the next rerun, which reproduces the snapshot.
+func killRerun(t *testing.T, bin string, sc *killScenario) {
+	job := sc.steps[0].job
+	for _, point := range []string{"after_step:02_rank.sql", "after_commit", "rerun_export"} {
+		t.Run(point, func(t *testing.T) {
+			work := filepath.Join(t.TempDir(), "db")
+			copyDir(t, sc.refs[2], work)
+			db := filepath.Join(work, "idem.duckdb")
+			tmp := t.TempDir()
+			env := []string{"TMPDIR=" + tmp}
+			args := []string{"rerun", job, "--db", db, "--json"}
+			r := runIdemCmd(t, bin, work, point, 0, env, args...)
+			require.True(t, r.killed, "IDEM_FAULT=%s: not killed (exit %d): %s", point, r.code, r.stderr)
+			left, err := filepath.Glob(db + ".rerun-*")
+			require.NoError(t, err)
+			require.Len(t, left, 1, "the killed rerun's scratch folder is beside the database")
+			entries, err := os.ReadDir(tmp)
+			require.NoError(t, err)
+			require.Empty(t, entries, "the rerun wrote to $TMPDIR")
+			got := crashedState(t, work)
+			require.True(t, got == sc.dumps[2], "a killed rerun changed the database: %s", firstDiff(sc.dumps[2], got))
+
+			r = runIdemCmd(t, bin, work, "", 0, env, args...)
+			require.Equal(t, 0, r.code, "retry: %s", r.stderr)
+			require.Contains(t, r.stdout, `"reproduced":true`)
+			left, err = filepath.Glob(db + ".rerun-*")
+			require.NoError(t, err)
+			require.Empty(t, left, "the next rerun removes the scratch folder a killed one left")
+		})
 	}
 }

@@ -30,7 +30,7 @@ The job's database is only read.`,
 				return a.fail(f.jsonOut, err)
 			}
 			defer db.Close()
-			res, err := db.Rerun(cmd.Context(), job, runner.RerunOptions{Snapshot: snapshot, DuckDB: f.openOptions(job).DuckDB, Progress: a.progress(pf)})
+			res, err := db.Rerun(cmd.Context(), job, runner.RerunOptions{Snapshot: snapshot, DuckDB: f.openOptions(job).DuckDB, Progress: a.progress(pf), Fault: a.faultHook(db.Path())})
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}

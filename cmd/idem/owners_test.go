@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-dev/idem/runner"
+)
+
+// ownerJob writes a versioned_changes job file named name with target
+// table into dir, on database db, and returns its path.
+func ownerJob(t *testing.T, dir, db, name, table string) string {
+	t.Helper()
+	file := filepath.Join(dir, fmt.Sprintf("%s-%s.toml", name, table))
+	toml := fmt.Sprintf(`name = %q
+pipeline = "versioned_changes"
+transform_version = 1
+schema_version = 1
+database = %q
+
+[input]
+path = %q
+format = "jsonl"
+
+[target]
+table = %q
+`, name, db, changesFixture(t, "batch-1.jsonl"), table)
+	require.NoError(t, os.WriteFile(file, []byte(toml), 0o644))
+	return file
+}
+
+// TestTablesBelongToOneJob: a job's target, its companions and its history
+// belong to it. Another job that would create or write one of them, by any
+// spelling of the name, is refused with exit 3 naming the owner, and the
+// database is left exactly as it was; rollback and erase are held to the
+// same rule.
+func TestTablesBelongToOneJob(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		first [2]string // job, target committed first
+		args  func(t *testing.T, dir, db string) []string
+		want  string
+	}{
+		{"target of another job", [2]string{"joba", "cs"}, func(t *testing.T, dir, db string) []string {
+			return []string{"run", ownerJob(t, dir, db, "jobc", "cs")}
+		}, `refused: table "cs" belongs to job "joba"`},
+		{"target spelled in other case", [2]string{"joba", "cs"}, func(t *testing.T, dir, db string) []string {
+			return []string{"run", ownerJob(t, dir, db, "jobc", "CS")}
+		}, `refused: table "CS" belongs to job "joba"`},
+		{"companion of another job", [2]string{"joba", "cs"}, func(t *testing.T, dir, db string) []string {
+			return []string{"run", ownerJob(t, dir, db, "jobd", "cs_outcomes")}
+		}, `refused: table "cs_outcomes" belongs to job "joba"`},
+		{"target is another job's companion", [2]string{"jobd", "cs_outcomes"}, func(t *testing.T, dir, db string) []string {
+			return []string{"run", ownerJob(t, dir, db, "joba", "cs")}
+		}, `refused: table "cs_outcomes" belongs to job "jobd"`},
+		{"active view of another job", [2]string{"joba", "cs"}, func(t *testing.T, dir, db string) []string {
+			return []string{"run", ownerJob(t, dir, db, "jobd", "cs_active")}
+		}, `refused: table "cs_active" belongs to job "joba"`},
+		{"history name of another job", [2]string{"joba", "cs"}, func(t *testing.T, dir, db string) []string {
+			return []string{"run", ownerJob(t, dir, db, "JOBA", "other")}
+		}, `refused: history table idem."JOBA__history" belongs to job "joba"`},
+		{"rollback into another job's target", [2]string{"joba", "cs"}, func(t *testing.T, dir, db string) []string {
+			r := callIdem(t, "run", ownerJob(t, dir, db, "jobe", "e"))
+			require.Equal(t, 0, r.code, r.stderr)
+			return []string{"rollback", ownerJob(t, dir, db, "jobe", "cs"), "--to-snapshot", "1"}
+		}, `refused: table "cs" belongs to job "joba"`},
+		{"erase in another job's target", [2]string{"joba", "cs"}, func(t *testing.T, dir, db string) []string {
+			r := callIdem(t, "run", ownerJob(t, dir, db, "jobe", "e"))
+			require.Equal(t, 0, r.code, r.stderr)
+			return []string{"erase", ownerJob(t, dir, db, "jobe", "cs"), "--key", "c-1"}
+		}, `refused: table "cs" belongs to job "joba"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			db := filepath.Join(dir, "idem.duckdb")
+			r := callIdem(t, "run", ownerJob(t, dir, db, tc.first[0], tc.first[1]))
+			require.Equal(t, 0, r.code, r.stderr)
+			args := tc.args(t, dir, db)
+			before := captureState(t, db)
+			r = callIdem(t, args...)
+			require.Equal(t, runner.ExitRefused, r.code, "stdout %s stderr %s", r.stdout, r.stderr)
+			require.Contains(t, r.stderr, tc.want)
+			require.Equal(t, before, captureState(t, db), "a refused command changed the database")
+			if args[0] == "run" {
+				// plan says so too, without writing.
+				r = callIdem(t, "plan", args[1], "--json")
+				require.Equal(t, 0, r.code, r.stderr)
+				var plan runner.Plan
+				require.NoError(t, json.Unmarshal([]byte(r.stdout), &plan), r.stdout)
+				require.Equal(t, "refuse", plan.Decision)
+				require.Contains(t, "refused: "+plan.Reason, tc.want)
+			}
+		})
+	}
+}
+
+// TestOwnersOfAnOlderDatabase: a database written before idem.owners
+// existed gets its owners from its jobs when it is next opened for writing:
+// the target, its companions and the history.
+func TestOwnersOfAnOlderDatabase(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "idem.duckdb")
+	r := callIdem(t, "run", ownerJob(t, dir, db, "joba", "cs"))
+	require.Equal(t, 0, r.code, r.stderr)
+	execSQL(t, db, "DROP TABLE idem.owners")
+
+	for target, want := range map[string]string{
+		"cs":          `table "cs" belongs to job "joba"`,
+		"cs_outcomes": `table "cs_outcomes" belongs to job "joba"`,
+	} {
+		file := ownerJob(t, dir, db, "jobc", target)
+		r := callIdem(t, "run", file)
+		require.Equal(t, runner.ExitRefused, r.code, r.stderr)
+		require.Contains(t, r.stderr, want)
+	}
+	rows, err := runner.Query(context.Background(), db, "SELECT name FROM idem.owners WHERE job = 'joba' ORDER BY name", runner.OpenOptions{})
+	require.NoError(t, err)
+	require.Equal(t, [][]any{{"idem.joba__history"}, {"main.cs"}, {"main.cs_active"}, {"main.cs_outcomes"}}, rows.Values)
+	// The owner itself runs on.
+	r = callIdem(t, "run", ownerJob(t, dir, db, "joba", "cs"), "--input", changesFixture(t, "batch-2.jsonl"))
+	require.Equal(t, 0, r.code, r.stderr)
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-dev/idem/runner"
+)
+
+// TestChangedTargetIsRefused: when the state row says the target holds
+// snapshot S but the table was dropped or its rows changed by hand, every
+// run is refused (exit 3, nothing written) with the repair in the message,
+// and the repair, a rollback to S, works: the next run commits and a rerun
+// reproduces the snapshot.
+func TestChangedTargetIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, change, want string
+	}{
+		{"dropped", "DROP TABLE " + applyTable, `table "customer_state" of job "customer_state" is missing, but the job's state says it holds snapshot 2 (`},
+		{"rows deleted", "DELETE FROM " + applyTable + " WHERE entity_id IN (SELECT min(entity_id) FROM " + applyTable + ")", `table "customer_state" of job "customer_state" holds `},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := newGuardJob(t)
+			j.apply("--input", changesFixture(t, "batch-1.jsonl"))
+			second := j.apply("--input", changesFixture(t, "batch-2.jsonl"))
+			require.Equal(t, int64(2), second.Snapshot)
+			rows := j.query("SELECT * FROM " + applyTable + " ORDER BY ALL")
+			require.NotEmpty(t, rows)
+			execSQL(t, j.db, tc.change)
+
+			// A retry of a committed batch and a new batch are both refused.
+			for _, batch := range []string{"batch-2.jsonl", "batch-3.jsonl"} {
+				msg := j.refused("--input", changesFixture(t, batch))
+				require.Contains(t, msg, tc.want)
+				require.Contains(t, msg, "nothing was changed; repair with `idem rollback "+j.file+" --to-snapshot 2`")
+			}
+
+			r := callIdem(t, "plan", j.file, "--input", changesFixture(t, "batch-3.jsonl"), "--json")
+			require.Equal(t, 0, r.code, r.stderr)
+			var plan runner.Plan
+			require.NoError(t, json.Unmarshal([]byte(r.stdout), &plan), r.stdout)
+			require.Equal(t, "refuse", plan.Decision)
+			require.Contains(t, plan.Reason, tc.want)
+
+			r = callIdem(t, "rollback", j.file, "--to-snapshot", "2")
+			require.Equal(t, 0, r.code, r.stderr)
+			require.Equal(t, rows, j.query("SELECT * FROM "+applyTable+" ORDER BY ALL"), "the rollback rebuilt the rows of snapshot 2")
+			third := j.apply("--input", changesFixture(t, "batch-3.jsonl"))
+			require.Equal(t, runner.DecisionApplied, third.Decision)
+			require.Equal(t, int64(4), third.Snapshot)
+			r = callIdem(t, "rerun", j.file, "--json")
+			require.Equal(t, 0, r.code, r.stdout+r.stderr)
+			var rr runner.RerunResult
+			require.NoError(t, json.Unmarshal([]byte(r.stdout), &rr))
+			require.True(t, rr.Reproduced)
+		})
+	}
+}
+
+// TestDroppedRefreshTargetIsRefused: a refresh job whose target was dropped
+// is refused too, whether the run would skip (same key) or reload; the
+// rollback rebuilds the target and keeps the outcomes table its schema DDL
+// would replace.
+func TestDroppedRefreshTargetIsRefused(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	t.Chdir(root)
+	db := filepath.Join(t.TempDir(), "idem.duckdb")
+	cfg := filepath.Join("configs", "sample.toml")
+	code, _, errOut := cli(t, "run", cfg, "--db", db)
+	require.Equal(t, 0, code, errOut)
+	const target = "occurrence_sample"
+	rows := queryInts(t, db, "SELECT id FROM "+target+" ORDER BY id")
+	outcomes := queryInts(t, db, "SELECT count(*) FROM "+target+"_outcomes")
+	require.NotEmpty(t, rows)
+	execSQL(t, db, "DROP TABLE "+target)
+
+	for _, args := range [][]string{
+		{"run", cfg, "--db", db},
+		{"run", cfg, "--db", db, "--input", filepath.Join(root, "fixtures", "sample", "occurrences-b.csv")},
+	} {
+		before := captureState(t, db)
+		code, _, errOut = cli(t, args...)
+		require.Equal(t, runner.ExitRefused, code, errOut)
+		require.Contains(t, errOut, `table "occurrence_sample" of job "sample" is missing, but the job's state says it holds snapshot 1`)
+		require.Contains(t, errOut, "--to-snapshot 1")
+		require.Equal(t, before, captureState(t, db))
+	}
+
+	code, _, errOut = cli(t, "rollback", cfg, "--db", db, "--to-snapshot", "1")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, rows, queryInts(t, db, "SELECT id FROM "+target+" ORDER BY id"))
+	require.Equal(t, outcomes, queryInts(t, db, "SELECT count(*) FROM "+target+"_outcomes"))
+	code, out, errOut := cli(t, "run", cfg, "--db", db, "--json")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, []string{runner.DecisionSkipped}, jsonDecisions(t, out))
+}
