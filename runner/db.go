@@ -92,6 +92,11 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 					db.Close()
 					return nil, err
 				}
+				// Finish the file work a killed run or erasure left.
+				if _, err := d.sweepInputs(ctx); err != nil {
+					db.Close()
+					return nil, err
+				}
 			}
 			return d, nil
 		}
