@@ -97,6 +97,11 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 					db.Close()
 					return nil, err
 				}
+			} else {
+				// A reader holds the file's lock too, so no writer is between
+				// retain and COMMIT; deleting files writes nothing to the
+				// database. A reader that may not delete still reads.
+				_, _ = d.sweepInputs(ctx)
 			}
 			return d, nil
 		}

@@ -21,7 +21,9 @@ const tempPrefix = ".idem-tmp-"
 // the committed tables alone, so a kill between a COMMIT and its file work
 // loses nothing: the next open of the database for writing finishes it. It
 // must run only while this process holds the write lock and no run of this
-// handle is between retain and COMMIT. It returns how many files it removed.
+// handle is between retain and COMMIT. A read-only handle sees commits
+// still in the WAL, so it may sweep too. It returns how many files it
+// removed.
 func (d *DB) sweepInputs(ctx context.Context) (int, error) {
 	dir := storeDir(d.path)
 	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {

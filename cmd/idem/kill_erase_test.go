@@ -96,6 +96,14 @@ table = "customer_state"
 			default:
 				require.Failf(t, "mixed state", "%s: neither the pre- nor the post-step state: %s", how, firstDiff(dumps[k], got))
 			}
+			// Any command that opens the database, a read-only one too,
+			// finishes the killed command's file work.
+			q := killCLI(t, work, "", 0, "query", "--db", db(work), "SELECT count(*) FROM idem.snapshots")
+			require.Equal(t, 0, q.code, "%s: query after the kill: %s", how, q.stderr)
+			requireStoreIsCommitted(t, db(work))
+			if post || k == 1 {
+				require.Empty(t, storeHolds(t, db(work), subject), "%s: after a read-only command", how)
+			}
 			retry := killCLI(t, work, "", 0, append(steps[k], "--db", db(work), "--json")...)
 			require.Equal(t, 0, retry.code, "%s: retry: %s", how, retry.stderr)
 			if post && k == 0 {

@@ -2,7 +2,7 @@ package main
 
 import (
 	"bytes"
-	"context"
+	"database/sql"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -44,14 +44,34 @@ func storeFiles(t *testing.T, db string) []string {
 func requireStoreIsCommitted(t *testing.T, db string) {
 	t.Helper()
 	want := []string{}
-	rows, err := runner.Query(context.Background(), db, `SELECT DISTINCT sha256 FROM idem.inputs ORDER BY 1`, runner.OpenOptions{})
-	require.NoError(t, err)
-	for _, r := range rows.Values {
-		s := r[0].(string)
+	for _, s := range committedInputs(t, db) {
 		want = append(want, filepath.Join(s[:2], s))
 	}
 	slices.Sort(want)
 	require.Equal(t, want, storeFiles(t, db), "the retained-input store holds exactly the committed inputs")
+}
+
+// committedInputs reads idem.inputs through DuckDB alone: runner.Open
+// would sweep the store first and hide what the command under test left.
+func committedInputs(t *testing.T, db string) []string {
+	t.Helper()
+	conn, err := sql.Open("duckdb", "")
+	require.NoError(t, err)
+	defer conn.Close()
+	conn.SetMaxOpenConns(1)
+	_, err = conn.Exec("ATTACH '" + strings.ReplaceAll(db, "'", "''") + "' AS inspected (READ_ONLY)")
+	require.NoError(t, err)
+	rows, err := conn.Query(`SELECT DISTINCT sha256 FROM inspected.idem.inputs ORDER BY 1`)
+	require.NoError(t, err)
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		out = append(out, s)
+	}
+	require.NoError(t, rows.Err())
+	return out
 }
 
 // within fails the test when f does not return in time: a command that
@@ -82,10 +102,11 @@ func TestFailedRunLeavesNoRetainedCopy(t *testing.T) {
 	r := j.run("--input", bad)
 	require.Equal(t, runner.ExitFailure, r.code, r.stderr)
 	require.Contains(t, r.stderr, "line 2")
-	require.Equal(t, before, captureState(t, j.db))
+	// The store first: opening the database (captureState) sweeps it.
 	require.Equal(t, files, storeFiles(t, j.db), "the failed run's copy is gone")
 	require.Empty(t, storeHolds(t, j.db, "secret-payload-77"))
 	requireStoreIsCommitted(t, j.db)
+	require.Equal(t, before, captureState(t, j.db))
 }
 
 // A retained copy edited after it was stored (same size) is never staged
@@ -140,8 +161,8 @@ func TestNonRegularInputRefused(t *testing.T) {
 		r := within(t, 60*time.Second, func() cliResult { return j.run("--input", tc.input) })
 		require.Equal(t, runner.ExitFailure, r.code, "%s: %s", tc.name, r.stderr)
 		require.Contains(t, r.stderr, tc.want, tc.name)
-		require.Equal(t, before, captureState(t, j.db), tc.name)
 		require.Equal(t, files, storeFiles(t, j.db), tc.name)
+		require.Equal(t, before, captureState(t, j.db), tc.name)
 	}
 }
 
