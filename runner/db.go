@@ -171,6 +171,16 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 	}
 	if !opts.ReadOnly {
 		removeStaleScratch(path) // left by killed reruns (scratch.go)
+		// Finish the file work a killed run or erasure left (store.go).
+		if _, err := d.sweepInputs(ctx); err != nil {
+			db.Close()
+			return nil, err
+		}
+	} else {
+		// A reader holds the file's lock too, so no writer is between
+		// retain and COMMIT; deleting files writes nothing to the
+		// database. A reader that may not delete still reads.
+		_, _ = d.sweepInputs(ctx)
 	}
 	return d, nil
 }

@@ -30,6 +30,11 @@ type EraseOptions struct {
 	// ExpectParent and Epoch are the writer guards of a run (exit 3).
 	ExpectParent *int64
 	Epoch        *int64
+	// Fault is called at the fault points an erasure passes (after_target:
+	// rows deleted and inputs rewritten; before_commit; after_commit, before
+	// the replaced files are deleted; checkpoint; after_checkpoint), as
+	// RunOptions.Fault is for a run.
+	Fault func(point string)
 }
 
 // EraseResult reports an erasure. It never holds the subject's payload.
@@ -100,7 +105,9 @@ func companionTables(ctx context.Context, q querier, job *Job, keyCol string) ([
 // seen for the key, snapshot, time: never the payload) so that a later batch
 // carrying the key at or below that position gets outcome erased, and
 // commits it as a new snapshot. Replaced input files are deleted after the
-// commit when no snapshot refers to them. A key found nowhere is an error
+// commit when no snapshot refers to them; a kill before that leaves them to
+// the next open of the database, which deletes every retained file no
+// committed row names (sweepInputs). A key found nowhere is an error
 // and nothing is committed, unless it was erased before: then the result
 // says AlreadyErased and nothing changes.
 func (d *DB) Erase(ctx context.Context, job *Job, opts EraseOptions) (*EraseResult, error) {
@@ -118,21 +125,40 @@ func (d *DB) Erase(ctx context.Context, job *Job, opts EraseOptions) (*EraseResu
 		return nil, err
 	}
 	defer conn.Close()
+	fault := func(point string) {
+		if opts.Fault != nil {
+			opts.Fault(point)
+		}
+	}
 	res, stale, err := d.eraseTx(ctx, tx, job, opts)
-	if err != nil {
-		return nil, errors.Join(err, ignoreDone(tx.Rollback()))
+	if err == nil && !res.AlreadyErased {
+		fault(FaultAfterTarget)
 	}
-	if res.AlreadyErased {
-		return res, tx.Rollback()
+	if err != nil || res.AlreadyErased {
+		rbErr := ignoreDone(tx.Rollback())
+		// Files rewritten for an erasure that did not commit are named by
+		// no committed row.
+		_, _ = d.sweepInputs(context.WithoutCancel(ctx))
+		if err != nil {
+			return nil, errors.Join(err, rbErr)
+		}
+		return res, rbErr
 	}
+	fault(FaultBeforeCommit)
 	if err := tx.Commit(); err != nil {
+		_, _ = d.sweepInputs(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("commit erasure: %w", err)
 	}
+	fault(FaultAfterCommit)
 	// The old files held the subject; they go once nothing refers to them.
+	// One that cannot be deleted now is deleted by the next open for
+	// writing: the erasure is committed either way.
 	for _, p := range stale {
 		_ = os.Remove(p)
 	}
+	fault(FaultCheckpoint)
 	_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
+	fault(FaultAfterCheckpoint)
 	return res, nil
 }
 
@@ -197,8 +223,15 @@ func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, job *Job, opts EraseOption
 		}
 		where := " WHERE CAST(" + quoteIdent(keyCol) + " AS VARCHAR) = ?"
 		if cols[posCol] {
+			// A row's position counts only where the pipeline judged it
+			// valid: a table that stores outcomes keeps invalid rows as
+			// received ("1e18"), and their outcome says so.
+			valid := ""
+			if cols["outcome"] {
+				valid = " AND coalesce(outcome NOT LIKE 'invalid%', false)"
+			}
 			var pos sql.NullInt64
-			if err := tx.QueryRowContext(ctx, "SELECT max(TRY_CAST("+quoteIdent(posCol)+" AS BIGINT)) FROM "+p.name+where, opts.Key).Scan(&pos); err != nil {
+			if err := tx.QueryRowContext(ctx, "SELECT max("+positionSQL("CAST("+quoteIdent(posCol)+" AS VARCHAR)")+") FROM "+p.name+where+valid, opts.Key).Scan(&pos); err != nil {
 				return nil, nil, fmt.Errorf("erase from %s: %w", p.label, trimSQLError(err))
 			}
 			seePos(pos)
@@ -231,7 +264,11 @@ func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, job *Job, opts EraseOption
 			if err != nil {
 				return nil, nil, err
 			}
-			seePos(pos)
+			// A retained input's rows carry no verdict; where the pipeline
+			// stores every row's outcome, the position comes from there.
+			if job.Pipeline.OutcomesTable == "" {
+				seePos(pos)
+			}
 			if rw == nil {
 				rewritten[f.SHA256] = f
 				continue
@@ -391,7 +428,7 @@ func (d *DB) rewriteWithout(ctx context.Context, tx *sql.Tx, f InputRef, format 
 	if _, err := os.Stat(src); err != nil {
 		return nil, pos, fmt.Errorf("erase: retained input %s (%s): %w", f.Name, f.SHA256[:12], err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(src), ".erase-*")
+	tmp, err := os.CreateTemp(filepath.Dir(src), tempPrefix+"erase-*")
 	if err != nil {
 		return nil, pos, fmt.Errorf("erase: %w", err)
 	}
@@ -576,7 +613,7 @@ func filterParquet(ctx context.Context, tx *sql.Tx, src, dst string, flt rowFilt
 	var removed int64
 	read := "read_parquet(" + sqlString(src) + ")"
 	match := flt.dropSQL
-	if err := tx.QueryRowContext(ctx, "SELECT count(*), max(TRY_CAST("+quoteIdent(flt.posCol)+" AS BIGINT)) FROM "+read+" WHERE "+match).Scan(&removed, &pos); err != nil {
+	if err := tx.QueryRowContext(ctx, "SELECT count(*), max("+positionSQL("CAST("+quoteIdent(flt.posCol)+" AS VARCHAR)")+") FROM "+read+" WHERE "+match).Scan(&removed, &pos); err != nil {
 		return 0, pos, trimSQLError(err)
 	}
 	if removed == 0 {
@@ -588,14 +625,41 @@ func filterParquet(ctx context.Context, tx *sql.Tx, src, dst string, flt rowFilt
 	return removed, pos, nil
 }
 
-// parsePosition reads a position as the stage steps do: a whole number,
-// white space allowed around it.
+// positionPattern is the one rule by which idem reads a position from text,
+// in Go (parsePosition) and in SQL (positionSQL), as the versioned_changes
+// stage step reads source_version: decimal digits with an optional leading
+// '+' and surrounding ASCII white space, fitting a BIGINT. 1e18, 7_000,
+// "\u00a0 999" and ++888 are not positions (a bare TRY_CAST takes some).
+// It is RE2 syntax, read alike by Go's regexp and DuckDB's regexp_full_match.
+// A pipeline whose stage rule is stricter (orders: digits only) accepts a
+// subset, with the same values.
+const (
+	positionPattern = `[ \t\n\v\f\r]*\+?[0-9]+[ \t\n\v\f\r]*`
+	positionStrip   = `[ \t\n\v\f\r+]`
+)
+
+var (
+	positionRE      = regexp.MustCompile(`^(?:` + positionPattern + `)$`)
+	positionStripRE = regexp.MustCompile(positionStrip)
+)
+
+// parsePosition reads a position by positionPattern; not one is NULL.
 func parsePosition(text string) sql.NullInt64 {
-	n, err := strconv.ParseInt(strings.TrimPrefix(strings.TrimSpace(text), "+"), 10, 64)
+	if !positionRE.MatchString(text) {
+		return sql.NullInt64{}
+	}
+	n, err := strconv.ParseInt(positionStripRE.ReplaceAllString(text, ""), 10, 64)
 	if err != nil {
 		return sql.NullInt64{}
 	}
 	return sql.NullInt64{Int64: n, Valid: true}
+}
+
+// positionSQL is parsePosition as a DuckDB expression over the VARCHAR
+// expression text: a BIGINT, or NULL.
+func positionSQL(text string) string {
+	return "CASE WHEN regexp_full_match(" + text + ", " + sqlString(positionPattern) + ") THEN TRY_CAST(regexp_replace(" +
+		text + ", " + sqlString(positionStrip) + ", '', 'g') AS BIGINT) END"
 }
 
 func maxPosition(a, b sql.NullInt64) sql.NullInt64 {

@@ -58,6 +58,11 @@ func resolveInput(ctx context.Context, path string, progress Progress) ([]InputF
 		if st.IsDir() {
 			return nil, fmt.Errorf("input %s: is a directory, not a file", p)
 		}
+		if !st.Mode().IsRegular() {
+			// A FIFO or a device would be read twice (hashed, then staged)
+			// and may never end: refuse it before reading a byte.
+			return nil, fmt.Errorf("input %s: not a regular file (%s): idem reads regular files only", p, fileKind(st.Mode()))
+		}
 		sum, n, err := hashFile(ctx, p, st.Size(), progress)
 		if err != nil {
 			return nil, err
@@ -65,6 +70,21 @@ func resolveInput(ctx context.Context, path string, progress Progress) ([]InputF
 		files = append(files, InputFile{Path: p, SHA256: sum, Size: n})
 	}
 	return files, nil
+}
+
+// fileKind names a non-regular file's type for messages.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	}
+	return "mode " + m.Type().String()
 }
 
 // hashFile streams an input file through sha256, reporting progress.
@@ -138,13 +158,21 @@ func retainedPath(dbPath, sum string) string {
 // points Retained at the copy. The copy is synced before the run commits, so
 // a committed snapshot's inputs survive a crash. The copy's bytes are checked
 // against the digest: a file that changed since it was hashed is an error.
+// A copy already in the store is reused only when its bytes still have the
+// digest; one that does not (edited, truncated) is replaced by a new copy.
 func retain(ctx context.Context, dbPath string, files []InputFile, progress Progress) error {
 	for i := range files {
 		f := &files[i]
 		dst := retainedPath(dbPath, f.SHA256)
-		if st, err := os.Stat(dst); err == nil && st.Size() == f.Size {
-			f.Retained = dst
-			continue
+		if st, err := os.Stat(dst); err == nil && st.Mode().IsRegular() && st.Size() == f.Size {
+			sum, _, err := sumFile(ctx, dst, nil)
+			if err != nil && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err == nil && sum == f.SHA256 {
+				f.Retained = dst
+				continue
+			}
 		}
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			return fmt.Errorf("retain input %s: %w", f.Path, err)
@@ -163,7 +191,7 @@ func copyVerified(ctx context.Context, src, dst, sum string, size int64, progres
 		return fmt.Errorf("retain input %s: %w", src, err)
 	}
 	defer in.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".tmp-*")
+	tmp, err := os.CreateTemp(filepath.Dir(dst), tempPrefix+"retain-*")
 	if err != nil {
 		return fmt.Errorf("retain input %s: %w", src, err)
 	}

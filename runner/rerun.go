@@ -342,6 +342,10 @@ func (d *DB) replayRun(ctx context.Context, scratch *DB, job *Job, row *Snapshot
 		if _, err := os.Stat(retainedPath(d.path, f.SHA256)); err != nil {
 			return fmt.Errorf("rerun: snapshot %d of %s: retained input %s (%s) is missing: %w", row.Snapshot, job.Name, f.Name, short(f.SHA256), err)
 		}
+		// Never replay from a copy whose bytes are not the recorded ones.
+		if err := verifyRetained(ctx, d.path, f); err != nil {
+			return fmt.Errorf("rerun: snapshot %d of %s: %w", row.Snapshot, job.Name, err)
+		}
 	}
 	input := retainedPath(d.path, files[0].SHA256)
 	if len(files) > 1 {

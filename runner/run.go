@@ -270,6 +270,8 @@ func (d *DB) run(ctx context.Context, job *Job, opts RunOptions) (*Result, error
 	res, logRow, err := d.runTx(ctx, tx, job, p, opts)
 	if err != nil || res.Decision == DecisionSkipped || res.Decision == DecisionAlreadyCommitted {
 		rbErr := tx.Rollback()
+		// The copy this run retained is named by no committed row.
+		_, _ = d.sweepInputs(context.WithoutCancel(ctx))
 		if err != nil {
 			err = canceled(ctx, err)
 			decision := DecisionFailed

@@ -42,7 +42,7 @@ func (d *DB) scrubErased(ctx context.Context, tx *sql.Tx, job *Job, p *prepared,
 			e, ok := erased[k]
 			return ok && pos.Valid && pos.Int64 <= e
 		},
-		dropSQL: "EXISTS (SELECT 1 FROM idem_erased AS e WHERE e.key = CAST(" + quoteIdent(keyCol) + " AS VARCHAR) AND TRY_CAST(" + quoteIdent(posCol) + " AS BIGINT) <= e.position)",
+		dropSQL: "EXISTS (SELECT 1 FROM idem_erased AS e WHERE e.key = CAST(" + quoteIdent(keyCol) + " AS VARCHAR) AND " + positionSQL("CAST("+quoteIdent(posCol)+" AS VARCHAR)") + " <= e.position)",
 	}
 	for i := range p.files {
 		f := &p.files[i]

@@ -36,7 +36,7 @@ snapshot is P and the writer epoch is E.`,
 				return a.fail(f.jsonOut, err)
 			}
 			defer db.Close()
-			opts := runner.EraseOptions{Key: key}
+			opts := runner.EraseOptions{Key: key, Fault: a.faultHook(db.Path())}
 			opts.ExpectParent, opts.Epoch = w.guards(cmd)
 			res, err := db.Erase(cmd.Context(), job, opts)
 			if err != nil {

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestKillErase is the kill test of erase and of the scrub of a replayed
+// erased subject: after three batches, step 1 erases account-4 and step 2
+// replays batch 1 under a new batch id (its account-4 rows come out erased
+// and its retained copy is scrubbed before COMMIT). Each step is SIGKILLed at
+// its fault points and after random delays. The database must then hold
+// exactly the state before or after the step, the retry must succeed and
+// give the state of one clean step, and after the retry no byte of the
+// subject and no temporary file is left under <db>.inputs/: the store holds
+// exactly the committed inputs. IDEM_KILL_TRIALS=N adds N random kills.
+func TestKillErase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kill test runs idem as a subprocess; skipped with -short")
+	}
+	trials := 4
+	if s := os.Getenv("IDEM_KILL_TRIALS"); s != "" {
+		n, err := strconv.Atoi(s)
+		require.NoError(t, err, "IDEM_KILL_TRIALS must be an integer")
+		trials = n
+	}
+	const subject = `"account-4"`
+	dir := t.TempDir()
+	job := filepath.Join(dir, "changes.toml")
+	writeText(t, job, fmt.Sprintf(`name = "customer_state"
+pipeline = "versioned_changes"
+transform_version = 1
+schema_version = 1
+[input]
+path = %q
+[target]
+table = "customer_state"
+`, changesFixture(t, "batch-1.jsonl")))
+	steps := [][]string{
+		{"erase", job, "--key", "account-4"},
+		{"run", job, "--input", changesFixture(t, "batch-1.jsonl"), "--batch-id", "replay-1"},
+	}
+	type point struct {
+		name string
+		post bool
+	}
+	points := [][]point{
+		{{"after_target", false}, {"before_commit", false}, {"after_commit", true}, {"checkpoint", true}, {"after_checkpoint", true}},
+		{{"after_step:04_commit.sql", false}, {"before_commit", false}, {"after_commit", true}, {"checkpoint", true}},
+	}
+
+	// refs[k]: the folder after k clean steps (k = 0: after the three
+	// batches); dumps[k] its state; took[k] how long step k+1 took.
+	base := filepath.Join(dir, "work")
+	require.NoError(t, os.MkdirAll(base, 0o755))
+	db := func(work string) string { return filepath.Join(work, "idem.duckdb") }
+	for _, b := range []string{"batch-1", "batch-2", "batch-3"} {
+		r := killCLI(t, base, "", 0, "run", job, "--db", db(base), "--input", changesFixture(t, b+".jsonl"))
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+	var refs, dumps []string
+	var took []time.Duration
+	for k := 0; k <= len(steps); k++ {
+		if k > 0 {
+			start := time.Now()
+			r := killCLI(t, base, "", 0, append(steps[k-1], "--db", db(base), "--json")...)
+			took = append(took, time.Since(start))
+			require.Equal(t, 0, r.code, r.stderr)
+		}
+		ref := filepath.Join(dir, "refs", strconv.Itoa(k))
+		copyDir(t, base, ref)
+		refs = append(refs, ref)
+		dumps = append(dumps, crashedState(t, ref))
+	}
+	require.NotEmpty(t, storeHolds(t, db(refs[0]), subject), "the subject is retained before the erasure")
+
+	check := func(t *testing.T, k int, work string, r idemResult, post bool, how string) {
+		t.Helper()
+		if r.killed {
+			got := crashedState(t, work)
+			switch {
+			case got == dumps[k] && !post:
+			case got == dumps[k+1]:
+				post = true
+			default:
+				require.Failf(t, "mixed state", "%s: neither the pre- nor the post-step state: %s", how, firstDiff(dumps[k], got))
+			}
+			// Any command that opens the database, a read-only one too,
+			// finishes the killed command's file work.
+			q := killCLI(t, work, "", 0, "query", "--db", db(work), "SELECT count(*) FROM idem.snapshots")
+			require.Equal(t, 0, q.code, "%s: query after the kill: %s", how, q.stderr)
+			requireStoreIsCommitted(t, db(work))
+			if post || k == 1 {
+				require.Empty(t, storeHolds(t, db(work), subject), "%s: after a read-only command", how)
+			}
+			retry := killCLI(t, work, "", 0, append(steps[k], "--db", db(work), "--json")...)
+			require.Equal(t, 0, retry.code, "%s: retry: %s", how, retry.stderr)
+			if post && k == 0 {
+				require.Contains(t, retry.stdout, `"already_erased":true`, how)
+			}
+			if post && k == 1 {
+				require.Contains(t, retry.stdout, `"decision":"already_committed"`, how)
+			}
+		} else {
+			require.Equal(t, 0, r.code, "%s: %s", how, r.stderr)
+		}
+		require.Equal(t, dumps[k+1], dumpState(t, db(work)), "%s: not the state of one clean step", how)
+		require.Empty(t, storeHolds(t, db(work), subject), "%s: the erased subject survives in the retained inputs", how)
+		requireStoreIsCommitted(t, db(work))
+		require.NoError(t, filepath.WalkDir(work, func(p string, d os.DirEntry, err error) error {
+			if err == nil && (strings.HasPrefix(d.Name(), ".idem-tmp-") || strings.HasPrefix(d.Name(), ".erase-")) {
+				return fmt.Errorf("%s: temporary file %s outlived the retry", how, p)
+			}
+			return err
+		}))
+	}
+
+	t.Run("fault_points", func(t *testing.T) {
+		for k := range steps {
+			for _, fp := range points[k] {
+				t.Run(fmt.Sprintf("step%d/%s", k+1, fp.name), func(t *testing.T) {
+					work := filepath.Join(t.TempDir(), "db")
+					copyDir(t, refs[k], work)
+					r := killCLI(t, work, fp.name, 0, append(steps[k], "--db", db(work), "--json")...)
+					require.True(t, r.killed, "IDEM_FAULT=%s: not killed (exit %d): %s", fp.name, r.code, r.stderr)
+					check(t, k, work, r, fp.post, "IDEM_FAULT="+fp.name)
+				})
+			}
+		}
+	})
+	t.Run("random_kills", func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+		for i := range trials {
+			k := rng.IntN(len(steps))
+			delay := time.Duration(rng.Int64N(int64(took[k]) + 1))
+			work := filepath.Join(t.TempDir(), fmt.Sprintf("trial%d", i))
+			copyDir(t, refs[k], work)
+			r := killCLI(t, work, "", delay, append(steps[k], "--db", db(work), "--json")...)
+			check(t, k, work, r, false, fmt.Sprintf("trial %d (step %d, kill after %s)", i, k+1, delay))
+		}
+	})
+}
+
+// killCLI runs this test binary as the idem CLI in folder work, with
+// IDEM_FAULT set to fault, SIGKILLed after delay when delay is above zero.
+func killCLI(t *testing.T, work, fault string, delay time.Duration, args ...string) idemResult {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(exe, args...)
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "IDEM_TEST_AS_CLI=1", "IDEM_FAULT="+fault)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Start())
+	if delay > 0 {
+		timer := time.AfterFunc(delay, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
+		defer timer.Stop()
+	}
+	err = cmd.Wait()
+	r := idemResult{stdout: stdout.String(), stderr: stderr.String()}
+	if err != nil {
+		_, ok := err.(*exec.ExitError)
+		require.True(t, ok, "run idem: %v", err)
+	}
+	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		require.Equal(t, syscall.SIGKILL, ws.Signal())
+		r.killed = true
+	} else {
+		r.code = ws.ExitStatus()
+	}
+	return r
+}
