@@ -111,20 +111,3 @@ SELECT name, arg_min(job, job), current_timestamp FROM (
 WHERE name NOT IN (SELECT name FROM idem.owners)
 GROUP BY name;
 `
-
-// planGuards is the owner and target guards for a plan, read from q without
-// writing: the reason a run would be refused, or "".
-func planGuards(ctx context.Context, q querier, job *Job, st jobState) (string, error) {
-	err := checkTarget(ctx, q, job, st)
-	if err == nil {
-		var ok bool
-		if ok, err = tableExists(ctx, q, "idem", "owners"); err == nil && ok {
-			err = checkOwners(ctx, q, job, false)
-		}
-	}
-	var re *RefusedError
-	if errors.As(err, &re) {
-		return re.Msg, nil
-	}
-	return "", err
-}

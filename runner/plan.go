@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 )
 
-// Plan is what a run would decide, computed without writing anything.
+// Plan is what a run would decide, computed without writing anything. Its
+// decision is in the words a run reports: loaded, applied, skipped,
+// already_committed, or refused (with the guard's message as the reason).
 type Plan struct {
 	Job       string   `json:"job"`
 	Mode      string   `json:"mode"`
-	Decision  string   `json:"decision"` // load, apply, skip, already_committed, refuse
+	Decision  string   `json:"decision"`
 	Changed   []string `json:"changed"`
 	FirstLoad bool     `json:"first_load"`
 	JobKey    string   `json:"job_key"`
@@ -22,92 +25,171 @@ type Plan struct {
 	Reason    string   `json:"reason,omitempty"`
 	NewFiles  []string `json:"new_files,omitempty"` // files-mode jobs
 	Parts     Parts    `json:"parts"`
+
+	// Refusal is the error the run would meet: a *RefusedError when the
+	// decision is refused, else nil. Error and ExitCode carry it in JSON,
+	// as a failed command's error object does.
+	Refusal  error  `json:"-"`
+	Error    string `json:"error,omitempty"`
+	ExitCode int    `json:"exit_code,omitempty"`
+}
+
+// refuse records the refusal a run would meet.
+func (p *Plan) refuse(err error, msg string) {
+	p.Decision, p.Reason, p.Refusal = DecisionRefused, msg, err
+	p.Error, p.ExitCode = err.Error(), ExitCode(err)
 }
 
 // PlanRun computes the decision a run of job would take against the
-// database at dbPath, opening it read-only (or not at all when it does not
-// exist yet). Nothing is written.
+// database at dbPath: it runs the run's own guards (decide) in a
+// transaction it rolls back, on the database opened read-only, or none at
+// all when the database or idem's tables do not exist yet. Nothing is
+// written. A refusal is reported in the plan (Decision refused, Refusal
+// set), not as the error; the error is for a plan that cannot be made.
 func PlanRun(ctx context.Context, dbPath string, job *Job, opts RunOptions, open OpenOptions) (*Plan, error) {
+	var db *DB
+	if _, err := os.Stat(dbPath); err == nil {
+		open.ReadOnly = true
+		if db, err = Open(ctx, dbPath, open); err != nil {
+			return nil, err
+		}
+		defer db.Close()
+		ok, err := tableExists(ctx, db.sql, "idem", "jobs")
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			db.Close()
+			db = nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+
+	// A files-mode run applies each new file as its batch: the plan is the
+	// first batch's, and lists them all. A chunked run's batches are known
+	// only once its input is staged: the plan checks the guards every chunk
+	// meets.
+	var newFiles []string
+	chunked := job.Input.ChunkRows > 0
+	if job.Input.Mode == InputModeFiles {
+		if opts.BatchID != "" || opts.From != nil {
+			return nil, usage("a files-mode job names its batches after its files: --batch-id, --from and --to do not apply")
+		}
+		var q querier
+		if db != nil {
+			q = db.sql
+		}
+		fresh, err := pendingFiles(ctx, q, job, opts)
+		var refused *RefusedError
+		if errors.As(err, &refused) {
+			return refusedPlan(ctx, db, job, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(fresh) == 0 {
+			return nothingNew(ctx, db, job)
+		}
+		newFiles = make([]string, len(fresh))
+		for i, f := range fresh {
+			newFiles[i] = f.Path
+		}
+		first := fresh[:1]
+		if job.Input.Batch == BatchAll {
+			first = fresh
+		}
+		opts.files = first
+		opts.BatchID = filepath.Base(first[0].Path)
+		if len(first) > 1 {
+			opts.BatchID += ".." + filepath.Base(first[len(first)-1].Path)
+		}
+	}
+
 	p, err := prepare(ctx, job, opts)
 	if err != nil {
 		return nil, err
 	}
-	plan := &Plan{Job: job.Name, Mode: job.Pipeline.Mode, JobKey: p.key, BatchID: p.batchID, Changed: []string{}, Parts: p.parts, Epoch: 1}
-	firstLoad := func() (*Plan, error) {
-		plan.FirstLoad = true
-		plan.Decision = map[string]string{ModeRefresh: "load", ModeApply: "apply"}[job.Pipeline.Mode]
-		return plan, planInputMode(ctx, nil, job, opts, plan) // files.go
+	plan := &Plan{Job: job.Name, Mode: job.Pipeline.Mode, JobKey: p.key, BatchID: p.batchID, Changed: []string{}, Parts: p.parts, Epoch: 1, NewFiles: newFiles}
+	if chunked {
+		plan.BatchID = ""
 	}
-	if _, err := os.Stat(dbPath); errors.Is(err, os.ErrNotExist) {
-		return firstLoad()
+	wouldWrite := map[string]string{ModeRefresh: DecisionLoaded, ModeApply: DecisionApplied}[job.Pipeline.Mode]
+	if db == nil {
+		plan.FirstLoad, plan.Decision = true, wouldWrite
+		return plan, nil
 	}
-	open.ReadOnly = true
-	db, err := Open(ctx, dbPath, open)
+	conn, err := db.sql.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("plan: connect %s: %w", dbPath, err)
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("plan: begin: %w", err)
+	}
+	defer tx.Rollback()
+	st, err := readState(ctx, tx, job.Name)
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
-	ok, err := tableExists(ctx, db.sql, "idem", "jobs")
-	if err != nil || !ok {
-		if err != nil {
-			return nil, err
+	plan.Snapshot, plan.Cursor, plan.Epoch = st.snapshot, st.cursor, st.epoch
+	plan.FirstLoad = !st.hasParts
+	if st.hasParts {
+		plan.Changed = nonNil(p.parts.Changed(st.parts))
+	}
+	if chunked {
+		// Chunk batch ids are named from the staged rows: no ledger check.
+		p.batchID = ""
+	}
+	res, _, _, done, err := db.decide(ctx, tx, job, p, opts, false)
+	var refused *RefusedError
+	switch {
+	case errors.As(err, &refused):
+		plan.refuse(err, refused.Msg)
+	case err != nil:
+		return nil, err
+	case done:
+		plan.Decision = res.Decision
+	default:
+		plan.Decision = wouldWrite
+		if chunked {
+			plan.Reason = fmt.Sprintf("chunks of %d rows by %s after watermark %d; skipped when nothing lies past it", job.Input.ChunkRows, job.Input.Watermark, st.cursor)
 		}
-		return firstLoad()
+	}
+	return plan, nil
+}
+
+// nothingNew is the plan of a files-mode job with no new file: the run
+// would be skipped and keep the job's key.
+func nothingNew(ctx context.Context, db *DB, job *Job) (*Plan, error) {
+	plan := &Plan{Job: job.Name, Mode: job.Pipeline.Mode, Decision: DecisionSkipped, Changed: []string{}, Epoch: 1,
+		NewFiles: []string{}, Reason: "nothing new: no file that is not committed"}
+	if db == nil {
+		return plan, nil
 	}
 	st, err := readState(ctx, db.sql, job.Name)
 	if err != nil {
 		return nil, err
 	}
-	reason, err := planGuards(ctx, db.sql, job, st) // owners.go
-	if err != nil {
-		return nil, err
-	}
-	if !st.hasParts {
-		plan.Epoch = st.epoch
-		if reason != "" {
-			plan.FirstLoad, plan.Decision, plan.Reason = true, "refuse", reason
-			return plan, nil
-		}
-		return firstLoad()
-	}
+	plan.JobKey, plan.Parts = st.key, st.parts
 	plan.Snapshot, plan.Cursor, plan.Epoch = st.snapshot, st.cursor, st.epoch
-	plan.Changed = nonNil(p.parts.Changed(st.parts))
-	exists, err := tableExists(ctx, db.sql, "main", job.Table)
-	if err != nil {
-		return nil, err
-	}
-	switch job.Pipeline.Mode {
-	case ModeRefresh:
-		if st.key == p.key && exists {
-			plan.Decision = "skip"
-		} else {
-			plan.Decision = "load"
+	return plan, nil
+}
+
+// refusedPlan is the plan of a run refused before it prepares its input
+// (a committed file that changed).
+func refusedPlan(ctx context.Context, db *DB, job *Job, refusal error) (*Plan, error) {
+	var refused *RefusedError
+	errors.As(refusal, &refused)
+	plan := &Plan{Job: job.Name, Mode: job.Pipeline.Mode, Changed: []string{}, Epoch: 1}
+	plan.refuse(refusal, refused.Msg)
+	if db != nil {
+		st, err := readState(ctx, db.sql, job.Name)
+		if err != nil {
+			return nil, err
 		}
-	case ModeApply:
-		var digest string
-		err := db.sql.QueryRowContext(ctx, `SELECT digest FROM idem.ledger WHERE job = ? AND batch_id = ?`, job.Name, p.batchID).Scan(&digest)
-		switch {
-		case err == nil && digest == p.digest:
-			plan.Decision = DecisionAlreadyCommitted
-		case err == nil:
-			plan.Decision, plan.Reason = "refuse", fmt.Sprintf("batch %s was committed with another digest", p.batchID)
-		case opts.From != nil && *opts.From != st.cursor:
-			plan.Decision, plan.Reason = "refuse", fmt.Sprintf("batch starts at %d but the cursor is %d", *opts.From, st.cursor)
-		default:
-			plan.Decision = "apply"
-		}
-	}
-	if err := planInputMode(ctx, db, job, opts, plan); err != nil { // files.go
-		return nil, err
-	}
-	if reason != "" {
-		plan.Decision, plan.Reason = "refuse", reason
-	}
-	if opts.Epoch != nil && *opts.Epoch != st.epoch {
-		plan.Decision, plan.Reason = "refuse", fmt.Sprintf("epoch %d is not the current epoch %d", *opts.Epoch, st.epoch)
-	}
-	if opts.ExpectParent != nil && *opts.ExpectParent != st.snapshot && (plan.Decision == "load" || plan.Decision == "apply") {
-		plan.Decision, plan.Reason = "refuse", fmt.Sprintf("stale parent: expected %d, latest is %d", *opts.ExpectParent, st.snapshot)
+		plan.Snapshot, plan.Cursor, plan.Epoch = st.snapshot, st.cursor, st.epoch
 	}
 	return plan, nil
 }

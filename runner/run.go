@@ -348,12 +348,20 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts RunOptions) (*Result, bool, error) {
-	st, err := readState(ctx, tx, job.Name)
+// decide runs the guards of a run inside tx and returns the run's result
+// so far: the job's state row, then epoch, table owners, the target's
+// integrity, key equality (refresh: skipped) or batch identity (apply:
+// already committed), cursor, the input mode's files or chunk, the expected
+// parent and the released SQL. done is true when the run has nothing to
+// write. A run decides with write; a plan decides the same way without it,
+// claiming no table and recording no released version, in a transaction it
+// rolls back.
+func (d *DB) decide(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts RunOptions, write bool) (res *Result, st jobState, exists, done bool, err error) {
+	st, err = readState(ctx, tx, job.Name)
 	if err != nil {
-		return nil, false, err
+		return nil, st, false, false, err
 	}
-	res := &Result{
+	res = &Result{
 		Job:         job.Name,
 		Pipeline:    job.Pipeline.Name,
 		Mode:        job.Pipeline.Mode,
@@ -379,17 +387,27 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 	// Guards, in the order of the batch lab: epoch, identity, cursor; then the
 	// expected parent.
 	if err := st.checkEpoch(job, opts.Epoch); err != nil {
-		return nil, false, err
+		return nil, st, false, false, err
 	}
-	if err := checkOwners(ctx, tx, job, true); err != nil {
-		return nil, false, err
+	// A plan may read a database from before idem.owners, which only a
+	// writable open creates.
+	owners := write
+	if !write {
+		if owners, err = tableExists(ctx, tx, "idem", "owners"); err != nil {
+			return nil, st, false, false, err
+		}
+	}
+	if owners {
+		if err := checkOwners(ctx, tx, job, write); err != nil {
+			return nil, st, false, false, err
+		}
 	}
 	if err := checkTarget(ctx, tx, job, st); err != nil {
-		return nil, false, err
+		return nil, st, false, false, err
 	}
-	exists, err := tableExists(ctx, tx, "main", job.Table)
+	exists, err = tableExists(ctx, tx, "main", job.Table)
 	if err != nil {
-		return nil, false, err
+		return nil, st, false, false, err
 	}
 	switch job.Pipeline.Mode {
 	case ModeRefresh:
@@ -399,36 +417,46 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 			var outcomes sql.NullString
 			if err := tx.QueryRowContext(ctx, `SELECT rows_in, outcomes FROM idem.snapshots WHERE job = ? AND snapshot = ?`,
 				job.Name, st.snapshot).Scan(&res.RowsIn, &outcomes); err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return nil, false, fmt.Errorf("read snapshot %d of job %s: %w", st.snapshot, job.Name, err)
+				return nil, st, false, false, fmt.Errorf("read snapshot %d of job %s: %w", st.snapshot, job.Name, err)
 			}
 			_ = json.Unmarshal([]byte(outcomes.String), &res.Outcomes)
 			res.RowsOut, err = countRows(ctx, tx, job.Table)
-			return res, false, err
+			return res, st, exists, true, err
 		}
 	case ModeApply:
 		done, err := d.checkLedger(ctx, tx, job, p, res)
 		if err != nil || done {
-			return res, false, err
+			return res, st, exists, true, err
 		}
 		if opts.From != nil && *opts.From != st.cursor {
 			what := "a gap"
 			if *opts.From < st.cursor {
 				what = "an overlap"
 			}
-			return nil, false, refuse("cursor", "batch %s starts at %d but the job's cursor is %d (%s): the next batch must start at %d", p.batchID, *opts.From, st.cursor, what, st.cursor)
+			return nil, st, false, false, refuse("cursor", "batch %s starts at %d but the job's cursor is %d (%s): the next batch must start at %d", p.batchID, *opts.From, st.cursor, what, st.cursor)
 		}
 		// Directory and chunked inputs (files.go, chunks.go).
 		if err := checkInputMode(ctx, tx, job, p, st, opts); err != nil {
-			return nil, false, err
+			return nil, st, false, false, err
 		}
 	}
 	// A retry whose work already landed (skipped, already committed) is
 	// answered above; only a run that would write checks its parent.
 	if err := st.checkParent(opts.ExpectParent); err != nil {
-		return nil, false, err
+		return nil, st, false, false, err
 	}
-	if err := checkReleased(ctx, tx, job); err != nil {
-		return nil, false, err
+	if err := checkReleased(ctx, tx, job, write); err != nil {
+		return nil, st, false, false, err
+	}
+	return res, st, exists, false, nil
+}
+
+
+
+func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts RunOptions) (*Result, bool, error) {
+	res, st, exists, nothing, err := d.decide(ctx, tx, job, p, opts, true)
+	if err != nil || nothing {
+		return res, false, err
 	}
 
 	// Load.
@@ -623,12 +651,17 @@ func (d *DB) checkLedger(ctx context.Context, tx *sql.Tx, job *Job, p *prepared,
 // checkReleased refuses a run whose transform or schema version's files no
 // longer match the sha256 recorded the first time this database used them,
 // and records versions seen for the first time.
-func checkReleased(ctx context.Context, tx *sql.Tx, job *Job) error {
+//
+// Without record (a plan), a version not recorded yet is left unrecorded.
+func checkReleased(ctx context.Context, tx *sql.Tx, job *Job, record bool) error {
 	check := func(kind string, version int, sum, what string) error {
 		var recorded string
 		err := tx.QueryRowContext(ctx, `SELECT sha256 FROM idem.released WHERE pipeline = ? AND kind = ? AND version = ?`,
 			job.Pipeline.Name, kind, version).Scan(&recorded)
 		if errors.Is(err, sql.ErrNoRows) {
+			if !record {
+				return nil
+			}
 			_, err = tx.ExecContext(ctx, `INSERT INTO idem.released VALUES (?, ?, ?, ?, current_timestamp)`, job.Pipeline.Name, kind, version, sum)
 			return err
 		}

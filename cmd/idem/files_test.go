@@ -119,7 +119,7 @@ func TestFilesAllInOneBatch(t *testing.T) {
 
 	code, out, errOut := cli(t, "plan", job, "--json")
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, `"decision":"apply"`)
+	require.Contains(t, out, `"decision":"applied"`)
 	require.Contains(t, out, `"new_files":["`+filepath.Join(dir, "landing", "a.jsonl")+`","`+filepath.Join(dir, "landing", "b.jsonl")+`"]`)
 
 	code, out, errOut = cli(t, "run", job, "--json")
@@ -128,7 +128,7 @@ func TestFilesAllInOneBatch(t *testing.T) {
 
 	code, out, errOut = cli(t, "plan", job, "--json")
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, `"decision":"skip"`)
+	require.Contains(t, out, `"decision":"skipped"`)
 	require.Equal(t, []string{"a.jsonl..b.jsonl", "a.jsonl..b.jsonl"}, queryStrs(t, db, `SELECT batch_id FROM idem.files ORDER BY path`))
 	require.Equal(t, []int64{6}, queryInts(t, db, `SELECT count(*) FROM trips_outcomes WHERE outcome = 'accepted'`))
 

@@ -90,10 +90,10 @@ func TestTablesBelongToOneJob(t *testing.T) {
 			if args[0] == "run" {
 				// plan says so too, without writing.
 				r = callIdem(t, "plan", args[1], "--json")
-				require.Equal(t, 0, r.code, r.stderr)
+				require.Equal(t, runner.ExitRefused, r.code, "plan exits as the run would: %s", r.stderr)
 				var plan runner.Plan
 				require.NoError(t, json.Unmarshal([]byte(r.stdout), &plan), r.stdout)
-				require.Equal(t, "refuse", plan.Decision)
+				require.Equal(t, runner.DecisionRefused, plan.Decision)
 				require.Contains(t, "refused: "+plan.Reason, tc.want)
 			}
 		})

@@ -43,7 +43,7 @@ func TestJobPathsResolveFromJobFolder(t *testing.T) {
 		require.Equal(t, []string{"skipped"}, jsonDecisions(t, r.stdout), "from %s", c.dir)
 		r = runCLI(t, c.dir, "", "plan", c.job, "--json")
 		require.Equal(t, 0, r.code, r.stderr)
-		require.Contains(t, r.stdout, `"decision":"skip"`, "plan from %s", c.dir)
+		require.Contains(t, r.stdout, `"decision":"skipped"`, "plan from %s", c.dir)
 		r = runCLI(t, c.dir, "", "lint", c.job)
 		require.Equal(t, 0, r.code, r.stdout+r.stderr)
 	}
@@ -173,7 +173,7 @@ func TestDatabaseFolderCreated(t *testing.T) {
 	}
 	code, out, errOut := cli(t, "plan", e.changes, "--db", db, "--json")
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, `"decision":"apply"`)
+	require.Contains(t, out, `"decision":"applied"`)
 	require.NoDirExists(t, filepath.Join(e.dir, "new"))
 
 	code, out, errOut = cli(t, "run", e.changes, "--db", db, "--json")

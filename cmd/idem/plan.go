@@ -11,11 +11,18 @@ import (
 
 func (a *app) newPlanCmd() *cobra.Command {
 	var f dbFlags
+	var w writerFlags
 	var input, batchID string
 	var from, to int64
 	cmd := &cobra.Command{
 		Use:   "plan JOB",
 		Short: "Show what a run would decide and which key parts changed, writing nothing",
+		Long: `Show what idem run JOB would decide, writing nothing: plan runs the run's
+own guards (epoch, table owners, the target's integrity, batch identity,
+cursor, committed files, expected parent, released SQL) in a transaction
+it rolls back, on the database opened read-only. The decision is in the
+run's words (loaded, applied, skipped, already_committed, refused); a
+refused plan exits 3, as the run would, with --json too.`,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			job, err := loadJob(args[0])
@@ -23,6 +30,7 @@ func (a *app) newPlanCmd() *cobra.Command {
 				return a.fail(f.jsonOut, err)
 			}
 			opts := runner.RunOptions{Input: input, BatchID: batchID}
+			opts.ExpectParent, opts.Epoch = w.guards(cmd)
 			if cmd.Flags().Changed("from") && cmd.Flags().Changed("to") {
 				opts.From, opts.To = &from, &to
 			}
@@ -35,27 +43,59 @@ func (a *app) newPlanCmd() *cobra.Command {
 				return a.fail(f.jsonOut, err)
 			}
 			if f.jsonOut {
-				return a.printJSON(plan)
-			}
-			changed := "first load"
-			if !plan.FirstLoad {
-				changed = "nothing changed"
-				if len(plan.Changed) > 0 {
-					changed = strings.Join(plan.Changed, ", ") + " changed"
+				if err := a.printJSON(plan); err != nil {
+					return err
 				}
+			} else {
+				a.printPlan(plan)
 			}
-			fmt.Fprintf(a.stdout, "%s: would %s (%s)\n", plan.Job, plan.Decision, changed)
-			if plan.Reason != "" {
-				fmt.Fprintf(a.stdout, "  reason    %s\n", plan.Reason)
+			if plan.Refusal != nil {
+				// The run would be refused: the plan exits as the run would.
+				fmt.Fprintf(a.stderr, "idem: %v\n", plan.Refusal)
+				return &codeError{code: plan.ExitCode}
 			}
-			fmt.Fprintf(a.stdout, "  snapshot  %d\n  job key   %s\n", plan.Snapshot, plan.JobKey)
 			return nil
 		},
 	}
 	f.register(cmd)
+	w.register(cmd)
 	cmd.Flags().StringVar(&input, "input", "", "input path or glob (overrides [input] path)")
 	cmd.Flags().StringVar(&batchID, "batch-id", "", "batch id of an apply run")
 	cmd.Flags().Int64Var(&from, "from", 0, "the batch covers source positions (from, to]")
 	cmd.Flags().Int64Var(&to, "to", 0, "upper bound of the batch's source positions")
 	return cmd
+}
+
+// printPlan prints a plan in the words of the run it announces.
+func (a *app) printPlan(plan *runner.Plan) {
+	what := "would be " + plan.Decision
+	switch {
+	case plan.Decision == runner.DecisionAlreadyCommitted:
+		what = "already committed: a run would write nothing"
+	case plan.Decision == runner.DecisionSkipped:
+		what = "would be skipped: nothing changed"
+		if plan.Reason != "" {
+			what = "would be skipped: " + plan.Reason
+		}
+	case plan.Decision == runner.DecisionRefused:
+		what = "would be refused"
+	case plan.FirstLoad:
+		what += " (first load)"
+	case len(plan.Changed) > 0:
+		what += " [" + strings.Join(plan.Changed, ", ") + " changed]"
+	}
+	fmt.Fprintf(a.stdout, "%s: %s\n", plan.Job, what)
+	if plan.Reason != "" && plan.Decision != runner.DecisionSkipped {
+		fmt.Fprintf(a.stdout, "  reason    %s\n", plan.Reason)
+	}
+	if len(plan.NewFiles) > 0 {
+		fmt.Fprintf(a.stdout, "  new files %s\n", strings.Join(plan.NewFiles, ", "))
+	}
+	if plan.BatchID != "" {
+		fmt.Fprintf(a.stdout, "  batch     %s\n", escapeCell(plan.BatchID))
+	}
+	fmt.Fprintf(a.stdout, "  snapshot  %d\n", plan.Snapshot)
+	if plan.JobKey != "" {
+		fmt.Fprintf(a.stdout, "  job key   %s\n", plan.JobKey)
+	}
 }

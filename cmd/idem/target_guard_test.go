@@ -39,10 +39,10 @@ func TestChangedTargetIsRefused(t *testing.T) {
 			}
 
 			r := callIdem(t, "plan", j.file, "--input", changesFixture(t, "batch-3.jsonl"), "--json")
-			require.Equal(t, 0, r.code, r.stderr)
+			require.Equal(t, runner.ExitRefused, r.code, "plan exits as the run would: %s", r.stderr)
 			var plan runner.Plan
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &plan), r.stdout)
-			require.Equal(t, "refuse", plan.Decision)
+			require.Equal(t, runner.DecisionRefused, plan.Decision)
 			require.Contains(t, plan.Reason, tc.want)
 
 			r = callIdem(t, "rollback", j.file, "--to-snapshot", "2")

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-dev/idem/runner"
+)
+
+// planThenRun plans args (a run's arguments after the job), requires that
+// the plan changed nothing, then runs them, and requires the two to agree:
+// the same decision in the same words, the same exit code, the same
+// refusal text, and for a run that would write the job key the run uses.
+func planThenRun(t *testing.T, db, job string, args ...string) (runner.Plan, cliResult) {
+	t.Helper()
+	before := captureState(t, db)
+	p := callIdem(t, append([]string{"plan", job, "--json"}, args...)...)
+	require.Equal(t, before, captureState(t, db), "plan %v changed the database", args)
+	var plan runner.Plan
+	require.NoError(t, json.Unmarshal([]byte(p.stdout), &plan), "plan %v: %s %s", args, p.stdout, p.stderr)
+
+	r := callIdem(t, append([]string{"run", job, "--json"}, args...)...)
+	require.Equal(t, r.code, p.code, "plan %v exits as the run does: plan %s / run %s", args, p.stderr, r.stderr)
+	if r.code != 0 {
+		require.Equal(t, runner.DecisionRefused, plan.Decision, "plan %v: %s", args, p.stdout)
+		require.Equal(t, r.stderr, p.stderr, "plan %v gives the run's refusal", args)
+		var e struct {
+			Error    string `json:"error"`
+			ExitCode int    `json:"exit_code"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &e))
+		require.Equal(t, e.Error, plan.Error)
+		require.Equal(t, e.ExitCode, plan.ExitCode)
+		return plan, r
+	}
+	var res struct {
+		Decision string `json:"decision"`
+		JobKey   string `json:"job_key"`
+		Runs     []struct {
+			Decision string `json:"decision"`
+			JobKey   string `json:"job_key"`
+		} `json:"runs"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), r.stdout)
+	require.Equal(t, res.Decision, plan.Decision, "plan %v decides as the run does", args)
+	key := res.JobKey
+	if len(res.Runs) > 0 {
+		key = res.Runs[0].JobKey
+	}
+	if plan.Decision == runner.DecisionApplied || plan.Decision == runner.DecisionLoaded {
+		require.Equal(t, key, plan.JobKey, "plan %v names the key the run uses", args)
+	}
+	return plan, r
+}
+
+// TestPlanAgreesWithRun: plan runs the run's own guards, so for every
+// decision a run can take (first load, applied, already committed, a
+// changed batch, a cursor gap, a stale epoch or parent, released SQL
+// edited in place) plan says the same in the same words and exits alike.
+func TestPlanAgreesWithRun(t *testing.T) {
+	t.Parallel()
+	j := newGuardJob(t)
+	batch2 := changesFixture(t, "batch-2.jsonl")
+	changed := j.input("batch-2.jsonl", `{"change_id":"x","entity_id":"e","source_version":1,"operation":"upsert","value":"v"}`)
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"first load", nil, runner.DecisionApplied},
+		{"the same batch again", nil, runner.DecisionAlreadyCommitted},
+		{"a new batch", []string{"--input", batch2}, runner.DecisionApplied},
+		{"the batch id with other content", []string{"--input", changed}, runner.DecisionRefused},
+		{"a stale parent", []string{"--input", changesFixture(t, "batch-3.jsonl"), "--expect-parent", "1"}, runner.DecisionRefused},
+		{"a stale epoch", []string{"--input", changesFixture(t, "batch-3.jsonl"), "--epoch", "7"}, runner.DecisionRefused},
+		{"a cursor gap", []string{"--input", changesFixture(t, "batch-3.jsonl"), "--from", "5", "--to", "9"}, runner.DecisionRefused},
+	}
+	for _, tc := range cases {
+		plan, _ := planThenRun(t, j.db, j.file, tc.args...)
+		require.Equal(t, tc.want, plan.Decision, tc.name)
+	}
+}
+
+// TestPlanSeesEditedReleasedSQL is the new user's case: after editing an
+// already-run transform file, plan said "would load (first load)" while the
+// run refused with exit 3. Now both refuse, alike.
+func TestPlanSeesEditedReleasedSQL(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "proj")
+	r := callIdem(t, "init", dir, "--pipeline", "events", "--mode", "refresh")
+	require.Equal(t, 0, r.code, r.stderr)
+	job := filepath.Join(dir, "events.toml")
+	db := filepath.Join(dir, "data", "events.duckdb")
+	plan, _ := planThenRun(t, db, job)
+	require.Equal(t, runner.DecisionLoaded, plan.Decision)
+	require.True(t, plan.FirstLoad)
+	plan, _ = planThenRun(t, db, job)
+	require.Equal(t, runner.DecisionSkipped, plan.Decision)
+
+	steps, err := filepath.Glob(filepath.Join(dir, "events", "transform", "v1", "*.sql"))
+	require.NoError(t, err)
+	require.NotEmpty(t, steps)
+	text, err := os.ReadFile(steps[len(steps)-1])
+	require.NoError(t, err)
+	writeFile(t, steps[len(steps)-1], string(text)+"\n-- edited after release\n")
+	plan, r = planThenRun(t, db, job)
+	require.Equal(t, runner.DecisionRefused, plan.Decision)
+	require.Equal(t, runner.ExitRefused, r.code)
+	require.Contains(t, plan.Reason, "was edited after release")
+}
+
+// TestPlanOfAFilesJob: with no new file plan says skipped, as the run does,
+// and gives the job's key, not a key of no input; with new files it gives
+// the first batch's key, which the run then uses; a committed file that
+// changed is refused by both.
+func TestPlanOfAFilesJob(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	job := filepath.Join(dir, "trips.toml")
+	writeFile(t, job, filesJob(dir, "per_file"))
+	db := filepath.Join(dir, "test.duckdb")
+	landing(t, dir, "a.jsonl", 0, 3)
+	landing(t, dir, "b.jsonl", 3, 3)
+
+	plan, _ := planThenRun(t, db, job)
+	require.Equal(t, runner.DecisionApplied, plan.Decision)
+	require.Len(t, plan.NewFiles, 2)
+
+	plan, r := planThenRun(t, db, job)
+	require.Equal(t, runner.DecisionSkipped, plan.Decision)
+	require.Equal(t, "nothing new: no file that is not committed", plan.Reason)
+	require.Empty(t, plan.Changed)
+	key := queryStrs(t, db, `SELECT job_key FROM idem.jobs WHERE job = 'trips'`)
+	require.Equal(t, key, []string{plan.JobKey}, "the key the job holds, not one of no input")
+	human := callIdem(t, "plan", job)
+	require.Equal(t, 0, human.code)
+	require.Contains(t, human.stdout, "trips: would be skipped: nothing new")
+	_ = r
+
+	landing(t, dir, "a.jsonl", 0, 4) // a committed file edited
+	plan, _ = planThenRun(t, db, job)
+	require.Equal(t, runner.DecisionRefused, plan.Decision)
+	require.Contains(t, plan.Reason, "a.jsonl")
+}
