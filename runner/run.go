@@ -451,8 +451,6 @@ func (d *DB) decide(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts
 	return res, st, exists, false, nil
 }
 
-
-
 func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts RunOptions) (*Result, bool, error) {
 	res, st, exists, nothing, err := d.decide(ctx, tx, job, p, opts, true)
 	if err != nil || nothing {

@@ -23,7 +23,7 @@ cursor, committed files, expected parent, released SQL) in a transaction
 it rolls back, on the database opened read-only. The decision is in the
 run's words (loaded, applied, skipped, already_committed, refused); a
 refused plan exits 3, as the run would, with --json too.`,
-		Args:  cobra.ExactArgs(1),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			job, err := loadJob(args[0])
 			if err != nil {
