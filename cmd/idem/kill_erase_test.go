@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -158,28 +155,5 @@ func killCLI(t *testing.T, work, fault string, delay time.Duration, args ...stri
 	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
-	cmd := exec.Command(exe, args...)
-	cmd.Dir = work
-	cmd.Env = append(os.Environ(), "IDEM_TEST_AS_CLI=1", "IDEM_FAULT="+fault)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Start())
-	if delay > 0 {
-		timer := time.AfterFunc(delay, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
-		defer timer.Stop()
-	}
-	err = cmd.Wait()
-	r := idemResult{stdout: stdout.String(), stderr: stderr.String()}
-	if err != nil {
-		_, ok := err.(*exec.ExitError)
-		require.True(t, ok, "run idem: %v", err)
-	}
-	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if ws.Signaled() {
-		require.Equal(t, syscall.SIGKILL, ws.Signal())
-		r.killed = true
-	} else {
-		r.code = ws.ExitStatus()
-	}
-	return r
+	return runIdemCmd(t, exe, work, fault, delay, []string{"IDEM_TEST_AS_CLI=1"}, args...)
 }
