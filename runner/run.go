@@ -166,6 +166,9 @@ type prepared struct {
 	// scrubbed are retained raw copies replaced by copies without erased
 	// rows; they are deleted after the commit (see scrubErased).
 	scrubbed []string
+	// retained is set once the run starts copying its input into the
+	// store: a run that then commits nothing sweeps its copy away.
+	retained bool
 }
 
 func prepare(ctx context.Context, job *Job, opts RunOptions) (*prepared, error) {
@@ -270,8 +273,10 @@ func (d *DB) run(ctx context.Context, job *Job, opts RunOptions) (*Result, error
 	res, logRow, err := d.runTx(ctx, tx, job, p, opts)
 	if err != nil || res.Decision == DecisionSkipped || res.Decision == DecisionAlreadyCommitted {
 		rbErr := tx.Rollback()
-		// The copy this run retained is named by no committed row.
-		_, _ = d.sweepInputs(context.WithoutCancel(ctx))
+		if p.retained {
+			// The copy this run retained is named by no committed row.
+			_, _ = d.sweepInputs(context.WithoutCancel(ctx))
+		}
 		if err != nil {
 			err = canceled(ctx, err)
 			decision := DecisionFailed
@@ -459,6 +464,7 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 
 	// Load.
 	done := opts.Progress.step("retain input")
+	p.retained = true
 	err = retain(ctx, d.path, p.files, opts.Progress)
 	done()
 	if err != nil {
