@@ -96,7 +96,7 @@ func (d *DB) RunChunks(ctx context.Context, job *Job, opts RunOptions) (*ChunksR
 	if opts.BatchID != "" || opts.From != nil {
 		return nil, d.logError(job, "", usage("a chunked job names its batches after its watermark: --batch-id, --from and --to do not apply"))
 	}
-	files, err := job.resolveInput(ctx, opts.Input, opts.Progress)
+	files, err := resolveJobInput(ctx, job, opts.Input, opts.Progress)
 	if err != nil {
 		return nil, d.logError(job, "", canceled(ctx, err))
 	}

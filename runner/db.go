@@ -37,10 +37,6 @@ type OpenOptions struct {
 
 var lockPID = regexp.MustCompile(`\(PID (\d+)\)`)
 
-// MaxThreads bounds the threads setting: DuckDB starts every thread it is
-// given, and 100000 of them took minutes before the first query ran.
-const MaxThreads = 1024
-
 // Open opens (creating it and its folders if needed, unless read-only) the
 // database at path and makes sure idem's own tables exist. A file held by
 // another process, or a new database another process is creating, gives a
@@ -420,9 +416,4 @@ func (d *DB) beginPinnedProgress(ctx context.Context, progress *Progress) (*sql.
 		return nil, nil, fmt.Errorf("begin: %w", err)
 	}
 	return conn, tx, nil
-}
-
-// quoteIdent quotes a SQL identifier.
-func quoteIdent(s string) string {
-	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/idem-dev/idem/runner/job"
 )
 
 // Named errors. The CLI maps them to exit codes in one place (see ExitCode).
@@ -14,11 +16,11 @@ var (
 	ErrRefused = errors.New("refused")
 	// ErrLocked means another process holds the database file for writing.
 	ErrLocked = errors.New("database is held by another writer")
-	// ErrUsage marks bad flags or arguments.
-	ErrUsage = errors.New("usage")
+	// ErrUsage marks bad flags or arguments (job.ErrUsage).
+	ErrUsage = job.ErrUsage
 	// ErrNoKey marks an apply pipeline or job without key columns: its rows
-	// would double on replay.
-	ErrNoKey = errors.New("no key columns")
+	// would double on replay (job.ErrNoKey).
+	ErrNoKey = job.ErrNoKey
 	// ErrCanceled means the run was interrupted and rolled back.
 	ErrCanceled = errors.New("canceled, nothing was committed")
 	// ErrFatal means DuckDB hit a fatal error and invalidated the open
@@ -54,26 +56,7 @@ func fatal(err error) error {
 
 // JobFileError is a problem in a job file or a pipeline definition: it names
 // the file, the line (0 when unknown) and the key.
-type JobFileError struct {
-	File string
-	Line int
-	Key  string
-	Msg  string
-	Err  error
-}
-
-func (e *JobFileError) Error() string {
-	loc := e.File
-	if e.Line > 0 {
-		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
-	}
-	if e.Key != "" {
-		return fmt.Sprintf("%s: %s: %s", loc, e.Key, e.Msg)
-	}
-	return fmt.Sprintf("%s: %s", loc, e.Msg)
-}
-
-func (e *JobFileError) Unwrap() error { return e.Err }
+type JobFileError = job.JobFileError
 
 // RefusedError is a guard's refusal. It wraps ErrRefused.
 type RefusedError struct {
@@ -107,11 +90,7 @@ func (e *LockedError) Error() string {
 func (e *LockedError) Unwrap() []error { return []error{ErrLocked, e.Err} }
 
 // UsageError is a bad flag or argument. It wraps ErrUsage.
-type UsageError struct{ Msg string }
-
-func (e *UsageError) Error() string { return e.Msg }
-
-func (e *UsageError) Unwrap() error { return ErrUsage }
+type UsageError = job.UsageError
 
 func usage(format string, args ...any) error {
 	return &UsageError{Msg: fmt.Sprintf(format, args...)}

@@ -96,7 +96,7 @@ func pendingFiles(ctx context.Context, q querier, job *Job, opts RunOptions) ([]
 	if opts.Input != "" {
 		pattern = opts.Input
 	}
-	files, err := job.resolveInput(ctx, opts.Input, opts.Progress)
+	files, err := resolveJobInput(ctx, job, opts.Input, opts.Progress)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +177,7 @@ type fileRecord struct {
 }
 
 // Committed files are recorded in idem.files under their path relative to
-// the job file's folder (see Job.filePath), and found again by file name:
+// the job file's folder (see jobFilePath), and found again by file name:
 // the name is the file's batch id and is unique in a listing, it does not
 // depend on the working directory a job runs from, and it also finds the
 // records of databases written before, whose paths were relative to the
@@ -213,9 +213,9 @@ func sameFile(recs []fileRecord, f InputFile) (fileRecord, bool) {
 	return fileRecord{}, false
 }
 
-// filePath is the path a file is recorded under: relative to the job
+// jobFilePath is the path a file is recorded under: relative to the job
 // file's folder, in slash form, whatever the working directory.
-func (j *Job) filePath(p string) string {
+func jobFilePath(j *Job, p string) string {
 	abs, err1 := filepath.Abs(p)
 	dir, err2 := filepath.Abs(filepath.Dir(j.File))
 	if err1 == nil && err2 == nil {
@@ -286,7 +286,7 @@ func recordFiles(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, res *Re
 	}
 	for _, f := range p.files {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO idem.files VALUES (?, ?, ?, ?, ?, ?, current_timestamp)`,
-			job.Name, job.filePath(f.Path), f.SHA256, f.Size, p.batchID, res.Snapshot); err != nil {
+			job.Name, jobFilePath(job, f.Path), f.SHA256, f.Size, p.batchID, res.Snapshot); err != nil {
 			return fmt.Errorf("record file %s: %w", f.Path, err)
 		}
 	}

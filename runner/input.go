@@ -427,8 +427,6 @@ func csvHeader(f InputFile) ([]string, error) {
 	return rec, nil
 }
 
-func sqlString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-
 func originalPath(files []InputFile, retained string) string {
 	for _, f := range files {
 		if f.Retained == retained {

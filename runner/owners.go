@@ -24,7 +24,7 @@ type ownedName struct {
 }
 
 // ownedNames are the target, the companions and the history of job.
-func (j *Job) ownedNames() []ownedName {
+func ownedNames(j *Job) []ownedName {
 	names := []ownedName{{key: ownerKey("main", j.Table), display: fmt.Sprintf("table %q", j.Table)}}
 	suffixes := map[string]bool{}
 	for _, text := range append([]string{j.DDL}, stepTexts(j.Steps)...) {
@@ -61,7 +61,7 @@ func ownerKey(schema, name string) string { return strings.ToLower(schema + "." 
 // belongs to another job. With claim, it records the names not yet claimed
 // as job's, in tx: they stay claimed only if tx commits.
 func checkOwners(ctx context.Context, tx querier, job *Job, claim bool) error {
-	for _, n := range job.ownedNames() {
+	for _, n := range ownedNames(job) {
 		var owner string
 		err := tx.QueryRowContext(ctx, `SELECT job FROM idem.owners WHERE name = ? ORDER BY job LIMIT 1`, n.key).Scan(&owner)
 		switch {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -215,16 +214,16 @@ func jobAt(job *Job, row *SnapshotRow) (*Job, error) {
 	if t, ok := parts.Config["target"].(string); ok && t != "" {
 		at.Table = t
 	}
-	if err := at.restoreShape(parts.Config); err != nil {
+	if err := at.RestoreShape(parts.Config); err != nil {
 		return nil, fmt.Errorf("rerun: snapshot %d of %s: %w", row.Snapshot, job.Name, err)
 	}
 	// The same functions as a run's key parts: a generic pipeline's schema
 	// part hashes the DDL expanded with the recorded columns.
-	if got := at.transformPart(); got.SHA256 != parts.Transform.SHA256 {
+	if got := at.TransformPart(); got.SHA256 != parts.Transform.SHA256 {
 		return nil, refuse("rerun", "snapshot %d of %s was built with transform v%d of %s with sha256 %s; its files now have sha256 %s: cannot rebuild it with other SQL",
 			row.Snapshot, job.Name, parts.Transform.Version, p.Name, short(parts.Transform.SHA256), short(got.SHA256))
 	}
-	if got := at.schemaPart(); got.SHA256 != parts.Schema.SHA256 {
+	if got := at.SchemaPart(); got.SHA256 != parts.Schema.SHA256 {
 		return nil, refuse("rerun", "snapshot %d of %s was built with schema v%d of %s with sha256 %s; its file now has sha256 %s: cannot rebuild it with other DDL",
 			row.Snapshot, job.Name, parts.Schema.Version, p.Name, short(parts.Schema.SHA256), short(got.SHA256))
 	}
@@ -257,40 +256,6 @@ func jobAt(job *Job, row *SnapshotRow) (*Job, error) {
 		at.Params[name] = cv
 	}
 	return &at, nil
-}
-
-// restoreShape sets a generic pipeline's columns, key and ordering column
-// to the ones recorded in a snapshot's config part, so a rebuild uses the
-// shape the snapshot was built with, whatever the job file says now.
-func (j *Job) restoreShape(config map[string]any) error {
-	if !j.Pipeline.Generic {
-		return nil
-	}
-	cols, ok := config["columns"].([]any)
-	if !ok {
-		return errors.New("no recorded columns for a generic pipeline")
-	}
-	j.Columns = make([]Column, 0, len(cols))
-	for _, c := range cols {
-		pair, ok := c.([]any)
-		if !ok || len(pair) != 2 {
-			return fmt.Errorf("recorded column %v is not [name, type]", c)
-		}
-		name, _ := pair[0].(string)
-		typ, _ := pair[1].(string)
-		j.Columns = append(j.Columns, Column{Name: name, Type: typ})
-	}
-	j.Key = nil
-	keys, _ := config["key"].([]any)
-	for _, k := range keys {
-		name, _ := k.(string)
-		j.Key = append(j.Key, name)
-	}
-	j.OrderBy, _ = config["order_by"].(string)
-	cp := *j.Pipeline
-	cp.Columns, cp.Key = j.Columns, j.Key
-	j.Pipeline = &cp
-	return nil
 }
 
 func short(sum string) string {

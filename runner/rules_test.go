@@ -80,7 +80,7 @@ name = "value_short"
 sql = "length(value) <= 5"
 `)])
 	require.Len(t, without.Rules, 1)
-	require.NotEqual(t, string(canonicalJSON(with.config("jsonl"))), string(canonicalJSON(without.config("jsonl"))))
+	require.NotEqual(t, string(canonicalJSON(with.Config("jsonl"))), string(canonicalJSON(without.Config("jsonl"))))
 }
 
 // TestRuleValidation: a rule that is not a deterministic expression of the
@@ -180,17 +180,17 @@ sql = ` + strconv.Quote(c.sql) + `
 // regexps, CASE, BETWEEN, IN, TRY_CAST, NULL handling, string, math, date
 // arithmetic, a qualified column.
 var acceptedRules = []Rule{
-	{"trimmed", "length(trim(value)) <= 5 OR value IS NULL"},
-	{"like", "entity_id NOT LIKE 'test-%' AND entity_id NOT ILIKE 'TMP%'"},
-	{"regexp", "regexp_full_match(coalesce(value, ''), '[a-z0-9]*')"},
-	{"try_cast", "TRY_CAST(value AS INTEGER) IS NULL OR TRY_CAST(value AS INTEGER) < 100"},
-	{"case", "CASE WHEN operation = 'delete' THEN value IS NULL ELSE value IS NOT NULL END"},
-	{"between", "version BETWEEN 1 AND 1000"},
-	{"in_list", "version % 10 NOT IN (7, 8)"},
-	{"math", "abs(version - 500) >= 1 AND round(sqrt(version), 2) > 0"},
-	{"dates", "make_date(2020, 1, 1) + TRY_CAST(version AS INTEGER) < DATE '2030-01-01' AND year(DATE '2020-01-01' + INTERVAL 1 DAY) = 2020"},
-	{"qualified", "staged.change_id <> upper(staged.change_id) OR nullif(change_id, '') IS NOT NULL"},
-	{"strings", "md5(entity_id) <> '' AND concat_ws('-', entity_id, change_id) NOT LIKE '%--%' AND split_part(coalesce(value, 'x'), 'z', 1) IS NOT NULL"},
+	{Name: "trimmed", SQL: "length(trim(value)) <= 5 OR value IS NULL"},
+	{Name: "like", SQL: "entity_id NOT LIKE 'test-%' AND entity_id NOT ILIKE 'TMP%'"},
+	{Name: "regexp", SQL: "regexp_full_match(coalesce(value, ''), '[a-z0-9]*')"},
+	{Name: "try_cast", SQL: "TRY_CAST(value AS INTEGER) IS NULL OR TRY_CAST(value AS INTEGER) < 100"},
+	{Name: "case", SQL: "CASE WHEN operation = 'delete' THEN value IS NULL ELSE value IS NOT NULL END"},
+	{Name: "between", SQL: "version BETWEEN 1 AND 1000"},
+	{Name: "in_list", SQL: "version % 10 NOT IN (7, 8)"},
+	{Name: "math", SQL: "abs(version - 500) >= 1 AND round(sqrt(version), 2) > 0"},
+	{Name: "dates", SQL: "make_date(2020, 1, 1) + TRY_CAST(version AS INTEGER) < DATE '2030-01-01' AND year(DATE '2020-01-01' + INTERVAL 1 DAY) = 2020"},
+	{Name: "qualified", SQL: "staged.change_id <> upper(staged.change_id) OR nullif(change_id, '') IS NOT NULL"},
+	{Name: "strings", SQL: "md5(entity_id) <> '' AND concat_ws('-', entity_id, change_id) NOT LIKE '%--%' AND split_part(coalesce(value, 'x'), 'z', 1) IS NOT NULL"},
 }
 
 // TestAcceptedRulesLoad: every accepted kind of rule loads.

@@ -187,7 +187,7 @@ func prepare(ctx context.Context, job *Job, opts RunOptions) (*prepared, error) 
 	if files == nil {
 		var err error
 		done := opts.Progress.step("hash input")
-		files, err = job.resolveInput(ctx, opts.Input, opts.Progress)
+		files, err = resolveJobInput(ctx, job, opts.Input, opts.Progress)
 		done()
 		if err != nil {
 			return nil, err
@@ -199,9 +199,9 @@ func prepare(ctx context.Context, job *Job, opts RunOptions) (*prepared, error) 
 	}
 	parts := Parts{
 		Input:     inputDigest(files),
-		Transform: job.transformPart(),
-		Config:    job.config(format),
-		Schema:    job.schemaPart(),
+		Transform: job.TransformPart(),
+		Config:    job.Config(format),
+		Schema:    job.SchemaPart(),
 	}
 	p := &prepared{files: files, format: format, parts: parts, key: parts.Key()}
 	p.digest = parts.Input
@@ -226,18 +226,6 @@ func prepare(ctx context.Context, job *Job, opts RunOptions) (*prepared, error) 
 		}
 	}
 	return p, nil
-}
-
-// config is the config part of the key: everything in the job that shapes
-// rows. Never the database path or connection settings.
-func (j *Job) config(format string) map[string]any {
-	c := map[string]any{
-		"params": j.Params,
-		"target": j.Table,
-		"format": format,
-	}
-	j.extendConfig(c) // job-declared columns, input mode, rules (jobext.go)
-	return c
 }
 
 // Run runs job once: one transaction on one pinned connection that either

@@ -1,12 +1,11 @@
-package runner
+package job
 
 import (
 	"bufio"
 	"bytes"
-	"context"
+	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/BurntSushi/toml"
 )
@@ -50,7 +49,7 @@ func (j *Job) applyExtensions(data []byte, md toml.MetaData, jf *jobFile) error 
 			}
 			name := k[2]
 			key := "input.columns." + name
-			if !identifier.MatchString(name) {
+			if !Identifier.MatchString(name) {
 				return bad(key, "column name %q must be letters, digits and underscores, starting with a letter", name)
 			}
 			if name[0] == '_' || strings.HasPrefix(strings.ToLower(name), "idem") {
@@ -175,9 +174,9 @@ func (j *Job) applyExtensions(data []byte, md toml.MetaData, jf *jobFile) error 
 		names := map[string]bool{}
 		for i, r := range jf.Quality.Rules {
 			loc := func(msg string, args ...any) error {
-				return &JobFileError{File: j.File, Line: ruleLine(data, i), Key: fmt.Sprintf("quality.rules[%d]", i+1), Msg: fmt.Sprintf(msg, args...)}
+				return &JobFileError{File: j.File, Line: RuleLine(data, i), Key: fmt.Sprintf("quality.rules[%d]", i+1), Msg: fmt.Sprintf(msg, args...)}
 			}
-			if !identifier.MatchString(r.Name) {
+			if !Identifier.MatchString(r.Name) {
 				return loc("rule name %q must be letters, digits and underscores, starting with a letter", r.Name)
 			}
 			if names[r.Name] {
@@ -188,12 +187,8 @@ func (j *Job) applyExtensions(data []byte, md toml.MetaData, jf *jobFile) error 
 				return loc("rule %s: sql is empty", r.Name)
 			}
 		}
+		// Proving the rules needs DuckDB: runner.ParseJob does it, last.
 		j.Rules = jf.Quality.Rules
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if i, err := validateRules(ctx, j); err != nil {
-			return &JobFileError{File: j.File, Line: ruleLine(data, i), Key: fmt.Sprintf("quality.rules[%d]", i+1), Msg: err.Error()}
-		}
 	}
 	return nil
 }
@@ -232,13 +227,13 @@ func (j *Job) extendConfig(c map[string]any) {
 // change of declared columns rebuilds the target.
 func (j *Job) schemaDigest() string {
 	if j.Pipeline.Generic {
-		return digestString(j.Expand(j.DDL))
+		return DigestString(j.Expand(j.DDL))
 	}
-	return digestString(j.DDL)
+	return DigestString(j.DDL)
 }
 
-// ruleLine finds the line of the i-th [[quality.rules]] header (0-based).
-func ruleLine(data []byte, i int) int {
+// RuleLine finds the line of the i-th [[quality.rules]] header (0-based).
+func RuleLine(data []byte, i int) int {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
 	n, seen := 0, 0
@@ -253,4 +248,38 @@ func ruleLine(data []byte, i int) int {
 		}
 	}
 	return 0
+}
+
+// RestoreShape sets a generic pipeline's columns, key and ordering column
+// to the ones recorded in a snapshot's config part, so a rebuild uses the
+// shape the snapshot was built with, whatever the job file says now.
+func (j *Job) RestoreShape(config map[string]any) error {
+	if !j.Pipeline.Generic {
+		return nil
+	}
+	cols, ok := config["columns"].([]any)
+	if !ok {
+		return errors.New("no recorded columns for a generic pipeline")
+	}
+	j.Columns = make([]Column, 0, len(cols))
+	for _, c := range cols {
+		pair, ok := c.([]any)
+		if !ok || len(pair) != 2 {
+			return fmt.Errorf("recorded column %v is not [name, type]", c)
+		}
+		name, _ := pair[0].(string)
+		typ, _ := pair[1].(string)
+		j.Columns = append(j.Columns, Column{Name: name, Type: typ})
+	}
+	j.Key = nil
+	keys, _ := config["key"].([]any)
+	for _, k := range keys {
+		name, _ := k.(string)
+		j.Key = append(j.Key, name)
+	}
+	j.OrderBy, _ = config["order_by"].(string)
+	cp := *j.Pipeline
+	cp.Columns, cp.Key = j.Columns, j.Key
+	j.Pipeline = &cp
+	return nil
 }

@@ -1,4 +1,4 @@
-package runner
+package job
 
 import (
 	"fmt"
@@ -143,9 +143,9 @@ func expandOne(name string, args []string, table string, shape *tableShape) (str
 	if name == "table" {
 		switch {
 		case len(args) == 0:
-			return quoteIdent(table), nil
+			return QuoteIdent(table), nil
 		case len(args) == 1 && suffixRef.MatchString(args[0]):
-			return quoteIdent(table + args[0]), nil
+			return QuoteIdent(table + args[0]), nil
 		}
 		return "", fmt.Errorf("want {{table}} or {{table:_suffix}}")
 	}
@@ -186,7 +186,7 @@ func expandOne(name string, args []string, table string, shape *tableShape) (str
 		}
 		return strings.Join(parts, sep)
 	}
-	q := quoteIdent
+	q := QuoteIdent
 	switch name {
 	case "columns", "key", "nonkey":
 		p, err := optional()
@@ -248,7 +248,7 @@ func expandOne(name string, args []string, table string, shape *tableShape) (str
 			return "", err
 		}
 		return "CASE " + join(shape.names(), " ", func(n string) string {
-			return "WHEN " + q(n) + " IS NOT NULL AND TRY_CAST(" + q(n) + " AS " + shape.typeOf(n) + ") IS NULL THEN " + sqlString(n)
+			return "WHEN " + q(n) + " IS NOT NULL AND TRY_CAST(" + q(n) + " AS " + shape.typeOf(n) + ") IS NULL THEN " + SQLString(n)
 		}) + " END", nil
 	case "raw_struct":
 		if err := want(0); err != nil {
@@ -263,7 +263,7 @@ func expandOne(name string, args []string, table string, shape *tableShape) (str
 		}
 		ref := quoteRef(args[0])
 		return list(shape.names(), func(n string) string {
-			return "struct_extract(" + ref + ", " + sqlString(n) + ")"
+			return "struct_extract(" + ref + ", " + SQLString(n) + ")"
 		}), nil
 	case "agg_nonkey":
 		if err := want(0); err != nil {
@@ -290,7 +290,7 @@ func expandOne(name string, args []string, table string, shape *tableShape) (str
 		if len(args) != 1 || !suffixRef.MatchString(args[0]) {
 			return "", fmt.Errorf("want {{add_text_columns:_suffix}}")
 		}
-		t := quoteIdent(table + args[0])
+		t := QuoteIdent(table + args[0])
 		return join(shape.names(), "; ", func(n string) string {
 			return "ALTER TABLE " + t + " ADD COLUMN IF NOT EXISTS " + q(n) + " VARCHAR"
 		}), nil
@@ -312,7 +312,7 @@ func expandOne(name string, args []string, table string, shape *tableShape) (str
 func quoteRef(ref string) string {
 	parts := strings.Split(ref, ".")
 	for i, p := range parts {
-		parts[i] = quoteIdent(p)
+		parts[i] = QuoteIdent(p)
 	}
 	return strings.Join(parts, ".")
 }
@@ -372,5 +372,5 @@ func sortedStrings(s []string) []string {
 	for _, x := range s {
 		m[x] = true
 	}
-	return sortedKeys(m)
+	return SortedKeys(m)
 }

@@ -1,4 +1,4 @@
-package runner
+package job
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"reflect"
-	"sort"
 )
 
 // Part names of a job key.
@@ -38,21 +37,21 @@ type SchemaPart struct {
 	SHA256  string `json:"sha256"`
 }
 
-// transformPart is the transform part of job's key. Run, plan and rerun
+// TransformPart is the transform part of job's key. Run, plan and rerun
 // all compute it here, so a rerun checks exactly what a run recorded.
-func (j *Job) transformPart() TransformPart {
+func (j *Job) TransformPart() TransformPart {
 	return TransformPart{Pipeline: j.Pipeline.Name, Version: j.TransformVersion, SHA256: StepsDigest(j.Steps)}
 }
 
-// schemaPart is the schema part of job's key (see schemaDigest: a generic
+// SchemaPart is the schema part of job's key (see schemaDigest: a generic
 // pipeline's DDL is hashed as expanded with the job's columns). Run, plan
 // and rerun all compute it here.
-func (j *Job) schemaPart() SchemaPart {
+func (j *Job) SchemaPart() SchemaPart {
 	return SchemaPart{Version: j.SchemaVersion, SHA256: j.schemaDigest()}
 }
 
-// canonicalJSON encodes v with sorted keys, no spaces and no HTML escaping.
-func canonicalJSON(v any) []byte {
+// CanonicalJSON encodes v with sorted keys, no spaces and no HTML escaping.
+func CanonicalJSON(v any) []byte {
 	// Round-trip through a generic value so every object's keys are sorted.
 	raw, err := json.Marshal(v)
 	if err != nil {
@@ -75,12 +74,12 @@ func canonicalJSON(v any) []byte {
 
 // Key is the job key: sha256 over the canonical JSON of the parts.
 func (p Parts) Key() string {
-	sum := sha256.Sum256(canonicalJSON(p))
+	sum := sha256.Sum256(CanonicalJSON(p))
 	return hex.EncodeToString(sum[:])
 }
 
 // JSON is the parts' canonical JSON, as stored in the state row.
-func (p Parts) JSON() string { return string(canonicalJSON(p)) }
+func (p Parts) JSON() string { return string(CanonicalJSON(p)) }
 
 // Changed lists the parts that differ from old, in a fixed order.
 func (p Parts) Changed(old Parts) []string {
@@ -91,7 +90,7 @@ func (p Parts) Changed(old Parts) []string {
 	if p.Transform != old.Transform {
 		out = append(out, PartTransform)
 	}
-	if !bytes.Equal(canonicalJSON(p.Config), canonicalJSON(old.Config)) {
+	if !bytes.Equal(CanonicalJSON(p.Config), CanonicalJSON(old.Config)) {
 		out = append(out, PartConfig)
 	}
 	if p.Schema != old.Schema {
@@ -100,27 +99,24 @@ func (p Parts) Changed(old Parts) []string {
 	return out
 }
 
-func parseParts(s string) (Parts, error) {
+func ParseParts(s string) (Parts, error) {
 	var p Parts
 	err := json.Unmarshal([]byte(s), &p)
 	return p, err
 }
 
-// inputDigest is the input part: the sha256 of the bytes of one file, or of
-// the canonical JSON list of the sorted file digests for several.
-func inputDigest(files []InputFile) string {
-	if len(files) == 1 {
-		return files[0].SHA256
-	}
-	digests := make([]string, len(files))
-	for i, f := range files {
-		digests[i] = f.SHA256
-	}
-	sort.Strings(digests)
-	sum := sha256.Sum256(canonicalJSON(digests))
-	return hex.EncodeToString(sum[:])
+func equalJSON(a, b any) bool {
+	return reflect.DeepEqual(CanonicalJSON(a), CanonicalJSON(b))
 }
 
-func equalJSON(a, b any) bool {
-	return reflect.DeepEqual(canonicalJSON(a), canonicalJSON(b))
+// Config is the config part of the key: everything in the job that shapes
+// rows. Never the database path or connection settings.
+func (j *Job) Config(format string) map[string]any {
+	c := map[string]any{
+		"params": j.Params,
+		"target": j.Table,
+		"format": format,
+	}
+	j.extendConfig(c) // job-declared columns, input mode, rules (jobext.go)
+	return c
 }

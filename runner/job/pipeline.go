@@ -1,4 +1,4 @@
-package runner
+package job
 
 import (
 	"bytes"
@@ -118,7 +118,7 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 	bad := func(key, format string, args ...any) error {
 		return &JobFileError{File: file, Line: keyLine(data, strings.Split(key, ".")), Key: key, Msg: fmt.Sprintf(format, args...)}
 	}
-	if !identifier.MatchString(p.Name) {
+	if !Identifier.MatchString(p.Name) {
 		return nil, bad("name", "must be a name of letters, digits and underscores")
 	}
 	if p.Mode != ModeRefresh && p.Mode != ModeApply {
@@ -132,7 +132,7 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 	}
 	seen := map[string]bool{}
 	for _, c := range p.Columns {
-		if !identifier.MatchString(c.Name) || seen[c.Name] {
+		if !Identifier.MatchString(c.Name) || seen[c.Name] {
 			return nil, bad("columns", "column name %q is not a unique identifier", c.Name)
 		}
 		seen[c.Name] = true
@@ -141,7 +141,7 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 		return nil, bad("outcomes_table", "must be a table-name suffix of letters, digits and underscores, like \"_outcomes\"")
 	}
 	for _, k := range p.Key {
-		if !identifier.MatchString(k) {
+		if !Identifier.MatchString(k) {
 			return nil, bad("key", "key column %q is not an identifier", k)
 		}
 	}
@@ -150,10 +150,10 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 	}
 	for name, prm := range p.Params {
 		if !paramTypes[prm.Type] {
-			return nil, bad("params."+name+".type", "unknown parameter type %q (want one of %s)", prm.Type, strings.Join(sortedKeys(paramTypes), ", "))
+			return nil, bad("params."+name+".type", "unknown parameter type %q (want one of %s)", prm.Type, strings.Join(SortedKeys(paramTypes), ", "))
 		}
 		if prm.Default != nil {
-			if _, err := convertParam(prm.Type, prm.Default); err != nil {
+			if _, err := ConvertParam(prm.Type, prm.Default); err != nil {
 				return nil, bad("params."+name+".default", "%v", err)
 			}
 		}
@@ -260,7 +260,7 @@ func StepsDigest(steps []Step) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func digestString(s string) string {
+func DigestString(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
 }
@@ -270,9 +270,9 @@ var paramTypes = map[string]bool{
 	"string_list": true, "integer_list": true,
 }
 
-// convertParam checks a TOML value against a declared type and returns it in
+// ConvertParam checks a TOML value against a declared type and returns it in
 // its canonical Go form (int64, float64, string, bool, []string, []int64).
-func convertParam(typ string, v any) (any, error) {
+func ConvertParam(typ string, v any) (any, error) {
 	switch typ {
 	case "integer":
 		if n, ok := v.(int64); ok {
@@ -340,7 +340,7 @@ func describe(v any) string {
 	}
 }
 
-func sortedKeys[V any](m map[string]V) []string {
+func SortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

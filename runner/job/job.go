@@ -1,9 +1,8 @@
-package runner
+package job
 
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,9 +14,9 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// identifier is what idem accepts as a job, table or column name. Names are
+// Identifier is what idem accepts as a job, table or column name. Names are
 // also quoted wherever they reach SQL; the pattern keeps them readable.
-var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+var Identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
 // Input formats.
 const (
@@ -139,20 +138,21 @@ type targetTable struct {
 	OrderBy string   `toml:"order_by"`
 }
 
-// LoadJob reads and validates the job file at path. Built-in pipelines are
+// LoadJob reads and validates the job file at path, all but proving its
+// quality rules on DuckDB (runner.LoadJob does that too). Built-in pipelines are
 // read from builtins; a pipeline given as a path is read from disk and must
 // lie inside the current directory or the job file's directory. Every error
 // is a *JobFileError naming the file, the line and the key.
 func LoadJob(path string, builtins fs.FS) (*Job, error) {
-	data, err := readJobFile(path)
+	data, err := ReadJobFile(path)
 	if err != nil {
 		return nil, err
 	}
 	return ParseJob(path, data, builtins)
 }
 
-// readJobFile reads a job file; an error is a *JobFileError that says why.
-func readJobFile(path string) ([]byte, error) {
+// ReadJobFile reads a job file; an error is a *JobFileError that says why.
+func ReadJobFile(path string) ([]byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		reason := err
@@ -165,9 +165,17 @@ func readJobFile(path string) ([]byte, error) {
 	return data, nil
 }
 
-// ParseJob validates job file bytes; path names the file in errors.
+// ParseJob validates job file bytes; path names the file in errors. It
+// checks quality rules' names and text but does not prove them on DuckDB:
+// runner.ParseJob does.
 func ParseJob(path string, data []byte, builtins fs.FS) (*Job, error) {
 	return parseJob(path, data, builtins, false)
+}
+
+// ParseJobLenient is ParseJob that accepts an apply pipeline without key
+// columns, for idem lint to report.
+func ParseJobLenient(path string, data []byte, builtins fs.FS) (*Job, error) {
+	return parseJob(path, data, builtins, true)
 }
 
 // parseJob is ParseJob; lenient accepts an apply pipeline without key
@@ -192,7 +200,7 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 			return nil, &JobFileError{File: path, Key: req, Msg: "missing required key"}
 		}
 	}
-	if !identifier.MatchString(jf.Name) {
+	if !Identifier.MatchString(jf.Name) {
 		return nil, bad("name", "must be letters, digits and underscores, starting with a letter (got %q)", jf.Name)
 	}
 	if jf.TransformVersion < 1 {
@@ -205,7 +213,7 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 	if table == "" {
 		table = jf.Name
 	}
-	if !identifier.MatchString(table) {
+	if !Identifier.MatchString(table) {
 		return nil, bad("target.table", "must be a table name of letters, digits and underscores, starting with a letter (got %q)", table)
 	}
 	if strings.HasPrefix(strings.ToLower(table), "idem") {
@@ -247,16 +255,16 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 	}
 
 	params := map[string]any{}
-	for _, name := range sortedKeys(jf.Params) {
+	for _, name := range SortedKeys(jf.Params) {
 		decl, ok := p.Params[name]
 		if !ok {
-			declared := strings.Join(sortedKeys(p.Params), ", ")
+			declared := strings.Join(SortedKeys(p.Params), ", ")
 			if declared == "" {
 				declared = "none"
 			}
 			return nil, bad("params."+name, "pipeline %s does not declare this parameter (declared: %s)", p.Name, declared)
 		}
-		v, err := convertParam(decl.Type, jf.Params[name])
+		v, err := ConvertParam(decl.Type, jf.Params[name])
 		if err != nil {
 			return nil, bad("params."+name, "%v", err)
 		}
@@ -269,7 +277,7 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 		if decl.Default == nil {
 			return nil, &JobFileError{File: path, Key: "params." + name, Msg: fmt.Sprintf("pipeline %s requires this parameter (%s)", p.Name, decl.Type)}
 		}
-		v, _ := convertParam(decl.Type, decl.Default)
+		v, _ := ConvertParam(decl.Type, decl.Default)
 		params[name] = v
 	}
 
@@ -308,7 +316,7 @@ func resolvePipeline(jobPath, ref string, builtins fs.FS, lenient bool) (*Pipeli
 	if ref == "" {
 		return nil, errors.New("missing pipeline name or path")
 	}
-	if identifier.MatchString(ref) && builtins != nil {
+	if Identifier.MatchString(ref) && builtins != nil {
 		if sub, err := fs.Sub(builtins, ref); err == nil {
 			if _, err := fs.Stat(sub, "pipeline.toml"); err == nil {
 				return loadPipeline(sub, "builtin:"+ref, lenient)
@@ -317,7 +325,7 @@ func resolvePipeline(jobPath, ref string, builtins fs.FS, lenient bool) (*Pipeli
 	}
 	dir, err := allowedPipelineDir(jobPath, ref)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) && identifier.MatchString(ref) {
+		if errors.Is(err, fs.ErrNotExist) && Identifier.MatchString(ref) {
 			return nil, fmt.Errorf("no built-in pipeline named %q (built-ins: %s) and %v", ref, strings.Join(BuiltinNames(builtins), ", "), err)
 		}
 		return nil, err
@@ -431,20 +439,11 @@ func (j *Job) CheckDatabase() error {
 	return nil
 }
 
-// resolveInput is resolveInput for a run of the job: flag (--input, read
-// from the working directory) or else the job's [input] path. A job path
-// that matches nothing says so when the old rule would have matched.
-func (j *Job) resolveInput(ctx context.Context, flag string, progress Progress) ([]InputFile, error) {
-	if flag != "" {
-		return resolveInput(ctx, flag, progress)
-	}
-	files, err := resolveInput(ctx, j.Input.Path, progress)
-	if err != nil && errors.Is(err, fs.ErrNotExist) {
-		if h := oldRuleHint(j.File, j.written.input, false, "--input"); h != "" {
-			return nil, fmt.Errorf("%w%s", err, h)
-		}
-	}
-	return files, err
+// InputHint is the hint for a job [input] path that matches nothing, when
+// the old rule (paths read from the working directory) would have matched;
+// "" otherwise.
+func (j *Job) InputHint() string {
+	return oldRuleHint(j.File, j.written.input, false, "--input")
 }
 
 // BuiltinNames lists the built-in pipelines.
@@ -503,7 +502,7 @@ func keyLine(data []byte, key []string) int {
 		if strings.HasPrefix(line, "[") {
 			h := strings.Trim(strings.SplitN(line, "#", 2)[0], " []")
 			table = splitDotted(h)
-			if equalKeys(table, key) {
+			if EqualKeys(table, key) {
 				return n
 			}
 			continue
@@ -513,7 +512,7 @@ func keyLine(data []byte, key []string) int {
 			continue
 		}
 		full := append(append([]string{}, table...), splitDotted(strings.TrimSpace(line[:eq]))...)
-		if equalKeys(full, key) || (len(full) > len(key) && equalKeys(full[:len(key)], key)) {
+		if EqualKeys(full, key) || (len(full) > len(key) && EqualKeys(full[:len(key)], key)) {
 			return n
 		}
 	}
@@ -533,7 +532,7 @@ func splitDotted(s string) []string {
 	return parts
 }
 
-func equalKeys(a, b []string) bool {
+func EqualKeys(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
 	}
