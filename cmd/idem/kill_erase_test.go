@@ -26,12 +26,7 @@ func TestKillErase(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kill test runs idem as a subprocess; skipped with -short")
 	}
-	trials := 4
-	if s := os.Getenv("IDEM_KILL_TRIALS"); s != "" {
-		n, err := strconv.Atoi(s)
-		require.NoError(t, err, "IDEM_KILL_TRIALS must be an integer")
-		trials = n
-	}
+	trials, _ := killTrials(t, 4)
 	const subject = `"account-4"`
 	dir := t.TempDir()
 	job := filepath.Join(dir, "changes.toml")

@@ -26,12 +26,7 @@ func TestKillExport(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kill test builds the binary and runs it as a subprocess; skipped with -short")
 	}
-	trials := 3
-	if s := os.Getenv("IDEM_KILL_TRIALS"); s != "" {
-		n, err := strconv.Atoi(s)
-		require.NoError(t, err, "IDEM_KILL_TRIALS must be an integer")
-		trials = n
-	}
+	trials, _ := killTrials(t, 3)
 	dir := t.TempDir()
 	bin := buildIdem(t, dir)
 

@@ -69,13 +69,7 @@ func TestKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kill test builds the binary and runs it as a subprocess; skipped with -short")
 	}
-	trials := 6
-	long := false
-	if s := os.Getenv("IDEM_KILL_TRIALS"); s != "" {
-		n, err := strconv.Atoi(s)
-		require.NoError(t, err, "IDEM_KILL_TRIALS must be an integer")
-		trials, long = n, true
-	}
+	trials, long := killTrials(t, 6)
 	dir := t.TempDir()
 	bin := buildIdem(t, dir)
 	scenarios := killScenarios(t, dir)
@@ -214,6 +208,19 @@ type idemResult struct {
 	code           int
 	killed         bool
 	stdout, stderr string
+}
+
+// killTrials is the number of random kills a kill test makes: def, or
+// IDEM_KILL_TRIALS when set (long then reports that it was).
+func killTrials(t *testing.T, def int) (trials int, long bool) {
+	t.Helper()
+	s := os.Getenv("IDEM_KILL_TRIALS")
+	if s == "" {
+		return def, false
+	}
+	n, err := strconv.Atoi(s)
+	require.NoError(t, err, "IDEM_KILL_TRIALS must be an integer")
+	return n, true
 }
 
 // runIdem runs `idem run` for step on the database in folder work. A fault
