@@ -34,6 +34,11 @@ type Plan struct {
 	ExitCode int    `json:"exit_code,omitempty"`
 }
 
+// setState records the job's state row the plan was made against.
+func (p *Plan) setState(st jobState) {
+	p.Snapshot, p.Cursor, p.Epoch = st.snapshot, st.cursor, st.epoch
+}
+
 // refuse records the refusal a run would meet.
 func (p *Plan) refuse(err error, msg string) {
 	p.Decision, p.Reason, p.Refusal = DecisionRefused, msg, err
@@ -133,7 +138,7 @@ func PlanRun(ctx context.Context, dbPath string, job *Job, opts RunOptions, open
 	if err != nil {
 		return nil, err
 	}
-	plan.Snapshot, plan.Cursor, plan.Epoch = st.snapshot, st.cursor, st.epoch
+	plan.setState(st)
 	plan.FirstLoad = !st.hasParts
 	if st.hasParts {
 		plan.Changed = nonNil(p.parts.Changed(st.parts))
@@ -173,7 +178,7 @@ func nothingNew(ctx context.Context, db *DB, job *Job) (*Plan, error) {
 		return nil, err
 	}
 	plan.JobKey, plan.Parts = st.key, st.parts
-	plan.Snapshot, plan.Cursor, plan.Epoch = st.snapshot, st.cursor, st.epoch
+	plan.setState(st)
 	return plan, nil
 }
 
@@ -189,7 +194,7 @@ func refusedPlan(ctx context.Context, db *DB, job *Job, refusal error) (*Plan, e
 		if err != nil {
 			return nil, err
 		}
-		plan.Snapshot, plan.Cursor, plan.Epoch = st.snapshot, st.cursor, st.epoch
+		plan.setState(st)
 	}
 	return plan, nil
 }
