@@ -56,6 +56,9 @@ type Job struct {
 	Pipeline *Pipeline
 	Steps    []Step
 	DDL      string
+	// ModelSQL is a model's SELECT (pipeline = "select"), as its steps
+	// embed it, and ModelFile the file it was read from.
+	ModelSQL, ModelFile string
 
 	// Job-declared shape of a generic pipeline (pipeline.toml generic =
 	// true): the input columns in file order, the key and the ordering
@@ -68,7 +71,7 @@ type Job struct {
 
 	// written are the paths as the job file spells them, for messages
 	// about the rule before job-file-relative paths (see oldRuleHint).
-	written struct{ database, input string }
+	written struct{ database, input, transform string }
 }
 
 // InputSpec is the job's [input] table.
@@ -83,6 +86,9 @@ type InputSpec struct {
 	// RunChunks).
 	ChunkRows int64
 	Watermark string
+	// Upstream names the jobs of the same database whose targets the steps
+	// read with {{upstream:NAME}}, as the job file lists them.
+	Upstream []string
 	// ExtraColumns is ExtraIgnore when columns (or JSON fields) the pipeline
 	// does not read are skipped; by default ("" or ExtraError) they refuse
 	// the input.
@@ -107,6 +113,9 @@ type jobFile struct {
 	DuckDB           DuckDBSettings `toml:"duckdb"`
 	Quality          qualityTable   `toml:"quality"`
 	Job              jobTable       `toml:"job"`
+	Transform        transformTable `toml:"transform"`
+
+	modelSQL, modelFile string // read by modelSteps
 }
 
 // jobTable is the job file's [job] table: how the job is operated, never
@@ -130,6 +139,7 @@ type inputTable struct {
 	Watermark string            `toml:"watermark"`
 	Columns   map[string]string `toml:"columns"`
 	Extra     string            `toml:"extra_columns"`
+	Upstream  []string          `toml:"upstream"`
 }
 
 type targetTable struct {
@@ -195,7 +205,9 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 		}
 		return nil, &JobFileError{File: path, Line: keyLine(data, k), Key: k.String(), Msg: "unknown key"}
 	}
-	for _, req := range []string{"name", "pipeline", "transform_version", "schema_version"} {
+	// schema_version is checked below, once the pipeline says whether it is
+	// a model (whose schema is its result's columns).
+	for _, req := range []string{"name", "pipeline", "transform_version"} {
 		if !md.IsDefined(req) {
 			return nil, &JobFileError{File: path, Key: req, Msg: "missing required key"}
 		}
@@ -206,7 +218,7 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 	if jf.TransformVersion < 1 {
 		return nil, bad("transform_version", "must be a positive integer")
 	}
-	if jf.SchemaVersion < 1 {
+	if md.IsDefined("schema_version") && jf.SchemaVersion < 1 {
 		return nil, bad("schema_version", "must be a positive integer")
 	}
 	table := jf.Target.Table
@@ -245,13 +257,27 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 		}
 		return nil, bad("pipeline", "%v", err)
 	}
-	steps, err := p.Transform(jf.TransformVersion)
-	if err != nil {
-		return nil, bad("transform_version", "%v", err)
+	if !md.IsDefined("schema_version") && !p.Model {
+		return nil, &JobFileError{File: path, Key: "schema_version", Msg: "missing required key"}
 	}
-	ddl, err := p.Schema(jf.SchemaVersion)
-	if err != nil {
-		return nil, bad("schema_version", "%v", err)
+	if md.IsDefined("transform") && !p.Model {
+		return nil, bad("transform", "[transform] sql names a model folder; pipeline %s is not a model pipeline (pipeline = \"select\")", p.Name)
+	}
+	var steps []Step
+	var ddl string
+	if p.Model {
+		// A model's transform version picks the model file; the pipeline's
+		// own steps (version 1) wrap it (model.go).
+		if steps, err = modelSteps(path, data, p, &jf); err != nil {
+			return nil, err
+		}
+	} else {
+		if steps, err = p.Transform(jf.TransformVersion); err != nil {
+			return nil, bad("transform_version", "%v", err)
+		}
+		if ddl, err = p.Schema(jf.SchemaVersion); err != nil {
+			return nil, bad("schema_version", "%v", err)
+		}
 	}
 
 	params := map[string]any{}
@@ -299,9 +325,15 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 		Pipeline:         p,
 		Steps:            steps,
 		DDL:              ddl,
+		ModelSQL:         jf.modelSQL,
+		ModelFile:        jf.modelFile,
 	}
-	job.written.database, job.written.input = jf.Database, jf.Input.Path
-	// Job-declared columns, input modes and quality rules (jobext.go).
+	job.written.database, job.written.input, job.written.transform = jf.Database, jf.Input.Path, jf.Transform.SQL
+	// Upstream inputs and a model's key (upstream.go, model.go), then
+	// job-declared columns, input modes and quality rules (jobext.go).
+	if err := job.applyUpstream(data, &jf); err != nil {
+		return nil, err
+	}
 	if err := job.applyExtensions(data, md, &jf); err != nil {
 		return nil, err
 	}

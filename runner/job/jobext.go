@@ -97,6 +97,10 @@ func (j *Job) applyExtensions(data []byte, md toml.MetaData, jf *jobFile) error 
 		cp.Key = j.Key
 		j.Pipeline = &cp
 		p = &cp
+	} else if p.Model {
+		if err := j.modelKey(data, jf); err != nil {
+			return err
+		}
 	} else {
 		switch {
 		case len(jf.Input.Columns) > 0:
@@ -111,11 +115,11 @@ func (j *Job) applyExtensions(data []byte, md toml.MetaData, jf *jobFile) error 
 	// Expand every file once now, so that a bad placeholder is a job-file
 	// error rather than a failed run.
 	for _, s := range j.Steps {
-		if _, err := expandTemplate(s.SQL, j.Table, j.shape()); err != nil {
+		if _, err := expandTemplate(s.SQL, j.Table, j.shape(), j.Input.Upstream); err != nil {
 			return bad("pipeline", "step %s: %v", s.Name, err)
 		}
 	}
-	if _, err := expandTemplate(j.DDL, j.Table, j.shape()); err != nil {
+	if _, err := expandTemplate(j.DDL, j.Table, j.shape(), j.Input.Upstream); err != nil {
 		return bad("pipeline", "schema v%d: %v", j.SchemaVersion, err)
 	}
 
@@ -206,6 +210,9 @@ func (j *Job) extendConfig(c map[string]any) {
 		c["key"] = j.Key
 		c["order_by"] = j.OrderBy
 	}
+	if j.Pipeline.Model {
+		c["key"] = j.Key
+	}
 	if len(j.Rules) > 0 {
 		c["rules"] = j.Rules
 	}
@@ -226,6 +233,9 @@ func (j *Job) extendConfig(c map[string]any) {
 // generic pipeline of the DDL expanded with the job's columns, so that a
 // change of declared columns rebuilds the target.
 func (j *Job) schemaDigest() string {
+	if j.Pipeline.Model {
+		return "" // the run describes the SELECT's result (ModelSchemaPart)
+	}
 	if j.Pipeline.Generic {
 		return DigestString(j.Expand(j.DDL))
 	}

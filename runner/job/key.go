@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"reflect"
+	"slices"
 )
 
 // Part names of a job key.
@@ -18,7 +19,11 @@ const (
 
 // Parts are the four parts of a job key (SPEC section 1).
 type Parts struct {
-	Input     string         `json:"input"`
+	Input string `json:"input"`
+	// Upstream is the rest of the input part for a job that reads other
+	// jobs: each upstream's pinned snapshot and its job key, by job name.
+	// Absent for jobs that read only files, so their keys are unchanged.
+	Upstream  []UpstreamRef  `json:"upstream,omitempty"`
 	Transform TransformPart  `json:"transform"`
 	Config    map[string]any `json:"config"`
 	Schema    SchemaPart     `json:"schema"`
@@ -84,7 +89,7 @@ func (p Parts) JSON() string { return string(CanonicalJSON(p)) }
 // Changed lists the parts that differ from old, in a fixed order.
 func (p Parts) Changed(old Parts) []string {
 	var out []string
-	if p.Input != old.Input {
+	if p.Input != old.Input || !slices.Equal(p.Upstream, old.Upstream) {
 		out = append(out, PartInput)
 	}
 	if p.Transform != old.Transform {

@@ -76,6 +76,15 @@ type Pipeline struct {
 	// conflict the pipeline keeps in the target (with NULL values, out of
 	// <table>_active). A run reports how many such rows the target holds.
 	ConflictColumn string `toml:"conflict_column"`
+	// Model pipelines (select) run one SELECT the job names in [transform]
+	// sql: the transform version picks the model file, the pipeline's own
+	// transform/v1 steps wrap it with {{model}}, and the target's columns
+	// are the SELECT's (model.go). They declare no columns and no schema.
+	Model bool `toml:"model"`
+	// Reads lists what a job of this pipeline may read together: a job
+	// with both a file input and upstream inputs needs
+	// reads = ["files", "upstream"].
+	Reads []string `toml:"reads"`
 
 	fsys   fs.FS
 	origin string // "builtin:NAME" or the folder on disk
@@ -127,7 +136,15 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 	if p.Generic && (len(p.Columns) > 0 || len(p.Key) > 0) {
 		return nil, bad("generic", "a generic pipeline takes its columns and key from the job; remove columns and key")
 	}
-	if len(p.Columns) == 0 && !p.Generic {
+	if p.Model && (p.Generic || len(p.Columns) > 0 || len(p.Key) > 0 || p.Mode != ModeRefresh) {
+		return nil, bad("model", "a model pipeline is a refresh pipeline that takes its key from the job and its columns from its SELECT")
+	}
+	for _, r := range p.Reads {
+		if r != ReadsFiles && r != ReadsUpstream {
+			return nil, bad("reads", "must list %q and %q (got %q)", ReadsFiles, ReadsUpstream, r)
+		}
+	}
+	if len(p.Columns) == 0 && !p.Generic && !p.Model {
 		return nil, bad("columns", "a pipeline declares at least one input column")
 	}
 	seen := map[string]bool{}

@@ -3,6 +3,7 @@ package job
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -13,6 +14,7 @@ import (
 // columns, key and ordering column come from the job:
 //
 //	{{table}}, {{table:_suffix}}  the target, a companion object
+//	{{upstream:JOB}}              an upstream job's rows pinned for the run (upstream.go)
 //	{{columns}}, {{columns:p}}    every input column: "a", "b" / p."a", p."b"
 //	{{key}}, {{key:p}}            the key columns
 //	{{nonkey}}, {{nonkey:p}}      the other columns (ordering column and payload)
@@ -41,7 +43,7 @@ var suffixRef = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 // {{table:_suffix}} with the quoted name of a companion object. Other
 // placeholders are left as they are (see Job.Expand).
 func expandSQL(text, table string) string {
-	out, _ := expandTemplate(text, table, nil)
+	out, _ := expandTemplate(text, table, nil, nil)
 	return out
 }
 
@@ -49,12 +51,16 @@ func expandSQL(text, table string) string {
 // The job's files were expanded once when it was loaded, so an unknown
 // placeholder was already reported there.
 func (j *Job) Expand(text string) string {
-	out, _ := expandTemplate(text, j.Table, j.shape())
+	out, _ := expandTemplate(text, j.Table, j.shape(), j.Input.Upstream)
 	return out
 }
 
 // shape is the job-declared shape of a generic pipeline, or nil.
 func (j *Job) shape() *tableShape {
+	if j.Pipeline.Model {
+		// A model's columns are its SELECT's: only the key is known.
+		return &tableShape{key: j.Key}
+	}
 	if !j.Pipeline.Generic {
 		return nil
 	}
@@ -118,7 +124,7 @@ func (s *tableShape) names() []string {
 // expandTemplate expands every placeholder in text. It reports the first
 // unknown or malformed placeholder, or a job-shaped one used in a pipeline
 // that is not generic (shape nil).
-func expandTemplate(text, table string, shape *tableShape) (string, error) {
+func expandTemplate(text, table string, shape *tableShape, upstream []string) (string, error) {
 	var firstErr error
 	out := placeholder.ReplaceAllStringFunc(text, func(m string) string {
 		sub := placeholder.FindStringSubmatch(m)
@@ -127,7 +133,7 @@ func expandTemplate(text, table string, shape *tableShape) (string, error) {
 		if sub[2] != "" {
 			args = strings.Split(sub[2][1:], ":")
 		}
-		s, err := expandOne(name, args, table, shape)
+		s, err := expandOne(name, args, table, shape, upstream)
 		if err != nil {
 			if firstErr == nil {
 				firstErr = fmt.Errorf("placeholder %s: %w", m, err)
@@ -139,7 +145,16 @@ func expandTemplate(text, table string, shape *tableShape) (string, error) {
 	return out, firstErr
 }
 
-func expandOne(name string, args []string, table string, shape *tableShape) (string, error) {
+func expandOne(name string, args []string, table string, shape *tableShape, upstream []string) (string, error) {
+	if name == "upstream" {
+		if len(args) != 1 || !Identifier.MatchString(args[0]) {
+			return "", fmt.Errorf("want {{upstream:JOB}}")
+		}
+		if !slices.Contains(upstream, args[0]) {
+			return "", fmt.Errorf("job %s is not a declared upstream: add it to [input] upstream", args[0])
+		}
+		return "temp." + QuoteIdent(UpstreamRelation(args[0])), nil
+	}
 	if name == "table" {
 		switch {
 		case len(args) == 0:

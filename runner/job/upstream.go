@@ -1,0 +1,98 @@
+package job
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// What a pipeline may read together (pipeline.toml reads).
+const (
+	ReadsFiles    = "files"
+	ReadsUpstream = "upstream"
+)
+
+// UpstreamRef is one upstream input in the input part of a job key: the
+// upstream job, the snapshot of it this run pinned, and that snapshot's job
+// key. A run whose upstreams all name the snapshots its state row pinned
+// reads the same rows again.
+type UpstreamRef struct {
+	Job      string `json:"job"`
+	Snapshot int64  `json:"snapshot"`
+	JobKey   string `json:"job_key"`
+}
+
+// UpstreamRelation is the temporary relation a step reads upstream job
+// name's rows from: {{upstream:NAME}} expands to it. The run makes it hold
+// that job's target as committed at the snapshot pinned for the run.
+func UpstreamRelation(name string) string { return "idem_upstream_" + name }
+
+// upstreamPlaceholder finds {{upstream:NAME}} in step text.
+var upstreamPlaceholder = regexp.MustCompile(`\{\{\s*upstream:([A-Za-z_][A-Za-z0-9_]*)\s*\}\}`)
+
+// UpstreamReads lists the upstream jobs text reads with {{upstream:NAME}},
+// each once, in order of first use.
+func UpstreamReads(text string) []string {
+	var out []string
+	for _, m := range upstreamPlaceholder.FindAllStringSubmatch(text, -1) {
+		if !slices.Contains(out, m[1]) {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// applyUpstream validates [input] upstream: names of other jobs, each once,
+// and not together with a file input unless the pipeline reads both.
+func (j *Job) applyUpstream(data []byte, jf *jobFile) error {
+	bad := func(key, format string, args ...any) error {
+		return &JobFileError{File: j.File, Line: keyLine(data, strings.Split(key, ".")), Key: key, Msg: fmt.Sprintf(format, args...)}
+	}
+	ups := jf.Input.Upstream
+	seen := map[string]bool{}
+	for _, u := range ups {
+		switch {
+		case !Identifier.MatchString(u):
+			return bad("input.upstream", "upstream %q is not a job name (letters, digits and underscores, starting with a letter)", u)
+		case u == j.Name:
+			return bad("input.upstream", "job %s cannot read itself as an upstream", u)
+		case seen[u]:
+			return bad("input.upstream", "upstream %s is named twice", u)
+		}
+		seen[u] = true
+	}
+	p := j.Pipeline
+	if len(ups) > 0 && jf.Input.Path != "" && !(slices.Contains(p.Reads, ReadsFiles) && slices.Contains(p.Reads, ReadsUpstream)) {
+		return bad("input.upstream", "a job reads files ([input] path) or upstream jobs, not both, unless its pipeline declares reads = [%q, %q] (pipeline %s does not)",
+			ReadsFiles, ReadsUpstream, p.Name)
+	}
+	if p.Model && len(ups) == 0 && jf.Input.Path != "" {
+		return bad("input.path", "a model reads upstream jobs, not files: declare [input] upstream = [\"JOB\"] and read it with {{upstream:JOB}}")
+	}
+	if len(ups) > 0 && len(jf.Quality.Rules) > 0 && jf.Input.Path == "" {
+		return bad("quality.rules", "quality rules check the rows of a file input; this job reads only upstream jobs")
+	}
+	if len(ups) > 0 && (jf.Input.Mode != "" || jf.Input.ChunkRows > 0) {
+		return bad("input.upstream", "upstream inputs do not combine with [input] mode or chunk_rows")
+	}
+	j.Input.Upstream = slices.Clone(ups)
+	// Every {{upstream:NAME}} a step reads is declared (the template
+	// expansion in applyExtensions reports it with the step's name).
+	return nil
+}
+
+// ReadsUpstream says whether the job reads upstream jobs.
+func (j *Job) ReadsUpstream() bool { return len(j.Input.Upstream) > 0 }
+
+// ReadsFiles says whether the job reads a file input: every job but one
+// that declares only upstream inputs.
+func (j *Job) ReadsFiles() bool { return !j.ReadsUpstream() || j.Input.Path != "" }
+
+// SortedUpstream lists the job's upstream jobs by name: the order of the
+// key's input part.
+func (j *Job) SortedUpstream() []string {
+	out := slices.Clone(j.Input.Upstream)
+	slices.Sort(out)
+	return out
+}
