@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/runner"
@@ -78,12 +80,12 @@ func TestStoredOutcomesMustBalance(t *testing.T) {
 			data, err := os.ReadFile(file)
 			require.NoError(t, err)
 			require.NoError(t, os.WriteFile(file, append(data, "\n"+tc.edit+"\n"...), 0o644))
-			job, err := runner.LoadJob(writeJob(t, dir, balanceJob(t, tc.pipeline, pipe, dir, tc.input)), idemsql.FS)
+			j, err := runner.LoadJob(writeJob(t, dir, balanceJob(t, tc.pipeline, pipe, dir, tc.input)), idemsql.FS)
 			require.NoError(t, err)
-			db := openDB(t, job.Database)
-			_, err = db.Run(ctx, job, runner.RunOptions{})
+			db := openDB(t, j.Database)
+			_, err = db.Run(ctx, j, runner.RunOptions{})
 			require.ErrorContains(t, err, tc.want)
-			require.False(t, errors.Is(err, runner.ErrRefused), "an unbalanced pipeline is a failure, not a refusal")
+			require.False(t, errors.Is(err, job.ErrRefused), "an unbalanced pipeline is a failure, not a refusal")
 			rows, err := db.Query(ctx, `SELECT (SELECT count(*) FROM idem.snapshots), (SELECT count(*) FROM idem.ledger),
 				(SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main')`)
 			require.NoError(t, err)
@@ -126,7 +128,7 @@ func TestOutcomesTableMustBeASuffix(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(toml, []byte(replaceOnce(t, string(data), `outcomes_table = "_outcomes"`, `outcomes_table = "_out comes"`)), 0o644))
 	_, err = runner.LoadJob(writeJob(t, dir, balanceJob(t, "versioned_changes", pipe, dir, "fixtures/changes/batch-1.jsonl")), idemsql.FS)
-	var jf *runner.JobFileError
+	var jf *job.JobFileError
 	require.ErrorAs(t, err, &jf)
 	require.Equal(t, "outcomes_table", jf.Key)
 	require.Contains(t, err.Error(), "pipeline.toml")

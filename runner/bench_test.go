@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	idemsql "github.com/idem-dev/idem/sql"
 )
 
@@ -25,7 +27,7 @@ func BenchmarkHashFile(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	b.ResetTimer()
 	for b.Loop() {
-		if _, _, err := hashFile(context.Background(), path, int64(len(data)), Progress{}); err != nil {
+		if _, _, err := hashFile(context.Background(), path, int64(len(data)), job.Progress{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -35,11 +37,11 @@ func BenchmarkHashFile(b *testing.B) {
 // its key is unchanged: the fixed cost of every idem run.
 func BenchmarkRunUpToDate(b *testing.B) {
 	ctx := context.Background()
-	job, err := LoadJob("../configs/sample.toml", idemsql.FS)
+	j, err := LoadJob("../configs/sample.toml", idemsql.FS)
 	if err != nil {
 		b.Fatal(err)
 	}
-	job.Input.Path = "../" + job.Input.Path
+	j.Input.Path = "../" + j.Input.Path
 	path := filepath.Join(b.TempDir(), "bench.duckdb")
 	run := func() string {
 		db, err := Open(ctx, path, OpenOptions{})
@@ -47,7 +49,7 @@ func BenchmarkRunUpToDate(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer db.Close()
-		res, err := db.Run(ctx, job, RunOptions{})
+		res, err := db.Run(ctx, j, RunOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/runner"
@@ -47,7 +49,7 @@ database = %q
 [input]
 path = %q
 `, dbPath, input)), 0o644))
-			job, err := runner.LoadJob(jobPath, idemsql.FS)
+			j, err := runner.LoadJob(jobPath, idemsql.FS)
 			require.NoError(t, err)
 
 			// The database is opened with the context that gets canceled,
@@ -58,7 +60,7 @@ path = %q
 			require.NoError(t, err)
 			defer db.Close()
 
-			var progress runner.Progress
+			var progress job.Progress
 			if tc.bytes != "" {
 				progress.Bytes = func(label string, done, total int64) {
 					if strings.HasPrefix(label, tc.bytes) {
@@ -74,10 +76,10 @@ path = %q
 					return nil
 				}
 			}
-			_, err = db.Run(ctx, job, runner.RunOptions{Progress: progress})
-			require.ErrorIs(t, err, runner.ErrCanceled)
+			_, err = db.Run(ctx, j, runner.RunOptions{Progress: progress})
+			require.ErrorIs(t, err, job.ErrCanceled)
 			require.ErrorIs(t, err, context.Canceled)
-			require.Equal(t, runner.ExitFailure, runner.ExitCode(err))
+			require.Equal(t, job.ExitFailure, job.ExitCode(err))
 			require.Contains(t, err.Error(), "nothing was committed")
 
 			check := context.Background()
@@ -107,7 +109,7 @@ path = %q
 			require.Contains(t, *entries[0].Message, "nothing was committed")
 
 			// The same database serves the retry.
-			res, err := db.Run(check, job, runner.RunOptions{})
+			res, err := db.Run(check, j, runner.RunOptions{})
 			require.NoError(t, err)
 			require.Equal(t, runner.DecisionApplied, res.Decision)
 		})

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+
+	"github.com/idem-dev/idem/runner/job"
 )
 
 // Chunked backfill: [input] chunk_rows = N, watermark = "<column>".
@@ -60,7 +62,7 @@ func (c *chunkSpec) name(p *prepared, files []InputFile) {
 	}
 	c.input = p.parts.Input
 	p.batchID = filepath.Base(files[0].Path) + "@" + start
-	p.digest = digestString(string(canonicalJSON(map[string]any{
+	p.digest = job.DigestString(string(job.CanonicalJSON(map[string]any{
 		"input": p.parts.Input, "from": start, "rows": c.rows,
 	})))
 }
@@ -89,24 +91,24 @@ func (o RunOptions) bounds() (from, to any) {
 // run, the final look past the watermark only when it is all the
 // invocation did (skipped), and an error before the first chunk as one
 // entry.
-func (d *DB) RunChunks(ctx context.Context, job *Job, opts RunOptions) (*ChunksResult, error) {
-	if job.Input.ChunkRows < 1 {
-		return nil, usage("job %s is not chunked (set [input] chunk_rows and watermark)", job.Name)
+func (d *DB) RunChunks(ctx context.Context, j *job.Job, opts RunOptions) (*ChunksResult, error) {
+	if j.Input.ChunkRows < 1 {
+		return nil, job.Usage("job %s is not chunked (set [input] chunk_rows and watermark)", j.Name)
 	}
 	if opts.BatchID != "" || opts.From != nil {
-		return nil, d.logError(job, "", usage("a chunked job names its batches after its watermark: --batch-id, --from and --to do not apply"))
+		return nil, d.logError(j, "", job.Usage("a chunked job names its batches after its watermark: --batch-id, --from and --to do not apply"))
 	}
-	files, err := resolveJobInput(ctx, job, opts.Input, opts.Progress)
+	files, err := resolveJobInput(ctx, j, opts.Input, opts.Progress)
 	if err != nil {
-		return nil, d.logError(job, "", canceled(ctx, err))
+		return nil, d.logError(j, "", job.Canceled(ctx, err))
 	}
-	out := &ChunksResult{Job: job.Name, Decision: DecisionSkipped, Runs: []*Result{}}
+	out := &ChunksResult{Job: j.Name, Decision: DecisionSkipped, Runs: []*Result{}}
 	for n := 1; ; n++ {
-		started, cursor, err := chunkStart(ctx, d.sql, job.Name)
+		started, cursor, err := chunkStart(ctx, d.sql, j.Name)
 		if err != nil {
-			return out, d.logError(job, "", err)
+			return out, d.logError(j, "", err)
 		}
-		spec := &chunkSpec{rows: job.Input.ChunkRows, after: n > 1}
+		spec := &chunkSpec{rows: j.Input.ChunkRows, after: n > 1}
 		if started {
 			spec.from = &cursor
 			out.Watermark = &cursor
@@ -115,7 +117,7 @@ func (d *DB) RunChunks(ctx context.Context, job *Job, opts RunOptions) (*ChunksR
 		o := opts
 		o.files = files
 		o.chunk = spec
-		res, err := d.Run(ctx, job, o)
+		res, err := d.Run(ctx, j, o)
 		if err != nil {
 			return out, err
 		}
@@ -131,29 +133,29 @@ func (d *DB) RunChunks(ctx context.Context, job *Job, opts RunOptions) (*ChunksR
 }
 
 // chunkStart reports whether the job has committed a chunk, and its cursor.
-func chunkStart(ctx context.Context, q querier, job string) (bool, int64, error) {
+func chunkStart(ctx context.Context, q querier, j string) (bool, int64, error) {
 	var n, cursor int64
-	err := q.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM idem.ledger WHERE job = ?), coalesce((SELECT cursor FROM idem.jobs WHERE job = ?), 0)`, job, job).Scan(&n, &cursor)
+	err := q.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM idem.ledger WHERE job = ?), coalesce((SELECT cursor FROM idem.jobs WHERE job = ?), 0)`, j, j).Scan(&n, &cursor)
 	if err != nil {
-		return false, 0, fmt.Errorf("read watermark of job %s: %w", job, err)
+		return false, 0, fmt.Errorf("read watermark of job %s: %w", j, err)
 	}
 	return n > 0, cursor, nil
 }
 
 // checkChunk refuses a chunk that does not start where the job's last
 // chunk ended (read inside the run's transaction).
-func checkChunk(ctx context.Context, tx *sql.Tx, job *Job, st jobState, c *chunkSpec) error {
-	started, cursor, err := chunkStart(ctx, tx, job.Name)
+func checkChunk(ctx context.Context, tx *sql.Tx, j *job.Job, st jobState, c *chunkSpec) error {
+	started, cursor, err := chunkStart(ctx, tx, j.Name)
 	if err != nil {
 		return err
 	}
 	switch {
 	case started && c.from == nil:
-		return refuse("cursor", "job %s has committed chunks up to watermark %d: a chunk from the start would read rows twice", job.Name, cursor)
+		return job.Refuse("cursor", "job %s has committed chunks up to watermark %d: a chunk from the start would read rows twice", j.Name, cursor)
 	case !started && c.from != nil:
-		return refuse("cursor", "job %s has no committed chunk: the first chunk starts at the start of the input", job.Name)
+		return job.Refuse("cursor", "job %s has no committed chunk: the first chunk starts at the start of the input", j.Name)
 	case started && *c.from != cursor:
-		return refuse("cursor", "chunk starts after watermark %d but the job's watermark is %d", *c.from, cursor)
+		return job.Refuse("cursor", "chunk starts after watermark %d but the job's watermark is %d", *c.from, cursor)
 	}
 	return nil
 }
@@ -162,11 +164,11 @@ func checkChunk(ctx context.Context, tx *sql.Tx, job *Job, st jobState, c *chunk
 // upper watermark and replaces view input with the rows in (from, to], plus
 // the rows without a watermark in the first chunk. It reports false when
 // there is nothing to apply: no row past the job's watermark.
-func filterChunk(ctx context.Context, tx *sql.Tx, job *Job, c *chunkSpec) (bool, error) {
+func filterChunk(ctx context.Context, tx *sql.Tx, j *job.Job, c *chunkSpec) (bool, error) {
 	if c == nil {
 		return true, nil
 	}
-	w := "TRY_CAST(" + quoteIdent(job.Input.Watermark) + " AS BIGINT)"
+	w := "TRY_CAST(" + job.QuoteIdent(j.Input.Watermark) + " AS BIGINT)"
 	if _, err := tx.ExecContext(ctx, `ALTER VIEW input RENAME TO idem_input_all`); err != nil {
 		return false, fmt.Errorf("chunk input: %w", err)
 	}
@@ -189,8 +191,8 @@ func filterChunk(ctx context.Context, tx *sql.Tx, job *Job, c *chunkSpec) (bool,
 	// input.
 	var nulls int64
 	var read bool
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) > 0 FROM idem.ledger WHERE job = ? AND input_digest = ?`, job.Name, c.input).Scan(&read); err != nil {
-		return false, fmt.Errorf("read ledger of job %s: %w", job.Name, err)
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) > 0 FROM idem.ledger WHERE job = ? AND input_digest = ?`, j.Name, c.input).Scan(&read); err != nil {
+		return false, fmt.Errorf("read ledger of job %s: %w", j.Name, err)
 	}
 	if !read {
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM idem_input_all WHERE `+w+` IS NULL`).Scan(&nulls); err != nil {

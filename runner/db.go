@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	duckdb "github.com/duckdb/duckdb-go/v2"
 )
 
@@ -29,7 +31,7 @@ type DB struct {
 // OpenOptions are the settings applied when a database is opened.
 type OpenOptions struct {
 	ReadOnly bool
-	DuckDB   DuckDBSettings
+	DuckDB   job.DuckDBSettings
 	// Wait retries an open that finds the file held by another writer until
 	// this much time has passed. Zero fails at once.
 	Wait time.Duration
@@ -46,7 +48,7 @@ var lockPID = regexp.MustCompile(`\(PID (\d+)\)`)
 // changes anything.
 func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 	if path == "" {
-		return nil, usage("no database: set database in the job file or pass --db")
+		return nil, job.Usage("no database: set database in the job file or pass --db")
 	}
 	if dir := filepath.Dir(path); dir != "" {
 		st, err := os.Stat(dir)
@@ -61,8 +63,8 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 			return nil, fmt.Errorf("open database %s: folder %s does not exist", path, dir)
 		}
 	}
-	if opts.DuckDB.Threads > MaxThreads {
-		return nil, usage("threads %d: at most %d", opts.DuckDB.Threads, MaxThreads)
+	if opts.DuckDB.Threads > job.MaxThreads {
+		return nil, job.Usage("threads %d: at most %d", opts.DuckDB.Threads, job.MaxThreads)
 	}
 	if opts.ReadOnly {
 		if _, err := os.Stat(path); err != nil {
@@ -97,7 +99,7 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 	delay := 20 * time.Millisecond
 	for {
 		d, err := openOnce(ctx, dsn, path, opts)
-		var locked *LockedError
+		var locked *job.LockedError
 		if err == nil || !errors.As(err, &locked) {
 			return d, err
 		}
@@ -143,9 +145,9 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 			if wal {
 				err = fmt.Errorf("%w (%s is beside it and DuckDB replays it on open: if it comes from another database or an older copy, move it away)", err, walPath(path))
 			}
-			return nil, canceled(ctx, fatal(err))
+			return nil, job.Canceled(ctx, job.Fatal(err))
 		}
-		locked := &LockedError{Path: path, Err: err}
+		locked := &job.LockedError{Path: path, Err: err}
 		if m := lockPID.FindStringSubmatch(err.Error()); m != nil {
 			locked.PID, _ = strconv.Atoi(m[1])
 		}
@@ -189,7 +191,7 @@ const storeCatalog = "idem_store"
 // openFile opens an in-memory DuckDB with the given settings and attaches
 // the file as storeCatalog, the default catalog of every connection.
 func openFile(ctx context.Context, dsn, path string, readOnly bool) (*sql.DB, error) {
-	attach := "ATTACH IF NOT EXISTS " + sqlString(path) + " AS " + storeCatalog
+	attach := "ATTACH IF NOT EXISTS " + job.SQLString(path) + " AS " + storeCatalog
 	if readOnly {
 		attach += " (READ_ONLY)"
 	}
@@ -402,13 +404,13 @@ func (d *DB) beginPinned(ctx context.Context) (*sql.Conn, *sql.Tx, error) {
 
 // beginPinnedProgress is beginPinned that also turns on DuckDB's query
 // progress for *progress on the pinned connection (see withQueryProgress).
-func (d *DB) beginPinnedProgress(ctx context.Context, progress *Progress) (*sql.Conn, *sql.Tx, error) {
+func (d *DB) beginPinnedProgress(ctx context.Context, progress *job.Progress) (*sql.Conn, *sql.Tx, error) {
 	conn, err := d.sql.Conn(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect %s: %w", d.path, err)
 	}
 	if progress != nil {
-		*progress = progress.withQueryProgress(ctx, conn)
+		*progress = withQueryProgress(ctx, *progress, conn)
 	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {

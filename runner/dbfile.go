@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/idem-dev/idem/runner/job"
 )
 
 // creatingTag names the file a new database is built in before it is linked
@@ -110,7 +112,7 @@ func replaceEmpty(ctx context.Context, dsn, path string) error {
 	unlock, err := lockDir(filepath.Dir(path))
 	if err != nil {
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return &LockedError{Path: path, Err: errors.New("another process is creating it")}
+			return &job.LockedError{Path: path, Err: errors.New("another process is creating it")}
 		}
 		return fmt.Errorf("create database %s: lock folder: %w", path, err)
 	}
@@ -133,7 +135,7 @@ func replaceEmpty(ctx context.Context, dsn, path string) error {
 		return fmt.Errorf("open database %s: %w", path, err)
 	}
 	if pid > 0 {
-		return &LockedError{Path: path, PID: pid, Err: errors.New("an empty database file is held")}
+		return &job.LockedError{Path: path, PID: pid, Err: errors.New("an empty database file is held")}
 	}
 	tmp, err := buildNew(ctx, dsn, path)
 	if err != nil {
@@ -162,7 +164,7 @@ func buildNew(ctx context.Context, dsn, path string) (string, error) {
 	if err != nil {
 		_ = os.Remove(tmp)
 		_ = os.Remove(walPath(tmp))
-		return "", canceled(ctx, fmt.Errorf("create database %s: %w", path, err))
+		return "", job.Canceled(ctx, fmt.Errorf("create database %s: %w", path, err))
 	}
 	_ = os.Remove(walPath(tmp))
 	return tmp, nil
@@ -224,9 +226,9 @@ func syncDir(dir string) error {
 // of another database brings rows with another id, and a WAL of an older
 // state of this one brings a sequence number already taken, and one of a
 // copy that went on committing alone skips numbers; checkWAL refuses them.
-func recordCommit(ctx context.Context, tx *sql.Tx, job, kind string) error {
+func recordCommit(ctx context.Context, tx *sql.Tx, j, kind string) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO idem.commits
-		SELECT db_id, (SELECT max(seq) FROM idem.commits) + 1, ?, ?, current_timestamp FROM idem.commits WHERE seq = 0`, job, kind)
+		SELECT db_id, (SELECT max(seq) FROM idem.commits) + 1, ?, ?, current_timestamp FROM idem.commits WHERE seq = 0`, j, kind)
 	if err != nil {
 		return fmt.Errorf("record commit: %w", err)
 	}
@@ -251,7 +253,7 @@ func (d *DB) checkWAL(ctx context.Context) error {
 		return fmt.Errorf("check WAL of %s: %w", d.path, err)
 	}
 	if ids > 1 || !ok {
-		return refuse("wal", "%s does not belong to database %s: it holds commits made in another database or in an older copy of this one, "+
+		return job.Refuse("wal", "%s does not belong to database %s: it holds commits made in another database or in an older copy of this one, "+
 			"and replaying it would apply them here; nothing was written. Move %s away (keep it if it may belong elsewhere) and run again",
 			walPath(d.path), d.path, walPath(d.path))
 	}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/idem-dev/idem/runner/job"
 )
 
 // DiffKeysShown is how many keys of each kind a diff lists.
@@ -48,9 +50,9 @@ type DiffOptions struct {
 
 // Diff compares a table of job at two snapshots. Each side's sha256 is that
 // of its canonical export (csv, key order), the one idem export writes.
-func (d *DB) Diff(ctx context.Context, job *Job, opts DiffOptions) (*DiffResult, error) {
+func (d *DB) Diff(ctx context.Context, j *job.Job, opts DiffOptions) (*DiffResult, error) {
 	if opts.From == 0 || opts.To == 0 {
-		return nil, usage("diff needs --from S1 and --to S2")
+		return nil, job.Usage("diff needs --from S1 and --to S2")
 	}
 	conn, tx, err := d.beginPinned(ctx)
 	if err != nil {
@@ -58,15 +60,15 @@ func (d *DB) Diff(ctx context.Context, job *Job, opts DiffOptions) (*DiffResult,
 	}
 	defer conn.Close()
 	defer tx.Rollback()
-	from, err := pinnedSource(ctx, tx, job, opts.Table, opts.From)
+	from, err := pinnedSource(ctx, tx, j, opts.Table, opts.From)
 	if err != nil {
 		return nil, err
 	}
-	to, err := pinnedSource(ctx, tx, job, opts.Table, opts.To)
+	to, err := pinnedSource(ctx, tx, j, opts.Table, opts.To)
 	if err != nil {
 		return nil, err
 	}
-	res := &DiffResult{Job: job.Name, Table: from.table, From: DiffSide{Snapshot: from.snapshot}, To: DiffSide{Snapshot: to.snapshot}}
+	res := &DiffResult{Job: j.Name, Table: from.table, From: DiffSide{Snapshot: from.snapshot}, To: DiffSide{Snapshot: to.snapshot}}
 	dir, err := os.MkdirTemp("", "idem-diff-*")
 	if err != nil {
 		return nil, err
@@ -76,7 +78,7 @@ func (d *DB) Diff(ctx context.Context, job *Job, opts DiffOptions) (*DiffResult,
 		src *tableSource
 		out *DiffSide
 	}{{from, &res.From}, {to, &res.To}} {
-		n, sum, _, err := copyTo(ctx, tx, side.src.ordered(), filepath.Join(dir, fmt.Sprintf("%d.csv", side.src.snapshot)), FormatCSV, "", Progress{}, nil)
+		n, sum, _, err := copyTo(ctx, tx, side.src.ordered(), filepath.Join(dir, fmt.Sprintf("%d.csv", side.src.snapshot)), job.FormatCSV, "", job.Progress{}, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -84,7 +86,7 @@ func (d *DB) Diff(ctx context.Context, job *Job, opts DiffOptions) (*DiffResult,
 	}
 	key := from.key
 	if !slices.Equal(from.columns, to.columns) {
-		return nil, usage("diff %s: snapshots %d and %d have different columns (%s / %s); diff compares snapshots of one schema", from.table, from.snapshot, to.snapshot,
+		return nil, job.Usage("diff %s: snapshots %d and %d have different columns (%s / %s); diff compares snapshots of one schema", from.table, from.snapshot, to.snapshot,
 			strings.Join(from.columns, ", "), strings.Join(to.columns, ", "))
 	}
 	if err := compareRows(ctx, tx, from.query, to.query, from.columns, key, res); err != nil {
@@ -105,7 +107,7 @@ func DiffFiles(ctx context.Context, file1, file2, format string, key []string) (
 			return nil, fmt.Errorf("diff %s: %w", p, err)
 		}
 		if st.IsDir() {
-			return nil, usage("diff %s: is a folder; compare its files or manifests", p)
+			return nil, job.Usage("diff %s: is a folder; compare its files or manifests", p)
 		}
 		f, err := ExportFormat(format, p)
 		if err != nil {
@@ -121,12 +123,12 @@ func DiffFiles(ctx context.Context, file1, file2, format string, key []string) (
 		}
 		side.SHA256 = sum
 		switch f {
-		case FormatCSV:
-			readers[i] = "read_csv(" + sqlString(p) + ", header = true, all_varchar = true)"
-		case FormatParquet:
-			readers[i] = "read_parquet(" + sqlString(p) + ")"
+		case job.FormatCSV:
+			readers[i] = "read_csv(" + job.SQLString(p) + ", header = true, all_varchar = true)"
+		case job.FormatParquet:
+			readers[i] = "read_parquet(" + job.SQLString(p) + ")"
 		default:
-			readers[i] = "read_json(" + sqlString(p) + ", format = 'newline_delimited')"
+			readers[i] = "read_json(" + job.SQLString(p) + ", format = 'newline_delimited')"
 		}
 	}
 	db, err := open(ctx, "?autoinstall_known_extensions=false")
@@ -152,7 +154,7 @@ func DiffFiles(ctx context.Context, file1, file2, format string, key []string) (
 		cols[i] = c
 	}
 	if !slices.Equal(cols[0], cols[1]) {
-		return nil, usage("diff: %s and %s have different columns (%s / %s); diff compares files of one layout", file1, file2, strings.Join(cols[0], ", "), strings.Join(cols[1], ", "))
+		return nil, job.Usage("diff: %s and %s have different columns (%s / %s); diff compares files of one layout", file1, file2, strings.Join(cols[0], ", "), strings.Join(cols[1], ", "))
 	}
 	if len(cols[0]) == 0 {
 		return nil, fmt.Errorf("diff: %s has no columns", file1)
@@ -163,7 +165,7 @@ func DiffFiles(ctx context.Context, file1, file2, format string, key []string) (
 	}
 	for _, k := range key {
 		if !slices.Contains(cols[0], k) {
-			return nil, usage("--key %s: the files have no such column (columns: %s)", k, strings.Join(cols[0], ", "))
+			return nil, job.Usage("--key %s: the files have no such column (columns: %s)", k, strings.Join(cols[0], ", "))
 		}
 	}
 	if err := requireUniqueKey(ctx, conn, [2]string{file1, file2}, cols[0], key, keyGiven); err != nil {
@@ -214,7 +216,7 @@ func requireUniqueKey(ctx context.Context, q querier, files [2]string, cols, key
 		if err != nil {
 			return err
 		}
-		return usage("diff: %s is not unique in %s (%d rows, %d distinct keys), so it cannot pair the rows of the two files; %s", what, files[i], rows, distinct, hint)
+		return job.Usage("diff: %s is not unique in %s (%d rows, %d distinct keys), so it cannot pair the rows of the two files; %s", what, files[i], rows, distinct, hint)
 	}
 	return nil
 }
@@ -226,7 +228,7 @@ func uniqueKeyHint(ctx context.Context, q querier, cols []string) (string, error
 	var pairCols [][2]string
 	var exprs []string
 	for _, c := range cols {
-		qc := quoteIdent(c)
+		qc := job.QuoteIdent(c)
 		// NULL counts as one value, as the diff's join takes it.
 		exprs = append(exprs, "count(DISTINCT "+qc+") + coalesce(max(CASE WHEN "+qc+" IS NULL THEN 1 ELSE 0 END), 0)")
 	}
@@ -234,7 +236,7 @@ func uniqueKeyHint(ctx context.Context, q querier, cols []string) (string, error
 	for i := 0; i < n; i++ {
 		for j := i + 1; j < n; j++ {
 			pairCols = append(pairCols, [2]string{cols[i], cols[j]})
-			exprs = append(exprs, "count(DISTINCT row("+quoteIdent(cols[i])+", "+quoteIdent(cols[j])+"))")
+			exprs = append(exprs, "count(DISTINCT row("+job.QuoteIdent(cols[i])+", "+job.QuoteIdent(cols[j])+"))")
 		}
 	}
 	unique := make([]bool, len(exprs))
@@ -304,11 +306,11 @@ func compareRows(ctx context.Context, q querier, from, to string, cols, key []st
 	res.Key = key
 	var keyText string
 	if len(key) == 1 {
-		keyText = "CAST(" + quoteIdent(key[0]) + " AS VARCHAR)"
+		keyText = "CAST(" + job.QuoteIdent(key[0]) + " AS VARCHAR)"
 	} else {
 		parts := make([]string, len(key))
 		for i, k := range key {
-			parts[i] = "coalesce(CAST(" + quoteIdent(k) + " AS VARCHAR), 'NULL')"
+			parts[i] = "coalesce(CAST(" + job.QuoteIdent(k) + " AS VARCHAR), 'NULL')"
 		}
 		keyText = "concat_ws('|', " + strings.Join(parts, ", ") + ")"
 	}
@@ -320,12 +322,12 @@ func compareRows(ctx context.Context, q querier, from, to string, cols, key []st
 	} else {
 		var on []string
 		for _, k := range key {
-			on = append(on, "a."+quoteIdent(k)+" IS NOT DISTINCT FROM b."+quoteIdent(k))
+			on = append(on, "a."+job.QuoteIdent(k)+" IS NOT DISTINCT FROM b."+job.QuoteIdent(k))
 		}
 		var differ []string
 		for _, c := range cols {
 			if !slices.Contains(key, c) {
-				differ = append(differ, "a."+quoteIdent(c)+" IS DISTINCT FROM b."+quoteIdent(c))
+				differ = append(differ, "a."+job.QuoteIdent(c)+" IS DISTINCT FROM b."+job.QuoteIdent(c))
 			}
 		}
 		join := " ON " + strings.Join(on, " AND ")

@@ -15,6 +15,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/idem-dev/idem/runner/job"
 )
 
 // EraseOptions name the subject to erase.
@@ -67,11 +69,11 @@ var companion = regexp.MustCompile(`\{\{\s*table:([A-Za-z0-9_]+)\s*\}\}`)
 
 // companionTables are the tables the job's schema DDL creates beside the
 // target ({{table:_suffix}}) that exist and hold the key column.
-func companionTables(ctx context.Context, q querier, job *Job, keyCol string) ([]string, error) {
+func companionTables(ctx context.Context, q querier, j *job.Job, keyCol string) ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
-	for _, m := range companion.FindAllStringSubmatch(job.DDL, -1) {
-		name := job.Table + m[1]
+	for _, m := range companion.FindAllStringSubmatch(j.DDL, -1) {
+		name := j.Table + m[1]
 		if seen[name] {
 			continue
 		}
@@ -110,15 +112,15 @@ func companionTables(ctx context.Context, q querier, job *Job, keyCol string) ([
 // committed row names (sweepInputs). A key found nowhere is an error
 // and nothing is committed, unless it was erased before: then the result
 // says AlreadyErased and nothing changes.
-func (d *DB) Erase(ctx context.Context, job *Job, opts EraseOptions) (*EraseResult, error) {
-	if len(job.Pipeline.Key) != 1 {
-		return nil, usage("erase needs a pipeline with one key column; %s has %d", job.Pipeline.Name, len(job.Pipeline.Key))
+func (d *DB) Erase(ctx context.Context, j *job.Job, opts EraseOptions) (*EraseResult, error) {
+	if len(j.Pipeline.Key) != 1 {
+		return nil, job.Usage("erase needs a pipeline with one key column; %s has %d", j.Pipeline.Name, len(j.Pipeline.Key))
 	}
-	if job.Pipeline.Position == "" {
-		return nil, usage("erase needs a pipeline that declares its position column (the source order): without one, an erasure could not stop a replay of an old batch; %s declares none", job.Pipeline.Name)
+	if j.Pipeline.Position == "" {
+		return nil, job.Usage("erase needs a pipeline that declares its position column (the source order): without one, an erasure could not stop a replay of an old batch; %s declares none", j.Pipeline.Name)
 	}
 	if opts.Key == "" {
-		return nil, usage("erase needs --key K")
+		return nil, job.Usage("erase needs --key K")
 	}
 	conn, tx, err := d.beginPinned(ctx)
 	if err != nil {
@@ -130,7 +132,7 @@ func (d *DB) Erase(ctx context.Context, job *Job, opts EraseOptions) (*EraseResu
 			opts.Fault(point)
 		}
 	}
-	res, stale, err := d.eraseTx(ctx, tx, job, opts)
+	res, stale, err := d.eraseTx(ctx, tx, j, opts)
 	if err == nil && !res.AlreadyErased {
 		fault(FaultAfterTarget)
 	}
@@ -169,14 +171,14 @@ func ignoreDone(err error) error {
 	return err
 }
 
-func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, job *Job, opts EraseOptions) (*EraseResult, []string, error) {
-	keyCol, posCol := job.Pipeline.Key[0], job.Pipeline.Position
-	st, err := readState(ctx, tx, job.Name)
+func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, j *job.Job, opts EraseOptions) (*EraseResult, []string, error) {
+	keyCol, posCol := j.Pipeline.Key[0], j.Pipeline.Position
+	st, err := readState(ctx, tx, j.Name)
 	if err != nil {
 		return nil, nil, err
 	}
 	if !opts.Replay {
-		if err := st.checkEpoch(job, opts.Epoch); err != nil {
+		if err := st.checkEpoch(j, opts.Epoch); err != nil {
 			return nil, nil, err
 		}
 		if err := st.checkParent(opts.ExpectParent); err != nil {
@@ -184,12 +186,12 @@ func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, job *Job, opts EraseOption
 		}
 	}
 	if st.snapshot == 0 {
-		return nil, nil, usage("job %s has no snapshot yet: nothing to erase", job.Name)
+		return nil, nil, job.Usage("job %s has no snapshot yet: nothing to erase", j.Name)
 	}
-	if err := checkOwners(ctx, tx, job, true); err != nil {
+	if err := checkOwners(ctx, tx, j, true); err != nil {
 		return nil, nil, err
 	}
-	res := &EraseResult{Job: job.Name, Key: opts.Key, Parent: st.snapshot, Snapshot: st.snapshot + 1,
+	res := &EraseResult{Job: j.Name, Key: opts.Key, Parent: st.snapshot, Snapshot: st.snapshot + 1,
 		Removed: map[string]int64{}, Inputs: []RewrittenInput{}}
 	var maxPos sql.NullInt64
 	seePos := func(p sql.NullInt64) {
@@ -200,20 +202,20 @@ func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, job *Job, opts EraseOption
 	found := false
 
 	// Tables: the target, its history and the companions.
-	tables, err := companionTables(ctx, tx, job, keyCol)
+	tables, err := companionTables(ctx, tx, j, keyCol)
 	if err != nil {
 		return nil, nil, err
 	}
 	type place struct{ label, name string }
-	places := []place{{job.Table, quoteIdent(job.Table)}}
-	if ok, err := tableExists(ctx, tx, "idem", job.Name+"__history"); err != nil {
+	places := []place{{j.Table, job.QuoteIdent(j.Table)}}
+	if ok, err := tableExists(ctx, tx, "idem", j.Name+"__history"); err != nil {
 		return nil, nil, err
 	} else if ok {
-		places = append(places, place{"history", HistoryTable(job.Name)})
+		places = append(places, place{"history", HistoryTable(j.Name)})
 	}
 	for _, t := range tables {
-		if t != job.Table {
-			places = append(places, place{t, quoteIdent(t)})
+		if t != j.Table {
+			places = append(places, place{t, job.QuoteIdent(t)})
 		}
 	}
 	for _, p := range places {
@@ -221,7 +223,7 @@ func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, job *Job, opts EraseOption
 		if err != nil {
 			return nil, nil, err
 		}
-		where := " WHERE CAST(" + quoteIdent(keyCol) + " AS VARCHAR) = ?"
+		where := " WHERE CAST(" + job.QuoteIdent(keyCol) + " AS VARCHAR) = ?"
 		if cols[posCol] {
 			// A row's position counts only where the pipeline judged it
 			// valid: a table that stores outcomes keeps invalid rows as
@@ -231,7 +233,7 @@ func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, job *Job, opts EraseOption
 				valid = " AND coalesce(outcome NOT LIKE 'invalid%', false)"
 			}
 			var pos sql.NullInt64
-			if err := tx.QueryRowContext(ctx, "SELECT max("+positionSQL("CAST("+quoteIdent(posCol)+" AS VARCHAR)")+") FROM "+p.name+where+valid, opts.Key).Scan(&pos); err != nil {
+			if err := tx.QueryRowContext(ctx, "SELECT max("+positionSQL("CAST("+job.QuoteIdent(posCol)+" AS VARCHAR)")+") FROM "+p.name+where+valid, opts.Key).Scan(&pos); err != nil {
 				return nil, nil, fmt.Errorf("erase from %s: %w", p.label, trimSQLError(err))
 			}
 			seePos(pos)
@@ -246,7 +248,7 @@ func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, job *Job, opts EraseOption
 	}
 
 	// Retained inputs of every snapshot of the job.
-	snaps, err := readSnapshots(ctx, tx, job.Name, st.snapshot)
+	snaps, err := readSnapshots(ctx, tx, j.Name, st.snapshot)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -254,7 +256,7 @@ func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, job *Job, opts EraseOption
 	for _, s := range snaps {
 		format := s.Inputs.Format
 		if format == "" {
-			format = job.Input.Format
+			format = j.Input.Format
 		}
 		for _, f := range s.Inputs.Files {
 			if _, done := rewritten[f.SHA256]; done {
@@ -266,7 +268,7 @@ func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, job *Job, opts EraseOption
 			}
 			// A retained input's rows carry no verdict; where the pipeline
 			// stores every row's outcome, the position comes from there.
-			if job.Pipeline.OutcomesTable == "" {
+			if j.Pipeline.OutcomesTable == "" {
 				seePos(pos)
 			}
 			if rw == nil {
@@ -280,8 +282,8 @@ func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, job *Job, opts EraseOption
 	}
 	if !found && !opts.Replay {
 		var prior int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM idem.erasures WHERE job = ? AND key = ?`, job.Name, opts.Key).Scan(&prior); err != nil {
-			return nil, nil, fmt.Errorf("read erasures of %s: %w", job.Name, err)
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM idem.erasures WHERE job = ? AND key = ?`, j.Name, opts.Key).Scan(&prior); err != nil {
+			return nil, nil, fmt.Errorf("read erasures of %s: %w", j.Name, err)
 		}
 		if prior > 0 {
 			// Erasing again finds nothing: the first erasure stands.
@@ -289,7 +291,7 @@ func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, job *Job, opts EraseOption
 			res.Snapshot = st.snapshot
 			return res, nil, nil
 		}
-		return nil, nil, fmt.Errorf("erase %s from job %s: the key is in no row, snapshot or retained input; nothing committed", opts.Key, job.Name)
+		return nil, nil, fmt.Errorf("erase %s from job %s: the key is in no row, snapshot or retained input; nothing committed", opts.Key, j.Name)
 	}
 	if opts.Position != nil {
 		maxPos = sql.NullInt64{Int64: *opts.Position, Valid: true}
@@ -313,7 +315,7 @@ func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, job *Job, opts EraseOption
 				continue
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE idem.snapshots SET inputs = ? WHERE job = ? AND snapshot = ?`,
-				string(canonicalJSON(s.Inputs)), job.Name, s.Snapshot); err != nil {
+				string(job.CanonicalJSON(s.Inputs)), j.Name, s.Snapshot); err != nil {
 				return nil, nil, fmt.Errorf("erase: update inputs of snapshot %d: %w", s.Snapshot, err)
 			}
 		}
@@ -336,10 +338,10 @@ func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, job *Job, opts EraseOption
 
 	// The erasure and its snapshot.
 	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.erasures VALUES (?, ?, ?, ?, current_timestamp)`,
-		job.Name, opts.Key, res.Position, res.Snapshot); err != nil {
+		j.Name, opts.Key, res.Position, res.Snapshot); err != nil {
 		return nil, nil, fmt.Errorf("record erasure: %w", err)
 	}
-	if err := writeSnapshotOnly(ctx, tx, job, st, res.Snapshot, KindErase, SnapshotInputs{Files: []InputRef{}}, st.key, st.partsJSON()); err != nil {
+	if err := writeSnapshotOnly(ctx, tx, j, st, res.Snapshot, KindErase, SnapshotInputs{Files: []InputRef{}}, st.key, st.partsJSON()); err != nil {
 		return nil, nil, err
 	}
 	return res, stale, nil
@@ -355,12 +357,12 @@ func (st jobState) partsJSON() string {
 // writeSnapshotOnly commits a snapshot that no batch made (an erasure or a
 // rollback): its snapshot row, the state row's new snapshot (and, when given,
 // job key and parts) and the run log row.
-func writeSnapshotOnly(ctx context.Context, tx *sql.Tx, job *Job, st jobState, snapshot int64, kind string, inputs SnapshotInputs, key, parts string) error {
-	cols, err := targetColumns(ctx, tx, job.Table)
+func writeSnapshotOnly(ctx context.Context, tx *sql.Tx, j *job.Job, st jobState, snapshot int64, kind string, inputs SnapshotInputs, key, parts string) error {
+	cols, err := targetColumns(ctx, tx, j.Table)
 	if err != nil {
 		return err
 	}
-	rowsOut, err := countRows(ctx, tx, job.Table)
+	rowsOut, err := countRows(ctx, tx, j.Table)
 	if err != nil {
 		return err
 	}
@@ -368,20 +370,20 @@ func writeSnapshotOnly(ctx context.Context, tx *sql.Tx, job *Job, st jobState, s
 		inputs.Files = []InputRef{}
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.snapshots VALUES (?, ?, ?, ?, NULL, ?, ?, ?, 0, ?, '{}', ?, ?, current_timestamp)`,
-		job.Name, snapshot, st.snapshot, kind, nullable(key), nullable(parts), string(canonicalJSON(inputs)),
-		rowsOut, string(canonicalJSON(cols)), string(canonicalJSON(nonNil(job.Pipeline.Key)))); err != nil {
+		j.Name, snapshot, st.snapshot, kind, nullable(key), nullable(parts), string(job.CanonicalJSON(inputs)),
+		rowsOut, string(job.CanonicalJSON(cols)), string(job.CanonicalJSON(nonNil(j.Pipeline.Key)))); err != nil {
 		return fmt.Errorf("write snapshot row: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE idem.jobs SET snapshot = ?, job_key = ?, parts = ?, updated_at = current_timestamp WHERE job = ?`,
-		snapshot, nullable(key), nullable(parts), job.Name); err != nil {
+		snapshot, nullable(key), nullable(parts), j.Name); err != nil {
 		return fmt.Errorf("write state row: %w", err)
 	}
 	decision := map[string]string{KindErase: "erased", KindRollback: "rolled_back"}[kind]
 	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.runs VALUES (?, current_timestamp, NULL, ?, '[]', 0, '{}', ?, ?, ?, NULL)`,
-		job.Name, decision, snapshot, st.cursor, st.epoch); err != nil {
+		j.Name, decision, snapshot, st.cursor, st.epoch); err != nil {
 		return fmt.Errorf("write run log: %w", err)
 	}
-	return recordCommit(ctx, tx, job.Name, decision)
+	return recordCommit(ctx, tx, j.Name, decision)
 }
 
 func columnsOf(ctx context.Context, q querier, qualified string) (map[string]bool, error) {
@@ -414,7 +416,7 @@ func keyFilter(keyCol, posCol, key string) rowFilter {
 	return rowFilter{
 		keyCol: keyCol, posCol: posCol,
 		drop:    func(k string, _ sql.NullInt64) bool { return k == key },
-		dropSQL: "CAST(" + quoteIdent(keyCol) + " AS VARCHAR) = " + sqlString(key),
+		dropSQL: "CAST(" + job.QuoteIdent(keyCol) + " AS VARCHAR) = " + job.SQLString(key),
 	}
 }
 
@@ -436,17 +438,17 @@ func (d *DB) rewriteWithout(ctx context.Context, tx *sql.Tx, f InputRef, format 
 	defer os.Remove(tmpName)
 	var removed int64
 	switch format {
-	case FormatJSONL:
+	case job.FormatJSONL:
 		removed, pos, err = filterJSONL(src, tmp, flt)
-	case FormatCSV:
+	case job.FormatCSV:
 		removed, pos, err = filterCSV(src, tmp, flt)
-	case FormatParquet:
+	case job.FormatParquet:
 		tmp.Close()
 		removed, pos, err = filterParquet(ctx, tx, src, tmpName, flt)
 	default:
 		err = fmt.Errorf("unknown input format %q", format)
 	}
-	if format != FormatParquet {
+	if format != job.FormatParquet {
 		if cerr := tmp.Close(); err == nil {
 			err = cerr
 		}
@@ -611,15 +613,15 @@ func filterCSV(src string, out io.Writer, flt rowFilter) (int64, sql.NullInt64, 
 func filterParquet(ctx context.Context, tx *sql.Tx, src, dst string, flt rowFilter) (int64, sql.NullInt64, error) {
 	var pos sql.NullInt64
 	var removed int64
-	read := "read_parquet(" + sqlString(src) + ")"
+	read := "read_parquet(" + job.SQLString(src) + ")"
 	match := flt.dropSQL
-	if err := tx.QueryRowContext(ctx, "SELECT count(*), max("+positionSQL("CAST("+quoteIdent(flt.posCol)+" AS VARCHAR)")+") FROM "+read+" WHERE "+match).Scan(&removed, &pos); err != nil {
+	if err := tx.QueryRowContext(ctx, "SELECT count(*), max("+positionSQL("CAST("+job.QuoteIdent(flt.posCol)+" AS VARCHAR)")+") FROM "+read+" WHERE "+match).Scan(&removed, &pos); err != nil {
 		return 0, pos, trimSQLError(err)
 	}
 	if removed == 0 {
 		return 0, pos, nil
 	}
-	if _, err := tx.ExecContext(ctx, "COPY (SELECT * FROM "+read+" WHERE NOT coalesce("+match+", false)) TO "+sqlString(dst)+" (FORMAT parquet)"); err != nil {
+	if _, err := tx.ExecContext(ctx, "COPY (SELECT * FROM "+read+" WHERE NOT coalesce("+match+", false)) TO "+job.SQLString(dst)+" (FORMAT parquet)"); err != nil {
 		return 0, pos, trimSQLError(err)
 	}
 	return removed, pos, nil
@@ -658,8 +660,8 @@ func parsePosition(text string) sql.NullInt64 {
 // positionSQL is parsePosition as a DuckDB expression over the VARCHAR
 // expression text: a BIGINT, or NULL.
 func positionSQL(text string) string {
-	return "CASE WHEN regexp_full_match(" + text + ", " + sqlString(positionPattern) + ") THEN TRY_CAST(regexp_replace(" +
-		text + ", " + sqlString(positionStrip) + ", '', 'g') AS BIGINT) END"
+	return "CASE WHEN regexp_full_match(" + text + ", " + job.SQLString(positionPattern) + ") THEN TRY_CAST(regexp_replace(" +
+		text + ", " + job.SQLString(positionStrip) + ", '', 'g') AS BIGINT) END"
 }
 
 func maxPosition(a, b sql.NullInt64) sql.NullInt64 {

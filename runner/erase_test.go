@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -20,12 +22,12 @@ func TestFilterKeepsOtherRowsBytes(t *testing.T) {
 		removed                int64
 		pos                    int64
 	}{
-		{"csv", FormatCSV,
+		{"csv", job.FormatCSV,
 			"id,pos,note\r\n7,1,\"a, b\"\r\n8,2,\"multi\nline\"\r\n7,5,x\r\n9,3,\"\"\"q\"\"\"\r\n",
 			"id,pos,note\r\n8,2,\"multi\nline\"\r\n9,3,\"\"\"q\"\"\"\r\n", 2, 5},
-		{"csv without final newline", FormatCSV,
+		{"csv without final newline", job.FormatCSV,
 			"id,pos\n1,1\n7,9", "id,pos\n1,1\n", 1, 9},
-		{"jsonl", FormatJSONL,
+		{"jsonl", job.FormatJSONL,
 			"{\"id\":\"7\",\"pos\":4}\n\n{\"id\": 8, \"pos\": 2}\n{\"id\":7,\"pos\":\"6\"}\n{\"id\":\"70\",\"pos\":1}",
 			"\n{\"id\": 8, \"pos\": 2}\n{\"id\":\"70\",\"pos\":1}", 2, 6},
 	}
@@ -39,7 +41,7 @@ func TestFilterKeepsOtherRowsBytes(t *testing.T) {
 			var removed int64
 			var pos sql.NullInt64
 			var err error
-			if c.format == FormatCSV {
+			if c.format == job.FormatCSV {
 				removed, pos, err = filterCSV(src, &out, flt)
 			} else {
 				removed, pos, err = filterJSONL(src, &out, flt)

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/idem-dev/idem/runner/job"
 )
 
 // ExportOptions say what idem export writes.
@@ -23,7 +25,7 @@ type ExportOptions struct {
 	PartitionBy string // one file per value of this column under Out, plus manifest.json
 	// Progress shows the export as a step ("export"): DuckDB's percentage
 	// while it sorts, then the bytes written.
-	Progress Progress
+	Progress job.Progress
 	// Fault, when set, is called at each fault point (FaultExport*) for
 	// kill tests.
 	Fault func(point string)
@@ -91,12 +93,12 @@ type tableSource struct {
 func (s *tableSource) orderBy() string {
 	var order []string
 	for _, k := range s.key {
-		order = append(order, quoteIdent(k))
+		order = append(order, job.QuoteIdent(k))
 	}
 	if !s.unique {
 		for _, c := range s.columns {
 			if !slices.Contains(s.key, c) {
-				order = append(order, quoteIdent(c))
+				order = append(order, job.QuoteIdent(c))
 			}
 		}
 	}
@@ -109,21 +111,21 @@ func (s *tableSource) ordered() string { return s.query + s.orderBy() }
 // latest). The target is read from its history (or, at the latest snapshot,
 // from the table itself, which holds the same rows); <target>_outcomes holds
 // the outcomes of the batches committed at or before the snapshot.
-func pinnedSource(ctx context.Context, q querier, job *Job, table string, snapshot int64) (*tableSource, error) {
+func pinnedSource(ctx context.Context, q querier, j *job.Job, table string, snapshot int64) (*tableSource, error) {
 	if table == "" {
-		table = job.Table
+		table = j.Table
 	}
-	s, latest, err := resolveSnapshot(ctx, q, job.Name, snapshot)
+	s, latest, err := resolveSnapshot(ctx, q, j.Name, snapshot)
 	if err != nil {
 		return nil, err
 	}
-	row, err := readSnapshot(ctx, q, job.Name, s)
+	row, err := readSnapshot(ctx, q, j.Name, s)
 	if err != nil {
 		return nil, err
 	}
 	src := &tableSource{table: table, snapshot: s, key: row.KeyColumns}
 	switch table {
-	case job.Table:
+	case j.Table:
 		for _, c := range row.Columns {
 			src.columns = append(src.columns, c.Name)
 			src.types = append(src.types, c.Type)
@@ -133,17 +135,17 @@ func pinnedSource(ctx context.Context, q querier, job *Job, table string, snapsh
 			src.key = src.columns
 		}
 		if s == latest {
-			src.query = "SELECT " + identList(src.columns) + " FROM " + quoteIdent(job.Table)
+			src.query = "SELECT " + identList(src.columns) + " FROM " + job.QuoteIdent(j.Table)
 		} else {
-			src.query = PinnedSelect(job.Name, row.Columns, s)
+			src.query = PinnedSelect(j.Name, row.Columns, s)
 		}
-	case job.Table + "_outcomes":
+	case j.Table + "_outcomes":
 		cols, err := targetColumns(ctx, q, table)
 		if err != nil {
 			return nil, err
 		}
 		if len(cols) == 0 {
-			return nil, usage("job %s has no table %s", job.Name, table)
+			return nil, job.Usage("job %s has no table %s", j.Name, table)
 		}
 		hasBatch := false
 		for _, c := range cols {
@@ -153,15 +155,15 @@ func pinnedSource(ctx context.Context, q querier, job *Job, table string, snapsh
 		}
 		// Outcomes are a log: no column identifies a row, so all of them do.
 		src.key = src.columns
-		src.query = "SELECT " + identList(src.columns) + " FROM " + quoteIdent(table)
+		src.query = "SELECT " + identList(src.columns) + " FROM " + job.QuoteIdent(table)
 		switch {
 		case hasBatch:
-			src.query += fmt.Sprintf(" WHERE batch_id IN (SELECT batch_id FROM idem.ledger WHERE job = %s AND snapshot <= %d)", sqlString(job.Name), s)
+			src.query += fmt.Sprintf(" WHERE batch_id IN (SELECT batch_id FROM idem.ledger WHERE job = %s AND snapshot <= %d)", job.SQLString(j.Name), s)
 		case s != latest:
-			return nil, usage("%s keeps the outcomes of the latest snapshot only (%d); it has no batch_id to pin snapshot %d", table, latest, s)
+			return nil, job.Usage("%s keeps the outcomes of the latest snapshot only (%d); it has no batch_id to pin snapshot %d", table, latest, s)
 		}
 	default:
-		return nil, usage("table %s: export reads the job's target %s or %s_outcomes", table, job.Table, job.Table)
+		return nil, job.Usage("table %s: export reads the job's target %s or %s_outcomes", table, j.Table, j.Table)
 	}
 	return src, nil
 }
@@ -169,7 +171,7 @@ func pinnedSource(ctx context.Context, q querier, job *Job, table string, snapsh
 func identList(cols []string) string {
 	q := make([]string, len(cols))
 	for i, c := range cols {
-		q[i] = quoteIdent(c)
+		q[i] = job.QuoteIdent(c)
 	}
 	return strings.Join(q, ", ")
 }
@@ -178,19 +180,19 @@ func identList(cols []string) string {
 // out's extension implies, or csv.
 func ExportFormat(format, out string) (string, error) {
 	switch strings.ToLower(format) {
-	case FormatCSV, FormatParquet, FormatJSONL:
+	case job.FormatCSV, job.FormatParquet, job.FormatJSONL:
 		return strings.ToLower(format), nil
 	case "":
 	default:
-		return "", usage("--format must be csv, parquet or jsonl, not %q", format)
+		return "", job.Usage("--format must be csv, parquet or jsonl, not %q", format)
 	}
 	switch strings.ToLower(filepath.Ext(out)) {
 	case ".parquet":
-		return FormatParquet, nil
+		return job.FormatParquet, nil
 	case ".jsonl", ".ndjson", ".json":
-		return FormatJSONL, nil
+		return job.FormatJSONL, nil
 	}
-	return FormatCSV, nil
+	return job.FormatCSV, nil
 }
 
 // copyOptions are the COPY options of each format. Every setting that
@@ -198,9 +200,9 @@ func ExportFormat(format, out string) (string, error) {
 // that a thread count or a machine could change.
 func copyOptions(format string) string {
 	switch format {
-	case FormatParquet:
+	case job.FormatParquet:
 		return "(FORMAT parquet, COMPRESSION snappy, ROW_GROUP_SIZE 122880)"
-	case FormatJSONL:
+	case job.FormatJSONL:
 		return "(FORMAT json)"
 	default:
 		return "(FORMAT csv, HEADER true, DELIMITER ',', QUOTE '\"', ESCAPE '\"', NULLSTR '')"
@@ -208,7 +210,7 @@ func copyOptions(format string) string {
 }
 
 func extension(format string) string {
-	if format == FormatJSONL {
+	if format == job.FormatJSONL {
 		return "jsonl"
 	}
 	return format
@@ -219,9 +221,9 @@ func extension(format string) string {
 // temporary file (or, partitioned, folder) beside the output and renames it
 // into place, so a reader sees the previous export or the new one; it first
 // removes the temporary files that killed exports to the same output left.
-func (d *DB) Export(ctx context.Context, job *Job, opts ExportOptions) (*ExportResult, error) {
+func (d *DB) Export(ctx context.Context, j *job.Job, opts ExportOptions) (*ExportResult, error) {
 	if opts.Out == "" {
-		return nil, usage("export needs --out PATH")
+		return nil, job.Usage("export needs --out PATH")
 	}
 	format, err := ExportFormat(opts.Format, opts.Out)
 	if err != nil {
@@ -234,12 +236,12 @@ func (d *DB) Export(ctx context.Context, job *Job, opts ExportOptions) (*ExportR
 	}
 	defer conn.Close()
 	defer tx.Rollback()
-	src, err := pinnedSource(ctx, tx, job, opts.Table, opts.Snapshot)
+	src, err := pinnedSource(ctx, tx, j, opts.Table, opts.Snapshot)
 	if err != nil {
 		return nil, err
 	}
-	res := &ExportResult{Job: job.Name, Table: src.table, Snapshot: src.snapshot, Format: format, Path: opts.Out}
-	done := opts.Progress.step("export")
+	res := &ExportResult{Job: j.Name, Table: src.table, Snapshot: src.snapshot, Format: format, Path: opts.Out}
+	done := opts.Progress.Start("export")
 	defer done()
 	fault := func(point string) {
 		if opts.Fault != nil {
@@ -247,7 +249,7 @@ func (d *DB) Export(ctx context.Context, job *Job, opts ExportOptions) (*ExportR
 		}
 	}
 	if opts.PartitionBy != "" {
-		return res, exportPartitioned(ctx, tx, job, src, opts, res, fault)
+		return res, exportPartitioned(ctx, tx, j, src, opts, res, fault)
 	}
 	rows, sum, size, err := copyTo(ctx, tx, src.ordered(), opts.Out, format, filepath.Base(opts.Out), opts.Progress, fault)
 	if err != nil {
@@ -262,7 +264,7 @@ func (d *DB) Export(ctx context.Context, job *Job, opts ExportOptions) (*ExportR
 // sees the bytes written so far under label; fault, if not nil, is called
 // before the rename. Temporary files that killed exports to out left are
 // removed first.
-func copyTo(ctx context.Context, q querier, query, out, format, label string, progress Progress, fault func(string)) (int64, string, int64, error) {
+func copyTo(ctx context.Context, q querier, query, out, format, label string, progress job.Progress, fault func(string)) (int64, string, int64, error) {
 	dir := filepath.Dir(out)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return 0, "", 0, fmt.Errorf("export to %s: folder %s does not exist", out, dir)
@@ -284,9 +286,9 @@ func copyTo(ctx context.Context, q querier, query, out, format, label string, pr
 	done := make(chan struct{})
 	hashed := make(chan tailResult, 1)
 	go func() {
-		hashed <- tailSHA256(tmpName, done, func(n int64) { progress.bytes(label, n, -1) })
+		hashed <- tailSHA256(tmpName, done, func(n int64) { progress.Count(label, n, -1) })
 	}()
-	r, err := q.ExecContext(ctx, "COPY ("+query+") TO "+sqlString(tmpName)+" "+copyOptions(format))
+	r, err := q.ExecContext(ctx, "COPY ("+query+") TO "+job.SQLString(tmpName)+" "+copyOptions(format))
 	close(done)
 	th := <-hashed
 	if err != nil {
@@ -432,10 +434,10 @@ func escapePartition(s string) string {
 
 // exportPartitioned writes every partition and the manifest into a fresh
 // temporary folder beside opts.Out, then swaps it into place (swapDir).
-func exportPartitioned(ctx context.Context, q querier, job *Job, src *tableSource, opts ExportOptions, res *ExportResult, fault func(string)) error {
+func exportPartitioned(ctx context.Context, q querier, j *job.Job, src *tableSource, opts ExportOptions, res *ExportResult, fault func(string)) error {
 	col := opts.PartitionBy
 	if !slices.Contains(src.columns, col) {
-		return usage("--partition-by %s: table %s has no such column (columns: %s)", col, src.table, strings.Join(src.columns, ", "))
+		return job.Usage("--partition-by %s: table %s has no such column (columns: %s)", col, src.table, strings.Join(src.columns, ", "))
 	}
 	out := opts.Out
 	// A symlinked export folder keeps its link: the swap happens where it
@@ -460,14 +462,14 @@ func exportPartitioned(ctx context.Context, q querier, job *Job, src *tableSourc
 	}
 	defer os.RemoveAll(tmp)
 	key := src.key
-	if len(job.Pipeline.Key) > 0 && containsAll(src.columns, job.Pipeline.Key) {
-		key = job.Pipeline.Key
+	if len(j.Pipeline.Key) > 0 && containsAll(src.columns, j.Pipeline.Key) {
+		key = j.Pipeline.Key
 	}
-	keyExpr := quoteIdent(key[0])
+	keyExpr := job.QuoteIdent(key[0])
 	if len(key) > 1 {
 		keyExpr = "row(" + identList(key) + ")"
 	}
-	qc := quoteIdent(col)
+	qc := job.QuoteIdent(col)
 	colType := src.types[slices.Index(src.columns, col)]
 	// One pass for the manifest's figures, in partition order.
 	rows, err := q.QueryContext(ctx, "SELECT CAST("+qc+" AS VARCHAR), count(*), count(DISTINCT "+keyExpr+"), CAST(min("+qc+") AS VARCHAR), CAST(max("+qc+") AS VARCHAR) FROM ("+src.query+") GROUP BY "+qc+" ORDER BY "+qc+" NULLS LAST")
@@ -504,7 +506,7 @@ func exportPartitioned(ctx context.Context, q querier, job *Job, src *tableSourc
 		// pushes into the scan.
 		where := " WHERE " + qc + " IS NULL"
 		if f.Value != nil {
-			where = " WHERE " + qc + " = CAST(" + sqlString(*f.Value) + " AS " + colType + ")"
+			where = " WHERE " + qc + " = CAST(" + job.SQLString(*f.Value) + " AS " + colType + ")"
 		}
 		path := filepath.Join(tmp, filepath.FromSlash(f.Path))
 		if err := os.Mkdir(filepath.Dir(path), 0o755); err != nil {
@@ -522,12 +524,12 @@ func exportPartitioned(ctx context.Context, q querier, job *Job, src *tableSourc
 		res.Bytes += size
 		fault(fmt.Sprintf("%s%d", FaultExportPart, i+1))
 	}
-	m := Manifest{Job: job.Name, Table: src.table, Snapshot: src.snapshot, Format: res.Format, PartitionBy: col,
+	m := Manifest{Job: j.Name, Table: src.table, Snapshot: src.snapshot, Format: res.Format, PartitionBy: col,
 		Key: key, Rows: res.Rows, Files: files}
 	if m.Files == nil {
 		m.Files = []ManifestFile{}
 	}
-	data := append(canonicalJSON(m), '\n')
+	data := append(job.CanonicalJSON(m), '\n')
 	if err := os.WriteFile(filepath.Join(tmp, ManifestName), data, 0o644); err != nil {
 		return fmt.Errorf("export to %s: manifest: %w", opts.Out, err)
 	}
@@ -553,7 +555,7 @@ func checkExportDir(out string) error {
 		return fmt.Errorf("export to %s: %w", out, err)
 	}
 	if !st.IsDir() {
-		return usage("export to %s: is a file; --partition-by writes a folder", out)
+		return job.Usage("export to %s: is a file; --partition-by writes a folder", out)
 	}
 	entries, err := os.ReadDir(out)
 	if err != nil {
@@ -563,13 +565,13 @@ func checkExportDir(out string) error {
 		return nil
 	}
 	if _, err := os.Stat(filepath.Join(out, ManifestName)); err != nil {
-		return usage("export to %s: folder is not empty and holds no previous export (%s)", out, ManifestName)
+		return job.Usage("export to %s: folder is not empty and holds no previous export (%s)", out, ManifestName)
 	}
 	for _, e := range entries {
 		if e.Name() == ManifestName || (e.IsDir() && strings.ContainsAny(e.Name(), "=~")) {
 			continue
 		}
-		return usage("export to %s: folder holds %s, which is not part of a previous export", out, e.Name())
+		return job.Usage("export to %s: folder holds %s, which is not part of a previous export", out, e.Name())
 	}
 	return nil
 }

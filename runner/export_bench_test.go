@@ -9,13 +9,15 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/idem-dev/idem/runner"
 	idemsql "github.com/idem-dev/idem/sql"
 )
 
 // benchOrders builds an orders database of IDEM_BENCH_ROWS rows (default
 // 1,000,000) in dir and returns it open with its job.
-func benchOrders(b *testing.B, dir string) (*runner.DB, *runner.Job) {
+func benchOrders(b *testing.B, dir string) (*runner.DB, *job.Job) {
 	b.Helper()
 	n := 1_000_000
 	if s := os.Getenv("IDEM_BENCH_ROWS"); s != "" {
@@ -43,7 +45,7 @@ func benchOrders(b *testing.B, dir string) (*runner.DB, *runner.Job) {
 	if err := os.WriteFile(jobFile, []byte("name = \"orders\"\npipeline = \"orders\"\ntransform_version = 1\nschema_version = 1\n[input]\npath = \""+input+"\"\n"), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	job, err := runner.LoadJob(jobFile, idemsql.FS)
+	j, err := runner.LoadJob(jobFile, idemsql.FS)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -51,10 +53,10 @@ func benchOrders(b *testing.B, dir string) (*runner.DB, *runner.Job) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := db.Run(context.Background(), job, runner.RunOptions{}); err != nil {
+	if _, err := db.Run(context.Background(), j, runner.RunOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	return db, job
+	return db, j
 }
 
 // BenchmarkExport compares idem export of the latest snapshot with a raw
@@ -64,14 +66,14 @@ func benchOrders(b *testing.B, dir string) (*runner.DB, *runner.Job) {
 //	IDEM_BENCH_ROWS=2000000 go test ./runner -run '^$' -bench Export -benchtime 3x
 func BenchmarkExport(b *testing.B) {
 	dir := b.TempDir()
-	db, job := benchOrders(b, dir)
+	db, j := benchOrders(b, dir)
 	defer db.Close()
 	ctx := context.Background()
 	for _, format := range []string{"csv", "parquet"} {
 		out := filepath.Join(dir, "out."+format)
 		b.Run(format+"/idem", func(b *testing.B) {
 			for b.Loop() {
-				if _, err := db.Export(ctx, job, runner.ExportOptions{Out: out, Format: format}); err != nil {
+				if _, err := db.Export(ctx, j, runner.ExportOptions{Out: out, Format: format}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -20,7 +22,7 @@ func TestCopyToReportsTheFileSHA256(t *testing.T) {
 	for _, format := range []string{"csv", "parquet", "jsonl"} {
 		t.Run(format, func(t *testing.T) {
 			out := filepath.Join(dir, "export."+format)
-			rows, sum, size, err := copyTo(context.Background(), db.sql, query, out, format, "", Progress{}, nil)
+			rows, sum, size, err := copyTo(context.Background(), db.sql, query, out, format, "", job.Progress{}, nil)
 			require.NoError(t, err)
 			require.EqualValues(t, 400000, rows)
 			want, wantSize, err := fileSHA256(out)

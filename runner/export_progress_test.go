@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/runner"
@@ -19,9 +21,9 @@ import (
 func TestExportReportsProgress(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	job := sampleJob(t, dir, "sample", fixture(t, "fixtures/sample/occurrences-a.csv"))
-	db := openDB(t, job.Database)
-	_, err := db.Run(ctx, job, runner.RunOptions{})
+	j := sampleJob(t, dir, "sample", fixture(t, "fixtures/sample/occurrences-a.csv"))
+	db := openDB(t, j.Database)
+	_, err := db.Run(ctx, j, runner.RunOptions{})
 	require.NoError(t, err)
 
 	for _, tc := range []struct {
@@ -33,7 +35,7 @@ func TestExportReportsProgress(t *testing.T) {
 			last := map[string]int64{}
 			ended := false
 			var problems []string
-			p := runner.Progress{
+			p := job.Progress{
 				Step: func(name string) func(time.Duration) {
 					mu.Lock()
 					steps = append(steps, name)
@@ -63,7 +65,7 @@ func TestExportReportsProgress(t *testing.T) {
 			if tc.partition != "" {
 				out = filepath.Join(t.TempDir(), "parts")
 			}
-			res, err := db.Export(ctx, job, runner.ExportOptions{Out: out, PartitionBy: tc.partition, Progress: p})
+			res, err := db.Export(ctx, j, runner.ExportOptions{Out: out, PartitionBy: tc.partition, Progress: p})
 			require.NoError(t, err)
 			mu.Lock()
 			defer mu.Unlock()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -20,22 +22,22 @@ func TestFatalErrors(t *testing.T) {
 Original error: "fsync failed"`)), true},
 		{"fatal", errors.New(`step 04_commit.sql: FATAL Error: Failed to flush WAL`), true},
 		{"ordinary", errors.New(`step 01_stage.sql: Binder Error: column "x" not found`), false},
-		{"refused", refuse("batch", "batch b was committed with another digest"), false},
+		{"refused", job.Refuse("batch", "batch b was committed with another digest"), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := fatal(tc.err)
-			require.Equal(t, tc.fatal, errors.Is(got, ErrFatal))
+			got := job.Fatal(tc.err)
+			require.Equal(t, tc.fatal, errors.Is(got, job.ErrFatal))
 			require.ErrorIs(t, got, tc.err)
 			if !tc.fatal {
 				require.Equal(t, tc.err, got)
 				return
 			}
-			require.Equal(t, ExitFailure, ExitCode(got))
+			require.Equal(t, job.ExitFailure, job.ExitCode(got))
 			require.Contains(t, got.Error(), "the database was invalidated and this run committed nothing")
 			require.Contains(t, got.Error(), "run the command again")
 			require.Contains(t, got.Error(), tc.err.Error())
-			require.Equal(t, got, fatal(got), "wrapped once")
+			require.Equal(t, got, job.Fatal(got), "wrapped once")
 		})
 	}
 }

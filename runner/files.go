@@ -8,6 +8,8 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+
+	"github.com/idem-dev/idem/runner/job"
 )
 
 // Directory source: [input] mode = "files".
@@ -42,27 +44,27 @@ type FilesResult struct {
 // Every invocation is in the run log: each batch as its run, and a run that
 // found nothing new or stopped before its first batch (a committed file
 // that changed, an input that cannot be listed) as one entry.
-func (d *DB) RunFiles(ctx context.Context, job *Job, opts RunOptions) (*FilesResult, error) {
-	if job.Input.Mode != InputModeFiles {
-		return nil, usage("job %s does not read a directory (set [input] mode = \"files\")", job.Name)
+func (d *DB) RunFiles(ctx context.Context, j *job.Job, opts RunOptions) (*FilesResult, error) {
+	if j.Input.Mode != job.InputModeFiles {
+		return nil, job.Usage("job %s does not read a directory (set [input] mode = \"files\")", j.Name)
 	}
 	if opts.BatchID != "" || opts.From != nil {
-		return nil, d.logError(job, "", usage("a files-mode job names its batches after its files: --batch-id, --from and --to do not apply"))
+		return nil, d.logError(j, "", job.Usage("a files-mode job names its batches after its files: --batch-id, --from and --to do not apply"))
 	}
-	fresh, err := pendingFiles(ctx, d.sql, job, opts)
+	fresh, err := pendingFiles(ctx, d.sql, j, opts)
 	if err != nil {
-		return nil, d.logError(job, "", canceled(ctx, err))
+		return nil, d.logError(j, "", job.Canceled(ctx, err))
 	}
-	out := &FilesResult{Job: job.Name, Decision: DecisionSkipped, NewFiles: []string{}, Runs: []*Result{}}
+	out := &FilesResult{Job: j.Name, Decision: DecisionSkipped, NewFiles: []string{}, Runs: []*Result{}}
 	for _, f := range fresh {
 		out.NewFiles = append(out.NewFiles, f.Path)
 	}
 	if len(fresh) == 0 {
-		d.logInvocation(job, "", DecisionSkipped, "nothing new: no file that is not committed")
+		d.logInvocation(j, "", DecisionSkipped, "nothing new: no file that is not committed")
 		return out, nil
 	}
 	batches := [][]InputFile{fresh}
-	if job.Input.Batch != BatchAll {
+	if j.Input.Batch != job.BatchAll {
 		batches = batches[:0]
 		for _, f := range fresh {
 			batches = append(batches, []InputFile{f})
@@ -76,7 +78,7 @@ func (d *DB) RunFiles(ctx context.Context, job *Job, opts RunOptions) (*FilesRes
 			o.BatchID += ".." + filepath.Base(b[len(b)-1].Path)
 		}
 		fault(opts, FaultBeforeFile+filepath.Base(b[0].Path))
-		res, err := d.Run(ctx, job, o)
+		res, err := d.Run(ctx, j, o)
 		if err != nil {
 			return out, err
 		}
@@ -91,12 +93,12 @@ func (d *DB) RunFiles(ctx context.Context, job *Job, opts RunOptions) (*FilesRes
 // pendingFiles lists the files of a files-mode job's input that are not
 // committed yet, in name order, refusing a committed file that changed. q
 // nil means a database without idem's tables: every file is new.
-func pendingFiles(ctx context.Context, q querier, job *Job, opts RunOptions) ([]InputFile, error) {
-	pattern := job.Input.Path
+func pendingFiles(ctx context.Context, q querier, j *job.Job, opts RunOptions) ([]InputFile, error) {
+	pattern := j.Input.Path
 	if opts.Input != "" {
 		pattern = opts.Input
 	}
-	files, err := resolveJobInput(ctx, job, opts.Input, opts.Progress)
+	files, err := resolveJobInput(ctx, j, opts.Input, opts.Progress)
 	if err != nil {
 		return nil, err
 	}
@@ -105,13 +107,13 @@ func pendingFiles(ctx context.Context, q querier, job *Job, opts RunOptions) ([]
 	for _, f := range files {
 		name := filepath.Base(f.Path)
 		if other, ok := byName[name]; ok {
-			return nil, usage("input %s: files %s and %s share the name %s: batch ids are file names", pattern, other, f.Path, name)
+			return nil, job.Usage("input %s: files %s and %s share the name %s: batch ids are file names", pattern, other, f.Path, name)
 		}
 		byName[name] = f.Path
 	}
 	committed := map[string][]fileRecord{}
 	if q != nil {
-		if committed, err = committedFiles(ctx, q, job.Name); err != nil {
+		if committed, err = committedFiles(ctx, q, j.Name); err != nil {
 			return nil, err
 		}
 	}
@@ -129,16 +131,16 @@ func pendingFiles(ctx context.Context, q querier, job *Job, opts RunOptions) ([]
 
 // planInputMode fills in the plan of a files-mode or chunked job. db is nil
 // when the database or idem's tables do not exist yet.
-func planInputMode(ctx context.Context, db *DB, job *Job, opts RunOptions, plan *Plan) error {
+func planInputMode(ctx context.Context, db *DB, j *job.Job, opts RunOptions, plan *Plan) error {
 	switch {
-	case job.Input.Mode == InputModeFiles:
+	case j.Input.Mode == job.InputModeFiles:
 		var q querier
 		if db != nil {
 			q = db.sql
 		}
-		fresh, err := pendingFiles(ctx, q, job, opts)
+		fresh, err := pendingFiles(ctx, q, j, opts)
 		if err != nil {
-			if errors.Is(err, ErrRefused) {
+			if errors.Is(err, job.ErrRefused) {
 				plan.Decision, plan.Reason = "refuse", err.Error()
 				return nil
 			}
@@ -153,18 +155,18 @@ func planInputMode(ctx context.Context, db *DB, job *Job, opts RunOptions, plan 
 		if len(fresh) == 0 {
 			plan.Decision = "skip"
 		}
-		plan.Reason = fmt.Sprintf("%d new file(s), batch = %s", len(fresh), job.Input.Batch)
-	case job.Input.ChunkRows > 0:
+		plan.Reason = fmt.Sprintf("%d new file(s), batch = %s", len(fresh), j.Input.Batch)
+	case j.Input.ChunkRows > 0:
 		plan.BatchID = ""
 		plan.Decision = "apply"
-		plan.Reason = fmt.Sprintf("chunks of %d rows by %s from the start of the input", job.Input.ChunkRows, job.Input.Watermark)
+		plan.Reason = fmt.Sprintf("chunks of %d rows by %s from the start of the input", j.Input.ChunkRows, j.Input.Watermark)
 		if db != nil {
-			started, cursor, err := chunkStart(ctx, db.sql, job.Name)
+			started, cursor, err := chunkStart(ctx, db.sql, j.Name)
 			if err != nil {
 				return err
 			}
 			if started {
-				plan.Reason = fmt.Sprintf("chunks of %d rows by %s after watermark %d (skipped when nothing lies past it)", job.Input.ChunkRows, job.Input.Watermark, cursor)
+				plan.Reason = fmt.Sprintf("chunks of %d rows by %s after watermark %d (skipped when nothing lies past it)", j.Input.ChunkRows, j.Input.Watermark, cursor)
 			}
 		}
 	}
@@ -184,10 +186,10 @@ type fileRecord struct {
 // working directory of their run.
 
 // committedFiles reads the job's file records by file name, oldest first.
-func committedFiles(ctx context.Context, q querier, job string) (map[string][]fileRecord, error) {
-	rows, err := q.QueryContext(ctx, `SELECT path, sha256, batch_id, snapshot FROM idem.files WHERE job = ? ORDER BY snapshot, path`, job)
+func committedFiles(ctx context.Context, q querier, j string) (map[string][]fileRecord, error) {
+	rows, err := q.QueryContext(ctx, `SELECT path, sha256, batch_id, snapshot FROM idem.files WHERE job = ? ORDER BY snapshot, path`, j)
 	if err != nil {
-		return nil, fmt.Errorf("read committed files of job %s: %w", job, err)
+		return nil, fmt.Errorf("read committed files of job %s: %w", j, err)
 	}
 	defer rows.Close()
 	out := map[string][]fileRecord{}
@@ -215,7 +217,7 @@ func sameFile(recs []fileRecord, f InputFile) (fileRecord, bool) {
 
 // jobFilePath is the path a file is recorded under: relative to the job
 // file's folder, in slash form, whatever the working directory.
-func jobFilePath(j *Job, p string) string {
+func jobFilePath(j *job.Job, p string) string {
 	abs, err1 := filepath.Abs(p)
 	dir, err2 := filepath.Abs(filepath.Dir(j.File))
 	if err1 == nil && err2 == nil {
@@ -227,7 +229,7 @@ func jobFilePath(j *Job, p string) string {
 }
 
 func changedFile(f InputFile, rec fileRecord) error {
-	return refuse("file", "file %s changed after it was committed in batch %s (snapshot %d): sha256 was %s, is now %s; a committed file never changes: put new rows in a new file",
+	return job.Refuse("file", "file %s changed after it was committed in batch %s (snapshot %d): sha256 was %s, is now %s; a committed file never changes: put new rows in a new file",
 		f.Path, rec.batchID, rec.snapshot, rec.sha256[:12], f.SHA256[:12])
 }
 
@@ -235,15 +237,15 @@ func changedFile(f InputFile, rec fileRecord) error {
 // inputs: a file of the batch must not be committed already (the listing
 // that chose it was read outside the transaction), and a chunk must start
 // where the job's last chunk ended.
-func checkInputMode(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, st jobState, opts RunOptions) error {
+func checkInputMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, st jobState, opts RunOptions) error {
 	if opts.chunk != nil {
-		return checkChunk(ctx, tx, job, st, opts.chunk)
+		return checkChunk(ctx, tx, j, st, opts.chunk)
 	}
-	if job.Input.Mode != InputModeFiles {
+	if j.Input.Mode != job.InputModeFiles {
 		return nil
 	}
 	for _, f := range p.files {
-		recs, err := committedFile(ctx, tx, job.Name, filepath.Base(f.Path))
+		recs, err := committedFile(ctx, tx, j.Name, filepath.Base(f.Path))
 		if err != nil {
 			return err
 		}
@@ -254,17 +256,17 @@ func checkInputMode(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, st j
 		if !same {
 			return changedFile(f, recs[0])
 		}
-		return refuse("file", "file %s was already committed in batch %s (snapshot %d)", f.Path, rec.batchID, rec.snapshot)
+		return job.Refuse("file", "file %s was already committed in batch %s (snapshot %d)", f.Path, rec.batchID, rec.snapshot)
 	}
 	return nil
 }
 
 // committedFile reads the job's records of the file named name, oldest
 // first, inside the run's transaction.
-func committedFile(ctx context.Context, tx *sql.Tx, job, name string) ([]fileRecord, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT sha256, batch_id, snapshot FROM idem.files WHERE job = ? AND (path = ? OR ends_with(path, ?)) ORDER BY snapshot, path`, job, name, "/"+name)
+func committedFile(ctx context.Context, tx *sql.Tx, j, name string) ([]fileRecord, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT sha256, batch_id, snapshot FROM idem.files WHERE job = ? AND (path = ? OR ends_with(path, ?)) ORDER BY snapshot, path`, j, name, "/"+name)
 	if err != nil {
-		return nil, fmt.Errorf("read committed files of job %s: %w", job, err)
+		return nil, fmt.Errorf("read committed files of job %s: %w", j, err)
 	}
 	defer rows.Close()
 	var out []fileRecord
@@ -280,13 +282,13 @@ func committedFile(ctx context.Context, tx *sql.Tx, job, name string) ([]fileRec
 
 // recordFiles writes the file records of a files-mode batch, inside the
 // run's transaction.
-func recordFiles(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, res *Result) error {
-	if job.Input.Mode != InputModeFiles {
+func recordFiles(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, res *Result) error {
+	if j.Input.Mode != job.InputModeFiles {
 		return nil
 	}
 	for _, f := range p.files {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO idem.files VALUES (?, ?, ?, ?, ?, ?, current_timestamp)`,
-			job.Name, jobFilePath(job, f.Path), f.SHA256, f.Size, p.batchID, res.Snapshot); err != nil {
+			j.Name, jobFilePath(j, f.Path), f.SHA256, f.Size, p.batchID, res.Snapshot); err != nil {
 			return fmt.Errorf("record file %s: %w", f.Path, err)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 
 	idemsql "github.com/idem-dev/idem/sql"
@@ -27,22 +29,22 @@ func FuzzParseJob(f *testing.F) {
 	}
 	f.Add([]byte("name = \"j\"\npipeline = \"sample\"\ntransform_version = 1\nschema_version = 1\n[params]\ncap = \"x\"\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		job, err := ParseJob("job.toml", data, idemsql.FS)
+		j, err := ParseJob("job.toml", data, idemsql.FS)
 		if err != nil {
-			var jfe *JobFileError
+			var jfe *job.JobFileError
 			require.True(t, errors.As(err, &jfe), "not a JobFileError: %T %v", err, err)
 			require.Equal(t, "job.toml", jfe.File)
 			require.True(t, strings.HasPrefix(err.Error(), "job.toml"), "error does not name the file: %v", err)
-			require.Equal(t, ExitUsage, ExitCode(err))
+			require.Equal(t, job.ExitUsage, job.ExitCode(err))
 			return
 		}
-		require.Regexp(t, identifier, job.Name)
-		require.Regexp(t, identifier, job.Table)
-		require.NotNil(t, job.Pipeline)
-		require.NotEmpty(t, job.Steps)
-		require.NotEmpty(t, job.DDL)
-		require.Len(t, job.Params, len(job.Pipeline.Params), "every declared param resolved")
-		require.LessOrEqual(t, job.DuckDB.Threads, MaxThreads)
+		require.Regexp(t, job.Identifier, j.Name)
+		require.Regexp(t, job.Identifier, j.Table)
+		require.NotNil(t, j.Pipeline)
+		require.NotEmpty(t, j.Steps)
+		require.NotEmpty(t, j.DDL)
+		require.Len(t, j.Params, len(j.Pipeline.Params), "every declared param resolved")
+		require.LessOrEqual(t, j.DuckDB.Threads, job.MaxThreads)
 	})
 }
 
@@ -51,7 +53,7 @@ func FuzzParseJob(f *testing.F) {
 // error that names the input file and commits nothing.
 type stageFuzzer struct {
 	db   *DB
-	job  *Job
+	j    *job.Job
 	dir  string
 	ext  string
 	runs int
@@ -59,12 +61,12 @@ type stageFuzzer struct {
 
 func newStageFuzzer(f *testing.F, config, ext string) *stageFuzzer {
 	dir := f.TempDir()
-	db, err := Open(context.Background(), filepath.Join(dir, "fuzz.duckdb"), OpenOptions{DuckDB: DuckDBSettings{Threads: 1, MemoryLimit: "1GB"}})
+	db, err := Open(context.Background(), filepath.Join(dir, "fuzz.duckdb"), OpenOptions{DuckDB: job.DuckDBSettings{Threads: 1, MemoryLimit: "1GB"}})
 	require.NoError(f, err)
 	f.Cleanup(func() { db.Close() })
-	job, err := LoadJob(config, idemsql.FS)
+	j, err := LoadJob(config, idemsql.FS)
 	require.NoError(f, err)
-	return &stageFuzzer{db: db, job: job, dir: dir, ext: ext}
+	return &stageFuzzer{db: db, j: j, dir: dir, ext: ext}
 }
 
 func (s *stageFuzzer) run(t *testing.T, data []byte) {
@@ -73,14 +75,14 @@ func (s *stageFuzzer) run(t *testing.T, data []byte) {
 	in := filepath.Join(s.dir, fmt.Sprintf("in-%d%s", s.runs, s.ext))
 	require.NoError(t, os.WriteFile(in, data, 0o644))
 	defer os.Remove(in)
-	before, err := readState(ctx, s.db.sql, s.job.Name)
+	before, err := readState(ctx, s.db.sql, s.j.Name)
 	require.NoError(t, err)
-	res, err := s.db.Run(ctx, s.job, RunOptions{Input: in, BatchID: fmt.Sprintf("b%d", s.runs)})
-	after, serr := readState(ctx, s.db.sql, s.job.Name)
+	res, err := s.db.Run(ctx, s.j, RunOptions{Input: in, BatchID: fmt.Sprintf("b%d", s.runs)})
+	after, serr := readState(ctx, s.db.sql, s.j.Name)
 	require.NoError(t, serr, "the database is still usable")
 	if err != nil {
-		require.NotErrorIs(t, err, ErrFatal)
-		require.Equal(t, ExitFailure, ExitCode(err), "%v", err)
+		require.NotErrorIs(t, err, job.ErrFatal)
+		require.Equal(t, job.ExitFailure, job.ExitCode(err), "%v", err)
 		require.Contains(t, err.Error(), in, "the error names the input file")
 		require.NotContains(t, err.Error(), ".inputs/", "the error names the user's file, not its retained copy")
 		require.Equal(t, before, after, "a failed run committed something")

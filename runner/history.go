@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+
+	"github.com/idem-dev/idem/runner/job"
 )
 
 // History: every committed version of every target row, in
@@ -13,33 +15,33 @@ import (
 // snapshot S selects exactly those rows.
 
 // HistoryTable is the quoted name of a job's history table.
-func HistoryTable(job string) string { return "idem." + quoteIdent(job+"__history") }
+func HistoryTable(j string) string { return "idem." + job.QuoteIdent(j+"__history") }
 
 // recordHistory brings the job's history up to date with the target as
 // snapshot S. When the steps left temp table idem_touched (the key columns
 // of every row they wrote or deleted), only those keys are closed and
 // re-inserted; otherwise the open rows and the target are compared whole.
-func (d *DB) recordHistory(ctx context.Context, tx *sql.Tx, job *Job, snapshot int64) error {
-	cols, err := targetColumns(ctx, tx, job.Table)
+func (d *DB) recordHistory(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot int64) error {
+	cols, err := targetColumns(ctx, tx, j.Table)
 	if err != nil {
 		return err
 	}
-	hist := HistoryTable(job.Name)
-	exists, err := tableExists(ctx, tx, "idem", job.Name+"__history")
+	hist := HistoryTable(j.Name)
+	exists, err := tableExists(ctx, tx, "idem", j.Name+"__history")
 	if err != nil {
 		return err
 	}
-	target := quoteIdent(job.Table)
+	target := job.QuoteIdent(j.Table)
 	if !exists {
 		if _, err := tx.ExecContext(ctx, "CREATE TABLE "+hist+" AS SELECT *, CAST(0 AS BIGINT) AS idem_from, CAST(NULL AS BIGINT) AS idem_to FROM "+target+" LIMIT 0"); err != nil {
-			return fmt.Errorf("create history of %s: %w", job.Name, err)
+			return fmt.Errorf("create history of %s: %w", j.Name, err)
 		}
-	} else if err := alignHistory(ctx, tx, job.Name, cols); err != nil {
+	} else if err := alignHistory(ctx, tx, j.Name, cols); err != nil {
 		return err
 	}
 	names := make([]string, len(cols))
 	for i, c := range cols {
-		names[i] = quoteIdent(c.Name)
+		names[i] = job.QuoteIdent(c.Name)
 	}
 	list := strings.Join(names, ", ")
 	s := fmt.Sprint(snapshot)
@@ -47,13 +49,13 @@ func (d *DB) recordHistory(ctx context.Context, tx *sql.Tx, job *Job, snapshot i
 	if err != nil {
 		return err
 	}
-	if touched && len(job.Pipeline.Key) > 0 {
+	if touched && len(j.Pipeline.Key) > 0 {
 		// Semi-joins on the touched keys (a key may be listed twice): at 10M
 		// rows the UPDATE takes 1.3 s this way and 2.2 s as a join on
 		// SELECT DISTINCT.
 		var keys []string
-		for _, k := range job.Pipeline.Key {
-			keys = append(keys, quoteIdent(k))
+		for _, k := range j.Pipeline.Key {
+			keys = append(keys, job.QuoteIdent(k))
 		}
 		touched := keys[0] + " IN (SELECT " + keys[0] + " FROM idem_touched)"
 		if len(keys) > 1 {
@@ -65,7 +67,7 @@ func (d *DB) recordHistory(ctx context.Context, tx *sql.Tx, job *Job, snapshot i
 		}
 		for _, q := range stmts {
 			if _, err := tx.ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("record history of %s: %w", job.Name, trimSQLError(err))
+				return fmt.Errorf("record history of %s: %w", j.Name, trimSQLError(err))
 			}
 		}
 		return nil
@@ -87,7 +89,7 @@ func (d *DB) recordHistory(ctx context.Context, tx *sql.Tx, job *Job, snapshot i
 	)
 	for _, q := range stmts {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("record history of %s: %w", job.Name, trimSQLError(err))
+			return fmt.Errorf("record history of %s: %w", j.Name, trimSQLError(err))
 		}
 	}
 	return nil
@@ -95,8 +97,8 @@ func (d *DB) recordHistory(ctx context.Context, tx *sql.Tx, job *Job, snapshot i
 
 // alignHistory adds to the history table any target column it lacks (after
 // a schema change). Columns the target dropped stay, NULL in newer rows.
-func alignHistory(ctx context.Context, tx *sql.Tx, job string, cols []TargetColumn) error {
-	have, err := targetColumnsIn(ctx, tx, "idem", job+"__history")
+func alignHistory(ctx context.Context, tx *sql.Tx, j string, cols []TargetColumn) error {
+	have, err := targetColumnsIn(ctx, tx, "idem", j+"__history")
 	if err != nil {
 		return err
 	}
@@ -107,13 +109,13 @@ func alignHistory(ctx context.Context, tx *sql.Tx, job string, cols []TargetColu
 	for _, c := range cols {
 		t, ok := types[c.Name]
 		if !ok {
-			if _, err := tx.ExecContext(ctx, "ALTER TABLE "+HistoryTable(job)+" ADD COLUMN "+quoteIdent(c.Name)+" "+c.Type); err != nil {
-				return fmt.Errorf("add column %s to history of %s: %w", c.Name, job, err)
+			if _, err := tx.ExecContext(ctx, "ALTER TABLE "+HistoryTable(j)+" ADD COLUMN "+job.QuoteIdent(c.Name)+" "+c.Type); err != nil {
+				return fmt.Errorf("add column %s to history of %s: %w", c.Name, j, err)
 			}
 			continue
 		}
 		if t != c.Type {
-			return fmt.Errorf("schema change turns column %s of %s from %s into %s: history keeps one type per column; add a column with a new name instead", c.Name, job, t, c.Type)
+			return fmt.Errorf("schema change turns column %s of %s from %s into %s: history keeps one type per column; add a column with a new name instead", c.Name, j, t, c.Type)
 		}
 	}
 	return nil
@@ -138,11 +140,11 @@ func targetColumnsIn(ctx context.Context, q querier, schema, table string) ([]Ta
 
 // PinnedSelect returns a SELECT of the target's rows as committed at
 // snapshot S, with the columns the snapshot recorded.
-func PinnedSelect(job string, cols []TargetColumn, snapshot int64) string {
+func PinnedSelect(j string, cols []TargetColumn, snapshot int64) string {
 	names := make([]string, len(cols))
 	for i, c := range cols {
-		names[i] = quoteIdent(c.Name)
+		names[i] = job.QuoteIdent(c.Name)
 	}
 	return fmt.Sprintf("SELECT %s FROM %s WHERE idem_from <= %d AND (idem_to IS NULL OR idem_to > %d)",
-		strings.Join(names, ", "), HistoryTable(job), snapshot, snapshot)
+		strings.Join(names, ", "), HistoryTable(j), snapshot, snapshot)
 }

@@ -12,12 +12,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/idem-dev/idem/runner/job"
 )
 
 // InputFile is one input file: where it was read, its bytes' sha256 and
@@ -32,15 +36,15 @@ type InputFile struct {
 // resolveInput expands path (a file or a glob) into its files in name order
 // and hashes each one. A missing file, a glob that matches nothing or a
 // directory is an error: never an empty batch.
-func resolveInput(ctx context.Context, path string, progress Progress) ([]InputFile, error) {
+func resolveInput(ctx context.Context, path string, progress job.Progress) ([]InputFile, error) {
 	if path == "" {
-		return nil, usage("no input: set [input] path in the job file or pass --input")
+		return nil, job.Usage("no input: set [input] path in the job file or pass --input")
 	}
 	var paths []string
 	if strings.ContainsAny(path, "*?[") {
 		m, err := filepath.Glob(path)
 		if err != nil {
-			return nil, usage("input pattern %s: %v", path, err)
+			return nil, job.Usage("input pattern %s: %v", path, err)
 		}
 		if len(m) == 0 {
 			return nil, fmt.Errorf("input %s: no file matches: %w", path, os.ErrNotExist)
@@ -88,9 +92,9 @@ func fileKind(m os.FileMode) string {
 }
 
 // hashFile streams an input file through sha256, reporting progress.
-func hashFile(ctx context.Context, path string, size int64, progress Progress) (string, int64, error) {
+func hashFile(ctx context.Context, path string, size int64, progress job.Progress) (string, int64, error) {
 	label := "hash " + filepath.Base(path)
-	sum, n, err := sumFile(ctx, path, func(done int64) { progress.bytes(label, done, size) })
+	sum, n, err := sumFile(ctx, path, func(done int64) { progress.Count(label, done, size) })
 	if err != nil && ctx.Err() == nil {
 		return "", 0, fmt.Errorf("input %s: %w", path, err)
 	}
@@ -137,13 +141,13 @@ func inferFormat(declared string, files []InputFile) (string, error) {
 	ext := strings.ToLower(filepath.Ext(files[0].Path))
 	switch ext {
 	case ".csv":
-		return FormatCSV, nil
+		return job.FormatCSV, nil
 	case ".jsonl", ".ndjson", ".json":
-		return FormatJSONL, nil
+		return job.FormatJSONL, nil
 	case ".parquet":
-		return FormatParquet, nil
+		return job.FormatParquet, nil
 	}
-	return "", usage("input %s: cannot infer the format from extension %q: set [input] format to csv, jsonl or parquet", files[0].Path, ext)
+	return "", job.Usage("input %s: cannot infer the format from extension %q: set [input] format to csv, jsonl or parquet", files[0].Path, ext)
 }
 
 // storeDir is the folder beside the database that retains committed inputs,
@@ -160,7 +164,7 @@ func retainedPath(dbPath, sum string) string {
 // against the digest: a file that changed since it was hashed is an error.
 // A copy already in the store is reused only when its bytes still have the
 // digest; one that does not (edited, truncated) is replaced by a new copy.
-func retain(ctx context.Context, dbPath string, files []InputFile, progress Progress) error {
+func retain(ctx context.Context, dbPath string, files []InputFile, progress job.Progress) error {
 	for i := range files {
 		f := &files[i]
 		dst := retainedPath(dbPath, f.SHA256)
@@ -185,7 +189,7 @@ func retain(ctx context.Context, dbPath string, files []InputFile, progress Prog
 	return nil
 }
 
-func copyVerified(ctx context.Context, src, dst, sum string, size int64, progress Progress) error {
+func copyVerified(ctx context.Context, src, dst, sum string, size int64, progress job.Progress) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return fmt.Errorf("retain input %s: %w", src, err)
@@ -212,7 +216,7 @@ func copyVerified(ctx context.Context, src, dst, sum string, size int64, progres
 				return fmt.Errorf("retain input %s: %w", src, err)
 			}
 			done += int64(n)
-			progress.bytes("retain "+filepath.Base(src), done, size)
+			progress.Count("retain "+filepath.Base(src), done, size)
 		}
 		if rerr == io.EOF {
 			break
@@ -263,12 +267,12 @@ func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format strin
 	}
 	selectList := make([]string, len(columns))
 	for i, c := range columns {
-		selectList[i] = quoteIdent(c)
+		selectList[i] = job.QuoteIdent(c)
 	}
 	if len(paths) == 0 {
 		empty := make([]string, len(columns))
 		for i, c := range columns {
-			empty[i] = "CAST(NULL AS VARCHAR) AS " + quoteIdent(c)
+			empty[i] = "CAST(NULL AS VARCHAR) AS " + job.QuoteIdent(c)
 		}
 		_, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP VIEW input AS SELECT "+strings.Join(empty, ", ")+" WHERE false")
 		return nil, err
@@ -278,7 +282,7 @@ func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format strin
 	}
 	var reader string
 	switch format {
-	case FormatCSV:
+	case job.FormatCSV:
 		var header []string
 		for _, f := range files {
 			if f.Size == 0 {
@@ -291,23 +295,23 @@ func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format strin
 			if err := check(f.Path, h); err != nil {
 				return nil, err
 			}
-			if header != nil && !equalKeys(header, h) {
+			if header != nil && !job.EqualKeys(header, h) {
 				return nil, fmt.Errorf("input %s: header %s differs from the first file's %s", f.Path, strings.Join(h, ","), strings.Join(header, ","))
 			}
 			header = h
 		}
 		cols := make([]string, len(header))
 		for i, c := range header {
-			cols[i] = sqlString(c) + ": 'VARCHAR'"
+			cols[i] = job.SQLString(c) + ": 'VARCHAR'"
 		}
 		// An unquoted empty field is NULL and a quoted one ("") the empty
 		// string, as in PostgreSQL's COPY ... CSV, so a CSV batch can carry
 		// every value a JSON Lines batch can.
 		reader = "read_csv(getvariable('idem_input'), header = true, auto_detect = false, delim = ',', quote = '\"', escape = '\"', strict_mode = true, allow_quoted_nulls = false, columns = {" + strings.Join(cols, ", ") + "})"
-	case FormatJSONL:
+	case job.FormatJSONL:
 		cols := make([]string, len(columns))
 		for i, c := range columns {
-			cols[i] = sqlString(c) + ": 'VARCHAR'"
+			cols[i] = job.SQLString(c) + ": 'VARCHAR'"
 		}
 		// The first unexpected field refuses the input; ignored ones are
 		// all named (one per file and field, in file then field order).
@@ -342,7 +346,7 @@ func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format strin
 			return nil, inputReadError(err, files, format)
 		}
 		reader = "read_json(getvariable('idem_input'), format = 'newline_delimited', maximum_object_size = " + maxJSONObject + ", columns = {" + strings.Join(cols, ", ") + "})"
-	case FormatParquet:
+	case job.FormatParquet:
 		for _, f := range files {
 			if f.Size == 0 {
 				continue
@@ -367,7 +371,7 @@ func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format strin
 		}
 		reader = "read_parquet(getvariable('idem_input'))"
 	default:
-		return nil, usage("unknown input format %q", format)
+		return nil, job.Usage("unknown input format %q", format)
 	}
 	_, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP VIEW input AS SELECT "+strings.Join(selectList, ", ")+" FROM "+reader)
 	if err != nil {
@@ -598,4 +602,35 @@ func firstBadJSONLine(path string) (int, string) {
 			return 0, ""
 		}
 	}
+}
+
+// resolveJobInput resolves the input of a run of j: flag (--input, read
+// from the working directory) or else the job's [input] path. A job path
+// that matches nothing says so when the old rule would have matched.
+func resolveJobInput(ctx context.Context, j *job.Job, flag string, progress job.Progress) ([]InputFile, error) {
+	if flag != "" {
+		return resolveInput(ctx, flag, progress)
+	}
+	files, err := resolveInput(ctx, j.Input.Path, progress)
+	if err != nil && errors.Is(err, fs.ErrNotExist) {
+		if h := j.InputHint(); h != "" {
+			return nil, fmt.Errorf("%w%s", err, h)
+		}
+	}
+	return files, err
+}
+
+// inputDigest is the input part: the sha256 of the bytes of one file, or of
+// the canonical JSON list of the sorted file digests for several.
+func inputDigest(files []InputFile) string {
+	if len(files) == 1 {
+		return files[0].SHA256
+	}
+	digests := make([]string, len(files))
+	for i, f := range files {
+		digests[i] = f.SHA256
+	}
+	sort.Strings(digests)
+	sum := sha256.Sum256(job.CanonicalJSON(digests))
+	return hex.EncodeToString(sum[:])
 }

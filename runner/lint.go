@@ -16,6 +16,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/BurntSushi/toml"
 )
 
@@ -66,15 +68,15 @@ type LintReport struct {
 // named by the key, and _row (the stage step's row number), are unique per
 // row; row_number() OVER () numbers rows in input order.
 func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, error) {
-	data, err := readJobFile(jobPath)
+	data, err := job.ReadJobFile(jobPath)
 	if err != nil {
 		return nil, err
 	}
 	rep := &LintReport{Findings: []Finding{}}
-	job, err := parseJob(jobPath, data, builtins, true)
+	j, err := parseJob(jobPath, data, builtins, true)
 	if err != nil {
-		if errors.Is(err, ErrNoKey) {
-			var jfe *JobFileError
+		if errors.Is(err, job.ErrNoKey) {
+			var jfe *job.JobFileError
 			errors.As(err, &jfe)
 			var head struct{ Name, Pipeline string }
 			_, _ = toml.Decode(string(data), &head)
@@ -86,16 +88,16 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 		}
 		return nil, err
 	}
-	rep.Job, rep.Pipeline = job.Name, job.Pipeline.Name
-	origin := job.Pipeline.Origin()
+	rep.Job, rep.Pipeline = j.Name, j.Pipeline.Name
+	origin := j.Pipeline.Origin()
 	if cwd, err := os.Getwd(); err == nil && filepath.IsAbs(origin) {
 		if rel, err := filepath.Rel(cwd, origin); err == nil && !strings.HasPrefix(rel, "..") {
 			origin = filepath.ToSlash(rel)
 		}
 	}
-	if job.Pipeline.Mode == ModeApply && len(job.Pipeline.Key) == 0 {
+	if j.Pipeline.Mode == job.ModeApply && len(j.Pipeline.Key) == 0 {
 		rep.add(Finding{ID: LintNoKey, Severity: SeverityError, File: path.Join(origin, "pipeline.toml"),
-			Message: fmt.Sprintf("apply pipeline %s declares no key columns: a replayed batch would double its rows, and history cannot track rows", job.Pipeline.Name),
+			Message: fmt.Sprintf("apply pipeline %s declares no key columns: a replayed batch would double its rows, and history cannot track rows", j.Pipeline.Name),
 			Fix:     `declare key = ["..."] in pipeline.toml`})
 	}
 
@@ -104,12 +106,12 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 		return nil, fmt.Errorf("open scratch database for lint: %w", err)
 	}
 	defer db.Close()
-	l := &linter{ctx: ctx, db: db, job: job, rep: rep}
-	files := make([]lintFile, 0, len(job.Steps)+1)
-	for _, s := range job.Steps {
-		files = append(files, lintFile{name: path.Join(origin, fmt.Sprintf("transform/v%d", job.TransformVersion), s.Name), text: job.Expand(s.SQL)})
+	l := &linter{ctx: ctx, db: db, j: j, rep: rep}
+	files := make([]lintFile, 0, len(j.Steps)+1)
+	for _, s := range j.Steps {
+		files = append(files, lintFile{name: path.Join(origin, fmt.Sprintf("transform/v%d", j.TransformVersion), s.Name), text: j.Expand(s.SQL)})
 	}
-	files = append(files, lintFile{name: path.Join(origin, fmt.Sprintf("schema/v%d.sql", job.SchemaVersion)), text: job.Expand(job.DDL)})
+	files = append(files, lintFile{name: path.Join(origin, fmt.Sprintf("schema/v%d.sql", j.SchemaVersion)), text: j.Expand(j.DDL)})
 	for _, f := range files {
 		if err := l.file(f); err != nil {
 			return nil, err
@@ -117,7 +119,7 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 	}
 
 	// Params declared and never read.
-	for _, name := range sortedKeys(job.Pipeline.Params) {
+	for _, name := range job.SortedKeys(j.Pipeline.Params) {
 		read := regexp.MustCompile(`(?i)getvariable\s*\(\s*'` + regexp.QuoteMeta(name) + `'\s*\)`)
 		used := false
 		for _, f := range files {
@@ -131,15 +133,15 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 	}
 	// A declared outcomes table that no step writes: every run would fail
 	// its balance check (the stored rows are what is counted).
-	if t := job.Pipeline.OutcomesTable; t != "" {
-		stores := regexp.MustCompile(`(?i)\b(INSERT|MERGE)\s+INTO\s+` + regexp.QuoteMeta(quoteIdent(job.Table+t)))
+	if t := j.Pipeline.OutcomesTable; t != "" {
+		stores := regexp.MustCompile(`(?i)\b(INSERT|MERGE)\s+INTO\s+` + regexp.QuoteMeta(job.QuoteIdent(j.Table+t)))
 		stored := false
 		for _, f := range files[:len(files)-1] {
 			stored = stored || stores.MatchString(f.text)
 		}
 		if !stored {
 			rep.add(Finding{ID: LintOutcomesNotStored, Severity: SeverityError, File: path.Join(origin, "pipeline.toml"),
-				Message: fmt.Sprintf("outcomes_table %q is declared but no step stores rows in %s: idem counts the stored rows, so every run would fail its balance check", t, job.Table+t),
+				Message: fmt.Sprintf("outcomes_table %q is declared but no step stores rows in %s: idem counts the stored rows, so every run would fail its balance check", t, j.Table+t),
 				Fix:     fmt.Sprintf("insert every input row's outcome into {{table:%s}} in the commit step, or remove outcomes_table", t)})
 		}
 	}
@@ -171,13 +173,13 @@ type lintFile struct{ name, text string }
 type linter struct {
 	ctx context.Context
 	db  *sql.DB
-	job *Job
+	j   *job.Job
 	rep *LintReport
 }
 
 var (
-	nondeterministicCall = regexp.MustCompile(`(?i)\b(` + strings.Join(sortedKeys(nondeterministic), "|") + `)\s*\(`)
-	nondeterministicWord = regexp.MustCompile(`(?i)\b(` + strings.Join(sortedKeys(nondeterministicRefs), "|") + `)\b`)
+	nondeterministicCall = regexp.MustCompile(`(?i)\b(` + strings.Join(job.SortedKeys(nondeterministic), "|") + `)\s*\(`)
+	nondeterministicWord = regexp.MustCompile(`(?i)\b(` + strings.Join(job.SortedKeys(nondeterministicRefs), "|") + `)\b`)
 	copyStatement        = regexp.MustCompile(`(?is)^\s*COPY\b`)
 	insertStatement      = regexp.MustCompile(`(?is)^\s*INSERT\s+INTO\b`)
 	queryStart           = regexp.MustCompile(`(?i)\b(SELECT|WITH|FROM)\b`)
@@ -388,7 +390,7 @@ func (l *linter) query(file string, lineAt func(int) int, node map[string]any) {
 				}
 			}
 			var need []string
-			for _, k := range l.job.Pipeline.Key {
+			for _, k := range l.j.Pipeline.Key {
 				if !inPartition[strings.ToLower(k)] {
 					need = append(need, strings.ToLower(k))
 				}
@@ -397,7 +399,7 @@ func (l *linter) query(file string, lineAt func(int) int, node map[string]any) {
 			if total {
 				return
 			}
-			keys := strings.Join(l.job.Pipeline.Key, ", ")
+			keys := strings.Join(l.j.Pipeline.Key, ", ")
 			if keys == "" {
 				keys = "the key columns"
 			}
@@ -460,7 +462,7 @@ func (l *linter) limit(file string, lineAt func(int) int, mods []any) {
 			}
 		}
 	}
-	key := l.job.Pipeline.Key
+	key := l.j.Pipeline.Key
 	total := ordered["_row"] || (len(key) > 0 && !slices.ContainsFunc(key, func(k string) bool { return !ordered[strings.ToLower(k)] }))
 	if total {
 		return
@@ -563,14 +565,14 @@ var (
 // contractError names the step that should have created a relation of the
 // step contract when err is DuckDB's "does not exist" for it, and says who
 // read it (reader); other errors are returned unchanged.
-func contractError(job *Job, reader string, err error) error {
+func contractError(j *job.Job, reader string, err error) error {
 	m := missingTable.FindStringSubmatch(err.Error())
-	if m == nil || len(job.Steps) == 0 {
+	if m == nil || len(j.Steps) == 0 {
 		return err
 	}
 	switch strings.ToLower(m[1]) {
 	case "staged":
-		return fmt.Errorf("step %s did not create temp table staged (the stage step, the first, must create it: one row per input row, with a column reason); %s reads it: %w", job.Steps[0].Name, reader, err)
+		return fmt.Errorf("step %s did not create temp table staged (the stage step, the first, must create it: one row per input row, with a column reason); %s reads it: %w", j.Steps[0].Name, reader, err)
 	case "outcomes":
 		return fmt.Errorf("no step before %s created temp table outcomes (the outcomes step must create it: one row per staged row, with a column outcome): %w", reader, err)
 	}
@@ -599,8 +601,8 @@ func creates(re *regexp.Regexp, text string) bool {
 // by idem unless the pipeline declares its outcomes table), and an apply
 // pipeline leaves idem_touched (else history compares the whole target).
 func (l *linter) contract(origin string, steps []lintFile) {
-	job := l.job
-	dir := path.Join(origin, fmt.Sprintf("transform/v%d", job.TransformVersion))
+	j := l.j
+	dir := path.Join(origin, fmt.Sprintf("transform/v%d", j.TransformVersion))
 	add := func(sev, file, msg, fix string) {
 		l.rep.add(Finding{ID: LintStepContract, Severity: sev, File: file, Message: msg, Fix: fix})
 	}
@@ -619,7 +621,7 @@ func (l *linter) contract(origin string, steps []lintFile) {
 	} else if conn, err := l.db.Conn(l.ctx); err == nil {
 		// Where the stage step runs on an empty input in the scratch
 		// database, its columns are known: reason must be one of them.
-		if _, err := dryStage(l.ctx, conn, job); errors.Is(err, errNoReason) {
+		if _, err := dryStage(l.ctx, conn, j); errors.Is(err, errNoReason) {
 			add(SeverityError, stage.name, fmt.Sprintf("the stage step %s creates staged without a column reason: idem and quality rules tag invalid rows there", path.Base(stage.name)),
 				"add a column reason to staged: NULL for a valid row, else why it is invalid (CAST(NULL AS VARCHAR) AS reason when nothing is checked)")
 		}
@@ -631,12 +633,12 @@ func (l *linter) contract(origin string, steps []lintFile) {
 		hasOutcomes = hasOutcomes || creates(createsOutcomes, f.text)
 		hasTouched = hasTouched || creates(createsTouched, f.text)
 	}
-	if !hasOutcomes && job.Pipeline.OutcomesTable == "" {
+	if !hasOutcomes && j.Pipeline.OutcomesTable == "" {
 		add(SeverityError, dir, "no step creates temp table outcomes and the pipeline declares no outcomes_table: idem counts each row's outcome there, so every run would fail",
 			"create temp table (or view) outcomes in the outcomes step: one row per staged row, with a column outcome")
 	}
-	if job.Pipeline.Mode == ModeApply && !hasTouched {
+	if j.Pipeline.Mode == job.ModeApply && !hasTouched {
 		add(SeverityWarning, dir, "no step creates temp table idem_touched: every run compares the whole target with its history instead of the keys the batch touched",
-			fmt.Sprintf("in the commit step, CREATE OR REPLACE TEMP TABLE idem_touched AS the key columns (%s) of every row written or deleted", strings.Join(job.Pipeline.Key, ", ")))
+			fmt.Sprintf("in the commit step, CREATE OR REPLACE TEMP TABLE idem_touched AS the key columns (%s) of every row written or deleted", strings.Join(j.Pipeline.Key, ", ")))
 	}
 }

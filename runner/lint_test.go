@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 
 	idemsql "github.com/idem-dev/idem/sql"
@@ -75,7 +77,7 @@ func TestLintSilentOnBuiltins(t *testing.T) {
 		require.Empty(t, rep.Findings, j)
 		seen[rep.Pipeline] = true
 	}
-	for _, name := range BuiltinNames(idemsql.FS) {
+	for _, name := range job.BuiltinNames(idemsql.FS) {
 		require.True(t, seen[name], "no example job lints built-in pipeline %s", name)
 	}
 }
@@ -103,15 +105,15 @@ columns = [
 	for name, text := range steps {
 		write(filepath.Join("transform", "v1", name), text)
 	}
-	job := filepath.Join(dir, "tiny.toml")
-	require.NoError(t, os.WriteFile(job, []byte(`name = "tiny"
+	j := filepath.Join(dir, "tiny.toml")
+	require.NoError(t, os.WriteFile(j, []byte(`name = "tiny"
 pipeline = "./tiny"
 transform_version = 1
 schema_version = 1
 [input]
 format = "csv"
 `), 0o644))
-	return job
+	return j
 }
 
 const (
@@ -165,8 +167,8 @@ func TestLintStepContractAndLimit(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			job := tinyPipeline(t, t.TempDir(), c.mode, c.steps)
-			rep, err := LintJob(context.Background(), job, idemsql.FS)
+			j := tinyPipeline(t, t.TempDir(), c.mode, c.steps)
+			rep, err := LintJob(context.Background(), j, idemsql.FS)
 			require.NoError(t, err)
 			require.Equal(t, c.want, lintSummary(rep))
 			if c.message != "" {

@@ -13,24 +13,26 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 
 	idemsql "github.com/idem-dev/idem/sql"
 )
 
 // writeJob writes a job file into dir and loads it.
-func writeJob(t *testing.T, dir, text string) *Job {
+func writeJob(t *testing.T, dir, text string) *job.Job {
 	t.Helper()
 	path := filepath.Join(dir, "job.toml")
 	require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
-	job, err := LoadJob(path, idemsql.FS)
+	j, err := LoadJob(path, idemsql.FS)
 	require.NoError(t, err)
-	return job
+	return j
 }
 
 func openTestDB(t *testing.T, dir string) *DB {
 	t.Helper()
-	db, err := Open(context.Background(), filepath.Join(dir, "idem.duckdb"), OpenOptions{DuckDB: DuckDBSettings{Threads: 2}})
+	db, err := Open(context.Background(), filepath.Join(dir, "idem.duckdb"), OpenOptions{DuckDB: job.DuckDBSettings{Threads: 2}})
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
 	return db
@@ -279,7 +281,7 @@ func TestMergeByKeyMatchesFold(t *testing.T) {
 				t.Parallel()
 				rng := rand.New(rand.NewPCG(uint64(seed), 7))
 				dir := t.TempDir()
-				job := writeJob(t, dir, mbkJob(ordered))
+				j := writeJob(t, dir, mbkJob(ordered))
 				db := openTestDB(t, dir)
 				ctx := context.Background()
 				state := map[int64]*mbkStored{}
@@ -293,7 +295,7 @@ func TestMergeByKeyMatchesFold(t *testing.T) {
 					file := filepath.Join(dir, fmt.Sprintf("b%d.jsonl", b))
 					require.NoError(t, os.WriteFile(file, []byte(strings.Join(lines, "")), 0o644))
 					want := foldBatch(state, rows, ordered)
-					res, err := db.Run(ctx, job, RunOptions{Input: file})
+					res, err := db.Run(ctx, j, RunOptions{Input: file})
 					require.NoError(t, err, "batch %d: %s", b, strings.Join(lines, ""))
 					require.Equal(t, int64(len(rows)), res.RowsIn)
 

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/idem-dev/idem/runner/job"
 )
 
 // Ownership: a job's target, its companions (the {{table:_suffix}} objects
@@ -24,7 +26,7 @@ type ownedName struct {
 }
 
 // ownedNames are the target, the companions and the history of job.
-func ownedNames(j *Job) []ownedName {
+func ownedNames(j *job.Job) []ownedName {
 	names := []ownedName{{key: ownerKey("main", j.Table), display: fmt.Sprintf("table %q", j.Table)}}
 	suffixes := map[string]bool{}
 	for _, text := range append([]string{j.DDL}, stepTexts(j.Steps)...) {
@@ -47,7 +49,7 @@ func ownedNames(j *Job) []ownedName {
 	return names
 }
 
-func stepTexts(steps []Step) []string {
+func stepTexts(steps []job.Step) []string {
 	out := make([]string, len(steps))
 	for i, s := range steps {
 		out[i] = s.SQL
@@ -60,8 +62,8 @@ func ownerKey(schema, name string) string { return strings.ToLower(schema + "." 
 // checkOwners refuses (guard "owner") when a table or view job would write
 // belongs to another job. With claim, it records the names not yet claimed
 // as job's, in tx: they stay claimed only if tx commits.
-func checkOwners(ctx context.Context, tx querier, job *Job, claim bool) error {
-	for _, n := range ownedNames(job) {
+func checkOwners(ctx context.Context, tx querier, j *job.Job, claim bool) error {
+	for _, n := range ownedNames(j) {
 		var owner string
 		err := tx.QueryRowContext(ctx, `SELECT job FROM idem.owners WHERE name = ? ORDER BY job LIMIT 1`, n.key).Scan(&owner)
 		switch {
@@ -69,14 +71,14 @@ func checkOwners(ctx context.Context, tx querier, job *Job, claim bool) error {
 			if !claim {
 				continue
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO idem.owners VALUES (?, ?, current_timestamp)`, n.key, job.Name); err != nil {
-				return fmt.Errorf("claim %s for job %s: %w", n.display, job.Name, err)
+			if _, err := tx.ExecContext(ctx, `INSERT INTO idem.owners VALUES (?, ?, current_timestamp)`, n.key, j.Name); err != nil {
+				return fmt.Errorf("claim %s for job %s: %w", n.display, j.Name, err)
 			}
 		case err != nil:
 			return fmt.Errorf("read the owner of %s: %w", n.display, err)
-		case owner != job.Name:
-			return refuse("owner", "%s belongs to job %q; job %q may not create or write it: give job %q another [target] table (or name)",
-				n.display, owner, job.Name, job.Name)
+		case owner != j.Name:
+			return job.Refuse("owner", "%s belongs to job %q; job %q may not create or write it: give job %q another [target] table (or name)",
+				n.display, owner, j.Name, j.Name)
 		}
 	}
 	return nil

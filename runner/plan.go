@@ -6,25 +6,27 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/idem-dev/idem/runner/job"
 )
 
 // Plan is what a run would decide, computed without writing anything. Its
 // decision is in the words a run reports: loaded, applied, skipped,
 // already_committed, or refused (with the guard's message as the reason).
 type Plan struct {
-	Job       string   `json:"job"`
-	Mode      string   `json:"mode"`
-	Decision  string   `json:"decision"`
-	Changed   []string `json:"changed"`
-	FirstLoad bool     `json:"first_load"`
-	JobKey    string   `json:"job_key"`
-	BatchID   string   `json:"batch_id,omitempty"`
-	Snapshot  int64    `json:"snapshot"`
-	Cursor    int64    `json:"cursor"`
-	Epoch     int64    `json:"epoch"`
-	Reason    string   `json:"reason,omitempty"`
-	NewFiles  []string `json:"new_files,omitempty"` // files-mode jobs
-	Parts     Parts    `json:"parts"`
+	Job       string    `json:"job"`
+	Mode      string    `json:"mode"`
+	Decision  string    `json:"decision"`
+	Changed   []string  `json:"changed"`
+	FirstLoad bool      `json:"first_load"`
+	JobKey    string    `json:"job_key"`
+	BatchID   string    `json:"batch_id,omitempty"`
+	Snapshot  int64     `json:"snapshot"`
+	Cursor    int64     `json:"cursor"`
+	Epoch     int64     `json:"epoch"`
+	Reason    string    `json:"reason,omitempty"`
+	NewFiles  []string  `json:"new_files,omitempty"` // files-mode jobs
+	Parts     job.Parts `json:"parts"`
 
 	// Refusal is the error the run would meet: a *RefusedError when the
 	// decision is refused, else nil. Error and ExitCode carry it in JSON,
@@ -42,7 +44,7 @@ func (p *Plan) setState(st jobState) {
 // refuse records the refusal a run would meet.
 func (p *Plan) refuse(err error, msg string) {
 	p.Decision, p.Reason, p.Refusal = DecisionRefused, msg, err
-	p.Error, p.ExitCode = err.Error(), ExitCode(err)
+	p.Error, p.ExitCode = err.Error(), job.ExitCode(err)
 }
 
 // PlanRun computes the decision a run of job would take against the
@@ -51,7 +53,7 @@ func (p *Plan) refuse(err error, msg string) {
 // all when the database or idem's tables do not exist yet. Nothing is
 // written. A refusal is reported in the plan (Decision refused, Refusal
 // set), not as the error; the error is for a plan that cannot be made.
-func PlanRun(ctx context.Context, dbPath string, job *Job, opts RunOptions, open OpenOptions) (*Plan, error) {
+func PlanRun(ctx context.Context, dbPath string, j *job.Job, opts RunOptions, open OpenOptions) (*Plan, error) {
 	var db *DB
 	if _, err := os.Stat(dbPath); err == nil {
 		open.ReadOnly = true
@@ -76,32 +78,32 @@ func PlanRun(ctx context.Context, dbPath string, job *Job, opts RunOptions, open
 	// only once its input is staged: the plan checks the guards every chunk
 	// meets.
 	var newFiles []string
-	chunked := job.Input.ChunkRows > 0
-	if job.Input.Mode == InputModeFiles {
+	chunked := j.Input.ChunkRows > 0
+	if j.Input.Mode == job.InputModeFiles {
 		if opts.BatchID != "" || opts.From != nil {
-			return nil, usage("a files-mode job names its batches after its files: --batch-id, --from and --to do not apply")
+			return nil, job.Usage("a files-mode job names its batches after its files: --batch-id, --from and --to do not apply")
 		}
 		var q querier
 		if db != nil {
 			q = db.sql
 		}
-		fresh, err := pendingFiles(ctx, q, job, opts)
-		var refused *RefusedError
+		fresh, err := pendingFiles(ctx, q, j, opts)
+		var refused *job.RefusedError
 		if errors.As(err, &refused) {
-			return refusedPlan(ctx, db, job, err)
+			return refusedPlan(ctx, db, j, err)
 		}
 		if err != nil {
 			return nil, err
 		}
 		if len(fresh) == 0 {
-			return nothingNew(ctx, db, job)
+			return nothingNew(ctx, db, j)
 		}
 		newFiles = make([]string, len(fresh))
 		for i, f := range fresh {
 			newFiles[i] = f.Path
 		}
 		first := fresh[:1]
-		if job.Input.Batch == BatchAll {
+		if j.Input.Batch == job.BatchAll {
 			first = fresh
 		}
 		opts.files = first
@@ -111,15 +113,15 @@ func PlanRun(ctx context.Context, dbPath string, job *Job, opts RunOptions, open
 		}
 	}
 
-	p, err := prepare(ctx, job, opts)
+	p, err := prepare(ctx, j, opts)
 	if err != nil {
 		return nil, err
 	}
-	plan := &Plan{Job: job.Name, Mode: job.Pipeline.Mode, JobKey: p.key, BatchID: p.batchID, Changed: []string{}, Parts: p.parts, Epoch: 1, NewFiles: newFiles}
+	plan := &Plan{Job: j.Name, Mode: j.Pipeline.Mode, JobKey: p.key, BatchID: p.batchID, Changed: []string{}, Parts: p.parts, Epoch: 1, NewFiles: newFiles}
 	if chunked {
 		plan.BatchID = ""
 	}
-	wouldWrite := map[string]string{ModeRefresh: DecisionLoaded, ModeApply: DecisionApplied}[job.Pipeline.Mode]
+	wouldWrite := map[string]string{job.ModeRefresh: DecisionLoaded, job.ModeApply: DecisionApplied}[j.Pipeline.Mode]
 	if db == nil {
 		plan.FirstLoad, plan.Decision = true, wouldWrite
 		return plan, nil
@@ -134,7 +136,7 @@ func PlanRun(ctx context.Context, dbPath string, job *Job, opts RunOptions, open
 		return nil, fmt.Errorf("plan: begin: %w", err)
 	}
 	defer tx.Rollback()
-	st, err := readState(ctx, tx, job.Name)
+	st, err := readState(ctx, tx, j.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -147,8 +149,8 @@ func PlanRun(ctx context.Context, dbPath string, job *Job, opts RunOptions, open
 		// Chunk batch ids are named from the staged rows: no ledger check.
 		p.batchID = ""
 	}
-	res, _, _, done, err := db.decide(ctx, tx, job, p, opts, false)
-	var refused *RefusedError
+	res, _, _, done, err := db.decide(ctx, tx, j, p, opts, false)
+	var refused *job.RefusedError
 	switch {
 	case errors.As(err, &refused):
 		plan.refuse(err, refused.Msg)
@@ -159,7 +161,7 @@ func PlanRun(ctx context.Context, dbPath string, job *Job, opts RunOptions, open
 	default:
 		plan.Decision = wouldWrite
 		if chunked {
-			plan.Reason = fmt.Sprintf("chunks of %d rows by %s after watermark %d; skipped when nothing lies past it", job.Input.ChunkRows, job.Input.Watermark, st.cursor)
+			plan.Reason = fmt.Sprintf("chunks of %d rows by %s after watermark %d; skipped when nothing lies past it", j.Input.ChunkRows, j.Input.Watermark, st.cursor)
 		}
 	}
 	return plan, nil
@@ -167,13 +169,13 @@ func PlanRun(ctx context.Context, dbPath string, job *Job, opts RunOptions, open
 
 // nothingNew is the plan of a files-mode job with no new file: the run
 // would be skipped and keep the job's key.
-func nothingNew(ctx context.Context, db *DB, job *Job) (*Plan, error) {
-	plan := &Plan{Job: job.Name, Mode: job.Pipeline.Mode, Decision: DecisionSkipped, Changed: []string{}, Epoch: 1,
+func nothingNew(ctx context.Context, db *DB, j *job.Job) (*Plan, error) {
+	plan := &Plan{Job: j.Name, Mode: j.Pipeline.Mode, Decision: DecisionSkipped, Changed: []string{}, Epoch: 1,
 		NewFiles: []string{}, Reason: "nothing new: no file that is not committed"}
 	if db == nil {
 		return plan, nil
 	}
-	st, err := readState(ctx, db.sql, job.Name)
+	st, err := readState(ctx, db.sql, j.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -184,13 +186,13 @@ func nothingNew(ctx context.Context, db *DB, job *Job) (*Plan, error) {
 
 // refusedPlan is the plan of a run refused before it prepares its input
 // (a committed file that changed).
-func refusedPlan(ctx context.Context, db *DB, job *Job, refusal error) (*Plan, error) {
-	var refused *RefusedError
+func refusedPlan(ctx context.Context, db *DB, j *job.Job, refusal error) (*Plan, error) {
+	var refused *job.RefusedError
 	errors.As(refusal, &refused)
-	plan := &Plan{Job: job.Name, Mode: job.Pipeline.Mode, Changed: []string{}, Epoch: 1}
+	plan := &Plan{Job: j.Name, Mode: j.Pipeline.Mode, Changed: []string{}, Epoch: 1}
 	plan.refuse(refusal, refused.Msg)
 	if db != nil {
-		st, err := readState(ctx, db.sql, job.Name)
+		st, err := readState(ctx, db.sql, j.Name)
 		if err != nil {
 			return nil, err
 		}

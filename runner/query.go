@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	duckdb "github.com/duckdb/duckdb-go/v2"
 	"github.com/duckdb/duckdb-go/v2/mapping"
 )
@@ -106,7 +108,7 @@ func runQuery(ctx context.Context, path, query string, opts OpenOptions, text bo
 		// DuckDB renders the values itself; query() takes the text as it
 		// stands, trailing semicolon and comments included, and refuses
 		// what is not a SELECT (PRAGMA table_info), which falls through.
-		wrapped := "SELECT CAST(COLUMNS(*) AS VARCHAR) FROM query(" + sqlString(query) + ")"
+		wrapped := "SELECT CAST(COLUMNS(*) AS VARCHAR) FROM query(" + job.SQLString(query) + ")"
 		if w, err := inspect(ctx, conn, wrapped); err == nil && len(w.names) == len(info.names) {
 			rows, err := queryRows(ctx, conn, wrapped)
 			if err != nil {

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"unsafe"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/duckdb/duckdb-go/v2/mapping"
 )
 
@@ -38,7 +40,7 @@ func rawConnection(conn *sql.Conn) (mapping.Connection, bool) {
 // its own printing) and returns p with a poll of the running statement's
 // percentage, when p shows progress at all. conn must stay open as long as
 // the returned Progress is used.
-func (p Progress) withQueryProgress(ctx context.Context, conn *sql.Conn) Progress {
+func withQueryProgress(ctx context.Context, p job.Progress, conn *sql.Conn) job.Progress {
 	if p.Step == nil || p.Percent == nil {
 		return p
 	}
@@ -51,10 +53,10 @@ func (p Progress) withQueryProgress(ctx context.Context, conn *sql.Conn) Progres
 			return p
 		}
 	}
-	p.query = func() float64 {
+	p = p.WithQuery(func() float64 {
 		qp := mapping.QueryProgress(raw)
 		pct, _, _ := mapping.QueryProgressTypeMembers(&qp)
 		return pct
-	}
+	})
 	return p
 }

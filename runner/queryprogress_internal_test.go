@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -15,7 +17,7 @@ import (
 // step. It fails if duckdb-go stops holding the handle rawConnection reads.
 func TestQueryProgressIsReported(t *testing.T) {
 	ctx := context.Background()
-	d, err := Open(ctx, filepath.Join(t.TempDir(), "p.duckdb"), OpenOptions{DuckDB: DuckDBSettings{Threads: 1}})
+	d, err := Open(ctx, filepath.Join(t.TempDir(), "p.duckdb"), OpenOptions{DuckDB: job.DuckDBSettings{Threads: 1}})
 	require.NoError(t, err)
 	defer d.Close()
 	conn, err := d.sql.Conn(ctx)
@@ -26,17 +28,17 @@ func TestQueryProgressIsReported(t *testing.T) {
 
 	var mu sync.Mutex
 	var seen []float64
-	p := Progress{
+	p := withQueryProgress(ctx, job.Progress{
 		Step: func(string) func(time.Duration) { return nil },
 		Percent: func(pct float64) {
 			mu.Lock()
 			seen = append(seen, pct)
 			mu.Unlock()
 		},
-	}.withQueryProgress(ctx, conn)
-	require.NotNil(t, p.query, "no DuckDB connection handle: query progress is unavailable")
+	}, conn)
+	require.True(t, p.Queries(), "no DuckDB connection handle: query progress is unavailable")
 
-	done := p.step("scan")
+	done := p.Start("scan")
 	start := time.Now()
 	_, err = conn.ExecContext(ctx, `CREATE TEMP TABLE agg AS SELECT md5(md5(md5(s))) AS a, md5(md5(s || 'x')) AS b FROM big`)
 	require.NoError(t, err)
@@ -53,6 +55,6 @@ func TestQueryProgressIsReported(t *testing.T) {
 		}
 	}
 	n := len(seen)
-	time.Sleep(3 * percentPoll)
+	time.Sleep(3 * job.PercentPoll)
 	require.Len(t, seen, n, "nothing is reported after the step ended")
 }

@@ -7,15 +7,17 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/idem-dev/idem/runner/job"
 )
 
 // RerunOptions say which snapshot idem rerun rebuilds, and how the scratch
 // database is opened.
 type RerunOptions struct {
 	Snapshot int64 // 0: the latest
-	DuckDB   DuckDBSettings
+	DuckDB   job.DuckDBSettings
 	// Progress receives the replayed runs' progress.
-	Progress Progress
+	Progress job.Progress
 	// Fault is passed the fault points of the replayed runs (in the scratch
 	// database) and FaultRerunExport (crash tests).
 	Fault func(point string)
@@ -48,27 +50,27 @@ type RerunResult struct {
 // from its last load at or before S. The SQL is read through the job's
 // pipeline: a version whose files no longer match the recorded sha256 is
 // refused (ErrRefused). The database itself is only read.
-func (d *DB) Rerun(ctx context.Context, job *Job, opts RerunOptions) (*RerunResult, error) {
-	s, _, err := resolveSnapshot(ctx, d.sql, job.Name, opts.Snapshot)
+func (d *DB) Rerun(ctx context.Context, j *job.Job, opts RerunOptions) (*RerunResult, error) {
+	s, _, err := resolveSnapshot(ctx, d.sql, j.Name, opts.Snapshot)
 	if err != nil {
 		return nil, err
 	}
-	snaps, err := readSnapshots(ctx, d.sql, job.Name, s)
+	snaps, err := readSnapshots(ctx, d.sql, j.Name, s)
 	if err != nil {
 		return nil, err
 	}
-	chain := replayChain(job, snaps)
-	erasures, err := d.erasuresBySnapshot(ctx, job.Name)
+	chain := replayChain(j, snaps)
+	erasures, err := d.erasuresBySnapshot(ctx, j.Name)
 	if err != nil {
 		return nil, err
 	}
 	// Check every version before any work.
-	jobs := make([]*Job, len(chain))
+	jobs := make([]*job.Job, len(chain))
 	for i, row := range chain {
 		if row.Kind == KindErase || row.Kind == KindRollback {
 			continue
 		}
-		if jobs[i], err = jobAt(job, row); err != nil {
+		if jobs[i], err = jobAt(j, row); err != nil {
 			return nil, err
 		}
 	}
@@ -84,7 +86,7 @@ func (d *DB) Rerun(ctx context.Context, job *Job, opts RerunOptions) (*RerunResu
 	}
 	defer scratch.Close()
 
-	var last *Job
+	var last *job.Job
 	for i, row := range chain {
 		switch row.Kind {
 		case KindErase:
@@ -111,27 +113,27 @@ func (d *DB) Rerun(ctx context.Context, job *Job, opts RerunOptions) (*RerunResu
 		}
 	}
 	if last == nil {
-		return nil, fmt.Errorf("rerun: snapshot %d of %s has no batch to replay", s, job.Name)
+		return nil, fmt.Errorf("rerun: snapshot %d of %s has no batch to replay", s, j.Name)
 	}
 
 	if opts.Fault != nil {
 		opts.Fault(FaultRerunExport)
 	}
-	res := &RerunResult{Job: job.Name, Snapshot: s, Replayed: len(chain)}
+	res := &RerunResult{Job: j.Name, Snapshot: s, Replayed: len(chain)}
 	want := filepath.Join(dir, "snapshot.csv")
 	got := filepath.Join(dir, "rebuilt.csv")
-	exp, err := d.Export(ctx, job, ExportOptions{Snapshot: s, Out: want, Format: FormatCSV})
+	exp, err := d.Export(ctx, j, ExportOptions{Snapshot: s, Out: want, Format: job.FormatCSV})
 	if err != nil {
 		return nil, err
 	}
-	reb, err := scratch.Export(ctx, last, ExportOptions{Out: got, Format: FormatCSV})
+	reb, err := scratch.Export(ctx, last, ExportOptions{Out: got, Format: job.FormatCSV})
 	if err != nil {
 		return nil, fmt.Errorf("rerun: export the rebuilt target: %w", err)
 	}
 	res.SHA256, res.Rebuilt, res.Rows = exp.SHA256, reb.SHA256, reb.Rows
 	res.Reproduced = exp.SHA256 == reb.SHA256
 	if !res.Reproduced {
-		diff, err := DiffFiles(ctx, want, got, FormatCSV, job.Pipeline.Key)
+		diff, err := DiffFiles(ctx, want, got, job.FormatCSV, j.Pipeline.Key)
 		if err != nil {
 			return nil, err
 		}
@@ -144,8 +146,8 @@ func (d *DB) Rerun(ctx context.Context, job *Job, opts RerunOptions) (*RerunResu
 // replayChain is the snapshots a rebuild of the last one replays: all of an
 // apply job's; a refresh job's from its last load (from the first snapshot
 // when a rollback follows, as it may point further back).
-func replayChain(job *Job, snaps []*SnapshotRow) []*SnapshotRow {
-	if job.Pipeline.Mode == ModeApply {
+func replayChain(j *job.Job, snaps []*SnapshotRow) []*SnapshotRow {
+	if j.Pipeline.Mode == job.ModeApply {
 		return snaps
 	}
 	start := 0
@@ -167,10 +169,10 @@ type erasureRow struct {
 	position *int64
 }
 
-func (d *DB) erasuresBySnapshot(ctx context.Context, job string) (map[int64][]erasureRow, error) {
-	rows, err := d.sql.QueryContext(ctx, `SELECT snapshot, key, position FROM idem.erasures WHERE job = ? ORDER BY snapshot, key`, job)
+func (d *DB) erasuresBySnapshot(ctx context.Context, j string) (map[int64][]erasureRow, error) {
+	rows, err := d.sql.QueryContext(ctx, `SELECT snapshot, key, position FROM idem.erasures WHERE job = ? ORDER BY snapshot, key`, j)
 	if err != nil {
-		return nil, fmt.Errorf("read erasures of %s: %w", job, err)
+		return nil, fmt.Errorf("read erasures of %s: %w", j, err)
 	}
 	defer rows.Close()
 	out := map[int64][]erasureRow{}
@@ -188,24 +190,24 @@ func (d *DB) erasuresBySnapshot(ctx context.Context, job string) (map[int64][]er
 // jobAt is job as it ran for a snapshot: the recorded transform and schema
 // versions (read through the job's pipeline and checked against the
 // recorded sha256), params, target and input format.
-func jobAt(job *Job, row *SnapshotRow) (*Job, error) {
+func jobAt(j *job.Job, row *SnapshotRow) (*job.Job, error) {
 	parts, err := decodeParts(row.PartsJSON)
 	if err != nil {
 		return nil, fmt.Errorf("rerun: snapshot %d: parts: %w", row.Snapshot, err)
 	}
-	p := job.Pipeline
+	p := j.Pipeline
 	if parts.Transform.Pipeline != p.Name {
-		return nil, refuse("rerun", "snapshot %d of %s was built by pipeline %s; the job now names pipeline %s", row.Snapshot, job.Name, parts.Transform.Pipeline, p.Name)
+		return nil, job.Refuse("rerun", "snapshot %d of %s was built by pipeline %s; the job now names pipeline %s", row.Snapshot, j.Name, parts.Transform.Pipeline, p.Name)
 	}
 	steps, err := p.Transform(parts.Transform.Version)
 	if err != nil {
-		return nil, refuse("rerun", "snapshot %d of %s: %v", row.Snapshot, job.Name, err)
+		return nil, job.Refuse("rerun", "snapshot %d of %s: %v", row.Snapshot, j.Name, err)
 	}
 	ddl, err := p.Schema(parts.Schema.Version)
 	if err != nil {
-		return nil, refuse("rerun", "snapshot %d of %s: %v", row.Snapshot, job.Name, err)
+		return nil, job.Refuse("rerun", "snapshot %d of %s: %v", row.Snapshot, j.Name, err)
 	}
-	at := *job
+	at := *j
 	// A rebuild in a scratch database replays the job's writes; it is not
 	// one of the job's writers and is not fenced.
 	at.Fencing = ""
@@ -215,23 +217,23 @@ func jobAt(job *Job, row *SnapshotRow) (*Job, error) {
 		at.Table = t
 	}
 	if err := at.RestoreShape(parts.Config); err != nil {
-		return nil, fmt.Errorf("rerun: snapshot %d of %s: %w", row.Snapshot, job.Name, err)
+		return nil, fmt.Errorf("rerun: snapshot %d of %s: %w", row.Snapshot, j.Name, err)
 	}
 	// The same functions as a run's key parts: a generic pipeline's schema
 	// part hashes the DDL expanded with the recorded columns.
 	if got := at.TransformPart(); got.SHA256 != parts.Transform.SHA256 {
-		return nil, refuse("rerun", "snapshot %d of %s was built with transform v%d of %s with sha256 %s; its files now have sha256 %s: cannot rebuild it with other SQL",
-			row.Snapshot, job.Name, parts.Transform.Version, p.Name, short(parts.Transform.SHA256), short(got.SHA256))
+		return nil, job.Refuse("rerun", "snapshot %d of %s was built with transform v%d of %s with sha256 %s; its files now have sha256 %s: cannot rebuild it with other SQL",
+			row.Snapshot, j.Name, parts.Transform.Version, p.Name, short(parts.Transform.SHA256), short(got.SHA256))
 	}
 	if got := at.SchemaPart(); got.SHA256 != parts.Schema.SHA256 {
-		return nil, refuse("rerun", "snapshot %d of %s was built with schema v%d of %s with sha256 %s; its file now has sha256 %s: cannot rebuild it with other DDL",
-			row.Snapshot, job.Name, parts.Schema.Version, p.Name, short(parts.Schema.SHA256), short(got.SHA256))
+		return nil, job.Refuse("rerun", "snapshot %d of %s was built with schema v%d of %s with sha256 %s; its file now has sha256 %s: cannot rebuild it with other DDL",
+			row.Snapshot, j.Name, parts.Schema.Version, p.Name, short(parts.Schema.SHA256), short(got.SHA256))
 	}
 	format := row.Inputs.Format
 	if f, ok := parts.Config["format"].(string); ok && f != "" {
 		format = f
 	}
-	at.Input = InputSpec{Format: format}
+	at.Input = job.InputSpec{Format: format}
 	if e, ok := parts.Config["extra_columns"].(string); ok {
 		at.Input.ExtraColumns = e
 	}
@@ -247,11 +249,11 @@ func jobAt(job *Job, row *SnapshotRow) (*Job, error) {
 	for name, decl := range p.Params {
 		v, ok := recorded[name]
 		if !ok {
-			return nil, fmt.Errorf("rerun: snapshot %d of %s: no recorded value for param %s", row.Snapshot, job.Name, name)
+			return nil, fmt.Errorf("rerun: snapshot %d of %s: no recorded value for param %s", row.Snapshot, j.Name, name)
 		}
-		cv, err := convertParam(decl.Type, fromJSON(v))
+		cv, err := job.ConvertParam(decl.Type, fromJSON(v))
 		if err != nil {
-			return nil, fmt.Errorf("rerun: snapshot %d of %s: param %s: %w", row.Snapshot, job.Name, name, err)
+			return nil, fmt.Errorf("rerun: snapshot %d of %s: param %s: %w", row.Snapshot, j.Name, name, err)
 		}
 		at.Params[name] = cv
 	}
@@ -266,8 +268,8 @@ func short(sum string) string {
 }
 
 // decodeParts decodes parts JSON keeping numbers exact.
-func decodeParts(s string) (Parts, error) {
-	var p Parts
+func decodeParts(s string) (job.Parts, error) {
+	var p job.Parts
 	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
 	dec.UseNumber()
 	err := dec.Decode(&p)
@@ -297,19 +299,19 @@ func fromJSON(v any) any {
 // replayRun runs one recorded batch or load in the scratch database from
 // the retained files, with the recorded batch id and bounds, and checks that
 // it lands on the same snapshot number and reads the same bytes.
-func (d *DB) replayRun(ctx context.Context, scratch *DB, job *Job, row *SnapshotRow, linkDir string, ropts RerunOptions) error {
+func (d *DB) replayRun(ctx context.Context, scratch *DB, j *job.Job, row *SnapshotRow, linkDir string, ropts RerunOptions) error {
 	progress := ropts.Progress
 	files := row.Inputs.Files
 	if len(files) == 0 {
-		return fmt.Errorf("rerun: snapshot %d of %s records no input file", row.Snapshot, job.Name)
+		return fmt.Errorf("rerun: snapshot %d of %s records no input file", row.Snapshot, j.Name)
 	}
 	for _, f := range files {
 		if _, err := os.Stat(retainedPath(d.path, f.SHA256)); err != nil {
-			return fmt.Errorf("rerun: snapshot %d of %s: retained input %s (%s) is missing: %w", row.Snapshot, job.Name, f.Name, short(f.SHA256), err)
+			return fmt.Errorf("rerun: snapshot %d of %s: retained input %s (%s) is missing: %w", row.Snapshot, j.Name, f.Name, short(f.SHA256), err)
 		}
 		// Never replay from a copy whose bytes are not the recorded ones.
 		if err := verifyRetained(ctx, d.path, f); err != nil {
-			return fmt.Errorf("rerun: snapshot %d of %s: %w", row.Snapshot, job.Name, err)
+			return fmt.Errorf("rerun: snapshot %d of %s: %w", row.Snapshot, j.Name, err)
 		}
 	}
 	input := retainedPath(d.path, files[0].SHA256)
@@ -331,32 +333,32 @@ func (d *DB) replayRun(ctx context.Context, scratch *DB, job *Job, row *Snapshot
 		input = filepath.Join(linkDir, "*")
 	}
 	opts := RunOptions{Input: input, BatchID: row.BatchID, From: row.Inputs.Bounds.From, To: row.Inputs.Bounds.To, Progress: progress, Fault: ropts.Fault}
-	if job.Pipeline.Mode != ModeApply {
+	if j.Pipeline.Mode != job.ModeApply {
 		opts.BatchID = ""
 	}
-	if job.Input.ChunkRows > 0 {
+	if j.Input.ChunkRows > 0 {
 		resolved, err := resolveInput(ctx, input, progress)
 		if err != nil {
-			return fmt.Errorf("rerun: snapshot %d of %s: %w", row.Snapshot, job.Name, err)
+			return fmt.Errorf("rerun: snapshot %d of %s: %w", row.Snapshot, j.Name, err)
 		}
 		opts.files = resolved
-		opts.chunk = &chunkSpec{rows: job.Input.ChunkRows, from: row.Inputs.Bounds.From}
+		opts.chunk = &chunkSpec{rows: j.Input.ChunkRows, from: row.Inputs.Bounds.From}
 		opts.From, opts.To = nil, nil
 	}
-	res, err := scratch.Run(ctx, job, opts)
+	res, err := scratch.Run(ctx, j, opts)
 	if err != nil {
-		return fmt.Errorf("rerun: replay snapshot %d of %s: %w", row.Snapshot, job.Name, err)
+		return fmt.Errorf("rerun: replay snapshot %d of %s: %w", row.Snapshot, j.Name, err)
 	}
 	for i, f := range res.Inputs {
 		if i < len(files) && f.SHA256 != files[i].SHA256 {
-			return fmt.Errorf("rerun: snapshot %d of %s: retained input %s has sha256 %s, recorded %s", row.Snapshot, job.Name, files[i].Name, short(f.SHA256), short(files[i].SHA256))
+			return fmt.Errorf("rerun: snapshot %d of %s: retained input %s has sha256 %s, recorded %s", row.Snapshot, j.Name, files[i].Name, short(f.SHA256), short(files[i].SHA256))
 		}
 	}
 	if res.Decision != DecisionApplied && res.Decision != DecisionLoaded {
-		return fmt.Errorf("rerun: replay of snapshot %d of %s was %s, not a commit", row.Snapshot, job.Name, res.Decision)
+		return fmt.Errorf("rerun: replay of snapshot %d of %s was %s, not a commit", row.Snapshot, j.Name, res.Decision)
 	}
-	if job.Pipeline.Mode == ModeApply && res.Snapshot != row.Snapshot {
-		return fmt.Errorf("rerun: replay of snapshot %d of %s committed snapshot %d", row.Snapshot, job.Name, res.Snapshot)
+	if j.Pipeline.Mode == job.ModeApply && res.Snapshot != row.Snapshot {
+		return fmt.Errorf("rerun: replay of snapshot %d of %s committed snapshot %d", row.Snapshot, j.Name, res.Snapshot)
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/idem-dev/idem/runner/job"
 )
 
 // RollbackResult reports a rollback.
@@ -41,14 +43,14 @@ func (o RollbackOptions) fault(point string) {
 // rollback that would bring back a key erased at or above the row's
 // position is refused (exit 3, "rollback over an erasure"); so is one across
 // a change of the target's columns.
-func (d *DB) Rollback(ctx context.Context, job *Job, to int64, opts RollbackOptions) (*RollbackResult, error) {
+func (d *DB) Rollback(ctx context.Context, j *job.Job, to int64, opts RollbackOptions) (*RollbackResult, error) {
 	opts.fault(FaultBeforeBegin)
 	conn, tx, err := d.beginPinned(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	res, err := d.rollbackTx(ctx, tx, job, to, opts)
+	res, err := d.rollbackTx(ctx, tx, j, to, opts)
 	if err != nil {
 		return nil, errors.Join(err, ignoreDone(tx.Rollback()))
 	}
@@ -63,59 +65,59 @@ func (d *DB) Rollback(ctx context.Context, job *Job, to int64, opts RollbackOpti
 	return res, nil
 }
 
-func (d *DB) rollbackTx(ctx context.Context, tx *sql.Tx, job *Job, to int64, opts RollbackOptions) (*RollbackResult, error) {
-	st, err := readState(ctx, tx, job.Name)
+func (d *DB) rollbackTx(ctx context.Context, tx *sql.Tx, j *job.Job, to int64, opts RollbackOptions) (*RollbackResult, error) {
+	st, err := readState(ctx, tx, j.Name)
 	if err != nil {
 		return nil, err
 	}
 	if to < 1 || to > st.snapshot {
-		return nil, usage("job %s has no snapshot %d to roll back to (latest is %d)", job.Name, to, st.snapshot)
+		return nil, job.Usage("job %s has no snapshot %d to roll back to (latest is %d)", j.Name, to, st.snapshot)
 	}
 	// The writer guards of a run: a rollback prepared against snapshot P
 	// must not discard a commit made since.
-	if err := st.checkEpoch(job, opts.Epoch); err != nil {
+	if err := st.checkEpoch(j, opts.Epoch); err != nil {
 		return nil, err
 	}
 	if err := st.checkParent(opts.ExpectParent); err != nil {
 		return nil, err
 	}
-	if err := checkOwners(ctx, tx, job, true); err != nil {
+	if err := checkOwners(ctx, tx, j, true); err != nil {
 		return nil, err
 	}
-	row, err := readSnapshot(ctx, tx, job.Name, to)
+	row, err := readSnapshot(ctx, tx, j.Name, to)
 	if err != nil {
 		return nil, err
 	}
 	// A target dropped by hand comes back from the schema DDL, then from
 	// history like any rollback (a run refuses until then; see checkTarget).
-	exists, err := tableExists(ctx, tx, "main", job.Table)
+	exists, err := tableExists(ctx, tx, "main", j.Table)
 	if err != nil {
 		return nil, err
 	}
 	if !exists {
-		if err := recreateTarget(ctx, tx, job); err != nil {
+		if err := recreateTarget(ctx, tx, j); err != nil {
 			return nil, err
 		}
 	}
-	cols, err := targetColumns(ctx, tx, job.Table)
+	cols, err := targetColumns(ctx, tx, j.Table)
 	if err != nil {
 		return nil, err
 	}
 	if !slices.Equal(cols, row.Columns) {
-		return nil, refuse("rollback", "snapshot %d of %s has other columns than the target now (a schema change since): roll forward with a new batch instead", to, job.Name)
+		return nil, job.Refuse("rollback", "snapshot %d of %s has other columns than the target now (a schema change since): roll forward with a new batch instead", to, j.Name)
 	}
-	pinned := PinnedSelect(job.Name, row.Columns, to)
-	if n, err := erasedIn(ctx, tx, job, pinned); err != nil {
+	pinned := PinnedSelect(j.Name, row.Columns, to)
+	if n, err := erasedIn(ctx, tx, j, pinned); err != nil {
 		return nil, err
 	} else if n > 0 {
-		return nil, refuse("erasure", "rollback over an erasure: snapshot %d of %s holds %d row(s) of erased keys; repair forward instead", to, job.Name, n)
+		return nil, job.Refuse("erasure", "rollback over an erasure: snapshot %d of %s holds %d row(s) of erased keys; repair forward instead", to, j.Name, n)
 	}
 	names := make([]string, len(cols))
 	for i, c := range cols {
 		names[i] = c.Name
 	}
 	list := identList(names)
-	target := quoteIdent(job.Table)
+	target := job.QuoteIdent(j.Table)
 	for _, q := range []string{
 		"CREATE OR REPLACE TEMP TABLE idem_rollback AS " + pinned,
 		"DELETE FROM " + target,
@@ -124,41 +126,41 @@ func (d *DB) rollbackTx(ctx context.Context, tx *sql.Tx, job *Job, to int64, opt
 		"DROP TABLE IF EXISTS idem_touched",
 	} {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return nil, fmt.Errorf("roll %s back to snapshot %d: %w", job.Name, to, trimSQLError(err))
+			return nil, fmt.Errorf("roll %s back to snapshot %d: %w", j.Name, to, trimSQLError(err))
 		}
 	}
 	snapshot := st.snapshot + 1
-	if err := d.recordHistory(ctx, tx, job, snapshot); err != nil {
+	if err := d.recordHistory(ctx, tx, j, snapshot); err != nil {
 		return nil, err
 	}
 	opts.fault(FaultAfterTarget)
 	inputs := SnapshotInputs{Files: []InputRef{}, RollbackTo: &to}
-	if err := writeSnapshotOnly(ctx, tx, job, st, snapshot, KindRollback, inputs, row.JobKey, row.PartsJSON); err != nil {
+	if err := writeSnapshotOnly(ctx, tx, j, st, snapshot, KindRollback, inputs, row.JobKey, row.PartsJSON); err != nil {
 		return nil, err
 	}
-	rows, err := countRows(ctx, tx, job.Table)
+	rows, err := countRows(ctx, tx, j.Table)
 	if err != nil {
 		return nil, err
 	}
-	return &RollbackResult{Job: job.Name, To: to, Snapshot: snapshot, Parent: st.snapshot, RowsOut: rows}, nil
+	return &RollbackResult{Job: j.Name, To: to, Snapshot: snapshot, Parent: st.snapshot, RowsOut: rows}, nil
 }
 
 // erasedIn counts the rows of a pinned read whose key was erased at or above
 // the row's position (any row of the key when the pipeline has no position
 // column).
-func erasedIn(ctx context.Context, q querier, job *Job, pinned string) (int64, error) {
-	if len(job.Pipeline.Key) != 1 {
+func erasedIn(ctx context.Context, q querier, j *job.Job, pinned string) (int64, error) {
+	if len(j.Pipeline.Key) != 1 {
 		return 0, nil
 	}
-	key := "p." + quoteIdent(job.Pipeline.Key[0])
+	key := "p." + job.QuoteIdent(j.Pipeline.Key[0])
 	cond := "TRUE"
-	if job.Pipeline.Position != "" {
-		cond = "e.position IS NULL OR TRY_CAST(p." + quoteIdent(job.Pipeline.Position) + " AS BIGINT) <= e.position"
+	if j.Pipeline.Position != "" {
+		cond = "e.position IS NULL OR TRY_CAST(p." + job.QuoteIdent(j.Pipeline.Position) + " AS BIGINT) <= e.position"
 	}
 	var n int64
-	err := q.QueryRowContext(ctx, "SELECT count(*) FROM ("+pinned+") AS p JOIN (SELECT key, max(position) AS position FROM idem.erasures WHERE job = ? GROUP BY key) AS e ON CAST("+key+" AS VARCHAR) = e.key WHERE "+cond, job.Name).Scan(&n)
+	err := q.QueryRowContext(ctx, "SELECT count(*) FROM ("+pinned+") AS p JOIN (SELECT key, max(position) AS position FROM idem.erasures WHERE job = ? GROUP BY key) AS e ON CAST("+key+" AS VARCHAR) = e.key WHERE "+cond, j.Name).Scan(&n)
 	if err != nil {
-		return 0, fmt.Errorf("check erasures of %s: %w", job.Name, trimSQLError(err))
+		return 0, fmt.Errorf("check erasures of %s: %w", j.Name, trimSQLError(err))
 	}
 	return n, nil
 }
@@ -166,11 +168,11 @@ func erasedIn(ctx context.Context, q querier, job *Job, pinned string) (int64, e
 // recreateTarget runs the job's schema DDL to bring back a missing target.
 // The DDL may replace companion tables too (CREATE OR REPLACE of an outcomes
 // table): their rows are kept and put back, so only the target is new.
-func recreateTarget(ctx context.Context, tx *sql.Tx, job *Job) error {
+func recreateTarget(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 	seen := map[string]bool{}
 	var kept []string
-	for _, m := range companion.FindAllStringSubmatch(job.DDL, -1) {
-		name := job.Table + m[1]
+	for _, m := range companion.FindAllStringSubmatch(j.DDL, -1) {
+		name := j.Table + m[1]
 		if seen[name] {
 			continue
 		}
@@ -183,19 +185,19 @@ func recreateTarget(ctx context.Context, tx *sql.Tx, job *Job) error {
 			continue
 		}
 		keep := fmt.Sprintf("idem_keep_%d", len(kept))
-		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+keep+" AS SELECT * FROM "+quoteIdent(name)); err != nil {
+		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+keep+" AS SELECT * FROM "+job.QuoteIdent(name)); err != nil {
 			return fmt.Errorf("keep rows of %s: %w", name, trimSQLError(err))
 		}
 		kept = append(kept, name)
 	}
-	if _, err := tx.ExecContext(ctx, job.Expand(job.DDL)); err != nil {
-		return fmt.Errorf("recreate %s from schema v%d of pipeline %s: %w", job.Table, job.SchemaVersion, job.Pipeline.Name, trimSQLError(err))
+	if _, err := tx.ExecContext(ctx, j.Expand(j.DDL)); err != nil {
+		return fmt.Errorf("recreate %s from schema v%d of pipeline %s: %w", j.Table, j.SchemaVersion, j.Pipeline.Name, trimSQLError(err))
 	}
 	for i, name := range kept {
 		keep := fmt.Sprintf("idem_keep_%d", i)
 		for _, q := range []string{
-			"DELETE FROM " + quoteIdent(name),
-			"INSERT INTO " + quoteIdent(name) + " BY NAME SELECT * FROM " + keep,
+			"DELETE FROM " + job.QuoteIdent(name),
+			"INSERT INTO " + job.QuoteIdent(name) + " BY NAME SELECT * FROM " + keep,
 			"DROP TABLE " + keep,
 		} {
 			if _, err := tx.ExecContext(ctx, q); err != nil {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/idem-dev/idem/runner/job"
 )
 
 // Quality rules.
@@ -36,13 +38,13 @@ const RulePrefix = "invalid_rule:"
 
 // applyRules tags the staged rows that fail a rule. It is a no-op for a job
 // without rules.
-func applyRules(ctx context.Context, tx *sql.Tx, job *Job) error {
-	if len(job.Rules) == 0 {
+func applyRules(ctx context.Context, tx *sql.Tx, j *job.Job) error {
+	if len(j.Rules) == 0 {
 		return nil
 	}
 	var cases, fails []string
-	args := make([]any, 0, len(job.Rules))
-	for _, r := range job.Rules {
+	args := make([]any, 0, len(j.Rules))
+	for _, r := range j.Rules {
 		// The rule text is SQL by nature; it was parsed and bound when the
 		// job was loaded and cannot hold a second statement or a subquery.
 		cond := "(" + r.SQL + ") IS NOT TRUE"
@@ -52,14 +54,14 @@ func applyRules(ctx context.Context, tx *sql.Tx, job *Job) error {
 	}
 	q := "UPDATE staged SET reason = CASE " + strings.Join(cases, " ") + " END WHERE reason IS NULL AND (" + strings.Join(fails, " OR ") + ")"
 	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-		return fmt.Errorf("apply quality rules of job %s: %w", job.Name, contractError(job, "the job's quality rules", trimSQLError(err)))
+		return fmt.Errorf("apply quality rules of job %s: %w", j.Name, contractError(j, "the job's quality rules", trimSQLError(err)))
 	}
 	return nil
 }
 
 // validateRules checks every rule of job and returns the index of the first
 // bad one with the reason.
-func validateRules(ctx context.Context, job *Job) (int, error) {
+func validateRules(ctx context.Context, j *job.Job) (int, error) {
 	db, err := open(ctx, "?autoinstall_known_extensions=false&threads=1")
 	if err != nil {
 		return 0, fmt.Errorf("open scratch database to check quality rules: %w", err)
@@ -70,19 +72,19 @@ func validateRules(ctx context.Context, job *Job) (int, error) {
 		return 0, err
 	}
 	defer conn.Close()
-	refs := make([][]string, len(job.Rules))
-	for i, r := range job.Rules {
+	refs := make([][]string, len(j.Rules))
+	for i, r := range j.Rules {
 		cols, err := checkRuleShape(ctx, conn, r)
 		if err != nil {
 			return i, fmt.Errorf("rule %s: %w", r.Name, err)
 		}
 		refs[i] = cols
 	}
-	cols, err := dryStage(ctx, conn, job)
+	cols, err := dryStage(ctx, conn, j)
 	if err != nil {
-		return 0, fmt.Errorf("quality rules need the stage step (%s) to build temp table staged with a reason column: %w", job.Steps[0].Name, err)
+		return 0, fmt.Errorf("quality rules need the stage step (%s) to build temp table staged with a reason column: %w", j.Steps[0].Name, err)
 	}
-	for i, r := range job.Rules {
+	for i, r := range j.Rules {
 		var name, typ string
 		var null, key, def, extra sql.NullString
 		err := conn.QueryRowContext(ctx, "DESCRIBE SELECT ("+r.SQL+") AS idem_rule FROM staged WHERE ("+r.SQL+") IS NULL").
@@ -107,7 +109,7 @@ func validateRules(ctx context.Context, job *Job) (int, error) {
 			return 0, fmt.Errorf("quality rules: make a row to check them on: %s", firstLine(err))
 		}
 	}
-	for i, r := range job.Rules {
+	for i, r := range j.Rules {
 		var ok sql.NullBool
 		if err := conn.QueryRowContext(ctx, "SELECT ("+r.SQL+") AS idem_rule FROM idem_rule_row AS staged").Scan(&ok); err != nil {
 			return i, fmt.Errorf("rule %s: %s (on a staged row whose columns are NULL)", r.Name, firstLine(err))
@@ -119,7 +121,7 @@ func validateRules(ctx context.Context, job *Job) (int, error) {
 // checkRuleShape parses the rule inside a fixed SELECT and requires that the
 // parse is exactly that SELECT with one expression: text that closes the
 // parenthesis to add clauses or statements is refused.
-func checkRuleShape(ctx context.Context, conn *sql.Conn, r Rule) ([]string, error) {
+func checkRuleShape(ctx context.Context, conn *sql.Conn, r job.Rule) ([]string, error) {
 	if strings.Contains(r.SQL, ";") {
 		return nil, errors.New("a rule is one SQL expression; ';' is not allowed")
 	}
@@ -247,7 +249,7 @@ func checkRuleNode(v any) error {
 	default:
 		return fmt.Errorf("a rule may not hold a %s expression", strings.ToLower(class))
 	}
-	for _, k := range sortedKeys(m) {
+	for _, k := range job.SortedKeys(m) {
 		if err := checkRuleNode(m[k]); err != nil {
 			return err
 		}
@@ -364,25 +366,25 @@ func balanced(expr string) bool {
 
 // dryStage builds the job's target and staged table from an empty input in
 // the scratch connection and returns staged's columns.
-func dryStage(ctx context.Context, conn *sql.Conn, job *Job) ([]string, error) {
-	empty := make([]string, len(job.Pipeline.Columns))
-	for i, c := range job.Pipeline.Columns {
-		empty[i] = "CAST(NULL AS VARCHAR) AS " + quoteIdent(c.Name)
+func dryStage(ctx context.Context, conn *sql.Conn, j *job.Job) ([]string, error) {
+	empty := make([]string, len(j.Pipeline.Columns))
+	for i, c := range j.Pipeline.Columns {
+		empty[i] = "CAST(NULL AS VARCHAR) AS " + job.QuoteIdent(c.Name)
 	}
-	vars := map[string]any{"idem_job": job.Name, "idem_batch_id": "dry", "idem_snapshot": int64(1)}
-	for k, v := range job.Params {
+	vars := map[string]any{"idem_job": j.Name, "idem_batch_id": "dry", "idem_snapshot": int64(1)}
+	for k, v := range j.Params {
 		vars[k] = v
 	}
-	for _, k := range sortedKeys(vars) {
-		if _, err := conn.ExecContext(ctx, "SET VARIABLE "+quoteIdent(k)+" = ?", vars[k]); err != nil {
+	for _, k := range job.SortedKeys(vars) {
+		if _, err := conn.ExecContext(ctx, "SET VARIABLE "+job.QuoteIdent(k)+" = ?", vars[k]); err != nil {
 			return nil, err
 		}
 	}
 	stmts := []string{
 		"CREATE TEMP VIEW input AS SELECT " + strings.Join(empty, ", ") + " WHERE false",
 		"CREATE TEMP TABLE idem_erased (key VARCHAR, position BIGINT)",
-		job.Expand(job.DDL),
-		job.Expand(job.Steps[0].SQL),
+		j.Expand(j.DDL),
+		j.Expand(j.Steps[0].SQL),
 	}
 	for _, s := range stmts {
 		if _, err := conn.ExecContext(ctx, s); err != nil {
@@ -435,7 +437,7 @@ func walkJSON(v any, f func(map[string]any)) {
 	switch x := v.(type) {
 	case map[string]any:
 		f(x)
-		for _, k := range sortedKeys(x) {
+		for _, k := range job.SortedKeys(x) {
 			walkJSON(x[k], f)
 		}
 	case []any:

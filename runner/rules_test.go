@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 
 	idemsql "github.com/idem-dev/idem/sql"
@@ -40,7 +42,7 @@ sql = "length(value) <= 5"
 func TestRulesQuarantineVersionedChanges(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	job := writeJob(t, dir, vcRulesJob)
+	j := writeJob(t, dir, vcRulesJob)
 	db := openTestDB(t, dir)
 	input := filepath.Join(dir, "b1.jsonl")
 	require.NoError(t, os.WriteFile(input, []byte(`{"change_id":"c1","entity_id":"a","source_version":1,"operation":"upsert","value":"ok"}
@@ -49,7 +51,7 @@ func TestRulesQuarantineVersionedChanges(t *testing.T) {
 {"change_id":"c4","entity_id":"c","source_version":1,"operation":"delete","value":null}
 {"change_id":"","entity_id":"test-2","source_version":1,"operation":"upsert","value":"x"}
 `), 0o644))
-	res, err := db.Run(context.Background(), job, RunOptions{Input: input})
+	res, err := db.Run(context.Background(), j, RunOptions{Input: input})
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{
 		"accepted":                      1,
@@ -80,7 +82,7 @@ name = "value_short"
 sql = "length(value) <= 5"
 `)])
 	require.Len(t, without.Rules, 1)
-	require.NotEqual(t, string(canonicalJSON(with.Config("jsonl"))), string(canonicalJSON(without.Config("jsonl"))))
+	require.NotEqual(t, string(job.CanonicalJSON(with.Config("jsonl"))), string(job.CanonicalJSON(without.Config("jsonl"))))
 }
 
 // TestRuleValidation: a rule that is not a deterministic expression of the
@@ -160,9 +162,9 @@ sql = ` + strconv.Quote(c.sql) + `
 			require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
 			_, err := LoadJob(path, idemsql.FS)
 			require.Error(t, err)
-			var jfe *JobFileError
+			var jfe *job.JobFileError
 			require.True(t, errors.As(err, &jfe), "%T %v", err, err)
-			require.Equal(t, ExitUsage, ExitCode(err))
+			require.Equal(t, job.ExitUsage, job.ExitCode(err))
 			require.Equal(t, 10, jfe.Line)
 			require.Equal(t, "quality.rules[2]", jfe.Key)
 			prefix := path + ":10: quality.rules[2]: rule " + c.name + ": "
@@ -179,7 +181,7 @@ sql = ` + strconv.Quote(c.sql) + `
 // acceptedRules is one rule of each kind a rule may be: operators, LIKE,
 // regexps, CASE, BETWEEN, IN, TRY_CAST, NULL handling, string, math, date
 // arithmetic, a qualified column.
-var acceptedRules = []Rule{
+var acceptedRules = []job.Rule{
 	{Name: "trimmed", SQL: "length(trim(value)) <= 5 OR value IS NULL"},
 	{Name: "like", SQL: "entity_id NOT LIKE 'test-%' AND entity_id NOT ILIKE 'TMP%'"},
 	{Name: "regexp", SQL: "regexp_full_match(coalesce(value, ''), '[a-z0-9]*')"},
@@ -201,8 +203,8 @@ func TestAcceptedRulesLoad(t *testing.T) {
 	for _, r := range acceptedRules {
 		fmt.Fprintf(&b, "\n[[quality.rules]]\nname = %q\nsql = %q\n", r.Name, r.SQL)
 	}
-	job := writeJob(t, t.TempDir(), b.String())
-	require.Equal(t, acceptedRules, job.Rules)
+	j := writeJob(t, t.TempDir(), b.String())
+	require.Equal(t, acceptedRules, j.Rules)
 }
 
 // TestMergeByKeyJobValidation: the job-declared shape of merge_by_key is
@@ -234,11 +236,11 @@ schema_version = 1
 			path := filepath.Join(t.TempDir(), "job.toml")
 			require.NoError(t, os.WriteFile(path, []byte(c.text), 0o644))
 			_, err := LoadJob(path, idemsql.FS)
-			var jfe *JobFileError
+			var jfe *job.JobFileError
 			require.True(t, errors.As(err, &jfe), "%v", err)
 			require.Equal(t, c.key, jfe.Key)
 			require.Contains(t, err.Error(), c.want)
-			require.Equal(t, c.noKey, errors.Is(err, ErrNoKey))
+			require.Equal(t, c.noKey, errors.Is(err, job.ErrNoKey))
 		})
 	}
 }
@@ -261,11 +263,11 @@ day = "DATE"
 [target]
 key = ["id"]
 `
-	job := writeJob(t, dir, text)
+	j := writeJob(t, dir, text)
 	db := openTestDB(t, dir)
 	in := filepath.Join(dir, "a.jsonl")
 	require.NoError(t, os.WriteFile(in, []byte(`{"id": 1, "price": "12.345", "day": "2026-01-02"}`+"\n"+`{"id": 2, "price": "x", "day": "2026-01-02"}`+"\n"), 0o644))
-	res, err := db.Run(context.Background(), job, RunOptions{Input: in})
+	res, err := db.Run(context.Background(), j, RunOptions{Input: in})
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{"accepted": 1, "invalid_type:price": 1}, res.Outcomes)
 	cols, err := targetColumns(context.Background(), db.SQL(), "t")
@@ -290,7 +292,7 @@ key = ["id"]
 	require.NoError(t, os.WriteFile(in2, []byte(`{"id": 3, "price": 1, "day": null, "note": "n"}`+"\n"), 0o644))
 	res, err = db.Run(context.Background(), changed, RunOptions{Input: in2})
 	require.NoError(t, err)
-	require.Contains(t, res.Changed, PartSchema)
+	require.Contains(t, res.Changed, job.PartSchema)
 	require.Equal(t, []string{"1 12.35 ", "3 1.00 n"}, queryStrings(t, db.SQL(), `SELECT id || ' ' || price || ' ' || coalesce(note, '') FROM t ORDER BY id`))
 }
 
@@ -302,7 +304,7 @@ func TestRulesOnRefreshPipeline(t *testing.T) {
 	dir := t.TempDir()
 	input, err := filepath.Abs("../fixtures/sample/occurrences-a.csv")
 	require.NoError(t, err)
-	job := writeJob(t, dir, `name = "sample"
+	j := writeJob(t, dir, `name = "sample"
 pipeline = "sample"
 transform_version = 1
 schema_version = 1
@@ -313,7 +315,7 @@ name = "recent"
 sql = "year IS NULL OR year >= 1970"
 `)
 	db := openTestDB(t, dir)
-	res, err := db.Run(context.Background(), job, RunOptions{})
+	res, err := db.Run(context.Background(), j, RunOptions{})
 	require.NoError(t, err)
 	var old, total int64
 	require.NoError(t, db.SQL().QueryRow(`SELECT count(*) FILTER (WHERE TRY_CAST(year AS INTEGER) < 1970), count(*) FROM sample_outcomes WHERE outcome NOT LIKE 'invalid_%' OR outcome = 'invalid_rule:recent'`).Scan(&old, &total))
@@ -335,7 +337,7 @@ sql = "year IS NULL OR year >= 1970"
 func TestMergeByKeyCompositeKey(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	job := writeJob(t, dir, `name = "pairs"
+	j := writeJob(t, dir, `name = "pairs"
 pipeline = "merge_by_key"
 transform_version = 1
 schema_version = 1
@@ -354,11 +356,11 @@ order_by = "at"
 	ctx := context.Background()
 	a := filepath.Join(dir, "a.csv")
 	require.NoError(t, os.WriteFile(a, []byte("region,id,v,at\neu,1,x,1\nus,1,y,1\neu,2,z,1\n"), 0o644))
-	_, err := db.Run(ctx, job, RunOptions{Input: a})
+	_, err := db.Run(ctx, j, RunOptions{Input: a})
 	require.NoError(t, err)
 	b := filepath.Join(dir, "b.csv")
 	require.NoError(t, os.WriteFile(b, []byte("region,id,v,at\neu,1,x2,2\nus,1,old,0\n,3,nokey,1\n"), 0o644))
-	res, err := db.Run(ctx, job, RunOptions{Input: b})
+	res, err := db.Run(ctx, j, RunOptions{Input: b})
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{"accepted": 1, "stale": 1, "invalid_key": 1}, res.Outcomes)
 	require.Equal(t, []string{"eu 1 x2", "eu 2 z", "us 1 y"}, queryStrings(t, db.SQL(), `SELECT region || ' ' || id || ' ' || v FROM pairs ORDER BY region, id`))

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/idem-dev/idem/runner/job"
 )
 
 // Decisions a run can report.
@@ -46,7 +48,7 @@ type RunOptions struct {
 	Epoch        *int64 // refuse unless this is the job's writer epoch
 	ExpectParent *int64 // refuse unless the job's latest snapshot is this
 	Fault        func(point string)
-	Progress     Progress
+	Progress     job.Progress
 	// FailAfterTarget injects an error after the target is written and
 	// before COMMIT (tests of the all-or-nothing commit).
 	FailAfterTarget bool
@@ -75,7 +77,7 @@ type Result struct {
 	Target      string           `json:"target"`
 	InputSHA256 string           `json:"input_sha256"`
 	Inputs      []InputFile      `json:"inputs"`
-	Parts       Parts            `json:"parts"`
+	Parts       job.Parts        `json:"parts"`
 	// IgnoredColumns names, as "file: column", the input columns that
 	// [input] extra_columns = "ignore" skipped.
 	IgnoredColumns []string `json:"ignored_columns,omitempty"`
@@ -94,7 +96,7 @@ type Result struct {
 type jobState struct {
 	exists   bool
 	key      string
-	parts    Parts
+	parts    job.Parts
 	hasParts bool
 	target   string
 	snapshot int64
@@ -105,12 +107,12 @@ type jobState struct {
 // checkEpoch refuses a writer whose epoch (when it gave one) is not the
 // job's current writer epoch, and one that gave none when the job requires
 // fencing.
-func (st jobState) checkEpoch(job *Job, epoch *int64) error {
-	if epoch == nil && job.Fencing == FencingRequired {
-		return refuse("epoch", "job %s requires fencing ([job] fencing = \"required\"): pass --epoch %d, the job's current epoch (see idem fence)", job.Name, st.epoch)
+func (st jobState) checkEpoch(j *job.Job, epoch *int64) error {
+	if epoch == nil && j.Fencing == job.FencingRequired {
+		return job.Refuse("epoch", "job %s requires fencing ([job] fencing = \"required\"): pass --epoch %d, the job's current epoch (see idem fence)", j.Name, st.epoch)
 	}
 	if epoch != nil && *epoch != st.epoch {
-		return refuse("epoch", "stale writer: epoch %d is not the job's current epoch %d", *epoch, st.epoch)
+		return job.Refuse("epoch", "stale writer: epoch %d is not the job's current epoch %d", *epoch, st.epoch)
 	}
 	return nil
 }
@@ -119,30 +121,30 @@ func (st jobState) checkEpoch(job *Job, epoch *int64) error {
 // snapshot than the job's latest (when it named one).
 func (st jobState) checkParent(parent *int64) error {
 	if parent != nil && *parent != st.snapshot {
-		return refuse("parent", "stale parent: expected %d, latest is %d", *parent, st.snapshot)
+		return job.Refuse("parent", "stale parent: expected %d, latest is %d", *parent, st.snapshot)
 	}
 	return nil
 }
 
-func readState(ctx context.Context, q querier, job string) (jobState, error) {
+func readState(ctx context.Context, q querier, j string) (jobState, error) {
 	var st jobState
 	var key, parts, target sql.NullString
 	err := q.QueryRowContext(ctx,
-		`SELECT job_key, parts, target, snapshot, cursor, epoch FROM idem.jobs WHERE job = ?`, job).
+		`SELECT job_key, parts, target, snapshot, cursor, epoch FROM idem.jobs WHERE job = ?`, j).
 		Scan(&key, &parts, &target, &st.snapshot, &st.cursor, &st.epoch)
 	if errors.Is(err, sql.ErrNoRows) {
 		return jobState{epoch: 1}, nil
 	}
 	if err != nil {
-		return st, fmt.Errorf("read state of job %s: %w", job, err)
+		return st, fmt.Errorf("read state of job %s: %w", j, err)
 	}
 	st.exists = true
 	st.key = key.String
 	st.target = target.String
 	if parts.Valid && parts.String != "" {
-		p, err := parseParts(parts.String)
+		p, err := job.ParseParts(parts.String)
 		if err != nil {
-			return st, fmt.Errorf("read state of job %s: parts: %w", job, err)
+			return st, fmt.Errorf("read state of job %s: parts: %w", j, err)
 		}
 		st.parts, st.hasParts = p, true
 	}
@@ -159,7 +161,7 @@ type querier interface {
 type prepared struct {
 	files   []InputFile
 	format  string
-	parts   Parts
+	parts   job.Parts
 	key     string
 	batchID string
 	digest  string // the ledger's batch digest: input digest plus bounds
@@ -171,41 +173,41 @@ type prepared struct {
 	retained bool
 }
 
-func prepare(ctx context.Context, job *Job, opts RunOptions) (*prepared, error) {
+func prepare(ctx context.Context, j *job.Job, opts RunOptions) (*prepared, error) {
 	if (opts.From == nil) != (opts.To == nil) {
-		return nil, usage("--from and --to go together")
+		return nil, job.Usage("--from and --to go together")
 	}
 	if opts.From != nil {
-		if job.Pipeline.Mode != ModeApply {
-			return nil, usage("--from/--to apply to apply-mode jobs; %s is a %s job", job.Name, job.Pipeline.Mode)
+		if j.Pipeline.Mode != job.ModeApply {
+			return nil, job.Usage("--from/--to apply to apply-mode jobs; %s is a %s job", j.Name, j.Pipeline.Mode)
 		}
 		if *opts.To <= *opts.From {
-			return nil, usage("--to %d must be greater than --from %d: a batch covers (from, to]", *opts.To, *opts.From)
+			return nil, job.Usage("--to %d must be greater than --from %d: a batch covers (from, to]", *opts.To, *opts.From)
 		}
 	}
 	files := opts.files
 	if files == nil {
 		var err error
-		done := opts.Progress.step("hash input")
-		files, err = resolveJobInput(ctx, job, opts.Input, opts.Progress)
+		done := opts.Progress.Start("hash input")
+		files, err = resolveJobInput(ctx, j, opts.Input, opts.Progress)
 		done()
 		if err != nil {
 			return nil, err
 		}
 	}
-	format, err := inferFormat(job.Input.Format, files)
+	format, err := inferFormat(j.Input.Format, files)
 	if err != nil {
 		return nil, err
 	}
-	parts := Parts{
+	parts := job.Parts{
 		Input:     inputDigest(files),
-		Transform: job.TransformPart(),
-		Config:    job.Config(format),
-		Schema:    job.SchemaPart(),
+		Transform: j.TransformPart(),
+		Config:    j.Config(format),
+		Schema:    j.SchemaPart(),
 	}
 	p := &prepared{files: files, format: format, parts: parts, key: parts.Key()}
 	p.digest = parts.Input
-	if job.Pipeline.Mode == ModeApply {
+	if j.Pipeline.Mode == job.ModeApply {
 		p.batchID = opts.BatchID
 		if p.batchID == "" {
 			p.batchID = filepath.Base(files[0].Path)
@@ -214,7 +216,7 @@ func prepare(ctx context.Context, job *Job, opts RunOptions) (*prepared, error) 
 			}
 		}
 		if opts.From != nil {
-			p.digest = digestString(string(canonicalJSON(map[string]any{
+			p.digest = job.DigestString(string(job.CanonicalJSON(map[string]any{
 				"input": parts.Input, "from": *opts.From, "to": *opts.To,
 			})))
 		}
@@ -233,32 +235,32 @@ func prepare(ctx context.Context, job *Job, opts RunOptions) (*prepared, error) 
 // and the state row together, or changes nothing. A run refused by a guard
 // returns a *RefusedError; skipped and already-committed runs return a
 // Result and no error.
-func (d *DB) Run(ctx context.Context, job *Job, opts RunOptions) (*Result, error) {
-	res, err := d.run(ctx, job, opts)
-	return res, fatal(err)
+func (d *DB) Run(ctx context.Context, j *job.Job, opts RunOptions) (*Result, error) {
+	res, err := d.run(ctx, j, opts)
+	return res, job.Fatal(err)
 }
 
-func (d *DB) run(ctx context.Context, job *Job, opts RunOptions) (*Result, error) {
+func (d *DB) run(ctx context.Context, j *job.Job, opts RunOptions) (*Result, error) {
 	if d.readOnly {
 		return nil, errors.New("database opened read-only")
 	}
-	p, err := prepare(ctx, job, opts)
+	p, err := prepare(ctx, j, opts)
 	if err != nil {
-		return nil, d.logError(job, opts.BatchID, canceled(ctx, err))
+		return nil, d.logError(j, opts.BatchID, job.Canceled(ctx, err))
 	}
 	conn, err := d.sql.Conn(ctx)
 	if err != nil {
-		return nil, canceled(ctx, fmt.Errorf("connect %s: %w", d.path, err))
+		return nil, job.Canceled(ctx, fmt.Errorf("connect %s: %w", d.path, err))
 	}
 	defer conn.Close()
-	opts.Progress = opts.Progress.withQueryProgress(ctx, conn)
+	opts.Progress = withQueryProgress(ctx, opts.Progress, conn)
 
 	fault(opts, FaultBeforeBegin)
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, canceled(ctx, fmt.Errorf("begin: %w", err))
+		return nil, job.Canceled(ctx, fmt.Errorf("begin: %w", err))
 	}
-	res, logRow, err := d.runTx(ctx, tx, job, p, opts)
+	res, logRow, err := d.runTx(ctx, tx, j, p, opts)
 	if err != nil || res.Decision == DecisionSkipped || res.Decision == DecisionAlreadyCommitted {
 		rbErr := tx.Rollback()
 		if p.retained {
@@ -266,28 +268,28 @@ func (d *DB) run(ctx context.Context, job *Job, opts RunOptions) (*Result, error
 			_, _ = d.sweepInputs(context.WithoutCancel(ctx))
 		}
 		if err != nil {
-			err = canceled(ctx, err)
+			err = job.Canceled(ctx, err)
 			decision := DecisionFailed
-			if errors.Is(err, ErrRefused) {
+			if errors.Is(err, job.ErrRefused) {
 				decision = DecisionRefused
 			}
-			d.logOutside(job, p, decision, err.Error())
+			d.logOutside(j, p, decision, err.Error())
 			if rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
 				err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
 			}
 			return nil, err
 		}
-		d.logNoCommit(job, p, res, opts)
+		d.logNoCommit(j, p, res, opts)
 		return res, nil
 	}
 	_ = logRow
 	fault(opts, FaultBeforeCommit)
-	done := opts.Progress.step("commit")
+	done := opts.Progress.Start("commit")
 	err = tx.Commit()
 	done()
 	if err != nil {
-		err = canceled(ctx, fmt.Errorf("commit: %w", err))
-		d.logOutside(job, p, DecisionFailed, err.Error())
+		err = job.Canceled(ctx, fmt.Errorf("commit: %w", err))
+		d.logOutside(j, p, DecisionFailed, err.Error())
 		return nil, err
 	}
 	fault(opts, FaultAfterCommit)
@@ -297,7 +299,7 @@ func (d *DB) run(ctx context.Context, job *Job, opts RunOptions) (*Result, error
 	// Keep the WAL short: DuckDB replays it on open, and index DDL in a WAL
 	// has had replay bugs. A failure here does not undo the commit.
 	fault(opts, FaultCheckpoint)
-	done = opts.Progress.step("checkpoint")
+	done = opts.Progress.Start("checkpoint")
 	_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
 	done()
 	fault(opts, FaultAfterCheckpoint)
@@ -312,10 +314,10 @@ func fault(opts RunOptions, point string) {
 
 // logOutside records a run that committed nothing (skipped, refused, failed)
 // in the run log, in its own short transaction after the rollback.
-func (d *DB) logOutside(job *Job, p *prepared, decision, message string) {
+func (d *DB) logOutside(j *job.Job, p *prepared, decision, message string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := readState(ctx, d.sql, job.Name)
+	st, err := readState(ctx, d.sql, j.Name)
 	if err != nil {
 		return
 	}
@@ -324,7 +326,7 @@ func (d *DB) logOutside(job *Job, p *prepared, decision, message string) {
 		changed = p.parts.Changed(st.parts)
 	}
 	_, _ = d.sql.ExecContext(ctx, `INSERT INTO idem.runs VALUES (?, current_timestamp, ?, ?, ?, NULL, NULL, ?, ?, ?, ?)`,
-		job.Name, nullable(p.batchID), decision, string(canonicalJSON(nonNil(changed))), st.snapshot, st.cursor, st.epoch, nullable(message))
+		j.Name, nullable(p.batchID), decision, string(job.CanonicalJSON(nonNil(changed))), st.snapshot, st.cursor, st.epoch, nullable(message))
 }
 
 func nullable(s string) any {
@@ -349,17 +351,17 @@ func nonNil(s []string) []string {
 // write. A run decides with write; a plan decides the same way without it,
 // claiming no table and recording no released version, in a transaction it
 // rolls back.
-func (d *DB) decide(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts RunOptions, write bool) (res *Result, st jobState, exists, done bool, err error) {
-	st, err = readState(ctx, tx, job.Name)
+func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, opts RunOptions, write bool) (res *Result, st jobState, exists, done bool, err error) {
+	st, err = readState(ctx, tx, j.Name)
 	if err != nil {
 		return nil, st, false, false, err
 	}
 	res = &Result{
-		Job:         job.Name,
-		Pipeline:    job.Pipeline.Name,
-		Mode:        job.Pipeline.Mode,
+		Job:         j.Name,
+		Pipeline:    j.Pipeline.Name,
+		Mode:        j.Pipeline.Mode,
 		JobKey:      p.key,
-		Target:      job.Table,
+		Target:      j.Table,
 		InputSHA256: p.parts.Input,
 		Inputs:      p.files,
 		Parts:       p.parts,
@@ -379,7 +381,7 @@ func (d *DB) decide(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts
 
 	// Guards, in the order of the batch lab: epoch, identity, cursor; then the
 	// expected parent.
-	if err := st.checkEpoch(job, opts.Epoch); err != nil {
+	if err := st.checkEpoch(j, opts.Epoch); err != nil {
 		return nil, st, false, false, err
 	}
 	// A plan may read a database from before idem.owners, which only a
@@ -391,33 +393,33 @@ func (d *DB) decide(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts
 		}
 	}
 	if owners {
-		if err := checkOwners(ctx, tx, job, write); err != nil {
+		if err := checkOwners(ctx, tx, j, write); err != nil {
 			return nil, st, false, false, err
 		}
 	}
-	if err := checkTarget(ctx, tx, job, st); err != nil {
+	if err := checkTarget(ctx, tx, j, st); err != nil {
 		return nil, st, false, false, err
 	}
-	exists, err = tableExists(ctx, tx, "main", job.Table)
+	exists, err = tableExists(ctx, tx, "main", j.Table)
 	if err != nil {
 		return nil, st, false, false, err
 	}
-	switch job.Pipeline.Mode {
-	case ModeRefresh:
+	switch j.Pipeline.Mode {
+	case job.ModeRefresh:
 		if st.exists && st.key == p.key && exists {
 			// The target already holds this snapshot: report its counts.
 			res.Decision = DecisionSkipped
 			var outcomes sql.NullString
 			if err := tx.QueryRowContext(ctx, `SELECT rows_in, outcomes FROM idem.snapshots WHERE job = ? AND snapshot = ?`,
-				job.Name, st.snapshot).Scan(&res.RowsIn, &outcomes); err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return nil, st, false, false, fmt.Errorf("read snapshot %d of job %s: %w", st.snapshot, job.Name, err)
+				j.Name, st.snapshot).Scan(&res.RowsIn, &outcomes); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return nil, st, false, false, fmt.Errorf("read snapshot %d of job %s: %w", st.snapshot, j.Name, err)
 			}
 			_ = json.Unmarshal([]byte(outcomes.String), &res.Outcomes)
-			res.RowsOut, err = countRows(ctx, tx, job.Table)
+			res.RowsOut, err = countRows(ctx, tx, j.Table)
 			return res, st, exists, true, err
 		}
-	case ModeApply:
-		done, err := d.checkLedger(ctx, tx, job, p, res)
+	case job.ModeApply:
+		done, err := d.checkLedger(ctx, tx, j, p, res)
 		if err != nil || done {
 			return res, st, exists, true, err
 		}
@@ -426,10 +428,10 @@ func (d *DB) decide(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts
 			if *opts.From < st.cursor {
 				what = "an overlap"
 			}
-			return nil, st, false, false, refuse("cursor", "batch %s starts at %d but the job's cursor is %d (%s): the next batch must start at %d", p.batchID, *opts.From, st.cursor, what, st.cursor)
+			return nil, st, false, false, job.Refuse("cursor", "batch %s starts at %d but the job's cursor is %d (%s): the next batch must start at %d", p.batchID, *opts.From, st.cursor, what, st.cursor)
 		}
 		// Directory and chunked inputs (files.go, chunks.go).
-		if err := checkInputMode(ctx, tx, job, p, st, opts); err != nil {
+		if err := checkInputMode(ctx, tx, j, p, st, opts); err != nil {
 			return nil, st, false, false, err
 		}
 	}
@@ -438,20 +440,20 @@ func (d *DB) decide(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts
 	if err := st.checkParent(opts.ExpectParent); err != nil {
 		return nil, st, false, false, err
 	}
-	if err := checkReleased(ctx, tx, job, write); err != nil {
+	if err := checkReleased(ctx, tx, j, write); err != nil {
 		return nil, st, false, false, err
 	}
 	return res, st, exists, false, nil
 }
 
-func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts RunOptions) (*Result, bool, error) {
-	res, st, exists, nothing, err := d.decide(ctx, tx, job, p, opts, true)
+func (d *DB) runTx(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, opts RunOptions) (*Result, bool, error) {
+	res, st, exists, nothing, err := d.decide(ctx, tx, j, p, opts, true)
 	if err != nil || nothing {
 		return res, false, err
 	}
 
 	// Load.
-	done := opts.Progress.step("retain input")
+	done := opts.Progress.Start("retain input")
 	p.retained = true
 	err = retain(ctx, d.path, p.files, opts.Progress)
 	done()
@@ -464,37 +466,37 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 		}
 	}
 	snapshot := st.snapshot + 1
-	if err := bindVariables(ctx, tx, job, p, snapshot); err != nil {
+	if err := bindVariables(ctx, tx, j, p, snapshot); err != nil {
 		return nil, false, err
 	}
-	if res.IgnoredColumns, err = stageInput(ctx, tx, p.files, p.format, job.Pipeline.ColumnNames(), job.Input.ExtraColumns == ExtraIgnore); err != nil {
+	if res.IgnoredColumns, err = stageInput(ctx, tx, p.files, p.format, j.Pipeline.ColumnNames(), j.Input.ExtraColumns == job.ExtraIgnore); err != nil {
 		return nil, false, err
 	}
-	if more, err := filterChunk(ctx, tx, job, opts.chunk); err != nil || !more {
+	if more, err := filterChunk(ctx, tx, j, opts.chunk); err != nil || !more {
 		if err == nil {
 			res.Decision = DecisionSkipped // the input holds nothing past the cursor
 		}
 		return res, false, err
 	}
-	if err := prepareErasures(ctx, tx, job); err != nil {
+	if err := prepareErasures(ctx, tx, j); err != nil {
 		return nil, false, err
 	}
-	rebuild := !exists || !st.hasParts || st.parts.Schema != p.parts.Schema || st.target != job.Table
+	rebuild := !exists || !st.hasParts || st.parts.Schema != p.parts.Schema || st.target != j.Table
 	if rebuild {
-		if err := d.buildTarget(ctx, tx, job, exists && st.target == job.Table); err != nil {
+		if err := d.buildTarget(ctx, tx, j, exists && st.target == j.Table); err != nil {
 			return nil, false, err
 		}
 	}
-	for i, step := range job.Steps {
-		done := opts.Progress.step(strings.TrimSuffix(step.Name, ".sql"))
-		_, err := tx.ExecContext(ctx, job.Expand(step.SQL))
+	for i, step := range j.Steps {
+		done := opts.Progress.Start(strings.TrimSuffix(step.Name, ".sql"))
+		_, err := tx.ExecContext(ctx, j.Expand(step.SQL))
 		done()
 		if err != nil {
-			return nil, false, stepError(job, step, err, p)
+			return nil, false, stepError(j, step, err, p)
 		}
 		if i == 0 {
 			// Quality rules tag staged rows after the stage step (rules.go).
-			if err := applyRules(ctx, tx, job); err != nil {
+			if err := applyRules(ctx, tx, j); err != nil {
 				return nil, false, err
 			}
 		}
@@ -505,45 +507,45 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 	// pass gives both the counts and their total: over the stored outcome
 	// rows when the pipeline declares its outcomes table, else over the
 	// steps' outcomes relation (a table or a view).
-	done = opts.Progress.step("check outcomes")
+	done = opts.Progress.Start("check outcomes")
 	var staged int64
 	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM staged`).Scan(&staged); err != nil {
 		done()
-		return nil, false, fmt.Errorf("pipeline %s: count staged rows: %w", job.Pipeline.Name, contractError(job, "idem's outcome check", trimSQLError(err)))
+		return nil, false, fmt.Errorf("pipeline %s: count staged rows: %w", j.Pipeline.Name, contractError(j, "idem's outcome check", trimSQLError(err)))
 	}
-	counts, where, err := outcomeCounts(ctx, tx, job, p.batchID)
+	counts, where, err := outcomeCounts(ctx, tx, j, p.batchID)
 	done()
 	if err != nil {
-		return nil, false, fmt.Errorf("pipeline %s: %w", job.Pipeline.Name, contractError(job, "idem's outcome check", err))
+		return nil, false, fmt.Errorf("pipeline %s: %w", j.Pipeline.Name, contractError(j, "idem's outcome check", err))
 	}
 	var outcomes int64
 	for _, n := range counts {
 		outcomes += n
 	}
 	if staged != outcomes {
-		return nil, false, fmt.Errorf("pipeline %s: outcomes do not balance: %d rows staged, %d outcomes (%s); nothing committed", job.Pipeline.Name, staged, outcomes, where)
+		return nil, false, fmt.Errorf("pipeline %s: outcomes do not balance: %d rows staged, %d outcomes (%s); nothing committed", j.Pipeline.Name, staged, outcomes, where)
 	}
 	res.RowsIn = staged
 	res.Outcomes = counts
 	// The scrub reads this run's outcomes; only then are the step's temp
 	// tables dropped, before history is written, to keep peak memory down.
-	if err := d.scrubErased(ctx, tx, job, p, counts); err != nil {
+	if err := d.scrubErased(ctx, tx, j, p, counts); err != nil {
 		return nil, false, err
 	}
 	if err := dropScratch(ctx, tx); err != nil {
 		return nil, false, err
 	}
-	done = opts.Progress.step("history")
-	err = d.recordHistory(ctx, tx, job, snapshot)
+	done = opts.Progress.Start("history")
+	err = d.recordHistory(ctx, tx, j, snapshot)
 	done()
 	if err != nil {
 		return nil, false, err
 	}
-	res.RowsOut, err = countRows(ctx, tx, job.Table)
+	res.RowsOut, err = countRows(ctx, tx, j.Table)
 	if err != nil {
 		return nil, false, err
 	}
-	if err := countWritten(ctx, tx, job, snapshot, res); err != nil { // written.go
+	if err := countWritten(ctx, tx, j, snapshot, res); err != nil { // written.go
 		return nil, false, err
 	}
 	fault(opts, FaultAfterTarget)
@@ -552,7 +554,7 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 	}
 
 	res.Snapshot = snapshot
-	if job.Pipeline.Mode == ModeApply {
+	if j.Pipeline.Mode == job.ModeApply {
 		res.Decision = DecisionApplied
 		if opts.To != nil {
 			res.Cursor = *opts.To
@@ -563,7 +565,7 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 	} else {
 		res.Decision = DecisionLoaded
 	}
-	if err := d.writeCommitRows(ctx, tx, job, p, st, res, opts); err != nil {
+	if err := d.writeCommitRows(ctx, tx, j, p, st, res, opts); err != nil {
 		return nil, false, err
 	}
 	return res, true, nil
@@ -575,28 +577,28 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, opts 
 // already-committed answer or a batch applied over the wrong rows would hide
 // it. The refusal says how to repair: a rollback to S rebuilds the table
 // from its history.
-func checkTarget(ctx context.Context, tx querier, job *Job, st jobState) error {
-	if !st.exists || st.snapshot == 0 || !strings.EqualFold(st.target, job.Table) {
+func checkTarget(ctx context.Context, tx querier, j *job.Job, st jobState) error {
+	if !st.exists || st.snapshot == 0 || !strings.EqualFold(st.target, j.Table) {
 		return nil
 	}
 	var want sql.NullInt64
-	err := tx.QueryRowContext(ctx, `SELECT rows_out FROM idem.snapshots WHERE job = ? AND snapshot = ?`, job.Name, st.snapshot).Scan(&want)
+	err := tx.QueryRowContext(ctx, `SELECT rows_out FROM idem.snapshots WHERE job = ? AND snapshot = ?`, j.Name, st.snapshot).Scan(&want)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("read snapshot %d of job %s: %w", st.snapshot, job.Name, err)
+		return fmt.Errorf("read snapshot %d of job %s: %w", st.snapshot, j.Name, err)
 	}
 	var exists bool
 	if err := tx.QueryRowContext(ctx, `SELECT count(*) > 0 FROM duckdb_tables()
 		WHERE database_name = current_database() AND schema_name = 'main' AND lower(table_name) = lower(?)`, st.target).Scan(&exists); err != nil {
 		return fmt.Errorf("look up table %s: %w", st.target, err)
 	}
-	ref := job.File
+	ref := j.File
 	if ref == "" {
-		ref = job.Name
+		ref = j.Name
 	}
 	repair := fmt.Sprintf("nothing was changed; repair with `idem rollback %s --to-snapshot %d` (rebuilds the table from its history), then `idem rerun %s` proves it", ref, st.snapshot, ref)
 	if !exists {
-		return refuse("target", "table %q of job %q is missing, but the job's state says it holds snapshot %d (%d rows): %s",
-			st.target, job.Name, st.snapshot, want.Int64, repair)
+		return job.Refuse("target", "table %q of job %q is missing, but the job's state says it holds snapshot %d (%d rows): %s",
+			st.target, j.Name, st.snapshot, want.Int64, repair)
 	}
 	if !want.Valid {
 		return nil
@@ -606,34 +608,34 @@ func checkTarget(ctx context.Context, tx querier, job *Job, st jobState) error {
 		return err
 	}
 	if n != want.Int64 {
-		return refuse("target", "table %q of job %q holds %d rows, but snapshot %d, which the job's state says it holds, has %d: it was changed outside idem; %s",
-			st.target, job.Name, n, st.snapshot, want.Int64, repair)
+		return job.Refuse("target", "table %q of job %q holds %d rows, but snapshot %d, which the job's state says it holds, has %d: it was changed outside idem; %s",
+			st.target, j.Name, n, st.snapshot, want.Int64, repair)
 	}
 	return nil
 }
 
 // checkLedger applies the batch identity guard. It reports done when the
 // batch was already committed with the same digest.
-func (d *DB) checkLedger(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, res *Result) (bool, error) {
+func (d *DB) checkLedger(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, res *Result) (bool, error) {
 	var digest, outcomes string
 	var rowsIn, snapshot int64
 	var toPos sql.NullInt64
 	err := tx.QueryRowContext(ctx, `SELECT digest, rows_in, outcomes, snapshot, to_pos FROM idem.ledger WHERE job = ? AND batch_id = ?`,
-		job.Name, p.batchID).Scan(&digest, &rowsIn, &outcomes, &snapshot, &toPos)
+		j.Name, p.batchID).Scan(&digest, &rowsIn, &outcomes, &snapshot, &toPos)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("read ledger of job %s: %w", job.Name, err)
+		return false, fmt.Errorf("read ledger of job %s: %w", j.Name, err)
 	}
 	if digest != p.digest {
-		return false, refuse("batch", "batch %s was committed with digest %s; this input's digest is %s: a changed batch needs a new batch id", p.batchID, digest[:12], p.digest[:12])
+		return false, job.Refuse("batch", "batch %s was committed with digest %s; this input's digest is %s: a changed batch needs a new batch id", p.batchID, digest[:12], p.digest[:12])
 	}
 	res.Decision = DecisionAlreadyCommitted
 	res.RowsIn = rowsIn
 	res.Snapshot = snapshot
 	_ = json.Unmarshal([]byte(outcomes), &res.Outcomes)
-	rowsOut, err := countRows(ctx, tx, job.Table)
+	rowsOut, err := countRows(ctx, tx, j.Table)
 	if err == nil {
 		res.RowsOut = rowsOut
 	}
@@ -645,45 +647,45 @@ func (d *DB) checkLedger(ctx context.Context, tx *sql.Tx, job *Job, p *prepared,
 // and records versions seen for the first time.
 //
 // Without record (a plan), a version not recorded yet is left unrecorded.
-func checkReleased(ctx context.Context, tx *sql.Tx, job *Job, record bool) error {
+func checkReleased(ctx context.Context, tx *sql.Tx, j *job.Job, record bool) error {
 	check := func(kind string, version int, sum, what string) error {
 		var recorded string
 		err := tx.QueryRowContext(ctx, `SELECT sha256 FROM idem.released WHERE pipeline = ? AND kind = ? AND version = ?`,
-			job.Pipeline.Name, kind, version).Scan(&recorded)
+			j.Pipeline.Name, kind, version).Scan(&recorded)
 		if errors.Is(err, sql.ErrNoRows) {
 			if !record {
 				return nil
 			}
-			_, err = tx.ExecContext(ctx, `INSERT INTO idem.released VALUES (?, ?, ?, ?, current_timestamp)`, job.Pipeline.Name, kind, version, sum)
+			_, err = tx.ExecContext(ctx, `INSERT INTO idem.released VALUES (?, ?, ?, ?, current_timestamp)`, j.Pipeline.Name, kind, version, sum)
 			return err
 		}
 		if err != nil {
 			return err
 		}
 		if recorded != sum {
-			return refuse("released", "%s v%d of pipeline %s was edited after release (sha256 %s, recorded %s): released SQL never changes; add a new version (%s) instead", kind, version, job.Pipeline.Name, sum[:12], recorded[:12], what)
+			return job.Refuse("released", "%s v%d of pipeline %s was edited after release (sha256 %s, recorded %s): released SQL never changes; add a new version (%s) instead", kind, version, j.Pipeline.Name, sum[:12], recorded[:12], what)
 		}
 		return nil
 	}
-	if err := check("transform", job.TransformVersion, StepsDigest(job.Steps), "transform/v<N+1>/"); err != nil {
+	if err := check("transform", j.TransformVersion, job.StepsDigest(j.Steps), "transform/v<N+1>/"); err != nil {
 		return err
 	}
-	return check("schema", job.SchemaVersion, digestString(job.DDL), "schema/v<N+1>.sql")
+	return check("schema", j.SchemaVersion, job.DigestString(j.DDL), "schema/v<N+1>.sql")
 }
 
 // bindVariables binds the params and idem's own values as DuckDB variables
 // that the step SQL reads with getvariable('name').
-func bindVariables(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, snapshot int64) error {
+func bindVariables(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, snapshot int64) error {
 	vars := map[string]any{
-		"idem_job":      job.Name,
+		"idem_job":      j.Name,
 		"idem_batch_id": p.batchID,
 		"idem_snapshot": snapshot,
 	}
-	for k, v := range job.Params {
+	for k, v := range j.Params {
 		vars[k] = v
 	}
-	for _, k := range sortedKeys(vars) {
-		if _, err := tx.ExecContext(ctx, "SET VARIABLE "+quoteIdent(k)+" = ?", vars[k]); err != nil {
+	for _, k := range job.SortedKeys(vars) {
+		if _, err := tx.ExecContext(ctx, "SET VARIABLE "+job.QuoteIdent(k)+" = ?", vars[k]); err != nil {
 			return fmt.Errorf("bind %s: %w", k, err)
 		}
 	}
@@ -692,11 +694,11 @@ func bindVariables(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, snaps
 
 // prepareErasures gives the steps the job's erased keys as temp table
 // idem_erased(key, position).
-func prepareErasures(ctx context.Context, tx *sql.Tx, job *Job) error {
+func prepareErasures(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 	_, err := tx.ExecContext(ctx, `CREATE OR REPLACE TEMP TABLE idem_erased AS
-		SELECT key, max(position) AS position FROM idem.erasures WHERE job = ? GROUP BY key`, job.Name)
+		SELECT key, max(position) AS position FROM idem.erasures WHERE job = ? GROUP BY key`, j.Name)
 	if err != nil {
-		return fmt.Errorf("read erasures of job %s: %w", job.Name, err)
+		return fmt.Errorf("read erasures of job %s: %w", j.Name, err)
 	}
 	_, err = tx.ExecContext(ctx, `DROP TABLE IF EXISTS idem_touched`)
 	return err
@@ -704,24 +706,24 @@ func prepareErasures(ctx context.Context, tx *sql.Tx, job *Job) error {
 
 // buildTarget runs the schema DDL. For an apply job whose table exists (a
 // schema change), the rows are carried over by column name.
-func (d *DB) buildTarget(ctx context.Context, tx *sql.Tx, job *Job, existed bool) error {
-	carry := existed && job.Pipeline.Mode == ModeApply
+func (d *DB) buildTarget(ctx context.Context, tx *sql.Tx, j *job.Job, existed bool) error {
+	carry := existed && j.Pipeline.Mode == job.ModeApply
 	if carry {
-		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE idem_prev AS SELECT * FROM "+quoteIdent(job.Table)); err != nil {
-			return fmt.Errorf("keep rows of %s for the schema change: %w", job.Table, err)
+		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE idem_prev AS SELECT * FROM "+job.QuoteIdent(j.Table)); err != nil {
+			return fmt.Errorf("keep rows of %s for the schema change: %w", j.Table, err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, job.Expand(job.DDL)); err != nil {
-		return fmt.Errorf("schema v%d of pipeline %s: %w", job.SchemaVersion, job.Pipeline.Name, trimSQLError(err))
+	if _, err := tx.ExecContext(ctx, j.Expand(j.DDL)); err != nil {
+		return fmt.Errorf("schema v%d of pipeline %s: %w", j.SchemaVersion, j.Pipeline.Name, trimSQLError(err))
 	}
 	if carry {
-		cols, err := commonColumns(ctx, tx, job.Table)
+		cols, err := commonColumns(ctx, tx, j.Table)
 		if err != nil {
 			return err
 		}
 		list := strings.Join(cols, ", ")
-		if _, err := tx.ExecContext(ctx, "INSERT INTO "+quoteIdent(job.Table)+" ("+list+") SELECT "+list+" FROM idem_prev"); err != nil {
-			return fmt.Errorf("carry rows of %s into schema v%d: %w", job.Table, job.SchemaVersion, trimSQLError(err))
+		if _, err := tx.ExecContext(ctx, "INSERT INTO "+job.QuoteIdent(j.Table)+" ("+list+") SELECT "+list+" FROM idem_prev"); err != nil {
+			return fmt.Errorf("carry rows of %s into schema v%d: %w", j.Table, j.SchemaVersion, trimSQLError(err))
 		}
 	}
 	return nil
@@ -744,18 +746,18 @@ func commonColumns(ctx context.Context, tx *sql.Tx, table string) ([]string, err
 		if err := rows.Scan(&c); err != nil {
 			return nil, err
 		}
-		cols = append(cols, quoteIdent(c))
+		cols = append(cols, job.QuoteIdent(c))
 	}
 	return cols, rows.Err()
 }
 
-func stepError(job *Job, step Step, err error, p *prepared) error {
+func stepError(j *job.Job, step job.Step, err error, p *prepared) error {
 	msg := err.Error()
 	if strings.Contains(msg, "Malformed JSON") || strings.Contains(msg, "CSV Error") || strings.Contains(msg, "Invalid unicode") ||
 		strings.Contains(msg, "Invalid Input Error") || strings.Contains(msg, "Conversion Error") {
 		return inputReadError(err, p.files, p.format)
 	}
-	return fmt.Errorf("step %s: %w", step.Name, contractError(job, "step "+step.Name, trimSQLError(err)))
+	return fmt.Errorf("step %s: %w", step.Name, contractError(j, "step "+step.Name, trimSQLError(err)))
 }
 
 // trimSQLError drops DuckDB's multi-line context from an error.
@@ -779,11 +781,11 @@ func (e *sqlError) Unwrap() error { return e.err }
 // in the pipeline's outcomes table when it declares one (in apply mode, the
 // rows of this batch), else the steps' outcomes relation. It also says
 // where it counted, for messages.
-func outcomeCounts(ctx context.Context, tx *sql.Tx, job *Job, batchID string) (map[string]int64, string, error) {
+func outcomeCounts(ctx context.Context, tx *sql.Tx, j *job.Job, batchID string) (map[string]int64, string, error) {
 	from, where := "outcomes", "in the outcomes relation"
-	if t := job.Pipeline.OutcomesTable; t != "" {
-		from, where = quoteIdent(job.Table+t), "stored in "+job.Table+t
-		if job.Pipeline.Mode == ModeApply {
+	if t := j.Pipeline.OutcomesTable; t != "" {
+		from, where = job.QuoteIdent(j.Table+t), "stored in "+j.Table+t
+		if j.Pipeline.Mode == job.ModeApply {
 			from += " WHERE batch_id = getvariable('idem_batch_id')"
 			where += " for batch " + batchID
 		}
@@ -820,7 +822,7 @@ func tableExists(ctx context.Context, q querier, schema, table string) (bool, er
 
 func countRows(ctx context.Context, q querier, table string) (int64, error) {
 	var n int64
-	if err := q.QueryRowContext(ctx, "SELECT count(*) FROM "+quoteIdent(table)).Scan(&n); err != nil {
+	if err := q.QueryRowContext(ctx, "SELECT count(*) FROM "+job.QuoteIdent(table)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count rows of %s: %w", table, err)
 	}
 	return n, nil
@@ -828,12 +830,12 @@ func countRows(ctx context.Context, q querier, table string) (int64, error) {
 
 // writeCommitRows writes the ledger row (apply), the snapshot row, the state
 // row and the run log row, all inside the run's transaction.
-func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, st jobState, res *Result, opts RunOptions) error {
-	outcomes := string(canonicalJSON(res.Outcomes))
-	if job.Pipeline.Mode == ModeApply {
+func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, st jobState, res *Result, opts RunOptions) error {
+	outcomes := string(job.CanonicalJSON(res.Outcomes))
+	if j.Pipeline.Mode == job.ModeApply {
 		from, to := opts.bounds()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO idem.ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)`,
-			job.Name, p.batchID, p.digest, p.parts.Input, from, to, res.RowsIn, outcomes, res.Snapshot); err != nil {
+			j.Name, p.batchID, p.digest, p.parts.Input, from, to, res.RowsIn, outcomes, res.Snapshot); err != nil {
 			return fmt.Errorf("write ledger: %w", err)
 		}
 	}
@@ -841,23 +843,23 @@ func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, job *Job, p *prepa
 	for i, f := range p.files {
 		inputs[i] = map[string]any{"sha256": f.SHA256, "bytes": f.Size, "name": filepath.Base(f.Path)}
 	}
-	cols, err := targetColumns(ctx, tx, job.Table)
+	cols, err := targetColumns(ctx, tx, j.Table)
 	if err != nil {
 		return err
 	}
 	from, to := opts.bounds()
 	bounds := map[string]any{"from": from, "to": to}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.snapshots VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)`,
-		job.Name, res.Snapshot, st.snapshot, res.Decision, nullable(p.batchID), p.key, p.parts.JSON(),
-		string(canonicalJSON(map[string]any{"files": inputs, "format": p.format, "bounds": bounds})),
-		res.RowsIn, res.RowsOut, outcomes, string(canonicalJSON(cols)), string(canonicalJSON(nonNil(job.Pipeline.Key)))); err != nil {
+		j.Name, res.Snapshot, st.snapshot, res.Decision, nullable(p.batchID), p.key, p.parts.JSON(),
+		string(job.CanonicalJSON(map[string]any{"files": inputs, "format": p.format, "bounds": bounds})),
+		res.RowsIn, res.RowsOut, outcomes, string(job.CanonicalJSON(cols)), string(job.CanonicalJSON(nonNil(j.Pipeline.Key)))); err != nil {
 		return fmt.Errorf("write snapshot row: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM idem.jobs WHERE job = ?`, job.Name); err != nil {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM idem.jobs WHERE job = ?`, j.Name); err != nil {
 		return fmt.Errorf("write state row: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)`,
-		job.Name, job.Pipeline.Name, job.Pipeline.Mode, job.Table, p.key, p.parts.JSON(), res.Snapshot, res.Cursor, st.epoch); err != nil {
+		j.Name, j.Pipeline.Name, j.Pipeline.Mode, j.Table, p.key, p.parts.JSON(), res.Snapshot, res.Cursor, st.epoch); err != nil {
 		return fmt.Errorf("write state row: %w", err)
 	}
 	changed := res.Changed
@@ -865,13 +867,13 @@ func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, job *Job, p *prepa
 		changed = []string{}
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.runs VALUES (?, current_timestamp, ?, ?, ?, ?, ?, ?, ?, ?, NULL)`,
-		job.Name, nullable(p.batchID), res.Decision, string(canonicalJSON(changed)), res.RowsIn, outcomes, res.Snapshot, res.Cursor, st.epoch); err != nil {
+		j.Name, nullable(p.batchID), res.Decision, string(job.CanonicalJSON(changed)), res.RowsIn, outcomes, res.Snapshot, res.Cursor, st.epoch); err != nil {
 		return fmt.Errorf("write run log: %w", err)
 	}
-	if err := recordCommit(ctx, tx, job.Name, res.Decision); err != nil { // dbfile.go
+	if err := recordCommit(ctx, tx, j.Name, res.Decision); err != nil { // dbfile.go
 		return err
 	}
-	return recordFiles(ctx, tx, job, p, res) // files.go
+	return recordFiles(ctx, tx, j, p, res) // files.go
 }
 
 // TargetColumn is a target column as stored: name and DuckDB type.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/runner"
@@ -30,7 +32,7 @@ func writeJob(t *testing.T, dir, body string) string {
 	return p
 }
 
-func sampleJob(t *testing.T, dir, pipeline, input string) *runner.Job {
+func sampleJob(t *testing.T, dir, pipeline, input string) *job.Job {
 	t.Helper()
 	path := writeJob(t, dir, fmt.Sprintf(`name = "devil"
 pipeline = %q
@@ -44,9 +46,9 @@ path = %q
 [target]
 table = "devil_target"
 `, pipeline, filepath.Join(dir, "idem.duckdb"), input))
-	job, err := runner.LoadJob(path, idemsql.FS)
+	j, err := runner.LoadJob(path, idemsql.FS)
 	require.NoError(t, err)
-	return job
+	return j
 }
 
 // dump captures everything a run may write, for before/after comparisons.
@@ -79,9 +81,9 @@ func openDB(t *testing.T, path string) *runner.DB {
 func TestFailureBeforeCommitChangesNothing(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	job := sampleJob(t, dir, "sample", fixture(t, "fixtures/sample/occurrences-a.csv"))
-	db := openDB(t, job.Database)
-	res, err := db.Run(ctx, job, runner.RunOptions{})
+	j := sampleJob(t, dir, "sample", fixture(t, "fixtures/sample/occurrences-a.csv"))
+	db := openDB(t, j.Database)
+	res, err := db.Run(ctx, j, runner.RunOptions{})
 	require.NoError(t, err)
 	require.Equal(t, runner.DecisionLoaded, res.Decision)
 	before := dump(t, db)
@@ -94,16 +96,16 @@ func TestFailureBeforeCommitChangesNothing(t *testing.T) {
 			}
 		}, FailAfterTarget: true},
 	} {
-		_, err = db.Run(ctx, job, opts)
+		_, err = db.Run(ctx, j, opts)
 		require.ErrorContains(t, err, "injected failure")
 		require.Equal(t, before, dump(t, db), "a failed run must leave target, state, key and history as they were")
 	}
 
 	// The same run without the failure commits and reports the input change.
-	res, err = db.Run(ctx, job, runner.RunOptions{Input: fixture(t, "fixtures/sample/occurrences-b.csv")})
+	res, err = db.Run(ctx, j, runner.RunOptions{Input: fixture(t, "fixtures/sample/occurrences-b.csv")})
 	require.NoError(t, err)
 	require.Equal(t, runner.DecisionLoaded, res.Decision)
-	require.Equal(t, []string{runner.PartInput}, res.Changed)
+	require.Equal(t, []string{job.PartInput}, res.Changed)
 	require.EqualValues(t, 2, res.Snapshot)
 }
 
@@ -129,9 +131,9 @@ func TestEditedReleasedSQLIsRefused(t *testing.T) {
 	input := fixture(t, "fixtures/sample/occurrences-a.csv")
 	t.Chdir(dir)
 	copyPipeline(t, "sample", filepath.Join(dir, "mysample"))
-	job := sampleJob(t, dir, "mysample", input)
-	db := openDB(t, job.Database)
-	_, err := db.Run(ctx, job, runner.RunOptions{})
+	j := sampleJob(t, dir, "mysample", input)
+	db := openDB(t, j.Database)
+	_, err := db.Run(ctx, j, runner.RunOptions{})
 	require.NoError(t, err)
 	before := dump(t, db)
 
@@ -139,10 +141,10 @@ func TestEditedReleasedSQLIsRefused(t *testing.T) {
 	data, err := os.ReadFile(step)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(step, []byte(strings.Replace(string(data), "'over_cap'", "'capped'", 1)), 0o644))
-	job = sampleJob(t, dir, "mysample", input)
-	_, err = db.Run(ctx, job, runner.RunOptions{})
-	require.ErrorIs(t, err, runner.ErrRefused)
-	require.Equal(t, runner.ExitRefused, runner.ExitCode(err))
+	j = sampleJob(t, dir, "mysample", input)
+	_, err = db.Run(ctx, j, runner.RunOptions{})
+	require.ErrorIs(t, err, job.ErrRefused)
+	require.Equal(t, job.ExitRefused, job.ExitCode(err))
 	require.ErrorContains(t, err, "transform v1 of pipeline sample was edited after release")
 	require.ErrorContains(t, err, "add a new version")
 	require.Equal(t, before, dump(t, db))
@@ -183,9 +185,9 @@ cap = 10
 			path := writeJob(t, dir, c.body)
 			_, err := runner.LoadJob(path, idemsql.FS)
 			require.Error(t, err)
-			var jfe *runner.JobFileError
+			var jfe *job.JobFileError
 			require.True(t, errors.As(err, &jfe), "%T %v", err, err)
-			require.Equal(t, runner.ExitUsage, runner.ExitCode(err))
+			require.Equal(t, job.ExitUsage, job.ExitCode(err))
 			require.Contains(t, err.Error(), c.want)
 			require.Contains(t, err.Error(), path)
 			require.Equal(t, c.line, jfe.Line, err.Error())
@@ -197,9 +199,9 @@ func TestDatabaseNamedIdemWorks(t *testing.T) {
 	// A file's catalog name is its base name; idem's own schema is also
 	// called idem. The file is attached under a fixed alias so both work.
 	dir := t.TempDir()
-	job := sampleJob(t, dir, "sample", fixture(t, "fixtures/sample/occurrences-a.csv"))
+	j := sampleJob(t, dir, "sample", fixture(t, "fixtures/sample/occurrences-a.csv"))
 	db := openDB(t, filepath.Join(dir, "idem.duckdb"))
-	res, err := db.Run(context.Background(), job, runner.RunOptions{})
+	res, err := db.Run(context.Background(), j, runner.RunOptions{})
 	require.NoError(t, err)
 	require.Equal(t, runner.DecisionLoaded, res.Decision)
 	var n int

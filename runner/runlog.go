@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/idem-dev/idem/runner/job"
 )
 
 // Every invocation of a run that opened the job's database is recorded in
@@ -19,7 +21,7 @@ import (
 // the original batch's snapshot, rows in and outcome counts from the ledger.
 // The last, empty chunk of a chunked run that applied chunks is not logged:
 // the invocation is logged by its chunks.
-func (d *DB) logNoCommit(job *Job, p *prepared, res *Result, opts RunOptions) {
+func (d *DB) logNoCommit(j *job.Job, p *prepared, res *Result, opts RunOptions) {
 	var message any
 	if c := opts.chunk; c != nil {
 		if c.after {
@@ -31,45 +33,45 @@ func (d *DB) logNoCommit(job *Job, p *prepared, res *Result, opts RunOptions) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := readState(ctx, d.sql, job.Name)
+	st, err := readState(ctx, d.sql, j.Name)
 	if err != nil {
 		return
 	}
 	var rowsIn, outcomes any
 	snapshot := st.snapshot
 	if res.Decision == DecisionAlreadyCommitted {
-		rowsIn, outcomes, snapshot = res.RowsIn, string(canonicalJSON(res.Outcomes)), res.Snapshot
+		rowsIn, outcomes, snapshot = res.RowsIn, string(job.CanonicalJSON(res.Outcomes)), res.Snapshot
 	}
 	_, _ = d.sql.ExecContext(ctx, `INSERT INTO idem.runs VALUES (?, current_timestamp, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		job.Name, nullable(p.batchID), res.Decision, string(canonicalJSON(nonNil(res.Changed))), rowsIn, outcomes, snapshot, st.cursor, st.epoch, message)
+		j.Name, nullable(p.batchID), res.Decision, string(job.CanonicalJSON(nonNil(res.Changed))), rowsIn, outcomes, snapshot, st.cursor, st.epoch, message)
 }
 
 // logInvocation records an invocation that never reached a run's
 // transaction, or that a files-mode or chunked job decided outside one:
 // "nothing new", a committed file that changed, an input that cannot be
 // read. batchID may be empty.
-func (d *DB) logInvocation(job *Job, batchID, decision, message string) {
+func (d *DB) logInvocation(j *job.Job, batchID, decision, message string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := readState(ctx, d.sql, job.Name)
+	st, err := readState(ctx, d.sql, j.Name)
 	if err != nil {
 		return
 	}
 	_, _ = d.sql.ExecContext(ctx, `INSERT INTO idem.runs VALUES (?, current_timestamp, ?, ?, '[]', NULL, NULL, ?, ?, ?, ?)`,
-		job.Name, nullable(batchID), decision, st.snapshot, st.cursor, st.epoch, nullable(message))
+		j.Name, nullable(batchID), decision, st.snapshot, st.cursor, st.epoch, nullable(message))
 }
 
 // logError records err as a refused or failed invocation and returns it.
-func (d *DB) logError(job *Job, batchID string, err error) error {
+func (d *DB) logError(j *job.Job, batchID string, err error) error {
 	if err != nil && !d.readOnly {
-		d.logInvocation(job, batchID, errorDecision(err), err.Error())
+		d.logInvocation(j, batchID, errorDecision(err), err.Error())
 	}
 	return err
 }
 
 // errorDecision is the run log's decision for a run that ended with err.
 func errorDecision(err error) string {
-	if errors.Is(err, ErrRefused) {
+	if errors.Is(err, job.ErrRefused) {
 		return DecisionRefused
 	}
 	return DecisionFailed

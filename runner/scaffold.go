@@ -9,6 +9,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/idem-dev/idem/runner/job"
 )
 
 // scaffold holds the files idem init writes, one folder per mode: a
@@ -26,12 +28,12 @@ var scaffold embed.FS
 // dir/data/, created by the first run. It refuses to overwrite anything (a
 // *UsageError, exit 2) and returns the paths written.
 func Scaffold(dir, name, mode string) ([]string, error) {
-	if !identifier.MatchString(name) || strings.HasPrefix(strings.ToLower(name), "idem") {
-		return nil, usage("pipeline name %q: want letters, digits and underscores, starting with a letter, not starting with idem", name)
+	if !job.Identifier.MatchString(name) || strings.HasPrefix(strings.ToLower(name), "idem") {
+		return nil, job.Usage("pipeline name %q: want letters, digits and underscores, starting with a letter, not starting with idem", name)
 	}
-	example := map[string]string{ModeApply: "landing/example.jsonl", ModeRefresh: "input/example.csv"}[mode]
+	example := map[string]string{job.ModeApply: "landing/example.jsonl", job.ModeRefresh: "input/example.csv"}[mode]
 	if example == "" {
-		return nil, usage("mode %q: want %s or %s", mode, ModeApply, ModeRefresh)
+		return nil, job.Usage("mode %q: want %s or %s", mode, job.ModeApply, job.ModeRefresh)
 	}
 	type file struct {
 		src, dst string
@@ -53,7 +55,7 @@ func Scaffold(dir, name, mode string) ([]string, error) {
 	}
 	for _, f := range append(files, file{dst: name}) {
 		if _, err := os.Stat(filepath.Join(dir, f.dst)); err == nil {
-			return nil, usage("%s already exists: idem init writes only new files", filepath.Join(dir, f.dst))
+			return nil, job.Usage("%s already exists: idem init writes only new files", filepath.Join(dir, f.dst))
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/idem-dev/idem/runner/job"
 )
 
 // keptTemp are the temp tables a run still reads once the outcomes are
@@ -40,7 +42,7 @@ func dropScratch(ctx context.Context, tx *sql.Tx) error {
 		return err
 	}
 	for _, name := range drop {
-		if _, err := tx.ExecContext(ctx, "DROP TABLE temp.main."+quoteIdent(name)); err != nil {
+		if _, err := tx.ExecContext(ctx, "DROP TABLE temp.main."+job.QuoteIdent(name)); err != nil {
 			return fmt.Errorf("drop temp table %s: %w", name, err)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+
+	"github.com/idem-dev/idem/runner/job"
 )
 
 // scrubErased rewrites the retained inputs of a run whose steps dropped rows
@@ -13,13 +15,13 @@ import (
 // rewritten files; the batch keeps its digest (the ledger's identity of the
 // batch as received). The raw copies no snapshot refers to are listed in
 // p.scrubbed, to be deleted after the commit.
-func (d *DB) scrubErased(ctx context.Context, tx *sql.Tx, job *Job, p *prepared, outcomes map[string]int64) error {
-	if outcomes["erased"] == 0 || len(job.Pipeline.Key) != 1 || job.Pipeline.Position == "" {
+func (d *DB) scrubErased(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, outcomes map[string]int64) error {
+	if outcomes["erased"] == 0 || len(j.Pipeline.Key) != 1 || j.Pipeline.Position == "" {
 		return nil
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT key, position FROM idem_erased WHERE position IS NOT NULL`)
 	if err != nil {
-		return fmt.Errorf("read erasures of %s: %w", job.Name, err)
+		return fmt.Errorf("read erasures of %s: %w", j.Name, err)
 	}
 	erased := map[string]int64{}
 	for rows.Next() {
@@ -35,14 +37,14 @@ func (d *DB) scrubErased(ctx context.Context, tx *sql.Tx, job *Job, p *prepared,
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	keyCol, posCol := job.Pipeline.Key[0], job.Pipeline.Position
+	keyCol, posCol := j.Pipeline.Key[0], j.Pipeline.Position
 	flt := rowFilter{
 		keyCol: keyCol, posCol: posCol,
 		drop: func(k string, pos sql.NullInt64) bool {
 			e, ok := erased[k]
 			return ok && pos.Valid && pos.Int64 <= e
 		},
-		dropSQL: "EXISTS (SELECT 1 FROM idem_erased AS e WHERE e.key = CAST(" + quoteIdent(keyCol) + " AS VARCHAR) AND " + positionSQL("CAST("+quoteIdent(posCol)+" AS VARCHAR)") + " <= e.position)",
+		dropSQL: "EXISTS (SELECT 1 FROM idem_erased AS e WHERE e.key = CAST(" + job.QuoteIdent(keyCol) + " AS VARCHAR) AND " + positionSQL("CAST("+job.QuoteIdent(posCol)+" AS VARCHAR)") + " <= e.position)",
 	}
 	for i := range p.files {
 		f := &p.files[i]

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/runner"
@@ -18,13 +20,13 @@ func TestOpenAppliesDuckDBSettings(t *testing.T) {
 	spill := filepath.Join(dir, "spill")
 	cases := []struct {
 		name     string
-		settings runner.DuckDBSettings
+		settings job.DuckDBSettings
 		memory   string
 		threads  string
 		temp     string
 	}{
-		{"set", runner.DuckDBSettings{MemoryLimit: "1GB", Threads: 1, TempDirectory: spill}, "953.6 MiB", "1", spill},
-		{"temp directory defaults beside the file", runner.DuckDBSettings{MemoryLimit: "512MB"}, "488.2 MiB", "", ""},
+		{"set", job.DuckDBSettings{MemoryLimit: "1GB", Threads: 1, TempDirectory: spill}, "953.6 MiB", "1", spill},
+		{"temp directory defaults beside the file", job.DuckDBSettings{MemoryLimit: "512MB"}, "488.2 MiB", "", ""},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/idem-dev/idem/runner/job"
 )
 
 // Snapshot kinds beyond the run decisions (loaded, applied): an erasure and
@@ -54,7 +56,7 @@ type InputRef struct {
 }
 
 // Parts decodes the snapshot's job key parts.
-func (s *SnapshotRow) Parts() (Parts, error) { return parseParts(s.PartsJSON) }
+func (s *SnapshotRow) Parts() (job.Parts, error) { return job.ParseParts(s.PartsJSON) }
 
 const snapshotColumns = `job, snapshot, parent, kind, batch_id, job_key, parts, inputs, columns, key_columns`
 
@@ -85,28 +87,28 @@ func scanSnapshot(scan func(...any) error) (*SnapshotRow, error) {
 
 // readSnapshot reads one snapshot row of job. A snapshot that does not exist
 // is a usage error naming the latest one.
-func readSnapshot(ctx context.Context, q querier, job string, snapshot int64) (*SnapshotRow, error) {
-	row := q.QueryRowContext(ctx, `SELECT `+snapshotColumns+` FROM idem.snapshots WHERE job = ? AND snapshot = ?`, job, snapshot)
+func readSnapshot(ctx context.Context, q querier, j string, snapshot int64) (*SnapshotRow, error) {
+	row := q.QueryRowContext(ctx, `SELECT `+snapshotColumns+` FROM idem.snapshots WHERE job = ? AND snapshot = ?`, j, snapshot)
 	s, err := scanSnapshot(row.Scan)
 	if errors.Is(err, sql.ErrNoRows) {
-		st, serr := readState(ctx, q, job)
+		st, serr := readState(ctx, q, j)
 		if serr != nil {
 			return nil, serr
 		}
-		return nil, usage("job %s has no snapshot %d (latest is %d)", job, snapshot, st.snapshot)
+		return nil, job.Usage("job %s has no snapshot %d (latest is %d)", j, snapshot, st.snapshot)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read snapshot %d of %s: %w", snapshot, job, err)
+		return nil, fmt.Errorf("read snapshot %d of %s: %w", snapshot, j, err)
 	}
 	return s, nil
 }
 
 // readSnapshots reads the snapshot rows of job up to and including upTo, in
 // order.
-func readSnapshots(ctx context.Context, q querier, job string, upTo int64) ([]*SnapshotRow, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+snapshotColumns+` FROM idem.snapshots WHERE job = ? AND snapshot <= ? ORDER BY snapshot`, job, upTo)
+func readSnapshots(ctx context.Context, q querier, j string, upTo int64) ([]*SnapshotRow, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+snapshotColumns+` FROM idem.snapshots WHERE job = ? AND snapshot <= ? ORDER BY snapshot`, j, upTo)
 	if err != nil {
-		return nil, fmt.Errorf("read snapshots of %s: %w", job, err)
+		return nil, fmt.Errorf("read snapshots of %s: %w", j, err)
 	}
 	defer rows.Close()
 	var out []*SnapshotRow
@@ -122,19 +124,19 @@ func readSnapshots(ctx context.Context, q querier, job string, upTo int64) ([]*S
 
 // resolveSnapshot returns the snapshot a pinned read means: want, or the
 // job's latest when want is 0, with the latest.
-func resolveSnapshot(ctx context.Context, q querier, job string, want int64) (snapshot, latest int64, err error) {
-	st, err := readState(ctx, q, job)
+func resolveSnapshot(ctx context.Context, q querier, j string, want int64) (snapshot, latest int64, err error) {
+	st, err := readState(ctx, q, j)
 	if err != nil {
 		return 0, 0, err
 	}
 	if st.snapshot == 0 {
-		return 0, 0, usage("job %s has no snapshot yet: run it first", job)
+		return 0, 0, job.Usage("job %s has no snapshot yet: run it first", j)
 	}
 	if want == 0 {
 		return st.snapshot, st.snapshot, nil
 	}
 	if want < 0 || want > st.snapshot {
-		return 0, 0, usage("job %s has no snapshot %d (latest is %d)", job, want, st.snapshot)
+		return 0, 0, job.Usage("job %s has no snapshot %d (latest is %d)", j, want, st.snapshot)
 	}
 	return want, st.snapshot, nil
 }

@@ -11,32 +11,32 @@ import (
 
 // Fence advances the job's writer epoch in its own transaction and returns
 // the new epoch. A run given an older epoch is refused from then on.
-func (d *DB) Fence(ctx context.Context, job string) (int64, error) {
+func (d *DB) Fence(ctx context.Context, j string) (int64, error) {
 	tx, err := d.sql.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, fmt.Errorf("fence %s: %w", job, err)
+		return 0, fmt.Errorf("fence %s: %w", j, err)
 	}
-	st, err := readState(ctx, tx, job)
+	st, err := readState(ctx, tx, j)
 	if err != nil {
 		return 0, errors.Join(err, tx.Rollback())
 	}
 	epoch := st.epoch + 1
 	if st.exists {
-		_, err = tx.ExecContext(ctx, `UPDATE idem.jobs SET epoch = ?, updated_at = current_timestamp WHERE job = ?`, epoch, job)
+		_, err = tx.ExecContext(ctx, `UPDATE idem.jobs SET epoch = ?, updated_at = current_timestamp WHERE job = ?`, epoch, j)
 	} else {
-		_, err = tx.ExecContext(ctx, `INSERT INTO idem.jobs (job, epoch, updated_at) VALUES (?, ?, current_timestamp)`, job, epoch)
+		_, err = tx.ExecContext(ctx, `INSERT INTO idem.jobs (job, epoch, updated_at) VALUES (?, ?, current_timestamp)`, j, epoch)
 	}
 	if err == nil {
-		_, err = tx.ExecContext(ctx, `INSERT INTO idem.runs VALUES (?, current_timestamp, NULL, 'fenced', '[]', NULL, NULL, ?, ?, ?, NULL)`, job, st.snapshot, st.cursor, epoch)
+		_, err = tx.ExecContext(ctx, `INSERT INTO idem.runs VALUES (?, current_timestamp, NULL, 'fenced', '[]', NULL, NULL, ?, ?, ?, NULL)`, j, st.snapshot, st.cursor, epoch)
 	}
 	if err == nil {
-		err = recordCommit(ctx, tx, job, "fenced")
+		err = recordCommit(ctx, tx, j, "fenced")
 	}
 	if err != nil {
-		return 0, errors.Join(fmt.Errorf("fence %s: %w", job, err), tx.Rollback())
+		return 0, errors.Join(fmt.Errorf("fence %s: %w", j, err), tx.Rollback())
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("fence %s: %w", job, err)
+		return 0, fmt.Errorf("fence %s: %w", j, err)
 	}
 	_, _ = d.sql.ExecContext(ctx, "CHECKPOINT")
 	return epoch, nil
@@ -64,11 +64,11 @@ type LogEntry struct {
 // were written in (idem.runs is append-only, and its rowid follows insertion
 // order), not run_at: two runs can share a timestamp, and a wall clock can
 // step back.
-func (d *DB) Log(ctx context.Context, job string) ([]LogEntry, error) {
+func (d *DB) Log(ctx context.Context, j string) ([]LogEntry, error) {
 	rows, err := d.sql.QueryContext(ctx, `SELECT run_at, batch_id, decision, changed, rows_in, outcomes, snapshot, cursor, epoch, message
-		FROM idem.runs WHERE job = ? ORDER BY rowid DESC`, job)
+		FROM idem.runs WHERE job = ? ORDER BY rowid DESC`, j)
 	if err != nil {
-		return nil, fmt.Errorf("read log of %s: %w", job, err)
+		return nil, fmt.Errorf("read log of %s: %w", j, err)
 	}
 	defer rows.Close()
 	var out []LogEntry

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	_ "github.com/duckdb/duckdb-go/v2"
 	"github.com/stretchr/testify/require"
 
@@ -90,7 +92,7 @@ func vcWriteBenchmark(t testing.TB, dir string, n int) {
 		_, err := db.ExecContext(ctx, fmt.Sprintf("COPY ("+query+") TO %s (FORMAT parquet)", n, vcSQLLiteral(path)))
 		require.NoError(t, err, name)
 	}
-	job := fmt.Sprintf(`name = "bench"
+	j := fmt.Sprintf(`name = "bench"
 pipeline = "versioned_changes"
 transform_version = 1
 schema_version = 1
@@ -102,7 +104,7 @@ path = %q
 [target]
 table = "bench_state"
 `, filepath.Join(dir, "idem.duckdb"), filepath.Join(dir, "base.parquet"))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "job.toml"), []byte(job), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "job.toml"), []byte(j), 0o644))
 }
 
 // BenchmarkVersionedChangesApply applies a batch of -vc.rows changes (the
@@ -116,11 +118,11 @@ func BenchmarkVersionedChangesApply(b *testing.B) {
 		e := newVCEnvAt(b, filepath.Join(dir, "job.toml"))
 		e.mustApply(filepath.Join(dir, "base.parquet"), "base")
 		var steps []string
-		progress := runner.Progress{Step: func(name string) func(time.Duration) {
+		progress := job.Progress{Step: func(name string) func(time.Duration) {
 			return func(d time.Duration) { steps = append(steps, fmt.Sprintf("%s %v", name, d.Round(time.Millisecond))) }
 		}}
 		b.StartTimer()
-		res, err := e.db.Run(context.Background(), e.job, runner.RunOptions{
+		res, err := e.db.Run(context.Background(), e.j, runner.RunOptions{
 			Input: filepath.Join(dir, "batch.parquet"), BatchID: "batch", Progress: progress})
 		b.StopTimer()
 		require.NoError(b, err)

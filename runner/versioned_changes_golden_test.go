@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/runner"
@@ -28,9 +30,9 @@ var vcConfigRun = regexp.MustCompile(`^#\s+idem run configs/versioned_changes\.t
 
 // vcFixtureOrder reads the order in which configs/versioned_changes.toml
 // tells a user to apply the fixture batches, as paths relative to the repo.
-func vcFixtureOrder(t *testing.T, job *runner.Job) []string {
+func vcFixtureOrder(t *testing.T, j *job.Job) []string {
 	t.Helper()
-	f, err := os.Open(job.File)
+	f, err := os.Open(j.File)
 	require.NoError(t, err)
 	defer f.Close()
 	var order []string
@@ -39,7 +41,7 @@ func vcFixtureOrder(t *testing.T, job *runner.Job) []string {
 		if m := vcConfigRun.FindStringSubmatch(sc.Text()); m != nil {
 			p := m[1]
 			if p == "" { // the job's own input, read from configs/
-				rel, err := filepath.Rel("..", job.Input.Path)
+				rel, err := filepath.Rel("..", j.Input.Path)
 				require.NoError(t, err)
 				p = rel
 			}
@@ -47,7 +49,7 @@ func vcFixtureOrder(t *testing.T, job *runner.Job) []string {
 		}
 	}
 	require.NoError(t, sc.Err())
-	require.NotEmpty(t, order, "no `idem run` lines in %s", job.File)
+	require.NotEmpty(t, order, "no `idem run` lines in %s", j.File)
 	return order
 }
 
@@ -58,9 +60,9 @@ func vcFixtureOrder(t *testing.T, job *runner.Job) []string {
 // file cannot bless a wrong answer.
 func TestVersionedChangesFixtures(t *testing.T) {
 	ctx := context.Background()
-	job, err := runner.LoadJob(filepath.Join("..", "configs", "versioned_changes.toml"), sqlfs.FS)
+	j, err := runner.LoadJob(filepath.Join("..", "configs", "versioned_changes.toml"), sqlfs.FS)
 	require.NoError(t, err)
-	order := vcFixtureOrder(t, job)
+	order := vcFixtureOrder(t, j)
 	db, err := runner.Open(ctx, filepath.Join(t.TempDir(), "idem.duckdb"), runner.OpenOptions{})
 	require.NoError(t, err)
 	defer db.Close()
@@ -71,7 +73,7 @@ func TestVersionedChangesFixtures(t *testing.T) {
 	seen := map[string]bool{}
 	for _, rel := range order {
 		path := filepath.Join("..", rel)
-		res, err := db.Run(ctx, job, runner.RunOptions{Input: path})
+		res, err := db.Run(ctx, j, runner.RunOptions{Input: path})
 		require.NoError(t, err, rel)
 		require.Equal(t, runner.DecisionApplied, res.Decision, rel)
 		batch := filepath.Base(rel)
@@ -95,7 +97,7 @@ func TestVersionedChangesFixtures(t *testing.T) {
 	}
 
 	// A retry of the first batch under its own id changes nothing.
-	res, err := db.Run(ctx, job, runner.RunOptions{Input: filepath.Join("..", order[0])})
+	res, err := db.Run(ctx, j, runner.RunOptions{Input: filepath.Join("..", order[0])})
 	require.NoError(t, err)
 	fmt.Fprintf(&runs, "%s again: %s snapshot %d rows_in %d outcomes %s\n",
 		res.BatchID, res.Decision, res.Snapshot, res.RowsIn, vcFormatCounts(res.Outcomes))

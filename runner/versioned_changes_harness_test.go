@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/runner"
@@ -28,7 +30,7 @@ const vcTable = "vc_state"
 type vcEnv struct {
 	t   testing.TB
 	dir string
-	job *runner.Job
+	j   *job.Job
 	db  *runner.DB
 	n   int // files written so far
 }
@@ -60,12 +62,12 @@ threads = 1
 // files are written beside the job file.
 func newVCEnvAt(t testing.TB, jobPath string) *vcEnv {
 	t.Helper()
-	job, err := runner.LoadJob(jobPath, sqlfs.FS)
+	j, err := runner.LoadJob(jobPath, sqlfs.FS)
 	require.NoError(t, err)
-	db, err := runner.Open(context.Background(), job.Database, runner.OpenOptions{DuckDB: job.DuckDB})
+	db, err := runner.Open(context.Background(), j.Database, runner.OpenOptions{DuckDB: j.DuckDB})
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
-	return &vcEnv{t: t, dir: filepath.Dir(jobPath), job: job, db: db}
+	return &vcEnv{t: t, dir: filepath.Dir(jobPath), j: j, db: db}
 }
 
 // file writes data as the next input file with the given extension and
@@ -80,7 +82,7 @@ func (e *vcEnv) file(ext string, data []byte) string {
 
 // apply runs the job once on input under batch id.
 func (e *vcEnv) apply(input, batchID string) (*runner.Result, error) {
-	return e.db.Run(context.Background(), e.job, runner.RunOptions{Input: input, BatchID: batchID})
+	return e.db.Run(context.Background(), e.j, runner.RunOptions{Input: input, BatchID: batchID})
 }
 
 // mustApply applies a batch that must commit.

@@ -177,7 +177,7 @@ func vcRunScenario(t *testing.T, seed uint64) map[string]int64 {
 	// Checkpoint by checkpoint: a pinned read of every snapshot still
 	// equals the fold as it stood after that batch.
 	for snap, want := range pinned {
-		got := e.readStored(runner.PinnedSelect(e.job.Name, vcTargetColumns, snap) + " ORDER BY entity_id")
+		got := e.readStored(runner.PinnedSelect(e.j.Name, vcTargetColumns, snap) + " ORDER BY entity_id")
 		if !vcEqualStored(got, want) {
 			fail(batches, "pinned read of snapshot %d differs from the fold (- want, + got):\n%s", snap, vcDiffLines(vcStringsOf(want), vcStringsOf(got)))
 		}

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+
+	"github.com/idem-dev/idem/runner/job"
 )
 
 // countWritten sets what a committing run wrote, once the target and its
@@ -17,38 +19,38 @@ import (
 // nothing, not). A pipeline that leaves no idem_touched is counted on its
 // history: the distinct keys whose rows opened or closed at S, or, without
 // key columns, the rows that did.
-func countWritten(ctx context.Context, tx *sql.Tx, job *Job, snapshot int64, res *Result) error {
+func countWritten(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot int64, res *Result) error {
 	res.RowsWritten = res.RowsOut
-	if job.Pipeline.Mode == ModeApply {
+	if j.Pipeline.Mode == job.ModeApply {
 		touched, err := tableExists(ctx, tx, "temp", "idem_touched")
 		if err != nil {
 			return err
 		}
-		keys := make([]string, len(job.Pipeline.Key))
-		for i, k := range job.Pipeline.Key {
-			keys[i] = quoteIdent(k)
+		keys := make([]string, len(j.Pipeline.Key))
+		for i, k := range j.Pipeline.Key {
+			keys[i] = job.QuoteIdent(k)
 		}
 		var q string
 		switch {
 		case touched && len(keys) > 0:
 			q = "SELECT count(*) FROM (SELECT DISTINCT " + strings.Join(keys, ", ") + " FROM idem_touched)"
 		case len(keys) > 0:
-			q = "SELECT count(*) FROM (SELECT DISTINCT " + strings.Join(keys, ", ") + " FROM " + HistoryTable(job.Name) + " WHERE idem_from = ? OR idem_to = ?)"
+			q = "SELECT count(*) FROM (SELECT DISTINCT " + strings.Join(keys, ", ") + " FROM " + HistoryTable(j.Name) + " WHERE idem_from = ? OR idem_to = ?)"
 		default:
-			q = "SELECT count(*) FROM " + HistoryTable(job.Name) + " WHERE idem_from = ? OR idem_to = ?"
+			q = "SELECT count(*) FROM " + HistoryTable(j.Name) + " WHERE idem_from = ? OR idem_to = ?"
 		}
 		var args []any
 		if strings.Contains(q, "?") {
 			args = []any{snapshot, snapshot}
 		}
 		if err := tx.QueryRowContext(ctx, q, args...).Scan(&res.RowsWritten); err != nil {
-			return fmt.Errorf("count rows written to %s: %w", job.Table, trimSQLError(err))
+			return fmt.Errorf("count rows written to %s: %w", j.Table, trimSQLError(err))
 		}
 	}
-	if c := job.Pipeline.ConflictColumn; c != "" {
+	if c := j.Pipeline.ConflictColumn; c != "" {
 		var n int64
-		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+quoteIdent(job.Table)+" WHERE "+quoteIdent(c)+" = 'conflict'").Scan(&n); err != nil {
-			return fmt.Errorf("count conflicts in %s: %w", job.Table, trimSQLError(err))
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+job.QuoteIdent(j.Table)+" WHERE "+job.QuoteIdent(c)+" = 'conflict'").Scan(&n); err != nil {
+			return fmt.Errorf("count conflicts in %s: %w", j.Table, trimSQLError(err))
 		}
 		res.Conflicts = &n
 	}

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/runner"
@@ -71,7 +73,7 @@ func TestConcurrentFirstRuns(t *testing.T) {
 			decisions := map[string]int{}
 			for _, p := range ps {
 				code := p.wait(t, 120*time.Second)
-				if code == runner.ExitLocked && !wait {
+				if code == job.ExitLocked && !wait {
 					require.Contains(t, p.stderr.String(), "is held by another writer")
 					continue
 				}
@@ -155,7 +157,7 @@ func TestEmptyDatabaseFile(t *testing.T) {
 	lk := syscall.Flock_t{Type: syscall.F_WRLCK}
 	require.NoError(t, syscall.FcntlFlock(f.Fd(), syscall.F_SETLK, &lk))
 	p := startIdem(t, nil, "run", j.file)
-	require.Equal(t, runner.ExitLocked, p.wait(t, 60*time.Second), p.stderr.String())
+	require.Equal(t, job.ExitLocked, p.wait(t, 60*time.Second), p.stderr.String())
 	require.Contains(t, p.stderr.String(), "(PID "+strconv.Itoa(os.Getpid())+")")
 	st, err := os.Stat(j.db)
 	require.NoError(t, err)
@@ -175,10 +177,10 @@ func TestReadOnlyOpenCreatesNothing(t *testing.T) {
 		args []string
 		code int
 	}{
-		{[]string{"query", "--db", j.db, "SELECT 1"}, runner.ExitFailure},
-		{[]string{"log", j.file}, runner.ExitFailure},
-		{[]string{"export", j.file, "--out", filepath.Join(t.TempDir(), "out.csv")}, runner.ExitFailure},
-		{[]string{"plan", j.file}, runner.ExitOK},
+		{[]string{"query", "--db", j.db, "SELECT 1"}, job.ExitFailure},
+		{[]string{"log", j.file}, job.ExitFailure},
+		{[]string{"export", j.file, "--out", filepath.Join(t.TempDir(), "out.csv")}, job.ExitFailure},
+		{[]string{"plan", j.file}, job.ExitOK},
 	} {
 		args := tc.args
 		r := callIdem(t, args...)
@@ -281,13 +283,13 @@ func TestForeignWAL(t *testing.T) {
 				{"fence", b.file},
 			} {
 				r := callIdem(t, args...)
-				if r.code == runner.ExitFailure {
+				if r.code == job.ExitFailure {
 					// DuckDB could not replay it: its row ids do not fit.
 					require.Contains(t, r.stderr, "Failure while replaying WAL")
 					require.Contains(t, r.stderr, "("+b.db+".wal is beside it and DuckDB replays it on open: if it comes from another database or an older copy, move it away)")
 					replayFailed++
 				} else {
-					require.Equal(t, runner.ExitRefused, r.code, "%v: stdout %s stderr %s", args, r.stdout, r.stderr)
+					require.Equal(t, job.ExitRefused, r.code, "%v: stdout %s stderr %s", args, r.stdout, r.stderr)
 					require.Contains(t, r.stderr, b.db+".wal does not belong to database "+b.db)
 					require.Contains(t, r.stderr, "Move "+b.db+".wal away")
 				}

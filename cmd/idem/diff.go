@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/runner"
@@ -37,14 +39,14 @@ rows.`,
 			var err error
 			if len(args) == 2 {
 				if cmd.Flags().Changed("from") || cmd.Flags().Changed("to") || opts.Table != "" {
-					return a.fail(f.jsonOut, &runner.UsageError{Msg: "diff FILE1 FILE2 takes no --from, --to or --table"})
+					return a.fail(f.jsonOut, &job.UsageError{Msg: "diff FILE1 FILE2 takes no --from, --to or --table"})
 				}
 				res, err = runner.DiffFiles(cmd.Context(), args[0], args[1], format, key)
 			} else {
 				if len(key) > 0 {
-					return a.fail(f.jsonOut, &runner.UsageError{Msg: "--key applies to diff FILE1 FILE2; a job's key comes from its pipeline"})
+					return a.fail(f.jsonOut, &job.UsageError{Msg: "--key applies to diff FILE1 FILE2; a job's key comes from its pipeline"})
 				}
-				var job *runner.Job
+				var job *job.Job
 				job, err = loadJob(args[0])
 				if err != nil {
 					return a.fail(f.jsonOut, err)

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/runner"
@@ -29,7 +31,7 @@ snapshot is P and the writer epoch is E.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("key") {
-				return a.fail(f.jsonOut, &runner.UsageError{Msg: "erase needs --key K"})
+				return a.fail(f.jsonOut, &job.UsageError{Msg: "erase needs --key K"})
 			}
 			job, db, err := f.openJob(cmd.Context(), args[0], false)
 			if err != nil {
@@ -88,7 +90,7 @@ writer epoch is E.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("to-snapshot") {
-				return a.fail(f.jsonOut, &runner.UsageError{Msg: "rollback needs --to-snapshot S"})
+				return a.fail(f.jsonOut, &job.UsageError{Msg: "rollback needs --to-snapshot S"})
 			}
 			job, db, err := f.openJob(cmd.Context(), args[0], false)
 			if err != nil {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/runner"
@@ -37,7 +39,7 @@ func TestExtraColumns(t *testing.T) {
 			writeText(t, in, tc.text)
 			before := captureState(t, j.db)
 			r := j.run("--input", in)
-			require.Equal(t, runner.ExitFailure, r.code, r.stderr)
+			require.Equal(t, job.ExitFailure, r.code, r.stderr)
 			field := map[string]string{"jsonl": "field", "csv": "column"}[tc.format]
 			require.Contains(t, r.stderr, "input "+in+": unexpected "+field+` "extra"`)
 			require.Contains(t, r.stderr, `[input] extra_columns = "ignore" skips it`)
@@ -71,7 +73,7 @@ func TestExtraColumns(t *testing.T) {
 		require.NoError(t, err)
 		writeText(t, j.file, insertAfter(t, string(text), "[input]\n", "extra_columns = \"drop\"\n"))
 		r := j.run()
-		require.Equal(t, runner.ExitUsage, r.code, r.stderr)
+		require.Equal(t, job.ExitUsage, r.code, r.stderr)
 		require.Contains(t, r.stderr, `input.extra_columns: must be "error" or "ignore" (got "drop")`)
 	})
 }

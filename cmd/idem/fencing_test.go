@@ -5,6 +5,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/runner"
@@ -45,7 +47,7 @@ func TestFencingRequired(t *testing.T) {
 	for _, tc := range cases {
 		before := captureState(t, j.db)
 		r := callIdem(t, tc.args...)
-		require.Equal(t, runner.ExitRefused, r.code, "%s: stdout %s stderr %s", tc.name, r.stdout, r.stderr)
+		require.Equal(t, job.ExitRefused, r.code, "%s: stdout %s stderr %s", tc.name, r.stdout, r.stderr)
 		require.Contains(t, r.stderr, tc.want, tc.name)
 		require.Equal(t, before, captureState(t, j.db), "%s changed the database", tc.name)
 	}
@@ -75,6 +77,6 @@ func TestFencingSetting(t *testing.T) {
 	require.Equal(t, runner.DecisionApplied, j.apply().Decision)
 	writeText(t, j.file, string(text)+"\n[job]\nfencing = \"always\"\n")
 	r := j.run()
-	require.Equal(t, runner.ExitUsage, r.code, r.stderr)
+	require.Equal(t, job.ExitUsage, r.code, r.stderr)
 	require.Contains(t, r.stderr, `job.fencing: must be "optional" or "required" (got "always")`)
 }

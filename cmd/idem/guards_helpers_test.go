@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/runner"
@@ -97,7 +99,7 @@ func (j *guardJob) refused(args ...string) string {
 	j.t.Helper()
 	before := captureState(j.t, j.db)
 	r := j.run(args...)
-	require.Equal(j.t, runner.ExitRefused, r.code, "run %v: stdout %s stderr %s", args, r.stdout, r.stderr)
+	require.Equal(j.t, job.ExitRefused, r.code, "run %v: stdout %s stderr %s", args, r.stdout, r.stderr)
 	require.Equal(j.t, before, captureState(j.t, j.db), "a refused run changed the database")
 	return r.stderr
 }

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/runner"
@@ -93,23 +95,23 @@ func TestSecondProcessIsLockedOut(t *testing.T) {
 	require.NoError(t, err)
 	p := startIdem(t, nil, "run", j.file, "--input", changesFixture(t, "batch-2.jsonl"))
 	code := p.wait(t, 10*time.Second)
-	require.Equal(t, runner.ExitLocked, code, "stderr: %s", p.stderr.String())
+	require.Equal(t, job.ExitLocked, code, "stderr: %s", p.stderr.String())
 	require.Less(t, p.elapsed, time.Second, "a locked-out writer must give up at once")
 	t.Logf("locked out after %v (process start included)", p.elapsed)
 	require.Contains(t, p.stderr.String(), "database "+j.db+" is held by another writer")
 	require.Contains(t, p.stderr.String(), fmt.Sprintf("(PID %d)", os.Getpid()))
 
 	pj := startIdem(t, nil, "run", j.file, "--input", changesFixture(t, "batch-2.jsonl"), "--json")
-	require.Equal(t, runner.ExitLocked, pj.wait(t, 10*time.Second))
+	require.Equal(t, job.ExitLocked, pj.wait(t, 10*time.Second))
 	var jsonErr struct {
 		Error    string `json:"error"`
 		ExitCode int    `json:"exit_code"`
 	}
 	require.NoError(t, json.Unmarshal(pj.stdout.Bytes(), &jsonErr), pj.stdout.String())
-	require.Equal(t, runner.ExitLocked, jsonErr.ExitCode)
+	require.Equal(t, job.ExitLocked, jsonErr.ExitCode)
 	require.Contains(t, jsonErr.Error, j.db)
 	pf := startIdem(t, nil, "fence", j.file)
-	require.Equal(t, runner.ExitLocked, pf.wait(t, 10*time.Second), pf.stderr.String())
+	require.Equal(t, job.ExitLocked, pf.wait(t, 10*time.Second), pf.stderr.String())
 	require.NoError(t, holder.Close())
 	require.Equal(t, before, captureState(t, j.db), "a locked-out process wrote something")
 
@@ -132,7 +134,7 @@ func TestSecondProcessIsLockedOut(t *testing.T) {
 	require.NoError(t, err)
 	defer holder.Close()
 	pg := startIdem(t, nil, "run", j.file, "--input", changesFixture(t, "batch-3.jsonl"), "--wait", "300ms")
-	require.Equal(t, runner.ExitLocked, pg.wait(t, 10*time.Second), pg.stderr.String())
+	require.Equal(t, job.ExitLocked, pg.wait(t, 10*time.Second), pg.stderr.String())
 	require.GreaterOrEqual(t, pg.elapsed, 300*time.Millisecond)
 }
 
@@ -188,7 +190,7 @@ func TestInterruptRollsBack(t *testing.T) {
 		code := p.wait(t, 10*time.Second)
 		stopped := time.Since(signaled)
 		t.Logf("signaled %v after the retained copy appeared, exited %v after SIGINT; stderr: %s", delay, stopped, p.stderr.String())
-		require.Equal(t, runner.ExitFailure, code, "stdout %s stderr %s", p.stdout.String(), p.stderr.String())
+		require.Equal(t, job.ExitFailure, code, "stdout %s stderr %s", p.stdout.String(), p.stderr.String())
 		require.Empty(t, p.stdout.String())
 		require.Contains(t, p.stderr.String(), "canceled, nothing was committed")
 		require.Less(t, stopped, 2*time.Second)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/runner"
@@ -188,7 +190,7 @@ func TestCursorBounds(t *testing.T) {
 	// Bounds that are not an interval are usage errors.
 	for _, args := range [][]string{{"--from", "30", "--to", "30"}, {"--from", "30", "--to", "25"}, {"--from", "30"}, {"--to", "40"}} {
 		r := j.run(append([]string{"--input", b3, "--batch-id", "x"}, args...)...)
-		require.Equal(t, runner.ExitUsage, r.code, "%v: %s", args, r.stderr)
+		require.Equal(t, job.ExitUsage, r.code, "%v: %s", args, r.stderr)
 		require.Equal(t, before, captureState(t, j.db))
 	}
 }
@@ -211,7 +213,7 @@ func TestMissingInputIsAnError(t *testing.T) {
 			before := captureState(t, j.db)
 			for _, bounds := range [][]string{nil, {"--from", "10", "--to", "20"}} {
 				r := j.run(append([]string{"--input", tc.input}, bounds...)...)
-				require.Contains(t, []int{runner.ExitFailure, runner.ExitUsage}, r.code, r.stderr)
+				require.Contains(t, []int{job.ExitFailure, job.ExitUsage}, r.code, r.stderr)
 				require.Contains(t, r.stderr, tc.want)
 				require.Equal(t, before, captureState(t, j.db))
 			}
@@ -283,7 +285,7 @@ func TestLog(t *testing.T) {
 	j.refused("--input", b2, "--from", "10", "--to", "20", "--epoch", "1") // stale epoch
 	bad := j.input("bad.jsonl", `{"change_id":"x"`)
 	before := captureState(t, j.db)
-	require.Equal(t, runner.ExitFailure, j.run("--input", bad, "--from", "10", "--to", "20").code)
+	require.Equal(t, job.ExitFailure, j.run("--input", bad, "--from", "10", "--to", "20").code)
 	require.Equal(t, before, captureState(t, j.db), "a failed run changed the database")
 	second := j.apply("--input", b2, "--from", "10", "--to", "20", "--epoch", "2")
 
@@ -396,7 +398,7 @@ func TestCanceledBeforeTheRunStarts(t *testing.T) {
 	cancel()
 	var out, errb strings.Builder
 	code := Main(ctx, []string{"run", j.file, "--input", changesFixture(t, "batch-2.jsonl")}, &out, &errb)
-	require.Equal(t, runner.ExitFailure, code, errb.String())
+	require.Equal(t, job.ExitFailure, code, errb.String())
 	require.Contains(t, errb.String(), "idem: canceled, nothing was committed")
 	require.Empty(t, out.String())
 	require.Equal(t, before, captureState(t, j.db))

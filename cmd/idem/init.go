@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/runner"
@@ -56,7 +58,7 @@ from its folder).`,
 		},
 	}
 	cmd.Flags().StringVar(&name, "pipeline", "", "pipeline (and job and table) name; default: DIR's base name")
-	cmd.Flags().StringVar(&mode, "mode", runner.ModeApply, "pipeline mode: apply (change batches from a landing folder) or refresh (the whole input replaces the target)")
+	cmd.Flags().StringVar(&mode, "mode", job.ModeApply, "pipeline mode: apply (change batches from a landing folder) or refresh (the whole input replaces the target)")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print one JSON object on stdout")
 	return cmd
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/runner"
@@ -50,7 +52,7 @@ Exit 0 when there is no finding of severity error, 1 when there is.`,
 				fmt.Fprintf(a.stdout, "%d error(s), %d warning(s)\n", rep.Errors, rep.Warnings)
 			}
 			if rep.Errors > 0 {
-				return &codeError{code: runner.ExitFailure}
+				return &codeError{code: job.ExitFailure}
 			}
 			return nil
 		},

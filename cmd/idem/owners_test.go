@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/runner"
@@ -84,13 +86,13 @@ func TestTablesBelongToOneJob(t *testing.T) {
 			args := tc.args(t, dir, db)
 			before := captureState(t, db)
 			r = callIdem(t, args...)
-			require.Equal(t, runner.ExitRefused, r.code, "stdout %s stderr %s", r.stdout, r.stderr)
+			require.Equal(t, job.ExitRefused, r.code, "stdout %s stderr %s", r.stdout, r.stderr)
 			require.Contains(t, r.stderr, tc.want)
 			require.Equal(t, before, captureState(t, db), "a refused command changed the database")
 			if args[0] == "run" {
 				// plan says so too, without writing.
 				r = callIdem(t, "plan", args[1], "--json")
-				require.Equal(t, runner.ExitRefused, r.code, "plan exits as the run would: %s", r.stderr)
+				require.Equal(t, job.ExitRefused, r.code, "plan exits as the run would: %s", r.stderr)
 				var plan runner.Plan
 				require.NoError(t, json.Unmarshal([]byte(r.stdout), &plan), r.stdout)
 				require.Equal(t, runner.DecisionRefused, plan.Decision)
@@ -116,7 +118,7 @@ func TestOwnersOfAnOlderDatabase(t *testing.T) {
 	} {
 		file := ownerJob(t, dir, db, "jobc", target)
 		r := callIdem(t, "run", file)
-		require.Equal(t, runner.ExitRefused, r.code, r.stderr)
+		require.Equal(t, job.ExitRefused, r.code, r.stderr)
 		require.Contains(t, r.stderr, want)
 	}
 	rows, err := runner.Query(context.Background(), db, "SELECT name FROM idem.owners WHERE job = 'joba' ORDER BY name", runner.OpenOptions{})

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/runner"
@@ -15,15 +17,15 @@ import (
 // the plan changed nothing, then runs them, and requires the two to agree:
 // the same decision in the same words, the same exit code, the same
 // refusal text, and for a run that would write the job key the run uses.
-func planThenRun(t *testing.T, db, job string, args ...string) (runner.Plan, cliResult) {
+func planThenRun(t *testing.T, db, jobFile string, args ...string) (runner.Plan, cliResult) {
 	t.Helper()
 	before := captureState(t, db)
-	p := callIdem(t, append([]string{"plan", job, "--json"}, args...)...)
+	p := callIdem(t, append([]string{"plan", jobFile, "--json"}, args...)...)
 	require.Equal(t, before, captureState(t, db), "plan %v changed the database", args)
 	var plan runner.Plan
 	require.NoError(t, json.Unmarshal([]byte(p.stdout), &plan), "plan %v: %s %s", args, p.stdout, p.stderr)
 
-	r := callIdem(t, append([]string{"run", job, "--json"}, args...)...)
+	r := callIdem(t, append([]string{"run", jobFile, "--json"}, args...)...)
 	require.Equal(t, r.code, p.code, "plan %v exits as the run does: plan %s / run %s", args, p.stderr, r.stderr)
 	if r.code != 0 {
 		require.Equal(t, runner.DecisionRefused, plan.Decision, "plan %v: %s", args, p.stdout)
@@ -93,12 +95,12 @@ func TestPlanSeesEditedReleasedSQL(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "proj")
 	r := callIdem(t, "init", dir, "--pipeline", "events", "--mode", "refresh")
 	require.Equal(t, 0, r.code, r.stderr)
-	job := filepath.Join(dir, "events.toml")
+	jobFile := filepath.Join(dir, "events.toml")
 	db := filepath.Join(dir, "data", "events.duckdb")
-	plan, _ := planThenRun(t, db, job)
+	plan, _ := planThenRun(t, db, jobFile)
 	require.Equal(t, runner.DecisionLoaded, plan.Decision)
 	require.True(t, plan.FirstLoad)
-	plan, _ = planThenRun(t, db, job)
+	plan, _ = planThenRun(t, db, jobFile)
 	require.Equal(t, runner.DecisionSkipped, plan.Decision)
 
 	steps, err := filepath.Glob(filepath.Join(dir, "events", "transform", "v1", "*.sql"))
@@ -107,9 +109,9 @@ func TestPlanSeesEditedReleasedSQL(t *testing.T) {
 	text, err := os.ReadFile(steps[len(steps)-1])
 	require.NoError(t, err)
 	writeFile(t, steps[len(steps)-1], string(text)+"\n-- edited after release\n")
-	plan, r = planThenRun(t, db, job)
+	plan, r = planThenRun(t, db, jobFile)
 	require.Equal(t, runner.DecisionRefused, plan.Decision)
-	require.Equal(t, runner.ExitRefused, r.code)
+	require.Equal(t, job.ExitRefused, r.code)
 	require.Contains(t, plan.Reason, "was edited after release")
 }
 
@@ -120,29 +122,29 @@ func TestPlanSeesEditedReleasedSQL(t *testing.T) {
 func TestPlanOfAFilesJob(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	job := filepath.Join(dir, "trips.toml")
-	writeFile(t, job, filesJob(dir, "per_file"))
+	jobFile := filepath.Join(dir, "trips.toml")
+	writeFile(t, jobFile, filesJob(dir, "per_file"))
 	db := filepath.Join(dir, "test.duckdb")
 	landing(t, dir, "a.jsonl", 0, 3)
 	landing(t, dir, "b.jsonl", 3, 3)
 
-	plan, _ := planThenRun(t, db, job)
+	plan, _ := planThenRun(t, db, jobFile)
 	require.Equal(t, runner.DecisionApplied, plan.Decision)
 	require.Len(t, plan.NewFiles, 2)
 
-	plan, r := planThenRun(t, db, job)
+	plan, r := planThenRun(t, db, jobFile)
 	require.Equal(t, runner.DecisionSkipped, plan.Decision)
 	require.Equal(t, "nothing new: no file that is not committed", plan.Reason)
 	require.Empty(t, plan.Changed)
 	key := queryStrs(t, db, `SELECT job_key FROM idem.jobs WHERE job = 'trips'`)
 	require.Equal(t, key, []string{plan.JobKey}, "the key the job holds, not one of no input")
-	human := callIdem(t, "plan", job)
+	human := callIdem(t, "plan", jobFile)
 	require.Equal(t, 0, human.code)
 	require.Contains(t, human.stdout, "trips: would be skipped: nothing new")
 	_ = r
 
 	landing(t, dir, "a.jsonl", 0, 4) // a committed file edited
-	plan, _ = planThenRun(t, db, job)
+	plan, _ = planThenRun(t, db, jobFile)
 	require.Equal(t, runner.DecisionRefused, plan.Decision)
 	require.Contains(t, plan.Reason, "a.jsonl")
 }

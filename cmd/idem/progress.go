@@ -7,11 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
-
-	"github.com/idem-dev/idem/runner"
 )
 
 // progressFlags is the --quiet flag of the commands that do long work.
@@ -28,10 +28,10 @@ func (f *progressFlags) register(cmd *cobra.Command) {
 // it runs, and a byte bar while a file is hashed, retained or exported. They
 // are silent (the zero Progress) when stderr is not a terminal or --quiet is
 // set, so logs and pipes never see escape codes.
-func (a *app) progress(f progressFlags) runner.Progress {
+func (a *app) progress(f progressFlags) job.Progress {
 	file, ok := a.stderr.(*os.File)
 	if f.quiet || !ok || !term.IsTerminal(int(file.Fd())) {
-		return runner.Progress{}
+		return job.Progress{}
 	}
 	return newTermProgress(file).hooks()
 }
@@ -51,8 +51,8 @@ type termProgress struct {
 
 func newTermProgress(w io.Writer) *termProgress { return &termProgress{w: w} }
 
-func (t *termProgress) hooks() runner.Progress {
-	return runner.Progress{Step: t.startStep, Percent: t.setPercent, Bytes: t.addBytes}
+func (t *termProgress) hooks() job.Progress {
+	return job.Progress{Step: t.startStep, Percent: t.setPercent, Bytes: t.addBytes}
 }
 
 func (t *termProgress) startStep(name string) func(time.Duration) {

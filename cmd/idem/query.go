@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/runner"
@@ -32,13 +34,13 @@ output that is the same bytes every time.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.db == "" {
-				return a.fail(false, &runner.UsageError{Msg: "query needs --db PATH"})
+				return a.fail(false, &job.UsageError{Msg: "query needs --db PATH"})
 			}
 			if f.jsonOut {
 				format = "json"
 			}
 			if format != "table" && format != "csv" && format != "json" {
-				return a.fail(false, &runner.UsageError{Msg: fmt.Sprintf("--format must be table, csv or json, not %q", format)})
+				return a.fail(false, &job.UsageError{Msg: fmt.Sprintf("--format must be table, csv or json, not %q", format)})
 			}
 			rows, err := runner.QueryText(cmd.Context(), f.db, args[0], f.openOptions(nil))
 			if err != nil {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/runner"
@@ -101,7 +103,7 @@ func TestQueryCannotWrite(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := cli(t, "query", "--db", j.db, tc.sql)
-			require.Equal(t, runner.ExitFailure, code, "stdout: %s\nstderr: %s", stdout, stderr)
+			require.Equal(t, job.ExitFailure, code, "stdout: %s\nstderr: %s", stdout, stderr)
 			require.Empty(t, stdout)
 			require.Contains(t, stderr, tc.want)
 			require.Equal(t, files, listFiles(t, j.dir), "a file changed beside the database")
@@ -153,10 +155,10 @@ func TestQueryNeedsAnExistingDatabase(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing.duckdb")
 	code, _, stderr := cli(t, "query", "--db", "", "SELECT 1")
-	require.Equal(t, runner.ExitUsage, code, stderr)
+	require.Equal(t, job.ExitUsage, code, stderr)
 	require.Contains(t, stderr, "query needs --db PATH")
 	code, _, stderr = cli(t, "query", "--db", missing, "SELECT 1")
-	require.Equal(t, runner.ExitFailure, code, stderr)
+	require.Equal(t, job.ExitFailure, code, stderr)
 	require.Contains(t, stderr, missing)
 	require.Contains(t, stderr, "no such file")
 	entries, err := os.ReadDir(dir)
@@ -174,7 +176,7 @@ func TestQueryWhileHeld(t *testing.T) {
 	require.NoError(t, err)
 	defer holder.Close()
 	p := startIdem(t, nil, "query", "--db", j.db, "SELECT 1")
-	require.Equal(t, runner.ExitLocked, p.wait(t, 10*time.Second), p.stderr.String())
+	require.Equal(t, job.ExitLocked, p.wait(t, 10*time.Second), p.stderr.String())
 	require.Contains(t, p.stderr.String(), "database "+j.db+" is held by another writer")
 }
 

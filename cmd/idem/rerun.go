@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/runner"
@@ -25,12 +27,12 @@ Refused (exit 3) when the SQL of a recorded version has changed since.
 The job's database is only read.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			job, db, err := f.openJob(cmd.Context(), args[0], true)
+			j, db, err := f.openJob(cmd.Context(), args[0], true)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
 			defer db.Close()
-			res, err := db.Rerun(cmd.Context(), job, runner.RerunOptions{Snapshot: snapshot, DuckDB: f.openOptions(job).DuckDB, Progress: a.progress(pf), Fault: a.faultHook(db.Path())})
+			res, err := db.Rerun(cmd.Context(), j, runner.RerunOptions{Snapshot: snapshot, DuckDB: f.openOptions(j).DuckDB, Progress: a.progress(pf), Fault: a.faultHook(db.Path())})
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
@@ -51,7 +53,7 @@ The job's database is only read.`,
 				}
 			}
 			if !res.Reproduced {
-				return &codeError{code: runner.ExitFailure}
+				return &codeError{code: job.ExitFailure}
 			}
 			return nil
 		},

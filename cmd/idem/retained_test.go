@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/runner"
@@ -100,7 +102,7 @@ func TestFailedRunLeavesNoRetainedCopy(t *testing.T) {
 		`{"change_id":"s-1","entity_id":"subject-9","source_version":1,"operation":"upsert","value":"secret-payload-77"}`,
 		`{"change_id":"s-2",`)
 	r := j.run("--input", bad)
-	require.Equal(t, runner.ExitFailure, r.code, r.stderr)
+	require.Equal(t, job.ExitFailure, r.code, r.stderr)
 	require.Contains(t, r.stderr, "line 2")
 	// The store first: opening the database (captureState) sweeps it.
 	require.Equal(t, files, storeFiles(t, j.db), "the failed run's copy is gone")
@@ -126,7 +128,7 @@ func TestTamperedRetainedCopy(t *testing.T) {
 
 	tamper()
 	r := callIdem(t, "rerun", j.file, "--snapshot", "1", "--json")
-	require.Equal(t, runner.ExitFailure, r.code, "rerun from a tampered copy: %s %s", r.stdout, r.stderr)
+	require.Equal(t, job.ExitFailure, r.code, "rerun from a tampered copy: %s %s", r.stdout, r.stderr)
 	require.Contains(t, r.stderr, "retained input batch-1.jsonl ("+copyPath+") was changed")
 
 	again := j.apply("--batch-id", "again")
@@ -159,7 +161,7 @@ func TestNonRegularInputRefused(t *testing.T) {
 	for _, tc := range cases {
 		before, files := captureState(t, j.db), storeFiles(t, j.db)
 		r := within(t, 60*time.Second, func() cliResult { return j.run("--input", tc.input) })
-		require.Equal(t, runner.ExitFailure, r.code, "%s: %s", tc.name, r.stderr)
+		require.Equal(t, job.ExitFailure, r.code, "%s: %s", tc.name, r.stderr)
 		require.Contains(t, r.stderr, tc.want, tc.name)
 		require.Equal(t, files, storeFiles(t, j.db), tc.name)
 		require.Equal(t, before, captureState(t, j.db), tc.name)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/runner"
@@ -35,7 +37,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
-		return runner.ExitOK
+		return job.ExitOK
 	}
 	var ce *codeError
 	if errors.As(err, &ce) {
@@ -43,10 +45,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if isCobraUsage(err) {
 		fmt.Fprintf(stderr, "idem: %v\n", err)
-		return runner.ExitUsage
+		return job.ExitUsage
 	}
 	fmt.Fprintf(stderr, "idem: %v\n", err)
-	return runner.ExitCode(err)
+	return job.ExitCode(err)
 }
 
 // codeError is an error already reported, carrying its exit code.
@@ -115,10 +117,10 @@ func (f *dbFlags) register(cmd *cobra.Command) {
 }
 
 // openOptions merges the job's [duckdb] settings with the flags.
-func (f *dbFlags) openOptions(job *runner.Job) runner.OpenOptions {
-	var s runner.DuckDBSettings
-	if job != nil {
-		s = job.DuckDB
+func (f *dbFlags) openOptions(j *job.Job) runner.OpenOptions {
+	var s job.DuckDBSettings
+	if j != nil {
+		s = j.DuckDB
 	}
 	if f.memoryLimit != "" {
 		s.MemoryLimit = f.memoryLimit
@@ -134,30 +136,30 @@ func (f *dbFlags) openOptions(job *runner.Job) runner.OpenOptions {
 
 // openJob loads the job file at path and opens its database, read-only when
 // asked. The caller closes the database.
-func (f *dbFlags) openJob(ctx context.Context, path string, readOnly bool) (*runner.Job, *runner.DB, error) {
-	job, err := loadJob(path)
+func (f *dbFlags) openJob(ctx context.Context, path string, readOnly bool) (*job.Job, *runner.DB, error) {
+	j, err := loadJob(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	dbPath, err := f.dbPath(job)
+	dbPath, err := f.dbPath(j)
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := f.openOptions(job)
+	opts := f.openOptions(j)
 	opts.ReadOnly = readOnly
 	db, err := runner.Open(ctx, dbPath, opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	return job, db, nil
+	return j, db, nil
 }
 
-func (f *dbFlags) path(job *runner.Job) string {
+func (f *dbFlags) path(j *job.Job) string {
 	if f.db != "" {
 		return f.db
 	}
-	if job != nil {
-		return job.Database
+	if j != nil {
+		return j.Database
 	}
 	return ""
 }
@@ -188,14 +190,14 @@ func (w *writerFlags) guards(cmd *cobra.Command) (parent, epoch *int64) {
 // directory, or the job's database, read from the job file's folder. A job
 // database missing there but present where idem read job-file paths before
 // is an error (exit 2) rather than a new, empty database.
-func (f *dbFlags) dbPath(job *runner.Job) (string, error) {
-	if f.db != "" || job == nil {
-		return f.path(job), nil
+func (f *dbFlags) dbPath(j *job.Job) (string, error) {
+	if f.db != "" || j == nil {
+		return f.path(j), nil
 	}
-	return job.Database, job.CheckDatabase()
+	return j.Database, j.CheckDatabase()
 }
 
-func loadJob(path string) (*runner.Job, error) {
+func loadJob(path string) (*job.Job, error) {
 	return runner.LoadJob(path, idemsql.FS)
 }
 
@@ -209,7 +211,7 @@ func (a *app) printJSON(v any) error {
 // fail reports err in the requested form and returns its exit code as an
 // error for Main.
 func (a *app) fail(jsonOut bool, err error) error {
-	code := runner.ExitCode(err)
+	code := job.ExitCode(err)
 	if jsonOut {
 		_ = a.printJSON(map[string]any{"error": err.Error(), "exit_code": code})
 	}

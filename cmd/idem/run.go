@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/runner"
@@ -29,14 +31,14 @@ Everything the run writes (target, outcomes, ledger, snapshot, state) commits
 in one DuckDB transaction, or nothing does.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			job, err := loadJob(args[0])
+			j, err := loadJob(args[0])
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			opts := runner.RunOptions{Input: input, BatchID: batchID, Fault: a.faultHook(f.path(job)), Progress: a.progress(pf)}
+			opts := runner.RunOptions{Input: input, BatchID: batchID, Fault: a.faultHook(f.path(j)), Progress: a.progress(pf)}
 			if cmd.Flags().Changed("from") || cmd.Flags().Changed("to") {
 				if !cmd.Flags().Changed("from") || !cmd.Flags().Changed("to") {
-					return a.fail(f.jsonOut, &runner.UsageError{Msg: "--from and --to go together"})
+					return a.fail(f.jsonOut, &job.UsageError{Msg: "--from and --to go together"})
 				}
 				opts.From, opts.To = &from, &to
 			}
@@ -46,19 +48,19 @@ in one DuckDB transaction, or nothing does.`,
 			if cmd.Flags().Changed("expect-parent") {
 				opts.ExpectParent = &parent
 			}
-			dbPath, err := f.dbPath(job)
+			dbPath, err := f.dbPath(j)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			db, err := runner.Open(cmd.Context(), dbPath, f.openOptions(job))
+			db, err := runner.Open(cmd.Context(), dbPath, f.openOptions(j))
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
 			defer db.Close()
-			if job.Input.Mode == runner.InputModeFiles || job.Input.ChunkRows > 0 {
-				return a.runMany(cmd, job, db, opts, f.jsonOut) // runmany.go
+			if j.Input.Mode == job.InputModeFiles || j.Input.ChunkRows > 0 {
+				return a.runMany(cmd, j, db, opts, f.jsonOut) // runmany.go
 			}
-			res, err := db.Run(cmd.Context(), job, opts)
+			res, err := db.Run(cmd.Context(), j, opts)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}

@@ -8,15 +8,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/runner"
 )
 
 // logOf runs `idem log JOB --json` and returns the runs, newest first.
-func logOf(t *testing.T, job string) []runner.LogEntry {
+func logOf(t *testing.T, jobFile string) []runner.LogEntry {
 	t.Helper()
-	r := callIdem(t, "log", job, "--json")
+	r := callIdem(t, "log", jobFile, "--json")
 	require.Equal(t, 0, r.code, r.stderr)
 	var out struct {
 		Runs []runner.LogEntry `json:"runs"`
@@ -31,9 +33,9 @@ type logRow struct {
 	decision, batch, reason string
 }
 
-func requireLog(t *testing.T, job string, want []logRow) []runner.LogEntry {
+func requireLog(t *testing.T, jobFile string, want []logRow) []runner.LogEntry {
 	t.Helper()
-	runs := logOf(t, job)
+	runs := logOf(t, jobFile)
 	require.Len(t, runs, len(want), "one log entry per invocation: %+v", runs)
 	for i, w := range want {
 		e := runs[i]
@@ -59,28 +61,28 @@ func requireLog(t *testing.T, job string, want []logRow) []runner.LogEntry {
 func TestLogEveryRunOfAFilesJob(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	job := filepath.Join(dir, "trips.toml")
-	writeFile(t, job, filesJob(dir, "per_file"))
+	jobFile := filepath.Join(dir, "trips.toml")
+	writeFile(t, jobFile, filesJob(dir, "per_file"))
 	db := filepath.Join(dir, "test.duckdb")
 	landing(t, dir, "a.jsonl", 0, 3)
 
-	r := callIdem(t, "run", job)
+	r := callIdem(t, "run", jobFile)
 	require.Equal(t, 0, r.code, r.stderr)
-	r = callIdem(t, "run", job)
+	r = callIdem(t, "run", jobFile)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "skipped: nothing new")
 
 	landing(t, dir, "a.jsonl", 0, 4) // a committed file edited
 	before := captureState(t, db)
-	r = callIdem(t, "run", job)
-	require.Equal(t, runner.ExitRefused, r.code, r.stderr)
+	r = callIdem(t, "run", jobFile)
+	require.Equal(t, job.ExitRefused, r.code, r.stderr)
 	require.Equal(t, before, captureState(t, db))
 
-	r = callIdem(t, "run", job, "--batch-id", "x")
-	require.Equal(t, runner.ExitUsage, r.code, r.stderr)
+	r = callIdem(t, "run", jobFile, "--batch-id", "x")
+	require.Equal(t, job.ExitUsage, r.code, r.stderr)
 	require.Equal(t, before, captureState(t, db))
 
-	runs := requireLog(t, job, []logRow{
+	runs := requireLog(t, jobFile, []logRow{
 		{"failed", "", "--batch-id"},
 		{"refused", "", "changed after it was committed"},
 		{"skipped", "", "nothing new"},
@@ -99,20 +101,20 @@ func TestLogEveryRunOfAChunkedJob(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	makeParquet(t, filepath.Join(dir, "big.parquet"), 3000, 1024)
-	job := filepath.Join(dir, "job.toml")
-	writeFile(t, job, chunkJob(dir, 1000))
+	jobFile := filepath.Join(dir, "job.toml")
+	writeFile(t, jobFile, chunkJob(dir, 1000))
 
-	r := callIdem(t, "run", job, "--json")
+	r := callIdem(t, "run", jobFile, "--json")
 	require.Equal(t, 0, r.code, r.stderr)
 	var res runner.ChunksResult
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
 	require.Greater(t, len(res.Runs), 1)
-	r = callIdem(t, "run", job)
+	r = callIdem(t, "run", jobFile)
 	require.Equal(t, 0, r.code, r.stderr)
-	r = callIdem(t, "run", job, "--batch-id", "x")
-	require.Equal(t, runner.ExitUsage, r.code, r.stderr)
-	r = callIdem(t, "run", job, "--input", filepath.Join(dir, "gone.parquet"))
-	require.Equal(t, runner.ExitFailure, r.code, r.stderr)
+	r = callIdem(t, "run", jobFile, "--batch-id", "x")
+	require.Equal(t, job.ExitUsage, r.code, r.stderr)
+	r = callIdem(t, "run", jobFile, "--input", filepath.Join(dir, "gone.parquet"))
+	require.Equal(t, job.ExitFailure, r.code, r.stderr)
 
 	want := []logRow{
 		{"failed", "", "gone.parquet"},
@@ -122,7 +124,7 @@ func TestLogEveryRunOfAChunkedJob(t *testing.T) {
 	for i := len(res.Runs) - 1; i >= 0; i-- {
 		want = append(want, logRow{"applied", res.Runs[i].BatchID, ""})
 	}
-	requireLog(t, job, want)
+	requireLog(t, jobFile, want)
 }
 
 // A single run that cannot read its input is logged as failed; one whose
@@ -132,7 +134,7 @@ func TestLogRunThatFailsBeforeItsTransaction(t *testing.T) {
 	j := newGuardJob(t)
 	j.apply()
 	r := j.run("--input", filepath.Join(j.dir, "missing.jsonl"))
-	require.Equal(t, runner.ExitFailure, r.code, r.stderr)
+	require.Equal(t, job.ExitFailure, r.code, r.stderr)
 	j.refused("--input", changesFixture(t, "batch-2.jsonl"), "--batch-id", "batch-1.jsonl")
 	requireLog(t, j.file, []logRow{
 		{"refused", "batch-1.jsonl", "a changed batch needs a new batch id"},
@@ -218,13 +220,13 @@ func TestRunRowsWrittenAndConflicts(t *testing.T) {
 
 	// merge_by_key keeps its conflicts in the target too.
 	dir := t.TempDir()
-	job := filepath.Join(dir, "trips.toml")
-	writeFile(t, job, filesJob(dir, "per_file"))
+	jobFile := filepath.Join(dir, "trips.toml")
+	writeFile(t, jobFile, filesJob(dir, "per_file"))
 	writeFile(t, filepath.Join(dir, "landing", "a.jsonl"), `{"trip_id": 1, "fare": 1.5, "updated_at": 1}
 {"trip_id": 1, "fare": 2.5, "updated_at": 1}
 {"trip_id": 2, "fare": 2.5, "updated_at": 1}
 `)
-	r = callIdem(t, "run", job)
+	r = callIdem(t, "run", jobFile)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "  rows      written 2 · table trips 2\n")
 	require.Contains(t, r.stdout, "  conflicts 1 (kept in trips with status conflict")
@@ -238,8 +240,8 @@ func TestRunRowsWrittenRefresh(t *testing.T) {
 	dir := t.TempDir()
 	input, err := filepath.Abs(filepath.Join("..", "..", "fixtures", "sample", "occurrences-a.csv"))
 	require.NoError(t, err)
-	job := filepath.Join(dir, "sample.toml")
-	require.NoError(t, os.WriteFile(job, []byte(fmt.Sprintf(`name = "sample"
+	jobFile := filepath.Join(dir, "sample.toml")
+	require.NoError(t, os.WriteFile(jobFile, []byte(fmt.Sprintf(`name = "sample"
 pipeline = "sample"
 transform_version = 1
 schema_version = 1
@@ -249,7 +251,7 @@ database = %q
 path = %q
 `, filepath.Join(dir, "idem.duckdb"), input)), 0o644))
 	for _, decision := range []string{"loaded", "skipped"} {
-		r := callIdem(t, "run", job, "--json")
+		r := callIdem(t, "run", jobFile, "--json")
 		require.Equal(t, 0, r.code, r.stderr)
 		var res map[string]any
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))

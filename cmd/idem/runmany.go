@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/runner"
@@ -13,21 +15,21 @@ import (
 // directory source (mode = "files") or a chunked backfill. Each batch is
 // its own transaction; the batches applied before a failure stay committed
 // and are reported with the error.
-func (a *app) runMany(cmd *cobra.Command, job *runner.Job, db *runner.DB, opts runner.RunOptions, jsonOut bool) error {
+func (a *app) runMany(cmd *cobra.Command, j *job.Job, db *runner.DB, opts runner.RunOptions, jsonOut bool) error {
 	var out any
 	var runs []*runner.Result
 	var decision, summary string
 	var err error
-	if job.Input.Mode == runner.InputModeFiles {
+	if j.Input.Mode == job.InputModeFiles {
 		var res *runner.FilesResult
-		res, err = db.RunFiles(cmd.Context(), job, opts)
+		res, err = db.RunFiles(cmd.Context(), j, opts)
 		if res != nil {
 			out, runs, decision = res, res.Runs, res.Decision
 			summary = fmt.Sprintf("%d new file(s)", len(res.NewFiles))
 		}
 	} else {
 		var res *runner.ChunksResult
-		res, err = db.RunChunks(cmd.Context(), job, opts)
+		res, err = db.RunChunks(cmd.Context(), j, opts)
 		if res != nil {
 			out, runs, decision = res, res.Runs, res.Decision
 			summary = fmt.Sprintf("%d chunk(s)", len(res.Runs))
@@ -51,9 +53,9 @@ func (a *app) runMany(cmd *cobra.Command, job *runner.Job, db *runner.DB, opts r
 		a.printResult(r)
 	}
 	if decision == runner.DecisionSkipped {
-		fmt.Fprintf(a.stdout, "%s: skipped: nothing new (%s)\n", job.Name, strings.TrimSpace(summary))
+		fmt.Fprintf(a.stdout, "%s: skipped: nothing new (%s)\n", j.Name, strings.TrimSpace(summary))
 		return nil
 	}
-	fmt.Fprintf(a.stdout, "%s: %s %s\n", job.Name, decision, summary)
+	fmt.Fprintf(a.stdout, "%s: %s %s\n", j.Name, decision, summary)
 	return nil
 }

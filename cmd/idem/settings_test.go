@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/idem-dev/idem/runner/job"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/stretchr/testify/require"
 )
 
 // The job file's [duckdb] table sets memory_limit, threads and
@@ -38,20 +38,20 @@ memory_limit = "1GB"
 threads = 1
 temp_directory = %q
 `, filepath.Join(dir, "s.duckdb"), input, filepath.Join(dir, "job-spill"))), 0o644))
-	job, err := loadJob(jobPath)
+	jobFile, err := loadJob(jobPath)
 	require.NoError(t, err)
 
 	cases := []struct {
 		name string
 		f    dbFlags
-		want runner.DuckDBSettings
+		want job.DuckDBSettings
 	}{
-		{"job file", dbFlags{}, runner.DuckDBSettings{MemoryLimit: "1GB", Threads: 1, TempDirectory: filepath.Join(dir, "job-spill")}},
-		{"flags override", dbFlags{memoryLimit: "2GB", threads: 2, tempDir: "/x"}, runner.DuckDBSettings{MemoryLimit: "2GB", Threads: 2, TempDirectory: "/x"}},
+		{"job file", dbFlags{}, job.DuckDBSettings{MemoryLimit: "1GB", Threads: 1, TempDirectory: filepath.Join(dir, "job-spill")}},
+		{"flags override", dbFlags{memoryLimit: "2GB", threads: 2, tempDir: "/x"}, job.DuckDBSettings{MemoryLimit: "2GB", Threads: 2, TempDirectory: "/x"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, tc.f.openOptions(job).DuckDB)
+			require.Equal(t, tc.want, tc.f.openOptions(jobFile).DuckDB)
 		})
 	}
 

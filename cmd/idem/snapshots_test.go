@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/runner"
@@ -143,7 +145,7 @@ func TestOrdersStaleParentCannotResurrect(t *testing.T) {
 	require.Equal(t, int64(s), b.Parent)
 
 	a := e.idem("run", e.config("orders"), "--input", e.fixture("orders/writer-a-correction.jsonl"), "--expect-parent", fmt.Sprint(s))
-	require.Equal(t, runner.ExitRefused, a.code, a.stderr)
+	require.Equal(t, job.ExitRefused, a.code, a.stderr)
 	require.Contains(t, a.stderr, fmt.Sprintf("stale parent: expected %d, latest is %d", s, s+1))
 	var latest runner.ExportResult
 	e.ok(&latest, "export", e.config("orders"), "--out", filepath.Join(e.dir, "after-refusal.csv"))
@@ -271,10 +273,10 @@ func TestDiffNamesRemovedOrder(t *testing.T) {
 func TestRerunReproducesSnapshots(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name  string
-		job   string
-		setup func(e *snapEnv)
-		check []int64
+		name    string
+		jobFile string
+		setup   func(e *snapEnv)
+		check   []int64
 	}{
 		{"orders", "orders", func(e *snapEnv) {
 			e.ordersDays()
@@ -301,10 +303,10 @@ func TestRerunReproducesSnapshots(t *testing.T) {
 			c.setup(e)
 			for _, s := range c.check {
 				var res runner.RerunResult
-				e.ok(&res, "rerun", e.config(c.job), "--snapshot", fmt.Sprint(s))
+				e.ok(&res, "rerun", e.config(c.jobFile), "--snapshot", fmt.Sprint(s))
 				require.True(t, res.Reproduced, "snapshot %d: %+v", s, res.Diff)
 				require.Equal(t, s, res.Snapshot)
-				exp, _ := e.export(c.job, "--snapshot", fmt.Sprint(s))
+				exp, _ := e.export(c.jobFile, "--snapshot", fmt.Sprint(s))
 				require.Equal(t, exp.SHA256, res.SHA256, "the pinned export of the snapshot")
 				require.Equal(t, res.SHA256, res.Rebuilt)
 			}
@@ -327,7 +329,7 @@ func TestRerunDetectsDifferences(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, db.Close())
 		res := e.idem("rerun", e.config("orders"), "--snapshot", "2", "--json")
-		require.Equal(t, runner.ExitFailure, res.code, res.stderr)
+		require.Equal(t, job.ExitFailure, res.code, res.stderr)
 		var r runner.RerunResult
 		require.NoError(t, json.Unmarshal([]byte(res.stdout), &r))
 		require.False(t, r.Reproduced)
@@ -340,8 +342,8 @@ func TestRerunDetectsDifferences(t *testing.T) {
 		// A copy of the orders pipeline on disk, beside a job file using it.
 		pipe := filepath.Join(e.dir, "orders_copy")
 		copyTree(t, filepath.Join(e.root, "sql", "orders"), pipe)
-		job := filepath.Join(e.dir, "orders.toml")
-		require.NoError(t, os.WriteFile(job, []byte(`name = "orders"
+		jobFile := filepath.Join(e.dir, "orders.toml")
+		require.NoError(t, os.WriteFile(jobFile, []byte(`name = "orders"
 pipeline = "`+pipe+`"
 transform_version = 1
 schema_version = 1
@@ -351,13 +353,13 @@ path = "`+e.fixture("orders/day-47.jsonl")+`"
 table = "orders"
 `), 0o644))
 		var r runner.Result
-		e.ok(&r, "run", job)
+		e.ok(&r, "run", jobFile)
 		step := filepath.Join(pipe, "transform", "v1", "04_commit.sql")
 		data, err := os.ReadFile(step)
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(step, append(data, []byte("\n-- edited\n")...), 0o644))
-		res := e.idem("rerun", job, "--snapshot", "1")
-		require.Equal(t, runner.ExitRefused, res.code, res.stderr)
+		res := e.idem("rerun", jobFile, "--snapshot", "1")
+		require.Equal(t, job.ExitRefused, res.code, res.stderr)
 		require.Contains(t, res.stderr, "was built with transform v1 of orders")
 	})
 }
@@ -461,7 +463,7 @@ func TestRollbackOverErasureIsRefused(t *testing.T) {
 	require.NoError(t, db.Close())
 
 	res := e.idem("rollback", e.config("orders"), "--to-snapshot", "2")
-	require.Equal(t, runner.ExitRefused, res.code, res.stderr)
+	require.Equal(t, job.ExitRefused, res.code, res.stderr)
 	require.Contains(t, res.stderr, "rollback over an erasure")
 	var latest runner.ExportResult
 	e.ok(&latest, "export", e.config("orders"), "--out", filepath.Join(e.dir, "latest.csv"))
@@ -487,10 +489,10 @@ func TestExportPinnedOutcomes(t *testing.T) {
 	require.Equal(t, map[string]int64{"1": 3, "2": 17, "3": 20}, counts)
 
 	bad := e.idem("export", e.config("orders"), "--table", "nope", "--out", filepath.Join(e.dir, "x.csv"))
-	require.Equal(t, runner.ExitUsage, bad.code)
+	require.Equal(t, job.ExitUsage, bad.code)
 	require.Contains(t, bad.stderr, "export reads the job's target orders or orders_outcomes")
 	missing := e.idem("export", e.config("orders"), "--snapshot", "9", "--out", filepath.Join(e.dir, "x.csv"))
-	require.Equal(t, runner.ExitUsage, missing.code)
+	require.Equal(t, job.ExitUsage, missing.code)
 	require.Contains(t, missing.stderr, "has no snapshot 9 (latest is 3)")
 }
 
@@ -506,16 +508,16 @@ func TestOrdersBalanceIsCheckedBeforeCommit(t *testing.T) {
 	data, err := os.ReadFile(stage)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(stage, append(data, []byte("\nDELETE FROM staged WHERE order_id = 'ord-12';\n")...), 0o644))
-	job := filepath.Join(e.dir, "orders.toml")
-	require.NoError(t, os.WriteFile(job, []byte(`name = "orders"
+	jobFile := filepath.Join(e.dir, "orders.toml")
+	require.NoError(t, os.WriteFile(jobFile, []byte(`name = "orders"
 pipeline = "`+pipe+`"
 transform_version = 1
 schema_version = 1
 [input]
 path = "`+e.fixture("orders/day-47.jsonl")+`"
 `), 0o644))
-	res := e.idem("run", job)
-	require.Equal(t, runner.ExitFailure, res.code, res.stderr)
+	res := e.idem("run", jobFile)
+	require.Equal(t, job.ExitFailure, res.code, res.stderr)
 	require.Contains(t, res.stderr, "outcomes do not balance the rows read; nothing committed")
 	rows, err := runner.Query(context.Background(), e.db, `SELECT count(*) FROM idem.snapshots`, runner.OpenOptions{})
 	require.NoError(t, err)
@@ -542,13 +544,13 @@ func TestEraseRewritesCSVAndParquetInputs(t *testing.T) {
 				inputs = append(inputs, out)
 			}
 			require.NoError(t, conv.Close())
-			job := filepath.Join(e.dir, "orders.toml")
-			require.NoError(t, os.WriteFile(job, []byte("name = \"orders\"\npipeline = \"orders\"\ntransform_version = 1\nschema_version = 1\n"), 0o644))
+			jobFile := filepath.Join(e.dir, "orders.toml")
+			require.NoError(t, os.WriteFile(jobFile, []byte("name = \"orders\"\npipeline = \"orders\"\ntransform_version = 1\nschema_version = 1\n"), 0o644))
 			for _, in := range inputs {
-				e.ok(nil, "run", job, "--input", in)
+				e.ok(nil, "run", jobFile, "--input", in)
 			}
 			var er runner.EraseResult
-			e.ok(&er, "erase", job, "--key", "ord-83")
+			e.ok(&er, "erase", jobFile, "--key", "ord-83")
 			require.Len(t, er.Inputs, 2)
 			require.Equal(t, int64(301), *er.Position)
 
@@ -575,7 +577,7 @@ func TestEraseRewritesCSVAndParquetInputs(t *testing.T) {
 			require.NoError(t, db.Close())
 			for _, s := range []string{"1", "2", "3"} {
 				var rr runner.RerunResult
-				e.ok(&rr, "rerun", job, "--snapshot", s)
+				e.ok(&rr, "rerun", jobFile, "--snapshot", s)
 				require.True(t, rr.Reproduced, "snapshot %s", s)
 			}
 		})
@@ -588,19 +590,19 @@ func TestEraseRewritesCSVAndParquetInputs(t *testing.T) {
 func TestVersionedChangesErase(t *testing.T) {
 	t.Parallel()
 	e := newSnapEnv(t)
-	job := e.config("versioned_changes")
+	jobFile := e.config("versioned_changes")
 	for _, b := range []string{"batch-1", "batch-2", "batch-3"} {
-		e.ok(nil, "run", job, "--input", e.fixture("changes/"+b+".jsonl"))
+		e.ok(nil, "run", jobFile, "--input", e.fixture("changes/"+b+".jsonl"))
 	}
 	const subject = "account-4"
 	var er runner.EraseResult
-	e.ok(&er, "erase", job, "--key", subject)
+	e.ok(&er, "erase", jobFile, "--key", subject)
 	require.Equal(t, int64(4), er.Snapshot)
 	require.Equal(t, int64(4), *er.Position, "account-4's highest source_version")
 	require.Empty(t, storeHolds(t, e.db, `"`+subject+`"`), "retained inputs")
 
 	var res runner.Result
-	e.ok(&res, "run", job, "--input", e.fixture("changes/batch-1.jsonl"), "--batch-id", "replay-1")
+	e.ok(&res, "run", jobFile, "--input", e.fixture("changes/batch-1.jsonl"), "--batch-id", "replay-1")
 	require.Equal(t, int64(2), res.Outcomes["erased"], "both of batch 1's account-4 changes")
 	for s := int64(1); s <= res.Snapshot; s++ {
 		for _, table := range []string{"customer_state", "customer_state_outcomes"} {
@@ -616,7 +618,7 @@ func TestVersionedChangesErase(t *testing.T) {
 	newer := filepath.Join(e.dir, "newer.jsonl")
 	require.NoError(t, os.WriteFile(newer, []byte(`{"change_id":"n-1","entity_id":"account-4","source_version":5,"operation":"upsert","value":"violet"}`+"\n"), 0o644))
 	var fresh runner.Result
-	e.ok(&fresh, "run", job, "--input", newer)
+	e.ok(&fresh, "run", jobFile, "--input", newer)
 	require.Equal(t, map[string]int64{"accepted": 1}, fresh.Outcomes)
 }
 
@@ -639,7 +641,7 @@ func TestRollbackWriterGuards(t *testing.T) {
 	}
 	for _, tc := range cases {
 		res := e.idem(append([]string{"rollback", e.config("orders"), "--to-snapshot", "1"}, tc.args...)...)
-		require.Equal(t, runner.ExitRefused, res.code, "%s: %s", tc.name, res.stderr)
+		require.Equal(t, job.ExitRefused, res.code, "%s: %s", tc.name, res.stderr)
 		require.Contains(t, res.stderr, tc.want, tc.name)
 		var latest runner.ExportResult
 		e.ok(&latest, "export", e.config("orders"), "--out", filepath.Join(e.dir, "latest.csv"))

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/runner"
@@ -39,7 +41,7 @@ func TestChangedTargetIsRefused(t *testing.T) {
 			}
 
 			r := callIdem(t, "plan", j.file, "--input", changesFixture(t, "batch-3.jsonl"), "--json")
-			require.Equal(t, runner.ExitRefused, r.code, "plan exits as the run would: %s", r.stderr)
+			require.Equal(t, job.ExitRefused, r.code, "plan exits as the run would: %s", r.stderr)
 			var plan runner.Plan
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &plan), r.stdout)
 			require.Equal(t, runner.DecisionRefused, plan.Decision)
@@ -84,7 +86,7 @@ func TestDroppedRefreshTargetIsRefused(t *testing.T) {
 	} {
 		before := captureState(t, db)
 		code, _, errOut = cli(t, args...)
-		require.Equal(t, runner.ExitRefused, code, errOut)
+		require.Equal(t, job.ExitRefused, code, errOut)
 		require.Contains(t, errOut, `table "occurrence_sample" of job "sample" is missing, but the job's state says it holds snapshot 1`)
 		require.Contains(t, errOut, "--to-snapshot 1")
 		require.Equal(t, before, captureState(t, db))

@@ -466,7 +466,7 @@ func (j *Job) CheckDatabase() error {
 		return nil
 	}
 	if h := oldRuleHint(j.File, j.written.database, false, "--db"); h != "" {
-		return usage("database %s (read from the job file's folder) does not exist%s", j.Database, h)
+		return Usage("database %s (read from the job file's folder) does not exist%s", j.Database, h)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package runner
+package job
 
 import "time"
 
@@ -16,14 +16,17 @@ type Progress struct {
 	Bytes func(label string, done, total int64)
 
 	// query reads the running statement's percentage, or -1 (see
-	// withQueryProgress).
+	// WithQuery).
 	query func() float64
 }
 
-// percentPoll is how often a step's query progress is read.
-const percentPoll = 200 * time.Millisecond
+// PercentPoll is how often a step's query progress is read.
+const PercentPoll = 200 * time.Millisecond
 
-func (p Progress) step(name string) func() {
+// Start reports that the step name starts and returns the func that
+// reports its end. Between the two, Percent polls the running statement
+// when p has a query poll (WithQuery).
+func (p Progress) Start(name string) func() {
 	if p.Step == nil {
 		return func() {}
 	}
@@ -47,7 +50,7 @@ func (p Progress) step(name string) func() {
 // pollPercent reports the running statement's percentage when it changes.
 func (p Progress) pollPercent(stop <-chan struct{}, stopped chan<- struct{}) {
 	defer close(stopped)
-	t := time.NewTicker(percentPoll)
+	t := time.NewTicker(PercentPoll)
 	defer t.Stop()
 	last := -1.0
 	for {
@@ -63,8 +66,19 @@ func (p Progress) pollPercent(stop <-chan struct{}, stopped chan<- struct{}) {
 	}
 }
 
-func (p Progress) bytes(label string, done, total int64) {
+// Count reports bytes done of total for label, when p has a Bytes hook.
+func (p Progress) Count(label string, done, total int64) {
 	if p.Bytes != nil {
 		p.Bytes(label, done, total)
 	}
 }
+
+// WithQuery returns p polling query, which reads the running statement's
+// percentage (or -1), while a step runs.
+func (p Progress) WithQuery(query func() float64) Progress {
+	p.query = query
+	return p
+}
+
+// Queries reports whether p polls a statement's percentage.
+func (p Progress) Queries() bool { return p.query != nil }
