@@ -55,12 +55,12 @@ func BenchmarkRunUpToDate(b *testing.B) {
 		}
 		return res.Decision
 	}
-	if d := run(); d != DecisionLoaded {
+	if d := run(); d != job.DecisionLoaded {
 		b.Fatalf("first run: %s", d)
 	}
 	b.ResetTimer()
 	for b.Loop() {
-		if d := run(); d != DecisionSkipped {
+		if d := run(); d != job.DecisionSkipped {
 			b.Fatalf("re-run: %s", d)
 		}
 	}

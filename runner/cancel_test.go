@@ -105,13 +105,13 @@ path = %q
 			entries, err := db.Log(check, "customer_state")
 			require.NoError(t, err)
 			require.Len(t, entries, 1)
-			require.Equal(t, runner.DecisionFailed, entries[0].Decision)
+			require.Equal(t, job.DecisionFailed, entries[0].Decision)
 			require.Contains(t, *entries[0].Message, "nothing was committed")
 
 			// The same database serves the retry.
 			res, err := db.Run(check, j, runner.RunOptions{})
 			require.NoError(t, err)
-			require.Equal(t, runner.DecisionApplied, res.Decision)
+			require.Equal(t, job.DecisionApplied, res.Decision)
 		})
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/idem-dev/idem/runner/catalog"
+
 	"github.com/idem-dev/idem/runner/job"
 )
 
@@ -102,9 +104,9 @@ func (d *DB) RunChunks(ctx context.Context, j *job.Job, opts RunOptions) (*Chunk
 	if err != nil {
 		return nil, d.logError(j, "", job.Canceled(ctx, err))
 	}
-	out := &ChunksResult{Job: j.Name, Decision: DecisionSkipped, Runs: []*Result{}}
+	out := &ChunksResult{Job: j.Name, Decision: job.DecisionSkipped, Runs: []*Result{}}
 	for n := 1; ; n++ {
-		started, cursor, err := chunkStart(ctx, d.sql, j.Name)
+		started, cursor, err := catalog.ChunkStart(ctx, d.sql, j.Name)
 		if err != nil {
 			return out, d.logError(j, "", err)
 		}
@@ -121,10 +123,10 @@ func (d *DB) RunChunks(ctx context.Context, j *job.Job, opts RunOptions) (*Chunk
 		if err != nil {
 			return out, err
 		}
-		if res.Decision != DecisionApplied {
+		if res.Decision != job.DecisionApplied {
 			return out, nil
 		}
-		out.Decision = DecisionApplied
+		out.Decision = job.DecisionApplied
 		out.Runs = append(out.Runs, res)
 		if spec.to != nil {
 			out.Watermark = spec.to
@@ -132,20 +134,10 @@ func (d *DB) RunChunks(ctx context.Context, j *job.Job, opts RunOptions) (*Chunk
 	}
 }
 
-// chunkStart reports whether the job has committed a chunk, and its cursor.
-func chunkStart(ctx context.Context, q querier, j string) (bool, int64, error) {
-	var n, cursor int64
-	err := q.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM idem.ledger WHERE job = ?), coalesce((SELECT cursor FROM idem.jobs WHERE job = ?), 0)`, j, j).Scan(&n, &cursor)
-	if err != nil {
-		return false, 0, fmt.Errorf("read watermark of job %s: %w", j, err)
-	}
-	return n > 0, cursor, nil
-}
-
 // checkChunk refuses a chunk that does not start where the job's last
 // chunk ended (read inside the run's transaction).
-func checkChunk(ctx context.Context, tx *sql.Tx, j *job.Job, st jobState, c *chunkSpec) error {
-	started, cursor, err := chunkStart(ctx, tx, j.Name)
+func checkChunk(ctx context.Context, tx *sql.Tx, j *job.Job, st catalog.State, c *chunkSpec) error {
+	started, cursor, err := catalog.ChunkStart(ctx, tx, j.Name)
 	if err != nil {
 		return err
 	}
@@ -185,18 +177,18 @@ func filterChunk(ctx context.Context, tx *sql.Tx, j *job.Job, c *chunkSpec) (boo
 		WHERE `+w+` > getvariable('idem_chunk_from') OR getvariable('idem_chunk_from') IS NULL
 		ORDER BY w LIMIT ?)`, c.rows).Scan(&to)
 	if err != nil {
-		return false, fmt.Errorf("find the end of the chunk after watermark %v: %w", from, trimSQLError(err))
+		return false, fmt.Errorf("find the end of the chunk after watermark %v: %w", from, catalog.TrimSQLError(err))
 	}
 	// Rows without a watermark come with the first chunk read from this
 	// input.
 	var nulls int64
-	var read bool
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) > 0 FROM idem.ledger WHERE job = ? AND input_digest = ?`, j.Name, c.input).Scan(&read); err != nil {
-		return false, fmt.Errorf("read ledger of job %s: %w", j.Name, err)
+	read, err := catalog.ReadInput(ctx, tx, j.Name, c.input)
+	if err != nil {
+		return false, err
 	}
 	if !read {
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM idem_input_all WHERE `+w+` IS NULL`).Scan(&nulls); err != nil {
-			return false, fmt.Errorf("count rows without a watermark: %w", trimSQLError(err))
+			return false, fmt.Errorf("count rows without a watermark: %w", catalog.TrimSQLError(err))
 		}
 	}
 	if !to.Valid && c.from != nil && nulls == 0 {

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idem-dev/idem/runner/catalog"
+
 	"github.com/idem-dev/idem/runner/job"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
@@ -154,13 +156,13 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 		return nil, locked
 	}
 	d := &DB{sql: db, path: path, readOnly: opts.ReadOnly}
-	check := d.bootstrap
+	check := func(ctx context.Context) error { return catalog.Bootstrap(ctx, d.sql, d.path) }
 	if opts.ReadOnly {
 		check = func(ctx context.Context) error {
 			if !wal {
 				return nil
 			}
-			return d.checkWAL(ctx)
+			return catalog.CheckWAL(ctx, d.sql, d.path, walPath(d.path))
 		}
 	}
 	if err := check(ctx); err != nil {
@@ -248,151 +250,6 @@ func (d *DB) SQL() *sql.DB { return d.sql }
 // Close checkpoints (when writable) and closes the database.
 func (d *DB) Close() error {
 	return d.sql.Close()
-}
-
-// bootstrapSQL creates idem's own tables. It runs in its own transaction,
-// outside any data transaction, and only when something is missing.
-const bootstrapSQL = `
-CREATE SCHEMA IF NOT EXISTS idem;
-CREATE TABLE IF NOT EXISTS idem.meta (key VARCHAR NOT NULL, value VARCHAR);
-CREATE TABLE IF NOT EXISTS idem.jobs (
-    job         VARCHAR NOT NULL,
-    pipeline    VARCHAR,
-    mode        VARCHAR,
-    target      VARCHAR,
-    job_key     VARCHAR,
-    parts       VARCHAR,
-    snapshot    BIGINT NOT NULL DEFAULT 0,
-    cursor      BIGINT NOT NULL DEFAULT 0,
-    epoch       BIGINT NOT NULL DEFAULT 1,
-    updated_at  TIMESTAMP
-);
-CREATE TABLE IF NOT EXISTS idem.released (
-    pipeline    VARCHAR NOT NULL,
-    kind        VARCHAR NOT NULL,
-    version     INTEGER NOT NULL,
-    sha256      VARCHAR NOT NULL,
-    recorded_at TIMESTAMP
-);
-CREATE TABLE IF NOT EXISTS idem.ledger (
-    job          VARCHAR NOT NULL,
-    batch_id     VARCHAR NOT NULL,
-    digest       VARCHAR NOT NULL,
-    input_digest VARCHAR NOT NULL,
-    from_pos     BIGINT,
-    to_pos       BIGINT,
-    rows_in      BIGINT NOT NULL,
-    outcomes     VARCHAR NOT NULL,
-    snapshot     BIGINT NOT NULL,
-    committed_at TIMESTAMP
-);
-CREATE TABLE IF NOT EXISTS idem.snapshots (
-    job          VARCHAR NOT NULL,
-    snapshot     BIGINT NOT NULL,
-    parent       BIGINT NOT NULL,
-    kind         VARCHAR NOT NULL,
-    batch_id     VARCHAR,
-    job_key      VARCHAR,
-    parts        VARCHAR,
-    inputs       VARCHAR,
-    rows_in      BIGINT,
-    rows_out     BIGINT,
-    outcomes     VARCHAR,
-    columns      VARCHAR,
-    key_columns  VARCHAR,
-    committed_at TIMESTAMP
-);
-CREATE TABLE IF NOT EXISTS idem.runs (
-    job       VARCHAR NOT NULL,
-    run_at    TIMESTAMP NOT NULL,
-    batch_id  VARCHAR,
-    decision  VARCHAR NOT NULL,
-    changed   VARCHAR,
-    rows_in   BIGINT,
-    outcomes  VARCHAR,
-    snapshot  BIGINT,
-    cursor    BIGINT,
-    epoch     BIGINT,
-    message   VARCHAR
-);
-CREATE TABLE IF NOT EXISTS idem.inputs (
-    sha256     VARCHAR NOT NULL,
-    bytes      BIGINT NOT NULL,
-    stored_at  TIMESTAMP
-);
-CREATE TABLE IF NOT EXISTS idem.files (
-    job          VARCHAR NOT NULL,
-    path         VARCHAR NOT NULL,
-    sha256       VARCHAR NOT NULL,
-    bytes        BIGINT NOT NULL,
-    batch_id     VARCHAR NOT NULL,
-    snapshot     BIGINT NOT NULL,
-    committed_at TIMESTAMP
-);
-CREATE TABLE IF NOT EXISTS idem.commits (
-    db_id        VARCHAR NOT NULL,
-    seq          BIGINT NOT NULL,
-    job          VARCHAR,
-    kind         VARCHAR NOT NULL,
-    committed_at TIMESTAMP
-);
-CREATE TABLE IF NOT EXISTS idem.owners (
-    name       VARCHAR NOT NULL,
-    job        VARCHAR NOT NULL,
-    claimed_at TIMESTAMP
-);
-CREATE TABLE IF NOT EXISTS idem.erasures (
-    job        VARCHAR NOT NULL,
-    key        VARCHAR NOT NULL,
-    position   BIGINT,
-    snapshot   BIGINT,
-    erased_at  TIMESTAMP
-);
-`
-
-// idemTables is what bootstrap must find for an up-to-date database.
-var idemTables = []string{"meta", "jobs", "released", "ledger", "snapshots", "runs", "inputs", "erasures", "files", "commits", "owners"}
-
-func (d *DB) bootstrap(ctx context.Context) error {
-	var n int
-	err := d.sql.QueryRowContext(ctx,
-		`SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'idem' AND table_name IN (SELECT unnest(?::VARCHAR[]))`,
-		idemTables).Scan(&n)
-	if err != nil {
-		return fmt.Errorf("inspect idem tables in %s: %w", d.path, err)
-	}
-	if n == len(idemTables) {
-		return nil
-	}
-	hadOwners, err := tableExists(ctx, d.sql, "idem", "owners")
-	if err != nil {
-		return err
-	}
-	tx, err := d.sql.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("create idem tables in %s: %w", d.path, err)
-	}
-	if _, err := tx.ExecContext(ctx, bootstrapSQL); err != nil {
-		return errors.Join(fmt.Errorf("create idem tables in %s: %w", d.path, err), tx.Rollback())
-	}
-	// Row 0 of idem.commits holds the database's own id (see recordCommit).
-	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.commits
-		SELECT ?, 0, NULL, 'created', current_timestamp WHERE NOT EXISTS (SELECT 1 FROM idem.commits)`, newDatabaseID()); err != nil {
-		return errors.Join(fmt.Errorf("create idem tables in %s: %w", d.path, err), tx.Rollback())
-	}
-	if !hadOwners {
-		// A database from before idem.owners: its jobs claim their tables.
-		if _, err := tx.ExecContext(ctx, claimOwnersSQL); err != nil {
-			return errors.Join(fmt.Errorf("record the owners of the tables in %s: %w", d.path, err), tx.Rollback())
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("create idem tables in %s: %w", d.path, err)
-	}
-	if _, err := d.sql.ExecContext(ctx, "CHECKPOINT"); err != nil {
-		return fmt.Errorf("checkpoint %s: %w", d.path, err)
-	}
-	return nil
 }
 
 // beginPinned opens a transaction on a connection of its own: temp tables and

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/idem-dev/idem/runner/catalog"
+
 	"github.com/idem-dev/idem/runner/job"
 )
 
@@ -145,7 +147,7 @@ func DiffFiles(ctx context.Context, file1, file2, format string, key []string) (
 	for i, r := range readers {
 		name := []string{"idem_diff_a", "idem_diff_b"}[i]
 		if _, err := conn.ExecContext(ctx, "CREATE TEMP TABLE "+name+" AS SELECT COLUMNS(*)::VARCHAR FROM "+r); err != nil {
-			return nil, fmt.Errorf("diff: read %s: %w", []string{file1, file2}[i], trimSQLError(err))
+			return nil, fmt.Errorf("diff: read %s: %w", []string{file1, file2}[i], catalog.TrimSQLError(err))
 		}
 		c, err := columnNames(ctx, conn, name)
 		if err != nil {
@@ -195,7 +197,7 @@ const diffPairColumns = 16
 // with many and the changes could outnumber the rows. The message names the
 // columns, or pairs of columns, unique in both files. A key of every
 // column compares the files as multisets of rows, which any rows allow.
-func requireUniqueKey(ctx context.Context, q querier, files [2]string, cols, key []string, keyGiven bool) error {
+func requireUniqueKey(ctx context.Context, q catalog.Querier, files [2]string, cols, key []string, keyGiven bool) error {
 	if len(key) == len(cols) {
 		return nil
 	}
@@ -203,7 +205,7 @@ func requireUniqueKey(ctx context.Context, q querier, files [2]string, cols, key
 		var rows, distinct int64
 		err := q.QueryRowContext(ctx, "SELECT (SELECT count(*) FROM "+table+"), (SELECT count(*) FROM (SELECT DISTINCT "+identList(key)+" FROM "+table+"))").Scan(&rows, &distinct)
 		if err != nil {
-			return fmt.Errorf("diff: %w", trimSQLError(err))
+			return fmt.Errorf("diff: %w", catalog.TrimSQLError(err))
 		}
 		if rows == distinct {
 			continue
@@ -223,7 +225,7 @@ func requireUniqueKey(ctx context.Context, q querier, files [2]string, cols, key
 
 // uniqueKeyHint says which single columns, or else which pairs of columns,
 // are unique in both files, for the user to pass as --key.
-func uniqueKeyHint(ctx context.Context, q querier, cols []string) (string, error) {
+func uniqueKeyHint(ctx context.Context, q catalog.Querier, cols []string) (string, error) {
 	var single, pairs []string
 	var pairCols [][2]string
 	var exprs []string
@@ -250,7 +252,7 @@ func uniqueKeyHint(ctx context.Context, q querier, cols []string) (string, error
 			dest[i] = &vals[i]
 		}
 		if err := q.QueryRowContext(ctx, "SELECT count(*), "+strings.Join(exprs, ", ")+" FROM "+table).Scan(dest...); err != nil {
-			return "", fmt.Errorf("diff: %w", trimSQLError(err))
+			return "", fmt.Errorf("diff: %w", catalog.TrimSQLError(err))
 		}
 		for i := range exprs {
 			unique[i] = unique[i] && vals[i+1] == vals[0]
@@ -282,7 +284,7 @@ func uniqueKeyHint(ctx context.Context, q querier, cols []string) (string, error
 	return none + " is unique in both files; pass --key with the columns that identify a row (--key with every column compares the files as sets of rows)", nil
 }
 
-func columnNames(ctx context.Context, q querier, temp string) ([]string, error) {
+func columnNames(ctx context.Context, q catalog.Querier, temp string) ([]string, error) {
 	rows, err := q.QueryContext(ctx, `SELECT column_name FROM duckdb_columns() WHERE database_name = 'temp' AND table_name = ? ORDER BY column_index`, temp)
 	if err != nil {
 		return nil, err
@@ -302,7 +304,7 @@ func columnNames(ctx context.Context, q querier, temp string) ([]string, error) 
 // compareRows fills the counts and first keys of res from two queries with
 // the same columns. When the key is every column (a log such as outcomes),
 // rows are compared as multisets: only added and removed.
-func compareRows(ctx context.Context, q querier, from, to string, cols, key []string, res *DiffResult) error {
+func compareRows(ctx context.Context, q catalog.Querier, from, to string, cols, key []string, res *DiffResult) error {
 	res.Key = key
 	var keyText string
 	if len(key) == 1 {
@@ -348,11 +350,11 @@ func compareRows(ctx context.Context, q querier, from, to string, cols, key []st
 		}
 		err := q.QueryRowContext(ctx, "SELECT count(*) FROM ("+part.query+")").Scan(part.count)
 		if err != nil {
-			return fmt.Errorf("diff: %w", trimSQLError(err))
+			return fmt.Errorf("diff: %w", catalog.TrimSQLError(err))
 		}
 		rows, err := q.QueryContext(ctx, fmt.Sprintf("SELECT %s FROM (%s)%s LIMIT %d", keyText, part.query, order, DiffKeysShown))
 		if err != nil {
-			return fmt.Errorf("diff: %w", trimSQLError(err))
+			return fmt.Errorf("diff: %w", catalog.TrimSQLError(err))
 		}
 		for rows.Next() {
 			var k sql.NullString

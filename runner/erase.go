@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/idem-dev/idem/runner/catalog"
+
 	"github.com/idem-dev/idem/runner/job"
 )
 
@@ -65,27 +67,25 @@ type RewrittenInput struct {
 	RowsRemoved int64  `json:"rows_removed"`
 }
 
-var companion = regexp.MustCompile(`\{\{\s*table:([A-Za-z0-9_]+)\s*\}\}`)
-
 // companionTables are the tables the job's schema DDL creates beside the
 // target ({{table:_suffix}}) that exist and hold the key column.
-func companionTables(ctx context.Context, q querier, j *job.Job, keyCol string) ([]string, error) {
+func companionTables(ctx context.Context, q catalog.Querier, j *job.Job, keyCol string) ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
-	for _, m := range companion.FindAllStringSubmatch(j.DDL, -1) {
+	for _, m := range job.Companion.FindAllStringSubmatch(j.DDL, -1) {
 		name := j.Table + m[1]
 		if seen[name] {
 			continue
 		}
 		seen[name] = true
-		exists, err := tableExists(ctx, q, "main", name)
+		exists, err := catalog.TableExists(ctx, q, "main", name)
 		if err != nil {
 			return nil, err
 		}
 		if !exists {
 			continue // a view, or not created
 		}
-		cols, err := targetColumns(ctx, q, name)
+		cols, err := catalog.TargetColumns(ctx, q, name)
 		if err != nil {
 			return nil, err
 		}
@@ -173,25 +173,25 @@ func ignoreDone(err error) error {
 
 func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, j *job.Job, opts EraseOptions) (*EraseResult, []string, error) {
 	keyCol, posCol := j.Pipeline.Key[0], j.Pipeline.Position
-	st, err := readState(ctx, tx, j.Name)
+	st, err := catalog.ReadState(ctx, tx, j.Name)
 	if err != nil {
 		return nil, nil, err
 	}
 	if !opts.Replay {
-		if err := st.checkEpoch(j, opts.Epoch); err != nil {
+		if err := st.CheckEpoch(j, opts.Epoch); err != nil {
 			return nil, nil, err
 		}
-		if err := st.checkParent(opts.ExpectParent); err != nil {
+		if err := st.CheckParent(opts.ExpectParent); err != nil {
 			return nil, nil, err
 		}
 	}
-	if st.snapshot == 0 {
+	if st.Snapshot == 0 {
 		return nil, nil, job.Usage("job %s has no snapshot yet: nothing to erase", j.Name)
 	}
-	if err := checkOwners(ctx, tx, j, true); err != nil {
+	if err := catalog.CheckOwners(ctx, tx, j, true); err != nil {
 		return nil, nil, err
 	}
-	res := &EraseResult{Job: j.Name, Key: opts.Key, Parent: st.snapshot, Snapshot: st.snapshot + 1,
+	res := &EraseResult{Job: j.Name, Key: opts.Key, Parent: st.Snapshot, Snapshot: st.Snapshot + 1,
 		Removed: map[string]int64{}, Inputs: []RewrittenInput{}}
 	var maxPos sql.NullInt64
 	seePos := func(p sql.NullInt64) {
@@ -208,10 +208,10 @@ func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, j *job.Job, opts EraseOpti
 	}
 	type place struct{ label, name string }
 	places := []place{{j.Table, job.QuoteIdent(j.Table)}}
-	if ok, err := tableExists(ctx, tx, "idem", j.Name+"__history"); err != nil {
+	if ok, err := catalog.TableExists(ctx, tx, "idem", j.Name+"__history"); err != nil {
 		return nil, nil, err
 	} else if ok {
-		places = append(places, place{"history", HistoryTable(j.Name)})
+		places = append(places, place{"history", catalog.HistoryTable(j.Name)})
 	}
 	for _, t := range tables {
 		if t != j.Table {
@@ -234,13 +234,13 @@ func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, j *job.Job, opts EraseOpti
 			}
 			var pos sql.NullInt64
 			if err := tx.QueryRowContext(ctx, "SELECT max("+positionSQL("CAST("+job.QuoteIdent(posCol)+" AS VARCHAR)")+") FROM "+p.name+where+valid, opts.Key).Scan(&pos); err != nil {
-				return nil, nil, fmt.Errorf("erase from %s: %w", p.label, trimSQLError(err))
+				return nil, nil, fmt.Errorf("erase from %s: %w", p.label, catalog.TrimSQLError(err))
 			}
 			seePos(pos)
 		}
 		r, err := tx.ExecContext(ctx, "DELETE FROM "+p.name+where, opts.Key)
 		if err != nil {
-			return nil, nil, fmt.Errorf("erase from %s: %w", p.label, trimSQLError(err))
+			return nil, nil, fmt.Errorf("erase from %s: %w", p.label, catalog.TrimSQLError(err))
 		}
 		n, _ := r.RowsAffected()
 		res.Removed[p.label] = n
@@ -248,11 +248,11 @@ func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, j *job.Job, opts EraseOpti
 	}
 
 	// Retained inputs of every snapshot of the job.
-	snaps, err := readSnapshots(ctx, tx, j.Name, st.snapshot)
+	snaps, err := catalog.ReadSnapshots(ctx, tx, j.Name, st.Snapshot)
 	if err != nil {
 		return nil, nil, err
 	}
-	rewritten := map[string]InputRef{}
+	rewritten := map[string]catalog.InputRef{}
 	for _, s := range snaps {
 		format := s.Inputs.Format
 		if format == "" {
@@ -276,19 +276,19 @@ func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, j *job.Job, opts EraseOpti
 				continue
 			}
 			found = true
-			rewritten[f.SHA256] = InputRef{SHA256: rw.New, Bytes: rw.Bytes, Name: f.Name}
+			rewritten[f.SHA256] = catalog.InputRef{SHA256: rw.New, Bytes: rw.Bytes, Name: f.Name}
 			res.Inputs = append(res.Inputs, *rw)
 		}
 	}
 	if !found && !opts.Replay {
-		var prior int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM idem.erasures WHERE job = ? AND key = ?`, j.Name, opts.Key).Scan(&prior); err != nil {
-			return nil, nil, fmt.Errorf("read erasures of %s: %w", j.Name, err)
+		prior, err := catalog.CountErasures(ctx, tx, j.Name, opts.Key)
+		if err != nil {
+			return nil, nil, err
 		}
 		if prior > 0 {
 			// Erasing again finds nothing: the first erasure stands.
 			res.AlreadyErased = true
-			res.Snapshot = st.snapshot
+			res.Snapshot = st.Snapshot
 			return res, nil, nil
 		}
 		return nil, nil, fmt.Errorf("erase %s from job %s: the key is in no row, snapshot or retained input; nothing committed", opts.Key, j.Name)
@@ -314,21 +314,20 @@ func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, j *job.Job, opts EraseOpti
 			if !changed {
 				continue
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE idem.snapshots SET inputs = ? WHERE job = ? AND snapshot = ?`,
-				string(job.CanonicalJSON(s.Inputs)), j.Name, s.Snapshot); err != nil {
+			if err := catalog.SetSnapshotInputs(ctx, tx, j.Name, s.Snapshot, s.Inputs); err != nil {
 				return nil, nil, fmt.Errorf("erase: update inputs of snapshot %d: %w", s.Snapshot, err)
 			}
 		}
 		for _, rw := range res.Inputs {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO idem.inputs SELECT ?, ?, current_timestamp WHERE NOT EXISTS (SELECT 1 FROM idem.inputs WHERE sha256 = ?)`, rw.New, rw.Bytes, rw.New); err != nil {
+			if err := catalog.RecordInput(ctx, tx, rw.New, rw.Bytes); err != nil {
 				return nil, nil, fmt.Errorf("erase: record input: %w", err)
 			}
-			var refs int
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM idem.snapshots WHERE contains(inputs, ?)`, rw.Old).Scan(&refs); err != nil {
+			refs, err := catalog.InputReferences(ctx, tx, rw.Old)
+			if err != nil {
 				return nil, nil, fmt.Errorf("erase: count references to input: %w", err)
 			}
 			if refs == 0 {
-				if _, err := tx.ExecContext(ctx, `DELETE FROM idem.inputs WHERE sha256 = ?`, rw.Old); err != nil {
+				if err := catalog.ForgetInput(ctx, tx, rw.Old); err != nil {
 					return nil, nil, fmt.Errorf("erase: forget input: %w", err)
 				}
 				stale = append(stale, retainedPath(d.path, rw.Old))
@@ -337,59 +336,19 @@ func (d *DB) eraseTx(ctx context.Context, tx *sql.Tx, j *job.Job, opts EraseOpti
 	}
 
 	// The erasure and its snapshot.
-	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.erasures VALUES (?, ?, ?, ?, current_timestamp)`,
-		j.Name, opts.Key, res.Position, res.Snapshot); err != nil {
-		return nil, nil, fmt.Errorf("record erasure: %w", err)
+	if err := catalog.RecordErasure(ctx, tx, j.Name, opts.Key, res.Position, res.Snapshot); err != nil {
+		return nil, nil, err
 	}
-	if err := writeSnapshotOnly(ctx, tx, j, st, res.Snapshot, KindErase, SnapshotInputs{Files: []InputRef{}}, st.key, st.partsJSON()); err != nil {
+	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, res.Snapshot, job.KindErase, catalog.SnapshotInputs{Files: []catalog.InputRef{}}, st.Key, st.PartsJSON()); err != nil {
 		return nil, nil, err
 	}
 	return res, stale, nil
 }
 
-func (st jobState) partsJSON() string {
-	if !st.hasParts {
-		return ""
-	}
-	return st.parts.JSON()
-}
-
-// writeSnapshotOnly commits a snapshot that no batch made (an erasure or a
-// rollback): its snapshot row, the state row's new snapshot (and, when given,
-// job key and parts) and the run log row.
-func writeSnapshotOnly(ctx context.Context, tx *sql.Tx, j *job.Job, st jobState, snapshot int64, kind string, inputs SnapshotInputs, key, parts string) error {
-	cols, err := targetColumns(ctx, tx, j.Table)
-	if err != nil {
-		return err
-	}
-	rowsOut, err := countRows(ctx, tx, j.Table)
-	if err != nil {
-		return err
-	}
-	if inputs.Files == nil {
-		inputs.Files = []InputRef{}
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.snapshots VALUES (?, ?, ?, ?, NULL, ?, ?, ?, 0, ?, '{}', ?, ?, current_timestamp)`,
-		j.Name, snapshot, st.snapshot, kind, nullable(key), nullable(parts), string(job.CanonicalJSON(inputs)),
-		rowsOut, string(job.CanonicalJSON(cols)), string(job.CanonicalJSON(nonNil(j.Pipeline.Key)))); err != nil {
-		return fmt.Errorf("write snapshot row: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE idem.jobs SET snapshot = ?, job_key = ?, parts = ?, updated_at = current_timestamp WHERE job = ?`,
-		snapshot, nullable(key), nullable(parts), j.Name); err != nil {
-		return fmt.Errorf("write state row: %w", err)
-	}
-	decision := map[string]string{KindErase: "erased", KindRollback: "rolled_back"}[kind]
-	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.runs VALUES (?, current_timestamp, NULL, ?, '[]', 0, '{}', ?, ?, ?, NULL)`,
-		j.Name, decision, snapshot, st.cursor, st.epoch); err != nil {
-		return fmt.Errorf("write run log: %w", err)
-	}
-	return recordCommit(ctx, tx, j.Name, decision)
-}
-
-func columnsOf(ctx context.Context, q querier, qualified string) (map[string]bool, error) {
+func columnsOf(ctx context.Context, q catalog.Querier, qualified string) (map[string]bool, error) {
 	rows, err := q.QueryContext(ctx, "SELECT * FROM "+qualified+" LIMIT 0")
 	if err != nil {
-		return nil, fmt.Errorf("columns of %s: %w", qualified, trimSQLError(err))
+		return nil, fmt.Errorf("columns of %s: %w", qualified, catalog.TrimSQLError(err))
 	}
 	defer rows.Close()
 	names, err := rows.Columns()
@@ -424,7 +383,7 @@ func keyFilter(keyCol, posCol, key string) rowFilter {
 // filter drops and stores it under its sha256. It returns nil when the file
 // holds no such row, and the highest position of the dropped rows. Kept rows
 // keep their bytes (csv, jsonl).
-func (d *DB) rewriteWithout(ctx context.Context, tx *sql.Tx, f InputRef, format string, flt rowFilter) (*RewrittenInput, sql.NullInt64, error) {
+func (d *DB) rewriteWithout(ctx context.Context, tx *sql.Tx, f catalog.InputRef, format string, flt rowFilter) (*RewrittenInput, sql.NullInt64, error) {
 	src := retainedPath(d.path, f.SHA256)
 	var pos sql.NullInt64
 	if _, err := os.Stat(src); err != nil {
@@ -616,13 +575,13 @@ func filterParquet(ctx context.Context, tx *sql.Tx, src, dst string, flt rowFilt
 	read := "read_parquet(" + job.SQLString(src) + ")"
 	match := flt.dropSQL
 	if err := tx.QueryRowContext(ctx, "SELECT count(*), max("+positionSQL("CAST("+job.QuoteIdent(flt.posCol)+" AS VARCHAR)")+") FROM "+read+" WHERE "+match).Scan(&removed, &pos); err != nil {
-		return 0, pos, trimSQLError(err)
+		return 0, pos, catalog.TrimSQLError(err)
 	}
 	if removed == 0 {
 		return 0, pos, nil
 	}
 	if _, err := tx.ExecContext(ctx, "COPY (SELECT * FROM "+read+" WHERE NOT coalesce("+match+", false)) TO "+job.SQLString(dst)+" (FORMAT parquet)"); err != nil {
-		return 0, pos, trimSQLError(err)
+		return 0, pos, catalog.TrimSQLError(err)
 	}
 	return removed, pos, nil
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idem-dev/idem/runner/catalog"
+
 	"github.com/idem-dev/idem/runner/job"
 )
 
@@ -111,15 +113,15 @@ func (s *tableSource) ordered() string { return s.query + s.orderBy() }
 // latest). The target is read from its history (or, at the latest snapshot,
 // from the table itself, which holds the same rows); <target>_outcomes holds
 // the outcomes of the batches committed at or before the snapshot.
-func pinnedSource(ctx context.Context, q querier, j *job.Job, table string, snapshot int64) (*tableSource, error) {
+func pinnedSource(ctx context.Context, q catalog.Querier, j *job.Job, table string, snapshot int64) (*tableSource, error) {
 	if table == "" {
 		table = j.Table
 	}
-	s, latest, err := resolveSnapshot(ctx, q, j.Name, snapshot)
+	s, latest, err := catalog.ResolveSnapshot(ctx, q, j.Name, snapshot)
 	if err != nil {
 		return nil, err
 	}
-	row, err := readSnapshot(ctx, q, j.Name, s)
+	row, err := catalog.ReadSnapshot(ctx, q, j.Name, s)
 	if err != nil {
 		return nil, err
 	}
@@ -137,10 +139,10 @@ func pinnedSource(ctx context.Context, q querier, j *job.Job, table string, snap
 		if s == latest {
 			src.query = "SELECT " + identList(src.columns) + " FROM " + job.QuoteIdent(j.Table)
 		} else {
-			src.query = PinnedSelect(j.Name, row.Columns, s)
+			src.query = catalog.PinnedSelect(j.Name, row.Columns, s)
 		}
 	case j.Table + "_outcomes":
-		cols, err := targetColumns(ctx, q, table)
+		cols, err := catalog.TargetColumns(ctx, q, table)
 		if err != nil {
 			return nil, err
 		}
@@ -158,7 +160,7 @@ func pinnedSource(ctx context.Context, q querier, j *job.Job, table string, snap
 		src.query = "SELECT " + identList(src.columns) + " FROM " + job.QuoteIdent(table)
 		switch {
 		case hasBatch:
-			src.query += fmt.Sprintf(" WHERE batch_id IN (SELECT batch_id FROM idem.ledger WHERE job = %s AND snapshot <= %d)", job.SQLString(j.Name), s)
+			src.query += " WHERE batch_id IN (" + catalog.LedgerBatchesUpTo(j.Name, s) + ")"
 		case s != latest:
 			return nil, job.Usage("%s keeps the outcomes of the latest snapshot only (%d); it has no batch_id to pin snapshot %d", table, latest, s)
 		}
@@ -264,7 +266,7 @@ func (d *DB) Export(ctx context.Context, j *job.Job, opts ExportOptions) (*Expor
 // sees the bytes written so far under label; fault, if not nil, is called
 // before the rename. Temporary files that killed exports to out left are
 // removed first.
-func copyTo(ctx context.Context, q querier, query, out, format, label string, progress job.Progress, fault func(string)) (int64, string, int64, error) {
+func copyTo(ctx context.Context, q catalog.Querier, query, out, format, label string, progress job.Progress, fault func(string)) (int64, string, int64, error) {
 	dir := filepath.Dir(out)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return 0, "", 0, fmt.Errorf("export to %s: folder %s does not exist", out, dir)
@@ -292,7 +294,7 @@ func copyTo(ctx context.Context, q querier, query, out, format, label string, pr
 	close(done)
 	th := <-hashed
 	if err != nil {
-		return 0, "", 0, fmt.Errorf("export to %s: %w", out, trimSQLError(err))
+		return 0, "", 0, fmt.Errorf("export to %s: %w", out, catalog.TrimSQLError(err))
 	}
 	rows, _ := r.RowsAffected()
 	sum, size := th.sum, th.size
@@ -434,7 +436,7 @@ func escapePartition(s string) string {
 
 // exportPartitioned writes every partition and the manifest into a fresh
 // temporary folder beside opts.Out, then swaps it into place (swapDir).
-func exportPartitioned(ctx context.Context, q querier, j *job.Job, src *tableSource, opts ExportOptions, res *ExportResult, fault func(string)) error {
+func exportPartitioned(ctx context.Context, q catalog.Querier, j *job.Job, src *tableSource, opts ExportOptions, res *ExportResult, fault func(string)) error {
 	col := opts.PartitionBy
 	if !slices.Contains(src.columns, col) {
 		return job.Usage("--partition-by %s: table %s has no such column (columns: %s)", col, src.table, strings.Join(src.columns, ", "))
@@ -474,7 +476,7 @@ func exportPartitioned(ctx context.Context, q querier, j *job.Job, src *tableSou
 	// One pass for the manifest's figures, in partition order.
 	rows, err := q.QueryContext(ctx, "SELECT CAST("+qc+" AS VARCHAR), count(*), count(DISTINCT "+keyExpr+"), CAST(min("+qc+") AS VARCHAR), CAST(max("+qc+") AS VARCHAR) FROM ("+src.query+") GROUP BY "+qc+" ORDER BY "+qc+" NULLS LAST")
 	if err != nil {
-		return fmt.Errorf("export %s: partitions: %w", src.table, trimSQLError(err))
+		return fmt.Errorf("export %s: partitions: %w", src.table, catalog.TrimSQLError(err))
 	}
 	var files []ManifestFile
 	seen := map[string]bool{}
@@ -498,7 +500,7 @@ func exportPartitioned(ctx context.Context, q querier, j *job.Job, src *tableSou
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("export %s: partitions: %w", src.table, trimSQLError(err))
+		return fmt.Errorf("export %s: partitions: %w", src.table, catalog.TrimSQLError(err))
 	}
 	for i := range files {
 		f := &files[i]

@@ -5,9 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"path"
 	"path/filepath"
 	"sort"
+
+	"github.com/idem-dev/idem/runner/catalog"
 
 	"github.com/idem-dev/idem/runner/job"
 )
@@ -55,12 +56,12 @@ func (d *DB) RunFiles(ctx context.Context, j *job.Job, opts RunOptions) (*FilesR
 	if err != nil {
 		return nil, d.logError(j, "", job.Canceled(ctx, err))
 	}
-	out := &FilesResult{Job: j.Name, Decision: DecisionSkipped, NewFiles: []string{}, Runs: []*Result{}}
+	out := &FilesResult{Job: j.Name, Decision: job.DecisionSkipped, NewFiles: []string{}, Runs: []*Result{}}
 	for _, f := range fresh {
 		out.NewFiles = append(out.NewFiles, f.Path)
 	}
 	if len(fresh) == 0 {
-		d.logInvocation(j, "", DecisionSkipped, "nothing new: no file that is not committed")
+		d.logInvocation(j, "", job.DecisionSkipped, "nothing new: no file that is not committed")
 		return out, nil
 	}
 	batches := [][]InputFile{fresh}
@@ -83,8 +84,8 @@ func (d *DB) RunFiles(ctx context.Context, j *job.Job, opts RunOptions) (*FilesR
 			return out, err
 		}
 		out.Runs = append(out.Runs, res)
-		if res.Decision == DecisionApplied {
-			out.Decision = DecisionApplied
+		if res.Decision == job.DecisionApplied {
+			out.Decision = job.DecisionApplied
 		}
 	}
 	return out, nil
@@ -93,7 +94,7 @@ func (d *DB) RunFiles(ctx context.Context, j *job.Job, opts RunOptions) (*FilesR
 // pendingFiles lists the files of a files-mode job's input that are not
 // committed yet, in name order, refusing a committed file that changed. q
 // nil means a database without idem's tables: every file is new.
-func pendingFiles(ctx context.Context, q querier, j *job.Job, opts RunOptions) ([]InputFile, error) {
+func pendingFiles(ctx context.Context, q catalog.Querier, j *job.Job, opts RunOptions) ([]InputFile, error) {
 	pattern := j.Input.Path
 	if opts.Input != "" {
 		pattern = opts.Input
@@ -111,9 +112,9 @@ func pendingFiles(ctx context.Context, q querier, j *job.Job, opts RunOptions) (
 		}
 		byName[name] = f.Path
 	}
-	committed := map[string][]fileRecord{}
+	committed := map[string][]catalog.FileRecord{}
 	if q != nil {
-		if committed, err = committedFiles(ctx, q, j.Name); err != nil {
+		if committed, err = catalog.CommittedFiles(ctx, q, j.Name); err != nil {
 			return nil, err
 		}
 	}
@@ -134,7 +135,7 @@ func pendingFiles(ctx context.Context, q querier, j *job.Job, opts RunOptions) (
 func planInputMode(ctx context.Context, db *DB, j *job.Job, opts RunOptions, plan *Plan) error {
 	switch {
 	case j.Input.Mode == job.InputModeFiles:
-		var q querier
+		var q catalog.Querier
 		if db != nil {
 			q = db.sql
 		}
@@ -161,7 +162,7 @@ func planInputMode(ctx context.Context, db *DB, j *job.Job, opts RunOptions, pla
 		plan.Decision = "apply"
 		plan.Reason = fmt.Sprintf("chunks of %d rows by %s from the start of the input", j.Input.ChunkRows, j.Input.Watermark)
 		if db != nil {
-			started, cursor, err := chunkStart(ctx, db.sql, j.Name)
+			started, cursor, err := catalog.ChunkStart(ctx, db.sql, j.Name)
 			if err != nil {
 				return err
 			}
@@ -173,11 +174,6 @@ func planInputMode(ctx context.Context, db *DB, j *job.Job, opts RunOptions, pla
 	return nil
 }
 
-type fileRecord struct {
-	sha256, batchID string
-	snapshot        int64
-}
-
 // Committed files are recorded in idem.files under their path relative to
 // the job file's folder (see jobFilePath), and found again by file name:
 // the name is the file's batch id and is unique in a listing, it does not
@@ -185,34 +181,14 @@ type fileRecord struct {
 // records of databases written before, whose paths were relative to the
 // working directory of their run.
 
-// committedFiles reads the job's file records by file name, oldest first.
-func committedFiles(ctx context.Context, q querier, j string) (map[string][]fileRecord, error) {
-	rows, err := q.QueryContext(ctx, `SELECT path, sha256, batch_id, snapshot FROM idem.files WHERE job = ? ORDER BY snapshot, path`, j)
-	if err != nil {
-		return nil, fmt.Errorf("read committed files of job %s: %w", j, err)
-	}
-	defer rows.Close()
-	out := map[string][]fileRecord{}
-	for rows.Next() {
-		var p string
-		var r fileRecord
-		if err := rows.Scan(&p, &r.sha256, &r.batchID, &r.snapshot); err != nil {
-			return nil, err
-		}
-		name := path.Base(p)
-		out[name] = append(out[name], r)
-	}
-	return out, rows.Err()
-}
-
 // sameFile finds the record of recs with f's content.
-func sameFile(recs []fileRecord, f InputFile) (fileRecord, bool) {
+func sameFile(recs []catalog.FileRecord, f InputFile) (catalog.FileRecord, bool) {
 	for _, r := range recs {
-		if r.sha256 == f.SHA256 {
+		if r.SHA256 == f.SHA256 {
 			return r, true
 		}
 	}
-	return fileRecord{}, false
+	return catalog.FileRecord{}, false
 }
 
 // jobFilePath is the path a file is recorded under: relative to the job
@@ -228,16 +204,16 @@ func jobFilePath(j *job.Job, p string) string {
 	return filepath.ToSlash(filepath.Clean(p))
 }
 
-func changedFile(f InputFile, rec fileRecord) error {
+func changedFile(f InputFile, rec catalog.FileRecord) error {
 	return job.Refuse("file", "file %s changed after it was committed in batch %s (snapshot %d): sha256 was %s, is now %s; a committed file never changes: put new rows in a new file",
-		f.Path, rec.batchID, rec.snapshot, rec.sha256[:12], f.SHA256[:12])
+		f.Path, rec.BatchID, rec.Snapshot, rec.SHA256[:12], f.SHA256[:12])
 }
 
 // checkInputMode is the in-transaction guard of directory and chunked
 // inputs: a file of the batch must not be committed already (the listing
 // that chose it was read outside the transaction), and a chunk must start
 // where the job's last chunk ended.
-func checkInputMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, st jobState, opts RunOptions) error {
+func checkInputMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, st catalog.State, opts RunOptions) error {
 	if opts.chunk != nil {
 		return checkChunk(ctx, tx, j, st, opts.chunk)
 	}
@@ -245,7 +221,7 @@ func checkInputMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, st
 		return nil
 	}
 	for _, f := range p.files {
-		recs, err := committedFile(ctx, tx, j.Name, filepath.Base(f.Path))
+		recs, err := catalog.CommittedFile(ctx, tx, j.Name, filepath.Base(f.Path))
 		if err != nil {
 			return err
 		}
@@ -256,28 +232,9 @@ func checkInputMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, st
 		if !same {
 			return changedFile(f, recs[0])
 		}
-		return job.Refuse("file", "file %s was already committed in batch %s (snapshot %d)", f.Path, rec.batchID, rec.snapshot)
+		return job.Refuse("file", "file %s was already committed in batch %s (snapshot %d)", f.Path, rec.BatchID, rec.Snapshot)
 	}
 	return nil
-}
-
-// committedFile reads the job's records of the file named name, oldest
-// first, inside the run's transaction.
-func committedFile(ctx context.Context, tx *sql.Tx, j, name string) ([]fileRecord, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT sha256, batch_id, snapshot FROM idem.files WHERE job = ? AND (path = ? OR ends_with(path, ?)) ORDER BY snapshot, path`, j, name, "/"+name)
-	if err != nil {
-		return nil, fmt.Errorf("read committed files of job %s: %w", j, err)
-	}
-	defer rows.Close()
-	var out []fileRecord
-	for rows.Next() {
-		var r fileRecord
-		if err := rows.Scan(&r.sha256, &r.batchID, &r.snapshot); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
 }
 
 // recordFiles writes the file records of a files-mode batch, inside the
@@ -287,8 +244,7 @@ func recordFiles(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, res *
 		return nil
 	}
 	for _, f := range p.files {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO idem.files VALUES (?, ?, ?, ?, ?, ?, current_timestamp)`,
-			j.Name, jobFilePath(j, f.Path), f.SHA256, f.Size, p.batchID, res.Snapshot); err != nil {
+		if err := catalog.RecordFile(ctx, tx, j.Name, jobFilePath(j, f.Path), f.SHA256, f.Size, p.batchID, res.Snapshot); err != nil {
 			return fmt.Errorf("record file %s: %w", f.Path, err)
 		}
 	}

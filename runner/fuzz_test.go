@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/catalog"
+
 	"github.com/idem-dev/idem/runner/job"
 
 	"github.com/stretchr/testify/require"
@@ -75,10 +77,10 @@ func (s *stageFuzzer) run(t *testing.T, data []byte) {
 	in := filepath.Join(s.dir, fmt.Sprintf("in-%d%s", s.runs, s.ext))
 	require.NoError(t, os.WriteFile(in, data, 0o644))
 	defer os.Remove(in)
-	before, err := readState(ctx, s.db.sql, s.j.Name)
+	before, err := catalog.ReadState(ctx, s.db.sql, s.j.Name)
 	require.NoError(t, err)
 	res, err := s.db.Run(ctx, s.j, RunOptions{Input: in, BatchID: fmt.Sprintf("b%d", s.runs)})
-	after, serr := readState(ctx, s.db.sql, s.j.Name)
+	after, serr := catalog.ReadState(ctx, s.db.sql, s.j.Name)
 	require.NoError(t, serr, "the database is still usable")
 	if err != nil {
 		require.NotErrorIs(t, err, job.ErrFatal)
@@ -93,12 +95,12 @@ func (s *stageFuzzer) run(t *testing.T, data []byte) {
 		n += c
 	}
 	require.Equal(t, res.RowsIn, n, "one outcome per input row")
-	if res.Decision == DecisionSkipped {
-		require.Equal(t, before.snapshot, after.snapshot)
+	if res.Decision == job.DecisionSkipped {
+		require.Equal(t, before.Snapshot, after.Snapshot)
 		return
 	}
-	require.Equal(t, before.snapshot+1, after.snapshot)
-	require.Equal(t, res.Snapshot, after.snapshot)
+	require.Equal(t, before.Snapshot+1, after.Snapshot)
+	require.Equal(t, res.Snapshot, after.Snapshot)
 }
 
 // FuzzStageJSONL feeds versioned_changes arbitrary JSONL batches.

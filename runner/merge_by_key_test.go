@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/catalog"
+
 	"github.com/idem-dev/idem/runner/job"
 
 	"github.com/stretchr/testify/require"
@@ -323,14 +325,14 @@ func TestMergeByKeyMatchesFold(t *testing.T) {
 					snapshots = append(snapshots, snap)
 				}
 				// Every snapshot reads back as the fold had it then.
-				cols, err := targetColumns(ctx, db.SQL(), "things")
+				cols, err := catalog.TargetColumns(ctx, db.SQL(), "things")
 				require.NoError(t, err)
 				for i, snap := range snapshots {
 					st := map[int64]*mbkStored{}
 					for k, v := range snap {
 						st[k] = &v
 					}
-					got := queryStrings(t, db.SQL(), `SELECT k || '|' || coalesce(CAST(o AS VARCHAR), 'NULL') || '|' || coalesce(v, 'NULL') || '|' || coalesce(CAST(n AS VARCHAR), 'NULL') || '|' || idem_status FROM (`+PinnedSelect("things", cols, int64(i+1))+`) ORDER BY k`)
+					got := queryStrings(t, db.SQL(), `SELECT k || '|' || coalesce(CAST(o AS VARCHAR), 'NULL') || '|' || coalesce(v, 'NULL') || '|' || coalesce(CAST(n AS VARCHAR), 'NULL') || '|' || idem_status FROM (`+catalog.PinnedSelect("things", cols, int64(i+1))+`) ORDER BY k`)
 					require.Equal(t, foldRows(st), got, "snapshot %d", i+1)
 				}
 			})

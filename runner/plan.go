@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/idem-dev/idem/runner/catalog"
+
 	"github.com/idem-dev/idem/runner/job"
 )
 
@@ -37,13 +39,13 @@ type Plan struct {
 }
 
 // setState records the job's state row the plan was made against.
-func (p *Plan) setState(st jobState) {
-	p.Snapshot, p.Cursor, p.Epoch = st.snapshot, st.cursor, st.epoch
+func (p *Plan) setState(st catalog.State) {
+	p.Snapshot, p.Cursor, p.Epoch = st.Snapshot, st.Cursor, st.Epoch
 }
 
 // refuse records the refusal a run would meet.
 func (p *Plan) refuse(err error, msg string) {
-	p.Decision, p.Reason, p.Refusal = DecisionRefused, msg, err
+	p.Decision, p.Reason, p.Refusal = job.DecisionRefused, msg, err
 	p.Error, p.ExitCode = err.Error(), job.ExitCode(err)
 }
 
@@ -61,7 +63,7 @@ func PlanRun(ctx context.Context, dbPath string, j *job.Job, opts RunOptions, op
 			return nil, err
 		}
 		defer db.Close()
-		ok, err := tableExists(ctx, db.sql, "idem", "jobs")
+		ok, err := catalog.TableExists(ctx, db.sql, "idem", "jobs")
 		if err != nil {
 			return nil, err
 		}
@@ -83,7 +85,7 @@ func PlanRun(ctx context.Context, dbPath string, j *job.Job, opts RunOptions, op
 		if opts.BatchID != "" || opts.From != nil {
 			return nil, job.Usage("a files-mode job names its batches after its files: --batch-id, --from and --to do not apply")
 		}
-		var q querier
+		var q catalog.Querier
 		if db != nil {
 			q = db.sql
 		}
@@ -121,7 +123,7 @@ func PlanRun(ctx context.Context, dbPath string, j *job.Job, opts RunOptions, op
 	if chunked {
 		plan.BatchID = ""
 	}
-	wouldWrite := map[string]string{job.ModeRefresh: DecisionLoaded, job.ModeApply: DecisionApplied}[j.Pipeline.Mode]
+	wouldWrite := map[string]string{job.ModeRefresh: job.DecisionLoaded, job.ModeApply: job.DecisionApplied}[j.Pipeline.Mode]
 	if db == nil {
 		plan.FirstLoad, plan.Decision = true, wouldWrite
 		return plan, nil
@@ -136,14 +138,14 @@ func PlanRun(ctx context.Context, dbPath string, j *job.Job, opts RunOptions, op
 		return nil, fmt.Errorf("plan: begin: %w", err)
 	}
 	defer tx.Rollback()
-	st, err := readState(ctx, tx, j.Name)
+	st, err := catalog.ReadState(ctx, tx, j.Name)
 	if err != nil {
 		return nil, err
 	}
 	plan.setState(st)
-	plan.FirstLoad = !st.hasParts
-	if st.hasParts {
-		plan.Changed = nonNil(p.parts.Changed(st.parts))
+	plan.FirstLoad = !st.HasParts
+	if st.HasParts {
+		plan.Changed = job.NonNil(p.parts.Changed(st.Parts))
 	}
 	if chunked {
 		// Chunk batch ids are named from the staged rows: no ledger check.
@@ -161,7 +163,7 @@ func PlanRun(ctx context.Context, dbPath string, j *job.Job, opts RunOptions, op
 	default:
 		plan.Decision = wouldWrite
 		if chunked {
-			plan.Reason = fmt.Sprintf("chunks of %d rows by %s after watermark %d; skipped when nothing lies past it", j.Input.ChunkRows, j.Input.Watermark, st.cursor)
+			plan.Reason = fmt.Sprintf("chunks of %d rows by %s after watermark %d; skipped when nothing lies past it", j.Input.ChunkRows, j.Input.Watermark, st.Cursor)
 		}
 	}
 	return plan, nil
@@ -170,16 +172,16 @@ func PlanRun(ctx context.Context, dbPath string, j *job.Job, opts RunOptions, op
 // nothingNew is the plan of a files-mode job with no new file: the run
 // would be skipped and keep the job's key.
 func nothingNew(ctx context.Context, db *DB, j *job.Job) (*Plan, error) {
-	plan := &Plan{Job: j.Name, Mode: j.Pipeline.Mode, Decision: DecisionSkipped, Changed: []string{}, Epoch: 1,
+	plan := &Plan{Job: j.Name, Mode: j.Pipeline.Mode, Decision: job.DecisionSkipped, Changed: []string{}, Epoch: 1,
 		NewFiles: []string{}, Reason: "nothing new: no file that is not committed"}
 	if db == nil {
 		return plan, nil
 	}
-	st, err := readState(ctx, db.sql, j.Name)
+	st, err := catalog.ReadState(ctx, db.sql, j.Name)
 	if err != nil {
 		return nil, err
 	}
-	plan.JobKey, plan.Parts = st.key, st.parts
+	plan.JobKey, plan.Parts = st.Key, st.Parts
 	plan.setState(st)
 	return plan, nil
 }
@@ -192,7 +194,7 @@ func refusedPlan(ctx context.Context, db *DB, j *job.Job, refusal error) (*Plan,
 	plan := &Plan{Job: j.Name, Mode: j.Pipeline.Mode, Changed: []string{}, Epoch: 1}
 	plan.refuse(refusal, refused.Msg)
 	if db != nil {
-		st, err := readState(ctx, db.sql, j.Name)
+		st, err := catalog.ReadState(ctx, db.sql, j.Name)
 		if err != nil {
 			return nil, err
 		}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idem-dev/idem/runner/catalog"
+
 	"github.com/idem-dev/idem/runner/job"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
@@ -71,7 +73,7 @@ func QueryText(ctx context.Context, path, query string, opts OpenOptions) (*Rows
 func runQuery(ctx context.Context, path, query string, opts OpenOptions, text bool) (*Rows, error) {
 	stmts, err := countStatements(query)
 	if err != nil {
-		return nil, fmt.Errorf("query: %w", trimSQLError(err))
+		return nil, fmt.Errorf("query: %w", catalog.TrimSQLError(err))
 	}
 	if stmts != 1 {
 		return nil, fmt.Errorf("query: %w; this text has %d", ErrNotReadOnly, stmts)
@@ -94,7 +96,7 @@ func runQuery(ctx context.Context, path, query string, opts OpenOptions, text bo
 	}
 	info, err := inspect(ctx, conn, query)
 	if err != nil {
-		return nil, fmt.Errorf("query: %w", trimSQLError(err))
+		return nil, fmt.Errorf("query: %w", catalog.TrimSQLError(err))
 	}
 	if info.typ != duckdb.STATEMENT_TYPE_SELECT && info.typ != duckdb.STATEMENT_TYPE_EXPLAIN {
 		return nil, fmt.Errorf("query: %w (SELECT, FROM, WITH, DESCRIBE, SHOW, SUMMARIZE, PRAGMA table_info, EXPLAIN), not %s",
@@ -287,7 +289,7 @@ type rowsWithTypes struct {
 func queryRows(ctx context.Context, conn *sql.Conn, query string) (rowsWithTypes, error) {
 	rows, err := conn.QueryContext(ctx, query)
 	if err != nil {
-		return rowsWithTypes{}, fmt.Errorf("query: %w", trimSQLError(err))
+		return rowsWithTypes{}, fmt.Errorf("query: %w", catalog.TrimSQLError(err))
 	}
 	defer rows.Close()
 	cts, err := rows.ColumnTypes()
@@ -306,7 +308,7 @@ func queryRows(ctx context.Context, conn *sql.Conn, query string) (rowsWithTypes
 func (d *DB) Query(ctx context.Context, query string, args ...any) (*Rows, error) {
 	rows, err := d.sql.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("query: %w", trimSQLError(err))
+		return nil, fmt.Errorf("query: %w", catalog.TrimSQLError(err))
 	}
 	defer rows.Close()
 	return collect(rows)
@@ -330,7 +332,7 @@ func collect(rows *sql.Rows) (*Rows, error) {
 		out.Values = append(out.Values, vals)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("query: %w", trimSQLError(err))
+		return nil, fmt.Errorf("query: %w", catalog.TrimSQLError(err))
 	}
 	return out, nil
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/idem-dev/idem/runner/catalog"
+
 	"github.com/idem-dev/idem/runner/job"
 )
 
@@ -51,23 +53,23 @@ type RerunResult struct {
 // pipeline: a version whose files no longer match the recorded sha256 is
 // refused (ErrRefused). The database itself is only read.
 func (d *DB) Rerun(ctx context.Context, j *job.Job, opts RerunOptions) (*RerunResult, error) {
-	s, _, err := resolveSnapshot(ctx, d.sql, j.Name, opts.Snapshot)
+	s, _, err := catalog.ResolveSnapshot(ctx, d.sql, j.Name, opts.Snapshot)
 	if err != nil {
 		return nil, err
 	}
-	snaps, err := readSnapshots(ctx, d.sql, j.Name, s)
+	snaps, err := catalog.ReadSnapshots(ctx, d.sql, j.Name, s)
 	if err != nil {
 		return nil, err
 	}
 	chain := replayChain(j, snaps)
-	erasures, err := d.erasuresBySnapshot(ctx, j.Name)
+	erasures, err := catalog.ErasuresBySnapshot(ctx, d.sql, j.Name)
 	if err != nil {
 		return nil, err
 	}
 	// Check every version before any work.
 	jobs := make([]*job.Job, len(chain))
 	for i, row := range chain {
-		if row.Kind == KindErase || row.Kind == KindRollback {
+		if row.Kind == job.KindErase || row.Kind == job.KindRollback {
 			continue
 		}
 		if jobs[i], err = jobAt(j, row); err != nil {
@@ -89,16 +91,16 @@ func (d *DB) Rerun(ctx context.Context, j *job.Job, opts RerunOptions) (*RerunRe
 	var last *job.Job
 	for i, row := range chain {
 		switch row.Kind {
-		case KindErase:
+		case job.KindErase:
 			if last == nil {
 				return nil, fmt.Errorf("rerun: snapshot %d is an erasure before any batch", row.Snapshot)
 			}
 			for _, e := range erasures[row.Snapshot] {
-				if _, err := scratch.Erase(ctx, last, EraseOptions{Key: e.key, Position: e.position, Replay: true}); err != nil {
+				if _, err := scratch.Erase(ctx, last, EraseOptions{Key: e.Key, Position: e.Position, Replay: true}); err != nil {
 					return nil, fmt.Errorf("rerun: replay erasure of snapshot %d: %w", row.Snapshot, err)
 				}
 			}
-		case KindRollback:
+		case job.KindRollback:
 			if last == nil || row.Inputs.RollbackTo == nil {
 				return nil, fmt.Errorf("rerun: snapshot %d is a rollback without a target snapshot", row.Snapshot)
 			}
@@ -146,51 +148,28 @@ func (d *DB) Rerun(ctx context.Context, j *job.Job, opts RerunOptions) (*RerunRe
 // replayChain is the snapshots a rebuild of the last one replays: all of an
 // apply job's; a refresh job's from its last load (from the first snapshot
 // when a rollback follows, as it may point further back).
-func replayChain(j *job.Job, snaps []*SnapshotRow) []*SnapshotRow {
+func replayChain(j *job.Job, snaps []*catalog.SnapshotRow) []*catalog.SnapshotRow {
 	if j.Pipeline.Mode == job.ModeApply {
 		return snaps
 	}
 	start := 0
 	for i, s := range snaps {
-		if s.Kind == DecisionLoaded {
+		if s.Kind == job.DecisionLoaded {
 			start = i
 		}
 	}
 	for _, s := range snaps[start:] {
-		if s.Kind == KindRollback {
+		if s.Kind == job.KindRollback {
 			return snaps
 		}
 	}
 	return snaps[start:]
 }
 
-type erasureRow struct {
-	key      string
-	position *int64
-}
-
-func (d *DB) erasuresBySnapshot(ctx context.Context, j string) (map[int64][]erasureRow, error) {
-	rows, err := d.sql.QueryContext(ctx, `SELECT snapshot, key, position FROM idem.erasures WHERE job = ? ORDER BY snapshot, key`, j)
-	if err != nil {
-		return nil, fmt.Errorf("read erasures of %s: %w", j, err)
-	}
-	defer rows.Close()
-	out := map[int64][]erasureRow{}
-	for rows.Next() {
-		var s int64
-		var e erasureRow
-		if err := rows.Scan(&s, &e.key, &e.position); err != nil {
-			return nil, err
-		}
-		out[s] = append(out[s], e)
-	}
-	return out, rows.Err()
-}
-
 // jobAt is job as it ran for a snapshot: the recorded transform and schema
 // versions (read through the job's pipeline and checked against the
 // recorded sha256), params, target and input format.
-func jobAt(j *job.Job, row *SnapshotRow) (*job.Job, error) {
+func jobAt(j *job.Job, row *catalog.SnapshotRow) (*job.Job, error) {
 	parts, err := decodeParts(row.PartsJSON)
 	if err != nil {
 		return nil, fmt.Errorf("rerun: snapshot %d: parts: %w", row.Snapshot, err)
@@ -299,7 +278,7 @@ func fromJSON(v any) any {
 // replayRun runs one recorded batch or load in the scratch database from
 // the retained files, with the recorded batch id and bounds, and checks that
 // it lands on the same snapshot number and reads the same bytes.
-func (d *DB) replayRun(ctx context.Context, scratch *DB, j *job.Job, row *SnapshotRow, linkDir string, ropts RerunOptions) error {
+func (d *DB) replayRun(ctx context.Context, scratch *DB, j *job.Job, row *catalog.SnapshotRow, linkDir string, ropts RerunOptions) error {
 	progress := ropts.Progress
 	files := row.Inputs.Files
 	if len(files) == 0 {
@@ -354,7 +333,7 @@ func (d *DB) replayRun(ctx context.Context, scratch *DB, j *job.Job, row *Snapsh
 			return fmt.Errorf("rerun: snapshot %d of %s: retained input %s has sha256 %s, recorded %s", row.Snapshot, j.Name, files[i].Name, short(f.SHA256), short(files[i].SHA256))
 		}
 	}
-	if res.Decision != DecisionApplied && res.Decision != DecisionLoaded {
+	if res.Decision != job.DecisionApplied && res.Decision != job.DecisionLoaded {
 		return fmt.Errorf("rerun: replay of snapshot %d of %s was %s, not a commit", row.Snapshot, j.Name, res.Decision)
 	}
 	if j.Pipeline.Mode == job.ModeApply && res.Snapshot != row.Snapshot {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/idem-dev/idem/runner/catalog"
+
 	"github.com/idem-dev/idem/runner/job"
 )
 
@@ -66,31 +68,31 @@ func (d *DB) Rollback(ctx context.Context, j *job.Job, to int64, opts RollbackOp
 }
 
 func (d *DB) rollbackTx(ctx context.Context, tx *sql.Tx, j *job.Job, to int64, opts RollbackOptions) (*RollbackResult, error) {
-	st, err := readState(ctx, tx, j.Name)
+	st, err := catalog.ReadState(ctx, tx, j.Name)
 	if err != nil {
 		return nil, err
 	}
-	if to < 1 || to > st.snapshot {
-		return nil, job.Usage("job %s has no snapshot %d to roll back to (latest is %d)", j.Name, to, st.snapshot)
+	if to < 1 || to > st.Snapshot {
+		return nil, job.Usage("job %s has no snapshot %d to roll back to (latest is %d)", j.Name, to, st.Snapshot)
 	}
 	// The writer guards of a run: a rollback prepared against snapshot P
 	// must not discard a commit made since.
-	if err := st.checkEpoch(j, opts.Epoch); err != nil {
+	if err := st.CheckEpoch(j, opts.Epoch); err != nil {
 		return nil, err
 	}
-	if err := st.checkParent(opts.ExpectParent); err != nil {
+	if err := st.CheckParent(opts.ExpectParent); err != nil {
 		return nil, err
 	}
-	if err := checkOwners(ctx, tx, j, true); err != nil {
+	if err := catalog.CheckOwners(ctx, tx, j, true); err != nil {
 		return nil, err
 	}
-	row, err := readSnapshot(ctx, tx, j.Name, to)
+	row, err := catalog.ReadSnapshot(ctx, tx, j.Name, to)
 	if err != nil {
 		return nil, err
 	}
 	// A target dropped by hand comes back from the schema DDL, then from
 	// history like any rollback (a run refuses until then; see checkTarget).
-	exists, err := tableExists(ctx, tx, "main", j.Table)
+	exists, err := catalog.TableExists(ctx, tx, "main", j.Table)
 	if err != nil {
 		return nil, err
 	}
@@ -99,15 +101,15 @@ func (d *DB) rollbackTx(ctx context.Context, tx *sql.Tx, j *job.Job, to int64, o
 			return nil, err
 		}
 	}
-	cols, err := targetColumns(ctx, tx, j.Table)
+	cols, err := catalog.TargetColumns(ctx, tx, j.Table)
 	if err != nil {
 		return nil, err
 	}
 	if !slices.Equal(cols, row.Columns) {
 		return nil, job.Refuse("rollback", "snapshot %d of %s has other columns than the target now (a schema change since): roll forward with a new batch instead", to, j.Name)
 	}
-	pinned := PinnedSelect(j.Name, row.Columns, to)
-	if n, err := erasedIn(ctx, tx, j, pinned); err != nil {
+	pinned := catalog.PinnedSelect(j.Name, row.Columns, to)
+	if n, err := catalog.ErasedIn(ctx, tx, j, pinned); err != nil {
 		return nil, err
 	} else if n > 0 {
 		return nil, job.Refuse("erasure", "rollback over an erasure: snapshot %d of %s holds %d row(s) of erased keys; repair forward instead", to, j.Name, n)
@@ -126,43 +128,23 @@ func (d *DB) rollbackTx(ctx context.Context, tx *sql.Tx, j *job.Job, to int64, o
 		"DROP TABLE IF EXISTS idem_touched",
 	} {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return nil, fmt.Errorf("roll %s back to snapshot %d: %w", j.Name, to, trimSQLError(err))
+			return nil, fmt.Errorf("roll %s back to snapshot %d: %w", j.Name, to, catalog.TrimSQLError(err))
 		}
 	}
-	snapshot := st.snapshot + 1
-	if err := d.recordHistory(ctx, tx, j, snapshot); err != nil {
+	snapshot := st.Snapshot + 1
+	if err := catalog.RecordHistory(ctx, tx, j, snapshot); err != nil {
 		return nil, err
 	}
 	opts.fault(FaultAfterTarget)
-	inputs := SnapshotInputs{Files: []InputRef{}, RollbackTo: &to}
-	if err := writeSnapshotOnly(ctx, tx, j, st, snapshot, KindRollback, inputs, row.JobKey, row.PartsJSON); err != nil {
+	inputs := catalog.SnapshotInputs{Files: []catalog.InputRef{}, RollbackTo: &to}
+	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, snapshot, job.KindRollback, inputs, row.JobKey, row.PartsJSON); err != nil {
 		return nil, err
 	}
-	rows, err := countRows(ctx, tx, j.Table)
+	rows, err := catalog.CountRows(ctx, tx, j.Table)
 	if err != nil {
 		return nil, err
 	}
-	return &RollbackResult{Job: j.Name, To: to, Snapshot: snapshot, Parent: st.snapshot, RowsOut: rows}, nil
-}
-
-// erasedIn counts the rows of a pinned read whose key was erased at or above
-// the row's position (any row of the key when the pipeline has no position
-// column).
-func erasedIn(ctx context.Context, q querier, j *job.Job, pinned string) (int64, error) {
-	if len(j.Pipeline.Key) != 1 {
-		return 0, nil
-	}
-	key := "p." + job.QuoteIdent(j.Pipeline.Key[0])
-	cond := "TRUE"
-	if j.Pipeline.Position != "" {
-		cond = "e.position IS NULL OR TRY_CAST(p." + job.QuoteIdent(j.Pipeline.Position) + " AS BIGINT) <= e.position"
-	}
-	var n int64
-	err := q.QueryRowContext(ctx, "SELECT count(*) FROM ("+pinned+") AS p JOIN (SELECT key, max(position) AS position FROM idem.erasures WHERE job = ? GROUP BY key) AS e ON CAST("+key+" AS VARCHAR) = e.key WHERE "+cond, j.Name).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("check erasures of %s: %w", j.Name, trimSQLError(err))
-	}
-	return n, nil
+	return &RollbackResult{Job: j.Name, To: to, Snapshot: snapshot, Parent: st.Snapshot, RowsOut: rows}, nil
 }
 
 // recreateTarget runs the job's schema DDL to bring back a missing target.
@@ -171,13 +153,13 @@ func erasedIn(ctx context.Context, q querier, j *job.Job, pinned string) (int64,
 func recreateTarget(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 	seen := map[string]bool{}
 	var kept []string
-	for _, m := range companion.FindAllStringSubmatch(j.DDL, -1) {
+	for _, m := range job.Companion.FindAllStringSubmatch(j.DDL, -1) {
 		name := j.Table + m[1]
 		if seen[name] {
 			continue
 		}
 		seen[name] = true
-		ok, err := tableExists(ctx, tx, "main", name)
+		ok, err := catalog.TableExists(ctx, tx, "main", name)
 		if err != nil {
 			return err
 		}
@@ -186,12 +168,12 @@ func recreateTarget(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 		}
 		keep := fmt.Sprintf("idem_keep_%d", len(kept))
 		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+keep+" AS SELECT * FROM "+job.QuoteIdent(name)); err != nil {
-			return fmt.Errorf("keep rows of %s: %w", name, trimSQLError(err))
+			return fmt.Errorf("keep rows of %s: %w", name, catalog.TrimSQLError(err))
 		}
 		kept = append(kept, name)
 	}
 	if _, err := tx.ExecContext(ctx, j.Expand(j.DDL)); err != nil {
-		return fmt.Errorf("recreate %s from schema v%d of pipeline %s: %w", j.Table, j.SchemaVersion, j.Pipeline.Name, trimSQLError(err))
+		return fmt.Errorf("recreate %s from schema v%d of pipeline %s: %w", j.Table, j.SchemaVersion, j.Pipeline.Name, catalog.TrimSQLError(err))
 	}
 	for i, name := range kept {
 		keep := fmt.Sprintf("idem_keep_%d", i)
@@ -201,7 +183,7 @@ func recreateTarget(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 			"DROP TABLE " + keep,
 		} {
 			if _, err := tx.ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("put back rows of %s: %w", name, trimSQLError(err))
+				return fmt.Errorf("put back rows of %s: %w", name, catalog.TrimSQLError(err))
 			}
 		}
 	}

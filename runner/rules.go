@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/idem-dev/idem/runner/catalog"
+
 	"github.com/idem-dev/idem/runner/job"
 )
 
@@ -54,7 +56,7 @@ func applyRules(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 	}
 	q := "UPDATE staged SET reason = CASE " + strings.Join(cases, " ") + " END WHERE reason IS NULL AND (" + strings.Join(fails, " OR ") + ")"
 	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-		return fmt.Errorf("apply quality rules of job %s: %w", j.Name, contractError(j, "the job's quality rules", trimSQLError(err)))
+		return fmt.Errorf("apply quality rules of job %s: %w", j.Name, contractError(j, "the job's quality rules", catalog.TrimSQLError(err)))
 	}
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/catalog"
+
 	"github.com/idem-dev/idem/runner/job"
 
 	"github.com/stretchr/testify/require"
@@ -270,9 +272,9 @@ key = ["id"]
 	res, err := db.Run(context.Background(), j, RunOptions{Input: in})
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{"accepted": 1, "invalid_type:price": 1}, res.Outcomes)
-	cols, err := targetColumns(context.Background(), db.SQL(), "t")
+	cols, err := catalog.TargetColumns(context.Background(), db.SQL(), "t")
 	require.NoError(t, err)
-	require.Equal(t, []TargetColumn{{"id", "BIGINT"}, {"price", "DECIMAL(10,2)"}, {"day", "DATE"}, {"idem_status", "VARCHAR"}}, cols)
+	require.Equal(t, []catalog.TargetColumn{{Name: "id", Type: "BIGINT"}, {Name: "price", Type: "DECIMAL(10,2)"}, {Name: "day", Type: "DATE"}, {Name: "idem_status", Type: "VARCHAR"}}, cols)
 
 	changed := writeJob(t, dir, `name = "t"
 pipeline = "merge_by_key"
@@ -364,7 +366,7 @@ order_by = "at"
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{"accepted": 1, "stale": 1, "invalid_key": 1}, res.Outcomes)
 	require.Equal(t, []string{"eu 1 x2", "eu 2 z", "us 1 y"}, queryStrings(t, db.SQL(), `SELECT region || ' ' || id || ' ' || v FROM pairs ORDER BY region, id`))
-	cols, err := targetColumns(ctx, db.SQL(), "pairs")
+	cols, err := catalog.TargetColumns(ctx, db.SQL(), "pairs")
 	require.NoError(t, err)
-	require.Equal(t, []string{"eu 1 x", "eu 2 z", "us 1 y"}, queryStrings(t, db.SQL(), `SELECT region || ' ' || id || ' ' || v FROM (`+PinnedSelect("pairs", cols, 1)+`) ORDER BY region, id`))
+	require.Equal(t, []string{"eu 1 x", "eu 2 z", "us 1 y"}, queryStrings(t, db.SQL(), `SELECT region || ' ' || id || ' ' || v FROM (`+catalog.PinnedSelect("pairs", cols, 1)+`) ORDER BY region, id`))
 }

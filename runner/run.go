@@ -11,17 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idem-dev/idem/runner/job"
-)
+	"github.com/idem-dev/idem/runner/catalog"
 
-// Decisions a run can report.
-const (
-	DecisionLoaded           = "loaded"
-	DecisionApplied          = "applied"
-	DecisionSkipped          = "skipped"
-	DecisionAlreadyCommitted = "already_committed"
-	DecisionRefused          = "refused"
-	DecisionFailed           = "failed"
+	"github.com/idem-dev/idem/runner/job"
 )
 
 // Fault points: a RunOptions.Fault hook is called with each name as the run
@@ -90,71 +82,6 @@ type Result struct {
 	// committed run, for a pipeline that keeps conflicts in its target
 	// (ConflictColumn); null otherwise.
 	Conflicts *int64 `json:"conflicts"`
-}
-
-// jobState is the job's state row.
-type jobState struct {
-	exists   bool
-	key      string
-	parts    job.Parts
-	hasParts bool
-	target   string
-	snapshot int64
-	cursor   int64
-	epoch    int64
-}
-
-// checkEpoch refuses a writer whose epoch (when it gave one) is not the
-// job's current writer epoch, and one that gave none when the job requires
-// fencing.
-func (st jobState) checkEpoch(j *job.Job, epoch *int64) error {
-	if epoch == nil && j.Fencing == job.FencingRequired {
-		return job.Refuse("epoch", "job %s requires fencing ([job] fencing = \"required\"): pass --epoch %d, the job's current epoch (see idem fence)", j.Name, st.epoch)
-	}
-	if epoch != nil && *epoch != st.epoch {
-		return job.Refuse("epoch", "stale writer: epoch %d is not the job's current epoch %d", *epoch, st.epoch)
-	}
-	return nil
-}
-
-// checkParent refuses a writer that prepared its work against another
-// snapshot than the job's latest (when it named one).
-func (st jobState) checkParent(parent *int64) error {
-	if parent != nil && *parent != st.snapshot {
-		return job.Refuse("parent", "stale parent: expected %d, latest is %d", *parent, st.snapshot)
-	}
-	return nil
-}
-
-func readState(ctx context.Context, q querier, j string) (jobState, error) {
-	var st jobState
-	var key, parts, target sql.NullString
-	err := q.QueryRowContext(ctx,
-		`SELECT job_key, parts, target, snapshot, cursor, epoch FROM idem.jobs WHERE job = ?`, j).
-		Scan(&key, &parts, &target, &st.snapshot, &st.cursor, &st.epoch)
-	if errors.Is(err, sql.ErrNoRows) {
-		return jobState{epoch: 1}, nil
-	}
-	if err != nil {
-		return st, fmt.Errorf("read state of job %s: %w", j, err)
-	}
-	st.exists = true
-	st.key = key.String
-	st.target = target.String
-	if parts.Valid && parts.String != "" {
-		p, err := job.ParseParts(parts.String)
-		if err != nil {
-			return st, fmt.Errorf("read state of job %s: parts: %w", j, err)
-		}
-		st.parts, st.hasParts = p, true
-	}
-	return st, nil
-}
-
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
 // prepared is everything a run computes before it opens its transaction.
@@ -261,7 +188,7 @@ func (d *DB) run(ctx context.Context, j *job.Job, opts RunOptions) (*Result, err
 		return nil, job.Canceled(ctx, fmt.Errorf("begin: %w", err))
 	}
 	res, logRow, err := d.runTx(ctx, tx, j, p, opts)
-	if err != nil || res.Decision == DecisionSkipped || res.Decision == DecisionAlreadyCommitted {
+	if err != nil || res.Decision == job.DecisionSkipped || res.Decision == job.DecisionAlreadyCommitted {
 		rbErr := tx.Rollback()
 		if p.retained {
 			// The copy this run retained is named by no committed row.
@@ -269,9 +196,9 @@ func (d *DB) run(ctx context.Context, j *job.Job, opts RunOptions) (*Result, err
 		}
 		if err != nil {
 			err = job.Canceled(ctx, err)
-			decision := DecisionFailed
+			decision := job.DecisionFailed
 			if errors.Is(err, job.ErrRefused) {
-				decision = DecisionRefused
+				decision = job.DecisionRefused
 			}
 			d.logOutside(j, p, decision, err.Error())
 			if rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
@@ -289,7 +216,7 @@ func (d *DB) run(ctx context.Context, j *job.Job, opts RunOptions) (*Result, err
 	done()
 	if err != nil {
 		err = job.Canceled(ctx, fmt.Errorf("commit: %w", err))
-		d.logOutside(j, p, DecisionFailed, err.Error())
+		d.logOutside(j, p, job.DecisionFailed, err.Error())
 		return nil, err
 	}
 	fault(opts, FaultAfterCommit)
@@ -317,30 +244,16 @@ func fault(opts RunOptions, point string) {
 func (d *DB) logOutside(j *job.Job, p *prepared, decision, message string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := readState(ctx, d.sql, j.Name)
+	st, err := catalog.ReadState(ctx, d.sql, j.Name)
 	if err != nil {
 		return
 	}
 	var changed []string
-	if st.hasParts {
-		changed = p.parts.Changed(st.parts)
+	if st.HasParts {
+		changed = p.parts.Changed(st.Parts)
 	}
-	_, _ = d.sql.ExecContext(ctx, `INSERT INTO idem.runs VALUES (?, current_timestamp, ?, ?, ?, NULL, NULL, ?, ?, ?, ?)`,
-		j.Name, nullable(p.batchID), decision, string(job.CanonicalJSON(nonNil(changed))), st.snapshot, st.cursor, st.epoch, nullable(message))
-}
-
-func nullable(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
+	_ = catalog.InsertRun(ctx, d.sql, catalog.RunRow{Job: j.Name, BatchID: p.batchID, Decision: decision,
+		Changed: string(job.CanonicalJSON(job.NonNil(changed))), Snapshot: st.Snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Message: message})
 }
 
 // decide runs the guards of a run inside tx and returns the run's result
@@ -351,8 +264,8 @@ func nonNil(s []string) []string {
 // write. A run decides with write; a plan decides the same way without it,
 // claiming no table and recording no released version, in a transaction it
 // rolls back.
-func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, opts RunOptions, write bool) (res *Result, st jobState, exists, done bool, err error) {
-	st, err = readState(ctx, tx, j.Name)
+func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, opts RunOptions, write bool) (res *Result, st catalog.State, exists, done bool, err error) {
+	st, err = catalog.ReadState(ctx, tx, j.Name)
 	if err != nil {
 		return nil, st, false, false, err
 	}
@@ -365,57 +278,56 @@ func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, op
 		InputSHA256: p.parts.Input,
 		Inputs:      p.files,
 		Parts:       p.parts,
-		Snapshot:    st.snapshot,
-		Parent:      st.snapshot,
-		Cursor:      st.cursor,
-		Epoch:       st.epoch,
+		Snapshot:    st.Snapshot,
+		Parent:      st.Snapshot,
+		Cursor:      st.Cursor,
+		Epoch:       st.Epoch,
 		BatchID:     p.batchID,
 		Outcomes:    map[string]int64{},
 		Changed:     []string{},
 	}
-	if st.hasParts {
-		res.Changed = nonNil(p.parts.Changed(st.parts))
+	if st.HasParts {
+		res.Changed = job.NonNil(p.parts.Changed(st.Parts))
 	} else {
 		res.FirstLoad = true
 	}
 
 	// Guards, in the order of the batch lab: epoch, identity, cursor; then the
 	// expected parent.
-	if err := st.checkEpoch(j, opts.Epoch); err != nil {
+	if err := st.CheckEpoch(j, opts.Epoch); err != nil {
 		return nil, st, false, false, err
 	}
 	// A plan may read a database from before idem.owners, which only a
 	// writable open creates.
 	owners := write
 	if !write {
-		if owners, err = tableExists(ctx, tx, "idem", "owners"); err != nil {
+		if owners, err = catalog.TableExists(ctx, tx, "idem", "owners"); err != nil {
 			return nil, st, false, false, err
 		}
 	}
 	if owners {
-		if err := checkOwners(ctx, tx, j, write); err != nil {
+		if err := catalog.CheckOwners(ctx, tx, j, write); err != nil {
 			return nil, st, false, false, err
 		}
 	}
 	if err := checkTarget(ctx, tx, j, st); err != nil {
 		return nil, st, false, false, err
 	}
-	exists, err = tableExists(ctx, tx, "main", j.Table)
+	exists, err = catalog.TableExists(ctx, tx, "main", j.Table)
 	if err != nil {
 		return nil, st, false, false, err
 	}
 	switch j.Pipeline.Mode {
 	case job.ModeRefresh:
-		if st.exists && st.key == p.key && exists {
+		if st.Exists && st.Key == p.key && exists {
 			// The target already holds this snapshot: report its counts.
-			res.Decision = DecisionSkipped
-			var outcomes sql.NullString
-			if err := tx.QueryRowContext(ctx, `SELECT rows_in, outcomes FROM idem.snapshots WHERE job = ? AND snapshot = ?`,
-				j.Name, st.snapshot).Scan(&res.RowsIn, &outcomes); err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return nil, st, false, false, fmt.Errorf("read snapshot %d of job %s: %w", st.snapshot, j.Name, err)
+			res.Decision = job.DecisionSkipped
+			var outcomes string
+			if res.RowsIn, outcomes, err = catalog.SnapshotCounts(ctx, tx, j.Name, st.Snapshot); err != nil {
+				return nil, st, false, false, err
 			}
-			_ = json.Unmarshal([]byte(outcomes.String), &res.Outcomes)
-			res.RowsOut, err = countRows(ctx, tx, j.Table)
+			_ = json.Unmarshal([]byte(outcomes), &res.Outcomes)
+			res.RowsOut, err = catalog.CountRows(ctx, tx, j.Table)
 			return res, st, exists, true, err
 		}
 	case job.ModeApply:
@@ -423,12 +335,12 @@ func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, op
 		if err != nil || done {
 			return res, st, exists, true, err
 		}
-		if opts.From != nil && *opts.From != st.cursor {
+		if opts.From != nil && *opts.From != st.Cursor {
 			what := "a gap"
-			if *opts.From < st.cursor {
+			if *opts.From < st.Cursor {
 				what = "an overlap"
 			}
-			return nil, st, false, false, job.Refuse("cursor", "batch %s starts at %d but the job's cursor is %d (%s): the next batch must start at %d", p.batchID, *opts.From, st.cursor, what, st.cursor)
+			return nil, st, false, false, job.Refuse("cursor", "batch %s starts at %d but the job's cursor is %d (%s): the next batch must start at %d", p.batchID, *opts.From, st.Cursor, what, st.Cursor)
 		}
 		// Directory and chunked inputs (files.go, chunks.go).
 		if err := checkInputMode(ctx, tx, j, p, st, opts); err != nil {
@@ -437,10 +349,10 @@ func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, op
 	}
 	// A retry whose work already landed (skipped, already committed) is
 	// answered above; only a run that would write checks its parent.
-	if err := st.checkParent(opts.ExpectParent); err != nil {
+	if err := st.CheckParent(opts.ExpectParent); err != nil {
 		return nil, st, false, false, err
 	}
-	if err := checkReleased(ctx, tx, j, write); err != nil {
+	if err := catalog.CheckReleased(ctx, tx, j, write); err != nil {
 		return nil, st, false, false, err
 	}
 	return res, st, exists, false, nil
@@ -461,11 +373,11 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, opt
 		return nil, false, err
 	}
 	for _, f := range p.files {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO idem.inputs SELECT ?, ?, current_timestamp WHERE NOT EXISTS (SELECT 1 FROM idem.inputs WHERE sha256 = ?)`, f.SHA256, f.Size, f.SHA256); err != nil {
+		if err := catalog.RecordInput(ctx, tx, f.SHA256, f.Size); err != nil {
 			return nil, false, fmt.Errorf("record input %s: %w", f.Path, err)
 		}
 	}
-	snapshot := st.snapshot + 1
+	snapshot := st.Snapshot + 1
 	if err := bindVariables(ctx, tx, j, p, snapshot); err != nil {
 		return nil, false, err
 	}
@@ -474,16 +386,16 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, opt
 	}
 	if more, err := filterChunk(ctx, tx, j, opts.chunk); err != nil || !more {
 		if err == nil {
-			res.Decision = DecisionSkipped // the input holds nothing past the cursor
+			res.Decision = job.DecisionSkipped // the input holds nothing past the cursor
 		}
 		return res, false, err
 	}
-	if err := prepareErasures(ctx, tx, j); err != nil {
+	if err := catalog.PrepareErasures(ctx, tx, j); err != nil {
 		return nil, false, err
 	}
-	rebuild := !exists || !st.hasParts || st.parts.Schema != p.parts.Schema || st.target != j.Table
+	rebuild := !exists || !st.HasParts || st.Parts.Schema != p.parts.Schema || st.Target != j.Table
 	if rebuild {
-		if err := d.buildTarget(ctx, tx, j, exists && st.target == j.Table); err != nil {
+		if err := d.buildTarget(ctx, tx, j, exists && st.Target == j.Table); err != nil {
 			return nil, false, err
 		}
 	}
@@ -511,7 +423,7 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, opt
 	var staged int64
 	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM staged`).Scan(&staged); err != nil {
 		done()
-		return nil, false, fmt.Errorf("pipeline %s: count staged rows: %w", j.Pipeline.Name, contractError(j, "idem's outcome check", trimSQLError(err)))
+		return nil, false, fmt.Errorf("pipeline %s: count staged rows: %w", j.Pipeline.Name, contractError(j, "idem's outcome check", catalog.TrimSQLError(err)))
 	}
 	counts, where, err := outcomeCounts(ctx, tx, j, p.batchID)
 	done()
@@ -536,12 +448,12 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, opt
 		return nil, false, err
 	}
 	done = opts.Progress.Start("history")
-	err = d.recordHistory(ctx, tx, j, snapshot)
+	err = catalog.RecordHistory(ctx, tx, j, snapshot)
 	done()
 	if err != nil {
 		return nil, false, err
 	}
-	res.RowsOut, err = countRows(ctx, tx, j.Table)
+	res.RowsOut, err = catalog.CountRows(ctx, tx, j.Table)
 	if err != nil {
 		return nil, false, err
 	}
@@ -555,7 +467,7 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, opt
 
 	res.Snapshot = snapshot
 	if j.Pipeline.Mode == job.ModeApply {
-		res.Decision = DecisionApplied
+		res.Decision = job.DecisionApplied
 		if opts.To != nil {
 			res.Cursor = *opts.To
 		}
@@ -563,7 +475,7 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, opt
 			res.Cursor = *opts.chunk.to
 		}
 	} else {
-		res.Decision = DecisionLoaded
+		res.Decision = job.DecisionLoaded
 	}
 	if err := d.writeCommitRows(ctx, tx, j, p, st, res, opts); err != nil {
 		return nil, false, err
@@ -577,39 +489,38 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, opt
 // already-committed answer or a batch applied over the wrong rows would hide
 // it. The refusal says how to repair: a rollback to S rebuilds the table
 // from its history.
-func checkTarget(ctx context.Context, tx querier, j *job.Job, st jobState) error {
-	if !st.exists || st.snapshot == 0 || !strings.EqualFold(st.target, j.Table) {
+func checkTarget(ctx context.Context, tx catalog.Querier, j *job.Job, st catalog.State) error {
+	if !st.Exists || st.Snapshot == 0 || !strings.EqualFold(st.Target, j.Table) {
 		return nil
 	}
-	var want sql.NullInt64
-	err := tx.QueryRowContext(ctx, `SELECT rows_out FROM idem.snapshots WHERE job = ? AND snapshot = ?`, j.Name, st.snapshot).Scan(&want)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("read snapshot %d of job %s: %w", st.snapshot, j.Name, err)
+	want, err := catalog.SnapshotRowsOut(ctx, tx, j.Name, st.Snapshot)
+	if err != nil {
+		return err
 	}
 	var exists bool
 	if err := tx.QueryRowContext(ctx, `SELECT count(*) > 0 FROM duckdb_tables()
-		WHERE database_name = current_database() AND schema_name = 'main' AND lower(table_name) = lower(?)`, st.target).Scan(&exists); err != nil {
-		return fmt.Errorf("look up table %s: %w", st.target, err)
+		WHERE database_name = current_database() AND schema_name = 'main' AND lower(table_name) = lower(?)`, st.Target).Scan(&exists); err != nil {
+		return fmt.Errorf("look up table %s: %w", st.Target, err)
 	}
 	ref := j.File
 	if ref == "" {
 		ref = j.Name
 	}
-	repair := fmt.Sprintf("nothing was changed; repair with `idem rollback %s --to-snapshot %d` (rebuilds the table from its history), then `idem rerun %s` proves it", ref, st.snapshot, ref)
+	repair := fmt.Sprintf("nothing was changed; repair with `idem rollback %s --to-snapshot %d` (rebuilds the table from its history), then `idem rerun %s` proves it", ref, st.Snapshot, ref)
 	if !exists {
 		return job.Refuse("target", "table %q of job %q is missing, but the job's state says it holds snapshot %d (%d rows): %s",
-			st.target, j.Name, st.snapshot, want.Int64, repair)
+			st.Target, j.Name, st.Snapshot, want.Int64, repair)
 	}
 	if !want.Valid {
 		return nil
 	}
-	n, err := countRows(ctx, tx, st.target)
+	n, err := catalog.CountRows(ctx, tx, st.Target)
 	if err != nil {
 		return err
 	}
 	if n != want.Int64 {
 		return job.Refuse("target", "table %q of job %q holds %d rows, but snapshot %d, which the job's state says it holds, has %d: it was changed outside idem; %s",
-			st.target, j.Name, n, st.snapshot, want.Int64, repair)
+			st.Target, j.Name, n, st.Snapshot, want.Int64, repair)
 	}
 	return nil
 }
@@ -617,60 +528,22 @@ func checkTarget(ctx context.Context, tx querier, j *job.Job, st jobState) error
 // checkLedger applies the batch identity guard. It reports done when the
 // batch was already committed with the same digest.
 func (d *DB) checkLedger(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, res *Result) (bool, error) {
-	var digest, outcomes string
-	var rowsIn, snapshot int64
-	var toPos sql.NullInt64
-	err := tx.QueryRowContext(ctx, `SELECT digest, rows_in, outcomes, snapshot, to_pos FROM idem.ledger WHERE job = ? AND batch_id = ?`,
-		j.Name, p.batchID).Scan(&digest, &rowsIn, &outcomes, &snapshot, &toPos)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
+	row, ok, err := catalog.ReadLedger(ctx, tx, j.Name, p.batchID)
+	if err != nil || !ok {
+		return false, err
 	}
-	if err != nil {
-		return false, fmt.Errorf("read ledger of job %s: %w", j.Name, err)
+	if row.Digest != p.digest {
+		return false, job.Refuse("batch", "batch %s was committed with digest %s; this input's digest is %s: a changed batch needs a new batch id", p.batchID, row.Digest[:12], p.digest[:12])
 	}
-	if digest != p.digest {
-		return false, job.Refuse("batch", "batch %s was committed with digest %s; this input's digest is %s: a changed batch needs a new batch id", p.batchID, digest[:12], p.digest[:12])
-	}
-	res.Decision = DecisionAlreadyCommitted
-	res.RowsIn = rowsIn
-	res.Snapshot = snapshot
-	_ = json.Unmarshal([]byte(outcomes), &res.Outcomes)
-	rowsOut, err := countRows(ctx, tx, j.Table)
+	res.Decision = job.DecisionAlreadyCommitted
+	res.RowsIn = row.RowsIn
+	res.Snapshot = row.Snapshot
+	_ = json.Unmarshal([]byte(row.Outcomes), &res.Outcomes)
+	rowsOut, err := catalog.CountRows(ctx, tx, j.Table)
 	if err == nil {
 		res.RowsOut = rowsOut
 	}
 	return true, nil
-}
-
-// checkReleased refuses a run whose transform or schema version's files no
-// longer match the sha256 recorded the first time this database used them,
-// and records versions seen for the first time.
-//
-// Without record (a plan), a version not recorded yet is left unrecorded.
-func checkReleased(ctx context.Context, tx *sql.Tx, j *job.Job, record bool) error {
-	check := func(kind string, version int, sum, what string) error {
-		var recorded string
-		err := tx.QueryRowContext(ctx, `SELECT sha256 FROM idem.released WHERE pipeline = ? AND kind = ? AND version = ?`,
-			j.Pipeline.Name, kind, version).Scan(&recorded)
-		if errors.Is(err, sql.ErrNoRows) {
-			if !record {
-				return nil
-			}
-			_, err = tx.ExecContext(ctx, `INSERT INTO idem.released VALUES (?, ?, ?, ?, current_timestamp)`, j.Pipeline.Name, kind, version, sum)
-			return err
-		}
-		if err != nil {
-			return err
-		}
-		if recorded != sum {
-			return job.Refuse("released", "%s v%d of pipeline %s was edited after release (sha256 %s, recorded %s): released SQL never changes; add a new version (%s) instead", kind, version, j.Pipeline.Name, sum[:12], recorded[:12], what)
-		}
-		return nil
-	}
-	if err := check("transform", j.TransformVersion, job.StepsDigest(j.Steps), "transform/v<N+1>/"); err != nil {
-		return err
-	}
-	return check("schema", j.SchemaVersion, job.DigestString(j.DDL), "schema/v<N+1>.sql")
 }
 
 // bindVariables binds the params and idem's own values as DuckDB variables
@@ -692,18 +565,6 @@ func bindVariables(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, sna
 	return nil
 }
 
-// prepareErasures gives the steps the job's erased keys as temp table
-// idem_erased(key, position).
-func prepareErasures(ctx context.Context, tx *sql.Tx, j *job.Job) error {
-	_, err := tx.ExecContext(ctx, `CREATE OR REPLACE TEMP TABLE idem_erased AS
-		SELECT key, max(position) AS position FROM idem.erasures WHERE job = ? GROUP BY key`, j.Name)
-	if err != nil {
-		return fmt.Errorf("read erasures of job %s: %w", j.Name, err)
-	}
-	_, err = tx.ExecContext(ctx, `DROP TABLE IF EXISTS idem_touched`)
-	return err
-}
-
 // buildTarget runs the schema DDL. For an apply job whose table exists (a
 // schema change), the rows are carried over by column name.
 func (d *DB) buildTarget(ctx context.Context, tx *sql.Tx, j *job.Job, existed bool) error {
@@ -714,7 +575,7 @@ func (d *DB) buildTarget(ctx context.Context, tx *sql.Tx, j *job.Job, existed bo
 		}
 	}
 	if _, err := tx.ExecContext(ctx, j.Expand(j.DDL)); err != nil {
-		return fmt.Errorf("schema v%d of pipeline %s: %w", j.SchemaVersion, j.Pipeline.Name, trimSQLError(err))
+		return fmt.Errorf("schema v%d of pipeline %s: %w", j.SchemaVersion, j.Pipeline.Name, catalog.TrimSQLError(err))
 	}
 	if carry {
 		cols, err := commonColumns(ctx, tx, j.Table)
@@ -723,7 +584,7 @@ func (d *DB) buildTarget(ctx context.Context, tx *sql.Tx, j *job.Job, existed bo
 		}
 		list := strings.Join(cols, ", ")
 		if _, err := tx.ExecContext(ctx, "INSERT INTO "+job.QuoteIdent(j.Table)+" ("+list+") SELECT "+list+" FROM idem_prev"); err != nil {
-			return fmt.Errorf("carry rows of %s into schema v%d: %w", j.Table, j.SchemaVersion, trimSQLError(err))
+			return fmt.Errorf("carry rows of %s into schema v%d: %w", j.Table, j.SchemaVersion, catalog.TrimSQLError(err))
 		}
 	}
 	return nil
@@ -757,25 +618,8 @@ func stepError(j *job.Job, step job.Step, err error, p *prepared) error {
 		strings.Contains(msg, "Invalid Input Error") || strings.Contains(msg, "Conversion Error") {
 		return inputReadError(err, p.files, p.format)
 	}
-	return fmt.Errorf("step %s: %w", step.Name, contractError(j, "step "+step.Name, trimSQLError(err)))
+	return fmt.Errorf("step %s: %w", step.Name, contractError(j, "step "+step.Name, catalog.TrimSQLError(err)))
 }
-
-// trimSQLError drops DuckDB's multi-line context from an error.
-func trimSQLError(err error) error {
-	msg := err.Error()
-	if i := strings.Index(msg, "\n\nLINE "); i >= 0 {
-		return &sqlError{msg: strings.TrimSpace(msg[:i]), err: err}
-	}
-	return err
-}
-
-type sqlError struct {
-	msg string
-	err error
-}
-
-func (e *sqlError) Error() string { return e.msg }
-func (e *sqlError) Unwrap() error { return e.err }
 
 // outcomeCounts counts this run's outcomes: the rows the commit step stored
 // in the pipeline's outcomes table when it declares one (in apply mode, the
@@ -792,7 +636,7 @@ func outcomeCounts(ctx context.Context, tx *sql.Tx, j *job.Job, batchID string) 
 	}
 	rows, err := tx.QueryContext(ctx, "SELECT outcome, count(*) FROM "+from+" GROUP BY outcome ORDER BY outcome")
 	if err != nil {
-		return nil, "", fmt.Errorf("count outcomes %s: %w", where, trimSQLError(err))
+		return nil, "", fmt.Errorf("count outcomes %s: %w", where, catalog.TrimSQLError(err))
 	}
 	defer rows.Close()
 	out := map[string]int64{}
@@ -810,78 +654,50 @@ func outcomeCounts(ctx context.Context, tx *sql.Tx, j *job.Job, batchID string) 
 	return out, where, rows.Err()
 }
 
-func tableExists(ctx context.Context, q querier, schema, table string) (bool, error) {
-	var n int
-	err := q.QueryRowContext(ctx, `SELECT count(*) FROM duckdb_tables()
-		WHERE table_name = ? AND CASE WHEN ? = 'temp' THEN database_name = 'temp' ELSE database_name = current_database() AND schema_name = ? END`, table, schema, schema).Scan(&n)
-	if err != nil {
-		return false, fmt.Errorf("look up table %s.%s: %w", schema, table, err)
-	}
-	return n > 0, nil
-}
-
-func countRows(ctx context.Context, q querier, table string) (int64, error) {
-	var n int64
-	if err := q.QueryRowContext(ctx, "SELECT count(*) FROM "+job.QuoteIdent(table)).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count rows of %s: %w", table, err)
-	}
-	return n, nil
-}
-
 // writeCommitRows writes the ledger row (apply), the snapshot row, the state
 // row and the run log row, all inside the run's transaction.
-func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, st jobState, res *Result, opts RunOptions) error {
+func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, st catalog.State, res *Result, opts RunOptions) error {
 	outcomes := string(job.CanonicalJSON(res.Outcomes))
 	if j.Pipeline.Mode == job.ModeApply {
 		from, to := opts.bounds()
-		if _, err := tx.ExecContext(ctx, `INSERT INTO idem.ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)`,
-			j.Name, p.batchID, p.digest, p.parts.Input, from, to, res.RowsIn, outcomes, res.Snapshot); err != nil {
-			return fmt.Errorf("write ledger: %w", err)
+		if err := catalog.InsertLedger(ctx, tx, catalog.NewBatch{Job: j.Name, BatchID: p.batchID, Digest: p.digest, InputDigest: p.parts.Input,
+			From: from, To: to, RowsIn: res.RowsIn, Outcomes: outcomes, Snapshot: res.Snapshot}); err != nil {
+			return err
 		}
 	}
 	inputs := make([]map[string]any, len(p.files))
 	for i, f := range p.files {
 		inputs[i] = map[string]any{"sha256": f.SHA256, "bytes": f.Size, "name": filepath.Base(f.Path)}
 	}
-	cols, err := targetColumns(ctx, tx, j.Table)
+	cols, err := catalog.TargetColumns(ctx, tx, j.Table)
 	if err != nil {
 		return err
 	}
 	from, to := opts.bounds()
 	bounds := map[string]any{"from": from, "to": to}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.snapshots VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)`,
-		j.Name, res.Snapshot, st.snapshot, res.Decision, nullable(p.batchID), p.key, p.parts.JSON(),
-		string(job.CanonicalJSON(map[string]any{"files": inputs, "format": p.format, "bounds": bounds})),
-		res.RowsIn, res.RowsOut, outcomes, string(job.CanonicalJSON(cols)), string(job.CanonicalJSON(nonNil(j.Pipeline.Key)))); err != nil {
-		return fmt.Errorf("write snapshot row: %w", err)
+	if err := catalog.InsertSnapshot(ctx, tx, catalog.NewSnapshot{
+		Job: j.Name, Snapshot: res.Snapshot, Parent: st.Snapshot, Kind: res.Decision, BatchID: p.batchID,
+		JobKey: p.key, Parts: p.parts.JSON(),
+		Inputs: string(job.CanonicalJSON(map[string]any{"files": inputs, "format": p.format, "bounds": bounds})),
+		RowsIn: res.RowsIn, RowsOut: res.RowsOut, Outcomes: outcomes,
+		Columns: string(job.CanonicalJSON(cols)), KeyColumns: string(job.CanonicalJSON(job.NonNil(j.Pipeline.Key))),
+	}); err != nil {
+		return err
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM idem.jobs WHERE job = ?`, j.Name); err != nil {
-		return fmt.Errorf("write state row: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)`,
-		j.Name, j.Pipeline.Name, j.Pipeline.Mode, j.Table, p.key, p.parts.JSON(), res.Snapshot, res.Cursor, st.epoch); err != nil {
-		return fmt.Errorf("write state row: %w", err)
+	if err := catalog.WriteState(ctx, tx, j, p.key, p.parts.JSON(), res.Snapshot, res.Cursor, st.Epoch); err != nil {
+		return err
 	}
 	changed := res.Changed
 	if res.FirstLoad {
 		changed = []string{}
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.runs VALUES (?, current_timestamp, ?, ?, ?, ?, ?, ?, ?, ?, NULL)`,
-		j.Name, nullable(p.batchID), res.Decision, string(job.CanonicalJSON(changed)), res.RowsIn, outcomes, res.Snapshot, res.Cursor, st.epoch); err != nil {
+	if err := catalog.InsertRun(ctx, tx, catalog.RunRow{Job: j.Name, BatchID: p.batchID, Decision: res.Decision,
+		Changed: string(job.CanonicalJSON(changed)), RowsIn: res.RowsIn, Outcomes: outcomes,
+		Snapshot: res.Snapshot, Cursor: res.Cursor, Epoch: st.Epoch}); err != nil {
 		return fmt.Errorf("write run log: %w", err)
 	}
-	if err := recordCommit(ctx, tx, j.Name, res.Decision); err != nil { // dbfile.go
+	if err := catalog.RecordCommit(ctx, tx, j.Name, res.Decision); err != nil { // dbfile.go
 		return err
 	}
 	return recordFiles(ctx, tx, j, p, res) // files.go
-}
-
-// TargetColumn is a target column as stored: name and DuckDB type.
-type TargetColumn struct {
-	Name string `json:"name"`
-	Type string `json:"type"`
-}
-
-func targetColumns(ctx context.Context, q querier, table string) ([]TargetColumn, error) {
-	return targetColumnsIn(ctx, q, "main", table)
 }

@@ -85,7 +85,7 @@ func TestFailureBeforeCommitChangesNothing(t *testing.T) {
 	db := openDB(t, j.Database)
 	res, err := db.Run(ctx, j, runner.RunOptions{})
 	require.NoError(t, err)
-	require.Equal(t, runner.DecisionLoaded, res.Decision)
+	require.Equal(t, job.DecisionLoaded, res.Decision)
 	before := dump(t, db)
 
 	for _, opts := range []runner.RunOptions{
@@ -104,7 +104,7 @@ func TestFailureBeforeCommitChangesNothing(t *testing.T) {
 	// The same run without the failure commits and reports the input change.
 	res, err = db.Run(ctx, j, runner.RunOptions{Input: fixture(t, "fixtures/sample/occurrences-b.csv")})
 	require.NoError(t, err)
-	require.Equal(t, runner.DecisionLoaded, res.Decision)
+	require.Equal(t, job.DecisionLoaded, res.Decision)
 	require.Equal(t, []string{job.PartInput}, res.Changed)
 	require.EqualValues(t, 2, res.Snapshot)
 }
@@ -203,7 +203,7 @@ func TestDatabaseNamedIdemWorks(t *testing.T) {
 	db := openDB(t, filepath.Join(dir, "idem.duckdb"))
 	res, err := db.Run(context.Background(), j, runner.RunOptions{})
 	require.NoError(t, err)
-	require.Equal(t, runner.DecisionLoaded, res.Decision)
+	require.Equal(t, job.DecisionLoaded, res.Decision)
 	var n int
 	require.NoError(t, db.SQL().QueryRow(`SELECT count(*) FROM idem.jobs`).Scan(&n))
 	require.Equal(t, 1, n)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idem-dev/idem/runner/catalog"
+
 	"github.com/idem-dev/idem/runner/job"
 )
 
@@ -22,7 +24,7 @@ import (
 // The last, empty chunk of a chunked run that applied chunks is not logged:
 // the invocation is logged by its chunks.
 func (d *DB) logNoCommit(j *job.Job, p *prepared, res *Result, opts RunOptions) {
-	var message any
+	var message string
 	if c := opts.chunk; c != nil {
 		if c.after {
 			return
@@ -33,17 +35,18 @@ func (d *DB) logNoCommit(j *job.Job, p *prepared, res *Result, opts RunOptions) 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := readState(ctx, d.sql, j.Name)
+	st, err := catalog.ReadState(ctx, d.sql, j.Name)
 	if err != nil {
 		return
 	}
 	var rowsIn, outcomes any
-	snapshot := st.snapshot
-	if res.Decision == DecisionAlreadyCommitted {
+	snapshot := st.Snapshot
+	if res.Decision == job.DecisionAlreadyCommitted {
 		rowsIn, outcomes, snapshot = res.RowsIn, string(job.CanonicalJSON(res.Outcomes)), res.Snapshot
 	}
-	_, _ = d.sql.ExecContext(ctx, `INSERT INTO idem.runs VALUES (?, current_timestamp, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		j.Name, nullable(p.batchID), res.Decision, string(job.CanonicalJSON(nonNil(res.Changed))), rowsIn, outcomes, snapshot, st.cursor, st.epoch, message)
+	_ = catalog.InsertRun(ctx, d.sql, catalog.RunRow{Job: j.Name, BatchID: p.batchID, Decision: res.Decision,
+		Changed: string(job.CanonicalJSON(job.NonNil(res.Changed))), RowsIn: rowsIn, Outcomes: outcomes,
+		Snapshot: snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Message: message})
 }
 
 // logInvocation records an invocation that never reached a run's
@@ -53,12 +56,12 @@ func (d *DB) logNoCommit(j *job.Job, p *prepared, res *Result, opts RunOptions) 
 func (d *DB) logInvocation(j *job.Job, batchID, decision, message string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := readState(ctx, d.sql, j.Name)
+	st, err := catalog.ReadState(ctx, d.sql, j.Name)
 	if err != nil {
 		return
 	}
-	_, _ = d.sql.ExecContext(ctx, `INSERT INTO idem.runs VALUES (?, current_timestamp, ?, ?, '[]', NULL, NULL, ?, ?, ?, ?)`,
-		j.Name, nullable(batchID), decision, st.snapshot, st.cursor, st.epoch, nullable(message))
+	_ = catalog.InsertRun(ctx, d.sql, catalog.RunRow{Job: j.Name, BatchID: batchID, Decision: decision, Changed: "[]",
+		Snapshot: st.Snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Message: message})
 }
 
 // logError records err as a refused or failed invocation and returns it.
@@ -72,7 +75,7 @@ func (d *DB) logError(j *job.Job, batchID string, err error) error {
 // errorDecision is the run log's decision for a run that ended with err.
 func errorDecision(err error) string {
 	if errors.Is(err, job.ErrRefused) {
-		return DecisionRefused
+		return job.DecisionRefused
 	}
-	return DecisionFailed
+	return job.DecisionFailed
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/idem-dev/idem/runner/catalog"
+
 	"github.com/idem-dev/idem/runner/job"
 )
 
@@ -48,22 +50,22 @@ func (d *DB) scrubErased(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepare
 	}
 	for i := range p.files {
 		f := &p.files[i]
-		rw, _, err := d.rewriteWithout(ctx, tx, InputRef{SHA256: f.SHA256, Bytes: f.Size, Name: filepath.Base(f.Path)}, p.format, flt)
+		rw, _, err := d.rewriteWithout(ctx, tx, catalog.InputRef{SHA256: f.SHA256, Bytes: f.Size, Name: filepath.Base(f.Path)}, p.format, flt)
 		if err != nil {
 			return err
 		}
 		if rw == nil {
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO idem.inputs SELECT ?, ?, current_timestamp WHERE NOT EXISTS (SELECT 1 FROM idem.inputs WHERE sha256 = ?)`, rw.New, rw.Bytes, rw.New); err != nil {
+		if err := catalog.RecordInput(ctx, tx, rw.New, rw.Bytes); err != nil {
 			return fmt.Errorf("record input %s: %w", f.Path, err)
 		}
-		var refs int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM idem.snapshots WHERE contains(inputs, ?)`, f.SHA256).Scan(&refs); err != nil {
+		refs, err := catalog.InputReferences(ctx, tx, f.SHA256)
+		if err != nil {
 			return fmt.Errorf("count references to input %s: %w", f.Path, err)
 		}
 		if refs == 0 {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM idem.inputs WHERE sha256 = ?`, f.SHA256); err != nil {
+			if err := catalog.ForgetInput(ctx, tx, f.SHA256); err != nil {
 				return fmt.Errorf("forget input %s: %w", f.Path, err)
 			}
 			p.scrubbed = append(p.scrubbed, f.Retained)

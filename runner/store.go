@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/idem-dev/idem/runner/catalog"
 )
 
 // tempPrefix starts the name of every temporary file idem writes into the
@@ -29,21 +31,8 @@ func (d *DB) sweepInputs(ctx context.Context) (int, error) {
 	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
-	rows, err := d.sql.QueryContext(ctx, `SELECT DISTINCT sha256 FROM idem.inputs`)
+	keep, err := catalog.RetainedSums(ctx, d.sql)
 	if err != nil {
-		return 0, fmt.Errorf("read retained inputs of %s: %w", d.path, err)
-	}
-	keep := map[string]bool{}
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("read retained inputs of %s: %w", d.path, err)
-		}
-		keep[s] = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return 0, fmt.Errorf("read retained inputs of %s: %w", d.path, err)
 	}
 	removed := 0
@@ -80,7 +69,7 @@ func (d *DB) sweepInputs(ctx context.Context) (int, error) {
 
 // verifyRetained checks that the retained copy of f still has f's sha256,
 // so that nothing is staged from a copy edited after it was stored.
-func verifyRetained(ctx context.Context, dbPath string, f InputRef) error {
+func verifyRetained(ctx context.Context, dbPath string, f catalog.InputRef) error {
 	p := retainedPath(dbPath, f.SHA256)
 	sum, _, err := sumFile(ctx, p, nil)
 	if err != nil {

@@ -75,7 +75,7 @@ func TestVersionedChangesFixtures(t *testing.T) {
 		path := filepath.Join("..", rel)
 		res, err := db.Run(ctx, j, runner.RunOptions{Input: path})
 		require.NoError(t, err, rel)
-		require.Equal(t, runner.DecisionApplied, res.Decision, rel)
+		require.Equal(t, job.DecisionApplied, res.Decision, rel)
 		batch := filepath.Base(rel)
 		require.Equal(t, batch, res.BatchID)
 		fmt.Fprintf(&runs, "%s: %s snapshot %d rows_in %d rows_out %d outcomes %s\n",

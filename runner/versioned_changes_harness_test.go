@@ -90,7 +90,7 @@ func (e *vcEnv) mustApply(input, batchID string) *runner.Result {
 	e.t.Helper()
 	res, err := e.apply(input, batchID)
 	require.NoError(e.t, err, "apply %s as %s", input, batchID)
-	require.Equal(e.t, runner.DecisionApplied, res.Decision)
+	require.Equal(e.t, job.DecisionApplied, res.Decision)
 	return res
 }
 

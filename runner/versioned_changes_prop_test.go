@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
+	"github.com/idem-dev/idem/runner/catalog"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/job"
+
+	"github.com/stretchr/testify/require"
 )
 
 var (
@@ -123,8 +125,8 @@ func vcRunScenario(t *testing.T, seed uint64) map[string]int64 {
 			fail(step, "apply: %v", err)
 		}
 		if st.retry {
-			if res.Decision != runner.DecisionAlreadyCommitted {
-				fail(step, "retry of %s: decision %s, want %s", st.batchID, res.Decision, runner.DecisionAlreadyCommitted)
+			if res.Decision != job.DecisionAlreadyCommitted {
+				fail(step, "retry of %s: decision %s, want %s", st.batchID, res.Decision, job.DecisionAlreadyCommitted)
 			}
 			if n := e.outcomeRowCount(); n != outcomesBefore {
 				fail(step, "retry of %s wrote %d outcome rows", st.batchID, n-outcomesBefore)
@@ -137,7 +139,7 @@ func vcRunScenario(t *testing.T, seed uint64) map[string]int64 {
 			// is judged against them.
 			require.Equal(t, model.rows(), batchState.rows(), "seed %d: the model's batch rules and fold disagree", seed)
 
-			if res.Decision != runner.DecisionApplied {
+			if res.Decision != job.DecisionApplied {
 				fail(step, "decision %s, want applied", res.Decision)
 			}
 			if res.RowsIn != int64(len(st.rows)) {
@@ -177,7 +179,7 @@ func vcRunScenario(t *testing.T, seed uint64) map[string]int64 {
 	// Checkpoint by checkpoint: a pinned read of every snapshot still
 	// equals the fold as it stood after that batch.
 	for snap, want := range pinned {
-		got := e.readStored(runner.PinnedSelect(e.j.Name, vcTargetColumns, snap) + " ORDER BY entity_id")
+		got := e.readStored(catalog.PinnedSelect(e.j.Name, vcTargetColumns, snap) + " ORDER BY entity_id")
 		if !vcEqualStored(got, want) {
 			fail(batches, "pinned read of snapshot %d differs from the fold (- want, + got):\n%s", snap, vcDiffLines(vcStringsOf(want), vcStringsOf(got)))
 		}
@@ -185,7 +187,7 @@ func vcRunScenario(t *testing.T, seed uint64) map[string]int64 {
 	return seen
 }
 
-var vcTargetColumns = []runner.TargetColumn{
+var vcTargetColumns = []catalog.TargetColumn{
 	{Name: "entity_id", Type: "VARCHAR"}, {Name: "source_version", Type: "BIGINT"},
 	{Name: "status", Type: "VARCHAR"}, {Name: "value", Type: "VARCHAR"},
 }

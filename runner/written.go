@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/idem-dev/idem/runner/catalog"
+
 	"github.com/idem-dev/idem/runner/job"
 )
 
@@ -22,7 +24,7 @@ import (
 func countWritten(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot int64, res *Result) error {
 	res.RowsWritten = res.RowsOut
 	if j.Pipeline.Mode == job.ModeApply {
-		touched, err := tableExists(ctx, tx, "temp", "idem_touched")
+		touched, err := catalog.TableExists(ctx, tx, "temp", "idem_touched")
 		if err != nil {
 			return err
 		}
@@ -35,22 +37,22 @@ func countWritten(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot int64, r
 		case touched && len(keys) > 0:
 			q = "SELECT count(*) FROM (SELECT DISTINCT " + strings.Join(keys, ", ") + " FROM idem_touched)"
 		case len(keys) > 0:
-			q = "SELECT count(*) FROM (SELECT DISTINCT " + strings.Join(keys, ", ") + " FROM " + HistoryTable(j.Name) + " WHERE idem_from = ? OR idem_to = ?)"
+			q = "SELECT count(*) FROM (SELECT DISTINCT " + strings.Join(keys, ", ") + " FROM " + catalog.HistoryTable(j.Name) + " WHERE idem_from = ? OR idem_to = ?)"
 		default:
-			q = "SELECT count(*) FROM " + HistoryTable(j.Name) + " WHERE idem_from = ? OR idem_to = ?"
+			q = "SELECT count(*) FROM " + catalog.HistoryTable(j.Name) + " WHERE idem_from = ? OR idem_to = ?"
 		}
 		var args []any
 		if strings.Contains(q, "?") {
 			args = []any{snapshot, snapshot}
 		}
 		if err := tx.QueryRowContext(ctx, q, args...).Scan(&res.RowsWritten); err != nil {
-			return fmt.Errorf("count rows written to %s: %w", j.Table, trimSQLError(err))
+			return fmt.Errorf("count rows written to %s: %w", j.Table, catalog.TrimSQLError(err))
 		}
 	}
 	if c := j.Pipeline.ConflictColumn; c != "" {
 		var n int64
 		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+job.QuoteIdent(j.Table)+" WHERE "+job.QuoteIdent(c)+" = 'conflict'").Scan(&n); err != nil {
-			return fmt.Errorf("count conflicts in %s: %w", j.Table, trimSQLError(err))
+			return fmt.Errorf("count conflicts in %s: %w", j.Table, catalog.TrimSQLError(err))
 		}
 		res.Conflicts = &n
 	}

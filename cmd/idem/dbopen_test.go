@@ -82,15 +82,15 @@ func TestConcurrentFirstRuns(t *testing.T) {
 				require.NoError(t, json.Unmarshal(p.stdout.Bytes(), &res), p.stdout.String())
 				decisions[res.Decision]++
 			}
-			require.Equal(t, 1, decisions[runner.DecisionApplied], "wait=%v round %d: decisions %v", wait, round, decisions)
+			require.Equal(t, 1, decisions[job.DecisionApplied], "wait=%v round %d: decisions %v", wait, round, decisions)
 			if wait {
-				require.Equal(t, procs-1, decisions[runner.DecisionAlreadyCommitted], "decisions %v", decisions)
+				require.Equal(t, procs-1, decisions[job.DecisionAlreadyCommitted], "decisions %v", decisions)
 			}
 			st, err := os.Stat(j.db)
 			require.NoError(t, err)
 			require.Positive(t, st.Size(), "a 0-byte database was left")
 			require.Empty(t, leftovers(t, j.dir))
-			require.Equal(t, runner.DecisionAlreadyCommitted, j.apply().Decision)
+			require.Equal(t, job.DecisionAlreadyCommitted, j.apply().Decision)
 			snap, _, _ := j.state()
 			require.Equal(t, int64(1), snap)
 		}
@@ -137,7 +137,7 @@ func TestCreationKilled(t *testing.T) {
 			outcomes["no database"]++
 		}
 		res := j.apply()
-		require.Contains(t, []string{runner.DecisionApplied, runner.DecisionAlreadyCommitted}, res.Decision)
+		require.Contains(t, []string{job.DecisionApplied, job.DecisionAlreadyCommitted}, res.Decision)
 		require.Empty(t, leftovers(t, j.dir), "the next run did not sweep what the killed one left")
 		snap, _, _ := j.state()
 		require.Equal(t, int64(1), snap)
@@ -164,8 +164,8 @@ func TestEmptyDatabaseFile(t *testing.T) {
 	require.Zero(t, st.Size(), "a held empty file was replaced")
 	require.NoError(t, f.Close())
 
-	require.Equal(t, runner.DecisionApplied, j.apply().Decision)
-	require.Equal(t, runner.DecisionAlreadyCommitted, j.apply().Decision)
+	require.Equal(t, job.DecisionApplied, j.apply().Decision)
+	require.Equal(t, job.DecisionAlreadyCommitted, j.apply().Decision)
 }
 
 // Read-only commands on a database that does not exist create nothing:
@@ -255,7 +255,7 @@ func TestForeignWAL(t *testing.T) {
 			b := newGuardJob(t)
 			b.apply()
 			wal := crashAfterCommit(t, b, "--input", batch(2))
-			require.Equal(t, runner.DecisionAlreadyCommitted, b.apply("--input", batch(2)).Decision)
+			require.Equal(t, job.DecisionAlreadyCommitted, b.apply("--input", batch(2)).Decision)
 			b.apply("--input", batch(3))
 			return b, wal
 		}},
@@ -307,6 +307,6 @@ func TestForeignWAL(t *testing.T) {
 	a := newGuardJob(t)
 	a.apply()
 	crashAfterCommit(t, a, "--input", batch(2))
-	require.Equal(t, runner.DecisionAlreadyCommitted, a.apply("--input", batch(2)).Decision)
+	require.Equal(t, job.DecisionAlreadyCommitted, a.apply("--input", batch(2)).Decision)
 	require.Empty(t, leftovers(t, a.dir))
 }

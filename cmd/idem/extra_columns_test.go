@@ -9,8 +9,6 @@ import (
 	"github.com/idem-dev/idem/runner/job"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/idem-dev/idem/runner"
 )
 
 // [input] extra_columns: by default a column (or JSON field) the pipeline
@@ -47,7 +45,7 @@ func TestExtraColumns(t *testing.T) {
 
 			writeText(t, j.file, insertAfter(t, string(text), "[input]\n", "extra_columns = \"ignore\"\n"))
 			res := j.apply("--input", in)
-			require.Equal(t, runner.DecisionApplied, res.Decision)
+			require.Equal(t, job.DecisionApplied, res.Decision)
 			require.Equal(t, map[string]int64{"accepted": 2}, res.Outcomes)
 			want := []string{in + ": extra"}
 			if tc.format == "jsonl" {

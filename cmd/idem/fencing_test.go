@@ -8,8 +8,6 @@ import (
 	"github.com/idem-dev/idem/runner/job"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/idem-dev/idem/runner"
 )
 
 // With [job] fencing = "required", every writing command must carry the
@@ -53,7 +51,7 @@ func TestFencingRequired(t *testing.T) {
 	}
 
 	res := j.apply("--input", batch2, "--epoch", e)
-	require.Equal(t, runner.DecisionApplied, res.Decision)
+	require.Equal(t, job.DecisionApplied, res.Decision)
 	require.Equal(t, int64(2), res.Snapshot)
 	r := callIdem(t, "erase", j.file, "--key", "account-1", "--epoch", e, "--expect-parent", "2")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -74,7 +72,7 @@ func TestFencingSetting(t *testing.T) {
 	text, err := os.ReadFile(j.file)
 	require.NoError(t, err)
 	writeText(t, j.file, string(text)+"\n[job]\nfencing = \"optional\"\n")
-	require.Equal(t, runner.DecisionApplied, j.apply().Decision)
+	require.Equal(t, job.DecisionApplied, j.apply().Decision)
 	writeText(t, j.file, string(text)+"\n[job]\nfencing = \"always\"\n")
 	r := j.run()
 	require.Equal(t, job.ExitUsage, r.code, r.stderr)

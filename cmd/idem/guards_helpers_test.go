@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/catalog"
+
 	"github.com/idem-dev/idem/runner/job"
 
 	"github.com/stretchr/testify/require"
@@ -160,13 +162,13 @@ func captureState(t *testing.T, path string) dbState {
 }
 
 // logEntries runs `idem log JOB --json`.
-func (j *guardJob) log() []runner.LogEntry {
+func (j *guardJob) log() []catalog.LogEntry {
 	j.t.Helper()
 	r := callIdem(j.t, "log", j.file, "--json")
 	require.Equal(j.t, 0, r.code, r.stderr)
 	var out struct {
-		Job  string            `json:"job"`
-		Runs []runner.LogEntry `json:"runs"`
+		Job  string             `json:"job"`
+		Runs []catalog.LogEntry `json:"runs"`
 	}
 	require.NoError(j.t, json.Unmarshal([]byte(r.stdout), &out), r.stdout)
 	require.Equal(j.t, applyJobName, out.Job)

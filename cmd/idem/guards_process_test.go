@@ -126,7 +126,7 @@ func TestSecondProcessIsLockedOut(t *testing.T) {
 	require.Equal(t, 0, pw.wait(t, 10*time.Second), "stderr: %s", pw.stderr.String())
 	var res runner.Result
 	require.NoError(t, json.Unmarshal(pw.stdout.Bytes(), &res), pw.stdout.String())
-	require.Equal(t, runner.DecisionApplied, res.Decision)
+	require.Equal(t, job.DecisionApplied, res.Decision)
 	require.Equal(t, int64(2), res.Snapshot)
 
 	// --wait gives up with exit 4 when the holder keeps the file.
@@ -202,13 +202,13 @@ func TestInterruptRollsBack(t *testing.T) {
 	}
 	require.True(t, reached, "the interrupt must reach DuckDB's query")
 	runs := j.log()
-	require.Equal(t, runner.DecisionFailed, runs[0].Decision)
+	require.Equal(t, job.DecisionFailed, runs[0].Decision)
 	require.Contains(t, *runs[0].Message, "nothing was committed")
 
 	start := time.Now()
 	res := j.apply("--input", big, "--from", "10", "--to", "20")
 	t.Logf("the uninterrupted run took %v", time.Since(start))
-	require.Equal(t, runner.DecisionApplied, res.Decision)
+	require.Equal(t, job.DecisionApplied, res.Decision)
 	require.Equal(t, int64(100_000), res.RowsIn)
 	require.Equal(t, []int64{2, 20}, []int64{res.Snapshot, res.Cursor})
 }
@@ -254,7 +254,7 @@ func TestRetryAfterCrashPastCommit(t *testing.T) {
 
 	before := captureState(t, j.db)
 	retry := j.apply("--input", changesFixture(t, "batch-2.jsonl"))
-	require.Equal(t, runner.DecisionAlreadyCommitted, retry.Decision)
+	require.Equal(t, job.DecisionAlreadyCommitted, retry.Decision)
 	require.Equal(t, int64(2), retry.Snapshot)
 	require.Equal(t, int64(8), retry.RowsIn)
 	require.Equal(t, map[string]int64{"accepted": 3, "conflict": 3, "duplicate": 1, "superseded_in_batch": 1}, retry.Outcomes)

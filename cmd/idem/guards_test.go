@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/catalog"
+
 	"github.com/idem-dev/idem/runner/job"
 
 	"github.com/stretchr/testify/require"
@@ -31,14 +33,14 @@ func TestRetryOfCommittedBatchIsAlreadyCommitted(t *testing.T) {
 	t.Parallel()
 	j := newGuardJob(t)
 	first := j.apply("--input", changesFixture(t, "batch-1.jsonl"))
-	require.Equal(t, runner.DecisionApplied, first.Decision)
+	require.Equal(t, job.DecisionApplied, first.Decision)
 	require.Equal(t, int64(1), first.Snapshot)
 	second := j.apply("--input", changesFixture(t, "batch-2.jsonl"))
 	require.Equal(t, int64(2), second.Snapshot)
 
 	before := captureState(t, j.db)
 	retry := j.apply("--input", changesFixture(t, "batch-1.jsonl"))
-	require.Equal(t, runner.DecisionAlreadyCommitted, retry.Decision)
+	require.Equal(t, job.DecisionAlreadyCommitted, retry.Decision)
 	require.Equal(t, "batch-1.jsonl", retry.BatchID)
 	require.Equal(t, first.Snapshot, retry.Snapshot, "the original batch's snapshot, not the latest")
 	require.Equal(t, first.RowsIn, retry.RowsIn)
@@ -76,19 +78,19 @@ func TestBatchIdentityCoversRowsAndBounds(t *testing.T) {
 			t.Parallel()
 			j := newGuardJob(t)
 			res := j.apply(withFixtures(t, tc.first)...)
-			require.Equal(t, runner.DecisionApplied, res.Decision)
+			require.Equal(t, job.DecisionApplied, res.Decision)
 			stderr := j.refused(withFixtures(t, tc.second)...)
 			require.Contains(t, stderr, "batch b1 was committed with digest")
 			require.Contains(t, stderr, "a changed batch needs a new batch id")
 
 			runs := j.log()
-			require.Equal(t, runner.DecisionRefused, runs[0].Decision)
+			require.Equal(t, job.DecisionRefused, runs[0].Decision)
 			require.Equal(t, "b1", *runs[0].BatchID)
 			require.Contains(t, *runs[0].Message, "batch b1")
 
 			// The committed batch is still recognised as committed.
 			again := j.apply(withFixtures(t, tc.first)...)
-			require.Equal(t, runner.DecisionAlreadyCommitted, again.Decision)
+			require.Equal(t, job.DecisionAlreadyCommitted, again.Decision)
 		})
 	}
 }
@@ -122,7 +124,7 @@ func TestOlderReplayCannotOverwriteOrResurrect(t *testing.T) {
 	require.Equal(t, want, j.query(`SELECT entity_id, source_version, status, value FROM customer_state ORDER BY entity_id`))
 
 	replay := j.apply("--input", old, "--batch-id", "old-replayed")
-	require.Equal(t, runner.DecisionApplied, replay.Decision)
+	require.Equal(t, job.DecisionApplied, replay.Decision)
 	require.Equal(t, map[string]int64{"stale": 2}, replay.Outcomes)
 	require.Equal(t, want, j.query(`SELECT entity_id, source_version, status, value FROM customer_state ORDER BY entity_id`))
 	require.Equal(t, [][]any{{"e2", "new"}}, j.query(`SELECT entity_id, value FROM customer_state_active ORDER BY entity_id`))
@@ -130,7 +132,7 @@ func TestOlderReplayCannotOverwriteOrResurrect(t *testing.T) {
 		j.query(`SELECT change_id, outcome FROM customer_state_outcomes WHERE batch_id = 'old-replayed' ORDER BY change_id`))
 
 	// The same replay under the old id is the old batch: already committed.
-	require.Equal(t, runner.DecisionAlreadyCommitted, j.apply("--input", old).Decision)
+	require.Equal(t, job.DecisionAlreadyCommitted, j.apply("--input", old).Decision)
 }
 
 // --from/--to: the first bounded batch starts at 0, each next one where the
@@ -146,7 +148,7 @@ func TestCursorBounds(t *testing.T) {
 	require.Contains(t, stderr, "batch batch-1.jsonl starts at 5 but the job's cursor is 0 (a gap)")
 
 	res := j.apply("--input", b1, "--from", "0", "--to", "10")
-	require.Equal(t, runner.DecisionApplied, res.Decision)
+	require.Equal(t, job.DecisionApplied, res.Decision)
 	require.Equal(t, int64(10), res.Cursor)
 	snap, cursor, _ := j.state()
 	require.Equal(t, []int64{1, 10}, []int64{snap, cursor})
@@ -158,7 +160,7 @@ func TestCursorBounds(t *testing.T) {
 
 	empty := j.input("empty.jsonl")
 	res = j.apply("--input", empty, "--from", "10", "--to", "20")
-	require.Equal(t, runner.DecisionApplied, res.Decision)
+	require.Equal(t, job.DecisionApplied, res.Decision)
 	require.Equal(t, int64(0), res.RowsIn)
 	require.Empty(t, res.Outcomes)
 	require.Equal(t, int64(2), res.Snapshot)
@@ -169,7 +171,7 @@ func TestCursorBounds(t *testing.T) {
 		j.query(`SELECT batch_id, from_pos, to_pos, rows_in, snapshot FROM idem.ledger WHERE batch_id = 'empty.jsonl'`))
 
 	// The empty batch retried is already committed, not a second interval.
-	require.Equal(t, runner.DecisionAlreadyCommitted, j.apply("--input", empty, "--from", "10", "--to", "20").Decision)
+	require.Equal(t, job.DecisionAlreadyCommitted, j.apply("--input", empty, "--from", "10", "--to", "20").Decision)
 
 	res = j.apply("--input", b2, "--from", "20", "--to", "30")
 	require.Equal(t, int64(30), res.Cursor)
@@ -183,7 +185,7 @@ func TestCursorBounds(t *testing.T) {
 	// cursor is compared: already committed, not an overlap.
 	before := captureState(t, j.db)
 	retry := j.apply("--input", b1, "--from", "0", "--to", "10")
-	require.Equal(t, runner.DecisionAlreadyCommitted, retry.Decision)
+	require.Equal(t, job.DecisionAlreadyCommitted, retry.Decision)
 	require.Equal(t, int64(1), retry.Snapshot)
 	require.Equal(t, before, captureState(t, j.db))
 
@@ -247,13 +249,13 @@ func TestFence(t *testing.T) {
 			require.Contains(t, stderr, "stale writer: epoch "+old+" is not the job's current epoch 3")
 		}
 		res = j.apply("--input", changesFixture(t, "batch-2.jsonl"), "--epoch", "3")
-		require.Equal(t, runner.DecisionApplied, res.Decision)
+		require.Equal(t, job.DecisionApplied, res.Decision)
 		require.Equal(t, []int64{2, 3}, []int64{res.Snapshot, res.Epoch})
 		snap, _, epoch = j.state()
 		require.Equal(t, []int64{2, 3}, []int64{snap, epoch})
 
 		res = j.apply("--input", changesFixture(t, "batch-3.jsonl"))
-		require.Equal(t, runner.DecisionApplied, res.Decision)
+		require.Equal(t, job.DecisionApplied, res.Decision)
 		require.Equal(t, int64(3), res.Epoch)
 	})
 	t.Run("before the first run", func(t *testing.T) {
@@ -264,7 +266,7 @@ func TestFence(t *testing.T) {
 		require.Equal(t, `{"job":"customer_state","epoch":2}`+"\n", r.stdout)
 		j.refused("--input", changesFixture(t, "batch-1.jsonl"), "--epoch", "1")
 		res := j.apply("--input", changesFixture(t, "batch-1.jsonl"), "--epoch", "2")
-		require.Equal(t, runner.DecisionApplied, res.Decision)
+		require.Equal(t, job.DecisionApplied, res.Decision)
 		require.True(t, res.FirstLoad)
 		require.Equal(t, []int64{1, 2}, []int64{res.Snapshot, res.Epoch})
 	})
@@ -377,7 +379,7 @@ licenses = ["CC0 1.0", "CC BY 4.0"]
 	}
 	r := callIdem(t, "log", job, "--json")
 	require.Equal(t, 0, r.code, r.stderr)
-	var out struct{ Runs []runner.LogEntry }
+	var out struct{ Runs []catalog.LogEntry }
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out))
 	var decisions []string
 	for _, e := range out.Runs {

@@ -12,10 +12,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/idem-dev/idem/runner/catalog"
+
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
-
-	"github.com/idem-dev/idem/runner"
 )
 
 func (a *app) newLogCmd() *cobra.Command {
@@ -48,7 +48,7 @@ terminal's width. --json keeps every text exactly as recorded.`,
 			}
 			if f.jsonOut {
 				if entries == nil {
-					entries = []runner.LogEntry{}
+					entries = []catalog.LogEntry{}
 				}
 				return a.printJSON(map[string]any{"job": job.Name, "runs": entries})
 			}
@@ -68,7 +68,7 @@ terminal's width. --json keeps every text exactly as recorded.`,
 
 // writeLogTable writes the human log table: one line per run, the reason
 // last so that a long one widens nothing but its own line.
-func writeLogTable(w *bytes.Buffer, entries []runner.LogEntry) {
+func writeLogTable(w *bytes.Buffer, entries []catalog.LogEntry) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tBATCH\tDECISION\tCHANGED\tROWS IN\tOUTCOMES\tSNAPSHOT\tCURSOR\tEPOCH\tREASON")
 	for _, e := range entries {

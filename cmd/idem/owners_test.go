@@ -95,7 +95,7 @@ func TestTablesBelongToOneJob(t *testing.T) {
 				require.Equal(t, job.ExitRefused, r.code, "plan exits as the run would: %s", r.stderr)
 				var plan runner.Plan
 				require.NoError(t, json.Unmarshal([]byte(r.stdout), &plan), r.stdout)
-				require.Equal(t, runner.DecisionRefused, plan.Decision)
+				require.Equal(t, job.DecisionRefused, plan.Decision)
 				require.Contains(t, "refused: "+plan.Reason, tc.want)
 			}
 		})

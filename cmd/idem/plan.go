@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/idem-dev/idem/runner/job"
+
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/runner"
@@ -70,14 +72,14 @@ refused plan exits 3, as the run would, with --json too.`,
 func (a *app) printPlan(plan *runner.Plan) {
 	what := "would be " + plan.Decision
 	switch {
-	case plan.Decision == runner.DecisionAlreadyCommitted:
+	case plan.Decision == job.DecisionAlreadyCommitted:
 		what = "already committed: a run would write nothing"
-	case plan.Decision == runner.DecisionSkipped:
+	case plan.Decision == job.DecisionSkipped:
 		what = "would be skipped: nothing changed"
 		if plan.Reason != "" {
 			what = "would be skipped: " + plan.Reason
 		}
-	case plan.Decision == runner.DecisionRefused:
+	case plan.Decision == job.DecisionRefused:
 		what = "would be refused"
 	case plan.FirstLoad:
 		what += " (first load)"
@@ -85,7 +87,7 @@ func (a *app) printPlan(plan *runner.Plan) {
 		what += " [" + strings.Join(plan.Changed, ", ") + " changed]"
 	}
 	fmt.Fprintf(a.stdout, "%s: %s\n", plan.Job, what)
-	if plan.Reason != "" && plan.Decision != runner.DecisionSkipped {
+	if plan.Reason != "" && plan.Decision != job.DecisionSkipped {
 		fmt.Fprintf(a.stdout, "  reason    %s\n", plan.Reason)
 	}
 	if len(plan.NewFiles) > 0 {

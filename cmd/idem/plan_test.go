@@ -28,7 +28,7 @@ func planThenRun(t *testing.T, db, jobFile string, args ...string) (runner.Plan,
 	r := callIdem(t, append([]string{"run", jobFile, "--json"}, args...)...)
 	require.Equal(t, r.code, p.code, "plan %v exits as the run does: plan %s / run %s", args, p.stderr, r.stderr)
 	if r.code != 0 {
-		require.Equal(t, runner.DecisionRefused, plan.Decision, "plan %v: %s", args, p.stdout)
+		require.Equal(t, job.DecisionRefused, plan.Decision, "plan %v: %s", args, p.stdout)
 		require.Equal(t, r.stderr, p.stderr, "plan %v gives the run's refusal", args)
 		var e struct {
 			Error    string `json:"error"`
@@ -53,7 +53,7 @@ func planThenRun(t *testing.T, db, jobFile string, args ...string) (runner.Plan,
 	if len(res.Runs) > 0 {
 		key = res.Runs[0].JobKey
 	}
-	if plan.Decision == runner.DecisionApplied || plan.Decision == runner.DecisionLoaded {
+	if plan.Decision == job.DecisionApplied || plan.Decision == job.DecisionLoaded {
 		require.Equal(t, key, plan.JobKey, "plan %v names the key the run uses", args)
 	}
 	return plan, r
@@ -73,13 +73,13 @@ func TestPlanAgreesWithRun(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"first load", nil, runner.DecisionApplied},
-		{"the same batch again", nil, runner.DecisionAlreadyCommitted},
-		{"a new batch", []string{"--input", batch2}, runner.DecisionApplied},
-		{"the batch id with other content", []string{"--input", changed}, runner.DecisionRefused},
-		{"a stale parent", []string{"--input", changesFixture(t, "batch-3.jsonl"), "--expect-parent", "1"}, runner.DecisionRefused},
-		{"a stale epoch", []string{"--input", changesFixture(t, "batch-3.jsonl"), "--epoch", "7"}, runner.DecisionRefused},
-		{"a cursor gap", []string{"--input", changesFixture(t, "batch-3.jsonl"), "--from", "5", "--to", "9"}, runner.DecisionRefused},
+		{"first load", nil, job.DecisionApplied},
+		{"the same batch again", nil, job.DecisionAlreadyCommitted},
+		{"a new batch", []string{"--input", batch2}, job.DecisionApplied},
+		{"the batch id with other content", []string{"--input", changed}, job.DecisionRefused},
+		{"a stale parent", []string{"--input", changesFixture(t, "batch-3.jsonl"), "--expect-parent", "1"}, job.DecisionRefused},
+		{"a stale epoch", []string{"--input", changesFixture(t, "batch-3.jsonl"), "--epoch", "7"}, job.DecisionRefused},
+		{"a cursor gap", []string{"--input", changesFixture(t, "batch-3.jsonl"), "--from", "5", "--to", "9"}, job.DecisionRefused},
 	}
 	for _, tc := range cases {
 		plan, _ := planThenRun(t, j.db, j.file, tc.args...)
@@ -98,10 +98,10 @@ func TestPlanSeesEditedReleasedSQL(t *testing.T) {
 	jobFile := filepath.Join(dir, "events.toml")
 	db := filepath.Join(dir, "data", "events.duckdb")
 	plan, _ := planThenRun(t, db, jobFile)
-	require.Equal(t, runner.DecisionLoaded, plan.Decision)
+	require.Equal(t, job.DecisionLoaded, plan.Decision)
 	require.True(t, plan.FirstLoad)
 	plan, _ = planThenRun(t, db, jobFile)
-	require.Equal(t, runner.DecisionSkipped, plan.Decision)
+	require.Equal(t, job.DecisionSkipped, plan.Decision)
 
 	steps, err := filepath.Glob(filepath.Join(dir, "events", "transform", "v1", "*.sql"))
 	require.NoError(t, err)
@@ -110,7 +110,7 @@ func TestPlanSeesEditedReleasedSQL(t *testing.T) {
 	require.NoError(t, err)
 	writeFile(t, steps[len(steps)-1], string(text)+"\n-- edited after release\n")
 	plan, r = planThenRun(t, db, jobFile)
-	require.Equal(t, runner.DecisionRefused, plan.Decision)
+	require.Equal(t, job.DecisionRefused, plan.Decision)
 	require.Equal(t, job.ExitRefused, r.code)
 	require.Contains(t, plan.Reason, "was edited after release")
 }
@@ -129,11 +129,11 @@ func TestPlanOfAFilesJob(t *testing.T) {
 	landing(t, dir, "b.jsonl", 3, 3)
 
 	plan, _ := planThenRun(t, db, jobFile)
-	require.Equal(t, runner.DecisionApplied, plan.Decision)
+	require.Equal(t, job.DecisionApplied, plan.Decision)
 	require.Len(t, plan.NewFiles, 2)
 
 	plan, r := planThenRun(t, db, jobFile)
-	require.Equal(t, runner.DecisionSkipped, plan.Decision)
+	require.Equal(t, job.DecisionSkipped, plan.Decision)
 	require.Equal(t, "nothing new: no file that is not committed", plan.Reason)
 	require.Empty(t, plan.Changed)
 	key := queryStrs(t, db, `SELECT job_key FROM idem.jobs WHERE job = 'trips'`)
@@ -145,6 +145,6 @@ func TestPlanOfAFilesJob(t *testing.T) {
 
 	landing(t, dir, "a.jsonl", 0, 4) // a committed file edited
 	plan, _ = planThenRun(t, db, jobFile)
-	require.Equal(t, runner.DecisionRefused, plan.Decision)
+	require.Equal(t, job.DecisionRefused, plan.Decision)
 	require.Contains(t, plan.Reason, "a.jsonl")
 }

@@ -86,9 +86,9 @@ func (a *app) printResult(res *runner.Result) {
 	w := a.stdout
 	what := res.Decision
 	switch {
-	case res.Decision == runner.DecisionSkipped:
+	case res.Decision == job.DecisionSkipped:
 		what = "skipped: nothing changed"
-	case res.FirstLoad && (res.Decision == runner.DecisionLoaded || res.Decision == runner.DecisionApplied):
+	case res.FirstLoad && (res.Decision == job.DecisionLoaded || res.Decision == job.DecisionApplied):
 		what = res.Decision + " (first load)"
 	case len(res.Changed) > 0:
 		what = res.Decision + " [" + strings.Join(res.Changed, ", ") + " changed]"

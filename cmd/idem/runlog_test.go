@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/catalog"
+
 	"github.com/idem-dev/idem/runner/job"
 
 	"github.com/stretchr/testify/require"
@@ -16,12 +18,12 @@ import (
 )
 
 // logOf runs `idem log JOB --json` and returns the runs, newest first.
-func logOf(t *testing.T, jobFile string) []runner.LogEntry {
+func logOf(t *testing.T, jobFile string) []catalog.LogEntry {
 	t.Helper()
 	r := callIdem(t, "log", jobFile, "--json")
 	require.Equal(t, 0, r.code, r.stderr)
 	var out struct {
-		Runs []runner.LogEntry `json:"runs"`
+		Runs []catalog.LogEntry `json:"runs"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out), r.stdout)
 	return out.Runs
@@ -33,7 +35,7 @@ type logRow struct {
 	decision, batch, reason string
 }
 
-func requireLog(t *testing.T, jobFile string, want []logRow) []runner.LogEntry {
+func requireLog(t *testing.T, jobFile string, want []logRow) []catalog.LogEntry {
 	t.Helper()
 	runs := logOf(t, jobFile)
 	require.Len(t, runs, len(want), "one log entry per invocation: %+v", runs)

@@ -52,7 +52,7 @@ func (a *app) runMany(cmd *cobra.Command, j *job.Job, db *runner.DB, opts runner
 	for _, r := range runs {
 		a.printResult(r)
 	}
-	if decision == runner.DecisionSkipped {
+	if decision == job.DecisionSkipped {
 		fmt.Fprintf(a.stdout, "%s: skipped: nothing new (%s)\n", j.Name, strings.TrimSpace(summary))
 		return nil
 	}

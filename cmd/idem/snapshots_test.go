@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/catalog"
+
 	"github.com/idem-dev/idem/runner/job"
 
 	"github.com/stretchr/testify/require"
@@ -65,7 +67,7 @@ func TestOrdersDecodeBothPayloadVersions(t *testing.T) {
 	e := newSnapEnv(t)
 	for _, f := range []string{"day-47.jsonl", "day-48.jsonl"} {
 		res := e.orders(f)
-		require.Equal(t, runner.DecisionApplied, res.Decision)
+		require.Equal(t, job.DecisionApplied, res.Decision)
 		require.Equal(t, lineCount(t, e.fixture("orders/"+f)), res.RowsIn, "rows read")
 		require.Equal(t, res.RowsIn, sum(res.Outcomes), "accepted + quarantined == extracted")
 	}
@@ -325,7 +327,7 @@ func TestRerunDetectsDifferences(t *testing.T) {
 		e.ordersDays()
 		db, err := runner.Open(context.Background(), e.db, runner.OpenOptions{})
 		require.NoError(t, err)
-		_, err = db.SQL().Exec(`UPDATE ` + runner.HistoryTable("orders") + ` SET amount_cents = 1 WHERE order_id = 'ord-47'`)
+		_, err = db.SQL().Exec(`UPDATE ` + catalog.HistoryTable("orders") + ` SET amount_cents = 1 WHERE order_id = 'ord-47'`)
 		require.NoError(t, err)
 		require.NoError(t, db.Close())
 		res := e.idem("rerun", e.config("orders"), "--snapshot", "2", "--json")
@@ -458,7 +460,7 @@ func TestRollbackOverErasureIsRefused(t *testing.T) {
 	e.ok(nil, "erase", e.config("orders"), "--key", "ord-83")
 	db, err := runner.Open(context.Background(), e.db, runner.OpenOptions{})
 	require.NoError(t, err)
-	_, err = db.SQL().Exec(`INSERT INTO ` + runner.HistoryTable("orders") + ` VALUES ('ord-83', 102, 4200, 'USD', 47, 1, 3)`)
+	_, err = db.SQL().Exec(`INSERT INTO ` + catalog.HistoryTable("orders") + ` VALUES ('ord-83', 102, 4200, 'USD', 47, 1, 3)`)
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 

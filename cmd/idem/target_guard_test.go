@@ -44,14 +44,14 @@ func TestChangedTargetIsRefused(t *testing.T) {
 			require.Equal(t, job.ExitRefused, r.code, "plan exits as the run would: %s", r.stderr)
 			var plan runner.Plan
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &plan), r.stdout)
-			require.Equal(t, runner.DecisionRefused, plan.Decision)
+			require.Equal(t, job.DecisionRefused, plan.Decision)
 			require.Contains(t, plan.Reason, tc.want)
 
 			r = callIdem(t, "rollback", j.file, "--to-snapshot", "2")
 			require.Equal(t, 0, r.code, r.stderr)
 			require.Equal(t, rows, j.query("SELECT * FROM "+applyTable+" ORDER BY ALL"), "the rollback rebuilt the rows of snapshot 2")
 			third := j.apply("--input", changesFixture(t, "batch-3.jsonl"))
-			require.Equal(t, runner.DecisionApplied, third.Decision)
+			require.Equal(t, job.DecisionApplied, third.Decision)
 			require.Equal(t, int64(4), third.Snapshot)
 			r = callIdem(t, "rerun", j.file, "--json")
 			require.Equal(t, 0, r.code, r.stdout+r.stderr)
@@ -98,5 +98,5 @@ func TestDroppedRefreshTargetIsRefused(t *testing.T) {
 	require.Equal(t, outcomes, queryInts(t, db, "SELECT count(*) FROM "+target+"_outcomes"))
 	code, out, errOut := cli(t, "run", cfg, "--db", db, "--json")
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, []string{runner.DecisionSkipped}, jsonDecisions(t, out))
+	require.Equal(t, []string{job.DecisionSkipped}, jsonDecisions(t, out))
 }

@@ -389,3 +389,7 @@ func sortedStrings(s []string) []string {
 	}
 	return SortedKeys(m)
 }
+
+// Companion matches a {{table:_suffix}} placeholder: a companion object
+// of the target, named by its suffix.
+var Companion = regexp.MustCompile(`\{\{\s*table:([A-Za-z0-9_]+)\s*\}\}`)

@@ -1,4 +1,4 @@
-package runner
+package catalog
 
 import (
 	"context"
@@ -8,13 +8,6 @@ import (
 	"fmt"
 
 	"github.com/idem-dev/idem/runner/job"
-)
-
-// Snapshot kinds beyond the run decisions (loaded, applied): an erasure and
-// a rollback each commit a snapshot of their own.
-const (
-	KindErase    = "erase"
-	KindRollback = "rollback"
 )
 
 // SnapshotRow is one row of idem.snapshots, decoded.
@@ -85,17 +78,17 @@ func scanSnapshot(scan func(...any) error) (*SnapshotRow, error) {
 	return &s, nil
 }
 
-// readSnapshot reads one snapshot row of job. A snapshot that does not exist
+// ReadSnapshot reads one snapshot row of job. A snapshot that does not exist
 // is a usage error naming the latest one.
-func readSnapshot(ctx context.Context, q querier, j string, snapshot int64) (*SnapshotRow, error) {
+func ReadSnapshot(ctx context.Context, q Querier, j string, snapshot int64) (*SnapshotRow, error) {
 	row := q.QueryRowContext(ctx, `SELECT `+snapshotColumns+` FROM idem.snapshots WHERE job = ? AND snapshot = ?`, j, snapshot)
 	s, err := scanSnapshot(row.Scan)
 	if errors.Is(err, sql.ErrNoRows) {
-		st, serr := readState(ctx, q, j)
+		st, serr := ReadState(ctx, q, j)
 		if serr != nil {
 			return nil, serr
 		}
-		return nil, job.Usage("job %s has no snapshot %d (latest is %d)", j, snapshot, st.snapshot)
+		return nil, job.Usage("job %s has no snapshot %d (latest is %d)", j, snapshot, st.Snapshot)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read snapshot %d of %s: %w", snapshot, j, err)
@@ -103,9 +96,9 @@ func readSnapshot(ctx context.Context, q querier, j string, snapshot int64) (*Sn
 	return s, nil
 }
 
-// readSnapshots reads the snapshot rows of job up to and including upTo, in
+// ReadSnapshots reads the snapshot rows of job up to and including upTo, in
 // order.
-func readSnapshots(ctx context.Context, q querier, j string, upTo int64) ([]*SnapshotRow, error) {
+func ReadSnapshots(ctx context.Context, q Querier, j string, upTo int64) ([]*SnapshotRow, error) {
 	rows, err := q.QueryContext(ctx, `SELECT `+snapshotColumns+` FROM idem.snapshots WHERE job = ? AND snapshot <= ? ORDER BY snapshot`, j, upTo)
 	if err != nil {
 		return nil, fmt.Errorf("read snapshots of %s: %w", j, err)
@@ -122,21 +115,21 @@ func readSnapshots(ctx context.Context, q querier, j string, upTo int64) ([]*Sna
 	return out, rows.Err()
 }
 
-// resolveSnapshot returns the snapshot a pinned read means: want, or the
+// ResolveSnapshot returns the snapshot a pinned read means: want, or the
 // job's latest when want is 0, with the latest.
-func resolveSnapshot(ctx context.Context, q querier, j string, want int64) (snapshot, latest int64, err error) {
-	st, err := readState(ctx, q, j)
+func ResolveSnapshot(ctx context.Context, q Querier, j string, want int64) (snapshot, latest int64, err error) {
+	st, err := ReadState(ctx, q, j)
 	if err != nil {
 		return 0, 0, err
 	}
-	if st.snapshot == 0 {
+	if st.Snapshot == 0 {
 		return 0, 0, job.Usage("job %s has no snapshot yet: run it first", j)
 	}
 	if want == 0 {
-		return st.snapshot, st.snapshot, nil
+		return st.Snapshot, st.Snapshot, nil
 	}
-	if want < 0 || want > st.snapshot {
-		return 0, 0, job.Usage("job %s has no snapshot %d (latest is %d)", j, want, st.snapshot)
+	if want < 0 || want > st.Snapshot {
+		return 0, 0, job.Usage("job %s has no snapshot %d (latest is %d)", j, want, st.Snapshot)
 	}
-	return want, st.snapshot, nil
+	return want, st.Snapshot, nil
 }

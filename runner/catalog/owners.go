@@ -1,4 +1,4 @@
-package runner
+package catalog
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func ownedNames(j *job.Job) []ownedName {
 	names := []ownedName{{key: ownerKey("main", j.Table), display: fmt.Sprintf("table %q", j.Table)}}
 	suffixes := map[string]bool{}
 	for _, text := range append([]string{j.DDL}, stepTexts(j.Steps)...) {
-		for _, m := range companion.FindAllStringSubmatch(text, -1) {
+		for _, m := range job.Companion.FindAllStringSubmatch(text, -1) {
 			suffixes[m[1]] = true
 		}
 	}
@@ -59,10 +59,10 @@ func stepTexts(steps []job.Step) []string {
 
 func ownerKey(schema, name string) string { return strings.ToLower(schema + "." + name) }
 
-// checkOwners refuses (guard "owner") when a table or view job would write
+// CheckOwners refuses (guard "owner") when a table or view job would write
 // belongs to another job. With claim, it records the names not yet claimed
 // as job's, in tx: they stay claimed only if tx commits.
-func checkOwners(ctx context.Context, tx querier, j *job.Job, claim bool) error {
+func CheckOwners(ctx context.Context, tx Querier, j *job.Job, claim bool) error {
 	for _, n := range ownedNames(j) {
 		var owner string
 		err := tx.QueryRowContext(ctx, `SELECT job FROM idem.owners WHERE name = ? ORDER BY job LIMIT 1`, n.key).Scan(&owner)

@@ -1,4 +1,4 @@
-package runner
+package catalog
 
 import (
 	"context"
@@ -17,17 +17,17 @@ import (
 // HistoryTable is the quoted name of a job's history table.
 func HistoryTable(j string) string { return "idem." + job.QuoteIdent(j+"__history") }
 
-// recordHistory brings the job's history up to date with the target as
+// RecordHistory brings the job's history up to date with the target as
 // snapshot S. When the steps left temp table idem_touched (the key columns
 // of every row they wrote or deleted), only those keys are closed and
 // re-inserted; otherwise the open rows and the target are compared whole.
-func (d *DB) recordHistory(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot int64) error {
-	cols, err := targetColumns(ctx, tx, j.Table)
+func RecordHistory(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot int64) error {
+	cols, err := TargetColumns(ctx, tx, j.Table)
 	if err != nil {
 		return err
 	}
 	hist := HistoryTable(j.Name)
-	exists, err := tableExists(ctx, tx, "idem", j.Name+"__history")
+	exists, err := TableExists(ctx, tx, "idem", j.Name+"__history")
 	if err != nil {
 		return err
 	}
@@ -45,7 +45,7 @@ func (d *DB) recordHistory(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot
 	}
 	list := strings.Join(names, ", ")
 	s := fmt.Sprint(snapshot)
-	touched, err := tableExists(ctx, tx, "temp", "idem_touched")
+	touched, err := TableExists(ctx, tx, "temp", "idem_touched")
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func (d *DB) recordHistory(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot
 		}
 		for _, q := range stmts {
 			if _, err := tx.ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("record history of %s: %w", j.Name, trimSQLError(err))
+				return fmt.Errorf("record history of %s: %w", j.Name, TrimSQLError(err))
 			}
 		}
 		return nil
@@ -89,7 +89,7 @@ func (d *DB) recordHistory(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot
 	)
 	for _, q := range stmts {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("record history of %s: %w", j.Name, trimSQLError(err))
+			return fmt.Errorf("record history of %s: %w", j.Name, TrimSQLError(err))
 		}
 	}
 	return nil
@@ -98,7 +98,7 @@ func (d *DB) recordHistory(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot
 // alignHistory adds to the history table any target column it lacks (after
 // a schema change). Columns the target dropped stay, NULL in newer rows.
 func alignHistory(ctx context.Context, tx *sql.Tx, j string, cols []TargetColumn) error {
-	have, err := targetColumnsIn(ctx, tx, "idem", j+"__history")
+	have, err := TargetColumnsIn(ctx, tx, "idem", j+"__history")
 	if err != nil {
 		return err
 	}
@@ -119,23 +119,6 @@ func alignHistory(ctx context.Context, tx *sql.Tx, j string, cols []TargetColumn
 		}
 	}
 	return nil
-}
-
-func targetColumnsIn(ctx context.Context, q querier, schema, table string) ([]TargetColumn, error) {
-	rows, err := q.QueryContext(ctx, `SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = current_database() AND schema_name = ? AND table_name = ? ORDER BY column_index`, schema, table)
-	if err != nil {
-		return nil, fmt.Errorf("columns of %s.%s: %w", schema, table, err)
-	}
-	defer rows.Close()
-	var cols []TargetColumn
-	for rows.Next() {
-		var c TargetColumn
-		if err := rows.Scan(&c.Name, &c.Type); err != nil {
-			return nil, err
-		}
-		cols = append(cols, c)
-	}
-	return cols, rows.Err()
 }
 
 // PinnedSelect returns a SELECT of the target's rows as committed at
