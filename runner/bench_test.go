@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/source"
+
 	"github.com/idem-dev/idem/runner/job"
 
 	idemsql "github.com/idem-dev/idem/sql"
@@ -27,7 +29,7 @@ func BenchmarkHashFile(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	b.ResetTimer()
 	for b.Loop() {
-		if _, _, err := hashFile(context.Background(), path, int64(len(data)), job.Progress{}); err != nil {
+		if _, _, err := source.HashFile(context.Background(), path, int64(len(data)), job.Progress{}); err != nil {
 			b.Fatal(err)
 		}
 	}

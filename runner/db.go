@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idem-dev/idem/runner/source"
+
 	"github.com/idem-dev/idem/runner/catalog"
 
 	"github.com/idem-dev/idem/runner/job"
@@ -172,7 +174,7 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 	if !opts.ReadOnly {
 		removeStaleScratch(path) // left by killed reruns (scratch.go)
 		// Finish the file work a killed run or erasure left (store.go).
-		if _, err := d.sweepInputs(ctx); err != nil {
+		if _, err := source.Sweep(ctx, d.sql, d.path); err != nil {
 			db.Close()
 			return nil, err
 		}
@@ -180,7 +182,7 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 		// A reader holds the file's lock too, so no writer is between
 		// retain and COMMIT; deleting files writes nothing to the
 		// database. A reader that may not delete still reads.
-		_, _ = d.sweepInputs(ctx)
+		_, _ = source.Sweep(ctx, d.sql, d.path)
 	}
 	return d, nil
 }

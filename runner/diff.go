@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/idem-dev/idem/runner/source"
+
 	"github.com/idem-dev/idem/runner/catalog"
 
 	"github.com/idem-dev/idem/runner/job"
@@ -115,7 +117,7 @@ func DiffFiles(ctx context.Context, file1, file2, format string, key []string) (
 		if err != nil {
 			return nil, err
 		}
-		sum, _, err := fileSHA256(p)
+		sum, _, err := source.FileSHA256(p)
 		if err != nil {
 			return nil, fmt.Errorf("diff %s: %w", p, err)
 		}

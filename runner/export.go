@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idem-dev/idem/runner/source"
+
 	"github.com/idem-dev/idem/runner/catalog"
 
 	"github.com/idem-dev/idem/runner/job"
@@ -299,7 +301,7 @@ func copyTo(ctx context.Context, q catalog.Querier, query, out, format, label st
 	rows, _ := r.RowsAffected()
 	sum, size := th.sum, th.size
 	if st, serr := os.Stat(tmpName); th.err != nil || serr != nil || st.Size() != size {
-		if sum, size, err = fileSHA256(tmpName); err != nil {
+		if sum, size, err = source.FileSHA256(tmpName); err != nil {
 			return 0, "", 0, fmt.Errorf("export to %s: %w", out, err)
 		}
 	}
@@ -362,11 +364,6 @@ func tailSHA256(path string, done <-chan struct{}, read func(int64)) tailResult 
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
-}
-
-// fileSHA256 hashes a file.
-func fileSHA256(path string) (string, int64, error) {
-	return sumFile(context.Background(), path, nil)
 }
 
 // ManifestName is the file a partitioned export writes beside its parts.

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/idem-dev/idem/runner/source"
+
 	"github.com/idem-dev/idem/runner/job"
 
 	"github.com/stretchr/testify/require"
@@ -25,7 +27,7 @@ func TestCopyToReportsTheFileSHA256(t *testing.T) {
 			rows, sum, size, err := copyTo(context.Background(), db.sql, query, out, format, "", job.Progress{}, nil)
 			require.NoError(t, err)
 			require.EqualValues(t, 400000, rows)
-			want, wantSize, err := fileSHA256(out)
+			want, wantSize, err := source.FileSHA256(out)
 			require.NoError(t, err)
 			require.Equal(t, want, sum)
 			require.Equal(t, wantSize, size)

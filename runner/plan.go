@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/idem-dev/idem/runner/source"
+
 	"github.com/idem-dev/idem/runner/catalog"
 
 	"github.com/idem-dev/idem/runner/job"
@@ -89,7 +91,7 @@ func PlanRun(ctx context.Context, dbPath string, j *job.Job, opts RunOptions, op
 		if db != nil {
 			q = db.sql
 		}
-		fresh, err := pendingFiles(ctx, q, j, opts)
+		fresh, err := source.Pending(ctx, q, j, opts.Input, opts.Progress)
 		var refused *job.RefusedError
 		if errors.As(err, &refused) {
 			return refusedPlan(ctx, db, j, err)
@@ -108,7 +110,7 @@ func PlanRun(ctx context.Context, dbPath string, j *job.Job, opts RunOptions, op
 		if j.Input.Batch == job.BatchAll {
 			first = fresh
 		}
-		opts.files = first
+		opts.Source = &source.Files{Job: j, Listed: first}
 		opts.BatchID = filepath.Base(first[0].Path)
 		if len(first) > 1 {
 			opts.BatchID += ".." + filepath.Base(first[len(first)-1].Path)

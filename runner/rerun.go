@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/idem-dev/idem/runner/source"
+
 	"github.com/idem-dev/idem/runner/catalog"
 
 	"github.com/idem-dev/idem/runner/job"
@@ -202,11 +204,11 @@ func jobAt(j *job.Job, row *catalog.SnapshotRow) (*job.Job, error) {
 	// part hashes the DDL expanded with the recorded columns.
 	if got := at.TransformPart(); got.SHA256 != parts.Transform.SHA256 {
 		return nil, job.Refuse("rerun", "snapshot %d of %s was built with transform v%d of %s with sha256 %s; its files now have sha256 %s: cannot rebuild it with other SQL",
-			row.Snapshot, j.Name, parts.Transform.Version, p.Name, short(parts.Transform.SHA256), short(got.SHA256))
+			row.Snapshot, j.Name, parts.Transform.Version, p.Name, job.Short(parts.Transform.SHA256), job.Short(got.SHA256))
 	}
 	if got := at.SchemaPart(); got.SHA256 != parts.Schema.SHA256 {
 		return nil, job.Refuse("rerun", "snapshot %d of %s was built with schema v%d of %s with sha256 %s; its file now has sha256 %s: cannot rebuild it with other DDL",
-			row.Snapshot, j.Name, parts.Schema.Version, p.Name, short(parts.Schema.SHA256), short(got.SHA256))
+			row.Snapshot, j.Name, parts.Schema.Version, p.Name, job.Short(parts.Schema.SHA256), job.Short(got.SHA256))
 	}
 	format := row.Inputs.Format
 	if f, ok := parts.Config["format"].(string); ok && f != "" {
@@ -237,13 +239,6 @@ func jobAt(j *job.Job, row *catalog.SnapshotRow) (*job.Job, error) {
 		at.Params[name] = cv
 	}
 	return &at, nil
-}
-
-func short(sum string) string {
-	if len(sum) > 12 {
-		return sum[:12]
-	}
-	return sum
 }
 
 // decodeParts decodes parts JSON keeping numbers exact.
@@ -285,15 +280,15 @@ func (d *DB) replayRun(ctx context.Context, scratch *DB, j *job.Job, row *catalo
 		return fmt.Errorf("rerun: snapshot %d of %s records no input file", row.Snapshot, j.Name)
 	}
 	for _, f := range files {
-		if _, err := os.Stat(retainedPath(d.path, f.SHA256)); err != nil {
-			return fmt.Errorf("rerun: snapshot %d of %s: retained input %s (%s) is missing: %w", row.Snapshot, j.Name, f.Name, short(f.SHA256), err)
+		if _, err := os.Stat(source.RetainedPath(d.path, f.SHA256)); err != nil {
+			return fmt.Errorf("rerun: snapshot %d of %s: retained input %s (%s) is missing: %w", row.Snapshot, j.Name, f.Name, job.Short(f.SHA256), err)
 		}
 		// Never replay from a copy whose bytes are not the recorded ones.
-		if err := verifyRetained(ctx, d.path, f); err != nil {
+		if err := source.VerifyRetained(ctx, d.path, f); err != nil {
 			return fmt.Errorf("rerun: snapshot %d of %s: %w", row.Snapshot, j.Name, err)
 		}
 	}
-	input := retainedPath(d.path, files[0].SHA256)
+	input := source.RetainedPath(d.path, files[0].SHA256)
 	if len(files) > 1 {
 		// A glob over links named in the recorded order reads the files in
 		// that order.
@@ -301,7 +296,7 @@ func (d *DB) replayRun(ctx context.Context, scratch *DB, j *job.Job, row *catalo
 			return err
 		}
 		for i, f := range files {
-			src, err := filepath.Abs(retainedPath(d.path, f.SHA256))
+			src, err := filepath.Abs(source.RetainedPath(d.path, f.SHA256))
 			if err != nil {
 				return err
 			}
@@ -316,12 +311,11 @@ func (d *DB) replayRun(ctx context.Context, scratch *DB, j *job.Job, row *catalo
 		opts.BatchID = ""
 	}
 	if j.Input.ChunkRows > 0 {
-		resolved, err := resolveInput(ctx, input, progress)
+		resolved, err := source.Expand(ctx, input, progress)
 		if err != nil {
 			return fmt.Errorf("rerun: snapshot %d of %s: %w", row.Snapshot, j.Name, err)
 		}
-		opts.files = resolved
-		opts.chunk = &chunkSpec{rows: j.Input.ChunkRows, from: row.Inputs.Bounds.From}
+		opts.Source = &source.Files{Job: j, Listed: resolved, Chunk: &source.Chunk{Rows: j.Input.ChunkRows, From: row.Inputs.Bounds.From}}
 		opts.From, opts.To = nil, nil
 	}
 	res, err := scratch.Run(ctx, j, opts)
@@ -330,7 +324,7 @@ func (d *DB) replayRun(ctx context.Context, scratch *DB, j *job.Job, row *catalo
 	}
 	for i, f := range res.Inputs {
 		if i < len(files) && f.SHA256 != files[i].SHA256 {
-			return fmt.Errorf("rerun: snapshot %d of %s: retained input %s has sha256 %s, recorded %s", row.Snapshot, j.Name, files[i].Name, short(f.SHA256), short(files[i].SHA256))
+			return fmt.Errorf("rerun: snapshot %d of %s: retained input %s has sha256 %s, recorded %s", row.Snapshot, j.Name, files[i].Name, job.Short(f.SHA256), job.Short(files[i].SHA256))
 		}
 	}
 	if res.Decision != job.DecisionApplied && res.Decision != job.DecisionLoaded {

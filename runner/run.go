@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idem-dev/idem/runner/source"
+
 	"github.com/idem-dev/idem/runner/catalog"
 
 	"github.com/idem-dev/idem/runner/job"
@@ -45,31 +47,32 @@ type RunOptions struct {
 	// before COMMIT (tests of the all-or-nothing commit).
 	FailAfterTarget bool
 
-	files []InputFile // already resolved and hashed input (RunFiles, RunChunks)
-	chunk *chunkSpec  // the chunk of a chunked input (RunChunks)
+	// Source is what the run reads; nil reads the job's [input] (or
+	// Input). RunFiles, RunChunks and rerun pass files already listed.
+	Source source.Input
 }
 
 // Result is what a run reports.
 type Result struct {
-	Job         string           `json:"job"`
-	Pipeline    string           `json:"pipeline"`
-	Mode        string           `json:"mode"`
-	Decision    string           `json:"decision"`
-	Changed     []string         `json:"changed"`
-	FirstLoad   bool             `json:"first_load"`
-	JobKey      string           `json:"job_key"`
-	Snapshot    int64            `json:"snapshot"`
-	Parent      int64            `json:"parent"`
-	BatchID     string           `json:"batch_id,omitempty"`
-	RowsIn      int64            `json:"rows_in"`
-	RowsOut     int64            `json:"rows_out"`
-	Outcomes    map[string]int64 `json:"outcomes"`
-	Cursor      int64            `json:"cursor"`
-	Epoch       int64            `json:"epoch"`
-	Target      string           `json:"target"`
-	InputSHA256 string           `json:"input_sha256"`
-	Inputs      []InputFile      `json:"inputs"`
-	Parts       job.Parts        `json:"parts"`
+	Job         string             `json:"job"`
+	Pipeline    string             `json:"pipeline"`
+	Mode        string             `json:"mode"`
+	Decision    string             `json:"decision"`
+	Changed     []string           `json:"changed"`
+	FirstLoad   bool               `json:"first_load"`
+	JobKey      string             `json:"job_key"`
+	Snapshot    int64              `json:"snapshot"`
+	Parent      int64              `json:"parent"`
+	BatchID     string             `json:"batch_id,omitempty"`
+	RowsIn      int64              `json:"rows_in"`
+	RowsOut     int64              `json:"rows_out"`
+	Outcomes    map[string]int64   `json:"outcomes"`
+	Cursor      int64              `json:"cursor"`
+	Epoch       int64              `json:"epoch"`
+	Target      string             `json:"target"`
+	InputSHA256 string             `json:"input_sha256"`
+	Inputs      []source.InputFile `json:"inputs"`
+	Parts       job.Parts          `json:"parts"`
 	// IgnoredColumns names, as "file: column", the input columns that
 	// [input] extra_columns = "ignore" skipped.
 	IgnoredColumns []string `json:"ignored_columns,omitempty"`
@@ -86,8 +89,11 @@ type Result struct {
 
 // prepared is everything a run computes before it opens its transaction.
 type prepared struct {
-	files   []InputFile
-	format  string
+	input   source.Input
+	in      *source.Resolved
+	files   []source.InputFile // in.Files
+	format  string             // in.Format
+	chunk   *source.Chunk      // in.Chunk
 	parts   job.Parts
 	key     string
 	batchID string
@@ -112,27 +118,22 @@ func prepare(ctx context.Context, j *job.Job, opts RunOptions) (*prepared, error
 			return nil, job.Usage("--to %d must be greater than --from %d: a batch covers (from, to]", *opts.To, *opts.From)
 		}
 	}
-	files := opts.files
-	if files == nil {
-		var err error
-		done := opts.Progress.Start("hash input")
-		files, err = resolveJobInput(ctx, j, opts.Input, opts.Progress)
-		done()
-		if err != nil {
-			return nil, err
-		}
+	input := opts.Source
+	if input == nil {
+		input = &source.Files{Job: j, Path: opts.Input, Progress: opts.Progress}
 	}
-	format, err := inferFormat(j.Input.Format, files)
+	in, err := input.Resolve(ctx)
 	if err != nil {
 		return nil, err
 	}
+	files, format := in.Files, in.Format
 	parts := job.Parts{
-		Input:     inputDigest(files),
+		Input:     in.Digest,
 		Transform: j.TransformPart(),
 		Config:    j.Config(format),
 		Schema:    j.SchemaPart(),
 	}
-	p := &prepared{files: files, format: format, parts: parts, key: parts.Key()}
+	p := &prepared{input: input, in: in, files: files, format: format, chunk: in.Chunk, parts: parts, key: parts.Key()}
 	p.digest = parts.Input
 	if j.Pipeline.Mode == job.ModeApply {
 		p.batchID = opts.BatchID
@@ -147,8 +148,8 @@ func prepare(ctx context.Context, j *job.Job, opts RunOptions) (*prepared, error
 				"input": parts.Input, "from": *opts.From, "to": *opts.To,
 			})))
 		}
-		if opts.chunk != nil {
-			opts.chunk.name(p, files)
+		if p.chunk != nil {
+			p.batchID, p.digest = p.chunk.Name(p.parts.Input, files)
 			if opts.BatchID != "" {
 				p.batchID = opts.BatchID // a rerun replays a recorded chunk
 			}
@@ -192,7 +193,7 @@ func (d *DB) run(ctx context.Context, j *job.Job, opts RunOptions) (*Result, err
 		rbErr := tx.Rollback()
 		if p.retained {
 			// The copy this run retained is named by no committed row.
-			_, _ = d.sweepInputs(context.WithoutCancel(ctx))
+			_, _ = source.Sweep(context.WithoutCancel(ctx), d.sql, d.path)
 		}
 		if err != nil {
 			err = job.Canceled(ctx, err)
@@ -367,7 +368,7 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, opt
 	// Load.
 	done := opts.Progress.Start("retain input")
 	p.retained = true
-	err = retain(ctx, d.path, p.files, opts.Progress)
+	err = source.Retain(ctx, d.path, p.files, opts.Progress)
 	done()
 	if err != nil {
 		return nil, false, err
@@ -381,14 +382,14 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, opt
 	if err := bindVariables(ctx, tx, j, p, snapshot); err != nil {
 		return nil, false, err
 	}
-	if res.IgnoredColumns, err = stageInput(ctx, tx, p.files, p.format, j.Pipeline.ColumnNames(), j.Input.ExtraColumns == job.ExtraIgnore); err != nil {
+	in, err := p.input.Stage(ctx, tx, p.in)
+	if err != nil {
 		return nil, false, err
 	}
-	if more, err := filterChunk(ctx, tx, j, opts.chunk); err != nil || !more {
-		if err == nil {
-			res.Decision = job.DecisionSkipped // the input holds nothing past the cursor
-		}
-		return res, false, err
+	res.IgnoredColumns = in.IgnoredColumns
+	if in.Empty {
+		res.Decision = job.DecisionSkipped // the input holds nothing past the cursor
+		return res, false, nil
 	}
 	if err := catalog.PrepareErasures(ctx, tx, j); err != nil {
 		return nil, false, err
@@ -471,8 +472,8 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, opt
 		if opts.To != nil {
 			res.Cursor = *opts.To
 		}
-		if opts.chunk != nil && opts.chunk.to != nil {
-			res.Cursor = *opts.chunk.to
+		if p.chunk != nil && p.chunk.To != nil {
+			res.Cursor = *p.chunk.To
 		}
 	} else {
 		res.Decision = job.DecisionLoaded
@@ -616,7 +617,7 @@ func stepError(j *job.Job, step job.Step, err error, p *prepared) error {
 	msg := err.Error()
 	if strings.Contains(msg, "Malformed JSON") || strings.Contains(msg, "CSV Error") || strings.Contains(msg, "Invalid unicode") ||
 		strings.Contains(msg, "Invalid Input Error") || strings.Contains(msg, "Conversion Error") {
-		return inputReadError(err, p.files, p.format)
+		return source.ReadError(err, p.files, p.format)
 	}
 	return fmt.Errorf("step %s: %w", step.Name, contractError(j, "step "+step.Name, catalog.TrimSQLError(err)))
 }
@@ -659,7 +660,7 @@ func outcomeCounts(ctx context.Context, tx *sql.Tx, j *job.Job, batchID string) 
 func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepared, st catalog.State, res *Result, opts RunOptions) error {
 	outcomes := string(job.CanonicalJSON(res.Outcomes))
 	if j.Pipeline.Mode == job.ModeApply {
-		from, to := opts.bounds()
+		from, to := bounds(opts, p.chunk)
 		if err := catalog.InsertLedger(ctx, tx, catalog.NewBatch{Job: j.Name, BatchID: p.batchID, Digest: p.digest, InputDigest: p.parts.Input,
 			From: from, To: to, RowsIn: res.RowsIn, Outcomes: outcomes, Snapshot: res.Snapshot}); err != nil {
 			return err
@@ -673,7 +674,7 @@ func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *pre
 	if err != nil {
 		return err
 	}
-	from, to := opts.bounds()
+	from, to := bounds(opts, p.chunk)
 	bounds := map[string]any{"from": from, "to": to}
 	if err := catalog.InsertSnapshot(ctx, tx, catalog.NewSnapshot{
 		Job: j.Name, Snapshot: res.Snapshot, Parent: st.Snapshot, Kind: res.Decision, BatchID: p.batchID,

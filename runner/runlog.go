@@ -25,12 +25,12 @@ import (
 // the invocation is logged by its chunks.
 func (d *DB) logNoCommit(j *job.Job, p *prepared, res *Result, opts RunOptions) {
 	var message string
-	if c := opts.chunk; c != nil {
-		if c.after {
+	if c := p.chunk; c != nil {
+		if c.After {
 			return
 		}
-		if c.from != nil {
-			message = fmt.Sprintf("nothing past watermark %d", *c.from)
+		if c.From != nil {
+			message = fmt.Sprintf("nothing past watermark %d", *c.From)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/idem-dev/idem/runner/source"
+
 	"github.com/idem-dev/idem/runner/catalog"
 
 	"github.com/idem-dev/idem/runner/job"
@@ -40,17 +42,17 @@ func (d *DB) scrubErased(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepare
 		return err
 	}
 	keyCol, posCol := j.Pipeline.Key[0], j.Pipeline.Position
-	flt := rowFilter{
-		keyCol: keyCol, posCol: posCol,
-		drop: func(k string, pos sql.NullInt64) bool {
+	flt := source.RowFilter{
+		KeyCol: keyCol, PosCol: posCol,
+		Drop: func(k string, pos sql.NullInt64) bool {
 			e, ok := erased[k]
 			return ok && pos.Valid && pos.Int64 <= e
 		},
-		dropSQL: "EXISTS (SELECT 1 FROM idem_erased AS e WHERE e.key = CAST(" + job.QuoteIdent(keyCol) + " AS VARCHAR) AND " + positionSQL("CAST("+job.QuoteIdent(posCol)+" AS VARCHAR)") + " <= e.position)",
+		DropSQL: "EXISTS (SELECT 1 FROM idem_erased AS e WHERE e.key = CAST(" + job.QuoteIdent(keyCol) + " AS VARCHAR) AND " + source.PositionSQL("CAST("+job.QuoteIdent(posCol)+" AS VARCHAR)") + " <= e.position)",
 	}
 	for i := range p.files {
 		f := &p.files[i]
-		rw, _, err := d.rewriteWithout(ctx, tx, catalog.InputRef{SHA256: f.SHA256, Bytes: f.Size, Name: filepath.Base(f.Path)}, p.format, flt)
+		rw, _, err := source.Rewrite(ctx, tx, d.path, catalog.InputRef{SHA256: f.SHA256, Bytes: f.Size, Name: filepath.Base(f.Path)}, p.format, flt)
 		if err != nil {
 			return err
 		}
@@ -70,7 +72,7 @@ func (d *DB) scrubErased(ctx context.Context, tx *sql.Tx, j *job.Job, p *prepare
 			}
 			p.scrubbed = append(p.scrubbed, f.Retained)
 		}
-		f.SHA256, f.Size, f.Retained = rw.New, rw.Bytes, retainedPath(d.path, rw.New)
+		f.SHA256, f.Size, f.Retained = rw.New, rw.Bytes, source.RetainedPath(d.path, rw.New)
 	}
 	return nil
 }

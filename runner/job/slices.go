@@ -7,3 +7,11 @@ func NonNil(s []string) []string {
 	}
 	return s
 }
+
+// Short is the first 12 characters of a sha256, for messages.
+func Short(sum string) string {
+	if len(sum) > 12 {
+		return sum[:12]
+	}
+	return sum
+}

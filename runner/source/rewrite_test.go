@@ -1,4 +1,4 @@
-package runner
+package source
 
 import (
 	"bytes"
@@ -37,7 +37,7 @@ func TestFilterKeepsOtherRowsBytes(t *testing.T) {
 			src := filepath.Join(t.TempDir(), "in")
 			require.NoError(t, os.WriteFile(src, []byte(c.in), 0o644))
 			var out bytes.Buffer
-			flt := keyFilter("id", "pos", "7")
+			flt := KeyFilter("id", "pos", "7")
 			var removed int64
 			var pos sql.NullInt64
 			var err error

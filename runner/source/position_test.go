@@ -1,4 +1,4 @@
-package runner
+package source
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 )
 
 // One rule reads a position from text: parsePosition (the retained-input
-// filters of erase and the scrub) and positionSQL (erase over stored rows)
+// filters of erase and the scrub) and PositionSQL (erase over stored rows)
 // agree on every case, and the rule is the versioned_changes stage step's.
 func TestPositionRule(t *testing.T) {
 	t.Parallel()
@@ -41,10 +41,10 @@ func TestPositionRule(t *testing.T) {
 	for _, c := range cases {
 		require.Equal(t, c.want, parsePosition(c.text), "parsePosition(%q)", c.text)
 		var got sql.NullInt64
-		require.NoError(t, db.QueryRowContext(ctx, "SELECT "+positionSQL("t")+" FROM (SELECT CAST(? AS VARCHAR) AS t)", c.text).Scan(&got))
-		require.Equal(t, c.want, got, "positionSQL(%q)", c.text)
+		require.NoError(t, db.QueryRowContext(ctx, "SELECT "+PositionSQL("t")+" FROM (SELECT CAST(? AS VARCHAR) AS t)", c.text).Scan(&got))
+		require.Equal(t, c.want, got, "PositionSQL(%q)", c.text)
 	}
-	stage, err := os.ReadFile("../sql/versioned_changes/transform/v1/01_stage.sql")
+	stage, err := os.ReadFile("../../sql/versioned_changes/transform/v1/01_stage.sql")
 	require.NoError(t, err)
 	require.True(t, strings.Contains(string(stage), "regexp_full_match(raw_version, '"+positionPattern+"')"), "the stage step reads source_version by positionPattern")
 	require.True(t, strings.Contains(string(stage), "regexp_replace(raw_version, '"+positionStrip+"', '', 'g') AS BIGINT)"), "the stage step strips by positionStrip")
