@@ -16,16 +16,43 @@ import (
 func TestLayering(t *testing.T) {
 	t.Parallel()
 	const module = "github.com/idem-dev/idem"
-	for _, tc := range []struct {
+	const (
+		job     = module + "/runner/job"
+		catalog = module + "/runner/catalog"
+		source  = module + "/runner/source"
+		run     = module + "/runner/run"
+		ops     = module + "/runner/ops"
+	)
+	pure := []string{"database/sql", "github.com/duckdb/"}
+	layers := []struct {
 		pkg       string
 		idem      []string // idem packages it may depend on
 		forbidden []string // import path prefixes it must not depend on
+		direct    bool     // check its own imports only (they bring the layers below)
 	}{
-		{pkg: module + "/runner/job", forbidden: []string{"database/sql", "github.com/duckdb/"}},
-	} {
+		{pkg: module + "/runner/job", forbidden: pure},
+		{pkg: module + "/runner/catalog", idem: []string{job}},
+		{pkg: module + "/runner/source", idem: []string{job, catalog}},
+		{pkg: module + "/runner/run", idem: []string{job, catalog, source}},
+		{pkg: module + "/runner/ops", idem: []string{job, catalog, source, run}},
+		// The CLI calls run and ops; catalog only for the row types it
+		// prints (LogEntry), never source.
+		{pkg: module + "/cmd/idem", idem: []string{job, catalog, run, ops, module + "/sql"}, direct: true},
+	}
+	// Every package of the library has its place in the list.
+	listed := map[string]bool{module + "/runner": true}
+	for _, tc := range layers {
+		listed[tc.pkg] = true
+	}
+	for _, p := range goList(t, "list", module+"/runner/...") {
+		if !listed[p] {
+			t.Errorf("package %s is not in the layering: add it with the idem packages it may import", p)
+		}
+	}
+	for _, tc := range layers {
 		t.Run(tc.pkg, func(t *testing.T) {
 			t.Parallel()
-			deps := goListDeps(t, tc.pkg)
+			deps := goListDeps(t, tc.pkg, tc.direct)
 			if len(deps) == 0 {
 				t.Fatalf("go list found no dependencies of %s", tc.pkg)
 			}
@@ -46,22 +73,32 @@ func TestLayering(t *testing.T) {
 }
 
 // goListDeps is `go list -f '{{join .Deps "\n"}}' pkg`: every package pkg
-// depends on, directly or not.
-func goListDeps(t *testing.T, pkg string) []string {
+// depends on, directly or not; with direct, `{{join .Imports "\n"}}`.
+func goListDeps(t *testing.T, pkg string, direct bool) []string {
+	t.Helper()
+	format := `{{join .Deps "\n"}}`
+	if direct {
+		format = `{{join .Imports "\n"}}`
+	}
+	return goList(t, "list", "-f", format, pkg)
+}
+
+// goList runs the go command with args and returns its output's fields.
+func goList(t *testing.T, args ...string) []string {
 	t.Helper()
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	if _, err := exec.LookPath(gobin); err != nil {
 		if gobin, err = exec.LookPath("go"); err != nil {
-			t.Fatalf("no go command to list the dependencies of %s: %v", pkg, err)
+			t.Fatalf("no go command to run go %v: %v", args, err)
 		}
 	}
-	out, err := exec.Command(gobin, "list", "-f", `{{join .Deps "\n"}}`, pkg).Output()
+	out, err := exec.Command(gobin, args...).Output()
 	if err != nil {
 		msg := ""
 		if ee, ok := err.(*exec.ExitError); ok {
 			msg = string(ee.Stderr)
 		}
-		t.Fatalf("go list %s: %v\n%s", pkg, err, msg)
+		t.Fatalf("go %v: %v\n%s", args, err, msg)
 	}
 	return strings.Fields(string(out))
 }

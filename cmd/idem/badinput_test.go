@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/run"
 )
 
 // badInputEnv is the sandbox of one bad-input case: a database that already
@@ -70,7 +70,7 @@ func runMain(t *testing.T, args ...string) (int, string, string) {
 
 func execSQL(t *testing.T, dbPath, q string) {
 	t.Helper()
-	db, err := runner.Open(context.Background(), dbPath, runner.OpenOptions{})
+	db, err := run.Open(context.Background(), dbPath, run.OpenOptions{})
 	require.NoError(t, err)
 	defer db.Close()
 	_, err = db.SQL().ExecContext(context.Background(), q)
@@ -79,7 +79,7 @@ func execSQL(t *testing.T, dbPath, q string) {
 
 func queryRows(t *testing.T, dbPath, q string) []string {
 	t.Helper()
-	db, err := runner.Open(context.Background(), dbPath, runner.OpenOptions{})
+	db, err := run.Open(context.Background(), dbPath, run.OpenOptions{})
 	require.NoError(t, err)
 	defer db.Close()
 	rows, err := queryStrings(context.Background(), db.SQL(), q)

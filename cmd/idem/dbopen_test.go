@@ -18,7 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/run"
 )
 
 // dbOpenRounds is how many times the concurrent-creation and creation-kill
@@ -78,7 +78,7 @@ func TestConcurrentFirstRuns(t *testing.T) {
 					continue
 				}
 				require.Equal(t, 0, code, "wait=%v round %d: stderr: %s", wait, round, p.stderr.String())
-				var res runner.Result
+				var res run.Result
 				require.NoError(t, json.Unmarshal(p.stdout.Bytes(), &res), p.stdout.String())
 				decisions[res.Decision]++
 			}

@@ -8,12 +8,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/ops"
+	"github.com/idem-dev/idem/runner/run"
 )
 
 func (a *app) newDiffCmd() *cobra.Command {
 	var f dbFlags
-	var opts runner.DiffOptions
+	var opts ops.DiffOptions
 	var key []string
 	var format string
 	cmd := &cobra.Command{
@@ -35,13 +36,13 @@ unique in both; --key with every column compares the files as sets of
 rows.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var res *runner.DiffResult
+			var res *ops.DiffResult
 			var err error
 			if len(args) == 2 {
 				if cmd.Flags().Changed("from") || cmd.Flags().Changed("to") || opts.Table != "" {
 					return a.fail(f.jsonOut, &job.UsageError{Msg: "diff FILE1 FILE2 takes no --from, --to or --table"})
 				}
-				res, err = runner.DiffFiles(cmd.Context(), args[0], args[1], format, key)
+				res, err = ops.DiffFiles(cmd.Context(), args[0], args[1], format, key)
 			} else {
 				if len(key) > 0 {
 					return a.fail(f.jsonOut, &job.UsageError{Msg: "--key applies to diff FILE1 FILE2; a job's key comes from its pipeline"})
@@ -53,17 +54,17 @@ rows.`,
 				}
 				oo := f.openOptions(job)
 				oo.ReadOnly = true
-				var db *runner.DB
+				var db *run.DB
 				var dbPath string
 				if dbPath, err = f.dbPath(job); err != nil {
 					return a.fail(f.jsonOut, err)
 				}
-				db, err = runner.Open(cmd.Context(), dbPath, oo)
+				db, err = run.Open(cmd.Context(), dbPath, oo)
 				if err != nil {
 					return a.fail(f.jsonOut, err)
 				}
 				defer db.Close()
-				res, err = db.Diff(cmd.Context(), job, opts)
+				res, err = ops.Diff(cmd.Context(), db, job, opts)
 			}
 			if err != nil {
 				return a.fail(f.jsonOut, err)
@@ -84,9 +85,9 @@ rows.`,
 	return cmd
 }
 
-func (a *app) printDiff(res *runner.DiffResult) {
+func (a *app) printDiff(res *ops.DiffResult) {
 	w := a.stdout
-	name := func(s runner.DiffSide) string {
+	name := func(s ops.DiffSide) string {
 		if s.Path != "" {
 			return s.Path
 		}

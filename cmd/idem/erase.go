@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/ops"
 )
 
 func (a *app) newEraseCmd() *cobra.Command {
@@ -38,9 +38,9 @@ snapshot is P and the writer epoch is E.`,
 				return a.fail(f.jsonOut, err)
 			}
 			defer db.Close()
-			opts := runner.EraseOptions{Key: key, Fault: a.faultHook(db.Path())}
+			opts := ops.EraseOptions{Key: key, Fault: a.faultHook(db.Path())}
 			opts.ExpectParent, opts.Epoch = w.guards(cmd)
-			res, err := db.Erase(cmd.Context(), job, opts)
+			res, err := ops.Erase(cmd.Context(), db, job, opts)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
@@ -97,9 +97,9 @@ writer epoch is E.`,
 				return a.fail(f.jsonOut, err)
 			}
 			defer db.Close()
-			opts := runner.RollbackOptions{Fault: a.faultHook(db.Path())}
+			opts := ops.RollbackOptions{Fault: a.faultHook(db.Path())}
 			opts.ExpectParent, opts.Epoch = w.guards(cmd)
-			res, err := db.Rollback(cmd.Context(), job, to, opts)
+			res, err := ops.Rollback(cmd.Context(), db, job, to, opts)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}

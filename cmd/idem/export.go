@@ -5,13 +5,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/ops"
 )
 
 func (a *app) newExportCmd() *cobra.Command {
 	var f dbFlags
 	var pf progressFlags
-	var opts runner.ExportOptions
+	var opts ops.ExportOptions
 	cmd := &cobra.Command{
 		Use:   "export JOB --out PATH",
 		Short: "Write a table of a job, pinned at a snapshot, in key order",
@@ -42,7 +42,7 @@ export to the same --out removes it, so a retry just works.`,
 			defer db.Close()
 			opts.Progress = a.progress(pf)
 			opts.Fault = a.faultHook(f.path(job))
-			res, err := db.Export(cmd.Context(), job, opts)
+			res, err := ops.Export(cmd.Context(), db, job, opts)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
@@ -55,7 +55,7 @@ export to the same --out removes it, so a retry just works.`,
 			fmt.Fprintf(a.stdout, "  rows    %d\n", res.Rows)
 			fmt.Fprintf(a.stdout, "  bytes   %d\n", res.Bytes)
 			if res.PartitionBy != "" {
-				fmt.Fprintf(a.stdout, "  files   %d (by %s, see %s)\n", len(res.Files), res.PartitionBy, runner.ManifestName)
+				fmt.Fprintf(a.stdout, "  files   %d (by %s, see %s)\n", len(res.Files), res.PartitionBy, ops.ManifestName)
 			}
 			fmt.Fprintf(a.stdout, "  sha256  %s\n", res.SHA256)
 			return nil

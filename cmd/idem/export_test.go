@@ -15,20 +15,20 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/ops"
 )
 
 // readManifest reads the manifest of a partitioned export in dir and
 // requires that every entry's file exists with the recorded size and
 // sha256, that no two entries share a path and that the folder holds no
 // file the manifest does not list.
-func readManifest(t *testing.T, dir string) runner.Manifest {
+func readManifest(t *testing.T, dir string) ops.Manifest {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, runner.ManifestName))
+	data, err := os.ReadFile(filepath.Join(dir, ops.ManifestName))
 	require.NoError(t, err)
-	var m runner.Manifest
+	var m ops.Manifest
 	require.NoError(t, json.Unmarshal(data, &m))
-	listed := map[string]bool{runner.ManifestName: true}
+	listed := map[string]bool{ops.ManifestName: true}
 	var rows int64
 	for _, f := range m.Files {
 		require.False(t, listed[f.Path], "two manifest entries name %s", f.Path)
@@ -95,7 +95,7 @@ func TestExportPartitionNames(t *testing.T) {
 			out := filepath.Join(j.dir, "by-value-"+format)
 			r := callIdem(t, "export", j.file, "--out", out, "--partition-by", "value", "--format", format, "--json")
 			require.Equal(t, 0, r.code, r.stderr)
-			var res runner.ExportResult
+			var res ops.ExportResult
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
 			m := readManifest(t, out)
 			require.Len(t, m.Files, len(values), "one partition per distinct value")

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/run"
 )
 
 // faultHook returns the fault-injection hook for IDEM_FAULT, or nil when the
@@ -29,9 +29,9 @@ func (a *app) faultHook(dbPath string) func(string) {
 	// checkpoint and checkpoint:<duration> kill while the post-commit
 	// CHECKPOINT runs, from a goroutine, since the checkpoint itself is one
 	// call into DuckDB.
-	if point == runner.FaultCheckpoint || strings.HasPrefix(point, runner.FaultCheckpoint+":") {
+	if point == run.FaultCheckpoint || strings.HasPrefix(point, run.FaultCheckpoint+":") {
 		var delay time.Duration
-		if d, ok := strings.CutPrefix(point, runner.FaultCheckpoint+":"); ok {
+		if d, ok := strings.CutPrefix(point, run.FaultCheckpoint+":"); ok {
 			var err error
 			if delay, err = time.ParseDuration(d); err != nil || delay < 0 {
 				fmt.Fprintf(a.stderr, "idem: IDEM_FAULT=%s: want checkpoint:<duration>, e.g. checkpoint:2ms; fault ignored\n", point)
@@ -40,7 +40,7 @@ func (a *app) faultHook(dbPath string) func(string) {
 		}
 		return func(at string) {
 			switch at {
-			case runner.FaultCheckpoint:
+			case run.FaultCheckpoint:
 				if delay > 0 {
 					go func() {
 						time.Sleep(delay)
@@ -49,7 +49,7 @@ func (a *app) faultHook(dbPath string) func(string) {
 					return
 				}
 				go watchCheckpoint(dbPath, kill)
-			case runner.FaultAfterCheckpoint:
+			case run.FaultAfterCheckpoint:
 				kill("after CHECKPOINT returned (it finished before the fault fired)")
 			}
 		}

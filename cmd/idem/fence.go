@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/idem-dev/idem/runner/ops"
 	"github.com/spf13/cobra"
 )
 
@@ -18,7 +19,7 @@ func (a *app) newFenceCmd() *cobra.Command {
 				return a.fail(f.jsonOut, err)
 			}
 			defer db.Close()
-			epoch, err := db.Fence(cmd.Context(), job.Name)
+			epoch, err := ops.Fence(cmd.Context(), db, job.Name)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}

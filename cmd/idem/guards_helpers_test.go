@@ -15,7 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/ops"
+	"github.com/idem-dev/idem/runner/run"
 )
 
 // guardJob is a versioned_changes job in its own temp folder with its own
@@ -86,11 +87,11 @@ func (j *guardJob) run(args ...string) cliResult {
 }
 
 // apply runs the job with --json, requires exit 0 and returns the result.
-func (j *guardJob) apply(args ...string) runner.Result {
+func (j *guardJob) apply(args ...string) run.Result {
 	j.t.Helper()
 	r := j.run(append(args, "--json")...)
 	require.Equal(j.t, 0, r.code, "run %v: stderr: %s", args, r.stderr)
-	var res runner.Result
+	var res run.Result
 	require.NoError(j.t, json.Unmarshal([]byte(r.stdout), &res), r.stdout)
 	return res
 }
@@ -109,7 +110,7 @@ func (j *guardJob) refused(args ...string) string {
 // query runs read-only SQL against the job's database.
 func (j *guardJob) query(sql string) [][]any {
 	j.t.Helper()
-	rows, err := runner.Query(context.Background(), j.db, sql, runner.OpenOptions{})
+	rows, err := ops.Query(context.Background(), j.db, sql, run.OpenOptions{})
 	require.NoError(j.t, err)
 	return rows.Values
 }
@@ -138,7 +139,7 @@ func captureState(t *testing.T, path string) dbState {
 		return dbState{"": "no database"}
 	}
 	ctx := context.Background()
-	db, err := runner.Open(ctx, path, runner.OpenOptions{ReadOnly: true})
+	db, err := run.Open(ctx, path, run.OpenOptions{ReadOnly: true})
 	require.NoError(t, err)
 	defer db.Close()
 	tables, err := db.Query(ctx, `SELECT schema_name, table_name FROM duckdb_tables()

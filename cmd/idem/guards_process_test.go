@@ -20,7 +20,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/run"
 )
 
 // processEnv makes the test binary act as the idem binary: TestMain calls
@@ -91,7 +91,7 @@ func TestSecondProcessIsLockedOut(t *testing.T) {
 	before := captureState(t, j.db)
 	ctx := context.Background()
 
-	holder, err := runner.Open(ctx, j.db, runner.OpenOptions{})
+	holder, err := run.Open(ctx, j.db, run.OpenOptions{})
 	require.NoError(t, err)
 	p := startIdem(t, nil, "run", j.file, "--input", changesFixture(t, "batch-2.jsonl"))
 	code := p.wait(t, 10*time.Second)
@@ -117,20 +117,20 @@ func TestSecondProcessIsLockedOut(t *testing.T) {
 
 	// --wait: the run starts while the database is held and commits once
 	// the holder closes it.
-	holder, err = runner.Open(ctx, j.db, runner.OpenOptions{})
+	holder, err = run.Open(ctx, j.db, run.OpenOptions{})
 	require.NoError(t, err)
 	pw := startIdem(t, nil, "run", j.file, "--input", changesFixture(t, "batch-2.jsonl"), "--wait", "5s", "--json")
 	time.Sleep(700 * time.Millisecond)
 	require.False(t, pw.exited(), "--wait gave up while the database was held: %s", pw.stderr.String())
 	require.NoError(t, holder.Close())
 	require.Equal(t, 0, pw.wait(t, 10*time.Second), "stderr: %s", pw.stderr.String())
-	var res runner.Result
+	var res run.Result
 	require.NoError(t, json.Unmarshal(pw.stdout.Bytes(), &res), pw.stdout.String())
 	require.Equal(t, job.DecisionApplied, res.Decision)
 	require.Equal(t, int64(2), res.Snapshot)
 
 	// --wait gives up with exit 4 when the holder keeps the file.
-	holder, err = runner.Open(ctx, j.db, runner.OpenOptions{})
+	holder, err = run.Open(ctx, j.db, run.OpenOptions{})
 	require.NoError(t, err)
 	defer holder.Close()
 	pg := startIdem(t, nil, "run", j.file, "--input", changesFixture(t, "batch-3.jsonl"), "--wait", "300ms")
@@ -248,7 +248,7 @@ func TestRetryAfterCrashPastCommit(t *testing.T) {
 	t.Parallel()
 	j := newGuardJob(t)
 	j.apply("--input", changesFixture(t, "batch-1.jsonl"))
-	p := startIdem(t, []string{"IDEM_FAULT=" + runner.FaultAfterCommit}, "run", j.file, "--input", changesFixture(t, "batch-2.jsonl"), "--json")
+	p := startIdem(t, []string{"IDEM_FAULT=" + run.FaultAfterCommit}, "run", j.file, "--input", changesFixture(t, "batch-2.jsonl"), "--json")
 	require.NotEqual(t, 0, p.wait(t, 30*time.Second))
 	require.Empty(t, p.stdout.String(), "the response was lost")
 

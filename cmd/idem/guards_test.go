@@ -14,14 +14,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/run"
 )
 
 // create makes the job's database with idem's tables and nothing else, so a
 // refused first run can be compared with the state before it.
 func (j *guardJob) create() {
 	j.t.Helper()
-	db, err := runner.Open(context.Background(), j.db, runner.OpenOptions{})
+	db, err := run.Open(context.Background(), j.db, run.OpenOptions{})
 	require.NoError(j.t, err)
 	require.NoError(j.t, db.Close())
 }
@@ -373,7 +373,7 @@ licenses = ["CC0 1.0", "CC BY 4.0"]
 	for _, want := range []string{"loaded", "skipped", "skipped"} {
 		r := callIdem(t, "run", job, "--json")
 		require.Equal(t, 0, r.code, r.stderr)
-		var res runner.Result
+		var res run.Result
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
 		require.Equal(t, want, res.Decision)
 	}

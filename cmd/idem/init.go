@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/ops"
 )
 
 func (a *app) newInitCmd() *cobra.Command {
@@ -43,7 +43,7 @@ from its folder).`,
 				}
 				name = strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9_]`).ReplaceAllString(filepath.Base(abs), "_"))
 			}
-			written, err := runner.Scaffold(dir, name, mode)
+			written, err := ops.Scaffold(dir, name, mode)
 			if err != nil {
 				return a.fail(jsonOut, err)
 			}

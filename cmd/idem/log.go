@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/idem-dev/idem/runner/catalog"
+	"github.com/idem-dev/idem/runner/ops"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -42,7 +43,7 @@ terminal's width. --json keeps every text exactly as recorded.`,
 				return a.fail(f.jsonOut, err)
 			}
 			defer db.Close()
-			entries, err := db.Log(cmd.Context(), job.Name)
+			entries, err := ops.Log(cmd.Context(), db, job.Name)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}

@@ -10,14 +10,14 @@ import (
 )
 
 func main() {
-	os.Exit(run())
+	os.Exit(realMain())
 }
 
 // run is the whole process: the first Ctrl-C (or SIGTERM) cancels the
 // context, which interrupts DuckDB and rolls the run back; once that has
 // happened, signals get their default action again, so a second Ctrl-C ends
 // the process at once.
-func run() int {
+func realMain() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	context.AfterFunc(ctx, stop)

@@ -17,11 +17,11 @@ import (
 
 // TestMain lets a test run this test binary as the idem CLI in a child
 // process (IDEM_TEST_AS_CLI=1 or IDEM_TEST_AS_IDEM=1), through the same
-// run() as main, signal handling included, so crash tests can SIGKILL a
+// realMain() as main, signal handling included, so crash tests can SIGKILL a
 // real process at an IDEM_FAULT point without building the binary.
 func TestMain(m *testing.M) {
 	if os.Getenv("IDEM_TEST_AS_CLI") == "1" || os.Getenv(processEnv) == "1" {
-		os.Exit(run())
+		os.Exit(realMain())
 	}
 	os.Exit(m.Run())
 }

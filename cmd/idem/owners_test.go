@@ -12,7 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/ops"
+	"github.com/idem-dev/idem/runner/run"
 )
 
 // ownerJob writes a versioned_changes job file named name with target
@@ -93,7 +94,7 @@ func TestTablesBelongToOneJob(t *testing.T) {
 				// plan says so too, without writing.
 				r = callIdem(t, "plan", args[1], "--json")
 				require.Equal(t, job.ExitRefused, r.code, "plan exits as the run would: %s", r.stderr)
-				var plan runner.Plan
+				var plan ops.Plan
 				require.NoError(t, json.Unmarshal([]byte(r.stdout), &plan), r.stdout)
 				require.Equal(t, job.DecisionRefused, plan.Decision)
 				require.Contains(t, "refused: "+plan.Reason, tc.want)
@@ -121,7 +122,7 @@ func TestOwnersOfAnOlderDatabase(t *testing.T) {
 		require.Equal(t, job.ExitRefused, r.code, r.stderr)
 		require.Contains(t, r.stderr, want)
 	}
-	rows, err := runner.Query(context.Background(), db, "SELECT name FROM idem.owners WHERE job = 'joba' ORDER BY name", runner.OpenOptions{})
+	rows, err := ops.Query(context.Background(), db, "SELECT name FROM idem.owners WHERE job = 'joba' ORDER BY name", run.OpenOptions{})
 	require.NoError(t, err)
 	require.Equal(t, [][]any{{"idem.joba__history"}, {"main.cs"}, {"main.cs_active"}, {"main.cs_outcomes"}}, rows.Values)
 	// The owner itself runs on.

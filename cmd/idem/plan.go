@@ -8,7 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/ops"
+	"github.com/idem-dev/idem/runner/run"
 )
 
 func (a *app) newPlanCmd() *cobra.Command {
@@ -31,7 +32,7 @@ refused plan exits 3, as the run would, with --json too.`,
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			opts := runner.RunOptions{Input: input, BatchID: batchID}
+			opts := run.RunOptions{Input: input, BatchID: batchID}
 			opts.ExpectParent, opts.Epoch = w.guards(cmd)
 			if cmd.Flags().Changed("from") && cmd.Flags().Changed("to") {
 				opts.From, opts.To = &from, &to
@@ -40,7 +41,7 @@ refused plan exits 3, as the run would, with --json too.`,
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			plan, err := runner.PlanRun(cmd.Context(), dbPath, job, opts, f.openOptions(job))
+			plan, err := ops.PlanRun(cmd.Context(), dbPath, job, opts, f.openOptions(job))
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
@@ -69,7 +70,7 @@ refused plan exits 3, as the run would, with --json too.`,
 }
 
 // printPlan prints a plan in the words of the run it announces.
-func (a *app) printPlan(plan *runner.Plan) {
+func (a *app) printPlan(plan *ops.Plan) {
 	what := "would be " + plan.Decision
 	switch {
 	case plan.Decision == job.DecisionAlreadyCommitted:

@@ -10,19 +10,19 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/ops"
 )
 
 // planThenRun plans args (a run's arguments after the job), requires that
 // the plan changed nothing, then runs them, and requires the two to agree:
 // the same decision in the same words, the same exit code, the same
 // refusal text, and for a run that would write the job key the run uses.
-func planThenRun(t *testing.T, db, jobFile string, args ...string) (runner.Plan, cliResult) {
+func planThenRun(t *testing.T, db, jobFile string, args ...string) (ops.Plan, cliResult) {
 	t.Helper()
 	before := captureState(t, db)
 	p := callIdem(t, append([]string{"plan", jobFile, "--json"}, args...)...)
 	require.Equal(t, before, captureState(t, db), "plan %v changed the database", args)
-	var plan runner.Plan
+	var plan ops.Plan
 	require.NoError(t, json.Unmarshal([]byte(p.stdout), &plan), "plan %v: %s %s", args, p.stdout, p.stderr)
 
 	r := callIdem(t, append([]string{"run", jobFile, "--json"}, args...)...)

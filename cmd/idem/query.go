@@ -13,7 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/ops"
+	"github.com/idem-dev/idem/runner/run"
 )
 
 func (a *app) newQueryCmd() *cobra.Command {
@@ -42,7 +43,7 @@ output that is the same bytes every time.`,
 			if format != "table" && format != "csv" && format != "json" {
 				return a.fail(false, &job.UsageError{Msg: fmt.Sprintf("--format must be table, csv or json, not %q", format)})
 			}
-			rows, err := runner.QueryText(cmd.Context(), f.db, args[0], f.openOptions(nil))
+			rows, err := ops.QueryText(cmd.Context(), f.db, args[0], f.openOptions(nil))
 			if err != nil {
 				return a.fail(false, err)
 			}
@@ -55,7 +56,7 @@ output that is the same bytes every time.`,
 	return cmd
 }
 
-func writeRows(w io.Writer, rows *runner.Rows, format string) error {
+func writeRows(w io.Writer, rows *run.Rows, format string) error {
 	switch format {
 	case "csv":
 		cw := csv.NewWriter(w)
@@ -119,7 +120,7 @@ func writeRows(w io.Writer, rows *runner.Rows, format string) error {
 	}
 }
 
-// textValue is a value of runner.QueryText: DuckDB's text, or nil for NULL.
+// textValue is a value of ops.QueryText: DuckDB's text, or nil for NULL.
 func textValue(v any) string {
 	if v == nil {
 		return ""
@@ -130,17 +131,17 @@ func textValue(v any) string {
 // jsonValue writes a number as a JSON number, from DuckDB's exact text (a
 // HUGEINT or a DECIMAL(38,10) keeps every digit), and a boolean as a JSON
 // boolean. inf and nan are not JSON numbers and stay strings.
-func jsonValue(v any, kind runner.Kind) any {
+func jsonValue(v any, kind run.Kind) any {
 	if v == nil {
 		return nil
 	}
 	s := textValue(v)
 	switch kind {
-	case runner.KindNumber:
+	case run.KindNumber:
 		if s != "" && (s[0] == '-' || (s[0] >= '0' && s[0] <= '9')) && json.Valid([]byte(s)) {
 			return json.Number(s)
 		}
-	case runner.KindBool:
+	case run.KindBool:
 		if b, err := strconv.ParseBool(s); err == nil {
 			return b
 		}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/run"
 )
 
 // listFiles is every file and folder under dir with its size and
@@ -172,7 +172,7 @@ func TestQueryWhileHeld(t *testing.T) {
 	t.Parallel()
 	j := newGuardJob(t)
 	j.apply()
-	holder, err := runner.Open(context.Background(), j.db, runner.OpenOptions{})
+	holder, err := run.Open(context.Background(), j.db, run.OpenOptions{})
 	require.NoError(t, err)
 	defer holder.Close()
 	p := startIdem(t, nil, "query", "--db", j.db, "SELECT 1")
@@ -185,7 +185,7 @@ func TestQueryWhileHeld(t *testing.T) {
 func typesDB(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "types.duckdb")
-	db, err := runner.Open(context.Background(), path, runner.OpenOptions{})
+	db, err := run.Open(context.Background(), path, run.OpenOptions{})
 	require.NoError(t, err)
 	_, err = db.SQL().Exec(`CREATE TYPE mood AS ENUM ('sad', 'happy');
 CREATE TABLE all_types AS SELECT

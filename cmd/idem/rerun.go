@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/ops"
 )
 
 func (a *app) newRerunCmd() *cobra.Command {
@@ -32,7 +32,7 @@ The job's database is only read.`,
 				return a.fail(f.jsonOut, err)
 			}
 			defer db.Close()
-			res, err := db.Rerun(cmd.Context(), j, runner.RerunOptions{Snapshot: snapshot, DuckDB: f.openOptions(j).DuckDB, Progress: a.progress(pf), Fault: a.faultHook(db.Path())})
+			res, err := ops.Rerun(cmd.Context(), db, j, ops.RerunOptions{Snapshot: snapshot, DuckDB: f.openOptions(j).DuckDB, Progress: a.progress(pf), Fault: a.faultHook(db.Path())})
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}

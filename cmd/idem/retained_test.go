@@ -16,7 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/ops"
 )
 
 // storeFiles lists every file under the retained-input store, relative to it.
@@ -53,7 +53,7 @@ func requireStoreIsCommitted(t *testing.T, db string) {
 	require.Equal(t, want, storeFiles(t, db), "the retained-input store holds exactly the committed inputs")
 }
 
-// committedInputs reads idem.inputs through DuckDB alone: runner.Open
+// committedInputs reads idem.inputs through DuckDB alone: run.Open
 // would sweep the store first and hide what the command under test left.
 func committedInputs(t *testing.T, db string) []string {
 	t.Helper()
@@ -195,7 +195,7 @@ func TestErasePositionFromValidRowsOnly(t *testing.T) {
 			require.Equal(t, int64(1), res.Outcomes["invalid_version"], res.Outcomes)
 			r := callIdem(t, "erase", j.file, "--key", "alice", "--json")
 			require.Equal(t, 0, r.code, r.stderr)
-			var er runner.EraseResult
+			var er ops.EraseResult
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &er))
 			require.NotNil(t, er.Position)
 			require.Equal(t, int64(5), *er.Position)

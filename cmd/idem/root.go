@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/run"
 	idemsql "github.com/idem-dev/idem/sql"
 )
 
@@ -117,7 +117,7 @@ func (f *dbFlags) register(cmd *cobra.Command) {
 }
 
 // openOptions merges the job's [duckdb] settings with the flags.
-func (f *dbFlags) openOptions(j *job.Job) runner.OpenOptions {
+func (f *dbFlags) openOptions(j *job.Job) run.OpenOptions {
 	var s job.DuckDBSettings
 	if j != nil {
 		s = j.DuckDB
@@ -131,12 +131,12 @@ func (f *dbFlags) openOptions(j *job.Job) runner.OpenOptions {
 	if f.tempDir != "" {
 		s.TempDirectory = f.tempDir
 	}
-	return runner.OpenOptions{DuckDB: s, Wait: f.wait}
+	return run.OpenOptions{DuckDB: s, Wait: f.wait}
 }
 
 // openJob loads the job file at path and opens its database, read-only when
 // asked. The caller closes the database.
-func (f *dbFlags) openJob(ctx context.Context, path string, readOnly bool) (*job.Job, *runner.DB, error) {
+func (f *dbFlags) openJob(ctx context.Context, path string, readOnly bool) (*job.Job, *run.DB, error) {
 	j, err := loadJob(path)
 	if err != nil {
 		return nil, nil, err
@@ -147,7 +147,7 @@ func (f *dbFlags) openJob(ctx context.Context, path string, readOnly bool) (*job
 	}
 	opts := f.openOptions(j)
 	opts.ReadOnly = readOnly
-	db, err := runner.Open(ctx, dbPath, opts)
+	db, err := run.Open(ctx, dbPath, opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -198,7 +198,7 @@ func (f *dbFlags) dbPath(j *job.Job) (string, error) {
 }
 
 func loadJob(path string) (*job.Job, error) {
-	return runner.LoadJob(path, idemsql.FS)
+	return run.LoadJob(path, idemsql.FS)
 }
 
 // printJSON writes v as one JSON object and a newline.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/run"
 )
 
 func (a *app) newRunCmd() *cobra.Command {
@@ -35,7 +35,7 @@ in one DuckDB transaction, or nothing does.`,
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			opts := runner.RunOptions{Input: input, BatchID: batchID, Fault: a.faultHook(f.path(j)), Progress: a.progress(pf)}
+			opts := run.RunOptions{Input: input, BatchID: batchID, Fault: a.faultHook(f.path(j)), Progress: a.progress(pf)}
 			if cmd.Flags().Changed("from") || cmd.Flags().Changed("to") {
 				if !cmd.Flags().Changed("from") || !cmd.Flags().Changed("to") {
 					return a.fail(f.jsonOut, &job.UsageError{Msg: "--from and --to go together"})
@@ -52,7 +52,7 @@ in one DuckDB transaction, or nothing does.`,
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			db, err := runner.Open(cmd.Context(), dbPath, f.openOptions(j))
+			db, err := run.Open(cmd.Context(), dbPath, f.openOptions(j))
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
@@ -82,7 +82,7 @@ in one DuckDB transaction, or nothing does.`,
 	return cmd
 }
 
-func (a *app) printResult(res *runner.Result) {
+func (a *app) printResult(res *run.Result) {
 	w := a.stdout
 	what := res.Decision
 	switch {

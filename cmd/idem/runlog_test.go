@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/run"
 )
 
 // logOf runs `idem log JOB --json` and returns the runs, newest first.
@@ -108,7 +108,7 @@ func TestLogEveryRunOfAChunkedJob(t *testing.T) {
 
 	r := callIdem(t, "run", jobFile, "--json")
 	require.Equal(t, 0, r.code, r.stderr)
-	var res runner.ChunksResult
+	var res run.ChunksResult
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
 	require.Greater(t, len(res.Runs), 1)
 	r = callIdem(t, "run", jobFile)

@@ -8,27 +8,27 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/run"
 )
 
 // runMany runs a job that applies several batches in one invocation: a
 // directory source (mode = "files") or a chunked backfill. Each batch is
 // its own transaction; the batches applied before a failure stay committed
 // and are reported with the error.
-func (a *app) runMany(cmd *cobra.Command, j *job.Job, db *runner.DB, opts runner.RunOptions, jsonOut bool) error {
+func (a *app) runMany(cmd *cobra.Command, j *job.Job, db *run.DB, opts run.RunOptions, jsonOut bool) error {
 	var out any
-	var runs []*runner.Result
+	var runs []*run.Result
 	var decision, summary string
 	var err error
 	if j.Input.Mode == job.InputModeFiles {
-		var res *runner.FilesResult
+		var res *run.FilesResult
 		res, err = db.RunFiles(cmd.Context(), j, opts)
 		if res != nil {
 			out, runs, decision = res, res.Runs, res.Decision
 			summary = fmt.Sprintf("%d new file(s)", len(res.NewFiles))
 		}
 	} else {
-		var res *runner.ChunksResult
+		var res *run.ChunksResult
 		res, err = db.RunChunks(cmd.Context(), j, opts)
 		if res != nil {
 			out, runs, decision = res, res.Runs, res.Decision

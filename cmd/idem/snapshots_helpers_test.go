@@ -11,7 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/ops"
+	"github.com/idem-dev/idem/runner/run"
 )
 
 var updateSnapshotGolden = flag.Bool("update", false, "rewrite golden files")
@@ -67,9 +68,9 @@ func (e *snapEnv) ok(v any, args ...string) {
 }
 
 // apply runs one orders batch from fixtures/orders.
-func (e *snapEnv) orders(file string, extra ...string) *runner.Result {
+func (e *snapEnv) orders(file string, extra ...string) *run.Result {
 	e.t.Helper()
-	var res runner.Result
+	var res run.Result
 	e.ok(&res, append([]string{"run", e.config("orders"), "--input", e.fixture("orders/" + file)}, extra...)...)
 	return &res
 }
@@ -84,7 +85,7 @@ func (e *snapEnv) ordersDays() {
 }
 
 // export writes a pinned export and returns its report and bytes.
-func (e *snapEnv) export(job string, args ...string) (*runner.ExportResult, []byte) {
+func (e *snapEnv) export(job string, args ...string) (*ops.ExportResult, []byte) {
 	e.t.Helper()
 	out := filepath.Join(e.dir, "export-"+strings.NewReplacer("/", "_", " ", "_", "-", "").Replace(strings.Join(args, "_")))
 	hasOut := false
@@ -103,7 +104,7 @@ func (e *snapEnv) export(job string, args ...string) (*runner.ExportResult, []by
 		out += "." + format
 		args = append(args, "--out", out)
 	}
-	var res runner.ExportResult
+	var res ops.ExportResult
 	e.ok(&res, append([]string{"export", e.config(job)}, args...)...)
 	data, err := os.ReadFile(res.Path)
 	if err != nil {

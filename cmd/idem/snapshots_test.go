@@ -17,7 +17,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/ops"
+	"github.com/idem-dev/idem/runner/run"
 )
 
 // csvRows parses an export into records keyed by the first column.
@@ -98,7 +99,7 @@ func TestOrdersDecodeBothPayloadVersions(t *testing.T) {
 
 	// One bad row of each kind, each with its reason.
 	var outcomes [][]any
-	rows, err := runner.Query(context.Background(), e.db, `SELECT order_id, outcome FROM orders_outcomes WHERE batch_id = 'day-48.jsonl' AND outcome LIKE 'invalid%' ORDER BY line`, runner.OpenOptions{})
+	rows, err := ops.Query(context.Background(), e.db, `SELECT order_id, outcome FROM orders_outcomes WHERE batch_id = 'day-48.jsonl' AND outcome LIKE 'invalid%' ORDER BY line`, run.OpenOptions{})
 	require.NoError(t, err)
 	outcomes = rows.Values
 	require.Equal(t, [][]any{
@@ -125,7 +126,7 @@ func TestOrdersGolden(t *testing.T) {
 	_, outcomes := e.export("orders", "--table", "orders_outcomes")
 	snapGolden(t, "orders/outcomes.csv", outcomes)
 	_, tombstones := func() (any, []byte) {
-		rows, err := runner.Query(context.Background(), e.db, `SELECT order_id, position FROM orders_tombstones ORDER BY order_id`, runner.OpenOptions{})
+		rows, err := ops.Query(context.Background(), e.db, `SELECT order_id, position FROM orders_tombstones ORDER BY order_id`, run.OpenOptions{})
 		require.NoError(t, err)
 		return nil, []byte(fmt.Sprint(rows.Values))
 	}()
@@ -149,7 +150,7 @@ func TestOrdersStaleParentCannotResurrect(t *testing.T) {
 	a := e.idem("run", e.config("orders"), "--input", e.fixture("orders/writer-a-correction.jsonl"), "--expect-parent", fmt.Sprint(s))
 	require.Equal(t, job.ExitRefused, a.code, a.stderr)
 	require.Contains(t, a.stderr, fmt.Sprintf("stale parent: expected %d, latest is %d", s, s+1))
-	var latest runner.ExportResult
+	var latest ops.ExportResult
 	e.ok(&latest, "export", e.config("orders"), "--out", filepath.Join(e.dir, "after-refusal.csv"))
 	require.Equal(t, int64(s+1), latest.Snapshot, "the refused candidate committed nothing")
 
@@ -179,7 +180,7 @@ func TestExportIsByteStable(t *testing.T) {
 	}
 	require.NoError(t, w.Flush())
 	require.NoError(t, f.Close())
-	var first runner.Result
+	var first run.Result
 	e.ok(&first, "run", e.config("orders"), "--input", big)
 	require.Equal(t, int64(n), first.Outcomes["accepted"])
 	e.orders("day-47.jsonl")
@@ -190,7 +191,7 @@ func TestExportIsByteStable(t *testing.T) {
 				var sums []string
 				for i, threads := range []string{"1", "2", "4", "1"} {
 					out := filepath.Join(e.dir, fmt.Sprintf("s%s-%d.%s", snap, i, format))
-					var res runner.ExportResult
+					var res ops.ExportResult
 					e.ok(&res, "export", e.config("orders"), "--snapshot", snap, "--out", out, "--threads", threads)
 					require.Equal(t, int64(n)+map[string]int64{"1": 0, "2": 3}[snap], res.Rows)
 					st, err := os.Stat(out)
@@ -207,15 +208,15 @@ func TestExportIsByteStable(t *testing.T) {
 
 	t.Run("partitioned", func(t *testing.T) {
 		var sums []string
-		var last runner.ExportResult
+		var last ops.ExportResult
 		for i, threads := range []string{"1", "2"} {
 			out := filepath.Join(e.dir, fmt.Sprintf("parts-%d", i))
 			e.ok(&last, "export", e.config("orders"), "--out", out, "--partition-by", "event_day", "--format", "parquet", "--threads", threads)
 			sums = append(sums, last.SHA256)
 		}
 		require.Equal(t, sums[0], sums[1])
-		var m runner.Manifest
-		data, err := os.ReadFile(filepath.Join(last.Path, runner.ManifestName))
+		var m ops.Manifest
+		data, err := os.ReadFile(filepath.Join(last.Path, ops.ManifestName))
 		require.NoError(t, err)
 		require.NoError(t, json.Unmarshal(data, &m))
 		require.Len(t, m.Files, 10, "days 40..49")
@@ -242,7 +243,7 @@ func TestDiffNamesRemovedOrder(t *testing.T) {
 	e.ordersDays()
 	e.orders("day-52-delete.jsonl")
 
-	var d runner.DiffResult
+	var d ops.DiffResult
 	e.ok(&d, "diff", e.config("orders"), "--from", "3", "--to", "4")
 	require.Equal(t, []string{"ord-47"}, d.RemovedKeys)
 	require.Equal(t, int64(1), d.Removed)
@@ -258,7 +259,7 @@ func TestDiffNamesRemovedOrder(t *testing.T) {
 	require.Equal(t, []string{"ord-48", "ord-49", "ord-50"}, d.AddedKeys)
 	require.Equal(t, []string{"ord-12", "ord-83"}, d.ChangedKeys, "the late corrections of day 47")
 
-	var files runner.DiffResult
+	var files ops.DiffResult
 	e.ok(&files, "diff", from.Path, to.Path)
 	require.Equal(t, []string{"ord-47"}, files.RemovedKeys)
 	require.Equal(t, []string{"order_id"}, files.Key)
@@ -304,7 +305,7 @@ func TestRerunReproducesSnapshots(t *testing.T) {
 			e := newSnapEnv(t)
 			c.setup(e)
 			for _, s := range c.check {
-				var res runner.RerunResult
+				var res ops.RerunResult
 				e.ok(&res, "rerun", e.config(c.jobFile), "--snapshot", fmt.Sprint(s))
 				require.True(t, res.Reproduced, "snapshot %d: %+v", s, res.Diff)
 				require.Equal(t, s, res.Snapshot)
@@ -325,14 +326,14 @@ func TestRerunDetectsDifferences(t *testing.T) {
 		t.Parallel()
 		e := newSnapEnv(t)
 		e.ordersDays()
-		db, err := runner.Open(context.Background(), e.db, runner.OpenOptions{})
+		db, err := run.Open(context.Background(), e.db, run.OpenOptions{})
 		require.NoError(t, err)
 		_, err = db.SQL().Exec(`UPDATE ` + catalog.HistoryTable("orders") + ` SET amount_cents = 1 WHERE order_id = 'ord-47'`)
 		require.NoError(t, err)
 		require.NoError(t, db.Close())
 		res := e.idem("rerun", e.config("orders"), "--snapshot", "2", "--json")
 		require.Equal(t, job.ExitFailure, res.code, res.stderr)
-		var r runner.RerunResult
+		var r ops.RerunResult
 		require.NoError(t, json.Unmarshal([]byte(res.stdout), &r))
 		require.False(t, r.Reproduced)
 		require.NotNil(t, r.Diff)
@@ -354,7 +355,7 @@ path = "`+e.fixture("orders/day-47.jsonl")+`"
 [target]
 table = "orders"
 `), 0o644))
-		var r runner.Result
+		var r run.Result
 		e.ok(&r, "run", jobFile)
 		step := filepath.Join(pipe, "transform", "v1", "04_commit.sql")
 		data, err := os.ReadFile(step)
@@ -399,7 +400,7 @@ func TestEraseSurvivesReplayAndRollback(t *testing.T) {
 	_, before := e.export("orders", "--snapshot", "3")
 	require.Contains(t, csvRows(t, before), subject)
 
-	var er runner.EraseResult
+	var er ops.EraseResult
 	e.ok(&er, "erase", e.config("orders"), "--key", subject)
 	require.Equal(t, int64(5), er.Snapshot)
 	require.Equal(t, int64(301), *er.Position, "the highest position seen for the key")
@@ -420,7 +421,7 @@ func TestEraseSurvivesReplayAndRollback(t *testing.T) {
 	absentEverywhere(5)
 
 	// Erasing again changes nothing.
-	var again runner.EraseResult
+	var again ops.EraseResult
 	e.ok(&again, "erase", e.config("orders"), "--key", subject)
 	require.True(t, again.AlreadyErased)
 	require.Equal(t, int64(5), again.Snapshot)
@@ -433,7 +434,7 @@ func TestEraseSurvivesReplayAndRollback(t *testing.T) {
 	absentEverywhere(7)
 
 	// Rollback to a snapshot taken before the erasure.
-	var rb runner.RollbackResult
+	var rb ops.RollbackResult
 	e.ok(&rb, "rollback", e.config("orders"), "--to-snapshot", "3")
 	require.Equal(t, int64(8), rb.Snapshot)
 	_, data := e.export("orders")
@@ -445,7 +446,7 @@ func TestEraseSurvivesReplayAndRollback(t *testing.T) {
 	// A newer event of the subject, above the erasure point, is a new life.
 	newer := filepath.Join(e.dir, "newer.jsonl")
 	require.NoError(t, os.WriteFile(newer, []byte(`{"order_id":"ord-83","position":400,"kind":"upsert","amount_cents":1,"event_day":60,"schema_version":3,"currency":"USD"}`+"\n"), 0o644))
-	var res runner.Result
+	var res run.Result
 	e.ok(&res, "run", e.config("orders"), "--input", newer)
 	require.Equal(t, map[string]int64{"accepted": 1}, res.Outcomes)
 }
@@ -458,7 +459,7 @@ func TestRollbackOverErasureIsRefused(t *testing.T) {
 	e := newSnapEnv(t)
 	e.ordersDays()
 	e.ok(nil, "erase", e.config("orders"), "--key", "ord-83")
-	db, err := runner.Open(context.Background(), e.db, runner.OpenOptions{})
+	db, err := run.Open(context.Background(), e.db, run.OpenOptions{})
 	require.NoError(t, err)
 	_, err = db.SQL().Exec(`INSERT INTO ` + catalog.HistoryTable("orders") + ` VALUES ('ord-83', 102, 4200, 'USD', 47, 1, 3)`)
 	require.NoError(t, err)
@@ -467,12 +468,12 @@ func TestRollbackOverErasureIsRefused(t *testing.T) {
 	res := e.idem("rollback", e.config("orders"), "--to-snapshot", "2")
 	require.Equal(t, job.ExitRefused, res.code, res.stderr)
 	require.Contains(t, res.stderr, "rollback over an erasure")
-	var latest runner.ExportResult
+	var latest ops.ExportResult
 	e.ok(&latest, "export", e.config("orders"), "--out", filepath.Join(e.dir, "latest.csv"))
 	require.Equal(t, int64(4), latest.Snapshot, "nothing committed")
 
 	// Snapshot 3 lies outside the restored row's range (1, 2): allowed.
-	var rb runner.RollbackResult
+	var rb ops.RollbackResult
 	e.ok(&rb, "rollback", e.config("orders"), "--to-snapshot", "3")
 	require.Equal(t, int64(5), rb.Snapshot)
 }
@@ -521,7 +522,7 @@ path = "`+e.fixture("orders/day-47.jsonl")+`"
 	res := e.idem("run", jobFile)
 	require.Equal(t, job.ExitFailure, res.code, res.stderr)
 	require.Contains(t, res.stderr, "outcomes do not balance the rows read; nothing committed")
-	rows, err := runner.Query(context.Background(), e.db, `SELECT count(*) FROM idem.snapshots`, runner.OpenOptions{})
+	rows, err := ops.Query(context.Background(), e.db, `SELECT count(*) FROM idem.snapshots`, run.OpenOptions{})
 	require.NoError(t, err)
 	require.Equal(t, [][]any{{int64(0)}}, rows.Values)
 }
@@ -534,7 +535,7 @@ func TestEraseRewritesCSVAndParquetInputs(t *testing.T) {
 		t.Run(format, func(t *testing.T) {
 			t.Parallel()
 			e := newSnapEnv(t)
-			conv, err := runner.Open(context.Background(), filepath.Join(e.dir, "convert.duckdb"), runner.OpenOptions{})
+			conv, err := run.Open(context.Background(), filepath.Join(e.dir, "convert.duckdb"), run.OpenOptions{})
 			require.NoError(t, err)
 			var inputs []string
 			for _, day := range []string{"day-47", "day-52-correction"} {
@@ -551,12 +552,12 @@ func TestEraseRewritesCSVAndParquetInputs(t *testing.T) {
 			for _, in := range inputs {
 				e.ok(nil, "run", jobFile, "--input", in)
 			}
-			var er runner.EraseResult
+			var er ops.EraseResult
 			e.ok(&er, "erase", jobFile, "--key", "ord-83")
 			require.Len(t, er.Inputs, 2)
 			require.Equal(t, int64(301), *er.Position)
 
-			db, err := runner.Open(context.Background(), e.db, runner.OpenOptions{ReadOnly: true})
+			db, err := run.Open(context.Background(), e.db, run.OpenOptions{ReadOnly: true})
 			require.NoError(t, err)
 			reader := "read_csv(?, all_varchar = true)"
 			if format == "parquet" {
@@ -578,7 +579,7 @@ func TestEraseRewritesCSVAndParquetInputs(t *testing.T) {
 			}
 			require.NoError(t, db.Close())
 			for _, s := range []string{"1", "2", "3"} {
-				var rr runner.RerunResult
+				var rr ops.RerunResult
 				e.ok(&rr, "rerun", jobFile, "--snapshot", s)
 				require.True(t, rr.Reproduced, "snapshot %s", s)
 			}
@@ -597,13 +598,13 @@ func TestVersionedChangesErase(t *testing.T) {
 		e.ok(nil, "run", jobFile, "--input", e.fixture("changes/"+b+".jsonl"))
 	}
 	const subject = "account-4"
-	var er runner.EraseResult
+	var er ops.EraseResult
 	e.ok(&er, "erase", jobFile, "--key", subject)
 	require.Equal(t, int64(4), er.Snapshot)
 	require.Equal(t, int64(4), *er.Position, "account-4's highest source_version")
 	require.Empty(t, storeHolds(t, e.db, `"`+subject+`"`), "retained inputs")
 
-	var res runner.Result
+	var res run.Result
 	e.ok(&res, "run", jobFile, "--input", e.fixture("changes/batch-1.jsonl"), "--batch-id", "replay-1")
 	require.Equal(t, int64(2), res.Outcomes["erased"], "both of batch 1's account-4 changes")
 	for s := int64(1); s <= res.Snapshot; s++ {
@@ -619,7 +620,7 @@ func TestVersionedChangesErase(t *testing.T) {
 
 	newer := filepath.Join(e.dir, "newer.jsonl")
 	require.NoError(t, os.WriteFile(newer, []byte(`{"change_id":"n-1","entity_id":"account-4","source_version":5,"operation":"upsert","value":"violet"}`+"\n"), 0o644))
-	var fresh runner.Result
+	var fresh run.Result
 	e.ok(&fresh, "run", jobFile, "--input", newer)
 	require.Equal(t, map[string]int64{"accepted": 1}, fresh.Outcomes)
 }
@@ -645,11 +646,11 @@ func TestRollbackWriterGuards(t *testing.T) {
 		res := e.idem(append([]string{"rollback", e.config("orders"), "--to-snapshot", "1"}, tc.args...)...)
 		require.Equal(t, job.ExitRefused, res.code, "%s: %s", tc.name, res.stderr)
 		require.Contains(t, res.stderr, tc.want, tc.name)
-		var latest runner.ExportResult
+		var latest ops.ExportResult
 		e.ok(&latest, "export", e.config("orders"), "--out", filepath.Join(e.dir, "latest.csv"))
 		require.Equal(t, int64(3), latest.Snapshot, "%s: nothing committed", tc.name)
 	}
-	var rb runner.RollbackResult
+	var rb ops.RollbackResult
 	e.ok(&rb, "rollback", e.config("orders"), "--to-snapshot", "1", "--expect-parent", "3", "--epoch", fmt.Sprint(fence.Epoch))
 	require.Equal(t, int64(4), rb.Snapshot)
 }

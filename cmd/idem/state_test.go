@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/run"
 )
 
 // dumpState opens the database at path for writing (so a WAL left by a
@@ -27,7 +27,7 @@ import (
 func dumpState(t testing.TB, path string) string {
 	t.Helper()
 	ctx := context.Background()
-	db, err := runner.Open(ctx, path, runner.OpenOptions{})
+	db, err := run.Open(ctx, path, run.OpenOptions{})
 	require.NoError(t, err, "reopen %s", path)
 	defer db.Close()
 	s, err := dumpDB(ctx, db.SQL())

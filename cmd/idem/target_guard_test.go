@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/ops"
 )
 
 // TestChangedTargetIsRefused: when the state row says the target holds
@@ -42,7 +42,7 @@ func TestChangedTargetIsRefused(t *testing.T) {
 
 			r := callIdem(t, "plan", j.file, "--input", changesFixture(t, "batch-3.jsonl"), "--json")
 			require.Equal(t, job.ExitRefused, r.code, "plan exits as the run would: %s", r.stderr)
-			var plan runner.Plan
+			var plan ops.Plan
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &plan), r.stdout)
 			require.Equal(t, job.DecisionRefused, plan.Decision)
 			require.Contains(t, plan.Reason, tc.want)
@@ -55,7 +55,7 @@ func TestChangedTargetIsRefused(t *testing.T) {
 			require.Equal(t, int64(4), third.Snapshot)
 			r = callIdem(t, "rerun", j.file, "--json")
 			require.Equal(t, 0, r.code, r.stdout+r.stderr)
-			var rr runner.RerunResult
+			var rr ops.RerunResult
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &rr))
 			require.True(t, rr.Reproduced)
 		})

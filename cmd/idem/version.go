@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/runner"
+	"github.com/idem-dev/idem/runner/ops"
 )
 
 func (a *app) newVersionCmd() *cobra.Command {
@@ -18,7 +18,7 @@ func (a *app) newVersionCmd() *cobra.Command {
 		Short: "Print idem's version and the DuckDB it bundles",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			duck, err := runner.DuckDBVersion(cmd.Context())
+			duck, err := ops.DuckDBVersion(cmd.Context())
 			if err != nil {
 				return a.fail(jsonOut, err)
 			}

@@ -1,8 +1,0 @@
-//go:build !unix
-
-package runner
-
-// processAlive cannot tell on this system, so it says every process is:
-// temporary files of a killed export stay rather than risk removing a live
-// one's.
-func processAlive(pid int) bool { return true }

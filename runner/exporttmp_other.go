@@ -1,7 +1,0 @@
-//go:build !linux
-
-package runner
-
-// exchangePaths reports that this system has no atomic exchange: the swap
-// falls back to two renames.
-func exchangePaths(a, b string) error { return errNoExchange }

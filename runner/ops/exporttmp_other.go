@@ -1,0 +1,7 @@
+//go:build !linux
+
+package ops
+
+// exchangePaths reports that this system has no atomic exchange: the swap
+// falls back to two renames.
+func exchangePaths(a, b string) error { return errNoExchange }

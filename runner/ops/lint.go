@@ -1,0 +1,627 @@
+package ops
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/run"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Lint finding ids.
+const (
+	LintNoKey             = "L001" // apply job or pipeline without key columns
+	LintWindowOrder       = "L002" // order-sensitive window whose ORDER BY is not total
+	LintNondeterministic  = "L003" // now(), random(), uuid() ...
+	LintUnorderedOutput   = "L004" // COPY, INSERT or order-sensitive aggregate without ORDER BY
+	LintUnusedParam       = "L005" // param declared, never read with getvariable
+	LintOutcomesNotStored = "L006" // outcomes_table declared, no step stores rows in it
+	LintLimitOrder        = "L007" // LIMIT without an ORDER BY that is total
+	LintStepContract      = "L008" // a step does not create staged, outcomes or idem_touched
+)
+
+// Severities of a finding. Errors make idem lint exit 1.
+const (
+	SeverityError   = "error"
+	SeverityWarning = "warning"
+)
+
+// Finding is one problem idem lint found, with where it is and how to fix it.
+type Finding struct {
+	ID       string `json:"id"`
+	Severity string `json:"severity"`
+	File     string `json:"file"`
+	Line     int    `json:"line,omitempty"`
+	Message  string `json:"message"`
+	Fix      string `json:"fix"`
+}
+
+// LintReport is idem lint's result for one job.
+type LintReport struct {
+	Job      string    `json:"job"`
+	Pipeline string    `json:"pipeline"`
+	Findings []Finding `json:"findings"`
+	Errors   int       `json:"errors"`
+	Warnings int       `json:"warnings"`
+}
+
+// LintJob loads the job file at path and checks its pipeline's transform
+// and schema SQL for plans that would not re-run safely. A job file that
+// cannot be loaded is returned as an error (exit 2), except a missing key,
+// which is finding L001.
+//
+// The SQL is read with DuckDB's own parser (json_serialize_sql) for every
+// query inside a statement. Conventions the checks rely on: the columns
+// named by the key, and _row (the stage step's row number), are unique per
+// row; row_number() OVER () numbers rows in input order.
+func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, error) {
+	data, err := job.ReadJobFile(jobPath)
+	if err != nil {
+		return nil, err
+	}
+	rep := &LintReport{Findings: []Finding{}}
+	j, err := run.ParseJobLenient(jobPath, data, builtins)
+	if err != nil {
+		if errors.Is(err, job.ErrNoKey) {
+			var jfe *job.JobFileError
+			errors.As(err, &jfe)
+			var head struct{ Name, Pipeline string }
+			_, _ = toml.Decode(string(data), &head)
+			rep.Job, rep.Pipeline = head.Name, head.Pipeline
+			rep.add(Finding{ID: LintNoKey, Severity: SeverityError, File: jfe.File, Line: jfe.Line,
+				Message: "the job applies batches without key columns: a replayed batch would double its rows",
+				Fix:     `declare the key: key = ["..."] in [target]`})
+			return rep, nil
+		}
+		return nil, err
+	}
+	rep.Job, rep.Pipeline = j.Name, j.Pipeline.Name
+	origin := j.Pipeline.Origin()
+	if cwd, err := os.Getwd(); err == nil && filepath.IsAbs(origin) {
+		if rel, err := filepath.Rel(cwd, origin); err == nil && !strings.HasPrefix(rel, "..") {
+			origin = filepath.ToSlash(rel)
+		}
+	}
+	if j.Pipeline.Mode == job.ModeApply && len(j.Pipeline.Key) == 0 {
+		rep.add(Finding{ID: LintNoKey, Severity: SeverityError, File: path.Join(origin, "pipeline.toml"),
+			Message: fmt.Sprintf("apply pipeline %s declares no key columns: a replayed batch would double its rows, and history cannot track rows", j.Pipeline.Name),
+			Fix:     `declare key = ["..."] in pipeline.toml`})
+	}
+
+	db, err := run.OpenMemory(ctx, "?autoinstall_known_extensions=false&threads=1")
+	if err != nil {
+		return nil, fmt.Errorf("open scratch database for lint: %w", err)
+	}
+	defer db.Close()
+	l := &linter{ctx: ctx, db: db, j: j, rep: rep}
+	files := make([]lintFile, 0, len(j.Steps)+1)
+	for _, s := range j.Steps {
+		files = append(files, lintFile{name: path.Join(origin, fmt.Sprintf("transform/v%d", j.TransformVersion), s.Name), text: j.Expand(s.SQL)})
+	}
+	files = append(files, lintFile{name: path.Join(origin, fmt.Sprintf("schema/v%d.SQL()", j.SchemaVersion)), text: j.Expand(j.DDL)})
+	for _, f := range files {
+		if err := l.file(f); err != nil {
+			return nil, err
+		}
+	}
+
+	// Params declared and never read.
+	for _, name := range job.SortedKeys(j.Pipeline.Params) {
+		read := regexp.MustCompile(`(?i)getvariable\s*\(\s*'` + regexp.QuoteMeta(name) + `'\s*\)`)
+		used := false
+		for _, f := range files {
+			used = used || read.MatchString(f.text)
+		}
+		if !used {
+			rep.add(Finding{ID: LintUnusedParam, Severity: SeverityWarning, File: path.Join(origin, "pipeline.toml"),
+				Message: fmt.Sprintf("param %s is declared but no step reads it with getvariable('%s'): it changes the job key without changing rows", name, name),
+				Fix:     fmt.Sprintf("read it with getvariable('%s') or remove it from pipeline.toml", name)})
+		}
+	}
+	// A declared outcomes table that no step writes: every run would fail
+	// its balance check (the stored rows are what is counted).
+	if t := j.Pipeline.OutcomesTable; t != "" {
+		stores := regexp.MustCompile(`(?i)\b(INSERT|MERGE)\s+INTO\s+` + regexp.QuoteMeta(job.QuoteIdent(j.Table+t)))
+		stored := false
+		for _, f := range files[:len(files)-1] {
+			stored = stored || stores.MatchString(f.text)
+		}
+		if !stored {
+			rep.add(Finding{ID: LintOutcomesNotStored, Severity: SeverityError, File: path.Join(origin, "pipeline.toml"),
+				Message: fmt.Sprintf("outcomes_table %q is declared but no step stores rows in %s: idem counts the stored rows, so every run would fail its balance check", t, j.Table+t),
+				Fix:     fmt.Sprintf("insert every input row's outcome into {{table:%s}} in the commit step, or remove outcomes_table", t)})
+		}
+	}
+	l.contract(origin, files[:len(files)-1])
+	sort.SliceStable(rep.Findings, func(i, j int) bool {
+		a, b := rep.Findings[i], rep.Findings[j]
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.ID < b.ID
+	})
+	return rep, nil
+}
+
+func (r *LintReport) add(f Finding) {
+	r.Findings = append(r.Findings, f)
+	if f.Severity == SeverityError {
+		r.Errors++
+	} else {
+		r.Warnings++
+	}
+}
+
+type lintFile struct{ name, text string }
+
+type linter struct {
+	ctx context.Context
+	db  *sql.DB
+	j   *job.Job
+	rep *LintReport
+}
+
+var (
+	nondeterministicCall = regexp.MustCompile(`(?i)\b(` + strings.Join(job.SortedKeys(job.Nondeterministic), "|") + `)\s*\(`)
+	nondeterministicWord = regexp.MustCompile(`(?i)\b(` + strings.Join(job.SortedKeys(job.NondeterministicRefs), "|") + `)\b`)
+	copyStatement        = regexp.MustCompile(`(?is)^\s*COPY\b`)
+	insertStatement      = regexp.MustCompile(`(?is)^\s*INSERT\s+INTO\b`)
+	queryStart           = regexp.MustCompile(`(?i)\b(SELECT|WITH|FROM)\b`)
+)
+
+// orderSensitiveAggregates give a result that depends on the order of
+// their input rows unless they have their own ORDER BY.
+var orderSensitiveAggregates = map[string]bool{
+	"string_agg": true, "group_concat": true, "listagg": true, "list": true, "array_agg": true,
+	"first": true, "last": true, "arbitrary": true, "histogram": true,
+}
+
+// orderSensitiveWindows give a result that depends on the order among
+// rows that tie on the window's ORDER BY.
+var orderSensitiveWindows = map[string]bool{
+	"WINDOW_ROW_NUMBER": true, "WINDOW_NTILE": true, "WINDOW_LEAD": true, "WINDOW_LAG": true,
+	"WINDOW_FIRST_VALUE": true, "WINDOW_LAST_VALUE": true, "WINDOW_NTH_VALUE": true,
+}
+
+func (l *linter) file(f lintFile) error {
+	masked := maskSQL(f.text)
+	for _, st := range splitStatements(masked) {
+		text := f.text[st.start:st.end]
+		mtext := masked[st.start:st.end]
+		line := func(off int) int { return 1 + strings.Count(f.text[:st.start+off], "\n") }
+		first := len(mtext) - len(strings.TrimLeft(mtext, " \t\r\n"))
+		// Non-deterministic functions, anywhere in the statement.
+		for _, m := range nondeterministicCall.FindAllStringSubmatchIndex(mtext, -1) {
+			l.rep.add(Finding{ID: LintNondeterministic, Severity: SeverityError, File: f.name, Line: line(m[0]),
+				Message: fmt.Sprintf("%s() gives another value on every run: the same input would not give the same rows", strings.ToLower(mtext[m[2]:m[3]])),
+				Fix:     "derive the value from the input, or bind it as a param (part of the job key)"})
+		}
+		for _, m := range nondeterministicWord.FindAllStringSubmatchIndex(mtext, -1) {
+			if strings.HasPrefix(strings.TrimLeft(mtext[m[1]:], " \t\r\n"), "(") {
+				continue // reported as a call
+			}
+			l.rep.add(Finding{ID: LintNondeterministic, Severity: SeverityError, File: f.name, Line: line(m[0]),
+				Message: fmt.Sprintf("%s gives another value on every run: the same input would not give the same rows", strings.ToLower(mtext[m[2]:m[3]])),
+				Fix:     "derive the value from the input, or bind it as a param (part of the job key)"})
+		}
+		queries, err := l.queries(text, mtext)
+		if err != nil {
+			return err
+		}
+		for _, q := range queries {
+			l.query(f.name, func(loc int) int { return line(q.start + loc) }, q.node)
+		}
+		// Order that reaches output.
+		var outer map[string]any
+		if len(queries) > 0 {
+			outer = queries[0].node
+		}
+		switch {
+		case copyStatement.MatchString(mtext):
+			if outer == nil || !hasOrderBy(outer) {
+				l.rep.add(Finding{ID: LintUnorderedOutput, Severity: SeverityError, File: f.name, Line: line(first),
+					Message: "COPY writes rows in whatever order the query yields: two runs can write different bytes",
+					Fix:     "COPY (SELECT ... ORDER BY <key columns>) TO ..."})
+			}
+		case insertStatement.MatchString(mtext) && outer != nil && !hasOrderBy(outer):
+			l.rep.add(Finding{ID: LintUnorderedOutput, Severity: SeverityWarning, File: f.name, Line: line(first),
+				Message: "INSERT ... SELECT without ORDER BY: the rows' order in the table (and in anything that reads it without sorting) can change between runs",
+				Fix:     "end the SELECT with ORDER BY <key columns> (or _row for outcomes)"})
+		}
+	}
+	return nil
+}
+
+type parsedQuery struct {
+	start int
+	node  map[string]any
+}
+
+// queries finds the queries of a statement that DuckDB can parse: for each
+// SELECT, WITH or FROM outside strings and comments, from there to the end
+// of its parenthesis (or of the statement), outermost first. A query found
+// inside one already parsed is skipped: the outer parse holds it.
+func (l *linter) queries(text, masked string) ([]parsedQuery, error) {
+	var out []parsedQuery
+	coveredUntil := -1
+	for _, m := range queryStart.FindAllStringIndex(masked, -1) {
+		if m[0] < coveredUntil {
+			continue
+		}
+		end := closingParen(masked, m[0])
+		node, ok, err := l.parse(text[m[0]:end])
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, parsedQuery{start: m[0], node: node})
+			coveredUntil = end
+		}
+	}
+	return out, nil
+}
+
+// closingParen is the offset where the parenthesis level that start is in
+// closes, or the end of s.
+func closingParen(s string, start int) int {
+	depth := 0
+	for i := start; i < len(s); i++ {
+		switch s[i] {
+		case '(':
+			depth++
+		case ')':
+			depth--
+			if depth < 0 {
+				return i
+			}
+		}
+	}
+	return len(s)
+}
+
+func (l *linter) parse(q string) (map[string]any, bool, error) {
+	var text string
+	if err := l.db.QueryRowContext(l.ctx, "SELECT CAST(json_serialize_sql(?::VARCHAR) AS VARCHAR)", q).Scan(&text); err != nil {
+		return nil, false, fmt.Errorf("lint: parse SQL: %w", err)
+	}
+	var parsed struct {
+		Error      bool `json:"error"`
+		Statements []struct {
+			Node map[string]any `json:"node"`
+		} `json:"statements"`
+	}
+	if err := json.Unmarshal([]byte(text), &parsed); err != nil {
+		return nil, false, fmt.Errorf("lint: read parse: %w", err)
+	}
+	if parsed.Error || len(parsed.Statements) != 1 {
+		return nil, false, nil
+	}
+	return parsed.Statements[0].Node, true, nil
+}
+
+func hasOrderBy(node map[string]any) bool {
+	mods, _ := node["modifiers"].([]any)
+	for _, m := range mods {
+		if mm, ok := m.(map[string]any); ok && mm["type"] == "ORDER_MODIFIER" {
+			return true
+		}
+	}
+	return false
+}
+
+// query checks one parsed query's window functions, aggregates and
+// LIMITs.
+func (l *linter) query(file string, lineAt func(int) int, node map[string]any) {
+	// EXISTS (SELECT ... LIMIT 1) asks whether any row exists: which row
+	// comes first does not matter there.
+	exists := map[uintptr]bool{}
+	job.WalkJSON(node, func(m map[string]any) {
+		if t, _ := m["subquery_type"].(string); m["class"] == "SUBQUERY" && (t == "EXISTS" || t == "NOT_EXISTS") {
+			if sq, ok := m["subquery"].(map[string]any); ok {
+				if n, ok := sq["node"].(map[string]any); ok {
+					exists[reflect.ValueOf(n).Pointer()] = true
+				}
+			}
+		}
+	})
+	job.WalkJSON(node, func(m map[string]any) {
+		loc, _ := m["query_location"].(float64)
+		if loc < 0 || loc > 1<<40 {
+			loc = 0 // no location
+		}
+		line := lineAt(int(loc))
+		if mods, ok := m["modifiers"].([]any); ok && !exists[reflect.ValueOf(m).Pointer()] {
+			l.limit(file, lineAt, mods)
+		}
+		switch m["class"] {
+		case "WINDOW":
+			typ, _ := m["type"].(string)
+			name, _ := m["function_name"].(string)
+			partitions, _ := m["partitions"].([]any)
+			orders, _ := m["orders"].([]any)
+			sensitive := orderSensitiveWindows[typ]
+			argOrders, _ := m["arg_orders"].([]any)
+			if typ == "WINDOW_AGGREGATE" && orderSensitiveAggregates[strings.ToLower(name)] && len(orders) == 0 && len(argOrders) == 0 {
+				l.rep.add(Finding{ID: LintUnorderedOutput, Severity: SeverityError, File: file, Line: line,
+					Message: fmt.Sprintf("%s() OVER (...) without ORDER BY collects values in whatever order rows arrive: two runs can give different values", name),
+					Fix:     fmt.Sprintf("%s(x ORDER BY <unique columns>) OVER (...)", name)})
+				return
+			}
+			if typ == "WINDOW_AGGREGATE" && len(orders) > 0 {
+				// A ROWS frame splits peers; the default RANGE frame does not.
+				start, _ := m["start"].(string)
+				end, _ := m["end"].(string)
+				sensitive = strings.HasSuffix(start, "_ROWS") || strings.HasSuffix(end, "_ROWS")
+			}
+			if !sensitive {
+				return
+			}
+			if typ == "WINDOW_ROW_NUMBER" && len(partitions) == 0 && len(orders) == 0 {
+				return // row_number() OVER (): the input order, by convention
+			}
+			inPartition := map[string]bool{}
+			for _, p := range partitions {
+				if c := columnName(p); c != "" {
+					inPartition[c] = true
+				}
+			}
+			ordered := map[string]bool{}
+			for _, o := range orders {
+				if om, ok := o.(map[string]any); ok {
+					if c := columnName(om["expression"]); c != "" {
+						ordered[c] = true
+					}
+				}
+			}
+			var need []string
+			for _, k := range l.j.Pipeline.Key {
+				if !inPartition[strings.ToLower(k)] {
+					need = append(need, strings.ToLower(k))
+				}
+			}
+			total := ordered["_row"] || (len(need) > 0 && !slices.ContainsFunc(need, func(k string) bool { return !ordered[k] }))
+			if total {
+				return
+			}
+			keys := strings.Join(l.j.Pipeline.Key, ", ")
+			if keys == "" {
+				keys = "the key columns"
+			}
+			l.rep.add(Finding{ID: LintWindowOrder, Severity: SeverityError, File: file, Line: line,
+				Message: fmt.Sprintf("%s() OVER (...) depends on the order of rows that tie on its ORDER BY, and that ORDER BY is not total over the partition: ties are broken by chance", name),
+				Fix:     fmt.Sprintf("end the ORDER BY with the columns that make a row unique (%s, or _row), or use rank()/dense_rank(), which give ties one value", keys)})
+		case "FUNCTION":
+			name, _ := m["function_name"].(string)
+			if !orderSensitiveAggregates[strings.ToLower(name)] {
+				return
+			}
+			ob, _ := m["order_bys"].(map[string]any)
+			orders, _ := ob["orders"].([]any)
+			if len(orders) > 0 {
+				return
+			}
+			l.rep.add(Finding{ID: LintUnorderedOutput, Severity: SeverityError, File: file, Line: line,
+				Message: fmt.Sprintf("%s() without ORDER BY collects values in whatever order rows arrive: two runs can give different values", name),
+				Fix:     fmt.Sprintf("%s(x ORDER BY <unique columns>)", name)})
+		}
+	})
+}
+
+// limit checks a query's LIMIT or OFFSET: which rows it keeps depends on
+// the order rows arrive in unless an ORDER BY in the same query is total
+// (ends on the key columns or _row).
+func (l *linter) limit(file string, lineAt func(int) int, mods []any) {
+	var lim map[string]any
+	var orders []any
+	for _, m := range mods {
+		mm, _ := m.(map[string]any)
+		switch mm["type"] {
+		case "LIMIT_MODIFIER", "LIMIT_PERCENT_MODIFIER":
+			lim = mm
+		case "ORDER_MODIFIER":
+			orders, _ = mm["orders"].([]any)
+		}
+	}
+	if lim == nil {
+		return
+	}
+	at := 0
+	for _, k := range []string{"limit", "offset"} {
+		e, _ := lim[k].(map[string]any)
+		if e == nil {
+			continue
+		}
+		if v, _ := e["value"].(map[string]any); k == "limit" && e["class"] == "CONSTANT" && fmt.Sprint(v["value"]) == "0" && lim["offset"] == nil {
+			return // LIMIT 0 keeps no row
+		}
+		if loc, ok := e["query_location"].(float64); ok && loc >= 0 && loc < 1<<40 && at == 0 {
+			at = int(loc)
+		}
+	}
+	ordered := map[string]bool{}
+	for _, o := range orders {
+		if om, ok := o.(map[string]any); ok {
+			if c := columnName(om["expression"]); c != "" {
+				ordered[c] = true
+			}
+		}
+	}
+	key := l.j.Pipeline.Key
+	total := ordered["_row"] || (len(key) > 0 && !slices.ContainsFunc(key, func(k string) bool { return !ordered[strings.ToLower(k)] }))
+	if total {
+		return
+	}
+	keys := strings.Join(key, ", ")
+	if keys == "" {
+		keys = "the key columns"
+	}
+	msg := "LIMIT/OFFSET without ORDER BY keeps whichever rows arrive first: two runs can keep different rows"
+	if len(orders) > 0 {
+		msg = "LIMIT/OFFSET with an ORDER BY that is not total keeps whichever of the rows that tie on it arrive first: two runs can keep different rows"
+	}
+	l.rep.add(Finding{ID: LintLimitOrder, Severity: SeverityError, File: file, Line: lineAt(at), Message: msg,
+		Fix: fmt.Sprintf("ORDER BY columns that make a row unique (%s, or _row) before the LIMIT, or rank with row_number() OVER (PARTITION BY ... ORDER BY <total order>)", keys)})
+}
+
+// columnName is the lower-case column name of a plain column reference
+// (the last part of a qualified name), or "".
+func columnName(v any) string {
+	m, ok := v.(map[string]any)
+	if !ok || m["class"] != "COLUMN_REF" {
+		return ""
+	}
+	names, _ := m["column_names"].([]any)
+	if len(names) == 0 {
+		return ""
+	}
+	s, _ := names[len(names)-1].(string)
+	return strings.ToLower(s)
+}
+
+// maskSQL returns text with comments and the insides of string literals
+// and quoted identifiers replaced by spaces (newlines kept), so that
+// offsets stay the same and keywords inside them are not seen.
+func maskSQL(text string) string {
+	b := []byte(text)
+	for i := 0; i < len(b); i++ {
+		switch {
+		case b[i] == '-' && i+1 < len(b) && b[i+1] == '-':
+			for ; i < len(b) && b[i] != '\n'; i++ {
+				b[i] = ' '
+			}
+		case b[i] == '/' && i+1 < len(b) && b[i+1] == '*':
+			j := i
+			for ; j < len(b) && !(b[j] == '*' && j+1 < len(b) && b[j+1] == '/'); j++ {
+				if b[j] != '\n' {
+					b[j] = ' '
+				}
+			}
+			for k := j; k < j+2 && k < len(b); k++ {
+				b[k] = ' '
+			}
+			i = j + 1
+		case b[i] == '\'' || b[i] == '"':
+			q := b[i]
+			j := i + 1
+			for ; j < len(b); j++ {
+				if b[j] == q {
+					if j+1 < len(b) && b[j+1] == q {
+						b[j], b[j+1] = ' ', ' '
+						j++
+						continue
+					}
+					break
+				}
+				if b[j] != '\n' {
+					b[j] = ' '
+				}
+			}
+			i = j
+		}
+	}
+	return string(b)
+}
+
+type span struct{ start, end int }
+
+// splitStatements splits masked SQL at semicolons into non-blank statements.
+func splitStatements(masked string) []span {
+	var out []span
+	start := 0
+	for i := 0; i <= len(masked); i++ {
+		if i == len(masked) || masked[i] == ';' {
+			if strings.TrimSpace(masked[start:i]) != "" {
+				out = append(out, span{start, i})
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
+
+// The step contract: the relations idem and the later steps read, by the
+// step that must create them. The stage step is the first step.
+var (
+	createsStaged = createsRelation("staged")
+)
+
+// createsRelation matches a CREATE TABLE or VIEW of name, temp or not.
+func createsRelation(name string) *regexp.Regexp {
+	return regexp.MustCompile(`(?is)\bCREATE\s+(?:OR\s+REPLACE\s+)?(?:(?:TEMP|TEMPORARY)\s+)?(?:TABLE|VIEW)\s+(?:IF\s+NOT\s+EXISTS\s+)?(?:temp\.(?:main\.)?)?"?` + name + `"?(?:\s|\(|$)`)
+}
+
+// creates reports whether text creates the relation re matches, outside
+// comments and string literals.
+func creates(re *regexp.Regexp, text string) bool {
+	masked := maskSQL(text)
+	for _, m := range re.FindAllStringIndex(text, -1) {
+		if strings.EqualFold(masked[m[0]:m[0]+6], "CREATE") {
+			return true
+		}
+	}
+	return false
+}
+
+// contract checks the step contract: the stage step (the first) creates
+// temp table staged with a column reason, some step creates outcomes (read
+// by idem unless the pipeline declares its outcomes table), and an apply
+// pipeline leaves idem_touched (else history compares the whole target).
+func (l *linter) contract(origin string, steps []lintFile) {
+	j := l.j
+	dir := path.Join(origin, fmt.Sprintf("transform/v%d", j.TransformVersion))
+	add := func(sev, file, msg, fix string) {
+		l.rep.add(Finding{ID: LintStepContract, Severity: sev, File: file, Message: msg, Fix: fix})
+	}
+	if len(steps) == 0 {
+		return
+	}
+	stage := steps[0]
+	if !creates(createsStaged, stage.text) {
+		msg := fmt.Sprintf("the stage step %s does not create temp table staged: the run fails after it (quality rules and idem's outcome check read staged)", path.Base(stage.name))
+		for _, f := range steps[1:] {
+			if creates(createsStaged, f.text) {
+				msg = fmt.Sprintf("staged is created by %s, not by the stage step %s: quality rules are applied to staged right after the first step", path.Base(f.name), path.Base(stage.name))
+			}
+		}
+		add(SeverityError, stage.name, msg, "CREATE OR REPLACE TEMP TABLE staged AS SELECT row_number() OVER () AS _row, ..., <reason> AS reason FROM input in the first step")
+	} else if conn, err := l.db.Conn(l.ctx); err == nil {
+		// Where the stage step runs on an empty input in the scratch
+		// database, its columns are known: reason must be one of them.
+		if _, err := run.DryStage(l.ctx, conn, j); errors.Is(err, run.ErrNoReason) {
+			add(SeverityError, stage.name, fmt.Sprintf("the stage step %s creates staged without a column reason: idem and quality rules tag invalid rows there", path.Base(stage.name)),
+				"add a column reason to staged: NULL for a valid row, else why it is invalid (CAST(NULL AS VARCHAR) AS reason when nothing is checked)")
+		}
+		conn.Close()
+	}
+	createsOutcomes, createsTouched := createsRelation("outcomes"), createsRelation("idem_touched")
+	hasOutcomes, hasTouched := false, false
+	for _, f := range steps {
+		hasOutcomes = hasOutcomes || creates(createsOutcomes, f.text)
+		hasTouched = hasTouched || creates(createsTouched, f.text)
+	}
+	if !hasOutcomes && j.Pipeline.OutcomesTable == "" {
+		add(SeverityError, dir, "no step creates temp table outcomes and the pipeline declares no outcomes_table: idem counts each row's outcome there, so every run would fail",
+			"create temp table (or view) outcomes in the outcomes step: one row per staged row, with a column outcome")
+	}
+	if j.Pipeline.Mode == job.ModeApply && !hasTouched {
+		add(SeverityWarning, dir, "no step creates temp table idem_touched: every run compares the whole target with its history instead of the keys the batch touched",
+			fmt.Sprintf("in the commit step, CREATE OR REPLACE TEMP TABLE idem_touched AS the key columns (%s) of every row written or deleted", strings.Join(j.Pipeline.Key, ", ")))
+	}
+}
