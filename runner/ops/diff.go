@@ -4,11 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"github.com/idem-dev/idem/runner/run"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/idem-dev/idem/runner/run"
 
 	"github.com/idem-dev/idem/runner/source"
 

@@ -5,8 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/idem-dev/idem/runner/run"
 	"os"
+
+	"github.com/idem-dev/idem/runner/run"
 
 	"github.com/idem-dev/idem/runner/source"
 
@@ -179,58 +180,11 @@ func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, opts EraseO
 	}
 	res := &EraseResult{Job: j.Name, Key: opts.Key, Parent: st.Snapshot, Snapshot: st.Snapshot + 1,
 		Removed: map[string]int64{}, Inputs: []source.RewrittenInput{}}
-	var maxPos sql.NullInt64
-	seePos := func(p sql.NullInt64) {
-		if p.Valid && (!maxPos.Valid || p.Int64 > maxPos.Int64) {
-			maxPos = p
-		}
-	}
-	found := false
+	e := &eraser{res: res, keyCol: keyCol, posCol: posCol}
 
 	// Tables: the target, its history and the companions.
-	tables, err := companionTables(ctx, tx, j, keyCol)
-	if err != nil {
+	if err := e.fromTables(ctx, tx, j, opts); err != nil {
 		return nil, nil, err
-	}
-	type place struct{ label, name string }
-	places := []place{{j.Table, job.QuoteIdent(j.Table)}}
-	if ok, err := catalog.TableExists(ctx, tx, "idem", j.Name+"__history"); err != nil {
-		return nil, nil, err
-	} else if ok {
-		places = append(places, place{"history", catalog.HistoryTable(j.Name)})
-	}
-	for _, t := range tables {
-		if t != j.Table {
-			places = append(places, place{t, job.QuoteIdent(t)})
-		}
-	}
-	for _, p := range places {
-		cols, err := columnsOf(ctx, tx, p.name)
-		if err != nil {
-			return nil, nil, err
-		}
-		where := " WHERE CAST(" + job.QuoteIdent(keyCol) + " AS VARCHAR) = ?"
-		if cols[posCol] {
-			// A row's position counts only where the pipeline judged it
-			// valid: a table that stores outcomes keeps invalid rows as
-			// received ("1e18"), and their outcome says so.
-			valid := ""
-			if cols["outcome"] {
-				valid = " AND coalesce(outcome NOT LIKE 'invalid%', false)"
-			}
-			var pos sql.NullInt64
-			if err := tx.QueryRowContext(ctx, "SELECT max("+source.PositionSQL("CAST("+job.QuoteIdent(posCol)+" AS VARCHAR)")+") FROM "+p.name+where+valid, opts.Key).Scan(&pos); err != nil {
-				return nil, nil, fmt.Errorf("erase from %s: %w", p.label, catalog.TrimSQLError(err))
-			}
-			seePos(pos)
-		}
-		r, err := tx.ExecContext(ctx, "DELETE FROM "+p.name+where, opts.Key)
-		if err != nil {
-			return nil, nil, fmt.Errorf("erase from %s: %w", p.label, catalog.TrimSQLError(err))
-		}
-		n, _ := r.RowsAffected()
-		res.Removed[p.label] = n
-		found = found || n > 0
 	}
 
 	// Retained inputs of every snapshot of the job.
@@ -238,35 +192,11 @@ func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, opts EraseO
 	if err != nil {
 		return nil, nil, err
 	}
-	rewritten := map[string]catalog.InputRef{}
-	for _, s := range snaps {
-		format := s.Inputs.Format
-		if format == "" {
-			format = j.Input.Format
-		}
-		for _, f := range s.Inputs.Files {
-			if _, done := rewritten[f.SHA256]; done {
-				continue
-			}
-			rw, pos, err := source.Rewrite(ctx, tx, d.Path(), f, format, source.KeyFilter(keyCol, posCol, opts.Key))
-			if err != nil {
-				return nil, nil, err
-			}
-			// A retained input's rows carry no verdict; where the pipeline
-			// stores every row's outcome, the position comes from there.
-			if j.Pipeline.OutcomesTable == "" {
-				seePos(pos)
-			}
-			if rw == nil {
-				rewritten[f.SHA256] = f
-				continue
-			}
-			found = true
-			rewritten[f.SHA256] = catalog.InputRef{SHA256: rw.New, Bytes: rw.Bytes, Name: f.Name}
-			res.Inputs = append(res.Inputs, *rw)
-		}
+	rewritten, err := e.fromInputs(ctx, d, tx, j, snaps, opts)
+	if err != nil {
+		return nil, nil, err
 	}
-	if !found && !opts.Replay {
+	if !e.found && !opts.Replay {
 		prior, err := catalog.CountErasures(ctx, tx, j.Name, opts.Key)
 		if err != nil {
 			return nil, nil, err
@@ -280,15 +210,135 @@ func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, opts EraseO
 		return nil, nil, fmt.Errorf("erase %s from job %s: the key is in no row, snapshot or retained input; nothing committed", opts.Key, j.Name)
 	}
 	if opts.Position != nil {
-		maxPos = sql.NullInt64{Int64: *opts.Position, Valid: true}
+		e.maxPos = sql.NullInt64{Int64: *opts.Position, Valid: true}
 	}
-	if maxPos.Valid {
-		res.Position = &maxPos.Int64
+	if e.maxPos.Valid {
+		res.Position = &e.maxPos.Int64
 	}
 
 	// Point every snapshot row at the rewritten files.
+	stale, err := repoint(ctx, d, tx, j, snaps, rewritten, res.Inputs)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	// The erasure and its snapshot.
+	if err := catalog.RecordErasure(ctx, tx, j.Name, opts.Key, res.Position, res.Snapshot); err != nil {
+		return nil, nil, err
+	}
+	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, res.Snapshot, job.KindErase, catalog.SnapshotInputs{Files: []catalog.InputRef{}}, st.Key, st.PartsJSON()); err != nil {
+		return nil, nil, err
+	}
+	return res, stale, nil
+}
+
+// eraser is what the steps of an erasure share: the result so far, the
+// key and position columns, the highest valid position of the key seen and
+// whether any row held it.
+type eraser struct {
+	res            *EraseResult
+	keyCol, posCol string
+	maxPos         sql.NullInt64
+	found          bool
+}
+
+func (e *eraser) seePos(p sql.NullInt64) {
+	if p.Valid && (!e.maxPos.Valid || p.Int64 > e.maxPos.Int64) {
+		e.maxPos = p
+	}
+}
+
+// fromTables deletes the key's rows from the target, its history and the
+// companions, noting the highest valid position they held.
+func (e *eraser) fromTables(ctx context.Context, tx *sql.Tx, j *job.Job, opts EraseOptions) error {
+	tables, err := companionTables(ctx, tx, j, e.keyCol)
+	if err != nil {
+		return err
+	}
+	type place struct{ label, name string }
+	places := []place{{j.Table, job.QuoteIdent(j.Table)}}
+	if ok, err := catalog.TableExists(ctx, tx, "idem", j.Name+"__history"); err != nil {
+		return err
+	} else if ok {
+		places = append(places, place{"history", catalog.HistoryTable(j.Name)})
+	}
+	for _, t := range tables {
+		if t != j.Table {
+			places = append(places, place{t, job.QuoteIdent(t)})
+		}
+	}
+	for _, p := range places {
+		cols, err := columnsOf(ctx, tx, p.name)
+		if err != nil {
+			return err
+		}
+		where := " WHERE CAST(" + job.QuoteIdent(e.keyCol) + " AS VARCHAR) = ?"
+		if cols[e.posCol] {
+			// A row's position counts only where the pipeline judged it
+			// valid: a table that stores outcomes keeps invalid rows as
+			// received ("1e18"), and their outcome says so.
+			valid := ""
+			if cols["outcome"] {
+				valid = " AND coalesce(outcome NOT LIKE 'invalid%', false)"
+			}
+			var pos sql.NullInt64
+			if err := tx.QueryRowContext(ctx, "SELECT max("+source.PositionSQL("CAST("+job.QuoteIdent(e.posCol)+" AS VARCHAR)")+") FROM "+p.name+where+valid, opts.Key).Scan(&pos); err != nil {
+				return fmt.Errorf("erase from %s: %w", p.label, catalog.TrimSQLError(err))
+			}
+			e.seePos(pos)
+		}
+		r, err := tx.ExecContext(ctx, "DELETE FROM "+p.name+where, opts.Key)
+		if err != nil {
+			return fmt.Errorf("erase from %s: %w", p.label, catalog.TrimSQLError(err))
+		}
+		n, _ := r.RowsAffected()
+		e.res.Removed[p.label] = n
+		e.found = e.found || n > 0
+	}
+	return nil
+}
+
+// fromInputs rewrites every retained input of the snapshots without the
+// key's rows. It returns each input's replacement (itself when it held no
+// such row).
+func (e *eraser) fromInputs(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, snaps []*catalog.SnapshotRow, opts EraseOptions) (map[string]catalog.InputRef, error) {
+	rewritten := map[string]catalog.InputRef{}
+	for _, s := range snaps {
+		format := s.Inputs.Format
+		if format == "" {
+			format = j.Input.Format
+		}
+		for _, f := range s.Inputs.Files {
+			if _, done := rewritten[f.SHA256]; done {
+				continue
+			}
+			rw, pos, err := source.Rewrite(ctx, tx, d.Path(), f, format, source.KeyFilter(e.keyCol, e.posCol, opts.Key))
+			if err != nil {
+				return nil, err
+			}
+			// A retained input's rows carry no verdict; where the pipeline
+			// stores every row's outcome, the position comes from there.
+			if j.Pipeline.OutcomesTable == "" {
+				e.seePos(pos)
+			}
+			if rw == nil {
+				rewritten[f.SHA256] = f
+				continue
+			}
+			e.found = true
+			rewritten[f.SHA256] = catalog.InputRef{SHA256: rw.New, Bytes: rw.Bytes, Name: f.Name}
+			e.res.Inputs = append(e.res.Inputs, *rw)
+		}
+	}
+	return rewritten, nil
+}
+
+// repoint points every snapshot row at the rewritten inputs and records
+// them; it returns the retained copies no row names any more, to delete
+// after the commit.
+func repoint(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, snaps []*catalog.SnapshotRow, rewritten map[string]catalog.InputRef, inputs []source.RewrittenInput) ([]string, error) {
 	var stale []string
-	if len(res.Inputs) > 0 {
+	if len(inputs) > 0 {
 		for _, s := range snaps {
 			changed := false
 			for i, f := range s.Inputs.Files {
@@ -301,34 +351,26 @@ func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, opts EraseO
 				continue
 			}
 			if err := catalog.SetSnapshotInputs(ctx, tx, j.Name, s.Snapshot, s.Inputs); err != nil {
-				return nil, nil, fmt.Errorf("erase: update inputs of snapshot %d: %w", s.Snapshot, err)
+				return nil, fmt.Errorf("erase: update inputs of snapshot %d: %w", s.Snapshot, err)
 			}
 		}
-		for _, rw := range res.Inputs {
+		for _, rw := range inputs {
 			if err := catalog.RecordInput(ctx, tx, rw.New, rw.Bytes); err != nil {
-				return nil, nil, fmt.Errorf("erase: record input: %w", err)
+				return nil, fmt.Errorf("erase: record input: %w", err)
 			}
 			refs, err := catalog.InputReferences(ctx, tx, rw.Old)
 			if err != nil {
-				return nil, nil, fmt.Errorf("erase: count references to input: %w", err)
+				return nil, fmt.Errorf("erase: count references to input: %w", err)
 			}
 			if refs == 0 {
 				if err := catalog.ForgetInput(ctx, tx, rw.Old); err != nil {
-					return nil, nil, fmt.Errorf("erase: forget input: %w", err)
+					return nil, fmt.Errorf("erase: forget input: %w", err)
 				}
 				stale = append(stale, source.RetainedPath(d.Path(), rw.Old))
 			}
 		}
 	}
-
-	// The erasure and its snapshot.
-	if err := catalog.RecordErasure(ctx, tx, j.Name, opts.Key, res.Position, res.Snapshot); err != nil {
-		return nil, nil, err
-	}
-	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, res.Snapshot, job.KindErase, catalog.SnapshotInputs{Files: []catalog.InputRef{}}, st.Key, st.PartsJSON()); err != nil {
-		return nil, nil, err
-	}
-	return res, stale, nil
+	return stale, nil
 }
 
 func columnsOf(ctx context.Context, q catalog.Querier, qualified string) (map[string]bool, error) {

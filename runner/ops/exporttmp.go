@@ -6,12 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/idem-dev/idem/runner/run"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/idem-dev/idem/runner/run"
 )
 
 // Fault points of an export: an ExportOptions.Fault hook is called with

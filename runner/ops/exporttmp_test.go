@@ -1,12 +1,13 @@
 package ops
 
 import (
-	"github.com/idem-dev/idem/runner/run"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/idem-dev/idem/runner/run"
 
 	"github.com/stretchr/testify/require"
 )

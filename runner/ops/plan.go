@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/idem-dev/idem/runner/run"
 	"os"
 	"path/filepath"
+
+	"github.com/idem-dev/idem/runner/run"
 
 	"github.com/idem-dev/idem/runner/source"
 

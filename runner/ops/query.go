@@ -7,11 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/idem-dev/idem/runner/run"
 	"math/big"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idem-dev/idem/runner/run"
 
 	"github.com/idem-dev/idem/runner/catalog"
 

@@ -2,9 +2,10 @@ package ops
 
 import (
 	"context"
-	"github.com/idem-dev/idem/runner/run"
 	"path/filepath"
 	"testing"
+
+	"github.com/idem-dev/idem/runner/run"
 
 	"github.com/stretchr/testify/require"
 )

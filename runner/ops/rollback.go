@@ -5,8 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/idem-dev/idem/runner/run"
 	"slices"
+
+	"github.com/idem-dev/idem/runner/run"
 
 	"github.com/idem-dev/idem/runner/catalog"
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
 	"github.com/idem-dev/idem/runner/run"
 
 	"github.com/idem-dev/idem/runner/catalog"

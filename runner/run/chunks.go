@@ -25,24 +25,6 @@ type ChunksResult struct {
 	Runs      []*Result `json:"runs"`
 }
 
-// bounds are the ledger's from and to of a run: --from/--to, or a chunk's
-// watermark range.
-func bounds(o RunOptions, c *source.Chunk) (from, to any) {
-	if c != nil {
-		if c.From != nil {
-			from = *c.From
-		}
-		if c.To != nil {
-			to = *c.To
-		}
-		return from, to
-	}
-	if o.From != nil {
-		from, to = *o.From, *o.To
-	}
-	return from, to
-}
-
 // RunChunks runs a chunked job until its input holds nothing past the
 // job's watermark. It returns the chunks applied before an error together
 // with the error. Every invocation is in the run log: each chunk as its

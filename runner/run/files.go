@@ -85,20 +85,6 @@ func (d *DB) RunFiles(ctx context.Context, j *job.Job, opts RunOptions) (*FilesR
 // records of databases written before, whose paths were relative to the
 // working directory of their run.
 
-// checkInputMode is the in-transaction guard of directory and chunked
-// inputs: a file of the batch must not be committed already (the listing
-// that chose it was read outside the transaction), and a chunk must start
-// where the job's last chunk ended.
-func checkInputMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, st catalog.State, opts RunOptions) error {
-	if p.chunk != nil {
-		return source.CheckChunk(ctx, tx, j, st, p.chunk)
-	}
-	if j.Input.Mode != job.InputModeFiles {
-		return nil
-	}
-	return source.CheckFiles(ctx, tx, j, p.files)
-}
-
 // recordFiles writes the file records of a files-mode batch, inside the
 // run's transaction.
 func recordFiles(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, res *Result) error {
