@@ -112,7 +112,7 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 	for _, s := range j.Steps {
 		files = append(files, lintFile{name: path.Join(origin, fmt.Sprintf("transform/v%d", j.TransformVersion), s.Name), text: j.Expand(s.SQL)})
 	}
-	files = append(files, lintFile{name: path.Join(origin, fmt.Sprintf("schema/v%d.SQL()", j.SchemaVersion)), text: j.Expand(j.DDL)})
+	files = append(files, lintFile{name: path.Join(origin, fmt.Sprintf("schema/v%d.sql", j.SchemaVersion)), text: j.Expand(j.DDL)})
 	for _, f := range files {
 		if err := l.file(f); err != nil {
 			return nil, err
