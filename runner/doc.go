@@ -3,6 +3,7 @@
 //
 //	job      the job file, pipeline, params, rules as written, templates,
 //	         key parts, error kinds and exit codes, Progress (pure)
+//	project  a set of jobs linked by their upstreams, in run order (pure)
 //	catalog  idem's own tables: every SQL text on idem.*
 //	source   inputs: resolve, hash, retain, stage; files and chunks modes
 //	run      the database handle and the transaction of one run

@@ -31,6 +31,7 @@ func TestLayering(t *testing.T) {
 		direct    bool     // check its own imports only (they bring the layers below)
 	}{
 		{pkg: module + "/runner/job", forbidden: pure},
+		{pkg: module + "/runner/project", idem: []string{job}, forbidden: pure},
 		{pkg: module + "/runner/catalog", idem: []string{job}},
 		{pkg: module + "/runner/source", idem: []string{job, catalog}},
 		{pkg: module + "/runner/run", idem: []string{job, catalog, source}},
