@@ -15,10 +15,9 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/run"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/idem-dev/idem/runner/run"
 )
 
 // dbOpenRounds is how many times the concurrent-creation and creation-kill

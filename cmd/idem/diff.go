@@ -5,11 +5,10 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/runner/job"
-
-	"github.com/spf13/cobra"
-
 	"github.com/idem-dev/idem/runner/ops"
 	"github.com/idem-dev/idem/runner/run"
+
+	"github.com/spf13/cobra"
 )
 
 func (a *app) newDiffCmd() *cobra.Command {

@@ -6,10 +6,9 @@ import (
 	"slices"
 
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/ops"
 
 	"github.com/spf13/cobra"
-
-	"github.com/idem-dev/idem/runner/ops"
 )
 
 func (a *app) newEraseCmd() *cobra.Command {

@@ -10,13 +10,11 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/runner/catalog"
-
 	"github.com/idem-dev/idem/runner/job"
-
-	"github.com/stretchr/testify/require"
-
 	"github.com/idem-dev/idem/runner/ops"
 	"github.com/idem-dev/idem/runner/run"
+
+	"github.com/stretchr/testify/require"
 )
 
 // guardJob is a versioned_changes job in its own temp folder with its own

@@ -17,10 +17,9 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/run"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/idem-dev/idem/runner/run"
 )
 
 // processEnv makes the test binary act as the idem binary: TestMain calls

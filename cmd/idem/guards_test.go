@@ -9,12 +9,10 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/runner/catalog"
-
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/run"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/idem-dev/idem/runner/run"
 )
 
 // create makes the job's database with idem's tables and nothing else, so a

@@ -7,10 +7,9 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/ops"
 
 	"github.com/spf13/cobra"
-
-	"github.com/idem-dev/idem/runner/ops"
 )
 
 func (a *app) newInitCmd() *cobra.Command {

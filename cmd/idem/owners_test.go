@@ -9,11 +9,10 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/runner/job"
-
-	"github.com/stretchr/testify/require"
-
 	"github.com/idem-dev/idem/runner/ops"
 	"github.com/idem-dev/idem/runner/run"
+
+	"github.com/stretchr/testify/require"
 )
 
 // ownerJob writes a versioned_changes job file named name with target

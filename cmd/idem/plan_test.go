@@ -7,10 +7,9 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/ops"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/idem-dev/idem/runner/ops"
 )
 
 // planThenRun plans args (a run's arguments after the job), requires that

@@ -10,11 +10,10 @@ import (
 	"text/tabwriter"
 
 	"github.com/idem-dev/idem/runner/job"
-
-	"github.com/spf13/cobra"
-
 	"github.com/idem-dev/idem/runner/ops"
 	"github.com/idem-dev/idem/runner/run"
+
+	"github.com/spf13/cobra"
 )
 
 func (a *app) newQueryCmd() *cobra.Command {

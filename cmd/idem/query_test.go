@@ -12,10 +12,9 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/run"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/idem-dev/idem/runner/run"
 )
 
 // listFiles is every file and folder under dir with its size and

@@ -4,10 +4,9 @@ import (
 	"fmt"
 
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/ops"
 
 	"github.com/spf13/cobra"
-
-	"github.com/idem-dev/idem/runner/ops"
 )
 
 func (a *app) newRerunCmd() *cobra.Command {

@@ -13,10 +13,9 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/ops"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/idem-dev/idem/runner/ops"
 )
 
 // storeFiles lists every file under the retained-input store, relative to it.

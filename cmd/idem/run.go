@@ -7,10 +7,9 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/run"
 
 	"github.com/spf13/cobra"
-
-	"github.com/idem-dev/idem/runner/run"
 )
 
 func (a *app) newRunCmd() *cobra.Command {

@@ -5,10 +5,9 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/run"
 
 	"github.com/spf13/cobra"
-
-	"github.com/idem-dev/idem/runner/run"
 )
 
 // runMany runs a job that applies several batches in one invocation: a

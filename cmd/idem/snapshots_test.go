@@ -12,13 +12,11 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/runner/catalog"
-
 	"github.com/idem-dev/idem/runner/job"
-
-	"github.com/stretchr/testify/require"
-
 	"github.com/idem-dev/idem/runner/ops"
 	"github.com/idem-dev/idem/runner/run"
+
+	"github.com/stretchr/testify/require"
 )
 
 // csvRows parses an export into records keyed by the first column.

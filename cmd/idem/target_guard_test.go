@@ -6,10 +6,9 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/ops"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/idem-dev/idem/runner/ops"
 )
 
 // TestChangedTargetIsRefused: when the state row says the target holds

@@ -9,13 +9,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/idem-dev/idem/runner/run"
-
-	"github.com/idem-dev/idem/runner/source"
-
 	"github.com/idem-dev/idem/runner/catalog"
-
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/run"
+	"github.com/idem-dev/idem/runner/source"
 )
 
 // DiffKeysShown is how many keys of each kind a diff lists.

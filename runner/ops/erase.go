@@ -7,13 +7,10 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/idem-dev/idem/runner/run"
-
-	"github.com/idem-dev/idem/runner/source"
-
 	"github.com/idem-dev/idem/runner/catalog"
-
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/run"
+	"github.com/idem-dev/idem/runner/source"
 )
 
 // EraseOptions name the subject to erase.

@@ -6,11 +6,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/idem-dev/idem/runner/run"
-
 	"github.com/idem-dev/idem/runner/catalog"
-
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/run"
 )
 
 // ExportOptions say what idem export writes.

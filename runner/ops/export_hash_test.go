@@ -5,11 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/idem-dev/idem/runner/run"
-
-	"github.com/idem-dev/idem/runner/source"
-
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/run"
+	"github.com/idem-dev/idem/runner/source"
 
 	"github.com/stretchr/testify/require"
 )

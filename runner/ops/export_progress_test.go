@@ -10,10 +10,9 @@ import (
 
 	"github.com/idem-dev/idem/runner/job"
 	"github.com/idem-dev/idem/runner/ops"
+	"github.com/idem-dev/idem/runner/run"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/idem-dev/idem/runner/run"
 )
 
 // An export shows as one step, "export", and reports the bytes written

@@ -7,13 +7,10 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/idem-dev/idem/runner/run"
-
-	"github.com/idem-dev/idem/runner/source"
-
 	"github.com/idem-dev/idem/runner/catalog"
-
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/run"
+	"github.com/idem-dev/idem/runner/source"
 )
 
 // Plan is what a run would decide, computed without writing anything. Its

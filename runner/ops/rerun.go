@@ -8,13 +8,10 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/idem-dev/idem/runner/run"
-
-	"github.com/idem-dev/idem/runner/source"
-
 	"github.com/idem-dev/idem/runner/catalog"
-
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/run"
+	"github.com/idem-dev/idem/runner/source"
 )
 
 // RerunOptions say which snapshot idem rerun rebuilds, and how the scratch

@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/idem-dev/idem/runner/run"
-
 	"github.com/idem-dev/idem/runner/catalog"
-
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/run"
 )
 
 // RollbackResult reports a rollback.

@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/idem-dev/idem/runner/run"
-
 	"github.com/idem-dev/idem/runner/catalog"
+	"github.com/idem-dev/idem/runner/run"
 )
 
 // Fence advances the job's writer epoch in its own transaction and returns

@@ -7,9 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/idem-dev/idem/runner/source"
-
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/source"
 
 	idemsql "github.com/idem-dev/idem/sql"
 )

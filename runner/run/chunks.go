@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/idem-dev/idem/runner/source"
-
 	"github.com/idem-dev/idem/runner/catalog"
-
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/source"
 )
 
 // FaultBeforeChunk is the fault point passed before each chunk, followed by

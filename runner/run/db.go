@@ -15,11 +15,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idem-dev/idem/runner/source"
-
 	"github.com/idem-dev/idem/runner/catalog"
-
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/source"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 )

@@ -14,7 +14,6 @@ import (
 	"syscall"
 
 	"github.com/idem-dev/idem/runner/catalog"
-
 	"github.com/idem-dev/idem/runner/job"
 )
 

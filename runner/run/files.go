@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/idem-dev/idem/runner/source"
-
 	"github.com/idem-dev/idem/runner/catalog"
-
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/source"
 )
 
 // FaultBeforeFile is the fault point passed before each file of a

@@ -14,7 +14,6 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/runner/catalog"
-
 	"github.com/idem-dev/idem/runner/job"
 
 	"github.com/stretchr/testify/require"

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/runner/catalog"
-
 	"github.com/idem-dev/idem/runner/job"
 )
 

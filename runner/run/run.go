@@ -9,11 +9,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/idem-dev/idem/runner/source"
-
 	"github.com/idem-dev/idem/runner/catalog"
-
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/source"
 )
 
 // Fault points: a RunOptions.Fault hook is called with each name as the run

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/runner/catalog"
-
 	"github.com/idem-dev/idem/runner/job"
 )
 

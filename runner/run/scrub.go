@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/idem-dev/idem/runner/source"
-
 	"github.com/idem-dev/idem/runner/catalog"
-
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/source"
 )
 
 // scrubErased rewrites the retained inputs of a run whose steps dropped rows

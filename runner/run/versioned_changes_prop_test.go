@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/runner/catalog"
-
 	"github.com/idem-dev/idem/runner/job"
 
 	"github.com/stretchr/testify/require"
