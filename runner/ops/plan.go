@@ -57,63 +57,22 @@ func (p *Plan) refuse(err error, msg string) {
 // written. A refusal is reported in the plan (Decision refused, Refusal
 // set), not as the error; the error is for a plan that cannot be made.
 func PlanRun(ctx context.Context, dbPath string, j *job.Job, opts run.RunOptions, open run.OpenOptions) (*Plan, error) {
-	var db *run.DB
-	if _, err := os.Stat(dbPath); err == nil {
-		open.ReadOnly = true
-		if db, err = run.Open(ctx, dbPath, open); err != nil {
-			return nil, err
-		}
+	db, err := openForPlan(ctx, dbPath, open)
+	if err != nil {
+		return nil, err
+	}
+	if db != nil {
 		defer db.Close()
-		ok, err := catalog.TableExists(ctx, db.SQL(), "idem", "jobs")
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			db.Close()
-			db = nil
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("plan: %w", err)
 	}
 
 	// A files-mode run applies each new file as its batch: the plan is the
 	// first batch's, and lists them all. A chunked run's batches are known
 	// only once its input is staged: the plan checks the guards every chunk
 	// meets.
-	var newFiles []string
 	chunked := j.Input.ChunkRows > 0
-	if j.Input.Mode == job.InputModeFiles {
-		if opts.BatchID != "" || opts.From != nil {
-			return nil, job.Usage("a files-mode job names its batches after its files: --batch-id, --from and --to do not apply")
-		}
-		var q catalog.Querier
-		if db != nil {
-			q = db.SQL()
-		}
-		fresh, err := source.Pending(ctx, q, j, opts.Input, opts.Progress)
-		var refused *job.RefusedError
-		if errors.As(err, &refused) {
-			return refusedPlan(ctx, db, j, err)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if len(fresh) == 0 {
-			return nothingNew(ctx, db, j)
-		}
-		newFiles = make([]string, len(fresh))
-		for i, f := range fresh {
-			newFiles[i] = f.Path
-		}
-		first := fresh[:1]
-		if j.Input.Batch == job.BatchAll {
-			first = fresh
-		}
-		opts.Source = &source.Files{Job: j, Listed: first}
-		opts.BatchID = filepath.Base(first[0].Path)
-		if len(first) > 1 {
-			opts.BatchID += ".." + filepath.Base(first[len(first)-1].Path)
-		}
+	newFiles, early, err := planFiles(ctx, db, j, &opts)
+	if err != nil || early != nil {
+		return early, err
 	}
 
 	p, err := run.Prepare(ctx, j, opts)
@@ -165,6 +124,70 @@ func PlanRun(ctx context.Context, dbPath string, j *job.Job, opts run.RunOptions
 		}
 	}
 	return plan, nil
+}
+
+// openForPlan opens the database at dbPath read-only for a plan; nil when
+// it does not exist yet or holds no idem tables.
+func openForPlan(ctx context.Context, dbPath string, open run.OpenOptions) (*run.DB, error) {
+	if _, err := os.Stat(dbPath); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	open.ReadOnly = true
+	db, err := run.Open(ctx, dbPath, open)
+	if err != nil {
+		return nil, err
+	}
+	ok, err := catalog.TableExists(ctx, db.SQL(), "idem", "jobs")
+	if err != nil || !ok {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// planFiles picks the first batch of a files-mode job into opts and lists
+// the new files. A plan that is already decided (a committed file changed,
+// nothing new) comes back as early.
+func planFiles(ctx context.Context, db *run.DB, j *job.Job, opts *run.RunOptions) (newFiles []string, early *Plan, err error) {
+	if j.Input.Mode != job.InputModeFiles {
+		return nil, nil, nil
+	}
+	if opts.BatchID != "" || opts.From != nil {
+		return nil, nil, job.Usage("a files-mode job names its batches after its files: --batch-id, --from and --to do not apply")
+	}
+	var q catalog.Querier
+	if db != nil {
+		q = db.SQL()
+	}
+	fresh, err := source.Pending(ctx, q, j, opts.Input, opts.Progress)
+	var refused *job.RefusedError
+	if errors.As(err, &refused) {
+		plan, err := refusedPlan(ctx, db, j, err)
+		return nil, plan, err
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(fresh) == 0 {
+		plan, err := nothingNew(ctx, db, j)
+		return nil, plan, err
+	}
+	newFiles = make([]string, len(fresh))
+	for i, f := range fresh {
+		newFiles[i] = f.Path
+	}
+	first := fresh[:1]
+	if j.Input.Batch == job.BatchAll {
+		first = fresh
+	}
+	opts.Source = &source.Files{Job: j, Listed: first}
+	opts.BatchID = filepath.Base(first[0].Path)
+	if len(first) > 1 {
+		opts.BatchID += ".." + filepath.Base(first[len(first)-1].Path)
+	}
+	return newFiles, nil, nil
 }
 
 // nothingNew is the plan of a files-mode job with no new file: the run
