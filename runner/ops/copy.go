@@ -1,3 +1,5 @@
+// Writing a query to a file with its sha256, shared by export and diff.
+
 package ops
 
 import (
