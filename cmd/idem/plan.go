@@ -16,51 +16,48 @@ func (a *app) newPlanCmd() *cobra.Command {
 	var w writerFlags
 	var input, batchID string
 	var from, to int64
+	pj := projectFlags{jobs: 1}
 	cmd := &cobra.Command{
-		Use:   "plan JOB",
+		Use:   "plan JOB|DIR...",
 		Short: "Show what a run would decide and which key parts changed, writing nothing",
 		Long: `Show what idem run JOB would decide, writing nothing: plan runs the run's
 own guards (epoch, table owners, the target's integrity, batch identity,
 cursor, committed files, expected parent, released SQL) in a transaction
 it rolls back, on the database opened read-only. The decision is in the
 run's words (loaded, applied, skipped, already_committed, refused); a
-refused plan exits 3, as the run would, with --json too.`,
-		Args: cobra.ExactArgs(1),
+refused plan exits 3, as the run would, with --json too.
+
+Given several job files or a folder, plan prints each job's decision in the
+order a project run takes them (see idem run --help); a job whose upstream
+in the project would commit first would be rebuilt too.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			job, err := loadJob(args[0])
-			if err != nil {
-				return a.fail(f.jsonOut, err)
-			}
-			opts := run.RunOptions{Input: input, BatchID: batchID}
-			opts.ExpectParent, opts.Epoch = w.guards(cmd)
-			if cmd.Flags().Changed("from") && cmd.Flags().Changed("to") {
-				opts.From, opts.To = &from, &to
-			}
-			dbPath, err := f.dbPath(job)
-			if err != nil {
-				return a.fail(f.jsonOut, err)
-			}
-			plan, err := ops.PlanRun(cmd.Context(), dbPath, job, opts, f.openOptions(job))
-			if err != nil {
-				return a.fail(f.jsonOut, err)
-			}
-			if f.jsonOut {
-				if err := a.printJSON(plan); err != nil {
-					return err
+			one := func(a *app, j *job.Job, upstream map[string]string) (string, error) {
+				opts := run.RunOptions{Input: input, BatchID: batchID}
+				opts.ExpectParent, opts.Epoch = w.guards(cmd)
+				if cmd.Flags().Changed("from") && cmd.Flags().Changed("to") {
+					opts.From, opts.To = &from, &to
 				}
-			} else {
-				a.printPlan(plan)
+				return a.planJob(cmd, j, f, opts, upstream)
 			}
-			if plan.Refusal != nil {
-				// The run would be refused: the plan exits as the run would.
-				fmt.Fprintf(a.stderr, "idem: %v\n", plan.Refusal)
-				return &codeError{code: plan.ExitCode}
+			if pj.isProject(args) {
+				p, err := a.loadProject(cmd, args, pj)
+				if err != nil {
+					return a.fail(f.jsonOut, err)
+				}
+				return a.runProject(p, 1, f.jsonOut, one)
 			}
-			return nil
+			j, err := loadJob(args[0])
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			_, err = one(a, j, nil)
+			return err
 		},
 	}
 	f.register(cmd)
 	w.register(cmd)
+	pj.register(cmd, false)
 	cmd.Flags().StringVar(&input, "input", "", "input path or glob (overrides [input] path)")
 	cmd.Flags().StringVar(&batchID, "batch-id", "", "batch id of an apply run")
 	cmd.Flags().Int64Var(&from, "from", 0, "the batch covers source positions (from, to]")
@@ -97,7 +94,49 @@ func (a *app) printPlan(plan *ops.Plan) {
 		fmt.Fprintf(a.stdout, "  batch     %s\n", escapeCell(plan.BatchID))
 	}
 	fmt.Fprintf(a.stdout, "  snapshot  %d\n", plan.Snapshot)
+	if len(plan.Upstream) > 0 {
+		fmt.Fprintf(a.stdout, "  upstream  %s\n", upstreamText(plan.Upstream))
+	}
 	if plan.JobKey != "" {
 		fmt.Fprintf(a.stdout, "  job key   %s\n", plan.JobKey)
 	}
+}
+
+// planJob plans one loaded job and prints the plan. upstream holds the
+// decisions already planned for jobs of the project this one reads: a job
+// whose upstream would write is rebuilt after it, whatever the committed
+// state says now. It returns the plan's decision.
+func (a *app) planJob(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOptions, upstream map[string]string) (string, error) {
+	dbPath, err := f.dbPath(j)
+	if err != nil {
+		return "", a.fail(f.jsonOut, err)
+	}
+	plan, err := ops.PlanRun(cmd.Context(), dbPath, j, opts, f.openOptions(j))
+	if err != nil {
+		return "", a.fail(f.jsonOut, err)
+	}
+	if plan.Decision == job.DecisionSkipped {
+		for _, u := range j.SortedUpstream() {
+			if d := upstream[u]; d == job.DecisionLoaded || d == job.DecisionApplied {
+				plan.Decision = map[string]string{job.ModeRefresh: job.DecisionLoaded, job.ModeApply: job.DecisionApplied}[j.Pipeline.Mode]
+				plan.Changed = []string{job.PartInput}
+				plan.Reason = fmt.Sprintf("upstream %s would commit first", u)
+				plan.JobKey = ""
+				break
+			}
+		}
+	}
+	if f.jsonOut {
+		if err := a.printJSON(plan); err != nil {
+			return "", err
+		}
+	} else {
+		a.printPlan(plan)
+	}
+	if plan.Refusal != nil {
+		// The run would be refused: the plan exits as the run would.
+		fmt.Fprintf(a.stderr, "idem: %v\n", plan.Refusal)
+		return plan.Decision, &codeError{code: plan.ExitCode}
+	}
+	return plan.Decision, nil
 }

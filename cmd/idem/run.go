@@ -17,8 +17,9 @@ func (a *app) newRunCmd() *cobra.Command {
 	var pf progressFlags
 	var input, batchID string
 	var from, to, epoch, parent int64
+	var pj projectFlags
 	cmd := &cobra.Command{
-		Use:   "run JOB",
+		Use:   "run JOB|DIR...",
 		Short: "Run a job once: load or apply its input in one transaction, or skip",
 		Long: `Run a job once. A refresh job reloads its target unless its job key
 (input, transform, config, schema) is unchanged, in which case it is skipped.
@@ -27,51 +28,51 @@ file's base name); a batch already committed with the same content is
 reported as already_committed, one with other content is refused (exit 3).
 
 Everything the run writes (target, outcomes, ledger, snapshot, state) commits
-in one DuckDB transaction, or nothing does.`,
-		Args: cobra.ExactArgs(1),
+in one DuckDB transaction, or nothing does.
+
+Given several job files or a folder (every *.toml in it), run runs a project:
+each job after the jobs it reads ([input] upstream), each in its own
+transaction. A job downstream of one that failed or was refused is blocked
+and not run; independent jobs still run; the exit code is the worst met.
+--select NAME, NAME+ (and everything downstream), +NAME (and everything
+upstream) picks jobs; --json prints one array, an object per job.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			one := func(a *app, j *job.Job) error {
+				opts := run.RunOptions{Input: input, BatchID: batchID, Fault: a.faultHook(f.path(j)), Progress: a.progress(pf)}
+				if cmd.Flags().Changed("from") || cmd.Flags().Changed("to") {
+					if !cmd.Flags().Changed("from") || !cmd.Flags().Changed("to") {
+						return a.fail(f.jsonOut, &job.UsageError{Msg: "--from and --to go together"})
+					}
+					opts.From, opts.To = &from, &to
+				}
+				if cmd.Flags().Changed("epoch") {
+					opts.Epoch = &epoch
+				}
+				if cmd.Flags().Changed("expect-parent") {
+					opts.ExpectParent = &parent
+				}
+				return a.runJob(cmd, j, f, opts)
+			}
+			if pj.isProject(args) {
+				p, err := a.loadProject(cmd, args, pj)
+				if err != nil {
+					return a.fail(f.jsonOut, err)
+				}
+				return a.runProject(p, pj.jobs, f.jsonOut, func(sub *app, j *job.Job, _ map[string]string) (string, error) {
+					return "", one(sub, j)
+				})
+			}
 			j, err := loadJob(args[0])
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			opts := run.RunOptions{Input: input, BatchID: batchID, Fault: a.faultHook(f.path(j)), Progress: a.progress(pf)}
-			if cmd.Flags().Changed("from") || cmd.Flags().Changed("to") {
-				if !cmd.Flags().Changed("from") || !cmd.Flags().Changed("to") {
-					return a.fail(f.jsonOut, &job.UsageError{Msg: "--from and --to go together"})
-				}
-				opts.From, opts.To = &from, &to
-			}
-			if cmd.Flags().Changed("epoch") {
-				opts.Epoch = &epoch
-			}
-			if cmd.Flags().Changed("expect-parent") {
-				opts.ExpectParent = &parent
-			}
-			dbPath, err := f.dbPath(j)
-			if err != nil {
-				return a.fail(f.jsonOut, err)
-			}
-			db, err := run.Open(cmd.Context(), dbPath, f.openOptions(j))
-			if err != nil {
-				return a.fail(f.jsonOut, err)
-			}
-			defer db.Close()
-			if j.Input.Mode == job.InputModeFiles || j.Input.ChunkRows > 0 {
-				return a.runMany(cmd, j, db, opts, f.jsonOut) // runmany.go
-			}
-			res, err := db.Run(cmd.Context(), j, opts)
-			if err != nil {
-				return a.fail(f.jsonOut, err)
-			}
-			if f.jsonOut {
-				return a.printJSON(res)
-			}
-			a.printResult(res)
-			return nil
+			return one(a, j)
 		},
 	}
 	f.register(cmd)
 	pf.register(cmd)
+	pj.register(cmd, true)
 	cmd.Flags().StringVar(&input, "input", "", "input path or glob (overrides [input] path)")
 	cmd.Flags().StringVar(&batchID, "batch-id", "", "batch id of an apply run (default: the input file's base name)")
 	cmd.Flags().Int64Var(&from, "from", 0, "the batch covers source positions (from, to]; from must equal the job's cursor")
@@ -97,6 +98,9 @@ func (a *app) printResult(res *run.Result) {
 		fmt.Fprintf(w, "  batch     %s\n", escapeCell(res.BatchID))
 	}
 	fmt.Fprintf(w, "  snapshot  %d\n", res.Snapshot)
+	if len(res.Upstream) > 0 {
+		fmt.Fprintf(w, "  upstream  %s\n", upstreamText(res.Upstream))
+	}
 	fmt.Fprintf(w, "  rows in   %s\n", thousands(res.RowsIn))
 	fmt.Fprintf(w, "  rows      written %s · table %s %s\n", thousands(res.RowsWritten), res.Target, thousands(res.RowsOut))
 	if res.Conflicts != nil && *res.Conflicts > 0 {
@@ -137,4 +141,38 @@ func thousands(n int64) string {
 		return "-" + b.String()
 	}
 	return b.String()
+}
+
+// upstreamText reads "trips 4 → 5, zones 1".
+func upstreamText(ups []run.UpstreamChange) string {
+	parts := make([]string, len(ups))
+	for i, u := range ups {
+		parts[i] = u.String()
+	}
+	return strings.Join(parts, ", ")
+}
+
+// runJob runs one loaded job as `idem run JOB` does and prints its result.
+func (a *app) runJob(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOptions) error {
+	dbPath, err := f.dbPath(j)
+	if err != nil {
+		return a.fail(f.jsonOut, err)
+	}
+	db, err := run.Open(cmd.Context(), dbPath, f.openOptions(j))
+	if err != nil {
+		return a.fail(f.jsonOut, err)
+	}
+	defer db.Close()
+	if j.Input.Mode == job.InputModeFiles || j.Input.ChunkRows > 0 {
+		return a.runMany(cmd, j, db, opts, f.jsonOut) // runmany.go
+	}
+	res, err := db.Run(cmd.Context(), j, opts)
+	if err != nil {
+		return a.fail(f.jsonOut, err)
+	}
+	if f.jsonOut {
+		return a.printJSON(res)
+	}
+	a.printResult(res)
+	return nil
 }

@@ -30,6 +30,8 @@ type Plan struct {
 	Reason    string    `json:"reason,omitempty"`
 	NewFiles  []string  `json:"new_files,omitempty"` // files-mode jobs
 	Parts     job.Parts `json:"parts"`
+	// Upstream lists the upstream jobs a run would pin (see run.Result).
+	Upstream []run.UpstreamChange `json:"upstream,omitempty"`
 
 	// Refusal is the error the run would meet: a *RefusedError when the
 	// decision is refused, else nil. Error and ExitCode carry it in JSON,
@@ -86,6 +88,10 @@ func PlanRun(ctx context.Context, dbPath string, j *job.Job, opts run.RunOptions
 	wouldWrite := map[string]string{job.ModeRefresh: job.DecisionLoaded, job.ModeApply: job.DecisionApplied}[j.Pipeline.Mode]
 	if db == nil {
 		plan.FirstLoad, plan.Decision = true, wouldWrite
+		if j.ReadsUpstream() {
+			plan.JobKey = "" // known once the upstreams have committed
+			plan.Reason = fmt.Sprintf("once upstream %s has committed (it has not yet)", j.SortedUpstream()[0])
+		}
 		return plan, nil
 	}
 	conn, err := db.SQL().Conn(ctx)
@@ -110,7 +116,19 @@ func PlanRun(ctx context.Context, dbPath string, j *job.Job, opts run.RunOptions
 	// Chunk batch ids are named from the staged rows: no ledger check.
 	res, done, err := db.Decide(ctx, tx, j, p, opts, chunked)
 	var refused *job.RefusedError
+	var noUpstream *source.NoUpstreamError
+	if res != nil {
+		// Pinning upstreams completed the key inside the transaction.
+		plan.JobKey, plan.Parts, plan.Upstream = p.Key(), p.Parts(), res.Upstream
+		if st.HasParts {
+			plan.Changed = job.NonNil(p.Parts().Changed(st.Parts))
+		}
+	}
 	switch {
+	case errors.As(err, &noUpstream):
+		plan.Decision, plan.FirstLoad = wouldWrite, !st.HasParts
+		plan.Reason = fmt.Sprintf("once upstream %s has committed (it has not yet)", noUpstream.Upstream)
+		plan.JobKey = ""
 	case errors.As(err, &refused):
 		plan.refuse(err, refused.Msg)
 	case err != nil:

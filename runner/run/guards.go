@@ -25,7 +25,13 @@ func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, op
 	if err != nil {
 		return nil, st, false, false, err
 	}
+	// Upstream inputs are pinned first: they complete the job key.
+	pins, err := pin(ctx, tx, j, p, st)
+	if err != nil {
+		return nil, st, false, false, err
+	}
 	res = newResult(j, p, st)
+	res.Upstream = pins
 
 	// Guards, in the order of the batch lab: epoch, identity, cursor; then the
 	// expected parent.

@@ -99,6 +99,10 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 		}
 		fault(r.opts, FaultAfterStep+step.Name)
 	}
+	// A model's key names one row: no duplicate, no NULL.
+	if err := checkModelKey(ctx, tx, j); err != nil {
+		return false, err
+	}
 	return true, nil
 }
 

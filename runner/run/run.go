@@ -77,6 +77,9 @@ type Result struct {
 	// RowsOut, the target's row count after the run; 0 when it wrote
 	// nothing.
 	RowsWritten int64 `json:"rows_written"`
+	// Upstream lists the upstream jobs the run pinned, with the snapshot
+	// its job had pinned before; absent for a job that reads only files.
+	Upstream []UpstreamChange `json:"upstream,omitempty"`
 	// Conflicts is the number of conflict rows the target holds after a
 	// committed run, for a pipeline that keeps conflicts in its target
 	// (ConflictColumn); null otherwise.
@@ -117,7 +120,17 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 		}
 	}
 	input := opts.Source
-	if input == nil {
+	switch {
+	case input != nil:
+	case !j.ReadsFiles():
+		if opts.Input != "" {
+			return nil, job.Usage("--input: job %s reads upstream jobs ([input] upstream), not files", j.Name)
+		}
+		if j.Pipeline.Mode == job.ModeApply {
+			return nil, job.Usage("job %s: an apply pipeline reading upstream jobs is not supported yet; use a refresh pipeline (pipeline = \"select\")", j.Name)
+		}
+		input = &source.Upstream{Job: j}
+	default:
 		input = &source.Files{Job: j, Path: opts.Input, Progress: opts.Progress}
 	}
 	in, err := input.Resolve(ctx)

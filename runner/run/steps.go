@@ -34,6 +34,9 @@ func bindVariables(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, sna
 // buildTarget runs the schema DDL. For an apply job whose table exists (a
 // schema change), the rows are carried over by column name.
 func (d *DB) buildTarget(ctx context.Context, tx *sql.Tx, j *job.Job, existed bool) error {
+	if j.IsModel() {
+		return nil // a model's step creates the target from its SELECT
+	}
 	carry := existed && j.Pipeline.Mode == job.ModeApply
 	if carry {
 		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE idem_prev AS SELECT * FROM "+job.QuoteIdent(j.Table)); err != nil {
