@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 
 	"github.com/idem-dev/idem/runner/job"
 	"github.com/idem-dev/idem/runner/ops"
@@ -13,6 +14,7 @@ func (a *app) newRerunCmd() *cobra.Command {
 	var f dbFlags
 	var pf progressFlags
 	var snapshot int64
+	var deep bool
 	cmd := &cobra.Command{
 		Use:   "rerun JOB",
 		Short: "Rebuild a snapshot in a scratch database and prove it has the same bytes",
@@ -23,7 +25,13 @@ batch ids and bounds), then compare the sha256 of the rebuilt target's
 canonical export with that of the pinned export of S. Exit 0 and
 "reproduced": true when they match; otherwise the difference and exit 1.
 Refused (exit 3) when the SQL of a recorded version has changed since.
-The job's database is only read.`,
+The job's database is only read.
+
+A job that reads upstream jobs is rebuilt from the upstreams' rows at the
+snapshots it pinned (their history); --deep also reruns each of those
+upstream snapshots from its own retained inputs, down the chain (upstream
+job files are looked for beside JOB), and exits 1 unless every one is
+reproduced.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			j, db, err := f.openJob(cmd.Context(), args[0], true)
@@ -31,7 +39,11 @@ The job's database is only read.`,
 				return a.fail(f.jsonOut, err)
 			}
 			defer db.Close()
-			res, err := ops.Rerun(cmd.Context(), db, j, ops.RerunOptions{Snapshot: snapshot, DuckDB: f.openOptions(j).DuckDB, Progress: a.progress(pf), Fault: a.faultHook(db.Path())})
+			opts := ops.RerunOptions{Snapshot: snapshot, DuckDB: f.openOptions(j).DuckDB, Progress: a.progress(pf), Fault: a.faultHook(db.Path()), Deep: deep}
+			if deep {
+				opts.Upstream = upstreamFinder(j)
+			}
+			res, err := ops.Rerun(cmd.Context(), db, j, opts)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
@@ -50,8 +62,9 @@ The job's database is only read.`,
 				if res.Diff != nil {
 					a.printDiff(res.Diff)
 				}
+				a.printUpstreamReruns(res.Upstream, "  ")
 			}
-			if !res.Reproduced {
+			if !res.AllReproduced() {
 				return &codeError{code: job.ExitFailure}
 			}
 			return nil
@@ -60,5 +73,44 @@ The job's database is only read.`,
 	f.register(cmd)
 	pf.register(cmd)
 	cmd.Flags().Int64Var(&snapshot, "snapshot", 0, "the snapshot to rebuild (default: the latest)")
+	cmd.Flags().BoolVar(&deep, "deep", false, "also rerun each upstream snapshot it pinned from its own inputs, down the chain")
 	return cmd
+}
+
+// printUpstreamReruns prints the reruns of --deep, indented under the
+// snapshot that pinned them.
+func (a *app) printUpstreamReruns(ups []*ops.RerunResult, indent string) {
+	for _, u := range ups {
+		verdict := "reproduced"
+		if !u.Reproduced {
+			verdict = "NOT reproduced"
+		}
+		fmt.Fprintf(a.stdout, "%supstream %s: snapshot %d %s  %s\n", indent, u.Job, u.Snapshot, verdict, u.Rebuilt)
+		a.printUpstreamReruns(u.Upstream, indent+"  ")
+	}
+}
+
+// upstreamFinder finds an upstream job of j by name among the job files
+// beside j's (same database).
+func upstreamFinder(j *job.Job) func(string) (*job.Job, error) {
+	return func(name string) (*job.Job, error) {
+		files, _ := filepath.Glob(filepath.Join(filepath.Dir(j.File), "*.toml"))
+		for _, f := range files {
+			uj, err := loadJob(f)
+			if err != nil || uj.Name != name {
+				continue
+			}
+			if a, b := absPath(uj.Database), absPath(j.Database); a == b {
+				return uj, nil
+			}
+		}
+		return nil, &job.UsageError{Msg: fmt.Sprintf("no job file for %s in %s (with database %s)", name, filepath.Dir(j.File), j.Database)}
+	}
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }

@@ -59,6 +59,7 @@ type Job struct {
 	// ModelSQL is a model's SELECT (pipeline = "select"), as its steps
 	// embed it, and ModelFile the file it was read from.
 	ModelSQL, ModelFile string
+	ModelDir            string // the model folder, resolved
 
 	// Job-declared shape of a generic pipeline (pipeline.toml generic =
 	// true): the input columns in file order, the key and the ordering
@@ -115,7 +116,7 @@ type jobFile struct {
 	Job              jobTable       `toml:"job"`
 	Transform        transformTable `toml:"transform"`
 
-	modelSQL, modelFile string // read by modelSteps
+	modelSQL, modelFile, modelDir string // read by modelSteps
 }
 
 // jobTable is the job file's [job] table: how the job is operated, never
@@ -327,6 +328,7 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 		DDL:              ddl,
 		ModelSQL:         jf.modelSQL,
 		ModelFile:        jf.modelFile,
+		ModelDir:         jf.modelDir,
 	}
 	job.written.database, job.written.input, job.written.transform = jf.Database, jf.Input.Path, jf.Transform.SQL
 	// Upstream inputs and a model's key (upstream.go, model.go), then

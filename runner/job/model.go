@@ -50,12 +50,40 @@ func modelSteps(path string, data []byte, p *Pipeline, jf *jobFile) ([]Step, err
 	if err != nil {
 		return nil, bad("pipeline", "%v", err)
 	}
-	jf.modelSQL, jf.modelFile = model, file
+	jf.modelSQL, jf.modelFile, jf.modelDir = model, file, dir
+	return wrapModel(wrap, model), nil
+}
+
+// wrapModel puts a model's text into the wrapper steps.
+func wrapModel(wrap []Step, model string) []Step {
 	steps := make([]Step, len(wrap))
 	for i, s := range wrap {
 		steps[i] = Step{Name: s.Name, SQL: strings.ReplaceAll(s.SQL, ModelPlaceholder, model)}
 	}
-	return steps, nil
+	return steps
+}
+
+// ModelAt is a model job as it reads transform version v: the steps with
+// the model file v<v>.sql of its folder. A rerun rebuilds a snapshot with
+// the version it recorded.
+func (j *Job) ModelAt(v int) (*Job, error) {
+	file := filepath.Join(j.ModelDir, fmt.Sprintf("v%d.sql", v))
+	text, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("model folder %s has no v%d.sql (%s)", j.ModelDir, v, modelVersions(j.ModelDir))
+	}
+	model, err := modelText(string(text))
+	if err != nil {
+		return nil, &JobFileError{File: file, Msg: err.Error()}
+	}
+	wrap, err := j.Pipeline.Transform(1)
+	if err != nil {
+		return nil, err
+	}
+	at := *j
+	at.TransformVersion, at.ModelSQL, at.ModelFile = v, model, file
+	at.Steps = wrapModel(wrap, model)
+	return &at, nil
 }
 
 // modelText is a model file's SELECT without its trailing semicolon and
@@ -178,5 +206,10 @@ func (j *Job) modelKey(data []byte, jf *jobFile) error {
 		seen[k] = true
 	}
 	j.Key = jf.Target.Key
+	// The job's own copy of the pipeline carries the key, so history,
+	// export and diff read it like a built-in's.
+	cp := *j.Pipeline
+	cp.Key = j.Key
+	j.Pipeline = &cp
 	return nil
 }

@@ -24,6 +24,11 @@ type RerunOptions struct {
 	// Fault is passed the fault points of the replayed runs (in the scratch
 	// database) and FaultRerunExport (crash tests).
 	Fault func(point string)
+	// Deep also reruns each upstream snapshot the rebuilt one pinned, from
+	// its own retained inputs, down the chain; Upstream finds an upstream
+	// job by name (the CLI looks beside the job file).
+	Deep     bool
+	Upstream func(name string) (*job.Job, error)
 }
 
 // FaultRerunExport is the fault point a rerun passes once the snapshot is
@@ -41,6 +46,9 @@ type RerunResult struct {
 	Rows       int64       `json:"rows"`
 	Replayed   int         `json:"replayed"` // snapshots replayed in the scratch database
 	Diff       *DiffResult `json:"diff,omitempty"`
+	// Upstream holds, with Deep, the reruns of the upstream snapshots the
+	// rebuilt snapshot pinned (each with its own upstreams).
+	Upstream []*RerunResult `json:"upstream,omitempty"`
 }
 
 // Rerun rebuilds snapshot S of job in a scratch database (in a folder
@@ -123,6 +131,11 @@ func Rerun(ctx context.Context, d *run.DB, j *job.Job, opts RerunOptions) (*Reru
 		opts.Fault(FaultRerunExport)
 	}
 	res := &RerunResult{Job: j.Name, Snapshot: s, Replayed: len(chain)}
+	if opts.Deep {
+		if res.Upstream, err = rerunUpstreams(ctx, d, chain[len(chain)-1], opts); err != nil {
+			return nil, err
+		}
+	}
 	want := filepath.Join(dir, "snapshot.csv")
 	got := filepath.Join(dir, "rebuilt.csv")
 	exp, err := Export(ctx, d, j, ExportOptions{Snapshot: s, Out: want, Format: job.FormatCSV})
@@ -178,6 +191,9 @@ func jobAt(j *job.Job, row *catalog.SnapshotRow) (*job.Job, error) {
 	p := j.Pipeline
 	if parts.Transform.Pipeline != p.Name {
 		return nil, job.Refuse("rerun", "snapshot %d of %s was built by pipeline %s; the job now names pipeline %s", row.Snapshot, j.Name, parts.Transform.Pipeline, p.Name)
+	}
+	if j.IsModel() {
+		return modelAt(j, row, parts)
 	}
 	steps, err := p.Transform(parts.Transform.Version)
 	if err != nil {
@@ -275,6 +291,9 @@ func fromJSON(v any) any {
 func replayRun(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job, row *catalog.SnapshotRow, linkDir string, ropts RerunOptions) error {
 	progress := ropts.Progress
 	files := row.Inputs.Files
+	if len(files) == 0 && j.ReadsUpstream() && !j.ReadsFiles() {
+		return replayUpstream(ctx, d, scratch, j, row, linkDir, ropts)
+	}
 	if len(files) == 0 {
 		return fmt.Errorf("rerun: snapshot %d of %s records no input file", row.Snapshot, j.Name)
 	}
