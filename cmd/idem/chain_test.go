@@ -16,7 +16,7 @@ import (
 // chainProject writes the trips chain of configs/trips/ (trips from a
 // landing folder, zones, the models trips_clean and trips_daily) into a new
 // folder, with its database there, and returns the folder.
-func chainProject(t *testing.T) string {
+func chainProject(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	root := repoPath(t, "configs/trips")
@@ -46,7 +46,7 @@ type landingTrip struct {
 // writeLanding writes a landing file of n trips: new trips and new
 // versions of earlier ones (updated_at one higher, so no ties), some with
 // a fare that is not positive, some in zone 4 that zones does not know.
-func writeLanding(t *testing.T, dir, name string, rng *rand.Rand, n int, latest map[int64]landingTrip) {
+func writeLanding(t testing.TB, dir, name string, rng *rand.Rand, n int, latest map[int64]landingTrip) {
 	t.Helper()
 	var b strings.Builder
 	for range n {

@@ -101,7 +101,7 @@ func queryColumn[T any](t *testing.T, dbPath, q string, args ...any) []T {
 	return out
 }
 
-func writeFile(t *testing.T, path, text string) {
+func writeFile(t testing.TB, path, text string) {
 	t.Helper()
 	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
 	require.NoError(t, os.WriteFile(path, []byte(text), 0o644))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/idem-dev/idem/runner/job"
 	"github.com/idem-dev/idem/runner/project"
+	"github.com/idem-dev/idem/runner/run"
 )
 
 // projectFlags are the flags of run and plan over a project.
@@ -22,9 +24,9 @@ type projectFlags struct {
 }
 
 func (p *projectFlags) register(cmd *cobra.Command, concurrency bool) {
-	cmd.Flags().StringArrayVar(&p.selects, "select", nil, "run only NAME, NAME+ (with everything downstream), +NAME (with everything upstream); repeatable")
+	cmd.Flags().StringArrayVar(&p.selects, "select", nil, "run only job `NAME`; NAME+ with everything downstream, +NAME with everything upstream; repeatable")
 	if concurrency {
-		cmd.Flags().IntVar(&p.jobs, "jobs", 1, "run jobs of different database files at once, at most N at a time")
+		cmd.Flags().IntVar(&p.jobs, "jobs", 1, "run jobs of different database files at once, at most `N` at a time")
 	}
 }
 
@@ -90,6 +92,8 @@ func (a *app) runProject(p *project.Project, jobs int, jsonOut bool, one func(su
 		out[j] = &jobOutcome{}
 	}
 	var mu sync.Mutex
+	handles := &dbHandles{open: map[string]*openDB{}}
+	defer handles.closeAll()
 	failed := map[*job.Job]bool{}
 	decided := map[string]string{}  // job name → decision (plan)
 	direct := jobs == 1 && !jsonOut // print as each job runs
@@ -108,7 +112,7 @@ func (a *app) runProject(p *project.Project, jobs int, jsonOut bool, one func(su
 				}
 				continue
 			}
-			sub := &app{stdout: &o.stdout, stderr: &o.stderr, getenv: a.getenv}
+			sub := &app{stdout: &o.stdout, stderr: &o.stderr, getenv: a.getenv, handles: handles}
 			if direct {
 				sub.stdout, sub.stderr = a.stdout, a.stderr
 			}
@@ -209,4 +213,72 @@ func projectObject(j *job.Job, o *jobOutcome) json.RawMessage {
 	}
 	b, _ := json.Marshal(m)
 	return b
+}
+
+// dbHandles keeps, in a project run, one open handle per database file, so
+// that the jobs of one database (which run one after another) share one
+// open: opening checks the file, its WAL and idem's tables each time, and
+// that is most of an unchanged job's cost.
+type dbHandles struct {
+	mu   sync.Mutex
+	open map[string]*openDB
+}
+
+type openDB struct {
+	db   *run.DB
+	opts run.OpenOptions
+}
+
+func (h *dbHandles) closeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for p, o := range h.open {
+		o.db.Close()
+		delete(h.open, p)
+	}
+}
+
+// openDB opens the database at path, or in a project run reuses the handle
+// an earlier job of the same database opened with the same settings. done
+// is called with the job's error: a handle a job failed on is closed, so
+// the next job opens the file afresh.
+func (a *app) openDB(ctx context.Context, path string, opts run.OpenOptions) (*run.DB, func(error), error) {
+	if a.handles == nil {
+		db, err := run.Open(ctx, path, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		return db, func(error) { db.Close() }, nil
+	}
+	h := a.handles
+	key := absPath(path)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if o, ok := h.open[key]; ok {
+		if o.opts == opts {
+			return o.db, h.release(key), nil
+		}
+		o.db.Close() // other settings: DuckDB opens a file once per process
+		delete(h.open, key)
+	}
+	db, err := run.Open(ctx, path, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	h.open[key] = &openDB{db: db, opts: opts}
+	return db, h.release(key), nil
+}
+
+func (h *dbHandles) release(key string) func(error) {
+	return func(err error) {
+		if err == nil {
+			return
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if o, ok := h.open[key]; ok {
+			o.db.Close()
+			delete(h.open, key)
+		}
+	}
 }

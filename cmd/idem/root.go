@@ -25,6 +25,9 @@ var version = "dev"
 type app struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	// handles, in a project run, keeps each database open across the jobs
+	// that use it (see openDB).
+	handles *dbHandles
 }
 
 // Main runs the idem CLI with args and returns the process exit code. Tests

@@ -158,15 +158,17 @@ func (a *app) runJob(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOpti
 	if err != nil {
 		return a.fail(f.jsonOut, err)
 	}
-	db, err := run.Open(cmd.Context(), dbPath, f.openOptions(j))
+	db, done, err := a.openDB(cmd.Context(), dbPath, f.openOptions(j))
 	if err != nil {
 		return a.fail(f.jsonOut, err)
 	}
-	defer db.Close()
 	if j.Input.Mode == job.InputModeFiles || j.Input.ChunkRows > 0 {
-		return a.runMany(cmd, j, db, opts, f.jsonOut) // runmany.go
+		err := a.runMany(cmd, j, db, opts, f.jsonOut) // runmany.go
+		done(err)
+		return err
 	}
 	res, err := db.Run(cmd.Context(), j, opts)
+	done(err)
 	if err != nil {
 		return a.fail(f.jsonOut, err)
 	}

@@ -26,7 +26,7 @@ func runJSON(t *testing.T, args ...string) (int, map[string]any) {
 	return code, res
 }
 
-func repoPath(t *testing.T, rel string) string {
+func repoPath(t testing.TB, rel string) string {
 	t.Helper()
 	p, err := filepath.Abs(filepath.Join("..", "..", rel))
 	require.NoError(t, err)
