@@ -248,3 +248,37 @@ func TestUpstreamCommitsBetweenPlanAndRun(t *testing.T) {
 	require.Equal(t, int64(2), res.Upstream[0].To)
 	require.Equal(t, int64(2), *res.Upstream[0].From)
 }
+
+// TestKillProject: a project run killed at a fault point (in the first
+// job, or in a model's step) leaves every job committed or not, each
+// whole; the next run finishes the chain, and trips_daily equals the fold.
+func TestKillProject(t *testing.T) {
+	t.Parallel()
+	for _, point := range []string{"before_begin", "after_step:01_model.sql", "after_target", "before_commit", "after_commit", "checkpoint"} {
+		t.Run(point, func(t *testing.T) {
+			t.Parallel()
+			dir := chainProject(t)
+			db := filepath.Join(dir, "chain.duckdb")
+			rng := rand.New(rand.NewPCG(17, 1))
+			latest := map[int64]landingTrip{}
+			writeLanding(t, dir, "2026-01-01.jsonl", rng, 30, latest)
+			writeLanding(t, dir, "2026-01-02.jsonl", rng, 30, latest)
+			r := runCLI(t, dir, point, "run", ".")
+			require.True(t, r.killed, "IDEM_FAULT=%s did not kill: %d %s %s", point, r.code, r.stdout, r.stderr)
+
+			r = runCLI(t, dir, "", "run", ".", "--json")
+			require.Equal(t, 0, r.code, r.stderr)
+			require.Equal(t, dailyFold(latest), queryStrs(t, db, `SELECT strftime(pickup_day, '%Y-%m-%d') || ' ' || zone || ' ' || trips || ' ' || fares FROM trips_daily ORDER BY pickup_day, zone`))
+			// Each job's state names the snapshot its target holds.
+			for _, j := range []string{"trips", "zones", "trips_clean", "trips_daily"} {
+				snaps := queryInts(t, db, `SELECT snapshot FROM idem.jobs WHERE job = ?`, j)
+				require.Len(t, snaps, 1, j)
+				rows := queryInts(t, db, `SELECT rows_out FROM idem.snapshots WHERE job = ? AND snapshot = ?`, j, snaps[0])
+				n := queryInts(t, db, `SELECT count(*) FROM `+j)
+				require.Equal(t, rows, n, j)
+			}
+			runs := runProject(t, dir, ".")
+			require.Equal(t, []string{"trips skipped", "zones already_committed", "trips_clean skipped", "trips_daily skipped"}, decisionsOf(runs))
+		})
+	}
+}
