@@ -97,31 +97,9 @@ func Rerun(ctx context.Context, d *run.DB, j *job.Job, opts RerunOptions) (*Reru
 	}
 	defer scratch.Close()
 
-	var last *job.Job
-	for i, row := range chain {
-		switch row.Kind {
-		case job.KindErase:
-			if last == nil {
-				return nil, fmt.Errorf("rerun: snapshot %d is an erasure before any batch", row.Snapshot)
-			}
-			for _, e := range erasures[row.Snapshot] {
-				if _, err := Erase(ctx, scratch, last, EraseOptions{Key: e.Key, Position: e.Position, Replay: true}); err != nil {
-					return nil, fmt.Errorf("rerun: replay erasure of snapshot %d: %w", row.Snapshot, err)
-				}
-			}
-		case job.KindRollback:
-			if last == nil || row.Inputs.RollbackTo == nil {
-				return nil, fmt.Errorf("rerun: snapshot %d is a rollback without a target snapshot", row.Snapshot)
-			}
-			if _, err := Rollback(ctx, scratch, last, *row.Inputs.RollbackTo, RollbackOptions{}); err != nil {
-				return nil, fmt.Errorf("rerun: replay rollback of snapshot %d: %w", row.Snapshot, err)
-			}
-		default:
-			if err := replayRun(ctx, d, scratch, jobs[i], row, filepath.Join(dir, fmt.Sprintf("in-%d", row.Snapshot)), opts); err != nil {
-				return nil, err
-			}
-			last = jobs[i]
-		}
+	last, err := replayChainIn(ctx, d, scratch, chain, jobs, erasures, dir, opts)
+	if err != nil {
+		return nil, err
 	}
 	if last == nil {
 		return nil, fmt.Errorf("rerun: snapshot %d of %s has no batch to replay", s, j.Name)
@@ -157,6 +135,40 @@ func Rerun(ctx context.Context, d *run.DB, j *job.Job, opts RerunOptions) (*Reru
 		res.Diff = diff
 	}
 	return res, nil
+}
+
+// replayChainIn replays chain in the scratch database: each batch or load
+// from its retained inputs (jobs[i] is the job as it ran for chain[i]),
+// each erasure and rollback as recorded. It returns the job of the last
+// replayed run, nil when the chain held none.
+func replayChainIn(ctx context.Context, d, scratch *run.DB, chain []*catalog.SnapshotRow, jobs []*job.Job, erasures map[int64][]catalog.Erasure, dir string, opts RerunOptions) (*job.Job, error) {
+	var last *job.Job
+	for i, row := range chain {
+		switch row.Kind {
+		case job.KindErase:
+			if last == nil {
+				return nil, fmt.Errorf("rerun: snapshot %d is an erasure before any batch", row.Snapshot)
+			}
+			for _, e := range erasures[row.Snapshot] {
+				if _, err := Erase(ctx, scratch, last, EraseOptions{Key: e.Key, Position: e.Position, Replay: true}); err != nil {
+					return nil, fmt.Errorf("rerun: replay erasure of snapshot %d: %w", row.Snapshot, err)
+				}
+			}
+		case job.KindRollback:
+			if last == nil || row.Inputs.RollbackTo == nil {
+				return nil, fmt.Errorf("rerun: snapshot %d is a rollback without a target snapshot", row.Snapshot)
+			}
+			if _, err := Rollback(ctx, scratch, last, *row.Inputs.RollbackTo, RollbackOptions{}); err != nil {
+				return nil, fmt.Errorf("rerun: replay rollback of snapshot %d: %w", row.Snapshot, err)
+			}
+		default:
+			if err := replayRun(ctx, d, scratch, jobs[i], row, filepath.Join(dir, fmt.Sprintf("in-%d", row.Snapshot)), opts); err != nil {
+				return nil, err
+			}
+			last = jobs[i]
+		}
+	}
+	return last, nil
 }
 
 // replayChain is the snapshots a rebuild of the last one replays: all of an
