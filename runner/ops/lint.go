@@ -32,6 +32,7 @@ const (
 	LintOutcomesNotStored = "L006" // outcomes_table declared, no step stores rows in it
 	LintLimitOrder        = "L007" // LIMIT without an ORDER BY that is total
 	LintStepContract      = "L008" // a step does not create staged, outcomes or idem_touched
+	LintUndeclaredRead    = "L009" // a step or model reads a table that is not a declared upstream
 )
 
 // Severities of a finding. Errors make idem lint exit 1.
@@ -90,12 +91,7 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 		return nil, err
 	}
 	rep.Job, rep.Pipeline = j.Name, j.Pipeline.Name
-	origin := j.Pipeline.Origin()
-	if cwd, err := os.Getwd(); err == nil && filepath.IsAbs(origin) {
-		if rel, err := filepath.Rel(cwd, origin); err == nil && !strings.HasPrefix(rel, "..") {
-			origin = filepath.ToSlash(rel)
-		}
-	}
+	origin := lintPath(j.Pipeline.Origin())
 	if j.Pipeline.Mode == job.ModeApply && len(j.Pipeline.Key) == 0 {
 		rep.add(Finding{ID: LintNoKey, Severity: SeverityError, File: path.Join(origin, "pipeline.toml"),
 			Message: fmt.Sprintf("apply pipeline %s declares no key columns: a replayed batch would double its rows, and history cannot track rows", j.Pipeline.Name),
@@ -107,12 +103,22 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 		return nil, fmt.Errorf("open scratch database for lint: %w", err)
 	}
 	defer db.Close()
-	l := &linter{ctx: ctx, db: db, j: j, rep: rep}
+	l := &linter{ctx: ctx, db: db, j: j, rep: rep, own: j.OwnRelations()}
 	files := make([]lintFile, 0, len(j.Steps)+1)
-	for _, s := range j.Steps {
-		files = append(files, lintFile{name: path.Join(origin, fmt.Sprintf("transform/v%d", j.TransformVersion), s.Name), text: j.Expand(s.SQL)})
+	if j.IsModel() {
+		// A model is linted as the user wrote it, in its own file; the
+		// select pipeline's wrapper around it keeps the step contract.
+		text, err := os.ReadFile(j.ModelFile)
+		if err != nil {
+			return nil, fmt.Errorf("lint: read model: %w", err)
+		}
+		files = append(files, lintFile{name: lintPath(j.ModelFile), text: j.Expand(string(text))})
+	} else {
+		for _, s := range j.Steps {
+			files = append(files, lintFile{name: path.Join(origin, fmt.Sprintf("transform/v%d", j.TransformVersion), s.Name), text: j.Expand(s.SQL)})
+		}
+		files = append(files, lintFile{name: path.Join(origin, fmt.Sprintf("schema/v%d.sql", j.SchemaVersion)), text: j.Expand(j.DDL)})
 	}
-	files = append(files, lintFile{name: path.Join(origin, fmt.Sprintf("schema/v%d.sql", j.SchemaVersion)), text: j.Expand(j.DDL)})
 	for _, f := range files {
 		if err := l.file(f); err != nil {
 			return nil, err
@@ -134,7 +140,7 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 	}
 	// A declared outcomes table that no step writes: every run would fail
 	// its balance check (the stored rows are what is counted).
-	if t := j.Pipeline.OutcomesTable; t != "" {
+	if t := j.Pipeline.OutcomesTable; t != "" && !j.IsModel() {
 		stores := regexp.MustCompile(`(?i)\b(INSERT|MERGE)\s+INTO\s+` + regexp.QuoteMeta(job.QuoteIdent(j.Table+t)))
 		stored := false
 		for _, f := range files[:len(files)-1] {
@@ -146,7 +152,9 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 				Fix:     fmt.Sprintf("insert every input row's outcome into {{table:%s}} in the commit step, or remove outcomes_table", t)})
 		}
 	}
-	l.contract(origin, files[:len(files)-1])
+	if !j.IsModel() {
+		l.contract(origin, files[:len(files)-1])
+	}
 	sort.SliceStable(rep.Findings, func(i, j int) bool {
 		a, b := rep.Findings[i], rep.Findings[j]
 		if a.File != b.File {
@@ -169,6 +177,17 @@ func (r *LintReport) add(f Finding) {
 	}
 }
 
+// lintPath is p relative to the working directory when it lies below it,
+// as findings name files.
+func lintPath(p string) string {
+	if cwd, err := os.Getwd(); err == nil && filepath.IsAbs(p) {
+		if rel, err := filepath.Rel(cwd, p); err == nil && !strings.HasPrefix(rel, "..") {
+			return filepath.ToSlash(rel)
+		}
+	}
+	return p
+}
+
 type lintFile struct{ name, text string }
 
 type linter struct {
@@ -176,6 +195,7 @@ type linter struct {
 	db  *sql.DB
 	j   *job.Job
 	rep *LintReport
+	own map[string]bool // the names the job's steps may read (job.OwnRelations)
 }
 
 // orderSensitiveAggregates give a result that depends on the order of
@@ -193,11 +213,11 @@ var orderSensitiveWindows = map[string]bool{
 }
 
 func (l *linter) file(f lintFile) error {
-	masked := maskSQL(f.text)
-	for _, st := range splitStatements(masked) {
-		text := f.text[st.start:st.end]
-		mtext := masked[st.start:st.end]
-		line := func(off int) int { return 1 + strings.Count(f.text[:st.start+off], "\n") }
+	masked := job.MaskSQL(f.text)
+	for _, st := range job.SplitStatements(masked) {
+		text := f.text[st.Start:st.End]
+		mtext := masked[st.Start:st.End]
+		line := func(off int) int { return 1 + strings.Count(f.text[:st.Start+off], "\n") }
 		first := len(mtext) - len(strings.TrimLeft(mtext, " \t\r\n"))
 		// Non-deterministic functions, anywhere in the statement.
 		for _, m := range nondeterministicCall.FindAllStringSubmatchIndex(mtext, -1) {
@@ -213,17 +233,22 @@ func (l *linter) file(f lintFile) error {
 				Message: fmt.Sprintf("%s gives another value on every run: the same input would not give the same rows", strings.ToLower(mtext[m[2]:m[3]])),
 				Fix:     "derive the value from the input, or bind it as a param (part of the job key)"})
 		}
-		queries, err := l.queries(text, mtext)
+		queries, err := job.StatementQueries(text, mtext, l.parse)
 		if err != nil {
 			return err
 		}
 		for _, q := range queries {
-			l.query(f.name, func(loc int) int { return line(q.start + loc) }, q.node)
+			l.query(f.name, func(loc int) int { return line(q.Start + loc) }, q.Node)
+			for _, t := range job.ForeignReads(job.TableReads(q.Node), l.own) {
+				l.rep.add(Finding{ID: LintUndeclaredRead, Severity: SeverityError, File: f.name, Line: line(q.Start),
+					Message: fmt.Sprintf("%s reads table %s, which is not a declared upstream: its rows are outside the job key, so a change to them would not rerun the job (skipped, stale rows)", path.Base(f.name), t),
+					Fix:     fmt.Sprintf("declare it in [input] upstream and read it as {{upstream:%s}}", t)})
+			}
 		}
 		// Order that reaches output.
 		var outer map[string]any
 		if len(queries) > 0 {
-			outer = queries[0].node
+			outer = queries[0].Node
 		}
 		switch {
 		case copyStatement.MatchString(mtext):
@@ -239,35 +264,6 @@ func (l *linter) file(f lintFile) error {
 		}
 	}
 	return nil
-}
-
-type parsedQuery struct {
-	start int
-	node  map[string]any
-}
-
-// queries finds the queries of a statement that DuckDB can parse: for each
-// SELECT, WITH or FROM outside strings and comments, from there to the end
-// of its parenthesis (or of the statement), outermost first. A query found
-// inside one already parsed is skipped: the outer parse holds it.
-func (l *linter) queries(text, masked string) ([]parsedQuery, error) {
-	var out []parsedQuery
-	coveredUntil := -1
-	for _, m := range queryStart.FindAllStringIndex(masked, -1) {
-		if m[0] < coveredUntil {
-			continue
-		}
-		end := closingParen(masked, m[0])
-		node, ok, err := l.parse(text[m[0]:end])
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			out = append(out, parsedQuery{start: m[0], node: node})
-			coveredUntil = end
-		}
-	}
-	return out, nil
 }
 
 func (l *linter) parse(q string) (map[string]any, bool, error) {
@@ -474,5 +470,4 @@ var (
 	nondeterministicWord = regexp.MustCompile(`(?i)\b(` + strings.Join(job.SortedKeys(job.NondeterministicRefs), "|") + `)\b`)
 	copyStatement        = regexp.MustCompile(`(?is)^\s*COPY\b`)
 	insertStatement      = regexp.MustCompile(`(?is)^\s*INSERT\s+INTO\b`)
-	queryStart           = regexp.MustCompile(`(?i)\b(SELECT|WITH|FROM)\b`)
 )

@@ -11,85 +11,6 @@ import (
 	"github.com/idem-dev/idem/runner/run"
 )
 
-// closingParen is the offset where the parenthesis level that start is in
-// closes, or the end of s.
-func closingParen(s string, start int) int {
-	depth := 0
-	for i := start; i < len(s); i++ {
-		switch s[i] {
-		case '(':
-			depth++
-		case ')':
-			depth--
-			if depth < 0 {
-				return i
-			}
-		}
-	}
-	return len(s)
-}
-
-// maskSQL returns text with comments and the insides of string literals
-// and quoted identifiers replaced by spaces (newlines kept), so that
-// offsets stay the same and keywords inside them are not seen.
-func maskSQL(text string) string {
-	b := []byte(text)
-	for i := 0; i < len(b); i++ {
-		switch {
-		case b[i] == '-' && i+1 < len(b) && b[i+1] == '-':
-			for ; i < len(b) && b[i] != '\n'; i++ {
-				b[i] = ' '
-			}
-		case b[i] == '/' && i+1 < len(b) && b[i+1] == '*':
-			j := i
-			for ; j < len(b) && !(b[j] == '*' && j+1 < len(b) && b[j+1] == '/'); j++ {
-				if b[j] != '\n' {
-					b[j] = ' '
-				}
-			}
-			for k := j; k < j+2 && k < len(b); k++ {
-				b[k] = ' '
-			}
-			i = j + 1
-		case b[i] == '\'' || b[i] == '"':
-			q := b[i]
-			j := i + 1
-			for ; j < len(b); j++ {
-				if b[j] == q {
-					if j+1 < len(b) && b[j+1] == q {
-						b[j], b[j+1] = ' ', ' '
-						j++
-						continue
-					}
-					break
-				}
-				if b[j] != '\n' {
-					b[j] = ' '
-				}
-			}
-			i = j
-		}
-	}
-	return string(b)
-}
-
-type span struct{ start, end int }
-
-// splitStatements splits masked SQL at semicolons into non-blank statements.
-func splitStatements(masked string) []span {
-	var out []span
-	start := 0
-	for i := 0; i <= len(masked); i++ {
-		if i == len(masked) || masked[i] == ';' {
-			if strings.TrimSpace(masked[start:i]) != "" {
-				out = append(out, span{start, i})
-			}
-			start = i + 1
-		}
-	}
-	return out
-}
-
 // The step contract: the relations idem and the later steps read, by the
 // step that must create them. The stage step is the first step.
 var (
@@ -104,7 +25,7 @@ func createsRelation(name string) *regexp.Regexp {
 // creates reports whether text creates the relation re matches, outside
 // comments and string literals.
 func creates(re *regexp.Regexp, text string) bool {
-	masked := maskSQL(text)
+	masked := job.MaskSQL(text)
 	for _, m := range re.FindAllStringIndex(text, -1) {
 		if strings.EqualFold(masked[m[0]:m[0]+6], "CREATE") {
 			return true

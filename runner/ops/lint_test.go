@@ -63,12 +63,17 @@ func TestLintJobWithoutKey(t *testing.T) {
 	require.Equal(t, []string{"L001 error nokey.toml:10"}, lintSummary(rep))
 }
 
-// TestLintSilentOnBuiltins: every example job, and so every built-in
-// pipeline, lints clean.
+// TestLintSilentOnBuiltins: every example job, those of the project
+// folders under configs/ too, and so every built-in pipeline (select
+// included), lints clean.
 func TestLintSilentOnBuiltins(t *testing.T) {
 	t.Parallel()
 	jobs, err := filepath.Glob("../../configs/*.toml")
 	require.NoError(t, err)
+	inFolders, err := filepath.Glob("../../configs/*/*.toml")
+	require.NoError(t, err)
+	require.NotEmpty(t, inFolders)
+	jobs = append(jobs, inFolders...)
 	require.GreaterOrEqual(t, len(jobs), 3)
 	seen := map[string]bool{}
 	for _, j := range jobs {
@@ -174,6 +179,87 @@ func TestLintStepContractAndLimit(t *testing.T) {
 			if c.message != "" {
 				require.Contains(t, rep.Findings[0].Message, c.message)
 				require.NotEmpty(t, rep.Findings[0].Fix)
+			}
+		})
+	}
+}
+
+// tinyModel writes a model job (pipeline = "select") reading upstream job
+// src, whose v1.sql is model, and returns the job's path.
+func tinyModel(t *testing.T, dir, model string) string {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "models", "daily"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "models", "daily", "v1.sql"), []byte(model), 0o644))
+	j := filepath.Join(dir, "daily.toml")
+	require.NoError(t, os.WriteFile(j, []byte(`name = "daily"
+pipeline = "select"
+transform_version = 1
+[input]
+upstream = ["src"]
+[transform]
+sql = "models/daily"
+[target]
+key = ["day"]
+`), 0o644))
+	return j
+}
+
+// TestLintModelsAndUndeclaredReads: a model is linted in its own file,
+// not held to the step contract (L008), and a step or model that reads a
+// table of the database other than its own or a declared upstream is
+// L009, naming the table and the fix; CTEs, idem's relations, the target
+// and the tables a step creates are not.
+func TestLintModelsAndUndeclaredReads(t *testing.T) {
+	t.Parallel()
+	models := []struct {
+		name, model string
+		want        []string
+		message     string
+	}{
+		{"clean", "SELECT day, count(*) AS n\nFROM {{upstream:src}}\nGROUP BY day\n", []string{}, ""},
+		{"cte", "WITH d AS (SELECT day FROM {{upstream:src}})\nSELECT day, count(*) AS n FROM d GROUP BY day;\n", []string{}, ""},
+		{"reads zones", "-- per day\nSELECT s.day, count(*) AS n\nFROM {{upstream:src}} AS s\nJOIN zones AS z ON z.id = s.zone\nGROUP BY s.day\n",
+			[]string{"L009 error v1.sql:2"}, "v1.sql reads table zones, which is not a declared upstream"},
+		{"reads main.zones in a subquery", "SELECT day, count(*) AS n FROM {{upstream:src}}\nWHERE zone IN (SELECT id FROM main.zones)\nGROUP BY day\n",
+			[]string{"L009 error v1.sql:1"}, "reads table zones"},
+		{"nondeterministic", "SELECT day, count(*) AS n, now() AS at\nFROM {{upstream:src}}\nGROUP BY day\n",
+			[]string{"L003 error v1.sql:1"}, "now()"},
+	}
+	for _, c := range models {
+		t.Run("model "+c.name, func(t *testing.T) {
+			t.Parallel()
+			rep, err := LintJob(context.Background(), tinyModel(t, t.TempDir(), c.model), idemsql.FS)
+			require.NoError(t, err)
+			require.Equal(t, "select", rep.Pipeline)
+			require.Equal(t, c.want, lintSummary(rep))
+			for _, f := range rep.Findings {
+				require.True(t, strings.HasSuffix(f.File, "models/daily/v1.sql"), f.File)
+			}
+			if c.message != "" {
+				require.Contains(t, rep.Findings[0].Message, c.message)
+			}
+			if len(c.want) > 0 && c.want[0][:4] == LintUndeclaredRead {
+				require.Equal(t, "declare it in [input] upstream and read it as {{upstream:zones}}", rep.Findings[0].Fix)
+			}
+		})
+	}
+	steps := []struct {
+		name   string
+		commit string
+		want   []string
+	}{
+		{"own tables", tinyCommit + "CREATE OR REPLACE TEMP TABLE kept AS SELECT * FROM {{table}};\nINSERT INTO {{table}} SELECT * FROM kept ORDER BY id;\n", []string{}},
+		{"reads another table", "DELETE FROM {{table}};\nINSERT INTO {{table}}\nSELECT o.id, p.value FROM outcomes o JOIN prices p USING (id) ORDER BY o.id;\n", []string{"L009 error 03_commit.sql:3"}},
+	}
+	for _, c := range steps {
+		t.Run("step "+c.name, func(t *testing.T) {
+			t.Parallel()
+			j := tinyPipeline(t, t.TempDir(), "refresh", map[string]string{"01_stage.sql": tinyStage, "02_outcomes.sql": tinyOutcomes, "03_commit.sql": c.commit})
+			rep, err := LintJob(context.Background(), j, idemsql.FS)
+			require.NoError(t, err)
+			require.Equal(t, c.want, lintSummary(rep))
+			if len(c.want) > 0 {
+				require.Contains(t, rep.Findings[0].Message, "03_commit.sql reads table prices, which is not a declared upstream")
 			}
 		})
 	}

@@ -1,0 +1,210 @@
+package job
+
+import (
+	"regexp"
+	"strings"
+)
+
+// MaskSQL returns text with comments and the insides of string literals
+// and quoted identifiers replaced by spaces (newlines kept), so that
+// offsets stay the same and keywords inside them are not seen.
+func MaskSQL(text string) string {
+	b := []byte(text)
+	for i := 0; i < len(b); i++ {
+		switch {
+		case b[i] == '-' && i+1 < len(b) && b[i+1] == '-':
+			for ; i < len(b) && b[i] != '\n'; i++ {
+				b[i] = ' '
+			}
+		case b[i] == '/' && i+1 < len(b) && b[i+1] == '*':
+			j := i
+			for ; j < len(b) && !(b[j] == '*' && j+1 < len(b) && b[j+1] == '/'); j++ {
+				if b[j] != '\n' {
+					b[j] = ' '
+				}
+			}
+			for k := j; k < j+2 && k < len(b); k++ {
+				b[k] = ' '
+			}
+			i = j + 1
+		case b[i] == '\'' || b[i] == '"':
+			q := b[i]
+			j := i + 1
+			for ; j < len(b); j++ {
+				if b[j] == q {
+					if j+1 < len(b) && b[j+1] == q {
+						b[j], b[j+1] = ' ', ' '
+						j++
+						continue
+					}
+					break
+				}
+				if b[j] != '\n' {
+					b[j] = ' '
+				}
+			}
+			i = j
+		}
+	}
+	return string(b)
+}
+
+// Span is where one statement lies in a step's text.
+type Span struct{ Start, End int }
+
+// SplitStatements splits masked SQL (see MaskSQL) at semicolons into
+// non-blank statements.
+func SplitStatements(masked string) []Span {
+	var out []Span
+	start := 0
+	for i := 0; i <= len(masked); i++ {
+		if i == len(masked) || masked[i] == ';' {
+			if strings.TrimSpace(masked[start:i]) != "" {
+				out = append(out, Span{start, i})
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
+
+// ClosingParen is the offset where the parenthesis level that start is in
+// closes, or the end of s.
+func ClosingParen(s string, start int) int {
+	depth := 0
+	for i := start; i < len(s); i++ {
+		switch s[i] {
+		case '(':
+			depth++
+		case ')':
+			depth--
+			if depth < 0 {
+				return i
+			}
+		}
+	}
+	return len(s)
+}
+
+// ParsedQuery is one query of a statement as DuckDB's json_serialize_sql
+// parsed it: its offset in the statement and the statement's node.
+type ParsedQuery struct {
+	Start int
+	Node  map[string]any
+}
+
+// ParseFunc parses one query with json_serialize_sql. ok is false when the
+// text is not one statement DuckDB can serialize; err is a failure to ask.
+type ParseFunc func(query string) (node map[string]any, ok bool, err error)
+
+var queryStart = regexp.MustCompile(`(?i)\b(SELECT|WITH|FROM)\b`)
+
+// StatementQueries finds the queries of one statement (text, and its
+// MaskSQL masked twin) that parse accepts: for each SELECT, WITH or FROM
+// outside strings and comments, from there to the end of its parenthesis
+// (or of the statement), outermost first. A query found inside one already
+// parsed is skipped: the outer parse holds it.
+func StatementQueries(text, masked string, parse ParseFunc) ([]ParsedQuery, error) {
+	var out []ParsedQuery
+	coveredUntil := -1
+	for _, m := range queryStart.FindAllStringIndex(masked, -1) {
+		if m[0] < coveredUntil {
+			continue
+		}
+		end := ClosingParen(masked, m[0])
+		node, ok, err := parse(text[m[0]:end])
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, ParsedQuery{Start: m[0], Node: node})
+			coveredUntil = end
+		}
+	}
+	return out, nil
+}
+
+// TextQueries is StatementQueries over every statement of text, with each
+// query's offset in text.
+func TextQueries(text string, parse ParseFunc) ([]ParsedQuery, error) {
+	masked := MaskSQL(text)
+	var out []ParsedQuery
+	for _, st := range SplitStatements(masked) {
+		qs, err := StatementQueries(text[st.Start:st.End], masked[st.Start:st.End], parse)
+		if err != nil {
+			return nil, err
+		}
+		for _, q := range qs {
+			q.Start += st.Start
+			out = append(out, q)
+		}
+	}
+	return out, nil
+}
+
+var (
+	sqlName         = `(?:"(?:[^"]|"")*"|[A-Za-z_][A-Za-z0-9_$]*)`
+	createdRelation = regexp.MustCompile(`(?is)\bCREATE\s+(?:OR\s+REPLACE\s+)?(?:(?:TEMP|TEMPORARY)\s+)?(?:TABLE|VIEW)\s+(?:IF\s+NOT\s+EXISTS\s+)?(?:` + sqlName + `\s*\.\s*)*(` + sqlName + `)`)
+)
+
+// CreatedRelations lists, lower case, the names of the tables and views
+// text creates (CREATE [OR REPLACE] [TEMP] TABLE|VIEW name), outside
+// comments and string literals.
+func CreatedRelations(text string) []string {
+	masked := MaskSQL(text)
+	var out []string
+	for _, m := range createdRelation.FindAllStringSubmatchIndex(text, -1) {
+		if !strings.EqualFold(masked[m[0]:m[0]+6], "CREATE") {
+			continue
+		}
+		name := text[m[2]:m[3]]
+		if strings.HasPrefix(name, `"`) {
+			name = strings.ReplaceAll(name[1:len(name)-1], `""`, `"`)
+		}
+		out = append(out, strings.ToLower(name))
+	}
+	return out
+}
+
+// OwnRelations are the names, lower case, that the job's steps may read
+// from the main schema besides its upstreams: its target and companions
+// ({{table:_suffix}}, the outcomes table), what its schema file and steps
+// create, and the relations idem and the step contract give every run
+// (input, staged, outcomes).
+func (j *Job) OwnRelations() map[string]bool {
+	own := map[string]bool{"input": true, "staged": true, "outcomes": true, strings.ToLower(j.Table): true}
+	if t := j.Pipeline.OutcomesTable; t != "" {
+		own[strings.ToLower(j.Table+t)] = true
+	}
+	texts := []string{j.DDL}
+	for _, s := range j.Steps {
+		texts = append(texts, s.SQL)
+	}
+	for _, text := range texts {
+		for _, m := range Companion.FindAllStringSubmatch(text, -1) {
+			own[strings.ToLower(j.Table+m[1])] = true
+		}
+		for _, n := range CreatedRelations(j.Expand(text)) {
+			own[n] = true
+		}
+	}
+	return own
+}
+
+// ForeignReads lists the tables of the database's main schema among refs
+// that are not in own (see OwnRelations) and not idem's (idem_*), each
+// once, as written: a job reading them would read rows outside its key.
+func ForeignReads(refs []TableRef, own map[string]bool) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, r := range refs {
+		name := strings.ToLower(r.Table)
+		if r.Catalog != "" || (r.Schema != "" && !strings.EqualFold(r.Schema, "main")) ||
+			own[name] || strings.HasPrefix(name, "idem_") || seen[name] {
+			continue
+		}
+		seen[name] = true
+		out = append(out, r.Table)
+	}
+	return out
+}
