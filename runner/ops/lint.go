@@ -3,7 +3,6 @@ package ops
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -267,23 +266,11 @@ func (l *linter) file(f lintFile) error {
 }
 
 func (l *linter) parse(q string) (map[string]any, bool, error) {
-	var text string
-	if err := l.db.QueryRowContext(l.ctx, "SELECT CAST(json_serialize_sql(?::VARCHAR) AS VARCHAR)", q).Scan(&text); err != nil {
-		return nil, false, fmt.Errorf("lint: parse SQL: %w", err)
+	node, ok, err := run.ParseQuery(l.ctx, l.db, q)
+	if err != nil {
+		return nil, false, fmt.Errorf("lint: %w", err)
 	}
-	var parsed struct {
-		Error      bool `json:"error"`
-		Statements []struct {
-			Node map[string]any `json:"node"`
-		} `json:"statements"`
-	}
-	if err := json.Unmarshal([]byte(text), &parsed); err != nil {
-		return nil, false, fmt.Errorf("lint: read parse: %w", err)
-	}
-	if parsed.Error || len(parsed.Statements) != 1 {
-		return nil, false, nil
-	}
-	return parsed.Statements[0].Node, true, nil
+	return node, ok, nil
 }
 
 func hasOrderBy(node map[string]any) bool {
