@@ -17,7 +17,7 @@ func (a *app) newInitCmd() *cobra.Command {
 	var jsonOut bool
 	cmd := &cobra.Command{
 		Use:   "init DIR",
-		Short: "Scaffold a new apply or refresh pipeline folder and a job file that runs it",
+		Short: "Scaffold a new apply or refresh pipeline folder and a job file that runs it, or a model",
 		Long: `Scaffold a new pipeline in DIR: DIR/NAME/ (pipeline.toml,
 transform/v1/01_stage.sql .. 04_commit.sql, schema/v1.sql), DIR/NAME.toml
 (a job that runs it) and an example input. NAME defaults to DIR's base name.
@@ -28,6 +28,11 @@ that applies every new file of DIR/landing/ (example.jsonl), one batch per
 file. --mode refresh writes a refresh pipeline: each run replaces the
 target with the whole input (DIR/input/example.csv), its commit step
 clearing the target first, with a min_score param.
+
+--mode select writes a model instead of a pipeline: DIR/NAME.toml
+(pipeline = "select") runs the one SELECT in DIR/models/NAME/v1.sql over
+the job it reads as an upstream, DIR/NAME_source.toml (merge_by_key of
+DIR/input/NAME.csv). Run both, in order, with idem run DIR.
 
 The database goes to DIR/data/, created by the first run. Nothing is
 overwritten. Then: idem run DIR/NAME.toml (paths in a job file are read
@@ -52,12 +57,16 @@ from its folder).`,
 			for _, w := range written {
 				fmt.Fprintf(a.stdout, "wrote %s\n", w)
 			}
-			fmt.Fprintf(a.stdout, "next: idem run %s\n", filepath.Join(dir, name+".toml"))
+			next := filepath.Join(dir, name+".toml")
+			if mode == ops.ScaffoldSelect {
+				next = dir // the model and its source job, in order
+			}
+			fmt.Fprintf(a.stdout, "next: idem run %s\n", next)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&name, "pipeline", "", "pipeline (and job and table) name; default: DIR's base name")
-	cmd.Flags().StringVar(&mode, "mode", job.ModeApply, "pipeline mode: apply (change batches from a landing folder) or refresh (the whole input replaces the target)")
+	cmd.Flags().StringVar(&mode, "mode", job.ModeApply, "apply (change batches from a landing folder), refresh (the whole input replaces the target) or select (a model: one SELECT over a source job)")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print one JSON object on stdout")
 	return cmd
 }

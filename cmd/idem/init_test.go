@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -111,5 +112,45 @@ func TestInitEachMode(t *testing.T) {
 
 	code, _, errOut := cli(t, "init", filepath.Join(t.TempDir(), "x"), "--mode", "stream")
 	require.Equal(t, 2, code)
-	require.Contains(t, errOut, `mode "stream": want apply or refresh`)
+	require.Contains(t, errOut, `mode "stream": want apply, refresh or select`)
+}
+
+// TestInitSelect: idem init --mode select writes a model and the source
+// job it reads; idem run DIR runs both in order (the source applied, then
+// the model loaded from it), again commits nothing, and both lint clean.
+func TestInitSelect(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "proj")
+	code, out, errOut := cli(t, "init", dir, "--mode", "select", "--pipeline", "sales")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "next: idem run "+dir+"\n")
+	for _, f := range []string{"sales.toml", "sales_source.toml", "models/sales/v1.sql", "input/sales.csv"} {
+		require.FileExists(t, filepath.Join(dir, f))
+	}
+	require.NoDirExists(t, filepath.Join(dir, "sales"), "a model needs no pipeline folder")
+
+	elsewhere := t.TempDir()
+	r := runCLI(t, elsewhere, "", "run", dir, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var objs []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &objs), r.stdout)
+	require.Len(t, objs, 2)
+	require.Equal(t, []any{"sales_source", "applied"}, []any{objs[0]["job"], objs[0]["decision"]})
+	require.Equal(t, []any{"sales", "loaded"}, []any{objs[1]["job"], objs[1]["decision"]})
+	db := filepath.Join(dir, "data", "sales.duckdb")
+	require.Equal(t, []string{"books 2 19.75", "music 1 20.00"}, queryStrs(t, db, `SELECT category || ' ' || items || ' ' || amount FROM sales ORDER BY category`))
+
+	r = runCLI(t, elsewhere, "", "run", dir, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, []string{"already_committed", "skipped"}, jsonDecisions(t, r.stdout))
+
+	for _, j := range []string{"sales.toml", "sales_source.toml"} {
+		r = runCLI(t, elsewhere, "", "lint", filepath.Join(dir, j))
+		require.Equal(t, 0, r.code, r.stdout+r.stderr)
+		require.Contains(t, r.stdout, "0 error(s), 0 warning(s)", j)
+	}
+
+	code, _, errOut = cli(t, "init", dir, "--mode", "select", "--pipeline", "sales")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "already exists")
 }
