@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -157,5 +158,210 @@ GROUP BY ALL
 	require.Equal(t, []int64{3}, queryInts(t, p.db("p"), `SELECT count(*) FROM named`))
 }
 
-var _ = strings.Contains
-var _ = os.Stat
+// TestProjectOwnership: a model whose target is another job's target or
+// companion in the same database is refused with exit 3 naming the owner,
+// as a job of a project run and alone, and nothing changes.
+func TestProjectOwnership(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ table, owned string }{
+		{"src", `table "src" belongs to job "src"`},
+		{"src_outcomes", `table "src_outcomes" belongs to job "src"`},
+		{"zones_active", `table "zones_active" belongs to job "zones"`},
+	} {
+		t.Run(tc.table, func(t *testing.T) {
+			t.Parallel()
+			p := newProject(t)
+			r := p.idem("run", p.dir)
+			require.Equal(t, 0, r.code, r.stderr)
+			p.model("thief", "p", []string{"src"}, []string{"day"}, tc.table, dailyModel)
+			before := captureState(t, p.db("p"))
+			r = p.idem("run", p.path("thief.toml"))
+			require.Equal(t, job.ExitRefused, r.code, r.stdout+r.stderr)
+			require.Contains(t, r.stderr, tc.owned+`; job "thief" may not create or write it`)
+			require.Equal(t, before, captureState(t, p.db("p")))
+
+			r = p.idem("run", p.dir, "--json")
+			require.Equal(t, job.ExitRefused, r.code, r.stdout+r.stderr)
+			objs := projectObjects(t, r.stdout)
+			require.Equal(t, "refused", objs["thief"]["decision"])
+			require.Contains(t, objs["thief"]["error"], tc.owned)
+			require.Equal(t, before, captureState(t, p.db("p")))
+			require.Empty(t, queryStrs(t, p.db("p"), `SELECT job FROM idem.jobs WHERE job = 'thief'`))
+		})
+	}
+}
+
+// projectObjects decodes a project's --json array by job name, and checks
+// that every job appears once.
+func projectObjects(t *testing.T, stdout string) map[string]map[string]any {
+	t.Helper()
+	var arr []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &arr), stdout)
+	out := map[string]map[string]any{}
+	for _, o := range arr {
+		name, _ := o["job"].(string)
+		require.NotContains(t, out, name, stdout)
+		out[name] = o
+	}
+	return out
+}
+
+// projectOrder lists the jobs of a project's --json array in order.
+func projectOrder(t *testing.T, stdout string) []string {
+	t.Helper()
+	var arr []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &arr), stdout)
+	var out []string
+	for _, o := range arr {
+		out = append(out, fmt.Sprintf("%v %v", o["job"], o["decision"]))
+	}
+	return out
+}
+
+// TestProjectCycle: two models that read each other are exit 2 naming the
+// cycle, for run and plan, before any database is created.
+func TestProjectCycle(t *testing.T) {
+	t.Parallel()
+	p := newProject(t)
+	p.model("a", "p", []string{"b"}, []string{"day"}, "", "SELECT day FROM {{upstream:b}}\n")
+	p.model("b", "p", []string{"a"}, []string{"day"}, "", "SELECT day FROM {{upstream:a}}\n")
+	for _, cmd := range []string{"run", "plan"} {
+		r := p.idem(cmd, p.dir)
+		require.Equal(t, job.ExitUsage, r.code, r.stdout+r.stderr)
+		require.Contains(t, r.stderr, "upstream references form a cycle: a → b → a")
+		require.Empty(t, r.stdout)
+		require.NoFileExists(t, p.db("p"), "nothing is written, not even the database")
+		require.NoDirExists(t, p.path("data"))
+	}
+}
+
+// TestProjectBlockedDownstream: a job downstream of one that failed (exit
+// 1) or was refused (exit 3) is reported blocked and not run, an
+// independent job still runs, and the exit code is the worst met.
+func TestProjectBlockedDownstream(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		table string // the broken job's [target] table
+		model string // its SELECT
+		code  int
+		want  string // in the broken job's message
+		dec   string
+	}{
+		{"failed", "", "SELECT day, no_such_column FROM {{upstream:src}}\n", job.ExitFailure, "no_such_column", "failed"},
+		{"refused", "zones", dailyModel, job.ExitRefused, `table "zones" belongs to job "zones"`, "refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := newProject(t)
+			// zones runs first and alone: the refused case needs its owner.
+			r := p.idem("run", p.path("zones.toml"))
+			require.Equal(t, 0, r.code, r.stderr)
+			p.model("broken", "p", []string{"src"}, []string{"day"}, tc.table, tc.model)
+			p.model("after", "p", []string{"broken"}, []string{"day"}, "", "SELECT day, count(*) AS n FROM {{upstream:broken}} GROUP BY day\n")
+			p.model("daily", "p", []string{"src"}, []string{"day"}, "", dailyModel)
+
+			r = p.idem("run", p.dir)
+			require.Equal(t, tc.code, r.code, r.stdout+r.stderr)
+			require.Contains(t, r.stdout, "after: blocked by broken (not run)\n")
+			require.Contains(t, r.stderr, tc.want)
+			require.Equal(t, []string{"daily", "src", "zones"}, queryStrs(t, p.db("p"), `SELECT job FROM idem.jobs ORDER BY job`),
+				"the independent jobs ran, the blocked one has no state row")
+
+			// Again with --json: one object per job in run order.
+			before := captureState(t, p.db("p"))
+			r = p.idem("run", p.dir, "--json")
+			require.Equal(t, tc.code, r.code, r.stdout+r.stderr)
+			objs := projectObjects(t, r.stdout)
+			require.Equal(t, map[string]any{"job": "after", "decision": "blocked", "blocked_by": []any{"broken"}}, objs["after"])
+			require.Equal(t, tc.dec, objs["broken"]["decision"])
+			require.Equal(t, float64(tc.code), objs["broken"]["exit_code"])
+			require.Contains(t, objs["broken"]["error"], tc.want)
+			require.Equal(t, "skipped", objs["daily"]["decision"])
+			require.Equal(t, before, captureState(t, p.db("p")))
+			order := projectOrder(t, r.stdout)
+			require.Less(t, slices.Index(order, "src already_committed"), slices.Index(order, "broken "+tc.dec), order)
+			require.Less(t, slices.Index(order, "broken "+tc.dec), slices.Index(order, "after blocked"), order)
+		})
+	}
+}
+
+// TestProjectModelKey: a model whose result has a duplicate or NULL key
+// fails with exit 1 naming up to three offending keys, and commits
+// nothing.
+func TestProjectModelKey(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, model, want string }{
+		{"duplicates", "SELECT ('d' || (t.i % 5)) AS day, s.zone\nFROM {{upstream:src}} AS s CROSS JOIN range(10) AS t(i)\nWHERE s.id = 1\n",
+			"model keyed: key (day, zone) must be unique and not NULL: (d0, 1) 2 rows; (d1, 1) 2 rows; (d2, 1) 2 rows, ...; nothing committed"},
+		{"one duplicate", "SELECT s.day, 1 AS zone FROM {{upstream:src}} AS s\n",
+			"model keyed: key (day, zone) must be unique and not NULL: (2024-01-01, 1) 2 rows; nothing committed"},
+		{"null", "SELECT CASE WHEN s.id = 3 THEN NULL ELSE s.day END AS day, s.zone FROM {{upstream:src}} AS s\n",
+			"model keyed: key (day, zone) must be unique and not NULL: (NULL, 1) has a NULL; nothing committed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := newProject(t)
+			r := p.idem("run", p.path("src.toml"))
+			require.Equal(t, 0, r.code, r.stderr)
+			p.model("keyed", "p", []string{"src"}, []string{"day", "zone"}, "", tc.model)
+			before := captureState(t, p.db("p"))
+			r = p.idem("run", p.path("keyed.toml"))
+			require.Equal(t, job.ExitFailure, r.code, r.stdout+r.stderr)
+			require.Contains(t, r.stderr, tc.want)
+			require.Equal(t, before, captureState(t, p.db("p")))
+			require.Equal(t, []int64{0}, queryInts(t, p.db("p"), `SELECT count(*) FROM duckdb_tables() WHERE table_name = 'keyed'`))
+		})
+	}
+}
+
+// TestProjectUsage: a --select naming no job, and a one-job flag given
+// with a project, are exit 2 before anything runs.
+func TestProjectUsage(t *testing.T) {
+	t.Parallel()
+	p := newProject(t)
+	p.model("daily", "p", []string{"src"}, []string{"day"}, "", dailyModel)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", p.dir, "--select", "nope"}, "--select nope: no job named nope in the project (jobs: daily, src, zones)"},
+		{[]string{"plan", p.dir, "--select", "nope+"}, "--select nope+: no job named nope"},
+		{[]string{"run", p.dir, "--input", p.path("input/src.csv")}, "--input names one batch of one job: give one job file, not a project"},
+		{[]string{"run", p.path("src.toml"), p.path("daily.toml"), "--batch-id", "x"}, "--batch-id names one batch of one job"},
+	} {
+		r := p.idem(tc.args...)
+		require.Equal(t, job.ExitUsage, r.code, "%v: %s %s", tc.args, r.stdout, r.stderr)
+		require.Contains(t, r.stderr, tc.want, tc.args)
+		require.NoDirExists(t, p.path("data"), tc.args)
+	}
+}
+
+// TestProjectJobsConcurrent: --jobs 2 over a project of two databases
+// prints the same array, in the same order, as --jobs 1 on a fresh copy,
+// and both commit the same rows.
+func TestProjectJobsConcurrent(t *testing.T) {
+	t.Parallel()
+	p := newProject(t)
+	p.model("daily", "p", []string{"src"}, []string{"day"}, "", dailyModel)
+	// A second database: its own source and model.
+	p.source("other", "q", "input/src.csv", "id = \"BIGINT\"\nday = \"DATE\"\nzone = \"INTEGER\"\namount = \"DECIMAL(10,2)\"", "id")
+	p.model("other_daily", "q", []string{"other"}, []string{"day"}, "", strings.ReplaceAll(dailyModel, "upstream:src", "upstream:other"))
+
+	outs := map[int]string{}
+	rows := map[int][]string{}
+	for _, n := range []int{1, 2} {
+		require.NoError(t, os.RemoveAll(p.path("data")))
+		r := p.idem("run", p.dir, "--json", "--jobs", fmt.Sprint(n))
+		require.Equal(t, 0, r.code, r.stderr)
+		outs[n] = r.stdout
+		rows[n] = append(queryStrs(t, p.db("p"), `SELECT day || ' ' || sales || ' ' || amount FROM daily ORDER BY day`),
+			queryStrs(t, p.db("q"), `SELECT day || ' ' || sales || ' ' || amount FROM other_daily ORDER BY day`)...)
+	}
+	require.Len(t, projectObjects(t, outs[1]), 5)
+	require.Equal(t, []string{"daily loaded", "other applied", "other_daily loaded", "src applied", "zones applied"},
+		func() []string { o := projectOrder(t, outs[1]); slices.Sort(o); return o }())
+	require.JSONEq(t, outs[1], outs[2])
+	require.Equal(t, rows[1], rows[2])
+	require.Equal(t, []string{"2024-01-01 2 15.50", "2024-01-02 1 7.25", "2024-01-01 2 15.50", "2024-01-02 1 7.25"}, rows[1])
+}
