@@ -136,15 +136,43 @@ func TestJSONShapesMatchTheREADME(t *testing.T) {
 	writeFile(t, filepath.Join(chunked, "job.toml"), chunkJob(chunked, 50))
 	outs["run (chunked)"] = out("run", filepath.Join(chunked, "job.toml"), "--json")
 
+	// A project: a model (whose run and plan objects name their upstream
+	// snapshots), a model that fails and one blocked by it.
+	p := newProject(t)
+	p.model("daily", "p", []string{"src"}, []string{"day"}, "", dailyModel)
+	p.model("broken", "p", []string{"src"}, []string{"day"}, "", "SELECT day, no_such_column FROM {{upstream:src}}\n")
+	p.model("after", "p", []string{"broken"}, []string{"day"}, "", "SELECT day FROM {{upstream:broken}}\n")
+	r = callIdem(t, "run", p.dir, "--json")
+	require.Equal(t, 1, r.code, r.stderr)
+	outs["run (project)"] = r.stdout
+	objs := projectObjects(t, r.stdout)
+	elem := func(name string) string {
+		b, err := json.Marshal(objs[name])
+		require.NoError(t, err)
+		return string(b)
+	}
+	outs["run (project, failed)"] = elem("broken")
+	outs["run (project, blocked)"] = elem("after")
+	// Outputs of shapes already run above, checked the same way.
+	also := []struct{ shape, stdout string }{
+		{"run", elem("src")},
+		{"run", elem("daily")},
+		{"plan", out("plan", p.path("daily.toml"), "--json")},
+	}
+	for _, a := range also[1:] {
+		require.Contains(t, a.stdout, `"upstream":[{`, "a model's %s object names its upstream", a.shape)
+	}
+
 	require.Equal(t, slices.Sorted(maps.Keys(shapes)), slices.Sorted(maps.Keys(outs)), "the README's JSON shapes and the shapes this test runs")
 
-	for name, stdout := range outs {
+	check := func(name, stdout string) {
+		t.Helper()
 		s := shapes[name]
 		require.Equal(t, 1, strings.Count(strings.TrimSpace(stdout), "\n")+1, "%s prints one line of JSON: %s", name, stdout)
 		if s.array {
 			var rows []map[string]any
 			require.NoError(t, json.Unmarshal([]byte(stdout), &rows), "%s: %s", name, stdout)
-			continue
+			return
 		}
 		var obj map[string]json.RawMessage
 		require.NoError(t, json.Unmarshal([]byte(stdout), &obj), "%s: %s", name, stdout)
@@ -161,6 +189,12 @@ func TestJSONShapesMatchTheREADME(t *testing.T) {
 		want := slices.Clone(s.keys)
 		sort.Strings(want)
 		require.Equal(t, want, got, "top-level keys of %s --json (README ## JSON output)", name)
+	}
+	for name, stdout := range outs {
+		check(name, stdout)
+	}
+	for _, a := range also {
+		check(a.shape, a.stdout)
 	}
 	// The element of runs in files and chunked mode is the single-run shape.
 	for _, name := range []string{"run (files mode)", "run (chunked)"} {
