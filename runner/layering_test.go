@@ -36,9 +36,10 @@ func TestLayering(t *testing.T) {
 		{pkg: module + "/runner/source", idem: []string{job, catalog}},
 		{pkg: module + "/runner/run", idem: []string{job, catalog, source}},
 		{pkg: module + "/runner/ops", idem: []string{job, catalog, source, run}},
-		// The CLI calls run and ops; catalog only for the row types it
-		// prints (LogEntry), never source.
-		{pkg: module + "/cmd/idem", idem: []string{job, catalog, run, ops, module + "/sql"}, direct: true},
+		// The CLI calls run and ops, and orders a project's jobs with
+		// project; catalog only for the row types it prints (LogEntry),
+		// never source.
+		{pkg: module + "/cmd/idem", idem: []string{job, module + "/runner/project", catalog, run, ops, module + "/sql"}, direct: true},
 	}
 	// Every package of the library has its place in the list.
 	listed := map[string]bool{module + "/runner": true}
