@@ -5,11 +5,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	_ "github.com/duckdb/duckdb-go/v2"
 	"github.com/stretchr/testify/require"
@@ -22,6 +24,15 @@ import (
 func TestMain(m *testing.M) {
 	if os.Getenv("IDEM_TEST_AS_CLI") == "1" || os.Getenv(processEnv) == "1" {
 		os.Exit(realMain())
+	}
+	// These tests start several hundred idem processes (kill tests, every
+	// example, every command's JSON). On a quiet 2-core machine they take
+	// about 6 minutes, close to go test's default per-package timeout of
+	// 10; a loaded machine can pass it. When the timeout is that default,
+	// allow 25 minutes; an explicit -timeout is kept.
+	flag.Parse()
+	if f := flag.Lookup("test.timeout"); f != nil && f.Value.String() == (10*time.Minute).String() {
+		_ = f.Value.Set("25m")
 	}
 	os.Exit(m.Run())
 }
