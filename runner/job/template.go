@@ -33,6 +33,8 @@ import (
 //	{{column_defs}}               "a" BIGINT, ... (the declared types)
 //	{{text_column_defs}}          "a" VARCHAR, ... (the outcomes table keeps values as received)
 //	{{add_text_columns:_suffix}}  ALTER TABLE ... ADD COLUMN IF NOT EXISTS "a" VARCHAR; ... (a column added later)
+//	{{input_op}}                  what an input row does: column idem_op of an upstream's changes ('upsert' or
+//	                              'delete', see source.Upstream), 'upsert' for a file input
 var placeholder = regexp.MustCompile(`\{\{\s*([a-z_]+)((?::[^:}\s]*)*)\s*\}\}`)
 
 var aliasRef = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
@@ -301,6 +303,14 @@ func expandOne(name string, args []string, table string, shape *tableShape, upst
 		}
 		p := quoteRef(args[0])
 		return list(shape.nonKey(), func(n string) string { return q(n) + " = " + p + "." + q(n) }), nil
+	case "input_op":
+		if err := want(0); err != nil {
+			return "", err
+		}
+		if len(upstream) > 0 {
+			return q("idem_op"), nil
+		}
+		return "'upsert'", nil
 	case "add_text_columns":
 		if len(args) != 1 || !suffixRef.MatchString(args[0]) {
 			return "", fmt.Errorf("want {{add_text_columns:_suffix}}")

@@ -134,6 +134,12 @@ func (d *DB) decideMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared
 			return res, true, err
 		}
 	case job.ModeApply:
+		if p.unchanged {
+			// No upstream moved since the snapshots the job applied.
+			res.Decision = job.DecisionSkipped
+			res.RowsOut, err = catalog.CountRows(ctx, tx, j.Table)
+			return res, true, err
+		}
 		if done, err := d.checkLedger(ctx, tx, j, p, res); err != nil || done {
 			return res, true, err
 		}

@@ -103,6 +103,9 @@ type Prepared struct {
 	// retained is set once the run starts copying its input into the
 	// store: a run that then commits nothing sweeps its copy away.
 	retained bool
+	// unchanged is set by an apply run over upstream changes when no
+	// upstream moved past the snapshot its state pinned: it skips.
+	unchanged bool
 }
 
 // Prepare is what a run of j computes before its transaction: it resolves
@@ -126,10 +129,14 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 		if opts.Input != "" {
 			return nil, job.Usage("--input: job %s reads upstream jobs ([input] upstream), not files", j.Name)
 		}
+		up := &source.Upstream{Job: j}
 		if j.Pipeline.Mode == job.ModeApply {
-			return nil, job.Usage("job %s: an apply pipeline reading upstream jobs is not supported yet; use a refresh pipeline (pipeline = \"select\")", j.Name)
+			if err := checkChangesRun(j, opts); err != nil {
+				return nil, err
+			}
+			up.Changes = true // upstream_changes.go
 		}
-		input = &source.Upstream{Job: j}
+		input = up
 	default:
 		input = &source.Files{Job: j, Path: opts.Input, Progress: opts.Progress}
 	}
@@ -146,7 +153,11 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 	}
 	p := &Prepared{input: input, in: in, files: files, format: format, chunk: in.Chunk, parts: parts, key: parts.Key()}
 	p.digest = parts.Input
-	if j.Pipeline.Mode == job.ModeApply {
+	// An apply run over upstream changes learns its batch when it pins
+	// them, inside its transaction (pinChanges).
+	if up, ok := input.(*source.Upstream); ok && up.Changes {
+		p.digest = ""
+	} else if j.Pipeline.Mode == job.ModeApply {
 		p.batchID = opts.BatchID
 		if p.batchID == "" {
 			p.batchID = filepath.Base(files[0].Path)

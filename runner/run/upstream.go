@@ -39,11 +39,19 @@ func pin(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, st catalog.St
 	if !ok {
 		return nil, nil
 	}
+	up, incremental := p.input.(*source.Upstream)
+	incremental = incremental && up.Changes
+	if incremental {
+		up.Since = pinnedSnapshots(st)
+	}
 	refs, err := pinner.Pin(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
 	p.parts.Upstream = refs
+	if incremental {
+		changesBatch(p, up, st, refs) // upstream_changes.go
+	}
 	if j.IsModel() {
 		cols, err := modelColumns(ctx, tx, j)
 		if err != nil {

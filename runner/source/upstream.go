@@ -24,6 +24,14 @@ type Upstream struct {
 	// file it was exported to (a rerun: see ops.Rerun).
 	Recorded []job.UpstreamRef
 	Rows     map[string]string // upstream job → Parquet file of its pinned rows
+
+	// Changes makes {{upstream:JOB}} hold only the rows that changed since
+	// the snapshot of JOB in Since (0 or absent: all rows), with a column
+	// idem_op: the input of an apply pipeline (upstream_changes.go).
+	Changes bool
+	Since   map[string]int64
+	ranges  []Range
+	columns map[string][]catalog.TargetColumn
 }
 
 // Kind is "upstream".
@@ -34,7 +42,12 @@ func (u *Upstream) Kind() string { return "upstream" }
 func (u *Upstream) Resolve(context.Context) (*Resolved, error) { return &Resolved{}, nil }
 
 // Stage has nothing left to do: Pin made the upstream relations.
-func (u *Upstream) Stage(context.Context, *sql.Tx, *Resolved) (*Staged, error) {
+// For Changes and a generic pipeline it also makes view input read the
+// changed rows (stageChanges).
+func (u *Upstream) Stage(ctx context.Context, tx *sql.Tx, _ *Resolved) (*Staged, error) {
+	if u.Changes && u.Job.Pipeline.Generic {
+		return &Staged{}, u.stageChanges(ctx, tx)
+	}
 	return &Staged{}, nil
 }
 
@@ -55,7 +68,11 @@ func (u *Upstream) Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, erro
 		if !st.Exists || st.Snapshot == 0 || st.Target == "" {
 			return nil, &NoUpstreamError{Job: u.Job.Name, Upstream: name, Database: filepath.Base(u.Job.Database)}
 		}
-		if err := relation(ctx, tx, name, "VIEW", "SELECT * FROM main."+job.QuoteIdent(st.Target)); err != nil {
+		if u.Changes {
+			if err := u.pinChanges(ctx, tx, name, st.Snapshot); err != nil {
+				return nil, err
+			}
+		} else if err := relation(ctx, tx, name, "VIEW", "SELECT * FROM main."+job.QuoteIdent(st.Target)); err != nil {
 			return nil, err
 		}
 		refs = append(refs, job.UpstreamRef{Job: name, Snapshot: st.Snapshot, JobKey: st.Key})
