@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -242,4 +243,71 @@ func TestUpstreamApply(t *testing.T) {
 	// The ledger names each range once, with the snapshots it pinned.
 	require.Equal(t, []string{"upstream:src:0-1|1", "upstream:src:1-3|2", "upstream:src:3-4|3"},
 		c.rows(t, `SELECT batch_id, snapshot FROM idem.ledger WHERE job = 'down' ORDER BY snapshot`))
+}
+
+// TestUpstreamApplyProperty applies random change batches (new entities,
+// updates, deletes, conflicts, stale replays) to vc, rebuilds src, and runs
+// down after a random number of them, so that one range often spans
+// several upstream snapshots. After every run of down its target equals
+// src's rows recomputed from scratch, and the rows it read equal a Go diff
+// of src between the two runs. IDEM_PROPERTY_LONG=1 runs more seeds and
+// batches.
+func TestUpstreamApplyProperty(t *testing.T) {
+	seeds, batches, entities := 1, 10, 8
+	if os.Getenv("IDEM_PROPERTY_LONG") != "" {
+		seeds, batches, entities = 4, 80, 40
+	}
+	for seed := range seeds {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(seed), 15))
+			c := newChangesChain(t)
+			version := int64(0)
+			seen := map[string]string{} // src's rows at down's last run
+			for b := range batches {
+				var changes []change
+				for range 1 + rng.IntN(6) {
+					e := fmt.Sprintf("e%02d", rng.IntN(entities))
+					version++
+					switch r := rng.IntN(10); {
+					case r < 6:
+						changes = append(changes, change{e, version, fmt.Sprintf("v%d", rng.IntN(3))})
+					case r < 8:
+						changes = append(changes, change{e, version, ""})
+					case r < 9: // distinct payloads at one version: a conflict
+						changes = append(changes, change{e, version, "x"}, change{e, version, "y"})
+					default: // a stale replay
+						changes = append(changes, change{e, 1 + rng.Int64N(version), "old"})
+					}
+				}
+				c.apply(t, changes)
+				if rng.IntN(3) > 0 && b < batches-1 {
+					continue
+				}
+				now := map[string]string{}
+				for _, r := range c.rows(t, `SELECT entity_id, source_version, value FROM src`) {
+					now[strings.SplitN(r, "|", 2)[0]] = r
+				}
+				diff := 0
+				for k, r := range now {
+					if seen[k] != r {
+						diff++
+					}
+				}
+				for k := range seen {
+					if _, ok := now[k]; !ok {
+						diff++
+					}
+				}
+				res := c.runDown(t)
+				if res.Decision == job.DecisionSkipped {
+					require.Zero(t, diff)
+				} else {
+					require.Equal(t, int64(diff), res.RowsIn, "batch %s reads the changed rows", res.BatchID)
+					require.Equal(t, res.RowsIn, res.Outcomes["accepted"], "every change is accepted: %v", res.Outcomes)
+				}
+				c.checkMirror(t)
+				seen = now
+			}
+		})
+	}
 }
