@@ -85,6 +85,17 @@ func TestUpstreamApplyCLI(t *testing.T) {
 	require.Contains(t, out, "  outcomes  accepted 2\n")
 	require.Equal(t, []string{"a a2"}, queryStrs(t, db, `SELECT entity_id || ' ' || value FROM down ORDER BY ALL`))
 	require.Equal(t, []string{"b 1"}, queryStrs(t, db, `SELECT entity_id || ' ' || idem_order FROM down_tombstones`))
+
+	// Rolled back to the snapshot that pinned src 1, the job meets range
+	// 1-2 again: already committed, nothing written.
+	code, out, errOut = cli(t, "rollback", down, "--to-snapshot", "1")
+	require.Equal(t, 0, code, out+errOut)
+	before := captureState(t, db)
+	code, out, errOut = cli(t, "run", down)
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, "down: already_committed")
+	require.Contains(t, out, "  batch     upstream:src:1-2\n")
+	require.Equal(t, before, captureState(t, db))
 }
 
 // TestUpstreamApplyRefused: an apply run over upstream changes takes no
@@ -130,4 +141,26 @@ func TestUpstreamApplyRefused(t *testing.T) {
 			require.Equal(t, before, captureState(t, db))
 		})
 	}
+}
+
+// TestUpstreamApplyPlan: plan names the range a run would apply and writes
+// nothing.
+func TestUpstreamApplyPlan(t *testing.T) {
+	dir := t.TempDir()
+	upstreamApplyProject(t, dir)
+	db := filepath.Join(dir, "chain.duckdb")
+	jobs := filepath.Join(dir, "jobs")
+	code, out, errOut := cli(t, "run", jobs)
+	require.Equal(t, 0, code, out+errOut)
+	writeFile(t, filepath.Join(dir, "changes", "b2.jsonl"),
+		`{"change_id":"3","entity_id":"a","source_version":2,"operation":"upsert","value":"a2"}`+"\n")
+	for _, j := range []string{"vc.toml", "src.toml"} {
+		code, out, errOut := cli(t, "run", filepath.Join(jobs, j))
+		require.Equal(t, 0, code, out+errOut)
+	}
+	before := captureState(t, db)
+	code, out, errOut = cli(t, "plan", filepath.Join(jobs, "down.toml"))
+	require.Equal(t, 0, code, out+errOut)
+	require.Equal(t, "down: would be applied [input changed]\n  batch     upstream:src:1-2\n  snapshot  1\n  upstream  src 1 → 2\n", out[:strings.Index(out, "  job key")])
+	require.Equal(t, before, captureState(t, db))
 }

@@ -120,6 +120,9 @@ func PlanRun(ctx context.Context, dbPath string, j *job.Job, opts run.RunOptions
 	if res != nil {
 		// Pinning upstreams completed the key inside the transaction.
 		plan.JobKey, plan.Parts, plan.Upstream = p.Key(), p.Parts(), res.Upstream
+		if j.ReadsUpstream() && j.Pipeline.Mode == job.ModeApply {
+			plan.BatchID = res.BatchID // named from the upstream range it pinned
+		}
 		if st.HasParts {
 			plan.Changed = job.NonNil(p.Parts().Changed(st.Parts))
 		}

@@ -11,27 +11,28 @@ UPDATE writes SET {{null_payload}} WHERE decision = 'conflict';
 CREATE OR REPLACE TEMP TABLE idem_touched AS
 SELECT {{key}} FROM writes;
 
-MERGE INTO {{table}} AS t
-USING (
-    SELECT
-        {{columns}},
-        _op,
-        CASE WHEN decision = 'conflict' THEN 'conflict' ELSE 'active' END AS idem_status
-    FROM writes
-) AS d
-ON {{key_match:t:d}}
-WHEN MATCHED AND d._op = 'delete' THEN DELETE
-WHEN MATCHED THEN UPDATE SET {{set_nonkey:d}}, idem_status = d.idem_status
-WHEN NOT MATCHED AND d._op = 'upsert' THEN INSERT ({{columns}}, idem_status)
-    VALUES ({{columns:d}}, d.idem_status);
+-- A written key's row is deleted and, for an upsert, inserted again: on a
+-- large table, a delete and an insert commit several times faster than
+-- the same rows updated in place by MERGE (v1).
+DELETE FROM {{table}}
+WHERE ({{key}}) IN (SELECT ({{key}}) FROM idem_touched);
 
-MERGE INTO {{table:_tombstones}} AS b
-USING (SELECT {{key}}, _ord, _op FROM writes) AS d
-ON {{key_match:b:d}}
-WHEN MATCHED AND d._op = 'delete' THEN UPDATE SET idem_order = d._ord
-WHEN MATCHED THEN DELETE
-WHEN NOT MATCHED AND d._op = 'delete' THEN INSERT ({{key}}, idem_order)
-    VALUES ({{key:d}}, d._ord);
+INSERT INTO {{table}} ({{columns}}, idem_status)
+SELECT
+    {{columns}},
+    CASE WHEN decision = 'conflict' THEN 'conflict' ELSE 'active' END
+FROM writes
+WHERE _op = 'upsert'
+ORDER BY {{key}};
+
+DELETE FROM {{table:_tombstones}}
+WHERE ({{key}}) IN (SELECT ({{key}}) FROM idem_touched);
+
+INSERT INTO {{table:_tombstones}} ({{key}}, idem_order)
+SELECT {{key}}, _ord
+FROM writes
+WHERE _op = 'delete'
+ORDER BY {{key}};
 
 INSERT INTO {{table:_outcomes}} (batch_id, {{columns}}, idem_op, outcome)
 SELECT getvariable('idem_batch_id'), {{raw_fields:_raw}}, _op, outcome
