@@ -311,3 +311,58 @@ func TestUpstreamApplyProperty(t *testing.T) {
 		})
 	}
 }
+
+// TestUpstreamApplyTombstones walks merge_by_key v2's rules for an
+// upstream whose ordering value can go down (raw, without order_by, keeps
+// the later batch; its model drops rows whose value is "gone", which
+// reaches down as a delete carrying the row's last values).
+func TestUpstreamApplyTombstones(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	load := func(name, text string) *job.Job {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
+		j, err := LoadJob(path, idemsql.FS)
+		require.NoError(t, err)
+		return j
+	}
+	cols := "[input.columns]\nk = \"VARCHAR\"\no = \"BIGINT\"\nv = \"VARCHAR\"\n[target]\nkey = [\"k\"]\n"
+	raw := load("raw.toml", "name = \"raw\"\npipeline = \"merge_by_key\"\ntransform_version = 1\nschema_version = 1\n[input]\nformat = \"jsonl\"\n"+cols)
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "models", "live"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "models", "live", "v1.sql"), []byte("SELECT k, o, v FROM {{upstream:raw}} WHERE v <> 'gone'\n"), 0o644))
+	live := load("live.toml", "name = \"live\"\npipeline = \"select\"\ntransform_version = 1\n[input]\nupstream = [\"raw\"]\n[transform]\nsql = \"models/live\"\n[target]\nkey = [\"k\"]\n")
+	down := load("down.toml", "name = \"down\"\npipeline = \"merge_by_key\"\ntransform_version = 2\nschema_version = 1\n[input]\nupstream = [\"live\"]\n"+cols+"order_by = \"o\"\n")
+	db := openTestDB(t, dir)
+	for i, step := range []struct {
+		o                 int64
+		v                 string
+		op, outcome, rows string // rows: down's row and tombstone after the step
+	}{
+		{5, "a", "upsert", "accepted", "k|5|a row"},
+		{3, "b", "upsert", "stale", "k|5|a row"},            // lower: stale
+		{3, "gone", "delete", "stale", "k|5|a row"},         // a delete below the row: stale
+		{6, "c", "upsert", "accepted", "k|6|c row"},         //
+		{6, "gone", "delete", "accepted", "k|6 tombstone"},  // a delete at the row's value: removed, tombstone
+		{4, "d", "upsert", "stale", "k|6 tombstone"},        // below the tombstone: never resurrected
+		{6, "e", "upsert", "stale", "k|6 tombstone"},        // at the tombstone: stale too
+		{6, "gone", "delete", "duplicate", "k|6 tombstone"}, // a delete at the tombstone
+		{8, "f", "upsert", "accepted", "k|8|f row"},         // above it: back, tombstone cleared
+	} {
+		file := filepath.Join(dir, fmt.Sprintf("b%d.jsonl", i))
+		require.NoError(t, os.WriteFile(file, []byte(fmt.Sprintf(`{"k":"k","o":%d,"v":%q}`+"\n", step.o, step.v)), 0o644))
+		_, err := db.Run(ctx, raw, RunOptions{Input: file})
+		require.NoError(t, err)
+		_, err = db.Run(ctx, live, RunOptions{})
+		require.NoError(t, err)
+		res, err := db.Run(ctx, down, RunOptions{})
+		require.NoError(t, err, "step %d", i)
+		require.Equal(t, map[string]int64{step.outcome: 1}, res.Outcomes, "step %d", i)
+		var op string
+		require.NoError(t, db.sql.QueryRowContext(ctx, `SELECT idem_op FROM down_outcomes WHERE batch_id = ?`, res.BatchID).Scan(&op))
+		require.Equal(t, step.op, op, "step %d", i)
+		got := append(queryStrings(t, db.sql, `SELECT k || '|' || o || '|' || v || ' row' FROM down`),
+			queryStrings(t, db.sql, `SELECT k || '|' || idem_order || ' tombstone' FROM down_tombstones`)...)
+		require.Equal(t, []string{step.rows}, got, "step %d", i)
+	}
+}
