@@ -195,7 +195,9 @@ func TestKillReplicaPublication(t *testing.T) {
 		points []string
 	}
 	steps := []step{
-		{"run", func(j *guardJob) []string { return []string{"run", j.file, "--input", filepath.Join(j.dir, "b3.jsonl")} },
+		{"run", func(j *guardJob) []string {
+			return []string{"run", j.file, "--input", filepath.Join(j.dir, "b3.jsonl")}
+		},
 			[]string{run.FaultAfterCheckpoint, run.FaultReplicaBeforeRename, run.FaultReplicaAfterRename}},
 		{"erase", func(j *guardJob) []string { return []string{"erase", j.file, "--key", "subject-9"} },
 			[]string{run.FaultBeforeCommit, run.FaultAfterCommit, run.FaultReplicaBeforeRename, run.FaultReplicaAfterRename}},
