@@ -93,7 +93,8 @@ func (d *DB) Replica() *ReplicaNote { return d.note }
 // under a temporary name beside it, records what it holds in
 // idem_replica.snapshots, syncs it and renames it into place, then syncs
 // the folder. A reader sees the previous replica or the new one, never a
-// part. It returns nil when read_replica is off. A failure is reported in
+// part. The caller must not write the database meanwhile (idem runs one
+// job at a time per database). It returns nil when read_replica is off. A failure is reported in
 // the info (Error) and leaves the previous replica: the commit it follows
 // stands, and the next writable open publishes again.
 func (d *DB) PublishReplica(ctx context.Context, fault func(string)) *ReplicaInfo {
@@ -142,7 +143,14 @@ func (d *DB) publish(ctx context.Context, info *ReplicaInfo, fault func(string))
 		// process was open): a copy of the file alone would lack them.
 		err = errors.New("the WAL was not checkpointed")
 	} else {
+		before, _ := os.Stat(d.path)
 		info.Method, err = copyFile(d.path, tmp)
+		// Nothing else of this process may write the database meanwhile
+		// (one job at a time per database); a change would tear the copy.
+		if after, serr := os.Stat(d.path); err == nil && (serr != nil || before == nil ||
+			after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) || hasWAL(d.path)) {
+			err = errors.New("the database changed during the copy")
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("publish replica %s: %w", out, err)
