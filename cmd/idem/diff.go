@@ -58,7 +58,9 @@ rows.`,
 				if dbPath, err = f.dbPath(job); err != nil {
 					return a.fail(f.jsonOut, err)
 				}
-				db, err = run.Open(cmd.Context(), dbPath, oo)
+				db, err = a.openReader(cmd.Context(), dbPath, oo, func(n *run.ReplicaNote) bool {
+					return n.Holds(job.Name, opts.From) && n.Holds(job.Name, opts.To)
+				})
 				if err != nil {
 					return a.fail(f.jsonOut, err)
 				}

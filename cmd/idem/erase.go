@@ -63,6 +63,7 @@ snapshot is P and the writer epoch is E.`,
 			for _, in := range res.Inputs {
 				fmt.Fprintf(a.stdout, "  rewrote   input %s -> %s (%d row(s) removed)\n", in.Old[:12], in.New[:12], in.RowsRemoved)
 			}
+			a.printReplica(res.Replica)
 			return nil
 		},
 	}
@@ -108,6 +109,7 @@ writer epoch is E.`,
 			fmt.Fprintf(a.stdout, "%s: rolled back to snapshot %d\n", res.Job, res.To)
 			fmt.Fprintf(a.stdout, "  snapshot  %d\n", res.Snapshot)
 			fmt.Fprintf(a.stdout, "  rows out  %d\n", res.RowsOut)
+			a.printReplica(res.Replica)
 			return nil
 		},
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/runner/ops"
+	"github.com/idem-dev/idem/runner/run"
 )
 
 func (a *app) newExportCmd() *cobra.Command {
@@ -35,7 +36,19 @@ a part. A killed export leaves that temporary file or folder; the next
 export to the same --out removes it, so a retry just works.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			job, db, err := f.openJob(cmd.Context(), args[0], true)
+			job, err := loadJob(args[0])
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			dbPath, err := f.dbPath(job)
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			// A writer holding the database: a pinned snapshot the read
+			// replica holds is read from it.
+			db, err := a.openReader(cmd.Context(), dbPath, f.openOptions(job), func(n *run.ReplicaNote) bool {
+				return n.Holds(job.Name, opts.Snapshot)
+			})
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}

@@ -26,6 +26,27 @@ func (a *app) faultHook(dbPath string) func(string) {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
 	}
+	// sleep:<point>:<duration> pauses at the point instead of killing,
+	// holding the database as a long run does (tests of readers meanwhile).
+	if rest, ok := strings.CutPrefix(point, "sleep:"); ok {
+		i := strings.LastIndex(rest, ":")
+		var delay time.Duration
+		var err error
+		if i > 0 {
+			delay, err = time.ParseDuration(rest[i+1:])
+		}
+		if i <= 0 || err != nil || delay < 0 {
+			fmt.Fprintf(a.stderr, "idem: IDEM_FAULT=%s: want sleep:<point>:<duration>, e.g. sleep:before_commit:5s; fault ignored\n", point)
+			return nil
+		}
+		at := rest[:i]
+		return func(p string) {
+			if p == at {
+				fmt.Fprintf(a.stderr, "idem: IDEM_FAULT=%s: pausing %s at %s\n", point, delay, p)
+				time.Sleep(delay)
+			}
+		}
+	}
 	// checkpoint and checkpoint:<duration> kill while the post-commit
 	// CHECKPOINT runs, from a goroutine, since the checkpoint itself is one
 	// call into DuckDB.

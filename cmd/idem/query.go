@@ -19,6 +19,7 @@ import (
 func (a *app) newQueryCmd() *cobra.Command {
 	var f dbFlags
 	var format string
+	var primary bool
 	cmd := &cobra.Command{
 		Use:   "query --db PATH SQL",
 		Short: "Run one read-only SQL statement against a database",
@@ -30,7 +31,13 @@ Values print as DuckDB's own CLI prints them (DATE 2001-01-01, TIME
 10:00:00, DECIMAL exact). --format csv and json print every row; json is an
 array of objects with numbers as numbers, booleans as booleans, SQL NULL as
 null and every other value as a string. Add an ORDER BY over a key for
-output that is the same bytes every time.`,
+output that is the same bytes every time.
+
+When another process holds the database for writing and the database has a
+read replica ([duckdb] read_replica), query reads the replica at once: the
+last committed state, named on stderr with the snapshots it holds.
+--primary reads the database itself (failing with exit 4, or waiting with
+--wait).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.db == "" {
@@ -42,7 +49,11 @@ output that is the same bytes every time.`,
 			if format != "table" && format != "csv" && format != "json" {
 				return a.fail(false, &job.UsageError{Msg: fmt.Sprintf("--format must be table, csv or json, not %q", format)})
 			}
-			rows, err := ops.QueryText(cmd.Context(), f.db, args[0], f.openOptions(nil))
+			var accept func(*run.ReplicaNote) bool
+			if !primary {
+				accept = func(*run.ReplicaNote) bool { return true }
+			}
+			rows, err := ops.QueryTextReader(cmd.Context(), f.db, args[0], f.openOptions(nil), a.acceptReplica(accept))
 			if err != nil {
 				return a.fail(false, err)
 			}
@@ -52,6 +63,7 @@ output that is the same bytes every time.`,
 	f.register(cmd)
 	cmd.Flags().Lookup("db").Usage = "database file to read (required; query takes no job file)"
 	cmd.Flags().StringVar(&format, "format", "table", "output format: table, csv or json")
+	cmd.Flags().BoolVar(&primary, "primary", false, "read the database itself, never its read replica, when a writer holds it")
 	return cmd
 }
 

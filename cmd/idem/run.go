@@ -123,6 +123,7 @@ func (a *app) printResult(res *run.Result) {
 		fmt.Fprintf(w, "  ignored   %s ([input] extra_columns = \"ignore\")\n", strings.Join(res.IgnoredColumns, ", "))
 	}
 	fmt.Fprintf(w, "  job key   %s\n", res.JobKey)
+	a.printReplica(res.Replica) // replica.go
 }
 
 // thousands formats n with a comma between groups of three digits.

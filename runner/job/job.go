@@ -31,6 +31,10 @@ type DuckDBSettings struct {
 	MemoryLimit   string `toml:"memory_limit" json:"memory_limit,omitempty"`
 	Threads       int    `toml:"threads" json:"threads,omitempty"`
 	TempDirectory string `toml:"temp_directory" json:"temp_directory,omitempty"`
+	// ReadReplica publishes <database>.read.duckdb after every commit, a
+	// copy that readers open while a writer holds the database. It is not
+	// part of the job key.
+	ReadReplica bool `toml:"read_replica" json:"read_replica,omitempty"`
 }
 
 // Job is a loaded and validated job file bound to its pipeline. Its

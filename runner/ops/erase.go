@@ -49,6 +49,9 @@ type EraseResult struct {
 	// AlreadyErased says the key was erased before and found nowhere:
 	// nothing was committed and Snapshot is the latest.
 	AlreadyErased bool `json:"already_erased"`
+	// Replica reports the read replica published after the erasure
+	// ([duckdb] read_replica).
+	Replica *run.ReplicaInfo `json:"replica,omitempty"`
 }
 
 // companionTables are the tables the job's schema DDL creates beside the
@@ -130,6 +133,12 @@ func Erase(ctx context.Context, d *run.DB, j *job.Job, opts EraseOptions) (*Eras
 		}
 		return res, rbErr
 	}
+	// A replica holding the subject goes before the erasure commits: a
+	// kill from here until the new one is published leaves none, which the
+	// next writable open publishes.
+	if err := d.WithdrawReplica(); err != nil {
+		return nil, errors.Join(err, ignoreDone(tx.Rollback()))
+	}
 	fault(run.FaultBeforeCommit)
 	if err := tx.Commit(); err != nil {
 		_, _ = source.Sweep(context.WithoutCancel(ctx), d.SQL(), d.Path())
@@ -145,6 +154,7 @@ func Erase(ctx context.Context, d *run.DB, j *job.Job, opts EraseOptions) (*Eras
 	fault(run.FaultCheckpoint)
 	_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
 	fault(run.FaultAfterCheckpoint)
+	res.Replica = d.PublishReplica(ctx, opts.Fault)
 	return res, nil
 }
 

@@ -27,7 +27,7 @@ var ErrNotReadOnly = errors.New("idem query runs one read-only statement")
 // returns its values as the driver scans them (int64, time.Time,
 // duckdb.Decimal...). See QueryText for what may run.
 func Query(ctx context.Context, path, query string, opts run.OpenOptions) (*run.Rows, error) {
-	return runQuery(ctx, path, query, opts, false)
+	return runQuery(ctx, path, query, opts, false, nil)
 }
 
 // QueryText runs one read-only statement against the database at path and
@@ -44,10 +44,17 @@ func Query(ctx context.Context, path, query string, opts run.OpenOptions) (*run.
 // or an EXPLAIN; anything else fails with ErrNotReadOnly before it runs.
 // A database held by a writer gives a *LockedError.
 func QueryText(ctx context.Context, path, query string, opts run.OpenOptions) (*run.Rows, error) {
-	return runQuery(ctx, path, query, opts, true)
+	return runQuery(ctx, path, query, opts, true, nil)
 }
 
-func runQuery(ctx context.Context, path, query string, opts run.OpenOptions, text bool) (*run.Rows, error) {
+// QueryTextReader is QueryText that reads the database's read replica when
+// another writer holds the database and accept takes what the replica
+// holds (see run.OpenReader).
+func QueryTextReader(ctx context.Context, path, query string, opts run.OpenOptions, accept func(*run.ReplicaNote) bool) (*run.Rows, error) {
+	return runQuery(ctx, path, query, opts, true, accept)
+}
+
+func runQuery(ctx context.Context, path, query string, opts run.OpenOptions, text bool, accept func(*run.ReplicaNote) bool) (*run.Rows, error) {
 	stmts, err := countStatements(query)
 	if err != nil {
 		return nil, fmt.Errorf("query: %w", catalog.TrimSQLError(err))
@@ -56,7 +63,7 @@ func runQuery(ctx context.Context, path, query string, opts run.OpenOptions, tex
 		return nil, fmt.Errorf("query: %w; this text has %d", ErrNotReadOnly, stmts)
 	}
 	opts.ReadOnly = true
-	db, err := run.Open(ctx, path, opts)
+	db, err := run.OpenReader(ctx, path, opts, accept)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,9 @@ type RollbackResult struct {
 	Snapshot int64  `json:"snapshot"`
 	Parent   int64  `json:"parent"`
 	RowsOut  int64  `json:"rows_out"`
+	// Replica reports the read replica published after the rollback
+	// ([duckdb] read_replica).
+	Replica *run.ReplicaInfo `json:"replica,omitempty"`
 }
 
 // RollbackOptions are the writer guards of a rollback, as for a run.
@@ -64,6 +67,7 @@ func Rollback(ctx context.Context, d *run.DB, j *job.Job, to int64, opts Rollbac
 	opts.fault(run.FaultCheckpoint)
 	_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
 	opts.fault(run.FaultAfterCheckpoint)
+	res.Replica = d.PublishReplica(ctx, opts.Fault)
 	return res, nil
 }
 

@@ -28,6 +28,8 @@ type DB struct {
 	sql      *sql.DB
 	path     string
 	readOnly bool
+	replica  bool         // [duckdb] read_replica: publish after commits
+	note     *ReplicaNote // set when this is a replica read in place of path
 }
 
 // OpenOptions are the settings applied when a database is opened.
@@ -49,6 +51,19 @@ var lockPID = regexp.MustCompile(`\(PID (\d+)\)`)
 // before it is replayed into the file. A read-only open never creates or
 // changes anything.
 func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
+	return open(ctx, path, opts, nil)
+}
+
+// OpenReader opens the database at path read-only, or, when another writer
+// holds it, its read replica (ReplicaPath) if there is one and accept
+// takes what the replica holds (DB.Replica says which was opened).
+// Otherwise it waits and fails as Open does: a *LockedError.
+func OpenReader(ctx context.Context, path string, opts OpenOptions, accept func(*ReplicaNote) bool) (*DB, error) {
+	opts.ReadOnly = true
+	return open(ctx, path, opts, accept)
+}
+
+func open(ctx context.Context, path string, opts OpenOptions, accept func(*ReplicaNote) bool) (*DB, error) {
 	if path == "" {
 		return nil, job.Usage("no database: set database in the job file or pass --db")
 	}
@@ -96,7 +111,9 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 	dsn := "?" + q.Encode()
 	if !opts.ReadOnly {
 		sweepLeftovers(path, creatingTag)
+		sweepLeftovers(ReplicaPath(path), replicaTag)
 	}
+	replicaTried := false
 	deadline := time.Now().Add(opts.Wait)
 	delay := 20 * time.Millisecond
 	for {
@@ -104,6 +121,15 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 		var locked *job.LockedError
 		if err == nil || !errors.As(err, &locked) {
 			return d, err
+		}
+		if opts.ReadOnly && accept != nil && !replicaTried {
+			replicaTried = true
+			if r, rerr := openReplica(ctx, path, opts); rerr == nil {
+				if accept(r.note) {
+					return r, nil
+				}
+				r.Close()
+			}
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -155,7 +181,7 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 		}
 		return nil, locked
 	}
-	d := &DB{sql: db, path: path, readOnly: opts.ReadOnly}
+	d := &DB{sql: db, path: path, readOnly: opts.ReadOnly, replica: opts.DuckDB.ReadReplica && !opts.ReadOnly}
 	check := func(ctx context.Context) error { return catalog.Bootstrap(ctx, d.sql, d.path) }
 	if opts.ReadOnly {
 		check = func(ctx context.Context) error {
@@ -175,6 +201,11 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 		if _, err := source.Sweep(ctx, d.sql, d.path); err != nil {
 			db.Close()
 			return nil, err
+		}
+		// A kill between a commit and its publication left the previous
+		// replica: publish the missing one (best effort, as after a commit).
+		if d.replica && d.replicaStale(ctx) {
+			d.PublishReplica(ctx, nil)
 		}
 	} else {
 		// A reader holds the file's lock too, so no writer is between

@@ -84,6 +84,9 @@ type Result struct {
 	// committed run, for a pipeline that keeps conflicts in its target
 	// (ConflictColumn); null otherwise.
 	Conflicts *int64 `json:"conflicts"`
+	// Replica reports the read replica published after the commit
+	// ([duckdb] read_replica); absent when none was.
+	Replica *ReplicaInfo `json:"replica,omitempty"`
 }
 
 // Prepared is everything a run computes before it opens its transaction.
@@ -253,6 +256,7 @@ func (d *DB) run(ctx context.Context, j *job.Job, opts RunOptions) (*Result, err
 	_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
 	done()
 	fault(opts, FaultAfterCheckpoint)
+	res.Replica = d.PublishReplica(ctx, opts.Fault) // replica.go
 	return res, nil
 }
 
