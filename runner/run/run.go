@@ -308,6 +308,7 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, opt
 		r.partitions, // partitioned: replace only the declared partitions
 		r.balance,    // exactly one outcome per staged row
 		r.history,    // scrub erased rows, history, rows written
+		r.packet,     // the release packet (packet.go)
 		r.commitRows, // ledger, snapshot, state, run log and file rows
 	} {
 		more, err := phase(ctx)
