@@ -41,10 +41,13 @@ type Packet struct {
 // PacketEntry describes one partition the run touched (or, Partition nil
 // and Whole set, the whole target) as committed.
 type PacketEntry struct {
-	Partition    *string `json:"partition"`
-	Whole        bool    `json:"whole_target,omitempty"`
-	Rows         int64   `json:"rows"`
-	DistinctKeys int64   `json:"distinct_keys"`
+	Partition *string `json:"partition"`
+	Whole     bool    `json:"whole_target,omitempty"`
+	// Repaired marks a partition the run touched only to remove keys that
+	// moved into a replaced partition.
+	Repaired     bool  `json:"repaired,omitempty"`
+	Rows         int64 `json:"rows"`
+	DistinctKeys int64 `json:"distinct_keys"`
 	// Bounds are the min and max, as text, of each key column and the
 	// partition column; null for an empty partition.
 	Bounds map[string][2]*string `json:"bounds"`

@@ -54,6 +54,7 @@ func (r *txRun) packet(ctx context.Context) (bool, error) {
 			if err != nil {
 				return false, err
 			}
+			e.Repaired = slices.Contains(r.part.repaired, v)
 			pk.Entries = append(pk.Entries, *e)
 		}
 	}
@@ -147,7 +148,7 @@ func payloadVersions(ctx context.Context, tx *sql.Tx, j *job.Job) (map[string]in
 	if !slices.ContainsFunc(cols, func(c catalog.TargetColumn) bool { return c.Name == "schema_version" }) {
 		return nil, nil
 	}
-	q := "SELECT coalesce(CAST(schema_version AS VARCHAR), 'none'), count(*) FROM " + job.QuoteIdent(j.Table+t)
+	q := "SELECT coalesce('v' || CAST(schema_version AS VARCHAR), 'none'), count(*) FROM " + job.QuoteIdent(j.Table+t)
 	if j.Pipeline.Mode == job.ModeApply {
 		q += " WHERE batch_id = getvariable('idem_batch_id')"
 	}
