@@ -270,6 +270,14 @@ func TestPacketOfOrders(t *testing.T) {
 	require.Equal(t, 0, out.code, out.stderr)
 	require.Contains(t, out.stdout, "orders: snapshot 2 (parent 1)")
 	require.Contains(t, out.stdout, "whole target:")
+
+	// An erased key leaves no copy in any packet (here the min order id of
+	// both snapshots).
+	require.Contains(t, queryStrs(t, e.db, "SELECT packet FROM idem.idem.packets ORDER BY snapshot")[0], `"ord-12"`)
+	e.ok(nil, "erase", e.config("orders"), "--key", "ord-12")
+	for _, packet := range queryStrs(t, e.db, "SELECT packet FROM idem.idem.packets ORDER BY snapshot") {
+		require.NotContains(t, packet, "ord-12")
+	}
 	_, err := os.Stat(e.db)
 	require.NoError(t, err)
 }

@@ -93,3 +93,55 @@ func ReadPacket(ctx context.Context, q Querier, jobName string, snapshot int64) 
 	}
 	return &p, nil
 }
+
+// ScrubPackets removes an erased key from the release packets of a job, in
+// the erasure's transaction: a min or max of a key column equal to it
+// becomes null. The sha256 figures stay: they are digests, not copies.
+func ScrubPackets(ctx context.Context, tx *sql.Tx, jobName string, keyColumns []string, key string) error {
+	rows, err := tx.QueryContext(ctx, `SELECT snapshot, packet FROM idem.packets WHERE job = ? AND contains(packet, ?) ORDER BY snapshot`, jobName, key)
+	if err != nil {
+		return fmt.Errorf("scrub the release packets of %s: %w", jobName, TrimSQLError(err))
+	}
+	type row struct {
+		snapshot int64
+		data     string
+	}
+	var found []row
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.snapshot, &r.data); err != nil {
+			rows.Close()
+			return err
+		}
+		found = append(found, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, r := range found {
+		var p Packet
+		if err := json.Unmarshal([]byte(r.data), &p); err != nil {
+			return fmt.Errorf("release packet of snapshot %d of %s: %w", r.snapshot, jobName, err)
+		}
+		for _, e := range p.Entries {
+			for _, c := range keyColumns {
+				b := e.Bounds[c]
+				for i := range b {
+					if b[i] != nil && *b[i] == key {
+						b[i] = nil
+					}
+				}
+				e.Bounds[c] = b
+			}
+		}
+		data, err := json.Marshal(&p)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE idem.packets SET packet = ? WHERE job = ? AND snapshot = ?`, string(data), jobName, r.snapshot); err != nil {
+			return fmt.Errorf("scrub the release packets of %s: %w", jobName, TrimSQLError(err))
+		}
+	}
+	return nil
+}
