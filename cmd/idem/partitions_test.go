@@ -281,3 +281,46 @@ func TestPacketOfOrders(t *testing.T) {
 	_, err := os.Stat(e.db)
 	require.NoError(t, err)
 }
+
+// The audit of one day of a 30-day partitioned Parquet export reads one
+// file of 30 and about 1/30 of the full scan's bytes, by DuckDB's profile.
+func TestAuditOneDayOfThirty(t *testing.T) {
+	j := newPartJob(t)
+	var rows []string
+	for d := range 30 {
+		for i := range 200 {
+			rows = append(rows, fmt.Sprintf("%d,%d,%d,CC0 1.0", d*1000+i, i, d+30))
+		}
+	}
+	in := j.input("d30.csv", rows...)
+	j.run("--input", in)
+	out := filepath.Join(j.dir, "lake")
+	code, _, stderr := cli(t, "export", j.job, "--format", "parquet", "--partition-by", "year", "--out", out)
+	require.Equal(t, 0, code, stderr)
+
+	code, stdout, stderr := cli(t, "show", j.job, "--audit", "year = 47", "--export", out, "--json")
+	require.Equal(t, 0, code, stderr)
+	var a ops.AuditResult
+	require.NoError(t, json.Unmarshal([]byte(stdout), &a), stdout)
+	t.Logf("audit of one day of 30: %s", stdout)
+	require.Equal(t, int64(200), a.Audit.Rows)
+	require.Equal(t, int64(6000), a.Full.Rows)
+	require.Equal(t, int64(1), a.Audit.Files)
+	require.Equal(t, int64(30), a.Audit.FilesTotal)
+	require.Equal(t, int64(30), a.Full.Files)
+	require.Equal(t, int64(1), a.Audit.RowGroups)
+	require.Equal(t, int64(30), a.Full.RowGroups)
+	require.InDelta(t, 1.0/30, a.ByteRatio, 0.01, "one day reads about 1/30 of the bytes")
+	require.Less(t, a.Audit.BytesRead*10, a.Full.BytesRead, "DuckDB's own total_bytes_read agrees")
+
+	code, stdout, _ = cli(t, "show", j.job, "--audit", "year = 47", "--export", out)
+	require.Equal(t, 0, code)
+	require.Contains(t, stdout, "files 1/30, row groups 1")
+	for _, bad := range [][]string{
+		{"--audit", "year = 47"},
+		{"--audit", "year = 47", "--export", j.dir},
+	} {
+		code, _, stderr = cli(t, append([]string{"show", j.job}, bad...)...)
+		require.Equal(t, 2, code, stderr)
+	}
+}
