@@ -324,3 +324,32 @@ func TestAuditOneDayOfThirty(t *testing.T) {
 		require.Equal(t, 2, code, stderr)
 	}
 }
+
+// A model partitioned by a result column: its run replaces the partitions
+// its result holds, and a key that moved to another day is removed from
+// its old one.
+func TestPartitionsOfAModel(t *testing.T) {
+	p := newProject(t)
+	p.model("facts", "p", []string{"src"}, []string{"id"}, "", "SELECT id, day, amount FROM {{upstream:src}} WHERE idem_status = 'active'\n")
+	toml, err := os.ReadFile(p.path("facts.toml"))
+	require.NoError(t, err)
+	p.write("facts.toml", string(toml)+"partition_by = \"day\"\n")
+	r := p.idem("run", p.path("src.toml"), p.path("facts.toml"), "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, `"partitions":["2024-01-01","2024-01-02"]`)
+
+	p.write("input/move.csv", "id,day,zone,amount\n3,2024-01-03,1,7.25\n")
+	r = p.idem("run", p.path("src.toml"), "--input", p.path("input/move.csv"), "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = p.idem("run", p.path("facts.toml"), "--json", "--partitions", "2024-01-03")
+	require.Equal(t, 3, r.code, "the model's result holds 2024-01-01 too: %s", r.stderr)
+	require.Contains(t, r.stderr, "partition day = 2024-01-01")
+	r = p.idem("run", p.path("facts.toml"), "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var res run.Result
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	require.Equal(t, []string{"2024-01-01", "2024-01-03"}, res.Partitions)
+	require.Equal(t, []string{"2024-01-02"}, res.Repaired)
+	require.Equal(t, []string{"2024-01-01|1", "2024-01-01|2", "2024-01-03|3"},
+		queryStrs(t, p.db("p"), "SELECT CAST(day AS VARCHAR) || '|' || id FROM facts ORDER BY id"))
+}
