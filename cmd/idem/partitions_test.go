@@ -157,6 +157,9 @@ func TestPartitionsReplaceExactlyTheDeclared(t *testing.T) {
 	// The key covers the declared list: the same input and list skip, the
 	// same input with another list does not.
 	require.Equal(t, "skipped", j.run("--input", in, "--partitions", "47,46").Decision)
+	code, stdout, stderr = cli(t, "plan", j.job, "--input", in, "--partitions", "46,47", "--json")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, `"decision":"skipped"`, "plan computes the key as run does")
 	other := j.run("--input", in, "--partitions", "46,47,49")
 	require.Equal(t, "loaded", other.Decision)
 	require.Equal(t, []string{"input"}, other.Changed)
