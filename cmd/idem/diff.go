@@ -119,4 +119,7 @@ func (a *app) printDiff(res *ops.DiffResult) {
 		}
 		fmt.Fprintln(w, line)
 	}
+	if len(res.Partitions) > 0 {
+		fmt.Fprintf(w, "  partitions %s\n", escapeCell(strings.Join(res.Partitions, ", ")))
+	}
 }

@@ -274,7 +274,9 @@ func buildIdem(t *testing.T, dir string) string {
 
 // killScenarios are the runs each kill starts from and makes: the sample
 // refresh (first load with a PRIMARY KEY table, an input change, a schema
-// and transform change that rebuilds the table), versioned_changes batches,
+// and transform change that rebuilds the table), a partitioned sample job
+// (two of five partitions replaced, one explicitly empty, a moved key
+// repaired), versioned_changes batches,
 // and versioned_changes batches with cursor bounds, one of them empty.
 func killScenarios(t *testing.T, dir string) []*killScenario {
 	t.Helper()
@@ -310,6 +312,26 @@ path = %q
 table = "customer_state"
 `, fx("changes/batch-1.jsonl")))
 	empty := write("empty.jsonl", "")
+	var days []string
+	for d := 45; d <= 49; d++ {
+		for i := range 3 {
+			days = append(days, fmt.Sprintf("%d,1,%d,CC0 1.0", d*10+i, d))
+		}
+	}
+	header := "id,species_id,year,license\n"
+	days5 := write("days.csv", header+strings.Join(days, "\n")+"\n")
+	// Day 46 replaced (450 moves in from 45), day 47 explicitly empty.
+	day46 := write("day46.csv", header+"450,1,46,CC0 1.0\n460,1,46,CC BY 4.0\n")
+	parts := write("parts.toml", fmt.Sprintf(`name = "occ"
+pipeline = "sample"
+transform_version = 1
+schema_version = 1
+[input]
+path = %q
+[target]
+table = "occ"
+partition_by = "year"
+`, days5))
 	in := func(p string, more ...string) []string { return append([]string{"--input", p}, more...) }
 	return []*killScenario{
 		{name: "sample_refresh", steps: []killStep{
@@ -328,6 +350,10 @@ table = "customer_state"
 			{changes, in(fx("changes/batch-2.jsonl"), "--from", "15", "--to", "23")},
 			{changes, in(empty, "--from", "23", "--to", "30", "--batch-id", "empty-23-30")},
 			{changes, in(fx("changes/batch-3.jsonl"), "--from", "30", "--to", "34")},
+		}},
+		{name: "sample_partitions", steps: []killStep{
+			{parts, nil},
+			{parts, in(day46, "--partitions", "46,47")},
 		}},
 	}
 }

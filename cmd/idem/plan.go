@@ -16,6 +16,7 @@ func (a *app) newPlanCmd() *cobra.Command {
 	var w writerFlags
 	var input, batchID string
 	var from, to int64
+	var partitions []string
 	pj := projectFlags{jobs: 1}
 	cmd := &cobra.Command{
 		Use:   "plan JOB|DIR...",
@@ -37,6 +38,9 @@ in the project would commit first would be rebuilt too.`,
 				opts.ExpectParent, opts.Epoch = w.guards(cmd)
 				if cmd.Flags().Changed("from") && cmd.Flags().Changed("to") {
 					opts.From, opts.To = &from, &to
+				}
+				if cmd.Flags().Changed("partitions") {
+					opts.Partitions = append([]string{}, partitions...)
 				}
 				return a.planJob(cmd, j, f, opts, upstream)
 			}
@@ -62,6 +66,7 @@ in the project would commit first would be rebuilt too.`,
 	cmd.Flags().StringVar(&batchID, "batch-id", "", "batch id of an apply run")
 	cmd.Flags().Int64Var(&from, "from", 0, "the batch covers source positions (from, to]")
 	cmd.Flags().Int64Var(&to, "to", 0, "upper bound of the batch's source positions")
+	cmd.Flags().StringSliceVar(&partitions, "partitions", nil, "the partitions a run of a job with [target] partition_by would replace (part of its key)")
 	return cmd
 }
 

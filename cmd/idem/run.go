@@ -17,6 +17,7 @@ func (a *app) newRunCmd() *cobra.Command {
 	var pf progressFlags
 	var input, batchID string
 	var from, to, epoch, parent int64
+	var partitions []string
 	var pj projectFlags
 	cmd := &cobra.Command{
 		Use:   "run JOB|DIR...",
@@ -52,6 +53,9 @@ upstream) picks jobs; --json prints one array, an object per job.`,
 				if cmd.Flags().Changed("expect-parent") {
 					opts.ExpectParent = &parent
 				}
+				if cmd.Flags().Changed("partitions") {
+					opts.Partitions = append([]string{}, partitions...)
+				}
 				return a.runJob(cmd, j, f, opts)
 			}
 			if pj.isProject(args) {
@@ -79,6 +83,7 @@ upstream) picks jobs; --json prints one array, an object per job.`,
 	cmd.Flags().Int64Var(&to, "to", 0, "upper bound of the batch's source positions; the cursor after commit")
 	cmd.Flags().Int64Var(&epoch, "epoch", 0, "refuse unless this is the job's current writer epoch (see idem fence)")
 	cmd.Flags().Int64Var(&parent, "expect-parent", 0, "refuse unless the job's latest snapshot is this one")
+	cmd.Flags().StringSliceVar(&partitions, "partitions", nil, "replace exactly these partitions of a job with [target] partition_by (comma-separated; an empty one included)")
 	return cmd
 }
 
@@ -100,6 +105,13 @@ func (a *app) printResult(res *run.Result) {
 	fmt.Fprintf(w, "  snapshot  %d\n", res.Snapshot)
 	if len(res.Upstream) > 0 {
 		fmt.Fprintf(w, "  upstream  %s\n", upstreamText(res.Upstream))
+	}
+	if len(res.Partitions) > 0 {
+		line := strings.Join(res.Partitions, ", ")
+		if len(res.Repaired) > 0 {
+			line += " (moved keys removed from " + strings.Join(res.Repaired, ", ") + ")"
+		}
+		fmt.Fprintf(w, "  partitions %s\n", escapeCell(line))
 	}
 	fmt.Fprintf(w, "  rows in   %s\n", thousands(res.RowsIn))
 	fmt.Fprintf(w, "  rows      written %s · table %s %s\n", thousands(res.RowsWritten), res.Target, thousands(res.RowsOut))

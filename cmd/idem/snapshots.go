@@ -10,5 +10,6 @@ func (a *app) addSnapshotCmds(root *cobra.Command) {
 		a.newEraseCmd(),
 		a.newRollbackCmd(),
 		a.newRerunCmd(),
+		a.newShowCmd(),
 	)
 }

@@ -98,6 +98,12 @@ CREATE TABLE IF NOT EXISTS idem.owners (
     job        VARCHAR NOT NULL,
     claimed_at TIMESTAMP
 );
+CREATE TABLE IF NOT EXISTS idem.packets (
+    job         VARCHAR NOT NULL,
+    snapshot    BIGINT NOT NULL,
+    packet      VARCHAR NOT NULL,
+    recorded_at TIMESTAMP
+);
 CREATE TABLE IF NOT EXISTS idem.erasures (
     job        VARCHAR NOT NULL,
     key        VARCHAR NOT NULL,
@@ -108,7 +114,7 @@ CREATE TABLE IF NOT EXISTS idem.erasures (
 `
 
 // idemTables is what bootstrap must find for an up-to-date database.
-var idemTables = []string{"meta", "jobs", "released", "ledger", "snapshots", "runs", "inputs", "erasures", "files", "commits", "owners"}
+var idemTables = []string{"meta", "jobs", "released", "ledger", "snapshots", "runs", "inputs", "erasures", "files", "commits", "owners", "packets"}
 
 // Bootstrap creates idem's own tables in the database at path when any is
 // missing, in a transaction of its own, and checkpoints.

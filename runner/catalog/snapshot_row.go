@@ -32,6 +32,8 @@ type SnapshotInputs struct {
 	Format     string     `json:"format,omitempty"`
 	Bounds     Bounds     `json:"bounds"`
 	RollbackTo *int64     `json:"rollback_to,omitempty"`
+	// Partitions are the run's --partitions of a partitioned job.
+	Partitions []string `json:"partitions,omitempty"`
 }
 
 // Bounds are a batch's source positions (From, To], both nil when the run

@@ -71,6 +71,11 @@ type Job struct {
 	Columns []Column
 	Key     []string
 	OrderBy string
+	// PartitionBy is [target] partition_by: a column of a refresh job's
+	// target whose declared values a run replaces (run --partitions),
+	// leaving the other partitions as they are. Empty: the run replaces
+	// the whole target.
+	PartitionBy string
 	// Rules are the [[quality.rules]], in file order.
 	Rules []Rule
 
@@ -148,9 +153,10 @@ type inputTable struct {
 }
 
 type targetTable struct {
-	Table   string   `toml:"table"`
-	Key     []string `toml:"key"`
-	OrderBy string   `toml:"order_by"`
+	Table       string   `toml:"table"`
+	Key         []string `toml:"key"`
+	OrderBy     string   `toml:"order_by"`
+	PartitionBy string   `toml:"partition_by"`
 }
 
 // LoadJob reads and validates the job file at path, all but proving its
@@ -335,6 +341,15 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 		ModelDir:         jf.modelDir,
 	}
 	job.written.database, job.written.input, job.written.transform = jf.Database, jf.Input.Path, jf.Transform.SQL
+	if c := jf.Target.PartitionBy; c != "" {
+		switch {
+		case !Identifier.MatchString(c):
+			return nil, bad("target.partition_by", "must be a column name of letters, digits and underscores (got %q)", c)
+		case p.Mode != ModeRefresh:
+			return nil, bad("target.partition_by", "partitions are replaced by refresh pipelines; pipeline %s is an %s pipeline", p.Name, p.Mode)
+		}
+		job.PartitionBy = c
+	}
 	// Upstream inputs and a model's key (upstream.go, model.go), then
 	// job-declared columns, input modes and quality rules (jobext.go).
 	if err := job.applyUpstream(data, &jf); err != nil {

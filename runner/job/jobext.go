@@ -216,6 +216,9 @@ func (j *Job) extendConfig(c map[string]any) {
 	if len(j.Rules) > 0 {
 		c["rules"] = j.Rules
 	}
+	if j.PartitionBy != "" {
+		c["partition_by"] = j.PartitionBy
+	}
 	if j.Input.Mode != "" {
 		c["input_mode"] = map[string]any{"mode": j.Input.Mode, "batch": j.Input.Batch}
 	}

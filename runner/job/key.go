@@ -23,10 +23,14 @@ type Parts struct {
 	// Upstream is the rest of the input part for a job that reads other
 	// jobs: each upstream's pinned snapshot and its job key, by job name.
 	// Absent for jobs that read only files, so their keys are unchanged.
-	Upstream  []UpstreamRef  `json:"upstream,omitempty"`
-	Transform TransformPart  `json:"transform"`
-	Config    map[string]any `json:"config"`
-	Schema    SchemaPart     `json:"schema"`
+	Upstream []UpstreamRef `json:"upstream,omitempty"`
+	// Partitions is the rest of the input part for a run of a partitioned
+	// job given --partitions: the declared partitions, sorted. Absent
+	// otherwise, so other keys are unchanged.
+	Partitions []string       `json:"partitions,omitempty"`
+	Transform  TransformPart  `json:"transform"`
+	Config     map[string]any `json:"config"`
+	Schema     SchemaPart     `json:"schema"`
 }
 
 // TransformPart names the pipeline, the transform version and its files' sha256.
@@ -89,7 +93,7 @@ func (p Parts) JSON() string { return string(CanonicalJSON(p)) }
 // Changed lists the parts that differ from old, in a fixed order.
 func (p Parts) Changed(old Parts) []string {
 	var out []string
-	if p.Input != old.Input || !slices.Equal(p.Upstream, old.Upstream) {
+	if p.Input != old.Input || !slices.Equal(p.Upstream, old.Upstream) || !slices.Equal(p.Partitions, old.Partitions) {
 		out = append(out, PartInput)
 	}
 	if p.Transform != old.Transform {

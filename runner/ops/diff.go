@@ -43,6 +43,9 @@ type DiffResult struct {
 	AddedKeys   []string `json:"added_keys"`
 	RemovedKeys []string `json:"removed_keys"`
 	ChangedKeys []string `json:"changed_keys"`
+	// Partitions are, for a job with [target] partition_by, the partitions
+	// whose rows differ between the two snapshots, in the column's order.
+	Partitions []string `json:"partitions,omitempty"`
 }
 
 // DiffOptions say which snapshots and table idem diff compares.
@@ -94,6 +97,27 @@ func Diff(ctx context.Context, d *run.DB, j *job.Job, opts DiffOptions) (*DiffRe
 	}
 	if err := compareRows(ctx, tx, from.query, to.query, from.columns, key, res); err != nil {
 		return nil, err
+	}
+	if col := j.PartitionBy; col != "" && from.table == j.Table && slices.Contains(from.columns, col) {
+		qc := job.QuoteIdent(col)
+		q := "SELECT CAST(v AS VARCHAR) FROM (SELECT DISTINCT " + qc + " AS v FROM (((" + from.query + ") EXCEPT ALL (" + to.query + ")) UNION ALL ((" +
+			to.query + ") EXCEPT ALL (" + from.query + ")))) ORDER BY v NULLS LAST"
+		rows, err := tx.QueryContext(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("diff: partitions: %w", catalog.TrimSQLError(err))
+		}
+		defer rows.Close()
+		res.Partitions = []string{}
+		for rows.Next() {
+			var v sql.NullString
+			if err := rows.Scan(&v); err != nil {
+				return nil, err
+			}
+			res.Partitions = append(res.Partitions, v.String)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
 	}
 	return res, nil
 }

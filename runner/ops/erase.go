@@ -229,6 +229,9 @@ func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, opts EraseO
 		return nil, nil, err
 	}
 
+	if err := catalog.ScrubPackets(ctx, tx, j.Name, j.Pipeline.Key, opts.Key); err != nil {
+		return nil, nil, err
+	}
 	// The erasure and its snapshot.
 	if err := catalog.RecordErasure(ctx, tx, j.Name, opts.Key, res.Position, res.Snapshot); err != nil {
 		return nil, nil, err

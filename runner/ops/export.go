@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/idem-dev/idem/runner/catalog"
 	"github.com/idem-dev/idem/runner/job"
 	"github.com/idem-dev/idem/runner/run"
 )
@@ -93,7 +94,7 @@ func copyOptions(format string) string {
 	case job.FormatJSONL:
 		return "(FORMAT json)"
 	default:
-		return "(FORMAT csv, HEADER true, DELIMITER ',', QUOTE '\"', ESCAPE '\"', NULLSTR '')"
+		return catalog.CSVCopyOptions
 	}
 }
 

@@ -180,7 +180,9 @@ func replayChain(j *job.Job, snaps []*catalog.SnapshotRow) []*catalog.SnapshotRo
 	}
 	start := 0
 	for i, s := range snaps {
-		if s.Kind == job.DecisionLoaded {
+		// A load that replaced some partitions builds on the loads before
+		// it: the chain starts at the last load of the whole target.
+		if s.Kind == job.DecisionLoaded && !partitionedLoad(s) {
 			start = i
 		}
 	}
@@ -190,6 +192,17 @@ func replayChain(j *job.Job, snaps []*catalog.SnapshotRow) []*catalog.SnapshotRo
 		}
 	}
 	return snaps[start:]
+}
+
+// partitionedLoad says a snapshot was committed by a job with [target]
+// partition_by: it replaced some partitions, not the whole target.
+func partitionedLoad(s *catalog.SnapshotRow) bool {
+	parts, err := decodeParts(s.PartsJSON)
+	if err != nil {
+		return false
+	}
+	c, _ := parts.Config["partition_by"].(string)
+	return c != ""
 }
 
 // jobAt is job as it ran for a snapshot: the recorded transform and schema
@@ -241,6 +254,7 @@ func jobAt(j *job.Job, row *catalog.SnapshotRow) (*job.Job, error) {
 	if f, ok := parts.Config["format"].(string); ok && f != "" {
 		format = f
 	}
+	at.PartitionBy, _ = parts.Config["partition_by"].(string)
 	at.Input = job.InputSpec{Format: format}
 	if e, ok := parts.Config["extra_columns"].(string); ok {
 		at.Input.ExtraColumns = e
@@ -336,7 +350,8 @@ func replayRun(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job, row 
 		}
 		input = filepath.Join(linkDir, "*")
 	}
-	opts := run.RunOptions{Input: input, BatchID: row.BatchID, From: row.Inputs.Bounds.From, To: row.Inputs.Bounds.To, Progress: progress, Fault: ropts.Fault}
+	opts := run.RunOptions{Input: input, BatchID: row.BatchID, From: row.Inputs.Bounds.From, To: row.Inputs.Bounds.To, Progress: progress, Fault: ropts.Fault,
+		Partitions: row.Inputs.Partitions}
 	if j.Pipeline.Mode != job.ModeApply {
 		opts.BatchID = ""
 	}

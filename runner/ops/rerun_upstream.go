@@ -30,6 +30,7 @@ func modelAt(j *job.Job, row *catalog.SnapshotRow, parts job.Parts) (*job.Job, e
 	if t, ok := parts.Config["target"].(string); ok && t != "" {
 		at.Table = t
 	}
+	at.PartitionBy, _ = parts.Config["partition_by"].(string)
 	at.Params = map[string]any{}
 	recorded, _ := parts.Config["params"].(map[string]any)
 	for name, decl := range j.Pipeline.Params {
@@ -66,7 +67,7 @@ func replayUpstream(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job,
 		}
 		rows[ref.Job] = out
 	}
-	opts := run.RunOptions{Progress: ropts.Progress, Fault: ropts.Fault,
+	opts := run.RunOptions{Progress: ropts.Progress, Fault: ropts.Fault, Partitions: row.Inputs.Partitions,
 		Source: &source.Upstream{Job: j, Recorded: parts.Upstream, Rows: rows}}
 	res, err := scratch.Run(ctx, j, opts)
 	if err != nil {

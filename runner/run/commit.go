@@ -32,10 +32,14 @@ func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *Pre
 	}
 	from, to := bounds(opts, p.chunk)
 	bounds := map[string]any{"from": from, "to": to}
+	recorded := map[string]any{"files": inputs, "format": p.format, "bounds": bounds}
+	if p.parts.Partitions != nil {
+		recorded["partitions"] = p.parts.Partitions // a rerun replays --partitions
+	}
 	if err := catalog.InsertSnapshot(ctx, tx, catalog.NewSnapshot{
 		Job: j.Name, Snapshot: res.Snapshot, Parent: st.Snapshot, Kind: res.Decision, BatchID: p.batchID,
 		JobKey: p.key, Parts: p.parts.JSON(),
-		Inputs: string(job.CanonicalJSON(map[string]any{"files": inputs, "format": p.format, "bounds": bounds})),
+		Inputs: string(job.CanonicalJSON(recorded)),
 		RowsIn: res.RowsIn, RowsOut: res.RowsOut, Outcomes: outcomes,
 		Columns: string(job.CanonicalJSON(cols)), KeyColumns: string(job.CanonicalJSON(job.NonNil(j.Pipeline.Key))),
 	}); err != nil {

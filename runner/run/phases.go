@@ -25,6 +25,7 @@ type txRun struct {
 	exists   bool          // the target table existed
 	snapshot int64         // the snapshot this run commits
 	counts   map[string]int64
+	part     *partitionRun // a partitioned job's run (partitions.go)
 }
 
 // guards reads the job's state row and runs every guard (decide).
@@ -78,6 +79,9 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 	if err := catalog.PrepareErasures(ctx, tx, j); err != nil {
 		return false, err
 	}
+	if err := r.keepPartitions(ctx); err != nil { // partitions.go
+		return false, err
+	}
 	rebuild := !r.exists || !st.HasParts || st.Parts.Schema != r.p.parts.Schema || st.Target != j.Table
 	if rebuild {
 		if err := r.d.buildTarget(ctx, tx, j, r.exists && st.Target == j.Table); err != nil {
@@ -102,6 +106,18 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 	// A model's key names one row: no duplicate, no NULL.
 	if err := checkModelKey(ctx, tx, j); err != nil {
 		return false, err
+	}
+	return true, nil
+}
+
+// partitions makes a partitioned job's run replace only its partitions
+// (partitions.go) and reports which.
+func (r *txRun) partitions(ctx context.Context) (bool, error) {
+	if err := r.replacePartitions(ctx); err != nil {
+		return false, err
+	}
+	if r.part != nil {
+		r.res.Partitions, r.res.Repaired = r.part.declared, r.part.repaired
 	}
 	return true, nil
 }
@@ -161,6 +177,9 @@ func (r *txRun) history(ctx context.Context) (bool, error) {
 	}
 	if err := countWritten(ctx, tx, j, r.snapshot, res); err != nil { // written.go
 		return false, err
+	}
+	if r.part != nil {
+		res.RowsWritten = r.part.written
 	}
 	fault(r.opts, FaultAfterTarget)
 	if r.opts.FailAfterTarget {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/idem-dev/idem/runner/catalog"
@@ -37,8 +38,11 @@ type RunOptions struct {
 	From, To     *int64 // apply mode: the batch covers source positions (From, To]
 	Epoch        *int64 // refuse unless this is the job's writer epoch
 	ExpectParent *int64 // refuse unless the job's latest snapshot is this
-	Fault        func(point string)
-	Progress     job.Progress
+	// Partitions are the partitions a run of a partitioned job replaces
+	// (--partitions); nil: the partitions its staged rows hold.
+	Partitions []string
+	Fault      func(point string)
+	Progress   job.Progress
 	// FailAfterTarget injects an error after the target is written and
 	// before COMMIT (tests of the all-or-nothing commit).
 	FailAfterTarget bool
@@ -87,6 +91,11 @@ type Result struct {
 	// Replica reports the read replica published after the commit
 	// ([duckdb] read_replica); absent when none was.
 	Replica *ReplicaInfo `json:"replica,omitempty"`
+	// Partitions are the partitions a partitioned job's run replaced, and
+	// Repaired the other partitions it removed a moved key from; absent
+	// for a job without [target] partition_by.
+	Partitions []string `json:"partitions,omitempty"`
+	Repaired   []string `json:"repaired_partitions,omitempty"`
 }
 
 // Prepared is everything a run computes before it opens its transaction.
@@ -125,6 +134,22 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 			return nil, job.Usage("--to %d must be greater than --from %d: a batch covers (from, to]", *opts.To, *opts.From)
 		}
 	}
+	if opts.Partitions != nil && j.PartitionBy == "" {
+		return nil, job.Usage("--partitions: job %s declares no [target] partition_by", j.Name)
+	}
+	if opts.Partitions != nil {
+		var list []string
+		for _, v := range opts.Partitions {
+			if !slices.Contains(list, v) {
+				list = append(list, v)
+			}
+		}
+		if len(list) == 0 {
+			return nil, job.Usage("--partitions names no partition")
+		}
+		slices.Sort(list)
+		opts.Partitions = list
+	}
 	input := opts.Source
 	switch {
 	case input != nil:
@@ -154,6 +179,7 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 		Config:    j.Config(format),
 		Schema:    j.SchemaPart(),
 	}
+	parts.Partitions = opts.Partitions
 	p := &Prepared{input: input, in: in, files: files, format: format, chunk: in.Chunk, parts: parts, key: parts.Key()}
 	p.digest = parts.Input
 	// An apply run over upstream changes learns its batch when it pins
@@ -294,8 +320,10 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, opt
 		r.retain,     // copy the input into the store and record it
 		r.stage,      // bind the variables, stage the input as view input
 		r.steps,      // erasures, the target's DDL, the steps and quality rules
+		r.partitions, // partitioned: replace only the declared partitions
 		r.balance,    // exactly one outcome per staged row
 		r.history,    // scrub erased rows, history, rows written
+		r.packet,     // the release packet (packet.go)
 		r.commitRows, // ledger, snapshot, state, run log and file rows
 	} {
 		more, err := phase(ctx)
