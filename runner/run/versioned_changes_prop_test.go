@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +18,7 @@ import (
 )
 
 var (
-	vcScenarios = flag.Int("vc.scenarios", 200, "random scenarios of TestVersionedChangesProperty")
+	vcScenarios = flag.Int("vc.scenarios", 0, "random scenarios of TestVersionedChangesProperty (0: 80, or 2000 with IDEM_PROPERTY_LONG=1)")
 	vcWorkers   = flag.Int("vc.workers", 4, "scenarios of TestVersionedChangesProperty run side by side")
 	vcSeed      = flag.Uint64("vc.seed", 0, "seed of the first scenario of TestVersionedChangesProperty (0: from the clock); scenario i uses seed+i")
 )
@@ -29,13 +30,21 @@ var (
 // it stood then. A failure prints the scenario's seed, its batches and the
 // command that replays it.
 //
-//	go test ./runner -run TestVersionedChangesProperty -vc.scenarios=5000
+//	go test ./runner/run -run TestVersionedChangesProperty -vc.scenarios=5000
 func TestVersionedChangesProperty(t *testing.T) {
+	scenarios := *vcScenarios
+	if scenarios == 0 {
+		// CI runs a short version; the long run stays behind the variable.
+		scenarios = 80
+		if os.Getenv("IDEM_PROPERTY_LONG") != "" {
+			scenarios = 2000
+		}
+	}
 	seed := *vcSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	t.Logf("seed %d, %d scenarios", seed, *vcScenarios)
+	t.Logf("seed %d, %d scenarios", seed, scenarios)
 	// A run spends much of its time waiting for fsync, so more scenarios
 	// than cores run side by side. t.Run may be called from several
 	// goroutines; each scenario is a subtest named by its seed.
@@ -57,7 +66,7 @@ func TestVersionedChangesProperty(t *testing.T) {
 			}
 		})
 	}
-	for i := range *vcScenarios {
+	for i := range scenarios {
 		next <- seed + uint64(i)
 	}
 	close(next)
