@@ -6,6 +6,7 @@ import (
 
 	"github.com/idem-dev/idem/runner/job"
 	"github.com/idem-dev/idem/runner/ops"
+	"github.com/idem-dev/idem/runner/project"
 
 	"github.com/spf13/cobra"
 )
@@ -93,18 +94,27 @@ func (a *app) printUpstreamReruns(ups []*ops.RerunResult, indent string) {
 // upstreamFinder finds an upstream job of j by name among the job files
 // beside j's (same database).
 func upstreamFinder(j *job.Job) func(string) (*job.Job, error) {
+	dir := filepath.Dir(j.File)
+	var beside []*job.Job // loaded once, on the first upstream looked for
+	loaded := false
 	return func(name string) (*job.Job, error) {
-		files, _ := filepath.Glob(filepath.Join(filepath.Dir(j.File), "*.toml"))
-		for _, f := range files {
-			uj, err := loadJob(f)
-			if err != nil || uj.Name != name {
-				continue
+		if !loaded {
+			loaded = true
+			// project.Files lists the regular *.toml files of the folder
+			// (a FIFO or a pipeline.toml is left out).
+			files, _ := project.Files([]string{dir})
+			for _, f := range files {
+				if uj, err := loadJob(f); err == nil {
+					beside = append(beside, uj)
+				}
 			}
-			if a, b := absPath(uj.Database), absPath(j.Database); a == b {
+		}
+		for _, uj := range beside {
+			if uj.Name == name && absPath(uj.Database) == absPath(j.Database) {
 				return uj, nil
 			}
 		}
-		return nil, &job.UsageError{Msg: fmt.Sprintf("no job file for %s in %s (with database %s)", name, filepath.Dir(j.File), j.Database)}
+		return nil, &job.UsageError{Msg: fmt.Sprintf("no job file for %s in %s (with database %s)", name, dir, j.Database)}
 	}
 }
 
