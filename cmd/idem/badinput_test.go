@@ -302,6 +302,27 @@ func TestBadInput(t *testing.T) {
 			code: 2, msg: []string{"threads.toml:10: duckdb.threads: must be a positive integer of at most 1024"},
 		},
 		{
+			name: "retention keep_snapshots of zero names its line",
+			args: func(t *testing.T, e *badInputEnv) []string {
+				return []string{"run", e.writeJob("keep.toml", e.baseChanges+"[retention]\nkeep_snapshots = 0\n")}
+			},
+			code: 2, msg: []string{"keep.toml:10: retention.keep_snapshots: must be a positive integer (got 0)"},
+		},
+		{
+			name: "retention checkpoint_every below one names its line",
+			args: func(t *testing.T, e *badInputEnv) []string {
+				return []string{"run", e.writeJob("every.toml", e.baseChanges+"[retention]\nkeep_snapshots = 3\ncheckpoint_every = -1\n")}
+			},
+			code: 2, msg: []string{"every.toml:11: retention.checkpoint_every: must be a positive integer (got -1)"},
+		},
+		{
+			name: "unknown retention key is refused",
+			args: func(t *testing.T, e *badInputEnv) []string {
+				return []string{"run", e.writeJob("keepall.toml", e.baseChanges+"[retention]\nkeep_days = 3\n")}
+			},
+			code: 2, msg: []string{"keepall.toml:10: retention.keep_days: unknown key"},
+		},
+		{
 			name: "hostile table name is refused, never executed",
 			args: func(t *testing.T, e *badInputEnv) []string {
 				return []string{"run", e.writeJob("hostile.toml", strings.Replace(e.baseChanges, `table = "customer_state"`, `table = 'x"; DROP TABLE y; --'`, 1))}

@@ -56,6 +56,8 @@ type Job struct {
 	// Fencing is FencingRequired when every writing command must carry the
 	// job's current --epoch ([job] fencing); it is not part of the key.
 	Fencing string
+	// Retention is [retention]; it is not part of the key.
+	Retention Retention
 
 	Pipeline *Pipeline
 	Steps    []Step
@@ -124,8 +126,23 @@ type jobFile struct {
 	Quality          qualityTable   `toml:"quality"`
 	Job              jobTable       `toml:"job"`
 	Transform        transformTable `toml:"transform"`
+	Retention        Retention      `toml:"retention"`
 
 	modelSQL, modelFile, modelDir string // read by modelSteps
+}
+
+// Retention is the job file's [retention] table: how many snapshots stay
+// readable and how often a verified checkpoint of the job's state is kept.
+// It says how long the past is kept, never what a snapshot holds, so it is
+// not part of the job key. Zero values: keep every snapshot, no
+// checkpoints.
+type Retention struct {
+	// KeepSnapshots > 0 keeps the newest KeepSnapshots snapshots readable;
+	// older ones expire (idem expire, and after each committed run).
+	KeepSnapshots int64 `toml:"keep_snapshots"`
+	// CheckpointEvery > 0 keeps an image of the job's state at every
+	// CheckpointEvery-th snapshot, from which rerun replays.
+	CheckpointEvery int64 `toml:"checkpoint_every"`
 }
 
 // jobTable is the job file's [job] table: how the job is operated, never
@@ -256,6 +273,12 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 	default:
 		return nil, bad("job.fencing", "must be %q or %q (got %q)", FencingOptional, FencingRequired, jf.Job.Fencing)
 	}
+	if md.IsDefined("retention", "keep_snapshots") && jf.Retention.KeepSnapshots < 1 {
+		return nil, bad("retention.keep_snapshots", "must be a positive integer (got %d)", jf.Retention.KeepSnapshots)
+	}
+	if md.IsDefined("retention", "checkpoint_every") && jf.Retention.CheckpointEvery < 1 {
+		return nil, bad("retention.checkpoint_every", "must be a positive integer (got %d)", jf.Retention.CheckpointEvery)
+	}
 	if jf.DuckDB.Threads < 0 || jf.DuckDB.Threads > MaxThreads {
 		return nil, bad("duckdb.threads", "must be a positive integer of at most %d (got %d)", MaxThreads, jf.DuckDB.Threads)
 	}
@@ -333,6 +356,7 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 		Params:           params,
 		DuckDB:           duck,
 		Fencing:          jf.Job.Fencing,
+		Retention:        jf.Retention,
 		Pipeline:         p,
 		Steps:            steps,
 		DDL:              ddl,
