@@ -77,6 +77,8 @@ func (b *bench) run(ctx context.Context, cases []string) error {
 			err = b.upToDate(ctx)
 		case "export":
 			err = b.export(ctx)
+		case "history":
+			err = b.history(ctx)
 		default:
 			err = fmt.Errorf("unknown case %q", c)
 		}
@@ -95,7 +97,15 @@ func logf(format string, args ...any) {
 // runChild runs one process to completion and returns its wall time and
 // peak RSS. spillDir, when set, is polled for the bytes DuckDB spills there.
 func runChild(ctx context.Context, spillDir string, name string, args ...string) (measure, error) {
+	return runChildEnv(ctx, nil, spillDir, name, args...)
+}
+
+// runChildEnv is runChild with env added to this process's environment.
+func runChildEnv(ctx context.Context, env []string, spillDir string, name string, args ...string) (measure, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	stopPoll := make(chan struct{})

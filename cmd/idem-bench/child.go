@@ -58,6 +58,13 @@ func child(ctx context.Context, args []string) error {
 		}
 		fmt.Println(fp)
 		return nil
+	case "changes":
+		db, err := openRO(*dbPath)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return changesChild(ctx, db)
 	}
 	if kind == "sha256" {
 		f, err := os.Open(*input)

@@ -7,6 +7,7 @@
 //
 //	go run ./cmd/idem-bench -n 1000000
 //	go run ./cmd/idem-bench -n 10000000 -limits none,2GB -cases apply
+//	IDEM_BENCH_ROWS=10000000 go run ./cmd/idem-bench -cases history
 //
 // It is not run in CI.
 package main
@@ -33,10 +34,17 @@ func main() {
 		return
 	}
 	var b bench
-	flag.Int64Var(&b.n, "n", 1_000_000, "rows of the synthetic batch and stored entities")
+	rows := int64(1_000_000)
+	if v := os.Getenv("IDEM_BENCH_ROWS"); v != "" {
+		if _, err := fmt.Sscan(v, &rows); err != nil {
+			fmt.Fprintln(os.Stderr, "idem-bench: IDEM_BENCH_ROWS:", err)
+			os.Exit(2)
+		}
+	}
+	flag.Int64Var(&b.n, "n", rows, "rows of the synthetic batch and stored entities (default: IDEM_BENCH_ROWS, else 1000000)")
 	flag.IntVar(&b.reps, "reps", 3, "repetitions of each measurement")
 	limits := flag.String("limits", "none,2GB", "comma-separated memory limits to run apply and refresh under (none = DuckDB's default)")
-	cases := flag.String("cases", "apply,refresh,noop,uptodate,export", "comma-separated cases to run")
+	cases := flag.String("cases", "apply,refresh,noop,uptodate,export", "comma-separated cases to run (also: history)")
 	flag.StringVar(&b.dir, "dir", filepath.Join(os.TempDir(), "idem-bench"), "work folder (generated inputs are kept and reused)")
 	flag.Int64Var(&b.noopBytes, "noop-bytes", 1<<30, "size of the no-op re-run's input")
 	flag.StringVar(&b.idem, "idem", "", "idem binary (default: go build ./cmd/idem into the work folder)")

@@ -165,12 +165,15 @@ func (r *txRun) history(ctx context.Context) (bool, error) {
 	if err := dropScratch(ctx, tx); err != nil {
 		return false, err
 	}
-	done := r.opts.Progress.Start("history")
-	err := catalog.RecordHistory(ctx, tx, j, r.snapshot)
-	done()
-	if err != nil {
-		return false, err
+	if !r.opts.SkipHistory {
+		done := r.opts.Progress.Start("history")
+		err := catalog.RecordHistory(ctx, tx, j, r.snapshot)
+		done()
+		if err != nil {
+			return false, err
+		}
 	}
+	var err error
 	res.RowsOut, err = catalog.CountRows(ctx, tx, j.Table)
 	if err != nil {
 		return false, err

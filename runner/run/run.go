@@ -46,6 +46,10 @@ type RunOptions struct {
 	// FailAfterTarget injects an error after the target is written and
 	// before COMMIT (tests of the all-or-nothing commit).
 	FailAfterTarget bool
+	// SkipHistory writes no history row: the floor that cmd/idem-bench
+	// measures the cost of history against (IDEM_BENCH_NO_HISTORY=1). Not
+	// a user setting: pinned reads of the snapshots it commits are wrong.
+	SkipHistory bool
 
 	// Source is what the run reads; nil reads the job's [input] (or
 	// Input). RunFiles, RunChunks and rerun pass files already listed.

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/idem-dev/idem/runner/catalog"
+)
+
+// history measures what keeping history costs: the apply case's batch run
+// by idem as usual against the same run with IDEM_BENCH_NO_HISTORY=1 (the
+// floor: no history row written), each from a fresh copy of the prepared
+// database. It then times the reads that history serves on the database
+// the last run left: export --snapshot 1 (a pinned read) against export of
+// the latest snapshot (the target), and the rows that changed between
+// snapshots 1 and 2 (catalog.ChangesSelect, as a downstream apply reads
+// them).
+func (b *bench) history(ctx context.Context) error {
+	dir, job, prepared, batch, err := b.prepareApply(ctx)
+	if err != nil {
+		return err
+	}
+	r := &row{name: "apply with history", n: b.n, limit: "none", floorName: "idem writing no history (IDEM_BENCH_NO_HISTORY=1)"}
+	idemDB := filepath.Join(dir, "hist-idem.duckdb")
+	floorDB := filepath.Join(dir, "hist-floor.duckdb")
+	fresh := func(env []string, db string) (measure, error) {
+		removeDB(db)
+		if err := copyFile(prepared, db); err != nil {
+			return measure{}, err
+		}
+		return runChildEnv(ctx, env, "", b.idem, "run", job, "--input", batch, "--batch-id", "batch-2", "--quiet", "--db", db)
+	}
+	runIdem := func(int) (measure, error) { return fresh(nil, idemDB) }
+	runFloor := func(int) (measure, error) { return fresh([]string{"IDEM_BENCH_NO_HISTORY=1"}, floorDB) }
+	logf("history N=%d: apply with and without history", b.n)
+	if err := b.pair(ctx, r, runIdem, runFloor); err != nil {
+		return err
+	}
+	if err := compare(ctx, idemDB, floorDB, []struct{ what, q string }{
+		{"target", "SELECT * FROM changes"},
+		{"outcomes", "SELECT * FROM changes_outcomes"},
+	}); err != nil {
+		return err
+	}
+	removeDB(floorDB)
+
+	out := filepath.Join(dir, "hist-export.csv")
+	export := func(snapshot string) func(int) (measure, error) {
+		return func(int) (measure, error) {
+			os.Remove(out)
+			args := []string{"export", job, "--db", idemDB, "--out", out, "--format", "csv", "--quiet"}
+			if snapshot != "" {
+				args = append(args, "--snapshot", snapshot)
+			}
+			return runChild(ctx, "", b.idem, args...)
+		}
+	}
+	p := &row{name: "export --snapshot 1 (pinned)", n: b.n, limit: "none", floorName: "export of the latest snapshot (the target)"}
+	logf("history N=%d: pinned export", b.n)
+	if err := b.pair(ctx, p, export("1"), export("")); err != nil {
+		return err
+	}
+	c := &row{name: "changes 1-2 (ChangesSelect)", n: b.n, limit: "none"}
+	for i := 0; i < b.reps; i++ {
+		m, err := runChild(ctx, "", b.self, "child", "changes", "--db", idemDB)
+		if err != nil {
+			return err
+		}
+		logf("  rep %d changes %8.3fs", i+1, m.wall.Seconds())
+		c.idem = append(c.idem, m)
+	}
+	b.rows = append(b.rows, *c)
+	removeDB(idemDB)
+	os.Remove(out)
+	return nil
+}
+
+// changesChild reads every row of catalog.ChangesSelect of the bench job
+// between snapshots 1 and 2 and prints their count and time.
+func changesChild(ctx context.Context, db *sql.DB) error {
+	cols, err := catalog.TargetColumns(ctx, db, "changes")
+	if err != nil {
+		return err
+	}
+	q := catalog.ChangesSelect("bench_changes", cols, []string{"entity_id"}, 1, 2)
+	start := time.Now()
+	fp, err := fingerprint(ctx, db, q)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s in %.3fs\n", fp, time.Since(start).Seconds())
+	return nil
+}
