@@ -86,7 +86,10 @@ func changesChild(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	q := catalog.ChangesSelect("bench_changes", cols, []string{"entity_id"}, 1, 2)
+	q, err := catalog.ChangesSelect(ctx, db, "bench_changes", cols, []string{"entity_id"}, 1, 2)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	fp, err := fingerprint(ctx, db, q)
 	if err != nil {

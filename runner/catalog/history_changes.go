@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -17,24 +18,61 @@ import (
 //     has no row valid at to. It carries the key and the old values of the
 //     other columns.
 //
-// Both read only history rows that began or ended in (from, to], so the
-// cost follows what changed, not the size of the table. key names one row
+// With closed rows both read only history rows that began or ended in
+// (from, to], so the cost follows what changed, not the size of the table;
+// with appended rows (see RecordHistory) they read every history row of
+// the keys that changed in (from, to]. key names one row
 // at each snapshot (the upstream's key); without one, every closed row is a
 // delete and every new row an upsert. Rows come in key order (all columns
 // without a key), a total order.
-func ChangesSelect(j string, cols []TargetColumn, key []string, from, to int64) string {
+func ChangesSelect(ctx context.Context, q Querier, j string, cols []TargetColumn, key []string, from, to int64) (string, error) {
+	f, err := readHistoryFormat(ctx, q, j)
+	if err != nil {
+		return "", err
+	}
 	names := make([]string, len(cols))
 	for i, c := range cols {
 		names[i] = job.QuoteIdent(c.Name)
 	}
+	return changesSQL(j, names, f, key, from, to), nil
+}
+
+// changesSQL is ChangesSelect's text for quoted column names and history
+// format f.
+func changesSQL(j string, names []string, f *historyFormat, key []string, from, to int64) string {
 	list := strings.Join(names, ", ")
 	hist := HistoryTable(j)
 	upserts := fmt.Sprintf("SELECT %s FROM %s WHERE idem_from > %d AND idem_from <= %d AND (idem_to IS NULL OR idem_to > %d)",
 		list, hist, from, to, to)
 	closed := fmt.Sprintf("SELECT %s FROM %s WHERE idem_from <= %d AND idem_to > %d AND idem_to <= %d",
 		list, hist, from, from, to)
+	prefix := ""
+	if f != nil {
+		// The rows of the keys that changed in (from, to], each marked
+		// with whether it is valid at from and at to (see pinnedSQL).
+		hk := strings.Join(quoteAll(f.Key), ", ")
+		hl := make([]string, len(names))
+		for i, n := range names {
+			hl[i] = "h." + n
+		}
+		prefix = fmt.Sprintf("WITH idem_ck AS (SELECT DISTINCT %s FROM %s WHERE (idem_from > %d AND idem_from <= %d) OR (idem_to > %d AND idem_to <= %d)),\n"+
+			"idem_h AS (SELECT h.* FROM %s AS h SEMI JOIN idem_ck AS c ON %s WHERE h.idem_from <= %d),\n"+
+			"idem_l AS (SELECT %s, max(idem_from) FILTER (WHERE idem_from <= %d) AS idem_lf, max(idem_from) AS idem_lt FROM idem_h WHERE idem_from >= %d GROUP BY %s),\n"+
+			"idem_v AS (SELECT %s, h.idem_from,\n"+
+			"  h.idem_from <= %d AND (h.idem_to IS NULL OR h.idem_to > %d) AND (l.idem_lf IS NULL OR h.idem_from >= l.idem_lf) AS idem_at_from,\n"+
+			"  (h.idem_to IS NULL OR h.idem_to > %d) AND (l.idem_lt IS NULL OR h.idem_from >= l.idem_lt) AS idem_at_to\n"+
+			"  FROM idem_h AS h LEFT JOIN idem_l AS l ON %s)\n",
+			hk, hist, from, to, from, to,
+			hist, keyMatch(f.Key, "h", "c"), to,
+			hk, from, f.Since, hk,
+			strings.Join(hl, ", "),
+			from, from,
+			to, keyMatch(f.Key, "h", "l"))
+		upserts = fmt.Sprintf("SELECT %s FROM idem_v WHERE idem_at_to AND idem_from > %d", list, from)
+		closed = fmt.Sprintf("SELECT %s FROM idem_v WHERE idem_at_from AND NOT idem_at_to", list)
+	}
 	if len(key) == 0 {
-		return "SELECT *, 'upsert' AS idem_op FROM (" + upserts + ")\nUNION ALL\nSELECT *, 'delete' AS idem_op FROM (" + closed + ")\nORDER BY ALL"
+		return prefix + "SELECT *, 'upsert' AS idem_op FROM (" + upserts + ")\nUNION ALL\nSELECT *, 'delete' AS idem_op FROM (" + closed + ")\nORDER BY ALL"
 	}
 	keys := make([]string, len(key))
 	match := make([]string, len(key))
@@ -45,7 +83,11 @@ func ChangesSelect(j string, cols []TargetColumn, key []string, from, to int64) 
 	// A key cannot hold two rows at one snapshot, so a key with a row
 	// valid at to whose row at from was closed has that row among the
 	// upserts: the anti join leaves the keys that are gone.
-	return "WITH idem_up AS (" + upserts + ")\n" +
+	with := "WITH "
+	if prefix != "" {
+		with = prefix + ", "
+	}
+	return with + "idem_up AS (" + upserts + ")\n" +
 		"SELECT *, 'upsert' AS idem_op FROM idem_up\nUNION ALL\n" +
 		"SELECT c.*, 'delete' AS idem_op FROM (" + closed + ") AS c ANTI JOIN idem_up AS u ON " + strings.Join(match, " AND ") +
 		"\nORDER BY " + strings.Join(keys, ", ")

@@ -77,7 +77,9 @@ func pinnedSource(ctx context.Context, q catalog.Querier, j *job.Job, table stri
 		if s == latest {
 			src.query = "SELECT " + identList(src.columns) + " FROM " + job.QuoteIdent(j.Table)
 		} else {
-			src.query = catalog.PinnedSelect(j.Name, row.Columns, s)
+			if src.query, err = catalog.PinnedSelect(ctx, q, j.Name, row.Columns, s); err != nil {
+				return nil, err
+			}
 		}
 	case j.Table + "_outcomes":
 		cols, err := catalog.TargetColumns(ctx, q, table)

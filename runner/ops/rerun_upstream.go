@@ -93,7 +93,10 @@ func exportUpstream(ctx context.Context, d *run.DB, ref job.UpstreamRef, out str
 	if up.JobKey != ref.JobKey {
 		return fmt.Errorf("upstream %s snapshot %d has job key %s, but %s was pinned", ref.Job, ref.Snapshot, job.Short(up.JobKey), job.Short(ref.JobKey))
 	}
-	q := catalog.PinnedSelect(ref.Job, up.Columns, ref.Snapshot)
+	q, err := catalog.PinnedSelect(ctx, d.SQL(), ref.Job, up.Columns, ref.Snapshot)
+	if err != nil {
+		return err
+	}
 	if _, err := d.SQL().ExecContext(ctx, "COPY ("+q+") TO "+job.SQLString(out)+" (FORMAT parquet)"); err != nil {
 		return fmt.Errorf("read upstream %s at snapshot %d: %w", ref.Job, ref.Snapshot, catalog.TrimSQLError(err))
 	}

@@ -112,7 +112,10 @@ func rollbackTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, to int64
 	if !slices.Equal(cols, row.Columns) {
 		return nil, job.Refuse("rollback", "snapshot %d of %s has other columns than the target now (a schema change since): roll forward with a new batch instead", to, j.Name)
 	}
-	pinned := catalog.PinnedSelect(j.Name, row.Columns, to)
+	pinned, err := catalog.PinnedSelect(ctx, tx, j.Name, row.Columns, to)
+	if err != nil {
+		return nil, err
+	}
 	if n, err := catalog.ErasedIn(ctx, tx, j, pinned); err != nil {
 		return nil, err
 	} else if n > 0 {

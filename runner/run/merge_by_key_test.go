@@ -339,7 +339,7 @@ func TestMergeByKeyMatchesFold(t *testing.T) {
 					for k, v := range snap {
 						st[k] = &v
 					}
-					got := queryStrings(t, db.SQL(), `SELECT k || '|' || coalesce(CAST(o AS VARCHAR), 'NULL') || '|' || coalesce(v, 'NULL') || '|' || coalesce(CAST(n AS VARCHAR), 'NULL') || '|' || idem_status FROM (`+catalog.PinnedSelect("things", cols, int64(i+1))+`) ORDER BY k`)
+					got := queryStrings(t, db.SQL(), `SELECT k || '|' || coalesce(CAST(o AS VARCHAR), 'NULL') || '|' || coalesce(v, 'NULL') || '|' || coalesce(CAST(n AS VARCHAR), 'NULL') || '|' || idem_status FROM (`+mustPinned(t, db.SQL(), "things", cols, int64(i+1))+`) ORDER BY k`)
 					require.Equal(t, foldRows(st), got, "snapshot %d", i+1)
 				}
 			})

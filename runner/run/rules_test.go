@@ -367,5 +367,5 @@ order_by = "at"
 	require.Equal(t, []string{"eu 1 x2", "eu 2 z", "us 1 y"}, queryStrings(t, db.SQL(), `SELECT region || ' ' || id || ' ' || v FROM pairs ORDER BY region, id`))
 	cols, err := catalog.TargetColumns(ctx, db.SQL(), "pairs")
 	require.NoError(t, err)
-	require.Equal(t, []string{"eu 1 x", "eu 2 z", "us 1 y"}, queryStrings(t, db.SQL(), `SELECT region || ' ' || id || ' ' || v FROM (`+catalog.PinnedSelect("pairs", cols, 1)+`) ORDER BY region, id`))
+	require.Equal(t, []string{"eu 1 x", "eu 2 z", "us 1 y"}, queryStrings(t, db.SQL(), `SELECT region || ' ' || id || ' ' || v FROM (`+mustPinned(t, db.SQL(), "pairs", cols, 1)+`) ORDER BY region, id`))
 }

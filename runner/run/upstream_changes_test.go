@@ -170,7 +170,7 @@ func TestChangesSelect(t *testing.T) {
 		if s == 0 {
 			return out
 		}
-		for _, r := range c.rows(t, catalog.PinnedSelect("src", row.Columns, s)) {
+		for _, r := range c.rows(t, mustPinned(t, c.db.sql, "src", row.Columns, s)) {
 			out[strings.SplitN(r, "|", 2)[0]] = r
 		}
 		return out
@@ -178,7 +178,7 @@ func TestChangesSelect(t *testing.T) {
 	// One range spelled out: a updated, b deleted and back, c deleted, d
 	// new.
 	require.Equal(t, []string{"a|2|a2|upsert", "b|3|b3|upsert", "c|1|c1|delete", "d|1|d1|upsert"},
-		c.rows(t, catalog.ChangesSelect("src", row.Columns, []string{"entity_id"}, 1, 3)))
+		c.rows(t, mustChanges(t, c.db.sql, "src", row.Columns, []string{"entity_id"}, 1, 3)))
 	for from := int64(0); from <= 4; from++ {
 		for to := from; to <= 4; to++ {
 			t.Run(fmt.Sprintf("%d-%d", from, to), func(t *testing.T) {
@@ -195,7 +195,7 @@ func TestChangesSelect(t *testing.T) {
 					}
 				}
 				slices.Sort(want)
-				got := c.rows(t, catalog.ChangesSelect("src", row.Columns, []string{"entity_id"}, from, to))
+				got := c.rows(t, mustChanges(t, c.db.sql, "src", row.Columns, []string{"entity_id"}, from, to))
 				require.Equal(t, want, got)
 			})
 		}
@@ -365,4 +365,20 @@ func TestUpstreamApplyTombstones(t *testing.T) {
 			queryStrings(t, db.sql, `SELECT k || '|' || idem_order || ' tombstone' FROM down_tombstones`)...)
 		require.Equal(t, []string{step.rows}, got, "step %d", i)
 	}
+}
+
+// mustPinned is catalog.PinnedSelect in a test.
+func mustPinned(t testing.TB, q catalog.Querier, j string, cols []catalog.TargetColumn, snapshot int64) string {
+	t.Helper()
+	s, err := catalog.PinnedSelect(context.Background(), q, j, cols, snapshot)
+	require.NoError(t, err)
+	return s
+}
+
+// mustChanges is catalog.ChangesSelect in a test.
+func mustChanges(t testing.TB, q catalog.Querier, j string, cols []catalog.TargetColumn, key []string, from, to int64) string {
+	t.Helper()
+	s, err := catalog.ChangesSelect(context.Background(), q, j, cols, key, from, to)
+	require.NoError(t, err)
+	return s
 }

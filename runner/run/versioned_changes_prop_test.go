@@ -1,6 +1,7 @@
 package run_test
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"math"
@@ -187,7 +188,11 @@ func vcRunScenario(t *testing.T, seed uint64) map[string]int64 {
 	// Checkpoint by checkpoint: a pinned read of every snapshot still
 	// equals the fold as it stood after that batch.
 	for snap, want := range pinned {
-		got := e.readStored(catalog.PinnedSelect(e.j.Name, vcTargetColumns, snap) + " ORDER BY entity_id")
+		q, err := catalog.PinnedSelect(context.Background(), e.db.SQL(), e.j.Name, vcTargetColumns, snap)
+		if err != nil {
+			fail(batches, "pinned read of snapshot %d: %v", snap, err)
+		}
+		got := e.readStored(q + " ORDER BY entity_id")
 		if !vcEqualStored(got, want) {
 			fail(batches, "pinned read of snapshot %d differs from the fold (- want, + got):\n%s", snap, vcDiffLines(vcStringsOf(want), vcStringsOf(got)))
 		}

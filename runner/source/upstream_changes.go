@@ -52,7 +52,11 @@ func (u *Upstream) pinChanges(ctx context.Context, tx *sql.Tx, name string, to i
 	if len(key) == 0 {
 		key = configKey(row)
 	}
-	if err := relation(ctx, tx, name, "TABLE", catalog.ChangesSelect(name, row.Columns, key, from, to)); err != nil {
+	changes, err := catalog.ChangesSelect(ctx, tx, name, row.Columns, key, from, to)
+	if err != nil {
+		return err
+	}
+	if err := relation(ctx, tx, name, "TABLE", changes); err != nil {
 		return err
 	}
 	u.ranges = append(u.ranges, Range{Job: name, From: from, To: to})
