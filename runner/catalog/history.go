@@ -234,6 +234,24 @@ func appendHistory(ctx context.Context, tx *sql.Tx, j *job.Job, f *historyFormat
 	return nil
 }
 
+// CloseHistory closes in bulk every row of job j's history that a later
+// row of its key supersedes (see RecordHistory) and drops the markers: the
+// history is then all closed rows, read by the interval test alone, until
+// the next run appends again. Pinned reads return the same rows before and
+// after. A job without history, or whose rows are all closed, is left as
+// it is.
+func CloseHistory(ctx context.Context, tx *sql.Tx, j string) error {
+	exists, err := TableExists(ctx, tx, "idem", j+"__history")
+	if err != nil || !exists {
+		return err
+	}
+	f, err := readHistoryFormat(ctx, tx, j)
+	if err != nil || f == nil {
+		return err
+	}
+	return closeAppended(ctx, tx, j, f)
+}
+
 // closeAppended turns a history of appended rows back into closed rows:
 // each row a later row of its key supersedes gets that row's idem_from as
 // its idem_to, and the markers go. It then records closed rows.
