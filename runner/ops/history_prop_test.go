@@ -198,7 +198,7 @@ func (c *histChain) check(t *testing.T, step string) {
 					// to what it was at a (a rollback's rows are new ones).
 					began := false
 					for s := a + 1; s <= b; s++ {
-						began = began || byKey(s-1)[k] != byKey(s)[k]
+						began = began || byKey(s - 1)[k] != byKey(s)[k]
 					}
 					if began {
 						want = append(want, r+"|upsert")
