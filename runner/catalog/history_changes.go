@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/idem-dev/idem/runner/job"
@@ -40,6 +41,9 @@ func ChangesSelect(ctx context.Context, q Querier, j string, cols []TargetColumn
 // changesSQL is ChangesSelect's text for quoted column names and history
 // format f.
 func changesSQL(j string, names []string, f *historyFormat, key []string, from, to int64) string {
+	if f != nil && len(key) > 0 && slices.Equal(f.Key, key) {
+		return changesByKeySQL(j, names, f, from, to)
+	}
 	list := strings.Join(names, ", ")
 	hist := HistoryTable(j)
 	upserts := fmt.Sprintf("SELECT %s FROM %s WHERE idem_from > %d AND idem_from <= %d AND (idem_to IS NULL OR idem_to > %d)",
@@ -91,4 +95,38 @@ func changesSQL(j string, names []string, f *historyFormat, key []string, from, 
 		"SELECT *, 'upsert' AS idem_op FROM idem_up\nUNION ALL\n" +
 		"SELECT c.*, 'delete' AS idem_op FROM (" + closed + ") AS c ANTI JOIN idem_up AS u ON " + strings.Join(match, " AND ") +
 		"\nORDER BY " + strings.Join(keys, ", ")
+}
+
+// changesByKeySQL is changesSQL for appended rows read by their own key,
+// at a cost that follows what changed: the upserts come from the rows that
+// began in (from, to] alone (the latest of its key there, not a marker),
+// and only the keys that changed there without a row valid at to (gone
+// keys, few) are looked up in the whole history for their rows at from.
+// A gone key's row at from is a delete when a row of its key appended in
+// (from, to] supersedes it, or when it was closed in (from, to].
+func changesByKeySQL(j string, names []string, f *historyFormat, from, to int64) string {
+	list := strings.Join(names, ", ")
+	hist := HistoryTable(j)
+	keys := quoteAll(f.Key)
+	hk := strings.Join(keys, ", ")
+	hl := make([]string, len(names))
+	for i, n := range names {
+		hl[i] = "h." + n
+	}
+	eq := make([]string, len(keys))
+	for i, k := range keys {
+		eq[i] = "c." + k + " = u." + k
+	}
+	F, T, M := fmt.Sprint(from), fmt.Sprint(to), fmt.Sprint(f.Since)
+	return "WITH idem_n AS (SELECT " + list + ", idem_from, idem_to, max(idem_from) FILTER (WHERE idem_from >= " + M + ") OVER (PARTITION BY " + hk + ") AS idem_lt FROM " + hist +
+		" WHERE idem_from > " + F + " AND idem_from <= " + T + "),\n" +
+		"idem_up AS (SELECT " + list + " FROM idem_n WHERE (idem_to IS NULL OR idem_to > " + T + ") AND (idem_lt IS NULL OR idem_from >= idem_lt)),\n" +
+		"idem_g AS (SELECT " + hk + ", bool_or(idem_from > " + F + " AND idem_from >= " + M + ") AS idem_sup FROM " + hist +
+		" WHERE (idem_from > " + F + " AND idem_from <= " + T + ") OR (idem_to > " + F + " AND idem_to <= " + T + ") GROUP BY " + hk + "),\n" +
+		"idem_gone AS (SELECT c.* FROM idem_g AS c ANTI JOIN idem_up AS u ON " + strings.Join(eq, " AND ") + "),\n" +
+		"idem_f AS (SELECT h.*, g.idem_sup FROM " + hist + " AS h JOIN idem_gone AS g ON " + keyMatch(f.Key, "h", "g") + " WHERE h.idem_from <= " + F + "),\n" +
+		"idem_fl AS (SELECT " + hk + ", max(idem_from) AS idem_last FROM idem_f WHERE idem_from >= " + M + " GROUP BY " + hk + "),\n" +
+		"idem_del AS (SELECT " + strings.Join(hl, ", ") + " FROM idem_f AS h LEFT JOIN idem_fl AS l ON " + keyMatch(f.Key, "h", "l") +
+		" WHERE (h.idem_to IS NULL OR h.idem_to > " + F + ") AND (l.idem_last IS NULL OR h.idem_from >= l.idem_last) AND (h.idem_sup OR h.idem_to <= " + T + "))\n" +
+		"SELECT *, 'upsert' AS idem_op FROM idem_up\nUNION ALL\nSELECT *, 'delete' AS idem_op FROM idem_del\nORDER BY " + hk
 }

@@ -191,28 +191,45 @@ func (c *histChain) check(t *testing.T, step string) {
 					continue
 				}
 				before, after := byKey(a), byKey(b)
-				want := []string{}
-				for k, r := range after {
-					// A row is an upsert when it began after a: its key's
-					// row changed at some snapshot in (a, b], even if back
-					// to what it was at a (a rollback's rows are new ones).
-					began := false
-					for s := a + 1; s <= b; s++ {
-						began = began || byKey(s - 1)[k] != byKey(s)[k]
+				// A key's row began after a when it changed at some
+				// snapshot in (a, b], even back to what it was at a (a
+				// rollback's rows are new ones).
+				began := map[string]bool{}
+				for s := a + 1; s <= b; s++ {
+					prev, cur := byKey(s-1), byKey(s)
+					for k := range cur {
+						began[k] = began[k] || prev[k] != cur[k]
 					}
-					if began {
+					for k := range prev {
+						began[k] = began[k] || prev[k] != cur[k]
+					}
+				}
+				// By key: the rows of b that began after a, and the rows
+				// of a whose key is gone at b. Without a key: the rows of
+				// b that began after a, and the rows of a that ended.
+				want, wantAll := []string{}, []string{}
+				for k, r := range after {
+					if began[k] {
 						want = append(want, r+"|upsert")
+						wantAll = append(wantAll, r+"|upsert")
 					}
 				}
 				for k, r := range before {
 					if _, ok := after[k]; !ok {
 						want = append(want, r+"|delete")
 					}
+					if began[k] {
+						wantAll = append(wantAll, r+"|delete")
+					}
 				}
 				slices.Sort(want)
+				slices.Sort(wantAll)
 				q, err := catalog.ChangesSelect(ctx, c.db.SQL(), name, row.Columns, []string{"entity_id"}, a, b)
 				require.NoError(t, err)
-				require.Equal(t, want, c.rows(t, q), "%s: %s: changes %d-%d", step, name, a, b)
+				require.Equal(t, want, c.rows(t, q), "%s: %s: changes %d-%d by key", step, name, a, b)
+				q, err = catalog.ChangesSelect(ctx, c.db.SQL(), name, row.Columns, nil, a, b)
+				require.NoError(t, err)
+				require.Equal(t, wantAll, c.rows(t, q), "%s: %s: changes %d-%d without a key", step, name, a, b)
 			}
 		}
 	}
