@@ -118,7 +118,13 @@ func changesByKeySQL(j string, names []string, f *historyFormat, from, to int64)
 		eq[i] = "c." + k + " = u." + k
 	}
 	F, T, M := fmt.Sprint(from), fmt.Sprint(to), fmt.Sprint(f.Since)
-	return "WITH idem_n AS (SELECT " + list + ", idem_from, idem_to, max(idem_from) FILTER (WHERE idem_from >= " + M + ") OVER (PARTITION BY " + hk + ") AS idem_lt FROM " + hist +
+	// Rows that began in one snapshot supersede none of each other: no
+	// window (a sort of every changed row) is needed.
+	last := "max(idem_from) FILTER (WHERE idem_from >= " + M + ") OVER (PARTITION BY " + hk + ")"
+	if to == from+1 {
+		last = "CAST(NULL AS BIGINT)"
+	}
+	return "WITH idem_n AS (SELECT " + list + ", idem_from, idem_to, " + last + " AS idem_lt FROM " + hist +
 		" WHERE idem_from > " + F + " AND idem_from <= " + T + "),\n" +
 		"idem_up AS (SELECT " + list + " FROM idem_n WHERE (idem_to IS NULL OR idem_to > " + T + ") AND (idem_lt IS NULL OR idem_from >= idem_lt)),\n" +
 		"idem_g AS (SELECT " + hk + ", bool_or(idem_from > " + F + " AND idem_from >= " + M + ") AS idem_sup FROM " + hist +
