@@ -234,9 +234,10 @@ type sseSession struct {
 	retry    time.Duration // the server's retry:, when hasRetry
 	hasRetry bool
 
-	mu      sync.Mutex
-	failing time.Time // when the failures in a row began; zero when connected
-	lastErr error
+	mu        sync.Mutex
+	failing   time.Time // when the failures in a row began; zero when connected
+	lastErr   error
+	connected bool // it has connected once
 }
 
 func (r *SSEReader) startSession(after int64) *sseSession {
@@ -257,12 +258,13 @@ func (s *sseSession) stop() {
 	<-s.done
 }
 
-// failingSince returns the last connection error when the server has not
-// been read since before t.
+// failingSince returns the last connection error when every connection
+// attempt since t failed, or since the session began when it has never
+// connected.
 func (s *sseSession) failingSince(t time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.failing.IsZero() || s.failing.After(t) {
+	if s.failing.IsZero() || (s.failing.After(t) && s.connected) {
 		return nil
 	}
 	return s.lastErr
@@ -279,7 +281,7 @@ func (s *sseSession) noteFailure(err error) {
 
 func (s *sseSession) noteConnected() {
 	s.mu.Lock()
-	s.failing, s.lastErr = time.Time{}, nil
+	s.failing, s.lastErr, s.connected = time.Time{}, nil, true
 	s.mu.Unlock()
 }
 
@@ -574,6 +576,9 @@ func (p *sseParser) next() (sseEvent, error) {
 			}
 			if ev.typ == "" {
 				ev.typ = "message"
+			}
+			if data == nil {
+				data = []byte{}
 			}
 			ev.data = data
 			return ev, nil
