@@ -47,6 +47,11 @@ type SSEOptions struct {
 	Buffer int
 	// MaxLine bounds one line of the stream in bytes (default 4 MiB).
 	MaxLine int
+	// IdleTimeout, when set, drops and reconnects a connection that gives
+	// no byte (not even a comment) for this long: a connection that died
+	// without a FIN would otherwise stay silent for ever. Set it above the
+	// server's heartbeat interval. Zero never drops an idle connection.
+	IdleTimeout time.Duration
 }
 
 // SSEReader is the StreamReader of a server-sent events feed ([input] kind
@@ -362,6 +367,8 @@ func backoff(min, max, retry time.Duration, hasRetry bool, failures int) time.Du
 // ends. gotNew reports whether it gave an event past the last one read.
 func (s *sseSession) connect(ctx context.Context) (gotNew bool, err error) {
 	url := s.r.url
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return false, &sseFatal{fmt.Errorf("sse %s: %w", url, err)}
@@ -376,8 +383,16 @@ func (s *sseSession) connect(ctx context.Context) (gotNew bool, err error) {
 	if s.lastRead >= 0 {
 		req.Header.Set("Last-Event-ID", strconv.FormatInt(s.lastRead, 10))
 	}
+	var idle *time.Timer
+	if d := s.r.opts.IdleTimeout; d > 0 {
+		idle = time.AfterFunc(d, func() { cancel(fmt.Errorf("nothing received for %s (IdleTimeout)", d)) })
+		defer idle.Stop()
+	}
 	resp, err := s.r.opts.Client.Do(req)
 	if err != nil {
+		if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
+			err = cause
+		}
 		return false, fmt.Errorf("sse %s: %w", url, err)
 	}
 	defer resp.Body.Close()
@@ -395,7 +410,11 @@ func (s *sseSession) connect(ctx context.Context) (gotNew bool, err error) {
 	}
 	s.noteConnected()
 
-	p := newSSEParser(resp.Body, s.r.opts.MaxLine)
+	var body io.Reader = resp.Body
+	if idle != nil {
+		body = &idleReader{r: resp.Body, idle: idle, d: s.r.opts.IdleTimeout}
+	}
+	p := newSSEParser(body, s.r.opts.MaxLine)
 	prev := int64(-1) // the last id on this connection
 	for {
 		ev, err := p.next()
@@ -408,6 +427,8 @@ func (s *sseSession) connect(ctx context.Context) (gotNew bool, err error) {
 			}
 			if err == io.EOF {
 				err = nil
+			} else if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
+				err = cause
 			}
 			if err != nil {
 				err = fmt.Errorf("sse %s: %w", url, err)
@@ -422,16 +443,37 @@ func (s *sseSession) connect(ctx context.Context) (gotNew bool, err error) {
 		if id <= s.lastRead {
 			continue // resent after a reconnect
 		}
+		if s.wanted(ev.typ) {
+			// Waiting for Read to take the event is not idleness.
+			if idle != nil {
+				idle.Stop()
+			}
+			select {
+			case s.events <- Record{Position: id, Value: ev.data}:
+			case <-ctx.Done():
+				return gotNew, ctx.Err()
+			}
+			if idle != nil {
+				idle.Reset(s.r.opts.IdleTimeout)
+			}
+		}
 		s.lastRead, gotNew = id, true
-		if !s.wanted(ev.typ) {
-			continue
-		}
-		select {
-		case s.events <- Record{Position: id, Value: ev.data}:
-		case <-ctx.Done():
-			return gotNew, ctx.Err()
-		}
 	}
+}
+
+// idleReader restarts the idle timer on every read that gives bytes.
+type idleReader struct {
+	r    io.Reader
+	idle *time.Timer
+	d    time.Duration
+}
+
+func (ir *idleReader) Read(b []byte) (int, error) {
+	n, err := ir.r.Read(b)
+	if n > 0 {
+		ir.idle.Reset(ir.d)
+	}
+	return n, err
 }
 
 // check returns ev's position, or the refusal of an event idem cannot

@@ -591,3 +591,76 @@ func TestSSECloseLeavesNoGoroutine(t *testing.T) {
 	require.NotContains(t, stacks, "sseSession")
 	require.LessOrEqual(t, runtime.NumGoroutine(), before, stacks)
 }
+
+// TestSSEIdleTimeout: a connection that goes silent is dropped and
+// reconnected; heartbeat comments keep it, and so does waiting for Read.
+func TestSSEIdleTimeout(t *testing.T) {
+	t.Parallel()
+	serve := func(heartbeat bool) (http.Handler, *sseFeed) {
+		f := &sseFeed{}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			f.mu.Lock()
+			f.headers = append(f.headers, r.Header.Get("Last-Event-ID"))
+			n := len(f.headers)
+			f.mu.Unlock()
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "id: %d\ndata: {}\n\n", n)
+			w.(http.Flusher).Flush()
+			for {
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(40 * time.Millisecond):
+				}
+				if heartbeat {
+					io.WriteString(w, ":\n")
+					w.(http.Flusher).Flush()
+				}
+			}
+		}), f
+	}
+	cases := []struct {
+		name      string
+		heartbeat bool
+		want      []int64
+		heads     []string
+	}{
+		{"silent connection reconnected", false, []int64{1, 2}, []string{"", "1"}},
+		{"heartbeats keep it", true, []int64{1}, []string{""}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			h, f := serve(c.heartbeat)
+			opts := fastSSE()
+			opts.IdleTimeout = 250 * time.Millisecond
+			r, _ := newTestSSE(t, h, opts)
+			recs, _, err := r.Read(context.Background(), nil, 2, 800*time.Millisecond)
+			require.NoError(t, err)
+			require.Equal(t, c.want, positions(recs))
+			require.Equal(t, c.heads, f.conns()[:len(c.heads)])
+			if c.heartbeat {
+				require.Len(t, f.conns(), 1)
+			}
+		})
+	}
+
+	t.Run("waiting for Read is not idle", func(t *testing.T) {
+		t.Parallel()
+		f := &sseFeed{n: 5}
+		opts := fastSSE()
+		opts.Buffer = 1
+		opts.IdleTimeout = 100 * time.Millisecond
+		r, _ := newTestSSE(t, f, opts)
+		recs, _, err := r.Read(context.Background(), nil, 1, 5*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, []int64{1}, positions(recs))
+		time.Sleep(400 * time.Millisecond)
+		recs, _, err = r.Read(context.Background(), map[string]int64{"": 2}, 4, 5*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, span(2, 5), positions(recs))
+		for _, h := range f.conns()[1:] {
+			require.Equal(t, "5", h, "a reconnect only once all 5 were read")
+		}
+	})
+}
