@@ -17,10 +17,10 @@ import (
 	"github.com/idem-dev/idem/runner/job"
 )
 
-// ErrSSEUnreachable is returned by SSEReader.Read when the server could not
-// be read at all for the whole of a Read: every connection attempt failed
-// (network error, 5xx, a connection dropped before its first event). The
-// reader keeps retrying; a later Read may succeed.
+// ErrSSEUnreachable is returned by SSEReader.Read when no record came and
+// no connection was made during the whole Read (or since its connection
+// dropped before the Read began): every attempt failed with a network error
+// or a 5xx. The reader keeps retrying; a later Read may succeed.
 var ErrSSEUnreachable = errors.New("sse server unreachable")
 
 // SSEOptions tune an SSEReader. The zero value is usable.
@@ -72,8 +72,11 @@ type SSEOptions struct {
 // an id that does not increase on one connection, and data that is not one
 // JSON object are refused (*job.RefusedError, guard "stream"): the position
 // or the record would be lost. Any other 4xx, or a response that is not
-// text/event-stream, is an error. HTTP 204 means the server says stop:
-// Read returns what was read, then nothing, and Stopped reports true.
+// text/event-stream, is an error. A Read that meets a refusal or error
+// returns no records, not even those before it, and the reader keeps
+// returning it (until a Read from an earlier next reconnects). HTTP 204
+// means the server says stop: Read returns what was read, then nothing at
+// once, and Stopped reports true.
 //
 // Read and Close may be called from different goroutines; Reads must not
 // overlap.
