@@ -46,6 +46,9 @@ a file is missing, extra or different).`,
 			case f.db == "" || out == "":
 				return a.fail(f.jsonOut, &job.UsageError{Msg: "backup needs --db PATH and --out DIR (or --verify DIR)"})
 			default:
+				if err := existingDB(f.db); err != nil {
+					return a.fail(f.jsonOut, err)
+				}
 				db, err := run.Open(cmd.Context(), f.db, f.openOptions(nil))
 				if err != nil {
 					return a.fail(f.jsonOut, err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/idem-dev/idem/runner/job"
 	"github.com/idem-dev/idem/runner/ops"
@@ -33,6 +34,9 @@ while compact runs.`,
 			if f.db == "" {
 				return a.fail(f.jsonOut, &job.UsageError{Msg: "compact needs --db PATH"})
 			}
+			if err := existingDB(f.db); err != nil {
+				return a.fail(f.jsonOut, err)
+			}
 			opts := f.openOptions(nil)
 			db, err := run.Open(cmd.Context(), f.db, opts)
 			if err != nil {
@@ -58,4 +62,13 @@ while compact runs.`,
 	f.register(cmd)
 	cmd.Flags().Lookup("db").Usage = "database file to compact (required; compact takes no job file)"
 	return cmd
+}
+
+// existingDB refuses (exit 2) a database path with no file: compact and
+// backup work on a database, they never create one.
+func existingDB(path string) error {
+	if _, err := os.Stat(path); err != nil {
+		return &job.UsageError{Msg: fmt.Sprintf("no database %s: %v", path, err)}
+	}
+	return nil
 }
