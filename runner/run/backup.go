@@ -48,7 +48,7 @@ func (d *DB) CopyFileTo(dst string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("copy %s: %w", d.path, err)
 	}
-	method, err := copyFile(d.path, dst)
+	method, err := d.copyTo(dst)
 	if after, serr := os.Stat(d.path); err == nil && (serr != nil || after.Size() != before.Size() ||
 		!after.ModTime().Equal(before.ModTime()) || hasWAL(d.path)) {
 		err = errors.New("the database changed during the copy")

@@ -101,7 +101,7 @@ func (d *DB) SwapIn(newPath, keep string, fault func(string)) error {
 		return fmt.Errorf("compact %s: %w", d.path, err)
 	}
 	defer f.Close() // releases compact's lock
-	if err := d.sql.Close(); err != nil {
+	if err := d.Close(); err != nil {
 		return fmt.Errorf("compact %s: close: %w", d.path, err)
 	}
 	lk := syscall.Flock_t{Type: syscall.F_WRLCK}
