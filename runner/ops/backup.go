@@ -296,6 +296,9 @@ func VerifyBackup(ctx context.Context, dir string) (*BackupResult, error) {
 	}
 	listed := map[string]bool{BackupManifestName: true}
 	for _, f := range m.Files {
+		if !filepath.IsLocal(filepath.FromSlash(f.Path)) {
+			return nil, job.Fatal(fmt.Errorf("verify backup %s: the manifest names %s, outside the folder", dir, f.Path))
+		}
 		listed[f.Path] = true
 		sum, size, err := source.SumFile(ctx, filepath.Join(dir, filepath.FromSlash(f.Path)), nil)
 		if err != nil {
