@@ -123,6 +123,8 @@ func TestJSONShapesMatchTheREADME(t *testing.T) {
 	outs["rerun"] = out("rerun", j.file, "--json")
 	outs["rollback"] = out("rollback", j.file, "--json", "--to-snapshot", "1")
 	outs["erase"] = out("erase", j.file, "--json", "--key", "account-1")
+	outs["compact"] = out("compact", "--db", j.db, "--json")
+	outs["backup"] = out("backup", "--db", j.db, "--out", filepath.Join(j.dir, "backup"), "--json")
 	outs["fence"] = out("fence", j.file, "--json")
 	outs["lint"] = out("lint", j.file, "--json")
 	outs["init"] = out("init", filepath.Join(t.TempDir(), "proj"), "--json")
