@@ -276,3 +276,68 @@ func TestExpireThirtyBatches(t *testing.T) {
 	require.Equal(t, 2, strings.Count(r.stdout, `"decision":"expired"`))
 	require.NoError(t, os.Remove(filepath.Join(dir, "s31.csv")))
 }
+
+// TestExpireKeepsDownstreamPin: in the chain vc → src → down (down applies
+// the changes of src between the snapshot it pinned and src's latest), src
+// keeps one snapshot. While down has not read past src's snapshot 1, src's
+// expiry keeps it (held_by down), so down's next incremental read gets
+// every change and ends as the same chain without retention does; once
+// down has read on, the old snapshot expires.
+func TestExpireKeepsDownstreamPin(t *testing.T) {
+	final := func(t *testing.T, keep bool) ([]string, []string) {
+		dir := t.TempDir()
+		upstreamApplyProject(t, dir)
+		db := filepath.Join(dir, "chain.duckdb")
+		jobs := filepath.Join(dir, "jobs")
+		src, down := filepath.Join(jobs, "src.toml"), filepath.Join(jobs, "down.toml")
+		if keep {
+			text, err := os.ReadFile(src)
+			require.NoError(t, err)
+			writeText(t, src, string(text)+"[retention]\nkeep_snapshots = 1\n")
+		}
+		code, out, errOut := cli(t, "run", jobs)
+		require.Equal(t, 0, code, out+errOut)
+		// Two more changes of vc and src that down does not read yet.
+		for i, change := range []string{
+			`{"change_id":"3","entity_id":"a","source_version":2,"operation":"upsert","value":"a2"}`,
+			`{"change_id":"4","entity_id":"b","source_version":2,"operation":"delete","value":null}`,
+		} {
+			writeFile(t, filepath.Join(dir, "changes", fmt.Sprintf("b%d.jsonl", i+2)), change+"\n")
+			for _, j := range []string{"vc", "src"} {
+				code, out, errOut := cli(t, "run", filepath.Join(jobs, j+".toml"))
+				require.Equal(t, 0, code, out+errOut)
+			}
+		}
+		if keep {
+			r := callIdem(t, "expire", src, "--json")
+			require.Equal(t, 0, r.code, r.stderr)
+			var res ops.ExpireResult
+			require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+			require.Equal(t, map[string]int64{"down": 1}, res.HeldBy)
+			require.Equal(t, int64(1), res.OldestKept, "down's next read starts at src snapshot 1")
+			require.Equal(t, int64(3), res.Latest)
+		}
+		code, out, errOut = cli(t, "run", down)
+		require.Equal(t, 0, code, out+errOut)
+		require.Contains(t, out, "upstream:src:1-3")
+		if keep {
+			r := callIdem(t, "expire", src, "--json")
+			require.Equal(t, 0, r.code, r.stderr)
+			require.Contains(t, r.stdout, `"oldest_kept":3`)
+			r = callIdem(t, "export", src, "--snapshot", "2", "--out", filepath.Join(dir, "src2.csv"))
+			require.Equal(t, job.ExitRefused, r.code)
+			require.Contains(t, r.stderr, "snapshot 2 of src expired (oldest kept: 3)")
+		}
+		return queryStrs(t, db, `SELECT entity_id || ' ' || coalesce(value, '') FROM down ORDER BY ALL`),
+			queryStrs(t, db, `SELECT entity_id || ' ' || idem_order FROM down_tombstones ORDER BY ALL`)
+	}
+	var rows, tombs [2][]string
+	for i, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keep=%v", keep), func(t *testing.T) {
+			rows[i], tombs[i] = final(t, keep)
+		})
+	}
+	require.Equal(t, []string{"a a2"}, rows[0])
+	require.Equal(t, rows[0], rows[1])
+	require.Equal(t, tombs[0], tombs[1])
+}
