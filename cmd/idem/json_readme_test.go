@@ -124,6 +124,8 @@ func TestJSONShapesMatchTheREADME(t *testing.T) {
 	outs["rollback"] = out("rollback", j.file, "--json", "--to-snapshot", "1")
 	outs["erase"] = out("erase", j.file, "--json", "--key", "account-1")
 	outs["fence"] = out("fence", j.file, "--json")
+	outs["expire"] = out("expire", j.file, "--json", "--keep-snapshots", "1", "--dry-run")
+	outs["du"] = out("du", j.file, "--json")
 	outs["lint"] = out("lint", j.file, "--json")
 	outs["init"] = out("init", filepath.Join(t.TempDir(), "proj"), "--json")
 	outs["version"] = out("version", "--json")
