@@ -46,7 +46,7 @@ what would be removed and changes nothing.`,
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().Int64Var(&keep, "keep-snapshots", 0, "keep the newest N snapshots (default: the job's [retention] keep_snapshots)")
+	cmd.Flags().Int64Var(&keep, "keep-snapshots", 0, "keep the newest `N` snapshots (default: the job's [retention] keep_snapshots)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be expired and change nothing")
 	return cmd
 }

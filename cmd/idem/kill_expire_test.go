@@ -115,6 +115,16 @@ keep_snapshots = 2
 	}
 	require.Len(t, storeFiles(t, db(refs[0])), 3+3, "A, B, C and three batches")
 	require.Len(t, storeFiles(t, db(refs[1])), 1+3, "A and three batches")
+	// The kept snapshot of the refresh job is still rebuilt from its
+	// inputs; an expired one is refused.
+	probe := filepath.Join(dir, "probe")
+	copyDir(t, refs[1], probe)
+	r := killCLI(t, probe, "", 0, "rerun", sample, "--db", db(probe), "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, `"reproduced":true`)
+	r = killCLI(t, probe, "", 0, "rerun", sample, "--db", db(probe), "--snapshot", "3")
+	require.Equal(t, 3, r.code, r.stderr)
+	require.Contains(t, r.stderr, "snapshot 3 of sample expired (oldest kept: 4)")
 
 	check := func(t *testing.T, k int, work string, r idemResult, fp point, how string) {
 		t.Helper()

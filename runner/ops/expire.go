@@ -64,6 +64,9 @@ type ExpireResult struct {
 	Packets     int64 `json:"packets"`
 	Inputs      int   `json:"inputs"`
 	InputBytes  int64 `json:"input_bytes"`
+	// Replica reports the read replica published after a standalone
+	// expiry ([duckdb] read_replica).
+	Replica *run.ReplicaInfo `json:"replica,omitempty"`
 }
 
 // ExpireAfterRun is the run.Expirer idem uses: the expiry of a job with
@@ -129,6 +132,7 @@ func Expire(ctx context.Context, d *run.DB, j *job.Job, opts ExpireOptions) (*Ex
 		opts.fault(run.FaultCheckpoint)
 		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
 		opts.fault(run.FaultAfterCheckpoint)
+		res.Replica = d.PublishReplica(ctx, opts.Fault)
 	}
 	return res, nil
 }
@@ -180,6 +184,11 @@ func planExpiry(ctx context.Context, q catalog.Querier, j *job.Job, keep int64) 
 	inputsFrom := max(neededFrom(j, snaps)(oldest), prev.InputsFrom)
 	pl.next = catalog.Retention{OldestKept: oldest, InputsFrom: inputsFrom}
 	res.OldestKept, res.InputsFrom, res.Expired = oldest, inputsFrom, oldest-prev.OldestKept
+	if pl.next == prev {
+		// Nothing newly due: the check after every run stops here,
+		// before reading the history.
+		return pl, nil
+	}
 
 	// History rows closed at or before the new oldest kept; those closed
 	// at or before the previous one are gone already.
