@@ -62,8 +62,8 @@ func (a *app) printDU(res *ops.DUResult) {
 	fmt.Fprintf(w, "  inputs        %10s  %d file(s)\n", byteText(b.Inputs), res.InputFiles)
 	fmt.Fprintf(w, "  checkpoints   %10s\n", byteText(b.Checkpoints))
 	fmt.Fprintf(w, "  total         %10s\n", byteText(b.Total))
-	fmt.Fprintf(w, "  database file %10s  (%s used, %s free blocks; tables estimated from %s)\n",
-		byteText(res.FileBytes), byteText(res.UsedBytes), byteText(res.FreeBytes), "pragma_storage_info")
+	fmt.Fprintf(w, "  database file %10s  (%s used, %s free blocks; all tables %s, estimated from pragma_storage_info)\n",
+		byteText(res.FileBytes), byteText(res.UsedBytes), byteText(res.FreeBytes), byteText(res.TablesBytes))
 	if len(res.Snapshots) > 0 {
 		fmt.Fprintf(w, "  expiring through snapshot S frees:\n")
 		fmt.Fprintf(w, "  %10s  %10s  %12s  %12s  %s\n", "snapshot", "frees", "history", "outcomes", "inputs")

@@ -19,11 +19,15 @@ type DUResult struct {
 	// FileBytes is the database file and its WAL on disk; UsedBytes and
 	// FreeBytes are DuckDB's used and free blocks of the file (freed
 	// blocks are reused before the file grows).
-	FileBytes int64  `json:"file_bytes"`
-	UsedBytes int64  `json:"used_bytes"`
-	FreeBytes int64  `json:"free_bytes"`
-	Estimate  string `json:"estimate"`
-	Latest    int64  `json:"latest"`
+	FileBytes int64 `json:"file_bytes"`
+	UsedBytes int64 `json:"used_bytes"`
+	FreeBytes int64 `json:"free_bytes"`
+	// TablesBytes is the estimate summed over every table of the
+	// database, to hold against UsedBytes: the difference is DuckDB's
+	// metadata and the estimate's error.
+	TablesBytes int64  `json:"tables_bytes"`
+	Estimate    string `json:"estimate"`
+	Latest      int64  `json:"latest"`
 	// OldestKept is the job's oldest readable snapshot; KeepSnapshots its
 	// [retention] keep_snapshots (0: none).
 	OldestKept    int64   `json:"oldest_kept"`
@@ -94,6 +98,9 @@ func DU(ctx context.Context, d *run.DB, j *job.Job) (*DUResult, error) {
 	res := &DUResult{Job: j.Name, Database: d.Path(), Estimate: DUEstimate, Latest: st.Snapshot,
 		OldestKept: ret.OldestKept, KeepSnapshots: j.Retention.KeepSnapshots, Snapshots: []DUSnapshot{},
 		UsedBytes: stor.UsedBlocks * stor.BlockSize, FreeBytes: stor.FreeBlocks * stor.BlockSize}
+	for _, n := range stor.Tables {
+		res.TablesBytes += n
+	}
 	for _, p := range []string{d.Path(), d.Path() + ".wal"} {
 		if fi, err := os.Stat(p); err == nil {
 			res.FileBytes += fi.Size()
