@@ -126,6 +126,8 @@ func TestJSONShapesMatchTheREADME(t *testing.T) {
 	outs["compact"] = out("compact", "--db", j.db, "--json")
 	outs["backup"] = out("backup", "--db", j.db, "--out", filepath.Join(j.dir, "backup"), "--json")
 	outs["fence"] = out("fence", j.file, "--json")
+	outs["expire"] = out("expire", j.file, "--json", "--keep-snapshots", "1", "--dry-run")
+	outs["du"] = out("du", j.file, "--json")
 	outs["lint"] = out("lint", j.file, "--json")
 	outs["init"] = out("init", filepath.Join(t.TempDir(), "proj"), "--json")
 	outs["version"] = out("version", "--json")

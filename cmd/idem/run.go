@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/ops"
 	"github.com/idem-dev/idem/runner/run"
 
 	"github.com/spf13/cobra"
@@ -40,7 +41,7 @@ upstream) picks jobs; --json prints one array, an object per job.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			one := func(a *app, j *job.Job) error {
-				opts := run.RunOptions{Input: input, BatchID: batchID, Fault: a.faultHook(f.path(j)), Progress: a.progress(pf)}
+				opts := run.RunOptions{Input: input, BatchID: batchID, Fault: a.faultHook(f.path(j)), Progress: a.progress(pf), Expire: ops.ExpireAfterRun}
 				if cmd.Flags().Changed("from") || cmd.Flags().Changed("to") {
 					if !cmd.Flags().Changed("from") || !cmd.Flags().Changed("to") {
 						return a.fail(f.jsonOut, &job.UsageError{Msg: "--from and --to go together"})
@@ -135,6 +136,12 @@ func (a *app) printResult(res *run.Result) {
 		fmt.Fprintf(w, "  ignored   %s ([input] extra_columns = \"ignore\")\n", strings.Join(res.IgnoredColumns, ", "))
 	}
 	fmt.Fprintf(w, "  job key   %s\n", res.JobKey)
+	if e := res.Expiry; e != nil && e.Error == "" && e.Expired > 0 {
+		fmt.Fprintf(w, "  expired   %d snapshot(s) (oldest kept: %d)\n", e.Expired, e.OldestKept)
+	}
+	if e := res.Expiry; e != nil && e.Error != "" {
+		fmt.Fprintf(a.stderr, "idem: warning: %s: the run committed; expiring old snapshots failed (the next run or idem expire retries): %s\n", res.Job, e.Error)
+	}
 	a.printReplica(res.Replica) // replica.go
 }
 

@@ -86,6 +86,9 @@ func replayUpstream(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job,
 // ref.Snapshot (its history) to a Parquet file, after checking that the
 // snapshot is the one the downstream pinned (same job key).
 func exportUpstream(ctx context.Context, d *run.DB, ref job.UpstreamRef, out string) error {
+	if err := catalog.CheckNotExpired(ctx, d.SQL(), ref.Job, ref.Snapshot); err != nil {
+		return fmt.Errorf("upstream %s: %w", ref.Job, err)
+	}
 	up, err := catalog.ReadSnapshot(ctx, d.SQL(), ref.Job, ref.Snapshot)
 	if err != nil {
 		return fmt.Errorf("upstream %s: %w", ref.Job, err)

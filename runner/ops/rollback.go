@@ -90,6 +90,9 @@ func rollbackTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, to int64
 	if err := catalog.CheckOwners(ctx, tx, j, true); err != nil {
 		return nil, err
 	}
+	if err := catalog.CheckNotExpired(ctx, tx, j.Name, to); err != nil {
+		return nil, err
+	}
 	row, err := catalog.ReadSnapshot(ctx, tx, j.Name, to)
 	if err != nil {
 		return nil, err

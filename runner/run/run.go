@@ -50,6 +50,42 @@ type RunOptions struct {
 	// Source is what the run reads; nil reads the job's [input] (or
 	// Input). RunFiles, RunChunks and rerun pass files already listed.
 	Source source.Input
+
+	// Expire, when set, is called after a run of a job with [retention]
+	// keep_snapshots that committed or found nothing to commit, to expire
+	// its old snapshots in a transaction of its own (ops.ExpireAfterRun;
+	// a replay in a scratch database sets none). A kill between the run's
+	// COMMIT and the expiry's loses nothing: the next run finishes it.
+	Expire Expirer
+}
+
+// Expirer expires the old snapshots of job j ([retention] keep_snapshots)
+// in a transaction of its own, passing fault the expiry's fault points.
+type Expirer func(ctx context.Context, d *DB, j *job.Job, fault func(string)) (*Expiry, error)
+
+// Expiry reports the expiry that followed a run.
+type Expiry struct {
+	// OldestKept is the job's oldest readable snapshot after it.
+	OldestKept int64 `json:"oldest_kept"`
+	// Expired counts the snapshots it expired (0: nothing was due).
+	Expired int64 `json:"expired"`
+	// Error says why it failed; the run's commit stands and the next run
+	// or idem expire retries it.
+	Error string `json:"error,omitempty"`
+}
+
+// expireAfter runs opts.Expire after a run (see RunOptions.Expire). Its
+// failure does not undo the run: it is reported in res.Expiry.
+func (d *DB) expireAfter(ctx context.Context, j *job.Job, opts RunOptions, res *Result) {
+	if opts.Expire == nil || j.Retention.KeepSnapshots <= 0 || res == nil {
+		return
+	}
+	e, err := opts.Expire(ctx, d, j, opts.Fault)
+	if err != nil {
+		res.Expiry = &Expiry{Error: err.Error()}
+		return
+	}
+	res.Expiry = e
 }
 
 // Result is what a run reports.
@@ -96,6 +132,9 @@ type Result struct {
 	// for a job without [target] partition_by.
 	Partitions []string `json:"partitions,omitempty"`
 	Repaired   []string `json:"repaired_partitions,omitempty"`
+	// Expiry reports the expiry of old snapshots that followed the run
+	// ([retention] keep_snapshots); absent without one.
+	Expiry *Expiry `json:"expiry,omitempty"`
 }
 
 // Prepared is everything a run computes before it opens its transaction.
@@ -259,6 +298,7 @@ func (d *DB) run(ctx context.Context, j *job.Job, opts RunOptions) (*Result, err
 			return nil, err
 		}
 		d.logNoCommit(j, p, res, opts)
+		d.expireAfter(ctx, j, opts, res) // finishes an expiry a kill cut short
 		return res, nil
 	}
 	_ = logRow
@@ -275,6 +315,7 @@ func (d *DB) run(ctx context.Context, j *job.Job, opts RunOptions) (*Result, err
 	for _, path := range p.scrubbed {
 		_ = os.Remove(path)
 	}
+	d.expireAfter(ctx, j, opts, res)
 	// Keep the WAL short: DuckDB replays it on open, and index DDL in a WAL
 	// has had replay bugs. A failure here does not undo the commit.
 	fault(opts, FaultCheckpoint)
