@@ -41,18 +41,18 @@ const FaultRerunExport = "rerun_export"
 // RerunResult reports a pinned re-run: the sha256 of the canonical export
 // (csv, key order) of the snapshot as stored and of the rebuilt target.
 type RerunResult struct {
-	Job        string      `json:"job"`
-	Reproduced bool        `json:"reproduced"`
-	Snapshot   int64       `json:"snapshot"`
-	SHA256     string      `json:"sha256"`
-	Rebuilt    string      `json:"rebuilt_sha256"`
-	Rows       int64       `json:"rows"`
-	Replayed   int         `json:"replayed"` // snapshots replayed in the scratch database
+	Job        string `json:"job"`
+	Reproduced bool   `json:"reproduced"`
+	Snapshot   int64  `json:"snapshot"`
+	SHA256     string `json:"sha256"`
+	Rebuilt    string `json:"rebuilt_sha256"`
+	Rows       int64  `json:"rows"`
+	Replayed   int    `json:"replayed"` // snapshots replayed in the scratch database
 	// FromCheckpoint is the snapshot of the checkpoint the rebuild
 	// started from (verified, then loaded); 0 when it replayed from the
 	// start.
-	FromCheckpoint int64 `json:"from_checkpoint"`
-	Diff       *DiffResult `json:"diff,omitempty"`
+	FromCheckpoint int64       `json:"from_checkpoint"`
+	Diff           *DiffResult `json:"diff,omitempty"`
 	// Upstream holds, with Deep, the reruns of the upstream snapshots the
 	// rebuilt snapshot pinned (each with its own upstreams).
 	Upstream []*RerunResult `json:"upstream,omitempty"`
