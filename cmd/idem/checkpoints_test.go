@@ -318,10 +318,10 @@ func TestRerunCheckpointErasureRollback(t *testing.T) {
 	require.NotEmpty(t, queryStrs(t, j.db, `SELECT entity_id FROM read_parquet(?) WHERE entity_id = ?`, j.part(j.checkpoints()[0], "target"), key))
 	r := callIdem(t, "erase", j.file, "--key", key) // 13
 	require.Equal(t, 0, r.code, r.stderr)
-	j.apply(13, "") // 14
+	j.apply(13, "")                                            // 14
 	r = callIdem(t, "rollback", j.file, "--to-snapshot", "12") // 15: a checkpoint
 	require.Equal(t, 0, r.code, r.stderr)
-	j.apply(14, "") // 16
+	j.apply(14, "")                                 // 16
 	r = callIdem(t, "erase", j.file, "--key", "e8") // 17
 	require.Equal(t, 0, r.code, r.stderr)
 	r = callIdem(t, "rollback", j.file, "--to-snapshot", "7") // 18: before checkpoints 10 and 15
