@@ -150,6 +150,11 @@ func CheckpointAtOrBefore(ctx context.Context, q Querier, jobName string, snapsh
 }
 
 func readCheckpoints(ctx context.Context, q Querier, query string, args ...any) ([]*Checkpoint, error) {
+	// A database from before idem.checkpoints, opened read-only (not
+	// bootstrapped), has none.
+	if ok, err := TableExists(ctx, q, "idem", "checkpoints"); err != nil || !ok {
+		return nil, err
+	}
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read checkpoints: %w", err)
