@@ -361,3 +361,26 @@ func TestRerunCheckpointErasureRollback(t *testing.T) {
 	require.Equal(t, 19, res.Replayed)
 	require.Equal(t, before, captureState(t, j.db))
 }
+
+// TestEraseDropsBrokenCheckpoint: an erasure is never blocked by a
+// checkpoint whose target file is gone: that checkpoint is deleted with the
+// files no other checkpoint names, and reruns start from the others.
+func TestEraseDropsBrokenCheckpoint(t *testing.T) {
+	j := newCheckpointJob(t, 5, 10)
+	for b := 1; b <= 10; b++ {
+		j.apply(b, "")
+	}
+	require.NoError(t, os.Remove(j.part(j.checkpoints()[0], "target")))
+	r := callIdem(t, "erase", j.file, "--key", "e7") // 11
+	require.Equal(t, 0, r.code, r.stderr)
+	cs := j.checkpoints()
+	require.Len(t, cs, 1)
+	require.Equal(t, int64(10), cs[0].Snapshot)
+	j.requireWhole()
+	res := j.rerun("--snapshot", "7")
+	require.Equal(t, 7, res.Replayed)
+	require.Zero(t, res.FromCheckpoint)
+	res = j.rerun()
+	require.Equal(t, 1, res.Replayed)
+	require.Equal(t, int64(10), res.FromCheckpoint)
+}

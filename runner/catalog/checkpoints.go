@@ -133,6 +133,24 @@ func ReplaceCheckpoint(ctx context.Context, q Querier, c Checkpoint) error {
 	return nil
 }
 
+// DeleteCheckpoint deletes the job's checkpoint row of snapshot. Its files
+// stay recorded in idem.inputs: the caller forgets those that no other
+// checkpoint names (CheckpointReferences).
+func DeleteCheckpoint(ctx context.Context, q Querier, jobName string, snapshot int64) error {
+	if _, err := q.ExecContext(ctx, `DELETE FROM idem.checkpoints WHERE job = ? AND snapshot = ?`, jobName, snapshot); err != nil {
+		return fmt.Errorf("delete checkpoint %d of %s: %w", snapshot, jobName, err)
+	}
+	return nil
+}
+
+// CheckpointReferences counts the checkpoint rows that name the stored
+// file sum (as a file or as their manifest).
+func CheckpointReferences(ctx context.Context, q Querier, sum string) (int, error) {
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT count(*) FROM idem.checkpoints WHERE sha256 = ? OR contains(files, ?)`, sum, sum).Scan(&n)
+	return n, err
+}
+
 // Checkpoints lists the job's checkpoints, oldest first.
 func Checkpoints(ctx context.Context, q Querier, jobName string) ([]*Checkpoint, error) {
 	return readCheckpoints(ctx, q, `SELECT job, snapshot, sha256, bytes, files FROM idem.checkpoints WHERE job = ? ORDER BY snapshot`, jobName)

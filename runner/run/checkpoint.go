@@ -137,9 +137,11 @@ func storeManifest(ctx context.Context, d *DB, tx *sql.Tx, c *catalog.Checkpoint
 // ScrubCheckpoints rewrites, inside an erasure's transaction tx, the
 // target file of every checkpoint of job j that holds rows of key (a value
 // of key column keyCol) without them, stores the new file and a new
-// manifest, and points the idem.checkpoints row at them. It returns the
-// files no checkpoint names any more (they held the subject), already
-// forgotten in idem.inputs: the caller deletes them after COMMIT.
+// manifest, and points the idem.checkpoints row at them. A checkpoint whose
+// target file is gone cannot be scrubbed and is deleted: an erasure is
+// never blocked by a checkpoint. It returns the files no checkpoint names
+// any more (they held the subject), already forgotten in idem.inputs: the
+// caller deletes them after COMMIT.
 func ScrubCheckpoints(ctx context.Context, d *DB, tx *sql.Tx, j *job.Job, keyCol, key string) ([]string, error) {
 	cs, err := catalog.Checkpoints(ctx, tx, j.Name)
 	if err != nil || len(cs) == 0 {
@@ -154,15 +156,19 @@ func ScrubCheckpoints(ctx context.Context, d *DB, tx *sql.Tx, j *job.Job, keyCol
 	// position comes from the outcomes, never from a checkpoint.
 	flt := source.KeyFilter(keyCol, keyCol, key)
 	rewritten := map[string]*source.RewrittenInput{}
-	var forget []string
+	var maybeStale []string
 	for _, c := range cs {
-		changed := false
+		changed, dropped := false, false
 		for i, f := range c.Files {
 			if f.Part != "target" {
 				continue
 			}
 			rw, done := rewritten[f.SHA256]
 			if !done {
+				if _, err := os.Stat(source.RetainedPath(d.path, f.SHA256)); err != nil {
+					dropped = true
+					break
+				}
 				rw, _, err = source.Rewrite(ctx, tx, d.path, catalog.InputRef{SHA256: f.SHA256, Bytes: f.Bytes, Name: fmt.Sprintf("checkpoint %d target", c.Snapshot)}, job.FormatParquet, flt)
 				if err != nil {
 					return nil, err
@@ -172,7 +178,7 @@ func ScrubCheckpoints(ctx context.Context, d *DB, tx *sql.Tx, j *job.Job, keyCol
 					if err := catalog.RecordInput(ctx, tx, rw.New, rw.Bytes); err != nil {
 						return nil, err
 					}
-					forget = append(forget, rw.Old)
+					maybeStale = append(maybeStale, rw.Old)
 				}
 			}
 			if rw != nil {
@@ -181,10 +187,20 @@ func ScrubCheckpoints(ctx context.Context, d *DB, tx *sql.Tx, j *job.Job, keyCol
 				changed = true
 			}
 		}
+		if dropped {
+			if err := catalog.DeleteCheckpoint(ctx, tx, j.Name, c.Snapshot); err != nil {
+				return nil, err
+			}
+			maybeStale = append(maybeStale, c.SHA256)
+			for _, f := range c.Files {
+				maybeStale = append(maybeStale, f.SHA256)
+			}
+			continue
+		}
 		if !changed {
 			continue
 		}
-		forget = append(forget, c.SHA256)
+		maybeStale = append(maybeStale, c.SHA256)
 		c.Bytes -= manifestBytes(c) // storeManifest adds the new one's
 		if err := storeManifest(ctx, d, tx, c, dir); err != nil {
 			return nil, err
@@ -194,7 +210,19 @@ func ScrubCheckpoints(ctx context.Context, d *DB, tx *sql.Tx, j *job.Job, keyCol
 		}
 	}
 	var stale []string
-	for _, sum := range forget {
+	seen := map[string]bool{}
+	for _, sum := range maybeStale {
+		if seen[sum] {
+			continue
+		}
+		seen[sum] = true
+		refs, err := catalog.CheckpointReferences(ctx, tx, sum)
+		if err != nil {
+			return nil, fmt.Errorf("erase: count references to checkpoint file: %w", err)
+		}
+		if refs > 0 {
+			continue
+		}
 		if err := catalog.ForgetInput(ctx, tx, sum); err != nil {
 			return nil, fmt.Errorf("erase: forget checkpoint file: %w", err)
 		}
