@@ -78,6 +78,7 @@ func run(ctx context.Context, entities, changes int64, batches, every int, dir, 
 			}
 			took[name] = append(took[name], time.Since(start))
 		}
+		fmt.Printf("batch %2d: %.2fs with checkpoint_every, %.2fs without\n", b, took["ckpt"][b-1].Seconds(), took["none"][b-1].Seconds())
 	}
 	var withC, withoutC, others, othersNone []float64
 	for i := range batches {
@@ -99,8 +100,12 @@ func run(ctx context.Context, entities, changes int64, batches, every int, dir, 
 	fmt.Printf("database + retained inputs: %s with checkpoints, %s without\n",
 		human(dirBytes(dir, "ckpt.duckdb")), human(dirBytes(dir, "none.duckdb")))
 	latest := int64(batches)
-	for _, s := range []int64{latest, latest - int64(every)/2} {
-		for _, args := range [][]string{{}, {"--from-start"}} {
+	for _, r := range []struct {
+		s    int64
+		args []string
+	}{{latest, nil}, {latest - int64(every)/2, nil}, {latest, []string{"--from-start"}}} {
+		s, args := r.s, r.args
+		{
 			start := time.Now()
 			cmd := exec.CommandContext(ctx, bin, append([]string{"rerun", jobs["ckpt"], "--snapshot", fmt.Sprint(s), "--json", "--quiet"}, args...)...)
 			out, err := cmd.Output()
