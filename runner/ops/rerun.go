@@ -67,7 +67,11 @@ type RerunResult struct {
 // ids and bounds (erasures and rollbacks included); a refresh job replays
 // from its last load at or before S. The SQL is read through the job's
 // pipeline: a version whose files no longer match the recorded sha256 is
-// refused (ErrRefused). The database itself is only read.
+// refused (ErrRefused). Unless opts.FromStart, an apply job starts from the
+// checkpoint RerunStart names: its files are verified first (a changed or
+// missing one is refused, ErrRefused, naming it), it is loaded into the
+// scratch database, and only the snapshots after it are replayed. The
+// database itself is only read.
 func Rerun(ctx context.Context, d *run.DB, j *job.Job, opts RerunOptions) (*RerunResult, error) {
 	s, _, err := catalog.ResolveSnapshot(ctx, d.SQL(), j.Name, opts.Snapshot)
 	if err != nil {
@@ -128,7 +132,6 @@ func Rerun(ctx context.Context, d *run.DB, j *job.Job, opts RerunOptions) (*Reru
 	defer scratch.Close()
 
 	if ckpt != nil {
-		jobs = jobs[len(jobs)-len(chain):]
 		if err := scratch.LoadCheckpoint(ctx, d.Path(), ckptJob, ckpt); err != nil {
 			return nil, fmt.Errorf("rerun: %w", err)
 		}
