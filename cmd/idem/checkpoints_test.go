@@ -268,17 +268,34 @@ func TestRerunFromStartMissingInput(t *testing.T) {
 	require.Equal(t, int64(5), res.FromCheckpoint)
 }
 
-// TestCheckpointKill: a run SIGKILLed once its checkpoint's files are in
-// the store, before COMMIT, leaves the database as before the run (no
-// checkpoint row) and files no row names; the next run sweeps them,
-// commits the batch with its checkpoint, and a rerun starts from it.
+// TestCheckpointKill: a run, an erasure or a rollback SIGKILLed once the
+// checkpoint's files are in the store, before COMMIT, leaves the database as
+// before (no checkpoint row) and files no row names; the same command run
+// again sweeps them and commits the snapshot with its checkpoint, and a
+// rerun starts from it.
 func TestCheckpointKill(t *testing.T) {
 	j := newCheckpointJob(t, 5, 6)
 	for b := 1; b <= 4; b++ {
 		j.apply(b, "")
 	}
-	for _, point := range []string{run.FaultCheckpointFiles, run.FaultBeforeCommit} {
-		t.Run(point, func(t *testing.T) {
+	for _, tc := range []struct {
+		name, fault string
+		args        func(w *ckptJob) []string
+	}{
+		{"run/" + run.FaultCheckpointFiles, run.FaultCheckpointFiles, func(w *ckptJob) []string {
+			return []string{"run", w.file, "--input", filepath.Join(w.dir, "b5.jsonl")}
+		}},
+		{"run/" + run.FaultBeforeCommit, run.FaultBeforeCommit, func(w *ckptJob) []string {
+			return []string{"run", w.file, "--input", filepath.Join(w.dir, "b5.jsonl")}
+		}},
+		{"rollback/" + run.FaultCheckpointFiles, run.FaultCheckpointFiles, func(w *ckptJob) []string {
+			return []string{"rollback", w.file, "--to-snapshot", "2"}
+		}},
+		{"erase/" + run.FaultCheckpointFiles, run.FaultCheckpointFiles, func(w *ckptJob) []string {
+			return []string{"erase", w.file, "--key", "e7"}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			w := &ckptJob{t: t, dir: filepath.Join(t.TempDir(), "w")}
 			copyDir(t, j.dir, w.dir)
 			w.db, w.file = filepath.Join(w.dir, "ck.duckdb"), filepath.Join(w.dir, "job.toml")
@@ -286,15 +303,16 @@ func TestCheckpointKill(t *testing.T) {
 			require.NoError(t, err)
 			writeText(t, w.file, strings.Replace(string(text), j.db, w.db, 1))
 			before := captureState(t, w.db)
-			r := runCLI(t, w.dir, point, "run", w.file, "--input", filepath.Join(w.dir, "b5.jsonl"))
-			require.True(t, r.killed, "IDEM_FAULT=%s: not killed (exit %d) %s", point, r.code, r.stderr)
-			require.Equal(t, before, captureState(t, w.db), "a run killed before COMMIT changed the database")
+			r := runCLI(t, w.dir, tc.fault, tc.args(w)...)
+			require.True(t, r.killed, "IDEM_FAULT=%s: not killed (exit %d) %s", tc.fault, r.code, r.stderr)
+			require.Equal(t, before, captureState(t, w.db), "a command killed before COMMIT changed the database")
 			require.Empty(t, w.checkpoints())
 
-			res := w.apply(5, "")
-			require.Equal(t, int64(5), res.Snapshot)
+			r = callIdem(t, tc.args(w)...)
+			require.Equal(t, 0, r.code, r.stderr)
+			require.Equal(t, []int64{5}, queryInts(t, w.db, `SELECT snapshot FROM idem.jobs`))
 			require.Len(t, w.checkpoints(), 1)
-			w.requireWhole() // the killed run's files are swept
+			w.requireWhole() // the killed command's files are swept
 			rr := w.rerun()
 			require.Equal(t, 0, rr.Replayed)
 			require.Equal(t, int64(5), rr.FromCheckpoint)
