@@ -50,3 +50,25 @@ func RerunStart(ctx context.Context, q catalog.Querier, j *job.Job, snapshot int
 	}
 	return nil, nil
 }
+
+// RerunNeeds is what a rerun of snapshot of job j reads besides the
+// database: the checkpoint it starts from (nil: none, it replays from the
+// first snapshot) and the retained inputs of the snapshots it replays
+// after it. Expiry keeps these for every kept snapshot.
+func RerunNeeds(ctx context.Context, q catalog.Querier, j *job.Job, snapshot int64) (*catalog.Checkpoint, []catalog.InputRef, error) {
+	snaps, err := catalog.ReadSnapshots(ctx, q, j.Name, snapshot)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := RerunStart(ctx, q, j, snapshot, snaps)
+	if err != nil {
+		return nil, nil, err
+	}
+	var inputs []catalog.InputRef
+	for _, row := range replayChain(j, snaps) {
+		if c == nil || row.Snapshot > c.Snapshot {
+			inputs = append(inputs, row.Inputs.Files...)
+		}
+	}
+	return c, inputs, nil
+}
