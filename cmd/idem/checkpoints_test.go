@@ -179,6 +179,18 @@ func TestRerunFromCheckpoint(t *testing.T) {
 			require.Equal(t, tc.from, res.FromCheckpoint)
 		})
 	}
+	// What a rerun of 27 reads: checkpoint 25 and the inputs of 26 and 27.
+	db, err := run.Open(t.Context(), j.db, run.OpenOptions{ReadOnly: true})
+	require.NoError(t, err)
+	jb, err := loadJob(j.file)
+	require.NoError(t, err)
+	c, inputs, err := ops.RerunNeeds(t.Context(), db.SQL(), jb, 27)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	require.Equal(t, int64(25), c.Snapshot)
+	require.Len(t, inputs, 2)
+	require.Equal(t, []string{"b26.jsonl", "b27.jsonl"}, []string{inputs[0].Name, inputs[1].Name})
+
 	r := callIdem(t, "rerun", j.file, "--snapshot", "27")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "cs: snapshot 27 reproduced (2 snapshot(s) replayed from checkpoint 25)")
