@@ -24,6 +24,10 @@ import (
 	"time"
 
 	_ "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/idem-dev/idem/runner/catalog"
+	"github.com/idem-dev/idem/runner/run"
+	idemsql "github.com/idem-dev/idem/sql"
 )
 
 func main() {
@@ -32,15 +36,23 @@ func main() {
 	batches := flag.Int("batches", 30, "batches in all, the first included")
 	every := flag.Int("every", 5, "checkpoint_every")
 	dir := flag.String("dir", "", "work folder (default: a new temp folder)")
+	only := flag.String("measure", "", "only time WriteCheckpoint on the database of this job file (3 times, rolled back), e.g. DIR/none.toml after a run")
 	bin := flag.String("idem", "", "idem binary (default: go build ./cmd/idem into the work folder)")
 	flag.Parse()
-	if err := run(context.Background(), *entities, *changes, *batches, *every, *dir, *bin); err != nil {
+	if *only != "" {
+		if err := measureCheckpoint(context.Background(), *only); err != nil {
+			fmt.Fprintln(os.Stderr, "checkpoint-bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := bench(context.Background(), *entities, *changes, *batches, *every, *dir, *bin); err != nil {
 		fmt.Fprintln(os.Stderr, "checkpoint-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, entities, changes int64, batches, every int, dir, bin string) error {
+func bench(ctx context.Context, entities, changes int64, batches, every int, dir, bin string) error {
 	var err error
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "idem-checkpoint-bench-*"); err != nil {
@@ -221,4 +233,41 @@ func human(n int64) string {
 		return fmt.Sprintf("%.1f kB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// measureCheckpoint times run.WriteCheckpoint alone on the job's database
+// as it stands (its latest snapshot), in a transaction rolled back each
+// time: the cost a checkpoint adds to a run.
+func measureCheckpoint(ctx context.Context, jobFile string) error {
+	j, err := run.LoadJob(jobFile, idemsql.FS)
+	if err != nil {
+		return err
+	}
+	j.Retention.CheckpointEvery = 1
+	d, err := run.Open(ctx, j.Database, run.OpenOptions{})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	for rep := range 3 {
+		conn, tx, err := d.BeginPinned(ctx)
+		if err != nil {
+			return err
+		}
+		st, err := catalog.ReadState(ctx, tx, j.Name)
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		c, err := run.WriteCheckpoint(ctx, d, tx, j, st.Snapshot, nil)
+		took := time.Since(start)
+		_ = tx.Rollback()
+		conn.Close()
+		if err != nil {
+			return err
+		}
+		rows, _ := catalog.CountRows(ctx, d.SQL(), j.Table)
+		fmt.Printf("checkpoint of snapshot %d (%d target rows): %.2fs, %s in %d files (rep %d)\n", st.Snapshot, rows, took.Seconds(), human(c.Bytes), len(c.Files)+1, rep+1)
+	}
+	return nil
 }
