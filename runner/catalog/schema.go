@@ -117,10 +117,18 @@ CREATE TABLE IF NOT EXISTS idem.erasures (
     snapshot   BIGINT,
     erased_at  TIMESTAMP
 );
+CREATE TABLE IF NOT EXISTS idem.checkpoints (
+    job        VARCHAR NOT NULL,
+    snapshot   BIGINT NOT NULL,
+    sha256     VARCHAR NOT NULL,
+    bytes      BIGINT NOT NULL,
+    files      VARCHAR NOT NULL,
+    created_at TIMESTAMP
+);
 `
 
 // idemTables is what bootstrap must find for an up-to-date database.
-var idemTables = []string{"meta", "jobs", "released", "ledger", "snapshots", "runs", "inputs", "erasures", "files", "commits", "owners", "packets", "retention"}
+var idemTables = []string{"meta", "jobs", "released", "ledger", "snapshots", "runs", "inputs", "erasures", "files", "commits", "owners", "packets", "retention", "checkpoints"}
 
 // Bootstrap creates idem's own tables in the database at path when any is
 // missing, in a transaction of its own, and checkpoints.

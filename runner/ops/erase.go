@@ -236,7 +236,17 @@ func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, opts EraseO
 	if err := catalog.RecordErasure(ctx, tx, j.Name, opts.Key, res.Position, res.Snapshot); err != nil {
 		return nil, nil, err
 	}
+	// Checkpoints hold the subject in their target rows: rewritten without
+	// it, the old files deleted after the commit like the inputs.
+	scrubbed, err := run.ScrubCheckpoints(ctx, d, tx, j, keyCol, opts.Key)
+	if err != nil {
+		return nil, nil, err
+	}
+	stale = append(stale, scrubbed...)
 	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, res.Snapshot, job.KindErase, catalog.SnapshotInputs{Files: []catalog.InputRef{}}, st.Key, st.PartsJSON()); err != nil {
+		return nil, nil, err
+	}
+	if _, err := run.WriteCheckpoint(ctx, d, tx, j, res.Snapshot, opts.Fault); err != nil {
 		return nil, nil, err
 	}
 	return res, stale, nil

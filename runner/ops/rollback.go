@@ -147,6 +147,9 @@ func rollbackTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, to int64
 	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, snapshot, job.KindRollback, inputs, row.JobKey, row.PartsJSON); err != nil {
 		return nil, err
 	}
+	if _, err := run.WriteCheckpoint(ctx, d, tx, j, snapshot, opts.Fault); err != nil {
+		return nil, err
+	}
 	rows, err := catalog.CountRows(ctx, tx, j.Table)
 	if err != nil {
 		return nil, err

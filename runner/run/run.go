@@ -366,6 +366,7 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, opt
 		r.history,    // scrub erased rows, history, rows written
 		r.packet,     // the release packet (packet.go)
 		r.commitRows, // ledger, snapshot, state, run log and file rows
+		r.checkpoint, // [retention] checkpoint_every: the state's image (checkpoint.go)
 	} {
 		more, err := phase(ctx)
 		if err != nil {
