@@ -16,7 +16,7 @@ import (
 // run.Checkpointed). A rerun of snapshot needs the checkpoint's files and
 // the retained inputs of the snapshots after it.
 func RerunStart(ctx context.Context, q catalog.Querier, j *job.Job, snapshot int64, chain []*catalog.SnapshotRow) (*catalog.Checkpoint, error) {
-	if j.Pipeline.Mode != job.ModeApply || j.IsModel() || !j.ReadsFiles() {
+	if !checkpointed(j) {
 		return nil, nil
 	}
 	cs, err := catalog.Checkpoints(ctx, q, j.Name)
@@ -28,6 +28,18 @@ func RerunStart(ctx context.Context, q catalog.Querier, j *job.Job, snapshot int
 			return nil, err
 		}
 	}
+	return rerunStartIn(cs, chain, snapshot), nil
+}
+
+// checkpointed says a rerun of job j may start from a checkpoint: an apply
+// job that reads files (see run.Checkpointed).
+func checkpointed(j *job.Job) bool {
+	return j.Pipeline.Mode == job.ModeApply && !j.IsModel() && j.ReadsFiles()
+}
+
+// rerunStartIn is RerunStart over the job's checkpoints cs (oldest first)
+// and its snapshot rows up to snapshot.
+func rerunStartIn(cs []*catalog.Checkpoint, chain []*catalog.SnapshotRow, snapshot int64) *catalog.Checkpoint {
 	present := map[int64]bool{}
 	for _, row := range chain {
 		present[row.Snapshot] = true
@@ -39,16 +51,16 @@ func RerunStart(ctx context.Context, q catalog.Querier, j *job.Job, snapshot int
 		}
 		ok := true
 		for _, row := range chain {
-			if row.Snapshot > c.Snapshot && row.Kind == job.KindRollback && row.Inputs.RollbackTo != nil && *row.Inputs.RollbackTo < c.Snapshot {
+			if row.Snapshot > c.Snapshot && row.Snapshot <= snapshot && row.Kind == job.KindRollback && row.Inputs.RollbackTo != nil && *row.Inputs.RollbackTo < c.Snapshot {
 				ok = false
 				break
 			}
 		}
 		if ok {
-			return c, nil
+			return c
 		}
 	}
-	return nil, nil
+	return nil
 }
 
 // RerunNeeds is what a rerun of snapshot of job j reads besides the

@@ -191,7 +191,11 @@ func expiryFrees(ctx context.Context, q catalog.Querier, j *job.Job, latest int6
 		}
 		return bytes * n / rows
 	}
-	needed := neededFrom(j, snaps)
+	cps, err := catalog.Checkpoints(ctx, q, j.Name)
+	if err != nil {
+		return nil, err
+	}
+	needed := neededFrom(j, snaps, cps)
 	out := []DUSnapshot{}
 	for s := ret.OldestKept; s < latest; s++ {
 		e := DUSnapshot{Snapshot: s}

@@ -64,6 +64,10 @@ type ExpireResult struct {
 	Packets     int64 `json:"packets"`
 	Inputs      int   `json:"inputs"`
 	InputBytes  int64 `json:"input_bytes"`
+	// Checkpoints are the checkpoints older than OldestKept that no rerun
+	// of a kept snapshot starts from, and their bytes.
+	Checkpoints     int   `json:"checkpoints"`
+	CheckpointBytes int64 `json:"checkpoint_bytes"`
 	// Replica reports the read replica published after a standalone
 	// expiry ([duckdb] read_replica).
 	Replica *run.ReplicaInfo `json:"replica,omitempty"`
@@ -143,6 +147,8 @@ type expiryPlan struct {
 	prev   catalog.Retention
 	next   catalog.Retention
 	forget []string // retained inputs to forget
+	// checkpoints no rerun of a kept snapshot starts from
+	checkpoints []*catalog.Checkpoint
 }
 
 // planExpiry reads everything the expiry of job j keeping keep snapshots
@@ -181,7 +187,11 @@ func planExpiry(ctx context.Context, q catalog.Querier, j *job.Job, keep int64) 
 	if err != nil {
 		return nil, err
 	}
-	inputsFrom := max(neededFrom(j, snaps)(oldest), prev.InputsFrom)
+	cps, err := catalog.Checkpoints(ctx, q, j.Name)
+	if err != nil {
+		return nil, err
+	}
+	inputsFrom := max(neededFrom(j, snaps, cps)(oldest), prev.InputsFrom)
 	pl.next = catalog.Retention{OldestKept: oldest, InputsFrom: inputsFrom}
 	res.OldestKept, res.InputsFrom, res.Expired = oldest, inputsFrom, oldest-prev.OldestKept
 	if pl.next == prev {
@@ -223,6 +233,11 @@ func planExpiry(ctx context.Context, q catalog.Querier, j *job.Job, keep int64) 
 	}
 	pl.forget, res.InputBytes = expirableInputs(snaps, inputsFrom, elsewhere, sizes)
 	res.Inputs = len(pl.forget)
+	pl.checkpoints = expirableCheckpoints(j, snaps, cps, oldest)
+	for _, c := range pl.checkpoints {
+		res.Checkpoints++
+		res.CheckpointBytes += c.Bytes
+	}
 	return pl, nil
 }
 
@@ -241,11 +256,14 @@ func (pl *expiryPlan) apply(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 	if err := catalog.ForgetInputs(ctx, tx, pl.forget); err != nil {
 		return err
 	}
+	if err := forgetCheckpoints(ctx, tx, j, pl.checkpoints); err != nil {
+		return err
+	}
 	if err := catalog.WriteRetention(ctx, tx, j.Name, pl.next); err != nil {
 		return err
 	}
-	msg := fmt.Sprintf("expired snapshots %d-%d (oldest kept: %d); %d history rows, %d outcome rows, %d retained inputs",
-		pl.prev.OldestKept, pl.next.OldestKept-1, oldest, pl.result.HistoryRows, pl.result.OutcomeRows, pl.result.Inputs)
+	msg := fmt.Sprintf("expired snapshots %d-%d (oldest kept: %d); %d history rows, %d outcome rows, %d retained inputs, %d checkpoints",
+		pl.prev.OldestKept, pl.next.OldestKept-1, oldest, pl.result.HistoryRows, pl.result.OutcomeRows, pl.result.Inputs, pl.result.Checkpoints)
 	if pl.result.Expired == 0 {
 		msg = fmt.Sprintf("forgot %d retained inputs no kept snapshot needs", pl.result.Inputs)
 	}
@@ -263,19 +281,22 @@ func (pl *expiryPlan) apply(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 // neededFrom says, for an oldest kept snapshot K, the first snapshot of
 // the job whose retained inputs a rerun of some kept snapshot (K and
 // after) still replays: the start of the replay chain of each kept
-// snapshot (replayChain), at the lowest. An apply job replays from
-// snapshot 1, so all its inputs stay; a refresh job from its last load of
+// snapshot, at the lowest. A rerun of an apply job that reads files starts
+// after the checkpoint RerunStart picks (cps: the job's checkpoints,
+// oldest first), else from snapshot 1; a refresh job from its last load of
 // the whole target at or before the snapshot (from 1 when a rollback
-// follows it). This is the one place that rule lives (checkpoints will
-// move the start of an apply job's chain). The returned function answers
-// any K in constant time (du asks for every kept snapshot).
-func neededFrom(j *job.Job, snaps []*catalog.SnapshotRow) func(oldestKept int64) int64 {
+// follows it). This is the one place that rule lives. The returned
+// function answers any K in constant time (du asks for every kept
+// snapshot).
+func neededFrom(j *job.Job, snaps []*catalog.SnapshotRow, cps []*catalog.Checkpoint) func(oldestKept int64) int64 {
 	// fromAt[i]: the lowest chain start of snaps[i:].
 	fromAt := make([]int64, len(snaps)+1)
 	fromAt[len(snaps)] = -1
 	for i := len(snaps) - 1; i >= 0; i-- {
 		start := snaps[i].Snapshot
-		if chain := replayChain(j, snaps[:i+1]); len(chain) > 0 {
+		if c := checkpointFor(j, cps, snaps[:i+1]); c != nil {
+			start = c.Snapshot + 1
+		} else if chain := replayChain(j, snaps[:i+1]); len(chain) > 0 {
 			start = chain[0].Snapshot
 		}
 		fromAt[i] = start
@@ -290,6 +311,69 @@ func neededFrom(j *job.Job, snaps []*catalog.SnapshotRow) func(oldestKept int64)
 		}
 		return min(fromAt[i], oldestKept)
 	}
+}
+
+// checkpointFor is the checkpoint a rerun of the last of snaps starts
+// from, nil when it replays from the start of its chain.
+func checkpointFor(j *job.Job, cps []*catalog.Checkpoint, snaps []*catalog.SnapshotRow) *catalog.Checkpoint {
+	if len(cps) == 0 || len(snaps) == 0 || !checkpointed(j) {
+		return nil
+	}
+	return rerunStartIn(cps, snaps, snaps[len(snaps)-1].Snapshot)
+}
+
+// expirableCheckpoints are the checkpoints older than the oldest kept
+// snapshot that no rerun of a kept snapshot starts from.
+func expirableCheckpoints(j *job.Job, snaps []*catalog.SnapshotRow, cps []*catalog.Checkpoint, oldestKept int64) []*catalog.Checkpoint {
+	used := map[int64]bool{}
+	for i, s := range snaps {
+		if s.Snapshot < oldestKept {
+			continue
+		}
+		if c := checkpointFor(j, cps, snaps[:i+1]); c != nil {
+			used[c.Snapshot] = true
+		}
+	}
+	var out []*catalog.Checkpoint
+	for _, c := range cps {
+		if c.Snapshot < oldestKept && !used[c.Snapshot] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// forgetCheckpoints deletes the checkpoints' rows, in tx, and forgets the
+// stored files (manifest and parts) that no remaining checkpoint of any
+// job names: the sweep after the commit deletes them.
+func forgetCheckpoints(ctx context.Context, tx *sql.Tx, j *job.Job, cps []*catalog.Checkpoint) error {
+	var sums []string
+	for _, c := range cps {
+		if err := catalog.DeleteCheckpoint(ctx, tx, j.Name, c.Snapshot); err != nil {
+			return err
+		}
+		sums = append(sums, c.SHA256)
+		for _, f := range c.Files {
+			sums = append(sums, f.SHA256)
+		}
+	}
+	var forget []string
+	seen := map[string]bool{}
+	for _, sum := range sums {
+		if seen[sum] {
+			continue
+		}
+		seen[sum] = true
+		n, err := catalog.CheckpointReferences(ctx, tx, sum)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			forget = append(forget, sum)
+		}
+	}
+	sort.Strings(forget)
+	return catalog.ForgetInputs(ctx, tx, forget)
 }
 
 // expirableInputs are the retained inputs (recorded in sizes) that
