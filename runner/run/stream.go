@@ -39,14 +39,14 @@ type StreamResult struct {
 	Job string `json:"job"`
 	// Decision is applied, already_committed or skipped (nothing past the
 	// committed positions: nothing written).
-	Decision string                `json:"decision"`
-	BatchID  string                `json:"batch_id"`
-	Snapshot int64                 `json:"snapshot"`
-	Records  int                   `json:"records"`
-	Replayed int                   `json:"replayed"`
-	Ranges   []source.StreamRange  `json:"ranges"`
-	RowsIn   int64                 `json:"rows_in"`
-	Outcomes map[string]int64      `json:"outcomes"`
+	Decision string               `json:"decision"`
+	BatchID  string               `json:"batch_id"`
+	Snapshot int64                `json:"snapshot"`
+	Records  int                  `json:"records"`
+	Replayed int                  `json:"replayed"`
+	Ranges   []source.StreamRange `json:"ranges"`
+	RowsIn   int64                `json:"rows_in"`
+	Outcomes map[string]int64     `json:"outcomes"`
 	// Positions are the committed next positions after the batch, per
 	// partition; Lag how many records each partition's log holds past
 	// them, when the reader knows its ends.

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// kafkaTopic is a kfake cluster (the real Kafka protocol, in process)
+// holding one topic of rides.
+type kafkaTopic struct {
+	t     *testing.T
+	addr  string
+	topic string
+	cl    *kgo.Client
+	c     *kfake.Cluster
+}
+
+func startKafka(t *testing.T, partitions int) *kafkaTopic {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(partitions), "rides"))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	addr := c.ListenAddrs()[0]
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	return &kafkaTopic{t: t, addr: addr, topic: "rides", cl: cl, c: c}
+}
+
+// rideChange is message i of the rides topic: a change of entity e<i%entities>
+// at version i, in partition entity%partitions so that one entity's changes
+// stay in order.
+func rideChange(i, entities, partitions int) *kgo.Record {
+	e := i % entities
+	v := fmt.Sprintf(`{"change_id":"c%d","entity_id":"e%d","source_version":%d,"operation":"upsert","value":"v%d"}`, i, e, i, i)
+	return &kgo.Record{Topic: "rides", Partition: int32(e % partitions), Value: []byte(v)}
+}
+
+func (k *kafkaTopic) produce(recs ...*kgo.Record) {
+	k.t.Helper()
+	require.NoError(k.t, k.cl.ProduceSync(context.Background(), recs...).FirstErr())
+}
+
+// deleteBefore deletes partition p's records below offset (retention).
+func (k *kafkaTopic) deleteBefore(p int32, offset int64) {
+	k.t.Helper()
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = k.topic
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Partition, rp.Offset = p, offset
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 5000
+	resp, err := req.RequestWith(context.Background(), k.cl)
+	require.NoError(k.t, err)
+	require.Zero(k.t, resp.Topics[0].Partitions[0].ErrorCode)
+}
+
+// streamJobFile writes a versioned_changes job reading the topic.
+func (k *kafkaTopic) jobFile(dir string, extra string) string {
+	p := filepath.Join(dir, "rides.toml")
+	writeFile(k.t, p, fmt.Sprintf("name = \"rides\"\npipeline = \"versioned_changes\"\ntransform_version = 1\nschema_version = 1\ndatabase = \"rides.duckdb\"\n[input]\nkind = \"kafka\"\nbrokers = [%q]\ntopic = \"rides\"\nmax_wait = \"300ms\"\n%s[target]\ntable = \"rides\"\n", k.addr, extra))
+	return p
+}
+
+type batchLine struct {
+	Decision  string           `json:"decision"`
+	BatchID   string           `json:"batch_id"`
+	Snapshot  int64            `json:"snapshot"`
+	Records   int              `json:"records"`
+	Replayed  int              `json:"replayed"`
+	Positions map[string]int64 `json:"positions"`
+	Lag       map[string]int64 `json:"lag"`
+	Gap       string           `json:"gap"`
+}
+
+func batchLines(t *testing.T, stdout string) []batchLine {
+	t.Helper()
+	var out []batchLine
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		if l == "" {
+			continue
+		}
+		var b batchLine
+		require.NoError(t, json.Unmarshal([]byte(l), &b), l)
+		out = append(out, b)
+	}
+	return out
+}
+
+// TestStreamKafka: a run applies the records past the committed positions
+// as one batch named after its ranges, commits the positions with it, skips
+// when nothing is new, follows new records, and rerun rebuilds a stream
+// snapshot from its retained batch.
+func TestStreamKafka(t *testing.T) {
+	k := startKafka(t, 3)
+	dir := t.TempDir()
+	jobPath := k.jobFile(dir, "")
+	db := filepath.Join(dir, "rides.duckdb")
+	for i := range 30 {
+		k.produce(rideChange(i, 9, 3))
+	}
+	code, stdout, stderr := cli(t, "run", jobPath, "--json")
+	require.Equal(t, 0, code, stderr)
+	b := batchLines(t, stdout)
+	require.Len(t, b, 1)
+	require.Equal(t, "applied", b[0].Decision)
+	require.Equal(t, "rides:0:0-9,1:0-9,2:0-9", b[0].BatchID)
+	require.Equal(t, 30, b[0].Records)
+	require.Equal(t, map[string]int64{"0": 10, "1": 10, "2": 10}, b[0].Positions)
+	require.Equal(t, []string{"0 10 1", "1 10 1", "2 10 1"}, queryStrs(t, db, `SELECT concat_ws(' ', partition, next, snapshot) FROM idem.positions WHERE job = 'rides' ORDER BY partition`))
+	require.Equal(t, []int64{9}, queryInts(t, db, `SELECT count(*) FROM rides`))
+
+	// Nothing new: skipped, nothing written.
+	before := captureState(t, db)
+	code, stdout, stderr = cli(t, "run", jobPath)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "rides: skipped: nothing new past the committed positions")
+	require.Equal(t, before, captureState(t, db))
+
+	// --follow picks up new records until idle; the text shows rate and lag.
+	for i := 30; i < 36; i++ {
+		k.produce(rideChange(i, 9, 3))
+	}
+	code, stdout, stderr = cli(t, "run", jobPath, "--follow", "--idle-exit", "700ms")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "rides: applied rides:0:10-11,1:10-11,2:10-11 · snapshot 2 · 6 records")
+	require.Contains(t, stdout, "records/s · lag 0:0 1:0 2:0")
+	require.Equal(t, []int64{12, 12, 12}, queryInts(t, db, `SELECT next FROM idem.positions ORDER BY partition`))
+
+	// The batch was retained: rerun rebuilds snapshot 1 and proves it.
+	code, stdout, stderr = cli(t, "rerun", jobPath, "--snapshot", "1")
+	require.Equal(t, 0, code, stdout+stderr)
+
+	// A flag of files jobs is refused for a stream job.
+	code, _, stderr = cli(t, "run", jobPath, "--batch-id", "x")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--input, --batch-id, --from/--to and --partitions do not apply")
+}
+
+// TestStreamGap: records deleted before idem read them are refused with
+// exit 3, naming the partition and positions, with nothing written;
+// --allow-gap applies what is left and logs the gap.
+func TestStreamGap(t *testing.T) {
+	k := startKafka(t, 1)
+	dir := t.TempDir()
+	jobPath := k.jobFile(dir, "")
+	db := filepath.Join(dir, "rides.duckdb")
+	for i := range 10 {
+		k.produce(rideChange(i, 4, 1))
+	}
+	code, _, stderr := cli(t, "run", jobPath)
+	require.Equal(t, 0, code, stderr)
+	for i := 10; i < 20; i++ {
+		k.produce(rideChange(i, 4, 1))
+	}
+	k.deleteBefore(0, 15)
+	before := captureState(t, db)
+	code, _, stderr = cli(t, "run", jobPath, "--follow", "--idle-exit", "500ms")
+	require.Equal(t, 3, code, stderr)
+	require.Contains(t, stderr, "stream gap for job rides: partition 0: committed next position 10, first position the source holds 15 (5 records lost)")
+	require.Contains(t, stderr, "--allow-gap")
+	require.Equal(t, before, captureState(t, db))
+
+	code, stdout, stderr := cli(t, "run", jobPath, "--allow-gap", "--json")
+	require.Equal(t, 0, code, stderr)
+	b := batchLines(t, stdout)
+	require.Len(t, b, 1)
+	require.Equal(t, "rides:0:15-19", b[0].BatchID)
+	require.Equal(t, 5, b[0].Records)
+	require.Contains(t, b[0].Gap, "partition 0 positions 10-14 (5 records)")
+	require.Equal(t, []int64{20}, queryInts(t, db, `SELECT next FROM idem.positions`))
+	require.Equal(t, []string{"gap accepted (--allow-gap): the source no longer held partition 0 positions 10-14 (5 records)"},
+		queryStrs(t, db, `SELECT message FROM idem.runs WHERE batch_id = 'rides:0:15-19'`))
+}
