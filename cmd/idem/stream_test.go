@@ -42,11 +42,11 @@ func startKafka(t *testing.T, partitions int) *kafkaTopic {
 }
 
 // rideChange is message i of the rides topic: a change of entity e<i%entities>
-// at version i, in partition entity%partitions so that one entity's changes
+// at version i+1, in partition entity%partitions so that one entity's changes
 // stay in order.
 func rideChange(i, entities, partitions int) *kgo.Record {
 	e := i % entities
-	v := fmt.Sprintf(`{"change_id":"c%d","entity_id":"e%d","source_version":%d,"operation":"upsert","value":"v%d"}`, i, e, i, i)
+	v := fmt.Sprintf(`{"change_id":"c%d","entity_id":"e%d","source_version":%d,"operation":"upsert","value":"v%d"}`, i, e, i+1, i)
 	return &kgo.Record{Topic: "rides", Partition: int32(e % partitions), Value: []byte(v)}
 }
 
@@ -257,7 +257,7 @@ func foldRides(n, entities int) []string {
 	}
 	out := make([]string, 0, len(last))
 	for e, i := range last {
-		out = append(out, fmt.Sprintf("e%d %d v%d", e, i, i))
+		out = append(out, fmt.Sprintf("e%d %d v%d", e, i+1, i))
 	}
 	slices.Sort(out)
 	return out
