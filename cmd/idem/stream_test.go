@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -270,4 +271,36 @@ func logEnds(n, entities, partitions int) []int64 {
 		out[(i%entities)%partitions]++
 	}
 	return out
+}
+
+// TestRidesConfig runs configs/rides.toml as the README's "Streaming from
+// Kafka" does, its broker an in-process kfake cluster: the first run
+// applies, the second commits nothing, rerun reproduces the snapshot, lint
+// is clean.
+func TestRidesConfig(t *testing.T) {
+	k := startKafka(t, 3)
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	text, err := os.ReadFile(filepath.Join(root, "configs", "rides.toml"))
+	require.NoError(t, err)
+	require.Contains(t, string(text), `brokers = ["127.0.0.1:9092"]`)
+	dir := t.TempDir()
+	jobPath := filepath.Join(dir, "configs", "rides.toml")
+	writeFile(t, jobPath, strings.Replace(string(text), "127.0.0.1:9092", k.addr, 1))
+	for i := range 50 {
+		k.produce(rideChange(i, 10, 3))
+	}
+	db := filepath.Join(dir, "data", "rides.duckdb")
+	code, stdout, stderr := cli(t, "run", jobPath, "--json")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, "applied", batchLines(t, stdout)[0].Decision)
+	code, stdout, stderr = cli(t, "run", jobPath, "--json")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, "skipped", batchLines(t, stdout)[0].Decision)
+	code, stdout, stderr = cli(t, "rerun", jobPath, "--json")
+	require.Equal(t, 0, code, stdout+stderr)
+	require.Contains(t, stdout, `"reproduced":true`)
+	code, stdout, stderr = cli(t, "lint", jobPath)
+	require.Equal(t, 0, code, stdout+stderr)
+	require.Equal(t, []int64{10}, queryInts(t, db, `SELECT count(*) FROM rides`))
 }

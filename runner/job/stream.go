@@ -148,3 +148,7 @@ func (j *Job) applyStream(data []byte, md toml.MetaData, jf *jobFile) error {
 	j.Input.Format = FormatJSONL
 	return nil
 }
+
+// KeyLine is the line of key (e.g. "input", "max_wait") in job file data;
+// 0 when it is not found.
+func KeyLine(data []byte, key ...string) int { return keyLine(data, key) }
