@@ -23,8 +23,8 @@ type streamFlags struct {
 
 func (sf *streamFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&sf.follow, "follow", false, "stream job: keep applying batches until SIGINT/SIGTERM, --max-batches or --idle-exit")
-	cmd.Flags().IntVar(&sf.maxBatches, "max-batches", 0, "with --follow: stop after this many committed batches")
-	cmd.Flags().DurationVar(&sf.idleExit, "idle-exit", 0, "with --follow: stop after this long without a record (e.g. 30s)")
+	cmd.Flags().IntVar(&sf.maxBatches, "max-batches", 0, "with --follow: stop after `N` committed batches")
+	cmd.Flags().DurationVar(&sf.idleExit, "idle-exit", 0, "with --follow: stop after `D` without a record (e.g. 30s)")
 	cmd.Flags().BoolVar(&sf.allowGap, "allow-gap", false, "stream job: accept records the source deleted before they were read, and log the gap")
 }
 

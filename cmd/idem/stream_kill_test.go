@@ -56,7 +56,7 @@ func TestStreamKillFollow(t *testing.T) {
 	killed := 0
 	for i := 0; i < trials; i++ {
 		fault := faults[i%len(faults)]
-		delay := time.Duration(300+rng.IntN(1500)) * time.Millisecond
+		delay := time.Duration(300+rng.IntN(3700)) * time.Millisecond
 		r := runIdemCmd(t, exe, work, fault, delay, env, "run", jobPath, "--follow", "--json")
 		if r.killed {
 			killed++

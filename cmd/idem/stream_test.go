@@ -304,3 +304,52 @@ func TestRidesConfig(t *testing.T) {
 	require.Equal(t, 0, code, stdout+stderr)
 	require.Equal(t, []int64{10}, queryInts(t, db, `SELECT count(*) FROM rides`))
 }
+
+// TestStreamThroughput (IDEM_STREAM_BENCH=1; not part of CI) measures
+// records/s of run --follow from kfake into versioned_changes against the
+// same records applied from one JSONL file. IDEM_STREAM_BENCH_N sets the
+// number of records (default 100,000).
+func TestStreamThroughput(t *testing.T) {
+	if os.Getenv("IDEM_STREAM_BENCH") != "1" {
+		t.Skip("set IDEM_STREAM_BENCH=1 to measure stream throughput")
+	}
+	n := 100000
+	if s := os.Getenv("IDEM_STREAM_BENCH_N"); s != "" {
+		_, err := fmt.Sscan(s, &n)
+		require.NoError(t, err)
+	}
+	k := startKafka(t, 3)
+	var file strings.Builder
+	recs := make([]*kgo.Record, 0, 1000)
+	for i := range n {
+		r := rideChange(i, n/4+1, 3)
+		file.Write(r.Value)
+		file.WriteByte('\n')
+		recs = append(recs, r)
+		if len(recs) == cap(recs) || i == n-1 {
+			k.produce(recs...)
+			recs = recs[:0]
+		}
+	}
+	dir := t.TempDir()
+	start := time.Now()
+	code, stdout, stderr := cli(t, "run", k.jobFile(dir, ""), "--follow", "--idle-exit", "1s", "--json")
+	follow := time.Since(start) - time.Second // the idle wait at the end
+	require.Equal(t, 0, code, stderr)
+	got := 0
+	for _, b := range batchLines(t, stdout) {
+		got += b.Records
+	}
+	require.Equal(t, n, got)
+
+	in := filepath.Join(dir, "all.jsonl")
+	writeFile(t, in, file.String())
+	jobFile := filepath.Join(dir, "file.toml")
+	writeFile(t, jobFile, fmt.Sprintf("name = \"rides\"\npipeline = \"versioned_changes\"\ntransform_version = 1\nschema_version = 1\n[input]\npath = %q\n[target]\ntable = \"rides\"\n", in))
+	start = time.Now()
+	code, _, stderr = cli(t, "run", jobFile, "--db", filepath.Join(dir, "file.duckdb"), "--json")
+	once := time.Since(start)
+	require.Equal(t, 0, code, stderr)
+	t.Logf("%d records: --follow from kfake %.0f records/s (%s, %d batches); one JSONL file %.0f records/s (%s)",
+		n, float64(n)/follow.Seconds(), follow.Round(time.Millisecond), len(batchLines(t, stdout)), float64(n)/once.Seconds(), once.Round(time.Millisecond))
+}
