@@ -350,6 +350,19 @@ func TestStreamThroughput(t *testing.T) {
 	code, _, stderr = cli(t, "run", jobFile, "--db", filepath.Join(dir, "file.duckdb"), "--json")
 	once := time.Since(start)
 	require.Equal(t, 0, code, stderr)
-	t.Logf("%d records: --follow from kfake %.0f records/s (%s, %d batches); one JSONL file %.0f records/s (%s)",
-		n, float64(n)/follow.Seconds(), follow.Round(time.Millisecond), len(batchLines(t, stdout)), float64(n)/once.Seconds(), once.Round(time.Millisecond))
+	// The same records as JSONL files of 10,000 (the stream's batches).
+	lines := strings.SplitAfter(file.String(), "\n")
+	start = time.Now()
+	files := 0
+	for i := 0; i < n; i += 10000 {
+		p := filepath.Join(dir, fmt.Sprintf("part-%03d.jsonl", i/10000))
+		writeFile(t, p, strings.Join(lines[i:min(i+10000, n)], ""))
+		code, _, stderr = cli(t, "run", jobFile, "--db", filepath.Join(dir, "files.duckdb"), "--input", p)
+		require.Equal(t, 0, code, stderr)
+		files++
+	}
+	batched := time.Since(start)
+	t.Logf("%d records: --follow from kfake %.0f records/s (%s, %d batches); one JSONL file %.0f records/s (%s); %d JSONL files of 10,000 %.0f records/s (%s)",
+		n, float64(n)/follow.Seconds(), follow.Round(time.Millisecond), len(batchLines(t, stdout)), float64(n)/once.Seconds(), once.Round(time.Millisecond),
+		files, float64(n)/batched.Seconds(), batched.Round(time.Millisecond))
 }
