@@ -1,13 +1,18 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/idem-dev/idem/runner/job"
 	"github.com/idem-dev/idem/runner/run"
 	"github.com/idem-dev/idem/runner/source"
 )
@@ -365,4 +371,91 @@ func TestStreamThroughput(t *testing.T) {
 	t.Logf("%d records: --follow from kfake %.0f records/s (%s, %d batches); one JSONL file %.0f records/s (%s); %d JSONL files of 10,000 %.0f records/s (%s)",
 		n, float64(n)/follow.Seconds(), follow.Round(time.Millisecond), len(batchLines(t, stdout)), float64(n)/once.Seconds(), once.Round(time.Millisecond),
 		files, float64(n)/batched.Seconds(), batched.Round(time.Millisecond))
+}
+
+// TestStreamFollowSIGTERM: SIGTERM while a batch of run --follow waits to
+// commit rolls that batch back whole, and idem exits 0 with every idem
+// table as the committed batches left it.
+func TestStreamFollowSIGTERM(t *testing.T) {
+	k := startKafka(t, 1)
+	dir := t.TempDir()
+	jobPath := k.jobFile(dir, "")
+	db := filepath.Join(dir, "rides.duckdb")
+	for i := range 20 {
+		k.produce(rideChange(i, 5, 1))
+	}
+	code, _, stderr := cli(t, "run", jobPath)
+	require.Equal(t, 0, code, stderr)
+	for i := 20; i < 30; i++ {
+		k.produce(rideChange(i, 5, 1))
+	}
+	before := captureState(t, db)
+
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(exe, "run", jobPath, "--follow", "--json")
+	cmd.Env = append(os.Environ(), "IDEM_TEST_AS_CLI=1", "IDEM_FAULT=sleep:before_commit:3s")
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	errPipe, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	sc := bufio.NewScanner(errPipe)
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if strings.Contains(sc.Text(), "pausing") {
+			require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+			break
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, errPipe) }()
+	// The fault's pause is not interruptible; the canceled batch then
+	// rolls back instead of committing.
+	err = cmd.Wait()
+	require.NoError(t, err, "idem run --follow exits 0 after SIGTERM: %v", lines)
+	require.Empty(t, strings.TrimSpace(stdout.String()), "no batch committed")
+	require.Equal(t, before, captureState(t, db))
+	require.Equal(t, []int64{20}, queryInts(t, db, `SELECT next FROM idem.positions`))
+}
+
+// TestStreamPositionMovedIsRefused: a batch read from positions that are no
+// longer the committed ones (another batch committed since) is refused
+// inside the transaction, exit 3, with nothing written: it never applies
+// records twice.
+func TestStreamPositionMovedIsRefused(t *testing.T) {
+	k := startKafka(t, 1)
+	dir := t.TempDir()
+	jobPath := k.jobFile(dir, "")
+	dbPath := filepath.Join(dir, "rides.duckdb")
+	for i := range 20 {
+		k.produce(rideChange(i, 5, 1))
+	}
+	j, err := loadJob(jobPath)
+	require.NoError(t, err)
+	ctx := context.Background()
+	db, err := run.Open(ctx, dbPath, run.OpenOptions{})
+	require.NoError(t, err)
+	defer db.Close()
+	small := *j
+	small.Input.Stream.MaxRecords = 5
+	kr, err := source.NewKafkaReader(j.Input.Stream)
+	require.NoError(t, err)
+	defer kr.Close()
+	stale, err := source.ReadStreamBatch(ctx, db.SQL(), &small, kr, t.TempDir(), false)
+	require.NoError(t, err)
+	require.Equal(t, "rides:0:0-4", stale.ID)
+	_, err = db.RunStream(ctx, j, run.RunOptions{}, run.StreamOptions{})
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	before := captureState(t, dbPath)
+
+	db, err = run.Open(ctx, dbPath, run.OpenOptions{})
+	require.NoError(t, err)
+	_, err = db.Run(ctx, j, run.RunOptions{Source: &source.Stream{Job: j, Batch: stale}, BatchID: stale.ID})
+	require.Error(t, err)
+	require.Equal(t, 3, job.ExitCode(err))
+	require.Contains(t, err.Error(), "stream position of partition 0 moved from 0 to 20 since batch rides:0:0-4 was read")
+	require.NoError(t, db.Close())
+	require.Equal(t, before, captureState(t, dbPath))
 }

@@ -158,7 +158,7 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 	switch {
 	case input != nil:
 	case j.IsStream():
-		return nil, job.Usage("job %s reads a %s stream: run it with RunStream", j.Name, j.Input.Stream.Kind)
+		return nil, job.Usage("job %s reads a %s stream: only idem run reads it, a batch at a time from the committed positions", j.Name, j.Input.Stream.Kind)
 	case !j.ReadsFiles():
 		if opts.Input != "" {
 			return nil, job.Usage("--input: job %s reads upstream jobs ([input] upstream), not files", j.Name)
