@@ -150,9 +150,9 @@ func (k *KafkaReader) Read(ctx context.Context, next map[string]int64, max int, 
 			switch {
 			case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 			case errors.Is(err, kerr.OffsetOutOfRange):
-				// Retention deleted records while this read ran: a gap
-				// the caller refuses or accepts; this client stops.
-				gaps = append(gaps, Gap{Partition: strconv.Itoa(int(p)), From: k.pos[p], Next: k.pos[p] + 1})
+				// Retention deleted records after this read listed the
+				// partitions' first offsets: return what was read; the
+				// next read lists them again and reports the gap.
 				ferr = errOutOfRange
 			default:
 				if ferr == nil {
