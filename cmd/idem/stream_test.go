@@ -459,3 +459,22 @@ func TestStreamPositionMovedIsRefused(t *testing.T) {
 	require.NoError(t, db.Close())
 	require.Equal(t, before, captureState(t, dbPath))
 }
+
+// TestStreamBadRecord: a message that is not one JSON object fails the
+// run (exit 1), naming its partition and offset; nothing is written and
+// the positions stay, so the run stops at it rather than skip it.
+func TestStreamBadRecord(t *testing.T) {
+	k := startKafka(t, 1)
+	dir := t.TempDir()
+	jobPath := k.jobFile(dir, "")
+	db := filepath.Join(dir, "rides.duckdb")
+	k.produce(rideChange(0, 5, 1))
+	code, _, stderr := cli(t, "run", jobPath)
+	require.Equal(t, 0, code, stderr)
+	k.produce(rideChange(1, 5, 1), &kgo.Record{Topic: "rides", Value: []byte("[1, 2]")})
+	before := captureState(t, db)
+	code, _, stderr = cli(t, "run", jobPath)
+	require.Equal(t, 1, code, stderr)
+	require.Contains(t, stderr, `read rides: record 0:2 is not one JSON object (format = "jsonl")`)
+	require.Equal(t, before, captureState(t, db))
+}
