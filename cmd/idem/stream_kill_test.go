@@ -51,12 +51,19 @@ func TestStreamKillFollow(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
+	// A first process commits one batch unharmed; how long it took (start,
+	// open, read, apply, commit) scales the random kill delays, so that on
+	// a slow machine the killed processes commit batches too.
+	start := time.Now()
+	r := runIdemCmd(t, exe, work, "", 0, env, "run", jobPath, "--follow", "--max-batches", "1", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	one := time.Since(start)
 	faults := []string{"", "before_commit", "", "after_commit", "", "checkpoint", "", "after_target"}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	killed := 0
 	for i := 0; i < trials; i++ {
 		fault := faults[i%len(faults)]
-		delay := time.Duration(300+rng.IntN(3700)) * time.Millisecond
+		delay := one/4 + time.Duration(rng.Int64N(int64(2*one)))
 		r := runIdemCmd(t, exe, work, fault, delay, env, "run", jobPath, "--follow", "--json")
 		if r.killed {
 			killed++
@@ -65,11 +72,11 @@ func TestStreamKillFollow(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	r := runIdemCmd(t, exe, work, "", 0, env, "run", jobPath, "--follow", "--idle-exit", "1500ms", "--json")
+	r = runIdemCmd(t, exe, work, "", 0, env, "run", jobPath, "--follow", "--idle-exit", "1500ms", "--json")
 	require.Equal(t, 0, r.code, r.stderr)
 	after := len(batchLines(t, r.stdout))
 	batches := queryInts(t, dbPath, `SELECT count(*) FROM idem.ledger WHERE job = 'rides'`)[0]
-	t.Logf("%d kills of %d trials, %d messages, %d batches, %d of them after the last kill", killed, trials, n, batches, after)
+	t.Logf("%d kills of %d trials (a batch took %s), %d messages, %d batches, %d of them after the last kill", killed, trials, one.Round(time.Millisecond), n, batches, after)
 	require.Less(t, int64(after), batches, "processes that were killed later committed batches")
 	require.GreaterOrEqual(t, killed, trials/2, "most trials must end in a SIGKILL")
 
