@@ -143,6 +143,11 @@ func TestJSONShapesMatchTheREADME(t *testing.T) {
 	makeParquet(t, filepath.Join(chunked, "big.parquet"), 100, 64)
 	writeFile(t, filepath.Join(chunked, "job.toml"), chunkJob(chunked, 50))
 	outs["run (chunked)"] = out("run", filepath.Join(chunked, "job.toml"), "--json")
+	k := startKafka(t, 2)
+	for i := range 6 {
+		k.produce(rideChange(i, 4, 2))
+	}
+	outs["run (stream)"] = out("run", k.jobFile(t.TempDir(), ""), "--json")
 
 	// A project: a model (whose run and plan objects name their upstream
 	// snapshots), a model that fails and one blocked by it.

@@ -110,6 +110,13 @@ CREATE TABLE IF NOT EXISTS idem.retention (
     inputs_from  BIGINT NOT NULL,
     expired_at   TIMESTAMP
 );
+CREATE TABLE IF NOT EXISTS idem.positions (
+    job        VARCHAR NOT NULL,
+    partition  VARCHAR NOT NULL,
+    next       BIGINT NOT NULL,
+    snapshot   BIGINT NOT NULL,
+    updated_at TIMESTAMP
+);
 CREATE TABLE IF NOT EXISTS idem.erasures (
     job        VARCHAR NOT NULL,
     key        VARCHAR NOT NULL,
@@ -128,7 +135,7 @@ CREATE TABLE IF NOT EXISTS idem.checkpoints (
 `
 
 // idemTables is what bootstrap must find for an up-to-date database.
-var idemTables = []string{"meta", "jobs", "released", "ledger", "snapshots", "runs", "inputs", "erasures", "files", "commits", "owners", "packets", "retention", "checkpoints"}
+var idemTables = []string{"meta", "jobs", "released", "ledger", "snapshots", "runs", "inputs", "erasures", "files", "commits", "owners", "packets", "retention", "checkpoints", "positions"}
 
 // Bootstrap creates idem's own tables in the database at path when any is
 // missing, in a transaction of its own, and checkpoints.

@@ -47,6 +47,10 @@ type RunOptions struct {
 	// before COMMIT (tests of the all-or-nothing commit).
 	FailAfterTarget bool
 
+	// Note is written in the run log row of the commit (a stream gap
+	// accepted with --allow-gap).
+	Note string
+
 	// Source is what the run reads; nil reads the job's [input] (or
 	// Input). RunFiles, RunChunks and rerun pass files already listed.
 	Source source.Input
@@ -192,6 +196,8 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 	input := opts.Source
 	switch {
 	case input != nil:
+	case j.IsStream():
+		return nil, job.Usage("job %s reads a %s stream: only idem run reads it, a batch at a time from the committed positions", j.Name, j.Input.Stream.Kind)
 	case !j.ReadsFiles():
 		if opts.Input != "" {
 			return nil, job.Usage("--input: job %s reads upstream jobs ([input] upstream), not files", j.Name)
