@@ -100,6 +100,9 @@ func (d *DB) RunStream(ctx context.Context, j *job.Job, opts RunOptions, so Stre
 		if !so.Follow {
 			return out, nil
 		}
+		if st, ok := r.(source.StreamStopper); ok && sr.Records == 0 && st.Stopped() {
+			return out, nil // the source said it has nothing more
+		}
 		if sr.Records > 0 {
 			idleSince = time.Now()
 		} else if so.IdleExit > 0 && time.Since(idleSince) >= so.IdleExit {

@@ -56,6 +56,13 @@ type StreamReader interface {
 	Close() error
 }
 
+// StreamStopper is implemented by a reader whose source can say that it
+// has nothing more to send (an SSE server answering 204): a follow run
+// ends, without error, once such a reader has given its last record.
+type StreamStopper interface {
+	Stopped() bool
+}
+
 // StreamEnds is implemented by a reader that knows where each partition's
 // log ends (the position after its last record), for the lag a follow run
 // shows; it returns what it last learned, or nil.
@@ -68,6 +75,10 @@ func OpenStream(j *job.Job) (StreamReader, error) {
 	switch j.Input.Stream.Kind {
 	case job.KindKafka:
 		return NewKafkaReader(j.Input.Stream)
+	case job.KindSSE:
+		// A connection that sends nothing (not even a comment) for a
+		// minute is taken as dead and reopened from the last event read.
+		return NewSSEReader(j.Input.Stream.URL, SSEOptions{IdleTimeout: time.Minute}), nil
 	default:
 		return nil, fmt.Errorf("job %s: no reader for stream kind %q", j.Name, j.Input.Stream.Kind)
 	}
