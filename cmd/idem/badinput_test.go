@@ -316,6 +316,69 @@ func TestBadInput(t *testing.T) {
 			code: 2, msg: []string{"every.toml:11: retention.checkpoint_every: must be a positive integer (got -1)"},
 		},
 		{
+			name: "stream input: bad settings name their line and key",
+			args: func(t *testing.T, e *badInputEnv) []string {
+				return []string{"run", e.writeJob("stream.toml", streamJob("kafka", `max_wait = "soon"`))}
+			},
+			code: 2, msg: []string{`stream.toml:9: input.max_wait: must be a positive duration such as "2s" or "500ms" (got "soon")`},
+		},
+		{
+			name: "stream input: zero max_records",
+			args: func(t *testing.T, e *badInputEnv) []string {
+				return []string{"run", e.writeJob("stream.toml", streamJob("kafka", "max_records = 0"))}
+			},
+			code: 2, msg: []string{"stream.toml:9: input.max_records: must be a positive number of records (got 0)"},
+		},
+		{
+			name: "stream input: csv format",
+			args: func(t *testing.T, e *badInputEnv) []string {
+				return []string{"run", e.writeJob("stream.toml", streamJob("kafka", `format = "csv"`))}
+			},
+			code: 2, msg: []string{`stream.toml:9: input.format: a stream input reads format = "jsonl"`},
+		},
+		{
+			name: "stream input: unknown kind",
+			args: func(t *testing.T, e *badInputEnv) []string {
+				return []string{"run", e.writeJob("stream.toml", streamJob("kinesis", ""))}
+			},
+			code: 2, msg: []string{`stream.toml:6: input.kind: must be "kafka" or "sse", or absent for files (got "kinesis")`},
+		},
+		{
+			name: "stream input: bad start",
+			args: func(t *testing.T, e *badInputEnv) []string {
+				return []string{"run", e.writeJob("stream.toml", streamJob("kafka", `start = "middle"`))}
+			},
+			code: 2, msg: []string{`stream.toml:9: input.start: must be "earliest" or "latest" (got "middle")`},
+		},
+		{
+			name: "stream input: brokers on a files input",
+			args: func(t *testing.T, e *badInputEnv) []string {
+				return []string{"run", e.writeJob("stream.toml", strings.Replace(e.baseChanges, "[target]", "brokers = [\"127.0.0.1:9092\"]\n[target]", 1))}
+			},
+			code: 2, msg: []string{`stream.toml:7: input.brokers: brokers applies to a stream input: set kind = "kafka" or "sse"`},
+		},
+		{
+			name: "stream input: sse without url",
+			args: func(t *testing.T, e *badInputEnv) []string {
+				return []string{"run", e.writeJob("stream.toml", "name = \"prices\"\npipeline = \"versioned_changes\"\ntransform_version = 1\nschema_version = 1\n[input]\nkind = \"sse\"\n")}
+			},
+			code: 2, msg: []string{`stream.toml:5: input.url: an sse input needs url = "http://..."`},
+		},
+		{
+			name: "stream input: a refresh pipeline is refused",
+			args: func(t *testing.T, e *badInputEnv) []string {
+				return []string{"run", e.writeJob("stream.toml", "name = \"sample\"\npipeline = \"sample\"\ntransform_version = 1\nschema_version = 1\n[input]\nkind = \"kafka\"\nbrokers = [\"127.0.0.1:9092\"]\ntopic = \"occ\"\n[target]\ntable = \"occurrence_sample\"\n[params]\ncap = 40\n")}
+			},
+			code: 2, msg: []string{"stream.toml:6: input.kind: a stream input needs an apply pipeline", "sample is a refresh pipeline"},
+		},
+		{
+			name: "stream input: a path beside a topic",
+			args: func(t *testing.T, e *badInputEnv) []string {
+				return []string{"run", e.writeJob("stream.toml", streamJob("kafka", `path = "x.jsonl"`))}
+			},
+			code: 2, msg: []string{"stream.toml:9: input.path: a stream input reads its topic, not files: remove path"},
+		},
+		{
 			name: "unknown retention key is refused",
 			args: func(t *testing.T, e *badInputEnv) []string {
 				return []string{"run", e.writeJob("keepall.toml", e.baseChanges+"[retention]\nkeep_days = 3\n")}
@@ -424,4 +487,10 @@ func containsFlag(args []string, flag string) bool {
 		}
 	}
 	return false
+}
+
+// streamJob is a versioned_changes job file reading a stream of kind, with
+// extra as line 9 of its [input] table.
+func streamJob(kind, extra string) string {
+	return fmt.Sprintf("name = \"rides\"\npipeline = \"versioned_changes\"\ntransform_version = 1\nschema_version = 1\n[input]\nkind = %q\nbrokers = [\"127.0.0.1:9092\"]\ntopic = \"rides\"\n%s\n[target]\ntable = \"rides\"\n", kind, extra)
 }

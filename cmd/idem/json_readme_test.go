@@ -123,7 +123,11 @@ func TestJSONShapesMatchTheREADME(t *testing.T) {
 	outs["rerun"] = out("rerun", j.file, "--json")
 	outs["rollback"] = out("rollback", j.file, "--json", "--to-snapshot", "1")
 	outs["erase"] = out("erase", j.file, "--json", "--key", "account-1")
+	outs["compact"] = out("compact", "--db", j.db, "--json")
+	outs["backup"] = out("backup", "--db", j.db, "--out", filepath.Join(j.dir, "backup"), "--json")
 	outs["fence"] = out("fence", j.file, "--json")
+	outs["expire"] = out("expire", j.file, "--json", "--keep-snapshots", "1", "--dry-run")
+	outs["du"] = out("du", j.file, "--json")
 	outs["lint"] = out("lint", j.file, "--json")
 	outs["init"] = out("init", filepath.Join(t.TempDir(), "proj"), "--json")
 	outs["version"] = out("version", "--json")
@@ -139,6 +143,11 @@ func TestJSONShapesMatchTheREADME(t *testing.T) {
 	makeParquet(t, filepath.Join(chunked, "big.parquet"), 100, 64)
 	writeFile(t, filepath.Join(chunked, "job.toml"), chunkJob(chunked, 50))
 	outs["run (chunked)"] = out("run", filepath.Join(chunked, "job.toml"), "--json")
+	k := startKafka(t, 2)
+	for i := range 6 {
+		k.produce(rideChange(i, 4, 2))
+	}
+	outs["run (stream)"] = out("run", k.jobFile(t.TempDir(), ""), "--json")
 
 	// A project: a model (whose run and plan objects name their upstream
 	// snapshots), a model that fails and one blocked by it.

@@ -15,7 +15,7 @@ func (a *app) newRerunCmd() *cobra.Command {
 	var f dbFlags
 	var pf progressFlags
 	var snapshot int64
-	var deep bool
+	var deep, fromStart bool
 	cmd := &cobra.Command{
 		Use:   "rerun JOB",
 		Short: "Rebuild a snapshot in a scratch database and prove it has the same bytes",
@@ -32,7 +32,14 @@ A job that reads upstream jobs is rebuilt from the upstreams' rows at the
 snapshots it pinned (their history); --deep also reruns each of those
 upstream snapshots from its own retained inputs, down the chain (upstream
 job files are looked for beside JOB), and exits 1 unless every one is
-reproduced.`,
+reproduced.
+
+With [retention] checkpoint_every, an apply job's rebuild starts from the
+nearest checkpoint at or before S (an image of the job's state kept at every
+checkpoint_every-th snapshot): its files' sha256 are verified first (a
+changed or missing file is refused, exit 3, naming it), then only the
+snapshots after it are replayed. --from-start replays the whole chain
+instead (exit 1 when an input it needs is gone).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			j, db, err := f.openJob(cmd.Context(), args[0], true)
@@ -40,7 +47,7 @@ reproduced.`,
 				return a.fail(f.jsonOut, err)
 			}
 			defer db.Close()
-			opts := ops.RerunOptions{Snapshot: snapshot, DuckDB: f.openOptions(j).DuckDB, Progress: a.progress(pf), Fault: a.faultHook(db.Path()), Deep: deep}
+			opts := ops.RerunOptions{Snapshot: snapshot, DuckDB: f.openOptions(j).DuckDB, Progress: a.progress(pf), Fault: a.faultHook(db.Path()), Deep: deep, FromStart: fromStart}
 			if deep {
 				opts.Upstream = upstreamFinder(j)
 			}
@@ -57,7 +64,11 @@ reproduced.`,
 				if !res.Reproduced {
 					verdict = "NOT reproduced"
 				}
-				fmt.Fprintf(a.stdout, "%s: snapshot %d %s (%d snapshot(s) replayed)\n", res.Job, res.Snapshot, verdict, res.Replayed)
+				from := ""
+				if res.FromCheckpoint > 0 {
+					from = fmt.Sprintf(" from checkpoint %d", res.FromCheckpoint)
+				}
+				fmt.Fprintf(a.stdout, "%s: snapshot %d %s (%d snapshot(s) replayed%s)\n", res.Job, res.Snapshot, verdict, res.Replayed, from)
 				fmt.Fprintf(a.stdout, "  sha256   %s\n", res.SHA256)
 				fmt.Fprintf(a.stdout, "  rebuilt  %s  %d rows\n", res.Rebuilt, res.Rows)
 				if res.Diff != nil {
@@ -74,6 +85,7 @@ reproduced.`,
 	f.register(cmd)
 	pf.register(cmd)
 	cmd.Flags().Int64Var(&snapshot, "snapshot", 0, "the snapshot to rebuild (default: the latest)")
+	cmd.Flags().BoolVar(&fromStart, "from-start", false, "replay every snapshot from the first, not from the nearest checkpoint")
 	cmd.Flags().BoolVar(&deep, "deep", false, "also rerun each upstream snapshot it pinned from its own inputs, down the chain")
 	return cmd
 }

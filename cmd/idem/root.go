@@ -95,6 +95,8 @@ guard, 4 database held by another writer.`,
 		a.newVersionCmd(),
 		a.newLintCmd(),
 		a.newInitCmd(),
+		a.newCompactCmd(),
+		a.newBackupCmd(),
 	)
 	a.addSnapshotCmds(root)
 	return root

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/runner/ops"
 	"github.com/idem-dev/idem/runner/run"
 
 	"github.com/spf13/cobra"
@@ -19,6 +20,7 @@ func (a *app) newRunCmd() *cobra.Command {
 	var from, to, epoch, parent int64
 	var partitions []string
 	var pj projectFlags
+	var sf streamFlags
 	cmd := &cobra.Command{
 		Use:   "run JOB|DIR...",
 		Short: "Run a job once: load or apply its input in one transaction, or skip",
@@ -36,11 +38,19 @@ each job after the jobs it reads ([input] upstream), each in its own
 transaction. A job downstream of one that failed or was refused is blocked
 and not run; independent jobs still run; the exit code is the worst met.
 --select NAME, NAME+ (and everything downstream), +NAME (and everything
-upstream) picks jobs; --json prints one array, an object per job.`,
+upstream) picks jobs; --json prints one array, an object per job.
+
+A job reading a stream ([input] kind = "kafka") applies one batch of at
+most max_records records past its committed positions; with --follow it
+keeps applying batches until SIGINT/SIGTERM (the batch in flight commits or
+rolls back whole, then exit 0), --max-batches or --idle-exit, printing a line
+per batch (records/s, lag per partition), or with --json one object per batch
+(JSON lines). A source gap (records deleted before they were read) is
+refused (exit 3) unless --allow-gap.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			one := func(a *app, j *job.Job) error {
-				opts := run.RunOptions{Input: input, BatchID: batchID, Fault: a.faultHook(f.path(j)), Progress: a.progress(pf)}
+				opts := run.RunOptions{Input: input, BatchID: batchID, Fault: a.faultHook(f.path(j)), Progress: a.progress(pf), Expire: ops.ExpireAfterRun}
 				if cmd.Flags().Changed("from") || cmd.Flags().Changed("to") {
 					if !cmd.Flags().Changed("from") || !cmd.Flags().Changed("to") {
 						return a.fail(f.jsonOut, &job.UsageError{Msg: "--from and --to go together"})
@@ -55,6 +65,12 @@ upstream) picks jobs; --json prints one array, an object per job.`,
 				}
 				if cmd.Flags().Changed("partitions") {
 					opts.Partitions = append([]string{}, partitions...)
+				}
+				if j.IsStream() {
+					return a.runStream(cmd, j, f, opts, sf) // stream.go
+				}
+				if err := sf.check(j); err != nil {
+					return a.fail(f.jsonOut, err)
 				}
 				return a.runJob(cmd, j, f, opts)
 			}
@@ -83,6 +99,7 @@ upstream) picks jobs; --json prints one array, an object per job.`,
 	cmd.Flags().Int64Var(&to, "to", 0, "upper bound of the batch's source positions; the cursor after commit")
 	cmd.Flags().Int64Var(&epoch, "epoch", 0, "refuse unless this is the job's current writer epoch (see idem fence)")
 	cmd.Flags().Int64Var(&parent, "expect-parent", 0, "refuse unless the job's latest snapshot is this one")
+	sf.register(cmd)
 	cmd.Flags().StringSliceVar(&partitions, "partitions", nil, "replace exactly these partitions of a job with [target] partition_by (comma-separated; an empty one included)")
 	return cmd
 }
@@ -135,6 +152,12 @@ func (a *app) printResult(res *run.Result) {
 		fmt.Fprintf(w, "  ignored   %s ([input] extra_columns = \"ignore\")\n", strings.Join(res.IgnoredColumns, ", "))
 	}
 	fmt.Fprintf(w, "  job key   %s\n", res.JobKey)
+	if e := res.Expiry; e != nil && e.Error == "" && e.Expired > 0 {
+		fmt.Fprintf(w, "  expired   %d snapshot(s) (oldest kept: %d)\n", e.Expired, e.OldestKept)
+	}
+	if e := res.Expiry; e != nil && e.Error != "" {
+		fmt.Fprintf(a.stderr, "idem: warning: %s: the run committed; expiring old snapshots failed (the next run or idem expire retries): %s\n", res.Job, e.Error)
+	}
 	a.printReplica(res.Replica) // replica.go
 }
 

@@ -11,5 +11,7 @@ func (a *app) addSnapshotCmds(root *cobra.Command) {
 		a.newRollbackCmd(),
 		a.newRerunCmd(),
 		a.newShowCmd(),
+		a.newExpireCmd(),
+		a.newDuCmd(),
 	)
 }

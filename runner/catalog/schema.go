@@ -104,6 +104,19 @@ CREATE TABLE IF NOT EXISTS idem.packets (
     packet      VARCHAR NOT NULL,
     recorded_at TIMESTAMP
 );
+CREATE TABLE IF NOT EXISTS idem.retention (
+    job          VARCHAR NOT NULL,
+    oldest_kept  BIGINT NOT NULL,
+    inputs_from  BIGINT NOT NULL,
+    expired_at   TIMESTAMP
+);
+CREATE TABLE IF NOT EXISTS idem.positions (
+    job        VARCHAR NOT NULL,
+    partition  VARCHAR NOT NULL,
+    next       BIGINT NOT NULL,
+    snapshot   BIGINT NOT NULL,
+    updated_at TIMESTAMP
+);
 CREATE TABLE IF NOT EXISTS idem.erasures (
     job        VARCHAR NOT NULL,
     key        VARCHAR NOT NULL,
@@ -111,10 +124,18 @@ CREATE TABLE IF NOT EXISTS idem.erasures (
     snapshot   BIGINT,
     erased_at  TIMESTAMP
 );
+CREATE TABLE IF NOT EXISTS idem.checkpoints (
+    job        VARCHAR NOT NULL,
+    snapshot   BIGINT NOT NULL,
+    sha256     VARCHAR NOT NULL,
+    bytes      BIGINT NOT NULL,
+    files      VARCHAR NOT NULL,
+    created_at TIMESTAMP
+);
 `
 
 // idemTables is what bootstrap must find for an up-to-date database.
-var idemTables = []string{"meta", "jobs", "released", "ledger", "snapshots", "runs", "inputs", "erasures", "files", "commits", "owners", "packets"}
+var idemTables = []string{"meta", "jobs", "released", "ledger", "snapshots", "runs", "inputs", "erasures", "files", "commits", "owners", "packets", "retention", "checkpoints", "positions"}
 
 // Bootstrap creates idem's own tables in the database at path when any is
 // missing, in a transaction of its own, and checkpoints.

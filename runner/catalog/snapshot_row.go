@@ -118,7 +118,8 @@ func ReadSnapshots(ctx context.Context, q Querier, j string, upTo int64) ([]*Sna
 }
 
 // ResolveSnapshot returns the snapshot a pinned read means: want, or the
-// job's latest when want is 0, with the latest.
+// job's latest when want is 0, with the latest. An expired snapshot is
+// refused (exit 3, ExpiredError): every pinned read passes here.
 func ResolveSnapshot(ctx context.Context, q Querier, j string, want int64) (snapshot, latest int64, err error) {
 	st, err := ReadState(ctx, q, j)
 	if err != nil {
@@ -132,6 +133,9 @@ func ResolveSnapshot(ctx context.Context, q Querier, j string, want int64) (snap
 	}
 	if want < 0 || want > st.Snapshot {
 		return 0, 0, job.Usage("job %s has no snapshot %d (latest is %d)", j, want, st.Snapshot)
+	}
+	if err := CheckNotExpired(ctx, q, j, want); err != nil {
+		return 0, 0, err
 	}
 	return want, st.Snapshot, nil
 }

@@ -105,6 +105,8 @@ type InputSpec struct {
 	// does not read are skipped; by default ("" or ExtraError) they refuse
 	// the input.
 	ExtraColumns string
+	// Stream is set for a stream input (kind = "kafka" or "sse", stream.go).
+	Stream StreamSpec
 }
 
 // Settings of [input] extra_columns.
@@ -167,6 +169,7 @@ type inputTable struct {
 	Columns   map[string]string `toml:"columns"`
 	Extra     string            `toml:"extra_columns"`
 	Upstream  []string          `toml:"upstream"`
+	streamTable
 }
 
 type targetTable struct {
@@ -380,6 +383,9 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 		return nil, err
 	}
 	if err := job.applyExtensions(data, md, &jf); err != nil {
+		return nil, err
+	}
+	if err := job.applyStream(data, md, &jf); err != nil { // stream.go
 		return nil, err
 	}
 	return job, nil

@@ -227,6 +227,11 @@ func (j *Job) extendConfig(c map[string]any) {
 		// it keep their keys.
 		c["extra_columns"] = ExtraIgnore
 	}
+	if s := j.Input.Stream; s.Kind != "" {
+		// What rows land: the kind and the topic. Brokers, url and the
+		// batch limits are where and how fast (stream.go).
+		c["stream"] = map[string]any{"kind": s.Kind, "topic": s.Topic}
+	}
 	if j.Input.ChunkRows > 0 {
 		c["chunks"] = map[string]any{"rows": j.Input.ChunkRows, "watermark": j.Input.Watermark}
 	}

@@ -1,6 +1,8 @@
 // Package ops owns the commands that are not a run: export (and its
 // temporary folders and atomic swap), diff, rerun (a replay in a scratch
-// database), erase, rollback, lint, plan, query, fence, log and scaffold.
+// database), erase, rollback, lint, plan, query, fence, log, scaffold, compact
+// (a rewrite of the database file, checked, then swapped in) and backup
+// (the database and its retained inputs, with a manifest).
 //
 // Each command is a function over a *run.DB (or a path) and uses catalog,
 // source and run, never another command's internals: what two commands

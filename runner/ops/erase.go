@@ -236,7 +236,17 @@ func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, opts EraseO
 	if err := catalog.RecordErasure(ctx, tx, j.Name, opts.Key, res.Position, res.Snapshot); err != nil {
 		return nil, nil, err
 	}
+	// Checkpoints hold the subject in their target rows: rewritten without
+	// it, the old files deleted after the commit like the inputs.
+	scrubbed, err := run.ScrubCheckpoints(ctx, d, tx, j, keyCol, opts.Key)
+	if err != nil {
+		return nil, nil, err
+	}
+	stale = append(stale, scrubbed...)
 	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, res.Snapshot, job.KindErase, catalog.SnapshotInputs{Files: []catalog.InputRef{}}, st.Key, st.PartsJSON()); err != nil {
+		return nil, nil, err
+	}
+	if _, err := run.WriteCheckpoint(ctx, d, tx, j, res.Snapshot, opts.Fault); err != nil {
 		return nil, nil, err
 	}
 	return res, stale, nil
@@ -313,6 +323,12 @@ func (e *eraser) fromTables(ctx context.Context, tx *sql.Tx, j *job.Job, opts Er
 // such row).
 func (e *eraser) fromInputs(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, snaps []*catalog.SnapshotRow, opts EraseOptions) (map[string]catalog.InputRef, error) {
 	rewritten := map[string]catalog.InputRef{}
+	// An expired snapshot's inputs may be gone from the store (idem
+	// expire): there is nothing left of the subject to rewrite.
+	retained, err := catalog.RetainedSums(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
 	for _, s := range snaps {
 		format := s.Inputs.Format
 		if format == "" {
@@ -320,6 +336,10 @@ func (e *eraser) fromInputs(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.J
 		}
 		for _, f := range s.Inputs.Files {
 			if _, done := rewritten[f.SHA256]; done {
+				continue
+			}
+			if !retained[f.SHA256] {
+				rewritten[f.SHA256] = f
 				continue
 			}
 			rw, pos, err := source.Rewrite(ctx, tx, d.Path(), f, format, source.KeyFilter(e.keyCol, e.posCol, opts.Key))

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/idem-dev/idem/runner/job"
 	"github.com/idem-dev/idem/runner/run"
@@ -23,15 +24,17 @@ import (
 
 // Lint finding ids.
 const (
-	LintNoKey             = "L001" // apply job or pipeline without key columns
-	LintWindowOrder       = "L002" // order-sensitive window whose ORDER BY is not total
-	LintNondeterministic  = "L003" // now(), random(), uuid() ...
-	LintUnorderedOutput   = "L004" // COPY, INSERT or order-sensitive aggregate without ORDER BY
-	LintUnusedParam       = "L005" // param declared, never read with getvariable
-	LintOutcomesNotStored = "L006" // outcomes_table declared, no step stores rows in it
-	LintLimitOrder        = "L007" // LIMIT without an ORDER BY that is total
-	LintStepContract      = "L008" // a step does not create staged, outcomes or idem_touched
-	LintUndeclaredRead    = "L009" // a step or model reads a table that is not a declared upstream
+	LintNoKey             = "L001"       // apply job or pipeline without key columns
+	LintWindowOrder       = "L002"       // order-sensitive window whose ORDER BY is not total
+	LintNondeterministic  = "L003"       // now(), random(), uuid() ...
+	LintUnorderedOutput   = "L004"       // COPY, INSERT or order-sensitive aggregate without ORDER BY
+	LintUnusedParam       = "L005"       // param declared, never read with getvariable
+	LintOutcomesNotStored = "L006"       // outcomes_table declared, no step stores rows in it
+	LintLimitOrder        = "L007"       // LIMIT without an ORDER BY that is total
+	LintStepContract      = "L008"       // a step does not create staged, outcomes or idem_touched
+	LintUndeclaredRead    = "L009"       // a step or model reads a table that is not a declared upstream
+	LintStreamNoKey       = "STREAM-001" // an apply job on a stream whose pipeline has no key
+	LintStreamFastPoll    = "STREAM-002" // a stream's max_wait under 100 ms
 )
 
 // Severities of a finding. Errors make idem lint exit 1.
@@ -79,12 +82,18 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 		if errors.Is(err, job.ErrNoKey) {
 			var jfe *job.JobFileError
 			errors.As(err, &jfe)
-			var head struct{ Name, Pipeline string }
+			var head struct {
+				Name, Pipeline string
+				Input          struct{ Kind string }
+			}
 			_, _ = toml.Decode(string(data), &head)
 			rep.Job, rep.Pipeline = head.Name, head.Pipeline
 			rep.add(Finding{ID: LintNoKey, Severity: SeverityError, File: jfe.File, Line: jfe.Line,
 				Message: "the job applies batches without key columns: a replayed batch would double its rows",
 				Fix:     `declare the key: key = ["..."] in [target]`})
+			if head.Input.Kind == job.KindKafka || head.Input.Kind == job.KindSSE {
+				rep.add(streamNoKey(jobPath, data, head.Input.Kind))
+			}
 			return rep, nil
 		}
 		return nil, err
@@ -95,6 +104,10 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 		rep.add(Finding{ID: LintNoKey, Severity: SeverityError, File: path.Join(origin, "pipeline.toml"),
 			Message: fmt.Sprintf("apply pipeline %s declares no key columns: a replayed batch would double its rows, and history cannot track rows", j.Pipeline.Name),
 			Fix:     `declare key = ["..."] in pipeline.toml`})
+	}
+
+	if j.IsStream() {
+		lintStream(j, data, rep)
 	}
 
 	db, err := run.OpenMemory(ctx, "?autoinstall_known_extensions=false&threads=1")
@@ -458,3 +471,23 @@ var (
 	copyStatement        = regexp.MustCompile(`(?is)^\s*COPY\b`)
 	insertStatement      = regexp.MustCompile(`(?is)^\s*INSERT\s+INTO\b`)
 )
+
+// lintStream checks a job reading a stream: its pipeline needs a key
+// (STREAM-001), and a max_wait under 100 ms polls the source nearly
+// without pause while following (STREAM-002).
+func lintStream(j *job.Job, data []byte, rep *LintReport) {
+	if j.Pipeline.Mode == job.ModeApply && len(j.Pipeline.Key) == 0 {
+		rep.add(streamNoKey(j.File, data, j.Input.Stream.Kind))
+	}
+	if w := j.Input.Stream.MaxWait; w < 100*time.Millisecond {
+		rep.add(Finding{ID: LintStreamFastPoll, Severity: SeverityWarning, File: j.File, Line: job.KeyLine(data, "input", "max_wait"),
+			Message: fmt.Sprintf("max_wait = %q: run --follow closes a batch every %s, an always-on cost (a transaction, a snapshot and a checkpoint per batch) even when few records come", w, w),
+			Fix:     `raise max_wait to 100ms or more (default "2s")`})
+	}
+}
+
+func streamNoKey(file string, data []byte, kind string) Finding {
+	return Finding{ID: LintStreamNoKey, Severity: SeverityError, File: file, Line: job.KeyLine(data, "input", "kind"),
+		Message: fmt.Sprintf("the job applies a %s stream without key columns: a source that replays records (a reset consumer, a reconnect) would double rows", kind),
+		Fix:     `use a pipeline with key columns, or declare key = ["..."] in [target]`}
+}

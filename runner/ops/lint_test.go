@@ -264,3 +264,31 @@ func TestLintModelsAndUndeclaredReads(t *testing.T) {
 		})
 	}
 }
+
+// TestLintStream: a stream job whose pipeline has no key is STREAM-001 (an
+// error, beside L001), and a max_wait under 100 ms is STREAM-002 (a
+// warning); a stream job with a key and the default max_wait is clean.
+func TestLintStream(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		file string
+		want []string
+	}{
+		{"testdata/lint/stream_nokey.toml", []string{"L001 error stream_nokey.toml:15", "STREAM-001 error stream_nokey.toml:7"}},
+		{"testdata/lint/stream_fastpoll.toml", []string{"STREAM-002 warning stream_fastpoll.toml:10"}},
+		{"../../configs/rides.toml", []string{}},
+	}
+	for _, tc := range cases {
+		t.Run(filepath.Base(tc.file), func(t *testing.T) {
+			rep, err := LintJob(context.Background(), tc.file, idemsql.FS)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, lintSummary(rep))
+			for _, f := range rep.Findings {
+				if strings.HasPrefix(f.ID, "STREAM") {
+					require.NotEmpty(t, f.Fix)
+					require.Contains(t, f.Message, map[string]string{"STREAM-001": "would double rows", "STREAM-002": "always-on cost"}[f.ID])
+				}
+			}
+		})
+	}
+}

@@ -29,6 +29,9 @@ type RerunOptions struct {
 	// job by name (the CLI looks beside the job file).
 	Deep     bool
 	Upstream func(name string) (*job.Job, error)
+	// FromStart replays the whole chain from the first snapshot instead of
+	// from the nearest checkpoint (rerun --from-start).
+	FromStart bool
 }
 
 // FaultRerunExport is the fault point a rerun passes once the snapshot is
@@ -38,14 +41,18 @@ const FaultRerunExport = "rerun_export"
 // RerunResult reports a pinned re-run: the sha256 of the canonical export
 // (csv, key order) of the snapshot as stored and of the rebuilt target.
 type RerunResult struct {
-	Job        string      `json:"job"`
-	Reproduced bool        `json:"reproduced"`
-	Snapshot   int64       `json:"snapshot"`
-	SHA256     string      `json:"sha256"`
-	Rebuilt    string      `json:"rebuilt_sha256"`
-	Rows       int64       `json:"rows"`
-	Replayed   int         `json:"replayed"` // snapshots replayed in the scratch database
-	Diff       *DiffResult `json:"diff,omitempty"`
+	Job        string `json:"job"`
+	Reproduced bool   `json:"reproduced"`
+	Snapshot   int64  `json:"snapshot"`
+	SHA256     string `json:"sha256"`
+	Rebuilt    string `json:"rebuilt_sha256"`
+	Rows       int64  `json:"rows"`
+	Replayed   int    `json:"replayed"` // snapshots replayed in the scratch database
+	// FromCheckpoint is the snapshot of the checkpoint the rebuild
+	// started from (verified, then loaded); 0 when it replayed from the
+	// start.
+	FromCheckpoint int64       `json:"from_checkpoint"`
+	Diff           *DiffResult `json:"diff,omitempty"`
 	// Upstream holds, with Deep, the reruns of the upstream snapshots the
 	// rebuilt snapshot pinned (each with its own upstreams).
 	Upstream []*RerunResult `json:"upstream,omitempty"`
@@ -60,7 +67,11 @@ type RerunResult struct {
 // ids and bounds (erasures and rollbacks included); a refresh job replays
 // from its last load at or before S. The SQL is read through the job's
 // pipeline: a version whose files no longer match the recorded sha256 is
-// refused (ErrRefused). The database itself is only read.
+// refused (ErrRefused). Unless opts.FromStart, an apply job starts from the
+// checkpoint RerunStart names: its files are verified first (a changed or
+// missing one is refused, ErrRefused, naming it), it is loaded into the
+// scratch database, and only the snapshots after it are replayed. The
+// database itself is only read.
 func Rerun(ctx context.Context, d *run.DB, j *job.Job, opts RerunOptions) (*RerunResult, error) {
 	s, _, err := catalog.ResolveSnapshot(ctx, d.SQL(), j.Name, opts.Snapshot)
 	if err != nil {
@@ -74,6 +85,29 @@ func Rerun(ctx context.Context, d *run.DB, j *job.Job, opts RerunOptions) (*Reru
 	erasures, err := catalog.ErasuresBySnapshot(ctx, d.SQL(), j.Name)
 	if err != nil {
 		return nil, err
+	}
+	var ckpt *catalog.Checkpoint
+	var ckptJob *job.Job
+	if !opts.FromStart {
+		if ckpt, err = RerunStart(ctx, d.SQL(), j, s, chain); err != nil {
+			return nil, err
+		}
+	}
+	if ckpt != nil {
+		// Never load a checkpoint whose bytes are not the recorded ones.
+		if err := source.VerifyCheckpoint(ctx, d.Path(), ckpt); err != nil {
+			return nil, err
+		}
+		at := chain[0]
+		for i, row := range chain {
+			if row.Snapshot == ckpt.Snapshot {
+				at, chain = row, chain[i+1:]
+				break
+			}
+		}
+		if ckptJob, err = jobAt(j, at); err != nil {
+			return nil, err
+		}
 	}
 	// Check every version before any work.
 	jobs := make([]*job.Job, len(chain))
@@ -97,7 +131,12 @@ func Rerun(ctx context.Context, d *run.DB, j *job.Job, opts RerunOptions) (*Reru
 	}
 	defer scratch.Close()
 
-	last, err := replayChainIn(ctx, d, scratch, chain, jobs, erasures, dir, opts)
+	if ckpt != nil {
+		if err := scratch.LoadCheckpoint(ctx, d.Path(), ckptJob, ckpt); err != nil {
+			return nil, fmt.Errorf("rerun: %w", err)
+		}
+	}
+	last, err := replayChainIn(ctx, d, scratch, chain, jobs, erasures, dir, ckptJob, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -109,8 +148,11 @@ func Rerun(ctx context.Context, d *run.DB, j *job.Job, opts RerunOptions) (*Reru
 		opts.Fault(FaultRerunExport)
 	}
 	res := &RerunResult{Job: j.Name, Snapshot: s, Replayed: len(chain)}
+	if ckpt != nil {
+		res.FromCheckpoint = ckpt.Snapshot
+	}
 	if opts.Deep {
-		if res.Upstream, err = rerunUpstreams(ctx, d, chain[len(chain)-1], opts); err != nil {
+		if res.Upstream, err = rerunUpstreams(ctx, d, snaps[len(snaps)-1], opts); err != nil {
 			return nil, err
 		}
 	}
@@ -139,10 +181,10 @@ func Rerun(ctx context.Context, d *run.DB, j *job.Job, opts RerunOptions) (*Reru
 
 // replayChainIn replays chain in the scratch database: each batch or load
 // from its retained inputs (jobs[i] is the job as it ran for chain[i]),
-// each erasure and rollback as recorded. It returns the job of the last
-// replayed run, nil when the chain held none.
-func replayChainIn(ctx context.Context, d, scratch *run.DB, chain []*catalog.SnapshotRow, jobs []*job.Job, erasures map[int64][]catalog.Erasure, dir string, opts RerunOptions) (*job.Job, error) {
-	var last *job.Job
+// each erasure and rollback as recorded. last is the job as it ran for the
+// checkpoint loaded before chain, nil when none was. It returns the job of
+// the last replayed run (or last), nil when there is none.
+func replayChainIn(ctx context.Context, d, scratch *run.DB, chain []*catalog.SnapshotRow, jobs []*job.Job, erasures map[int64][]catalog.Erasure, dir string, last *job.Job, opts RerunOptions) (*job.Job, error) {
 	for i, row := range chain {
 		switch row.Kind {
 		case job.KindErase:
@@ -232,6 +274,8 @@ func jobAt(j *job.Job, row *catalog.SnapshotRow) (*job.Job, error) {
 	// A rebuild in a scratch database replays the job's writes; it is not
 	// one of the job's writers and is not fenced.
 	at.Fencing = ""
+	// Nor does it keep checkpoints: it reads the job's.
+	at.Retention = job.Retention{}
 	at.TransformVersion, at.Steps = parts.Transform.Version, steps
 	at.SchemaVersion, at.DDL = parts.Schema.Version, ddl
 	if t, ok := parts.Config["target"].(string); ok && t != "" {

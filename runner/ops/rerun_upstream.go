@@ -23,6 +23,7 @@ func modelAt(j *job.Job, row *catalog.SnapshotRow, parts job.Parts) (*job.Job, e
 		return nil, job.Refuse("rerun", "snapshot %d of %s: %v", row.Snapshot, j.Name, err)
 	}
 	at.Fencing = ""
+	at.Retention = job.Retention{}
 	if got := at.TransformPart(); got.SHA256 != parts.Transform.SHA256 {
 		return nil, job.Refuse("rerun", "snapshot %d of %s was built with model v%d with sha256 %s; %s now has sha256 %s: cannot rebuild it with other SQL",
 			row.Snapshot, j.Name, parts.Transform.Version, job.Short(parts.Transform.SHA256), at.ModelFile, job.Short(got.SHA256))
@@ -86,6 +87,9 @@ func replayUpstream(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job,
 // ref.Snapshot (its history) to a Parquet file, after checking that the
 // snapshot is the one the downstream pinned (same job key).
 func exportUpstream(ctx context.Context, d *run.DB, ref job.UpstreamRef, out string) error {
+	if err := catalog.CheckNotExpired(ctx, d.SQL(), ref.Job, ref.Snapshot); err != nil {
+		return fmt.Errorf("upstream %s: %w", ref.Job, err)
+	}
 	up, err := catalog.ReadSnapshot(ctx, d.SQL(), ref.Job, ref.Snapshot)
 	if err != nil {
 		return fmt.Errorf("upstream %s: %w", ref.Job, err)

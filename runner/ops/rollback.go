@@ -90,6 +90,9 @@ func rollbackTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, to int64
 	if err := catalog.CheckOwners(ctx, tx, j, true); err != nil {
 		return nil, err
 	}
+	if err := catalog.CheckNotExpired(ctx, tx, j.Name, to); err != nil {
+		return nil, err
+	}
 	row, err := catalog.ReadSnapshot(ctx, tx, j.Name, to)
 	if err != nil {
 		return nil, err
@@ -145,6 +148,9 @@ func rollbackTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, to int64
 	opts.fault(run.FaultAfterTarget)
 	inputs := catalog.SnapshotInputs{Files: []catalog.InputRef{}, RollbackTo: &to}
 	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, snapshot, job.KindRollback, inputs, row.JobKey, row.PartsJSON); err != nil {
+		return nil, err
+	}
+	if _, err := run.WriteCheckpoint(ctx, d, tx, j, snapshot, opts.Fault); err != nil {
 		return nil, err
 	}
 	rows, err := catalog.CountRows(ctx, tx, j.Table)

@@ -54,8 +54,14 @@ func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *Pre
 	}
 	if err := catalog.InsertRun(ctx, tx, catalog.RunRow{Job: j.Name, BatchID: p.batchID, Decision: res.Decision,
 		Changed: string(job.CanonicalJSON(changed)), RowsIn: res.RowsIn, Outcomes: outcomes,
-		Snapshot: res.Snapshot, Cursor: res.Cursor, Epoch: st.Epoch}); err != nil {
+		Snapshot: res.Snapshot, Cursor: res.Cursor, Epoch: st.Epoch, Message: opts.Note}); err != nil {
 		return fmt.Errorf("write run log: %w", err)
+	}
+	if p.in.Positions != nil {
+		// A stream batch's positions commit with its rows (stream.go).
+		if err := catalog.WritePositions(ctx, tx, j.Name, p.in.Positions, res.Snapshot); err != nil {
+			return err
+		}
 	}
 	if err := catalog.RecordCommit(ctx, tx, j.Name, res.Decision); err != nil { // dbfile.go
 		return err

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"os"
@@ -30,6 +31,12 @@ type DB struct {
 	readOnly bool
 	replica  bool         // [duckdb] read_replica: publish after commits
 	note     *ReplicaNote // set when this is a replica read in place of path
+	// self is the database file opened once to copy it (a replica, a
+	// backup) and closed by Close: closing any descriptor of a file drops
+	// every POSIX lock the process holds on it, DuckDB's writer lock
+	// included, so a descriptor opened and closed per copy would let
+	// another writer in.
+	self *os.File
 }
 
 // OpenOptions are the settings applied when a database is opened.
@@ -286,7 +293,27 @@ func (d *DB) SQL() *sql.DB { return d.sql }
 
 // Close checkpoints (when writable) and closes the database.
 func (d *DB) Close() error {
-	return d.sql.Close()
+	err := d.sql.Close()
+	if d.self != nil {
+		d.self.Close()
+		d.self = nil
+	}
+	return err
+}
+
+// copyTo copies the database file to the new file dst through d.self.
+func (d *DB) copyTo(dst string) (string, error) {
+	if d.self == nil {
+		f, err := os.Open(d.path)
+		if err != nil {
+			return "", err
+		}
+		d.self = f
+	}
+	if _, err := d.self.Seek(0, io.SeekStart); err != nil {
+		return "", err
+	}
+	return copyFile(d.self, dst)
 }
 
 // BeginPinned opens a transaction on a connection of its own: temp tables and

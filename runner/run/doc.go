@@ -1,6 +1,8 @@
 // Package run owns the database handle and the run: Open (the lock, the
 // file's creation and leftovers, the WAL check, the sweep of the
-// retained-input store on open), the in-memory DuckDB that checks need, and
+// retained-input store on open), the file-level work on the database that
+// compact and backup need (Checkpoint, RewriteTo, SwapIn under the file's
+// lock, CopyFileTo), the in-memory DuckDB that checks need, and
 // one run of a job as one transaction on one pinned connection. runTx lists
 // the run's phases in order: guards (decide) → retain → stage → steps →
 // balance → history → commit rows, each a method of txRun (phases.go).

@@ -144,7 +144,7 @@ func (d *DB) publish(ctx context.Context, info *ReplicaInfo, fault func(string))
 		err = errors.New("the WAL was not checkpointed")
 	} else {
 		before, _ := os.Stat(d.path)
-		info.Method, err = copyFile(d.path, tmp)
+		info.Method, err = d.copyTo(tmp)
 		// Nothing else of this process may write the database meanwhile
 		// (one job at a time per database); a change would tear the copy.
 		if after, serr := os.Stat(d.path); err == nil && (serr != nil || before == nil ||
@@ -194,15 +194,11 @@ func rewriteInto(ctx context.Context, conn *sql.Conn, tmp string) error {
 	return err
 }
 
-// copyFile copies the checkpointed database file src to dst: a reflink
-// where the file system has them (clone), else copy_file_range, which Go's
-// io.Copy between two files uses on Linux, or a plain copy (copy).
-func copyFile(src, dst string) (string, error) {
-	in, err := os.Open(src)
-	if err != nil {
-		return "", err
-	}
-	defer in.Close()
+// copyFile copies the checkpointed database file in, from its start, to
+// dst: a reflink where the file system has them (clone), else
+// copy_file_range, which Go's io.Copy between two files uses on Linux, or
+// a plain copy (copy). The caller keeps in open (see DB.self).
+func copyFile(in *os.File, dst string) (string, error) {
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
 		return "", err

@@ -51,9 +51,49 @@ type RunOptions struct {
 	// a user setting: pinned reads of the snapshots it commits are wrong.
 	SkipHistory bool
 
+	// Note is written in the run log row of the commit (a stream gap
+	// accepted with --allow-gap).
+	Note string
+
 	// Source is what the run reads; nil reads the job's [input] (or
 	// Input). RunFiles, RunChunks and rerun pass files already listed.
 	Source source.Input
+
+	// Expire, when set, is called after a run of a job with [retention]
+	// keep_snapshots that committed or found nothing to commit, to expire
+	// its old snapshots in a transaction of its own (ops.ExpireAfterRun;
+	// a replay in a scratch database sets none). A kill between the run's
+	// COMMIT and the expiry's loses nothing: the next run finishes it.
+	Expire Expirer
+}
+
+// Expirer expires the old snapshots of job j ([retention] keep_snapshots)
+// in a transaction of its own, passing fault the expiry's fault points.
+type Expirer func(ctx context.Context, d *DB, j *job.Job, fault func(string)) (*Expiry, error)
+
+// Expiry reports the expiry that followed a run.
+type Expiry struct {
+	// OldestKept is the job's oldest readable snapshot after it.
+	OldestKept int64 `json:"oldest_kept"`
+	// Expired counts the snapshots it expired (0: nothing was due).
+	Expired int64 `json:"expired"`
+	// Error says why it failed; the run's commit stands and the next run
+	// or idem expire retries it.
+	Error string `json:"error,omitempty"`
+}
+
+// expireAfter runs opts.Expire after a run (see RunOptions.Expire). Its
+// failure does not undo the run: it is reported in res.Expiry.
+func (d *DB) expireAfter(ctx context.Context, j *job.Job, opts RunOptions, res *Result) {
+	if opts.Expire == nil || j.Retention.KeepSnapshots <= 0 || res == nil {
+		return
+	}
+	e, err := opts.Expire(ctx, d, j, opts.Fault)
+	if err != nil {
+		res.Expiry = &Expiry{Error: err.Error()}
+		return
+	}
+	res.Expiry = e
 }
 
 // Result is what a run reports.
@@ -100,6 +140,9 @@ type Result struct {
 	// for a job without [target] partition_by.
 	Partitions []string `json:"partitions,omitempty"`
 	Repaired   []string `json:"repaired_partitions,omitempty"`
+	// Expiry reports the expiry of old snapshots that followed the run
+	// ([retention] keep_snapshots); absent without one.
+	Expiry *Expiry `json:"expiry,omitempty"`
 }
 
 // Prepared is everything a run computes before it opens its transaction.
@@ -157,6 +200,8 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 	input := opts.Source
 	switch {
 	case input != nil:
+	case j.IsStream():
+		return nil, job.Usage("job %s reads a %s stream: only idem run reads it, a batch at a time from the committed positions", j.Name, j.Input.Stream.Kind)
 	case !j.ReadsFiles():
 		if opts.Input != "" {
 			return nil, job.Usage("--input: job %s reads upstream jobs ([input] upstream), not files", j.Name)
@@ -263,6 +308,7 @@ func (d *DB) run(ctx context.Context, j *job.Job, opts RunOptions) (*Result, err
 			return nil, err
 		}
 		d.logNoCommit(j, p, res, opts)
+		d.expireAfter(ctx, j, opts, res) // finishes an expiry a kill cut short
 		return res, nil
 	}
 	_ = logRow
@@ -279,6 +325,7 @@ func (d *DB) run(ctx context.Context, j *job.Job, opts RunOptions) (*Result, err
 	for _, path := range p.scrubbed {
 		_ = os.Remove(path)
 	}
+	d.expireAfter(ctx, j, opts, res)
 	// Keep the WAL short: DuckDB replays it on open, and index DDL in a WAL
 	// has had replay bugs. A failure here does not undo the commit.
 	fault(opts, FaultCheckpoint)
@@ -329,6 +376,7 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, opt
 		r.history,    // scrub erased rows, history, rows written
 		r.packet,     // the release packet (packet.go)
 		r.commitRows, // ledger, snapshot, state, run log and file rows
+		r.checkpoint, // [retention] checkpoint_every: the state's image (checkpoint.go)
 	} {
 		more, err := phase(ctx)
 		if err != nil {

@@ -5,7 +5,10 @@
 // erased rows), staging CSV, JSONL and Parquet as the temp view input with
 // the messages of a bad input, and the input modes that pick what a run
 // reads: the pending files of a files-mode job and the chunks of a chunked
-// one.
+// one. A stream input (stream.go, streambatch.go) reads a batch of records
+// past the positions committed in idem.positions through a StreamReader
+// (kafka.go: franz-go, direct partition consumption) and stages it as one
+// retained JSONL file.
 //
 // A kind of input implements Input (input.go); the run resolves, retains
 // and stages it. Source reads idem's tables only through catalog; it never

@@ -40,6 +40,10 @@ type Resolved struct {
 	// chunks; its From is the position the run resumes from. Nil reads the
 	// whole input.
 	Chunk *Chunk
+	// Positions are, for a stream batch, the next position of each
+	// partition it read: the run commits them with its rows
+	// (idem.positions).
+	Positions map[string]int64
 }
 
 // Staged is what staging found.

@@ -2,7 +2,10 @@ package source
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/idem-dev/idem/runner/job"
 )
 
 // A stream input ([input] kind = "kafka" or "sse") reads records from a
@@ -51,4 +54,32 @@ type StreamReader interface {
 	Read(ctx context.Context, next map[string]int64, max int, maxWait time.Duration) (records []Record, gaps []Gap, err error)
 	// Close releases the connection.
 	Close() error
+}
+
+// StreamStopper is implemented by a reader whose source can say that it
+// has nothing more to send (an SSE server answering 204): a follow run
+// ends, without error, once such a reader has given its last record.
+type StreamStopper interface {
+	Stopped() bool
+}
+
+// StreamEnds is implemented by a reader that knows where each partition's
+// log ends (the position after its last record), for the lag a follow run
+// shows; it returns what it last learned, or nil.
+type StreamEnds interface {
+	Ends(ctx context.Context) map[string]int64
+}
+
+// OpenStream opens the reader of job j's stream input.
+func OpenStream(j *job.Job) (StreamReader, error) {
+	switch j.Input.Stream.Kind {
+	case job.KindKafka:
+		return NewKafkaReader(j.Input.Stream)
+	case job.KindSSE:
+		// A connection that sends nothing (not even a comment) for a
+		// minute is taken as dead and reopened from the last event read.
+		return NewSSEReader(j.Input.Stream.URL, SSEOptions{IdleTimeout: time.Minute}), nil
+	default:
+		return nil, fmt.Errorf("job %s: no reader for stream kind %q", j.Name, j.Input.Stream.Kind)
+	}
 }

@@ -44,6 +44,14 @@ func (u *Upstream) pinChanges(ctx context.Context, tx *sql.Tx, name string, to i
 		return job.Refuse("upstream", "job %s applied upstream %s up to snapshot %d, but %s is now at snapshot %d: its history does not lead on from what %s applied",
 			u.Job.Name, name, from, name, to, u.Job.Name)
 	}
+	// Expiry keeps the snapshot a downstream pinned (catalog.DownstreamPins);
+	// should it be gone all the same, no changes are read from a pruned
+	// history.
+	if from > 0 {
+		if err := catalog.CheckNotExpired(ctx, tx, name, from); err != nil {
+			return err
+		}
+	}
 	row, err := catalog.ReadSnapshot(ctx, tx, name, to)
 	if err != nil {
 		return err

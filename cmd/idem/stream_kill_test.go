@@ -1,0 +1,91 @@
+package main
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestStreamKillFollow: exactly once across crashes. Messages are produced
+// to a 3-partition topic while `idem run --follow` applies them; the test
+// SIGKILLs idem at random moments (and at the commit's fault points) and
+// restarts it each time. At the end the target is one pass over every
+// message, every message has exactly one outcome (accepted, or
+// superseded_in_batch by a newer change of its entity in the same batch;
+// each entity's last change accepted), and idem.positions equals the log
+// ends. CI: 6 kills, 3,000 messages; IDEM_KILL_TRIALS=N or
+// IDEM_PROPERTY_LONG=1: at least 20 kills and 50,000 messages.
+func TestStreamKillFollow(t *testing.T) {
+	trials, long := killTrials(t, 6)
+	n := 3000
+	if long || os.Getenv("IDEM_PROPERTY_LONG") == "1" {
+		trials, n = max(trials, 20), 50000
+	}
+	const entities, partitions = 500, 3
+	k := startKafka(t, partitions)
+	work := t.TempDir()
+	jobPath := k.jobFile(work, "max_records = 500\n")
+	dbPath := filepath.Join(work, "rides.duckdb")
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	env := []string{"IDEM_TEST_AS_CLI=1"}
+
+	// The producer spreads the messages over the kill phase.
+	var wg sync.WaitGroup
+	wg.Add(1)
+	chunk := max(n/(trials*8), 50)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < n; i += chunk {
+			recs := make([]*kgo.Record, 0, chunk)
+			for j := i; j < min(i+chunk, n); j++ {
+				recs = append(recs, rideChange(j, entities, partitions))
+			}
+			k.produce(recs...)
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	// A first process commits one batch unharmed; how long it took (start,
+	// open, read, apply, commit) scales the random kill delays, so that on
+	// a slow machine the killed processes commit batches too.
+	start := time.Now()
+	r := runIdemCmd(t, exe, work, "", 0, env, "run", jobPath, "--follow", "--max-batches", "1", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	one := time.Since(start)
+	faults := []string{"", "before_commit", "", "after_commit", "", "checkpoint", "", "after_target"}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	killed := 0
+	for i := 0; i < trials; i++ {
+		fault := faults[i%len(faults)]
+		delay := one/4 + time.Duration(rng.Int64N(int64(2*one)))
+		r := runIdemCmd(t, exe, work, fault, delay, env, "run", jobPath, "--follow", "--json")
+		if r.killed {
+			killed++
+		} else {
+			require.Equal(t, 0, r.code, "trial %d (fault %q): %s", i, fault, r.stderr)
+		}
+	}
+	wg.Wait()
+	r = runIdemCmd(t, exe, work, "", 0, env, "run", jobPath, "--follow", "--idle-exit", "1500ms", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	after := len(batchLines(t, r.stdout))
+	batches := queryInts(t, dbPath, `SELECT count(*) FROM idem.ledger WHERE job = 'rides'`)[0]
+	t.Logf("%d kills of %d trials (a batch took %s), %d messages, %d batches, %d of them after the last kill", killed, trials, one.Round(time.Millisecond), n, batches, after)
+	require.Less(t, int64(after), batches, "processes that were killed later committed batches")
+	require.GreaterOrEqual(t, killed, trials/2, "most trials must end in a SIGKILL")
+
+	require.Equal(t, []int64{int64(n), int64(n)}, queryInts(t, dbPath, `SELECT count(*) FROM rides_outcomes UNION ALL SELECT count(DISTINCT change_id) FROM rides_outcomes`))
+	require.Equal(t, []string{}, queryStrs(t, dbPath, `SELECT concat_ws(' ', change_id, entity_id, source_version, outcome, batch_id) FROM rides_outcomes WHERE outcome NOT IN ('accepted', 'superseded_in_batch')`))
+	require.Equal(t, foldRides(n, entities), queryStrs(t, dbPath, `SELECT concat_ws(' ', entity_id, source_version, value) FROM rides ORDER BY entity_id`))
+	require.Equal(t, []int64{int64(min(n, entities))}, queryInts(t, dbPath, `SELECT count(*) FROM rides_outcomes o JOIN rides r ON o.change_id = 'c' || (r.source_version - 1) WHERE o.outcome = 'accepted'`))
+	require.Equal(t, logEnds(n, entities, partitions), queryInts(t, dbPath, `SELECT next FROM idem.positions ORDER BY partition`))
+	// Every committed batch is in the ledger once, and its snapshot's
+	// positions are the ones committed last.
+	require.Equal(t, []int64{0}, queryInts(t, dbPath, `SELECT count(*) - count(DISTINCT batch_id) FROM idem.ledger WHERE job = 'rides'`))
+}
