@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # Database + retained inputs after BATCHES batches of versioned changes,
-# with and without [retention] keep_snapshots = KEEP, side by side in one
-# run. A first batch creates ENTITIES entities; each later batch holds
+# with and without [retention] keep_snapshots = KEEP and checkpoint_every
+# = EVERY (0: none), side by side in one run, then the kept database's
+# file after idem compact. A first batch creates ENTITIES entities; each later batch holds
 # CHANGES changes (later versions of random entities, about 10% deletes).
 # Prints, for both databases after every 10th batch and at the end, the
 # bytes of the database file (+ WAL), of <db>.inputs/, and idem du's
 # estimate of history, outcomes and target.
 #
-#   scripts/bench-expire.sh [BATCHES] [CHANGES] [ENTITIES] [KEEP] [DIR]
-#   (defaults: 30 20000 100000 5, a temp dir)
+#   scripts/bench-expire.sh [BATCHES] [CHANGES] [ENTITIES] [KEEP] [DIR] [EVERY]
+#   (defaults: 30 20000 100000 5, a temp dir, 5)
 set -euo pipefail
 batches=${1:-30}
 changes=${2:-20000}
 entities=${3:-100000}
 keep=${4:-5}
 dir=${5:-$(mktemp -d /tmp/idem-expire-bench.XXXXXX)}
+every=${6:-5}
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${IDEM_BIN:-/tmp/idem-expire-bench}
 
@@ -51,6 +53,7 @@ path = "in/b000.jsonl"
 table = "trips"
 TOML
 	if [ "$2" -gt 0 ]; then printf '[retention]\nkeep_snapshots = %d\n' "$2" >>"$dir/$1.toml"; fi
+	if [ "$2" -gt 0 ] && [ "$every" -gt 0 ]; then printf 'checkpoint_every = %d\n' "$every" >>"$dir/$1.toml"; fi
 }
 job all 0
 job kept "$keep"
@@ -84,3 +87,5 @@ for b in $(seq 0 "$batches"); do
 	if [ $((b % 10)) -eq 0 ]; then report "batch $b"; fi
 done
 echo "inputs: $(bytes "$dir/in") bytes of JSONL in $((batches + 1)) files; $(($(date +%s) - start)) s"
+"$bin" compact --db "$dir/kept.duckdb" >/dev/null
+report "compacted"
