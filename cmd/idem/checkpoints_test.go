@@ -138,20 +138,21 @@ func (j *ckptJob) requireWhole() {
 	}))
 }
 
-// TestRerunFromCheckpoint: 30 batches with checkpoint_every = 5 keep
-// checkpoints 5, 10 ... 30; a rerun starts from the nearest one at or
+// TestRerunFromCheckpoint: 15 batches with checkpoint_every = 5 keep
+// checkpoints 5, 10 and 15 (TestRetentionWithCheckpoints runs 30); a rerun starts from the nearest one at or
 // before its snapshot, replays only the snapshots after it and reproduces
 // the snapshot; --from-start replays all 30. The rerun writes nothing.
 func TestRerunFromCheckpoint(t *testing.T) {
-	j := newCheckpointJob(t, 5, 30)
-	for b := 1; b <= 30; b++ {
+	t.Parallel()
+	j := newCheckpointJob(t, 5, 15)
+	for b := 1; b <= 15; b++ {
 		j.apply(b, "")
 	}
 	var snaps []int64
 	for _, c := range j.checkpoints() {
 		snaps = append(snaps, c.Snapshot)
 	}
-	require.Equal(t, []int64{5, 10, 15, 20, 25, 30}, snaps)
+	require.Equal(t, []int64{5, 10, 15}, snaps)
 	j.requireWhole()
 	before := captureState(t, j.db)
 
@@ -161,12 +162,12 @@ func TestRerunFromCheckpoint(t *testing.T) {
 		replayed  int
 		from      int64
 	}{
-		{30, false, 0, 30},
-		{27, false, 2, 25},
-		{25, false, 0, 25},
-		{24, false, 4, 20},
+		{15, false, 0, 15},
+		{12, false, 2, 10},
+		{10, false, 0, 10},
+		{9, false, 4, 5},
 		{3, false, 3, 0},
-		{30, true, 30, 0},
+		{15, true, 15, 0},
 	} {
 		t.Run(fmt.Sprintf("snapshot%d_fromstart%v", tc.snapshot, tc.fromStart), func(t *testing.T) {
 			args := []string{"--snapshot", fmt.Sprint(tc.snapshot)}
@@ -179,21 +180,21 @@ func TestRerunFromCheckpoint(t *testing.T) {
 			require.Equal(t, tc.from, res.FromCheckpoint)
 		})
 	}
-	// What a rerun of 27 reads: checkpoint 25 and the inputs of 26 and 27.
+	// What a rerun of 12 reads: checkpoint 10 and the inputs of 11 and 12.
 	db, err := run.Open(t.Context(), j.db, run.OpenOptions{ReadOnly: true})
 	require.NoError(t, err)
 	jb, err := loadJob(j.file)
 	require.NoError(t, err)
-	c, inputs, err := ops.RerunNeeds(t.Context(), db.SQL(), jb, 27)
+	c, inputs, err := ops.RerunNeeds(t.Context(), db.SQL(), jb, 12)
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
-	require.Equal(t, int64(25), c.Snapshot)
+	require.Equal(t, int64(10), c.Snapshot)
 	require.Len(t, inputs, 2)
-	require.Equal(t, []string{"b26.jsonl", "b27.jsonl"}, []string{inputs[0].Name, inputs[1].Name})
+	require.Equal(t, []string{"b11.jsonl", "b12.jsonl"}, []string{inputs[0].Name, inputs[1].Name})
 
-	r := callIdem(t, "rerun", j.file, "--snapshot", "27")
+	r := callIdem(t, "rerun", j.file, "--snapshot", "12")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, "cs: snapshot 27 reproduced (2 snapshot(s) replayed from checkpoint 25)")
+	require.Contains(t, r.stdout, "cs: snapshot 12 reproduced (2 snapshot(s) replayed from checkpoint 10)")
 	require.Equal(t, before, captureState(t, j.db), "rerun changed the database")
 	j.requireWhole()
 	left, _ := filepath.Glob(j.db + ".rerun-*")
@@ -205,6 +206,7 @@ func TestRerunFromCheckpoint(t *testing.T) {
 // anything is replayed, and nothing is written; --from-start still
 // replays the whole chain from the retained inputs.
 func TestRerunCheckpointTampered(t *testing.T) {
+	t.Parallel()
 	j := newCheckpointJob(t, 5, 12)
 	for b := 1; b <= 12; b++ {
 		j.apply(b, "")
@@ -266,6 +268,7 @@ func TestRerunCheckpointTampered(t *testing.T) {
 // one gone fails (exit 1) naming it, while a rerun from a checkpoint after
 // that batch does not need it.
 func TestRerunFromStartMissingInput(t *testing.T) {
+	t.Parallel()
 	j := newCheckpointJob(t, 5, 7)
 	for b := 1; b <= 7; b++ {
 		j.apply(b, "")
@@ -340,6 +343,7 @@ func TestCheckpointKill(t *testing.T) {
 // checkpoint; an erasure rewrites the checkpoints without the subject; a
 // rollback to before a checkpoint makes the rerun start from an older one.
 func TestRerunCheckpointErasureRollback(t *testing.T) {
+	t.Parallel()
 	j := newCheckpointJob(t, 5, 14)
 	for b := 1; b <= 12; b++ {
 		j.apply(b, "")
@@ -396,6 +400,7 @@ func TestRerunCheckpointErasureRollback(t *testing.T) {
 // checkpoint whose target file is gone: that checkpoint is deleted with the
 // files no other checkpoint names, and reruns start from the others.
 func TestEraseDropsBrokenCheckpoint(t *testing.T) {
+	t.Parallel()
 	j := newCheckpointJob(t, 5, 10)
 	for b := 1; b <= 10; b++ {
 		j.apply(b, "")

@@ -142,6 +142,7 @@ func duJSON(t *testing.T, jobFile string) ops.DUResult {
 // to a Go fold of all the batches; a run with [retention] expires on its
 // own; rerun of the latest still reproduces it; idem log lists every run.
 func TestExpireThirtyBatches(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "trips.duckdb")
 	jobFile := filepath.Join(dir, "trips.toml")
@@ -284,6 +285,7 @@ func TestExpireThirtyBatches(t *testing.T) {
 // every change and ends as the same chain without retention does; once
 // down has read on, the old snapshot expires.
 func TestExpireKeepsDownstreamPin(t *testing.T) {
+	t.Parallel()
 	final := func(t *testing.T, keep bool) ([]string, []string) {
 		dir := t.TempDir()
 		upstreamApplyProject(t, dir)

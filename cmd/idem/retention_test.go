@@ -51,6 +51,7 @@ func storeBytes(t *testing.T, db string) int64 {
 // kept snapshot's rerun needs are gone, from the tables and from the
 // store; the same 30 batches without [retention] keep more bytes.
 func TestRetentionWithCheckpoints(t *testing.T) {
+	t.Parallel()
 	const batches = 30
 	build := func(t *testing.T, retention string) (dir, db, jobFile string, paths []string, lines [][]string, shas map[int64]string) {
 		dir = t.TempDir()

@@ -92,6 +92,7 @@ func sseJobFile(t *testing.T, dir, url, extra string) string {
 // a reconnecting server resends, commits the last id with the batch, and
 // a later run resumes from it with Last-Event-ID.
 func TestStreamSSE(t *testing.T) {
+	t.Parallel()
 	feed, url := newSSEFeed(t)
 	dir := t.TempDir()
 	jobPath := sseJobFile(t, dir, url, "max_records = 250\n")

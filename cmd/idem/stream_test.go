@@ -115,6 +115,7 @@ func batchLines(t *testing.T, stdout string) []batchLine {
 // when nothing is new, follows new records, and rerun rebuilds a stream
 // snapshot from its retained batch.
 func TestStreamKafka(t *testing.T) {
+	t.Parallel()
 	k := startKafka(t, 3)
 	dir := t.TempDir()
 	jobPath := k.jobFile(dir, "")
@@ -164,6 +165,7 @@ func TestStreamKafka(t *testing.T) {
 // exit 3, naming the partition and positions, with nothing written;
 // --allow-gap applies what is left and logs the gap.
 func TestStreamGap(t *testing.T) {
+	t.Parallel()
 	k := startKafka(t, 1)
 	dir := t.TempDir()
 	jobPath := k.jobFile(dir, "")
@@ -228,6 +230,7 @@ func (r *replayReader) Close() error { return r.inner.Close() }
 // doubles nothing: every record has exactly one outcome, the target equals
 // one pass over the records, the positions equal the log ends.
 func TestStreamBrokerReplay(t *testing.T) {
+	t.Parallel()
 	k := startKafka(t, 3)
 	dir := t.TempDir()
 	jobPath := k.jobFile(dir, "max_records = 40\n")
@@ -284,6 +287,7 @@ func logEnds(n, entities, partitions int) []int64 {
 // applies, the second commits nothing, rerun reproduces the snapshot, lint
 // is clean.
 func TestRidesConfig(t *testing.T) {
+	t.Parallel()
 	k := startKafka(t, 3)
 	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
