@@ -69,9 +69,11 @@ func TestRetentionWithCheckpoints(t *testing.T) {
 		for i, p := range paths {
 			r := callIdem(t, "run", jobFile, "--input", p, "--json")
 			require.Equal(t, 0, r.code, r.stderr)
-			// The sha256 of each snapshot as committed, before any expiry
-			// could touch it: the latest is never expired.
-			shas[int64(i+1)] = exportSHA(t, jobFile, dir, int64(i+1))
+			// The sha256 of each snapshot that stays kept, as committed,
+			// before any expiry could touch it: the latest is never expired.
+			if i+1 > batches-5 {
+				shas[int64(i+1)] = exportSHA(t, jobFile, dir, int64(i+1))
+			}
 		}
 		return
 	}
