@@ -32,9 +32,6 @@ func TestStreamKillFollow(t *testing.T) {
 	work := t.TempDir()
 	jobPath := k.jobFile(work, "max_records = 500\n")
 	dbPath := filepath.Join(work, "rides.duckdb")
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	env := []string{"IDEM_TEST_AS_CLI=1"}
 
 	// The producer spreads the messages over the kill phase.
 	var wg sync.WaitGroup
@@ -51,30 +48,7 @@ func TestStreamKillFollow(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
-	// A first process commits one batch unharmed; how long it took (start,
-	// open, read, apply, commit) scales the random kill delays, so that on
-	// a slow machine the killed processes commit batches too.
-	start := time.Now()
-	r := runIdemCmd(t, exe, work, "", 0, env, "run", jobPath, "--follow", "--max-batches", "1", "--json")
-	require.Equal(t, 0, r.code, r.stderr)
-	one := time.Since(start)
-	faults := []string{"", "before_commit", "", "after_commit", "", "checkpoint", "", "after_target"}
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
-	killed := 0
-	for i := 0; i < trials; i++ {
-		fault := faults[i%len(faults)]
-		delay := one/4 + time.Duration(rng.Int64N(int64(2*one)))
-		r := runIdemCmd(t, exe, work, fault, delay, env, "run", jobPath, "--follow", "--json")
-		if r.killed {
-			killed++
-		} else {
-			require.Equal(t, 0, r.code, "trial %d (fault %q): %s", i, fault, r.stderr)
-		}
-	}
-	wg.Wait()
-	r = runIdemCmd(t, exe, work, "", 0, env, "run", jobPath, "--follow", "--idle-exit", "1500ms", "--json")
-	require.Equal(t, 0, r.code, r.stderr)
-	after := len(batchLines(t, r.stdout))
+	killed, one, after := killFollow(t, work, jobPath, trials, wg.Wait)
 	batches := queryInts(t, dbPath, `SELECT count(*) FROM idem.ledger WHERE job = 'rides'`)[0]
 	t.Logf("%d kills of %d trials (a batch took %s), %d messages, %d batches, %d of them after the last kill", killed, trials, one.Round(time.Millisecond), n, batches, after)
 	require.Less(t, int64(after), batches, "processes that were killed later committed batches")
@@ -88,4 +62,40 @@ func TestStreamKillFollow(t *testing.T) {
 	// Every committed batch is in the ledger once, and its snapshot's
 	// positions are the ones committed last.
 	require.Equal(t, []int64{0}, queryInts(t, dbPath, `SELECT count(*) - count(DISTINCT batch_id) FROM idem.ledger WHERE job = 'rides'`))
+}
+
+// killFollow runs a stream job's follower under SIGKILLs: a first
+// `idem run JOB --follow --max-batches 1` commits one batch unharmed, and
+// how long it took (start, open, read, apply, commit) scales the random
+// kill delays, so that on a slow machine the killed processes commit
+// batches too; then trials followers are killed at random delays and at
+// the commit's fault points; once produced returns (the source holds
+// every record), a last follower runs until idle. It returns how many
+// trials ended in a SIGKILL, the first batch's time and the batches the
+// last follower committed.
+func killFollow(t *testing.T, work, jobPath string, trials int, produced func()) (killed int, one time.Duration, after int) {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	env := []string{"IDEM_TEST_AS_CLI=1"}
+	start := time.Now()
+	r := runIdemCmd(t, exe, work, "", 0, env, "run", jobPath, "--follow", "--max-batches", "1", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	one = time.Since(start)
+	faults := []string{"", "before_commit", "", "after_commit", "", "checkpoint", "", "after_target"}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	for i := 0; i < trials; i++ {
+		fault := faults[i%len(faults)]
+		delay := one/4 + time.Duration(rng.Int64N(int64(2*one)))
+		r := runIdemCmd(t, exe, work, fault, delay, env, "run", jobPath, "--follow", "--json")
+		if r.killed {
+			killed++
+		} else {
+			require.Equal(t, 0, r.code, "trial %d (fault %q): %s", i, fault, r.stderr)
+		}
+	}
+	produced()
+	r = runIdemCmd(t, exe, work, "", 0, env, "run", jobPath, "--follow", "--idle-exit", "1500ms", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	return killed, one, len(batchLines(t, r.stdout))
 }

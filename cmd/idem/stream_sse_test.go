@@ -139,9 +139,6 @@ func TestStreamSSEKillFollow(t *testing.T) {
 	work := t.TempDir()
 	jobPath := sseJobFile(t, work, url, "max_records = 500\n")
 	dbPath := filepath.Join(work, "rides.duckdb")
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	env := []string{"IDEM_TEST_AS_CLI=1"}
 
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -153,26 +150,7 @@ func TestStreamSSEKillFollow(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
-	start := time.Now()
-	r := runIdemCmd(t, exe, work, "", 0, env, "run", jobPath, "--follow", "--max-batches", "1", "--json")
-	require.Equal(t, 0, r.code, r.stderr)
-	one := time.Since(start)
-	faults := []string{"", "before_commit", "", "after_commit", "", "checkpoint", "", "after_target"}
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 9))
-	killed := 0
-	for i := 0; i < trials; i++ {
-		fault := faults[i%len(faults)]
-		delay := one/4 + time.Duration(rng.Int64N(int64(2*one)))
-		r := runIdemCmd(t, exe, work, fault, delay, env, "run", jobPath, "--follow", "--json")
-		if r.killed {
-			killed++
-		} else {
-			require.Equal(t, 0, r.code, "trial %d (fault %q): %s", i, fault, r.stderr)
-		}
-	}
-	wg.Wait()
-	r = runIdemCmd(t, exe, work, "", 0, env, "run", jobPath, "--follow", "--idle-exit", "1500ms", "--json")
-	require.Equal(t, 0, r.code, r.stderr)
+	killed, one, _ := killFollow(t, work, jobPath, trials, wg.Wait)
 	batches := queryInts(t, dbPath, `SELECT count(*) FROM idem.ledger WHERE job = 'rides'`)[0]
 	t.Logf("%d kills of %d trials (a batch took %s), %d events, %d batches, %d connections", killed, trials, one.Round(time.Millisecond), n, batches, feed.connects)
 	require.GreaterOrEqual(t, killed, trials/2, "most trials must end in a SIGKILL")
