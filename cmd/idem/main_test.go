@@ -39,10 +39,10 @@ func TestMain(m *testing.M) {
 	// Most of a test's time is spent waiting for the idem processes it
 	// starts, so go test's default of GOMAXPROCS parallel tests leaves
 	// the machine half idle (go test itself kills a package that runs past
-	// its timeout plus a minute, whatever TestMain sets). Run twice as many
-	// parallel tests unless -parallel was given.
+	// its timeout plus a minute, whatever TestMain sets). Run three times
+	// as many parallel tests unless -parallel was given.
 	if f := flag.Lookup("test.parallel"); f != nil && f.Value.String() == strconv.Itoa(runtime.GOMAXPROCS(0)) {
-		_ = f.Value.Set(strconv.Itoa(2 * runtime.GOMAXPROCS(0)))
+		_ = f.Value.Set(strconv.Itoa(3 * runtime.GOMAXPROCS(0)))
 	}
 	os.Exit(m.Run())
 }

@@ -52,7 +52,15 @@ func storeBytes(t *testing.T, db string) int64 {
 // store; the same 30 batches without [retention] keep more bytes.
 func TestRetentionWithCheckpoints(t *testing.T) {
 	t.Parallel()
-	const batches = 30
+	// 30 batches with IDEM_PROPERTY_LONG=1; 15 in CI (the same checks:
+	// every count below follows from batches).
+	batches := 15
+	if os.Getenv("IDEM_PROPERTY_LONG") != "" {
+		batches = 30
+	}
+	last := int64(batches)
+	oldest := last - 4 // the oldest kept snapshot
+	ckpt := oldest - 1 // the checkpoint snapshots oldest..last-1 rerun from
 	build := func(t *testing.T, retention string) (dir, db, jobFile string, paths []string, lines [][]string, shas map[int64]string) {
 		dir = t.TempDir()
 		db = filepath.Join(dir, "trips.duckdb")
@@ -71,7 +79,7 @@ func TestRetentionWithCheckpoints(t *testing.T) {
 			require.Equal(t, 0, r.code, r.stderr)
 			// The sha256 of each snapshot that stays kept, as committed,
 			// before any expiry could touch it: the latest is never expired.
-			if i+1 > batches-5 {
+			if int64(i+1) >= oldest {
 				shas[int64(i+1)] = exportSHA(t, jobFile, dir, int64(i+1))
 			}
 		}
@@ -86,17 +94,17 @@ func TestRetentionWithCheckpoints(t *testing.T) {
 			batches, storeBytes(t, plainDB), storeBytes(t, db))
 	}
 
-	require.Equal(t, []int64{26}, queryInts(t, db, `SELECT oldest_kept FROM idem.retention WHERE job = 'trips'`))
+	require.Equal(t, []int64{oldest}, queryInts(t, db, `SELECT oldest_kept FROM idem.retention WHERE job = 'trips'`))
 	// Snapshots 26-29 rerun from checkpoint 25, snapshot 30 is one: the
 	// other checkpoints are gone.
-	require.Equal(t, []int64{25, 30}, queryInts(t, db, `SELECT snapshot FROM idem.checkpoints ORDER BY snapshot`))
-	for s := int64(26); s <= batches; s++ {
+	require.Equal(t, []int64{ckpt, last}, queryInts(t, db, `SELECT snapshot FROM idem.checkpoints ORDER BY snapshot`))
+	for s := oldest; s <= last; s++ {
 		require.Equal(t, shas[s], exportSHA(t, jobFile, dir, s), "kept snapshot %d", s)
 	}
 	// Every retained input left is one a kept snapshot's rerun replays or
 	// a kept checkpoint's file, and the store holds exactly those.
 	var want []string
-	for _, s := range queryStrs(t, db, `SELECT inputs FROM idem.snapshots WHERE job = 'trips' AND snapshot > 25 ORDER BY snapshot`) {
+	for _, s := range queryStrs(t, db, `SELECT inputs FROM idem.snapshots WHERE job = 'trips' AND snapshot > ? ORDER BY snapshot`, ckpt) {
 		var in struct {
 			Files []struct{ SHA256 string } `json:"files"`
 		}
@@ -127,11 +135,11 @@ func TestRetentionWithCheckpoints(t *testing.T) {
 
 	// Every expired snapshot is refused, every export, diff and rerun.
 	state := captureState(t, db)
-	for _, s := range []int64{1, 5, 25} {
-		msg := fmt.Sprintf("snapshot %d of trips expired (oldest kept: 26)", s)
+	for _, s := range []int64{1, 5, ckpt} {
+		msg := fmt.Sprintf("snapshot %d of trips expired (oldest kept: %d)", s, oldest)
 		for _, args := range [][]string{
 			{"export", jobFile, "--snapshot", fmt.Sprint(s), "--out", filepath.Join(dir, "x.csv")},
-			{"diff", jobFile, "--from", fmt.Sprint(s), "--to", "30"},
+			{"diff", jobFile, "--from", fmt.Sprint(s), "--to", fmt.Sprint(last)},
 			{"rerun", jobFile, "--snapshot", fmt.Sprint(s)},
 			{"rollback", jobFile, "--to-snapshot", fmt.Sprint(s)},
 		} {
@@ -143,7 +151,7 @@ func TestRetentionWithCheckpoints(t *testing.T) {
 	require.Equal(t, state, captureState(t, db), "a refused read changed the database")
 
 	// Rerun: the latest from its own checkpoint, the others from 25.
-	for s := int64(26); s <= batches; s++ {
+	for s := oldest; s <= last; s++ {
 		r := callIdem(t, "rerun", jobFile, "--snapshot", fmt.Sprint(s), "--json")
 		require.Equal(t, 0, r.code, "rerun %d: %s", s, r.stderr)
 		var res ops.RerunResult
@@ -151,7 +159,7 @@ func TestRetentionWithCheckpoints(t *testing.T) {
 		require.True(t, res.Reproduced, "rerun of snapshot %d", s)
 		require.Equal(t, shas[s], res.SHA256)
 		require.LessOrEqual(t, res.Replayed, 5, "rerun of snapshot %d replayed %d batches", s, res.Replayed)
-		require.Equal(t, int(s-25)%5, res.Replayed, "rerun of snapshot %d", s)
+		require.Equal(t, int(s-ckpt)%5, res.Replayed, "rerun of snapshot %d", s)
 	}
 	// --from-start needs inputs that expired: refused, nothing written.
 	r := callIdem(t, "rerun", jobFile, "--from-start")
@@ -178,7 +186,7 @@ func TestRetentionWithCheckpoints(t *testing.T) {
 	require.Zero(t, res.Outcomes["accepted"], "an old batch under a new id brought something back: %v", res.Outcomes)
 	fold.apply(lines[2])
 	require.Equal(t, fold.rows(), queryStrs(t, db, `SELECT entity_id || '|' || source_version || '|' || status || '|' || coalesce(value, '') FROM trips ORDER BY entity_id`))
-	require.Equal(t, shas[batches], exportSHA(t, jobFile, dir, batches+1))
+	require.Equal(t, shas[last], exportSHA(t, jobFile, dir, last+1))
 	r = callIdem(t, "rerun", jobFile, "--json")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, `"reproduced":true`)
