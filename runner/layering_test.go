@@ -17,11 +17,14 @@ func TestLayering(t *testing.T) {
 	t.Parallel()
 	const module = "github.com/idem-dev/idem"
 	const (
-		job     = module + "/runner/job"
-		catalog = module + "/runner/catalog"
-		source  = module + "/runner/source"
-		run     = module + "/runner/run"
-		ops     = module + "/runner/ops"
+		job     = module + "/internal/job"
+		project = module + "/internal/project"
+		catalog = module + "/internal/catalog"
+		source  = module + "/internal/source"
+		run     = module + "/internal/run"
+		ops     = module + "/internal/ops"
+		runner  = module + "/runner"
+		sqlfs   = module + "/sql"
 	)
 	pure := []string{"database/sql", "github.com/duckdb/"}
 	layers := []struct {
@@ -30,23 +33,26 @@ func TestLayering(t *testing.T) {
 		forbidden []string // import path prefixes it must not depend on
 		direct    bool     // check its own imports only (they bring the layers below)
 	}{
-		{pkg: module + "/runner/job", forbidden: pure},
-		{pkg: module + "/runner/project", idem: []string{job}, forbidden: pure},
-		{pkg: module + "/runner/catalog", idem: []string{job}},
-		{pkg: module + "/runner/source", idem: []string{job, catalog}},
-		{pkg: module + "/runner/run", idem: []string{job, catalog, source}},
-		{pkg: module + "/runner/ops", idem: []string{job, catalog, source, run}},
-		// The CLI calls run and ops, and orders a project's jobs with
-		// project; catalog only for the row types it prints (LogEntry),
-		// never source.
-		{pkg: module + "/cmd/idem", idem: []string{job, module + "/runner/project", catalog, run, ops, module + "/sql"}, direct: true},
+		{pkg: job, forbidden: pure},
+		{pkg: project, idem: []string{job}, forbidden: pure},
+		{pkg: catalog, idem: []string{job}},
+		{pkg: source, idem: []string{job, catalog}},
+		{pkg: run, idem: []string{job, catalog, source}},
+		{pkg: ops, idem: []string{job, catalog, source, run}},
+		// The public API is a thin layer over run and ops, with the
+		// built-in pipelines; it never reaches source or catalog itself.
+		{pkg: runner, idem: []string{job, project, run, ops, sqlfs}, direct: true},
+		// The CLI calls the public API for what it offers and run and ops
+		// for the rest; catalog only for the row types it prints
+		// (LogEntry), never source.
+		{pkg: module + "/cmd/idem", idem: []string{runner, job, project, catalog, run, ops, sqlfs}, direct: true},
 	}
 	// Every package of the library has its place in the list.
-	listed := map[string]bool{module + "/runner": true}
+	listed := map[string]bool{}
 	for _, tc := range layers {
 		listed[tc.pkg] = true
 	}
-	for _, p := range goList(t, "list", module+"/runner/...") {
+	for _, p := range goList(t, "list", module+"/internal/...", module+"/runner/...") {
 		if !listed[p] {
 			t.Errorf("package %s is not in the layering: add it with the idem packages it may import", p)
 		}

@@ -5,7 +5,7 @@
 # databases, once as is and once with read_replica = true. Prints each
 # run's wall time and, with the replica, its publication (seconds, bytes,
 # method) from run --json. Publish time against database size alone:
-#   IDEM_REPLICA_BENCH_MB=100,1000 go test ./runner/run -run '^$' -bench PublishReplica -benchtime 2x
+#   IDEM_REPLICA_BENCH_MB=100,1000 go test ./internal/run -run '^$' -bench PublishReplica -benchtime 2x
 #
 #   scripts/bench-replica.sh [ROWS] [DIR]     (defaults: 1000000, a temp dir)
 set -euo pipefail
@@ -17,7 +17,7 @@ bin=${IDEM_BIN:-/tmp/idem}
 cd "$root"
 go build -o "$bin" ./cmd/idem
 if [ ! -f "$dir/batch.parquet" ]; then
-	go test ./runner/run -count=1 -run '^TestVersionedChangesGenerateBenchmark$' -vc.gen="$dir" -vc.rows="$rows" >/dev/null
+	go test ./internal/run -count=1 -run '^TestVersionedChangesGenerateBenchmark$' -vc.gen="$dir" -vc.rows="$rows" >/dev/null
 fi
 for variant in plain replica; do
 	work="$dir/$variant"

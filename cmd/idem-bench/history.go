@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/idem-dev/idem/runner/catalog"
+	"github.com/idem-dev/idem/internal/catalog"
 )
 
 // history measures what keeping history costs: the apply case's batch run

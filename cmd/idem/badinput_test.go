@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/runner/run"
+	"github.com/idem-dev/idem/internal/run"
 )
 
 // badInputEnv is the sandbox of one bad-input case: a database that already

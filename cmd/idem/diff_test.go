@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/runner/ops"
+	"github.com/idem-dev/idem/internal/ops"
 )
 
 // diff FILE1 FILE2 pairs rows by a key that must be unique in both files: a

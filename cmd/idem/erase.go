@@ -5,8 +5,8 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/idem-dev/idem/runner/job"
-	"github.com/idem-dev/idem/runner/ops"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/ops"
 
 	"github.com/spf13/cobra"
 )

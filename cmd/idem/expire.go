@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/idem-dev/idem/runner/ops"
+	"github.com/idem-dev/idem/internal/ops"
 
 	"github.com/spf13/cobra"
 )

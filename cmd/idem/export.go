@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/runner/ops"
-	"github.com/idem-dev/idem/runner/run"
+	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/run"
 )
 
 func (a *app) newExportCmd() *cobra.Command {

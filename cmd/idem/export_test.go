@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/runner/ops"
+	"github.com/idem-dev/idem/internal/ops"
 )
 
 // readManifest reads the manifest of a partitioned export in dir and

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/internal/job"
 
 	"github.com/stretchr/testify/require"
 )

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/idem-dev/idem/runner/run"
+	"github.com/idem-dev/idem/internal/run"
 )
 
 // faultHook returns the fault-injection hook for IDEM_FAULT, or nil when the

@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	"github.com/idem-dev/idem/runner/ops"
+	"github.com/idem-dev/idem/internal/ops"
 	"github.com/spf13/cobra"
 )
 

@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/internal/job"
 
 	"github.com/stretchr/testify/require"
 )

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idem-dev/idem/runner/source"
+	"github.com/idem-dev/idem/internal/source"
 
 	"github.com/stretchr/testify/require"
 )

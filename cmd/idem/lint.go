@@ -3,11 +3,11 @@ package main
 import (
 	"fmt"
 
-	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/internal/job"
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/runner/ops"
+	"github.com/idem-dev/idem/internal/ops"
 	idemsql "github.com/idem-dev/idem/sql"
 )
 

@@ -12,8 +12,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/idem-dev/idem/runner/catalog"
-	"github.com/idem-dev/idem/runner/ops"
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/ops"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"

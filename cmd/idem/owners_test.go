@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/idem-dev/idem/runner/job"
-	"github.com/idem-dev/idem/runner/ops"
-	"github.com/idem-dev/idem/runner/run"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/stretchr/testify/require"
 )

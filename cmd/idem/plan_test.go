@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/idem-dev/idem/runner/job"
-	"github.com/idem-dev/idem/runner/ops"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/ops"
 
 	"github.com/stretchr/testify/require"
 )

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/internal/job"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"

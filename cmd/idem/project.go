@@ -12,9 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/runner/job"
-	"github.com/idem-dev/idem/runner/project"
-	"github.com/idem-dev/idem/runner/run"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/project"
+	"github.com/idem-dev/idem/internal/run"
 )
 
 // projectFlags are the flags of run and plan over a project.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/internal/job"
 )
 
 // testProject is a project folder: job files, their models and inputs, and

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idem-dev/idem/runner/job"
-	"github.com/idem-dev/idem/runner/run"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/stretchr/testify/require"
 )

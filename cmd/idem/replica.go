@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/idem-dev/idem/runner/run"
+	"github.com/idem-dev/idem/internal/run"
 )
 
 // printReplica adds the line of a read replica's publication to a writing

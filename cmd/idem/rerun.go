@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/idem-dev/idem/runner/job"
-	"github.com/idem-dev/idem/runner/ops"
-	"github.com/idem-dev/idem/runner/project"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/project"
 
 	"github.com/spf13/cobra"
 )

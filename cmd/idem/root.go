@@ -10,11 +10,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/internal/job"
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/runner/run"
+	"github.com/idem-dev/idem/internal/run"
 	idemsql "github.com/idem-dev/idem/sql"
 )
 

@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idem-dev/idem/runner/job"
-	"github.com/idem-dev/idem/runner/ops"
-	"github.com/idem-dev/idem/runner/run"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/spf13/cobra"
 )

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/idem-dev/idem/runner/job"
+	"github.com/idem-dev/idem/internal/job"
 
 	"github.com/stretchr/testify/require"
 )

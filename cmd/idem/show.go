@@ -5,9 +5,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/idem-dev/idem/runner/catalog"
-	"github.com/idem-dev/idem/runner/job"
-	"github.com/idem-dev/idem/runner/ops"
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/ops"
 
 	"github.com/spf13/cobra"
 )

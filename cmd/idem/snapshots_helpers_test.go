@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/runner/ops"
-	"github.com/idem-dev/idem/runner/run"
+	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/run"
 )
 
 var updateSnapshotGolden = flag.Bool("update", false, "rewrite golden files")

@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/runner/run"
+	"github.com/idem-dev/idem/internal/run"
 )
 
 // dumpState opens the database at path for writing (so a WAL left by a

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idem-dev/idem/runner/job"
-	"github.com/idem-dev/idem/runner/run"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/spf13/cobra"
 )

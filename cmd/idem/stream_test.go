@@ -21,9 +21,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/idem-dev/idem/runner/job"
-	"github.com/idem-dev/idem/runner/run"
-	"github.com/idem-dev/idem/runner/source"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/source"
 )
 
 // kafkaTopic is a kfake cluster (the real Kafka protocol, in process)

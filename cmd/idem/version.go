@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/runner/ops"
+	"github.com/idem-dev/idem/internal/ops"
 )
 
 func (a *app) newVersionCmd() *cobra.Command {

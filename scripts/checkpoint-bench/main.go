@@ -25,8 +25,8 @@ import (
 
 	_ "github.com/duckdb/duckdb-go/v2"
 
-	"github.com/idem-dev/idem/runner/catalog"
-	"github.com/idem-dev/idem/runner/run"
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/run"
 	idemsql "github.com/idem-dev/idem/sql"
 )
 

@@ -1,0 +1,85 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/idem-dev/idem/internal/job"
+)
+
+// CountErasures counts the erasures of key recorded for job.
+func CountErasures(ctx context.Context, q Querier, j, key string) (int, error) {
+	var prior int
+	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM idem.erasures WHERE job = ? AND key = ?`, j, key).Scan(&prior); err != nil {
+		return 0, fmt.Errorf("read erasures of %s: %w", j, err)
+	}
+	return prior, nil
+}
+
+// RecordErasure records the erasure of key from job at snapshot S.
+func RecordErasure(ctx context.Context, q Querier, j, key string, position *int64, snapshot int64) error {
+	if _, err := q.ExecContext(ctx, `INSERT INTO idem.erasures VALUES (?, ?, ?, ?, current_timestamp)`,
+		j, key, position, snapshot); err != nil {
+		return fmt.Errorf("record erasure: %w", err)
+	}
+	return nil
+}
+
+// Erasure is one recorded erasure of a key.
+type Erasure struct {
+	Key      string
+	Position *int64
+}
+
+// ErasuresBySnapshot reads job's erasures by the snapshot that committed
+// them.
+func ErasuresBySnapshot(ctx context.Context, q Querier, j string) (map[int64][]Erasure, error) {
+	rows, err := q.QueryContext(ctx, `SELECT snapshot, key, position FROM idem.erasures WHERE job = ? ORDER BY snapshot, key`, j)
+	if err != nil {
+		return nil, fmt.Errorf("read erasures of %s: %w", j, err)
+	}
+	defer rows.Close()
+	out := map[int64][]Erasure{}
+	for rows.Next() {
+		var s int64
+		var e Erasure
+		if err := rows.Scan(&s, &e.Key, &e.Position); err != nil {
+			return nil, err
+		}
+		out[s] = append(out[s], e)
+	}
+	return out, rows.Err()
+}
+
+// ErasedIn counts the rows of a pinned read whose key was erased at or above
+// the row's position (any row of the key when the pipeline has no position
+// column).
+func ErasedIn(ctx context.Context, q Querier, j *job.Job, pinned string) (int64, error) {
+	if len(j.Pipeline.Key) != 1 {
+		return 0, nil
+	}
+	key := "p." + job.QuoteIdent(j.Pipeline.Key[0])
+	cond := "TRUE"
+	if j.Pipeline.Position != "" {
+		cond = "e.position IS NULL OR TRY_CAST(p." + job.QuoteIdent(j.Pipeline.Position) + " AS BIGINT) <= e.position"
+	}
+	var n int64
+	err := q.QueryRowContext(ctx, "SELECT count(*) FROM ("+pinned+") AS p JOIN (SELECT key, max(position) AS position FROM idem.erasures WHERE job = ? GROUP BY key) AS e ON CAST("+key+" AS VARCHAR) = e.key WHERE "+cond, j.Name).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("check erasures of %s: %w", j.Name, TrimSQLError(err))
+	}
+	return n, nil
+}
+
+// PrepareErasures gives the steps the job's erased keys as temp table
+// idem_erased(key, position).
+func PrepareErasures(ctx context.Context, tx *sql.Tx, j *job.Job) error {
+	_, err := tx.ExecContext(ctx, `CREATE OR REPLACE TEMP TABLE idem_erased AS
+		SELECT key, max(position) AS position FROM idem.erasures WHERE job = ? GROUP BY key`, j.Name)
+	if err != nil {
+		return fmt.Errorf("read erasures of job %s: %w", j.Name, err)
+	}
+	_, err = tx.ExecContext(ctx, `DROP TABLE IF EXISTS idem_touched`)
+	return err
+}

@@ -1,0 +1,340 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/idem-dev/idem/internal/job"
+)
+
+// History: every committed version of every target row, in
+// idem."<job>__history", with the snapshot it began in (idem_from) and,
+// once closed, the snapshot it ended in (idem_to).
+//
+// A history is kept in one of two ways:
+//
+//   - closed rows (every history written before appended rows existed, and
+//     jobs without a key): a row is valid at S when idem_from <= S and
+//     (idem_to IS NULL or idem_to > S); a write closes each changed row
+//     with an UPDATE.
+//   - appended rows (idem.meta holds history:<job>, the key and the first
+//     snapshot M written this way): a write never updates. For each key it
+//     changes at S it appends every target row of that key with idem_from =
+//     S, or, when the target holds none, a marker (the key, NULLs, idem_from
+//     = idem_to = S: valid at no snapshot). A row of idem_from >= M
+//     supersedes every row of its key that began before it, so a row is
+//     valid at S when the interval test above holds and no row of its key
+//     with M <= idem_from <= S began after it. Rows from before M follow
+//     the interval test alone, which is why an existing history needs no
+//     migration.
+//
+// Leaving appended rows (the job lost its key, or changed it) closes every
+// superseded row and drops the markers first (closeAppended): the history
+// is then all closed rows again.
+
+// HistoryTable is the quoted name of a job's history table.
+func HistoryTable(j string) string { return "idem." + job.QuoteIdent(j+"__history") }
+
+// historyFormat says how a job's history is kept: nil for closed rows,
+// else the key and the first snapshot of appended rows.
+type historyFormat struct {
+	Key   []string `json:"key"`
+	Since int64    `json:"since"`
+}
+
+func historyMetaKey(j string) string { return "history:" + j }
+
+// readHistoryFormat reads how job j's history is kept (nil: closed rows).
+func readHistoryFormat(ctx context.Context, q Querier, j string) (*historyFormat, error) {
+	var v sql.NullString
+	err := q.QueryRowContext(ctx, "SELECT max(value) FROM idem.meta WHERE key = ?", historyMetaKey(j)).Scan(&v)
+	if err != nil {
+		return nil, fmt.Errorf("read the history format of %s: %w", j, err)
+	}
+	if !v.Valid {
+		return nil, nil
+	}
+	var f historyFormat
+	if err := json.Unmarshal([]byte(v.String), &f); err != nil || len(f.Key) == 0 {
+		return nil, fmt.Errorf("history format of %s: bad value %q in idem.meta", j, v.String)
+	}
+	return &f, nil
+}
+
+// writeHistoryFormat records how job j's history is kept (nil: closed rows).
+func writeHistoryFormat(ctx context.Context, tx *sql.Tx, j string, f *historyFormat) error {
+	if _, err := tx.ExecContext(ctx, "DELETE FROM idem.meta WHERE key = ?", historyMetaKey(j)); err != nil {
+		return fmt.Errorf("record the history format of %s: %w", j, err)
+	}
+	if f == nil {
+		return nil
+	}
+	v, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO idem.meta VALUES (?, ?)", historyMetaKey(j), string(v)); err != nil {
+		return fmt.Errorf("record the history format of %s: %w", j, err)
+	}
+	return nil
+}
+
+// keyMatch is the join condition of key columns between aliases a and b;
+// NULL matches NULL, as GROUP BY groups them.
+func keyMatch(key []string, a, b string) string {
+	m := make([]string, len(key))
+	for i, k := range key {
+		m[i] = a + "." + job.QuoteIdent(k) + " IS NOT DISTINCT FROM " + b + "." + job.QuoteIdent(k)
+	}
+	return strings.Join(m, " AND ")
+}
+
+func quoteAll(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = job.QuoteIdent(n)
+	}
+	return out
+}
+
+// RecordHistory brings the job's history up to date with the target as
+// snapshot S. A job with a key whose steps left temp table idem_touched
+// (the key columns of every row they wrote or deleted) appends the rows of
+// those keys; once appended, a run without idem_touched appends the keys
+// whose rows differ from snapshot S-1. A job without a key, or one that
+// never left idem_touched, compares its closed rows with the target whole.
+func RecordHistory(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot int64) error {
+	cols, err := TargetColumns(ctx, tx, j.Table)
+	if err != nil {
+		return err
+	}
+	hist := HistoryTable(j.Name)
+	exists, err := TableExists(ctx, tx, "idem", j.Name+"__history")
+	if err != nil {
+		return err
+	}
+	target := job.QuoteIdent(j.Table)
+	var f *historyFormat
+	if !exists {
+		if _, err := tx.ExecContext(ctx, "CREATE TABLE "+hist+" AS SELECT *, CAST(0 AS BIGINT) AS idem_from, CAST(NULL AS BIGINT) AS idem_to FROM "+target+" LIMIT 0"); err != nil {
+			return fmt.Errorf("create history of %s: %w", j.Name, err)
+		}
+		// A format left by a history dropped by hand describes nothing.
+		if err := writeHistoryFormat(ctx, tx, j.Name, nil); err != nil {
+			return err
+		}
+	} else {
+		if err := alignHistory(ctx, tx, j.Name, cols); err != nil {
+			return err
+		}
+		if f, err = readHistoryFormat(ctx, tx, j.Name); err != nil {
+			return err
+		}
+	}
+	names := make([]string, len(cols))
+	have := map[string]bool{}
+	for i, c := range cols {
+		names[i] = job.QuoteIdent(c.Name)
+		have[c.Name] = true
+	}
+	key := j.Pipeline.Key
+	for _, k := range key {
+		if !have[k] {
+			key = nil // a key the target lacks names no row: compare whole
+		}
+	}
+	touched, err := TableExists(ctx, tx, "temp", "idem_touched")
+	if err != nil {
+		return err
+	}
+	if f != nil && !slices.Equal(f.Key, key) {
+		if err := closeAppended(ctx, tx, j.Name, f); err != nil {
+			return err
+		}
+		f = nil
+	}
+	if f == nil && touched && len(key) > 0 {
+		f = &historyFormat{Key: slices.Clone(key), Since: snapshot}
+		if err := writeHistoryFormat(ctx, tx, j.Name, f); err != nil {
+			return err
+		}
+	}
+	if f != nil {
+		return appendHistory(ctx, tx, j, f, cols, touched, snapshot)
+	}
+	list := strings.Join(names, ", ")
+	s := fmt.Sprint(snapshot)
+	// Whole comparison: close open rows that are no longer in the target,
+	// insert target rows that are not open.
+	stmts := []string{
+		"CREATE OR REPLACE TEMP TABLE idem_gone AS SELECT " + list + " FROM " + hist + " WHERE idem_to IS NULL EXCEPT ALL SELECT " + list + " FROM " + target,
+		"CREATE OR REPLACE TEMP TABLE idem_new AS SELECT " + list + " FROM " + target + " EXCEPT ALL SELECT " + list + " FROM " + hist + " WHERE idem_to IS NULL",
+	}
+	var match []string
+	for _, c := range names {
+		match = append(match, "h."+c+" IS NOT DISTINCT FROM g."+c)
+	}
+	stmts = append(stmts,
+		"UPDATE "+hist+" AS h SET idem_to = "+s+" FROM idem_gone AS g WHERE h.idem_to IS NULL AND "+strings.Join(match, " AND "),
+		"INSERT INTO "+hist+" ("+list+", idem_from, idem_to) SELECT "+list+", "+s+", NULL FROM idem_new",
+		"DROP TABLE idem_gone", "DROP TABLE idem_new",
+	)
+	for _, q := range stmts {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("record history of %s: %w", j.Name, TrimSQLError(err))
+		}
+	}
+	return nil
+}
+
+// appendHistory appends snapshot S to a history of appended rows: every
+// target row of each changed key, and a marker for each changed key the
+// target no longer holds. The changed keys are idem_touched's when
+// touched, else those whose rows differ from snapshot S-1.
+func appendHistory(ctx context.Context, tx *sql.Tx, j *job.Job, f *historyFormat, cols []TargetColumn, touched bool, snapshot int64) error {
+	hist := HistoryTable(j.Name)
+	target := job.QuoteIdent(j.Table)
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = job.QuoteIdent(c.Name)
+	}
+	list := strings.Join(names, ", ")
+	keys := strings.Join(quoteAll(f.Key), ", ")
+	s := fmt.Sprint(snapshot)
+	changed := "idem_touched"
+	var stmts []string
+	if !touched {
+		changed = "idem_changed"
+		prev := pinnedSQL(j.Name, names, f, snapshot-1)
+		stmts = append(stmts, "CREATE OR REPLACE TEMP TABLE idem_changed AS SELECT DISTINCT "+keys+" FROM (("+prev+" EXCEPT ALL SELECT "+list+" FROM "+target+") UNION ALL (SELECT "+list+" FROM "+target+" EXCEPT ALL "+prev+"))")
+	}
+	ukeys := make([]string, len(f.Key))
+	for i, k := range quoteAll(f.Key) {
+		ukeys[i] = "u." + k
+	}
+	// The target's rows of changed keys (a semi join: a key may be listed
+	// twice), then a marker for each changed key that got none: the anti
+	// join reads only the rows just appended.
+	stmts = append(stmts,
+		"INSERT INTO "+hist+" ("+list+", idem_from, idem_to) SELECT "+list+", "+s+", NULL FROM "+target+" AS t SEMI JOIN "+changed+" AS u ON "+keyMatch(f.Key, "t", "u"),
+		"INSERT INTO "+hist+" ("+keys+", idem_from, idem_to) SELECT DISTINCT "+strings.Join(ukeys, ", ")+", "+s+", "+s+" FROM "+changed+" AS u ANTI JOIN (SELECT "+keys+" FROM "+hist+" WHERE idem_from = "+s+") AS n ON "+keyMatch(f.Key, "u", "n"),
+	)
+	if !touched {
+		stmts = append(stmts, "DROP TABLE idem_changed")
+	}
+	for _, q := range stmts {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("record history of %s: %w", j.Name, TrimSQLError(err))
+		}
+	}
+	return nil
+}
+
+// CloseHistory closes in bulk every row of job j's history that a later
+// row of its key supersedes (see RecordHistory) and drops the markers: the
+// history is then all closed rows, read by the interval test alone, until
+// the next run appends again. Pinned reads return the same rows before and
+// after. A job without history, or whose rows are all closed, is left as
+// it is.
+func CloseHistory(ctx context.Context, tx *sql.Tx, j string) error {
+	exists, err := TableExists(ctx, tx, "idem", j+"__history")
+	if err != nil || !exists {
+		return err
+	}
+	f, err := readHistoryFormat(ctx, tx, j)
+	if err != nil || f == nil {
+		return err
+	}
+	return closeAppended(ctx, tx, j, f)
+}
+
+// closeAppended turns a history of appended rows back into closed rows:
+// each row a later row of its key supersedes gets that row's idem_from as
+// its idem_to, and the markers go. It then records closed rows.
+func closeAppended(ctx context.Context, tx *sql.Tx, j string, f *historyFormat) error {
+	hist := HistoryTable(j)
+	keys := strings.Join(quoteAll(f.Key), ", ")
+	m := fmt.Sprint(f.Since)
+	next := "SELECT " + keys + ", idem_from, lead(idem_from) OVER (PARTITION BY " + keys + " ORDER BY idem_from) AS idem_next, min(idem_from) OVER (PARTITION BY " + keys + ") AS idem_first FROM (SELECT DISTINCT " + keys + ", idem_from FROM " + hist + " WHERE idem_from >= " + m + ")"
+	for _, q := range []string{
+		"CREATE OR REPLACE TEMP TABLE idem_next AS " + next,
+		// Appended rows end where the next appended row of their key begins.
+		"UPDATE " + hist + " AS h SET idem_to = n.idem_next FROM idem_next AS n WHERE h.idem_to IS NULL AND h.idem_from >= " + m + " AND n.idem_next IS NOT NULL AND h.idem_from = n.idem_from AND " + keyMatch(f.Key, "h", "n"),
+		// Rows open before M end where the first appended row of their key begins.
+		"UPDATE " + hist + " AS h SET idem_to = n.idem_first FROM (SELECT DISTINCT " + keys + ", idem_first FROM idem_next) AS n WHERE h.idem_to IS NULL AND h.idem_from < " + m + " AND " + keyMatch(f.Key, "h", "n"),
+		"DELETE FROM " + hist + " WHERE idem_to = idem_from",
+		"DROP TABLE idem_next",
+	} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("close the history rows of %s: %w", j, TrimSQLError(err))
+		}
+	}
+	return writeHistoryFormat(ctx, tx, j, nil)
+}
+
+// alignHistory adds to the history table any target column it lacks (after
+// a schema change). Columns the target dropped stay, NULL in newer rows.
+func alignHistory(ctx context.Context, tx *sql.Tx, j string, cols []TargetColumn) error {
+	have, err := TargetColumnsIn(ctx, tx, "idem", j+"__history")
+	if err != nil {
+		return err
+	}
+	types := map[string]string{}
+	for _, c := range have {
+		types[c.Name] = c.Type
+	}
+	for _, c := range cols {
+		t, ok := types[c.Name]
+		if !ok {
+			if _, err := tx.ExecContext(ctx, "ALTER TABLE "+HistoryTable(j)+" ADD COLUMN "+job.QuoteIdent(c.Name)+" "+c.Type); err != nil {
+				return fmt.Errorf("add column %s to history of %s: %w", c.Name, j, err)
+			}
+			continue
+		}
+		if t != c.Type {
+			return fmt.Errorf("schema change turns column %s of %s from %s into %s: history keeps one type per column; add a column with a new name instead", c.Name, j, t, c.Type)
+		}
+	}
+	return nil
+}
+
+// PinnedSelect returns a SELECT of the target's rows as committed at
+// snapshot S, with the columns the snapshot recorded. It reads how the
+// job's history is kept, hence q.
+func PinnedSelect(ctx context.Context, q Querier, j string, cols []TargetColumn, snapshot int64) (string, error) {
+	f, err := readHistoryFormat(ctx, q, j)
+	if err != nil {
+		return "", err
+	}
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = job.QuoteIdent(c.Name)
+	}
+	return pinnedSQL(j, names, f, snapshot), nil
+}
+
+// pinnedSQL is PinnedSelect's text for quoted column names and format f.
+// With appended rows, each key's latest appended row at or before S
+// (idem_last) hides the rows of that key that began before it.
+func pinnedSQL(j string, names []string, f *historyFormat, snapshot int64) string {
+	list := strings.Join(names, ", ")
+	hist := HistoryTable(j)
+	if f == nil {
+		return fmt.Sprintf("SELECT %s FROM %s WHERE idem_from <= %d AND (idem_to IS NULL OR idem_to > %d)", list, hist, snapshot, snapshot)
+	}
+	keys := strings.Join(quoteAll(f.Key), ", ")
+	hl := make([]string, len(names))
+	for i, n := range names {
+		hl[i] = "h." + n
+	}
+	return fmt.Sprintf("SELECT %s FROM (SELECT * FROM %s WHERE idem_from <= %d) AS h"+
+		" LEFT JOIN (SELECT %s, max(idem_from) AS idem_last FROM %s WHERE idem_from >= %d AND idem_from <= %d GROUP BY %s) AS l ON %s"+
+		" WHERE (h.idem_to IS NULL OR h.idem_to > %d) AND (l.idem_last IS NULL OR h.idem_from >= l.idem_last)",
+		strings.Join(hl, ", "), hist, snapshot,
+		keys, hist, f.Since, snapshot, keys, keyMatch(f.Key, "h", "l"),
+		snapshot)
+}

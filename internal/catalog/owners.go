@@ -1,0 +1,115 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/idem-dev/idem/internal/job"
+)
+
+// Ownership: a job's target, its companions (the {{table:_suffix}} objects
+// of its schema and steps: outcomes, active view, tombstones) and its
+// history belong to that job. idem.owners records each claimed name, lower
+// case as DuckDB compares identifiers, with its job. A command that would
+// write a name claimed by another job is refused before it writes anything,
+// inside its own transaction; a committing command claims its names in that
+// transaction.
+
+// ownedName is one table or view a job writes.
+type ownedName struct {
+	key     string // lower-cased schema.name: the identity DuckDB uses
+	display string // as the user would write it
+}
+
+// ownedNames are the target, the companions and the history of job.
+func ownedNames(j *job.Job) []ownedName {
+	names := []ownedName{{key: ownerKey("main", j.Table), display: fmt.Sprintf("table %q", j.Table)}}
+	suffixes := map[string]bool{}
+	for _, text := range append([]string{j.DDL}, stepTexts(j.Steps)...) {
+		for _, m := range job.Companion.FindAllStringSubmatch(text, -1) {
+			suffixes[m[1]] = true
+		}
+	}
+	if j.Pipeline.OutcomesTable != "" {
+		suffixes[j.Pipeline.OutcomesTable] = true
+	}
+	sorted := make([]string, 0, len(suffixes))
+	for s := range suffixes {
+		sorted = append(sorted, s)
+	}
+	sort.Strings(sorted)
+	for _, s := range sorted {
+		names = append(names, ownedName{key: ownerKey("main", j.Table+s), display: fmt.Sprintf("table %q", j.Table+s)})
+	}
+	names = append(names, ownedName{key: ownerKey("idem", j.Name+"__history"), display: "history table " + HistoryTable(j.Name)})
+	return names
+}
+
+func stepTexts(steps []job.Step) []string {
+	out := make([]string, len(steps))
+	for i, s := range steps {
+		out[i] = s.SQL
+	}
+	return out
+}
+
+func ownerKey(schema, name string) string { return strings.ToLower(schema + "." + name) }
+
+// CheckOwners refuses (guard "owner") when a table or view job would write
+// belongs to another job. With claim, it records the names not yet claimed
+// as job's, in tx: they stay claimed only if tx commits.
+func CheckOwners(ctx context.Context, tx Querier, j *job.Job, claim bool) error {
+	for _, n := range ownedNames(j) {
+		var owner string
+		err := tx.QueryRowContext(ctx, `SELECT job FROM idem.owners WHERE name = ? ORDER BY job LIMIT 1`, n.key).Scan(&owner)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if !claim {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO idem.owners VALUES (?, ?, current_timestamp)`, n.key, j.Name); err != nil {
+				return fmt.Errorf("claim %s for job %s: %w", n.display, j.Name, err)
+			}
+		case err != nil:
+			return fmt.Errorf("read the owner of %s: %w", n.display, err)
+		case owner != j.Name:
+			return job.Refuse("owner", "%s belongs to job %q; job %q may not create or write it: give job %q another [target] table (or name)",
+				n.display, owner, j.Name, j.Name)
+		}
+	}
+	return nil
+}
+
+// claimOwnersSQL gives an existing database's jobs their names, once, when
+// idem.owners is created: each target and history, and the _outcomes,
+// _active and _tombstones objects beside a target. Where two jobs already
+// wrote one table, the job that committed first keeps it.
+const claimOwnersSQL = `
+INSERT INTO idem.owners
+SELECT name, arg_min(job, (first, job)), current_timestamp FROM (
+    SELECT lower('main.' || j.target) AS name, j.job,
+           coalesce((SELECT min(committed_at) FROM idem.snapshots s WHERE s.job = j.job), TIMESTAMP '9999-12-31') AS first
+    FROM idem.jobs j WHERE coalesce(j.target, '') <> ''
+    UNION ALL
+    SELECT lower('idem.' || j.job || '__history'), j.job,
+           coalesce((SELECT min(committed_at) FROM idem.snapshots s WHERE s.job = j.job), TIMESTAMP '9999-12-31')
+    FROM idem.jobs j WHERE j.snapshot > 0
+) AS c
+WHERE name NOT IN (SELECT name FROM idem.owners)
+GROUP BY name;
+INSERT INTO idem.owners
+SELECT name, arg_min(job, job), current_timestamp FROM (
+    SELECT lower('main.' || o.table_name) AS name, c.job
+    FROM (SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main'
+          UNION ALL
+          SELECT view_name FROM duckdb_views() WHERE database_name = current_database() AND schema_name = 'main' AND NOT internal) AS o
+    JOIN idem.owners c ON c.name LIKE 'main.%'
+     AND lower(o.table_name) IN (substr(c.name, 6) || '_outcomes', substr(c.name, 6) || '_active', substr(c.name, 6) || '_tombstones')
+) AS x
+WHERE name NOT IN (SELECT name FROM idem.owners)
+GROUP BY name;
+`

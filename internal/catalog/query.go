@@ -1,0 +1,86 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/idem-dev/idem/internal/job"
+)
+
+type Querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+func TableExists(ctx context.Context, q Querier, schema, table string) (bool, error) {
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT count(*) FROM duckdb_tables()
+		WHERE table_name = ? AND CASE WHEN ? = 'temp' THEN database_name = 'temp' ELSE database_name = current_database() AND schema_name = ? END`, table, schema, schema).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("look up table %s.%s: %w", schema, table, err)
+	}
+	return n > 0, nil
+}
+
+func CountRows(ctx context.Context, q Querier, table string) (int64, error) {
+	var n int64
+	if err := q.QueryRowContext(ctx, "SELECT count(*) FROM "+job.QuoteIdent(table)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count rows of %s: %w", table, err)
+	}
+	return n, nil
+}
+
+// TargetColumn is a target column as stored: name and DuckDB type.
+type TargetColumn struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+func TargetColumns(ctx context.Context, q Querier, table string) ([]TargetColumn, error) {
+	return TargetColumnsIn(ctx, q, "main", table)
+}
+
+// TrimSQLError drops DuckDB's multi-line context from an error.
+func TrimSQLError(err error) error {
+	msg := err.Error()
+	if i := strings.Index(msg, "\n\nLINE "); i >= 0 {
+		return &sqlError{msg: strings.TrimSpace(msg[:i]), err: err}
+	}
+	return err
+}
+
+type sqlError struct {
+	msg string
+	err error
+}
+
+func (e *sqlError) Error() string { return e.msg }
+
+func (e *sqlError) Unwrap() error { return e.err }
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func TargetColumnsIn(ctx context.Context, q Querier, schema, table string) ([]TargetColumn, error) {
+	rows, err := q.QueryContext(ctx, `SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = current_database() AND schema_name = ? AND table_name = ? ORDER BY column_index`, schema, table)
+	if err != nil {
+		return nil, fmt.Errorf("columns of %s.%s: %w", schema, table, err)
+	}
+	defer rows.Close()
+	var cols []TargetColumn
+	for rows.Next() {
+		var c TargetColumn
+		if err := rows.Scan(&c.Name, &c.Type); err != nil {
+			return nil, err
+		}
+		cols = append(cols, c)
+	}
+	return cols, rows.Err()
+}

@@ -1,0 +1,172 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idem-dev/idem/internal/job"
+)
+
+// State is the job's state row.
+type State struct {
+	Exists   bool
+	Key      string
+	Parts    job.Parts
+	HasParts bool
+	Target   string
+	Snapshot int64
+	Cursor   int64
+	Epoch    int64
+}
+
+// CheckEpoch refuses a writer whose epoch (when it gave one) is not the
+// job's current writer epoch, and one that gave none when the job requires
+// fencing.
+func (st State) CheckEpoch(j *job.Job, epoch *int64) error {
+	if epoch == nil && j.Fencing == job.FencingRequired {
+		return job.Refuse("epoch", "job %s requires fencing ([job] fencing = \"required\"): pass --epoch %d, the job's current epoch (see idem fence)", j.Name, st.Epoch)
+	}
+	if epoch != nil && *epoch != st.Epoch {
+		return job.Refuse("epoch", "stale writer: epoch %d is not the job's current epoch %d", *epoch, st.Epoch)
+	}
+	return nil
+}
+
+// CheckParent refuses a writer that prepared its work against another
+// snapshot than the job's latest (when it named one).
+func (st State) CheckParent(parent *int64) error {
+	if parent != nil && *parent != st.Snapshot {
+		return job.Refuse("parent", "stale parent: expected %d, latest is %d", *parent, st.Snapshot)
+	}
+	return nil
+}
+
+func ReadState(ctx context.Context, q Querier, j string) (State, error) {
+	var st State
+	var key, parts, target sql.NullString
+	err := q.QueryRowContext(ctx,
+		`SELECT job_key, parts, target, snapshot, cursor, epoch FROM idem.jobs WHERE job = ?`, j).
+		Scan(&key, &parts, &target, &st.Snapshot, &st.Cursor, &st.Epoch)
+	if errors.Is(err, sql.ErrNoRows) {
+		return State{Epoch: 1}, nil
+	}
+	if err != nil {
+		return st, fmt.Errorf("read state of job %s: %w", j, err)
+	}
+	st.Exists = true
+	st.Key = key.String
+	st.Target = target.String
+	if parts.Valid && parts.String != "" {
+		p, err := job.ParseParts(parts.String)
+		if err != nil {
+			return st, fmt.Errorf("read state of job %s: parts: %w", j, err)
+		}
+		st.Parts, st.HasParts = p, true
+	}
+	return st, nil
+}
+
+func (st State) PartsJSON() string {
+	if !st.HasParts {
+		return ""
+	}
+	return st.Parts.JSON()
+}
+
+// WriteState replaces the job's state row.
+func WriteState(ctx context.Context, q Querier, j *job.Job, key, parts string, snapshot, cursor, epoch int64) error {
+	if _, err := q.ExecContext(ctx, `DELETE FROM idem.jobs WHERE job = ?`, j.Name); err != nil {
+		return fmt.Errorf("write state row: %w", err)
+	}
+	if _, err := q.ExecContext(ctx, `INSERT INTO idem.jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)`,
+		j.Name, j.Pipeline.Name, j.Pipeline.Mode, j.Table, key, parts, snapshot, cursor, epoch); err != nil {
+		return fmt.Errorf("write state row: %w", err)
+	}
+	return nil
+}
+
+// AdvanceEpoch advances the job's writer epoch in tx, logs it and records
+// the commit; it returns the new epoch. The caller commits.
+func AdvanceEpoch(ctx context.Context, tx *sql.Tx, j string) (int64, error) {
+	st, err := ReadState(ctx, tx, j)
+	if err != nil {
+		return 0, err
+	}
+	epoch := st.Epoch + 1
+	if st.Exists {
+		_, err = tx.ExecContext(ctx, `UPDATE idem.jobs SET epoch = ?, updated_at = current_timestamp WHERE job = ?`, epoch, j)
+	} else {
+		_, err = tx.ExecContext(ctx, `INSERT INTO idem.jobs (job, epoch, updated_at) VALUES (?, ?, current_timestamp)`, j, epoch)
+	}
+	if err == nil {
+		err = InsertRun(ctx, tx, RunRow{Job: j, Decision: "fenced", Changed: "[]", Snapshot: st.Snapshot, Cursor: st.Cursor, Epoch: epoch})
+	}
+	if err == nil {
+		err = RecordCommit(ctx, tx, j, "fenced")
+	}
+	if err != nil {
+		return 0, fmt.Errorf("fence %s: %w", j, err)
+	}
+	return epoch, nil
+}
+
+// LogEntry is one run of a job as recorded in the run log.
+type LogEntry struct {
+	Time     time.Time        `json:"time"`
+	BatchID  *string          `json:"batch_id"`
+	Decision string           `json:"decision"`
+	Changed  []string         `json:"changed"`
+	RowsIn   *int64           `json:"rows_in"`
+	Outcomes map[string]int64 `json:"outcomes"`
+	Snapshot int64            `json:"snapshot"`
+	Cursor   int64            `json:"cursor"`
+	Epoch    int64            `json:"epoch"`
+	Message  *string          `json:"message,omitempty"` // why a run wrote nothing, exactly as recorded
+
+	// FirstLoad is true for the run that committed the job's first
+	// snapshot.
+	FirstLoad bool `json:"first_load"`
+}
+
+// ReadLog reads the job's runs, newest first (see DB.Log).
+func ReadLog(ctx context.Context, q Querier, j string) ([]LogEntry, error) {
+	rows, err := q.QueryContext(ctx, `SELECT run_at, batch_id, decision, changed, rows_in, outcomes, snapshot, cursor, epoch, message
+		FROM idem.runs WHERE job = ? ORDER BY rowid DESC`, j)
+	if err != nil {
+		return nil, fmt.Errorf("read log of %s: %w", j, err)
+	}
+	defer rows.Close()
+	var out []LogEntry
+	for rows.Next() {
+		var e LogEntry
+		var batch, changed, outcomes, msg sql.NullString
+		var rowsIn, snap, cursor, epoch sql.NullInt64
+		if err := rows.Scan(&e.Time, &batch, &e.Decision, &changed, &rowsIn, &outcomes, &snap, &cursor, &epoch, &msg); err != nil {
+			return nil, err
+		}
+		if batch.Valid {
+			e.BatchID = &batch.String
+		}
+		if rowsIn.Valid {
+			e.RowsIn = &rowsIn.Int64
+		}
+		if msg.Valid {
+			e.Message = &msg.String
+		}
+		e.Snapshot, e.Cursor, e.Epoch = snap.Int64, cursor.Int64, epoch.Int64
+		e.FirstLoad = e.Snapshot == 1 && (e.Decision == job.DecisionLoaded || e.Decision == job.DecisionApplied)
+		e.Changed = []string{}
+		if changed.Valid {
+			_ = json.Unmarshal([]byte(changed.String), &e.Changed)
+		}
+		if outcomes.Valid {
+			_ = json.Unmarshal([]byte(outcomes.String), &e.Outcomes)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}

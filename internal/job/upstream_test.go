@@ -1,0 +1,107 @@
+package job_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-dev/idem/internal/job"
+	idemsql "github.com/idem-dev/idem/sql"
+)
+
+// writeTree writes files (path → text) under a new temporary folder.
+func writeTree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for p, text := range files {
+		full := filepath.Join(dir, p)
+		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+		require.NoError(t, os.WriteFile(full, []byte(text), 0o644))
+	}
+	return dir
+}
+
+const modelJob = `name = "daily"
+pipeline = "select"
+transform_version = 1
+database = "data/x.duckdb"
+
+[input]
+upstream = ["trips"]
+
+[transform]
+sql = "models/daily"
+
+[target]
+key = ["day"]
+`
+
+func TestModelJob(t *testing.T) {
+	dir := writeTree(t, map[string]string{
+		"daily.toml":          modelJob,
+		"models/daily/v1.sql": "-- per day\nSELECT day, count(*) AS n FROM {{upstream:trips}} GROUP BY day; \n",
+	})
+	j, err := job.LoadJob(filepath.Join(dir, "daily.toml"), idemsql.FS)
+	require.NoError(t, err)
+	require.True(t, j.IsModel())
+	require.Equal(t, []string{"trips"}, j.Input.Upstream)
+	require.Equal(t, []string{"day"}, j.Key)
+	require.Equal(t, "select:daily", j.ReleaseName())
+	require.Equal(t, "models/daily/v2.sql", j.NextVersionHint())
+	require.Len(t, j.Steps, 1)
+	expanded := j.Expand(j.Steps[0].SQL)
+	require.Contains(t, expanded, `FROM temp."idem_upstream_trips" GROUP BY day`)
+	require.Contains(t, expanded, `ORDER BY "day"`)
+	require.NotContains(t, expanded, "{{")
+	require.NotContains(t, expanded, "GROUP BY day;") // the trailing semicolon is dropped
+	require.Equal(t, 0, j.SchemaVersion)
+
+	// The transform part covers the model's text.
+	before := j.TransformPart()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "models/daily/v1.sql"), []byte("SELECT day, count(*) AS n, 1 AS x FROM {{upstream:trips}} GROUP BY day"), 0o644))
+	j2, err := job.LoadJob(filepath.Join(dir, "daily.toml"), idemsql.FS)
+	require.NoError(t, err)
+	require.NotEqual(t, before.SHA256, j2.TransformPart().SHA256)
+	require.Equal(t, before.Pipeline, j2.TransformPart().Pipeline)
+
+	// An upstream is part of the key's input part; advancing it changes
+	// the input part.
+	p1 := job.Parts{Upstream: []job.UpstreamRef{{Job: "trips", Snapshot: 4, JobKey: "a"}}}
+	p2 := job.Parts{Upstream: []job.UpstreamRef{{Job: "trips", Snapshot: 5, JobKey: "b"}}}
+	require.Equal(t, []string{job.PartInput}, p2.Changed(p1))
+	require.NotEqual(t, p1.Key(), p2.Key())
+	// A job without upstreams keeps the key it had (no "upstream" field).
+	require.NotContains(t, job.Parts{Input: "x"}.JSON(), "upstream")
+}
+
+func TestUpstreamJobFileErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, job, model, want string
+	}{
+		{"undeclared upstream in the model", modelJob, "SELECT * FROM {{upstream:zones}}", "job zones is not a declared upstream: add it to [input] upstream"},
+		{"self", strings.Replace(modelJob, `["trips"]`, `["daily"]`, 1), "SELECT 1 AS day", "input.upstream: job daily cannot read itself as an upstream"},
+		{"twice", strings.Replace(modelJob, `["trips"]`, `["trips", "trips"]`, 1), "SELECT 1 AS day", "upstream trips is named twice"},
+		{"bad name", strings.Replace(modelJob, `["trips"]`, `["a-b"]`, 1), "SELECT 1 AS day", `upstream "a-b" is not a job name`},
+		{"files and upstream", strings.Replace(modelJob, "[input]\n", "[input]\npath = \"x.csv\"\n", 1), "SELECT 1 AS day", "a job reads files ([input] path) or upstream jobs, not both"},
+		{"no key", strings.Replace(modelJob, "[target]\nkey = [\"day\"]\n", "", 1), "SELECT 1 AS day", "target.key: a model names the columns that identify one row"},
+		{"no model folder", strings.Replace(modelJob, "models/daily", "models/none", 1), "SELECT 1 AS day", "transform.sql: no model folder"},
+		{"no version", strings.Replace(modelJob, "transform_version = 1", "transform_version = 2", 1), "SELECT 1 AS day", "model folder "},
+		{"other placeholder", modelJob, "SELECT * FROM {{table}}", "a model reads its upstream jobs with {{upstream:NAME}} and nothing else"},
+		{"empty model", modelJob, " ;\n", "the model is empty"},
+		{"outside", strings.Replace(modelJob, "models/daily", "../elsewhere", 1), "SELECT 1 AS day", "no model folder"},
+		{"transform on a pipeline", "name = \"s\"\npipeline = \"sample\"\ntransform_version = 1\nschema_version = 1\n[transform]\nsql = \"m\"\n", "SELECT 1", "is not a model pipeline"},
+		{"schema_version still required", "name = \"s\"\npipeline = \"sample\"\ntransform_version = 1\n", "SELECT 1", "schema_version: missing required key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeTree(t, map[string]string{"daily.toml": tc.job, "models/daily/v1.sql": tc.model})
+			_, err := job.LoadJob(filepath.Join(dir, "daily.toml"), idemsql.FS)
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+			var jfe *job.JobFileError
+			require.ErrorAs(t, err, &jfe)
+		})
+	}
+}

@@ -1,0 +1,399 @@
+package ops
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/source"
+)
+
+// DiffKeysShown is how many keys of each kind a diff lists.
+const DiffKeysShown = 10
+
+// DiffSide is one side of a diff: a snapshot or a file, and the sha256 of
+// its canonical export (a snapshot) or its bytes (a file).
+type DiffSide struct {
+	Snapshot int64  `json:"snapshot,omitempty"`
+	Path     string `json:"path,omitempty"`
+	SHA256   string `json:"sha256"`
+	Rows     int64  `json:"rows"`
+}
+
+// DiffResult compares two sides by key: rows whose key is only in To are
+// added, only in From removed, in both with other values changed. The key
+// lists hold the first DiffKeysShown keys of each kind, in key order.
+type DiffResult struct {
+	Job         string   `json:"job,omitempty"`
+	Table       string   `json:"table,omitempty"`
+	Key         []string `json:"key"`
+	From        DiffSide `json:"from"`
+	To          DiffSide `json:"to"`
+	Identical   bool     `json:"identical"`
+	Added       int64    `json:"added"`
+	Removed     int64    `json:"removed"`
+	Changed     int64    `json:"changed"`
+	AddedKeys   []string `json:"added_keys"`
+	RemovedKeys []string `json:"removed_keys"`
+	ChangedKeys []string `json:"changed_keys"`
+	// Partitions are, for a job with [target] partition_by, the partitions
+	// whose rows differ between the two snapshots, in the column's order.
+	Partitions []string `json:"partitions,omitempty"`
+}
+
+// DiffOptions say which snapshots and table idem diff compares.
+type DiffOptions struct {
+	From, To int64
+	Table    string
+}
+
+// Diff compares a table of job at two snapshots. Each side's sha256 is that
+// of its canonical export (csv, key order), the one idem export writes.
+func Diff(ctx context.Context, d *run.DB, j *job.Job, opts DiffOptions) (*DiffResult, error) {
+	if opts.From == 0 || opts.To == 0 {
+		return nil, job.Usage("diff needs --from S1 and --to S2")
+	}
+	conn, tx, err := d.BeginPinned(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	defer tx.Rollback()
+	from, err := pinnedSource(ctx, tx, j, opts.Table, opts.From)
+	if err != nil {
+		return nil, err
+	}
+	to, err := pinnedSource(ctx, tx, j, opts.Table, opts.To)
+	if err != nil {
+		return nil, err
+	}
+	res := &DiffResult{Job: j.Name, Table: from.table, From: DiffSide{Snapshot: from.snapshot}, To: DiffSide{Snapshot: to.snapshot}}
+	dir, err := os.MkdirTemp("", "idem-diff-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	for _, side := range []struct {
+		src *tableSource
+		out *DiffSide
+	}{{from, &res.From}, {to, &res.To}} {
+		n, sum, _, err := copyTo(ctx, tx, side.src.ordered(), filepath.Join(dir, fmt.Sprintf("%d.csv", side.src.snapshot)), job.FormatCSV, "", job.Progress{}, nil)
+		if err != nil {
+			return nil, err
+		}
+		side.out.Rows, side.out.SHA256 = n, sum
+	}
+	key := from.key
+	if !slices.Equal(from.columns, to.columns) {
+		return nil, job.Usage("diff %s: snapshots %d and %d have different columns (%s / %s); diff compares snapshots of one schema", from.table, from.snapshot, to.snapshot,
+			strings.Join(from.columns, ", "), strings.Join(to.columns, ", "))
+	}
+	if err := compareRows(ctx, tx, from.query, to.query, from.columns, key, res); err != nil {
+		return nil, err
+	}
+	if col := j.PartitionBy; col != "" && from.table == j.Table && slices.Contains(from.columns, col) {
+		qc := job.QuoteIdent(col)
+		q := "SELECT CAST(v AS VARCHAR) FROM (SELECT DISTINCT " + qc + " AS v FROM (((" + from.query + ") EXCEPT ALL (" + to.query + ")) UNION ALL ((" +
+			to.query + ") EXCEPT ALL (" + from.query + ")))) ORDER BY v NULLS LAST"
+		rows, err := tx.QueryContext(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("diff: partitions: %w", catalog.TrimSQLError(err))
+		}
+		defer rows.Close()
+		res.Partitions = []string{}
+		for rows.Next() {
+			var v sql.NullString
+			if err := rows.Scan(&v); err != nil {
+				return nil, err
+			}
+			res.Partitions = append(res.Partitions, v.String)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// DiffFiles compares two exported files (csv, parquet or jsonl, by
+// extension unless format is given) by key: the first column unless key
+// names others. Values are compared as text.
+func DiffFiles(ctx context.Context, file1, file2, format string, key []string) (*DiffResult, error) {
+	res := &DiffResult{From: DiffSide{Path: file1}, To: DiffSide{Path: file2}}
+	readers := make([]string, 2)
+	for i, p := range []string{file1, file2} {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("diff %s: %w", p, err)
+		}
+		if st.IsDir() {
+			return nil, job.Usage("diff %s: is a folder; compare its files or manifests", p)
+		}
+		f, err := ExportFormat(format, p)
+		if err != nil {
+			return nil, err
+		}
+		sum, _, err := source.FileSHA256(p)
+		if err != nil {
+			return nil, fmt.Errorf("diff %s: %w", p, err)
+		}
+		side := &res.From
+		if i == 1 {
+			side = &res.To
+		}
+		side.SHA256 = sum
+		switch f {
+		case job.FormatCSV:
+			readers[i] = "read_csv(" + job.SQLString(p) + ", header = true, all_varchar = true)"
+		case job.FormatParquet:
+			readers[i] = "read_parquet(" + job.SQLString(p) + ")"
+		default:
+			readers[i] = "read_json(" + job.SQLString(p) + ", format = 'newline_delimited')"
+		}
+	}
+	db, err := run.OpenMemory(ctx, "?autoinstall_known_extensions=false")
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	var cols [2][]string
+	for i, r := range readers {
+		name := []string{"idem_diff_a", "idem_diff_b"}[i]
+		if _, err := conn.ExecContext(ctx, "CREATE TEMP TABLE "+name+" AS SELECT COLUMNS(*)::VARCHAR FROM "+r); err != nil {
+			return nil, fmt.Errorf("diff: read %s: %w", []string{file1, file2}[i], catalog.TrimSQLError(err))
+		}
+		c, err := columnNames(ctx, conn, name)
+		if err != nil {
+			return nil, err
+		}
+		cols[i] = c
+	}
+	if !slices.Equal(cols[0], cols[1]) {
+		return nil, job.Usage("diff: %s and %s have different columns (%s / %s); diff compares files of one layout", file1, file2, strings.Join(cols[0], ", "), strings.Join(cols[1], ", "))
+	}
+	if len(cols[0]) == 0 {
+		return nil, fmt.Errorf("diff: %s has no columns", file1)
+	}
+	keyGiven := len(key) > 0
+	if !keyGiven {
+		key = cols[0][:1]
+	}
+	for _, k := range key {
+		if !slices.Contains(cols[0], k) {
+			return nil, job.Usage("--key %s: the files have no such column (columns: %s)", k, strings.Join(cols[0], ", "))
+		}
+	}
+	if err := requireUniqueKey(ctx, conn, [2]string{file1, file2}, cols[0], key, keyGiven); err != nil {
+		return nil, err
+	}
+	for _, side := range []*DiffSide{&res.From, &res.To} {
+		name := "idem_diff_a"
+		if side == &res.To {
+			name = "idem_diff_b"
+		}
+		if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM "+name).Scan(&side.Rows); err != nil {
+			return nil, err
+		}
+	}
+	if err := compareRows(ctx, conn, "SELECT * FROM idem_diff_a", "SELECT * FROM idem_diff_b", cols[0], key, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// diffPairColumns bounds the search for a pair of columns that would key a
+// diff: the pairs among the first diffPairColumns columns.
+const diffPairColumns = 16
+
+// requireUniqueKey refuses (exit 2) a key that holds one value twice in
+// either file (idem_diff_a, idem_diff_b): joined on it, rows would pair
+// with many and the changes could outnumber the rows. The message names the
+// columns, or pairs of columns, unique in both files. A key of every
+// column compares the files as multisets of rows, which any rows allow.
+func requireUniqueKey(ctx context.Context, q catalog.Querier, files [2]string, cols, key []string, keyGiven bool) error {
+	if len(key) == len(cols) {
+		return nil
+	}
+	for i, table := range []string{"idem_diff_a", "idem_diff_b"} {
+		var rows, distinct int64
+		err := q.QueryRowContext(ctx, "SELECT (SELECT count(*) FROM "+table+"), (SELECT count(*) FROM (SELECT DISTINCT "+identList(key)+" FROM "+table+"))").Scan(&rows, &distinct)
+		if err != nil {
+			return fmt.Errorf("diff: %w", catalog.TrimSQLError(err))
+		}
+		if rows == distinct {
+			continue
+		}
+		what := "--key " + strings.Join(key, ",")
+		if !keyGiven {
+			what = "the first column, " + key[0] + ","
+		}
+		hint, err := uniqueKeyHint(ctx, q, cols)
+		if err != nil {
+			return err
+		}
+		return job.Usage("diff: %s is not unique in %s (%d rows, %d distinct keys), so it cannot pair the rows of the two files; %s", what, files[i], rows, distinct, hint)
+	}
+	return nil
+}
+
+// uniqueKeyHint says which single columns, or else which pairs of columns,
+// are unique in both files, for the user to pass as --key.
+func uniqueKeyHint(ctx context.Context, q catalog.Querier, cols []string) (string, error) {
+	var single, pairs []string
+	var pairCols [][2]string
+	var exprs []string
+	for _, c := range cols {
+		qc := job.QuoteIdent(c)
+		// NULL counts as one value, as the diff's join takes it.
+		exprs = append(exprs, "count(DISTINCT "+qc+") + coalesce(max(CASE WHEN "+qc+" IS NULL THEN 1 ELSE 0 END), 0)")
+	}
+	n := min(len(cols), diffPairColumns)
+	for i := 0; i < n; i++ {
+		for j := i + 1; j < n; j++ {
+			pairCols = append(pairCols, [2]string{cols[i], cols[j]})
+			exprs = append(exprs, "count(DISTINCT row("+job.QuoteIdent(cols[i])+", "+job.QuoteIdent(cols[j])+"))")
+		}
+	}
+	unique := make([]bool, len(exprs))
+	for i := range unique {
+		unique[i] = true
+	}
+	for _, table := range []string{"idem_diff_a", "idem_diff_b"} {
+		vals := make([]int64, len(exprs)+1)
+		dest := make([]any, len(vals))
+		for i := range vals {
+			dest[i] = &vals[i]
+		}
+		if err := q.QueryRowContext(ctx, "SELECT count(*), "+strings.Join(exprs, ", ")+" FROM "+table).Scan(dest...); err != nil {
+			return "", fmt.Errorf("diff: %w", catalog.TrimSQLError(err))
+		}
+		for i := range exprs {
+			unique[i] = unique[i] && vals[i+1] == vals[0]
+		}
+	}
+	for i, c := range cols {
+		if unique[i] {
+			single = append(single, c)
+		}
+	}
+	for i, p := range pairCols {
+		if unique[len(cols)+i] {
+			pairs = append(pairs, p[0]+","+p[1])
+		}
+	}
+	switch {
+	case len(single) > 0:
+		return "columns unique in both files: " + strings.Join(single, ", ") + "; pass one as --key", nil
+	case len(pairs) > 0:
+		if len(pairs) > 5 {
+			pairs = append(pairs[:5], "...")
+		}
+		return "no single column is unique in both files; pairs that are: " + strings.Join(pairs, " ") + "; pass one as --key A,B", nil
+	}
+	none := "no single column or pair of columns"
+	if len(cols) > diffPairColumns {
+		none = fmt.Sprintf("no single column, nor pair of the first %d columns,", diffPairColumns)
+	}
+	return none + " is unique in both files; pass --key with the columns that identify a row (--key with every column compares the files as sets of rows)", nil
+}
+
+func columnNames(ctx context.Context, q catalog.Querier, temp string) ([]string, error) {
+	rows, err := q.QueryContext(ctx, `SELECT column_name FROM duckdb_columns() WHERE database_name = 'temp' AND table_name = ? ORDER BY column_index`, temp)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// compareRows fills the counts and first keys of res from two queries with
+// the same columns. When the key is every column (a log such as outcomes),
+// rows are compared as multisets: only added and removed.
+func compareRows(ctx context.Context, q catalog.Querier, from, to string, cols, key []string, res *DiffResult) error {
+	res.Key = key
+	var keyText string
+	if len(key) == 1 {
+		keyText = "CAST(" + job.QuoteIdent(key[0]) + " AS VARCHAR)"
+	} else {
+		parts := make([]string, len(key))
+		for i, k := range key {
+			parts[i] = "coalesce(CAST(" + job.QuoteIdent(k) + " AS VARCHAR), 'NULL')"
+		}
+		keyText = "concat_ws('|', " + strings.Join(parts, ", ") + ")"
+	}
+	order := " ORDER BY " + identList(key)
+	var added, removed, changed string
+	if len(key) == len(cols) {
+		added = "(" + to + ") EXCEPT ALL (" + from + ")"
+		removed = "(" + from + ") EXCEPT ALL (" + to + ")"
+	} else {
+		var on []string
+		for _, k := range key {
+			on = append(on, "a."+job.QuoteIdent(k)+" IS NOT DISTINCT FROM b."+job.QuoteIdent(k))
+		}
+		var differ []string
+		for _, c := range cols {
+			if !slices.Contains(key, c) {
+				differ = append(differ, "a."+job.QuoteIdent(c)+" IS DISTINCT FROM b."+job.QuoteIdent(c))
+			}
+		}
+		join := " ON " + strings.Join(on, " AND ")
+		added = "SELECT b.* FROM (" + to + ") AS b ANTI JOIN (" + from + ") AS a" + join
+		removed = "SELECT a.* FROM (" + from + ") AS a ANTI JOIN (" + to + ") AS b" + join
+		if len(differ) > 0 {
+			changed = "SELECT a.* FROM (" + from + ") AS a JOIN (" + to + ") AS b" + join + " WHERE " + strings.Join(differ, " OR ")
+		}
+	}
+	for _, part := range []struct {
+		query string
+		count *int64
+		keys  *[]string
+	}{{added, &res.Added, &res.AddedKeys}, {removed, &res.Removed, &res.RemovedKeys}, {changed, &res.Changed, &res.ChangedKeys}} {
+		*part.keys = []string{}
+		if part.query == "" {
+			continue
+		}
+		err := q.QueryRowContext(ctx, "SELECT count(*) FROM ("+part.query+")").Scan(part.count)
+		if err != nil {
+			return fmt.Errorf("diff: %w", catalog.TrimSQLError(err))
+		}
+		rows, err := q.QueryContext(ctx, fmt.Sprintf("SELECT %s FROM (%s)%s LIMIT %d", keyText, part.query, order, DiffKeysShown))
+		if err != nil {
+			return fmt.Errorf("diff: %w", catalog.TrimSQLError(err))
+		}
+		for rows.Next() {
+			var k sql.NullString
+			if err := rows.Scan(&k); err != nil {
+				rows.Close()
+				return err
+			}
+			*part.keys = append(*part.keys, k.String)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	res.Identical = res.Added == 0 && res.Removed == 0 && res.Changed == 0
+	return nil
+}

@@ -1,0 +1,149 @@
+// Rerun of a job that reads upstream jobs: the upstreams' rows at the
+// snapshots it pinned come from their history.
+
+package ops
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/source"
+)
+
+// modelAt is a model job as it ran for a snapshot: the model file of the
+// recorded transform version, checked against the recorded sha256.
+func modelAt(j *job.Job, row *catalog.SnapshotRow, parts job.Parts) (*job.Job, error) {
+	at, err := j.ModelAt(parts.Transform.Version)
+	if err != nil {
+		return nil, job.Refuse("rerun", "snapshot %d of %s: %v", row.Snapshot, j.Name, err)
+	}
+	at.Fencing = ""
+	at.Retention = job.Retention{}
+	if got := at.TransformPart(); got.SHA256 != parts.Transform.SHA256 {
+		return nil, job.Refuse("rerun", "snapshot %d of %s was built with model v%d with sha256 %s; %s now has sha256 %s: cannot rebuild it with other SQL",
+			row.Snapshot, j.Name, parts.Transform.Version, job.Short(parts.Transform.SHA256), at.ModelFile, job.Short(got.SHA256))
+	}
+	if t, ok := parts.Config["target"].(string); ok && t != "" {
+		at.Table = t
+	}
+	at.PartitionBy, _ = parts.Config["partition_by"].(string)
+	at.Params = map[string]any{}
+	recorded, _ := parts.Config["params"].(map[string]any)
+	for name, decl := range j.Pipeline.Params {
+		cv, err := job.ConvertParam(decl.Type, fromJSON(recorded[name]))
+		if err != nil {
+			return nil, fmt.Errorf("rerun: snapshot %d of %s: param %s: %w", row.Snapshot, j.Name, name, err)
+		}
+		at.Params[name] = cv
+	}
+	return at, nil
+}
+
+// replayUpstream rebuilds a snapshot of a job that reads upstream jobs in
+// the scratch database: each upstream's rows at the snapshot this one
+// pinned are read from its history in the database and written to a
+// Parquet file in the scratch folder, which the replayed run reads as
+// {{upstream:JOB}}; the replay must pin exactly the recorded refs.
+func replayUpstream(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job, row *catalog.SnapshotRow, dir string, ropts RerunOptions) error {
+	parts, err := decodeParts(row.PartsJSON)
+	if err != nil {
+		return fmt.Errorf("rerun: snapshot %d of %s: parts: %w", row.Snapshot, j.Name, err)
+	}
+	if len(parts.Upstream) == 0 {
+		return fmt.Errorf("rerun: snapshot %d of %s records no upstream snapshot", row.Snapshot, j.Name)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	rows := map[string]string{}
+	for _, ref := range parts.Upstream {
+		out := filepath.Join(dir, ref.Job+".parquet")
+		if err := exportUpstream(ctx, d, ref, out); err != nil {
+			return fmt.Errorf("rerun: snapshot %d of %s: %w", row.Snapshot, j.Name, err)
+		}
+		rows[ref.Job] = out
+	}
+	opts := run.RunOptions{Progress: ropts.Progress, Fault: ropts.Fault, Partitions: row.Inputs.Partitions,
+		Source: &source.Upstream{Job: j, Recorded: parts.Upstream, Rows: rows}}
+	res, err := scratch.Run(ctx, j, opts)
+	if err != nil {
+		return fmt.Errorf("rerun: replay snapshot %d of %s: %w", row.Snapshot, j.Name, err)
+	}
+	if res.Decision != job.DecisionLoaded && res.Decision != job.DecisionApplied {
+		return fmt.Errorf("rerun: replay of snapshot %d of %s was %s, not a commit", row.Snapshot, j.Name, res.Decision)
+	}
+	if res.JobKey != row.JobKey {
+		return fmt.Errorf("rerun: replay of snapshot %d of %s has job key %s, recorded %s: the upstream rows or the model's result columns differ", row.Snapshot, j.Name, job.Short(res.JobKey), job.Short(row.JobKey))
+	}
+	return nil
+}
+
+// exportUpstream writes the rows of upstream job ref.Job as committed at
+// ref.Snapshot (its history) to a Parquet file, after checking that the
+// snapshot is the one the downstream pinned (same job key).
+func exportUpstream(ctx context.Context, d *run.DB, ref job.UpstreamRef, out string) error {
+	if err := catalog.CheckNotExpired(ctx, d.SQL(), ref.Job, ref.Snapshot); err != nil {
+		return fmt.Errorf("upstream %s: %w", ref.Job, err)
+	}
+	up, err := catalog.ReadSnapshot(ctx, d.SQL(), ref.Job, ref.Snapshot)
+	if err != nil {
+		return fmt.Errorf("upstream %s: %w", ref.Job, err)
+	}
+	if up.JobKey != ref.JobKey {
+		return fmt.Errorf("upstream %s snapshot %d has job key %s, but %s was pinned", ref.Job, ref.Snapshot, job.Short(up.JobKey), job.Short(ref.JobKey))
+	}
+	q, err := catalog.PinnedSelect(ctx, d.SQL(), ref.Job, up.Columns, ref.Snapshot)
+	if err != nil {
+		return err
+	}
+	if _, err := d.SQL().ExecContext(ctx, "COPY ("+q+") TO "+job.SQLString(out)+" (FORMAT parquet)"); err != nil {
+		return fmt.Errorf("read upstream %s at snapshot %d: %w", ref.Job, ref.Snapshot, catalog.TrimSQLError(err))
+	}
+	return nil
+}
+
+// rerunUpstreams reruns, for idem rerun --deep, each upstream snapshot row
+// pinned, each with its own upstreams.
+func rerunUpstreams(ctx context.Context, d *run.DB, row *catalog.SnapshotRow, opts RerunOptions) ([]*RerunResult, error) {
+	parts, err := decodeParts(row.PartsJSON)
+	if err != nil {
+		return nil, err
+	}
+	var out []*RerunResult
+	for _, ref := range parts.Upstream {
+		if opts.Upstream == nil {
+			return nil, fmt.Errorf("rerun --deep: no way to find the job file of upstream %s", ref.Job)
+		}
+		uj, err := opts.Upstream(ref.Job)
+		if err != nil {
+			return nil, fmt.Errorf("rerun --deep: upstream %s: %w", ref.Job, err)
+		}
+		o := opts
+		o.Snapshot = ref.Snapshot
+		r, err := Rerun(ctx, d, uj, o)
+		if err != nil {
+			return nil, fmt.Errorf("rerun --deep: upstream %s snapshot %d: %w", ref.Job, ref.Snapshot, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// AllReproduced says whether the rerun and, with --deep, every upstream rerun
+// reproduced its snapshot.
+func (r *RerunResult) AllReproduced() bool {
+	if !r.Reproduced {
+		return false
+	}
+	for _, u := range r.Upstream {
+		if !u.AllReproduced() {
+			return false
+		}
+	}
+	return true
+}

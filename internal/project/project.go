@@ -1,0 +1,297 @@
+package project
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/idem-dev/idem/internal/job"
+)
+
+// Project is a set of jobs in run order: every job comes after the jobs of
+// the project it reads as upstreams.
+type Project struct {
+	Jobs []*job.Job
+	// up and down link a job to the project's jobs it reads and that read
+	// it (same database, by name).
+	up, down map[*job.Job][]*job.Job
+}
+
+// Files lists the job files that paths name: a file as it is, a folder as
+// every *.toml file directly in it, in name order. A path named twice, or
+// a file found twice through a folder, counts once.
+func Files(paths []string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	add := func(p string) {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			abs = p
+		}
+		if !seen[abs] {
+			seen[abs] = true
+			out = append(out, p)
+		}
+	}
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil || !st.IsDir() {
+			add(p) // a missing file is reported by the job loader
+			continue
+		}
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			return nil, &job.UsageError{Msg: fmt.Sprintf("read folder %s: %v", p, err)}
+		}
+		n := 0
+		for _, e := range entries {
+			if e.IsDir() || !strings.HasSuffix(e.Name(), ".toml") || e.Name() == "pipeline.toml" {
+				continue
+			}
+			if e.Type()&fs.ModeType != 0 && e.Type()&fs.ModeSymlink == 0 {
+				continue // not a regular file (a FIFO, a device)
+			}
+			add(filepath.Join(p, e.Name()))
+			n++
+		}
+		if n == 0 {
+			return nil, &job.UsageError{Msg: fmt.Sprintf("folder %s holds no job files (*.toml)", p)}
+		}
+	}
+	return out, nil
+}
+
+// New links and orders jobs. Two jobs of one database with the same name,
+// or a cycle of upstream references, are a usage error (exit 2) that names
+// them. An upstream that is no job of the project is left to the run,
+// which reads what that job committed.
+func New(jobs []*job.Job) (*Project, error) {
+	p := &Project{up: map[*job.Job][]*job.Job{}, down: map[*job.Job][]*job.Job{}}
+	byName := map[string]*job.Job{}
+	for _, j := range jobs {
+		k := nameKey(j, j.Name)
+		if other, ok := byName[k]; ok {
+			return nil, &job.UsageError{Msg: fmt.Sprintf("job %s is defined twice for database %s: in %s and in %s", j.Name, j.Database, other.File, j.File)}
+		}
+		byName[k] = j
+	}
+	for _, j := range jobs {
+		for _, u := range j.SortedUpstream() {
+			if uj, ok := byName[nameKey(j, u)]; ok {
+				p.up[j] = append(p.up[j], uj)
+				p.down[uj] = append(p.down[uj], j)
+			}
+		}
+	}
+	order, err := p.order(jobs)
+	if err != nil {
+		return nil, err
+	}
+	p.Jobs = order
+	return p, nil
+}
+
+// nameKey is the identity of job name in j's database.
+func nameKey(j *job.Job, name string) string {
+	db := j.Database
+	if abs, err := filepath.Abs(db); err == nil && db != "" {
+		db = abs
+	}
+	return db + "\x00" + name
+}
+
+// order sorts jobs so each comes after its upstreams (Kahn's algorithm;
+// among jobs ready together, by database then name, so the order is the
+// same every time). A cycle is a usage error naming its jobs in order.
+func (p *Project) order(jobs []*job.Job) ([]*job.Job, error) {
+	less := func(a, b *job.Job) int {
+		if c := strings.Compare(a.Database, b.Database); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	}
+	waiting := map[*job.Job]int{}
+	var ready []*job.Job
+	for _, j := range jobs {
+		waiting[j] = len(p.up[j])
+		if waiting[j] == 0 {
+			ready = append(ready, j)
+		}
+	}
+	var out []*job.Job
+	for len(ready) > 0 {
+		slices.SortFunc(ready, less)
+		j := ready[0]
+		ready = ready[1:]
+		out = append(out, j)
+		for _, d := range p.down[j] {
+			waiting[d]--
+			if waiting[d] == 0 {
+				ready = append(ready, d)
+			}
+		}
+	}
+	if len(out) == len(jobs) {
+		return out, nil
+	}
+	// Some jobs wait on each other: name one cycle.
+	left := map[*job.Job]bool{}
+	for _, j := range jobs {
+		if waiting[j] > 0 {
+			left[j] = true
+		}
+	}
+	return nil, &job.UsageError{Msg: "upstream references form a cycle: " + p.cycle(left, less)}
+}
+
+// cycle walks upstream links among the jobs left from the smallest one
+// until a job repeats, and names the cycle it closed: "a → b → a".
+func (p *Project) cycle(left map[*job.Job]bool, less func(a, b *job.Job) int) string {
+	var start *job.Job
+	for j := range left {
+		if start == nil || less(j, start) < 0 {
+			start = j
+		}
+	}
+	var path []*job.Job
+	at := map[*job.Job]int{}
+	for j := start; ; {
+		if i, ok := at[j]; ok {
+			names := make([]string, 0, len(path)-i+1)
+			for _, c := range path[i:] {
+				names = append(names, c.Name)
+			}
+			names = append(names, j.Name)
+			// The walk follows upstream links: reverse it to read in run
+			// order (a job before the job that reads it).
+			slices.Reverse(names)
+			return strings.Join(names, " → ")
+		}
+		at[j] = len(path)
+		path = append(path, j)
+		var next *job.Job
+		for _, u := range p.up[j] {
+			if left[u] && (next == nil || less(u, next) < 0) {
+				next = u
+			}
+		}
+		j = next
+	}
+}
+
+// Upstream lists the project's jobs that j reads, by name.
+func (p *Project) Upstream(j *job.Job) []*job.Job { return p.up[j] }
+
+// Select keeps the jobs that exprs pick, in run order. Each is NAME,
+// NAME+ (with every job downstream of it), +NAME (with every job upstream)
+// or +NAME+. A name that is no job of the project is a usage error.
+func (p *Project) Select(exprs []string) (*Project, error) {
+	if len(exprs) == 0 {
+		return p, nil
+	}
+	keep := map[*job.Job]bool{}
+	for _, e := range exprs {
+		name := strings.TrimSuffix(strings.TrimPrefix(e, "+"), "+")
+		if !job.Identifier.MatchString(name) {
+			return nil, &job.UsageError{Msg: fmt.Sprintf("--select %q: want NAME, NAME+, +NAME or +NAME+", e)}
+		}
+		var found []*job.Job
+		for _, j := range p.Jobs {
+			if j.Name == name {
+				found = append(found, j)
+			}
+		}
+		if len(found) == 0 {
+			return nil, &job.UsageError{Msg: fmt.Sprintf("--select %s: no job named %s in the project (jobs: %s)", e, name, strings.Join(p.names(), ", "))}
+		}
+		for _, j := range found {
+			keep[j] = true
+			if strings.HasSuffix(e, "+") {
+				p.walk(j, p.down, keep)
+			}
+			if strings.HasPrefix(e, "+") {
+				p.walk(j, p.up, keep)
+			}
+		}
+	}
+	q := &Project{up: map[*job.Job][]*job.Job{}, down: map[*job.Job][]*job.Job{}}
+	for _, j := range p.Jobs {
+		if !keep[j] {
+			continue
+		}
+		q.Jobs = append(q.Jobs, j)
+		for _, u := range p.up[j] {
+			if keep[u] {
+				q.up[j] = append(q.up[j], u)
+				q.down[u] = append(q.down[u], j)
+			}
+		}
+	}
+	return q, nil
+}
+
+func (p *Project) walk(j *job.Job, links map[*job.Job][]*job.Job, keep map[*job.Job]bool) {
+	for _, n := range links[j] {
+		if !keep[n] {
+			keep[n] = true
+			p.walk(n, links, keep)
+		}
+	}
+}
+
+func (p *Project) names() []string {
+	var out []string
+	for _, j := range p.Jobs {
+		out = append(out, j.Name)
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// BlockedBy names the jobs among failed that j reads, directly or through
+// other jobs of the project, by name: a job downstream of a failed or
+// refused job is not run. Empty when nothing j needs failed.
+func (p *Project) BlockedBy(j *job.Job, failed map[*job.Job]bool) []string {
+	var out []string
+	seen := map[*job.Job]bool{}
+	var visit func(*job.Job)
+	visit = func(x *job.Job) {
+		for _, u := range p.up[x] {
+			if seen[u] {
+				continue
+			}
+			seen[u] = true
+			if failed[u] {
+				out = append(out, u.Name)
+			}
+			visit(u)
+		}
+	}
+	visit(j)
+	sort.Strings(out)
+	return out
+}
+
+// Groups splits the jobs by database file, each group in run order, the
+// groups in order of their first job. Upstreams live in the job's own
+// database, so groups never wait on each other: they may run at once,
+// while the jobs of one group run one after another.
+func (p *Project) Groups() [][]*job.Job {
+	var out [][]*job.Job
+	at := map[string]int{}
+	for _, j := range p.Jobs {
+		k := nameKey(j, "")
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], j)
+	}
+	return out
+}

@@ -1,0 +1,88 @@
+package run
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/source"
+)
+
+// writeCommitRows writes the ledger row (apply), the snapshot row, the state
+// row and the run log row, all inside the run's transaction.
+func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, st catalog.State, res *Result, opts RunOptions) error {
+	outcomes := string(job.CanonicalJSON(res.Outcomes))
+	if j.Pipeline.Mode == job.ModeApply {
+		from, to := bounds(opts, p.chunk)
+		if err := catalog.InsertLedger(ctx, tx, catalog.NewBatch{Job: j.Name, BatchID: p.batchID, Digest: p.digest, InputDigest: p.parts.Input,
+			From: from, To: to, RowsIn: res.RowsIn, Outcomes: outcomes, Snapshot: res.Snapshot}); err != nil {
+			return err
+		}
+	}
+	inputs := make([]map[string]any, len(p.files))
+	for i, f := range p.files {
+		inputs[i] = map[string]any{"sha256": f.SHA256, "bytes": f.Size, "name": filepath.Base(f.Path)}
+	}
+	cols, err := catalog.TargetColumns(ctx, tx, j.Table)
+	if err != nil {
+		return err
+	}
+	from, to := bounds(opts, p.chunk)
+	bounds := map[string]any{"from": from, "to": to}
+	recorded := map[string]any{"files": inputs, "format": p.format, "bounds": bounds}
+	if p.parts.Partitions != nil {
+		recorded["partitions"] = p.parts.Partitions // a rerun replays --partitions
+	}
+	if err := catalog.InsertSnapshot(ctx, tx, catalog.NewSnapshot{
+		Job: j.Name, Snapshot: res.Snapshot, Parent: st.Snapshot, Kind: res.Decision, BatchID: p.batchID,
+		JobKey: p.key, Parts: p.parts.JSON(),
+		Inputs: string(job.CanonicalJSON(recorded)),
+		RowsIn: res.RowsIn, RowsOut: res.RowsOut, Outcomes: outcomes,
+		Columns: string(job.CanonicalJSON(cols)), KeyColumns: string(job.CanonicalJSON(job.NonNil(j.Pipeline.Key))),
+	}); err != nil {
+		return err
+	}
+	if err := catalog.WriteState(ctx, tx, j, p.key, p.parts.JSON(), res.Snapshot, res.Cursor, st.Epoch); err != nil {
+		return err
+	}
+	changed := res.Changed
+	if res.FirstLoad {
+		changed = []string{}
+	}
+	if err := catalog.InsertRun(ctx, tx, catalog.RunRow{Job: j.Name, BatchID: p.batchID, Decision: res.Decision,
+		Changed: string(job.CanonicalJSON(changed)), RowsIn: res.RowsIn, Outcomes: outcomes,
+		Snapshot: res.Snapshot, Cursor: res.Cursor, Epoch: st.Epoch, Message: opts.Note}); err != nil {
+		return fmt.Errorf("write run log: %w", err)
+	}
+	if p.in.Positions != nil {
+		// A stream batch's positions commit with its rows (stream.go).
+		if err := catalog.WritePositions(ctx, tx, j.Name, p.in.Positions, res.Snapshot); err != nil {
+			return err
+		}
+	}
+	if err := catalog.RecordCommit(ctx, tx, j.Name, res.Decision); err != nil { // dbfile.go
+		return err
+	}
+	return recordFiles(ctx, tx, j, p, res) // files.go
+}
+
+// bounds are the ledger's from and to of a run: --from/--to, or a chunk's
+// watermark range.
+func bounds(o RunOptions, c *source.Chunk) (from, to any) {
+	if c != nil {
+		if c.From != nil {
+			from = *c.From
+		}
+		if c.To != nil {
+			to = *c.To
+		}
+		return from, to
+	}
+	if o.From != nil {
+		from, to = *o.From, *o.To
+	}
+	return from, to
+}

@@ -1,0 +1,342 @@
+package run
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/source"
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
+)
+
+// DB is an open idem database: one DuckDB file holding the targets and
+// idem's own tables in schema idem.
+type DB struct {
+	sql      *sql.DB
+	path     string
+	readOnly bool
+	replica  bool         // [duckdb] read_replica: publish after commits
+	note     *ReplicaNote // set when this is a replica read in place of path
+	// self is the database file opened once to copy it (a replica, a
+	// backup) and closed by Close: closing any descriptor of a file drops
+	// every POSIX lock the process holds on it, DuckDB's writer lock
+	// included, so a descriptor opened and closed per copy would let
+	// another writer in.
+	self *os.File
+}
+
+// OpenOptions are the settings applied when a database is opened.
+type OpenOptions struct {
+	ReadOnly bool
+	DuckDB   job.DuckDBSettings
+	// Wait retries an open that finds the file held by another writer until
+	// this much time has passed. Zero fails at once.
+	Wait time.Duration
+}
+
+var lockPID = regexp.MustCompile(`\(PID (\d+)\)`)
+
+// Open opens (creating it and its folders if needed, unless read-only) the
+// database at path and makes sure idem's own tables exist. A file held by
+// another process, or a new database another process is creating, gives a
+// *LockedError (exit 4). A WAL beside the database that holds commits of
+// another database or of an older copy of this one is refused (exit 3)
+// before it is replayed into the file. A read-only open never creates or
+// changes anything.
+func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
+	return open(ctx, path, opts, nil)
+}
+
+// OpenReader opens the database at path read-only, or, when another writer
+// holds it, its read replica (ReplicaPath) if there is one and accept
+// takes what the replica holds (DB.Replica says which was opened).
+// Otherwise it waits and fails as Open does: a *LockedError.
+func OpenReader(ctx context.Context, path string, opts OpenOptions, accept func(*ReplicaNote) bool) (*DB, error) {
+	opts.ReadOnly = true
+	return open(ctx, path, opts, accept)
+}
+
+func open(ctx context.Context, path string, opts OpenOptions, accept func(*ReplicaNote) bool) (*DB, error) {
+	if path == "" {
+		return nil, job.Usage("no database: set database in the job file or pass --db")
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		st, err := os.Stat(dir)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && !opts.ReadOnly:
+			// A writing command creates the database, folders included;
+			// a reading one never creates anything.
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, fmt.Errorf("open database %s: create folder %s: %w", path, dir, err)
+			}
+		case err != nil || !st.IsDir():
+			return nil, fmt.Errorf("open database %s: folder %s does not exist", path, dir)
+		}
+	}
+	if opts.DuckDB.Threads > job.MaxThreads {
+		return nil, job.Usage("threads %d: at most %d", opts.DuckDB.Threads, job.MaxThreads)
+	}
+	if opts.ReadOnly {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("open database %s: %w", path, err)
+		}
+	}
+	q := url.Values{}
+	q.Set("autoinstall_known_extensions", "false")
+	if opts.DuckDB.MemoryLimit != "" {
+		q.Set("memory_limit", opts.DuckDB.MemoryLimit)
+	}
+	if opts.DuckDB.Threads > 0 {
+		q.Set("threads", strconv.Itoa(opts.DuckDB.Threads))
+	}
+	// Spill beside the database, as DuckDB does for a file it opens itself;
+	// the in-memory database that attaches the file would spill to ./.tmp.
+	tempDir := opts.DuckDB.TempDirectory
+	if tempDir == "" {
+		tempDir = path + ".tmp"
+	}
+	q.Set("temp_directory", tempDir)
+	// jemalloc's background threads give freed memory back to the system as
+	// a run goes, instead of at the end of DuckDB's tasks: at 10M rows under
+	// memory_limit = 2GB the process peaked at 2.2-2.3 GiB with them and at
+	// 2.5-3.4 GiB without (docs/benchmarks.md).
+	q.Set("allocator_background_threads", "true")
+	dsn := "?" + q.Encode()
+	if !opts.ReadOnly {
+		sweepLeftovers(path, creatingTag)
+		sweepLeftovers(ReplicaPath(path), replicaTag)
+	}
+	replicaTried := false
+	deadline := time.Now().Add(opts.Wait)
+	delay := 20 * time.Millisecond
+	for {
+		d, err := openOnce(ctx, dsn, path, opts)
+		var locked *job.LockedError
+		if err == nil || !errors.As(err, &locked) {
+			return d, err
+		}
+		if opts.ReadOnly && accept != nil && !replicaTried {
+			replicaTried = true
+			if r, rerr := openReplica(ctx, path, opts); rerr == nil {
+				if accept(r.note) {
+					return r, nil
+				}
+				r.Close()
+			}
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(min(delay, left)):
+		}
+		delay = min(delay*2, 500*time.Millisecond)
+	}
+}
+
+// openOnce is one attempt of Open. A writable open creates the database
+// when there is none (createFile) and, when a WAL is beside it, first
+// opens it read-only to check the WAL (checkWAL) before a writable open
+// replays it into the file.
+func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, error) {
+	wal := hasWAL(path)
+	if !opts.ReadOnly {
+		if err := createFile(ctx, dsn, path); err != nil {
+			return nil, err
+		}
+		if wal {
+			ro := opts
+			ro.ReadOnly, ro.Wait = true, 0
+			d, err := openOnce(ctx, dsn, path, ro)
+			if err != nil {
+				return nil, err
+			}
+			if err := d.Close(); err != nil {
+				return nil, fmt.Errorf("open database %s: %w", path, err)
+			}
+		}
+	}
+	db, err := openFile(ctx, dsn, path, opts.ReadOnly)
+	if err != nil {
+		if !strings.Contains(err.Error(), "Could not set lock on file") {
+			err = fmt.Errorf("open database %s: %w", path, err)
+			if wal {
+				err = fmt.Errorf("%w (%s is beside it and DuckDB replays it on open: if it comes from another database or an older copy, move it away)", err, walPath(path))
+			}
+			return nil, job.Canceled(ctx, job.Fatal(err))
+		}
+		locked := &job.LockedError{Path: path, Err: err}
+		if m := lockPID.FindStringSubmatch(err.Error()); m != nil {
+			locked.PID, _ = strconv.Atoi(m[1])
+		}
+		return nil, locked
+	}
+	d := &DB{sql: db, path: path, readOnly: opts.ReadOnly, replica: opts.DuckDB.ReadReplica && !opts.ReadOnly}
+	check := func(ctx context.Context) error { return catalog.Bootstrap(ctx, d.sql, d.path) }
+	if opts.ReadOnly {
+		check = func(ctx context.Context) error {
+			if !wal {
+				return nil
+			}
+			return catalog.CheckWAL(ctx, d.sql, d.path, walPath(d.path))
+		}
+	}
+	if err := check(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if !opts.ReadOnly {
+		removeStaleScratch(path) // left by killed reruns (scratch.go)
+		// Finish the file work a killed run or erasure left (store.go).
+		if _, err := source.Sweep(ctx, d.sql, d.path); err != nil {
+			db.Close()
+			return nil, err
+		}
+		// A kill between a commit and its publication left the previous
+		// replica: publish the missing one (best effort, as after a commit).
+		if d.replica && d.replicaStale(ctx) {
+			d.PublishReplica(ctx, nil)
+		}
+	} else {
+		// A reader holds the file's lock too, so no writer is between
+		// retain and COMMIT; deleting files writes nothing to the
+		// database. A reader that may not delete still reads.
+		_, _ = source.Sweep(ctx, d.sql, d.path)
+	}
+	return d, nil
+}
+
+// storeCatalog is the name the database file is attached under. A file's
+// default catalog name is its base name, so a file named idem.duckdb would
+// make the schema name idem ambiguous; a fixed alias avoids that.
+const storeCatalog = "idem_store"
+
+// openFile opens an in-memory DuckDB with the given settings and attaches
+// the file as storeCatalog, the default catalog of every connection.
+func openFile(ctx context.Context, dsn, path string, readOnly bool) (*sql.DB, error) {
+	attach := "ATTACH IF NOT EXISTS " + job.SQLString(path) + " AS " + storeCatalog
+	if readOnly {
+		attach += " (READ_ONLY)"
+	}
+	// The pool opens a connection for every query (idle ones are closed), so
+	// this runs long after Open returned: it must not inherit Open's
+	// cancellation, or a Ctrl-C would also stop the run log written after
+	// the rollback.
+	initCtx := context.WithoutCancel(ctx)
+	connector, err := duckdb.NewConnector(dsn, func(ex driver.ExecerContext) error {
+		if _, err := ex.ExecContext(initCtx, attach, nil); err != nil {
+			return err
+		}
+		if _, err := ex.ExecContext(initCtx, "USE "+storeCatalog, nil); err != nil {
+			return err
+		}
+		// current_timestamp stored in a TIMESTAMP column (run_at,
+		// committed_at) is read back as UTC: store it as UTC, whatever the
+		// machine's time zone.
+		_, err := ex.ExecContext(initCtx, "SET TimeZone = 'UTC'", nil)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return openConnector(ctx, connector)
+}
+
+// OpenMemory opens an in-memory DuckDB with the settings in dsn, for
+// work that needs DuckDB but no database file (diff of two files, rule and
+// lint checks).
+func OpenMemory(ctx context.Context, dsn string) (*sql.DB, error) {
+	connector, err := duckdb.NewConnector(dsn, func(driver.ExecerContext) error { return nil })
+	if err != nil {
+		return nil, err
+	}
+	return openConnector(ctx, connector)
+}
+
+func openConnector(ctx context.Context, connector *duckdb.Connector) (*sql.DB, error) {
+	db := sql.OpenDB(connector)
+	// Closing idle connections drops their temp tables and variables, so no
+	// run sees another run's temp state.
+	db.SetMaxIdleConns(0)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// Path is the database file's path.
+func (d *DB) Path() string { return d.path }
+
+// ReadOnly reports whether the database was opened read-only.
+func (d *DB) ReadOnly() bool { return d.readOnly }
+
+// SQL exposes the underlying pool for read-only helpers and tests.
+func (d *DB) SQL() *sql.DB { return d.sql }
+
+// Close checkpoints (when writable) and closes the database.
+func (d *DB) Close() error {
+	err := d.sql.Close()
+	if d.self != nil {
+		d.self.Close()
+		d.self = nil
+	}
+	return err
+}
+
+// copyTo copies the database file to the new file dst through d.self.
+func (d *DB) copyTo(dst string) (string, error) {
+	if d.self == nil {
+		f, err := os.Open(d.path)
+		if err != nil {
+			return "", err
+		}
+		d.self = f
+	}
+	if _, err := d.self.Seek(0, io.SeekStart); err != nil {
+		return "", err
+	}
+	return copyFile(d.self, dst)
+}
+
+// BeginPinned opens a transaction on a connection of its own: temp tables and
+// variables live per connection, so a transaction that uses them must not
+// move across the pool. The caller closes the connection.
+func (d *DB) BeginPinned(ctx context.Context) (*sql.Conn, *sql.Tx, error) {
+	return d.BeginPinnedProgress(ctx, nil)
+}
+
+// BeginPinnedProgress is beginPinned that also turns on DuckDB's query
+// progress for *progress on the pinned connection (see withQueryProgress).
+func (d *DB) BeginPinnedProgress(ctx context.Context, progress *job.Progress) (*sql.Conn, *sql.Tx, error) {
+	conn, err := d.sql.Conn(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect %s: %w", d.path, err)
+	}
+	if progress != nil {
+		*progress = withQueryProgress(ctx, *progress, conn)
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("begin: %w", err)
+	}
+	return conn, tx, nil
+}

@@ -1,0 +1,98 @@
+package run
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/source"
+)
+
+// FaultBeforeFile is the fault point passed before each file of a
+// per-file run, followed by the file name.
+const FaultBeforeFile = "before_file:"
+
+// FilesResult is what a run of a files-mode job reports: one Result per
+// batch applied. Decision is "applied" when a batch was applied and
+// "skipped" when no file was new.
+type FilesResult struct {
+	Job      string    `json:"job"`
+	Decision string    `json:"decision"`
+	NewFiles []string  `json:"new_files"`
+	Runs     []*Result `json:"runs"`
+}
+
+// RunFiles runs a files-mode job: every new file once, in name order. It
+// returns the batches applied before an error together with the error.
+// Every invocation is in the run log: each batch as its run, and a run that
+// found nothing new or stopped before its first batch (a committed file
+// that changed, an input that cannot be listed) as one entry.
+func (d *DB) RunFiles(ctx context.Context, j *job.Job, opts RunOptions) (*FilesResult, error) {
+	if j.Input.Mode != job.InputModeFiles {
+		return nil, job.Usage("job %s does not read a directory (set [input] mode = \"files\")", j.Name)
+	}
+	if opts.BatchID != "" || opts.From != nil {
+		return nil, d.logError(j, "", job.Usage("a files-mode job names its batches after its files: --batch-id, --from and --to do not apply"))
+	}
+	fresh, err := source.Pending(ctx, d.sql, j, opts.Input, opts.Progress)
+	if err != nil {
+		return nil, d.logError(j, "", job.Canceled(ctx, err))
+	}
+	out := &FilesResult{Job: j.Name, Decision: job.DecisionSkipped, NewFiles: []string{}, Runs: []*Result{}}
+	for _, f := range fresh {
+		out.NewFiles = append(out.NewFiles, f.Path)
+	}
+	if len(fresh) == 0 {
+		d.logInvocation(j, "", job.DecisionSkipped, "nothing new: no file that is not committed")
+		return out, nil
+	}
+	batches := [][]source.InputFile{fresh}
+	if j.Input.Batch != job.BatchAll {
+		batches = batches[:0]
+		for _, f := range fresh {
+			batches = append(batches, []source.InputFile{f})
+		}
+	}
+	for _, b := range batches {
+		o := opts
+		o.Source = &source.Files{Job: j, Listed: b}
+		o.BatchID = filepath.Base(b[0].Path)
+		if len(b) > 1 {
+			o.BatchID += ".." + filepath.Base(b[len(b)-1].Path)
+		}
+		fault(opts, FaultBeforeFile+filepath.Base(b[0].Path))
+		res, err := d.Run(ctx, j, o)
+		if err != nil {
+			return out, err
+		}
+		out.Runs = append(out.Runs, res)
+		if res.Decision == job.DecisionApplied {
+			out.Decision = job.DecisionApplied
+		}
+	}
+	return out, nil
+}
+
+// Committed files are recorded in idem.files under their path relative to
+// the job file's folder (see JobFilePath), and found again by file name:
+// the name is the file's batch id and is unique in a listing, it does not
+// depend on the working directory a job runs from, and it also finds the
+// records of databases written before, whose paths were relative to the
+// working directory of their run.
+
+// recordFiles writes the file records of a files-mode batch, inside the
+// run's transaction.
+func recordFiles(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, res *Result) error {
+	if j.Input.Mode != job.InputModeFiles {
+		return nil
+	}
+	for _, f := range p.files {
+		if err := catalog.RecordFile(ctx, tx, j.Name, source.JobFilePath(j, f.Path), f.SHA256, f.Size, p.batchID, res.Snapshot); err != nil {
+			return fmt.Errorf("record file %s: %w", f.Path, err)
+		}
+	}
+	return nil
+}

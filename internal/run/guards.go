@@ -1,0 +1,236 @@
+package run
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/source"
+)
+
+// decide runs the guards of a run inside tx and returns the run's result
+// so far: the job's state row, then epoch, table owners, the target's
+// integrity, key equality (refresh: skipped) or batch identity (apply:
+// already committed), cursor, the input mode's files or chunk, the expected
+// parent and the released SQL. done is true when the run has nothing to
+// write. A run decides with write; a plan decides the same way without it,
+// claiming no table and recording no released version, in a transaction it
+// rolls back.
+func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, opts RunOptions, write bool) (res *Result, st catalog.State, exists, done bool, err error) {
+	st, err = catalog.ReadState(ctx, tx, j.Name)
+	if err != nil {
+		return nil, st, false, false, err
+	}
+	// A step reads only the job's own tables and its declared upstreams.
+	if err := checkReads(ctx, tx, j); err != nil {
+		return nil, st, false, false, err
+	}
+	// Upstream inputs are pinned first: they complete the job key.
+	pins, err := pin(ctx, tx, j, p, st)
+	if err != nil {
+		return nil, st, false, false, err
+	}
+	res = newResult(j, p, st)
+	res.Upstream = pins
+
+	// Guards, in the order of the batch lab: epoch, identity, cursor; then the
+	// expected parent.
+	if err := st.CheckEpoch(j, opts.Epoch); err != nil {
+		return nil, st, false, false, err
+	}
+	if err := checkOwners(ctx, tx, j, write); err != nil {
+		return nil, st, false, false, err
+	}
+	if err := checkTarget(ctx, tx, j, st); err != nil {
+		return nil, st, false, false, err
+	}
+	exists, err = catalog.TableExists(ctx, tx, "main", j.Table)
+	if err != nil {
+		return nil, st, false, false, err
+	}
+	if res, done, err := d.decideMode(ctx, tx, j, p, opts, st, exists, res); err != nil || done {
+		if err != nil && res == nil {
+			return nil, st, false, false, err
+		}
+		return res, st, exists, true, err
+	}
+	// A retry whose work already landed (skipped, already committed) is
+	// answered above; only a run that would write checks its parent.
+	if err := st.CheckParent(opts.ExpectParent); err != nil {
+		return nil, st, false, false, err
+	}
+	if err := catalog.CheckReleased(ctx, tx, j, write); err != nil {
+		return nil, st, false, false, err
+	}
+	return res, st, exists, false, nil
+}
+
+// newResult is a run's result before its guards: the job's key, input and
+// state.
+func newResult(j *job.Job, p *Prepared, st catalog.State) *Result {
+	res := &Result{
+		Job:         j.Name,
+		Pipeline:    j.Pipeline.Name,
+		Mode:        j.Pipeline.Mode,
+		JobKey:      p.key,
+		Target:      j.Table,
+		InputSHA256: p.parts.Input,
+		Inputs:      p.files,
+		Parts:       p.parts,
+		Snapshot:    st.Snapshot,
+		Parent:      st.Snapshot,
+		Cursor:      st.Cursor,
+		Epoch:       st.Epoch,
+		BatchID:     p.batchID,
+		Outcomes:    map[string]int64{},
+		Changed:     []string{},
+	}
+	if st.HasParts {
+		res.Changed = job.NonNil(p.parts.Changed(st.Parts))
+	} else {
+		res.FirstLoad = true
+	}
+	return res
+}
+
+// checkOwners refuses a run that would write a table another job owns;
+// a run claims its names. A plan may read a database from before
+// idem.owners, which only a writable open creates.
+func checkOwners(ctx context.Context, tx *sql.Tx, j *job.Job, write bool) error {
+	owners := write
+	if !write {
+		var err error
+		if owners, err = catalog.TableExists(ctx, tx, "idem", "owners"); err != nil {
+			return err
+		}
+	}
+	if !owners {
+		return nil
+	}
+	return catalog.CheckOwners(ctx, tx, j, write)
+}
+
+// decideMode is the guard of the job's mode: a refresh whose target holds
+// this key is skipped; an apply batch committed before is answered from the
+// ledger, and the cursor and input mode are checked. done is true when the
+// run has nothing to write.
+func (d *DB) decideMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, opts RunOptions, st catalog.State, exists bool, res *Result) (*Result, bool, error) {
+	var err error
+	switch j.Pipeline.Mode {
+	case job.ModeRefresh:
+		if st.Exists && st.Key == p.key && exists {
+			// The target already holds this snapshot: report its counts.
+			res.Decision = job.DecisionSkipped
+			var outcomes string
+			if res.RowsIn, outcomes, err = catalog.SnapshotCounts(ctx, tx, j.Name, st.Snapshot); err != nil {
+				return nil, false, err
+			}
+			_ = json.Unmarshal([]byte(outcomes), &res.Outcomes)
+			res.RowsOut, err = catalog.CountRows(ctx, tx, j.Table)
+			return res, true, err
+		}
+	case job.ModeApply:
+		if p.unchanged {
+			// No upstream moved since the snapshots the job applied.
+			res.Decision = job.DecisionSkipped
+			res.RowsOut, err = catalog.CountRows(ctx, tx, j.Table)
+			return res, true, err
+		}
+		if done, err := d.checkLedger(ctx, tx, j, p, res); err != nil || done {
+			return res, true, err
+		}
+		if opts.From != nil && *opts.From != st.Cursor {
+			what := "a gap"
+			if *opts.From < st.Cursor {
+				what = "an overlap"
+			}
+			return nil, false, job.Refuse("cursor", "batch %s starts at %d but the job's cursor is %d (%s): the next batch must start at %d", p.batchID, *opts.From, st.Cursor, what, st.Cursor)
+		}
+		// Directory and chunked inputs (files.go, chunks.go).
+		if err := checkInputMode(ctx, tx, j, p, st, opts); err != nil {
+			return nil, false, err
+		}
+	}
+	return res, false, nil
+}
+
+// checkTarget refuses a run when the job's state row says its target holds
+// snapshot S but the table is missing or holds another number of rows than
+// S recorded: the table was dropped or changed outside idem, and a skip, an
+// already-committed answer or a batch applied over the wrong rows would hide
+// it. The refusal says how to repair: a rollback to S rebuilds the table
+// from its history.
+func checkTarget(ctx context.Context, tx catalog.Querier, j *job.Job, st catalog.State) error {
+	if !st.Exists || st.Snapshot == 0 || !strings.EqualFold(st.Target, j.Table) {
+		return nil
+	}
+	want, err := catalog.SnapshotRowsOut(ctx, tx, j.Name, st.Snapshot)
+	if err != nil {
+		return err
+	}
+	var exists bool
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) > 0 FROM duckdb_tables()
+		WHERE database_name = current_database() AND schema_name = 'main' AND lower(table_name) = lower(?)`, st.Target).Scan(&exists); err != nil {
+		return fmt.Errorf("look up table %s: %w", st.Target, err)
+	}
+	ref := j.File
+	if ref == "" {
+		ref = j.Name
+	}
+	repair := fmt.Sprintf("nothing was changed; repair with `idem rollback %s --to-snapshot %d` (rebuilds the table from its history), then `idem rerun %s` proves it", ref, st.Snapshot, ref)
+	if !exists {
+		return job.Refuse("target", "table %q of job %q is missing, but the job's state says it holds snapshot %d (%d rows): %s",
+			st.Target, j.Name, st.Snapshot, want.Int64, repair)
+	}
+	if !want.Valid {
+		return nil
+	}
+	n, err := catalog.CountRows(ctx, tx, st.Target)
+	if err != nil {
+		return err
+	}
+	if n != want.Int64 {
+		return job.Refuse("target", "table %q of job %q holds %d rows, but snapshot %d, which the job's state says it holds, has %d: it was changed outside idem; %s",
+			st.Target, j.Name, n, st.Snapshot, want.Int64, repair)
+	}
+	return nil
+}
+
+// checkLedger applies the batch identity guard. It reports done when the
+// batch was already committed with the same digest.
+func (d *DB) checkLedger(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, res *Result) (bool, error) {
+	row, ok, err := catalog.ReadLedger(ctx, tx, j.Name, p.batchID)
+	if err != nil || !ok {
+		return false, err
+	}
+	if row.Digest != p.digest {
+		return false, job.Refuse("batch", "batch %s was committed with digest %s; this input's digest is %s: a changed batch needs a new batch id", p.batchID, row.Digest[:12], p.digest[:12])
+	}
+	res.Decision = job.DecisionAlreadyCommitted
+	res.RowsIn = row.RowsIn
+	res.Snapshot = row.Snapshot
+	_ = json.Unmarshal([]byte(row.Outcomes), &res.Outcomes)
+	rowsOut, err := catalog.CountRows(ctx, tx, j.Table)
+	if err == nil {
+		res.RowsOut = rowsOut
+	}
+	return true, nil
+}
+
+// checkInputMode is the in-transaction guard of directory and chunked
+// inputs: a file of the batch must not be committed already (the listing
+// that chose it was read outside the transaction), and a chunk must start
+// where the job's last chunk ended.
+func checkInputMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, st catalog.State, opts RunOptions) error {
+	if p.chunk != nil {
+		return source.CheckChunk(ctx, tx, j, st, p.chunk)
+	}
+	if j.Input.Mode != job.InputModeFiles {
+		return nil
+	}
+	return source.CheckFiles(ctx, tx, j, p.files)
+}

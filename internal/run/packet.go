@@ -1,0 +1,170 @@
+package run
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/source"
+)
+
+// packet writes the release packet of the snapshot this run commits
+// (catalog.Packet), in the run's transaction, once the target holds it:
+// one entry per partition the run touched, or one for the whole target of
+// a job without partition_by.
+func (r *txRun) packet(ctx context.Context) (bool, error) {
+	j, tx, res, p := r.j, r.tx, r.res, r.p
+	done := r.opts.Progress.Start("release packet")
+	defer done()
+	cols, err := catalog.TargetColumns(ctx, tx, j.Table)
+	if err != nil {
+		return false, err
+	}
+	pk := &catalog.Packet{
+		Job: j.Name, Snapshot: r.snapshot, Parent: r.st.Snapshot, JobKey: p.key, Parts: json.RawMessage(p.parts.JSON()),
+		Pipeline: j.Pipeline.Name, TransformVersion: j.TransformVersion, SchemaVersion: j.SchemaVersion,
+		Inputs: []catalog.InputRef{}, RowsIn: res.RowsIn, Outcomes: res.Outcomes, Key: job.NonNil(j.Pipeline.Key),
+		PartitionBy: j.PartitionBy,
+	}
+	for _, f := range p.files {
+		pk.Inputs = append(pk.Inputs, catalog.InputRef{SHA256: f.SHA256, Bytes: f.Size, Name: filepath.Base(f.Path)})
+	}
+	dir, err := os.MkdirTemp("", "idem-packet-*")
+	if err != nil {
+		return false, fmt.Errorf("release packet: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	if r.part == nil {
+		e, err := packetEntry(ctx, tx, j, cols, nil, filepath.Join(dir, "whole.csv"))
+		if err != nil {
+			return false, err
+		}
+		e.Whole = true
+		pk.Entries = []catalog.PacketEntry{*e}
+	} else {
+		for i, v := range r.part.touched() {
+			e, err := packetEntry(ctx, tx, j, cols, &v, filepath.Join(dir, fmt.Sprintf("%d.csv", i)))
+			if err != nil {
+				return false, err
+			}
+			e.Repaired = slices.Contains(r.part.repaired, v)
+			pk.Entries = append(pk.Entries, *e)
+		}
+	}
+	if pk.PayloadVersions, err = payloadVersions(ctx, tx, j); err != nil {
+		return false, err
+	}
+	return true, catalog.InsertPacket(ctx, tx, pk)
+}
+
+// packetEntry describes the target's rows of one partition (value nil: all
+// rows) and hashes them written as a CSV export writes them, to path.
+func packetEntry(ctx context.Context, tx *sql.Tx, j *job.Job, cols []catalog.TargetColumn, value *string, path string) (*catalog.PacketEntry, error) {
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.Name
+	}
+	key := j.Pipeline.Key
+	if len(key) == 0 {
+		key = names
+	}
+	where := ""
+	if value != nil {
+		typ := ""
+		for _, c := range cols {
+			if c.Name == j.PartitionBy {
+				typ = c.Type
+			}
+		}
+		// The filter a partitioned export uses (export_partitioned.go).
+		where = " WHERE " + job.QuoteIdent(j.PartitionBy) + " = CAST(" + job.SQLString(*value) + " AS " + typ + ")"
+	}
+	from := " FROM " + job.QuoteIdent(j.Table) + where
+	keyExpr := job.QuoteIdent(key[0])
+	if len(key) > 1 {
+		keyExpr = "row(" + identList(key) + ")"
+	}
+	bounded := slices.Clone(j.Pipeline.Key)
+	if j.PartitionBy != "" && !slices.Contains(bounded, j.PartitionBy) {
+		bounded = append(bounded, j.PartitionBy)
+	}
+	sel := []string{"count(*)", "count(DISTINCT " + keyExpr + ")"}
+	for _, c := range bounded {
+		q := job.QuoteIdent(c)
+		sel = append(sel, "CAST(min("+q+") AS VARCHAR)", "CAST(max("+q+") AS VARCHAR)")
+	}
+	e := &catalog.PacketEntry{Partition: value, Bounds: map[string][2]*string{}}
+	dest := []any{&e.Rows, &e.DistinctKeys}
+	bounds := make([]sql.NullString, 2*len(bounded))
+	for i := range bounds {
+		dest = append(dest, &bounds[i])
+	}
+	if err := tx.QueryRowContext(ctx, "SELECT "+strings.Join(sel, ", ")+from).Scan(dest...); err != nil {
+		return nil, fmt.Errorf("release packet of %s: %w", j.Table, catalog.TrimSQLError(err))
+	}
+	for i, c := range bounded {
+		var b [2]*string
+		for k := 0; k < 2; k++ {
+			if bounds[2*i+k].Valid {
+				s := bounds[2*i+k].String
+				b[k] = &s
+			}
+		}
+		e.Bounds[c] = b
+	}
+	// The export's total order (ops.tableSource.orderBy): the key, or
+	// without one every column.
+	query := "SELECT " + identList(names) + from + " ORDER BY " + identList(key)
+	if _, err := tx.ExecContext(ctx, "COPY ("+query+") TO "+job.SQLString(path)+" "+catalog.CSVCopyOptions); err != nil {
+		return nil, fmt.Errorf("release packet of %s: %w", j.Table, catalog.TrimSQLError(err))
+	}
+	sum, size, err := source.FileSHA256(path)
+	if err != nil {
+		return nil, fmt.Errorf("release packet of %s: %w", j.Table, err)
+	}
+	e.SHA256, e.Bytes = sum, size
+	return e, nil
+}
+
+// payloadVersions counts this run's input rows by payload schema version
+// when the pipeline's outcomes table keeps one (a schema_version column):
+// the rows of this batch for an apply pipeline. nil otherwise.
+func payloadVersions(ctx context.Context, tx *sql.Tx, j *job.Job) (map[string]int64, error) {
+	t := j.Pipeline.OutcomesTable
+	if t == "" {
+		return nil, nil
+	}
+	cols, err := catalog.TargetColumns(ctx, tx, j.Table+t)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.ContainsFunc(cols, func(c catalog.TargetColumn) bool { return c.Name == "schema_version" }) {
+		return nil, nil
+	}
+	q := "SELECT coalesce('v' || CAST(schema_version AS VARCHAR), 'none'), count(*) FROM " + job.QuoteIdent(j.Table+t)
+	if j.Pipeline.Mode == job.ModeApply {
+		q += " WHERE batch_id = getvariable('idem_batch_id')"
+	}
+	rows, err := tx.QueryContext(ctx, q+" GROUP BY 1 ORDER BY 1")
+	if err != nil {
+		return nil, fmt.Errorf("release packet: payload versions: %w", catalog.TrimSQLError(err))
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var v string
+		var n int64
+		if err := rows.Scan(&v, &n); err != nil {
+			return nil, err
+		}
+		out[v] = n
+	}
+	return out, rows.Err()
+}

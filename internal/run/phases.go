@@ -1,0 +1,214 @@
+package run
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/source"
+)
+
+// txRun is one run inside its transaction: what the phases of runTx share.
+type txRun struct {
+	d    *DB
+	tx   *sql.Tx
+	j    *job.Job
+	p    *Prepared
+	opts RunOptions
+
+	res      *Result
+	st       catalog.State // the job's state row as the run found it
+	exists   bool          // the target table existed
+	snapshot int64         // the snapshot this run commits
+	counts   map[string]int64
+	part     *partitionRun // a partitioned job's run (partitions.go)
+}
+
+// guards reads the job's state row and runs every guard (decide).
+func (r *txRun) guards(ctx context.Context) (bool, error) {
+	res, st, exists, nothing, err := r.d.decide(ctx, r.tx, r.j, r.p, r.opts, true)
+	r.res, r.st, r.exists, r.snapshot = res, st, exists, st.Snapshot+1
+	return !nothing, err
+}
+
+// retain copies the input files into the retained-input store and records
+// them.
+func (r *txRun) retain(ctx context.Context) (bool, error) {
+	done := r.opts.Progress.Start("retain input")
+	r.p.retained = true
+	err := source.Retain(ctx, r.d.path, r.p.files, r.opts.Progress)
+	done()
+	if err != nil {
+		return false, err
+	}
+	for _, f := range r.p.files {
+		if err := catalog.RecordInput(ctx, r.tx, f.SHA256, f.Size); err != nil {
+			return false, fmt.Errorf("record input %s: %w", f.Path, err)
+		}
+	}
+	return true, nil
+}
+
+// stage binds the params and idem's variables and stages the input as view
+// input. An input with nothing past its position skips the run.
+func (r *txRun) stage(ctx context.Context) (bool, error) {
+	if err := bindVariables(ctx, r.tx, r.j, r.p, r.snapshot); err != nil {
+		return false, err
+	}
+	in, err := r.p.input.Stage(ctx, r.tx, r.p.in)
+	if err != nil {
+		return false, err
+	}
+	r.res.IgnoredColumns = in.IgnoredColumns
+	if in.Empty {
+		r.res.Decision = job.DecisionSkipped // the input holds nothing past the cursor
+		return false, nil
+	}
+	return true, nil
+}
+
+// steps gives the steps the erased keys, builds the target when its schema
+// changed, and runs the pipeline's steps, the quality rules after the
+// first.
+func (r *txRun) steps(ctx context.Context) (bool, error) {
+	j, st, tx := r.j, r.st, r.tx
+	if err := catalog.PrepareErasures(ctx, tx, j); err != nil {
+		return false, err
+	}
+	if err := r.keepPartitions(ctx); err != nil { // partitions.go
+		return false, err
+	}
+	rebuild := !r.exists || !st.HasParts || st.Parts.Schema != r.p.parts.Schema || st.Target != j.Table
+	if rebuild {
+		if err := r.d.buildTarget(ctx, tx, j, r.exists && st.Target == j.Table); err != nil {
+			return false, err
+		}
+	}
+	for i, step := range j.Steps {
+		done := r.opts.Progress.Start(strings.TrimSuffix(step.Name, ".sql"))
+		_, err := tx.ExecContext(ctx, j.Expand(step.SQL))
+		done()
+		if err != nil {
+			return false, stepError(j, step, err, r.p)
+		}
+		if i == 0 {
+			// Quality rules tag staged rows after the stage step (rules.go).
+			if err := applyRules(ctx, tx, j); err != nil {
+				return false, err
+			}
+		}
+		fault(r.opts, FaultAfterStep+step.Name)
+	}
+	// A model's key names one row: no duplicate, no NULL.
+	if err := checkModelKey(ctx, tx, j); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// partitions makes a partitioned job's run replace only its partitions
+// (partitions.go) and reports which.
+func (r *txRun) partitions(ctx context.Context) (bool, error) {
+	if err := r.replacePartitions(ctx); err != nil {
+		return false, err
+	}
+	if r.part != nil {
+		r.res.Partitions, r.res.Repaired = r.part.declared, r.part.repaired
+	}
+	return true, nil
+}
+
+// balance checks that every input row has exactly one outcome, before
+// commit. One pass gives both the counts and their total: over the stored
+// outcome rows when the pipeline declares its outcomes table, else over the
+// steps' outcomes relation (a table or a view).
+func (r *txRun) balance(ctx context.Context) (bool, error) {
+	j := r.j
+	done := r.opts.Progress.Start("check outcomes")
+	var staged int64
+	if err := r.tx.QueryRowContext(ctx, `SELECT count(*) FROM staged`).Scan(&staged); err != nil {
+		done()
+		return false, fmt.Errorf("pipeline %s: count staged rows: %w", j.Pipeline.Name, contractError(j, "idem's outcome check", catalog.TrimSQLError(err)))
+	}
+	counts, where, err := outcomeCounts(ctx, r.tx, j, r.p.batchID)
+	done()
+	if err != nil {
+		return false, fmt.Errorf("pipeline %s: %w", j.Pipeline.Name, contractError(j, "idem's outcome check", err))
+	}
+	var outcomes int64
+	for _, n := range counts {
+		outcomes += n
+	}
+	if staged != outcomes {
+		return false, fmt.Errorf("pipeline %s: outcomes do not balance: %d rows staged, %d outcomes (%s); nothing committed", j.Pipeline.Name, staged, outcomes, where)
+	}
+	r.res.RowsIn = staged
+	r.res.Outcomes = counts
+	r.counts = counts
+	return true, nil
+}
+
+// history scrubs erased rows from the retained inputs, drops the steps'
+// temp tables, records the target's history as snapshot S and counts what
+// the run wrote.
+func (r *txRun) history(ctx context.Context) (bool, error) {
+	j, tx, res := r.j, r.tx, r.res
+	// The scrub reads this run's outcomes; only then are the step's temp
+	// tables dropped, before history is written, to keep peak memory down.
+	if err := r.d.scrubErased(ctx, tx, j, r.p, r.counts); err != nil {
+		return false, err
+	}
+	if err := dropScratch(ctx, tx); err != nil {
+		return false, err
+	}
+	if !r.opts.SkipHistory {
+		done := r.opts.Progress.Start("history")
+		err := catalog.RecordHistory(ctx, tx, j, r.snapshot)
+		done()
+		if err != nil {
+			return false, err
+		}
+	}
+	var err error
+	res.RowsOut, err = catalog.CountRows(ctx, tx, j.Table)
+	if err != nil {
+		return false, err
+	}
+	if err := countWritten(ctx, tx, j, r.snapshot, res); err != nil { // written.go
+		return false, err
+	}
+	if r.part != nil {
+		res.RowsWritten = r.part.written
+	}
+	fault(r.opts, FaultAfterTarget)
+	if r.opts.FailAfterTarget {
+		return false, errors.New("injected failure after the target was written")
+	}
+	return true, nil
+}
+
+// commitRows sets the run's decision, snapshot and cursor and writes the
+// rows that commit it (writeCommitRows).
+func (r *txRun) commitRows(ctx context.Context) (bool, error) {
+	res, p := r.res, r.p
+	res.Snapshot = r.snapshot
+	if r.j.Pipeline.Mode == job.ModeApply {
+		res.Decision = job.DecisionApplied
+		if r.opts.To != nil {
+			res.Cursor = *r.opts.To
+		}
+		if p.chunk != nil && p.chunk.To != nil {
+			res.Cursor = *p.chunk.To
+		}
+	} else {
+		res.Decision = job.DecisionLoaded
+	}
+	if err := r.d.writeCommitRows(ctx, r.tx, r.j, p, r.st, res, r.opts); err != nil {
+		return false, err
+	}
+	return true, nil
+}

@@ -1,0 +1,62 @@
+package run
+
+import (
+	"context"
+	"database/sql"
+	"reflect"
+	"unsafe"
+
+	"github.com/idem-dev/idem/internal/job"
+
+	"github.com/duckdb/duckdb-go/v2/mapping"
+)
+
+// DuckDB's query progress. DuckDB tracks how far the running statement is
+// (duckdb_query_progress) when enable_progress_bar is on; duckdb-go binds the
+// C call but keeps the connection handle it needs unexported. rawConnection
+// reads that handle from the pinned connection, checking its type, so a
+// duckdb-go whose Conn no longer holds one degrades to no percentage
+// (TestQueryProgressIsReported fails then, so an upgrade notices).
+
+// rawConnection returns the DuckDB connection handle of conn.
+func rawConnection(conn *sql.Conn) (mapping.Connection, bool) {
+	var c mapping.Connection
+	_ = conn.Raw(func(driverConn any) error {
+		v := reflect.ValueOf(driverConn)
+		if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+			return nil
+		}
+		f := v.Elem().FieldByName("conn")
+		if !f.IsValid() || f.Type() != reflect.TypeFor[mapping.Connection]() {
+			return nil
+		}
+		c = *(*mapping.Connection)(unsafe.Pointer(f.UnsafeAddr()))
+		return nil
+	})
+	return c, c.Ptr != nil
+}
+
+// withQueryProgress turns on DuckDB's progress tracking on conn (without
+// its own printing) and returns p with a poll of the running statement's
+// percentage, when p shows progress at all. conn must stay open as long as
+// the returned Progress is used.
+func withQueryProgress(ctx context.Context, p job.Progress, conn *sql.Conn) job.Progress {
+	if p.Step == nil || p.Percent == nil {
+		return p
+	}
+	raw, ok := rawConnection(conn)
+	if !ok {
+		return p
+	}
+	for _, q := range []string{"SET enable_progress_bar = true", "SET enable_progress_bar_print = false"} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return p
+		}
+	}
+	p = p.WithQuery(func() float64 {
+		qp := mapping.QueryProgress(raw)
+		pct, _, _ := mapping.QueryProgressTypeMembers(&qp)
+		return pct
+	})
+	return p
+}

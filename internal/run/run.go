@@ -1,0 +1,390 @@
+package run
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/source"
+)
+
+// Fault points: a RunOptions.Fault hook is called with each name as the run
+// passes it. The CLI uses them to kill itself in crash tests (see
+// docs/reliability.md). FaultCheckpoint is called just before the
+// post-commit CHECKPOINT starts and FaultAfterCheckpoint once it returned, so
+// a hook can kill the process while the checkpoint runs.
+const (
+	FaultBeforeBegin     = "before_begin"
+	FaultAfterStep       = "after_step:" // followed by the step file name
+	FaultAfterTarget     = "after_target"
+	FaultBeforeCommit    = "before_commit"
+	FaultAfterCommit     = "after_commit"
+	FaultCheckpoint      = "checkpoint"
+	FaultAfterCheckpoint = "after_checkpoint"
+)
+
+// RunOptions are the per-invocation settings of a run; none is part of the
+// job key.
+type RunOptions struct {
+	Input        string // overrides the job's [input] path
+	BatchID      string // apply mode; default: the input file's base name
+	From, To     *int64 // apply mode: the batch covers source positions (From, To]
+	Epoch        *int64 // refuse unless this is the job's writer epoch
+	ExpectParent *int64 // refuse unless the job's latest snapshot is this
+	// Partitions are the partitions a run of a partitioned job replaces
+	// (--partitions); nil: the partitions its staged rows hold.
+	Partitions []string
+	Fault      func(point string)
+	Progress   job.Progress
+	// FailAfterTarget injects an error after the target is written and
+	// before COMMIT (tests of the all-or-nothing commit).
+	FailAfterTarget bool
+	// SkipHistory writes no history row: the floor that cmd/idem-bench
+	// measures the cost of history against (IDEM_BENCH_NO_HISTORY=1). Not
+	// a user setting: pinned reads of the snapshots it commits are wrong.
+	SkipHistory bool
+
+	// Note is written in the run log row of the commit (a stream gap
+	// accepted with --allow-gap).
+	Note string
+
+	// Source is what the run reads; nil reads the job's [input] (or
+	// Input). RunFiles, RunChunks and rerun pass files already listed.
+	Source source.Input
+
+	// Expire, when set, is called after a run of a job with [retention]
+	// keep_snapshots that committed or found nothing to commit, to expire
+	// its old snapshots in a transaction of its own (ops.ExpireAfterRun;
+	// a replay in a scratch database sets none). A kill between the run's
+	// COMMIT and the expiry's loses nothing: the next run finishes it.
+	Expire Expirer
+}
+
+// Expirer expires the old snapshots of job j ([retention] keep_snapshots)
+// in a transaction of its own, passing fault the expiry's fault points.
+type Expirer func(ctx context.Context, d *DB, j *job.Job, fault func(string)) (*Expiry, error)
+
+// Expiry reports the expiry that followed a run.
+type Expiry struct {
+	// OldestKept is the job's oldest readable snapshot after it.
+	OldestKept int64 `json:"oldest_kept"`
+	// Expired counts the snapshots it expired (0: nothing was due).
+	Expired int64 `json:"expired"`
+	// Error says why it failed; the run's commit stands and the next run
+	// or idem expire retries it.
+	Error string `json:"error,omitempty"`
+}
+
+// expireAfter runs opts.Expire after a run (see RunOptions.Expire). Its
+// failure does not undo the run: it is reported in res.Expiry.
+func (d *DB) expireAfter(ctx context.Context, j *job.Job, opts RunOptions, res *Result) {
+	if opts.Expire == nil || j.Retention.KeepSnapshots <= 0 || res == nil {
+		return
+	}
+	e, err := opts.Expire(ctx, d, j, opts.Fault)
+	if err != nil {
+		res.Expiry = &Expiry{Error: err.Error()}
+		return
+	}
+	res.Expiry = e
+}
+
+// Result is what a run reports.
+type Result struct {
+	Job         string             `json:"job"`
+	Pipeline    string             `json:"pipeline"`
+	Mode        string             `json:"mode"`
+	Decision    string             `json:"decision"`
+	Changed     []string           `json:"changed"`
+	FirstLoad   bool               `json:"first_load"`
+	JobKey      string             `json:"job_key"`
+	Snapshot    int64              `json:"snapshot"`
+	Parent      int64              `json:"parent"`
+	BatchID     string             `json:"batch_id,omitempty"`
+	RowsIn      int64              `json:"rows_in"`
+	RowsOut     int64              `json:"rows_out"`
+	Outcomes    map[string]int64   `json:"outcomes"`
+	Cursor      int64              `json:"cursor"`
+	Epoch       int64              `json:"epoch"`
+	Target      string             `json:"target"`
+	InputSHA256 string             `json:"input_sha256"`
+	Inputs      []source.InputFile `json:"inputs"`
+	Parts       job.Parts          `json:"parts"`
+	// IgnoredColumns names, as "file: column", the input columns that
+	// [input] extra_columns = "ignore" skipped.
+	IgnoredColumns []string `json:"ignored_columns,omitempty"`
+
+	// RowsWritten is what this run wrote (see countWritten), beside
+	// RowsOut, the target's row count after the run; 0 when it wrote
+	// nothing.
+	RowsWritten int64 `json:"rows_written"`
+	// Upstream lists the upstream jobs the run pinned, with the snapshot
+	// its job had pinned before; absent for a job that reads only files.
+	Upstream []UpstreamChange `json:"upstream,omitempty"`
+	// Conflicts is the number of conflict rows the target holds after a
+	// committed run, for a pipeline that keeps conflicts in its target
+	// (ConflictColumn); null otherwise.
+	Conflicts *int64 `json:"conflicts"`
+	// Replica reports the read replica published after the commit
+	// ([duckdb] read_replica); absent when none was.
+	Replica *ReplicaInfo `json:"replica,omitempty"`
+	// Partitions are the partitions a partitioned job's run replaced, and
+	// Repaired the other partitions it removed a moved key from; absent
+	// for a job without [target] partition_by.
+	Partitions []string `json:"partitions,omitempty"`
+	Repaired   []string `json:"repaired_partitions,omitempty"`
+	// Expiry reports the expiry of old snapshots that followed the run
+	// ([retention] keep_snapshots); absent without one.
+	Expiry *Expiry `json:"expiry,omitempty"`
+}
+
+// Prepared is everything a run computes before it opens its transaction.
+type Prepared struct {
+	input   source.Input
+	in      *source.Resolved
+	files   []source.InputFile // in.Files
+	format  string             // in.Format
+	chunk   *source.Chunk      // in.Chunk
+	parts   job.Parts
+	key     string
+	batchID string
+	digest  string // the ledger's batch digest: input digest plus bounds
+	// scrubbed are retained raw copies replaced by copies without erased
+	// rows; they are deleted after the commit (see scrubErased).
+	scrubbed []string
+	// retained is set once the run starts copying its input into the
+	// store: a run that then commits nothing sweeps its copy away.
+	retained bool
+	// unchanged is set by an apply run over upstream changes when no
+	// upstream moved past the snapshot its state pinned: it skips.
+	unchanged bool
+}
+
+// Prepare is what a run of j computes before its transaction: it resolves
+// the input and derives the job key, the batch id and the batch digest.
+func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error) {
+	if (opts.From == nil) != (opts.To == nil) {
+		return nil, job.Usage("--from and --to go together")
+	}
+	if opts.From != nil {
+		if j.Pipeline.Mode != job.ModeApply {
+			return nil, job.Usage("--from/--to apply to apply-mode jobs; %s is a %s job", j.Name, j.Pipeline.Mode)
+		}
+		if *opts.To <= *opts.From {
+			return nil, job.Usage("--to %d must be greater than --from %d: a batch covers (from, to]", *opts.To, *opts.From)
+		}
+	}
+	if opts.Partitions != nil && j.PartitionBy == "" {
+		return nil, job.Usage("--partitions: job %s declares no [target] partition_by", j.Name)
+	}
+	if opts.Partitions != nil {
+		var list []string
+		for _, v := range opts.Partitions {
+			if !slices.Contains(list, v) {
+				list = append(list, v)
+			}
+		}
+		if len(list) == 0 {
+			return nil, job.Usage("--partitions names no partition")
+		}
+		slices.Sort(list)
+		opts.Partitions = list
+	}
+	input := opts.Source
+	switch {
+	case input != nil:
+	case j.IsStream():
+		return nil, job.Usage("job %s reads a %s stream: only idem run reads it, a batch at a time from the committed positions", j.Name, j.Input.Stream.Kind)
+	case !j.ReadsFiles():
+		if opts.Input != "" {
+			return nil, job.Usage("--input: job %s reads upstream jobs ([input] upstream), not files", j.Name)
+		}
+		up := &source.Upstream{Job: j}
+		if j.Pipeline.Mode == job.ModeApply {
+			if err := checkChangesRun(j, opts); err != nil {
+				return nil, err
+			}
+			up.Changes = true // upstream_changes.go
+		}
+		input = up
+	default:
+		input = &source.Files{Job: j, Path: opts.Input, Progress: opts.Progress}
+	}
+	in, err := input.Resolve(ctx)
+	if err != nil {
+		return nil, err
+	}
+	files, format := in.Files, in.Format
+	parts := job.Parts{
+		Input:     in.Digest,
+		Transform: j.TransformPart(),
+		Config:    j.Config(format),
+		Schema:    j.SchemaPart(),
+	}
+	parts.Partitions = opts.Partitions
+	p := &Prepared{input: input, in: in, files: files, format: format, chunk: in.Chunk, parts: parts, key: parts.Key()}
+	p.digest = parts.Input
+	// An apply run over upstream changes learns its batch when it pins
+	// them, inside its transaction (pinChanges).
+	if up, ok := input.(*source.Upstream); ok && up.Changes {
+		p.digest = ""
+	} else if j.Pipeline.Mode == job.ModeApply {
+		p.batchID = opts.BatchID
+		if p.batchID == "" {
+			p.batchID = filepath.Base(files[0].Path)
+			if len(files) > 1 {
+				p.batchID = "files-" + parts.Input[:16]
+			}
+		}
+		if opts.From != nil {
+			p.digest = job.DigestString(string(job.CanonicalJSON(map[string]any{
+				"input": parts.Input, "from": *opts.From, "to": *opts.To,
+			})))
+		}
+		if p.chunk != nil {
+			p.batchID, p.digest = p.chunk.Name(p.parts.Input, files)
+			if opts.BatchID != "" {
+				p.batchID = opts.BatchID // a rerun replays a recorded chunk
+			}
+		}
+	}
+	return p, nil
+}
+
+// Run runs job once: one transaction on one pinned connection that either
+// commits the target, its history, the outcomes, the ledger, the snapshot
+// and the state row together, or changes nothing. A run refused by a guard
+// returns a *RefusedError; skipped and already-committed runs return a
+// Result and no error.
+func (d *DB) Run(ctx context.Context, j *job.Job, opts RunOptions) (*Result, error) {
+	res, err := d.run(ctx, j, opts)
+	return res, job.Fatal(err)
+}
+
+func (d *DB) run(ctx context.Context, j *job.Job, opts RunOptions) (*Result, error) {
+	if d.readOnly {
+		return nil, errors.New("database opened read-only")
+	}
+	p, err := Prepare(ctx, j, opts)
+	if err != nil {
+		return nil, d.logError(j, opts.BatchID, job.Canceled(ctx, err))
+	}
+	conn, err := d.sql.Conn(ctx)
+	if err != nil {
+		return nil, job.Canceled(ctx, fmt.Errorf("connect %s: %w", d.path, err))
+	}
+	defer conn.Close()
+	opts.Progress = withQueryProgress(ctx, opts.Progress, conn)
+
+	fault(opts, FaultBeforeBegin)
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, job.Canceled(ctx, fmt.Errorf("begin: %w", err))
+	}
+	res, logRow, err := d.runTx(ctx, tx, j, p, opts)
+	if err != nil || res.Decision == job.DecisionSkipped || res.Decision == job.DecisionAlreadyCommitted {
+		rbErr := tx.Rollback()
+		if p.retained {
+			// The copy this run retained is named by no committed row.
+			_, _ = source.Sweep(context.WithoutCancel(ctx), d.sql, d.path)
+		}
+		if err != nil {
+			err = job.Canceled(ctx, err)
+			decision := job.DecisionFailed
+			if errors.Is(err, job.ErrRefused) {
+				decision = job.DecisionRefused
+			}
+			d.logOutside(j, p, decision, err.Error())
+			if rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
+				err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
+			}
+			return nil, err
+		}
+		d.logNoCommit(j, p, res, opts)
+		d.expireAfter(ctx, j, opts, res) // finishes an expiry a kill cut short
+		return res, nil
+	}
+	_ = logRow
+	fault(opts, FaultBeforeCommit)
+	done := opts.Progress.Start("commit")
+	err = tx.Commit()
+	done()
+	if err != nil {
+		err = job.Canceled(ctx, fmt.Errorf("commit: %w", err))
+		d.logOutside(j, p, job.DecisionFailed, err.Error())
+		return nil, err
+	}
+	fault(opts, FaultAfterCommit)
+	for _, path := range p.scrubbed {
+		_ = os.Remove(path)
+	}
+	d.expireAfter(ctx, j, opts, res)
+	// Keep the WAL short: DuckDB replays it on open, and index DDL in a WAL
+	// has had replay bugs. A failure here does not undo the commit.
+	fault(opts, FaultCheckpoint)
+	done = opts.Progress.Start("checkpoint")
+	_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
+	done()
+	fault(opts, FaultAfterCheckpoint)
+	res.Replica = d.PublishReplica(ctx, opts.Fault) // replica.go
+	return res, nil
+}
+
+func fault(opts RunOptions, point string) {
+	if opts.Fault != nil {
+		opts.Fault(point)
+	}
+}
+
+// logOutside records a run that committed nothing (skipped, refused, failed)
+// in the run log, in its own short transaction after the rollback.
+func (d *DB) logOutside(j *job.Job, p *Prepared, decision, message string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := catalog.ReadState(ctx, d.sql, j.Name)
+	if err != nil {
+		return
+	}
+	var changed []string
+	if st.HasParts {
+		changed = p.parts.Changed(st.Parts)
+	}
+	_ = catalog.InsertRun(ctx, d.sql, catalog.RunRow{Job: j.Name, BatchID: p.batchID, Decision: decision,
+		Changed: string(job.CanonicalJSON(job.NonNil(changed))), Snapshot: st.Snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Message: message})
+}
+
+// runTx is the transaction of one run as a list of phases, each a method
+// of txRun below. A phase that finds nothing to write stops the list and
+// the run commits nothing (skipped, already committed); an error rolls it
+// back. committed is true when every phase ran and COMMIT may follow.
+func (d *DB) runTx(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, opts RunOptions) (res *Result, committed bool, err error) {
+	r := &txRun{d: d, tx: tx, j: j, p: p, opts: opts}
+	for _, phase := range []func(context.Context) (bool, error){
+		r.guards,     // the state row and every guard (decide)
+		r.retain,     // copy the input into the store and record it
+		r.stage,      // bind the variables, stage the input as view input
+		r.steps,      // erasures, the target's DDL, the steps and quality rules
+		r.partitions, // partitioned: replace only the declared partitions
+		r.balance,    // exactly one outcome per staged row
+		r.history,    // scrub erased rows, history, rows written
+		r.packet,     // the release packet (packet.go)
+		r.commitRows, // ledger, snapshot, state, run log and file rows
+		r.checkpoint, // [retention] checkpoint_every: the state's image (checkpoint.go)
+	} {
+		more, err := phase(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		if !more {
+			return r.res, false, nil
+		}
+	}
+	return r.res, true, nil
+}

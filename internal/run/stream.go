@@ -1,0 +1,190 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"time"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/source"
+)
+
+// A job with [input] kind = "kafka" or "sse" reads a stream. Each run reads
+// one batch past the positions committed in idem.positions and applies it
+// like a files batch (retained, so rerun replays it) whose id names the
+// ranges read; its new positions commit in the same transaction as its
+// rows. Follow runs batch after batch.
+
+// StreamOptions are the settings of a run of a stream job.
+type StreamOptions struct {
+	// Reader reads the stream; nil opens the job's own (source.OpenStream).
+	Reader source.StreamReader
+	// AllowGap accepts records the source lost (retention) and logs the
+	// gap; without it a gap is refused (*source.GapError, exit 3).
+	AllowGap bool
+	// Follow keeps reading batches until ctx ends, MaxBatches batches
+	// committed (> 0), or IdleExit passed without a record (> 0).
+	Follow     bool
+	MaxBatches int
+	IdleExit   time.Duration
+	// OnBatch is called after each batch committed, and after each empty
+	// read of a run that does not follow.
+	OnBatch func(*StreamResult)
+}
+
+// StreamResult is what one batch of a stream job reports.
+type StreamResult struct {
+	Job string `json:"job"`
+	// Decision is applied, already_committed or skipped (nothing past the
+	// committed positions: nothing written).
+	Decision string               `json:"decision"`
+	BatchID  string               `json:"batch_id"`
+	Snapshot int64                `json:"snapshot"`
+	Records  int                  `json:"records"`
+	Replayed int                  `json:"replayed"`
+	Ranges   []source.StreamRange `json:"ranges"`
+	RowsIn   int64                `json:"rows_in"`
+	Outcomes map[string]int64     `json:"outcomes"`
+	// Positions are the committed next positions after the batch, per
+	// partition; Lag how many records each partition's log holds past
+	// them, when the reader knows its ends.
+	Positions     map[string]int64 `json:"positions"`
+	Lag           map[string]int64 `json:"lag,omitempty"`
+	RecordsPerSec float64          `json:"records_per_sec"`
+	Gap           string           `json:"gap,omitempty"`
+	JobKey        string           `json:"job_key"`
+	// Run is the committed run's full result; nil when nothing was.
+	Run *Result `json:"-"`
+}
+
+// RunStream runs stream job j: one batch, or with Follow batch after batch.
+// A follow run stops without error when ctx ends (the batch in flight
+// rolls back whole), after MaxBatches, or after IdleExit without records.
+// It returns the results of the batches it ran; an error stops it.
+func (d *DB) RunStream(ctx context.Context, j *job.Job, opts RunOptions, so StreamOptions) ([]*StreamResult, error) {
+	if !j.IsStream() {
+		return nil, job.Usage("job %s reads no stream ([input] kind = \"kafka\" or \"sse\")", j.Name)
+	}
+	if opts.Input != "" || opts.BatchID != "" || opts.From != nil || opts.Partitions != nil {
+		return nil, d.logError(j, "", job.Usage("a stream job reads its %s from the committed positions and names its batches after the ranges read: --input, --batch-id, --from/--to and --partitions do not apply", j.Input.Stream.Kind))
+	}
+	r := so.Reader
+	if r == nil {
+		var err error
+		if r, err = source.OpenStream(j); err != nil {
+			return nil, d.logError(j, "", err)
+		}
+		defer r.Close()
+	}
+	var out []*StreamResult
+	idleSince := time.Now()
+	for {
+		if so.Follow && ctx.Err() != nil {
+			return out, nil
+		}
+		sr, err := d.streamBatch(ctx, j, opts, r, so.AllowGap, !so.Follow)
+		if err != nil {
+			if so.Follow && ctx.Err() != nil && errors.Is(err, job.ErrCanceled) {
+				return out, nil // stopped: the batch in flight rolled back whole
+			}
+			return out, err
+		}
+		if sr.Decision != job.DecisionSkipped || !so.Follow {
+			out = append(out, sr)
+			if so.OnBatch != nil {
+				so.OnBatch(sr)
+			}
+		}
+		if !so.Follow {
+			return out, nil
+		}
+		if st, ok := r.(source.StreamStopper); ok && sr.Records == 0 && st.Stopped() {
+			return out, nil // the source said it has nothing more
+		}
+		if sr.Records > 0 {
+			idleSince = time.Now()
+		} else if so.IdleExit > 0 && time.Since(idleSince) >= so.IdleExit {
+			return out, nil
+		}
+		if so.MaxBatches > 0 && len(out) >= so.MaxBatches {
+			return out, nil
+		}
+	}
+}
+
+// streamBatch reads and applies one batch. An empty read writes nothing;
+// logEmpty records it in the run log (a single run, not each idle poll of
+// a follow run).
+func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r source.StreamReader, allowGap, logEmpty bool) (*StreamResult, error) {
+	start := time.Now()
+	b, err := source.ReadStreamBatch(ctx, d.sql, j, r, source.StreamDir(d.path), allowGap)
+	if err != nil {
+		return nil, d.logError(j, "", job.Canceled(ctx, err))
+	}
+	defer b.Remove()
+	sr := &StreamResult{Job: j.Name, BatchID: b.ID, Records: b.Records, Replayed: b.Skipped, Ranges: b.Ranges,
+		Outcomes: map[string]int64{}, Gap: source.GapNote(b.Gaps)}
+	if sr.Ranges == nil {
+		sr.Ranges = []source.StreamRange{}
+	}
+	if b.Records == 0 && len(b.Gaps) == 0 {
+		sr.Decision = job.DecisionSkipped
+		sr.BatchID = ""
+		if logEmpty {
+			d.logInvocation(j, "", job.DecisionSkipped, "nothing new past the committed stream positions")
+		}
+		sr.Positions = b.From
+		sr.Lag = lag(ctx, r, b.From)
+		if st, err := catalog.ReadState(ctx, d.sql, j.Name); err == nil {
+			sr.Snapshot, sr.JobKey = st.Snapshot, st.Key
+		}
+		return sr, nil
+	}
+	if b.Records == 0 {
+		// Only a gap: commit its positions with an empty batch, so the
+		// gap is logged once and the positions move past it.
+		if err := b.WriteEmpty(source.StreamDir(d.path)); err != nil {
+			return nil, err
+		}
+	}
+	o := opts
+	o.Source = &source.Stream{Job: j, Batch: b}
+	o.BatchID = b.ID
+	o.Note = sr.Gap
+	res, err := d.Run(ctx, j, o)
+	if err != nil {
+		return nil, err
+	}
+	sr.Decision, sr.Snapshot, sr.RowsIn, sr.Outcomes, sr.JobKey, sr.Run = res.Decision, res.Snapshot, res.RowsIn, res.Outcomes, res.JobKey, res
+	sr.Positions = maps.Clone(b.From)
+	maps.Copy(sr.Positions, b.Next)
+	sr.Lag = lag(ctx, r, sr.Positions)
+	if el := time.Since(start).Seconds(); el > 0 {
+		sr.RecordsPerSec = float64(b.Records) / el
+	}
+	return sr, nil
+}
+
+// lag is, per partition, how far the reader's known log end is past the
+// positions; nil when the reader does not know its ends.
+func lag(ctx context.Context, r source.StreamReader, pos map[string]int64) map[string]int64 {
+	e, ok := r.(source.StreamEnds)
+	if !ok {
+		return nil
+	}
+	ends := e.Ends(ctx)
+	if len(ends) == 0 {
+		return nil
+	}
+	out := map[string]int64{}
+	for p, end := range ends {
+		n := end - pos[p]
+		if n < 0 {
+			n = 0
+		}
+		out[p] = n
+	}
+	return out
+}

@@ -1,0 +1,154 @@
+package run
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/source"
+)
+
+// UpstreamChange is one upstream a run pinned: the snapshot the job's
+// committed state had pinned (nil before), and the one this run reads.
+type UpstreamChange struct {
+	Job  string `json:"job"`
+	From *int64 `json:"from"`
+	To   int64  `json:"to"`
+}
+
+// String reads "trips 4 → 5", or "trips 5" when it did not move.
+func (c UpstreamChange) String() string {
+	switch {
+	case c.From == nil:
+		return fmt.Sprintf("%s %d (first pinned)", c.Job, c.To)
+	case *c.From != c.To:
+		return fmt.Sprintf("%s %d → %d", c.Job, *c.From, c.To)
+	}
+	return fmt.Sprintf("%s %d", c.Job, c.To)
+}
+
+// pin pins a job's upstream inputs inside tx, before the run decides: the
+// key's input part gains each upstream's {job, snapshot, job_key}, and a
+// model's schema part its SELECT's result columns, so that the job key the
+// run compares names exactly the rows it reads.
+func pin(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, st catalog.State) ([]UpstreamChange, error) {
+	pinner, ok := p.input.(source.Pinner)
+	if !ok {
+		return nil, nil
+	}
+	up, incremental := p.input.(*source.Upstream)
+	incremental = incremental && up.Changes
+	if incremental {
+		up.Since = pinnedSnapshots(st)
+	}
+	refs, err := pinner.Pin(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	p.parts.Upstream = refs
+	if incremental {
+		changesBatch(p, up, st, refs) // upstream_changes.go
+	}
+	if j.IsModel() {
+		cols, err := modelColumns(ctx, tx, j)
+		if err != nil {
+			return nil, err
+		}
+		p.parts.Schema = j.ModelSchemaPart(cols)
+	}
+	p.key = p.parts.Key()
+	before := map[string]int64{}
+	if st.HasParts {
+		for _, r := range st.Parts.Upstream {
+			before[r.Job] = r.Snapshot
+		}
+	}
+	changes := make([]UpstreamChange, len(refs))
+	for i, r := range refs {
+		changes[i] = UpstreamChange{Job: r.Job, To: r.Snapshot}
+		if s, ok := before[r.Job]; ok {
+			changes[i].From = &s
+		}
+	}
+	return changes, nil
+}
+
+// modelColumns describes a model's SELECT as "name TYPE", in order. A
+// model that does not bind (a missing column, a type error) fails here,
+// before anything is written, with the model file's name.
+func modelColumns(ctx context.Context, tx *sql.Tx, j *job.Job) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, "DESCRIBE SELECT * FROM (\n"+j.Expand(j.ModelSQL)+")")
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", j.ModelFile, catalog.TrimSQLError(err))
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		out = append(out, fmt.Sprintf("%v %v", vals[0], vals[1])) // column_name, column_type
+	}
+	return out, rows.Err()
+}
+
+// checkModelKey fails a model run (exit 1, nothing committed) whose result
+// has a NULL key or two rows with one key, naming up to three such keys.
+func checkModelKey(ctx context.Context, tx *sql.Tx, j *job.Job) error {
+	if !j.IsModel() {
+		return nil
+	}
+	keys := make([]string, len(j.Key))
+	text := make([]string, len(j.Key))
+	nulls := make([]string, len(j.Key))
+	for i, k := range j.Key {
+		keys[i] = job.QuoteIdent(k)
+		text[i] = "coalesce(CAST(" + keys[i] + " AS VARCHAR), 'NULL')"
+		nulls[i] = keys[i] + " IS NULL"
+	}
+	q := "SELECT " + strings.Join(text, " || ', ' || ") + " AS k, count(*) AS n, bool_or(" + strings.Join(nulls, " OR ") + ") AS has_null" +
+		" FROM " + job.QuoteIdent(j.Table) + " GROUP BY ALL HAVING count(*) > 1 OR bool_or(" + strings.Join(nulls, " OR ") + ")" +
+		" ORDER BY has_null DESC, n DESC, k LIMIT 4"
+	rows, err := tx.QueryContext(ctx, q)
+	if err != nil {
+		return fmt.Errorf("model %s: check key (%s): %w", j.Name, strings.Join(j.Key, ", "), catalog.TrimSQLError(err))
+	}
+	defer rows.Close()
+	var bad []string
+	for rows.Next() {
+		var k string
+		var n int64
+		var null bool
+		if err := rows.Scan(&k, &n, &null); err != nil {
+			return err
+		}
+		if null {
+			bad = append(bad, fmt.Sprintf("(%s) has a NULL", k))
+		} else {
+			bad = append(bad, fmt.Sprintf("(%s) %d rows", k, n))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	more := ""
+	if len(bad) > 3 {
+		bad, more = bad[:3], ", ..."
+	}
+	return fmt.Errorf("model %s: key (%s) must be unique and not NULL: %s%s; nothing committed", j.Name, strings.Join(j.Key, ", "), strings.Join(bad, "; "), more)
+}

@@ -1,0 +1,283 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/idem-dev/idem/internal/job"
+)
+
+// KafkaReader reads a Kafka topic's partitions directly at explicit
+// offsets (no consumer group: idem's own positions are the truth). Its
+// source partitions are the topic's partition numbers, its positions the
+// records' offsets. A gap is a partition whose log start offset is above
+// the position asked for (retention deleted records idem had not read).
+type KafkaReader struct {
+	spec job.StreamSpec
+	opts []kgo.Opt
+
+	mu   sync.Mutex
+	cl   *kgo.Client
+	pos  map[int32]int64 // the offset the client delivers next, per partition
+	ends map[string]int64
+}
+
+// NewKafkaReader returns the reader of a kafka [input]; it connects on the
+// first Read. extra options are for tests.
+func NewKafkaReader(spec job.StreamSpec, extra ...kgo.Opt) (*KafkaReader, error) {
+	if spec.Kind != job.KindKafka || spec.Topic == "" || len(spec.Brokers) == 0 {
+		return nil, errors.New("kafka reader: needs brokers and a topic")
+	}
+	return &KafkaReader{spec: spec, opts: extra, ends: map[string]int64{}}, nil
+}
+
+// Close closes the client.
+func (k *KafkaReader) Close() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.cl != nil {
+		k.cl.Close()
+		k.cl = nil
+	}
+	return nil
+}
+
+// Ends returns the high watermark of each partition as last seen.
+func (k *KafkaReader) Ends(context.Context) map[string]int64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make(map[string]int64, len(k.ends))
+	for p, e := range k.ends {
+		out[p] = e
+	}
+	return out
+}
+
+// Read implements StreamReader. It returns early, before maxWait, once it
+// has records and every partition is read up to its high watermark.
+func (k *KafkaReader) Read(ctx context.Context, next map[string]int64, max int, maxWait time.Duration) ([]Record, []Gap, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	start := time.Now()
+	admin, fresh := k.cl, k.cl == nil
+	if fresh {
+		cl, err := kgo.NewClient(k.clientOpts(nil)...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("kafka %v: %w", k.spec.Brokers, err)
+		}
+		admin = cl
+	}
+	parts, err := k.partitions(ctx, admin)
+	if err == nil && len(parts) == 0 {
+		err = fmt.Errorf("topic %q has no partitions", k.spec.Topic)
+	}
+	var first, last map[int32]int64
+	if err == nil {
+		first, err = k.listOffsets(ctx, admin, parts, -2)
+	}
+	if err == nil {
+		last, err = k.listOffsets(ctx, admin, parts, -1)
+	}
+	if err != nil {
+		if fresh {
+			admin.Close()
+		}
+		return nil, nil, err
+	}
+	want := map[int32]int64{}
+	var gaps []Gap
+	for _, p := range parts {
+		name := strconv.Itoa(int(p))
+		k.ends[name] = last[p]
+		n, ok := next[name]
+		switch {
+		case !ok && k.spec.Start == job.StartLatest:
+			want[p] = last[p]
+		case !ok:
+			want[p] = first[p]
+		case first[p] > n:
+			gaps = append(gaps, Gap{Partition: name, From: n, Next: first[p]})
+			want[p] = first[p]
+		default:
+			want[p] = n
+		}
+	}
+	if k.cl != nil && !maps64Equal(k.pos, want) {
+		// The client would deliver from elsewhere (a batch rolled back, a
+		// replay): start a fresh client rather than mix its buffered
+		// records with the new offsets.
+		k.cl.Close()
+		k.cl = nil
+	}
+	if k.cl == nil {
+		if fresh {
+			admin.Close() // else it was the client just closed
+		}
+		offsets := map[int32]kgo.Offset{}
+		for p, o := range want {
+			offsets[p] = kgo.NewOffset().At(o)
+		}
+		cl, err := kgo.NewClient(k.clientOpts(map[string]map[int32]kgo.Offset{k.spec.Topic: offsets})...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("kafka %v: %w", k.spec.Brokers, err)
+		}
+		k.cl, k.pos = cl, want
+	}
+	var out []Record
+	deadline := start.Add(maxWait)
+	for len(out) < max {
+		if len(out) > 0 && k.caughtUp() {
+			break
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			break
+		}
+		pctx, cancel := context.WithTimeout(ctx, wait)
+		fetches := k.cl.PollRecords(pctx, max-len(out))
+		cancel()
+		var ferr error
+		fetches.EachError(func(_ string, p int32, err error) {
+			switch {
+			case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+			case errors.Is(err, kerr.OffsetOutOfRange):
+				// Retention deleted records after this read listed the
+				// partitions' first offsets: return what was read; the
+				// next read lists them again and reports the gap.
+				ferr = errOutOfRange
+			default:
+				if ferr == nil {
+					ferr = fmt.Errorf("kafka fetch %s[%d]: %w", k.spec.Topic, p, err)
+				}
+			}
+		})
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if fp.HighWatermark > 0 {
+				k.ends[strconv.Itoa(int(fp.Partition))] = fp.HighWatermark
+			}
+			for _, r := range fp.Records {
+				out = append(out, Record{Partition: strconv.Itoa(int(r.Partition)), Position: r.Offset, Value: r.Value})
+				k.pos[r.Partition] = r.Offset + 1
+			}
+		})
+		if errors.Is(ferr, errOutOfRange) {
+			k.cl.Close()
+			k.cl = nil
+			return out, gaps, nil
+		}
+		if ferr != nil {
+			if len(out) > 0 {
+				break
+			}
+			k.cl.Close()
+			k.cl = nil
+			return nil, gaps, ferr
+		}
+		if ctx.Err() != nil {
+			if len(out) == 0 {
+				return nil, gaps, ctx.Err()
+			}
+			break
+		}
+	}
+	return out, gaps, nil
+}
+
+var errOutOfRange = errors.New("offset out of range")
+
+// caughtUp: every partition's next offset is at its known high watermark.
+func (k *KafkaReader) caughtUp() bool {
+	for p, o := range k.pos {
+		if e, ok := k.ends[strconv.Itoa(int(p))]; !ok || o < e {
+			return false
+		}
+	}
+	return true
+}
+
+func (k *KafkaReader) clientOpts(consume map[string]map[int32]kgo.Offset) []kgo.Opt {
+	opts := []kgo.Opt{kgo.SeedBrokers(k.spec.Brokers...), kgo.DialTimeout(5 * time.Second), kgo.RequestRetries(3)}
+	if consume != nil {
+		opts = append(opts, kgo.ConsumePartitions(consume), kgo.ConsumeResetOffset(kgo.NoResetOffset()),
+			kgo.FetchMaxWait(min(max(k.spec.MaxWait, 10*time.Millisecond), 5*time.Second)))
+	}
+	return append(opts, k.opts...)
+}
+
+// partitions lists the topic's partitions.
+func (k *KafkaReader) partitions(ctx context.Context, cl *kgo.Client) ([]int32, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	t := kmsg.NewMetadataRequestTopic()
+	t.Topic = kmsg.StringPtr(k.spec.Topic)
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("kafka %v: metadata of topic %q: %w", k.spec.Brokers, k.spec.Topic, err)
+	}
+	var parts []int32
+	for _, rt := range resp.Topics {
+		if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
+			return nil, fmt.Errorf("kafka %v: topic %q: %w", k.spec.Brokers, k.spec.Topic, err)
+		}
+		for _, p := range rt.Partitions {
+			parts = append(parts, p.Partition)
+		}
+	}
+	slices.Sort(parts)
+	return parts, nil
+}
+
+// listOffsets asks each partition's earliest (ts -2) or end (ts -1) offset.
+func (k *KafkaReader) listOffsets(ctx context.Context, cl *kgo.Client, parts []int32, ts int64) (map[int32]int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	t := kmsg.NewListOffsetsRequestTopic()
+	t.Topic = k.spec.Topic
+	for _, p := range parts {
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition = p
+		rp.Timestamp = ts
+		rp.CurrentLeaderEpoch = -1
+		t.Partitions = append(t.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("kafka %v: list offsets of %q: %w", k.spec.Brokers, k.spec.Topic, err)
+	}
+	out := map[int32]int64{}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				return nil, fmt.Errorf("kafka %v: list offsets of %s[%d]: %w", k.spec.Brokers, k.spec.Topic, rp.Partition, err)
+			}
+			out[rp.Partition] = rp.Offset
+		}
+	}
+	for _, p := range parts {
+		if _, ok := out[p]; !ok {
+			return nil, fmt.Errorf("kafka %v: list offsets of %s[%d]: no answer", k.spec.Brokers, k.spec.Topic, p)
+		}
+	}
+	return out, nil
+}
+
+func maps64Equal(a, b map[int32]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}

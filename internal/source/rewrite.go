@@ -1,0 +1,296 @@
+package source
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+)
+
+// RewrittenInput is a retained input rewritten without the erased key.
+type RewrittenInput struct {
+	Old         string `json:"old_sha256"`
+	New         string `json:"new_sha256"`
+	Bytes       int64  `json:"bytes"`
+	RowsRemoved int64  `json:"rows_removed"`
+}
+
+// RowFilter picks the rows of a retained input to drop: by key text and
+// position in Go (csv, jsonl), by a SQL condition for parquet.
+type RowFilter struct {
+	KeyCol, PosCol string
+	Drop           func(key string, pos sql.NullInt64) bool
+	DropSQL        string
+}
+
+// KeyFilter drops every row of one key.
+func KeyFilter(keyCol, posCol, key string) RowFilter {
+	return RowFilter{
+		KeyCol: keyCol, PosCol: posCol,
+		Drop:    func(k string, _ sql.NullInt64) bool { return k == key },
+		DropSQL: "CAST(" + job.QuoteIdent(keyCol) + " AS VARCHAR) = " + job.SQLString(key),
+	}
+}
+
+// rewriteWithout writes a copy of a retained input without the rows the
+// filter drops and stores it under its sha256. It returns nil when the file
+// holds no such row, and the highest position of the dropped rows. Kept rows
+// keep their bytes (csv, jsonl).
+func Rewrite(ctx context.Context, tx *sql.Tx, dbPath string, f catalog.InputRef, format string, flt RowFilter) (*RewrittenInput, sql.NullInt64, error) {
+	src := RetainedPath(dbPath, f.SHA256)
+	var pos sql.NullInt64
+	if _, err := os.Stat(src); err != nil {
+		return nil, pos, fmt.Errorf("erase: retained input %s (%s): %w", f.Name, f.SHA256[:12], err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(src), tempPrefix+"erase-*")
+	if err != nil {
+		return nil, pos, fmt.Errorf("erase: %w", err)
+	}
+	tmpName := tmp.Name()
+	defer os.Remove(tmpName)
+	var removed int64
+	switch format {
+	case job.FormatJSONL:
+		removed, pos, err = filterJSONL(src, tmp, flt)
+	case job.FormatCSV:
+		removed, pos, err = filterCSV(src, tmp, flt)
+	case job.FormatParquet:
+		tmp.Close()
+		removed, pos, err = filterParquet(ctx, tx, src, tmpName, flt)
+	default:
+		err = fmt.Errorf("unknown input format %q", format)
+	}
+	if format != job.FormatParquet {
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return nil, pos, fmt.Errorf("erase: rewrite retained input %s (%s): %w", f.Name, f.SHA256[:12], err)
+	}
+	if removed == 0 {
+		return nil, pos, nil
+	}
+	sum, size, err := FileSHA256(tmpName)
+	if err != nil {
+		return nil, pos, fmt.Errorf("erase: %w", err)
+	}
+	dst := RetainedPath(dbPath, sum)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return nil, pos, fmt.Errorf("erase: %w", err)
+	}
+	if err := syncFile(tmpName); err != nil {
+		return nil, pos, fmt.Errorf("erase: %w", err)
+	}
+	if err := os.Rename(tmpName, dst); err != nil {
+		return nil, pos, fmt.Errorf("erase: %w", err)
+	}
+	return &RewrittenInput{Old: f.SHA256, New: sum, Bytes: size, RowsRemoved: removed}, pos, nil
+}
+
+func syncFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// jsonText is a JSON scalar as DuckDB reads it into VARCHAR: a string's
+// text, a number's literal. ok is false for null, a missing field, objects
+// and arrays.
+func jsonText(raw json.RawMessage) (string, bool) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || string(t) == "null" || t[0] == '{' || t[0] == '[' {
+		return "", false
+	}
+	if t[0] == '"' {
+		var s string
+		if json.Unmarshal(t, &s) != nil {
+			return "", false
+		}
+		return s, true
+	}
+	return string(t), true
+}
+
+func filterJSONL(src string, out io.Writer, flt RowFilter) (int64, sql.NullInt64, error) {
+	var pos sql.NullInt64
+	in, err := os.Open(src)
+	if err != nil {
+		return 0, pos, err
+	}
+	defer in.Close()
+	r := bufio.NewReaderSize(in, 1<<20)
+	w := bufio.NewWriterSize(out, 1<<20)
+	var removed int64
+	for {
+		line, rerr := r.ReadBytes('\n')
+		if len(line) > 0 {
+			drop := false
+			if t := bytes.TrimSpace(line); len(t) > 0 {
+				var obj map[string]json.RawMessage
+				if err := json.Unmarshal(t, &obj); err != nil {
+					return 0, pos, err
+				}
+				if k, ok := jsonText(obj[flt.KeyCol]); ok {
+					var p sql.NullInt64
+					if text, ok := jsonText(obj[flt.PosCol]); ok {
+						p = parsePosition(text)
+					}
+					if flt.Drop(k, p) {
+						drop = true
+						pos = MaxPosition(pos, p)
+					}
+				}
+			}
+			if drop {
+				removed++
+			} else if _, err := w.Write(line); err != nil {
+				return 0, pos, err
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return 0, pos, rerr
+		}
+	}
+	return removed, pos, w.Flush()
+}
+
+func filterCSV(src string, out io.Writer, flt RowFilter) (int64, sql.NullInt64, error) {
+	var pos sql.NullInt64
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return 0, pos, err
+	}
+	if len(data) == 0 {
+		return 0, pos, nil
+	}
+	r := csv.NewReader(bytes.NewReader(data))
+	r.FieldsPerRecord = -1
+	header, err := r.Read()
+	if err != nil {
+		return 0, pos, err
+	}
+	keyIdx, posIdx := -1, -1
+	for i, h := range header {
+		h = strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))
+		switch h {
+		case flt.KeyCol:
+			keyIdx = i
+		case flt.PosCol:
+			posIdx = i
+		}
+	}
+	if keyIdx < 0 {
+		return 0, pos, fmt.Errorf("no column %s in the header", flt.KeyCol)
+	}
+	start := r.InputOffset()
+	w := bufio.NewWriter(out)
+	if _, err := w.Write(data[:start]); err != nil {
+		return 0, pos, err
+	}
+	var removed int64
+	for {
+		rec, err := r.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, pos, err
+		}
+		end := r.InputOffset()
+		var p sql.NullInt64
+		if posIdx >= 0 && posIdx < len(rec) {
+			p = parsePosition(rec[posIdx])
+		}
+		if keyIdx < len(rec) && flt.Drop(rec[keyIdx], p) {
+			removed++
+			pos = MaxPosition(pos, p)
+		} else if _, err := w.Write(data[start:end]); err != nil {
+			return 0, pos, err
+		}
+		start = end
+	}
+	if _, err := w.Write(data[start:]); err != nil {
+		return 0, pos, err
+	}
+	return removed, pos, w.Flush()
+}
+
+func filterParquet(ctx context.Context, tx *sql.Tx, src, dst string, flt RowFilter) (int64, sql.NullInt64, error) {
+	var pos sql.NullInt64
+	var removed int64
+	read := "read_parquet(" + job.SQLString(src) + ")"
+	match := flt.DropSQL
+	if err := tx.QueryRowContext(ctx, "SELECT count(*), max("+PositionSQL("CAST("+job.QuoteIdent(flt.PosCol)+" AS VARCHAR)")+") FROM "+read+" WHERE "+match).Scan(&removed, &pos); err != nil {
+		return 0, pos, catalog.TrimSQLError(err)
+	}
+	if removed == 0 {
+		return 0, pos, nil
+	}
+	if _, err := tx.ExecContext(ctx, "COPY (SELECT * FROM "+read+" WHERE NOT coalesce("+match+", false)) TO "+job.SQLString(dst)+" (FORMAT parquet)"); err != nil {
+		return 0, pos, catalog.TrimSQLError(err)
+	}
+	return removed, pos, nil
+}
+
+// positionPattern is the one rule by which idem reads a position from text,
+// in Go (parsePosition) and in SQL (PositionSQL), as the versioned_changes
+// stage step reads source_version: decimal digits with an optional leading
+// '+' and surrounding ASCII white space, fitting a BIGINT. 1e18, 7_000,
+// "\u00a0 999" and ++888 are not positions (a bare TRY_CAST takes some).
+// It is RE2 syntax, read alike by Go's regexp and DuckDB's regexp_full_match.
+// A pipeline whose stage rule is stricter (orders: digits only) accepts a
+// subset, with the same values.
+const (
+	positionPattern = `[ \t\n\v\f\r]*\+?[0-9]+[ \t\n\v\f\r]*`
+	positionStrip   = `[ \t\n\v\f\r+]`
+)
+
+var (
+	positionRE      = regexp.MustCompile(`^(?:` + positionPattern + `)$`)
+	positionStripRE = regexp.MustCompile(positionStrip)
+)
+
+// parsePosition reads a position by positionPattern; not one is NULL.
+func parsePosition(text string) sql.NullInt64 {
+	if !positionRE.MatchString(text) {
+		return sql.NullInt64{}
+	}
+	n, err := strconv.ParseInt(positionStripRE.ReplaceAllString(text, ""), 10, 64)
+	if err != nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: n, Valid: true}
+}
+
+// PositionSQL is parsePosition as a DuckDB expression over the VARCHAR
+// expression text: a BIGINT, or NULL.
+func PositionSQL(text string) string {
+	return "CASE WHEN regexp_full_match(" + text + ", " + job.SQLString(positionPattern) + ") THEN TRY_CAST(regexp_replace(" +
+		text + ", " + job.SQLString(positionStrip) + ", '', 'g') AS BIGINT) END"
+}
+
+func MaxPosition(a, b sql.NullInt64) sql.NullInt64 {
+	if b.Valid && (!a.Valid || b.Int64 > a.Int64) {
+		return b
+	}
+	return a
+}

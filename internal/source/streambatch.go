@@ -1,0 +1,299 @@
+package source
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+)
+
+// StreamBatch is one batch read from a stream: the records past the
+// committed positions, at most [input] max_records, written as one JSONL
+// file (a record's value per line) that the run retains like a files input,
+// so that rerun replays it unchanged.
+type StreamBatch struct {
+	// ID names the ranges read, partitions in numeric order:
+	// "rides:0:120-199,1:80-140" (topic:partition:first-last).
+	ID string
+	// From are the committed next positions the batch was read from, and
+	// Next the positions after it, for the partitions it read.
+	From, Next map[string]int64
+	Ranges     []StreamRange
+	Records    int
+	// Skipped counts records the source replayed below a position already
+	// committed or read (a broker replay): they are not in the batch.
+	Skipped int
+	// Gaps are the gaps the source reported, accepted by --allow-gap.
+	Gaps []Gap
+	File InputFile // the JSONL file; Path is empty when Records is 0
+}
+
+// StreamRange is the positions of one partition a batch read.
+type StreamRange struct {
+	Partition string `json:"partition"`
+	First     int64  `json:"first"`
+	Last      int64  `json:"last"`
+	Records   int    `json:"records"`
+}
+
+// GapError is a source that no longer holds records past a committed
+// position: the run is refused (exit 3) unless --allow-gap.
+type GapError struct {
+	Job  string
+	Gaps []Gap
+}
+
+func (e *GapError) Error() string {
+	parts := make([]string, len(e.Gaps))
+	for i, g := range e.Gaps {
+		parts[i] = fmt.Sprintf("partition %s: committed next position %d, first position the source holds %d (%d records lost)", partitionName(g.Partition), g.From, g.Next, g.Next-g.From)
+	}
+	return fmt.Sprintf("refused: stream gap for job %s: %s; nothing committed (run with --allow-gap to skip the lost records and log the gap)", e.Job, strings.Join(parts, "; "))
+}
+
+// Unwrap makes a gap a refusal (exit 3).
+func (e *GapError) Unwrap() error { return job.ErrRefused }
+
+func partitionName(p string) string {
+	if p == "" {
+		return `""`
+	}
+	return p
+}
+
+// GapNote is how an accepted gap is logged in the run log.
+func GapNote(gaps []Gap) string {
+	if len(gaps) == 0 {
+		return ""
+	}
+	parts := make([]string, len(gaps))
+	for i, g := range gaps {
+		parts[i] = fmt.Sprintf("partition %s positions %d-%d (%d records)", partitionName(g.Partition), g.From, g.Next-1, g.Next-g.From)
+	}
+	return "gap accepted (--allow-gap): the source no longer held " + strings.Join(parts, ", ")
+}
+
+// ReadStreamBatch reads job j's next batch from r: it reads the committed
+// positions through q, asks r for at most max_records records past them,
+// refuses gaps unless allowGap (a *GapError), skips records the source
+// replayed below a position committed or already taken, and writes the
+// records to a JSONL file in dir. A batch of no records has no file. A
+// record whose value is not one JSON object is an error naming it.
+func ReadStreamBatch(ctx context.Context, q catalog.Querier, j *job.Job, r StreamReader, dir string, allowGap bool) (*StreamBatch, error) {
+	from, err := catalog.ReadPositions(ctx, q, j.Name)
+	if err != nil {
+		return nil, err
+	}
+	spec := j.Input.Stream
+	recs, gaps, err := r.Read(ctx, maps.Clone(from), spec.MaxRecords, spec.MaxWait)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", streamName(j), err)
+	}
+	b := &StreamBatch{From: from, Next: map[string]int64{}}
+	next := maps.Clone(from)
+	var real []Gap
+	for _, g := range gaps {
+		if n, ok := from[g.Partition]; ok && g.Next > n {
+			real = append(real, Gap{Partition: g.Partition, From: n, Next: g.Next})
+		}
+	}
+	if len(real) > 0 && !allowGap {
+		return nil, &GapError{Job: j.Name, Gaps: real}
+	}
+	b.Gaps = real
+	ranges := map[string]*StreamRange{}
+	var buf bytes.Buffer
+	for _, rec := range recs {
+		if b.Records >= spec.MaxRecords {
+			break
+		}
+		if n, ok := next[rec.Partition]; ok && rec.Position < n {
+			b.Skipped++
+			continue
+		}
+		var line bytes.Buffer
+		if err := json.Compact(&line, rec.Value); err != nil || !bytes.HasPrefix(line.Bytes(), []byte("{")) {
+			return nil, fmt.Errorf("read %s: record %s:%d is not one JSON object (format = \"jsonl\"): %.80q", streamName(j), partitionName(rec.Partition), rec.Position, rec.Value)
+		}
+		buf.Write(line.Bytes())
+		buf.WriteByte('\n')
+		next[rec.Partition] = rec.Position + 1
+		b.Next[rec.Partition] = rec.Position + 1
+		rg := ranges[rec.Partition]
+		if rg == nil {
+			rg = &StreamRange{Partition: rec.Partition, First: rec.Position}
+			ranges[rec.Partition] = rg
+		}
+		rg.Last = rec.Position
+		rg.Records++
+		b.Records++
+	}
+	for _, g := range real {
+		// The gap's positions are passed over even when no record past it
+		// came in this batch.
+		if b.Next[g.Partition] < g.Next {
+			b.Next[g.Partition] = g.Next
+		}
+	}
+	for _, rg := range ranges {
+		b.Ranges = append(b.Ranges, *rg)
+	}
+	slices.SortFunc(b.Ranges, func(x, y StreamRange) int { return comparePartitions(x.Partition, y.Partition) })
+	b.ID = batchID(streamName(j), b.Ranges)
+	if b.Records == 0 && len(real) > 0 {
+		parts := make([]string, len(real))
+		for i, g := range real {
+			parts[i] = fmt.Sprintf("%s:%d-%d", g.Partition, g.From, g.Next-1)
+		}
+		b.ID = streamName(j) + ":gap:" + strings.Join(parts, ",")
+	}
+	if b.Records == 0 {
+		return b, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("write stream batch: %w", err)
+	}
+	f, err := os.CreateTemp(dir, tempPrefix+"stream-*.jsonl")
+	if err != nil {
+		return nil, fmt.Errorf("write stream batch: %w", err)
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	w := bufio.NewWriter(f)
+	_, err = w.Write(buf.Bytes())
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return nil, fmt.Errorf("write stream batch %s: %w", f.Name(), err)
+	}
+	b.File = InputFile{Path: f.Name(), SHA256: hex.EncodeToString(sum[:]), Size: int64(buf.Len())}
+	return b, nil
+}
+
+// WriteEmpty gives a batch of no records (a gap alone) an empty file, so
+// that its positions commit as an empty batch.
+func (b *StreamBatch) WriteEmpty(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write stream batch: %w", err)
+	}
+	f, err := os.CreateTemp(dir, tempPrefix+"stream-*.jsonl")
+	if err != nil {
+		return fmt.Errorf("write stream batch: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write stream batch: %w", err)
+	}
+	sum := sha256.Sum256(nil)
+	b.File = InputFile{Path: f.Name(), SHA256: hex.EncodeToString(sum[:])}
+	return nil
+}
+
+// Remove deletes the batch's file (the run retained its own copy).
+func (b *StreamBatch) Remove() {
+	if b != nil && b.File.Path != "" {
+		_ = os.Remove(b.File.Path)
+	}
+}
+
+// StreamDir is where a run writes its stream batches before retaining
+// them: the store's folder, where a killed run's leftovers are swept.
+func StreamDir(dbPath string) string { return StoreDir(dbPath) }
+
+// streamName is the first part of a stream's batch ids: the Kafka topic,
+// or the job's name for an SSE feed.
+func streamName(j *job.Job) string {
+	if j.Input.Stream.Topic != "" {
+		return j.Input.Stream.Topic
+	}
+	return j.Name
+}
+
+func batchID(name string, ranges []StreamRange) string {
+	parts := make([]string, len(ranges))
+	for i, r := range ranges {
+		parts[i] = fmt.Sprintf("%s:%d-%d", r.Partition, r.First, r.Last)
+	}
+	return name + ":" + strings.Join(parts, ",")
+}
+
+// comparePartitions orders partitions numerically when both are numbers
+// (Kafka), else as strings.
+func comparePartitions(a, b string) int {
+	x, errA := strconv.ParseInt(a, 10, 64)
+	y, errB := strconv.ParseInt(b, 10, 64)
+	if errA == nil && errB == nil {
+		switch {
+		case x < y:
+			return -1
+		case x > y:
+			return 1
+		}
+		return 0
+	}
+	return strings.Compare(a, b)
+}
+
+// Stream is the input of a run of one stream batch.
+type Stream struct {
+	Job   *job.Job
+	Batch *StreamBatch
+}
+
+// Kind is the stream's kind: "kafka" or "sse".
+func (s *Stream) Kind() string { return s.Job.Input.Stream.Kind }
+
+// Resolve gives the batch's file; its digest is the key's input part, and
+// the positions after it are committed with the run (Resolved.Positions).
+func (s *Stream) Resolve(context.Context) (*Resolved, error) {
+	files := []InputFile{s.Batch.File}
+	return &Resolved{Files: files, Format: job.FormatJSONL, Digest: Digest(files), Positions: s.Batch.Next}, nil
+}
+
+// Stage checks, inside the run's transaction, that the committed positions
+// are still the ones the batch was read from (else the batch might apply
+// twice: refused), and stages the batch's file as view input.
+func (s *Stream) Stage(ctx context.Context, tx *sql.Tx, r *Resolved) (*Staged, error) {
+	now, err := catalog.ReadPositions(ctx, tx, s.Job.Name)
+	if err != nil {
+		return nil, err
+	}
+	if !maps.Equal(now, s.Batch.From) {
+		for _, p := range slices.Sorted(maps.Keys(mergeKeys(now, s.Batch.From))) {
+			if now[p] != s.Batch.From[p] {
+				return nil, job.Refuse("position", "stream position of partition %s moved from %d to %d since batch %s was read; nothing committed: run again to read from the committed position",
+					partitionName(p), s.Batch.From[p], now[p], s.Batch.ID)
+			}
+		}
+	}
+	j := s.Job
+	ignored, err := stageInput(ctx, tx, r.Files, r.Format, j.Pipeline.ColumnNames(), j.Input.ExtraColumns == job.ExtraIgnore)
+	if err != nil {
+		return nil, err
+	}
+	return &Staged{IgnoredColumns: ignored}, nil
+}
+
+func mergeKeys(a, b map[string]int64) map[string]int64 {
+	out := maps.Clone(a)
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,123 @@
+package source
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+)
+
+// Upstream is the input of a job that reads other jobs of its database
+// ([input] upstream): each upstream's target as committed at the snapshot
+// the run pins. Unlike files, what it holds can only be read inside the
+// run's transaction, so the run pins it there (Pin) before it decides:
+// Resolve has nothing to list, and Pin both reads each upstream's state row
+// and makes {{upstream:JOB}} read that job's rows, so that a writer of the
+// upstream committing meanwhile cannot tear what the run reads.
+type Upstream struct {
+	Job *job.Job
+	// Recorded, when set, pins the snapshots a snapshot recorded instead of
+	// the upstreams' latest, and Rows reads each upstream's rows from the
+	// file it was exported to (a rerun: see ops.Rerun).
+	Recorded []job.UpstreamRef
+	Rows     map[string]string // upstream job → Parquet file of its pinned rows
+
+	// Changes makes {{upstream:JOB}} hold only the rows that changed since
+	// the snapshot of JOB in Since (0 or absent: all rows), with a column
+	// idem_op: the input of an apply pipeline (upstream_changes.go).
+	Changes bool
+	Since   map[string]int64
+	ranges  []Range
+	columns map[string][]catalog.TargetColumn
+}
+
+// Kind is "upstream".
+func (u *Upstream) Kind() string { return "upstream" }
+
+// Resolve lists nothing: an upstream has no files to retain, and its
+// identity is read inside the transaction (Pin).
+func (u *Upstream) Resolve(context.Context) (*Resolved, error) { return &Resolved{}, nil }
+
+// Stage has nothing left to do: Pin made the upstream relations.
+// For Changes and a generic pipeline it also makes view input read the
+// changed rows (stageChanges).
+func (u *Upstream) Stage(ctx context.Context, tx *sql.Tx, _ *Resolved) (*Staged, error) {
+	if u.Changes && u.Job.Pipeline.Generic {
+		return &Staged{}, u.stageChanges(ctx, tx)
+	}
+	return &Staged{}, nil
+}
+
+// Pin reads, inside tx, each upstream's state row and returns the refs of
+// the key's input part, by job name; and makes temp view
+// idem_upstream_<JOB> read that job's target. An upstream that has never
+// committed is a usage error (exit 2): run it first, or run the project.
+func (u *Upstream) Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, error) {
+	if u.Recorded != nil {
+		return u.pinRecorded(ctx, tx)
+	}
+	var refs []job.UpstreamRef
+	for _, name := range u.Job.SortedUpstream() {
+		st, err := catalog.ReadState(ctx, tx, name)
+		if err != nil {
+			return nil, err
+		}
+		if !st.Exists || st.Snapshot == 0 || st.Target == "" {
+			return nil, &NoUpstreamError{Job: u.Job.Name, Upstream: name, Database: filepath.Base(u.Job.Database)}
+		}
+		if u.Changes {
+			if err := u.pinChanges(ctx, tx, name, st.Snapshot); err != nil {
+				return nil, err
+			}
+		} else if err := relation(ctx, tx, name, "VIEW", "SELECT * FROM main."+job.QuoteIdent(st.Target)); err != nil {
+			return nil, err
+		}
+		refs = append(refs, job.UpstreamRef{Job: name, Snapshot: st.Snapshot, JobKey: st.Key})
+	}
+	return refs, nil
+}
+
+// pinRecorded pins the recorded refs, reading each upstream's rows from
+// its exported file.
+func (u *Upstream) pinRecorded(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, error) {
+	for _, ref := range u.Recorded {
+		file, ok := u.Rows[ref.Job]
+		if !ok {
+			return nil, fmt.Errorf("no rows of upstream %s at snapshot %d", ref.Job, ref.Snapshot)
+		}
+		if err := relation(ctx, tx, ref.Job, "TABLE", "SELECT * FROM read_parquet("+job.SQLString(file)+")"); err != nil {
+			return nil, err
+		}
+	}
+	return u.Recorded, nil
+}
+
+// relation creates the temp relation {{upstream:name}} reads.
+func relation(ctx context.Context, tx *sql.Tx, name, kind, query string) error {
+	q := "CREATE OR REPLACE TEMP " + kind + " " + job.QuoteIdent(job.UpstreamRelation(name)) + " AS " + query
+	if _, err := tx.ExecContext(ctx, q); err != nil {
+		return fmt.Errorf("pin upstream %s: %w", name, catalog.TrimSQLError(err))
+	}
+	return nil
+}
+
+// A Pinner is an input the run pins inside its transaction before it
+// decides (Upstream).
+type Pinner interface {
+	Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, error)
+}
+
+// NoUpstreamError is a run of a job whose upstream has never committed in
+// its database: a usage error (exit 2). A plan of a project reports the job
+// as loading once the upstream has.
+type NoUpstreamError struct{ Job, Upstream, Database string }
+
+func (e *NoUpstreamError) Error() string {
+	return fmt.Sprintf("job %s reads upstream %s, which has no committed snapshot in %s: run %s first (idem run on the project folder runs upstreams first)",
+		e.Job, e.Upstream, e.Database, e.Upstream)
+}
+
+func (e *NoUpstreamError) Unwrap() error { return job.ErrUsage }

@@ -1,0 +1,123 @@
+package source
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+)
+
+// Range is the part of one upstream's history an apply run reads: the rows
+// that changed after snapshot From (0: none yet pinned) up to To.
+type Range struct {
+	Job      string
+	From, To int64
+}
+
+// String reads "trips_clean:4-5".
+func (r Range) String() string { return fmt.Sprintf("%s:%d-%d", r.Job, r.From, r.To) }
+
+// Ranges are the ranges Pin read, by upstream job name.
+func (u *Upstream) Ranges() []Range { return slices.Clone(u.ranges) }
+
+// OpColumn is the column of an apply pipeline's upstream input that says
+// what changed: OpUpsert or OpDelete.
+const (
+	OpColumn = "idem_op"
+	OpUpsert = "upsert"
+	OpDelete = "delete"
+)
+
+// pinChanges makes {{upstream:name}} a temp table of the rows of upstream
+// name that changed between the snapshot the job pinned last (Since) and
+// snapshot to, read from the upstream's history (catalog.ChangesSelect).
+// The upstream's key is the one its snapshot recorded, or its job's [target]
+// key (a model's). An upstream below the snapshot the job pinned is refused:
+// its history no longer leads from what the job applied.
+func (u *Upstream) pinChanges(ctx context.Context, tx *sql.Tx, name string, to int64) error {
+	from := u.Since[name]
+	if to < from {
+		return job.Refuse("upstream", "job %s applied upstream %s up to snapshot %d, but %s is now at snapshot %d: its history does not lead on from what %s applied",
+			u.Job.Name, name, from, name, to, u.Job.Name)
+	}
+	// Expiry keeps the snapshot a downstream pinned (catalog.DownstreamPins);
+	// should it be gone all the same, no changes are read from a pruned
+	// history.
+	if from > 0 {
+		if err := catalog.CheckNotExpired(ctx, tx, name, from); err != nil {
+			return err
+		}
+	}
+	row, err := catalog.ReadSnapshot(ctx, tx, name, to)
+	if err != nil {
+		return err
+	}
+	key := row.KeyColumns
+	if len(key) == 0 {
+		key = configKey(row)
+	}
+	changes, err := catalog.ChangesSelect(ctx, tx, name, row.Columns, key, from, to)
+	if err != nil {
+		return err
+	}
+	if err := relation(ctx, tx, name, "TABLE", changes); err != nil {
+		return err
+	}
+	u.ranges = append(u.ranges, Range{Job: name, From: from, To: to})
+	if u.columns == nil {
+		u.columns = map[string][]catalog.TargetColumn{}
+	}
+	u.columns[name] = row.Columns
+	return nil
+}
+
+// configKey is the [target] key a snapshot's config part recorded (a
+// model's, or a generic pipeline's), or nil.
+func configKey(row *catalog.SnapshotRow) []string {
+	parts, err := row.Parts()
+	if err != nil {
+		return nil
+	}
+	list, _ := parts.Config["key"].([]any)
+	var key []string
+	for _, k := range list {
+		s, ok := k.(string)
+		if !ok {
+			return nil
+		}
+		key = append(key, s)
+	}
+	return key
+}
+
+// stageChanges makes view input, which a generic pipeline's steps read,
+// hold the changed rows of the job's one upstream: its declared columns, as
+// the upstream stores them (the stage step casts them, as for Parquet
+// files), and idem_op. A declared column the upstream does not have is a
+// usage error naming the upstream's columns.
+func (u *Upstream) stageChanges(ctx context.Context, tx *sql.Tx) error {
+	name := u.Job.Input.Upstream[0]
+	have := map[string]bool{}
+	var names []string
+	for _, c := range u.columns[name] {
+		have[c.Name] = true
+		names = append(names, c.Name)
+	}
+	list := make([]string, 0, len(u.Job.Columns)+1)
+	for _, c := range u.Job.Columns {
+		if !have[c.Name] {
+			return job.Usage("job %s: [input.columns] %s is not a column of upstream %s (it has %s)", u.Job.Name, c.Name, name, strings.Join(names, ", "))
+		}
+		list = append(list, job.QuoteIdent(c.Name))
+	}
+	list = append(list, job.QuoteIdent(OpColumn))
+	q := "CREATE OR REPLACE TEMP VIEW input AS SELECT " + strings.Join(list, ", ") + " FROM temp." + job.QuoteIdent(job.UpstreamRelation(name))
+	if _, err := tx.ExecContext(ctx, q); err != nil {
+		return fmt.Errorf("stage upstream %s: %w", name, catalog.TrimSQLError(err))
+	}
+	return nil
+}
