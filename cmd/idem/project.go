@@ -255,7 +255,8 @@ func (a *app) openDB(ctx context.Context, path string, opts run.OpenOptions) (*r
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if o, ok := h.open[key]; ok {
-		if o.opts == opts {
+		// The same settings (a fault hook is not one).
+		if o.opts.ReadOnly == opts.ReadOnly && o.opts.DuckDB == opts.DuckDB && o.opts.Wait == opts.Wait {
 			return o.db, h.release(key), nil
 		}
 		o.db.Close() // other settings: DuckDB opens a file once per process

@@ -50,7 +50,7 @@ refused (exit 3) unless --allow-gap.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			one := func(a *app, j *job.Job) error {
-				opts := run.RunOptions{Input: input, BatchID: batchID, Fault: a.faultHook(f.path(j)), Progress: a.progress(pf), Expire: ops.ExpireAfterRun}
+				opts := run.RunOptions{Input: input, BatchID: batchID, Fault: a.faultHookUntil(cmd.Context().Done(), f.path(j)), Progress: a.progress(pf), Expire: ops.ExpireAfterRun}
 				if cmd.Flags().Changed("from") || cmd.Flags().Changed("to") {
 					if !cmd.Flags().Changed("from") || !cmd.Flags().Changed("to") {
 						return a.fail(f.jsonOut, &job.UsageError{Msg: "--from and --to go together"})
@@ -194,7 +194,9 @@ func (a *app) runJob(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOpti
 	if err != nil {
 		return a.fail(f.jsonOut, err)
 	}
-	db, done, err := a.openDB(cmd.Context(), dbPath, f.openOptions(j))
+	oo := f.openOptions(j)
+	oo.Fault = opts.Fault // the points of creating or waiting for the database
+	db, done, err := a.openDB(cmd.Context(), dbPath, oo)
 	if err != nil {
 		return a.fail(f.jsonOut, err)
 	}
