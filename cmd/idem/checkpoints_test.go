@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,15 +27,14 @@ type ckptJob struct {
 	file string
 }
 
-func newCheckpointJob(t *testing.T, every, batches int) *ckptJob {
+func newCheckpointJob(t *testing.T, dir string, every, batches int) *ckptJob {
 	t.Helper()
-	dir := t.TempDir()
-	j := &ckptJob{t: t, dir: dir, db: filepath.Join(dir, "ck.duckdb"), file: filepath.Join(dir, "job.toml")}
+	j := ckptJobAt(t, dir)
 	writeText(t, j.file, fmt.Sprintf(`name = "cs"
 pipeline = "versioned_changes"
 transform_version = 1
 schema_version = 1
-database = %q
+database = "ck.duckdb"
 
 [input]
 path = "b1.jsonl"
@@ -44,7 +44,7 @@ table = "cs"
 
 [retention]
 checkpoint_every = %d
-`, j.db, every))
+`+duckdbSection, every))
 	// Batches over 40 entities: versions overlap from batch to batch (some
 	// stale), entities repeat within a batch (superseded), some deletes.
 	rng := rand.New(rand.NewPCG(16, 2))
@@ -60,6 +60,42 @@ checkpoint_every = %d
 		}
 		writeText(t, filepath.Join(dir, fmt.Sprintf("b%d.jsonl", b)), sb.String())
 	}
+	return j
+}
+
+// ckptJobAt is the ckptJob in folder dir.
+func ckptJobAt(t *testing.T, dir string) *ckptJob {
+	return &ckptJob{t: t, dir: dir, db: filepath.Join(dir, "ck.duckdb"), file: filepath.Join(dir, "job.toml")}
+}
+
+// ckptChainAt are the points of the shared checkpoint chain a test can
+// start from: the number of batches applied.
+var ckptChainAt = []int{4, 7, 10, 12, 15}
+
+var ckptChainFixture once[map[int]string]
+
+// checkpointChain is a copy, in a folder of the test's own, of the chain of
+// newCheckpointJob(every 5, 15 batches) after batches 1..applied (one of
+// ckptChainAt), built once per package run and shared by the checkpoint
+// tests. Every batch file b1..b15 is there.
+func checkpointChain(t *testing.T, applied int) *ckptJob {
+	t.Helper()
+	dirs := ckptChainFixture.get(t, func(t *testing.T) map[int]string {
+		j := newCheckpointJob(t, fixtureDir(t, "ckpt-chain"), 5, 15)
+		out := map[int]string{}
+		for b := 1; b <= 15; b++ {
+			j.apply(b, "")
+			if slices.Contains(ckptChainAt, b) {
+				out[b] = fixtureDir(t, fmt.Sprintf("ckpt-chain-%d", b))
+				copyDir(t, j.dir, out[b])
+			}
+		}
+		return out
+	})
+	src, ok := dirs[applied]
+	require.True(t, ok, "the shared chain has no copy after %d batches", applied)
+	j := ckptJobAt(t, filepath.Join(t.TempDir(), "ck"))
+	copyDir(t, src, j.dir)
 	return j
 }
 
@@ -144,10 +180,7 @@ func (j *ckptJob) requireWhole() {
 // the snapshot; --from-start replays all 30. The rerun writes nothing.
 func TestRerunFromCheckpoint(t *testing.T) {
 	t.Parallel()
-	j := newCheckpointJob(t, 5, 15)
-	for b := 1; b <= 15; b++ {
-		j.apply(b, "")
-	}
+	j := checkpointChain(t, 15)
 	var snaps []int64
 	for _, c := range j.checkpoints() {
 		snaps = append(snaps, c.Snapshot)
@@ -207,10 +240,7 @@ func TestRerunFromCheckpoint(t *testing.T) {
 // replays the whole chain from the retained inputs.
 func TestRerunCheckpointTampered(t *testing.T) {
 	t.Parallel()
-	j := newCheckpointJob(t, 5, 12)
-	for b := 1; b <= 12; b++ {
-		j.apply(b, "")
-	}
+	j := checkpointChain(t, 12)
 	cs := j.checkpoints()
 	require.Len(t, cs, 2)
 	for _, tc := range []struct {
@@ -231,12 +261,8 @@ func TestRerunCheckpointTampered(t *testing.T) {
 		{"removed manifest", "manifest", func(p string) { require.NoError(t, os.Remove(p)) }, "cannot be read"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := &ckptJob{t: t, dir: filepath.Join(t.TempDir(), "w")}
-			copyDir(t, j.dir, w.dir)
-			w.db, w.file = filepath.Join(w.dir, "ck.duckdb"), filepath.Join(w.dir, "job.toml")
-			text, err := os.ReadFile(j.file)
-			require.NoError(t, err)
-			writeText(t, w.file, strings.Replace(string(text), j.db, w.db, 1))
+			t.Parallel()
+			w := checkpointChain(t, 12)
 			c := w.checkpoints()[1] // snapshot 10
 			path := source.RetainedPath(w.db, c.SHA256)
 			if tc.part != "manifest" {
@@ -269,10 +295,7 @@ func TestRerunCheckpointTampered(t *testing.T) {
 // that batch does not need it.
 func TestRerunFromStartMissingInput(t *testing.T) {
 	t.Parallel()
-	j := newCheckpointJob(t, 5, 7)
-	for b := 1; b <= 7; b++ {
-		j.apply(b, "")
-	}
+	j := checkpointChain(t, 7)
 	sum := queryStrs(t, j.db, `SELECT json_extract_string(inputs, '$.files[0].sha256') FROM idem.snapshots WHERE snapshot = 2`)[0]
 	require.NoError(t, os.Remove(source.RetainedPath(j.db, sum)))
 	r := callIdem(t, "rerun", j.file, "--from-start")
@@ -289,10 +312,7 @@ func TestRerunFromStartMissingInput(t *testing.T) {
 // again sweeps them and commits the snapshot with its checkpoint, and a
 // rerun starts from it.
 func TestCheckpointKill(t *testing.T) {
-	j := newCheckpointJob(t, 5, 6)
-	for b := 1; b <= 4; b++ {
-		j.apply(b, "")
-	}
+	t.Parallel()
 	for _, tc := range []struct {
 		name, fault string
 		args        func(w *ckptJob) []string
@@ -311,12 +331,8 @@ func TestCheckpointKill(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := &ckptJob{t: t, dir: filepath.Join(t.TempDir(), "w")}
-			copyDir(t, j.dir, w.dir)
-			w.db, w.file = filepath.Join(w.dir, "ck.duckdb"), filepath.Join(w.dir, "job.toml")
-			text, err := os.ReadFile(j.file)
-			require.NoError(t, err)
-			writeText(t, w.file, strings.Replace(string(text), j.db, w.db, 1))
+			t.Parallel()
+			w := checkpointChain(t, 4)
 			before := captureState(t, w.db)
 			r := runCLI(t, w.dir, tc.fault, tc.args(w)...)
 			require.True(t, r.killed, "IDEM_FAULT=%s: not killed (exit %d) %s", tc.fault, r.code, r.stderr)
@@ -344,10 +360,7 @@ func TestCheckpointKill(t *testing.T) {
 // rollback to before a checkpoint makes the rerun start from an older one.
 func TestRerunCheckpointErasureRollback(t *testing.T) {
 	t.Parallel()
-	j := newCheckpointJob(t, 5, 14)
-	for b := 1; b <= 12; b++ {
-		j.apply(b, "")
-	}
+	j := checkpointChain(t, 12)
 	key := "e7"
 	require.NotEmpty(t, queryStrs(t, j.db, `SELECT entity_id FROM read_parquet(?) WHERE entity_id = ?`, j.part(j.checkpoints()[0], "target"), key))
 	r := callIdem(t, "erase", j.file, "--key", key) // 13
@@ -401,10 +414,7 @@ func TestRerunCheckpointErasureRollback(t *testing.T) {
 // files no other checkpoint names, and reruns start from the others.
 func TestEraseDropsBrokenCheckpoint(t *testing.T) {
 	t.Parallel()
-	j := newCheckpointJob(t, 5, 10)
-	for b := 1; b <= 10; b++ {
-		j.apply(b, "")
-	}
+	j := checkpointChain(t, 10)
 	require.NoError(t, os.Remove(j.part(j.checkpoints()[0], "target")))
 	r := callIdem(t, "erase", j.file, "--key", "e7") // 11
 	require.Equal(t, 0, r.code, r.stderr)

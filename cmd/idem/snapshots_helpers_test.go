@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -46,15 +47,26 @@ type cliOut struct {
 }
 
 // idem runs the CLI with args; --db is added after the command's job
-// argument unless the command is diff FILE FILE.
+// argument unless the command is diff FILE FILE, and --threads 1
+// (testThreads) to a command that takes it unless args set it.
 func (e *snapEnv) idem(args ...string) cliOut {
 	e.t.Helper()
 	full := append([]string{}, args...)
 	if len(args) > 1 && !strings.HasSuffix(args[1], ".csv") && !strings.HasSuffix(args[1], ".parquet") && !strings.HasSuffix(args[1], ".jsonl") {
 		full = append(full, "--db", e.db)
 	}
+	if takesThreads(args) && !slices.Contains(args, "--threads") {
+		full = append(full, "--threads", testThreads)
+	}
 	code, stdout, stderr := cli(e.t, full...)
 	return cliOut{stdout: stdout, stderr: stderr, code: code}
+}
+
+// takesThreads reports whether the idem command of args has a --threads
+// flag.
+func takesThreads(args []string) bool {
+	cmd, _, err := (&app{}).newRootCmd().Find(args)
+	return err == nil && cmd.Flags().Lookup("threads") != nil
 }
 
 // ok runs the CLI with --json, requires exit 0 and decodes stdout into v.
