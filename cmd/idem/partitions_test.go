@@ -342,7 +342,7 @@ func TestPartitionsOfAModel(t *testing.T) {
 	p.model("facts", "p", []string{"src"}, []string{"id"}, "", "SELECT id, day, amount FROM {{upstream:src}} WHERE idem_status = 'active'\n")
 	toml, err := os.ReadFile(p.path("facts.toml"))
 	require.NoError(t, err)
-	p.write("facts.toml", string(toml)+"partition_by = \"day\"\n")
+	p.write("facts.toml", strings.Replace(string(toml), "[target]\n", "[target]\npartition_by = \"day\"\n", 1))
 	r := p.idem("run", p.path("src.toml"), p.path("facts.toml"), "--json")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, `"partitions":["2024-01-01","2024-01-02"]`)

@@ -1,9 +1,9 @@
 // Command testsummary reads the output of `go test -json` on stdin and
 // prints what a human reads from `go test` without -v: build errors, the
 // output of every failed test, and each package's ok/FAIL line as it ends.
-// At the end it prints the slowest top-level tests (their own elapsed time,
-// parallel waits excluded) and exits 1 if a test, a package or a build
-// failed. .ci/run uses it as
+// At the end it prints the slowest top-level tests (the elapsed time go test
+// reports: a parallel test's wait for its turn left out, its subtests
+// included) and exits 1 if a test, a package or a build failed. .ci/run uses it as
 //
 //	go test -json ./... | tee test.json | go run ./scripts/testsummary
 //
@@ -139,7 +139,7 @@ func summarise(in io.Reader, w io.Writer, n int) (bool, error) {
 		n = len(results)
 	}
 	if n > 0 {
-		fmt.Fprintf(w, "\nslowest %d top-level tests (own time, parallel waits excluded):\n", n)
+		fmt.Fprintf(w, "\nslowest %d top-level tests (elapsed, subtests included):\n", n)
 		for _, r := range results[:n] {
 			fmt.Fprintf(w, "%8.2fs  %-4s %s %s\n", r.elapsed, r.action, shortPkg(r.id.pkg), r.id.name)
 		}
