@@ -444,7 +444,8 @@ func TestBadInput(t *testing.T) {
 	}
 	template := newBadInputEnv(t, "").dir
 	// Every case starts from a copy of the template: its state before.
-	before := dumpState(t, filepath.Join(template, "idem.duckdb"))
+	templateDB := filepath.Join(template, "idem.duckdb")
+	before := dumpState(t, templateDB)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -465,15 +466,18 @@ func TestBadInput(t *testing.T) {
 			for _, m := range tc.msg {
 				require.Contains(t, out, m)
 			}
-			var after string
-			var y []string
-			inspect(t, e.db, func(conn *sql.Conn) {
-				var err error
-				after, err = dumpDB(context.Background(), conn)
-				require.NoError(t, err)
-				y, err = queryStrings(context.Background(), conn, `SELECT CAST(a AS VARCHAR) FROM y`)
-				require.NoError(t, err)
-			})
+			// A database file and WAL byte for byte the template's hold its
+			// state, y included, without reading them.
+			after, y := before, []string{"42"}
+			if !sameFile(t, e.db, templateDB) || !sameFile(t, e.db+".wal", templateDB+".wal") {
+				inspect(t, e.db, func(conn *sql.Conn) {
+					var err error
+					after, err = dumpDB(context.Background(), conn)
+					require.NoError(t, err)
+					y, err = queryStrings(context.Background(), conn, `SELECT CAST(a AS VARCHAR) FROM y`)
+					require.NoError(t, err)
+				})
+			}
 			if !tc.commits {
 				require.True(t, before == after, "something was committed: %s", firstDiff(before, after))
 			} else {
