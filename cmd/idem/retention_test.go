@@ -52,9 +52,9 @@ func storeBytes(t *testing.T, db string) int64 {
 // store; the same 30 batches without [retention] keep more bytes.
 func TestRetentionWithCheckpoints(t *testing.T) {
 	t.Parallel()
-	// 15 batches by default, 30 with IDEM_LONG=1 (the same checks: every
+	// 10 batches by default, 30 with IDEM_LONG=1 (the same checks: every
 	// count below follows from batches).
-	batches := longOr(15, 30)
+	batches := longOr(10, 30)
 	last := int64(batches)
 	oldest := last - 4 // the oldest kept snapshot
 	ckpt := oldest - 1 // the checkpoint snapshots oldest..last-1 rerun from

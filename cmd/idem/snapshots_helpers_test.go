@@ -87,9 +87,27 @@ func (e *snapEnv) orders(file string, extra ...string) *run.Result {
 	return &res
 }
 
-// ordersDay loads the fixture sequence up to and including the day-52
-// correction: snapshots 1 (day 47), 2 (day 48), 3 (late correction).
+// ordersDays loads the fixture sequence up to and including the day-52
+// correction: snapshots 1 (day 47), 2 (day 48), 3 (late correction). Into a
+// new env it copies a database made so once per package run.
 func (e *snapEnv) ordersDays() {
+	e.t.Helper()
+	if _, err := os.Stat(e.db); os.IsNotExist(err) {
+		copyDir(e.t, ordersDaysFixture.get(e.t, func(t *testing.T) string {
+			f := newSnapEnv(t)
+			f.runOrdersDays()
+			dir := fixtureDir(t, "orders-days")
+			copyDir(t, f.dir, dir)
+			return dir
+		}), e.dir)
+		return
+	}
+	e.runOrdersDays()
+}
+
+var ordersDaysFixture once[string]
+
+func (e *snapEnv) runOrdersDays() {
 	e.t.Helper()
 	for _, f := range []string{"day-47.jsonl", "day-48.jsonl", "day-52-correction.jsonl"} {
 		e.orders(f)
