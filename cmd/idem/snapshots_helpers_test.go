@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
 )
@@ -141,6 +144,32 @@ func (e *snapEnv) export(job string, args ...string) (*ops.ExportResult, []byte)
 		return &res, nil // a partitioned export's path is a folder
 	}
 	return &res, data
+}
+
+// exportSnapshots exports snapshots 1..latest of table ("" for the target)
+// of the job in jobFile to CSV through one read-only open of the database
+// at dbPath, as `idem export JOB --snapshot S --table T` does one at a time,
+// and returns each export's report and bytes by snapshot. Tests that read
+// every snapshot use it: the CLI's export itself is the export tests'.
+func exportSnapshots(t *testing.T, dbPath, jobFile, table string, latest int64) (map[int64]*ops.ExportResult, map[int64][]byte) {
+	t.Helper()
+	j, err := loadJob(jobFile)
+	require.NoError(t, err)
+	ctx := context.Background()
+	db, err := run.Open(ctx, dbPath, run.OpenOptions{ReadOnly: true, DuckDB: job.DuckDBSettings{Threads: 1}})
+	require.NoError(t, err)
+	defer db.Close()
+	dir := t.TempDir()
+	results, data := map[int64]*ops.ExportResult{}, map[int64][]byte{}
+	for s := int64(1); s <= latest; s++ {
+		res, err := ops.Export(ctx, db, j, ops.ExportOptions{Table: table, Snapshot: s, Format: job.FormatCSV,
+			Out: filepath.Join(dir, fmt.Sprintf("%s-%d.csv", table, s))})
+		require.NoError(t, err, "export snapshot %d of %s", s, table)
+		b, err := os.ReadFile(res.Path)
+		require.NoError(t, err)
+		results[s], data[s] = res, b
+	}
+	return results, data
 }
 
 // golden compares got with testdata/name, rewriting it with -update.
