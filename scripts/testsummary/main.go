@@ -1,9 +1,10 @@
 // Command testsummary reads the output of `go test -json` on stdin and
 // prints what a human reads from `go test` without -v: build errors, the
 // output of every failed test, and each package's ok/FAIL line as it ends.
-// At the end it prints the slowest top-level tests (the elapsed time go test
-// reports: a parallel test's wait for its turn left out, its subtests
-// included) and exits 1 if a test, a package or a build failed. .ci/run uses it as
+// At the end it prints the slowest top-level tests and exits 1 if a test,
+// a package or a build failed. A test's time is its elapsed time, or, for a
+// test with parallel subtests (whose elapsed time counts their waits for a
+// free slot), the sum of its subtests' own. .ci/run uses it as
 //
 //	go test -json ./... | tee test.json | go run ./scripts/testsummary
 //
@@ -42,6 +43,7 @@ type result struct {
 	id      testID
 	action  string
 	elapsed float64
+	work    float64 // the leaves' elapsed time, summed
 }
 
 func main() {
@@ -64,6 +66,9 @@ func summarise(in io.Reader, w io.Writer, n int) (bool, error) {
 		failed  bool
 		outputs = map[testID][]string{}
 		results []result
+		elapsed = map[testID]float64{}
+		parent  = map[testID]bool{} // has subtests
+		waits   = map[testID]bool{} // has parallel subtests
 		tests   int
 		skipped int
 		fails   []testID
@@ -84,6 +89,10 @@ func summarise(in io.Reader, w io.Writer, n int) (bool, error) {
 			fmt.Fprint(w, e.Output)
 		case "build-fail":
 			failed = true
+		case "pause":
+			if i := strings.LastIndex(e.Test, "/"); i >= 0 {
+				waits[testID{e.Package, e.Test[:i]}] = true
+			}
 		case "output":
 			if e.Test == "" {
 				if skipPackageLine(e.Output) {
@@ -112,8 +121,11 @@ func summarise(in io.Reader, w io.Writer, n int) (bool, error) {
 				skipped++
 			}
 			delete(outputs, id)
-			if !strings.Contains(e.Test, "/") {
-				results = append(results, result{id, e.Action, e.Elapsed})
+			elapsed[id] = e.Elapsed
+			if i := strings.LastIndex(e.Test, "/"); i >= 0 {
+				parent[testID{e.Package, e.Test[:i]}] = true
+			} else {
+				results = append(results, result{id: id, action: e.Action, elapsed: e.Elapsed})
 			}
 		}
 	}
@@ -134,14 +146,25 @@ func summarise(in io.Reader, w io.Writer, n int) (bool, error) {
 	for _, id := range fails {
 		fmt.Fprintf(w, "FAILED %s %s\n", id.pkg, id.name)
 	}
-	sort.SliceStable(results, func(i, j int) bool { return results[i].elapsed > results[j].elapsed })
+	for i, r := range results {
+		results[i].work = r.elapsed
+		if parent[r.id] && hasWaits(waits, r.id) {
+			results[i].work = 0
+			for id, el := range elapsed {
+				if id.pkg == r.id.pkg && strings.HasPrefix(id.name, r.id.name+"/") && !parent[id] {
+					results[i].work += el
+				}
+			}
+		}
+	}
+	sort.SliceStable(results, func(i, j int) bool { return results[i].work > results[j].work })
 	if n > len(results) {
 		n = len(results)
 	}
 	if n > 0 {
-		fmt.Fprintf(w, "\nslowest %d top-level tests (elapsed, subtests included):\n", n)
+		fmt.Fprintf(w, "\nslowest %d top-level tests (time; elapsed as go test reports it, parallel subtests' waits included):\n", n)
 		for _, r := range results[:n] {
-			fmt.Fprintf(w, "%8.2fs  %-4s %s %s\n", r.elapsed, r.action, shortPkg(r.id.pkg), r.id.name)
+			fmt.Fprintf(w, "%8.2fs %8.2fs  %-4s %s %s\n", r.work, r.elapsed, r.action, shortPkg(r.id.pkg), r.id.name)
 		}
 	}
 	return failed, nil
@@ -152,6 +175,17 @@ func summarise(in io.Reader, w io.Writer, n int) (bool, error) {
 func skipPackageLine(s string) bool {
 	t := strings.TrimSpace(s)
 	return t == "PASS" || t == "FAIL" || t == "testing: warning: no tests to run"
+}
+
+// hasWaits reports whether the test id or one of its subtests has
+// parallel subtests.
+func hasWaits(waits map[testID]bool, id testID) bool {
+	for w := range waits {
+		if w.pkg == id.pkg && (w.name == id.name || strings.HasPrefix(w.name, id.name+"/")) {
+			return true
+		}
+	}
+	return false
 }
 
 func shortPkg(p string) string {
