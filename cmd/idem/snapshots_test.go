@@ -268,53 +268,6 @@ func TestDiffNamesRemovedOrder(t *testing.T) {
 	require.Contains(t, human.stdout, "removed  1  ord-47")
 }
 
-// A pinned re-run rebuilds a snapshot in a scratch database and reproduces
-// its bytes, for each built-in pipeline, including the chain of an apply
-// job and snapshots after an erasure and a rollback.
-func TestRerunReproducesSnapshots(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		name    string
-		jobFile string
-		setup   func(e *snapEnv)
-		check   []int64
-	}{
-		{"orders", "orders", func(e *snapEnv) {
-			e.ordersDays()
-			e.orders("day-52-delete.jsonl")
-			e.ok(nil, "erase", e.config("orders"), "--key", "ord-83")
-			e.orders("day-52-correction.jsonl", "--batch-id", "replayed")
-			e.ok(nil, "rollback", e.config("orders"), "--to-snapshot", "2")
-		}, []int64{1, 3, 4, 5, 6, 7}},
-		{"versioned_changes", "versioned_changes", func(e *snapEnv) {
-			for _, b := range []string{"batch-1", "batch-2", "batch-3"} {
-				e.ok(nil, "run", e.config("versioned_changes"), "--input", e.fixture("changes/"+b+".jsonl"))
-			}
-		}, []int64{1, 2, 3}},
-		{"sample", "sample", func(e *snapEnv) {
-			e.ok(nil, "run", e.config("sample"), "--input", e.fixture("sample/occurrences-a.csv"))
-			e.ok(nil, "run", e.config("sample"), "--input", e.fixture("sample/occurrences-b.csv"))
-			e.ok(nil, "rollback", e.config("sample"), "--to-snapshot", "1")
-		}, []int64{1, 2, 3}},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			e := newSnapEnv(t)
-			c.setup(e)
-			for _, s := range c.check {
-				var res ops.RerunResult
-				e.ok(&res, "rerun", e.config(c.jobFile), "--snapshot", fmt.Sprint(s))
-				require.True(t, res.Reproduced, "snapshot %d: %+v", s, res.Diff)
-				require.Equal(t, s, res.Snapshot)
-				exp, _ := e.export(c.jobFile, "--snapshot", fmt.Sprint(s))
-				require.Equal(t, exp.SHA256, res.SHA256, "the pinned export of the snapshot")
-				require.Equal(t, res.SHA256, res.Rebuilt)
-			}
-		})
-	}
-}
-
 // A snapshot whose stored rows differ from what its inputs rebuild is not
 // reproduced: exit 1 with the difference. A transform whose files changed
 // since the snapshot was built is refused (exit 3).
