@@ -96,8 +96,8 @@ func (o *once[T]) get(t *testing.T, f func(t *testing.T) T) T {
 // testThreads is the DuckDB thread count of the job files and databases
 // these tests make ([duckdb] threads, --threads): one, since the tests run
 // side by side and each DuckDB would start a thread per core. The tests of
-// thread-count independence (TestExportIsByteStable,
-// TestQueryCSVIsByteIdenticalAcrossThreads, TestRulesSameOutcomesAnyThreads)
+// thread-count independence (TestQueryCSVIsByteIdenticalAcrossThreads,
+// TestRulesSameOutcomesAnyThreads, and internal/ops' TestExportIsByteStable)
 // set their own.
 const testThreads = "1"
 
