@@ -33,7 +33,12 @@ type app struct {
 // Main runs the idem CLI with args and returns the process exit code. Tests
 // call it in-process with their own writers.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	return mainEnv(ctx, args, stdout, stderr, os.Getenv)
+}
+
+// mainEnv is Main reading the environment through getenv.
+func mainEnv(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	a := &app{stdout: stdout, stderr: stderr, getenv: getenv}
 	root := a.newRootCmd()
 	root.SetArgs(args)
 	root.SetOut(stdout)

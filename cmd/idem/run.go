@@ -203,8 +203,9 @@ func (a *app) runJob(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOpti
 		done(err)
 		return err
 	}
-	// The floor cmd/idem-bench measures history against; not a user setting.
-	opts.SkipHistory = a.getenv("IDEM_BENCH_NO_HISTORY") == "1"
+	// The floor cmd/idem-bench measures history against; never set in
+	// the idem that ships (benchhistory.go).
+	opts.SkipHistory = a.benchNoHistory()
 	res, err := db.Run(cmd.Context(), j, opts)
 	done(err)
 	if err != nil {
