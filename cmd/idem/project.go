@@ -51,9 +51,6 @@ func (a *app) loadProject(cmd *cobra.Command, args []string, pf projectFlags) (*
 			return nil, &job.UsageError{Msg: fmt.Sprintf("--%s names one batch of one job: give one job file, not a project", name)}
 		}
 	}
-	if pf.jobs < 1 {
-		return nil, &job.UsageError{Msg: fmt.Sprintf("--jobs %d: want 1 or more", pf.jobs)}
-	}
 	files, err := project.Files(args)
 	if err != nil {
 		return nil, err

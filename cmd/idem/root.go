@@ -89,6 +89,7 @@ failure (nothing committed), 2 usage or job-file error, 3 refused by a
 guard, 4 database held by another writer.`,
 		SilenceUsage:      true,
 		SilenceErrors:     true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return a.checkFlags(cmd) },
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
 	root.AddCommand(

@@ -16,9 +16,7 @@ import (
 func (a *app) newRunCmd() *cobra.Command {
 	var f dbFlags
 	var pf progressFlags
-	var input, batchID string
-	var from, to, epoch, parent int64
-	var partitions []string
+	var bf batchFlags
 	var pj projectFlags
 	var sf streamFlags
 	cmd := &cobra.Command{
@@ -49,23 +47,8 @@ per batch (records/s, lag per partition), or with --json one object per batch
 refused (exit 3) unless --allow-gap.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			one := func(a *app, j *job.Job) error {
-				opts := run.RunOptions{Input: input, BatchID: batchID, Fault: a.faultHook(f.path(j)), Progress: a.progress(pf), Expire: ops.ExpireAfterRun}
-				if cmd.Flags().Changed("from") || cmd.Flags().Changed("to") {
-					if !cmd.Flags().Changed("from") || !cmd.Flags().Changed("to") {
-						return a.fail(f.jsonOut, &job.UsageError{Msg: "--from and --to go together"})
-					}
-					opts.From, opts.To = &from, &to
-				}
-				if cmd.Flags().Changed("epoch") {
-					opts.Epoch = &epoch
-				}
-				if cmd.Flags().Changed("expect-parent") {
-					opts.ExpectParent = &parent
-				}
-				if cmd.Flags().Changed("partitions") {
-					opts.Partitions = append([]string{}, partitions...)
-				}
+			one := func(a *app, j *job.Job, opts run.RunOptions) error {
+				opts.Fault, opts.Progress, opts.Expire = a.faultHook(f.path(j)), a.progress(pf), ops.ExpireAfterRun
 				if j.IsStream() {
 					return a.runStream(cmd, j, f, opts, sf) // stream.go
 				}
@@ -79,28 +62,33 @@ refused (exit 3) unless --allow-gap.`,
 				if err != nil {
 					return a.fail(f.jsonOut, err)
 				}
+				opts, err := bf.runOptions(cmd)
+				if err != nil {
+					return a.fail(f.jsonOut, err)
+				}
 				return a.runProject(p, pj.jobs, f.jsonOut, func(sub *app, j *job.Job, _ map[string]string) (string, error) {
-					return "", one(sub, j)
+					return "", one(sub, j, opts)
 				})
+			}
+			opts, err := bf.runOptions(cmd)
+			if err != nil {
+				return a.fail(f.jsonOut, err)
 			}
 			j, err := loadJob(args[0])
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			return one(a, j)
+			return one(a, j, opts)
 		},
 	}
 	f.register(cmd)
 	pf.register(cmd)
 	pj.register(cmd, true)
-	cmd.Flags().StringVar(&input, "input", "", "input path or glob (overrides [input] path)")
-	cmd.Flags().StringVar(&batchID, "batch-id", "", "batch id of an apply run (default: the input file's base name)")
-	cmd.Flags().Int64Var(&from, "from", 0, "the batch covers source positions (from, to]; from must equal the job's cursor")
-	cmd.Flags().Int64Var(&to, "to", 0, "upper bound of the batch's source positions; the cursor after commit")
-	cmd.Flags().Int64Var(&epoch, "epoch", 0, "refuse unless this is the job's current writer epoch (see idem fence)")
-	cmd.Flags().Int64Var(&parent, "expect-parent", 0, "refuse unless the job's latest snapshot is this one")
+	bf.register(cmd, "batch id of an apply run (default: the input file's base name)",
+		"the batch covers source positions (from, to]; from must equal the job's cursor",
+		"upper bound of the batch's source positions; the cursor after commit",
+		"replace exactly these partitions of a job with [target] partition_by (comma-separated; an empty one included)")
 	sf.register(cmd)
-	cmd.Flags().StringSliceVar(&partitions, "partitions", nil, "replace exactly these partitions of a job with [target] partition_by (comma-separated; an empty one included)")
 	return cmd
 }
 
