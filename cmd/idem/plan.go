@@ -39,7 +39,7 @@ in the project would commit first would be rebuilt too.`,
 				if err != nil {
 					return a.fail(f.jsonOut, err)
 				}
-				return a.runProject(p, 1, f.jsonOut, func(sub *app, j *job.Job, upstream map[string]string) (string, error) {
+				return a.runProject(cmd.Context(), p, 1, f.jsonOut, func(sub *app, j *job.Job, upstream map[string]string) (string, error) {
 					return sub.planJob(cmd, j, f, opts, upstream)
 				})
 			}
@@ -114,17 +114,7 @@ func (a *app) planJob(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOpt
 	if err != nil {
 		return "", a.fail(f.jsonOut, err)
 	}
-	if plan.Decision == job.DecisionSkipped {
-		for _, u := range j.SortedUpstream() {
-			if d := upstream[u]; d == job.DecisionLoaded || d == job.DecisionApplied {
-				plan.Decision = map[string]string{job.ModeRefresh: job.DecisionLoaded, job.ModeApply: job.DecisionApplied}[j.Pipeline.Mode]
-				plan.Changed = []string{job.PartInput}
-				plan.Reason = fmt.Sprintf("upstream %s would commit first", u)
-				plan.JobKey = ""
-				break
-			}
-		}
-	}
+	plan.AfterUpstream(j, upstream)
 	if f.jsonOut {
 		if err := a.printJSON(plan); err != nil {
 			return "", err

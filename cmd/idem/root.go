@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/idem-dev/idem/internal/projectrun"
 	"github.com/idem-dev/idem/internal/run"
 	idemsql "github.com/idem-dev/idem/sql"
 )
@@ -26,8 +27,8 @@ type app struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	// handles, in a project run, keeps each database open across the jobs
-	// that use it (see openDB).
-	handles *dbHandles
+	// that use it (see openDB); nil outside one.
+	handles *projectrun.Handles
 }
 
 // Main runs the idem CLI with args and returns the process exit code. Tests

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -66,7 +67,7 @@ refused (exit 3) unless --allow-gap.`,
 				if err != nil {
 					return a.fail(f.jsonOut, err)
 				}
-				return a.runProject(p, pj.jobs, f.jsonOut, func(sub *app, j *job.Job, _ map[string]string) (string, error) {
+				return a.runProject(cmd.Context(), p, pj.jobs, f.jsonOut, func(sub *app, j *job.Job, _ map[string]string) (string, error) {
 					return "", one(sub, j, opts)
 				})
 			}
@@ -188,20 +189,37 @@ func (a *app) runJob(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOpti
 	}
 	if j.Input.Mode == job.InputModeFiles || j.Input.ChunkRows > 0 {
 		err := a.runMany(cmd, j, db, opts, f.jsonOut) // runmany.go
-		done(err)
+		if cerr := a.closeFailed(done(err)); err == nil {
+			return cerr
+		}
 		return err
 	}
 	// The floor cmd/idem-bench measures history against; never set in
 	// the idem that ships (benchhistory.go).
 	opts.SkipHistory = a.benchNoHistory()
 	res, err := db.Run(cmd.Context(), j, opts)
-	done(err)
+	closeErr := done(err)
 	if err != nil {
-		return a.fail(f.jsonOut, err)
+		return a.fail(f.jsonOut, errors.Join(err, closeErr))
 	}
 	if f.jsonOut {
-		return a.printJSON(res)
+		if err := a.printJSON(res); err != nil {
+			return errors.Join(err, closeErr)
+		}
+	} else {
+		a.printResult(res)
 	}
-	a.printResult(res)
-	return nil
+	return a.closeFailed(closeErr)
+}
+
+// closeFailed reports the error of closing a database written to after
+// the command printed its result: what it committed stands (a commit the
+// close could not checkpoint is in the WAL, replayed on the next open),
+// and the command exits 1.
+func (a *app) closeFailed(err error) error {
+	if err == nil {
+		return nil
+	}
+	fmt.Fprintf(a.stderr, "idem: %v\n", err)
+	return &codeError{code: job.ExitFailure}
 }

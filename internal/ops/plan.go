@@ -147,6 +147,25 @@ func PlanRun(ctx context.Context, dbPath string, j *job.Job, opts run.RunOptions
 	return plan, nil
 }
 
+// AfterUpstream is the plan of job j in a project whose jobs it reads were
+// planned first (upstream: their decisions, by name). A plan that would be
+// skipped is rebuilt when one of them would commit first: the upstream's
+// new snapshot changes j's input, so its key is known only then.
+func (p *Plan) AfterUpstream(j *job.Job, upstream map[string]string) {
+	if p.Decision != job.DecisionSkipped {
+		return
+	}
+	for _, u := range j.SortedUpstream() {
+		if d := upstream[u]; d == job.DecisionLoaded || d == job.DecisionApplied {
+			p.Decision = map[string]string{job.ModeRefresh: job.DecisionLoaded, job.ModeApply: job.DecisionApplied}[j.Pipeline.Mode]
+			p.Changed = []string{job.PartInput}
+			p.Reason = fmt.Sprintf("upstream %s would commit first", u)
+			p.JobKey = ""
+			return
+		}
+	}
+}
+
 // openForPlan opens the database at dbPath read-only for a plan; nil when
 // it does not exist yet or holds no idem tables.
 func openForPlan(ctx context.Context, dbPath string, open run.OpenOptions) (*run.DB, error) {
