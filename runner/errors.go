@@ -9,11 +9,11 @@ import (
 
 // The exit codes of the idem command, which ExitCode maps errors to.
 const (
-	ExitOK      = job.ExitOK      // success, including skipped and already committed
-	ExitFailure = job.ExitFailure // a runtime failure; nothing was committed
-	ExitUsage   = job.ExitUsage   // a usage or job-file error
-	ExitRefused = job.ExitRefused // refused by a guard
-	ExitLocked  = job.ExitLocked  // the database is held by another writer
+	ExitOK      = 0 // success, including skipped and already committed
+	ExitFailure = 1 // a runtime failure; nothing was committed
+	ExitUsage   = 2 // a usage or job-file error
+	ExitRefused = 3 // refused by a guard
+	ExitLocked  = 4 // the database is held by another writer
 )
 
 // Named errors; test for them with errors.Is. Every error this package

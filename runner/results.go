@@ -37,13 +37,20 @@ func (b Batch) options() (run.RunOptions, error) {
 		ExpectParent: b.ExpectParent, Partitions: b.Partitions, Expire: ops.ExpireAfterRun}, nil
 }
 
-// Decisions of a Result or a Plan beyond the ones a run reports (loaded,
-// applied, skipped, already_committed): a job of a project that failed,
-// was refused, or was not run because a job it reads did not commit.
+// The decisions of a Result or a Plan. A run reports loaded (a refresh
+// job reloaded its target), applied (an apply job applied a batch),
+// skipped (nothing changed: nothing written) or already_committed (the
+// same batch was applied before: nothing written). A job of a project may
+// also have failed, been refused, or been blocked: not run because a job it
+// reads did not commit.
 const (
-	DecisionFailed  = job.DecisionFailed
-	DecisionRefused = job.DecisionRefused
-	DecisionBlocked = "blocked"
+	DecisionLoaded           = "loaded"
+	DecisionApplied          = "applied"
+	DecisionSkipped          = "skipped"
+	DecisionAlreadyCommitted = "already_committed"
+	DecisionFailed           = "failed"
+	DecisionRefused          = "refused"
+	DecisionBlocked          = "blocked"
 )
 
 // Result is what one run of a job did. The JSON keys are those of idem run

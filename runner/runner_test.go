@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/runner"
 )
 
@@ -129,7 +130,7 @@ func TestRunPartial(t *testing.T) {
 	require.Equal(t, "broken", pe.Failed[0].Job)
 	require.Equal(t, runner.ExitFailure, runner.ExitCode(err))
 	require.Len(t, results, 3)
-	require.Equal(t, "applied", results[0].Decision)
+	require.Equal(t, runner.DecisionApplied, results[0].Decision)
 	require.Equal(t, int64(1), results[0].Snapshot)
 	require.Equal(t, runner.DecisionFailed, results[1].Decision)
 	require.Contains(t, results[1].Error, "no_such_column")
@@ -139,7 +140,7 @@ func TestRunPartial(t *testing.T) {
 
 	plans, err := p.Plan(ctx)
 	require.ErrorAs(t, err, &pe)
-	require.Equal(t, "already_committed", plans[0].Decision)
+	require.Equal(t, runner.DecisionAlreadyCommitted, plans[0].Decision)
 	require.Equal(t, runner.DecisionBlocked, plans[2].Decision)
 
 	write(t, filepath.Join(dir, "input/other.csv"), "id,day\n3,2024-01-03\n")
@@ -159,7 +160,7 @@ func TestRunPartial(t *testing.T) {
 	require.ErrorIs(t, err, runner.ErrUsage)
 	res, err = p.RunJob(ctx, "src", runner.Batch{Input: filepath.Join(dir, "input/other.csv")})
 	require.NoError(t, err)
-	require.Equal(t, "applied", res.Decision)
+	require.Equal(t, runner.DecisionApplied, res.Decision)
 	require.Equal(t, int64(2), res.Snapshot)
 }
 
@@ -173,4 +174,14 @@ func TestErrorsIs(t *testing.T) {
 	require.ErrorIs(t, err, runner.ErrLocked)
 	require.Equal(t, runner.ExitLocked, runner.ExitCode(err))
 	require.Equal(t, "2 jobs failed; first a: boom", err.Error())
+}
+
+// TestConstants: the public exit codes and decisions are the ones the
+// internal packages report.
+func TestConstants(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, []int{job.ExitOK, job.ExitFailure, job.ExitUsage, job.ExitRefused, job.ExitLocked},
+		[]int{runner.ExitOK, runner.ExitFailure, runner.ExitUsage, runner.ExitRefused, runner.ExitLocked})
+	require.Equal(t, []string{job.DecisionLoaded, job.DecisionApplied, job.DecisionSkipped, job.DecisionAlreadyCommitted, job.DecisionFailed, job.DecisionRefused},
+		[]string{runner.DecisionLoaded, runner.DecisionApplied, runner.DecisionSkipped, runner.DecisionAlreadyCommitted, runner.DecisionFailed, runner.DecisionRefused})
 }

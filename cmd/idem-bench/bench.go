@@ -245,14 +245,6 @@ func walls(ms []measure) []float64 {
 	return out
 }
 
-func cpus(ms []measure) []float64 {
-	out := make([]float64, len(ms))
-	for i, m := range ms {
-		out[i] = m.cpu.Seconds()
-	}
-	return out
-}
-
 func peakRSS(ms []measure) int64 {
 	var p int64
 	for _, m := range ms {

@@ -31,12 +31,12 @@ what would be removed and changes nothing. A job with [job] fencing =
 "required" refuses an expiry without its current --epoch (exit 3), as
 run, erase and rollback do.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			j, db, err := f.openJob(cmd.Context(), args[0], dryRun)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			defer db.Close()
+			defer a.closeWritten(db, &err) // read-only with --dry-run: nothing to lose
 			opts := ops.ExpireOptions{Keep: keep, DryRun: dryRun, Fault: a.faultHook(db.Path())}
 			if cmd.Flags().Changed("epoch") {
 				opts.Epoch = &epoch

@@ -212,6 +212,15 @@ func (a *app) runJob(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOpti
 	return a.closeFailed(closeErr)
 }
 
+// closeWritten closes db, a database the command opened for writing, once
+// it has printed its result, and joins a failed close into *err as
+// closeFailed reports it: the close checkpoints the last commit.
+func (a *app) closeWritten(db *run.DB, err *error) {
+	if cerr := db.Close(); cerr != nil {
+		*err = errors.Join(*err, a.closeFailed(fmt.Errorf("close database %s: %w", db.Path(), cerr)))
+	}
+}
+
 // closeFailed reports the error of closing a database written to after
 // the command printed its result: what it committed stands (a commit the
 // close could not checkpoint is in the WAL, replayed on the next open),
