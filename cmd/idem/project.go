@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -110,7 +111,8 @@ func (a *app) runProject(ctx context.Context, p *project.Project, jobs int, json
 		code := 0
 		if oc.Err != nil {
 			code = job.ExitFailure
-			if ce, ok := oc.Err.(*codeError); ok {
+			var ce *codeError
+			if errors.As(oc.Err, &ce) {
 				code = ce.code
 			}
 		}
