@@ -282,6 +282,9 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 	if md.IsDefined("retention", "checkpoint_every") && jf.Retention.CheckpointEvery < 1 {
 		return nil, bad("retention.checkpoint_every", "must be a positive integer (got %d)", jf.Retention.CheckpointEvery)
 	}
+	if err := CheckMemoryLimit(jf.DuckDB.MemoryLimit); jf.DuckDB.MemoryLimit != "" && err != nil {
+		return nil, bad("duckdb.memory_limit", "%v", err)
+	}
 	if jf.DuckDB.Threads < 0 || jf.DuckDB.Threads > MaxThreads {
 		return nil, bad("duckdb.threads", "must be a positive integer of at most %d (got %d)", MaxThreads, jf.DuckDB.Threads)
 	}

@@ -63,7 +63,8 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 
 // OpenReader opens the database at path read-only, or, when another writer
 // holds it, its read replica (ReplicaPath) if there is one and accept
-// takes what the replica holds (DB.Replica says which was opened).
+// takes what the replica holds (accept is called only when the replica
+// is tried, so it knows which was opened).
 // Otherwise it waits and fails as Open does: a *LockedError.
 func OpenReader(ctx context.Context, path string, opts OpenOptions, accept func(*ReplicaNote) bool) (*DB, error) {
 	opts.ReadOnly = true
