@@ -303,8 +303,10 @@ func (e *sseFatal) Error() string { return e.err.Error() }
 func (e *sseFatal) Unwrap() error { return e.err }
 
 func (s *sseSession) run(ctx context.Context) {
-	defer close(s.done)
+	// done closes before events: a Read that sees events closed must find
+	// Stopped true, and Stopped looks at done first.
 	defer close(s.events)
+	defer close(s.done)
 	failures := 0
 	for {
 		gotNew, err := s.connect(ctx)
