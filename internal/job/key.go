@@ -17,7 +17,10 @@ const (
 	PartSchema    = "schema"
 )
 
-// Parts are the four parts of a job key (SPEC section 1).
+// Parts are the four parts of a job key: input (the sha256 of the input
+// bytes, or of the sorted list of file digests for several files, with the
+// upstream snapshots and partitions a run read), transform, config and
+// schema. The key is the sha256 of their canonical JSON (README, Words).
 type Parts struct {
 	Input string `json:"input"`
 	// Upstream is the rest of the input part for a job that reads other
