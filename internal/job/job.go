@@ -45,7 +45,6 @@ type DuckDBSettings struct {
 type Job struct {
 	File             string // the job file's path as given
 	Name             string
-	PipelineRef      string // as written in the job file
 	TransformVersion int
 	SchemaVersion    int
 	Database         string // resolved from the job file's folder
@@ -350,7 +349,6 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 	job := &Job{
 		File:             path,
 		Name:             jf.Name,
-		PipelineRef:      jf.Pipeline,
 		TransformVersion: jf.TransformVersion,
 		SchemaVersion:    jf.SchemaVersion,
 		Database:         resolveJobPath(dir, jf.Database),

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"reflect"
 	"slices"
 )
 
@@ -115,10 +114,6 @@ func ParseParts(s string) (Parts, error) {
 	var p Parts
 	err := json.Unmarshal([]byte(s), &p)
 	return p, err
-}
-
-func equalJSON(a, b any) bool {
-	return reflect.DeepEqual(CanonicalJSON(a), CanonicalJSON(b))
 }
 
 // Config is the config part of the key: everything in the job that shapes

@@ -102,12 +102,6 @@ func (p *Pipeline) ColumnNames() []string {
 	return names
 }
 
-// LoadPipeline reads pipeline.toml from the root of fsys. origin names the
-// source in error messages.
-func LoadPipeline(fsys fs.FS, origin string) (*Pipeline, error) {
-	return loadPipeline(fsys, origin, false)
-}
-
 // loadPipeline reads pipeline.toml; lenient accepts an apply pipeline
 // without key columns, so that idem lint can report it as a finding.
 func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {

@@ -41,14 +41,6 @@ var aliasRef = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9
 
 var suffixRef = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 
-// expandSQL replaces {{table}} with the quoted target name and
-// {{table:_suffix}} with the quoted name of a companion object. Other
-// placeholders are left as they are (see Job.Expand).
-func expandSQL(text, table string) string {
-	out, _ := expandTemplate(text, table, nil, nil)
-	return out
-}
-
 // Expand expands the placeholders of a step or schema file for this job.
 // The job's files were expanded once when it was loaded, so an unknown
 // placeholder was already reported there.

@@ -2,7 +2,6 @@ package job
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 )
@@ -27,21 +26,6 @@ type UpstreamRef struct {
 // name's rows from: {{upstream:NAME}} expands to it. The run makes it hold
 // that job's target as committed at the snapshot pinned for the run.
 func UpstreamRelation(name string) string { return "idem_upstream_" + name }
-
-// upstreamPlaceholder finds {{upstream:NAME}} in step text.
-var upstreamPlaceholder = regexp.MustCompile(`\{\{\s*upstream:([A-Za-z_][A-Za-z0-9_]*)\s*\}\}`)
-
-// UpstreamReads lists the upstream jobs text reads with {{upstream:NAME}},
-// each once, in order of first use.
-func UpstreamReads(text string) []string {
-	var out []string
-	for _, m := range upstreamPlaceholder.FindAllStringSubmatch(text, -1) {
-		if !slices.Contains(out, m[1]) {
-			out = append(out, m[1])
-		}
-	}
-	return out
-}
 
 // applyUpstream validates [input] upstream: names of other jobs, each once,
 // and not together with a file input unless the pipeline reads both.
