@@ -1,10 +1,6 @@
 package job
 
-import (
-	"fmt"
-	"slices"
-	"strings"
-)
+import "slices"
 
 // What a pipeline may read together (pipeline.toml reads).
 const (
@@ -30,9 +26,7 @@ func UpstreamRelation(name string) string { return "idem_upstream_" + name }
 // applyUpstream validates [input] upstream: names of other jobs, each once,
 // and not together with a file input unless the pipeline reads both.
 func (j *Job) applyUpstream(data []byte, jf *jobFile) error {
-	bad := func(key, format string, args ...any) error {
-		return &JobFileError{File: j.File, Line: keyLine(data, strings.Split(key, ".")), Key: key, Msg: fmt.Sprintf(format, args...)}
-	}
+	bad := keyErrors(j.File, data)
 	ups := jf.Input.Upstream
 	seen := map[string]bool{}
 	for _, u := range ups {
