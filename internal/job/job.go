@@ -3,6 +3,7 @@ package job
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -190,8 +191,10 @@ func LoadJob(path string, builtins fs.FS) (*Job, error) {
 }
 
 // ReadJobFile reads a job file; an error is a *JobFileError that says why.
+// A file larger than MaxTOMLBytes is refused once that many bytes are read,
+// without reading it whole.
 func ReadJobFile(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+	data, err := readAtMost(path, MaxTOMLBytes+1)
 	if err != nil {
 		reason := err
 		var pe *fs.PathError
@@ -200,7 +203,21 @@ func ReadJobFile(path string) ([]byte, error) {
 		}
 		return nil, &JobFileError{File: path, Msg: "cannot read job file: " + reason.Error(), Err: err}
 	}
+	if len(data) > MaxTOMLBytes {
+		return nil, checkTOMLBounds(path, data)
+	}
 	return data, nil
+}
+
+// readAtMost reads the first n bytes of the file at path, or all of a
+// shorter one.
+func readAtMost(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, n))
 }
 
 // ParseJob validates job file bytes; path names the file in errors. It
@@ -219,6 +236,9 @@ func ParseJobLenient(path string, data []byte, builtins fs.FS) (*Job, error) {
 // parseJob is ParseJob; lenient accepts an apply pipeline without key
 // columns, for idem lint to report.
 func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, error) {
+	if err := checkTOMLBounds(path, data); err != nil {
+		return nil, err
+	}
 	jf, md, err := decodeJobFile(path, data)
 	if err != nil {
 		return nil, err

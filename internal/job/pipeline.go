@@ -110,6 +110,9 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 	if err != nil {
 		return nil, &JobFileError{File: file, Msg: "cannot read pipeline definition", Err: err}
 	}
+	if err := checkTOMLBounds(file, data); err != nil {
+		return nil, err
+	}
 	p := &Pipeline{fsys: fsys, origin: origin}
 	md, err := toml.Decode(string(data), p)
 	if err != nil {
