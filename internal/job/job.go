@@ -258,10 +258,12 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 	}
 	job := newJob(path, &jf, p, table, format, params)
 	job.Steps, job.DDL = steps, ddl
+	if err := job.checkTableName(bad, &jf); err != nil { // reserved.go
+		return nil, err
+	}
 	// Partitions, upstream inputs and a model's key (upstream.go,
 	// model.go), job-declared columns, input modes and quality rules
-	// (jobext.go), a stream input (stream.go), and last the target's name
-	// against the relations a run makes (reserved.go).
+	// (jobext.go), and a stream input (stream.go).
 	if err := job.applyPartition(bad, &jf); err != nil {
 		return nil, err
 	}
