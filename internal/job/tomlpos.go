@@ -83,6 +83,7 @@ func keyLine(data []byte, key []string) int {
 	return 0
 }
 
+// splitDotted splits a dotted TOML key into its parts, unquoted.
 func splitDotted(s string) []string {
 	parts := strings.Split(s, ".")
 	for i, p := range parts {
@@ -91,6 +92,7 @@ func splitDotted(s string) []string {
 	return parts
 }
 
+// EqualKeys reports whether two keys have the same parts.
 func EqualKeys(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
