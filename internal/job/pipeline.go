@@ -121,9 +121,7 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 	if un := md.Undecoded(); len(un) > 0 {
 		return nil, &JobFileError{File: file, Line: keyLine(data, un[0]), Key: un[0].String(), Msg: "unknown key"}
 	}
-	bad := func(key, format string, args ...any) error {
-		return &JobFileError{File: file, Line: keyLine(data, strings.Split(key, ".")), Key: key, Msg: fmt.Sprintf(format, args...)}
-	}
+	bad := keyErrors(file, data)
 	if !Identifier.MatchString(p.Name) {
 		return nil, bad("name", "must be a name of letters, digits and underscores")
 	}
