@@ -354,7 +354,7 @@ func checkOperation(jf *jobFile, md toml.MetaData, bad keyErrorFunc) error {
 		return bad("retention.checkpoint_every", "must be a positive integer (got %d)", jf.Retention.CheckpointEvery)
 	}
 	if err := CheckMemoryLimit(jf.DuckDB.MemoryLimit); jf.DuckDB.MemoryLimit != "" && err != nil {
-		return nil, bad("duckdb.memory_limit", "%v", err)
+		return bad("duckdb.memory_limit", "%v", err)
 	}
 	if jf.DuckDB.Threads < 0 || jf.DuckDB.Threads > MaxThreads {
 		return bad("duckdb.threads", "must be a positive integer of at most %d (got %d)", MaxThreads, jf.DuckDB.Threads)
