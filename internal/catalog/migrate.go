@@ -170,8 +170,9 @@ func migrate(ctx context.Context, db *sql.DB, path string, ms []Migration, fault
 	if fault != nil {
 		fault(FaultMigrateAfterCommit)
 	}
-	// Index DDL replayed from a WAL has had bugs in DuckDB 1.4-1.5: write
-	// the migration into the file at once.
+	// DDL replayed from a WAL has had bugs in DuckDB 1.4-1.5 (and 0002 is
+	// written to replay even on a read-only open): write the migration into
+	// the file at once.
 	if _, err := db.ExecContext(ctx, "CHECKPOINT"); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", path, err)
 	}

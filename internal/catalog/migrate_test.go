@@ -86,10 +86,19 @@ func tablesOf(t *testing.T, db Querier) []string {
 	return rows(t, db, `SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'idem' ORDER BY 1`)
 }
 
-func ledgerIndex(t *testing.T, db Querier) []string {
+// ledgerUnique lists the unique constraints of idem.ledger.
+func ledgerUnique(t *testing.T, db Querier) []string {
 	t.Helper()
-	return rows(t, db, `SELECT index_name || ' ' || is_unique || ' ' || expressions FROM duckdb_indexes()
-		WHERE database_name = current_database() AND schema_name = 'idem' AND table_name = 'ledger'`)
+	return rows(t, db, `SELECT constraint_text FROM duckdb_constraints()
+		WHERE database_name = current_database() AND schema_name = 'idem' AND table_name = 'ledger' AND constraint_type = 'UNIQUE'`)
+}
+
+// ledgerColumns lists idem.ledger's columns as 0001 made them: 0002 keeps
+// them, in order (InsertLedger writes by position).
+func ledgerColumns(t *testing.T, db Querier) []string {
+	t.Helper()
+	return rows(t, db, `SELECT column_name || ' ' || data_type || ' ' || is_nullable FROM duckdb_columns()
+		WHERE database_name = current_database() AND schema_name = 'idem' AND table_name = 'ledger' ORDER BY column_index`)
 }
 
 func TestMigrateNewDatabase(t *testing.T) {
@@ -105,7 +114,8 @@ func TestMigrateNewDatabase(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, latest, v)
 	require.Equal(t, idemTables, tablesOf(t, db))
-	require.Equal(t, []string{`ledger_batch_once true [job, batch_id]`}, ledgerIndex(t, db))
+	require.Equal(t, []string{"UNIQUE(job, batch_id)"}, ledgerUnique(t, db))
+	require.Empty(t, rows(t, db, `SELECT index_name FROM duckdb_indexes()`))
 	// Row 0 of idem.commits: the database's id, 32 hex digits.
 	id := rows(t, db, `SELECT db_id FROM idem.commits WHERE seq = 0 AND kind = 'created'`)
 	require.Len(t, id, 1)
@@ -162,16 +172,19 @@ func TestMigrateOldDatabase(t *testing.T) {
 				`INSERT INTO idem.ledger VALUES ('a', 'b1', 'd', 'i', NULL, NULL, 1, '{}', 1, NULL), ('a', 'b2', 'd', 'i', NULL, NULL, 1, '{}', 2, NULL)`,
 				`CREATE TABLE t (x INT)`, `CREATE TABLE t_outcomes (x INT)`, `CREATE TABLE u (x INT)`, `CREATE TABLE v_outcomes (x INT)`)
 			id := rows(t, db, `SELECT db_id FROM idem.commits`)
+			cols := ledgerColumns(t, db)
+			require.Len(t, cols, 10)
 			require.NoError(t, Migrate(ctx, db, "old.duckdb", nil))
+			require.Equal(t, cols, ledgerColumns(t, db))
 			v, err := CatalogVersion(ctx, db)
 			require.NoError(t, err)
 			require.Equal(t, ms[len(ms)-1].Version, v)
 			require.Equal(t, idemTables, tablesOf(t, db))
-			require.Len(t, ledgerIndex(t, db), 1)
+			require.Equal(t, []string{"UNIQUE(job, batch_id)"}, ledgerUnique(t, db))
 			require.Equal(t, id, rows(t, db, `SELECT db_id FROM idem.commits`), "the database keeps its id")
 			require.Equal(t, c.owners, rows(t, db, `SELECT name, job FROM idem.owners ORDER BY ALL`))
 			require.Equal(t, []string{"a|b1", "a|b2"}, rows(t, db, `SELECT job, batch_id FROM idem.ledger ORDER BY ALL`))
-			// The index holds: a batch applies once.
+			// The constraint holds: a batch applies once.
 			_, err = db.Exec(`INSERT INTO idem.ledger VALUES ('a', 'b1', 'd2', 'i', NULL, NULL, 1, '{}', 3, NULL)`)
 			require.ErrorContains(t, err, "violates unique constraint")
 		})
@@ -185,7 +198,7 @@ func snapshotAll(t *testing.T, db Querier) map[string][]string {
 	for _, name := range rows(t, db, `SELECT schema_name || '.' || table_name FROM duckdb_tables() WHERE database_name = current_database() ORDER BY 1`) {
 		out[name] = rows(t, db, "SELECT * FROM "+name+" ORDER BY ALL")
 	}
-	out["indexes"] = rows(t, db, `SELECT index_name FROM duckdb_indexes() WHERE database_name = current_database() ORDER BY 1`)
+	out["constraints"] = rows(t, db, `SELECT table_name, constraint_text FROM duckdb_constraints() WHERE database_name = current_database() ORDER BY ALL`)
 	return out
 }
 
