@@ -23,6 +23,7 @@ func openMemory(t *testing.T) *sql.DB {
 	t.Cleanup(func() { db.Close() })
 	// Every connection of the pool shares the one in-memory database; the
 	// time zone is per connection, so keep one, as idem's stamps are UTC.
+	// A test must end a transaction before it uses db again.
 	db.SetMaxOpenConns(1)
 	_, err = db.Exec("SET TimeZone = 'UTC'")
 	require.NoError(t, err)
@@ -85,8 +86,8 @@ func one[T any](t *testing.T, db Querier, query string, args ...any) T {
 	return v
 }
 
-// tx begins a transaction rolled back with the test unless committed.
-func tx(t *testing.T, db *sql.DB) *sql.Tx {
+// begin begins a transaction rolled back with the test unless committed.
+func begin(t *testing.T, db *sql.DB) *sql.Tx {
 	t.Helper()
 	tx, err := db.BeginTx(context.Background(), nil)
 	require.NoError(t, err)
