@@ -185,5 +185,8 @@ func projectObject(j *job.Job, blockedBy []string, o *jobOutput, code int) json.
 // (projectrun.Handles). done is called with the job's error; it returns the
 // error of closing the database, when it closed it.
 func (a *app) openDB(ctx context.Context, path string, opts run.OpenOptions) (*run.DB, func(error) error, error) {
+	// A writable open of an older database migrates it (IDEM_FAULT
+	// migrate_before_commit, migrate_after_commit).
+	opts.Fault = a.faultHook(path)
 	return a.handles.Open(ctx, path, opts)
 }

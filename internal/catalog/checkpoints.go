@@ -158,7 +158,7 @@ func Checkpoints(ctx context.Context, q Querier, jobName string) ([]*Checkpoint,
 
 func readCheckpoints(ctx context.Context, q Querier, query string, args ...any) ([]*Checkpoint, error) {
 	// A database from before idem.checkpoints, opened read-only (not
-	// bootstrapped), has none.
+	// migrated), has none.
 	if ok, err := TableExists(ctx, q, "idem", "checkpoints"); err != nil || !ok {
 		return nil, err
 	}

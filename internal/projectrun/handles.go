@@ -52,7 +52,7 @@ func (h *Handles) Open(ctx context.Context, path string, opts run.OpenOptions) (
 	defer h.mu.Unlock()
 	var closeErr error
 	if o, ok := h.open[key]; ok {
-		if o.opts == opts {
+		if o.opts.Same(opts) {
 			return o.db, h.release(key), nil
 		}
 		// Other settings: DuckDB opens a file once per process.

@@ -46,12 +46,25 @@ type OpenOptions struct {
 	// Wait retries an open that finds the file held by another writer until
 	// this much time has passed. Zero fails at once.
 	Wait time.Duration
+	// Fault, when set, is called at the fault points of the migration of
+	// idem's own tables that a writable open of an older database runs
+	// (catalog.FaultMigrateBeforeCommit, catalog.FaultMigrateAfterCommit).
+	Fault func(point string)
+}
+
+// Same reports whether o and p ask for the same open: the same settings,
+// whatever their fault hooks.
+func (o OpenOptions) Same(p OpenOptions) bool {
+	return o.ReadOnly == p.ReadOnly && o.DuckDB == p.DuckDB && o.Wait == p.Wait
 }
 
 var lockPID = regexp.MustCompile(`\(PID (\d+)\)`)
 
 // Open opens (creating it and its folders if needed, unless read-only) the
-// database at path and makes sure idem's own tables exist. A file held by
+// database at path. A writable open brings idem's own tables to this idem's
+// catalog version (catalog.Migrate); a read-only one reads an older
+// database as it is. A database of a newer catalog version is refused
+// (*catalog.VersionError, exit 3) before anything is written. A file held by
 // another process, or a new database another process is creating, gives a
 // *LockedError (exit 4). A WAL beside the database that holds commits of
 // another database or of an older copy of this one is refused (exit 3)
@@ -190,13 +203,15 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 		return nil, locked
 	}
 	d := &DB{sql: db, path: path, readOnly: opts.ReadOnly, replica: opts.DuckDB.ReadReplica && !opts.ReadOnly}
-	check := func(ctx context.Context) error { return catalog.Bootstrap(ctx, d.sql, d.path) }
+	check := func(ctx context.Context) error { return catalog.Migrate(ctx, d.sql, d.path, opts.Fault) }
 	if opts.ReadOnly {
 		check = func(ctx context.Context) error {
-			if !wal {
-				return nil
+			if wal {
+				if err := catalog.CheckWAL(ctx, d.sql, d.path, walPath(d.path)); err != nil {
+					return err
+				}
 			}
-			return catalog.CheckWAL(ctx, d.sql, d.path, walPath(d.path))
+			return catalog.CheckVersion(ctx, d.sql, d.path)
 		}
 	}
 	if err := check(ctx); err != nil {

@@ -155,7 +155,7 @@ func buildNew(ctx context.Context, dsn, path string) (string, error) {
 	tmp := leftoverName(path, creatingTag)
 	db, err := openFile(ctx, dsn, tmp, false)
 	if err == nil {
-		err = catalog.Bootstrap(ctx, db, path)
+		err = catalog.Migrate(ctx, db, path, nil)
 		err = errors.Join(err, db.Close())
 	}
 	if err == nil && hasWAL(tmp) {
