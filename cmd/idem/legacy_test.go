@@ -90,6 +90,15 @@ func TestLegacyDatabase(t *testing.T) {
 	var res struct{ Decision string }
 	require.NoError(t, json.Unmarshal([]byte(legacyIdem(t, 0, "run", jobFile("sample"), "--input", filepath.Join(dir, "inputs", "occurrences-b.csv"), "--json")), &res))
 	require.Equal(t, job.DecisionSkipped, res.Decision)
+	// The job keys this idem computes are the ones release e77bdc9
+	// recorded: the chain runs again and commits nothing (a model whose key
+	// changed would reload, a merge_by_key job would reapply its batch).
+	var chain []struct{ Job, Decision string }
+	require.NoError(t, json.Unmarshal([]byte(legacyIdem(t, 0, "run", jobFile("trips"), jobFile("zones"), jobFile("trips_clean"), jobFile("trips_daily"), "--json")), &chain))
+	require.Len(t, chain, 4)
+	for _, c := range chain {
+		require.Contains(t, []string{job.DecisionSkipped, job.DecisionAlreadyCommitted}, c.Decision, "%s after the migration", c.Job)
+	}
 	latest, err := catalog.LatestVersion()
 	require.NoError(t, err)
 	require.Equal(t, []string{strconv.Itoa(latest)}, queryStrs(t, db, `SELECT value FROM idem.meta WHERE key = 'catalog_version'`))
