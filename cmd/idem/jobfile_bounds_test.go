@@ -44,7 +44,7 @@ threads = 1
 	deep := sample("[params]\ncap = " + strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000) + "\n")
 	cases := []struct {
 		name, file, text string
-		want            []string
+		want             []string
 	}{
 		{"deep", "deep.toml", deep, []string{"deep.toml:10", "nest deeper than 32 levels"}},
 		{"large", "large.toml", sample("# " + strings.Repeat("x", 1<<20) + "\n"), []string{"large.toml", "larger than 1048576 bytes"}},
