@@ -23,6 +23,7 @@ func TestLayering(t *testing.T) {
 		source  = module + "/internal/source"
 		run     = module + "/internal/run"
 		ops     = module + "/internal/ops"
+		prun    = module + "/internal/projectrun"
 		runner  = module + "/runner"
 		sqlfs   = module + "/sql"
 	)
@@ -39,13 +40,17 @@ func TestLayering(t *testing.T) {
 		{pkg: source, idem: []string{job, catalog}},
 		{pkg: run, idem: []string{job, catalog, source}},
 		{pkg: ops, idem: []string{job, catalog, source, run}},
-		// The public API is a thin layer over run and ops, with the
-		// built-in pipelines; it never reaches source or catalog itself.
-		{pkg: runner, idem: []string{job, project, run, ops, sqlfs}, direct: true},
+		// Running a project: order, blocking, concurrent groups, shared
+		// handles; what a job's run is stays its caller's.
+		{pkg: prun, idem: []string{job, project, run}, direct: true},
+		// The public API is a thin layer over run, ops and projectrun,
+		// with the built-in pipelines; it never reaches source or catalog
+		// itself.
+		{pkg: runner, idem: []string{job, project, run, ops, prun, sqlfs}, direct: true},
 		// The CLI calls the public API for what it offers and run and ops
 		// for the rest; catalog only for the row types it prints
 		// (LogEntry), never source.
-		{pkg: module + "/cmd/idem", idem: []string{runner, job, project, catalog, run, ops, sqlfs}, direct: true},
+		{pkg: module + "/cmd/idem", idem: []string{runner, job, project, catalog, run, ops, prun, sqlfs}, direct: true},
 	}
 	// Every package of the library has its place in the list.
 	listed := map[string]bool{}

@@ -59,9 +59,11 @@ func (b *bench) run(ctx context.Context, cases []string) error {
 	if b.idem == "" {
 		b.idem = filepath.Join(b.dir, "idem")
 		logf("building %s", b.idem)
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", b.idem, "./cmd/idem").CombinedOutput()
+		// -tags idembench: the history case's floor sets
+		// IDEM_BENCH_NO_HISTORY=1, which only such a build reads.
+		out, err := exec.CommandContext(ctx, "go", "build", "-tags", "idembench", "-o", b.idem, "./cmd/idem").CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("go build ./cmd/idem (run from the repository root): %v\n%s", err, out)
+			return fmt.Errorf("go build -tags idembench ./cmd/idem (run from the repository root): %v\n%s", err, out)
 		}
 	}
 	for _, c := range cases {
@@ -239,14 +241,6 @@ func walls(ms []measure) []float64 {
 	out := make([]float64, len(ms))
 	for i, m := range ms {
 		out[i] = m.wall.Seconds()
-	}
-	return out
-}
-
-func cpus(ms []measure) []float64 {
-	out := make([]float64, len(ms))
-	for i, m := range ms {
-		out[i] = m.cpu.Seconds()
 	}
 	return out
 }

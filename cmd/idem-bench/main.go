@@ -47,7 +47,7 @@ func main() {
 	cases := flag.String("cases", "apply,refresh,noop,uptodate,export", "comma-separated cases to run (also: history)")
 	flag.StringVar(&b.dir, "dir", filepath.Join(os.TempDir(), "idem-bench"), "work folder (generated inputs are kept and reused)")
 	flag.Int64Var(&b.noopBytes, "noop-bytes", 1<<30, "size of the no-op re-run's input")
-	flag.StringVar(&b.idem, "idem", "", "idem binary (default: go build ./cmd/idem into the work folder)")
+	flag.StringVar(&b.idem, "idem", "", "idem binary (default: go build -tags idembench ./cmd/idem into the work folder; the history case needs that tag)")
 	flag.Parse()
 	b.limits = strings.Split(*limits, ",")
 	if err := b.run(ctx, strings.Split(*cases, ",")); err != nil {

@@ -31,7 +31,7 @@ with no writer running and no <name>.wal left beside the restored file (see
 the README). --verify DIR checks a backup against its manifest (exit 1 when
 a file is missing, extra or different).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			var res *ops.BackupResult
 			switch {
 			case verify != "":
@@ -53,7 +53,7 @@ a file is missing, extra or different).`,
 				if err != nil {
 					return a.fail(f.jsonOut, err)
 				}
-				defer db.Close()
+				defer a.closeWritten(db, &err)
 				r, err := ops.Backup(cmd.Context(), db, out, ops.BackupOptions{Fault: a.faultHook(db.Path())})
 				if err != nil {
 					return a.fail(f.jsonOut, err)

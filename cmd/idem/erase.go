@@ -28,7 +28,7 @@ outcome erased. The erasure is a new snapshot. --expect-parent P and
 --epoch E guard it as they guard a run: refused (exit 3) unless the latest
 snapshot is P and the writer epoch is E.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if !cmd.Flags().Changed("key") {
 				return a.fail(f.jsonOut, &job.UsageError{Msg: "erase needs --key K"})
 			}
@@ -36,7 +36,7 @@ snapshot is P and the writer epoch is E.`,
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			defer db.Close()
+			defer a.closeWritten(db, &err)
 			opts := ops.EraseOptions{Key: key, Fault: a.faultHook(db.Path())}
 			opts.ExpectParent, opts.Epoch = w.guards(cmd)
 			res, err := ops.Erase(cmd.Context(), db, job, opts)
@@ -88,7 +88,7 @@ are not applied again. --expect-parent P and --epoch E guard it as they
 guard a run: refused (exit 3) unless the latest snapshot is P and the
 writer epoch is E.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if !cmd.Flags().Changed("to-snapshot") {
 				return a.fail(f.jsonOut, &job.UsageError{Msg: "rollback needs --to-snapshot S"})
 			}
@@ -96,7 +96,7 @@ writer epoch is E.`,
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			defer db.Close()
+			defer a.closeWritten(db, &err)
 			opts := ops.RollbackOptions{Fault: a.faultHook(db.Path())}
 			opts.ExpectParent, opts.Epoch = w.guards(cmd)
 			res, err := ops.Rollback(cmd.Context(), db, job, to, opts)

@@ -13,6 +13,7 @@ func (a *app) newExpireCmd() *cobra.Command {
 	var f dbFlags
 	var keep int64
 	var dryRun bool
+	var epoch int64
 	cmd := &cobra.Command{
 		Use:   "expire JOB",
 		Short: "Expire the snapshots older than the newest N: their history, outcomes and unneeded inputs",
@@ -26,15 +27,21 @@ an expired batch id is still already_committed, and its content under a
 new id cannot bring anything back. Export, diff, rerun, rollback and show
 of an expired snapshot are refused (exit 3). A snapshot that a downstream
 apply job's next read of changes starts from is kept. --dry-run reports
-what would be removed and changes nothing.`,
+what would be removed and changes nothing. A job with [job] fencing =
+"required" refuses an expiry without its current --epoch (exit 3), as
+run, erase and rollback do.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			j, db, err := f.openJob(cmd.Context(), args[0], dryRun)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			defer db.Close()
-			res, err := ops.Expire(cmd.Context(), db, j, ops.ExpireOptions{Keep: keep, DryRun: dryRun, Fault: a.faultHook(db.Path())})
+			defer a.closeWritten(db, &err) // read-only with --dry-run: nothing to lose
+			opts := ops.ExpireOptions{Keep: keep, DryRun: dryRun, Fault: a.faultHook(db.Path())}
+			if cmd.Flags().Changed("epoch") {
+				opts.Epoch = &epoch
+			}
+			res, err := ops.Expire(cmd.Context(), db, j, opts)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
@@ -48,6 +55,7 @@ what would be removed and changes nothing.`,
 	f.register(cmd)
 	cmd.Flags().Int64Var(&keep, "keep-snapshots", 0, "keep the newest `N` snapshots (default: the job's [retention] keep_snapshots)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be expired and change nothing")
+	cmd.Flags().Int64Var(&epoch, "epoch", 0, "refuse unless this is the job's current writer epoch (see idem fence)")
 	return cmd
 }
 

@@ -13,12 +13,12 @@ func (a *app) newFenceCmd() *cobra.Command {
 		Use:   "fence JOB",
 		Short: "Advance the job's writer epoch so that runs with an older --epoch are refused",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			job, db, err := f.openJob(cmd.Context(), args[0], false)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			defer db.Close()
+			defer a.closeWritten(db, &err)
 			epoch, err := ops.Fence(cmd.Context(), db, job.Name)
 			if err != nil {
 				return a.fail(f.jsonOut, err)

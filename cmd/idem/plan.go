@@ -13,10 +13,7 @@ import (
 
 func (a *app) newPlanCmd() *cobra.Command {
 	var f dbFlags
-	var w writerFlags
-	var input, batchID string
-	var from, to int64
-	var partitions []string
+	var bf batchFlags
 	pj := projectFlags{jobs: 1}
 	cmd := &cobra.Command{
 		Use:   "plan JOB|DIR...",
@@ -33,40 +30,37 @@ order a project run takes them (see idem run --help); a job whose upstream
 in the project would commit first would be rebuilt too.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			one := func(a *app, j *job.Job, upstream map[string]string) (string, error) {
-				opts := run.RunOptions{Input: input, BatchID: batchID}
-				opts.ExpectParent, opts.Epoch = w.guards(cmd)
-				if cmd.Flags().Changed("from") && cmd.Flags().Changed("to") {
-					opts.From, opts.To = &from, &to
-				}
-				if cmd.Flags().Changed("partitions") {
-					opts.Partitions = append([]string{}, partitions...)
-				}
-				return a.planJob(cmd, j, f, opts, upstream)
-			}
 			if pj.isProject(args) {
 				p, err := a.loadProject(cmd, args, pj)
 				if err != nil {
 					return a.fail(f.jsonOut, err)
 				}
-				return a.runProject(p, 1, f.jsonOut, one)
+				opts, err := bf.runOptions(cmd)
+				if err != nil {
+					return a.fail(f.jsonOut, err)
+				}
+				return a.runProject(cmd.Context(), p, 1, f.jsonOut, func(sub *app, j *job.Job, upstream map[string]string) (string, error) {
+					return sub.planJob(cmd, j, f, opts, upstream)
+				})
+			}
+			opts, err := bf.runOptions(cmd)
+			if err != nil {
+				return a.fail(f.jsonOut, err)
 			}
 			j, err := loadJob(args[0])
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			_, err = one(a, j, nil)
+			_, err = a.planJob(cmd, j, f, opts, nil)
 			return err
 		},
 	}
 	f.register(cmd)
-	w.register(cmd)
 	pj.register(cmd, false)
-	cmd.Flags().StringVar(&input, "input", "", "input path or glob (overrides [input] path)")
-	cmd.Flags().StringVar(&batchID, "batch-id", "", "batch id of an apply run")
-	cmd.Flags().Int64Var(&from, "from", 0, "the batch covers source positions (from, to]")
-	cmd.Flags().Int64Var(&to, "to", 0, "upper bound of the batch's source positions")
-	cmd.Flags().StringSliceVar(&partitions, "partitions", nil, "the partitions a run of a job with [target] partition_by would replace (part of its key)")
+	bf.register(cmd, "batch id of an apply run",
+		"the batch covers source positions (from, to]",
+		"upper bound of the batch's source positions",
+		"the partitions a run of a job with [target] partition_by would replace (part of its key)")
 	return cmd
 }
 
@@ -120,17 +114,7 @@ func (a *app) planJob(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOpt
 	if err != nil {
 		return "", a.fail(f.jsonOut, err)
 	}
-	if plan.Decision == job.DecisionSkipped {
-		for _, u := range j.SortedUpstream() {
-			if d := upstream[u]; d == job.DecisionLoaded || d == job.DecisionApplied {
-				plan.Decision = map[string]string{job.ModeRefresh: job.DecisionLoaded, job.ModeApply: job.DecisionApplied}[j.Pipeline.Mode]
-				plan.Changed = []string{job.PartInput}
-				plan.Reason = fmt.Sprintf("upstream %s would commit first", u)
-				plan.JobKey = ""
-				break
-			}
-		}
-	}
+	plan.AfterUpstream(j, upstream)
 	if f.jsonOut {
 		if err := a.printJSON(plan); err != nil {
 			return "", err

@@ -4,16 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-	"sync"
 
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/project"
+	"github.com/idem-dev/idem/internal/projectrun"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -51,9 +52,6 @@ func (a *app) loadProject(cmd *cobra.Command, args []string, pf projectFlags) (*
 			return nil, &job.UsageError{Msg: fmt.Sprintf("--%s names one batch of one job: give one job file, not a project", name)}
 		}
 	}
-	if pf.jobs < 1 {
-		return nil, &job.UsageError{Msg: fmt.Sprintf("--jobs %d: want 1 or more", pf.jobs)}
-	}
 	files, err := project.Files(args)
 	if err != nil {
 		return nil, err
@@ -73,97 +71,60 @@ func (a *app) loadProject(cmd *cobra.Command, args []string, pf projectFlags) (*
 	return p.Select(pf.selects)
 }
 
-// jobOutcome is what one job of a project printed and how it ended.
-type jobOutcome struct {
+// jobOutput is what one job of a project printed.
+type jobOutput struct {
 	stdout, stderr bytes.Buffer
-	code           int
-	blockedBy      []string
 }
 
-// runProject runs every job of p in order, each as `idem run JOB` (or
-// plan) would, in its own transaction. A job downstream of one that failed
-// or was refused is blocked and not run. Jobs of one database run one after
-// another; groups of different databases run at once, up to jobs at a
-// time. Output is printed in run order: with --json one array, an object
-// per job. The exit code is the worst met.
-func (a *app) runProject(p *project.Project, jobs int, jsonOut bool, one func(sub *app, j *job.Job, decided map[string]string) (string, error)) error {
-	out := make(map[*job.Job]*jobOutcome, len(p.Jobs))
+// runProject runs every job of p through projectrun.Run, each as `idem run
+// JOB` (or plan) would, in its own transaction, each job's databases kept
+// open across the jobs that use them (a.handles). With jobs 1 and no
+// --json each job prints as it runs; otherwise each job's output is kept
+// and printed in run order once all are done: with --json one array, an
+// object per job. The exit code is the worst met; a database that fails to
+// close at the end is an error too.
+func (a *app) runProject(ctx context.Context, p *project.Project, jobs int, jsonOut bool, one func(sub *app, j *job.Job, decided map[string]string) (string, error)) error {
+	out := make(map[*job.Job]*jobOutput, len(p.Jobs))
 	for _, j := range p.Jobs {
-		out[j] = &jobOutcome{}
+		out[j] = &jobOutput{}
 	}
-	var mu sync.Mutex
-	handles := &dbHandles{open: map[string]*openDB{}}
-	defer handles.closeAll()
-	failed := map[*job.Job]bool{}
-	decided := map[string]string{}  // job name → decision (plan)
+	handles := projectrun.NewHandles()
 	direct := jobs == 1 && !jsonOut // print as each job runs
-	runGroup := func(group []*job.Job) {
-		for _, j := range group {
-			o := out[j]
-			mu.Lock()
-			o.blockedBy = p.BlockedBy(j, failed)
-			mu.Unlock()
-			if len(o.blockedBy) > 0 {
-				mu.Lock()
-				failed[j] = true
-				mu.Unlock()
-				if direct {
-					a.printBlocked(j, o.blockedBy)
-				}
-				continue
-			}
-			sub := &app{stdout: &o.stdout, stderr: &o.stderr, getenv: a.getenv, handles: handles}
-			if direct {
-				sub.stdout, sub.stderr = a.stdout, a.stderr
-			}
-			mu.Lock()
-			seen := map[string]string{}
-			for _, u := range p.Upstream(j) {
-				seen[u.Name] = decided[u.Name]
-			}
-			mu.Unlock()
-			decision, err := one(sub, j, seen)
-			mu.Lock()
-			decided[j.Name] = decision
-			mu.Unlock()
-			if err != nil {
-				o.code = 1
-				if ce, ok := err.(*codeError); ok {
-					o.code = ce.code
-				}
-				mu.Lock()
-				failed[j] = true
-				mu.Unlock()
-			}
+	outcomes := projectrun.Run(ctx, p, jobs, func(_ context.Context, j *job.Job, upstream map[string]string) (string, error) {
+		o := out[j]
+		sub := &app{stdout: &o.stdout, stderr: &o.stderr, getenv: a.getenv, handles: handles}
+		if direct {
+			sub.stdout, sub.stderr = a.stdout, a.stderr
 		}
-	}
-	groups := p.Groups()
-	sem := make(chan struct{}, jobs)
-	var wg sync.WaitGroup
-	for _, g := range groups {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			runGroup(g)
-		}()
-	}
-	wg.Wait()
+		return one(sub, j, upstream)
+	}, func(j *job.Job, by []string) {
+		if direct {
+			a.printBlocked(j, by)
+		}
+	})
+	closeErr := handles.Close()
 
 	worst := 0
 	var objs []json.RawMessage
-	for _, j := range p.Jobs {
-		o := out[j]
-		worst = max(worst, o.code)
+	for _, oc := range outcomes {
+		j, o := oc.Job, out[oc.Job]
+		code := 0
+		if oc.Err != nil {
+			code = job.ExitFailure
+			var ce *codeError
+			if errors.As(oc.Err, &ce) {
+				code = ce.code
+			}
+		}
+		worst = max(worst, code)
 		if jsonOut {
-			objs = append(objs, projectObject(j, o))
+			objs = append(objs, projectObject(j, oc.BlockedBy, o, code))
 			io.Copy(a.stderr, &o.stderr)
 			continue
 		}
 		if !direct {
-			if len(o.blockedBy) > 0 {
-				a.printBlocked(j, o.blockedBy)
+			if len(oc.BlockedBy) > 0 {
+				a.printBlocked(j, oc.BlockedBy)
 			}
 			io.Copy(a.stdout, &o.stdout)
 			io.Copy(a.stderr, &o.stderr)
@@ -176,6 +137,10 @@ func (a *app) runProject(p *project.Project, jobs int, jsonOut bool, one func(su
 		if err := a.printJSON(objs); err != nil {
 			return err
 		}
+	}
+	if closeErr != nil {
+		fmt.Fprintf(a.stderr, "idem: %v\n", closeErr)
+		worst = max(worst, job.ExitFailure)
 	}
 	if worst != 0 {
 		return &codeError{code: worst}
@@ -190,13 +155,13 @@ func (a *app) printBlocked(j *job.Job, by []string) {
 // projectObject is one job's object in a project's --json array: the
 // single run's object, an error object with the job and its decision
 // (failed or refused), or a blocked job.
-func projectObject(j *job.Job, o *jobOutcome) json.RawMessage {
-	if len(o.blockedBy) > 0 {
-		b, _ := json.Marshal(map[string]any{"job": j.Name, "decision": "blocked", "blocked_by": o.blockedBy})
+func projectObject(j *job.Job, blockedBy []string, o *jobOutput, code int) json.RawMessage {
+	if len(blockedBy) > 0 {
+		b, _ := json.Marshal(map[string]any{"job": j.Name, "decision": "blocked", "blocked_by": blockedBy})
 		return b
 	}
 	raw := bytes.TrimSpace(o.stdout.Bytes())
-	if o.code == 0 && json.Valid(raw) {
+	if code == 0 && json.Valid(raw) {
 		return raw
 	}
 	m := map[string]any{}
@@ -204,82 +169,24 @@ func projectObject(j *job.Job, o *jobOutcome) json.RawMessage {
 	m["job"] = j.Name
 	if _, ok := m["decision"]; !ok || m["decision"] == "" {
 		m["decision"] = "failed"
-		if o.code == job.ExitRefused {
+		if code == job.ExitRefused {
 			m["decision"] = "refused"
 		}
 	}
 	if _, ok := m["exit_code"]; !ok {
-		m["exit_code"] = o.code
+		m["exit_code"] = code
 	}
 	b, _ := json.Marshal(m)
 	return b
 }
 
-// dbHandles keeps, in a project run, one open handle per database file, so
-// that the jobs of one database (which run one after another) share one
-// open: opening checks the file, its WAL and idem's tables each time, and
-// that is most of an unchanged job's cost.
-type dbHandles struct {
-	mu   sync.Mutex
-	open map[string]*openDB
-}
-
-type openDB struct {
-	db   *run.DB
-	opts run.OpenOptions
-}
-
-func (h *dbHandles) closeAll() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for p, o := range h.open {
-		o.db.Close()
-		delete(h.open, p)
-	}
-}
-
 // openDB opens the database at path, or in a project run reuses the handle
-// an earlier job of the same database opened with the same settings. done
-// is called with the job's error: a handle a job failed on is closed, so
-// the next job opens the file afresh.
-func (a *app) openDB(ctx context.Context, path string, opts run.OpenOptions) (*run.DB, func(error), error) {
-	if a.handles == nil {
-		db, err := run.Open(ctx, path, opts)
-		if err != nil {
-			return nil, nil, err
-		}
-		return db, func(error) { db.Close() }, nil
-	}
-	h := a.handles
-	key := absPath(path)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if o, ok := h.open[key]; ok {
-		// The same settings (a fault hook is not one).
-		if o.opts.ReadOnly == opts.ReadOnly && o.opts.DuckDB == opts.DuckDB && o.opts.Wait == opts.Wait {
-			return o.db, h.release(key), nil
-		}
-		o.db.Close() // other settings: DuckDB opens a file once per process
-		delete(h.open, key)
-	}
-	db, err := run.Open(ctx, path, opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	h.open[key] = &openDB{db: db, opts: opts}
-	return db, h.release(key), nil
-}
-
-func (h *dbHandles) release(key string) func(error) {
-	return func(err error) {
-		if err == nil {
-			return
-		}
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		if o, ok := h.open[key]; ok {
-			o.db.Close()
-			delete(h.open, key)
-		}
-	}
+// an earlier job of the same database opened with the same settings
+// (projectrun.Handles). done is called with the job's error; it returns the
+// error of closing the database, when it closed it.
+func (a *app) openDB(ctx context.Context, path string, opts run.OpenOptions) (*run.DB, func(error) error, error) {
+	// A writable open of an older database migrates it (IDEM_FAULT
+	// migrate_before_commit, migrate_after_commit).
+	opts.Fault = a.faultHook(path)
+	return a.handles.Open(ctx, path, opts)
 }

@@ -131,7 +131,7 @@ func writeRows(w io.Writer, rows *run.Rows, format string) error {
 	}
 }
 
-// textValue is a value of ops.QueryText: DuckDB's text, or nil for NULL.
+// textValue is a value of ops.QueryTextReader: DuckDB's text, or nil for NULL.
 func textValue(v any) string {
 	if v == nil {
 		return ""

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/idem-dev/idem/internal/projectrun"
 	"github.com/idem-dev/idem/internal/run"
 	idemsql "github.com/idem-dev/idem/sql"
 )
@@ -26,14 +27,19 @@ type app struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	// handles, in a project run, keeps each database open across the jobs
-	// that use it (see openDB).
-	handles *dbHandles
+	// that use it (see openDB); nil outside one.
+	handles *projectrun.Handles
 }
 
 // Main runs the idem CLI with args and returns the process exit code. Tests
 // call it in-process with their own writers.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	return mainEnv(ctx, args, stdout, stderr, os.Getenv)
+}
+
+// mainEnv is Main reading the environment through getenv.
+func mainEnv(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	a := &app{stdout: stdout, stderr: stderr, getenv: getenv}
 	root := a.newRootCmd()
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -84,6 +90,7 @@ failure (nothing committed), 2 usage or job-file error, 3 refused by a
 guard, 4 database held by another writer.`,
 		SilenceUsage:      true,
 		SilenceErrors:     true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return a.checkFlags(cmd) },
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
 	root.AddCommand(

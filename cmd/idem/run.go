@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -16,9 +17,7 @@ import (
 func (a *app) newRunCmd() *cobra.Command {
 	var f dbFlags
 	var pf progressFlags
-	var input, batchID string
-	var from, to, epoch, parent int64
-	var partitions []string
+	var bf batchFlags
 	var pj projectFlags
 	var sf streamFlags
 	cmd := &cobra.Command{
@@ -49,23 +48,8 @@ per batch (records/s, lag per partition), or with --json one object per batch
 refused (exit 3) unless --allow-gap.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			one := func(a *app, j *job.Job) error {
-				opts := run.RunOptions{Input: input, BatchID: batchID, Fault: a.faultHookUntil(cmd.Context().Done(), f.path(j)), Progress: a.progress(pf), Expire: ops.ExpireAfterRun}
-				if cmd.Flags().Changed("from") || cmd.Flags().Changed("to") {
-					if !cmd.Flags().Changed("from") || !cmd.Flags().Changed("to") {
-						return a.fail(f.jsonOut, &job.UsageError{Msg: "--from and --to go together"})
-					}
-					opts.From, opts.To = &from, &to
-				}
-				if cmd.Flags().Changed("epoch") {
-					opts.Epoch = &epoch
-				}
-				if cmd.Flags().Changed("expect-parent") {
-					opts.ExpectParent = &parent
-				}
-				if cmd.Flags().Changed("partitions") {
-					opts.Partitions = append([]string{}, partitions...)
-				}
+			one := func(a *app, j *job.Job, opts run.RunOptions) error {
+				opts.Fault, opts.Progress, opts.Expire = a.faultHookUntil(cmd.Context().Done(), f.path(j)), a.progress(pf), ops.ExpireAfterRun
 				if j.IsStream() {
 					return a.runStream(cmd, j, f, opts, sf) // stream.go
 				}
@@ -79,28 +63,33 @@ refused (exit 3) unless --allow-gap.`,
 				if err != nil {
 					return a.fail(f.jsonOut, err)
 				}
-				return a.runProject(p, pj.jobs, f.jsonOut, func(sub *app, j *job.Job, _ map[string]string) (string, error) {
-					return "", one(sub, j)
+				opts, err := bf.runOptions(cmd)
+				if err != nil {
+					return a.fail(f.jsonOut, err)
+				}
+				return a.runProject(cmd.Context(), p, pj.jobs, f.jsonOut, func(sub *app, j *job.Job, _ map[string]string) (string, error) {
+					return "", one(sub, j, opts)
 				})
+			}
+			opts, err := bf.runOptions(cmd)
+			if err != nil {
+				return a.fail(f.jsonOut, err)
 			}
 			j, err := loadJob(args[0])
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			return one(a, j)
+			return one(a, j, opts)
 		},
 	}
 	f.register(cmd)
 	pf.register(cmd)
 	pj.register(cmd, true)
-	cmd.Flags().StringVar(&input, "input", "", "input path or glob (overrides [input] path)")
-	cmd.Flags().StringVar(&batchID, "batch-id", "", "batch id of an apply run (default: the input file's base name)")
-	cmd.Flags().Int64Var(&from, "from", 0, "the batch covers source positions (from, to]; from must equal the job's cursor")
-	cmd.Flags().Int64Var(&to, "to", 0, "upper bound of the batch's source positions; the cursor after commit")
-	cmd.Flags().Int64Var(&epoch, "epoch", 0, "refuse unless this is the job's current writer epoch (see idem fence)")
-	cmd.Flags().Int64Var(&parent, "expect-parent", 0, "refuse unless the job's latest snapshot is this one")
+	bf.register(cmd, "batch id of an apply run (default: the input file's base name)",
+		"the batch covers source positions (from, to]; from must equal the job's cursor",
+		"upper bound of the batch's source positions; the cursor after commit",
+		"replace exactly these partitions of a job with [target] partition_by (comma-separated; an empty one included)")
 	sf.register(cmd)
-	cmd.Flags().StringSliceVar(&partitions, "partitions", nil, "replace exactly these partitions of a job with [target] partition_by (comma-separated; an empty one included)")
 	return cmd
 }
 
@@ -194,27 +183,52 @@ func (a *app) runJob(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOpti
 	if err != nil {
 		return a.fail(f.jsonOut, err)
 	}
-	oo := f.openOptions(j)
-	oo.Fault = opts.Fault // the points of creating or waiting for the database
-	db, done, err := a.openDB(cmd.Context(), dbPath, oo)
+	db, done, err := a.openDB(cmd.Context(), dbPath, f.openOptions(j))
 	if err != nil {
 		return a.fail(f.jsonOut, err)
 	}
 	if j.Input.Mode == job.InputModeFiles || j.Input.ChunkRows > 0 {
 		err := a.runMany(cmd, j, db, opts, f.jsonOut) // runmany.go
-		done(err)
+		if cerr := a.closeFailed(done(err)); err == nil {
+			return cerr
+		}
 		return err
 	}
-	// The floor cmd/idem-bench measures history against; not a user setting.
-	opts.SkipHistory = a.getenv("IDEM_BENCH_NO_HISTORY") == "1"
+	// The floor cmd/idem-bench measures history against; never set in
+	// the idem that ships (benchhistory.go).
+	opts.SkipHistory = a.benchNoHistory()
 	res, err := db.Run(cmd.Context(), j, opts)
-	done(err)
+	closeErr := done(err)
 	if err != nil {
-		return a.fail(f.jsonOut, err)
+		return a.fail(f.jsonOut, errors.Join(err, closeErr))
 	}
 	if f.jsonOut {
-		return a.printJSON(res)
+		if err := a.printJSON(res); err != nil {
+			return errors.Join(err, closeErr)
+		}
+	} else {
+		a.printResult(res)
 	}
-	a.printResult(res)
-	return nil
+	return a.closeFailed(closeErr)
+}
+
+// closeWritten closes db, a database the command opened for writing, once
+// it has printed its result, and joins a failed close into *err as
+// closeFailed reports it: the close checkpoints the last commit.
+func (a *app) closeWritten(db *run.DB, err *error) {
+	if cerr := db.Close(); cerr != nil {
+		*err = errors.Join(*err, a.closeFailed(fmt.Errorf("close database %s: %w", db.Path(), cerr)))
+	}
+}
+
+// closeFailed reports the error of closing a database written to after
+// the command printed its result: what it committed stands (a commit the
+// close could not checkpoint is in the WAL, replayed on the next open),
+// and the command exits 1.
+func (a *app) closeFailed(err error) error {
+	if err == nil {
+		return nil
+	}
+	fmt.Fprintf(a.stderr, "idem: %v\n", err)
+	return &codeError{code: job.ExitFailure}
 }

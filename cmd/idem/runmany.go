@@ -38,10 +38,20 @@ func (a *app) runMany(cmd *cobra.Command, j *job.Job, db *run.DB, opts run.RunOp
 		}
 	}
 	if err != nil {
-		if out != nil && len(runs) > 0 && !jsonOut {
-			for _, r := range runs {
-				a.printResult(r)
+		if out == nil || len(runs) == 0 {
+			return a.fail(jsonOut, err)
+		}
+		if jsonOut {
+			// The batches committed before the failure stay committed:
+			// one object with them and the error.
+			if perr := a.printJSON(manyFailed(out, err)); perr != nil {
+				return perr
 			}
+			fmt.Fprintf(a.stderr, "idem: %v\n", err)
+			return &codeError{code: job.ExitCode(err)}
+		}
+		for _, r := range runs {
+			a.printResult(r)
 		}
 		return a.fail(jsonOut, err)
 	}
@@ -57,4 +67,35 @@ func (a *app) runMany(cmd *cobra.Command, j *job.Job, db *run.DB, opts run.RunOp
 	}
 	fmt.Fprintf(a.stdout, "%s: %s %s\n", j.Name, decision, summary)
 	return nil
+}
+
+// manyFailed is the --json object of a files-mode or chunked run that
+// failed after committing batches: the result's keys, decision failed or
+// refused, runs the batches committed, and the error object's keys.
+func manyFailed(out any, err error) any {
+	code := job.ExitCode(err)
+	decision := job.DecisionFailed
+	if code == job.ExitRefused {
+		decision = job.DecisionRefused
+	}
+	type failure struct {
+		Error    string `json:"error"`
+		ExitCode int    `json:"exit_code"`
+	}
+	f := failure{Error: err.Error(), ExitCode: code}
+	switch r := out.(type) {
+	case *run.FilesResult:
+		r.Decision = decision
+		return struct {
+			*run.FilesResult
+			failure
+		}{r, f}
+	case *run.ChunksResult:
+		r.Decision = decision
+		return struct {
+			*run.ChunksResult
+			failure
+		}{r, f}
+	}
+	return f
 }

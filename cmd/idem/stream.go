@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -69,11 +70,11 @@ func (a *app) runStream(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunO
 			a.printBatch(sr)
 		}}
 	_, err = db.RunStream(cmd.Context(), j, opts, so)
-	done(err)
+	closeErr := done(err)
 	if err != nil {
-		return a.fail(f.jsonOut, err)
+		return a.fail(f.jsonOut, errors.Join(err, closeErr))
 	}
-	return nil
+	return a.closeFailed(closeErr)
 }
 
 // printBatch prints one line per batch: what it read, the rate, and the

@@ -156,20 +156,9 @@ func Checkpoints(ctx context.Context, q Querier, jobName string) ([]*Checkpoint,
 	return readCheckpoints(ctx, q, `SELECT job, snapshot, sha256, bytes, files FROM idem.checkpoints WHERE job = ? ORDER BY snapshot`, jobName)
 }
 
-// CheckpointAtOrBefore is the job's newest checkpoint at or before
-// snapshot, nil when there is none: where a rerun of snapshot starts (see
-// ops.RerunStart for the rule a rollback in between adds).
-func CheckpointAtOrBefore(ctx context.Context, q Querier, jobName string, snapshot int64) (*Checkpoint, error) {
-	cs, err := readCheckpoints(ctx, q, `SELECT job, snapshot, sha256, bytes, files FROM idem.checkpoints WHERE job = ? AND snapshot <= ? ORDER BY snapshot DESC LIMIT 1`, jobName, snapshot)
-	if err != nil || len(cs) == 0 {
-		return nil, err
-	}
-	return cs[0], nil
-}
-
 func readCheckpoints(ctx context.Context, q Querier, query string, args ...any) ([]*Checkpoint, error) {
 	// A database from before idem.checkpoints, opened read-only (not
-	// bootstrapped), has none.
+	// migrated), has none.
 	if ok, err := TableExists(ctx, q, "idem", "checkpoints"); err != nil || !ok {
 		return nil, err
 	}

@@ -2,9 +2,7 @@ package catalog
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
 
 	"github.com/idem-dev/idem/internal/job"
@@ -48,10 +46,4 @@ func CheckWAL(ctx context.Context, q Querier, path, wal string) error {
 			wal, path, wal)
 	}
 	return nil
-}
-
-func newDatabaseID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

@@ -21,7 +21,7 @@ type Retention struct {
 }
 
 // ReadRetention reads job j's retention row. A database from before
-// idem.retention (opened read-only, so not bootstrapped) has expired
+// idem.retention (opened read-only, so not migrated) has expired
 // nothing.
 func ReadRetention(ctx context.Context, q Querier, j string) (Retention, error) {
 	r := Retention{OldestKept: 1, InputsFrom: 1}

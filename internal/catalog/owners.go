@@ -83,33 +83,3 @@ func CheckOwners(ctx context.Context, tx Querier, j *job.Job, claim bool) error 
 	}
 	return nil
 }
-
-// claimOwnersSQL gives an existing database's jobs their names, once, when
-// idem.owners is created: each target and history, and the _outcomes,
-// _active and _tombstones objects beside a target. Where two jobs already
-// wrote one table, the job that committed first keeps it.
-const claimOwnersSQL = `
-INSERT INTO idem.owners
-SELECT name, arg_min(job, (first, job)), current_timestamp FROM (
-    SELECT lower('main.' || j.target) AS name, j.job,
-           coalesce((SELECT min(committed_at) FROM idem.snapshots s WHERE s.job = j.job), TIMESTAMP '9999-12-31') AS first
-    FROM idem.jobs j WHERE coalesce(j.target, '') <> ''
-    UNION ALL
-    SELECT lower('idem.' || j.job || '__history'), j.job,
-           coalesce((SELECT min(committed_at) FROM idem.snapshots s WHERE s.job = j.job), TIMESTAMP '9999-12-31')
-    FROM idem.jobs j WHERE j.snapshot > 0
-) AS c
-WHERE name NOT IN (SELECT name FROM idem.owners)
-GROUP BY name;
-INSERT INTO idem.owners
-SELECT name, arg_min(job, job), current_timestamp FROM (
-    SELECT lower('main.' || o.table_name) AS name, c.job
-    FROM (SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main'
-          UNION ALL
-          SELECT view_name FROM duckdb_views() WHERE database_name = current_database() AND schema_name = 'main' AND NOT internal) AS o
-    JOIN idem.owners c ON c.name LIKE 'main.%'
-     AND lower(o.table_name) IN (substr(c.name, 6) || '_outcomes', substr(c.name, 6) || '_active', substr(c.name, 6) || '_tombstones')
-) AS x
-WHERE name NOT IN (SELECT name FROM idem.owners)
-GROUP BY name;
-`

@@ -1,10 +1,9 @@
 package job
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -45,7 +44,6 @@ type DuckDBSettings struct {
 type Job struct {
 	File             string // the job file's path as given
 	Name             string
-	PipelineRef      string // as written in the job file
 	TransformVersion int
 	SchemaVersion    int
 	Database         string // resolved from the job file's folder
@@ -193,8 +191,10 @@ func LoadJob(path string, builtins fs.FS) (*Job, error) {
 }
 
 // ReadJobFile reads a job file; an error is a *JobFileError that says why.
+// A file larger than MaxTOMLBytes is refused once that many bytes are read,
+// without reading it whole.
 func ReadJobFile(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+	data, err := readAtMost(path, MaxTOMLBytes+1)
 	if err != nil {
 		reason := err
 		var pe *fs.PathError
@@ -203,7 +203,21 @@ func ReadJobFile(path string) ([]byte, error) {
 		}
 		return nil, &JobFileError{File: path, Msg: "cannot read job file: " + reason.Error(), Err: err}
 	}
+	if len(data) > MaxTOMLBytes {
+		return nil, checkTOMLBounds(path, data)
+	}
 	return data, nil
+}
+
+// readAtMost reads the first n bytes of the file at path, or all of a
+// shorter one.
+func readAtMost(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, n))
 }
 
 // ParseJob validates job file bytes; path names the file in errors. It
@@ -222,103 +236,170 @@ func ParseJobLenient(path string, data []byte, builtins fs.FS) (*Job, error) {
 // parseJob is ParseJob; lenient accepts an apply pipeline without key
 // columns, for idem lint to report.
 func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, error) {
+	if err := checkTOMLBounds(path, data); err != nil {
+		return nil, err
+	}
+	jf, md, err := decodeJobFile(path, data)
+	if err != nil {
+		return nil, err
+	}
+	bad := keyErrors(path, data)
+	table, format, err := checkJobKeys(&jf, md, bad)
+	if err != nil {
+		return nil, err
+	}
+	p, steps, ddl, err := bindPipeline(path, data, &jf, md, builtins, lenient)
+	if err != nil {
+		return nil, err
+	}
+	params, err := bindParams(path, p, jf.Params, bad)
+	if err != nil {
+		return nil, err
+	}
+	job := newJob(path, &jf, p, table, format, params)
+	job.Steps, job.DDL = steps, ddl
+	if err := job.checkTableName(bad, &jf); err != nil { // reserved.go
+		return nil, err
+	}
+	// Partitions, upstream inputs and a model's key (upstream.go,
+	// model.go), job-declared columns, input modes and quality rules
+	// (jobext.go), and a stream input (stream.go).
+	if err := job.applyPartition(bad, &jf); err != nil {
+		return nil, err
+	}
+	if err := job.applyUpstream(data, &jf); err != nil {
+		return nil, err
+	}
+	if err := job.applyExtensions(data, md, &jf); err != nil {
+		return nil, err
+	}
+	if err := job.applyStream(data, md, &jf); err != nil {
+		return nil, err
+	}
+	return job, nil
+}
+
+// decodeJobFile decodes a job file, refusing unknown keys (but for params,
+// which the pipeline declares) and a missing name, pipeline or
+// transform_version.
+func decodeJobFile(path string, data []byte) (jobFile, toml.MetaData, error) {
 	var jf jobFile
 	md, err := toml.Decode(string(data), &jf)
 	if err != nil {
-		return nil, tomlError(path, data, err)
-	}
-	bad := func(key, format string, args ...any) error {
-		return &JobFileError{File: path, Line: keyLine(data, strings.Split(key, ".")), Key: key, Msg: fmt.Sprintf(format, args...)}
+		return jf, md, tomlError(path, data, err)
 	}
 	for _, k := range md.Undecoded() {
 		if len(k) >= 2 && k[0] == "params" {
-			continue // checked against the pipeline below
+			continue // checked against the pipeline in bindParams
 		}
-		return nil, &JobFileError{File: path, Line: keyLine(data, k), Key: k.String(), Msg: "unknown key"}
+		return jf, md, &JobFileError{File: path, Line: keyLine(data, k), Key: k.String(), Msg: "unknown key"}
 	}
-	// schema_version is checked below, once the pipeline says whether it is
-	// a model (whose schema is its result's columns).
+	// schema_version is checked in bindPipeline, once the pipeline says
+	// whether it is a model (whose schema is its result's columns).
 	for _, req := range []string{"name", "pipeline", "transform_version"} {
 		if !md.IsDefined(req) {
-			return nil, &JobFileError{File: path, Key: req, Msg: "missing required key"}
+			return jf, md, &JobFileError{File: path, Key: req, Msg: "missing required key"}
 		}
 	}
+	return jf, md, nil
+}
+
+// checkJobKeys checks the keys of a job file that need no pipeline, and
+// returns the target table (the job's name when [target] table is absent)
+// and the input format, lower case.
+func checkJobKeys(jf *jobFile, md toml.MetaData, bad keyErrorFunc) (table, format string, err error) {
 	if !Identifier.MatchString(jf.Name) {
-		return nil, bad("name", "must be letters, digits and underscores, starting with a letter (got %q)", jf.Name)
+		return "", "", bad("name", "must be letters, digits and underscores, starting with a letter (got %q)", jf.Name)
 	}
 	if jf.TransformVersion < 1 {
-		return nil, bad("transform_version", "must be a positive integer")
+		return "", "", bad("transform_version", "must be a positive integer")
 	}
 	if md.IsDefined("schema_version") && jf.SchemaVersion < 1 {
-		return nil, bad("schema_version", "must be a positive integer")
+		return "", "", bad("schema_version", "must be a positive integer")
 	}
-	table := jf.Target.Table
+	table = jf.Target.Table
 	if table == "" {
 		table = jf.Name
 	}
 	if !Identifier.MatchString(table) {
-		return nil, bad("target.table", "must be a table name of letters, digits and underscores, starting with a letter (got %q)", table)
+		return "", "", bad("target.table", "must be a table name of letters, digits and underscores, starting with a letter (got %q)", table)
 	}
 	if strings.HasPrefix(strings.ToLower(table), "idem") {
-		return nil, bad("target.table", "names starting with idem are reserved")
+		return "", "", bad("target.table", "names starting with idem are reserved")
 	}
-	format := strings.ToLower(jf.Input.Format)
+	format = strings.ToLower(jf.Input.Format)
 	if format != "" && format != FormatCSV && format != FormatJSONL && format != FormatParquet {
-		return nil, bad("input.format", "must be csv, jsonl or parquet (got %q)", jf.Input.Format)
+		return "", "", bad("input.format", "must be csv, jsonl or parquet (got %q)", jf.Input.Format)
 	}
 	switch jf.Input.Extra {
 	case "", ExtraError, ExtraIgnore:
 	default:
-		return nil, bad("input.extra_columns", "must be %q or %q (got %q)", ExtraError, ExtraIgnore, jf.Input.Extra)
+		return "", "", bad("input.extra_columns", "must be %q or %q (got %q)", ExtraError, ExtraIgnore, jf.Input.Extra)
 	}
+	return table, format, checkOperation(jf, md, bad)
+}
+
+// checkOperation checks the keys that say how the job is operated, never
+// what its rows are: [job], [retention] and [duckdb] threads.
+func checkOperation(jf *jobFile, md toml.MetaData, bad keyErrorFunc) error {
 	switch jf.Job.Fencing {
 	case "", FencingOptional, FencingRequired:
 	default:
-		return nil, bad("job.fencing", "must be %q or %q (got %q)", FencingOptional, FencingRequired, jf.Job.Fencing)
+		return bad("job.fencing", "must be %q or %q (got %q)", FencingOptional, FencingRequired, jf.Job.Fencing)
 	}
 	if md.IsDefined("retention", "keep_snapshots") && jf.Retention.KeepSnapshots < 1 {
-		return nil, bad("retention.keep_snapshots", "must be a positive integer (got %d)", jf.Retention.KeepSnapshots)
+		return bad("retention.keep_snapshots", "must be a positive integer (got %d)", jf.Retention.KeepSnapshots)
 	}
 	if md.IsDefined("retention", "checkpoint_every") && jf.Retention.CheckpointEvery < 1 {
-		return nil, bad("retention.checkpoint_every", "must be a positive integer (got %d)", jf.Retention.CheckpointEvery)
+		return bad("retention.checkpoint_every", "must be a positive integer (got %d)", jf.Retention.CheckpointEvery)
+	}
+	if err := CheckMemoryLimit(jf.DuckDB.MemoryLimit); jf.DuckDB.MemoryLimit != "" && err != nil {
+		return bad("duckdb.memory_limit", "%v", err)
 	}
 	if jf.DuckDB.Threads < 0 || jf.DuckDB.Threads > MaxThreads {
-		return nil, bad("duckdb.threads", "must be a positive integer of at most %d (got %d)", MaxThreads, jf.DuckDB.Threads)
+		return bad("duckdb.threads", "must be a positive integer of at most %d (got %d)", MaxThreads, jf.DuckDB.Threads)
 	}
+	return nil
+}
 
-	p, err := resolvePipeline(path, jf.Pipeline, builtins, lenient)
+// bindPipeline loads the job's pipeline and reads its transform version's
+// steps and its schema version's DDL; a model's steps wrap the model file
+// its [transform] sql folder holds for the transform version (model.go).
+func bindPipeline(path string, data []byte, jf *jobFile, md toml.MetaData, builtins fs.FS, lenient bool) (p *Pipeline, steps []Step, ddl string, err error) {
+	bad := keyErrors(path, data)
+	p, err = resolvePipeline(path, jf.Pipeline, builtins, lenient)
 	if err != nil {
 		var jfe *JobFileError
 		if errors.As(err, &jfe) {
-			return nil, err
+			return nil, nil, "", err
 		}
-		return nil, bad("pipeline", "%v", err)
+		return nil, nil, "", bad("pipeline", "%v", err)
 	}
 	if !md.IsDefined("schema_version") && !p.Model {
-		return nil, &JobFileError{File: path, Key: "schema_version", Msg: "missing required key"}
+		return nil, nil, "", &JobFileError{File: path, Key: "schema_version", Msg: "missing required key"}
 	}
 	if md.IsDefined("transform") && !p.Model {
-		return nil, bad("transform", "[transform] sql names a model folder; pipeline %s is not a model pipeline (pipeline = \"select\")", p.Name)
+		return nil, nil, "", bad("transform", "[transform] sql names a model folder; pipeline %s is not a model pipeline (pipeline = \"select\")", p.Name)
 	}
-	var steps []Step
-	var ddl string
 	if p.Model {
-		// A model's transform version picks the model file; the pipeline's
-		// own steps (version 1) wrap it (model.go).
-		if steps, err = modelSteps(path, data, p, &jf); err != nil {
-			return nil, err
-		}
-	} else {
-		if steps, err = p.Transform(jf.TransformVersion); err != nil {
-			return nil, bad("transform_version", "%v", err)
-		}
-		if ddl, err = p.Schema(jf.SchemaVersion); err != nil {
-			return nil, bad("schema_version", "%v", err)
-		}
+		steps, err = modelSteps(path, data, p, jf)
+		return p, steps, "", err
 	}
+	if steps, err = p.Transform(jf.TransformVersion); err != nil {
+		return nil, nil, "", bad("transform_version", "%v", err)
+	}
+	if ddl, err = p.Schema(jf.SchemaVersion); err != nil {
+		return nil, nil, "", bad("schema_version", "%v", err)
+	}
+	return p, steps, ddl, nil
+}
 
+// bindParams checks the job's [params] against the pipeline's declaration
+// and returns every declared param: the job's value, converted to its
+// declared type, or the declared default.
+func bindParams(path string, p *Pipeline, given map[string]any, bad keyErrorFunc) (map[string]any, error) {
 	params := map[string]any{}
-	for _, name := range SortedKeys(jf.Params) {
+	for _, name := range SortedKeys(given) {
 		decl, ok := p.Params[name]
 		if !ok {
 			declared := strings.Join(SortedKeys(p.Params), ", ")
@@ -327,7 +408,7 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 			}
 			return nil, bad("params."+name, "pipeline %s does not declare this parameter (declared: %s)", p.Name, declared)
 		}
-		v, err := ConvertParam(decl.Type, jf.Params[name])
+		v, err := ConvertParam(decl.Type, given[name])
 		if err != nil {
 			return nil, bad("params."+name, "%v", err)
 		}
@@ -343,14 +424,18 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 		v, _ := ConvertParam(decl.Type, decl.Default)
 		params[name] = v
 	}
+	return params, nil
+}
 
+// newJob is the job of a checked job file, its paths resolved from the
+// job file's folder.
+func newJob(path string, jf *jobFile, p *Pipeline, table, format string, params map[string]any) *Job {
 	dir := filepath.Dir(path)
 	duck := jf.DuckDB
 	duck.TempDirectory = resolveJobPath(dir, duck.TempDirectory)
-	job := &Job{
+	j := &Job{
 		File:             path,
 		Name:             jf.Name,
-		PipelineRef:      jf.Pipeline,
 		TransformVersion: jf.TransformVersion,
 		SchemaVersion:    jf.SchemaVersion,
 		Database:         resolveJobPath(dir, jf.Database),
@@ -361,268 +446,27 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 		Fencing:          jf.Job.Fencing,
 		Retention:        jf.Retention,
 		Pipeline:         p,
-		Steps:            steps,
-		DDL:              ddl,
 		ModelSQL:         jf.modelSQL,
 		ModelFile:        jf.modelFile,
 		ModelDir:         jf.modelDir,
 	}
-	job.written.database, job.written.input, job.written.transform = jf.Database, jf.Input.Path, jf.Transform.SQL
-	if c := jf.Target.PartitionBy; c != "" {
-		switch {
-		case !Identifier.MatchString(c):
-			return nil, bad("target.partition_by", "must be a column name of letters, digits and underscores (got %q)", c)
-		case p.Mode != ModeRefresh:
-			return nil, bad("target.partition_by", "partitions are replaced by refresh pipelines; pipeline %s is an %s pipeline", p.Name, p.Mode)
-		}
-		job.PartitionBy = c
-	}
-	// Upstream inputs and a model's key (upstream.go, model.go), then
-	// job-declared columns, input modes and quality rules (jobext.go).
-	if err := job.applyUpstream(data, &jf); err != nil {
-		return nil, err
-	}
-	if err := job.applyExtensions(data, md, &jf); err != nil {
-		return nil, err
-	}
-	if err := job.applyStream(data, md, &jf); err != nil { // stream.go
-		return nil, err
-	}
-	return job, nil
+	j.written.database, j.written.input, j.written.transform = jf.Database, jf.Input.Path, jf.Transform.SQL
+	return j
 }
 
-// resolvePipeline finds a built-in pipeline by name, or a folder on disk by
-// path, read from the job file's folder. The folder must lie inside the job
-// file's folder: a path that climbs out with .. (or an absolute path
-// elsewhere) is refused, so a job file reads only SQL of its own project.
-func resolvePipeline(jobPath, ref string, builtins fs.FS, lenient bool) (*Pipeline, error) {
-	if ref == "" {
-		return nil, errors.New("missing pipeline name or path")
-	}
-	if Identifier.MatchString(ref) && builtins != nil {
-		if sub, err := fs.Sub(builtins, ref); err == nil {
-			if _, err := fs.Stat(sub, "pipeline.toml"); err == nil {
-				return loadPipeline(sub, "builtin:"+ref, lenient)
-			}
-		}
-	}
-	dir, err := allowedPipelineDir(jobPath, ref)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) && Identifier.MatchString(ref) {
-			return nil, fmt.Errorf("no built-in pipeline named %q (built-ins: %s) and %v", ref, strings.Join(BuiltinNames(builtins), ", "), err)
-		}
-		return nil, err
-	}
-	return loadPipeline(os.DirFS(dir), dir, lenient)
-}
-
-// allowedPipelineDir resolves a pipeline folder from the job file's folder
-// and checks that it lies inside it (symbolic links followed). A folder
-// that does not exist, or has no pipeline.toml, is an error wrapping
-// fs.ErrNotExist that says where it was looked for.
-func allowedPipelineDir(jobPath, ref string) (string, error) {
-	jobDir, err := filepath.Abs(filepath.Dir(jobPath))
-	if err != nil {
-		return "", err
-	}
-	c := ref
-	if !filepath.IsAbs(c) {
-		c = filepath.Join(jobDir, ref)
-	}
-	shown := resolveJobPath(filepath.Dir(jobPath), ref)
-	real, err := filepath.EvalSymlinks(c)
-	if err == nil {
-		_, err = os.Stat(filepath.Join(real, "pipeline.toml"))
-	}
-	if err != nil {
-		return "", notExist(fmt.Sprintf("no folder %s with a pipeline.toml (%s is read from the job file's folder)%s",
-			shown, ref, oldRuleHint(jobPath, ref, true)))
-	}
-	root, err := filepath.EvalSymlinks(jobDir)
-	if err != nil {
-		return "", err
-	}
-	if rel, err := filepath.Rel(root, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return "", fmt.Errorf("pipeline folder %s lies outside the job file's folder %s: a job file sits beside or above the pipelines it runs", ref, filepath.Dir(jobPath))
-	}
-	return real, nil
-}
-
-// notExist is an error that reads msg and is fs.ErrNotExist.
-type notExist string
-
-func (e notExist) Error() string { return string(e) }
-func (e notExist) Unwrap() error { return fs.ErrNotExist }
-
-// resolveJobPath reads a path written in a job file from the job file's
-// folder dir. Empty and absolute paths are returned as they are.
-func resolveJobPath(dir, p string) string {
-	if p == "" || filepath.IsAbs(p) {
-		return p
-	}
-	return filepath.Join(dir, p)
-}
-
-// oldRuleHint says, for a path written in the job file at jobPath that
-// names nothing from the job file's folder, whether the same path read from
-// the working directory (how idem read job-file paths before they became
-// relative to the job file's folder) names something: a file (a folder when
-// folder is true) or a glob match. It returns "; ..." to append to an
-// error, naming the path to write instead and the flag that overrides the
-// key (flag may be empty), or "" when the old rule names nothing either.
-func oldRuleHint(jobPath, written string, folder bool, flag ...string) string {
-	if written == "" || filepath.IsAbs(written) {
-		return ""
-	}
-	jobDir, err1 := filepath.Abs(filepath.Dir(jobPath))
-	old, err2 := filepath.Abs(written)
-	if err1 != nil || err2 != nil || filepath.Join(jobDir, written) == old {
-		return ""
-	}
-	found := false
-	if strings.ContainsAny(written, "*?[") {
-		m, _ := filepath.Glob(written)
-		found = len(m) > 0
-	} else if st, err := os.Stat(written); err == nil {
-		found = st.IsDir() == folder
-	}
-	if !found {
-		return ""
-	}
-	want := old
-	if rel, err := filepath.Rel(jobDir, old); err == nil {
-		want = filepath.ToSlash(rel)
-	}
-	if folder && strings.HasPrefix(want, "..") {
-		return fmt.Sprintf("; %s read from the working directory does exist: idem read job-file paths from there before they became relative to the job file's folder; a pipeline folder lies inside the job file's folder: move %s into a folder that holds %s and write the path from there",
-			written, jobPath, written)
-	}
-	or := ""
-	if len(flag) > 0 {
-		or = " or pass " + flag[0] + " " + written
-	}
-	return fmt.Sprintf("; %s read from the working directory does exist: idem read job-file paths from there before they became relative to the job file's folder; write %q in %s%s",
-		written, want, jobPath, or)
-}
-
-// CheckDatabase returns a *UsageError (exit 2) when the job's database does
-// not exist but the path written in the job file, read from the working
-// directory as idem did before, names a file: a job written for the old
-// rule would otherwise start a new, empty database beside the job file.
-func (j *Job) CheckDatabase() error {
-	if j.Database == "" {
+// applyPartition binds [target] partition_by: a column of a refresh
+// pipeline's target.
+func (j *Job) applyPartition(bad keyErrorFunc, jf *jobFile) error {
+	c := jf.Target.PartitionBy
+	if c == "" {
 		return nil
 	}
-	if _, err := os.Stat(j.Database); !errors.Is(err, fs.ErrNotExist) {
-		return nil
+	switch {
+	case !Identifier.MatchString(c):
+		return bad("target.partition_by", "must be a column name of letters, digits and underscores (got %q)", c)
+	case j.Pipeline.Mode != ModeRefresh:
+		return bad("target.partition_by", "partitions are replaced by refresh pipelines; pipeline %s is an %s pipeline", j.Pipeline.Name, j.Pipeline.Mode)
 	}
-	if h := oldRuleHint(j.File, j.written.database, false, "--db"); h != "" {
-		return Usage("database %s (read from the job file's folder) does not exist%s", j.Database, h)
-	}
+	j.PartitionBy = c
 	return nil
-}
-
-// InputHint is the hint for a job [input] path that matches nothing, when
-// the old rule (paths read from the working directory) would have matched;
-// "" otherwise.
-func (j *Job) InputHint() string {
-	return oldRuleHint(j.File, j.written.input, false, "--input")
-}
-
-// BuiltinNames lists the built-in pipelines.
-func BuiltinNames(builtins fs.FS) []string {
-	if builtins == nil {
-		return nil
-	}
-	entries, _ := fs.ReadDir(builtins, ".")
-	var names []string
-	for _, e := range entries {
-		if e.IsDir() {
-			if _, err := fs.Stat(builtins, e.Name()+"/pipeline.toml"); err == nil {
-				names = append(names, e.Name())
-			}
-		}
-	}
-	return names
-}
-
-// tomlError turns a decode error into a JobFileError with the line.
-func tomlError(path string, data []byte, err error) error {
-	var pe toml.ParseError
-	if errors.As(err, &pe) {
-		key := pe.LastKey
-		msg := pe.Message
-		if pe.Usage != "" {
-			msg += " (" + strings.TrimSpace(pe.Usage) + ")"
-		}
-		if msg == "" {
-			msg = pe.Error()
-		}
-		return &JobFileError{File: path, Line: pe.Position.Line, Key: key, Msg: msg, Err: err}
-	}
-	// Type mismatches ("toml: line 3 (last key "x"): incompatible types ...")
-	msg := strings.TrimPrefix(err.Error(), "toml: ")
-	line := 0
-	if m := regexp.MustCompile(`^line (\d+)`).FindStringSubmatch(msg); m != nil {
-		fmt.Sscanf(m[1], "%d", &line)
-	}
-	return &JobFileError{File: path, Line: line, Msg: msg, Err: err}
-}
-
-// keyLine finds the line that defines key in a TOML document: it follows
-// table headers and matches "name =" inside the right table. 0 when unknown.
-func keyLine(data []byte, key []string) int {
-	if len(key) == 0 {
-		return 0
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
-	var table []string
-	n := 0
-	for sc.Scan() {
-		n++
-		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "[") {
-			h := strings.Trim(strings.SplitN(line, "#", 2)[0], " []")
-			table = splitDotted(h)
-			if EqualKeys(table, key) {
-				return n
-			}
-			continue
-		}
-		eq := strings.Index(line, "=")
-		if eq <= 0 {
-			continue
-		}
-		full := append(append([]string{}, table...), splitDotted(strings.TrimSpace(line[:eq]))...)
-		if EqualKeys(full, key) || (len(full) > len(key) && EqualKeys(full[:len(key)], key)) {
-			return n
-		}
-	}
-	if len(key) > 1 {
-		if l := keyLine(data, key[:len(key)-1]); l > 0 {
-			return l
-		}
-	}
-	return 0
-}
-
-func splitDotted(s string) []string {
-	parts := strings.Split(s, ".")
-	for i, p := range parts {
-		parts[i] = strings.Trim(strings.TrimSpace(p), `"'`)
-	}
-	return parts
-}
-
-func EqualKeys(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -1,8 +1,6 @@
 package job
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -33,87 +31,109 @@ type qualityTable struct {
 // core: job-declared columns of a generic pipeline, the files and chunked
 // input modes, and quality rules. Errors are *JobFileError.
 func (j *Job) applyExtensions(data []byte, md toml.MetaData, jf *jobFile) error {
-	bad := func(key, format string, args ...any) error {
-		return &JobFileError{File: j.File, Line: keyLine(data, strings.Split(key, ".")), Key: key, Msg: fmt.Sprintf(format, args...)}
-	}
-	p := j.Pipeline
-
-	// Columns, key and ordering column.
-	if p.Generic {
-		if len(jf.Input.Columns) == 0 {
-			return bad("input.columns", "pipeline %s takes its input columns from the job: add [input.columns] name = \"TYPE\"", p.Name)
+	bad := keyErrors(j.File, data)
+	switch {
+	case j.Pipeline.Generic:
+		if err := j.applyGenericShape(data, md, jf, bad); err != nil {
+			return err
 		}
-		for _, k := range md.Keys() {
-			if len(k) != 3 || k[0] != "input" || k[1] != "columns" {
-				continue
-			}
-			name := k[2]
-			key := "input.columns." + name
-			if !Identifier.MatchString(name) {
-				return bad(key, "column name %q must be letters, digits and underscores, starting with a letter", name)
-			}
-			if name[0] == '_' || strings.HasPrefix(strings.ToLower(name), "idem") {
-				return bad(key, "column names starting with _ or idem are reserved")
-			}
-			typ, err := canonicalType(jf.Input.Columns[name])
-			if err != nil {
-				return bad(key, "%v", err)
-			}
-			j.Columns = append(j.Columns, Column{Name: name, Type: typ})
-		}
-		if len(jf.Target.Key) == 0 {
-			return &JobFileError{File: j.File, Line: keyLine(data, []string{"target"}), Key: "target.key",
-				Msg: fmt.Sprintf("pipeline %s needs the key columns: add key = [\"...\"] to [target] (rows would double on replay)", p.Name), Err: ErrNoKey}
-		}
-		seen := map[string]bool{}
-		shape := &tableShape{columns: j.Columns}
-		for _, k := range jf.Target.Key {
-			if shape.typeOf(k) == "" {
-				return bad("target.key", "key column %q is not one of [input.columns]", k)
-			}
-			if seen[k] {
-				return bad("target.key", "key column %q is named twice", k)
-			}
-			seen[k] = true
-		}
-		j.Key = jf.Target.Key
-		if jf.Target.OrderBy != "" {
-			if shape.typeOf(jf.Target.OrderBy) == "" {
-				return bad("target.order_by", "ordering column %q is not one of [input.columns]", jf.Target.OrderBy)
-			}
-			if seen[jf.Target.OrderBy] {
-				return bad("target.order_by", "ordering column %q is a key column", jf.Target.OrderBy)
-			}
-			j.OrderBy = jf.Target.OrderBy
-		}
-		shape = j.shape()
-		if len(shape.payload()) == 0 {
-			return bad("input.columns", "declare at least one column besides the key and the ordering column")
-		}
-		// The job's own copy of the pipeline carries its columns and key, so
-		// staging and history read them like a built-in's.
-		cp := *p
-		cp.Columns = j.Columns
-		cp.Key = j.Key
-		j.Pipeline = &cp
-		p = &cp
-	} else if p.Model {
+	case j.Pipeline.Model:
 		if err := j.modelKey(data, jf); err != nil {
 			return err
 		}
-	} else {
-		switch {
-		case len(jf.Input.Columns) > 0:
-			return bad("input.columns", "pipeline %s declares its own input columns", p.Name)
-		case len(jf.Target.Key) > 0:
-			return bad("target.key", "pipeline %s declares its own key", p.Name)
-		case jf.Target.OrderBy != "":
-			return bad("target.order_by", "pipeline %s declares its own ordering", p.Name)
-		}
+	case len(jf.Input.Columns) > 0:
+		return bad("input.columns", "pipeline %s declares its own input columns", j.Pipeline.Name)
+	case len(jf.Target.Key) > 0:
+		return bad("target.key", "pipeline %s declares its own key", j.Pipeline.Name)
+	case jf.Target.OrderBy != "":
+		return bad("target.order_by", "pipeline %s declares its own ordering", j.Pipeline.Name)
 	}
+	if err := j.checkTemplates(bad); err != nil {
+		return err
+	}
+	if err := j.applyInputMode(md, jf, bad); err != nil {
+		return err
+	}
+	return j.applyRules(data, jf)
+}
 
-	// Expand every file once now, so that a bad placeholder is a job-file
-	// error rather than a failed run.
+// applyGenericShape binds a generic pipeline's shape from the job:
+// [input.columns] in file order, [target] key and order_by. The job gets
+// its own copy of the pipeline carrying its columns and key, so staging and
+// history read them like a built-in's.
+func (j *Job) applyGenericShape(data []byte, md toml.MetaData, jf *jobFile, bad keyErrorFunc) error {
+	p := j.Pipeline
+	cols, err := declaredColumns(md, jf, p, bad)
+	if err != nil {
+		return err
+	}
+	j.Columns = cols
+	if len(jf.Target.Key) == 0 {
+		return &JobFileError{File: j.File, Line: keyLine(data, []string{"target"}), Key: "target.key",
+			Msg: fmt.Sprintf("pipeline %s needs the key columns: add key = [\"...\"] to [target] (rows would double on replay)", p.Name), Err: ErrNoKey}
+	}
+	seen := map[string]bool{}
+	shape := &tableShape{columns: j.Columns}
+	for _, k := range jf.Target.Key {
+		if shape.typeOf(k) == "" {
+			return bad("target.key", "key column %q is not one of [input.columns]", k)
+		}
+		if seen[k] {
+			return bad("target.key", "key column %q is named twice", k)
+		}
+		seen[k] = true
+	}
+	j.Key = jf.Target.Key
+	if o := jf.Target.OrderBy; o != "" {
+		if shape.typeOf(o) == "" {
+			return bad("target.order_by", "ordering column %q is not one of [input.columns]", o)
+		}
+		if seen[o] {
+			return bad("target.order_by", "ordering column %q is a key column", o)
+		}
+		j.OrderBy = o
+	}
+	if len(j.shape().payload()) == 0 {
+		return bad("input.columns", "declare at least one column besides the key and the ordering column")
+	}
+	cp := *p
+	cp.Columns = j.Columns
+	cp.Key = j.Key
+	j.Pipeline = &cp
+	return nil
+}
+
+// declaredColumns reads [input.columns] in file order: names that are
+// identifiers and not reserved, types from the whitelist (canonicalType).
+func declaredColumns(md toml.MetaData, jf *jobFile, p *Pipeline, bad keyErrorFunc) ([]Column, error) {
+	if len(jf.Input.Columns) == 0 {
+		return nil, bad("input.columns", "pipeline %s takes its input columns from the job: add [input.columns] name = \"TYPE\"", p.Name)
+	}
+	var cols []Column
+	for _, k := range md.Keys() {
+		if len(k) != 3 || k[0] != "input" || k[1] != "columns" {
+			continue
+		}
+		name := k[2]
+		key := "input.columns." + name
+		if !Identifier.MatchString(name) {
+			return nil, bad(key, "column name %q must be letters, digits and underscores, starting with a letter", name)
+		}
+		if name[0] == '_' || strings.HasPrefix(strings.ToLower(name), "idem") {
+			return nil, bad(key, "column names starting with _ or idem are reserved")
+		}
+		typ, err := canonicalType(jf.Input.Columns[name])
+		if err != nil {
+			return nil, bad(key, "%v", err)
+		}
+		cols = append(cols, Column{Name: name, Type: typ})
+	}
+	return cols, nil
+}
+
+// checkTemplates expands every file of the job once, so that a bad
+// placeholder is a job-file error rather than a failed run.
+func (j *Job) checkTemplates(bad keyErrorFunc) error {
 	for _, s := range j.Steps {
 		if _, err := expandTemplate(s.SQL, j.Table, j.shape(), j.Input.Upstream); err != nil {
 			return bad("pipeline", "step %s: %v", s.Name, err)
@@ -122,8 +142,13 @@ func (j *Job) applyExtensions(data []byte, md toml.MetaData, jf *jobFile) error 
 	if _, err := expandTemplate(j.DDL, j.Table, j.shape(), j.Input.Upstream); err != nil {
 		return bad("pipeline", "schema v%d: %v", j.SchemaVersion, err)
 	}
+	return nil
+}
 
-	// Input modes.
+// applyInputMode binds [input] mode and batch (files mode) and chunk_rows
+// and watermark (chunked input), each for an apply pipeline only.
+func (j *Job) applyInputMode(md toml.MetaData, jf *jobFile, bad keyErrorFunc) error {
+	p := j.Pipeline
 	in := jf.Input
 	switch in.Mode {
 	case "":
@@ -145,53 +170,66 @@ func (j *Job) applyExtensions(data []byte, md toml.MetaData, jf *jobFile) error 
 		return bad("input.mode", "must be %q or absent (got %q)", InputModeFiles, in.Mode)
 	}
 	if md.IsDefined("input", "chunk_rows") || in.Watermark != "" {
-		if in.ChunkRows < 1 {
-			return bad("input.chunk_rows", "must be a positive number of rows")
-		}
-		if in.Watermark == "" {
-			return bad("input.watermark", "chunk_rows needs watermark = \"<column>\": the column the chunks are ordered by")
-		}
-		if in.Mode != "" {
-			return bad("input.chunk_rows", "chunked input and mode = \"files\" do not combine")
-		}
-		if p.Mode != ModeApply {
-			return bad("input.chunk_rows", "chunked input needs an apply pipeline; %s is a %s pipeline", p.Name, p.Mode)
-		}
-		typ := ""
-		for _, c := range p.Columns {
-			if c.Name == in.Watermark {
-				typ = strings.ToUpper(c.Type)
-			}
-		}
-		if typ == "" {
-			return bad("input.watermark", "watermark column %q is not an input column of %s (%s)", in.Watermark, p.Name, strings.Join(p.ColumnNames(), ", "))
-		}
-		if !integerTypes[typ] {
-			return bad("input.watermark", "watermark column %q has type %s; a watermark is an integer column", in.Watermark, typ)
+		if err := checkChunks(p, in, bad); err != nil {
+			return err
 		}
 	}
 	j.Input.Mode, j.Input.Batch = in.Mode, in.Batch
 	j.Input.ChunkRows, j.Input.Watermark = in.ChunkRows, in.Watermark
+	return nil
+}
 
-	// Quality rules.
-	if len(jf.Quality.Rules) > 0 {
-		names := map[string]bool{}
-		for i, r := range jf.Quality.Rules {
-			loc := func(msg string, args ...any) error {
-				return &JobFileError{File: j.File, Line: RuleLine(data, i), Key: fmt.Sprintf("quality.rules[%d]", i+1), Msg: fmt.Sprintf(msg, args...)}
-			}
-			if !Identifier.MatchString(r.Name) {
-				return loc("rule name %q must be letters, digits and underscores, starting with a letter", r.Name)
-			}
-			if names[r.Name] {
-				return loc("rule %s is declared twice", r.Name)
-			}
-			names[r.Name] = true
-			if strings.TrimSpace(r.SQL) == "" {
-				return loc("rule %s: sql is empty", r.Name)
-			}
+// checkChunks checks chunked input: a positive chunk_rows, an integer
+// watermark column of the pipeline's input, an apply pipeline, no files
+// mode.
+func checkChunks(p *Pipeline, in inputTable, bad keyErrorFunc) error {
+	if in.ChunkRows < 1 {
+		return bad("input.chunk_rows", "must be a positive number of rows")
+	}
+	if in.Watermark == "" {
+		return bad("input.watermark", "chunk_rows needs watermark = \"<column>\": the column the chunks are ordered by")
+	}
+	if in.Mode != "" {
+		return bad("input.chunk_rows", "chunked input and mode = \"files\" do not combine")
+	}
+	if p.Mode != ModeApply {
+		return bad("input.chunk_rows", "chunked input needs an apply pipeline; %s is a %s pipeline", p.Name, p.Mode)
+	}
+	typ := ""
+	for _, c := range p.Columns {
+		if c.Name == in.Watermark {
+			typ = strings.ToUpper(c.Type)
 		}
-		// Proving the rules needs DuckDB: runner.ParseJob does it, last.
+	}
+	if typ == "" {
+		return bad("input.watermark", "watermark column %q is not an input column of %s (%s)", in.Watermark, p.Name, strings.Join(p.ColumnNames(), ", "))
+	}
+	if !integerTypes[typ] {
+		return bad("input.watermark", "watermark column %q has type %s; a watermark is an integer column", in.Watermark, typ)
+	}
+	return nil
+}
+
+// applyRules checks [[quality.rules]] names and text. Proving the rules
+// needs DuckDB: run.ParseJob does it, last.
+func (j *Job) applyRules(data []byte, jf *jobFile) error {
+	names := map[string]bool{}
+	for i, r := range jf.Quality.Rules {
+		loc := func(msg string, args ...any) error {
+			return &JobFileError{File: j.File, Line: RuleLine(data, i), Key: fmt.Sprintf("quality.rules[%d]", i+1), Msg: fmt.Sprintf(msg, args...)}
+		}
+		if !Identifier.MatchString(r.Name) {
+			return loc("rule name %q must be letters, digits and underscores, starting with a letter", r.Name)
+		}
+		if names[r.Name] {
+			return loc("rule %s is declared twice", r.Name)
+		}
+		names[r.Name] = true
+		if strings.TrimSpace(r.SQL) == "" {
+			return loc("rule %s: sql is empty", r.Name)
+		}
+	}
+	if len(jf.Quality.Rules) > 0 {
 		j.Rules = jf.Quality.Rules
 	}
 	return nil
@@ -248,24 +286,6 @@ func (j *Job) schemaDigest() string {
 		return DigestString(j.Expand(j.DDL))
 	}
 	return DigestString(j.DDL)
-}
-
-// RuleLine finds the line of the i-th [[quality.rules]] header (0-based).
-func RuleLine(data []byte, i int) int {
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
-	n, seen := 0, 0
-	for sc.Scan() {
-		n++
-		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "[[") && strings.Trim(strings.SplitN(line, "#", 2)[0], " []") == "quality.rules" {
-			if seen == i {
-				return n
-			}
-			seen++
-		}
-	}
-	return 0
 }
 
 // RestoreShape sets a generic pipeline's columns, key and ordering column

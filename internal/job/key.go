@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"reflect"
 	"slices"
 )
 
@@ -17,7 +16,12 @@ const (
 	PartSchema    = "schema"
 )
 
-// Parts are the four parts of a job key (SPEC section 1).
+// Parts are the four parts of a job key: input (the sha256 of the input
+// bytes, or of the sorted list of file digests for several files, with the
+// upstream snapshots and partitions a run read), transform, config and
+// schema. The key is the sha256 of their canonical JSON (README, Words), so
+// a field or JSON tag renamed here changes every job's key and reloads every
+// job: key_golden_test.go pins the parts of every kind of job.
 type Parts struct {
 	Input string `json:"input"`
 	// Upstream is the rest of the input part for a job that reads other
@@ -112,10 +116,6 @@ func ParseParts(s string) (Parts, error) {
 	var p Parts
 	err := json.Unmarshal([]byte(s), &p)
 	return p, err
-}
-
-func equalJSON(a, b any) bool {
-	return reflect.DeepEqual(CanonicalJSON(a), CanonicalJSON(b))
 }
 
 // Config is the config part of the key: everything in the job that shapes

@@ -26,9 +26,7 @@ const ModelPlaceholder = "{{model}}"
 // pipeline's transform/v1 steps wrap it: {{model}} in them is replaced by
 // the model's text, so the transform part's sha256 covers the model.
 func modelSteps(path string, data []byte, p *Pipeline, jf *jobFile) ([]Step, error) {
-	bad := func(key, format string, args ...any) error {
-		return &JobFileError{File: path, Line: keyLine(data, strings.Split(key, ".")), Key: key, Msg: fmt.Sprintf(format, args...)}
-	}
+	bad := keyErrors(path, data)
 	ref := jf.Transform.SQL
 	if ref == "" {
 		return nil, bad("transform.sql", "pipeline %s runs one SELECT from a model folder: add [transform] sql = \"models/%s\" holding v1.sql", p.Name, jf.Name)
@@ -183,9 +181,7 @@ func (j *Job) ModelSchemaPart(columns []string) SchemaPart {
 // modelKey binds a model's [target] key: the columns that name one row of
 // its result, which the run checks are unique and never NULL.
 func (j *Job) modelKey(data []byte, jf *jobFile) error {
-	bad := func(key, format string, args ...any) error {
-		return &JobFileError{File: j.File, Line: keyLine(data, strings.Split(key, ".")), Key: key, Msg: fmt.Sprintf(format, args...)}
-	}
+	bad := keyErrors(j.File, data)
 	switch {
 	case len(jf.Input.Columns) > 0:
 		return bad("input.columns", "a model's columns are its SELECT's: remove [input.columns]")

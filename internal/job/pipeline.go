@@ -102,12 +102,6 @@ func (p *Pipeline) ColumnNames() []string {
 	return names
 }
 
-// LoadPipeline reads pipeline.toml from the root of fsys. origin names the
-// source in error messages.
-func LoadPipeline(fsys fs.FS, origin string) (*Pipeline, error) {
-	return loadPipeline(fsys, origin, false)
-}
-
 // loadPipeline reads pipeline.toml; lenient accepts an apply pipeline
 // without key columns, so that idem lint can report it as a finding.
 func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
@@ -115,6 +109,9 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 	data, err := fs.ReadFile(fsys, "pipeline.toml")
 	if err != nil {
 		return nil, &JobFileError{File: file, Msg: "cannot read pipeline definition", Err: err}
+	}
+	if err := checkTOMLBounds(file, data); err != nil {
+		return nil, err
 	}
 	p := &Pipeline{fsys: fsys, origin: origin}
 	md, err := toml.Decode(string(data), p)
@@ -124,9 +121,7 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 	if un := md.Undecoded(); len(un) > 0 {
 		return nil, &JobFileError{File: file, Line: keyLine(data, un[0]), Key: un[0].String(), Msg: "unknown key"}
 	}
-	bad := func(key, format string, args ...any) error {
-		return &JobFileError{File: file, Line: keyLine(data, strings.Split(key, ".")), Key: key, Msg: fmt.Sprintf(format, args...)}
-	}
+	bad := keyErrors(file, data)
 	if !Identifier.MatchString(p.Name) {
 		return nil, bad("name", "must be a name of letters, digits and underscores")
 	}

@@ -144,20 +144,24 @@ func TextQueries(text string, parse ParseFunc) ([]ParsedQuery, error) {
 
 var (
 	sqlName         = `(?:"(?:[^"]|"")*"|[A-Za-z_][A-Za-z0-9_$]*)`
-	createdRelation = regexp.MustCompile(`(?is)\bCREATE\s+(?:OR\s+REPLACE\s+)?(?:(?:TEMP|TEMPORARY)\s+)?(?:TABLE|VIEW)\s+(?:IF\s+NOT\s+EXISTS\s+)?(?:` + sqlName + `\s*\.\s*)*(` + sqlName + `)`)
+	createdRelation = regexp.MustCompile(`(?is)\bCREATE\s+(?:OR\s+REPLACE\s+)?(?:(TEMP|TEMPORARY)\s+)?(?:TABLE|VIEW)\s+(?:IF\s+NOT\s+EXISTS\s+)?(?:` + sqlName + `\s*\.\s*)*(` + sqlName + `)`)
 )
 
 // CreatedRelations lists, lower case, the names of the tables and views
 // text creates (CREATE [OR REPLACE] [TEMP] TABLE|VIEW name), outside
 // comments and string literals.
-func CreatedRelations(text string) []string {
+func CreatedRelations(text string) []string { return createdRelations(text, false) }
+
+// createdRelations is CreatedRelations, of temp tables and views only when
+// temp is set.
+func createdRelations(text string, temp bool) []string {
 	masked := MaskSQL(text)
 	var out []string
 	for _, m := range createdRelation.FindAllStringSubmatchIndex(text, -1) {
-		if !strings.EqualFold(masked[m[0]:m[0]+6], "CREATE") {
+		if !strings.EqualFold(masked[m[0]:m[0]+6], "CREATE") || (temp && m[2] < 0) {
 			continue
 		}
-		name := text[m[2]:m[3]]
+		name := text[m[4]:m[5]]
 		if strings.HasPrefix(name, `"`) {
 			name = strings.ReplaceAll(name[1:len(name)-1], `""`, `"`)
 		}

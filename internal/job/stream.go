@@ -1,7 +1,6 @@
 package job
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -61,9 +60,7 @@ type streamTable struct {
 // refresh pipeline would replace its target with the last batch alone.
 // Errors are *JobFileError naming the key.
 func (j *Job) applyStream(data []byte, md toml.MetaData, jf *jobFile) error {
-	bad := func(key, format string, args ...any) error {
-		return &JobFileError{File: j.File, Line: keyLine(data, strings.Split(key, ".")), Key: key, Msg: fmt.Sprintf(format, args...)}
-	}
+	bad := keyErrors(j.File, data)
 	in := jf.Input
 	s := in.streamTable
 	if s.Kind == "" {
@@ -148,7 +145,3 @@ func (j *Job) applyStream(data []byte, md toml.MetaData, jf *jobFile) error {
 	j.Input.Format = FormatJSONL
 	return nil
 }
-
-// KeyLine is the line of key (e.g. "input", "max_wait") in job file data;
-// 0 when it is not found.
-func KeyLine(data []byte, key ...string) int { return keyLine(data, key) }

@@ -1,11 +1,6 @@
 package job
 
-import (
-	"fmt"
-	"regexp"
-	"slices"
-	"strings"
-)
+import "slices"
 
 // What a pipeline may read together (pipeline.toml reads).
 const (
@@ -28,27 +23,10 @@ type UpstreamRef struct {
 // that job's target as committed at the snapshot pinned for the run.
 func UpstreamRelation(name string) string { return "idem_upstream_" + name }
 
-// upstreamPlaceholder finds {{upstream:NAME}} in step text.
-var upstreamPlaceholder = regexp.MustCompile(`\{\{\s*upstream:([A-Za-z_][A-Za-z0-9_]*)\s*\}\}`)
-
-// UpstreamReads lists the upstream jobs text reads with {{upstream:NAME}},
-// each once, in order of first use.
-func UpstreamReads(text string) []string {
-	var out []string
-	for _, m := range upstreamPlaceholder.FindAllStringSubmatch(text, -1) {
-		if !slices.Contains(out, m[1]) {
-			out = append(out, m[1])
-		}
-	}
-	return out
-}
-
 // applyUpstream validates [input] upstream: names of other jobs, each once,
 // and not together with a file input unless the pipeline reads both.
 func (j *Job) applyUpstream(data []byte, jf *jobFile) error {
-	bad := func(key, format string, args ...any) error {
-		return &JobFileError{File: j.File, Line: keyLine(data, strings.Split(key, ".")), Key: key, Msg: fmt.Sprintf(format, args...)}
-	}
+	bad := keyErrors(j.File, data)
 	ups := jf.Input.Upstream
 	seen := map[string]bool{}
 	for _, u := range ups {

@@ -169,6 +169,11 @@ func republishReplica(ctx context.Context, path string, opts run.OpenOptions) *r
 	if err != nil {
 		return &run.ReplicaInfo{Path: run.ReplicaPath(path), Error: err.Error()}
 	}
-	defer d.Close()
-	return d.PublishReplica(ctx, nil)
+	info := d.PublishReplica(ctx, nil)
+	// The database was opened for writing: a close that fails may not
+	// have checkpointed it, so the publication is reported as failed.
+	if err := d.Close(); err != nil && info != nil && info.Error == "" {
+		info.Error = fmt.Sprintf("close database %s: %v", path, err)
+	}
+	return info
 }

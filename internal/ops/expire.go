@@ -29,9 +29,14 @@ type ExpireOptions struct {
 	Keep int64
 	// DryRun reports what would be removed and changes nothing.
 	DryRun bool
-	Fault  func(point string)
-	// noCheckpoint leaves the CHECKPOINT to the run that called the expiry.
-	noCheckpoint bool
+	// Epoch, when set, refuses the expiry (ErrRefused) unless it is the
+	// job's current writer epoch; a job with [job] fencing = "required"
+	// refuses an expiry without one, as every writing command does.
+	Epoch *int64
+	Fault func(point string)
+	// afterRun is the expiry that follows a run: the run checked the
+	// writer's epoch and does the CHECKPOINT itself.
+	afterRun bool
 }
 
 func (o ExpireOptions) fault(point string) {
@@ -77,7 +82,7 @@ type ExpireResult struct {
 // [retention] keep_snapshots that follows each of its runs, leaving the
 // CHECKPOINT to the run.
 func ExpireAfterRun(ctx context.Context, d *run.DB, j *job.Job, fault func(string)) (*run.Expiry, error) {
-	res, err := Expire(ctx, d, j, ExpireOptions{Fault: fault, noCheckpoint: true})
+	res, err := Expire(ctx, d, j, ExpireOptions{Fault: fault, afterRun: true})
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +101,9 @@ func ExpireAfterRun(ctx context.Context, d *run.DB, j *job.Job, fault func(strin
 // next incremental read starts from is kept (HeldBy). After the COMMIT the
 // retained files no row names are deleted (source.Sweep); a kill before
 // that leaves them to the next writable open. Expiring what is already
-// expired changes nothing and commits nothing.
+// expired changes nothing and commits nothing. A wrong opts.Epoch, or none
+// on a job that requires fencing, is refused (ErrRefused) before anything
+// is read, dry run included.
 func Expire(ctx context.Context, d *run.DB, j *job.Job, opts ExpireOptions) (*ExpireResult, error) {
 	keep := opts.Keep
 	if keep == 0 {
@@ -113,6 +120,15 @@ func Expire(ctx context.Context, d *run.DB, j *job.Job, opts ExpireOptions) (*Ex
 		return nil, err
 	}
 	defer conn.Close()
+	if !opts.afterRun {
+		st, err := catalog.ReadState(ctx, tx, j.Name)
+		if err == nil {
+			err = st.CheckEpoch(j, opts.Epoch)
+		}
+		if err != nil {
+			return nil, errors.Join(err, ignoreDone(tx.Rollback()))
+		}
+	}
 	pl, err := planExpiry(ctx, tx, j, keep)
 	if err != nil {
 		return nil, errors.Join(err, ignoreDone(tx.Rollback()))
@@ -132,7 +148,7 @@ func Expire(ctx context.Context, d *run.DB, j *job.Job, opts ExpireOptions) (*Ex
 	opts.fault(FaultExpireAfterCommit)
 	// The files of the forgotten inputs: named by no committed row now.
 	_, _ = source.Sweep(context.WithoutCancel(ctx), d.SQL(), d.Path())
-	if !opts.noCheckpoint {
+	if !opts.afterRun {
 		opts.fault(run.FaultCheckpoint)
 		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
 		opts.fault(run.FaultAfterCheckpoint)

@@ -147,6 +147,25 @@ func PlanRun(ctx context.Context, dbPath string, j *job.Job, opts run.RunOptions
 	return plan, nil
 }
 
+// AfterUpstream is the plan of job j in a project whose jobs it reads were
+// planned first (upstream: their decisions, by name). A plan that would be
+// skipped is rebuilt when one of them would commit first: the upstream's
+// new snapshot changes j's input, so its key is known only then.
+func (p *Plan) AfterUpstream(j *job.Job, upstream map[string]string) {
+	if p.Decision != job.DecisionSkipped {
+		return
+	}
+	for _, u := range j.SortedUpstream() {
+		if d := upstream[u]; d == job.DecisionLoaded || d == job.DecisionApplied {
+			p.Decision = map[string]string{job.ModeRefresh: job.DecisionLoaded, job.ModeApply: job.DecisionApplied}[j.Pipeline.Mode]
+			p.Changed = []string{job.PartInput}
+			p.Reason = fmt.Sprintf("upstream %s would commit first", u)
+			p.JobKey = ""
+			return
+		}
+	}
+}
+
 // openForPlan opens the database at dbPath read-only for a plan; nil when
 // it does not exist yet or holds no idem tables.
 func openForPlan(ctx context.Context, dbPath string, open run.OpenOptions) (*run.DB, error) {
@@ -243,48 +262,4 @@ func refusedPlan(ctx context.Context, db *run.DB, j *job.Job, refusal error) (*P
 		plan.setState(st)
 	}
 	return plan, nil
-}
-
-// planInputMode fills in the plan of a files-mode or chunked job. db is nil
-// when the database or idem's tables do not exist yet.
-func planInputMode(ctx context.Context, db *run.DB, j *job.Job, opts run.RunOptions, plan *Plan) error {
-	switch {
-	case j.Input.Mode == job.InputModeFiles:
-		var q catalog.Querier
-		if db != nil {
-			q = db.SQL()
-		}
-		fresh, err := source.Pending(ctx, q, j, opts.Input, opts.Progress)
-		if err != nil {
-			if errors.Is(err, job.ErrRefused) {
-				plan.Decision, plan.Reason = "refuse", err.Error()
-				return nil
-			}
-			return err
-		}
-		plan.BatchID = ""
-		plan.NewFiles = []string{}
-		for _, f := range fresh {
-			plan.NewFiles = append(plan.NewFiles, f.Path)
-		}
-		plan.Decision = "apply"
-		if len(fresh) == 0 {
-			plan.Decision = "skip"
-		}
-		plan.Reason = fmt.Sprintf("%d new file(s), batch = %s", len(fresh), j.Input.Batch)
-	case j.Input.ChunkRows > 0:
-		plan.BatchID = ""
-		plan.Decision = "apply"
-		plan.Reason = fmt.Sprintf("chunks of %d rows by %s from the start of the input", j.Input.ChunkRows, j.Input.Watermark)
-		if db != nil {
-			started, cursor, err := catalog.ChunkStart(ctx, db.SQL(), j.Name)
-			if err != nil {
-				return err
-			}
-			if started {
-				plan.Reason = fmt.Sprintf("chunks of %d rows by %s after watermark %d (skipped when nothing lies past it)", j.Input.ChunkRows, j.Input.Watermark, cursor)
-			}
-		}
-	}
-	return nil
 }

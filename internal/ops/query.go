@@ -25,16 +25,18 @@ var ErrNotReadOnly = errors.New("idem query runs one read-only statement")
 
 // Query runs one read-only statement against the database at path and
 // returns its values as the driver scans them (int64, time.Time,
-// duckdb.Decimal...). See QueryText for what may run.
+// duckdb.Decimal...). See QueryTextReader for what may run.
 func Query(ctx context.Context, path, query string, opts run.OpenOptions) (*run.Rows, error) {
 	return runQuery(ctx, path, query, opts, false, nil)
 }
 
-// QueryText runs one read-only statement against the database at path and
-// returns every value as the text DuckDB's own CLI prints for it (DATE
-// 2001-01-01, TIME 10:00:00, DECIMAL exact, INTERVAL 1 year 2 months...,
-// lists, structs and maps in DuckDB's notation), nil for NULL, with each
-// column's Kind.
+// QueryTextReader runs one read-only statement against the database at
+// path and returns every value as the text DuckDB's own CLI prints for it
+// (DATE 2001-01-01, TIME 10:00:00, DECIMAL exact, INTERVAL 1 year 2
+// months..., lists, structs and maps in DuckDB's notation), nil for NULL,
+// with each column's Kind. When another writer holds the database it reads
+// the database's read replica if accept takes what the replica holds (see
+// run.OpenReader).
 //
 // The database is attached read-only, the in-memory catalog is detached,
 // external access is off and the configuration is locked before the
@@ -42,14 +44,7 @@ func Query(ctx context.Context, path, query string, opts run.OpenOptions) (*run.
 // install, load or change a setting. The text must be one statement, a
 // SELECT (FROM, WITH, VALUES, DESCRIBE, SHOW, SUMMARIZE, PRAGMA table_info)
 // or an EXPLAIN; anything else fails with ErrNotReadOnly before it runs.
-// A database held by a writer gives a *LockedError.
-func QueryText(ctx context.Context, path, query string, opts run.OpenOptions) (*run.Rows, error) {
-	return runQuery(ctx, path, query, opts, true, nil)
-}
-
-// QueryTextReader is QueryText that reads the database's read replica when
-// another writer holds the database and accept takes what the replica
-// holds (see run.OpenReader).
+// A database held by a writer (and no replica taken) gives a *LockedError.
 func QueryTextReader(ctx context.Context, path, query string, opts run.OpenOptions, accept func(*run.ReplicaNote) bool) (*run.Rows, error) {
 	return runQuery(ctx, path, query, opts, true, accept)
 }

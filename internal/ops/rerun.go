@@ -129,7 +129,7 @@ func Rerun(ctx context.Context, d *run.DB, j *job.Job, opts RerunOptions) (*Reru
 	if err != nil {
 		return nil, fmt.Errorf("rerun: scratch database: %w", err)
 	}
-	defer scratch.Close()
+	defer scratch.Close() // thrown away with its folder: its close loses nothing
 
 	if ckpt != nil {
 		if err := scratch.LoadCheckpoint(ctx, d.Path(), ckptJob, ckpt); err != nil {

@@ -46,10 +46,19 @@ type OpenOptions struct {
 	// Wait retries an open that finds the file held by another writer until
 	// this much time has passed. Zero fails at once.
 	Wait time.Duration
-	// Fault, when set, is called at the fault points of an open
+	// Fault, when set, is called at the fault points of an open: those of
+	// creating a new database or waiting for another writer
 	// (FaultCreateBuilding, FaultCreateBuilt, FaultCreateLinked,
-	// FaultOpenWait; crash tests).
+	// FaultOpenWait) and those of the migration of idem's own tables that a
+	// writable open of an older database runs (catalog.FaultMigrateBeforeCommit,
+	// catalog.FaultMigrateAfterCommit); crash tests.
 	Fault func(point string)
+}
+
+// Same reports whether o and p ask for the same open: the same settings,
+// whatever their fault hooks.
+func (o OpenOptions) Same(p OpenOptions) bool {
+	return o.ReadOnly == p.ReadOnly && o.DuckDB == p.DuckDB && o.Wait == p.Wait
 }
 
 // Fault points of Open (OpenOptions.Fault). A writable open that creates
@@ -70,7 +79,10 @@ const (
 var lockPID = regexp.MustCompile(`\(PID (\d+)\)`)
 
 // Open opens (creating it and its folders if needed, unless read-only) the
-// database at path and makes sure idem's own tables exist. A file held by
+// database at path. A writable open brings idem's own tables to this idem's
+// catalog version (catalog.Migrate); a read-only one reads an older
+// database as it is. A database of a newer catalog version is refused
+// (*catalog.VersionError, exit 3) before anything is written. A file held by
 // another process, or a new database another process is creating, gives a
 // *LockedError (exit 4). A WAL beside the database that holds commits of
 // another database or of an older copy of this one is refused (exit 3)
@@ -82,7 +94,8 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 
 // OpenReader opens the database at path read-only, or, when another writer
 // holds it, its read replica (ReplicaPath) if there is one and accept
-// takes what the replica holds (DB.Replica says which was opened).
+// takes what the replica holds (accept is called only when the replica
+// is tried, so it knows which was opened).
 // Otherwise it waits and fails as Open does: a *LockedError.
 func OpenReader(ctx context.Context, path string, opts OpenOptions, accept func(*ReplicaNote) bool) (*DB, error) {
 	opts.ReadOnly = true
@@ -213,13 +226,15 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 		return nil, locked
 	}
 	d := &DB{sql: db, path: path, readOnly: opts.ReadOnly, replica: opts.DuckDB.ReadReplica && !opts.ReadOnly}
-	check := func(ctx context.Context) error { return catalog.Bootstrap(ctx, d.sql, d.path) }
+	check := func(ctx context.Context) error { return catalog.Migrate(ctx, d.sql, d.path, opts.Fault) }
 	if opts.ReadOnly {
 		check = func(ctx context.Context) error {
-			if !wal {
-				return nil
+			if wal {
+				if err := catalog.CheckWAL(ctx, d.sql, d.path, walPath(d.path)); err != nil {
+					return err
+				}
 			}
-			return catalog.CheckWAL(ctx, d.sql, d.path, walPath(d.path))
+			return catalog.CheckVersion(ctx, d.sql, d.path)
 		}
 	}
 	if err := check(ctx); err != nil {

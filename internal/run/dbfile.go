@@ -165,7 +165,7 @@ func buildNew(ctx context.Context, dsn, path string, fault func(string)) (string
 		fault(FaultCreateBuilding)
 	}
 	if err == nil {
-		err = catalog.Bootstrap(ctx, db, path)
+		err = catalog.Migrate(ctx, db, path, nil)
 		err = errors.Join(err, db.Close())
 	}
 	if err == nil && hasWAL(tmp) {

@@ -84,10 +84,6 @@ func (n *ReplicaNote) Holds(job string, s int64) bool {
 	return false
 }
 
-// Replica reports what the replica holds when this DB is a read replica
-// opened in place of a held database (OpenReader), nil otherwise.
-func (d *DB) Replica() *ReplicaNote { return d.note }
-
 // PublishReplica publishes the read replica of a writable database opened
 // with [duckdb] read_replica: it checkpoints, copies the database file
 // under a temporary name beside it, records what it holds in

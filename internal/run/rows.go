@@ -12,7 +12,7 @@ import (
 // NULL as nil.
 type Rows struct {
 	Columns []string
-	// Kinds says, for QueryText, how each column's text is written where
+	// Kinds says, for QueryTextReader, how each column's text is written where
 	// types matter (JSON): a number, a boolean or a string.
 	Kinds  []Kind
 	Values [][]any

@@ -47,8 +47,9 @@ type RunOptions struct {
 	// before COMMIT (tests of the all-or-nothing commit).
 	FailAfterTarget bool
 	// SkipHistory writes no history row: the floor that cmd/idem-bench
-	// measures the cost of history against (IDEM_BENCH_NO_HISTORY=1). Not
-	// a user setting: pinned reads of the snapshots it commits are wrong.
+	// measures the cost of history against (IDEM_BENCH_NO_HISTORY=1, read
+	// only by the idem it builds with -tags idembench). Not a user
+	// setting: pinned reads of the snapshots it commits are wrong.
 	SkipHistory bool
 
 	// Note is written in the run log row of the commit (a stream gap

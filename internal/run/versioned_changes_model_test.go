@@ -1,10 +1,12 @@
 package run_test
 
-// An independent Go model of the versioned_changes contract (SPEC section 6
-// and seeds/apply-versioned-changes-contract.txt), written from the contract
-// and not from the SQL: validation of one row, the batch rules that label
-// every row, and an event-by-event fold of the valid rows. The tests compare
-// the pipeline with both.
+// An independent Go model of the versioned_changes contract (README "Built-in
+// pipelines": every input row gets one outcome, the first of
+// invalid_change_id, invalid_entity_id, invalid_version, invalid_operation,
+// invalid_payload, superseded_in_batch, accepted, stale, duplicate,
+// conflict), written from the contract and not from the SQL: validation of
+// one row, the batch rules that label every row, and an event-by-event fold
+// of the valid rows. The tests compare the pipeline with both.
 
 import (
 	"sort"

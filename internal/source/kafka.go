@@ -67,13 +67,33 @@ func (k *KafkaReader) Ends(context.Context) map[string]int64 {
 func (k *KafkaReader) Read(ctx context.Context, next map[string]int64, max int, maxWait time.Duration) ([]Record, []Gap, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	start := time.Now()
-	admin, fresh := k.cl, k.cl == nil
-	if fresh {
+	deadline := time.Now().Add(maxWait)
+	want, gaps, err := k.plan(ctx, next)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := k.seek(want); err != nil {
+		return nil, nil, err
+	}
+	out, err := k.poll(ctx, max, deadline)
+	if err != nil {
+		return nil, gaps, err
+	}
+	return out, gaps, nil
+}
+
+// plan lists the topic's partitions and their first and end offsets, and
+// returns the offset to read each from: next, or where a partition never
+// read starts ([input] start), or its first offset when retention deleted
+// records at or past next (a gap). It records the end offsets in k.ends.
+func (k *KafkaReader) plan(ctx context.Context, next map[string]int64) (map[int32]int64, []Gap, error) {
+	admin := k.cl
+	if admin == nil {
 		cl, err := kgo.NewClient(k.clientOpts(nil)...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("kafka %v: %w", k.spec.Brokers, err)
 		}
+		defer cl.Close()
 		admin = cl
 	}
 	parts, err := k.partitions(ctx, admin)
@@ -88,9 +108,6 @@ func (k *KafkaReader) Read(ctx context.Context, next map[string]int64, max int, 
 		last, err = k.listOffsets(ctx, admin, parts, -1)
 	}
 	if err != nil {
-		if fresh {
-			admin.Close()
-		}
 		return nil, nil, err
 	}
 	want := map[int32]int64{}
@@ -111,6 +128,11 @@ func (k *KafkaReader) Read(ctx context.Context, next map[string]int64, max int, 
 			want[p] = n
 		}
 	}
+	return want, gaps, nil
+}
+
+// seek makes k.cl a client that delivers each partition from want.
+func (k *KafkaReader) seek(want map[int32]int64) error {
 	if k.cl != nil && !maps64Equal(k.pos, want) {
 		// The client would deliver from elsewhere (a batch rolled back, a
 		// replay): start a fresh client rather than mix its buffered
@@ -118,22 +140,28 @@ func (k *KafkaReader) Read(ctx context.Context, next map[string]int64, max int, 
 		k.cl.Close()
 		k.cl = nil
 	}
-	if k.cl == nil {
-		if fresh {
-			admin.Close() // else it was the client just closed
-		}
-		offsets := map[int32]kgo.Offset{}
-		for p, o := range want {
-			offsets[p] = kgo.NewOffset().At(o)
-		}
-		cl, err := kgo.NewClient(k.clientOpts(map[string]map[int32]kgo.Offset{k.spec.Topic: offsets})...)
-		if err != nil {
-			return nil, nil, fmt.Errorf("kafka %v: %w", k.spec.Brokers, err)
-		}
-		k.cl, k.pos = cl, want
+	if k.cl != nil {
+		return nil
 	}
+	offsets := map[int32]kgo.Offset{}
+	for p, o := range want {
+		offsets[p] = kgo.NewOffset().At(o)
+	}
+	cl, err := kgo.NewClient(k.clientOpts(map[string]map[int32]kgo.Offset{k.spec.Topic: offsets})...)
+	if err != nil {
+		return fmt.Errorf("kafka %v: %w", k.spec.Brokers, err)
+	}
+	k.cl, k.pos = cl, want
+	return nil
+}
+
+// poll reads at most max records until deadline, or until it has some and
+// every partition is caught up. A fetch error with nothing read, or ctx
+// ending with nothing read, is returned; with records read, they are. An
+// offset out of range returns what was read and drops the client, so the
+// next Read lists the offsets again and reports the gap.
+func (k *KafkaReader) poll(ctx context.Context, max int, deadline time.Time) ([]Record, error) {
 	var out []Record
-	deadline := start.Add(maxWait)
 	for len(out) < max {
 		if len(out) > 0 && k.caughtUp() {
 			break
@@ -146,33 +174,11 @@ func (k *KafkaReader) Read(ctx context.Context, next map[string]int64, max int, 
 		fetches := k.cl.PollRecords(pctx, max-len(out))
 		cancel()
 		var ferr error
-		fetches.EachError(func(_ string, p int32, err error) {
-			switch {
-			case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-			case errors.Is(err, kerr.OffsetOutOfRange):
-				// Retention deleted records after this read listed the
-				// partitions' first offsets: return what was read; the
-				// next read lists them again and reports the gap.
-				ferr = errOutOfRange
-			default:
-				if ferr == nil {
-					ferr = fmt.Errorf("kafka fetch %s[%d]: %w", k.spec.Topic, p, err)
-				}
-			}
-		})
-		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if fp.HighWatermark > 0 {
-				k.ends[strconv.Itoa(int(fp.Partition))] = fp.HighWatermark
-			}
-			for _, r := range fp.Records {
-				out = append(out, Record{Partition: strconv.Itoa(int(r.Partition)), Position: r.Offset, Value: r.Value})
-				k.pos[r.Partition] = r.Offset + 1
-			}
-		})
+		out, ferr = k.take(fetches, out)
 		if errors.Is(ferr, errOutOfRange) {
 			k.cl.Close()
 			k.cl = nil
-			return out, gaps, nil
+			return out, nil
 		}
 		if ferr != nil {
 			if len(out) > 0 {
@@ -180,16 +186,45 @@ func (k *KafkaReader) Read(ctx context.Context, next map[string]int64, max int, 
 			}
 			k.cl.Close()
 			k.cl = nil
-			return nil, gaps, ferr
+			return nil, ferr
 		}
 		if ctx.Err() != nil {
 			if len(out) == 0 {
-				return nil, gaps, ctx.Err()
+				return nil, ctx.Err()
 			}
 			break
 		}
 	}
-	return out, gaps, nil
+	return out, nil
+}
+
+// take appends the records of fetches to out, advancing k.pos and k.ends,
+// and returns the first fetch error: errOutOfRange when retention deleted
+// records after this Read listed the partitions' first offsets. A fetch
+// cut by the poll's deadline is no error.
+func (k *KafkaReader) take(fetches kgo.Fetches, out []Record) ([]Record, error) {
+	var ferr error
+	fetches.EachError(func(_ string, p int32, err error) {
+		switch {
+		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		case errors.Is(err, kerr.OffsetOutOfRange):
+			ferr = errOutOfRange
+		default:
+			if ferr == nil {
+				ferr = fmt.Errorf("kafka fetch %s[%d]: %w", k.spec.Topic, p, err)
+			}
+		}
+	})
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if fp.HighWatermark > 0 {
+			k.ends[strconv.Itoa(int(fp.Partition))] = fp.HighWatermark
+		}
+		for _, r := range fp.Records {
+			out = append(out, Record{Partition: strconv.Itoa(int(r.Partition)), Position: r.Offset, Value: r.Value})
+			k.pos[r.Partition] = r.Offset + 1
+		}
+	})
+	return out, ferr
 }
 
 var errOutOfRange = errors.New("offset out of range")

@@ -25,12 +25,8 @@ func (r Range) String() string { return fmt.Sprintf("%s:%d-%d", r.Job, r.From, r
 func (u *Upstream) Ranges() []Range { return slices.Clone(u.ranges) }
 
 // OpColumn is the column of an apply pipeline's upstream input that says
-// what changed: OpUpsert or OpDelete.
-const (
-	OpColumn = "idem_op"
-	OpUpsert = "upsert"
-	OpDelete = "delete"
-)
+// what changed: 'upsert' or 'delete'.
+const OpColumn = "idem_op"
 
 // pinChanges makes {{upstream:name}} a temp table of the rows of upstream
 // name that changed between the snapshot the job pinned last (Since) and

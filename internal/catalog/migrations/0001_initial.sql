@@ -1,15 +1,13 @@
-package catalog
+-- 0001: idem's own tables as every idem before catalog versions created
+-- them (release e77bdc9). It runs on a new database and on a database of
+-- that era (no catalog_version row in idem.meta), which may predate some
+-- of these tables: every statement is one that such a database takes as
+-- it is, adding only what it lacks.
 
-import (
-	"context"
-	"database/sql"
-	"errors"
-	"fmt"
-)
+-- A database from before idem.owners gets its owners claimed below, once.
+SET VARIABLE idem_had_owners = (SELECT count(*) > 0 FROM duckdb_tables()
+    WHERE database_name = current_database() AND schema_name = 'idem' AND table_name = 'owners');
 
-// bootstrapSQL creates idem's own tables. It runs in its own transaction,
-// outside any data transaction, and only when something is missing.
-const bootstrapSQL = `
 CREATE SCHEMA IF NOT EXISTS idem;
 CREATE TABLE IF NOT EXISTS idem.meta (key VARCHAR NOT NULL, value VARCHAR);
 CREATE TABLE IF NOT EXISTS idem.jobs (
@@ -132,51 +130,39 @@ CREATE TABLE IF NOT EXISTS idem.checkpoints (
     files      VARCHAR NOT NULL,
     created_at TIMESTAMP
 );
-`
 
-// idemTables is what bootstrap must find for an up-to-date database.
-var idemTables = []string{"meta", "jobs", "released", "ledger", "snapshots", "runs", "inputs", "erasures", "files", "commits", "owners", "packets", "retention", "checkpoints", "positions"}
+-- Row 0 of idem.commits holds the database's own id (catalog.RecordCommit):
+-- 32 hex digits, random.
+INSERT INTO idem.commits
+SELECT md5(gen_random_uuid()::VARCHAR), 0, NULL, 'created', current_timestamp
+WHERE NOT EXISTS (SELECT 1 FROM idem.commits);
 
-// Bootstrap creates idem's own tables in the database at path when any is
-// missing, in a transaction of its own, and checkpoints.
-func Bootstrap(ctx context.Context, db *sql.DB, path string) error {
-	var n int
-	err := db.QueryRowContext(ctx,
-		`SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'idem' AND table_name IN (SELECT unnest(?::VARCHAR[]))`,
-		idemTables).Scan(&n)
-	if err != nil {
-		return fmt.Errorf("inspect idem tables in %s: %w", path, err)
-	}
-	if n == len(idemTables) {
-		return nil
-	}
-	hadOwners, err := TableExists(ctx, db, "idem", "owners")
-	if err != nil {
-		return err
-	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("create idem tables in %s: %w", path, err)
-	}
-	if _, err := tx.ExecContext(ctx, bootstrapSQL); err != nil {
-		return errors.Join(fmt.Errorf("create idem tables in %s: %w", path, err), tx.Rollback())
-	}
-	// Row 0 of idem.commits holds the database's own id (see RecordCommit).
-	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.commits
-		SELECT ?, 0, NULL, 'created', current_timestamp WHERE NOT EXISTS (SELECT 1 FROM idem.commits)`, newDatabaseID()); err != nil {
-		return errors.Join(fmt.Errorf("create idem tables in %s: %w", path, err), tx.Rollback())
-	}
-	if !hadOwners {
-		// A database from before idem.owners: its jobs claim their tables.
-		if _, err := tx.ExecContext(ctx, claimOwnersSQL); err != nil {
-			return errors.Join(fmt.Errorf("record the owners of the tables in %s: %w", path, err), tx.Rollback())
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("create idem tables in %s: %w", path, err)
-	}
-	if _, err := db.ExecContext(ctx, "CHECKPOINT"); err != nil {
-		return fmt.Errorf("checkpoint %s: %w", path, err)
-	}
-	return nil
-}
+-- A database from before idem.owners: its jobs claim their names, each
+-- target and history, and the _outcomes, _active and _tombstones objects
+-- beside a target. Where two jobs already wrote one table, the job that
+-- committed first keeps it.
+INSERT INTO idem.owners
+SELECT name, arg_min(job, (first, job)), current_timestamp FROM (
+    SELECT lower('main.' || j.target) AS name, j.job,
+           coalesce((SELECT min(committed_at) FROM idem.snapshots s WHERE s.job = j.job), TIMESTAMP '9999-12-31') AS first
+    FROM idem.jobs j WHERE coalesce(j.target, '') <> ''
+    UNION ALL
+    SELECT lower('idem.' || j.job || '__history'), j.job,
+           coalesce((SELECT min(committed_at) FROM idem.snapshots s WHERE s.job = j.job), TIMESTAMP '9999-12-31')
+    FROM idem.jobs j WHERE j.snapshot > 0
+) AS c
+WHERE name NOT IN (SELECT name FROM idem.owners) AND NOT getvariable('idem_had_owners')
+GROUP BY name;
+INSERT INTO idem.owners
+SELECT name, arg_min(job, job), current_timestamp FROM (
+    SELECT lower('main.' || o.table_name) AS name, c.job
+    FROM (SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main'
+          UNION ALL
+          SELECT view_name FROM duckdb_views() WHERE database_name = current_database() AND schema_name = 'main' AND NOT internal) AS o
+    JOIN idem.owners c ON c.name LIKE 'main.%'
+     AND lower(o.table_name) IN (substr(c.name, 6) || '_outcomes', substr(c.name, 6) || '_active', substr(c.name, 6) || '_tombstones')
+) AS x
+WHERE name NOT IN (SELECT name FROM idem.owners) AND NOT getvariable('idem_had_owners')
+GROUP BY name;
+
+RESET VARIABLE idem_had_owners;

@@ -1,0 +1,207 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/idem-dev/idem/internal/job"
+)
+
+// kafkaFixture is an in-process cluster (kfake speaks the real protocol)
+// holding topic "t", and a producer for it.
+type kafkaFixture struct {
+	t    *testing.T
+	addr string
+	cl   *kgo.Client
+}
+
+func newKafkaFixture(t *testing.T, partitions int32) *kafkaFixture {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "t"))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	addr := c.ListenAddrs()[0]
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	return &kafkaFixture{t: t, addr: addr, cl: cl}
+}
+
+// produce writes n records to partition p, valued "p<p>-<i>" from i = from.
+func (f *kafkaFixture) produce(p int32, from, n int) {
+	f.t.Helper()
+	var recs []*kgo.Record
+	for i := from; i < from+n; i++ {
+		recs = append(recs, &kgo.Record{Topic: "t", Partition: p, Value: fmt.Appendf(nil, "p%d-%d", p, i)})
+	}
+	require.NoError(f.t, f.cl.ProduceSync(context.Background(), recs...).FirstErr())
+}
+
+// deleteBefore deletes partition p's records below offset, as retention
+// does.
+func (f *kafkaFixture) deleteBefore(p int32, offset int64) {
+	f.t.Helper()
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = "t"
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Partition, rp.Offset = p, offset
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 5000
+	resp, err := req.RequestWith(context.Background(), f.cl)
+	require.NoError(f.t, err)
+	require.Zero(f.t, resp.Topics[0].Partitions[0].ErrorCode)
+}
+
+func (f *kafkaFixture) reader(start string) *KafkaReader {
+	f.t.Helper()
+	spec := job.StreamSpec{Kind: job.KindKafka, Brokers: []string{f.addr}, Topic: "t", MaxWait: 200 * time.Millisecond, Start: start}
+	r, err := NewKafkaReader(spec)
+	require.NoError(f.t, err)
+	f.t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// values lists the records as "partition:position=value", sorted.
+func values(recs []Record) []string {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = fmt.Sprintf("%s:%d=%s", r.Partition, r.Position, r.Value)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// readAll reads until a Read returns nothing, from next, advancing it.
+func readAll(t *testing.T, r *KafkaReader, next map[string]int64, max int) []Record {
+	t.Helper()
+	var all []Record
+	for {
+		recs, gaps, err := r.Read(context.Background(), next, max, time.Second)
+		require.NoError(t, err)
+		require.Empty(t, gaps)
+		require.LessOrEqual(t, len(recs), max)
+		if len(recs) == 0 {
+			return all
+		}
+		for _, rec := range recs {
+			next[rec.Partition] = rec.Position + 1
+		}
+		all = append(all, recs...)
+	}
+}
+
+// TestKafkaRead: every record of every partition once, at most max a Read,
+// from the earliest offset of a partition never read; a Read that has
+// records and is caught up returns before maxWait; Ends are the log ends.
+func TestKafkaRead(t *testing.T) {
+	t.Parallel()
+	f := newKafkaFixture(t, 3)
+	f.produce(0, 0, 5)
+	f.produce(1, 0, 3)
+	f.produce(2, 0, 4)
+	r := f.reader("")
+	began := time.Now()
+	recs, gaps, err := r.Read(context.Background(), nil, 100, 10*time.Second)
+	require.NoError(t, err)
+	require.Empty(t, gaps)
+	require.Less(t, time.Since(began), 5*time.Second, "caught up: no wait for maxWait")
+	for len(recs) < 12 { // a poll may give some partitions first
+		more, _, err := r.Read(context.Background(), nextOf(recs), 100, time.Second)
+		require.NoError(t, err)
+		require.NotEmpty(t, more)
+		recs = append(recs, more...)
+	}
+	require.Len(t, recs, 12)
+	require.Equal(t, "0:4=p0-4", values(recs)[4])
+	require.Equal(t, map[string]int64{"0": 5, "1": 3, "2": 4}, r.Ends(context.Background()))
+
+	// max bounds a Read; the next Read goes on from where it stopped.
+	r2 := f.reader("")
+	got := readAll(t, r2, map[string]int64{}, 2)
+	require.Equal(t, values(recs), values(got))
+}
+
+// nextOf is the next position per partition after recs.
+func nextOf(recs []Record) map[string]int64 {
+	next := map[string]int64{}
+	for _, r := range recs {
+		next[r.Partition] = r.Position + 1
+	}
+	return next
+}
+
+// TestKafkaReadFromNext: a Read starts each partition at next; a Read from
+// an earlier next (a batch rolled back) reads the records again.
+func TestKafkaReadFromNext(t *testing.T) {
+	t.Parallel()
+	f := newKafkaFixture(t, 2)
+	f.produce(0, 0, 6)
+	f.produce(1, 0, 6)
+	r := f.reader("")
+	got := readAll(t, r, map[string]int64{"0": 4, "1": 5}, 100)
+	require.Equal(t, []string{"0:4=p0-4", "0:5=p0-5", "1:5=p1-5"}, values(got))
+
+	again := readAll(t, r, map[string]int64{"0": 3, "1": 5}, 100)
+	require.Equal(t, []string{"0:3=p0-3", "0:4=p0-4", "0:5=p0-5", "1:5=p1-5"}, values(again))
+
+	f.produce(1, 6, 2)
+	more := readAll(t, r, map[string]int64{"0": 6, "1": 6}, 100)
+	require.Equal(t, []string{"1:6=p1-6", "1:7=p1-7"}, values(more))
+}
+
+// TestKafkaReadStartLatest: with start = "latest" a partition without a
+// next position starts at its end at each Read, so the records already in
+// it never come; one with a next position starts there.
+func TestKafkaReadStartLatest(t *testing.T) {
+	t.Parallel()
+	f := newKafkaFixture(t, 1)
+	f.produce(0, 0, 3)
+	r := f.reader(job.StartLatest)
+	recs, gaps, err := r.Read(context.Background(), nil, 100, 300*time.Millisecond)
+	require.NoError(t, err)
+	require.Empty(t, gaps)
+	require.Empty(t, recs)
+	f.produce(0, 3, 2)
+	got := readAll(t, r, map[string]int64{"0": 3}, 100)
+	require.Equal(t, []string{"0:3=p0-3", "0:4=p0-4"}, values(got))
+	require.Empty(t, readAll(t, r, map[string]int64{}, 100))
+}
+
+// TestKafkaReadGap: records deleted below next are a Gap from next to the
+// first offset the partition holds, and the Read goes on from there.
+func TestKafkaReadGap(t *testing.T) {
+	t.Parallel()
+	f := newKafkaFixture(t, 1)
+	f.produce(0, 0, 10)
+	f.deleteBefore(0, 7)
+	r := f.reader("")
+	recs, gaps, err := r.Read(context.Background(), map[string]int64{"0": 4}, 100, time.Second)
+	require.NoError(t, err)
+	require.Equal(t, []Gap{{Partition: "0", From: 4, Next: 7}}, gaps)
+	require.Equal(t, []string{"0:7=p0-7", "0:8=p0-8", "0:9=p0-9"}, values(recs))
+}
+
+// TestKafkaReadContext: a Read whose ctx ends with nothing read returns
+// ctx's error.
+func TestKafkaReadContext(t *testing.T) {
+	t.Parallel()
+	f := newKafkaFixture(t, 1)
+	r := f.reader("")
+	_, _, err := r.Read(context.Background(), nil, 10, 100*time.Millisecond)
+	require.NoError(t, err) // connected, nothing to read
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
+	recs, _, err := r.Read(ctx, map[string]int64{"0": 0}, 10, 10*time.Second)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Empty(t, recs)
+}

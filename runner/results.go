@@ -1,0 +1,194 @@
+package runner
+
+import (
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/run"
+)
+
+// Batch names the one batch a run of an apply job applies, and guards it;
+// the zero Batch runs the job as its job file says. The fields are the
+// idem run flags of the same names.
+type Batch struct {
+	// Input overrides the job's [input] path (a file or a glob).
+	Input string
+	// ID is the batch id; "" names the batch after its input file.
+	ID string
+	// From and To, given together, say the batch covers source positions
+	// (From, To]; From must equal the job's cursor.
+	From, To *int64
+	// Epoch, when set, refuses the run unless it is the job's current
+	// writer epoch; a job with [job] fencing = "required" needs it.
+	Epoch *int64
+	// ExpectParent, when set, refuses the run unless the job's latest
+	// snapshot is this one.
+	ExpectParent *int64
+	// Partitions are the partitions a run of a job with [target]
+	// partition_by replaces; nil: those its input holds.
+	Partitions []string
+}
+
+// options checks b and returns the run's options.
+func (b Batch) options() (run.RunOptions, error) {
+	if (b.From == nil) != (b.To == nil) {
+		return run.RunOptions{}, job.Usage("Batch: From and To go together")
+	}
+	return run.RunOptions{Input: b.Input, BatchID: b.ID, From: b.From, To: b.To, Epoch: b.Epoch,
+		ExpectParent: b.ExpectParent, Partitions: b.Partitions, Expire: ops.ExpireAfterRun}, nil
+}
+
+// The decisions of a Result or a Plan. A run reports loaded (a refresh
+// job reloaded its target), applied (an apply job applied a batch),
+// skipped (nothing changed: nothing written) or already_committed (the
+// same batch was applied before: nothing written). A job of a project may
+// also have failed, been refused, or been blocked: not run because a job it
+// reads did not commit.
+const (
+	DecisionLoaded           = "loaded"
+	DecisionApplied          = "applied"
+	DecisionSkipped          = "skipped"
+	DecisionAlreadyCommitted = "already_committed"
+	DecisionFailed           = "failed"
+	DecisionRefused          = "refused"
+	DecisionBlocked          = "blocked"
+)
+
+// Result is what one run of a job did. The JSON keys are those of idem run
+// --json. A job that applies several batches in one run (an [input] mode =
+// "files" or chunk_rows job) has one Result per committed batch in Runs,
+// and its other fields but Job, Decision and NewFiles are zero.
+type Result struct {
+	Job string `json:"job"`
+	// Decision is loaded, applied, skipped or already_committed; in a
+	// project also failed, refused or blocked.
+	Decision string `json:"decision"`
+	// Changed lists the key parts that changed (input, transform, config,
+	// schema); FirstLoad is true for the job's first commit.
+	Changed   []string `json:"changed"`
+	FirstLoad bool     `json:"first_load"`
+	JobKey    string   `json:"job_key"`
+	// Snapshot is the job's snapshot after the run (the new one when it
+	// committed), Parent the one before.
+	Snapshot int64  `json:"snapshot"`
+	Parent   int64  `json:"parent"`
+	BatchID  string `json:"batch_id,omitempty"`
+	// RowsIn counts the input rows; Outcomes counts them by outcome.
+	RowsIn   int64            `json:"rows_in"`
+	Outcomes map[string]int64 `json:"outcomes"`
+	// RowsOut is the target's row count after the run, RowsWritten what
+	// this run wrote to it.
+	RowsOut     int64  `json:"rows_out"`
+	RowsWritten int64  `json:"rows_written"`
+	Cursor      int64  `json:"cursor"`
+	Epoch       int64  `json:"epoch"`
+	Target      string `json:"target"`
+	InputSHA256 string `json:"input_sha256"`
+	// NewFiles and Runs: a files-mode job's new files and the batches it
+	// committed, one per file (or one for all); Runs also holds a chunked
+	// job's chunks.
+	NewFiles []string  `json:"new_files,omitempty"`
+	Runs     []*Result `json:"runs,omitempty"`
+	// BlockedBy names, for a blocked job of a project, the jobs it reads
+	// that did not commit.
+	BlockedBy []string `json:"blocked_by,omitempty"`
+	// Error and ExitCode are set for a job of a project that failed or was
+	// refused, as its *JobError says.
+	Error    string `json:"error,omitempty"`
+	ExitCode int    `json:"exit_code,omitempty"`
+}
+
+func resultOf(r *run.Result) *Result {
+	return &Result{Job: r.Job, Decision: r.Decision, Changed: job.NonNil(r.Changed), FirstLoad: r.FirstLoad,
+		JobKey: r.JobKey, Snapshot: r.Snapshot, Parent: r.Parent, BatchID: r.BatchID, RowsIn: r.RowsIn,
+		Outcomes: r.Outcomes, RowsOut: r.RowsOut, RowsWritten: r.RowsWritten, Cursor: r.Cursor,
+		Epoch: r.Epoch, Target: r.Target, InputSHA256: r.InputSHA256}
+}
+
+func resultsOf(rs []*run.Result) []*Result {
+	out := make([]*Result, len(rs))
+	for i, r := range rs {
+		out[i] = resultOf(r)
+	}
+	return out
+}
+
+// Plan is what a run of a job would decide, computed without writing. The
+// JSON keys are those of idem plan --json.
+type Plan struct {
+	Job  string `json:"job"`
+	Mode string `json:"mode"`
+	// Decision is in the run's words: loaded, applied, skipped,
+	// already_committed or refused; in a project also failed or blocked.
+	Decision  string   `json:"decision"`
+	Changed   []string `json:"changed"`
+	FirstLoad bool     `json:"first_load"`
+	// JobKey is the key the run would record; "" while an upstream has
+	// not committed what the job would read.
+	JobKey   string `json:"job_key"`
+	BatchID  string `json:"batch_id,omitempty"`
+	Snapshot int64  `json:"snapshot"`
+	Cursor   int64  `json:"cursor"`
+	Epoch    int64  `json:"epoch"`
+	// Reason says why: the refusal, a skip's cause, an upstream that
+	// would commit first.
+	Reason   string   `json:"reason,omitempty"`
+	NewFiles []string `json:"new_files,omitempty"`
+	// BlockedBy, Error and ExitCode as in Result.
+	BlockedBy []string `json:"blocked_by,omitempty"`
+	Error     string   `json:"error,omitempty"`
+	ExitCode  int      `json:"exit_code,omitempty"`
+}
+
+func planOf(p *ops.Plan) *Plan {
+	return &Plan{Job: p.Job, Mode: p.Mode, Decision: p.Decision, Changed: job.NonNil(p.Changed), FirstLoad: p.FirstLoad,
+		JobKey: p.JobKey, BatchID: p.BatchID, Snapshot: p.Snapshot, Cursor: p.Cursor, Epoch: p.Epoch,
+		Reason: p.Reason, NewFiles: p.NewFiles, Error: p.Error, ExitCode: p.ExitCode}
+}
+
+// RerunResult reports a rerun: the sha256 of the canonical export (csv, key
+// order) of the snapshot as stored and of its rebuild. The JSON keys are
+// those of idem rerun --json.
+type RerunResult struct {
+	Job        string `json:"job"`
+	Reproduced bool   `json:"reproduced"`
+	Snapshot   int64  `json:"snapshot"`
+	SHA256     string `json:"sha256"`
+	Rebuilt    string `json:"rebuilt_sha256"`
+	Rows       int64  `json:"rows"`
+	// Replayed counts the snapshots replayed in the scratch database,
+	// from the checkpoint FromCheckpoint (0: from the first snapshot).
+	Replayed       int   `json:"replayed"`
+	FromCheckpoint int64 `json:"from_checkpoint"`
+}
+
+// ExportOptions say what Project.Export writes.
+type ExportOptions struct {
+	// Out is the file to write (required), or with PartitionBy the folder.
+	Out string
+	// Table is the job's target (default) or <target>_outcomes.
+	Table string
+	// Snapshot is the snapshot to read; 0 the latest.
+	Snapshot int64
+	// Format is csv, parquet or jsonl; default from Out's extension, else
+	// csv.
+	Format string
+	// PartitionBy writes one file per value of this column under Out,
+	// with a manifest.json.
+	PartitionBy string
+}
+
+// ExportResult reports an export. The JSON keys are those of idem export
+// --json (without the partitioned export's file list).
+type ExportResult struct {
+	Job      string `json:"job"`
+	Table    string `json:"table"`
+	Snapshot int64  `json:"snapshot"`
+	Format   string `json:"format"`
+	Path     string `json:"path"`
+	Rows     int64  `json:"rows"`
+	// Bytes and SHA256 are the file's; for a partitioned export the files'
+	// total and the manifest's sha256.
+	Bytes       int64  `json:"bytes"`
+	SHA256      string `json:"sha256"`
+	PartitionBy string `json:"partition_by,omitempty"`
+}

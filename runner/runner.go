@@ -1,0 +1,365 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/project"
+	"github.com/idem-dev/idem/internal/projectrun"
+	"github.com/idem-dev/idem/internal/run"
+	idemsql "github.com/idem-dev/idem/sql"
+)
+
+// Project is a set of job files opened together, in run order: each job
+// after the jobs of the project it reads as upstreams. It holds no open
+// database: each call opens what it needs and closes it before it returns,
+// so another process (the idem command) can write between two calls. A
+// Project is safe for use by one goroutine at a time.
+type Project struct {
+	p *project.Project
+	s settings
+}
+
+// Open reads the job files paths name, as idem run takes them: a file as
+// it is, a folder as every *.toml file directly in it. It validates every
+// job file and orders the jobs; nothing is opened or written. Errors: a job
+// file that cannot be used (ErrJobFile, naming the file, line and key), a
+// bad option, two jobs of one name in one database, a cycle of upstreams,
+// or a WithSelect name that is no job (ErrUsage).
+func Open(ctx context.Context, paths []string, opts ...Option) (*Project, error) {
+	s := settings{concurrency: 1}
+	for _, o := range opts {
+		if err := o(&s); err != nil {
+			return nil, jobError("", err)
+		}
+	}
+	if len(paths) == 0 {
+		return nil, jobError("", job.Usage("Open: no job file or folder"))
+	}
+	files, err := project.Files(paths)
+	if err != nil {
+		return nil, jobError("", err)
+	}
+	var jobs []*job.Job
+	for _, f := range files {
+		if err := ctx.Err(); err != nil {
+			return nil, jobError("", err)
+		}
+		j, err := run.LoadJob(f, idemsql.FS)
+		if err != nil {
+			return nil, jobError("", err)
+		}
+		jobs = append(jobs, j)
+	}
+	p, err := project.New(jobs)
+	if err == nil {
+		p, err = p.Select(s.selects)
+	}
+	if err != nil {
+		return nil, jobError("", err)
+	}
+	return &Project{p: p, s: s}, nil
+}
+
+// Jobs names the project's jobs in run order.
+func (p *Project) Jobs() []string {
+	names := make([]string, len(p.p.Jobs))
+	for i, j := range p.p.Jobs {
+		names[i] = j.Name
+	}
+	return names
+}
+
+// job finds the project's job called name.
+func (p *Project) job(name string) (*job.Job, error) {
+	for _, j := range p.p.Jobs {
+		if j.Name == name {
+			return j, nil
+		}
+	}
+	return nil, jobError(name, job.Usage("no job %q in the project (jobs: %s)", name, strings.Join(p.Jobs(), ", ")))
+}
+
+// database is the database file job j uses, and how it is opened.
+func (p *Project) database(j *job.Job) (string, run.OpenOptions, error) {
+	d := j.DuckDB
+	if o := p.s.duckdb; o.MemoryLimit != "" {
+		d.MemoryLimit = o.MemoryLimit
+	}
+	if o := p.s.duckdb; o.Threads > 0 {
+		d.Threads = o.Threads
+	}
+	if o := p.s.duckdb; o.TempDirectory != "" {
+		d.TempDirectory = o.TempDirectory
+	}
+	opts := run.OpenOptions{DuckDB: d, Wait: p.s.wait}
+	if p.s.database != "" {
+		return p.s.database, opts, nil
+	}
+	return j.Database, opts, j.CheckDatabase()
+}
+
+// RunJob runs job name once with the batch b, as idem run JOB does: in one
+// transaction that commits the target, its outcomes, the ledger, the state
+// and a new snapshot, or commits nothing. A files-mode job applies each new
+// file as its own batch (its own transaction) and a chunked job each
+// chunk; a stream job one batch past its committed positions. The error is
+// a *JobError: ErrRefused for a guard (nothing committed), ErrLocked,
+// ErrUsage for a bad Batch, ErrCanceled when ctx ended. A files-mode or
+// chunked run that fails after committing batches returns its Result (with
+// those batches in Runs) beside the error.
+func (p *Project) RunJob(ctx context.Context, name string, b Batch) (*Result, error) {
+	j, err := p.job(name)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := b.options()
+	if err != nil {
+		return nil, jobError(name, err)
+	}
+	res, err := p.runJob(ctx, nil, j, opts)
+	return res, jobError(name, err)
+}
+
+// runJob runs j with opts on a database from h (nil: opened and closed
+// here).
+func (p *Project) runJob(ctx context.Context, h *projectrun.Handles, j *job.Job, opts run.RunOptions) (res *Result, err error) {
+	path, oo, err := p.database(j)
+	if err != nil {
+		return nil, err
+	}
+	db, done, err := h.Open(ctx, path, oo)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, done(err)) }()
+	switch {
+	case j.IsStream():
+		srs, err := db.RunStream(ctx, j, opts, run.StreamOptions{})
+		if err != nil || len(srs) == 0 {
+			return nil, err
+		}
+		sr := srs[len(srs)-1]
+		if sr.Run != nil {
+			return resultOf(sr.Run), nil
+		}
+		return &Result{Job: sr.Job, Decision: sr.Decision, Changed: []string{}, JobKey: sr.JobKey, Snapshot: sr.Snapshot,
+			BatchID: sr.BatchID, RowsIn: sr.RowsIn, Outcomes: sr.Outcomes}, nil
+	case j.Input.Mode == job.InputModeFiles:
+		fr, err := db.RunFiles(ctx, j, opts)
+		if fr == nil {
+			return nil, err
+		}
+		return &Result{Job: fr.Job, Decision: fr.Decision, NewFiles: fr.NewFiles, Runs: resultsOf(fr.Runs)}, err
+	case j.Input.ChunkRows > 0:
+		cr, err := db.RunChunks(ctx, j, opts)
+		if cr == nil {
+			return nil, err
+		}
+		return &Result{Job: cr.Job, Decision: cr.Decision, Runs: resultsOf(cr.Runs)}, err
+	}
+	r, err := db.Run(ctx, j, opts)
+	if err != nil {
+		return nil, err
+	}
+	return resultOf(r), nil
+}
+
+// Run runs every job of the project once, in run order, each as RunJob
+// with the zero Batch would, in its own transaction: a job after the jobs
+// it reads, which it reads as they committed. A job downstream of one that
+// failed or was refused is not run (Decision blocked); the others still
+// run. Jobs of different database files run at once up to WithConcurrency.
+// It returns one Result per job in run order, and, when any job failed or
+// was refused, a *PartialError naming them (ExitCode gives the worst exit
+// code). The jobs that committed stay committed.
+func (p *Project) Run(ctx context.Context) ([]*Result, error) {
+	h := projectrun.NewHandles()
+	results := make(map[*job.Job]*Result, len(p.p.Jobs))
+	var mu sync.Mutex
+	outcomes := projectrun.Run(ctx, p.p, p.s.concurrency, func(ctx context.Context, j *job.Job, _ map[string]string) (string, error) {
+		opts, _ := Batch{}.options()
+		res, err := p.runJob(ctx, h, j, opts)
+		mu.Lock()
+		results[j] = res
+		mu.Unlock()
+		if res == nil {
+			return "", err
+		}
+		return res.Decision, err
+	}, nil)
+	closeErr := h.Close()
+	out := make([]*Result, len(outcomes))
+	var failed []*JobError
+	for i, oc := range outcomes {
+		r := results[oc.Job]
+		if r == nil {
+			r = &Result{Job: oc.Job.Name, Changed: []string{}}
+		}
+		switch {
+		case len(oc.BlockedBy) > 0:
+			r.Decision, r.BlockedBy = DecisionBlocked, oc.BlockedBy
+		case oc.Err != nil:
+			je := jobError(oc.Job.Name, oc.Err).(*JobError)
+			failed = append(failed, je)
+			r.Decision, r.Error, r.ExitCode = failedDecision(je.Code), oc.Err.Error(), je.Code
+		}
+		out[i] = r
+	}
+	return out, partial(failed, closeErr)
+}
+
+// failedDecision is the decision of a job whose error has exit code code.
+func failedDecision(code int) string {
+	if code == ExitRefused {
+		return DecisionRefused
+	}
+	return DecisionFailed
+}
+
+// partial is the error of a project call: nil, or a *PartialError of the
+// failed jobs and of the databases that failed to close.
+func partial(failed []*JobError, closeErr error) error {
+	if closeErr != nil {
+		failed = append(failed, &JobError{Code: ExitFailure, Err: closeErr})
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	return &PartialError{Failed: failed}
+}
+
+// PlanJob computes what RunJob(ctx, name, b) would decide, writing nothing:
+// it runs the run's own guards in a transaction it rolls back, on the
+// database opened read-only (none when it does not exist yet). A plan the
+// run would be refused is returned with Decision refused, beside a
+// *JobError wrapping ErrRefused.
+func (p *Project) PlanJob(ctx context.Context, name string, b Batch) (*Plan, error) {
+	j, err := p.job(name)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := b.options()
+	if err != nil {
+		return nil, jobError(name, err)
+	}
+	plan, err := p.planJob(ctx, j, opts, nil)
+	return plan, jobError(name, err)
+}
+
+func (p *Project) planJob(ctx context.Context, j *job.Job, opts run.RunOptions, upstream map[string]string) (*Plan, error) {
+	path, oo, err := p.database(j)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := ops.PlanRun(ctx, path, j, opts, oo)
+	if err != nil {
+		return nil, err
+	}
+	plan.AfterUpstream(j, upstream)
+	return planOf(plan), plan.Refusal
+}
+
+// Plan plans every job of the project in run order, as Run would run them,
+// writing nothing: a job whose upstream in the project would commit first
+// is planned as rebuilt. It returns one Plan per job and, when a run would
+// be refused or a plan cannot be made, a *PartialError naming those jobs
+// (their downstream jobs are blocked).
+func (p *Project) Plan(ctx context.Context) ([]*Plan, error) {
+	plans := make(map[*job.Job]*Plan, len(p.p.Jobs))
+	opts, _ := Batch{}.options()
+	outcomes := projectrun.Run(ctx, p.p, 1, func(ctx context.Context, j *job.Job, upstream map[string]string) (string, error) {
+		plan, err := p.planJob(ctx, j, opts, upstream)
+		plans[j] = plan
+		if plan == nil {
+			return "", err
+		}
+		return plan.Decision, err
+	}, nil)
+	out := make([]*Plan, len(outcomes))
+	var failed []*JobError
+	for i, oc := range outcomes {
+		pl := plans[oc.Job]
+		if pl == nil {
+			pl = &Plan{Job: oc.Job.Name, Mode: oc.Job.Pipeline.Mode, Changed: []string{}}
+		}
+		switch {
+		case len(oc.BlockedBy) > 0:
+			pl.Decision, pl.BlockedBy = DecisionBlocked, oc.BlockedBy
+		case oc.Err != nil:
+			je := jobError(oc.Job.Name, oc.Err).(*JobError)
+			failed = append(failed, je)
+			pl.Decision, pl.Error, pl.ExitCode = failedDecision(je.Code), oc.Err.Error(), je.Code
+		}
+		out[i] = pl
+	}
+	return out, partial(failed, nil)
+}
+
+// open opens job name's database read-only.
+func (p *Project) open(ctx context.Context, name string) (*job.Job, *run.DB, error) {
+	j, err := p.job(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	path, oo, err := p.database(j)
+	if err != nil {
+		return nil, nil, jobError(name, err)
+	}
+	oo.ReadOnly = true
+	db, err := run.Open(ctx, path, oo)
+	if err != nil {
+		return nil, nil, jobError(name, err)
+	}
+	return j, db, nil
+}
+
+// Rerun rebuilds snapshot (0: the latest) of job name in a scratch database
+// from its retained inputs and the transform version, config and schema
+// recorded for it, and compares the sha256 of the rebuilt target's
+// canonical export with that of the snapshot as stored, as idem rerun does.
+// The job's database is only read. A snapshot that is not reproduced is
+// returned beside a *JobError wrapping ErrNotReproduced; released SQL
+// edited since, or an expired snapshot, is ErrRefused.
+func (p *Project) Rerun(ctx context.Context, name string, snapshot int64) (*RerunResult, error) {
+	j, db, err := p.open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close() // read-only: nothing to lose
+	res, err := ops.Rerun(ctx, db, j, ops.RerunOptions{Snapshot: snapshot, DuckDB: j.DuckDB})
+	if err != nil {
+		return nil, jobError(name, err)
+	}
+	out := &RerunResult{Job: res.Job, Reproduced: res.Reproduced, Snapshot: res.Snapshot, SHA256: res.SHA256,
+		Rebuilt: res.Rebuilt, Rows: res.Rows, Replayed: res.Replayed, FromCheckpoint: res.FromCheckpoint}
+	if !res.Reproduced {
+		return out, jobError(name, fmt.Errorf("%w: snapshot %d: sha256 %s, rebuilt %s", ErrNotReproduced, res.Snapshot, res.SHA256, res.Rebuilt))
+	}
+	return out, nil
+}
+
+// Export writes a table of job name, pinned at a snapshot, in key order, as
+// idem export does: two exports of one snapshot are byte-identical,
+// whatever the thread count. The file is written beside Out and renamed
+// into place. The database is only read. Errors: no Out or a bad format
+// (ErrUsage), an expired snapshot (ErrRefused).
+func (p *Project) Export(ctx context.Context, name string, opts ExportOptions) (*ExportResult, error) {
+	j, db, err := p.open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close() // read-only: nothing to lose
+	res, err := ops.Export(ctx, db, j, ops.ExportOptions{Out: opts.Out, Table: opts.Table, Snapshot: opts.Snapshot,
+		Format: opts.Format, PartitionBy: opts.PartitionBy})
+	if err != nil {
+		return nil, jobError(name, err)
+	}
+	return &ExportResult{Job: res.Job, Table: res.Table, Snapshot: res.Snapshot, Format: res.Format, Path: res.Path,
+		Rows: res.Rows, Bytes: res.Bytes, SHA256: res.SHA256, PartitionBy: res.PartitionBy}, nil
+}
