@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/idem-dev/idem/internal/job"
@@ -103,51 +100,11 @@ func TestBackupRestore(t *testing.T) {
 	}
 }
 
-// startPaused starts idem in a child process with IDEM_FAULT=fault (a
-// sleep:<point>:<duration>) and returns once it pauses there, with a
-// function that waits for it and returns its exit code and stderr.
-func startPaused(t *testing.T, fault string, args ...string) func() (int, string) {
-	t.Helper()
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	cmd := exec.Command(exe, args...)
-	cmd.Env = append(os.Environ(), "IDEM_TEST_AS_CLI=1", "IDEM_FAULT="+fault)
-	errPipe, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	var stderr strings.Builder
-	sc := bufio.NewScanner(errPipe)
-	for sc.Scan() {
-		stderr.WriteString(sc.Text() + "\n")
-		if strings.Contains(sc.Text(), "pausing") {
-			break
-		}
-	}
-	require.Contains(t, stderr.String(), "pausing", "the child did not reach %s", fault)
-	done := make(chan struct{})
-	go func() {
-		for sc.Scan() {
-			stderr.WriteString(sc.Text() + "\n")
-		}
-		close(done)
-	}()
-	return func() (int, string) {
-		<-done
-		err := cmd.Wait()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else {
-			require.NoError(t, err)
-		}
-		return code, stderr.String()
-	}
-}
-
 // TestCompactAndBackupHoldTheDatabase: while compact or backup runs, at
-// each of its stages, the database is held as by a writer: a run, an
-// erase, another compact or backup get exit 4 and change nothing, and the
-// paused command then finishes. While a run holds the database, compact
+// each of its stages (held there by IDEM_FAULT=block:<point>), the
+// database is held as by a writer: a run, an erase, another compact or
+// backup get exit 4 and change nothing, and the held command then
+// finishes. While a run holds the database, compact
 // and backup get exit 4.
 func TestCompactAndBackupHoldTheDatabase(t *testing.T) {
 	t.Parallel()
@@ -161,14 +118,13 @@ func TestCompactAndBackupHoldTheDatabase(t *testing.T) {
 	} {
 		t.Run(tc.point, func(t *testing.T) {
 			t.Parallel()
-			j := newGuardJob(t)
-			j.apply()
+			j := appliedGuardJob(t)
 			before := captureState(t, j.db)
 			args := []string{tc.cmd, "--db", j.db}
 			if tc.cmd == "backup" {
 				args = append(args, "--out", filepath.Join(j.dir, "backup"))
 			}
-			wait := startPaused(t, "sleep:"+tc.point+":3s", args...)
+			held := startBlocked(t, "", tc.point, args...)
 			for _, other := range [][]string{
 				{"run", j.file, "--input", changesFixture(t, "batch-2.jsonl")},
 				{"erase", j.file, "--key", "account-1"},
@@ -178,7 +134,7 @@ func TestCompactAndBackupHoldTheDatabase(t *testing.T) {
 				r := callIdem(t, other...)
 				require.Equal(t, job.ExitLocked, r.code, "%s during %s at %s: %s", other[0], tc.cmd, tc.point, r.stderr)
 			}
-			code, stderr := wait()
+			code, _, stderr := held.wait(t)
 			require.Equal(t, 0, code, stderr)
 			require.Equal(t, before, captureState(t, j.db))
 			require.NoDirExists(t, filepath.Join(j.dir, "other"))
@@ -186,14 +142,13 @@ func TestCompactAndBackupHoldTheDatabase(t *testing.T) {
 	}
 	t.Run("run_holds", func(t *testing.T) {
 		t.Parallel()
-		j := newGuardJob(t)
-		j.apply()
-		wait := startPaused(t, "sleep:before_commit:3s", "run", j.file, "--input", changesFixture(t, "batch-2.jsonl"))
+		j := appliedGuardJob(t)
+		held := startBlocked(t, "", "before_commit", "run", j.file, "--input", changesFixture(t, "batch-2.jsonl"))
 		for _, args := range [][]string{{"compact", "--db", j.db}, {"backup", "--db", j.db, "--out", filepath.Join(j.dir, "b")}} {
 			r := callIdem(t, args...)
 			require.Equal(t, job.ExitLocked, r.code, "%s during a run: %s", args[0], r.stderr)
 		}
-		code, stderr := wait()
+		code, _, stderr := held.wait(t)
 		require.Equal(t, 0, code, stderr)
 		require.NoDirExists(t, filepath.Join(j.dir, "b"))
 	})
@@ -204,9 +159,7 @@ func TestCompactAndBackupHoldTheDatabase(t *testing.T) {
 // byte of the subject.
 func TestCompactReplica(t *testing.T) {
 	t.Parallel()
-	j := newReplicaJob(t)
-	j.apply("--input", filepath.Join(j.dir, "b1.jsonl"))
-	j.apply("--input", filepath.Join(j.dir, "b2.jsonl"))
+	j := appliedReplicaJob(t)
 	res := compactOK(t, j.db)
 	require.NotNil(t, res.Replica, "compact reports the replica it published")
 	require.Empty(t, res.Replica.Error)
@@ -232,10 +185,10 @@ func TestReplicaPublicationKeepsTheLock(t *testing.T) {
 	t.Parallel()
 	j := newReplicaJob(t)
 	j.apply("--input", filepath.Join(j.dir, "b1.jsonl"))
-	wait := startPaused(t, "sleep:replica_after_rename:3s", "run", j.file, "--input", filepath.Join(j.dir, "b2.jsonl"))
+	held := startBlocked(t, "", "replica_after_rename", "run", j.file, "--input", filepath.Join(j.dir, "b2.jsonl"))
 	r := j.run("--input", filepath.Join(j.dir, "b3.jsonl"))
 	require.Equal(t, job.ExitLocked, r.code, "a second writer after the replica's publication: %s", r.stderr)
-	code, stderr := wait()
+	code, _, stderr := held.wait(t)
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, int64(2), replicaSnapshot(t, j.replica()))
 }

@@ -27,6 +27,9 @@ func chainProject(t testing.TB) string {
 		text := strings.ReplaceAll(string(data), "../../data/chain.duckdb", "chain.duckdb")
 		text = strings.ReplaceAll(text, "../../fixtures/landing/", "landing/")
 		text = strings.ReplaceAll(text, "../../fixtures/zones.csv", "zones.csv")
+		if strings.HasSuffix(f, ".toml") {
+			text += duckdbSection
+		}
 		writeFile(t, filepath.Join(dir, f), text)
 	}
 	writeFile(t, filepath.Join(dir, "zones.csv"), "zone_id,zone,borough\n1,Airport,Queens\n2,Midtown,Manhattan\n3,Harlem,Manhattan\n")
@@ -135,9 +138,17 @@ type projectRun struct {
 	} `json:"upstream"`
 }
 
+// runProject runs `idem run --json ARGS` in-process; "." in args is the
+// project folder dir.
 func runProject(t *testing.T, dir string, args ...string) []projectRun {
 	t.Helper()
-	r := runCLI(t, dir, "", append([]string{"run", "--json"}, args...)...)
+	args = append([]string{"run", "--json"}, args...)
+	for i, a := range args {
+		if a == "." {
+			args[i] = dir
+		}
+	}
+	r := callIdem(t, args...)
 	require.Equal(t, 0, r.code, "stdout %s\nstderr %s", r.stdout, r.stderr)
 	var out []projectRun
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out), r.stdout)
@@ -193,11 +204,11 @@ func TestChainProject(t *testing.T) {
 	require.Contains(t, r.stdout, "trips_daily")
 
 	for _, deep := range []bool{false, true} {
-		args := []string{"rerun", "trips_daily.toml", "--json"}
+		args := []string{"rerun", "trips_daily.toml", "--json"} // in dir
 		if deep {
 			args = append(args, "--deep")
 		}
-		r := runCLI(t, dir, "", args...)
+		r := callIdem(t, append([]string{"rerun", filepath.Join(dir, "trips_daily.toml")}, args[2:]...)...)
 		require.Equal(t, 0, r.code, "deep=%v: %s %s", deep, r.stdout, r.stderr)
 		var rr struct {
 			Reproduced bool   `json:"reproduced"`
@@ -266,7 +277,7 @@ func TestKillProject(t *testing.T) {
 			r := runCLI(t, dir, point, "run", ".")
 			require.True(t, r.killed, "IDEM_FAULT=%s did not kill: %d %s %s", point, r.code, r.stdout, r.stderr)
 
-			r = runCLI(t, dir, "", "run", ".", "--json")
+			r = callIdem(t, "run", dir, "--json")
 			require.Equal(t, 0, r.code, r.stderr)
 			require.Equal(t, dailyFold(latest), queryStrs(t, db, `SELECT strftime(pickup_day, '%Y-%m-%d') || ' ' || zone || ' ' || trips || ' ' || fares FROM trips_daily ORDER BY pickup_day, zone`))
 			// Each job's state names the snapshot its target holds.

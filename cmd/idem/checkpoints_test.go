@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,15 +27,14 @@ type ckptJob struct {
 	file string
 }
 
-func newCheckpointJob(t *testing.T, every, batches int) *ckptJob {
+func newCheckpointJob(t *testing.T, dir string, every, batches int) *ckptJob {
 	t.Helper()
-	dir := t.TempDir()
-	j := &ckptJob{t: t, dir: dir, db: filepath.Join(dir, "ck.duckdb"), file: filepath.Join(dir, "job.toml")}
+	j := ckptJobAt(t, dir)
 	writeText(t, j.file, fmt.Sprintf(`name = "cs"
 pipeline = "versioned_changes"
 transform_version = 1
 schema_version = 1
-database = %q
+database = "ck.duckdb"
 
 [input]
 path = "b1.jsonl"
@@ -44,7 +44,7 @@ table = "cs"
 
 [retention]
 checkpoint_every = %d
-`, j.db, every))
+`+duckdbSection, every))
 	// Batches over 40 entities: versions overlap from batch to batch (some
 	// stale), entities repeat within a batch (superseded), some deletes.
 	rng := rand.New(rand.NewPCG(16, 2))
@@ -60,6 +60,43 @@ checkpoint_every = %d
 		}
 		writeText(t, filepath.Join(dir, fmt.Sprintf("b%d.jsonl", b)), sb.String())
 	}
+	return j
+}
+
+// ckptJobAt is the ckptJob in folder dir.
+func ckptJobAt(t *testing.T, dir string) *ckptJob {
+	return &ckptJob{t: t, dir: dir, db: filepath.Join(dir, "ck.duckdb"), file: filepath.Join(dir, "job.toml")}
+}
+
+// ckptChainAt are the points of the shared checkpoint chain a test can
+// start from: the number of batches applied. (internal/ops tests the
+// reruns of a longer chain through the library.)
+var ckptChainAt = []int{4, 7}
+
+var ckptChainFixture once[map[int]string]
+
+// checkpointChain is a copy, in a folder of the test's own, of the chain of
+// newCheckpointJob(every 5) after batches 1..applied (one of ckptChainAt),
+// built once per package run and shared by the checkpoint tests. Every
+// batch file b1..b8 is there.
+func checkpointChain(t *testing.T, applied int) *ckptJob {
+	t.Helper()
+	dirs := ckptChainFixture.get(t, func(t *testing.T) map[int]string {
+		j := newCheckpointJob(t, fixtureDir(t, "ckpt-chain"), 5, 8)
+		out := map[int]string{}
+		for b := 1; b <= 7; b++ {
+			j.apply(b, "")
+			if slices.Contains(ckptChainAt, b) {
+				out[b] = fixtureDir(t, fmt.Sprintf("ckpt-chain-%d", b))
+				copyDir(t, j.dir, out[b])
+			}
+		}
+		return out
+	})
+	src, ok := dirs[applied]
+	require.True(t, ok, "the shared chain has no copy after %d batches", applied)
+	j := ckptJobAt(t, filepath.Join(t.TempDir(), "ck"))
+	copyDir(t, src, j.dir)
 	return j
 }
 
@@ -138,149 +175,33 @@ func (j *ckptJob) requireWhole() {
 	}))
 }
 
-// TestRerunFromCheckpoint: 15 batches with checkpoint_every = 5 keep
-// checkpoints 5, 10 and 15 (TestRetentionWithCheckpoints runs 30); a rerun starts from the nearest one at or
-// before its snapshot, replays only the snapshots after it and reproduces
-// the snapshot; --from-start replays all 30. The rerun writes nothing.
-func TestRerunFromCheckpoint(t *testing.T) {
+// TestRerunFromCheckpointCLI: idem rerun of a job with checkpoints says
+// where it started (human and JSON), --from-start replays the whole chain,
+// a changed checkpoint file is refused with exit 3 naming it and the way
+// out, and nothing is written. internal/ops tests the reruns of longer
+// chains, with erasures and rollbacks, through the library.
+func TestRerunFromCheckpointCLI(t *testing.T) {
 	t.Parallel()
-	j := newCheckpointJob(t, 5, 15)
-	for b := 1; b <= 15; b++ {
-		j.apply(b, "")
-	}
-	var snaps []int64
-	for _, c := range j.checkpoints() {
-		snaps = append(snaps, c.Snapshot)
-	}
-	require.Equal(t, []int64{5, 10, 15}, snaps)
-	j.requireWhole()
+	j := checkpointChain(t, 7)
 	before := captureState(t, j.db)
-
-	for _, tc := range []struct {
-		snapshot  int64
-		fromStart bool
-		replayed  int
-		from      int64
-	}{
-		{15, false, 0, 15},
-		{12, false, 2, 10},
-		{10, false, 0, 10},
-		{9, false, 4, 5},
-		{3, false, 3, 0},
-		{15, true, 15, 0},
-	} {
-		t.Run(fmt.Sprintf("snapshot%d_fromstart%v", tc.snapshot, tc.fromStart), func(t *testing.T) {
-			args := []string{"--snapshot", fmt.Sprint(tc.snapshot)}
-			if tc.fromStart {
-				args = append(args, "--from-start")
-			}
-			res := j.rerun(args...)
-			require.Equal(t, tc.snapshot, res.Snapshot)
-			require.Equal(t, tc.replayed, res.Replayed)
-			require.Equal(t, tc.from, res.FromCheckpoint)
-		})
-	}
-	// What a rerun of 12 reads: checkpoint 10 and the inputs of 11 and 12.
-	db, err := run.Open(t.Context(), j.db, run.OpenOptions{ReadOnly: true})
-	require.NoError(t, err)
-	jb, err := loadJob(j.file)
-	require.NoError(t, err)
-	c, inputs, err := ops.RerunNeeds(t.Context(), db.SQL(), jb, 12)
-	require.NoError(t, err)
-	require.NoError(t, db.Close())
-	require.Equal(t, int64(10), c.Snapshot)
-	require.Len(t, inputs, 2)
-	require.Equal(t, []string{"b11.jsonl", "b12.jsonl"}, []string{inputs[0].Name, inputs[1].Name})
-
-	r := callIdem(t, "rerun", j.file, "--snapshot", "12")
+	r := callIdem(t, "rerun", j.file, "--snapshot", "7")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, "cs: snapshot 12 reproduced (2 snapshot(s) replayed from checkpoint 10)")
+	require.Contains(t, r.stdout, "cs: snapshot 7 reproduced (2 snapshot(s) replayed from checkpoint 5)")
+	res := j.rerun("--snapshot", "6")
+	require.Equal(t, []any{1, int64(5)}, []any{res.Replayed, res.FromCheckpoint})
+	res = j.rerun("--from-start")
+	require.Equal(t, []any{7, int64(0)}, []any{res.Replayed, res.FromCheckpoint})
 	require.Equal(t, before, captureState(t, j.db), "rerun changed the database")
-	j.requireWhole()
+
+	c := j.checkpoints()[0]
+	require.NoError(t, os.Remove(j.part(c, "idem.ledger")))
+	r = callIdem(t, "rerun", j.file)
+	require.Equal(t, job.ExitRefused, r.code, "stdout %s stderr %s", r.stdout, r.stderr)
+	require.Contains(t, r.stderr, "checkpoint 5 of cs: file "+j.part(c, "idem.ledger"))
+	require.Contains(t, r.stderr, "--from-start")
+	require.Equal(t, before, captureState(t, j.db), "a refused rerun changed the database")
 	left, _ := filepath.Glob(j.db + ".rerun-*")
 	require.Empty(t, left, "rerun left its scratch folder")
-}
-
-// TestRerunCheckpointTampered: a checkpoint file whose bytes changed or
-// that is gone is refused (exit 3, the message names the file) before
-// anything is replayed, and nothing is written; --from-start still
-// replays the whole chain from the retained inputs.
-func TestRerunCheckpointTampered(t *testing.T) {
-	t.Parallel()
-	j := newCheckpointJob(t, 5, 12)
-	for b := 1; b <= 12; b++ {
-		j.apply(b, "")
-	}
-	cs := j.checkpoints()
-	require.Len(t, cs, 2)
-	for _, tc := range []struct {
-		name   string
-		part   string
-		tamper func(path string)
-		want   string
-	}{
-		{"changed target", "target", func(p string) {
-			require.NoError(t, os.Chmod(p, 0o644))
-			f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
-			require.NoError(t, err)
-			_, err = f.WriteString("x")
-			require.NoError(t, err)
-			require.NoError(t, f.Close())
-		}, "was changed"},
-		{"removed ledger", "idem.ledger", func(p string) { require.NoError(t, os.Remove(p)) }, "cannot be read"},
-		{"removed manifest", "manifest", func(p string) { require.NoError(t, os.Remove(p)) }, "cannot be read"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			w := &ckptJob{t: t, dir: filepath.Join(t.TempDir(), "w")}
-			copyDir(t, j.dir, w.dir)
-			w.db, w.file = filepath.Join(w.dir, "ck.duckdb"), filepath.Join(w.dir, "job.toml")
-			text, err := os.ReadFile(j.file)
-			require.NoError(t, err)
-			writeText(t, w.file, strings.Replace(string(text), j.db, w.db, 1))
-			c := w.checkpoints()[1] // snapshot 10
-			path := source.RetainedPath(w.db, c.SHA256)
-			if tc.part != "manifest" {
-				path = w.part(c, tc.part)
-			}
-			tc.tamper(path)
-			before := captureState(t, w.db)
-			r := callIdem(t, "rerun", w.file, "--snapshot", "12")
-			require.Equal(t, job.ExitRefused, r.code, "stdout %s stderr %s", r.stdout, r.stderr)
-			require.Contains(t, r.stderr, "checkpoint 10 of cs: file "+path)
-			require.Contains(t, r.stderr, tc.want)
-			require.Contains(t, r.stderr, "--from-start")
-			require.Equal(t, before, captureState(t, w.db), "a refused rerun changed the database")
-
-			if tc.part == "target" {
-				res := w.rerun("--snapshot", "12", "--from-start")
-				require.Equal(t, 12, res.Replayed)
-				require.Zero(t, res.FromCheckpoint)
-			}
-			// An older checkpoint is untouched and still used.
-			res := w.rerun("--snapshot", "7")
-			require.Equal(t, int64(5), res.FromCheckpoint)
-			require.Equal(t, before, captureState(t, w.db))
-		})
-	}
-}
-
-// TestRerunFromStartMissingInput: --from-start needs every retained input;
-// one gone fails (exit 1) naming it, while a rerun from a checkpoint after
-// that batch does not need it.
-func TestRerunFromStartMissingInput(t *testing.T) {
-	t.Parallel()
-	j := newCheckpointJob(t, 5, 7)
-	for b := 1; b <= 7; b++ {
-		j.apply(b, "")
-	}
-	sum := queryStrs(t, j.db, `SELECT json_extract_string(inputs, '$.files[0].sha256') FROM idem.snapshots WHERE snapshot = 2`)[0]
-	require.NoError(t, os.Remove(source.RetainedPath(j.db, sum)))
-	r := callIdem(t, "rerun", j.file, "--from-start")
-	require.Equal(t, job.ExitFailure, r.code, r.stderr)
-	require.Contains(t, r.stderr, "rerun: snapshot 2 of cs: retained input b2.jsonl ("+job.Short(sum)+") is missing")
-	res := j.rerun()
-	require.Equal(t, 2, res.Replayed)
-	require.Equal(t, int64(5), res.FromCheckpoint)
 }
 
 // TestCheckpointKill: a run, an erasure or a rollback SIGKILLed once the
@@ -289,10 +210,7 @@ func TestRerunFromStartMissingInput(t *testing.T) {
 // again sweeps them and commits the snapshot with its checkpoint, and a
 // rerun starts from it.
 func TestCheckpointKill(t *testing.T) {
-	j := newCheckpointJob(t, 5, 6)
-	for b := 1; b <= 4; b++ {
-		j.apply(b, "")
-	}
+	t.Parallel()
 	for _, tc := range []struct {
 		name, fault string
 		args        func(w *ckptJob) []string
@@ -311,12 +229,8 @@ func TestCheckpointKill(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := &ckptJob{t: t, dir: filepath.Join(t.TempDir(), "w")}
-			copyDir(t, j.dir, w.dir)
-			w.db, w.file = filepath.Join(w.dir, "ck.duckdb"), filepath.Join(w.dir, "job.toml")
-			text, err := os.ReadFile(j.file)
-			require.NoError(t, err)
-			writeText(t, w.file, strings.Replace(string(text), j.db, w.db, 1))
+			t.Parallel()
+			w := checkpointChain(t, 4)
 			before := captureState(t, w.db)
 			r := runCLI(t, w.dir, tc.fault, tc.args(w)...)
 			require.True(t, r.killed, "IDEM_FAULT=%s: not killed (exit %d) %s", tc.fault, r.code, r.stderr)
@@ -336,86 +250,4 @@ func TestCheckpointKill(t *testing.T) {
 			require.Equal(t, 1, rr.Replayed)
 		})
 	}
-}
-
-// TestRerunCheckpointErasureRollback: erasures and rollbacks in the chain,
-// some of them checkpointed snapshots themselves, still reproduce from a
-// checkpoint; an erasure rewrites the checkpoints without the subject; a
-// rollback to before a checkpoint makes the rerun start from an older one.
-func TestRerunCheckpointErasureRollback(t *testing.T) {
-	t.Parallel()
-	j := newCheckpointJob(t, 5, 14)
-	for b := 1; b <= 12; b++ {
-		j.apply(b, "")
-	}
-	key := "e7"
-	require.NotEmpty(t, queryStrs(t, j.db, `SELECT entity_id FROM read_parquet(?) WHERE entity_id = ?`, j.part(j.checkpoints()[0], "target"), key))
-	r := callIdem(t, "erase", j.file, "--key", key) // 13
-	require.Equal(t, 0, r.code, r.stderr)
-	j.apply(13, "")                                            // 14
-	r = callIdem(t, "rollback", j.file, "--to-snapshot", "12") // 15: a checkpoint
-	require.Equal(t, 0, r.code, r.stderr)
-	j.apply(14, "")                                 // 16
-	r = callIdem(t, "erase", j.file, "--key", "e8") // 17
-	require.Equal(t, 0, r.code, r.stderr)
-	r = callIdem(t, "rollback", j.file, "--to-snapshot", "7") // 18: before checkpoints 10 and 15
-	require.Equal(t, 0, r.code, r.stderr)
-	j.apply(2, "again") // 19
-
-	cs := j.checkpoints()
-	require.Len(t, cs, 3)
-	for _, c := range cs {
-		for _, k := range []string{key, "e8"} {
-			require.Empty(t, queryStrs(t, j.db, `SELECT entity_id FROM read_parquet(?) WHERE entity_id = ?`, j.part(c, "target"), k),
-				"checkpoint %d still holds erased key %s", c.Snapshot, k)
-		}
-	}
-	j.requireWhole()
-	before := captureState(t, j.db)
-	for _, tc := range []struct {
-		snapshot int64
-		replayed int
-		from     int64
-	}{
-		{13, 3, 10},
-		{14, 4, 10},
-		{15, 0, 15},
-		{16, 1, 15},
-		{17, 2, 15},
-		{18, 13, 5},
-		{19, 14, 5},
-	} {
-		t.Run(fmt.Sprint(tc.snapshot), func(t *testing.T) {
-			res := j.rerun("--snapshot", fmt.Sprint(tc.snapshot))
-			require.Equal(t, tc.replayed, res.Replayed)
-			require.Equal(t, tc.from, res.FromCheckpoint)
-		})
-	}
-	res := j.rerun("--from-start")
-	require.Equal(t, 19, res.Replayed)
-	require.Equal(t, before, captureState(t, j.db))
-}
-
-// TestEraseDropsBrokenCheckpoint: an erasure is never blocked by a
-// checkpoint whose target file is gone: that checkpoint is deleted with the
-// files no other checkpoint names, and reruns start from the others.
-func TestEraseDropsBrokenCheckpoint(t *testing.T) {
-	t.Parallel()
-	j := newCheckpointJob(t, 5, 10)
-	for b := 1; b <= 10; b++ {
-		j.apply(b, "")
-	}
-	require.NoError(t, os.Remove(j.part(j.checkpoints()[0], "target")))
-	r := callIdem(t, "erase", j.file, "--key", "e7") // 11
-	require.Equal(t, 0, r.code, r.stderr)
-	cs := j.checkpoints()
-	require.Len(t, cs, 1)
-	require.Equal(t, int64(10), cs[0].Snapshot)
-	j.requireWhole()
-	res := j.rerun("--snapshot", "7")
-	require.Equal(t, 7, res.Replayed)
-	require.Zero(t, res.FromCheckpoint)
-	res = j.rerun()
-	require.Equal(t, 1, res.Replayed)
-	require.Equal(t, int64(10), res.FromCheckpoint)
 }

@@ -45,7 +45,7 @@ updated_at = "BIGINT"
 
 [target]
 key = ["trip_id"]
-`, filepath.Join(dir, "test.duckdb"), filepath.Join(dir, "big.parquet"), rows)
+`+duckdbSection, filepath.Join(dir, "test.duckdb"), filepath.Join(dir, "big.parquet"), rows)
 }
 
 // TestChunkedBackfillResumes: a backfill killed between chunks and in the

@@ -38,24 +38,31 @@ func randomText(rng *rand.Rand, n int) string {
 // compactJob is a versioned_changes job with three batches and history,
 // and a subject ("subject-9", whose value is secretPayload) erased after
 // them: its rows were in the target, history, outcomes and retained
-// inputs, and the erasure left their bytes in the file's free blocks.
+// inputs, and the erasure left their bytes in the file's free blocks. It
+// is a copy of a fixture made once per package run.
 func compactJob(t *testing.T) *guardJob {
 	t.Helper()
-	j := newGuardJob(t)
-	j.apply()
-	var lines []string
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := range 400 {
-		lines = append(lines, fmt.Sprintf(`{"change_id":"p-%d","entity_id":"bulk-%d","source_version":1,"operation":"upsert","value":%q}`, i, i, randomText(rng, 48)))
-	}
-	lines = append(lines, `{"change_id":"s-1","entity_id":"subject-9","source_version":1,"operation":"upsert","value":"`+secretPayload+`"}`)
-	j.apply("--input", j.input("bulk.jsonl", lines...))
-	require.True(t, fileHolds(t, j.db, secretPayload), "the test needs the payload stored as plain bytes")
-	j.apply("--input", changesFixture(t, "batch-2.jsonl"))
-	r := callIdem(t, "erase", j.file, "--key", "subject-9", "--json")
-	require.Equal(t, 0, r.code, r.stderr)
-	return j
+	return compactFixture.get(t, func(t *testing.T) *guardJob {
+		j := newGuardJob(t)
+		j.apply()
+		var lines []string
+		rng := rand.New(rand.NewPCG(1, 2))
+		for i := range 400 {
+			lines = append(lines, fmt.Sprintf(`{"change_id":"p-%d","entity_id":"bulk-%d","source_version":1,"operation":"upsert","value":%q}`, i, i, randomText(rng, 48)))
+		}
+		lines = append(lines, `{"change_id":"s-1","entity_id":"subject-9","source_version":1,"operation":"upsert","value":"`+secretPayload+`"}`)
+		j.apply("--input", j.input("bulk.jsonl", lines...))
+		require.True(t, fileHolds(t, j.db, secretPayload), "the test needs the payload stored as plain bytes")
+		j.apply("--input", changesFixture(t, "batch-2.jsonl"))
+		r := callIdem(t, "erase", j.file, "--key", "subject-9", "--json")
+		require.Equal(t, 0, r.code, r.stderr)
+		f := guardJobAt(t, fixtureDir(t, "compact"))
+		copyDir(t, j.dir, f.dir)
+		return f
+	}).copy(t)
 }
+
+var compactFixture once[*guardJob]
 
 // fileHolds reports whether the file at path holds the bytes of s.
 func fileHolds(t *testing.T, path, s string) bool {
@@ -69,14 +76,10 @@ func fileHolds(t *testing.T, path, s string) bool {
 // sha256 of each, by snapshot.
 func exportAll(t *testing.T, j *guardJob) map[int64]string {
 	t.Helper()
-	var latest int64
-	latest, _, _ = j.state()
+	latest, _, _ := j.state()
+	results, _ := exportSnapshots(t, j.db, j.file, "", latest)
 	sums := map[int64]string{}
-	for s := int64(1); s <= latest; s++ {
-		r := callIdem(t, "export", j.file, "--snapshot", fmt.Sprint(s), "--out", filepath.Join(t.TempDir(), "e.csv"), "--json")
-		require.Equal(t, 0, r.code, r.stderr)
-		var res ops.ExportResult
-		require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	for s, res := range results {
 		sums[s] = res.SHA256
 	}
 	return sums
@@ -152,8 +155,7 @@ func TestCompact(t *testing.T) {
 // exactly, and the sequence goes on where it was.
 func TestCompactKeepsEveryObject(t *testing.T) {
 	t.Parallel()
-	j := newGuardJob(t)
-	j.apply()
+	j := appliedGuardJob(t)
 	ctx := context.Background()
 	db := rawDB(t, j.db)
 	for _, s := range []string{
@@ -247,8 +249,7 @@ func TestCompactSize(t *testing.T) {
 // database is not created, and a non-empty backup folder is refused.
 func TestCompactAndBackupUsage(t *testing.T) {
 	t.Parallel()
-	j := newGuardJob(t)
-	j.apply()
+	j := appliedGuardJob(t)
 	full := filepath.Join(j.dir, "full")
 	writeFile(t, filepath.Join(full, "something"), "x")
 	for _, tc := range []struct {

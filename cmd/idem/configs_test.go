@@ -10,8 +10,9 @@ import (
 )
 
 // TestEveryExampleConfigRuns runs each job file in configs/ against a fresh
-// database, from the repository root as the README does and from another
-// working directory given the job file's absolute path: the first run
+// database, from the repository root as the README does (a process of its
+// own) and from another working directory given the job file's absolute
+// path (in-process, from cmd/idem): the first run
 // commits, running it again commits nothing new, idem rerun of the latest
 // snapshot reproduces its sha256, lint is clean, and both working
 // directories give the same decisions, keys, outcomes and rows (paths in a
@@ -33,10 +34,21 @@ func TestEveryExampleConfigRuns(t *testing.T) {
 			var results []string
 			for _, from := range []struct{ dir, job string }{
 				{root, filepath.Join("configs", name+".toml")},
-				{t.TempDir(), cfg},
+				{"", cfg}, // in-process: this test's folder, cmd/idem
 			} {
 				db := filepath.Join(t.TempDir(), "state.duckdb")
-				r := runCLI(t, from.dir, "", "run", from.job, "--db", db, "--json")
+				// Run from the repository root in a process of its own, or
+				// in-process given the absolute path.
+				idem := func(args ...string) cliResult {
+					if args[0] == "run" || args[0] == "rerun" {
+						args = append(args, "--db", db, "--threads", testThreads)
+					}
+					if from.dir == "" {
+						return callIdem(t, args...)
+					}
+					return runCLI(t, from.dir, "", args...)
+				}
+				r := idem("run", from.job, "--json")
 				require.Equal(t, 0, r.code, r.stderr)
 				decisions := jsonDecisions(t, r.stdout)
 				require.NotEmpty(t, decisions)
@@ -45,7 +57,7 @@ func TestEveryExampleConfigRuns(t *testing.T) {
 				}
 				first := runSummary(t, r.stdout)
 
-				r = runCLI(t, from.dir, "", "run", from.job, "--db", db, "--json")
+				r = idem("run", from.job, "--json")
 				require.Equal(t, 0, r.code, r.stderr)
 				for _, d := range jsonDecisions(t, r.stdout) {
 					require.Contains(t, []string{"skipped", "already_committed"}, d, "a second run of %s must commit nothing: %s", name, r.stdout)
@@ -53,7 +65,7 @@ func TestEveryExampleConfigRuns(t *testing.T) {
 
 				// A pinned re-run of the latest snapshot rebuilds it and proves
 				// its sha256: rerun computes the key parts as the run did.
-				r = runCLI(t, from.dir, "", "rerun", from.job, "--db", db, "--json")
+				r = idem("rerun", from.job, "--json")
 				require.Equal(t, 0, r.code, "rerun of %s: %s %s", name, r.stdout, r.stderr)
 				var rr struct {
 					Reproduced bool   `json:"reproduced"`
@@ -65,7 +77,7 @@ func TestEveryExampleConfigRuns(t *testing.T) {
 				require.Equal(t, rr.SHA256, rr.Rebuilt)
 				require.Len(t, rr.SHA256, 64)
 
-				r = runCLI(t, from.dir, "", "lint", from.job)
+				r = idem("lint", from.job)
 				require.Equal(t, 0, r.code, "lint of %s: %s", name, r.stdout+r.stderr)
 
 				rows := queryStrs(t, db, `SELECT string_agg(table_name, ',' ORDER BY table_name) FROM duckdb_tables() WHERE schema_name = 'main'`)

@@ -20,9 +20,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// dbOpenRounds is how many times the concurrent-creation and creation-kill
-// tests repeat; IDEM_DBOPEN_ROUNDS=N runs more (and IDEM_DBOPEN_PROCS=N
-// starts N concurrent first runs instead of 4).
+// dbOpenRounds is how many times the concurrent-creation test and the
+// random creation kills repeat: short, or IDEM_DBOPEN_ROUNDS=N (and
+// IDEM_DBOPEN_PROCS=N starts N concurrent first runs instead of 4).
 func dbOpenRounds(t *testing.T, short int) int {
 	if s := os.Getenv("IDEM_DBOPEN_ROUNDS"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -49,7 +49,8 @@ func leftovers(t *testing.T, dir string) []string {
 
 // Several processes starting the first run on the same new database at
 // once: each commits or exits 4 (with --wait each commits), the database
-// is never left as a 0-byte file, and it holds one applied batch.
+// is never left as a 0-byte file, and it holds one applied batch. One
+// round without --wait and one with it; IDEM_LONG=1: ten of each.
 func TestConcurrentFirstRuns(t *testing.T) {
 	t.Parallel()
 	procs := 4
@@ -59,7 +60,7 @@ func TestConcurrentFirstRuns(t *testing.T) {
 		require.NoError(t, err)
 	}
 	for _, wait := range []bool{false, true} {
-		for round := range dbOpenRounds(t, 3) {
+		for round := range dbOpenRounds(t, longOr(1, 10)) {
 			j := newGuardJob(t)
 			var ps []*idemProcess
 			for range procs {
@@ -96,52 +97,82 @@ func TestConcurrentFirstRuns(t *testing.T) {
 	}
 }
 
-// A first run killed at a random moment around the creation of the
-// database leaves no database or a valid one: the next run commits, and
-// the next writable open removes the half-built file.
+// A first run killed while it creates the database leaves no database or
+// a valid one, and the next run commits and removes what the killed one
+// left. The kills land inside the creation by the fault points of Open:
+// with the half-built <db>.creating-* file open in DuckDB, complete but not
+// linked, and linked but not yet removed (each leaves that file behind,
+// which the next run sweeps). Then one kill at a random moment around the
+// creation window of a clean first run (IDEM_LONG=1: 20; IDEM_DBOPEN_ROUNDS=N).
 func TestCreationKilled(t *testing.T) {
 	t.Parallel()
-	// A clean first run shows when creation starts (the .creating- file
-	// appears) and ends (the database appears): the kills fall around that
-	// window, from a bit before it starts to a bit after it ends.
-	j := newGuardJob(t)
-	p := startIdem(t, nil, "run", j.file)
-	var start, end time.Duration
-	for !p.exited() && end == 0 {
-		if start == 0 && len(leftovers(t, j.dir)) > 0 {
-			start = time.Since(p.started)
-		}
-		if _, err := os.Stat(j.db); err == nil {
-			end = time.Since(p.started)
-		}
-		time.Sleep(200 * time.Microsecond)
-	}
-	require.Equal(t, 0, p.wait(t, 60*time.Second), p.stderr.String())
-	require.NotZero(t, end, "the database never appeared")
-	lo, hi := start*8/10, end*12/10
-	outcomes := map[string]int{}
-	for range dbOpenRounds(t, 6) {
+	type outcome struct{ creating, database bool }
+	kill := func(t *testing.T, fault string, delay time.Duration) outcome {
 		j := newGuardJob(t)
-		p := startIdem(t, nil, "run", j.file)
-		time.Sleep(lo + time.Duration(rand.Int64N(int64(hi-lo)+1)))
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		p.wait(t, 60*time.Second)
-		if len(leftovers(t, j.dir)) > 0 {
-			outcomes["killed while creating"]++
+		var r cliResult
+		if fault != "" {
+			r = killCLI(t, j.dir, fault, 0, "run", j.file)
+			require.True(t, r.killed, "IDEM_FAULT=%s did not kill: %d %s", fault, r.code, r.stderr)
+			require.Contains(t, r.stderr, "killing the process at "+fault)
+		} else {
+			r = killCLI(t, j.dir, "", delay, "run", j.file)
+			if !r.killed {
+				require.Equal(t, 0, r.code, r.stderr)
+			}
 		}
+		var o outcome
+		o.creating = len(leftovers(t, j.dir)) > 0
 		if st, err := os.Stat(j.db); err == nil {
 			require.Positive(t, st.Size(), "a killed creation left a 0-byte database")
-			outcomes["database"]++
-		} else {
-			outcomes["no database"]++
+			o.database = true
 		}
 		res := j.apply()
 		require.Contains(t, []string{job.DecisionApplied, job.DecisionAlreadyCommitted}, res.Decision)
 		require.Empty(t, leftovers(t, j.dir), "the next run did not sweep what the killed one left")
 		snap, _, _ := j.state()
 		require.Equal(t, int64(1), snap)
+		return o
 	}
-	t.Logf("clean creation from %v to %v after start; after the kills: %v", start, end, outcomes)
+	for _, tc := range []struct {
+		point string
+		want  outcome
+	}{
+		{run.FaultCreateBuilding, outcome{creating: true}},
+		{run.FaultCreateBuilt, outcome{creating: true}},
+		{run.FaultCreateLinked, outcome{creating: true, database: true}},
+	} {
+		t.Run(tc.point, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, kill(t, tc.point, 0), "what the kill at %s left", tc.point)
+		})
+	}
+
+	t.Run("random", func(t *testing.T) {
+		t.Parallel()
+		// A clean first run shows when creation starts (the .creating- file
+		// appears) and ends (the database appears): the kills fall around
+		// that window, from a bit before it starts to a bit after it ends.
+		j := newGuardJob(t)
+		p := startIdem(t, nil, "run", j.file)
+		var start, end time.Duration
+		for !p.exited() && end == 0 {
+			if start == 0 && len(leftovers(t, j.dir)) > 0 {
+				start = time.Since(p.started)
+			}
+			if _, err := os.Stat(j.db); err == nil {
+				end = time.Since(p.started)
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+		require.Equal(t, 0, p.wait(t, time.Minute), p.stderr.String())
+		require.NotZero(t, end, "the database never appeared")
+		lo, hi := start*8/10, end*12/10
+		outcomes := map[outcome]int{}
+		for range dbOpenRounds(t, longOr(1, 20)) {
+			outcomes[kill(t, "", lo+time.Duration(rand.Int64N(int64(hi-lo)+1)))]++
+		}
+		t.Logf("clean creation from %v to %v after start; after the kills (creating file, database): %v", start, end, outcomes)
+	})
 }
 
 // A 0-byte file where the database should be (left by an older idem or a

@@ -108,7 +108,7 @@ format = "jsonl"
 path = "unused.jsonl"
 [target]
 table = "trips"
-`, db)
+`+duckdbSection, db)
 	if keep > 0 {
 		text += fmt.Sprintf("[retention]\nkeep_snapshots = %d\n", keep)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"syscall"
@@ -17,6 +18,12 @@ import (
 // docs/reliability.md. dbPath is the database the run writes; the
 // checkpoint point watches it.
 func (a *app) faultHook(dbPath string) func(string) {
+	return a.faultHookUntil(nil, dbPath)
+}
+
+// faultHookUntil is faultHook whose block:<point> also lets go when
+// canceled is closed (the command's context is done: SIGINT or SIGTERM).
+func (a *app) faultHookUntil(canceled <-chan struct{}, dbPath string) func(string) {
 	point := a.getenv("IDEM_FAULT")
 	if point == "" {
 		return nil
@@ -25,6 +32,34 @@ func (a *app) faultHook(dbPath string) func(string) {
 		fmt.Fprintf(a.stderr, "idem: IDEM_FAULT=%s: killing the process %s\n", point, where)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
+	}
+	// block:<point> stops at the point until the process's standard input
+	// is closed (or the command is canceled), holding whatever it holds
+	// there: a test waits for the line below, checks what it wants while
+	// the process is held, and closes the pipe. No clock is involved.
+	if at, ok := strings.CutPrefix(point, "block:"); ok {
+		if at == "" {
+			fmt.Fprintf(a.stderr, "idem: IDEM_FAULT=%s: want block:<point>, e.g. block:before_commit; fault ignored\n", point)
+			return nil
+		}
+		return func(p string) {
+			if p != at {
+				return
+			}
+			fmt.Fprintf(a.stderr, "idem: IDEM_FAULT=%s: blocked at %s until stdin is closed\n", point, p)
+			eof := make(chan struct{})
+			go func() {
+				_, _ = io.Copy(io.Discard, os.Stdin)
+				close(eof)
+			}()
+			why := "stdin closed"
+			select {
+			case <-eof:
+			case <-canceled:
+				why = "canceled"
+			}
+			fmt.Fprintf(a.stderr, "idem: IDEM_FAULT=%s: released (%s)\n", point, why)
+		}
 	}
 	// sleep:<point>:<duration> pauses at the point instead of killing,
 	// holding the database as a long run does (tests of readers meanwhile).

@@ -36,7 +36,7 @@ order_by = "updated_at"
 [[quality.rules]]
 name = "fare_positive"
 sql = "fare >= 0"
-`, filepath.Join(dir, "test.duckdb"), filepath.Join(dir, "landing", "*.jsonl"), batch)
+`+duckdbSection, filepath.Join(dir, "test.duckdb"), filepath.Join(dir, "landing", "*.jsonl"), batch)
 }
 
 // landing writes file name with n rows whose trip ids start at first.

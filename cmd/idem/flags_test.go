@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -49,8 +50,7 @@ func usageRefused(t *testing.T, j *guardJob, want string, args ...string) {
 // (exit 2, naming the flag, nothing written) for both.
 func TestBatchFlagsRunAndPlan(t *testing.T) {
 	t.Parallel()
-	j := newGuardJob(t)
-	j.apply()
+	j := appliedGuardJob(t)
 	cases := []struct {
 		name string
 		args []string
@@ -84,8 +84,7 @@ func TestBatchFlagsRunAndPlan(t *testing.T) {
 // on commands that write and ones that read.
 func TestFlagValidation(t *testing.T) {
 	t.Parallel()
-	j := newGuardJob(t)
-	j.apply()
+	j := appliedGuardJob(t)
 	out := filepath.Join(j.dir, "out.csv")
 	cases := []struct {
 		args []string
@@ -114,16 +113,18 @@ func TestFlagValidation(t *testing.T) {
 // every command that loads the job, before the database is opened.
 func TestJobFileMemoryLimit(t *testing.T) {
 	t.Parallel()
-	j := newGuardJob(t)
-	j.apply()
+	j := appliedGuardJob(t)
 	text, err := os.ReadFile(j.file)
 	require.NoError(t, err)
-	writeText(t, j.file, string(text)+"\n[duckdb]\nthreads = 1\nmemory_limit = \"lots\"\n")
-	want := fmt.Sprintf(`%s:16: duckdb.memory_limit: "lots" is not a DuckDB memory size`, j.file)
+	// The job file ends with [duckdb] threads = 1 (duckdbSection).
+	lots := strings.Replace(string(text), duckdbSection, duckdbSection+"memory_limit = \"lots\"\n", 1)
+	writeText(t, j.file, lots)
+	line := strings.Count(lots[:strings.Index(lots, "memory_limit")], "\n") + 1
+	want := fmt.Sprintf(`%s:%d: duckdb.memory_limit: "lots" is not a DuckDB memory size`, j.file, line)
 	for _, args := range [][]string{{"run", j.file}, {"plan", j.file}, {"export", j.file, "--out", filepath.Join(j.dir, "x.csv")}} {
 		usageRefused(t, j, want, args...)
 	}
-	writeText(t, j.file, string(text)+"\n[duckdb]\nthreads = 1\nmemory_limit = \"1GB\"\n")
+	writeText(t, j.file, strings.Replace(string(text), duckdbSection, duckdbSection+"memory_limit = \"1GB\"\n", 1))
 	r := callIdem(t, "plan", j.file)
 	require.Equal(t, 0, r.code, r.stderr)
 }
@@ -134,8 +135,7 @@ func TestJobFileMemoryLimit(t *testing.T) {
 // epoch) and changes nothing; with the current epoch it expires.
 func TestExpireFencing(t *testing.T) {
 	t.Parallel()
-	j := newGuardJob(t)
-	j.apply()
+	j := appliedGuardJob(t)
 	j.apply("--input", changesFixture(t, "batch-2.jsonl"))
 	text, err := os.ReadFile(j.file)
 	require.NoError(t, err)

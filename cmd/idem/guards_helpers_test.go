@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -30,13 +31,14 @@ const applyJobName, applyTable = "customer_state", "customer_state"
 
 func newGuardJob(t *testing.T) *guardJob {
 	t.Helper()
-	dir := t.TempDir()
-	j := &guardJob{t: t, dir: dir, db: filepath.Join(dir, "idem.duckdb"), file: filepath.Join(dir, "job.toml")}
+	j := guardJobAt(t, t.TempDir())
+	// The database is named relative to the job file's folder, so a copy
+	// of the folder (copy) is the same job on a copy of the database.
 	toml := fmt.Sprintf(`name = %q
 pipeline = "versioned_changes"
 transform_version = 1
 schema_version = 1
-database = %q
+database = "idem.duckdb"
 
 [input]
 path = %q
@@ -44,9 +46,40 @@ format = "jsonl"
 
 [target]
 table = %q
-`, applyJobName, j.db, changesFixture(t, "batch-1.jsonl"), applyTable)
+`+duckdbSection, applyJobName, changesFixture(t, "batch-1.jsonl"), applyTable)
 	require.NoError(t, os.WriteFile(j.file, []byte(toml), 0o644))
 	return j
+}
+
+// guardJobAt is the guardJob whose folder is dir.
+func guardJobAt(t *testing.T, dir string) *guardJob {
+	return &guardJob{t: t, dir: dir, db: filepath.Join(dir, "idem.duckdb"), file: filepath.Join(dir, "job.toml")}
+}
+
+// copy is the job in a new folder of the test's own holding a copy of j's
+// folder: its job file, inputs and database (a copy keeps the database's
+// id: it is the same database, not another one).
+func (j *guardJob) copy(t *testing.T) *guardJob {
+	t.Helper()
+	c := guardJobAt(t, filepath.Join(t.TempDir(), "job"))
+	copyDir(t, j.dir, c.dir)
+	return c
+}
+
+var appliedFixture once[*guardJob]
+
+// appliedGuardJob is newGuardJob after one clean run of batch-1 (j.apply()),
+// a copy of a fixture made once per package run. Tests that need two
+// databases of their own (distinct ids) make them with newGuardJob.
+func appliedGuardJob(t *testing.T) *guardJob {
+	t.Helper()
+	return appliedFixture.get(t, func(t *testing.T) *guardJob {
+		j := newGuardJob(t)
+		j.apply()
+		f := guardJobAt(t, fixtureDir(t, "applied"))
+		copyDir(t, j.dir, f.dir)
+		return f
+	}).copy(t)
 }
 
 // changesFixture is the absolute path of fixtures/changes/<name>.
@@ -129,35 +162,46 @@ func (j *guardJob) state() (snapshot, cursor, epoch int64) {
 // which holds the database's random id.
 type dbState map[string]string
 
-// captureState reads dbState from the database at path, opened read-only.
-// A database that does not exist yet is a state of its own.
+// captureState reads dbState from the database at path, read-only and
+// without changing anything beside it (inspect). A database that does not
+// exist yet is a state of its own.
 func captureState(t *testing.T, path string) dbState {
 	t.Helper()
 	if _, err := os.Stat(path); os.IsNotExist(err) {
 		return dbState{"": "no database"}
 	}
-	ctx := context.Background()
-	db, err := run.Open(ctx, path, run.OpenOptions{ReadOnly: true})
-	require.NoError(t, err)
-	defer db.Close()
-	tables, err := db.Query(ctx, `SELECT schema_name, table_name FROM duckdb_tables()
-		WHERE database_name = current_database() AND NOT (schema_name = 'idem' AND table_name IN ('runs', 'commits'))
-		ORDER BY schema_name, table_name`)
-	require.NoError(t, err)
-	st := dbState{}
-	for _, tv := range tables.Values {
-		name := fmt.Sprintf("%q.%q", tv[0], tv[1])
-		rows, err := db.Query(ctx, "SELECT * FROM "+name+" ORDER BY ALL")
+	state := dbState{}
+	inspect(t, path, func(conn *sql.Conn) {
+		ctx := context.Background()
+		tables, err := queryStrings(ctx, conn, `SELECT schema_name || '.' || table_name FROM duckdb_tables()
+			WHERE database_name = current_database() AND NOT (schema_name = 'idem' AND table_name IN ('runs', 'commits'))
+			ORDER BY schema_name, table_name`)
 		require.NoError(t, err)
-		var b strings.Builder
-		b.WriteString(strings.Join(rows.Columns, ",") + "\n")
-		for _, r := range rows.Values {
-			b.WriteString(fmt.Sprintln(r...))
+		for _, st := range tables {
+			schema, table, _ := strings.Cut(st, ".")
+			name := fmt.Sprintf("%q.%q", schema, table)
+			rows, err := conn.QueryContext(ctx, "SELECT * FROM "+qi(schema)+"."+qi(table)+" ORDER BY ALL")
+			require.NoError(t, err)
+			cols, err := rows.Columns()
+			require.NoError(t, err)
+			var b strings.Builder
+			b.WriteString(strings.Join(cols, ",") + "\n")
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			for rows.Next() {
+				require.NoError(t, rows.Scan(ptrs...))
+				b.WriteString(fmt.Sprintln(vals...))
+			}
+			require.NoError(t, rows.Err())
+			require.NoError(t, rows.Close())
+			state[name] = b.String()
 		}
-		st[name] = b.String()
-	}
-	require.Contains(t, st, `"idem"."ledger"`, "captureState must see idem's tables")
-	return st
+	})
+	require.Contains(t, state, `"idem"."ledger"`, "captureState must see idem's tables")
+	return state
 }
 
 // logEntries runs `idem log JOB --json`.

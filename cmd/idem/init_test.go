@@ -76,17 +76,17 @@ func TestInitEachMode(t *testing.T) {
 			require.Equal(t, 0, code, errOut)
 			require.Contains(t, out, `"mode":"`+tc.mode+`"`)
 			job := filepath.Join(dir, "proj.toml")
-			elsewhere := t.TempDir()
-
-			r := runCLI(t, elsewhere, "", "run", job, "--json")
+			// In-process: the working directory is cmd/idem, not the
+			// project's folder.
+			r := callIdem(t, "run", job, "--json")
 			require.Equal(t, 0, r.code, r.stderr)
 			require.Equal(t, []string{tc.first}, jsonDecisions(t, r.stdout))
 			require.Contains(t, r.stdout, tc.outcomes)
-			r = runCLI(t, elsewhere, "", "run", job, "--json")
+			r = callIdem(t, "run", job, "--json")
 			require.Equal(t, 0, r.code, r.stderr)
 			require.Equal(t, []string{tc.again}, jsonDecisions(t, r.stdout))
 
-			r = runCLI(t, elsewhere, "", "lint", job)
+			r = callIdem(t, "lint", job)
 			require.Equal(t, 0, r.code, r.stdout+r.stderr)
 			require.Contains(t, r.stdout, "0 error(s)")
 		})
@@ -129,8 +129,8 @@ func TestInitSelect(t *testing.T) {
 	}
 	require.NoDirExists(t, filepath.Join(dir, "sales"), "a model needs no pipeline folder")
 
-	elsewhere := t.TempDir()
-	r := runCLI(t, elsewhere, "", "run", dir, "--json")
+	// In-process: the working directory is cmd/idem, not the project's.
+	r := callIdem(t, "run", dir, "--json")
 	require.Equal(t, 0, r.code, r.stderr)
 	var objs []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &objs), r.stdout)
@@ -140,12 +140,12 @@ func TestInitSelect(t *testing.T) {
 	db := filepath.Join(dir, "data", "sales.duckdb")
 	require.Equal(t, []string{"books 2 19.75", "music 1 20.00"}, queryStrs(t, db, `SELECT category || ' ' || items || ' ' || amount FROM sales ORDER BY category`))
 
-	r = runCLI(t, elsewhere, "", "run", dir, "--json")
+	r = callIdem(t, "run", dir, "--json")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, []string{"already_committed", "skipped"}, jsonDecisions(t, r.stdout))
 
 	for _, j := range []string{"sales.toml", "sales_source.toml"} {
-		r = runCLI(t, elsewhere, "", "lint", filepath.Join(dir, j))
+		r = callIdem(t, "lint", filepath.Join(dir, j))
 		require.Equal(t, 0, r.code, r.stdout+r.stderr)
 		require.Contains(t, r.stdout, "0 error(s), 0 warning(s)", j)
 	}

@@ -22,36 +22,45 @@ import (
 // what the killed one left beside the database, and a retry finishes. A
 // killed backup leaves no folder at --out (only a partial one beside it,
 // which --verify does not take and the retry removes).
-// IDEM_KILL_TRIALS=N adds N random kills of each.
+// One random kill of each, 20 with IDEM_LONG=1 (IDEM_KILL_TRIALS=N sets
+// the number).
 func TestKillCompactAndBackup(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("kill test runs idem as a subprocess; skipped with -short")
 	}
-	trials, _ := killTrials(t, 1)
+	trials := killTrials(t, 1, 20)
 	j := compactJob(t)
 	ref := j.dir
 	db := func(work string) string { return filepath.Join(work, "idem.duckdb") }
-	pre := crashedState(t, ref)
+	pre := dumpState(t, j.db)
 	preSum, _, err := source.FileSHA256(j.db)
 	require.NoError(t, err)
-	latest := func(work string) string {
-		r := killCLI(t, work, "", 0, "export", j.file, "--db", db(work), "--out", filepath.Join(t.TempDir(), "e.csv"), "--json")
+	latest := func(t *testing.T, work string) string {
+		r := callIdem(t, "export", j.file, "--db", db(work), "--out", filepath.Join(t.TempDir(), "e.csv"), "--json")
 		require.Equal(t, 0, r.code, r.stderr)
 		return jsonField(t, r.stdout, "sha256")
 	}
-	wantExport := latest(ref)
+	wantExport := latest(t, ref)
 
-	// took is how long a clean compact and a clean backup take.
-	clean := filepath.Join(t.TempDir(), "clean")
-	copyDir(t, ref, clean)
-	start := time.Now()
-	r := killCLI(t, clean, "", 0, "compact", "--db", db(clean))
-	require.Equal(t, 0, r.code, r.stderr)
-	tookCompact := time.Since(start)
-	start = time.Now()
-	r = killCLI(t, clean, "", 0, "backup", "--db", db(clean), "--out", filepath.Join(t.TempDir(), "b"))
-	require.Equal(t, 0, r.code, r.stderr)
-	tookBackup := time.Since(start)
+	// took is how long a clean compact or backup takes in a process of its
+	// own (measured for the random kills).
+	var tookCompact, tookBackup once[time.Duration]
+	took := func(t *testing.T, o *once[time.Duration], args ...string) time.Duration {
+		return o.get(t, func(t *testing.T) time.Duration {
+			clean := filepath.Join(t.TempDir(), "clean")
+			copyDir(t, ref, clean)
+			for i, a := range args {
+				if a == "DB" {
+					args[i] = db(clean)
+				}
+			}
+			start := time.Now()
+			r := killCLI(t, clean, "", 0, args...)
+			require.Equal(t, 0, r.code, r.stderr)
+			return time.Since(start)
+		})
+	}
 
 	// checkDB requires the database in work to be the file before compact
 	// or a compacted one, with the state and latest export of both.
@@ -69,19 +78,19 @@ func TestKillCompactAndBackup(t *testing.T) {
 		}
 		_, err = os.Stat(db(work) + ".wal")
 		require.True(t, os.IsNotExist(err), "a WAL is beside the database")
-		got := crashedState(t, work)
+		got := crashedState(t, work, ref, pre)
 		require.True(t, got == pre, "the tables changed: %s", firstDiff(pre, got))
 	}
 	retryCompact := func(t *testing.T, work string) {
 		t.Helper()
-		r := killCLI(t, work, "", 0, "compact", "--db", db(work), "--json")
+		r := callIdem(t, "compact", "--db", db(work), "--json")
 		require.Equal(t, 0, r.code, "retry: %s", r.stderr)
 		require.False(t, fileHolds(t, db(work), secretPayload))
 		left, err := filepath.Glob(db(work) + ".*")
 		require.NoError(t, err)
 		require.Equal(t, []string{db(work) + ".inputs"}, left, "what the killed compact left beside the database outlived the retry")
 		require.Equal(t, pre, dumpState(t, db(work)))
-		require.Equal(t, wantExport, latest(work))
+		require.Equal(t, wantExport, latest(t, work))
 	}
 
 	t.Run("compact", func(t *testing.T) {
@@ -95,16 +104,17 @@ func TestKillCompactAndBackup(t *testing.T) {
 			{point: "compact_written"}, {point: "compact_verified"},
 			{point: "compact_before_rename"}, {point: "compact_after_rename", post: true},
 		}
-		for range trials {
-			kills = append(kills, kill{delay: time.Duration(rng.Int64N(int64(tookCompact) + 1))})
+		for i := range trials {
+			kills = append(kills, kill{point: fmt.Sprintf("random%d", i), delay: time.Duration(rng.Uint64() >> 1)})
 		}
 		for _, k := range kills {
-			name := k.point
-			if name == "" {
-				name = fmt.Sprintf("after_%s", k.delay.Round(time.Millisecond))
-			}
-			t.Run(name, func(t *testing.T) {
+			t.Run(k.point, func(t *testing.T) {
 				t.Parallel()
+				if k.delay > 0 {
+					k.point = ""
+					k.delay %= took(t, &tookCompact, "compact", "--db", "DB") + 1
+					t.Logf("kill after %s", k.delay)
+				}
 				work := filepath.Join(t.TempDir(), "db")
 				copyDir(t, ref, work)
 				r := killCLI(t, work, k.point, k.delay, "compact", "--db", db(work), "--json")
@@ -121,7 +131,7 @@ func TestKillCompactAndBackup(t *testing.T) {
 				}
 				// A reader of the database meanwhile takes nothing the
 				// killed compact left for the database.
-				q := killCLI(t, work, "", 0, "query", "--db", db(work), "SELECT count(*) FROM customer_state")
+				q := callIdem(t, "query", "--db", db(work), "SELECT count(*) FROM customer_state")
 				require.Equal(t, 0, q.code, q.stderr)
 				retryCompact(t, work)
 			})
@@ -135,16 +145,17 @@ func TestKillCompactAndBackup(t *testing.T) {
 			delay time.Duration
 		}
 		kills := []kill{{point: "backup_copied"}, {point: "backup_before_manifest"}, {point: "backup_before_rename"}}
-		for range trials {
-			kills = append(kills, kill{delay: time.Duration(rng.Int64N(int64(tookBackup) + 1))})
+		for i := range trials {
+			kills = append(kills, kill{point: fmt.Sprintf("random%d", i), delay: time.Duration(rng.Uint64() >> 1)})
 		}
 		for _, k := range kills {
-			name := k.point
-			if name == "" {
-				name = fmt.Sprintf("after_%s", k.delay.Round(time.Millisecond))
-			}
-			t.Run(name, func(t *testing.T) {
+			t.Run(k.point, func(t *testing.T) {
 				t.Parallel()
+				if k.delay > 0 {
+					k.point = ""
+					k.delay %= took(t, &tookBackup, "backup", "--db", "DB", "--out", filepath.Join(t.TempDir(), "b")) + 1
+					t.Logf("kill after %s", k.delay)
+				}
 				work := filepath.Join(t.TempDir(), "db")
 				copyDir(t, ref, work)
 				out := filepath.Join(t.TempDir(), "backup")
@@ -152,26 +163,31 @@ func TestKillCompactAndBackup(t *testing.T) {
 				if k.point != "" {
 					require.True(t, r.killed, "IDEM_FAULT=%s: not killed (exit %d): %s", k.point, r.code, r.stderr)
 				}
-				if r.killed {
+				// A random kill may land after the backup was renamed into
+				// place, as the process exits: --out is then the whole
+				// backup, checked below like a clean one's.
+				_, statErr := os.Stat(out)
+				finished := !r.killed || (k.point == "" && statErr == nil)
+				if !finished {
 					require.NoDirExists(t, out, "a killed backup left a folder at --out")
-					v := killCLI(t, work, "", 0, "backup", "--verify", out)
+					v := callIdem(t, "backup", "--verify", out)
 					require.Equal(t, 1, v.code, v.stderr)
-				} else {
+				} else if !r.killed {
 					require.Equal(t, 0, r.code, r.stderr)
 				}
 				sum, _, err := source.FileSHA256(db(work))
 				require.NoError(t, err)
 				require.Equal(t, preSum, sum, "backup changed the database file")
-				got := crashedState(t, work)
+				got := crashedState(t, work, ref, pre)
 				require.True(t, got == pre, "the tables changed: %s", firstDiff(pre, got))
-				if r.killed {
-					r = killCLI(t, work, "", 0, "backup", "--db", db(work), "--out", out, "--json")
+				if !finished {
+					r = callIdem(t, "backup", "--db", db(work), "--out", out, "--json")
 					require.Equal(t, 0, r.code, "retry: %s", r.stderr)
 				}
 				left, err := filepath.Glob(out + ".partial-*")
 				require.NoError(t, err)
 				require.Empty(t, left, "the partial folder of the killed backup outlived the retry")
-				v := killCLI(t, work, "", 0, "backup", "--verify", out)
+				v := callIdem(t, "backup", "--verify", out)
 				require.Equal(t, 0, v.code, v.stderr)
 				restored := restore(t, out)
 				require.Equal(t, pre, dumpState(t, restored))

@@ -21,12 +21,14 @@ import (
 // exactly the state before or after the step, the retry must succeed and
 // give the state of one clean step, and after the retry no byte of the
 // subject and no temporary file is left under <db>.inputs/: the store holds
-// exactly the committed inputs. IDEM_KILL_TRIALS=N adds N random kills.
+// exactly the committed inputs. One random kill, 50 with IDEM_LONG=1
+// (IDEM_KILL_TRIALS=N sets the number).
 func TestKillErase(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("kill test runs idem as a subprocess; skipped with -short")
 	}
-	trials, _ := killTrials(t, 4)
+	trials := killTrials(t, 1, 50)
 	const subject = `"account-4"`
 	dir := t.TempDir()
 	job := filepath.Join(dir, "changes.toml")
@@ -38,7 +40,7 @@ schema_version = 1
 path = %q
 [target]
 table = "customer_state"
-`, changesFixture(t, "batch-1.jsonl")))
+`+duckdbSection, changesFixture(t, "batch-1.jsonl")))
 	steps := [][]string{
 		{"erase", job, "--key", "account-4"},
 		{"run", job, "--input", changesFixture(t, "batch-1.jsonl"), "--batch-id", "replay-1"},
@@ -53,34 +55,43 @@ table = "customer_state"
 	}
 
 	// refs[k]: the folder after k clean steps (k = 0: after the three
-	// batches); dumps[k] its state; took[k] how long step k+1 took.
+	// batches); dumps[k] its state; took[k] how long step k+1 takes in a
+	// process of its own (measured for the random kills).
 	base := filepath.Join(dir, "work")
 	require.NoError(t, os.MkdirAll(base, 0o755))
 	db := func(work string) string { return filepath.Join(work, "idem.duckdb") }
 	for _, b := range []string{"batch-1", "batch-2", "batch-3"} {
-		r := killCLI(t, base, "", 0, "run", job, "--db", db(base), "--input", changesFixture(t, b+".jsonl"))
+		r := callIdem(t, "run", job, "--db", db(base), "--input", changesFixture(t, b+".jsonl"))
 		require.Equal(t, 0, r.code, r.stderr)
 	}
 	var refs, dumps []string
-	var took []time.Duration
 	for k := 0; k <= len(steps); k++ {
 		if k > 0 {
-			start := time.Now()
-			r := killCLI(t, base, "", 0, append(steps[k-1], "--db", db(base), "--json")...)
-			took = append(took, time.Since(start))
+			r := callIdem(t, append(steps[k-1], "--db", db(base), "--json")...)
 			require.Equal(t, 0, r.code, r.stderr)
 		}
 		ref := filepath.Join(dir, "refs", strconv.Itoa(k))
 		copyDir(t, base, ref)
 		refs = append(refs, ref)
-		dumps = append(dumps, crashedState(t, ref))
+		dumps = append(dumps, dumpState(t, db(ref)))
+	}
+	took := make([]once[time.Duration], len(steps))
+	tookStep := func(t *testing.T, k int) time.Duration {
+		return took[k].get(t, func(t *testing.T) time.Duration {
+			work := filepath.Join(t.TempDir(), "db")
+			copyDir(t, refs[k], work)
+			start := time.Now()
+			r := killCLI(t, work, "", 0, append(steps[k], "--db", db(work), "--json")...)
+			require.Equal(t, 0, r.code, r.stderr)
+			return time.Since(start)
+		})
 	}
 	require.NotEmpty(t, storeHolds(t, db(refs[0]), subject), "the subject is retained before the erasure")
 
-	check := func(t *testing.T, k int, work string, r idemResult, post bool, how string) {
+	check := func(t *testing.T, k int, work string, r cliResult, post bool, how string) {
 		t.Helper()
 		if r.killed {
-			got := crashedState(t, work)
+			got := crashedState(t, work, refs[k], dumps[k])
 			switch {
 			case got == dumps[k] && !post:
 			case got == dumps[k+1]:
@@ -90,13 +101,13 @@ table = "customer_state"
 			}
 			// Any command that opens the database, a read-only one too,
 			// finishes the killed command's file work.
-			q := killCLI(t, work, "", 0, "query", "--db", db(work), "SELECT count(*) FROM idem.snapshots")
+			q := callIdem(t, "query", "--db", db(work), "SELECT count(*) FROM idem.snapshots")
 			require.Equal(t, 0, q.code, "%s: query after the kill: %s", how, q.stderr)
 			requireStoreIsCommitted(t, db(work))
 			if post || k == 1 {
 				require.Empty(t, storeHolds(t, db(work), subject), "%s: after a read-only command", how)
 			}
-			retry := killCLI(t, work, "", 0, append(steps[k], "--db", db(work), "--json")...)
+			retry := callIdem(t, append(steps[k], "--db", db(work), "--json")...)
 			require.Equal(t, 0, retry.code, "%s: retry: %s", how, retry.stderr)
 			if post && k == 0 {
 				require.Contains(t, retry.stdout, `"already_erased":true`, how)
@@ -122,6 +133,7 @@ table = "customer_state"
 		for k := range steps {
 			for _, fp := range points[k] {
 				t.Run(fmt.Sprintf("step%d/%s", k+1, fp.name), func(t *testing.T) {
+					t.Parallel()
 					work := filepath.Join(t.TempDir(), "db")
 					copyDir(t, refs[k], work)
 					r := killCLI(t, work, fp.name, 0, append(steps[k], "--db", db(work), "--json")...)
@@ -135,20 +147,15 @@ table = "customer_state"
 		rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 		for i := range trials {
 			k := rng.IntN(len(steps))
-			delay := time.Duration(rng.Int64N(int64(took[k]) + 1))
-			work := filepath.Join(t.TempDir(), fmt.Sprintf("trial%d", i))
-			copyDir(t, refs[k], work)
-			r := killCLI(t, work, "", delay, append(steps[k], "--db", db(work), "--json")...)
-			check(t, k, work, r, false, fmt.Sprintf("trial %d (step %d, kill after %s)", i, k+1, delay))
+			seed := rng.Uint64()
+			t.Run(fmt.Sprintf("trial%d", i), func(t *testing.T) {
+				t.Parallel()
+				delay := time.Duration(rand.New(rand.NewPCG(seed, 2)).Int64N(int64(tookStep(t, k)) + 1))
+				work := filepath.Join(t.TempDir(), "db")
+				copyDir(t, refs[k], work)
+				r := killCLI(t, work, "", delay, append(steps[k], "--db", db(work), "--json")...)
+				check(t, k, work, r, false, fmt.Sprintf("trial %d (step %d, kill after %s)", i, k+1, delay))
+			})
 		}
 	})
-}
-
-// killCLI runs this test binary as the idem CLI in folder work, with
-// IDEM_FAULT set to fault, SIGKILLed after delay when delay is above zero.
-func killCLI(t *testing.T, work, fault string, delay time.Duration, args ...string) idemResult {
-	t.Helper()
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	return runIdemCmd(t, exe, work, fault, delay, []string{"IDEM_TEST_AS_CLI=1"}, args...)
 }

@@ -24,11 +24,15 @@ import (
 // and its expiry, the committed run not yet expired, which the retry (the
 // same command, already_committed) finishes. After the retry the state is
 // that of one clean step and the store holds exactly the committed inputs.
+//
+// One random kill of step 1, 50 with IDEM_LONG=1 (IDEM_KILL_TRIALS=N sets
+// the number).
 func TestKillExpire(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("kill test runs idem as a subprocess; skipped with -short")
 	}
-	trials, _ := killTrials(t, 2)
+	trials := killTrials(t, 1, 50)
 	dir := t.TempDir()
 	sample := filepath.Join(dir, "sample.toml")
 	vc := filepath.Join(dir, "vc.toml")
@@ -55,7 +59,7 @@ table = "occurrence_sample"
 [params]
 cap = 1000
 licenses = ["CC0 1.0", "CC BY 4.0"]
-`, inA))
+`+duckdbSection, inA))
 	writeText(t, vc, fmt.Sprintf(`name = "customer_state"
 pipeline = "versioned_changes"
 transform_version = 1
@@ -66,7 +70,7 @@ path = %q
 table = "customer_state"
 [retention]
 keep_snapshots = 2
-`, changesFixture(t, "batch-1.jsonl")))
+`+duckdbSection, changesFixture(t, "batch-1.jsonl")))
 	steps := [][]string{
 		{"expire", sample, "--keep-snapshots", "1"},
 		{"run", vc, "--input", changesFixture(t, "batch-4.jsonl")},
@@ -85,20 +89,17 @@ keep_snapshots = 2
 	require.NoError(t, os.MkdirAll(base, 0o755))
 	db := func(work string) string { return filepath.Join(work, "idem.duckdb") }
 	for _, in := range []string{inA, inB, inC, inA} {
-		r := killCLI(t, base, "", 0, "run", sample, "--db", db(base), "--input", in)
+		r := callIdem(t, "run", sample, "--db", db(base), "--input", in)
 		require.Equal(t, 0, r.code, r.stderr)
 	}
 	for _, b := range []string{"batch-1", "batch-2", "batch-3"} {
-		r := killCLI(t, base, "", 0, "run", vc, "--db", db(base), "--input", changesFixture(t, b+".jsonl"))
+		r := callIdem(t, "run", vc, "--db", db(base), "--input", changesFixture(t, b+".jsonl"))
 		require.Equal(t, 0, r.code, r.stderr)
 	}
 	var refs, dumps []string
-	var took []time.Duration
 	for k := 0; k <= len(steps); k++ {
 		if k > 0 {
-			start := time.Now()
-			r := killCLI(t, base, "", 0, append(steps[k-1], "--db", db(base), "--json")...)
-			took = append(took, time.Since(start))
+			r := callIdem(t, append(steps[k-1], "--db", db(base), "--json")...)
 			require.Equal(t, 0, r.code, r.stderr)
 			if k == 1 {
 				require.Contains(t, r.stdout, `"oldest_kept":4`)
@@ -111,7 +112,18 @@ keep_snapshots = 2
 		ref := filepath.Join(dir, "refs", strconv.Itoa(k))
 		copyDir(t, base, ref)
 		refs = append(refs, ref)
-		dumps = append(dumps, crashedState(t, ref))
+		dumps = append(dumps, dumpState(t, db(ref)))
+	}
+	var took once[time.Duration] // step 1 in a process of its own
+	tookExpire := func(t *testing.T) time.Duration {
+		return took.get(t, func(t *testing.T) time.Duration {
+			work := filepath.Join(t.TempDir(), "db")
+			copyDir(t, refs[0], work)
+			start := time.Now()
+			r := killCLI(t, work, "", 0, append(steps[0], "--db", db(work), "--json")...)
+			require.Equal(t, 0, r.code, r.stderr)
+			return time.Since(start)
+		})
 	}
 	require.Len(t, storeFiles(t, db(refs[0])), 3+3, "A, B, C and three batches")
 	require.Len(t, storeFiles(t, db(refs[1])), 1+3, "A and three batches")
@@ -119,17 +131,17 @@ keep_snapshots = 2
 	// inputs; an expired one is refused.
 	probe := filepath.Join(dir, "probe")
 	copyDir(t, refs[1], probe)
-	r := killCLI(t, probe, "", 0, "rerun", sample, "--db", db(probe), "--json")
+	r := callIdem(t, "rerun", sample, "--db", db(probe), "--json")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, `"reproduced":true`)
-	r = killCLI(t, probe, "", 0, "rerun", sample, "--db", db(probe), "--snapshot", "3")
+	r = callIdem(t, "rerun", sample, "--db", db(probe), "--snapshot", "3")
 	require.Equal(t, 3, r.code, r.stderr)
 	require.Contains(t, r.stderr, "snapshot 3 of sample expired (oldest kept: 4)")
 
-	check := func(t *testing.T, k int, work string, r idemResult, fp point, how string) {
+	check := func(t *testing.T, k int, work string, r cliResult, fp point, how string) {
 		t.Helper()
 		if r.killed {
-			got := crashedState(t, work)
+			got := crashedState(t, work, refs[k], dumps[k])
 			switch {
 			case got == dumps[k] && !fp.post && !fp.mid:
 			case got == dumps[k+1]:
@@ -139,10 +151,10 @@ keep_snapshots = 2
 			default:
 				require.Failf(t, "mixed state", "%s: neither the pre- nor the post-step state: %s", how, firstDiff(dumps[k], got))
 			}
-			q := killCLI(t, work, "", 0, "query", "--db", db(work), "SELECT count(*) FROM idem.snapshots")
+			q := callIdem(t, "query", "--db", db(work), "SELECT count(*) FROM idem.snapshots")
 			require.Equal(t, 0, q.code, "%s: query after the kill: %s", how, q.stderr)
 			requireStoreIsCommitted(t, db(work))
-			retry := killCLI(t, work, "", 0, append(steps[k], "--db", db(work), "--json")...)
+			retry := callIdem(t, append(steps[k], "--db", db(work), "--json")...)
 			require.Equal(t, 0, retry.code, "%s: retry: %s", how, retry.stderr)
 		} else {
 			require.Equal(t, 0, r.code, "%s: %s", how, r.stderr)
@@ -154,6 +166,7 @@ keep_snapshots = 2
 		for k := range steps {
 			for _, fp := range points[k] {
 				t.Run(fmt.Sprintf("step%d/%s", k+1, fp.name), func(t *testing.T) {
+					t.Parallel()
 					work := filepath.Join(t.TempDir(), "db")
 					copyDir(t, refs[k], work)
 					r := killCLI(t, work, fp.name, 0, append(steps[k], "--db", db(work), "--json")...)
@@ -166,11 +179,15 @@ keep_snapshots = 2
 	t.Run("random_kills", func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 16))
 		for i := range trials {
-			delay := time.Duration(rng.Int64N(int64(took[0]) + 1))
-			work := filepath.Join(t.TempDir(), fmt.Sprintf("trial%d", i))
-			copyDir(t, refs[0], work)
-			r := killCLI(t, work, "", delay, append(steps[0], "--db", db(work), "--json")...)
-			check(t, 0, work, r, point{}, fmt.Sprintf("trial %d (kill after %s)", i, delay))
+			seed := rng.Uint64()
+			t.Run(fmt.Sprintf("trial%d", i), func(t *testing.T) {
+				t.Parallel()
+				delay := time.Duration(rand.New(rand.NewPCG(seed, 2)).Int64N(int64(tookExpire(t)) + 1))
+				work := filepath.Join(t.TempDir(), "db")
+				copyDir(t, refs[0], work)
+				r := killCLI(t, work, "", delay, append(steps[0], "--db", db(work), "--json")...)
+				check(t, 0, work, r, point{}, fmt.Sprintf("trial %d (kill after %s)", i, delay))
+			})
 		}
 	})
 }

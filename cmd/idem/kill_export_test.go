@@ -21,14 +21,15 @@ import (
 // absent (when it was), the previous export or the complete new one, never
 // a part; the retry must succeed with a manifest whose sha256s are the
 // files', and leave no temporary file of the killed export beside the
-// output. IDEM_KILL_TRIALS=N runs N random kills per case instead of 3.
+// output. One random kill per case, 30 with IDEM_LONG=1
+// (IDEM_KILL_TRIALS=N sets the number).
 func TestKillExport(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
-		t.Skip("kill test builds the binary and runs it as a subprocess; skipped with -short")
+		t.Skip("kill test runs idem as a subprocess; skipped with -short")
 	}
-	trials, _ := killTrials(t, 3)
+	trials := killTrials(t, 1, 30)
 	dir := t.TempDir()
-	bin := buildIdem(t, dir)
 
 	// Two snapshots with different rows: the previous export is of
 	// snapshot 1, the killed one of snapshot 2.
@@ -52,25 +53,42 @@ func TestKillExport(t *testing.T) {
 		{"partitioned", []string{"--partition-by", "value"}, "parts"},
 		{"single_file", nil, "rows.csv"},
 	}
-	export := func(work string, c exportCase, snapshot int, fault string, delay time.Duration) idemResult {
-		args := append([]string{"export", j.file, "--snapshot", strconv.Itoa(snapshot), "--out", filepath.Join(work, c.out), "--json"}, c.flags...)
-		return runIdemCmd(t, bin, work, fault, delay, nil, args...)
+	exportArgs := func(work string, c exportCase, snapshot int) []string {
+		return append([]string{"export", j.file, "--snapshot", strconv.Itoa(snapshot), "--out", filepath.Join(work, c.out), "--json"}, c.flags...)
 	}
-	// refs[c][s] is the tree of a clean export of snapshot s (0: none).
+	// export runs a clean export in-process; a fault or a delay runs it in
+	// a process of its own.
+	export := func(t *testing.T, work string, c exportCase, snapshot int, fault string, delay time.Duration) cliResult {
+		if fault == "" && delay == 0 {
+			return callIdem(t, exportArgs(work, c, snapshot)...)
+		}
+		return killCLI(t, work, fault, delay, exportArgs(work, c, snapshot)...)
+	}
+	// refs[c][s] is the tree of a clean export of snapshot s (0: none);
+	// took[c] how long a clean export takes in a process of its own
+	// (measured for the random kills).
 	refs := map[string][]string{}
-	took := map[string]time.Duration{}
+	took := map[string]*once[time.Duration]{}
 	for _, c := range cases {
 		refs[c.name] = []string{""}
+		took[c.name] = &once[time.Duration]{}
 		for s := 1; s <= 2; s++ {
 			work := filepath.Join(dir, "ref", c.name, strconv.Itoa(s))
 			require.NoError(t, os.MkdirAll(work, 0o755))
-			start := time.Now()
-			r := export(work, c, s, "", 0)
-			took[c.name] = time.Since(start)
+			r := export(t, work, c, s, "", 0)
 			require.Equal(t, 0, r.code, r.stderr)
 			refs[c.name] = append(refs[c.name], exportTree(t, filepath.Join(work, c.out)))
 		}
 		require.NotEqual(t, refs[c.name][1], refs[c.name][2])
+	}
+	tookExport := func(t *testing.T, c exportCase) time.Duration {
+		return took[c.name].get(t, func(t *testing.T) time.Duration {
+			work := t.TempDir()
+			start := time.Now()
+			r := killCLI(t, work, "", 0, exportArgs(work, c, 2)...)
+			require.Equal(t, 0, r.code, r.stderr)
+			return time.Since(start)
+		})
 	}
 
 	// trial prepares a folder holding the export of snapshot prev (0:
@@ -79,10 +97,10 @@ func TestKillExport(t *testing.T) {
 	trial := func(t *testing.T, c exportCase, prev int, fault string, delay time.Duration) string {
 		work := t.TempDir()
 		if prev > 0 {
-			r := export(work, c, prev, "", 0)
+			r := export(t, work, c, prev, "", 0)
 			require.Equal(t, 0, r.code, r.stderr)
 		}
-		r := export(work, c, 2, fault, delay)
+		r := export(t, work, c, 2, fault, delay)
 		landed := "finished"
 		if r.killed {
 			got := exportTree(t, filepath.Join(work, c.out))
@@ -101,7 +119,7 @@ func TestKillExport(t *testing.T) {
 		if fault != "" {
 			require.True(t, r.killed, "IDEM_FAULT=%s: the export was not killed (exit %d)\nstderr: %s", fault, r.code, r.stderr)
 		}
-		retry := export(work, c, 2, "", 0)
+		retry := export(t, work, c, 2, "", 0)
 		require.Equal(t, 0, retry.code, "retry after a kill: %s", retry.stderr)
 		require.Equal(t, refs[c.name][2], exportTree(t, filepath.Join(work, c.out)), "the retry gives the clean export")
 		if c.flags != nil {
@@ -123,9 +141,9 @@ func TestKillExport(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
 			for _, fc := range faults[c.name] {
 				t.Run(fmt.Sprintf("%s/previous%d", fc.point, fc.prev), func(t *testing.T) {
+					t.Parallel()
 					landed := trial(t, c, fc.prev, fc.point, 0)
 					want := "previous"
 					if fc.point == "export_after_swap" {
@@ -134,15 +152,15 @@ func TestKillExport(t *testing.T) {
 					require.Equal(t, want, landed, "a kill at %s", fc.point)
 				})
 			}
-			t.Run("random", func(t *testing.T) {
-				rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
-				counts := map[string]int{}
-				for i := range trials {
-					delay := time.Duration(rng.Int64N(int64(took[c.name]) + 1))
-					counts[trial(t, c, 1-i%2, "", delay)]++
-				}
-				t.Logf("%d random kills: %d left the previous export, %d the new one, %d finished first", trials, counts["previous"], counts["new"], counts["finished"])
-			})
+			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+			for i := range trials {
+				seed := rng.Uint64()
+				t.Run(fmt.Sprintf("random%d", i), func(t *testing.T) {
+					t.Parallel()
+					delay := time.Duration(rand.New(rand.NewPCG(seed, 2)).Int64N(int64(tookExport(t, c)) + 1))
+					t.Logf("kill after %s: %s", delay, trial(t, c, 1-i%2, "", delay))
+				})
+			}
 		})
 	}
 }

@@ -2,18 +2,15 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,9 +23,11 @@ import (
 // after it, never a mix, and a retry must bring it to exactly the state one
 // clean run gives.
 //
-// The normal test run covers every fault point on every scenario once and a
-// few random kills. IDEM_KILL_TRIALS=N runs every fault point at every step
-// of every scenario plus N random kills, and logs the figures.
+// The default run covers every fault point on every scenario once (at one
+// step each, a different one per point) and two random kills; IDEM_LONG=1
+// runs every fault point at every step of every scenario and 300 random
+// kills (IDEM_KILL_TRIALS=N sets that number). The references and the
+// retries run in-process: only the killed command needs a process.
 
 // killStep is one run of a scenario: a job file and extra flags.
 type killStep struct {
@@ -40,10 +39,12 @@ type killScenario struct {
 	name  string
 	steps []killStep
 	// refs[k] is the folder holding the database after k clean runs, and
-	// dumps[k] its state; took[k] is how long clean run k+1 took.
+	// dumps[k] its state.
 	refs  []string
 	dumps []string
-	took  []time.Duration
+	// took[k] is how long clean run k+1 takes in a process of its own,
+	// measured on first use (random kills only).
+	took []once[time.Duration]
 }
 
 // faultPoints are the IDEM_FAULT values tested, with whether the database
@@ -66,15 +67,16 @@ var faultPoints = []struct {
 }
 
 func TestKill(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
-		t.Skip("kill test builds the binary and runs it as a subprocess; skipped with -short")
+		t.Skip("kill test runs idem as a subprocess; skipped with -short")
 	}
-	trials, long := killTrials(t, 6)
+	long := longTests()
+	trials := killTrials(t, 2, 300)
 	dir := t.TempDir()
-	bin := buildIdem(t, dir)
 	scenarios := killScenarios(t, dir)
 	for _, sc := range scenarios {
-		buildRefs(t, bin, dir, sc)
+		buildRefs(t, dir, sc)
 	}
 
 	t.Run("fault_points", func(t *testing.T) {
@@ -83,91 +85,87 @@ func TestKill(t *testing.T) {
 			t.Logf("fault points: %d kills, all pre- or post-run as expected; %d of the checkpoint kills landed inside CHECKPOINT", kills.Load(), during.Load())
 		})
 		for i, sc := range scenarios {
-			t.Run(sc.name, func(t *testing.T) {
-				t.Parallel()
-				for j, fp := range faultPoints {
-					steps := []int{(i + j) % len(sc.steps)}
-					if long {
-						steps = steps[:0]
-						for k := range sc.steps {
-							steps = append(steps, k)
-						}
-					}
-					for _, k := range steps {
-						t.Run(fmt.Sprintf("%s/run%d", fp.point, k+1), func(t *testing.T) {
-							work := filepath.Join(t.TempDir(), "db")
-							copyDir(t, sc.refs[k], work)
-							r := runIdem(t, bin, sc.steps[k], work, fp.point, 0)
-							require.True(t, r.killed, "IDEM_FAULT=%s: the run was not killed (exit %d)\nstderr: %s", fp.point, r.code, r.stderr)
-							kills.Add(1)
-							if strings.Contains(r.stderr, "during CHECKPOINT") || strings.Contains(r.stderr, "after CHECKPOINT began") {
-								during.Add(1)
-							}
-							want, name := sc.dumps[k], "pre-run"
-							if fp.post {
-								want, name = sc.dumps[k+1], "post-run"
-							}
-							got := crashedState(t, work)
-							require.True(t, got == want, "after a kill at %s the database does not hold the %s state: %s", fp.point, name, firstDiff(want, got))
-							retry(t, bin, sc, k, work, fp.post)
-						})
+			for j, fp := range faultPoints {
+				steps := []int{(i + j) % len(sc.steps)}
+				if long {
+					steps = steps[:0]
+					for k := range sc.steps {
+						steps = append(steps, k)
 					}
 				}
-			})
+				for _, k := range steps {
+					t.Run(fmt.Sprintf("%s/%s/run%d", sc.name, fp.point, k+1), func(t *testing.T) {
+						t.Parallel()
+						work := filepath.Join(t.TempDir(), "db")
+						copyDir(t, sc.refs[k], work)
+						r := runIdem(t, sc.steps[k], work, fp.point, 0)
+						require.True(t, r.killed, "IDEM_FAULT=%s: the run was not killed (exit %d)\nstderr: %s", fp.point, r.code, r.stderr)
+						kills.Add(1)
+						if strings.Contains(r.stderr, "during CHECKPOINT") || strings.Contains(r.stderr, "after CHECKPOINT began") {
+							during.Add(1)
+						}
+						want, name := sc.dumps[k], "pre-run"
+						if fp.post {
+							want, name = sc.dumps[k+1], "post-run"
+						}
+						got := crashedState(t, work, sc.refs[k], sc.dumps[k])
+						require.True(t, got == want, "after a kill at %s the database does not hold the %s state: %s", fp.point, name, firstDiff(want, got))
+						retry(t, sc, k, work, fp.post)
+					})
+				}
+			}
 		}
 	})
 
 	t.Run("rollback", func(t *testing.T) {
-		killRollback(t, bin, scenarios[1])
+		killRollback(t, scenarios[1])
 	})
 	t.Run("rerun", func(t *testing.T) {
-		killRerun(t, bin, scenarios[1])
+		killRerun(t, scenarios[1])
 	})
 
 	t.Run("random_kills", func(t *testing.T) {
 		var mu sync.Mutex
 		counts := map[string]int{}
-		workers := 2
-		for w := range workers {
-			t.Run(fmt.Sprintf("worker%d", w), func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+		for i := range trials {
+			sc := scenarios[rng.IntN(len(scenarios))]
+			k := rng.IntN(len(sc.steps))
+			seed := rng.Uint64()
+			t.Run(fmt.Sprintf("trial%d", i), func(t *testing.T) {
 				t.Parallel()
-				rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(w)))
-				for i := w; i < trials; i += workers {
-					sc := scenarios[rng.IntN(len(scenarios))]
-					k := rng.IntN(len(sc.steps))
-					delay := time.Duration(rng.Int64N(int64(sc.took[k]) + 1))
-					work := filepath.Join(t.TempDir(), fmt.Sprintf("trial%d", i))
-					copyDir(t, sc.refs[k], work)
-					r := runIdem(t, bin, sc.steps[k], work, "", delay)
-					var landed string
-					switch {
-					case !r.killed:
-						require.Equal(t, 0, r.code, "trial %d (%s run %d, kill after %s): stderr: %s", i, sc.name, k+1, delay, r.stderr)
-						landed = "finished"
+				delay := time.Duration(rand.New(rand.NewPCG(seed, 2)).Int64N(int64(sc.tookStep(t, k)) + 1))
+				work := filepath.Join(t.TempDir(), "db")
+				copyDir(t, sc.refs[k], work)
+				r := runIdem(t, sc.steps[k], work, "", delay)
+				var landed string
+				switch {
+				case !r.killed:
+					require.Equal(t, 0, r.code, "trial %d (%s run %d, kill after %s): stderr: %s", i, sc.name, k+1, delay, r.stderr)
+					landed = "finished"
+				default:
+					got := crashedState(t, work, sc.refs[k], sc.dumps[k])
+					switch got {
+					case sc.dumps[k]:
+						landed = "pre-run"
+					case sc.dumps[k+1]:
+						landed = "post-run"
 					default:
-						got := crashedState(t, work)
-						switch got {
-						case sc.dumps[k]:
-							landed = "pre-run"
-						case sc.dumps[k+1]:
-							landed = "post-run"
-						default:
-							mu.Lock()
-							counts["mix"]++
-							mu.Unlock()
-							require.Failf(t, "mixed state", "trial %d (%s run %d, kill after %s): neither the pre-run nor the post-run state; vs pre: %s\nvs post: %s",
-								i, sc.name, k+1, delay, firstDiff(sc.dumps[k], got), firstDiff(sc.dumps[k+1], got))
-						}
+						mu.Lock()
+						counts["mix"]++
+						mu.Unlock()
+						require.Failf(t, "mixed state", "trial %d (%s run %d, kill after %s): neither the pre-run nor the post-run state; vs pre: %s\nvs post: %s",
+							i, sc.name, k+1, delay, firstDiff(sc.dumps[k], got), firstDiff(sc.dumps[k+1], got))
 					}
-					if landed != "finished" {
-						retry(t, bin, sc, k, work, landed == "post-run")
-					} else {
-						require.Equal(t, sc.dumps[k+1], dumpState(t, filepath.Join(work, "idem.duckdb")))
-					}
-					mu.Lock()
-					counts[landed]++
-					mu.Unlock()
 				}
+				if landed != "finished" {
+					retry(t, sc, k, work, landed == "post-run")
+				} else {
+					require.Equal(t, sc.dumps[k+1], dumpState(t, filepath.Join(work, "idem.duckdb")))
+				}
+				mu.Lock()
+				counts[landed]++
+				mu.Unlock()
 			})
 		}
 		t.Cleanup(func() {
@@ -177,12 +175,13 @@ func TestKill(t *testing.T) {
 	})
 }
 
-// retry runs step k again without a fault on the crashed database and
+// retry runs step k again without a fault on the crashed database, as the
+// next command would (in-process: it needs no process of its own), and
 // requires exactly the state of k+1 clean runs, and the decision that says
 // whether the crashed run had committed.
-func retry(t *testing.T, bin string, sc *killScenario, k int, work string, committed bool) {
+func retry(t *testing.T, sc *killScenario, k int, work string, committed bool) {
 	t.Helper()
-	r := runIdem(t, bin, sc.steps[k], work, "", 0)
+	r := runClean(t, sc.steps[k], work)
 	require.Equal(t, 0, r.code, "retry: stderr: %s", r.stderr)
 	var res struct{ Decision string }
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), "retry output: %s", r.stdout)
@@ -195,81 +194,66 @@ func retry(t *testing.T, bin string, sc *killScenario, k int, work string, commi
 	require.True(t, got == sc.dumps[k+1], "retry does not give the state of one clean run: %s", firstDiff(sc.dumps[k+1], got))
 }
 
-// crashedState dumps a copy of the crashed database, so the original stays
-// as the crash left it (with its WAL) for the retry.
-func crashedState(t *testing.T, work string) string {
+// crashedState is the state of the database a killed command left in work,
+// read without changing anything (the WAL replayed in memory), so the next
+// command finds it as the crash left it. When the database file and its WAL
+// are byte for byte those of the reference folder ref (whose state is
+// refDump), that is its state, and DuckDB need not open it.
+func crashedState(t *testing.T, work, ref, refDump string) string {
 	t.Helper()
-	cp := filepath.Join(t.TempDir(), "inspect")
-	copyDir(t, work, cp)
-	return dumpState(t, filepath.Join(cp, "idem.duckdb"))
-}
-
-type idemResult struct {
-	code           int
-	killed         bool
-	stdout, stderr string
-}
-
-// killTrials is the number of random kills a kill test makes: def, or
-// IDEM_KILL_TRIALS when set (long then reports that it was).
-func killTrials(t *testing.T, def int) (trials int, long bool) {
-	t.Helper()
-	s := os.Getenv("IDEM_KILL_TRIALS")
-	if s == "" {
-		return def, false
+	db := filepath.Join(work, "idem.duckdb")
+	if ref != "" && sameFile(t, db, filepath.Join(ref, "idem.duckdb")) && sameFile(t, db+".wal", filepath.Join(ref, "idem.duckdb.wal")) {
+		return refDump
 	}
-	n, err := strconv.Atoi(s)
-	require.NoError(t, err, "IDEM_KILL_TRIALS must be an integer")
-	return n, true
+	return dumpState(t, db)
 }
 
-// runIdem runs `idem run` for step on the database in folder work. A fault
-// point sets IDEM_FAULT; a delay above zero SIGKILLs the process after it.
-func runIdem(t *testing.T, bin string, step killStep, work, fault string, delay time.Duration) idemResult {
+// sameFile reports whether the files at a and b have the same bytes, or are
+// both absent.
+func sameFile(t *testing.T, a, b string) bool {
 	t.Helper()
-	args := append([]string{"run", step.job, "--db", filepath.Join(work, "idem.duckdb"), "--json"}, step.args...)
-	return runIdemCmd(t, bin, work, fault, delay, nil, args...)
+	x, errA := os.ReadFile(a)
+	y, errB := os.ReadFile(b)
+	if os.IsNotExist(errA) && os.IsNotExist(errB) {
+		return true
+	}
+	if errA != nil || errB != nil {
+		return false
+	}
+	return bytes.Equal(x, y)
 }
 
-// runIdemCmd runs idem with args in folder work, with IDEM_FAULT=fault and
-// the extra environment env; a delay above zero SIGKILLs it after it.
-func runIdemCmd(t *testing.T, bin, work, fault string, delay time.Duration, env []string, args ...string) idemResult {
+// killTrials is the number of random kills a kill test makes: short, or
+// long with IDEM_LONG=1; IDEM_KILL_TRIALS=N sets it.
+func killTrials(t *testing.T, short, long int) int {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = work
-	cmd.Env = append(append(os.Environ(), "IDEM_FAULT="+fault), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Start())
-	if delay > 0 {
-		timer := time.AfterFunc(delay, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
-		defer timer.Stop()
+	if s := os.Getenv("IDEM_KILL_TRIALS"); s != "" {
+		n, err := strconv.Atoi(s)
+		require.NoError(t, err, "IDEM_KILL_TRIALS must be an integer")
+		return n
 	}
-	err := cmd.Wait()
-	r := idemResult{stdout: stdout.String(), stderr: stderr.String()}
-	if err != nil {
-		_, ok := err.(*exec.ExitError)
-		require.True(t, ok, "run idem: %v", err)
-	}
-	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if ws.Signaled() {
-		require.Equal(t, syscall.SIGKILL, ws.Signal())
-		r.killed = true
-	} else {
-		r.code = ws.ExitStatus()
-	}
-	return r
+	return longOr(short, long)
 }
 
-// buildIdem builds the CLI into dir with go build.
-func buildIdem(t *testing.T, dir string) string {
+// stepArgs is the command line of `idem run` for step on the database in
+// folder work.
+func stepArgs(step killStep, work string) []string {
+	return append([]string{"run", step.job, "--db", filepath.Join(work, "idem.duckdb"), "--json"}, step.args...)
+}
+
+// runIdem runs `idem run` for step on the database in folder work in a
+// child process. A fault point sets IDEM_FAULT; a delay above zero SIGKILLs
+// the process after it.
+func runIdem(t *testing.T, step killStep, work, fault string, delay time.Duration) cliResult {
 	t.Helper()
-	bin := filepath.Join(dir, "idem")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return bin
+	return runIdemCmd(t, work, fault, delay, nil, stepArgs(step, work)...)
+}
+
+// runClean runs `idem run` for step on the database in folder work
+// in-process.
+func runClean(t *testing.T, step killStep, work string) cliResult {
+	t.Helper()
+	return callIdem(t, stepArgs(step, work)...)
 }
 
 // killScenarios are the runs each kill starts from and makes: the sample
@@ -299,7 +283,7 @@ path = %q
 table = "occurrence_sample"
 [params]
 cap = 40
-`, v, v, fx("sample/occurrences-a.csv")))
+`+duckdbSection, v, v, fx("sample/occurrences-a.csv")))
 	}
 	s1, s2 := sample(1), sample(2)
 	changes := write("changes.toml", fmt.Sprintf(`name = "customer_state"
@@ -310,7 +294,7 @@ schema_version = 1
 path = %q
 [target]
 table = "customer_state"
-`, fx("changes/batch-1.jsonl")))
+`+duckdbSection, fx("changes/batch-1.jsonl")))
 	empty := write("empty.jsonl", "")
 	var days []string
 	for d := 45; d <= 49; d++ {
@@ -331,7 +315,7 @@ path = %q
 [target]
 table = "occ"
 partition_by = "year"
-`, days5))
+`+duckdbSection, days5))
 	in := func(p string, more ...string) []string { return append([]string{"--input", p}, more...) }
 	return []*killScenario{
 		{name: "sample_refresh", steps: []killStep{
@@ -358,9 +342,10 @@ partition_by = "year"
 	}
 }
 
-// buildRefs makes the reference databases of a scenario by clean runs: the
-// state before any run (idem's own tables only) and after each run.
-func buildRefs(t *testing.T, bin, dir string, sc *killScenario) {
+// buildRefs makes the reference databases of a scenario by clean runs
+// (in-process): the state before any run (idem's own tables only) and after
+// each run.
+func buildRefs(t *testing.T, dir string, sc *killScenario) {
 	t.Helper()
 	base := filepath.Join(dir, "refs", sc.name)
 	work := filepath.Join(base, "work")
@@ -369,9 +354,7 @@ func buildRefs(t *testing.T, bin, dir string, sc *killScenario) {
 	// dump is that of a database holding idem's own tables only.
 	for k := 0; k <= len(sc.steps); k++ {
 		if k > 0 {
-			start := time.Now()
-			r := runIdem(t, bin, sc.steps[k-1], work, "", 0)
-			sc.took = append(sc.took, time.Since(start))
+			r := runClean(t, sc.steps[k-1], work)
 			require.Equal(t, 0, r.code, "%s clean run %d: %s", sc.name, k, r.stderr)
 			require.NotContains(t, r.stdout, `"decision":"skipped"`)
 			require.NotContains(t, r.stdout, `"decision":"already_committed"`)
@@ -379,11 +362,30 @@ func buildRefs(t *testing.T, bin, dir string, sc *killScenario) {
 		ref := filepath.Join(base, strconv.Itoa(k))
 		copyDir(t, work, ref)
 		sc.refs = append(sc.refs, ref)
-		sc.dumps = append(sc.dumps, crashedState(t, ref))
+		if k == 0 {
+			// No database yet: a kill leaves none or a new one.
+			sc.dumps = append(sc.dumps, newDatabaseState(t))
+		} else {
+			sc.dumps = append(sc.dumps, dumpState(t, filepath.Join(ref, "idem.duckdb")))
+		}
 		if k > 0 {
 			require.NotEqual(t, sc.dumps[k-1], sc.dumps[k], "%s run %d changed nothing", sc.name, k)
 		}
 	}
+	sc.took = make([]once[time.Duration], len(sc.steps))
+}
+
+// tookStep is how long clean run k+1 of the scenario takes in a process of
+// its own, measured once.
+func (sc *killScenario) tookStep(t *testing.T, k int) time.Duration {
+	return sc.took[k].get(t, func(t *testing.T) time.Duration {
+		work := filepath.Join(t.TempDir(), "db")
+		copyDir(t, sc.refs[k], work)
+		start := time.Now()
+		r := runIdem(t, sc.steps[k], work, "", 0)
+		require.Equal(t, 0, r.code, r.stderr)
+		return time.Since(start)
+	})
 }
 
 // killRollback kills `idem rollback --to-snapshot 1 --expect-parent 2` of
@@ -391,16 +393,16 @@ func buildRefs(t *testing.T, bin, dir string, sc *killScenario) {
 // runs: the database holds exactly the state before or after a clean
 // rollback, and a retry brings it to the state after (refused as a stale
 // parent, exit 3, when the killed rollback had committed).
-func killRollback(t *testing.T, bin string, sc *killScenario) {
+func killRollback(t *testing.T, sc *killScenario) {
 	job := sc.steps[0].job
 	args := func(work string) []string {
 		return []string{"rollback", job, "--db", filepath.Join(work, "idem.duckdb"), "--to-snapshot", "1", "--expect-parent", "2", "--json"}
 	}
 	clean := filepath.Join(t.TempDir(), "clean")
 	copyDir(t, sc.refs[2], clean)
-	r := runIdemCmd(t, bin, clean, "", 0, nil, args(clean)...)
+	r := callIdem(t, args(clean)...)
 	require.Equal(t, 0, r.code, r.stderr)
-	pre, post := sc.dumps[2], crashedState(t, clean)
+	pre, post := sc.dumps[2], dumpState(t, filepath.Join(clean, "idem.duckdb"))
 	require.NotEqual(t, pre, post)
 	for _, fp := range []struct {
 		point string
@@ -410,17 +412,18 @@ func killRollback(t *testing.T, bin string, sc *killScenario) {
 		{"after_commit", true}, {"checkpoint", true}, {"after_checkpoint", true},
 	} {
 		t.Run(fp.point, func(t *testing.T) {
+			t.Parallel()
 			work := filepath.Join(t.TempDir(), "db")
 			copyDir(t, sc.refs[2], work)
-			r := runIdemCmd(t, bin, work, fp.point, 0, nil, args(work)...)
+			r := killCLI(t, work, fp.point, 0, args(work)...)
 			require.True(t, r.killed, "IDEM_FAULT=%s: not killed (exit %d): %s", fp.point, r.code, r.stderr)
 			want := pre
 			if fp.post {
 				want = post
 			}
-			got := crashedState(t, work)
+			got := crashedState(t, work, sc.refs[2], pre)
 			require.True(t, got == want, "after a kill at %s: %s", fp.point, firstDiff(want, got))
-			r = runIdemCmd(t, bin, work, "", 0, nil, args(work)...)
+			r = callIdem(t, args(work)...)
 			if fp.post {
 				require.Equal(t, 3, r.code, "retry after a committed rollback: %s", r.stderr)
 				require.Contains(t, r.stderr, "stale parent")
@@ -437,17 +440,17 @@ func killRollback(t *testing.T, bin string, sc *killScenario) {
 // its scratch database and before it compares: the database is unchanged,
 // nothing is left in $TMPDIR, the scratch folder left beside the database
 // is removed by the next rerun, which reproduces the snapshot.
-func killRerun(t *testing.T, bin string, sc *killScenario) {
+func killRerun(t *testing.T, sc *killScenario) {
 	job := sc.steps[0].job
 	for _, point := range []string{"after_step:02_rank.sql", "after_commit", "rerun_export"} {
 		t.Run(point, func(t *testing.T) {
+			t.Parallel()
 			work := filepath.Join(t.TempDir(), "db")
 			copyDir(t, sc.refs[2], work)
 			db := filepath.Join(work, "idem.duckdb")
 			tmp := t.TempDir()
-			env := []string{"TMPDIR=" + tmp}
 			args := []string{"rerun", job, "--db", db, "--json"}
-			r := runIdemCmd(t, bin, work, point, 0, env, args...)
+			r := runIdemCmd(t, work, point, 0, []string{"TMPDIR=" + tmp}, args...)
 			require.True(t, r.killed, "IDEM_FAULT=%s: not killed (exit %d): %s", point, r.code, r.stderr)
 			left, err := filepath.Glob(db + ".rerun-*")
 			require.NoError(t, err)
@@ -455,10 +458,10 @@ func killRerun(t *testing.T, bin string, sc *killScenario) {
 			entries, err := os.ReadDir(tmp)
 			require.NoError(t, err)
 			require.Empty(t, entries, "the rerun wrote to $TMPDIR")
-			got := crashedState(t, work)
+			got := crashedState(t, work, sc.refs[2], sc.dumps[2])
 			require.True(t, got == sc.dumps[2], "a killed rerun changed the database: %s", firstDiff(sc.dumps[2], got))
 
-			r = runIdemCmd(t, bin, work, "", 0, env, args...)
+			r = callIdem(t, args...)
 			require.Equal(t, 0, r.code, "retry: %s", r.stderr)
 			require.Contains(t, r.stdout, `"reproduced":true`)
 			left, err = filepath.Glob(db + ".rerun-*")

@@ -107,7 +107,7 @@ func TestLegacyDatabase(t *testing.T) {
 
 	// Every snapshot exports as the old binary exported it, and reruns
 	// reproduced: the latest of each job (replaying the chain before it),
-	// every one with IDEM_PROPERTY_LONG=1.
+	// every one with IDEM_LONG=1.
 	data, err := os.ReadFile(filepath.Join(legacyFixture, "expected.json"))
 	require.NoError(t, err)
 	var expected []struct {
@@ -127,7 +127,7 @@ func TestLegacyDatabase(t *testing.T) {
 		require.Equal(t, e.SHA256, exp.SHA256, "export %s --snapshot %d", e.Job, e.Snapshot)
 		latestOf[e.Job] = max(latestOf[e.Job], e.Snapshot)
 	}
-	long := os.Getenv("IDEM_PROPERTY_LONG") == "1"
+	long := longTests()
 	t.Run("rerun", func(t *testing.T) {
 		for _, e := range expected {
 			if !long && e.Snapshot != latestOf[e.Job] {

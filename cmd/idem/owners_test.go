@@ -32,7 +32,7 @@ format = "jsonl"
 
 [target]
 table = %q
-`, name, db, changesFixture(t, "batch-1.jsonl"), table)
+`+duckdbSection, name, db, changesFixture(t, "batch-1.jsonl"), table)
 	require.NoError(t, os.WriteFile(file, []byte(toml), 0o644))
 	return file
 }
@@ -43,6 +43,7 @@ table = %q
 // database is left exactly as it was; rollback and erase are held to the
 // same rule.
 func TestTablesBelongToOneJob(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		first [2]string // job, target committed first
@@ -107,6 +108,7 @@ func TestTablesBelongToOneJob(t *testing.T) {
 // (migration 0001):
 // the target, its companions and the history.
 func TestOwnersOfAnOlderDatabase(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "idem.duckdb")
 	r := callIdem(t, "run", ownerJob(t, dir, db, "joba", "cs"))

@@ -38,7 +38,7 @@ func newPartJob(t *testing.T) *partJob {
 	t.Helper()
 	dir := t.TempDir()
 	j := &partJob{t: t, dir: dir, job: filepath.Join(dir, "occ.toml"), db: filepath.Join(dir, "idem.duckdb")}
-	writeFile(t, j.job, partJobTOML)
+	writeFile(t, j.job, partJobTOML+duckdbSection)
 	// Five partitions of three rows: ids day*10+0..2.
 	var rows []string
 	for d := 45; d <= 49; d++ {
@@ -100,6 +100,7 @@ func (j *partJob) ids(year int) []int64 {
 // partition is its export's, diff names the two, an equal re-run is
 // skipped and rerun rebuilds the snapshot.
 func TestPartitionsReplaceExactlyTheDeclared(t *testing.T) {
+	t.Parallel()
 	j := newPartJob(t)
 	first := j.run()
 	require.Equal(t, []string{"45", "46", "47", "48", "49"}, first.Partitions, "without --partitions the run replaces the partitions its input holds")
@@ -177,6 +178,7 @@ func TestPartitionsReplaceExactlyTheDeclared(t *testing.T) {
 // A staged row outside the declared partitions, or a bad --partitions,
 // changes nothing: exit code, message and every idem table as before.
 func TestPartitionsRefused(t *testing.T) {
+	t.Parallel()
 	j := newPartJob(t)
 	j.run()
 	plain := filepath.Join(j.dir, "plain.toml")
@@ -219,6 +221,7 @@ partition_by = "event_day"
 // A keyed row that moves from day 47 to day 48 is gone from 47 and present
 // in 48 when only 48 is replaced; 47 is reported and packed as repaired.
 func TestPartitionsRepairAMovedKey(t *testing.T) {
+	t.Parallel()
 	j := newPartJob(t)
 	j.run()
 	before := j.export(1)
@@ -248,6 +251,7 @@ func TestPartitionsRepairAMovedKey(t *testing.T) {
 // target, equal to its pinned CSV export; the orders packet counts the
 // input rows by payload schema version.
 func TestPacketOfOrders(t *testing.T) {
+	t.Parallel()
 	e := newSnapEnv(t)
 	e.orders("day-47.jsonl")
 	e.orders("day-48.jsonl")
@@ -276,9 +280,9 @@ func TestPacketOfOrders(t *testing.T) {
 
 	// An erased key leaves no copy in any packet (here the min order id of
 	// both snapshots).
-	require.Contains(t, queryStrs(t, e.db, "SELECT packet FROM idem.idem.packets ORDER BY snapshot")[0], `"ord-12"`)
+	require.Contains(t, queryStrs(t, e.db, "SELECT packet FROM idem.packets ORDER BY snapshot")[0], `"ord-12"`)
 	e.ok(nil, "erase", e.config("orders"), "--key", "ord-12")
-	for _, packet := range queryStrs(t, e.db, "SELECT packet FROM idem.idem.packets ORDER BY snapshot") {
+	for _, packet := range queryStrs(t, e.db, "SELECT packet FROM idem.packets ORDER BY snapshot") {
 		require.NotContains(t, packet, "ord-12")
 	}
 	_, err := os.Stat(e.db)
@@ -288,6 +292,7 @@ func TestPacketOfOrders(t *testing.T) {
 // The audit of one day of a 30-day partitioned Parquet export reads one
 // file of 30 and about 1/30 of the full scan's bytes, by DuckDB's profile.
 func TestAuditOneDayOfThirty(t *testing.T) {
+	t.Parallel()
 	j := newPartJob(t)
 	var rows []string
 	for d := range 30 {
@@ -332,11 +337,12 @@ func TestAuditOneDayOfThirty(t *testing.T) {
 // its result holds, and a key that moved to another day is removed from
 // its old one.
 func TestPartitionsOfAModel(t *testing.T) {
+	t.Parallel()
 	p := newProject(t)
 	p.model("facts", "p", []string{"src"}, []string{"id"}, "", "SELECT id, day, amount FROM {{upstream:src}} WHERE idem_status = 'active'\n")
 	toml, err := os.ReadFile(p.path("facts.toml"))
 	require.NoError(t, err)
-	p.write("facts.toml", string(toml)+"partition_by = \"day\"\n")
+	p.write("facts.toml", strings.Replace(string(toml), "[target]\n", "[target]\npartition_by = \"day\"\n", 1))
 	r := p.idem("run", p.path("src.toml"), p.path("facts.toml"), "--json")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, `"partitions":["2024-01-01","2024-01-02"]`)

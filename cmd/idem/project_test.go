@@ -65,7 +65,7 @@ path = %q
 
 [target]
 key = [%q]
-`, name, db, input, columns, key))
+`+duckdbSection, name, db, input, columns, key))
 }
 
 // model writes job NAME.toml (pipeline = "select") in database db, reading
@@ -94,7 +94,7 @@ sql = "models/%s"
 
 [target]
 %skey = %s
-`, name, db, q(upstream), name, target, q(key)))
+`+duckdbSection, name, db, q(upstream), name, target, q(key)))
 	p.write("models/"+name+"/v1.sql", sql)
 }
 

@@ -44,8 +44,7 @@ func listFiles(t *testing.T, dir string) map[string]string {
 // says why, and every table and every file is as it was.
 func TestQueryCannotWrite(t *testing.T) {
 	t.Parallel()
-	j := newGuardJob(t)
-	j.apply()
+	j := appliedGuardJob(t)
 	outside := t.TempDir()
 	secret := filepath.Join(outside, "secret.csv")
 	writeText(t, secret, "a\n1\n")
@@ -115,8 +114,7 @@ func TestQueryCannotWrite(t *testing.T) {
 // What a read-only console is for keeps working.
 func TestQueryReads(t *testing.T) {
 	t.Parallel()
-	j := newGuardJob(t)
-	j.apply()
+	j := appliedGuardJob(t)
 	before := captureState(t, j.db)
 	files := listFiles(t, j.dir)
 	cases := []struct{ sql, want string }{
@@ -169,13 +167,12 @@ func TestQueryNeedsAnExistingDatabase(t *testing.T) {
 // reader in, so query exits 4 at once as every command does.
 func TestQueryWhileHeld(t *testing.T) {
 	t.Parallel()
-	j := newGuardJob(t)
-	j.apply()
+	j := appliedGuardJob(t)
 	holder, err := run.Open(context.Background(), j.db, run.OpenOptions{})
 	require.NoError(t, err)
 	defer holder.Close()
 	p := startIdem(t, nil, "query", "--db", j.db, "SELECT 1")
-	require.Equal(t, job.ExitLocked, p.wait(t, 10*time.Second), p.stderr.String())
+	require.Equal(t, job.ExitLocked, p.wait(t, time.Minute), p.stderr.String())
 	require.Contains(t, p.stderr.String(), "database "+j.db+" is held by another writer")
 }
 

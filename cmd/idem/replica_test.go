@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,7 +29,7 @@ func newReplicaJob(t *testing.T) *guardJob {
 	j := newGuardJob(t)
 	text, err := os.ReadFile(j.file)
 	require.NoError(t, err)
-	writeText(t, j.file, string(text)+"\n[duckdb]\nread_replica = true\n")
+	writeText(t, j.file, strings.Replace(string(text), "[duckdb]\n", "[duckdb]\nread_replica = true\n", 1))
 	line := func(id, entity string, version int, value string) string {
 		return fmt.Sprintf(`{"change_id":%q,"entity_id":%q,"source_version":%d,"operation":"upsert","value":%q}`, id, entity, version, value)
 	}
@@ -39,6 +37,22 @@ func newReplicaJob(t *testing.T) *guardJob {
 	j.input("b2.jsonl", line("c-3", "account-1", 2, "silver"))
 	j.input("b3.jsonl", line("c-4", "account-1", 3, "gold"), line("c-5", "account-2", 1, "iron"))
 	return j
+}
+
+var replicaFixture once[*guardJob]
+
+// appliedReplicaJob is newReplicaJob after clean runs of b1 and b2, a copy of
+// a fixture made once per package run.
+func appliedReplicaJob(t *testing.T) *guardJob {
+	t.Helper()
+	return replicaFixture.get(t, func(t *testing.T) *guardJob {
+		j := newReplicaJob(t)
+		j.apply("--input", filepath.Join(j.dir, "b1.jsonl"))
+		j.apply("--input", filepath.Join(j.dir, "b2.jsonl"))
+		f := guardJobAt(t, fixtureDir(t, "replica"))
+		copyDir(t, j.dir, f.dir)
+		return f
+	}).copy(t)
 }
 
 func (j *guardJob) replica() string { return run.ReplicaPath(j.db) }
@@ -55,15 +69,16 @@ func replicaSnapshot(t *testing.T, replica string) int64 {
 	return rows.Values[0][0].(int64)
 }
 
-// TestReplicaReadDuringWrite: while a run holds the database (paused before
-// COMMIT in another process), idem query reads the replica within a second
-// with exit 0 and the previous snapshot's rows, stderr naming the replica;
+// TestReplicaReadDuringWrite: while a run holds the database (held before
+// COMMIT in another process by IDEM_FAULT=block:before_commit), idem query
+// reads the replica, without waiting for the writer, with exit 0 and the previous snapshot's rows, stderr naming the replica;
 // --primary still fails with exit 4; export and diff read the replica for
 // the snapshots it holds and fail with exit 4 for the one being written; a
 // plain duckdb-go client opens the replica read-only. After the run the
 // replica holds the new snapshot, table for table equal to the database,
 // and the database holds no trace of the publication.
 func TestReplicaReadDuringWrite(t *testing.T) {
+	t.Parallel()
 	j := newReplicaJob(t)
 	res := j.apply("--input", filepath.Join(j.dir, "b1.jsonl"))
 	require.NotNil(t, res.Replica, "run --json reports the replica")
@@ -76,29 +91,15 @@ func TestReplicaReadDuringWrite(t *testing.T) {
 	before := captureState(t, j.db)
 	require.Equal(t, before, replicaState(t, j.replica()))
 
-	// The writer: a run of b3 paused before its COMMIT.
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	cmd := exec.Command(exe, "run", j.file, "--input", filepath.Join(j.dir, "b3.jsonl"), "--json")
-	cmd.Env = append(os.Environ(), "IDEM_TEST_AS_CLI=1", "IDEM_FAULT=sleep:before_commit:6s")
-	var stdout bytes.Buffer
-	cmd.Stdout = &stdout
-	errPipe, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	sc := bufio.NewScanner(errPipe)
-	for sc.Scan() && !strings.Contains(sc.Text(), "pausing") {
-	}
-	go func() {
-		for sc.Scan() {
-		}
-	}()
+	// The writer: a run of b3 held before its COMMIT.
+	writer := startBlocked(t, "", "before_commit", "run", j.file, "--input", filepath.Join(j.dir, "b3.jsonl"), "--json")
 
-	start := time.Now()
-	r := callIdem(t, "query", "--db", j.db, "--format", "json", "SELECT entity_id, value FROM customer_state ORDER BY entity_id")
-	took := time.Since(start)
+	// The query reads the replica rather than wait for the writer (it
+	// would wait until the writer is released: within fails it first).
+	r := within(t, time.Minute, func() cliResult {
+		return callIdem(t, "query", "--db", j.db, "--format", "json", "SELECT entity_id, value FROM customer_state ORDER BY entity_id")
+	})
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Less(t, took, time.Second, "query waited for the writer")
 	require.JSONEq(t, `[{"entity_id":"account-1","value":"silver"},{"entity_id":"subject-9","value":"`+replicaPayload+`"}]`, r.stdout)
 	require.Contains(t, r.stderr, "is held by a writer; reading its read replica "+j.replica())
 	require.Contains(t, r.stderr, "customer_state snapshot 2")
@@ -128,9 +129,10 @@ func TestReplicaReadDuringWrite(t *testing.T) {
 	require.Equal(t, []string{"silver", replicaPayload}, queryStrs(t, j.replica(),
 		`SELECT value FROM customer_state ORDER BY entity_id`))
 
-	require.NoError(t, cmd.Wait(), "the writer failed")
+	code, stdout, stderr := writer.wait(t)
+	require.Equal(t, 0, code, "the writer failed: %s", stderr)
 	var after run.Result
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &after))
+	require.NoError(t, json.Unmarshal([]byte(stdout), &after))
 	require.Equal(t, int64(3), after.Snapshot)
 	require.NotNil(t, after.Replica)
 	require.Empty(t, after.Replica.Error)
@@ -149,9 +151,8 @@ func TestReplicaReadDuringWrite(t *testing.T) {
 // before the erasure and nowhere in them after erase returns (nor after
 // the next run), and the replica holds the erasure's snapshot.
 func TestReplicaErase(t *testing.T) {
-	j := newReplicaJob(t)
-	j.apply("--input", filepath.Join(j.dir, "b1.jsonl"))
-	j.apply("--input", filepath.Join(j.dir, "b2.jsonl"))
+	t.Parallel()
+	j := appliedReplicaJob(t)
 	holds := func() bool {
 		b, err := os.ReadFile(j.replica())
 		require.NoError(t, err)
@@ -186,6 +187,7 @@ func TestReplicaErase(t *testing.T) {
 // command publishes the replica of the latest commit and removes the
 // killed one's temporary file.
 func TestKillReplicaPublication(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("kill test runs idem as a subprocess; skipped with -short")
 	}
@@ -207,9 +209,8 @@ func TestKillReplicaPublication(t *testing.T) {
 	for _, st := range steps {
 		for _, point := range st.points {
 			t.Run(st.name+"/"+point, func(t *testing.T) {
-				j := newReplicaJob(t)
-				j.apply("--input", filepath.Join(j.dir, "b1.jsonl"))
-				j.apply("--input", filepath.Join(j.dir, "b2.jsonl"))
+				t.Parallel()
+				j := appliedReplicaJob(t)
 				old := captureState(t, j.db)
 				r := killCLI(t, j.dir, point, 0, st.args(j)...)
 				require.True(t, r.killed, "not killed at %s: %d %s", point, r.code, r.stderr)

@@ -94,8 +94,7 @@ func within(t *testing.T, d time.Duration, f func() cliResult) cliResult {
 // retained copy: the subject's payload is nowhere under <db>.inputs/.
 func TestFailedRunLeavesNoRetainedCopy(t *testing.T) {
 	t.Parallel()
-	j := newGuardJob(t)
-	j.apply()
+	j := appliedGuardJob(t)
 	before, files := captureState(t, j.db), storeFiles(t, j.db)
 	bad := j.input("bad.jsonl",
 		`{"change_id":"s-1","entity_id":"subject-9","source_version":1,"operation":"upsert","value":"secret-payload-77"}`,
@@ -144,8 +143,7 @@ func TestTamperedRetainedCopy(t *testing.T) {
 // exit 1 before any byte is read, and nothing is retained.
 func TestNonRegularInputRefused(t *testing.T) {
 	t.Parallel()
-	j := newGuardJob(t)
-	j.apply()
+	j := appliedGuardJob(t)
 	fifo := filepath.Join(j.dir, "pipe.jsonl")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
 	globDir := filepath.Join(j.dir, "many")

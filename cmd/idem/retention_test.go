@@ -52,12 +52,9 @@ func storeBytes(t *testing.T, db string) int64 {
 // store; the same 30 batches without [retention] keep more bytes.
 func TestRetentionWithCheckpoints(t *testing.T) {
 	t.Parallel()
-	// 30 batches with IDEM_PROPERTY_LONG=1; 15 in CI (the same checks:
-	// every count below follows from batches).
-	batches := 15
-	if os.Getenv("IDEM_PROPERTY_LONG") != "" {
-		batches = 30
-	}
+	// 10 batches by default, 30 with IDEM_LONG=1 (the same checks: every
+	// count below follows from batches).
+	batches := longOr(10, 30)
 	last := int64(batches)
 	oldest := last - 4 // the oldest kept snapshot
 	ckpt := oldest - 1 // the checkpoint snapshots oldest..last-1 rerun from
@@ -86,7 +83,7 @@ func TestRetentionWithCheckpoints(t *testing.T) {
 		return
 	}
 	dir, db, jobFile, paths, lines, shas := build(t, "[retention]\nkeep_snapshots = 5\ncheckpoint_every = 5\n")
-	if os.Getenv("IDEM_PROPERTY_LONG") != "" {
+	if longTests() {
 		// The same batches without [retention]: the same snapshots.
 		_, plainDB, _, _, _, plainSHA := build(t, "")
 		require.Equal(t, plainSHA, shas, "retention changed what a snapshot holds")

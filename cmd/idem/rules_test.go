@@ -27,8 +27,7 @@ func TestRuleRefusedAtLoad(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			j := newGuardJob(t)
-			j.apply()
+			j := appliedGuardJob(t)
 			before := captureState(t, j.db)
 			text, err := os.ReadFile(j.file)
 			require.NoError(t, err)

@@ -49,7 +49,7 @@ refused (exit 3) unless --allow-gap.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			one := func(a *app, j *job.Job, opts run.RunOptions) error {
-				opts.Fault, opts.Progress, opts.Expire = a.faultHook(f.path(j)), a.progress(pf), ops.ExpireAfterRun
+				opts.Fault, opts.Progress, opts.Expire = a.faultHookUntil(cmd.Context().Done(), f.path(j)), a.progress(pf), ops.ExpireAfterRun
 				if j.IsStream() {
 					return a.runStream(cmd, j, f, opts, sf) // stream.go
 				}

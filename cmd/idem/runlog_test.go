@@ -131,8 +131,7 @@ func TestLogEveryRunOfAChunkedJob(t *testing.T) {
 // batch is refused is logged as refused, with the reason.
 func TestLogRunThatFailsBeforeItsTransaction(t *testing.T) {
 	t.Parallel()
-	j := newGuardJob(t)
-	j.apply()
+	j := appliedGuardJob(t)
 	r := j.run("--input", filepath.Join(j.dir, "missing.jsonl"))
 	require.Equal(t, job.ExitFailure, r.code, r.stderr)
 	j.refused("--input", changesFixture(t, "batch-2.jsonl"), "--batch-id", "batch-1.jsonl")
@@ -169,8 +168,7 @@ func TestLogEscapesControlCharacters(t *testing.T) {
 // commit.
 func TestLogReasonIsTheLastColumn(t *testing.T) {
 	t.Parallel()
-	j := newGuardJob(t)
-	j.apply()
+	j := appliedGuardJob(t)
 	j.refused("--input", changesFixture(t, "batch-2.jsonl"), "--batch-id", "batch-1.jsonl")
 	r := callIdem(t, "log", j.file)
 	require.Equal(t, 0, r.code, r.stderr)

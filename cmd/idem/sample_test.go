@@ -129,7 +129,7 @@ table = "devil_target"
 [params]
 cap = %d
 licenses = ["CC0 1.0", "CC BY 4.0"]
-`, transform, schema, filepath.Join(dir, "idem.duckdb"), repoPath(t, "fixtures/sample/occurrences-a.csv"), cap)
+`+duckdbSection, transform, schema, filepath.Join(dir, "idem.duckdb"), repoPath(t, "fixtures/sample/occurrences-a.csv"), cap)
 	path := filepath.Join(dir, "job.toml")
 	require.NoError(t, os.WriteFile(path, []byte(job), 0o644))
 	return path
@@ -152,6 +152,7 @@ func targetLines(t *testing.T, db string, extra ...string) []string {
 // through the CLI: A, A, B, A, cap 1000 -> 500, transform 1 -> 2,
 // schema 1 -> 2, and the same again.
 func TestSampleSeedSequence(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	a := repoPath(t, "fixtures/sample/occurrences-a.csv")
 	b := repoPath(t, "fixtures/sample/occurrences-b.csv")
@@ -206,6 +207,7 @@ func TestSampleSeedSequence(t *testing.T) {
 // TestQueryCSVIsByteIdenticalAcrossThreads exports the target twice per
 // thread count with ORDER BY the key and compares the bytes.
 func TestQueryCSVIsByteIdenticalAcrossThreads(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	job := writeSampleJob(t, dir, 1000, 1, 1)
 	code, res := runJSON(t, job)
@@ -224,6 +226,7 @@ func TestQueryCSVIsByteIdenticalAcrossThreads(t *testing.T) {
 }
 
 func TestQueryJSONHasNulls(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	job := writeSampleJob(t, dir, 1000, 1, 1)
 	code, res := runJSON(t, job)
@@ -239,6 +242,7 @@ func TestQueryJSONHasNulls(t *testing.T) {
 }
 
 func TestQueryIsReadOnly(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	job := writeSampleJob(t, dir, 1000, 1, 1)
 	code, res := runJSON(t, job)

@@ -2,15 +2,19 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
 )
@@ -46,15 +50,26 @@ type cliOut struct {
 }
 
 // idem runs the CLI with args; --db is added after the command's job
-// argument unless the command is diff FILE FILE.
+// argument unless the command is diff FILE FILE, and --threads 1
+// (testThreads) to a command that takes it unless args set it.
 func (e *snapEnv) idem(args ...string) cliOut {
 	e.t.Helper()
 	full := append([]string{}, args...)
 	if len(args) > 1 && !strings.HasSuffix(args[1], ".csv") && !strings.HasSuffix(args[1], ".parquet") && !strings.HasSuffix(args[1], ".jsonl") {
 		full = append(full, "--db", e.db)
 	}
+	if takesThreads(args) && !slices.Contains(args, "--threads") {
+		full = append(full, "--threads", testThreads)
+	}
 	code, stdout, stderr := cli(e.t, full...)
 	return cliOut{stdout: stdout, stderr: stderr, code: code}
+}
+
+// takesThreads reports whether the idem command of args has a --threads
+// flag.
+func takesThreads(args []string) bool {
+	cmd, _, err := (&app{}).newRootCmd().Find(args)
+	return err == nil && cmd.Flags().Lookup("threads") != nil
 }
 
 // ok runs the CLI with --json, requires exit 0 and decodes stdout into v.
@@ -75,9 +90,27 @@ func (e *snapEnv) orders(file string, extra ...string) *run.Result {
 	return &res
 }
 
-// ordersDay loads the fixture sequence up to and including the day-52
-// correction: snapshots 1 (day 47), 2 (day 48), 3 (late correction).
+// ordersDays loads the fixture sequence up to and including the day-52
+// correction: snapshots 1 (day 47), 2 (day 48), 3 (late correction). Into a
+// new env it copies a database made so once per package run.
 func (e *snapEnv) ordersDays() {
+	e.t.Helper()
+	if _, err := os.Stat(e.db); os.IsNotExist(err) {
+		copyDir(e.t, ordersDaysFixture.get(e.t, func(t *testing.T) string {
+			f := newSnapEnv(t)
+			f.runOrdersDays()
+			dir := fixtureDir(t, "orders-days")
+			copyDir(t, f.dir, dir)
+			return dir
+		}), e.dir)
+		return
+	}
+	e.runOrdersDays()
+}
+
+var ordersDaysFixture once[string]
+
+func (e *snapEnv) runOrdersDays() {
 	e.t.Helper()
 	for _, f := range []string{"day-47.jsonl", "day-48.jsonl", "day-52-correction.jsonl"} {
 		e.orders(f)
@@ -111,6 +144,32 @@ func (e *snapEnv) export(job string, args ...string) (*ops.ExportResult, []byte)
 		return &res, nil // a partitioned export's path is a folder
 	}
 	return &res, data
+}
+
+// exportSnapshots exports snapshots 1..latest of table ("" for the target)
+// of the job in jobFile to CSV through one read-only open of the database
+// at dbPath, as `idem export JOB --snapshot S --table T` does one at a time,
+// and returns each export's report and bytes by snapshot. Tests that read
+// every snapshot use it: the CLI's export itself is the export tests'.
+func exportSnapshots(t *testing.T, dbPath, jobFile, table string, latest int64) (map[int64]*ops.ExportResult, map[int64][]byte) {
+	t.Helper()
+	j, err := loadJob(jobFile)
+	require.NoError(t, err)
+	ctx := context.Background()
+	db, err := run.Open(ctx, dbPath, run.OpenOptions{ReadOnly: true, DuckDB: job.DuckDBSettings{Threads: 1}})
+	require.NoError(t, err)
+	defer db.Close()
+	dir := t.TempDir()
+	results, data := map[int64]*ops.ExportResult{}, map[int64][]byte{}
+	for s := int64(1); s <= latest; s++ {
+		res, err := ops.Export(ctx, db, j, ops.ExportOptions{Table: table, Snapshot: s, Format: job.FormatCSV,
+			Out: filepath.Join(dir, fmt.Sprintf("%s-%d.csv", table, s))})
+		require.NoError(t, err, "export snapshot %d of %s", s, table)
+		b, err := os.ReadFile(res.Path)
+		require.NoError(t, err)
+		results[s], data[s] = res, b
+	}
+	return results, data
 }
 
 // golden compares got with testdata/name, rewriting it with -update.

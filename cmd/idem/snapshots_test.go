@@ -160,79 +160,6 @@ func TestOrdersStaleParentCannotResurrect(t *testing.T) {
 	require.NotContains(t, csvRows(t, data), "ord-47")
 }
 
-// Two exports of one snapshot have one sha256, in every format, whatever
-// the thread count, for the latest snapshot (read from the target) and an
-// older one (read from history).
-func TestExportIsByteStable(t *testing.T) {
-	t.Parallel()
-	e := newSnapEnv(t)
-	// Enough rows for DuckDB to split the work between threads.
-	big := filepath.Join(e.dir, "big.jsonl")
-	f, err := os.Create(big)
-	require.NoError(t, err)
-	w := bufio.NewWriter(f)
-	const n = 150000
-	for i := range n {
-		fmt.Fprintf(w, `{"order_id":"o-%07d","position":%d,"kind":"upsert","amount_cents":%d,"event_day":%d,"schema_version":3,"currency":"%s"}`+"\n",
-			(i*7919)%n, i+1, i%100000, 40+i%10, []string{"EUR", "USD", "INR"}[i%3])
-	}
-	require.NoError(t, w.Flush())
-	require.NoError(t, f.Close())
-	var first run.Result
-	e.ok(&first, "run", e.config("orders"), "--input", big)
-	require.Equal(t, int64(n), first.Outcomes["accepted"])
-	e.orders("day-47.jsonl")
-
-	for _, format := range []string{"csv", "parquet", "jsonl"} {
-		for _, snap := range []string{"1", "2"} {
-			t.Run(format+"/snapshot-"+snap, func(t *testing.T) {
-				var sums []string
-				for i, threads := range []string{"1", "2", "4", "1"} {
-					out := filepath.Join(e.dir, fmt.Sprintf("s%s-%d.%s", snap, i, format))
-					var res ops.ExportResult
-					e.ok(&res, "export", e.config("orders"), "--snapshot", snap, "--out", out, "--threads", threads)
-					require.Equal(t, int64(n)+map[string]int64{"1": 0, "2": 3}[snap], res.Rows)
-					st, err := os.Stat(out)
-					require.NoError(t, err)
-					require.Equal(t, st.Size(), res.Bytes)
-					sums = append(sums, res.SHA256)
-				}
-				for _, s := range sums[1:] {
-					require.Equal(t, sums[0], s, "threads 1, 2, 4 and 1 again give one sha256")
-				}
-			})
-		}
-	}
-
-	t.Run("partitioned", func(t *testing.T) {
-		var sums []string
-		var last ops.ExportResult
-		for i, threads := range []string{"1", "2"} {
-			out := filepath.Join(e.dir, fmt.Sprintf("parts-%d", i))
-			e.ok(&last, "export", e.config("orders"), "--out", out, "--partition-by", "event_day", "--format", "parquet", "--threads", threads)
-			sums = append(sums, last.SHA256)
-		}
-		require.Equal(t, sums[0], sums[1])
-		var m ops.Manifest
-		data, err := os.ReadFile(filepath.Join(last.Path, ops.ManifestName))
-		require.NoError(t, err)
-		require.NoError(t, json.Unmarshal(data, &m))
-		require.Len(t, m.Files, 10, "days 40..49")
-		var rows int64
-		for _, f := range m.Files {
-			require.Equal(t, *f.Value, *f.Min)
-			require.Equal(t, *f.Value, *f.Max)
-			require.Equal(t, f.Rows, f.DistinctKeys, "one row per order")
-			sum, err := os.ReadFile(filepath.Join(last.Path, f.Path))
-			require.NoError(t, err)
-			require.Equal(t, int64(len(sum)), f.Bytes)
-			rows += f.Rows
-		}
-		require.Equal(t, int64(n)+3, rows)
-		require.Equal(t, m.Rows, rows)
-	})
-}
-
 // A diff between snapshots names the removed order; a diff of two exported
 // files says the same.
 func TestDiffNamesRemovedOrder(t *testing.T) {
@@ -266,53 +193,6 @@ func TestDiffNamesRemovedOrder(t *testing.T) {
 	human := e.idem("diff", e.config("orders"), "--from", "3", "--to", "4")
 	require.Equal(t, 0, human.code, human.stderr)
 	require.Contains(t, human.stdout, "removed  1  ord-47")
-}
-
-// A pinned re-run rebuilds a snapshot in a scratch database and reproduces
-// its bytes, for each built-in pipeline, including the chain of an apply
-// job and snapshots after an erasure and a rollback.
-func TestRerunReproducesSnapshots(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		name    string
-		jobFile string
-		setup   func(e *snapEnv)
-		check   []int64
-	}{
-		{"orders", "orders", func(e *snapEnv) {
-			e.ordersDays()
-			e.orders("day-52-delete.jsonl")
-			e.ok(nil, "erase", e.config("orders"), "--key", "ord-83")
-			e.orders("day-52-correction.jsonl", "--batch-id", "replayed")
-			e.ok(nil, "rollback", e.config("orders"), "--to-snapshot", "2")
-		}, []int64{1, 3, 4, 5, 6, 7}},
-		{"versioned_changes", "versioned_changes", func(e *snapEnv) {
-			for _, b := range []string{"batch-1", "batch-2", "batch-3"} {
-				e.ok(nil, "run", e.config("versioned_changes"), "--input", e.fixture("changes/"+b+".jsonl"))
-			}
-		}, []int64{1, 2, 3}},
-		{"sample", "sample", func(e *snapEnv) {
-			e.ok(nil, "run", e.config("sample"), "--input", e.fixture("sample/occurrences-a.csv"))
-			e.ok(nil, "run", e.config("sample"), "--input", e.fixture("sample/occurrences-b.csv"))
-			e.ok(nil, "rollback", e.config("sample"), "--to-snapshot", "1")
-		}, []int64{1, 2, 3}},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			e := newSnapEnv(t)
-			c.setup(e)
-			for _, s := range c.check {
-				var res ops.RerunResult
-				e.ok(&res, "rerun", e.config(c.jobFile), "--snapshot", fmt.Sprint(s))
-				require.True(t, res.Reproduced, "snapshot %d: %+v", s, res.Diff)
-				require.Equal(t, s, res.Snapshot)
-				exp, _ := e.export(c.jobFile, "--snapshot", fmt.Sprint(s))
-				require.Equal(t, exp.SHA256, res.SHA256, "the pinned export of the snapshot")
-				require.Equal(t, res.SHA256, res.Rebuilt)
-			}
-		})
-	}
 }
 
 // A snapshot whose stored rows differ from what its inputs rebuild is not
@@ -408,9 +288,9 @@ func TestEraseSurvivesReplayAndRollback(t *testing.T) {
 
 	absentEverywhere := func(latest int64) {
 		t.Helper()
-		for s := int64(1); s <= latest; s++ {
-			for _, table := range []string{"orders", "orders_outcomes"} {
-				_, data := e.export("orders", "--table", table, "--snapshot", fmt.Sprint(s))
+		for _, table := range []string{"orders", "orders_outcomes"} {
+			_, exports := exportSnapshots(t, e.db, e.config("orders"), table, latest)
+			for s, data := range exports {
 				require.NotContains(t, string(data), subject, "snapshot %d of %s", s, table)
 			}
 		}

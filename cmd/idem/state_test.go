@@ -8,59 +8,124 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
 )
 
-// dumpState opens the database at path for writing (so a WAL left by a
-// crash is replayed exactly as the next run would replay it) and returns
-// everything it holds as text, one line per row, in a total order: every
-// table of every schema (targets, <table>_outcomes, idem.jobs, idem.ledger,
-// idem.snapshots, idem.released, idem.inputs, history tables) with its
-// columns and rows, and every view's SQL. Left out: idem.runs, the run log,
-// which also records runs that committed nothing, idem.commits, which holds
-// the database's random id, and TIMESTAMP columns,
-// which differ between two otherwise identical runs.
+// dumpState returns everything the database at path holds as text, one
+// line per row, in a total order: every table of every schema (targets,
+// <table>_outcomes, idem.jobs, idem.ledger, idem.snapshots, idem.released,
+// idem.inputs, history tables) with its columns and rows, and every view's
+// SQL. Left out: idem.runs, the run log, which also records runs that
+// committed nothing, idem.commits, which holds the database's random id,
+// and TIMESTAMP columns, which differ between two otherwise identical runs.
+// A WAL beside the database (left by a crash) is replayed as the next open
+// replays it, in memory (inspect): the files stay as they are.
 func dumpState(t testing.TB, path string) string {
 	t.Helper()
-	ctx := context.Background()
-	db, err := run.Open(ctx, path, run.OpenOptions{})
-	require.NoError(t, err, "reopen %s", path)
-	defer db.Close()
-	s, err := dumpDB(ctx, db.SQL())
-	require.NoError(t, err, "dump %s", path)
+	var s string
+	inspect(t, path, func(conn *sql.Conn) {
+		var err error
+		s, err = dumpDB(context.Background(), conn)
+		require.NoError(t, err, "dump %s", path)
+	})
 	return s
 }
 
-func dumpDB(ctx context.Context, db *sql.DB) (string, error) {
+// newDatabaseState is the dumpState of a new database: idem's own tables
+// only.
+func newDatabaseState(t testing.TB) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "new.duckdb")
+	db, err := run.Open(context.Background(), path, run.OpenOptions{DuckDB: job.DuckDBSettings{Threads: 1}})
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	return dumpState(t, path)
+}
+
+// inspector is the one in-memory DuckDB through which the tests read
+// database files (inspect): starting a DuckDB for each read cost more than
+// most reads.
+var (
+	inspector = sync.OnceValues(func() (*sql.DB, error) {
+		db, err := sql.Open("duckdb", "?threads="+testThreads+"&autoinstall_known_extensions=false")
+		if err == nil {
+			_, err = db.Exec("SET GLOBAL TimeZone = 'UTC'")
+		}
+		return db, err
+	})
+	inspected atomic.Int64
+)
+
+// inspect calls f with a connection on which the database file at path is
+// attached read-only as the default catalog, as a plain DuckDB client reads
+// it: DuckDB replays a WAL beside it in memory, nothing is written, and,
+// unlike run.Open, nothing beside the database is swept or removed (what a
+// killed command left stays for the next idem command, which the tests
+// check). The file is detached when f returns.
+func inspect(t testing.TB, path string, f func(conn *sql.Conn)) {
+	t.Helper()
+	_, err := os.Stat(path)
+	require.NoError(t, err, "inspect %s", path)
+	ctx := context.Background()
+	db, err := inspector()
+	require.NoError(t, err)
+	conn, err := db.Conn(ctx)
+	require.NoError(t, err)
+	defer conn.Close()
+	alias := fmt.Sprintf("inspected%d", inspected.Add(1))
+	_, err = conn.ExecContext(ctx, "ATTACH "+sqlQuote(path)+" AS "+alias+" (READ_ONLY)")
+	require.NoError(t, err, "inspect %s", path)
+	defer func() {
+		_, err := conn.ExecContext(ctx, "USE memory; DETACH "+alias)
+		require.NoError(t, err)
+	}()
+	_, err = conn.ExecContext(ctx, "USE "+alias)
+	require.NoError(t, err)
+	f(conn)
+}
+
+// queryer is what dumpDB reads through: a *sql.DB or a *sql.Conn.
+type queryer interface {
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+}
+
+func dumpDB(ctx context.Context, db queryer) (string, error) {
 	var b strings.Builder
-	tables, err := queryStrings(ctx, db, `SELECT schema_name || '.' || table_name FROM duckdb_tables()
-		WHERE database_name = current_database() ORDER BY ALL`)
+	cols, err := queryStrings(ctx, db, `SELECT schema_name || '.' || table_name || chr(9) || column_name || ' ' || data_type FROM duckdb_columns()
+		WHERE database_name = current_database() ORDER BY schema_name, table_name, column_index`)
 	if err != nil {
 		return "", err
+	}
+	var tables []string
+	columns := map[string][]string{}
+	for _, c := range cols {
+		st, col, _ := strings.Cut(c, "\t")
+		if len(columns[st]) == 0 {
+			tables = append(tables, st)
+		}
+		columns[st] = append(columns[st], col)
 	}
 	for _, st := range tables {
 		if st == "idem.runs" || st == "idem.commits" {
 			continue
 		}
 		schema, table, _ := strings.Cut(st, ".")
-		cols, err := queryStrings(ctx, db, `SELECT column_name || ' ' || data_type FROM duckdb_columns()
-			WHERE database_name = current_database() AND schema_name = ? AND table_name = ? ORDER BY column_index`, schema, table)
-		if err != nil {
-			return "", err
-		}
 		var sel []string
-		for _, c := range cols {
+		for _, c := range columns[st] {
 			name, typ, _ := strings.Cut(c, " ")
 			if strings.HasPrefix(typ, "TIMESTAMP") {
 				continue
 			}
 			sel = append(sel, "coalesce(CAST("+qi(name)+" AS VARCHAR), '<null>')")
 		}
-		fmt.Fprintf(&b, "table %s (%s)\n", st, strings.Join(cols, ", "))
+		fmt.Fprintf(&b, "table %s (%s)\n", st, strings.Join(columns[st], ", "))
 		if len(sel) == 0 {
 			continue
 		}
@@ -85,7 +150,7 @@ func dumpDB(ctx context.Context, db *sql.DB) (string, error) {
 
 func qi(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
-func queryStrings(ctx context.Context, db *sql.DB, q string, args ...any) ([]string, error) {
+func queryStrings(ctx context.Context, db queryer, q string, args ...any) ([]string, error) {
 	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", q, err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -19,14 +18,13 @@ import (
 // message, every message has exactly one outcome (accepted, or
 // superseded_in_batch by a newer change of its entity in the same batch;
 // each entity's last change accepted), and idem.positions equals the log
-// ends. CI: 6 kills, 3,000 messages; IDEM_KILL_TRIALS=N or
-// IDEM_PROPERTY_LONG=1: at least 20 kills and 50,000 messages.
+// ends. By default 6 kills (the four fault points and two random delays)
+// over 3,000 messages; IDEM_LONG=1: 20 kills over 50,000 messages
+// (IDEM_KILL_TRIALS=N sets the number of kills).
 func TestStreamKillFollow(t *testing.T) {
-	trials, long := killTrials(t, 6)
-	n := 3000
-	if long || os.Getenv("IDEM_PROPERTY_LONG") == "1" {
-		trials, n = max(trials, 20), 50000
-	}
+	t.Parallel()
+	trials := killTrials(t, 6, 20)
+	n := longOr(3000, 50000)
 	const entities, partitions = 500, 3
 	k := startKafka(t, partitions)
 	work := t.TempDir()
@@ -68,26 +66,26 @@ func TestStreamKillFollow(t *testing.T) {
 // `idem run JOB --follow --max-batches 1` commits one batch unharmed, and
 // how long it took (start, open, read, apply, commit) scales the random
 // kill delays, so that on a slow machine the killed processes commit
-// batches too; then trials followers are killed at random delays and at
-// the commit's fault points; once produced returns (the source holds
+// batches too; then trials followers are killed at the commit's fault
+// points (the first four) and at random delays; once produced returns (the source holds
 // every record), a last follower runs until idle. It returns how many
 // trials ended in a SIGKILL, the first batch's time and the batches the
 // last follower committed.
 func killFollow(t *testing.T, work, jobPath string, trials int, produced func()) (killed int, one time.Duration, after int) {
 	t.Helper()
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	env := []string{"IDEM_TEST_AS_CLI=1"}
 	start := time.Now()
-	r := runIdemCmd(t, exe, work, "", 0, env, "run", jobPath, "--follow", "--max-batches", "1", "--json")
+	r := killCLI(t, work, "", 0, "run", jobPath, "--follow", "--max-batches", "1", "--json")
 	require.Equal(t, 0, r.code, r.stderr)
 	one = time.Since(start)
-	faults := []string{"", "before_commit", "", "after_commit", "", "checkpoint", "", "after_target"}
+	faults := []string{"before_commit", "after_commit", "checkpoint", "after_target"}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	for i := 0; i < trials; i++ {
-		fault := faults[i%len(faults)]
+		fault := ""
+		if i < len(faults) {
+			fault = faults[i]
+		}
 		delay := one/4 + time.Duration(rng.Int64N(int64(2*one)))
-		r := runIdemCmd(t, exe, work, fault, delay, env, "run", jobPath, "--follow", "--json")
+		r := killCLI(t, work, fault, delay, "run", jobPath, "--follow", "--json")
 		if r.killed {
 			killed++
 		} else {
@@ -95,7 +93,7 @@ func killFollow(t *testing.T, work, jobPath string, trials int, produced func())
 		}
 	}
 	produced()
-	r = runIdemCmd(t, exe, work, "", 0, env, "run", jobPath, "--follow", "--idle-exit", "1500ms", "--json")
+	r = killCLI(t, work, "", 0, "run", jobPath, "--follow", "--idle-exit", "1500ms", "--json")
 	require.Equal(t, 0, r.code, r.stderr)
 	return killed, one, len(batchLines(t, r.stdout))
 }

@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -84,7 +83,7 @@ func (f *sseFeed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // sseJobFile writes a versioned_changes job reading the feed.
 func sseJobFile(t *testing.T, dir, url, extra string) string {
 	p := filepath.Join(dir, "rides.toml")
-	writeFile(t, p, fmt.Sprintf("name = \"rides\"\npipeline = \"versioned_changes\"\ntransform_version = 1\nschema_version = 1\ndatabase = \"rides.duckdb\"\n[input]\nkind = \"sse\"\nurl = %q\nmax_wait = \"300ms\"\n%s[target]\ntable = \"rides\"\n", url, extra))
+	writeFile(t, p, fmt.Sprintf("name = \"rides\"\npipeline = \"versioned_changes\"\ntransform_version = 1\nschema_version = 1\ndatabase = \"rides.duckdb\"\n[input]\nkind = \"sse\"\nurl = %q\nmax_wait = \"300ms\"\n%s[target]\ntable = \"rides\"\n"+duckdbSection, url, extra))
 	return p
 }
 
@@ -126,14 +125,13 @@ func TestStreamSSE(t *testing.T) {
 // resends the last few: SIGKILL idem at random moments and at the
 // commit's fault points, restart it; at the end every event has exactly
 // one outcome, the target is one pass over every event and the committed
-// id is the feed's last. CI: 6 kills, 3,000 events; IDEM_KILL_TRIALS=N or
-// IDEM_PROPERTY_LONG=1: at least 20 kills and 50,000 events.
+// id is the feed's last. By default 6 kills (the four fault points and two
+// random delays) over 3,000 events; IDEM_LONG=1: 20 kills over 50,000
+// events (IDEM_KILL_TRIALS=N sets the number of kills).
 func TestStreamSSEKillFollow(t *testing.T) {
-	trials, long := killTrials(t, 6)
-	n := 3000
-	if long || os.Getenv("IDEM_PROPERTY_LONG") == "1" {
-		trials, n = max(trials, 20), 50000
-	}
+	t.Parallel()
+	trials := killTrials(t, 6, 20)
+	n := longOr(3000, 50000)
 	const entities = 500
 	feed, url := newSSEFeed(t)
 	work := t.TempDir()

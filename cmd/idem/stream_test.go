@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -81,7 +77,7 @@ func (k *kafkaTopic) deleteBefore(p int32, offset int64) {
 // streamJobFile writes a versioned_changes job reading the topic.
 func (k *kafkaTopic) jobFile(dir string, extra string) string {
 	p := filepath.Join(dir, "rides.toml")
-	writeFile(k.t, p, fmt.Sprintf("name = \"rides\"\npipeline = \"versioned_changes\"\ntransform_version = 1\nschema_version = 1\ndatabase = \"rides.duckdb\"\n[input]\nkind = \"kafka\"\nbrokers = [%q]\ntopic = \"rides\"\nmax_wait = \"300ms\"\n%s[target]\ntable = \"rides\"\n", k.addr, extra))
+	writeFile(k.t, p, fmt.Sprintf("name = \"rides\"\npipeline = \"versioned_changes\"\ntransform_version = 1\nschema_version = 1\ndatabase = \"rides.duckdb\"\n[input]\nkind = \"kafka\"\nbrokers = [%q]\ntopic = \"rides\"\nmax_wait = \"300ms\"\n%s[target]\ntable = \"rides\"\n"+duckdbSection, k.addr, extra))
 	return p
 }
 
@@ -378,9 +374,10 @@ func TestStreamThroughput(t *testing.T) {
 }
 
 // TestStreamFollowSIGTERM: SIGTERM while a batch of run --follow waits to
-// commit rolls that batch back whole, and idem exits 0 with every idem
+// commit (held by IDEM_FAULT=block:before_commit) rolls that batch back whole, and idem exits 0 with every idem
 // table as the committed batches left it.
 func TestStreamFollowSIGTERM(t *testing.T) {
+	t.Parallel()
 	k := startKafka(t, 1)
 	dir := t.TempDir()
 	jobPath := k.jobFile(dir, "")
@@ -395,30 +392,20 @@ func TestStreamFollowSIGTERM(t *testing.T) {
 	}
 	before := captureState(t, db)
 
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	cmd := exec.Command(exe, "run", jobPath, "--follow", "--json")
-	cmd.Env = append(os.Environ(), "IDEM_TEST_AS_CLI=1", "IDEM_FAULT=sleep:before_commit:3s")
-	var stdout bytes.Buffer
-	cmd.Stdout = &stdout
-	errPipe, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	sc := bufio.NewScanner(errPipe)
-	var lines []string
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if strings.Contains(sc.Text(), "pausing") {
-			require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-			break
-		}
+	// The follower is held before the COMMIT of its first batch; SIGTERM
+	// cancels it there, which also lets the fault point go: the canceled
+	// batch rolls back instead of committing.
+	follower := startBlocked(t, "", "before_commit", "run", jobPath, "--follow", "--json")
+	require.NoError(t, follower.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-follower.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the follower did not stop after SIGTERM: %s", follower.errText())
 	}
-	go func() { _, _ = io.Copy(io.Discard, errPipe) }()
-	// The fault's pause is not interruptible; the canceled batch then
-	// rolls back instead of committing.
-	err = cmd.Wait()
-	require.NoError(t, err, "idem run --follow exits 0 after SIGTERM: %v", lines)
-	require.Empty(t, strings.TrimSpace(stdout.String()), "no batch committed")
+	code, stdout, stderr := follower.wait(t)
+	require.Equal(t, 0, code, "idem run --follow exits 0 after SIGTERM: %s", stderr)
+	require.Contains(t, stderr, "released (canceled)")
+	require.Empty(t, strings.TrimSpace(stdout), "no batch committed")
 	require.Equal(t, before, captureState(t, db))
 	require.Equal(t, []int64{20}, queryInts(t, db, `SELECT next FROM idem.positions`))
 }
@@ -428,6 +415,7 @@ func TestStreamFollowSIGTERM(t *testing.T) {
 // inside the transaction, exit 3, with nothing written: it never applies
 // records twice.
 func TestStreamPositionMovedIsRefused(t *testing.T) {
+	t.Parallel()
 	k := startKafka(t, 1)
 	dir := t.TempDir()
 	jobPath := k.jobFile(dir, "")
@@ -468,6 +456,7 @@ func TestStreamPositionMovedIsRefused(t *testing.T) {
 // run (exit 1), naming its partition and offset; nothing is written and
 // the positions stay, so the run stops at it rather than skip it.
 func TestStreamBadRecord(t *testing.T) {
+	t.Parallel()
 	k := startKafka(t, 1)
 	dir := t.TempDir()
 	jobPath := k.jobFile(dir, "")

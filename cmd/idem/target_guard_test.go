@@ -17,6 +17,7 @@ import (
 // and the repair, a rollback to S, works: the next run commits and a rerun
 // reproduces the snapshot.
 func TestChangedTargetIsRefused(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, change, want string
 	}{
@@ -66,11 +67,11 @@ func TestChangedTargetIsRefused(t *testing.T) {
 // rollback rebuilds the target and keeps the outcomes table its schema DDL
 // would replace.
 func TestDroppedRefreshTargetIsRefused(t *testing.T) {
+	t.Parallel()
 	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
-	t.Chdir(root)
 	db := filepath.Join(t.TempDir(), "idem.duckdb")
-	cfg := filepath.Join("configs", "sample.toml")
+	cfg := filepath.Join(root, "configs", "sample.toml")
 	code, _, errOut := cli(t, "run", cfg, "--db", db)
 	require.Equal(t, 0, code, errOut)
 	const target = "occurrence_sample"

@@ -22,7 +22,7 @@ database = "../chain.duckdb"
 path = "../changes/*.jsonl"
 format = "jsonl"
 mode = "files"
-`)
+`+duckdbSection)
 	writeFile(t, filepath.Join(dir, "jobs", "src.toml"), `name = "src"
 pipeline = "select"
 transform_version = 1
@@ -33,7 +33,7 @@ upstream = ["vc"]
 sql = "models/src"
 [target]
 key = ["entity_id"]
-`)
+`+duckdbSection)
 	writeFile(t, filepath.Join(dir, "jobs", "models", "src", "v1.sql"), "SELECT entity_id, source_version, value FROM {{upstream:vc}} WHERE status = 'active'\n")
 	writeFile(t, filepath.Join(dir, "jobs", "down.toml"), `name = "down"
 pipeline = "merge_by_key"
@@ -49,7 +49,7 @@ value = "VARCHAR"
 [target]
 key = ["entity_id"]
 order_by = "source_version"
-`)
+`+duckdbSection)
 	writeFile(t, filepath.Join(dir, "changes", "b1.jsonl"),
 		`{"change_id":"1","entity_id":"a","source_version":1,"operation":"upsert","value":"a1"}
 {"change_id":"2","entity_id":"b","source_version":1,"operation":"upsert","value":"b1"}
@@ -60,6 +60,7 @@ order_by = "source_version"
 // changed upstream: first all rows, then nothing (skipped), then one
 // update and one delete as one batch named by the upstream's snapshots.
 func TestUpstreamApplyCLI(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	upstreamApplyProject(t, dir)
 	db := filepath.Join(dir, "chain.duckdb")
@@ -103,6 +104,7 @@ func TestUpstreamApplyCLI(t *testing.T) {
 // a declared column the upstream lacks names its columns. Each is exit 2
 // with every idem table unchanged.
 func TestUpstreamApplyRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	upstreamApplyProject(t, dir)
 	db := filepath.Join(dir, "chain.duckdb")
@@ -146,6 +148,7 @@ func TestUpstreamApplyRefused(t *testing.T) {
 // TestUpstreamApplyPlan: plan names the range a run would apply and writes
 // nothing.
 func TestUpstreamApplyPlan(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	upstreamApplyProject(t, dir)
 	db := filepath.Join(dir, "chain.duckdb")

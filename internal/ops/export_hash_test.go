@@ -16,6 +16,7 @@ import (
 // must equal the sha256 of the finished file, for every format and for a
 // file of many row groups and write buffers.
 func TestCopyToReportsTheFileSHA256(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db, err := run.Open(context.Background(), filepath.Join(dir, "x.duckdb"), run.OpenOptions{})
 	require.NoError(t, err)

@@ -19,6 +19,7 @@ import (
 // under the output's name, rising to the file's size, all before the step
 // ends; a partitioned export reports each file.
 func TestExportReportsProgress(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
 	j := sampleJob(t, dir, "sample", fixture(t, "fixtures/sample/occurrences-a.csv"))

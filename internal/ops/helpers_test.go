@@ -50,7 +50,7 @@ table = "devil_target"
 
 func openDB(t *testing.T, path string) *run.DB {
 	t.Helper()
-	db, err := run.Open(context.Background(), path, run.OpenOptions{})
+	db, err := run.Open(context.Background(), path, run.OpenOptions{DuckDB: job.DuckDBSettings{Threads: 1}})
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
 	return db

@@ -23,6 +23,7 @@ import (
 // its outcomes view is right, and nothing is committed. A pipeline that
 // declares no outcomes table is held to its outcomes relation.
 func TestStoredOutcomesMustBalance(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, pipeline, input, edit, want string
 		step                              string // default 04_commit.sql
@@ -120,6 +121,7 @@ path = %q
 }
 
 func TestOutcomesTableMustBeASuffix(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	pipe := filepath.Join(dir, "p")
 	copyPipeline(t, "versioned_changes", pipe)

@@ -14,7 +14,7 @@ import (
 )
 
 // Benchmarks of hot runner paths. CI compiles them (go test -bench '^$');
-// run them with: go test ./runner -run '^$' -bench . -benchtime 5x
+// run them with: go test ./internal/run -run '^$' -bench . -benchtime 5x
 
 // BenchmarkHashFile is the cost of hashing a 64 MiB input, the floor of a
 // no-op re-run.

@@ -46,9 +46,12 @@ type OpenOptions struct {
 	// Wait retries an open that finds the file held by another writer until
 	// this much time has passed. Zero fails at once.
 	Wait time.Duration
-	// Fault, when set, is called at the fault points of the migration of
-	// idem's own tables that a writable open of an older database runs
-	// (catalog.FaultMigrateBeforeCommit, catalog.FaultMigrateAfterCommit).
+	// Fault, when set, is called at the fault points of an open: those of
+	// creating a new database or waiting for another writer
+	// (FaultCreateBuilding, FaultCreateBuilt, FaultCreateLinked,
+	// FaultOpenWait) and those of the migration of idem's own tables that a
+	// writable open of an older database runs (catalog.FaultMigrateBeforeCommit,
+	// catalog.FaultMigrateAfterCommit); crash tests.
 	Fault func(point string)
 }
 
@@ -57,6 +60,21 @@ type OpenOptions struct {
 func (o OpenOptions) Same(p OpenOptions) bool {
 	return o.ReadOnly == p.ReadOnly && o.DuckDB == p.DuckDB && o.Wait == p.Wait
 }
+
+// Fault points of Open (OpenOptions.Fault). A writable open that creates
+// the database (createFile) passes FaultCreateBuilding once
+// <db>.creating-<pid>-<random> is open in DuckDB and before idem's tables
+// are made in it, FaultCreateBuilt once it is complete, checkpointed and
+// closed, before it is linked to <db>, and FaultCreateLinked once it is
+// linked, before the creating name is removed. An open that finds the
+// database held by another writer and may wait (OpenOptions.Wait) passes
+// FaultOpenWait before its first wait.
+const (
+	FaultCreateBuilding = "create_building"
+	FaultCreateBuilt    = "create_built"
+	FaultCreateLinked   = "create_linked"
+	FaultOpenWait       = "open_wait"
+)
 
 var lockPID = regexp.MustCompile(`\(PID (\d+)\)`)
 
@@ -137,6 +155,7 @@ func open(ctx context.Context, path string, opts OpenOptions, accept func(*Repli
 	replicaTried := false
 	deadline := time.Now().Add(opts.Wait)
 	delay := 20 * time.Millisecond
+	waited := false
 	for {
 		d, err := openOnce(ctx, dsn, path, opts)
 		var locked *job.LockedError
@@ -156,6 +175,10 @@ func open(ctx context.Context, path string, opts OpenOptions, accept func(*Repli
 		if left <= 0 {
 			return nil, err
 		}
+		if !waited && opts.Fault != nil {
+			opts.Fault(FaultOpenWait)
+		}
+		waited = true
 		select {
 		case <-ctx.Done():
 			return nil, err
@@ -172,7 +195,7 @@ func open(ctx context.Context, path string, opts OpenOptions, accept func(*Repli
 func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, error) {
 	wal := hasWAL(path)
 	if !opts.ReadOnly {
-		if err := createFile(ctx, dsn, path); err != nil {
+		if err := createFile(ctx, dsn, path, opts.Fault); err != nil {
 			return nil, err
 		}
 		if wal {

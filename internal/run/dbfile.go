@@ -78,13 +78,13 @@ func hasWAL(path string) bool {
 // A 0-byte file at path (left by an older idem or a kill while DuckDB
 // created it) is replaced, under a lock on the folder, when no process
 // holds it and no WAL is beside it; a held one gives a *LockedError.
-func createFile(ctx context.Context, dsn, path string) error {
+func createFile(ctx context.Context, dsn, path string, fault func(string)) error {
 	st, err := os.Stat(path)
 	switch {
 	case err == nil && st.Size() > 0:
 		return nil
 	case err == nil:
-		return replaceEmpty(ctx, dsn, path)
+		return replaceEmpty(ctx, dsn, path, fault)
 	case !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("open database %s: %w", path, err)
 	}
@@ -92,23 +92,29 @@ func createFile(ctx context.Context, dsn, path string) error {
 		return fmt.Errorf("create database %s: %s exists without its database: it holds commits of a database that is gone; "+
 			"move it away to create a new database here", path, walPath(path))
 	}
-	tmp, err := buildNew(ctx, dsn, path)
+	tmp, err := buildNew(ctx, dsn, path, fault)
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp)
+	if fault != nil {
+		fault(FaultCreateBuilt)
+	}
 	if err := os.Link(tmp, path); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return nil // another process created it first
 		}
 		return fmt.Errorf("create database %s: %w", path, err)
 	}
+	if fault != nil {
+		fault(FaultCreateLinked)
+	}
 	return syncDir(filepath.Dir(path))
 }
 
 // replaceEmpty replaces the 0-byte file at path with a new database, or
 // leaves it when another process holds it or created the database since.
-func replaceEmpty(ctx context.Context, dsn, path string) error {
+func replaceEmpty(ctx context.Context, dsn, path string, fault func(string)) error {
 	unlock, err := lockDir(filepath.Dir(path))
 	if err != nil {
 		if errors.Is(err, syscall.EWOULDBLOCK) {
@@ -124,7 +130,7 @@ func replaceEmpty(ctx context.Context, dsn, path string) error {
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("open database %s: %w", path, err)
 		}
-		return createFile(ctx, dsn, path)
+		return createFile(ctx, dsn, path, fault)
 	}
 	if hasWAL(path) {
 		return fmt.Errorf("open database %s: the file is empty (0 bytes) and a WAL %s is beside it: "+
@@ -137,7 +143,7 @@ func replaceEmpty(ctx context.Context, dsn, path string) error {
 	if pid > 0 {
 		return &job.LockedError{Path: path, PID: pid, Err: errors.New("an empty database file is held")}
 	}
-	tmp, err := buildNew(ctx, dsn, path)
+	tmp, err := buildNew(ctx, dsn, path, fault)
 	if err != nil {
 		return err
 	}
@@ -149,11 +155,15 @@ func replaceEmpty(ctx context.Context, dsn, path string) error {
 }
 
 // buildNew creates a database with idem's tables under a leftoverName
-// beside path, checkpointed and closed, and returns its name.
-func buildNew(ctx context.Context, dsn, path string) (string, error) {
+// beside path, checkpointed and closed, and returns its name. fault, when
+// set, is called with FaultCreateBuilding once DuckDB has the file open.
+func buildNew(ctx context.Context, dsn, path string, fault func(string)) (string, error) {
 	sweepLeftovers(path, creatingTag)
 	tmp := leftoverName(path, creatingTag)
 	db, err := openFile(ctx, dsn, tmp, false)
+	if err == nil && fault != nil {
+		fault(FaultCreateBuilding)
+	}
 	if err == nil {
 		err = catalog.Migrate(ctx, db, path, nil)
 		err = errors.Join(err, db.Close())

@@ -13,6 +13,7 @@ import (
 // DuckDB's fatal errors cannot be provoked on purpose in a release build (a
 // failed fsync, an internal error), so these are its messages verbatim.
 func TestFatalErrors(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		err   error

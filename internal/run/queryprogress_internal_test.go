@@ -16,6 +16,7 @@ import (
 // it rises while a long scan runs, stays within 0-100, and stops with the
 // step. It fails if duckdb-go stops holding the handle rawConnection reads.
 func TestQueryProgressIsReported(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	d, err := Open(ctx, filepath.Join(t.TempDir(), "p.duckdb"), OpenOptions{DuckDB: job.DuckDBSettings{Threads: 1}})
 	require.NoError(t, err)

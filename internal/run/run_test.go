@@ -72,13 +72,14 @@ func dump(t *testing.T, db *run.DB) string {
 
 func openDB(t *testing.T, path string) *run.DB {
 	t.Helper()
-	db, err := run.Open(context.Background(), path, run.OpenOptions{})
+	db, err := run.Open(context.Background(), path, run.OpenOptions{DuckDB: job.DuckDBSettings{Threads: 1}})
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
 	return db
 }
 
 func TestFailureBeforeCommitChangesNothing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
 	j := sampleJob(t, dir, "sample", fixture(t, "fixtures/sample/occurrences-a.csv"))
@@ -151,6 +152,7 @@ func TestEditedReleasedSQLIsRefused(t *testing.T) {
 }
 
 func TestJobFileErrors(t *testing.T) {
+	t.Parallel()
 	good := `name = "j"
 pipeline = "sample"
 transform_version = 1
@@ -196,6 +198,7 @@ cap = 10
 }
 
 func TestDatabaseNamedIdemWorks(t *testing.T) {
+	t.Parallel()
 	// A file's catalog name is its base name; idem's own schema is also
 	// called idem. The file is attached under a fixed alias so both work.
 	dir := t.TempDir()

@@ -13,6 +13,7 @@ import (
 // whose lock no process holds, or that has no lock file and names a dead
 // process, is removed; other files beside the database are left alone.
 func TestStaleRerunScratch(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "idem.duckdb")
 	live, release, err := NewScratchDir(db)

@@ -67,7 +67,7 @@ func newChangesChain(t testing.TB) *changesChain {
 	c.vc = load("vc.toml", "name = \"vc\"\npipeline = \"versioned_changes\"\ntransform_version = 1\nschema_version = 1\n[input]\nformat = \"jsonl\"\n")
 	c.src = load("src.toml", "name = \"src\"\npipeline = \"select\"\ntransform_version = 1\n[input]\nupstream = [\"vc\"]\n[transform]\nsql = \"models/src\"\n[target]\nkey = [\"entity_id\"]\n")
 	c.down = load("down.toml", changesDownJob)
-	db, err := Open(context.Background(), filepath.Join(dir, "idem.duckdb"), OpenOptions{DuckDB: job.DuckDBSettings{Threads: 2}})
+	db, err := Open(context.Background(), filepath.Join(dir, "idem.duckdb"), OpenOptions{DuckDB: job.DuckDBSettings{Threads: testThreads()}})
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
 	c.db = db
@@ -152,6 +152,7 @@ func (c *changesChain) checkMirror(t testing.TB) {
 // of the later one that are not rows of the earlier one, and the deletes
 // the rows of the earlier one whose key is gone.
 func TestChangesSelect(t *testing.T) {
+	t.Parallel()
 	c := newChangesChain(t)
 	batches := [][]change{
 		{{"a", 1, "a1"}, {"b", 1, "b1"}, {"c", 1, "c1"}},
@@ -207,6 +208,7 @@ func TestChangesSelect(t *testing.T) {
 // from it, deletes leave tombstones, nothing moved skips, and down always
 // equals src.
 func TestUpstreamApply(t *testing.T) {
+	t.Parallel()
 	c := newChangesChain(t)
 	c.apply(t, []change{{"a", 1, "a1"}, {"b", 1, "b1"}, {"c", 1, "c1"}})
 	res := c.runDown(t)
@@ -250,11 +252,12 @@ func TestUpstreamApply(t *testing.T) {
 // down after a random number of them, so that one range often spans
 // several upstream snapshots. After every run of down its target equals
 // src's rows recomputed from scratch, and the rows it read equal a Go diff
-// of src between the two runs. IDEM_PROPERTY_LONG=1 runs more seeds and
-// batches.
+// of src between the two runs. IDEM_LONG=1 runs more seeds and batches
+// (docs/reliability.md).
 func TestUpstreamApplyProperty(t *testing.T) {
+	t.Parallel()
 	seeds, batches, entities := 1, 10, 8
-	if os.Getenv("IDEM_PROPERTY_LONG") != "" {
+	if os.Getenv("IDEM_LONG") == "1" {
 		seeds, batches, entities = 4, 80, 40
 	}
 	for seed := range seeds {
@@ -317,6 +320,7 @@ func TestUpstreamApplyProperty(t *testing.T) {
 // the later batch; its model drops rows whose value is "gone", which
 // reaches down as a delete carrying the row's last values).
 func TestUpstreamApplyTombstones(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
 	load := func(name, text string) *job.Job {

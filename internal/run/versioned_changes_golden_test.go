@@ -59,6 +59,7 @@ func vcFixtureOrder(t *testing.T, j *job.Job) []string {
 // with golden files; it also checks both against the Go model, so a golden
 // file cannot bless a wrong answer.
 func TestVersionedChangesFixtures(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j, err := run.LoadJob(filepath.Join("../..", "configs", "versioned_changes.toml"), sqlfs.FS)
 	require.NoError(t, err)
@@ -136,7 +137,7 @@ func vcGolden(t *testing.T, name, got string) {
 		return
 	}
 	want, err := os.ReadFile(path)
-	require.NoError(t, err, "golden file missing: run go test ./runner -run %s -update", t.Name())
+	require.NoError(t, err, "golden file missing: run go test ./internal/run -run %s -update", t.Name())
 	if string(want) != got {
 		t.Errorf("%s differs from the golden file (- golden, + got; rewrite with -update if the change is intended):\n%s",
 			path, vcDiffLines(strings.Split(string(want), "\n"), strings.Split(got, "\n")))
