@@ -103,7 +103,8 @@ func TestLegacyDatabase(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{strconv.Itoa(latest)}, queryStrs(t, db, `SELECT value FROM idem.meta WHERE key = 'catalog_version'`))
 	require.Equal(t, []string{"UNIQUE(job, batch_id)"}, queryStrs(t, db,
-		`SELECT constraint_text FROM duckdb_constraints() WHERE schema_name = 'idem' AND table_name = 'ledger' AND constraint_type = 'UNIQUE'`))
+		`SELECT DISTINCT constraint_text FROM duckdb_constraints()
+		WHERE database_name = current_database() AND schema_name = 'idem' AND table_name = 'ledger' AND constraint_type = 'UNIQUE'`))
 
 	// Every snapshot exports as the old binary exported it, and reruns
 	// reproduced: the latest of each job (replaying the chain before it),
