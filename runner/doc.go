@@ -27,6 +27,6 @@
 //	                    one open handle per database file
 //
 // A package imports only the packages above it in this list
-// (layering_test.go checks it); cmd/idem parses flags, calls this package
+// (layering_test.go checks it); cmd/idem/cli parses flags, calls this package
 // or one function of run, ops or projectrun, and prints.
 package runner

@@ -50,7 +50,15 @@ func TestLayering(t *testing.T) {
 		// The CLI calls the public API for what it offers and run and ops
 		// for the rest; catalog only for the row types it prints
 		// (LogEntry), never source.
-		{pkg: module + "/cmd/idem", idem: []string{runner, job, project, catalog, run, ops, prun, sqlfs}, direct: true},
+		{pkg: module + "/cmd/idem/cli", idem: []string{runner, job, project, catalog, run, ops, prun, sqlfs}, direct: true},
+		// The defaults the test packages share: no idem package.
+		{pkg: module + "/internal/testflags", idem: nil, direct: true},
+		// The kit of the CLI's test packages reads databases and job files
+		// through the library; it never imports the CLI, whose own tests
+		// use it (each test package hands it the CLI from its TestMain).
+		{pkg: module + "/cmd/idem/cli/internal/clitest", idem: []string{job, catalog, run, ops, sqlfs, module + "/internal/testflags"}, direct: true},
+		// The command is main and one call.
+		{pkg: module + "/cmd/idem", idem: []string{module + "/cmd/idem/cli"}, direct: true},
 	}
 	// Every package of the library has its place in the list.
 	listed := map[string]bool{}

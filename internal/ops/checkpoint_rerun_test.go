@@ -24,7 +24,7 @@ import (
 )
 
 // The reruns from checkpoints ([retention] checkpoint_every), tested here
-// through the library; cmd/idem's TestRerunFromCheckpointCLI and
+// through the library; cmd/idem/cli/crashtest's TestRerunFromCheckpointCLI and
 // TestCheckpointKill test the CLI's wiring and kills.
 
 // ckptJob is a versioned_changes job with [retention] checkpoint_every = 5

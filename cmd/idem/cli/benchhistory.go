@@ -1,0 +1,9 @@
+//go:build !idembench
+
+package cli
+
+// benchNoHistory is false in the idem that ships: IDEM_BENCH_NO_HISTORY is
+// read only by the binary cmd/idem-bench builds with -tags idembench (see
+// benchhistory_idembench.go), since snapshots committed without history
+// give wrong pinned exports and reruns afterwards.
+func (a *app) benchNoHistory() bool { return false }

@@ -1,0 +1,167 @@
+package crashtest
+
+import (
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/stretchr/testify/require"
+)
+
+// legacyFixture is a database made by the release before catalog versions
+// (see testdata/legacy-e77bdc9/README.md).
+const legacyFixture = "testdata/legacy-e77bdc9"
+
+// legacyCopy copies the legacy fixture into a new temporary folder and
+// gunzips its database there; it returns the folder.
+func legacyCopy(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.CopyFS(dir, os.DirFS(legacyFixture)))
+	gz := filepath.Join(dir, "legacy.duckdb.gz")
+	in, err := os.Open(gz)
+	require.NoError(t, err)
+	defer in.Close()
+	zr, err := gzip.NewReader(in)
+	require.NoError(t, err)
+	out, err := os.Create(filepath.Join(dir, "legacy.duckdb"))
+	require.NoError(t, err)
+	_, err = io.Copy(out, zr)
+	require.NoError(t, err)
+	require.NoError(t, out.Close())
+	require.NoError(t, os.Remove(gz))
+	return dir
+}
+
+// fileSig is a file's sha256 and modification time.
+func fileSig(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]) + " " + st.ModTime().Format(time.RFC3339Nano)
+}
+
+// legacyIdem runs the CLI in-process and requires exit code want; it
+// returns stdout.
+func legacyIdem(t *testing.T, want int, args ...string) string {
+	t.Helper()
+	code, stdout, stderr := clitest.InProcess(t, args...)
+	require.Equal(t, want, code, "idem %v\nstdout: %s\nstderr: %s", args, stdout, stderr)
+	return stdout
+}
+
+// TestLegacyDatabase opens a database written by idem e77bdc9: reading
+// commands read it as it is without writing a byte; the first writable
+// open migrates it to the latest catalog version (version row, the
+// ledger's unique constraint); every snapshot then exports the sha256 the old
+// binary exported and reruns reproduced, and writing commands work on it.
+func TestLegacyDatabase(t *testing.T) {
+	t.Parallel()
+	dir := legacyCopy(t)
+	db := filepath.Join(dir, "legacy.duckdb")
+	jobFile := func(name string) string { return filepath.Join(dir, name+".toml") }
+	out := t.TempDir()
+
+	// Read-only: every reading command, and the file is unchanged.
+	before := fileSig(t, db)
+	require.Equal(t, []string{}, clitest.QueryStrs(t, db, `SELECT value FROM idem.meta WHERE key = 'catalog_version'`))
+	legacyIdem(t, 0, "export", jobFile("customer_state"), "--snapshot", "2", "--out", filepath.Join(out, "ro.csv"))
+	legacyIdem(t, 0, "log", jobFile("orders"))
+	legacyIdem(t, 0, "query", "--db", db, "SELECT count(*) FROM idem.ledger")
+	legacyIdem(t, 0, "diff", jobFile("customer_state"), "--from", "1", "--to", "4")
+	legacyIdem(t, 0, "plan", jobFile("sample"), "--input", filepath.Join(dir, "inputs", "occurrences-b.csv"))
+	legacyIdem(t, 0, "rerun", jobFile("customer_state"), "--snapshot", "3")
+	require.Equal(t, before, fileSig(t, db), "a reading command wrote the old database")
+	require.NoFileExists(t, db+".wal")
+
+	// The first writable open migrates.
+	var res struct{ Decision string }
+	require.NoError(t, json.Unmarshal([]byte(legacyIdem(t, 0, "run", jobFile("sample"), "--input", filepath.Join(dir, "inputs", "occurrences-b.csv"), "--json")), &res))
+	require.Equal(t, job.DecisionSkipped, res.Decision)
+	// The job keys this idem computes are the ones release e77bdc9
+	// recorded: the chain runs again and commits nothing (a model whose key
+	// changed would reload, a merge_by_key job would reapply its batch).
+	var chain []struct{ Job, Decision string }
+	require.NoError(t, json.Unmarshal([]byte(legacyIdem(t, 0, "run", jobFile("trips"), jobFile("zones"), jobFile("trips_clean"), jobFile("trips_daily"), "--json")), &chain))
+	require.Len(t, chain, 4)
+	for _, c := range chain {
+		require.Contains(t, []string{job.DecisionSkipped, job.DecisionAlreadyCommitted}, c.Decision, "%s after the migration", c.Job)
+	}
+	latest, err := catalog.LatestVersion()
+	require.NoError(t, err)
+	require.Equal(t, []string{strconv.Itoa(latest)}, clitest.QueryStrs(t, db, `SELECT value FROM idem.meta WHERE key = 'catalog_version'`))
+	require.Equal(t, []string{"UNIQUE(job, batch_id)"}, clitest.QueryStrs(t, db,
+		`SELECT DISTINCT constraint_text FROM duckdb_constraints()
+		WHERE database_name = current_database() AND schema_name = 'idem' AND table_name = 'ledger' AND constraint_type = 'UNIQUE'`))
+
+	// Every snapshot exports as the old binary exported it, and reruns
+	// reproduced: the latest of each job (replaying the chain before it),
+	// every one with IDEM_LONG=1.
+	data, err := os.ReadFile(filepath.Join(legacyFixture, "expected.json"))
+	require.NoError(t, err)
+	var expected []struct {
+		Job       string `json:"job"`
+		Snapshot  int64  `json:"snapshot"`
+		SHA256    string `json:"sha256"`
+		RerunExit int    `json:"rerun_exit"`
+	}
+	require.NoError(t, json.Unmarshal(data, &expected))
+	require.Len(t, expected, 16)
+	latestOf := map[string]int64{}
+	for _, e := range expected {
+		snap := strconv.FormatInt(e.Snapshot, 10)
+		var exp struct{ SHA256 string }
+		require.NoError(t, json.Unmarshal([]byte(legacyIdem(t, 0, "export", jobFile(e.Job), "--snapshot", snap,
+			"--out", filepath.Join(out, e.Job+"-"+snap+".csv"), "--json")), &exp))
+		require.Equal(t, e.SHA256, exp.SHA256, "export %s --snapshot %d", e.Job, e.Snapshot)
+		latestOf[e.Job] = max(latestOf[e.Job], e.Snapshot)
+	}
+	long := clitest.LongTests()
+	t.Run("rerun", func(t *testing.T) {
+		for _, e := range expected {
+			if !long && e.Snapshot != latestOf[e.Job] {
+				continue
+			}
+			t.Run(e.Job+"@"+strconv.FormatInt(e.Snapshot, 10), func(t *testing.T) {
+				t.Parallel() // reruns only read the database
+				var rr struct {
+					Reproduced bool
+					SHA256     string
+				}
+				require.NoError(t, json.Unmarshal([]byte(legacyIdem(t, e.RerunExit, "rerun", jobFile(e.Job),
+					"--snapshot", strconv.FormatInt(e.Snapshot, 10), "--json")), &rr))
+				require.True(t, rr.Reproduced)
+				require.Equal(t, e.SHA256, rr.SHA256)
+			})
+		}
+	})
+
+	// Writing commands: a fence, a new batch into the indexed ledger, its
+	// retry, and the same batch id with other rows.
+	var fence struct{ Epoch int64 }
+	require.NoError(t, json.Unmarshal([]byte(legacyIdem(t, 0, "fence", jobFile("orders"), "--json")), &fence))
+	require.Equal(t, int64(3), fence.Epoch)
+	day48 := filepath.Join(dir, "inputs", "day-48.jsonl")
+	require.NoError(t, json.Unmarshal([]byte(legacyIdem(t, 0, "run", jobFile("orders"), "--epoch", "3", "--input", day48, "--json")), &res))
+	require.Equal(t, job.DecisionAlreadyCommitted, res.Decision)
+	batch3 := filepath.Join(dir, "inputs", "batch-3.jsonl")
+	for _, want := range []string{job.DecisionApplied, job.DecisionAlreadyCommitted} {
+		require.NoError(t, json.Unmarshal([]byte(legacyIdem(t, 0, "run", jobFile("customer_state"), "--input", batch3, "--batch-id", "batch-4", "--json")), &res))
+		require.Equal(t, want, res.Decision)
+	}
+	legacyIdem(t, job.ExitRefused, "run", jobFile("customer_state"), "--input", filepath.Join(dir, "inputs", "batch-2.jsonl"), "--batch-id", "batch-4")
+	require.Equal(t, []int64{1}, clitest.QueryInts(t, db, `SELECT count(*) FROM idem.ledger WHERE job = 'customer_state' AND batch_id = 'batch-4'`))
+}

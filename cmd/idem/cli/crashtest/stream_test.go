@@ -1,0 +1,362 @@
+package crashtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/source"
+	idemsql "github.com/idem-dev/idem/sql"
+)
+
+// TestStreamKafka: a run applies the records past the committed positions
+// as one batch named after its ranges, commits the positions with it, skips
+// when nothing is new, follows new records, and rerun rebuilds a stream
+// snapshot from its retained batch.
+func TestStreamKafka(t *testing.T) {
+	t.Parallel()
+	k := clitest.StartKafka(t, 3)
+	dir := t.TempDir()
+	jobPath := k.JobFile(dir, "")
+	db := filepath.Join(dir, "rides.duckdb")
+	for i := range 30 {
+		k.Produce(clitest.RideChange(i, 9, 3))
+	}
+	code, stdout, stderr := clitest.InProcess(t, "run", jobPath, "--json")
+	require.Equal(t, 0, code, stderr)
+	b := clitest.BatchLines(t, stdout)
+	require.Len(t, b, 1)
+	require.Equal(t, "applied", b[0].Decision)
+	require.Equal(t, "rides:0:0-9,1:0-9,2:0-9", b[0].BatchID)
+	require.Equal(t, 30, b[0].Records)
+	require.Equal(t, map[string]int64{"0": 10, "1": 10, "2": 10}, b[0].Positions)
+	require.Equal(t, []string{"0 10 1", "1 10 1", "2 10 1"}, clitest.QueryStrs(t, db, `SELECT concat_ws(' ', partition, next, snapshot) FROM idem.positions WHERE job = 'rides' ORDER BY partition`))
+	require.Equal(t, []int64{9}, clitest.QueryInts(t, db, `SELECT count(*) FROM rides`))
+
+	// Nothing new: skipped, nothing written.
+	before := clitest.CaptureState(t, db)
+	code, stdout, stderr = clitest.InProcess(t, "run", jobPath)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "rides: skipped: nothing new past the committed positions")
+	require.Equal(t, before, clitest.CaptureState(t, db))
+
+	// --follow picks up new records until idle; the text shows rate and lag.
+	for i := 30; i < 36; i++ {
+		k.Produce(clitest.RideChange(i, 9, 3))
+	}
+	code, stdout, stderr = clitest.InProcess(t, "run", jobPath, "--follow", "--idle-exit", "700ms")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "rides: applied rides:0:10-11,1:10-11,2:10-11 · snapshot 2 · 6 records")
+	require.Contains(t, stdout, "records/s · lag 0:0 1:0 2:0")
+	require.Equal(t, []int64{12, 12, 12}, clitest.QueryInts(t, db, `SELECT next FROM idem.positions ORDER BY partition`))
+
+	// The batch was retained: rerun rebuilds snapshot 1 and proves it.
+	code, stdout, stderr = clitest.InProcess(t, "rerun", jobPath, "--snapshot", "1")
+	require.Equal(t, 0, code, stdout+stderr)
+
+	// A flag of files jobs is refused for a stream job.
+	code, _, stderr = clitest.InProcess(t, "run", jobPath, "--batch-id", "x")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--input, --batch-id, --from/--to and --partitions do not apply")
+}
+
+// TestStreamGap: records deleted before idem read them are refused with
+// exit 3, naming the partition and positions, with nothing written;
+// --allow-gap applies what is left and logs the gap.
+func TestStreamGap(t *testing.T) {
+	t.Parallel()
+	k := clitest.StartKafka(t, 1)
+	dir := t.TempDir()
+	jobPath := k.JobFile(dir, "")
+	db := filepath.Join(dir, "rides.duckdb")
+	for i := range 10 {
+		k.Produce(clitest.RideChange(i, 4, 1))
+	}
+	code, _, stderr := clitest.InProcess(t, "run", jobPath)
+	require.Equal(t, 0, code, stderr)
+	for i := 10; i < 20; i++ {
+		k.Produce(clitest.RideChange(i, 4, 1))
+	}
+	k.DeleteBefore(0, 15)
+	before := clitest.CaptureState(t, db)
+	code, _, stderr = clitest.InProcess(t, "run", jobPath, "--follow", "--idle-exit", "500ms")
+	require.Equal(t, 3, code, stderr)
+	require.Contains(t, stderr, "stream gap for job rides: partition 0: committed next position 10, first position the source holds 15 (5 records lost)")
+	require.Contains(t, stderr, "--allow-gap")
+	require.Equal(t, before, clitest.CaptureState(t, db))
+
+	code, stdout, stderr := clitest.InProcess(t, "run", jobPath, "--allow-gap", "--json")
+	require.Equal(t, 0, code, stderr)
+	b := clitest.BatchLines(t, stdout)
+	require.Len(t, b, 1)
+	require.Equal(t, "rides:0:15-19", b[0].BatchID)
+	require.Equal(t, 5, b[0].Records)
+	require.Contains(t, b[0].Gap, "partition 0 positions 10-14 (5 records)")
+	require.Equal(t, []int64{20}, clitest.QueryInts(t, db, `SELECT next FROM idem.positions`))
+	require.Equal(t, []string{"gap accepted (--allow-gap): the source no longer held partition 0 positions 10-14 (5 records)"},
+		clitest.QueryStrs(t, db, `SELECT message FROM idem.runs WHERE batch_id = 'rides:0:15-19'`))
+}
+
+// replayReader is a broker replaying: at its replayAt-th read it first
+// re-delivers every partition from offset 0 (a consumer reset), then what
+// was asked for.
+type replayReader struct {
+	inner    source.StreamReader
+	n        int
+	replayAt int
+}
+
+func (r *replayReader) Read(ctx context.Context, next map[string]int64, max int, wait time.Duration) ([]source.Record, []source.Gap, error) {
+	r.n++
+	if r.n != r.replayAt {
+		return r.inner.Read(ctx, next, max, wait)
+	}
+	zero := map[string]int64{}
+	for p := range next {
+		zero[p] = 0
+	}
+	old, _, err := r.inner.Read(ctx, zero, max, wait)
+	if err != nil {
+		return nil, nil, err
+	}
+	recs, gaps, err := r.inner.Read(ctx, next, max, wait)
+	return append(old, recs...), gaps, err
+}
+
+func (r *replayReader) Close() error { return r.inner.Close() }
+
+// TestStreamBrokerReplay: a broker that re-delivers from offset 0 mid-way
+// doubles nothing: every record has exactly one outcome, the target equals
+// one pass over the records, the positions equal the log ends.
+func TestStreamBrokerReplay(t *testing.T) {
+	t.Parallel()
+	k := clitest.StartKafka(t, 3)
+	dir := t.TempDir()
+	jobPath := k.JobFile(dir, "max_records = 40\n")
+	dbPath := filepath.Join(dir, "rides.duckdb")
+	const n = 300
+	for i := range n {
+		k.Produce(clitest.RideChange(i, 20, 3))
+	}
+	j, err := run.LoadJob(jobPath, idemsql.FS)
+	require.NoError(t, err)
+	kr, err := source.NewKafkaReader(j.Input.Stream)
+	require.NoError(t, err)
+	ctx := context.Background()
+	db, err := run.Open(ctx, dbPath, run.OpenOptions{})
+	require.NoError(t, err)
+	replayed := 0
+	res, err := db.RunStream(ctx, j, run.RunOptions{}, run.StreamOptions{Reader: &replayReader{inner: kr, replayAt: 4}, Follow: true, IdleExit: 500 * time.Millisecond,
+		OnBatch: func(sr *run.StreamResult) { replayed += sr.Replayed }})
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	require.Greater(t, replayed, 0, "the replay re-delivered committed records")
+	require.Greater(t, len(res), 3)
+	require.Equal(t, []int64{n, n}, clitest.QueryInts(t, dbPath, `SELECT count(*) FROM rides_outcomes UNION ALL SELECT count(DISTINCT change_id) FROM rides_outcomes`))
+	require.Equal(t, clitest.LogEnds(n, 20, 3), clitest.QueryInts(t, dbPath, `SELECT next FROM idem.positions ORDER BY partition`))
+	require.Equal(t, clitest.FoldRides(n, 20), clitest.QueryStrs(t, dbPath, `SELECT concat_ws(' ', entity_id, source_version, value) FROM rides ORDER BY entity_id`))
+}
+
+// TestRidesConfig runs configs/rides.toml as the README's "Streaming from
+// Kafka" does, its broker an in-process kfake cluster: the first run
+// applies, the second commits nothing, rerun reproduces the snapshot, lint
+// is clean.
+func TestRidesConfig(t *testing.T) {
+	t.Parallel()
+	k := clitest.StartKafka(t, 3)
+	root := clitest.RepoRoot(t)
+	text, err := os.ReadFile(filepath.Join(root, "configs", "rides.toml"))
+	require.NoError(t, err)
+	require.Contains(t, string(text), `brokers = ["127.0.0.1:9092"]`)
+	dir := t.TempDir()
+	jobPath := filepath.Join(dir, "configs", "rides.toml")
+	clitest.WriteFile(t, jobPath, strings.Replace(string(text), "127.0.0.1:9092", k.Addr, 1))
+	for i := range 50 {
+		k.Produce(clitest.RideChange(i, 10, 3))
+	}
+	db := filepath.Join(dir, "data", "rides.duckdb")
+	code, stdout, stderr := clitest.InProcess(t, "run", jobPath, "--json")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, "applied", clitest.BatchLines(t, stdout)[0].Decision)
+	code, stdout, stderr = clitest.InProcess(t, "run", jobPath, "--json")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, "skipped", clitest.BatchLines(t, stdout)[0].Decision)
+	code, stdout, stderr = clitest.InProcess(t, "rerun", jobPath, "--json")
+	require.Equal(t, 0, code, stdout+stderr)
+	require.Contains(t, stdout, `"reproduced":true`)
+	code, stdout, stderr = clitest.InProcess(t, "lint", jobPath)
+	require.Equal(t, 0, code, stdout+stderr)
+	require.Equal(t, []int64{10}, clitest.QueryInts(t, db, `SELECT count(*) FROM rides`))
+}
+
+// TestStreamThroughput (IDEM_STREAM_BENCH=1; not part of CI) measures
+// records/s of run --follow from kfake into versioned_changes against the
+// same records applied from one JSONL file. IDEM_STREAM_BENCH_N sets the
+// number of records (default 100,000).
+func TestStreamThroughput(t *testing.T) {
+	if os.Getenv("IDEM_STREAM_BENCH") != "1" {
+		t.Skip("set IDEM_STREAM_BENCH=1 to measure stream throughput")
+	}
+	n := 100000
+	if s := os.Getenv("IDEM_STREAM_BENCH_N"); s != "" {
+		_, err := fmt.Sscan(s, &n)
+		require.NoError(t, err)
+	}
+	k := clitest.StartKafka(t, 3)
+	var file strings.Builder
+	recs := make([]*kgo.Record, 0, 1000)
+	for i := range n {
+		r := clitest.RideChange(i, n/4+1, 3)
+		file.Write(r.Value)
+		file.WriteByte('\n')
+		recs = append(recs, r)
+		if len(recs) == cap(recs) || i == n-1 {
+			k.Produce(recs...)
+			recs = recs[:0]
+		}
+	}
+	dir := t.TempDir()
+	start := time.Now()
+	code, stdout, stderr := clitest.InProcess(t, "run", k.JobFile(dir, ""), "--follow", "--idle-exit", "1s", "--json")
+	follow := time.Since(start) - time.Second // the idle wait at the end
+	require.Equal(t, 0, code, stderr)
+	got := 0
+	for _, b := range clitest.BatchLines(t, stdout) {
+		got += b.Records
+	}
+	require.Equal(t, n, got)
+
+	in := filepath.Join(dir, "all.jsonl")
+	clitest.WriteFile(t, in, file.String())
+	jobFile := filepath.Join(dir, "file.toml")
+	clitest.WriteFile(t, jobFile, fmt.Sprintf("name = \"rides\"\npipeline = \"versioned_changes\"\ntransform_version = 1\nschema_version = 1\n[input]\npath = %q\n[target]\ntable = \"rides\"\n", in))
+	start = time.Now()
+	code, _, stderr = clitest.InProcess(t, "run", jobFile, "--db", filepath.Join(dir, "file.duckdb"), "--json")
+	once := time.Since(start)
+	require.Equal(t, 0, code, stderr)
+	// The same records as JSONL files of 10,000 (the stream's batches).
+	lines := strings.SplitAfter(file.String(), "\n")
+	start = time.Now()
+	files := 0
+	for i := 0; i < n; i += 10000 {
+		p := filepath.Join(dir, fmt.Sprintf("part-%03d.jsonl", i/10000))
+		clitest.WriteFile(t, p, strings.Join(lines[i:min(i+10000, n)], ""))
+		code, _, stderr = clitest.InProcess(t, "run", jobFile, "--db", filepath.Join(dir, "files.duckdb"), "--input", p)
+		require.Equal(t, 0, code, stderr)
+		files++
+	}
+	batched := time.Since(start)
+	t.Logf("%d records: --follow from kfake %.0f records/s (%s, %d batches); one JSONL file %.0f records/s (%s); %d JSONL files of 10,000 %.0f records/s (%s)",
+		n, float64(n)/follow.Seconds(), follow.Round(time.Millisecond), len(clitest.BatchLines(t, stdout)), float64(n)/once.Seconds(), once.Round(time.Millisecond),
+		files, float64(n)/batched.Seconds(), batched.Round(time.Millisecond))
+}
+
+// TestStreamFollowSIGTERM: SIGTERM while a batch of run --follow waits to
+// commit (held by IDEM_FAULT=block:before_commit) rolls that batch back whole, and idem exits 0 with every idem
+// table as the committed batches left it.
+func TestStreamFollowSIGTERM(t *testing.T) {
+	t.Parallel()
+	k := clitest.StartKafka(t, 1)
+	dir := t.TempDir()
+	jobPath := k.JobFile(dir, "")
+	db := filepath.Join(dir, "rides.duckdb")
+	for i := range 20 {
+		k.Produce(clitest.RideChange(i, 5, 1))
+	}
+	code, _, stderr := clitest.InProcess(t, "run", jobPath)
+	require.Equal(t, 0, code, stderr)
+	for i := 20; i < 30; i++ {
+		k.Produce(clitest.RideChange(i, 5, 1))
+	}
+	before := clitest.CaptureState(t, db)
+
+	// The follower is held before the COMMIT of its first batch; SIGTERM
+	// cancels it there, which also lets the fault point go: the canceled
+	// batch rolls back instead of committing.
+	follower := clitest.StartBlocked(t, "", "before_commit", "run", jobPath, "--follow", "--json")
+	require.NoError(t, follower.Cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-follower.Done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the follower did not stop after SIGTERM: %s", follower.ErrText())
+	}
+	code, stdout, stderr := follower.Wait(t)
+	require.Equal(t, 0, code, "idem run --follow exits 0 after SIGTERM: %s", stderr)
+	require.Contains(t, stderr, "released (canceled)")
+	require.Empty(t, strings.TrimSpace(stdout), "no batch committed")
+	require.Equal(t, before, clitest.CaptureState(t, db))
+	require.Equal(t, []int64{20}, clitest.QueryInts(t, db, `SELECT next FROM idem.positions`))
+}
+
+// TestStreamPositionMovedIsRefused: a batch read from positions that are no
+// longer the committed ones (another batch committed since) is refused
+// inside the transaction, exit 3, with nothing written: it never applies
+// records twice.
+func TestStreamPositionMovedIsRefused(t *testing.T) {
+	t.Parallel()
+	k := clitest.StartKafka(t, 1)
+	dir := t.TempDir()
+	jobPath := k.JobFile(dir, "")
+	dbPath := filepath.Join(dir, "rides.duckdb")
+	for i := range 20 {
+		k.Produce(clitest.RideChange(i, 5, 1))
+	}
+	j, err := run.LoadJob(jobPath, idemsql.FS)
+	require.NoError(t, err)
+	ctx := context.Background()
+	db, err := run.Open(ctx, dbPath, run.OpenOptions{})
+	require.NoError(t, err)
+	defer db.Close()
+	small := *j
+	small.Input.Stream.MaxRecords = 5
+	kr, err := source.NewKafkaReader(j.Input.Stream)
+	require.NoError(t, err)
+	defer kr.Close()
+	stale, err := source.ReadStreamBatch(ctx, db.SQL(), &small, kr, t.TempDir(), false)
+	require.NoError(t, err)
+	require.Equal(t, "rides:0:0-4", stale.ID)
+	_, err = db.RunStream(ctx, j, run.RunOptions{}, run.StreamOptions{})
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	before := clitest.CaptureState(t, dbPath)
+
+	db, err = run.Open(ctx, dbPath, run.OpenOptions{})
+	require.NoError(t, err)
+	_, err = db.Run(ctx, j, run.RunOptions{Source: &source.Stream{Job: j, Batch: stale}, BatchID: stale.ID})
+	require.Error(t, err)
+	require.Equal(t, 3, job.ExitCode(err))
+	require.Contains(t, err.Error(), "stream position of partition 0 moved from 0 to 20 since batch rides:0:0-4 was read")
+	require.NoError(t, db.Close())
+	require.Equal(t, before, clitest.CaptureState(t, dbPath))
+}
+
+// TestStreamBadRecord: a message that is not one JSON object fails the
+// run (exit 1), naming its partition and offset; nothing is written and
+// the positions stay, so the run stops at it rather than skip it.
+func TestStreamBadRecord(t *testing.T) {
+	t.Parallel()
+	k := clitest.StartKafka(t, 1)
+	dir := t.TempDir()
+	jobPath := k.JobFile(dir, "")
+	db := filepath.Join(dir, "rides.duckdb")
+	k.Produce(clitest.RideChange(0, 5, 1))
+	code, _, stderr := clitest.InProcess(t, "run", jobPath)
+	require.Equal(t, 0, code, stderr)
+	k.Produce(clitest.RideChange(1, 5, 1), &kgo.Record{Topic: "rides", Value: []byte("[1, 2]")})
+	before := clitest.CaptureState(t, db)
+	code, _, stderr = clitest.InProcess(t, "run", jobPath)
+	require.Equal(t, 1, code, stderr)
+	require.Contains(t, stderr, `read rides: record 0:2 is not one JSON object (format = "jsonl")`)
+	require.Equal(t, before, clitest.CaptureState(t, db))
+}

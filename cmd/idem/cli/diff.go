@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/run"
+
+	"github.com/spf13/cobra"
+)
+
+func (a *app) newDiffCmd() *cobra.Command {
+	var f dbFlags
+	var opts ops.DiffOptions
+	var key []string
+	var format string
+	cmd := &cobra.Command{
+		Use:   "diff JOB --from S1 --to S2 | diff FILE1 FILE2",
+		Short: "Compare a job's table at two snapshots, or two exported files, by key",
+		Long: `Compare the job's target (or <target>_outcomes with --table) at snapshots
+--from and --to: the sha256 of each side's canonical export (csv, key order,
+as idem export writes it), then the counts of keys added, removed and
+changed, and the first keys of each. With two files (csv, parquet or jsonl
+exports), compare them by --key (default: the first column); values are
+compared as text. Exit 0 whether or not the sides differ.
+
+diff refuses (exit 2) to compare sides with different columns: two
+snapshots across a schema change that added, removed or renamed a column,
+or two files with different headers. It refuses a file key that is not
+unique in either file (rows would pair with many, and the changes could
+outnumber the rows), and names the columns, or pairs of columns, that are
+unique in both; --key with every column compares the files as sets of
+rows.`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var res *ops.DiffResult
+			var err error
+			if len(args) == 2 {
+				if cmd.Flags().Changed("from") || cmd.Flags().Changed("to") || opts.Table != "" {
+					return a.fail(f.jsonOut, &job.UsageError{Msg: "diff FILE1 FILE2 takes no --from, --to or --table"})
+				}
+				res, err = ops.DiffFiles(cmd.Context(), args[0], args[1], format, key)
+			} else {
+				if len(key) > 0 {
+					return a.fail(f.jsonOut, &job.UsageError{Msg: "--key applies to diff FILE1 FILE2; a job's key comes from its pipeline"})
+				}
+				var job *job.Job
+				job, err = loadJob(args[0])
+				if err != nil {
+					return a.fail(f.jsonOut, err)
+				}
+				oo := f.openOptions(job)
+				oo.ReadOnly = true
+				var db *run.DB
+				var dbPath string
+				if dbPath, err = f.dbPath(job); err != nil {
+					return a.fail(f.jsonOut, err)
+				}
+				db, err = a.openReader(cmd.Context(), dbPath, oo, func(n *run.ReplicaNote) bool {
+					return n.Holds(job.Name, opts.From) && n.Holds(job.Name, opts.To)
+				})
+				if err != nil {
+					return a.fail(f.jsonOut, err)
+				}
+				defer db.Close()
+				res, err = ops.Diff(cmd.Context(), db, job, opts)
+			}
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			if f.jsonOut {
+				return a.printJSON(res)
+			}
+			a.printDiff(res)
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().Int64Var(&opts.From, "from", 0, "the older snapshot")
+	cmd.Flags().Int64Var(&opts.To, "to", 0, "the newer snapshot")
+	cmd.Flags().StringVar(&opts.Table, "table", "", "the target (default) or <target>_outcomes")
+	cmd.Flags().StringSliceVar(&key, "key", nil, "key column(s) of diff FILE1 FILE2, unique in each file (default: the first column)")
+	cmd.Flags().StringVar(&format, "format", "", "format of FILE1 and FILE2: csv, parquet or jsonl (default: from the extension)")
+	return cmd
+}
+
+func (a *app) printDiff(res *ops.DiffResult) {
+	w := a.stdout
+	name := func(s ops.DiffSide) string {
+		if s.Path != "" {
+			return s.Path
+		}
+		return fmt.Sprintf("snapshot %d", s.Snapshot)
+	}
+	if res.Job != "" {
+		fmt.Fprintf(w, "%s: %s, %s -> %s (key %s)\n", res.Job, res.Table, name(res.From), name(res.To), strings.Join(res.Key, ", "))
+	} else {
+		fmt.Fprintf(w, "%s -> %s (key %s)\n", name(res.From), name(res.To), strings.Join(res.Key, ", "))
+	}
+	fmt.Fprintf(w, "  from     %s  %d rows\n", res.From.SHA256, res.From.Rows)
+	fmt.Fprintf(w, "  to       %s  %d rows\n", res.To.SHA256, res.To.Rows)
+	if res.Identical {
+		fmt.Fprintln(w, "  identical rows")
+		return
+	}
+	for _, part := range []struct {
+		label string
+		n     int64
+		keys  []string
+	}{{"added", res.Added, res.AddedKeys}, {"removed", res.Removed, res.RemovedKeys}, {"changed", res.Changed, res.ChangedKeys}} {
+		line := fmt.Sprintf("  %-8s %d", part.label, part.n)
+		if len(part.keys) > 0 {
+			line += "  " + strings.Join(part.keys, ", ")
+			if int64(len(part.keys)) < part.n {
+				line += ", ..."
+			}
+		}
+		fmt.Fprintln(w, line)
+	}
+	if len(res.Partitions) > 0 {
+		fmt.Fprintf(w, "  partitions %s\n", escapeCell(strings.Join(res.Partitions, ", ")))
+	}
+}

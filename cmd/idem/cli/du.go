@@ -1,0 +1,74 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/idem-dev/idem/internal/ops"
+
+	"github.com/spf13/cobra"
+)
+
+func (a *app) newDuCmd() *cobra.Command {
+	var f dbFlags
+	cmd := &cobra.Command{
+		Use:   "du JOB",
+		Short: "Report the bytes a job keeps, and what expiring each kept snapshot would free",
+		Long: `Report the bytes the job keeps in its database and store: its target,
+history, outcomes, tombstones, retained inputs and checkpoints, with row
+counts, the database file's size and its used and free blocks; and for each
+kept snapshot below the latest, what expiring it and every older one would
+free (history and outcome rows at their table's bytes per row, and retained
+inputs at their size). Table bytes are estimated from DuckDB's
+pragma_storage_info (checkpointed column segments by block offset). Only
+reads. See "Sizing [retention]" in the README.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			j, db, err := f.openJob(cmd.Context(), args[0], true)
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			defer db.Close()
+			res, err := ops.DU(cmd.Context(), db, j)
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			if f.jsonOut {
+				return a.printJSON(res)
+			}
+			a.printDU(res)
+			return nil
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func (a *app) printDU(res *ops.DUResult) {
+	w := a.stdout
+	b, r := res.Bytes, res.Rows
+	keep := "every snapshot (no [retention] keep_snapshots)"
+	if res.KeepSnapshots > 0 {
+		keep = fmt.Sprintf("keep_snapshots = %d", res.KeepSnapshots)
+	}
+	fmt.Fprintf(w, "%s: snapshots %d-%d readable, %s\n", res.Job, res.OldestKept, res.Latest, keep)
+	fmt.Fprintf(w, "  target        %10s  %s row(s)\n", byteText(b.Target), thousands(r.Target))
+	fmt.Fprintf(w, "  history       %10s  %s row(s)\n", byteText(b.History), thousands(r.History))
+	fmt.Fprintf(w, "  outcomes      %10s  %s row(s)\n", byteText(b.Outcomes), thousands(r.Outcomes))
+	tomb := ""
+	if res.TombstonesInTarget {
+		tomb = " (target rows with status deleted; part of the target)"
+	}
+	fmt.Fprintf(w, "  tombstones    %10s  %s row(s)%s\n", byteText(b.Tombstones), thousands(r.Tombstones), tomb)
+	fmt.Fprintf(w, "  inputs        %10s  %d file(s)\n", byteText(b.Inputs), res.InputFiles)
+	fmt.Fprintf(w, "  checkpoints   %10s\n", byteText(b.Checkpoints))
+	fmt.Fprintf(w, "  total         %10s\n", byteText(b.Total))
+	fmt.Fprintf(w, "  database file %10s  (%s used, %s free blocks; all tables %s, estimated from pragma_storage_info)\n",
+		byteText(res.FileBytes), byteText(res.UsedBytes), byteText(res.FreeBytes), byteText(res.TablesBytes))
+	if len(res.Snapshots) > 0 {
+		fmt.Fprintf(w, "  expiring through snapshot S frees:\n")
+		fmt.Fprintf(w, "  %10s  %10s  %12s  %12s  %s\n", "snapshot", "frees", "history", "outcomes", "inputs")
+		for _, s := range res.Snapshots {
+			fmt.Fprintf(w, "  %10d  %10s  %12s  %12s  %d (%s)\n", s.Snapshot, byteText(s.FreesBytes), thousands(s.HistoryRows), thousands(s.OutcomeRows), s.Inputs, byteText(s.InputBytes))
+		}
+	}
+}

@@ -1,0 +1,78 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/run"
+)
+
+// checkFlags refuses, for every command, the values of the shared flags
+// that no run could use, before anything is opened: a negative --wait, a
+// --memory-limit DuckDB would not parse, --jobs below 1. Each is a usage
+// error (exit 2) naming the flag.
+func (a *app) checkFlags(cmd *cobra.Command) error {
+	fl := cmd.Flags()
+	var err error
+	if w, e := fl.GetDuration("wait"); e == nil && w < 0 {
+		err = job.Usage("--wait %s: must not be negative", w)
+	}
+	if m, e := fl.GetString("memory-limit"); err == nil && e == nil && fl.Changed("memory-limit") {
+		if e := job.CheckMemoryLimit(m); e != nil {
+			err = job.Usage("--memory-limit: %v", e)
+		}
+	}
+	if n, e := fl.GetInt("jobs"); err == nil && e == nil && n < 1 {
+		err = job.Usage("--jobs %d: want 1 or more", n)
+	}
+	if err == nil {
+		return nil
+	}
+	jsonOut, _ := fl.GetBool("json")
+	return a.fail(jsonOut, err)
+}
+
+// batchFlags are the flags of run and plan that name one batch of one job
+// and guard it. runOptions turns them into the run's options: one function
+// for both commands, so a flag is checked the same way by each.
+type batchFlags struct {
+	input, batchID string
+	from, to       int64
+	writer         writerFlags
+	partitions     []string
+}
+
+// register adds --input, --batch-id, --from, --to, --epoch,
+// --expect-parent and --partitions; batchHelp, fromHelp, toHelp and
+// partitionsHelp are the command's own words for them.
+func (b *batchFlags) register(cmd *cobra.Command, batchHelp, fromHelp, toHelp, partitionsHelp string) {
+	cmd.Flags().StringVar(&b.input, "input", "", "input path or glob (overrides [input] path)")
+	cmd.Flags().StringVar(&b.batchID, "batch-id", "", batchHelp)
+	cmd.Flags().Int64Var(&b.from, "from", 0, fromHelp)
+	cmd.Flags().Int64Var(&b.to, "to", 0, toHelp)
+	b.writer.register(cmd)
+	cmd.Flags().StringSliceVar(&b.partitions, "partitions", nil, partitionsHelp)
+}
+
+// runOptions checks the batch flags and returns the run's options. A
+// --from without --to (or the reverse) and a --batch-id given but empty
+// are usage errors.
+func (b *batchFlags) runOptions(cmd *cobra.Command) (run.RunOptions, error) {
+	fl := cmd.Flags()
+	opts := run.RunOptions{Input: b.input, BatchID: b.batchID}
+	if fl.Changed("batch-id") && b.batchID == "" {
+		return opts, job.Usage("--batch-id is empty: give a batch id, or leave the flag out to name the batch after its input file")
+	}
+	if fl.Changed("from") || fl.Changed("to") {
+		if !fl.Changed("from") || !fl.Changed("to") {
+			return opts, job.Usage("--from and --to go together")
+		}
+		from, to := b.from, b.to
+		opts.From, opts.To = &from, &to
+	}
+	opts.ExpectParent, opts.Epoch = b.writer.guards(cmd)
+	if fl.Changed("partitions") {
+		opts.Partitions = append([]string{}, b.partitions...)
+	}
+	return opts, nil
+}

@@ -1,0 +1,131 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/run"
+
+	"github.com/spf13/cobra"
+)
+
+func (a *app) newPlanCmd() *cobra.Command {
+	var f dbFlags
+	var bf batchFlags
+	pj := projectFlags{jobs: 1}
+	cmd := &cobra.Command{
+		Use:   "plan JOB|DIR...",
+		Short: "Show what a run would decide and which key parts changed, writing nothing",
+		Long: `Show what idem run JOB would decide, writing nothing: plan runs the run's
+own guards (epoch, table owners, the target's integrity, batch identity,
+cursor, committed files, expected parent, released SQL) in a transaction
+it rolls back, on the database opened read-only. The decision is in the
+run's words (loaded, applied, skipped, already_committed, refused); a
+refused plan exits 3, as the run would, with --json too.
+
+Given several job files or a folder, plan prints each job's decision in the
+order a project run takes them (see idem run --help); a job whose upstream
+in the project would commit first would be rebuilt too.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if pj.isProject(args) {
+				p, err := a.loadProject(cmd, args, pj)
+				if err != nil {
+					return a.fail(f.jsonOut, err)
+				}
+				opts, err := bf.runOptions(cmd)
+				if err != nil {
+					return a.fail(f.jsonOut, err)
+				}
+				return a.runProject(cmd.Context(), p, 1, f.jsonOut, func(sub *app, j *job.Job, upstream map[string]string) (string, error) {
+					return sub.planJob(cmd, j, f, opts, upstream)
+				})
+			}
+			opts, err := bf.runOptions(cmd)
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			j, err := loadJob(args[0])
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			_, err = a.planJob(cmd, j, f, opts, nil)
+			return err
+		},
+	}
+	f.register(cmd)
+	pj.register(cmd, false)
+	bf.register(cmd, "batch id of an apply run",
+		"the batch covers source positions (from, to]",
+		"upper bound of the batch's source positions",
+		"the partitions a run of a job with [target] partition_by would replace (part of its key)")
+	return cmd
+}
+
+// printPlan prints a plan in the words of the run it announces.
+func (a *app) printPlan(plan *ops.Plan) {
+	what := "would be " + plan.Decision
+	switch {
+	case plan.Decision == job.DecisionAlreadyCommitted:
+		what = "already committed: a run would write nothing"
+	case plan.Decision == job.DecisionSkipped:
+		what = "would be skipped: nothing changed"
+		if plan.Reason != "" {
+			what = "would be skipped: " + plan.Reason
+		}
+	case plan.Decision == job.DecisionRefused:
+		what = "would be refused"
+	case plan.FirstLoad:
+		what += " (first load)"
+	case len(plan.Changed) > 0:
+		what += " [" + strings.Join(plan.Changed, ", ") + " changed]"
+	}
+	fmt.Fprintf(a.stdout, "%s: %s\n", plan.Job, what)
+	if plan.Reason != "" && plan.Decision != job.DecisionSkipped {
+		fmt.Fprintf(a.stdout, "  reason    %s\n", plan.Reason)
+	}
+	if len(plan.NewFiles) > 0 {
+		fmt.Fprintf(a.stdout, "  new files %s\n", strings.Join(plan.NewFiles, ", "))
+	}
+	if plan.BatchID != "" {
+		fmt.Fprintf(a.stdout, "  batch     %s\n", escapeCell(plan.BatchID))
+	}
+	fmt.Fprintf(a.stdout, "  snapshot  %d\n", plan.Snapshot)
+	if len(plan.Upstream) > 0 {
+		fmt.Fprintf(a.stdout, "  upstream  %s\n", upstreamText(plan.Upstream))
+	}
+	if plan.JobKey != "" {
+		fmt.Fprintf(a.stdout, "  job key   %s\n", plan.JobKey)
+	}
+}
+
+// planJob plans one loaded job and prints the plan. upstream holds the
+// decisions already planned for jobs of the project this one reads: a job
+// whose upstream would write is rebuilt after it, whatever the committed
+// state says now. It returns the plan's decision.
+func (a *app) planJob(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOptions, upstream map[string]string) (string, error) {
+	dbPath, err := f.dbPath(j)
+	if err != nil {
+		return "", a.fail(f.jsonOut, err)
+	}
+	plan, err := ops.PlanRun(cmd.Context(), dbPath, j, opts, f.openOptions(j))
+	if err != nil {
+		return "", a.fail(f.jsonOut, err)
+	}
+	plan.AfterUpstream(j, upstream)
+	if f.jsonOut {
+		if err := a.printJSON(plan); err != nil {
+			return "", err
+		}
+	} else {
+		a.printPlan(plan)
+	}
+	if plan.Refusal != nil {
+		// The run would be refused: the plan exits as the run would.
+		fmt.Fprintf(a.stderr, "idem: %v\n", plan.Refusal)
+		return plan.Decision, &codeError{code: plan.ExitCode}
+	}
+	return plan.Decision, nil
+}

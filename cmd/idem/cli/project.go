@@ -1,0 +1,192 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/project"
+	"github.com/idem-dev/idem/internal/projectrun"
+	"github.com/idem-dev/idem/internal/run"
+)
+
+// projectFlags are the flags of run and plan over a project.
+type projectFlags struct {
+	selects []string
+	jobs    int
+}
+
+func (p *projectFlags) register(cmd *cobra.Command, concurrency bool) {
+	cmd.Flags().StringArrayVar(&p.selects, "select", nil, "run only job `NAME`; NAME+ with everything downstream, +NAME with everything upstream; repeatable")
+	if concurrency {
+		cmd.Flags().IntVar(&p.jobs, "jobs", 1, "run jobs of different database files at once, at most `N` at a time")
+	}
+}
+
+// isProject says whether a run or plan is over a project: several paths,
+// a folder, or a --select. One job file runs as it always has.
+func (p *projectFlags) isProject(args []string) bool {
+	if len(args) != 1 || len(p.selects) > 0 {
+		return true
+	}
+	st, err := os.Stat(args[0])
+	return err == nil && st.IsDir()
+}
+
+// oneJobFlags are the flags of run and plan that name one batch of one
+// job; a project refuses them.
+var oneJobFlags = []string{"input", "batch-id", "from", "to", "epoch", "expect-parent"}
+
+// loadProject reads the job files args name and orders them.
+func (a *app) loadProject(cmd *cobra.Command, args []string, pf projectFlags) (*project.Project, error) {
+	for _, name := range oneJobFlags {
+		if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
+			return nil, &job.UsageError{Msg: fmt.Sprintf("--%s names one batch of one job: give one job file, not a project", name)}
+		}
+	}
+	files, err := project.Files(args)
+	if err != nil {
+		return nil, err
+	}
+	var jobs []*job.Job
+	for _, f := range files {
+		j, err := loadJob(f)
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, j)
+	}
+	p, err := project.New(jobs)
+	if err != nil {
+		return nil, err
+	}
+	return p.Select(pf.selects)
+}
+
+// jobOutput is what one job of a project printed.
+type jobOutput struct {
+	stdout, stderr bytes.Buffer
+}
+
+// runProject runs every job of p through projectrun.Run, each as `idem run
+// JOB` (or plan) would, in its own transaction, each job's databases kept
+// open across the jobs that use them (a.handles). With jobs 1 and no
+// --json each job prints as it runs; otherwise each job's output is kept
+// and printed in run order once all are done: with --json one array, an
+// object per job. The exit code is the worst met; a database that fails to
+// close at the end is an error too.
+func (a *app) runProject(ctx context.Context, p *project.Project, jobs int, jsonOut bool, one func(sub *app, j *job.Job, decided map[string]string) (string, error)) error {
+	out := make(map[*job.Job]*jobOutput, len(p.Jobs))
+	for _, j := range p.Jobs {
+		out[j] = &jobOutput{}
+	}
+	handles := projectrun.NewHandles()
+	direct := jobs == 1 && !jsonOut // print as each job runs
+	outcomes := projectrun.Run(ctx, p, jobs, func(_ context.Context, j *job.Job, upstream map[string]string) (string, error) {
+		o := out[j]
+		sub := &app{stdout: &o.stdout, stderr: &o.stderr, getenv: a.getenv, handles: handles}
+		if direct {
+			sub.stdout, sub.stderr = a.stdout, a.stderr
+		}
+		return one(sub, j, upstream)
+	}, func(j *job.Job, by []string) {
+		if direct {
+			a.printBlocked(j, by)
+		}
+	})
+	closeErr := handles.Close()
+
+	worst := 0
+	var objs []json.RawMessage
+	for _, oc := range outcomes {
+		j, o := oc.Job, out[oc.Job]
+		code := 0
+		if oc.Err != nil {
+			code = job.ExitFailure
+			var ce *codeError
+			if errors.As(oc.Err, &ce) {
+				code = ce.code
+			}
+		}
+		worst = max(worst, code)
+		if jsonOut {
+			objs = append(objs, projectObject(j, oc.BlockedBy, o, code))
+			io.Copy(a.stderr, &o.stderr)
+			continue
+		}
+		if !direct {
+			if len(oc.BlockedBy) > 0 {
+				a.printBlocked(j, oc.BlockedBy)
+			}
+			io.Copy(a.stdout, &o.stdout)
+			io.Copy(a.stderr, &o.stderr)
+		}
+	}
+	if jsonOut {
+		if objs == nil {
+			objs = []json.RawMessage{}
+		}
+		if err := a.printJSON(objs); err != nil {
+			return err
+		}
+	}
+	if closeErr != nil {
+		fmt.Fprintf(a.stderr, "idem: %v\n", closeErr)
+		worst = max(worst, job.ExitFailure)
+	}
+	if worst != 0 {
+		return &codeError{code: worst}
+	}
+	return nil
+}
+
+func (a *app) printBlocked(j *job.Job, by []string) {
+	fmt.Fprintf(a.stdout, "%s: blocked by %s (not run)\n", j.Name, strings.Join(by, ", "))
+}
+
+// projectObject is one job's object in a project's --json array: the
+// single run's object, an error object with the job and its decision
+// (failed or refused), or a blocked job.
+func projectObject(j *job.Job, blockedBy []string, o *jobOutput, code int) json.RawMessage {
+	if len(blockedBy) > 0 {
+		b, _ := json.Marshal(map[string]any{"job": j.Name, "decision": "blocked", "blocked_by": blockedBy})
+		return b
+	}
+	raw := bytes.TrimSpace(o.stdout.Bytes())
+	if code == 0 && json.Valid(raw) {
+		return raw
+	}
+	m := map[string]any{}
+	_ = json.Unmarshal(raw, &m)
+	m["job"] = j.Name
+	if _, ok := m["decision"]; !ok || m["decision"] == "" {
+		m["decision"] = "failed"
+		if code == job.ExitRefused {
+			m["decision"] = "refused"
+		}
+	}
+	if _, ok := m["exit_code"]; !ok {
+		m["exit_code"] = code
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// openDB opens the database at path, or in a project run reuses the handle
+// an earlier job of the same database opened with the same settings
+// (projectrun.Handles). done is called with the job's error; it returns the
+// error of closing the database, when it closed it.
+func (a *app) openDB(ctx context.Context, path string, opts run.OpenOptions) (*run.DB, func(error) error, error) {
+	// A writable open of an older database migrates it (IDEM_FAULT
+	// migrate_before_commit, migrate_after_commit).
+	opts.Fault = a.faultHook(path)
+	return a.handles.Open(ctx, path, opts)
+}

@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/idem-dev/idem/internal/run"
+)
+
+// printReplica adds the line of a read replica's publication to a writing
+// command's human output.
+func (a *app) printReplica(r *run.ReplicaInfo) {
+	if r == nil {
+		return
+	}
+	if r.Error != "" {
+		fmt.Fprintf(a.stdout, "  replica   not published: %s\n", r.Error)
+		fmt.Fprintf(a.stderr, "idem: warning: the commit stands but the read replica was not published (%s); the next command that opens the database publishes it\n", r.Error)
+		return
+	}
+	fmt.Fprintf(a.stdout, "  replica   %s (%s bytes, %s, %.3fs)\n", r.Path, thousands(r.Bytes), r.Method, r.Seconds)
+}
+
+// openReader opens the database at path read-only or, when a writer holds
+// it, its read replica if accept takes what the replica holds; stderr then
+// names the replica and its snapshots.
+func (a *app) openReader(ctx context.Context, path string, opts run.OpenOptions, accept func(*run.ReplicaNote) bool) (*run.DB, error) {
+	return run.OpenReader(ctx, path, opts, a.acceptReplica(accept))
+}
+
+// acceptReplica wraps accept (nil: never read a replica) so that stderr
+// names the replica it takes.
+func (a *app) acceptReplica(accept func(*run.ReplicaNote) bool) func(*run.ReplicaNote) bool {
+	if accept == nil {
+		return nil
+	}
+	return func(n *run.ReplicaNote) bool {
+		if !accept(n) {
+			return false
+		}
+		a.noteReplica(n)
+		return true
+	}
+}
+
+// noteReplica tells, on stderr, that a command reads a replica and what it
+// holds.
+func (a *app) noteReplica(n *run.ReplicaNote) {
+	held := make([]string, len(n.Snapshots))
+	for i, s := range n.Snapshots {
+		held[i] = fmt.Sprintf("%s snapshot %d", s.Job, s.Snapshot)
+	}
+	if len(held) == 0 {
+		held = []string{"no job"}
+	}
+	fmt.Fprintf(a.stderr, "idem: %s is held by a writer; reading its read replica %s (commit %d, published %s): %s\n",
+		n.Primary, n.Path, n.Commit, n.PublishedAt.UTC().Format("2006-01-02 15:04:05Z"), strings.Join(held, ", "))
+}

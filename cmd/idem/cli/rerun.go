@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/project"
+
+	"github.com/spf13/cobra"
+)
+
+func (a *app) newRerunCmd() *cobra.Command {
+	var f dbFlags
+	var pf progressFlags
+	var snapshot int64
+	var deep, fromStart bool
+	cmd := &cobra.Command{
+		Use:   "rerun JOB",
+		Short: "Rebuild a snapshot in a scratch database and prove it has the same bytes",
+		Long: `Rebuild snapshot S (default: the latest) in a scratch database from its
+retained inputs and the transform version, config and schema recorded for
+it (an apply job replays its whole chain of batches up to S, with the same
+batch ids and bounds), then compare the sha256 of the rebuilt target's
+canonical export with that of the pinned export of S. Exit 0 and
+"reproduced": true when they match; otherwise the difference and exit 1.
+Refused (exit 3) when the SQL of a recorded version has changed since.
+The job's database is only read.
+
+A job that reads upstream jobs is rebuilt from the upstreams' rows at the
+snapshots it pinned (their history); --deep also reruns each of those
+upstream snapshots from its own retained inputs, down the chain (upstream
+job files are looked for beside JOB), and exits 1 unless every one is
+reproduced.
+
+With [retention] checkpoint_every, an apply job's rebuild starts from the
+nearest checkpoint at or before S (an image of the job's state kept at every
+checkpoint_every-th snapshot): its files' sha256 are verified first (a
+changed or missing file is refused, exit 3, naming it), then only the
+snapshots after it are replayed. --from-start replays the whole chain
+instead (exit 1 when an input it needs is gone).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			j, db, err := f.openJob(cmd.Context(), args[0], true)
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			defer db.Close()
+			opts := ops.RerunOptions{Snapshot: snapshot, DuckDB: f.openOptions(j).DuckDB, Progress: a.progress(pf), Fault: a.faultHook(db.Path()), Deep: deep, FromStart: fromStart}
+			if deep {
+				opts.Upstream = upstreamFinder(j)
+			}
+			res, err := ops.Rerun(cmd.Context(), db, j, opts)
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			if f.jsonOut {
+				if err := a.printJSON(res); err != nil {
+					return err
+				}
+			} else {
+				verdict := "reproduced"
+				if !res.Reproduced {
+					verdict = "NOT reproduced"
+				}
+				from := ""
+				if res.FromCheckpoint > 0 {
+					from = fmt.Sprintf(" from checkpoint %d", res.FromCheckpoint)
+				}
+				fmt.Fprintf(a.stdout, "%s: snapshot %d %s (%d snapshot(s) replayed%s)\n", res.Job, res.Snapshot, verdict, res.Replayed, from)
+				fmt.Fprintf(a.stdout, "  sha256   %s\n", res.SHA256)
+				fmt.Fprintf(a.stdout, "  rebuilt  %s  %d rows\n", res.Rebuilt, res.Rows)
+				if res.Diff != nil {
+					a.printDiff(res.Diff)
+				}
+				a.printUpstreamReruns(res.Upstream, "  ")
+			}
+			if !res.AllReproduced() {
+				return &codeError{code: job.ExitFailure}
+			}
+			return nil
+		},
+	}
+	f.register(cmd)
+	pf.register(cmd)
+	cmd.Flags().Int64Var(&snapshot, "snapshot", 0, "the snapshot to rebuild (default: the latest)")
+	cmd.Flags().BoolVar(&fromStart, "from-start", false, "replay every snapshot from the first, not from the nearest checkpoint")
+	cmd.Flags().BoolVar(&deep, "deep", false, "also rerun each upstream snapshot it pinned from its own inputs, down the chain")
+	return cmd
+}
+
+// printUpstreamReruns prints the reruns of --deep, indented under the
+// snapshot that pinned them.
+func (a *app) printUpstreamReruns(ups []*ops.RerunResult, indent string) {
+	for _, u := range ups {
+		verdict := "reproduced"
+		if !u.Reproduced {
+			verdict = "NOT reproduced"
+		}
+		fmt.Fprintf(a.stdout, "%supstream %s: snapshot %d %s  %s\n", indent, u.Job, u.Snapshot, verdict, u.Rebuilt)
+		a.printUpstreamReruns(u.Upstream, indent+"  ")
+	}
+}
+
+// upstreamFinder finds an upstream job of j by name among the job files
+// beside j's (same database).
+func upstreamFinder(j *job.Job) func(string) (*job.Job, error) {
+	dir := filepath.Dir(j.File)
+	var beside []*job.Job // loaded once, on the first upstream looked for
+	loaded := false
+	return func(name string) (*job.Job, error) {
+		if !loaded {
+			loaded = true
+			// project.Files lists the regular *.toml files of the folder
+			// (a FIFO or a pipeline.toml is left out).
+			files, _ := project.Files([]string{dir})
+			for _, f := range files {
+				if uj, err := loadJob(f); err == nil {
+					beside = append(beside, uj)
+				}
+			}
+		}
+		for _, uj := range beside {
+			if uj.Name == name && absPath(uj.Database) == absPath(j.Database) {
+				return uj, nil
+			}
+		}
+		return nil, &job.UsageError{Msg: fmt.Sprintf("no job file for %s in %s (with database %s)", name, dir, j.Database)}
+	}
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}

@@ -1,0 +1,240 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/idem-dev/idem/internal/job"
+
+	"github.com/spf13/cobra"
+
+	"github.com/idem-dev/idem/internal/projectrun"
+	"github.com/idem-dev/idem/internal/run"
+	idemsql "github.com/idem-dev/idem/sql"
+)
+
+// version is set at build time with -ldflags "-X github.com/idem-dev/idem/cmd/idem/cli.version=...".
+var version = "dev"
+
+// app carries what every command needs: its writers and the environment.
+type app struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	// handles, in a project run, keeps each database open across the jobs
+	// that use it (see openDB); nil outside one.
+	handles *projectrun.Handles
+}
+
+// Main runs the idem CLI with args and returns the process exit code. Tests
+// call it in-process with their own writers.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return mainEnv(ctx, args, stdout, stderr, os.Getenv)
+}
+
+// CommandHasFlag reports whether the idem command that args name (for
+// example "run", "x.toml") has a flag called name; false when args name no
+// command. Test harnesses use it to add a flag only where it is accepted.
+func CommandHasFlag(args []string, name string) bool {
+	cmd, _, err := (&app{}).newRootCmd().Find(args)
+	return err == nil && cmd.Flags().Lookup(name) != nil
+}
+
+// mainEnv is Main reading the environment through getenv.
+func mainEnv(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	a := &app{stdout: stdout, stderr: stderr, getenv: getenv}
+	root := a.newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return job.ExitOK
+	}
+	var ce *codeError
+	if errors.As(err, &ce) {
+		return ce.code
+	}
+	if isCobraUsage(err) {
+		fmt.Fprintf(stderr, "idem: %v\n", err)
+		return job.ExitUsage
+	}
+	fmt.Fprintf(stderr, "idem: %v\n", err)
+	return job.ExitCode(err)
+}
+
+// codeError is an error already reported, carrying its exit code.
+type codeError struct{ code int }
+
+func (e *codeError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least", "requires exactly", "invalid argument", "flag needs an argument", "required flag"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *app) newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "idem",
+		Short: "Run versioned SQL pipelines on DuckDB so that re-running is always safe",
+		Long: `idem runs versioned SQL pipelines on an embedded DuckDB database.
+
+The same inputs give byte-identical output, a batch applies once however
+often it is retried, and the target holds exactly the snapshot its state
+row names, committed in the same transaction.
+
+Exit codes: 0 success (also skipped and already committed), 1 runtime
+failure (nothing committed), 2 usage or job-file error, 3 refused by a
+guard, 4 database held by another writer.`,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return a.checkFlags(cmd) },
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+	}
+	root.AddCommand(
+		a.newRunCmd(),
+		a.newPlanCmd(),
+		a.newQueryCmd(),
+		a.newLogCmd(),
+		a.newFenceCmd(),
+		a.newVersionCmd(),
+		a.newLintCmd(),
+		a.newInitCmd(),
+		a.newCompactCmd(),
+		a.newBackupCmd(),
+	)
+	a.addSnapshotCmds(root)
+	return root
+}
+
+// common flags shared by the commands that open a job's database.
+type dbFlags struct {
+	db          string
+	wait        time.Duration
+	memoryLimit string
+	threads     int
+	tempDir     string
+	jsonOut     bool
+}
+
+func (f *dbFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.db, "db", "", "database file (overrides the job file's database)")
+	cmd.Flags().DurationVar(&f.wait, "wait", 0, "wait this long for another writer to release the database (default: fail at once, exit 4)")
+	cmd.Flags().StringVar(&f.memoryLimit, "memory-limit", "", "DuckDB memory_limit, e.g. 2GB (overrides [duckdb] memory_limit)")
+	cmd.Flags().IntVar(&f.threads, "threads", 0, "DuckDB threads (overrides [duckdb] threads)")
+	cmd.Flags().StringVar(&f.tempDir, "temp-directory", "", "DuckDB temp_directory for spilling (overrides [duckdb] temp_directory)")
+	cmd.Flags().BoolVar(&f.jsonOut, "json", false, "print one JSON object on stdout")
+}
+
+// openOptions merges the job's [duckdb] settings with the flags.
+func (f *dbFlags) openOptions(j *job.Job) run.OpenOptions {
+	var s job.DuckDBSettings
+	if j != nil {
+		s = j.DuckDB
+	}
+	if f.memoryLimit != "" {
+		s.MemoryLimit = f.memoryLimit
+	}
+	if f.threads > 0 {
+		s.Threads = f.threads
+	}
+	if f.tempDir != "" {
+		s.TempDirectory = f.tempDir
+	}
+	return run.OpenOptions{DuckDB: s, Wait: f.wait}
+}
+
+// openJob loads the job file at path and opens its database, read-only when
+// asked. The caller closes the database.
+func (f *dbFlags) openJob(ctx context.Context, path string, readOnly bool) (*job.Job, *run.DB, error) {
+	j, err := loadJob(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	dbPath, err := f.dbPath(j)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := f.openOptions(j)
+	opts.ReadOnly = readOnly
+	db, err := run.Open(ctx, dbPath, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return j, db, nil
+}
+
+func (f *dbFlags) path(j *job.Job) string {
+	if f.db != "" {
+		return f.db
+	}
+	if j != nil {
+		return j.Database
+	}
+	return ""
+}
+
+// writerFlags are the guards every writing command takes: the snapshot the
+// writer prepared against and its writer epoch.
+type writerFlags struct {
+	parent, epoch int64
+}
+
+func (w *writerFlags) register(cmd *cobra.Command) {
+	cmd.Flags().Int64Var(&w.epoch, "epoch", 0, "refuse unless this is the job's current writer epoch (see idem fence)")
+	cmd.Flags().Int64Var(&w.parent, "expect-parent", 0, "refuse unless the job's latest snapshot is this one")
+}
+
+// guards returns the flags that were given, nil for the others.
+func (w *writerFlags) guards(cmd *cobra.Command) (parent, epoch *int64) {
+	if cmd.Flags().Changed("expect-parent") {
+		parent = &w.parent
+	}
+	if cmd.Flags().Changed("epoch") {
+		epoch = &w.epoch
+	}
+	return parent, epoch
+}
+
+// dbPath is the database a command opens: --db, read from the working
+// directory, or the job's database, read from the job file's folder. A job
+// database missing there but present where idem read job-file paths before
+// is an error (exit 2) rather than a new, empty database.
+func (f *dbFlags) dbPath(j *job.Job) (string, error) {
+	if f.db != "" || j == nil {
+		return f.path(j), nil
+	}
+	return j.Database, j.CheckDatabase()
+}
+
+func loadJob(path string) (*job.Job, error) {
+	return run.LoadJob(path, idemsql.FS)
+}
+
+// printJSON writes v as one JSON object and a newline.
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// fail reports err in the requested form and returns its exit code as an
+// error for Main.
+func (a *app) fail(jsonOut bool, err error) error {
+	code := job.ExitCode(err)
+	if jsonOut {
+		_ = a.printJSON(map[string]any{"error": err.Error(), "exit_code": code})
+	}
+	fmt.Fprintf(a.stderr, "idem: %v\n", err)
+	return &codeError{code: code}
+}
