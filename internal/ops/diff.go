@@ -43,6 +43,9 @@ type DiffResult struct {
 	AddedKeys   []string `json:"added_keys"`
 	RemovedKeys []string `json:"removed_keys"`
 	ChangedKeys []string `json:"changed_keys"`
+	// ChangedRows, when asked for (a rerun that does not reproduce), are
+	// the first changed rows in key order, column by column.
+	ChangedRows []RowDifference `json:"changed_rows,omitempty"`
 	// Partitions are, for a job with [target] partition_by, the partitions
 	// whose rows differ between the two snapshots, in the column's order.
 	Partitions []string `json:"partitions,omitempty"`
@@ -95,7 +98,7 @@ func Diff(ctx context.Context, d *run.DB, j *job.Job, opts DiffOptions) (*DiffRe
 		return nil, job.Usage("diff %s: snapshots %d and %d have different columns (%s / %s); diff compares snapshots of one schema", from.table, from.snapshot, to.snapshot,
 			strings.Join(from.columns, ", "), strings.Join(to.columns, ", "))
 	}
-	if err := compareRows(ctx, tx, from.query, to.query, from.columns, key, res); err != nil {
+	if err := compareRows(ctx, tx, from.query, to.query, from.columns, key, 0, res); err != nil {
 		return nil, err
 	}
 	if col := j.PartitionBy; col != "" && from.table == j.Table && slices.Contains(from.columns, col) {
@@ -126,6 +129,12 @@ func Diff(ctx context.Context, d *run.DB, j *job.Job, opts DiffOptions) (*DiffRe
 // extension unless format is given) by key: the first column unless key
 // names others. Values are compared as text.
 func DiffFiles(ctx context.Context, file1, file2, format string, key []string) (*DiffResult, error) {
+	return diffFiles(ctx, file1, file2, format, key, 0)
+}
+
+// diffFiles is DiffFiles that also details the first detail changed rows
+// column by column (ChangedRows).
+func diffFiles(ctx context.Context, file1, file2, format string, key []string, detail int) (*DiffResult, error) {
 	res := &DiffResult{From: DiffSide{Path: file1}, To: DiffSide{Path: file2}}
 	readers := make([]string, 2)
 	for i, p := range []string{file1, file2} {
@@ -207,7 +216,7 @@ func DiffFiles(ctx context.Context, file1, file2, format string, key []string) (
 			return nil, err
 		}
 	}
-	if err := compareRows(ctx, conn, "SELECT * FROM idem_diff_a", "SELECT * FROM idem_diff_b", cols[0], key, res); err != nil {
+	if err := compareRows(ctx, conn, "SELECT * FROM idem_diff_a", "SELECT * FROM idem_diff_b", cols[0], key, detail, res); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -327,20 +336,12 @@ func columnNames(ctx context.Context, q catalog.Querier, temp string) ([]string,
 }
 
 // compareRows fills the counts and first keys of res from two queries with
-// the same columns. When the key is every column (a log such as outcomes),
-// rows are compared as multisets: only added and removed.
-func compareRows(ctx context.Context, q catalog.Querier, from, to string, cols, key []string, res *DiffResult) error {
+// the same columns, and with detail above zero the first detail changed
+// rows column by column. When the key is every column (a log such as
+// outcomes), rows are compared as multisets: only added and removed.
+func compareRows(ctx context.Context, q catalog.Querier, from, to string, cols, key []string, detail int, res *DiffResult) error {
 	res.Key = key
-	var keyText string
-	if len(key) == 1 {
-		keyText = "CAST(" + job.QuoteIdent(key[0]) + " AS VARCHAR)"
-	} else {
-		parts := make([]string, len(key))
-		for i, k := range key {
-			parts[i] = "coalesce(CAST(" + job.QuoteIdent(k) + " AS VARCHAR), 'NULL')"
-		}
-		keyText = "concat_ws('|', " + strings.Join(parts, ", ") + ")"
-	}
+	keyText := keyTextOf(key, "")
 	order := " ORDER BY " + identList(key)
 	var added, removed, changed string
 	if len(key) == len(cols) {
@@ -395,5 +396,12 @@ func compareRows(ctx context.Context, q catalog.Querier, from, to string, cols, 
 		}
 	}
 	res.Identical = res.Added == 0 && res.Removed == 0 && res.Changed == 0
+	if detail > 0 && res.Changed > 0 && len(key) < len(cols) {
+		rows, err := changedRows(ctx, q, from, to, cols, key, detail)
+		if err != nil {
+			return err
+		}
+		res.ChangedRows = rows
+	}
 	return nil
 }

@@ -139,6 +139,11 @@ func Erase(ctx context.Context, d *run.DB, j *job.Job, opts EraseOptions) (*Eras
 	if err := d.WithdrawReplica(); err != nil {
 		return nil, errors.Join(err, ignoreDone(tx.Rollback()))
 	}
+	// So do the rows kept by reruns that did not reproduce (they are
+	// diagnostics, rebuilt by the next such rerun).
+	if err := removeRerunKept(d.Path(), j.Name); err != nil {
+		return nil, errors.Join(fmt.Errorf("erase: remove the rows kept by reruns: %w", err), ignoreDone(tx.Rollback()))
+	}
 	fault(run.FaultBeforeCommit)
 	if err := tx.Commit(); err != nil {
 		_, _ = source.Sweep(context.WithoutCancel(ctx), d.SQL(), d.Path())

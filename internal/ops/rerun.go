@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -53,6 +54,10 @@ type RerunResult struct {
 	// start.
 	FromCheckpoint int64       `json:"from_checkpoint"`
 	Diff           *DiffResult `json:"diff,omitempty"`
+	// RebuiltPath, when the rebuild did not reproduce the snapshot, is the
+	// file that keeps the rebuilt rows (canonical CSV, key order) beside
+	// the database: RerunKeptPath.
+	RebuiltPath string `json:"rebuilt_path,omitempty"`
 	// Upstream holds, with Deep, the reruns of the upstream snapshots the
 	// rebuilt snapshot pinned (each with its own upstreams).
 	Upstream []*RerunResult `json:"upstream,omitempty"`
@@ -169,14 +174,58 @@ func Rerun(ctx context.Context, d *run.DB, j *job.Job, opts RerunOptions) (*Reru
 	res.SHA256, res.Rebuilt, res.Rows = exp.SHA256, reb.SHA256, reb.Rows
 	res.Reproduced = exp.SHA256 == reb.SHA256
 	if !res.Reproduced {
-		diff, err := DiffFiles(ctx, want, got, job.FormatCSV, j.Pipeline.Key)
+		diff, err := diffFiles(ctx, want, got, job.FormatCSV, j.Pipeline.Key, RerunRowsShown)
 		if err != nil {
 			return nil, err
 		}
 		diff.From.Path, diff.To.Path = fmt.Sprintf("snapshot %d", s), "rebuilt"
 		res.Diff = diff
+		if res.RebuiltPath, err = keepRebuilt(d.Path(), j.Name, s, got); err != nil {
+			return nil, err
+		}
 	}
 	return res, nil
+}
+
+// RerunKeptDir is the folder beside the database at dbPath where a rerun
+// that does not reproduce keeps the rows it rebuilt; erase removes a job's
+// files from it (they may hold the subject).
+func RerunKeptDir(dbPath string) string { return dbPath + ".reruns" }
+
+// RerunKeptPath is the file that keeps the rows a rerun of snapshot s of job
+// rebuilt when they did not reproduce it.
+func RerunKeptPath(dbPath, jobName string, s int64) string {
+	return filepath.Join(RerunKeptDir(dbPath), fmt.Sprintf("%s-snapshot-%d-rebuilt.csv", jobName, s))
+}
+
+// keepRebuilt moves the rebuilt export out of the scratch folder (on the
+// same file system) to RerunKeptPath, replacing an earlier one.
+func keepRebuilt(dbPath, jobName string, s int64, rebuilt string) (string, error) {
+	path := RerunKeptPath(dbPath, jobName, s)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", fmt.Errorf("rerun: keep the rebuilt rows: %w", err)
+	}
+	if err := os.Rename(rebuilt, path); err != nil {
+		return "", fmt.Errorf("rerun: keep the rebuilt rows: %w", err)
+	}
+	return path, nil
+}
+
+// removeRerunKept removes the rows kept by reruns of job that did not
+// reproduce (RerunKeptPath), for an erasure. A job's name is letters,
+// digits and underscores, so the pattern matches no other job's files.
+func removeRerunKept(dbPath, jobName string) error {
+	files, err := filepath.Glob(filepath.Join(RerunKeptDir(dbPath), jobName+"-snapshot-*-rebuilt.csv"))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, f := range files {
+		if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // replayChainIn replays chain in the scratch database: each batch or load

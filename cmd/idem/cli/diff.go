@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
@@ -121,5 +122,31 @@ func (a *app) printDiff(res *ops.DiffResult) {
 	}
 	if len(res.Partitions) > 0 {
 		fmt.Fprintf(w, "  partitions %s\n", escapeCell(strings.Join(res.Partitions, ", ")))
+	}
+	a.printChangedRows(res)
+}
+
+// printChangedRows prints the changed rows a diff details, a line per
+// column: from -> to, and the difference when both are numbers.
+func (a *app) printChangedRows(res *ops.DiffResult) {
+	w := a.stdout
+	text := func(v *string) string {
+		if v == nil {
+			return "NULL"
+		}
+		return strconv.Quote(*v)
+	}
+	for _, r := range res.ChangedRows {
+		fmt.Fprintf(w, "  row %s\n", escapeCell(r.Key))
+		for _, c := range r.Columns {
+			line := fmt.Sprintf("    %-16s %s -> %s", c.Column, text(c.From), text(c.To))
+			if c.Delta != nil {
+				line += fmt.Sprintf("  (%+g)", *c.Delta)
+			}
+			fmt.Fprintln(w, escapeCell(line))
+		}
+	}
+	if n := int64(len(res.ChangedRows)); n > 0 && n < res.Changed {
+		fmt.Fprintf(w, "  (the first %d of %d changed rows)\n", n, res.Changed)
 	}
 }

@@ -24,7 +24,11 @@ retained inputs and the transform version, config and schema recorded for
 it (an apply job replays its whole chain of batches up to S, with the same
 batch ids and bounds), then compare the sha256 of the rebuilt target's
 canonical export with that of the pinned export of S. Exit 0 and
-"reproduced": true when they match; otherwise the difference and exit 1.
+"reproduced": true when they match; otherwise exit 1 with the difference:
+the keys added, removed and changed, the first changed rows column by
+column (the stored value, the rebuilt one and, for numbers, by how much),
+and the path of a file beside the database that keeps the rebuilt rows
+(<database>.reruns/<job>-snapshot-<S>-rebuilt.csv; idem erase removes it).
 Refused (exit 3) when the SQL of a recorded version has changed since.
 The job's database is only read.
 
@@ -73,6 +77,9 @@ instead (exit 1 when an input it needs is gone).`,
 				fmt.Fprintf(a.stdout, "  rebuilt  %s  %d rows\n", res.Rebuilt, res.Rows)
 				if res.Diff != nil {
 					a.printDiff(res.Diff)
+				}
+				if res.RebuiltPath != "" {
+					fmt.Fprintf(a.stdout, "  the rebuilt rows are kept in %s\n", res.RebuiltPath)
 				}
 				a.printUpstreamReruns(res.Upstream, "  ")
 			}

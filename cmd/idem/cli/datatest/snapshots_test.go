@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -217,6 +218,27 @@ func TestRerunDetectsDifferences(t *testing.T) {
 		require.False(t, r.Reproduced)
 		require.NotNil(t, r.Diff)
 		require.Equal(t, []string{"ord-47"}, r.Diff.ChangedKeys)
+		// Why: the column that differs, the stored and the rebuilt value,
+		// and the rebuilt rows kept beside the database.
+		require.Len(t, r.Diff.ChangedRows, 1)
+		require.Equal(t, "ord-47", r.Diff.ChangedRows[0].Key)
+		require.Len(t, r.Diff.ChangedRows[0].Columns, 1)
+		col := r.Diff.ChangedRows[0].Columns[0]
+		require.Equal(t, "amount_cents", col.Column)
+		require.Equal(t, "1", *col.From)
+		rebuilt, err := strconv.ParseFloat(*col.To, 64)
+		require.NoError(t, err)
+		require.Equal(t, rebuilt-1, *col.Delta)
+		require.Equal(t, e.DB+".reruns/orders-snapshot-2-rebuilt.csv", r.RebuiltPath)
+		kept, err := os.ReadFile(r.RebuiltPath)
+		require.NoError(t, err)
+		require.Contains(t, string(kept), "ord-47,")
+		human := e.Idem("rerun", e.Config("orders"), "--snapshot", "2")
+		require.Equal(t, job.ExitFailure, human.Code, human.Stderr)
+		require.Contains(t, human.Stdout, "orders: snapshot 2 NOT reproduced")
+		require.Contains(t, human.Stdout, "  row ord-47\n")
+		require.Regexp(t, `\n    amount_cents +"1" -> "`+*col.To+`"  \(\+`, human.Stdout)
+		require.Contains(t, human.Stdout, "the rebuilt rows are kept in "+r.RebuiltPath+"\n")
 	})
 	t.Run("edited transform", func(t *testing.T) {
 		t.Parallel()
