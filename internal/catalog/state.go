@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/idem-dev/idem/internal/job"
@@ -17,10 +18,32 @@ type State struct {
 	Key      string
 	Parts    job.Parts
 	HasParts bool
+	Pipeline string
 	Target   string
 	Snapshot int64
 	Cursor   int64
 	Epoch    int64
+}
+
+// CheckIdentity refuses a job file whose job the database holds, committed,
+// with another pipeline or another target table: two jobs of one name (two
+// projects sharing a database, say) would otherwise merge, the second
+// reloading over the first's table and history. A job keeps its pipeline
+// and target for its life; a new name, or a database of its own, makes a
+// new job.
+func (st State) CheckIdentity(j *job.Job) error {
+	if !st.Exists || st.Snapshot == 0 {
+		return nil
+	}
+	if (st.Pipeline == "" || st.Pipeline == j.Pipeline.Name) && (st.Target == "" || strings.EqualFold(st.Target, j.Table)) {
+		return nil
+	}
+	file := j.File
+	if file == "" {
+		file = "the job given"
+	}
+	return job.Refuse("identity", "job %s in this database is pipeline %s into table %s (snapshot %d), but %s is pipeline %s into table %s: two jobs share the name %s; nothing was changed. Give one of them another name, or its own database",
+		j.Name, st.Pipeline, st.Target, st.Snapshot, file, j.Pipeline.Name, j.Table, j.Name)
 }
 
 // CheckEpoch refuses a writer whose epoch (when it gave one) is not the
@@ -47,10 +70,10 @@ func (st State) CheckParent(parent *int64) error {
 
 func ReadState(ctx context.Context, q Querier, j string) (State, error) {
 	var st State
-	var key, parts, target sql.NullString
+	var key, parts, pipeline, target sql.NullString
 	err := q.QueryRowContext(ctx,
-		`SELECT job_key, parts, target, snapshot, cursor, epoch FROM idem.jobs WHERE job = ?`, j).
-		Scan(&key, &parts, &target, &st.Snapshot, &st.Cursor, &st.Epoch)
+		`SELECT job_key, parts, pipeline, target, snapshot, cursor, epoch FROM idem.jobs WHERE job = ?`, j).
+		Scan(&key, &parts, &pipeline, &target, &st.Snapshot, &st.Cursor, &st.Epoch)
 	if errors.Is(err, sql.ErrNoRows) {
 		return State{Epoch: 1}, nil
 	}
@@ -59,7 +82,7 @@ func ReadState(ctx context.Context, q Querier, j string) (State, error) {
 	}
 	st.Exists = true
 	st.Key = key.String
-	st.Target = target.String
+	st.Pipeline, st.Target = pipeline.String, target.String
 	if parts.Valid && parts.String != "" {
 		p, err := job.ParseParts(parts.String)
 		if err != nil {

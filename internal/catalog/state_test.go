@@ -32,7 +32,7 @@ func TestStateRow(t *testing.T) {
 	st, err = ReadState(ctx, db, "a")
 	require.NoError(t, err)
 	require.True(t, st.Exists && st.HasParts)
-	require.Equal(t, []any{"key2", "t", int64(3), int64(12), int64(1)}, []any{st.Key, st.Target, st.Snapshot, st.Cursor, st.Epoch})
+	require.Equal(t, []any{"key2", "p", "t", int64(3), int64(12), int64(1)}, []any{st.Key, st.Pipeline, st.Target, st.Snapshot, st.Cursor, st.Epoch})
 	require.Equal(t, parts.JSON(), st.PartsJSON())
 	require.Equal(t, []string{"1"}, rows(t, db, `SELECT count(*) FROM idem.jobs`), "WriteState replaces the row")
 
@@ -385,4 +385,40 @@ func TestInputsFilesErasures(t *testing.T) {
 	erased, err = ErasedIn(ctx, db, j, pinned)
 	require.NoError(t, err)
 	require.Equal(t, int64(3), erased)
+}
+
+// TestCheckIdentity: a job file is the job the database holds when its
+// pipeline and target are the recorded ones (the table's name without
+// case); another pipeline or target is refused, naming both; a job with
+// nothing committed, or a row without them (fenced only), has no identity
+// to keep.
+func TestCheckIdentity(t *testing.T) {
+	t.Parallel()
+	j := testJob("a", "t", "id")
+	j.File = "a.toml"
+	for _, tc := range []struct {
+		name string
+		st   State
+		want string
+	}{
+		{"never run", State{Epoch: 1}, ""},
+		{"fenced, nothing committed", State{Exists: true, Epoch: 2}, ""},
+		{"the same job", State{Exists: true, Snapshot: 3, Pipeline: "p", Target: "t"}, ""},
+		{"the target without case", State{Exists: true, Snapshot: 3, Pipeline: "p", Target: "T"}, ""},
+		{"another pipeline", State{Exists: true, Snapshot: 3, Pipeline: "q", Target: "t"},
+			"job a in this database is pipeline q into table t (snapshot 3), but a.toml is pipeline p into table t: two jobs share the name a; nothing was changed"},
+		{"another target", State{Exists: true, Snapshot: 3, Pipeline: "p", Target: "u"},
+			"job a in this database is pipeline p into table u (snapshot 3), but a.toml is pipeline p into table t"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := tc.st.CheckIdentity(j)
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, job.ErrRefused)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
 }
