@@ -176,6 +176,9 @@ func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, opts EraseO
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := st.CheckIdentity(j); err != nil {
+		return nil, nil, err
+	}
 	if !opts.Replay {
 		if err := st.CheckEpoch(j, opts.Epoch); err != nil {
 			return nil, nil, err

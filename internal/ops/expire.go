@@ -123,7 +123,7 @@ func Expire(ctx context.Context, d *run.DB, j *job.Job, opts ExpireOptions) (*Ex
 	if !opts.afterRun {
 		st, err := catalog.ReadState(ctx, tx, j.Name)
 		if err == nil {
-			err = st.CheckEpoch(j, opts.Epoch)
+			err = errors.Join(st.CheckIdentity(j), st.CheckEpoch(j, opts.Epoch))
 		}
 		if err != nil {
 			return nil, errors.Join(err, ignoreDone(tx.Rollback()))

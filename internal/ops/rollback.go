@@ -76,6 +76,9 @@ func rollbackTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, to int64
 	if err != nil {
 		return nil, err
 	}
+	if err := st.CheckIdentity(j); err != nil {
+		return nil, err
+	}
 	if to < 1 || to > st.Snapshot {
 		return nil, job.Usage("job %s has no snapshot %d to roll back to (latest is %d)", j.Name, to, st.Snapshot)
 	}

@@ -15,9 +15,9 @@ import (
 
 // TestJobIdentity: a second job file that names a job the database holds
 // (another project sharing the database) with another pipeline or another
-// target table is refused by run and plan, exit 3, naming both pipelines
-// and tables, with every table unchanged; the job of the database still
-// runs. A job file of the same pipeline and target is the same job.
+// target table is refused by run, plan, rollback, expire and erase, exit
+// 3, naming both pipelines and tables, with every table unchanged; the job
+// of the database still runs. A job file of the same pipeline and target is the same job.
 func TestJobIdentity(t *testing.T) {
 	t.Parallel()
 	sample := filepath.Join(clitest.RepoRoot(t), "fixtures", "sample", "occurrences-a.csv")
@@ -63,6 +63,19 @@ table = %q
 			require.NoError(t, json.Unmarshal([]byte(r.Stdout), &plan), r.Stdout)
 			require.Equal(t, job.DecisionRefused, plan.Decision)
 			require.Contains(t, plan.Reason, want)
+			require.Equal(t, before, clitest.CaptureState(t, j.DB))
+
+			// The other writers refuse it too (erase where the pipeline
+			// has the erase's key and position, as versioned_changes does).
+			writers := [][]string{{"rollback", other, "--to-snapshot", "1"}, {"expire", other, "--keep-snapshots", "1"}}
+			if tc.pipeline == "versioned_changes" {
+				writers = append(writers, []string{"erase", other, "--key", "entity-1"})
+			}
+			for _, args := range writers {
+				r = clitest.CallIdem(t, args...)
+				require.Equal(t, job.ExitRefused, r.Code, "%v: %s", args, r.Stdout+r.Stderr)
+				require.Contains(t, r.Stderr, want)
+			}
 			require.Equal(t, before, clitest.CaptureState(t, j.DB))
 
 			// The job the database holds goes on.
