@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
@@ -60,16 +61,17 @@ func replayUpstream(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job,
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	rows := map[string]string{}
+	rows, columns := map[string]string{}, map[string][]catalog.TargetColumn{}
 	for _, ref := range parts.Upstream {
 		out := filepath.Join(dir, ref.Job+".parquet")
-		if err := exportUpstream(ctx, d, ref, out); err != nil {
+		cols, err := exportUpstream(ctx, d, ref, out)
+		if err != nil {
 			return fmt.Errorf("rerun: snapshot %d of %s: %w", row.Snapshot, j.Name, err)
 		}
-		rows[ref.Job] = out
+		rows[ref.Job], columns[ref.Job] = out, cols
 	}
 	opts := run.RunOptions{Progress: ropts.Progress, Fault: ropts.Fault, Partitions: row.Inputs.Partitions,
-		Source: &source.Upstream{Job: j, Recorded: parts.Upstream, Rows: rows}}
+		Source: &source.Upstream{Job: j, Recorded: parts.Upstream, Rows: rows, Columns: columns}}
 	res, err := scratch.Run(ctx, j, opts)
 	if err != nil {
 		return fmt.Errorf("rerun: replay snapshot %d of %s: %w", row.Snapshot, j.Name, err)
@@ -85,26 +87,37 @@ func replayUpstream(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job,
 
 // exportUpstream writes the rows of upstream job ref.Job as committed at
 // ref.Snapshot (its history) to a Parquet file, after checking that the
-// snapshot is the one the downstream pinned (same job key).
-func exportUpstream(ctx context.Context, d *run.DB, ref job.UpstreamRef, out string) error {
+// snapshot is the one the downstream pinned (same job key), and returns
+// the snapshot's columns and types, which the replay casts the file's
+// columns back to. A type Parquet cannot hold exactly (HUGEINT, UHUGEINT:
+// DuckDB would write a DOUBLE) goes as its text.
+func exportUpstream(ctx context.Context, d *run.DB, ref job.UpstreamRef, out string) ([]catalog.TargetColumn, error) {
 	if err := catalog.CheckNotExpired(ctx, d.SQL(), ref.Job, ref.Snapshot); err != nil {
-		return fmt.Errorf("upstream %s: %w", ref.Job, err)
+		return nil, fmt.Errorf("upstream %s: %w", ref.Job, err)
 	}
 	up, err := catalog.ReadSnapshot(ctx, d.SQL(), ref.Job, ref.Snapshot)
 	if err != nil {
-		return fmt.Errorf("upstream %s: %w", ref.Job, err)
+		return nil, fmt.Errorf("upstream %s: %w", ref.Job, err)
 	}
 	if up.JobKey != ref.JobKey {
-		return fmt.Errorf("upstream %s snapshot %d has job key %s, but %s was pinned", ref.Job, ref.Snapshot, job.Short(up.JobKey), job.Short(ref.JobKey))
+		return nil, fmt.Errorf("upstream %s snapshot %d has job key %s, but %s was pinned", ref.Job, ref.Snapshot, job.Short(up.JobKey), job.Short(ref.JobKey))
 	}
 	q, err := catalog.PinnedSelect(ctx, d.SQL(), ref.Job, up.Columns, ref.Snapshot)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	list := make([]string, len(up.Columns))
+	for i, c := range up.Columns {
+		list[i] = job.QuoteIdent(c.Name)
+		if t := strings.ToUpper(c.Type); t == "HUGEINT" || t == "UHUGEINT" {
+			list[i] = "CAST(" + list[i] + " AS VARCHAR) AS " + list[i]
+		}
+	}
+	q = "SELECT " + strings.Join(list, ", ") + " FROM (" + q + ")"
 	if _, err := d.SQL().ExecContext(ctx, "COPY ("+q+") TO "+job.SQLString(out)+" (FORMAT parquet)"); err != nil {
-		return fmt.Errorf("read upstream %s at snapshot %d: %w", ref.Job, ref.Snapshot, catalog.TrimSQLError(err))
+		return nil, fmt.Errorf("read upstream %s at snapshot %d: %w", ref.Job, ref.Snapshot, catalog.TrimSQLError(err))
 	}
-	return nil
+	return up.Columns, nil
 }
 
 // rerunUpstreams reruns, for idem rerun --deep, each upstream snapshot row

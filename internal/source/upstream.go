@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
@@ -24,6 +25,10 @@ type Upstream struct {
 	// file it was exported to (a rerun: see ops.Rerun).
 	Recorded []job.UpstreamRef
 	Rows     map[string]string // upstream job → Parquet file of its pinned rows
+	// Columns, for Rows, are each upstream's columns and types at the
+	// pinned snapshot: the file's columns are cast back to them, so the
+	// replay reads the types the run read (Parquet has no HUGEINT, say).
+	Columns map[string][]catalog.TargetColumn
 
 	// Changes makes {{upstream:JOB}} hold only the rows that changed since
 	// the snapshot of JOB in Since (0 or absent: all rows), with a column
@@ -88,7 +93,15 @@ func (u *Upstream) pinRecorded(ctx context.Context, tx *sql.Tx) ([]job.UpstreamR
 		if !ok {
 			return nil, fmt.Errorf("no rows of upstream %s at snapshot %d", ref.Job, ref.Snapshot)
 		}
-		if err := relation(ctx, tx, ref.Job, "TABLE", "SELECT * FROM read_parquet("+job.SQLString(file)+")"); err != nil {
+		list := "*"
+		if cols := u.Columns[ref.Job]; len(cols) > 0 {
+			casts := make([]string, len(cols))
+			for i, c := range cols {
+				casts[i] = "CAST(" + job.QuoteIdent(c.Name) + " AS " + c.Type + ") AS " + job.QuoteIdent(c.Name)
+			}
+			list = strings.Join(casts, ", ")
+		}
+		if err := relation(ctx, tx, ref.Job, "TABLE", "SELECT "+list+" FROM read_parquet("+job.SQLString(file)+")"); err != nil {
 			return nil, err
 		}
 	}
