@@ -349,6 +349,10 @@ func jobAt(j *job.Job, row *catalog.SnapshotRow) (*job.Job, error) {
 	}
 	at.PartitionBy, _ = parts.Config["partition_by"].(string)
 	at.Input = job.InputSpec{Format: format}
+	// A job that read upstream jobs reads the ones it pinned.
+	for _, ref := range parts.Upstream {
+		at.Input.Upstream = append(at.Input.Upstream, ref.Job)
+	}
 	if e, ok := parts.Config["extra_columns"].(string); ok {
 		at.Input.ExtraColumns = e
 	}

@@ -61,17 +61,34 @@ func replayUpstream(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job,
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	// An apply job read the changes of its upstreams between the snapshots
+	// its batch names ("upstream:a:0-3,b:2-4"); any other, their rows.
+	changes := j.Pipeline.Mode == job.ModeApply
+	var ranges map[string]source.Range
+	if changes {
+		if ranges, err = batchRanges(row.BatchID); err != nil {
+			return fmt.Errorf("rerun: snapshot %d of %s: %w", row.Snapshot, j.Name, err)
+		}
+	}
 	rows, columns := map[string]string{}, map[string][]catalog.TargetColumn{}
 	for _, ref := range parts.Upstream {
 		out := filepath.Join(dir, ref.Job+".parquet")
-		cols, err := exportUpstream(ctx, d, ref, out)
+		from := int64(-1)
+		if changes {
+			r, ok := ranges[ref.Job]
+			if !ok || r.To != ref.Snapshot {
+				return fmt.Errorf("rerun: snapshot %d of %s: batch %s does not name the pinned snapshot %d of %s", row.Snapshot, j.Name, row.BatchID, ref.Snapshot, ref.Job)
+			}
+			from = r.From
+		}
+		cols, err := exportUpstream(ctx, d, ref, from, out)
 		if err != nil {
 			return fmt.Errorf("rerun: snapshot %d of %s: %w", row.Snapshot, j.Name, err)
 		}
 		rows[ref.Job], columns[ref.Job] = out, cols
 	}
 	opts := run.RunOptions{Progress: ropts.Progress, Fault: ropts.Fault, Partitions: row.Inputs.Partitions,
-		Source: &source.Upstream{Job: j, Recorded: parts.Upstream, Rows: rows, Columns: columns}}
+		Source: &source.Upstream{Job: j, Recorded: parts.Upstream, Rows: rows, Columns: columns, Changes: changes}}
 	res, err := scratch.Run(ctx, j, opts)
 	if err != nil {
 		return fmt.Errorf("rerun: replay snapshot %d of %s: %w", row.Snapshot, j.Name, err)
@@ -91,7 +108,11 @@ func replayUpstream(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job,
 // the snapshot's columns and types, which the replay casts the file's
 // columns back to. A type Parquet cannot hold exactly (HUGEINT, UHUGEINT:
 // DuckDB would write a DOUBLE) goes as its text.
-func exportUpstream(ctx context.Context, d *run.DB, ref job.UpstreamRef, out string) ([]catalog.TargetColumn, error) {
+//
+// With from at 0 or above it writes the upstream's changes after snapshot
+// from up to ref.Snapshot instead (catalog.ChangesSelect, with idem_op),
+// as an apply job over upstream changes read them.
+func exportUpstream(ctx context.Context, d *run.DB, ref job.UpstreamRef, from int64, out string) ([]catalog.TargetColumn, error) {
 	if err := catalog.CheckNotExpired(ctx, d.SQL(), ref.Job, ref.Snapshot); err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", ref.Job, err)
 	}
@@ -102,16 +123,24 @@ func exportUpstream(ctx context.Context, d *run.DB, ref job.UpstreamRef, out str
 	if up.JobKey != ref.JobKey {
 		return nil, fmt.Errorf("upstream %s snapshot %d has job key %s, but %s was pinned", ref.Job, ref.Snapshot, job.Short(up.JobKey), job.Short(ref.JobKey))
 	}
-	q, err := catalog.PinnedSelect(ctx, d.SQL(), ref.Job, up.Columns, ref.Snapshot)
+	var q string
+	if from < 0 {
+		q, err = catalog.PinnedSelect(ctx, d.SQL(), ref.Job, up.Columns, ref.Snapshot)
+	} else {
+		q, err = changesSelect(ctx, d, ref.Job, up, from, ref.Snapshot)
+	}
 	if err != nil {
 		return nil, err
 	}
-	list := make([]string, len(up.Columns))
+	list := make([]string, len(up.Columns), len(up.Columns)+1)
 	for i, c := range up.Columns {
 		list[i] = job.QuoteIdent(c.Name)
 		if t := strings.ToUpper(c.Type); t == "HUGEINT" || t == "UHUGEINT" {
 			list[i] = "CAST(" + list[i] + " AS VARCHAR) AS " + list[i]
 		}
+	}
+	if from >= 0 {
+		list = append(list, job.QuoteIdent(source.OpColumn))
 	}
 	q = "SELECT " + strings.Join(list, ", ") + " FROM (" + q + ")"
 	if _, err := d.SQL().ExecContext(ctx, "COPY ("+q+") TO "+job.SQLString(out)+" (FORMAT parquet)"); err != nil {
@@ -159,4 +188,35 @@ func (r *RerunResult) AllReproduced() bool {
 		}
 	}
 	return true
+}
+
+// changesSelect is the query of upstream name's changes after snapshot
+// from up to to, keyed as source.Upstream keys them live.
+func changesSelect(ctx context.Context, d *run.DB, name string, up *catalog.SnapshotRow, from, to int64) (string, error) {
+	if from > 0 {
+		if err := catalog.CheckNotExpired(ctx, d.SQL(), name, from); err != nil {
+			return "", fmt.Errorf("upstream %s: %w", name, err)
+		}
+	}
+	return catalog.ChangesSelect(ctx, d.SQL(), name, up.Columns, source.ChangesKey(up), from, to)
+}
+
+// batchRanges reads the ranges of upstream snapshots an apply batch over
+// upstream changes names ("upstream:a:0-3,b:2-4"), by job.
+func batchRanges(batchID string) (map[string]source.Range, error) {
+	list, ok := strings.CutPrefix(batchID, "upstream:")
+	if !ok {
+		return nil, fmt.Errorf("batch %q is not named by upstream snapshots", batchID)
+	}
+	out := map[string]source.Range{}
+	for _, item := range strings.Split(list, ",") {
+		var r source.Range
+		name, span, ok := strings.Cut(item, ":")
+		if _, err := fmt.Sscanf(span, "%d-%d", &r.From, &r.To); !ok || err != nil || name == "" {
+			return nil, fmt.Errorf("batch %q: %q is not JOB:FROM-TO", batchID, item)
+		}
+		r.Job = name
+		out[name] = r
+	}
+	return out, nil
 }

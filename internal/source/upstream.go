@@ -28,6 +28,8 @@ type Upstream struct {
 	// Columns, for Rows, are each upstream's columns and types at the
 	// pinned snapshot: the file's columns are cast back to them, so the
 	// replay reads the types the run read (Parquet has no HUGEINT, say).
+	// With Changes, each file holds the upstream's changes (with idem_op)
+	// after the snapshot the job's state pinned up to the recorded one.
 	Columns map[string][]catalog.TargetColumn
 
 	// Changes makes {{upstream:JOB}} hold only the rows that changed since
@@ -99,10 +101,19 @@ func (u *Upstream) pinRecorded(ctx context.Context, tx *sql.Tx) ([]job.UpstreamR
 			for i, c := range cols {
 				casts[i] = "CAST(" + job.QuoteIdent(c.Name) + " AS " + c.Type + ") AS " + job.QuoteIdent(c.Name)
 			}
-			list = strings.Join(casts, ", ")
+			list = "* REPLACE (" + strings.Join(casts, ", ") + ")"
 		}
 		if err := relation(ctx, tx, ref.Job, "TABLE", "SELECT "+list+" FROM read_parquet("+job.SQLString(file)+")"); err != nil {
 			return nil, err
+		}
+		if u.Changes {
+			// The file holds the changes after the snapshot the job's
+			// state pinned (Since), as the run recorded them.
+			u.ranges = append(u.ranges, Range{Job: ref.Job, From: u.Since[ref.Job], To: ref.Snapshot})
+			if u.columns == nil {
+				u.columns = map[string][]catalog.TargetColumn{}
+			}
+			u.columns[ref.Job] = u.Columns[ref.Job]
 		}
 	}
 	return u.Recorded, nil

@@ -52,11 +52,7 @@ func (u *Upstream) pinChanges(ctx context.Context, tx *sql.Tx, name string, to i
 	if err != nil {
 		return err
 	}
-	key := row.KeyColumns
-	if len(key) == 0 {
-		key = configKey(row)
-	}
-	changes, err := catalog.ChangesSelect(ctx, tx, name, row.Columns, key, from, to)
+	changes, err := catalog.ChangesSelect(ctx, tx, name, row.Columns, ChangesKey(row), from, to)
 	if err != nil {
 		return err
 	}
@@ -69,6 +65,16 @@ func (u *Upstream) pinChanges(ctx context.Context, tx *sql.Tx, name string, to i
 	}
 	u.columns[name] = row.Columns
 	return nil
+}
+
+// ChangesKey is the key the changes of an upstream at snapshot row are
+// read by: the key its snapshot recorded, or its job's [target] key (a
+// model's, in its config part).
+func ChangesKey(row *catalog.SnapshotRow) []string {
+	if len(row.KeyColumns) > 0 {
+		return row.KeyColumns
+	}
+	return configKey(row)
 }
 
 // configKey is the [target] key a snapshot's config part recorded (a

@@ -1,6 +1,7 @@
 package datatest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,7 +60,8 @@ order_by = "source_version"
 
 // TestUpstreamApplyCLI runs a chain whose last job applies only what
 // changed upstream: first all rows, then nothing (skipped), then one
-// update and one delete as one batch named by the upstream's snapshots.
+// update and one delete as one batch named by the upstream's snapshots;
+// every snapshot of it reruns.
 func TestUpstreamApplyCLI(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -98,6 +100,20 @@ func TestUpstreamApplyCLI(t *testing.T) {
 	require.Contains(t, out, "down: already_committed")
 	require.Contains(t, out, "  batch     upstream:src:1-2\n")
 	require.Equal(t, before, clitest.CaptureState(t, db))
+
+	// Every snapshot of down reruns, the rollback's included: the replay
+	// reads src's changes between the snapshots each batch names, from
+	// src's history; --deep reruns src's pinned snapshot too.
+	for s := 1; s <= 3; s++ {
+		code, out, errOut = clitest.InProcess(t, "rerun", down, "--snapshot", fmt.Sprint(s), "--json")
+		require.Equal(t, 0, code, out+errOut)
+		require.Contains(t, out, `"reproduced":true`, "snapshot %d", s)
+	}
+	code, out, errOut = clitest.InProcess(t, "rerun", down, "--deep")
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, "down: snapshot 3 reproduced")
+	require.Contains(t, out, "src: snapshot 1 reproduced")
+	require.Equal(t, before, clitest.CaptureState(t, db), "a rerun only reads the database")
 }
 
 // TestUpstreamApplyRefused: an apply run over upstream changes takes no
