@@ -176,9 +176,6 @@ func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, opts EraseO
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := st.CheckIdentity(j); err != nil {
-		return nil, nil, err
-	}
 	if !opts.Replay {
 		if err := st.CheckEpoch(j, opts.Epoch); err != nil {
 			return nil, nil, err
@@ -190,7 +187,11 @@ func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, opts EraseO
 	if st.Snapshot == 0 {
 		return nil, nil, job.Usage("job %s has no snapshot yet: nothing to erase", j.Name)
 	}
+	// Another job's table first, then this job's own pipeline and target.
 	if err := catalog.CheckOwners(ctx, tx, j, true); err != nil {
+		return nil, nil, err
+	}
+	if err := st.CheckIdentity(j); err != nil {
 		return nil, nil, err
 	}
 	res := &EraseResult{Job: j.Name, Key: opts.Key, Parent: st.Snapshot, Snapshot: st.Snapshot + 1,

@@ -76,9 +76,6 @@ func rollbackTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, to int64
 	if err != nil {
 		return nil, err
 	}
-	if err := st.CheckIdentity(j); err != nil {
-		return nil, err
-	}
 	if to < 1 || to > st.Snapshot {
 		return nil, job.Usage("job %s has no snapshot %d to roll back to (latest is %d)", j.Name, to, st.Snapshot)
 	}
@@ -90,7 +87,11 @@ func rollbackTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, to int64
 	if err := st.CheckParent(opts.ExpectParent); err != nil {
 		return nil, err
 	}
+	// Another job's table first, then this job's own pipeline and target.
 	if err := catalog.CheckOwners(ctx, tx, j, true); err != nil {
+		return nil, err
+	}
+	if err := st.CheckIdentity(j); err != nil {
 		return nil, err
 	}
 	if err := catalog.CheckNotExpired(ctx, tx, j.Name, to); err != nil {

@@ -13,8 +13,8 @@ import (
 )
 
 // decide runs the guards of a run inside tx and returns the run's result
-// so far: the job's state row and its identity (pipeline and target),
-// then epoch, table owners, the target's integrity, key equality (refresh: skipped) or batch identity (apply:
+// so far: the job's state row, then epoch, table owners, the job's
+// identity (pipeline and target), the target's integrity, key equality (refresh: skipped) or batch identity (apply:
 // already committed), cursor, the input mode's files or chunk, the expected
 // parent and the released SQL. done is true when the run has nothing to
 // write. A run decides with write; a plan decides the same way without it,
@@ -23,9 +23,6 @@ import (
 func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, opts RunOptions, write bool) (res *Result, st catalog.State, exists, done bool, err error) {
 	st, err = catalog.ReadState(ctx, tx, j.Name)
 	if err != nil {
-		return nil, st, false, false, err
-	}
-	if err := st.CheckIdentity(j); err != nil {
 		return nil, st, false, false, err
 	}
 	// A step reads only the job's own tables and its declared upstreams.
@@ -45,7 +42,11 @@ func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, op
 	if err := st.CheckEpoch(j, opts.Epoch); err != nil {
 		return nil, st, false, false, err
 	}
+	// Another job's table first, then this job's own pipeline and target.
 	if err := checkOwners(ctx, tx, j, write); err != nil {
+		return nil, st, false, false, err
+	}
+	if err := st.CheckIdentity(j); err != nil {
 		return nil, st, false, false, err
 	}
 	if err := checkTarget(ctx, tx, j, st); err != nil {
