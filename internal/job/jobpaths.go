@@ -31,7 +31,7 @@ func resolvePipeline(jobPath, ref string, builtins fs.FS, lenient bool) (*Pipeli
 		}
 		return nil, err
 	}
-	return loadPipeline(os.DirFS(dir), dir, lenient)
+	return loadPipeline(confinedFS{dir}, dir, lenient)
 }
 
 // allowedPipelineDir resolves a pipeline folder from the job file's folder

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -36,9 +37,12 @@ func modelSteps(path string, data []byte, p *Pipeline, jf *jobFile) ([]Step, err
 		return nil, bad("transform.sql", "%v", err)
 	}
 	file := filepath.Join(dir, fmt.Sprintf("v%d.sql", jf.TransformVersion))
-	text, err := os.ReadFile(file)
-	if err != nil {
+	text, err := readConfined(dir, fmt.Sprintf("v%d.sql", jf.TransformVersion))
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, bad("transform_version", "model folder %s has no v%d.sql (%s)", resolveJobPath(filepath.Dir(path), ref), jf.TransformVersion, modelVersions(dir))
+	}
+	if err != nil {
+		return nil, bad("transform.sql", "model folder %s: %v", resolveJobPath(filepath.Dir(path), ref), err)
 	}
 	model, err := modelText(string(text))
 	if err != nil {
@@ -66,9 +70,12 @@ func wrapModel(wrap []Step, model string) []Step {
 // the version it recorded.
 func (j *Job) ModelAt(v int) (*Job, error) {
 	file := filepath.Join(j.ModelDir, fmt.Sprintf("v%d.sql", v))
-	text, err := os.ReadFile(file)
-	if err != nil {
+	text, err := readConfined(j.ModelDir, fmt.Sprintf("v%d.sql", v))
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("model folder %s has no v%d.sql (%s)", j.ModelDir, v, modelVersions(j.ModelDir))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("model folder %s: %w", j.ModelDir, err)
 	}
 	model, err := modelText(string(text))
 	if err != nil {

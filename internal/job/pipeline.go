@@ -108,7 +108,11 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 	file := path.Join(origin, "pipeline.toml")
 	data, err := fs.ReadFile(fsys, "pipeline.toml")
 	if err != nil {
-		return nil, &JobFileError{File: file, Msg: "cannot read pipeline definition", Err: err}
+		msg := "cannot read pipeline definition"
+		if !errors.Is(err, fs.ErrNotExist) {
+			msg += ": " + err.Error()
+		}
+		return nil, &JobFileError{File: file, Msg: msg, Err: err}
 	}
 	if err := checkTOMLBounds(file, data); err != nil {
 		return nil, err

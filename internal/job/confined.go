@@ -1,0 +1,59 @@
+package job
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// confinedFS is the file system of a pipeline folder on disk: it opens a
+// file only when it resolves inside the folder, symbolic links followed
+// (os.Root), so that a link in the folder cannot make a job run SQL from
+// elsewhere, which its key would not name as the folder's. dir is the
+// folder with its own links resolved (allowedPipelineDir).
+type confinedFS struct{ dir string }
+
+// Open opens name, a slash-separated path inside the folder.
+func (c confinedFS) Open(name string) (fs.File, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
+	}
+	root, err := os.OpenRoot(c.dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	f, err := root.Open(filepath.FromSlash(name))
+	if err == nil {
+		return f, nil
+	}
+	// os.Root follows no absolute link: one that leads inside the folder
+	// is opened where it leads.
+	real, inside, e := resolve(c.dir, name)
+	if e != nil {
+		return nil, err
+	}
+	if !inside {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("a symbolic link to %s, outside folder %s: a job reads only the files inside its folders", real, c.dir)}
+	}
+	return os.Open(real)
+}
+
+// readConfined reads file name of folder dir, refusing one that resolves
+// outside it.
+func readConfined(dir, name string) ([]byte, error) {
+	return fs.ReadFile(confinedFS{dir}, name)
+}
+
+// resolve is where file name of dir leads, symbolic links followed, and
+// whether that is inside dir.
+func resolve(dir, name string) (string, bool, error) {
+	real, err := filepath.EvalSymlinks(filepath.Join(dir, filepath.FromSlash(name)))
+	if err != nil {
+		return "", false, err
+	}
+	rel, err := filepath.Rel(dir, real)
+	return real, err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)), nil
+}
