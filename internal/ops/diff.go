@@ -348,21 +348,12 @@ func compareRows(ctx context.Context, q catalog.Querier, from, to string, cols, 
 		added = "(" + to + ") EXCEPT ALL (" + from + ")"
 		removed = "(" + from + ") EXCEPT ALL (" + to + ")"
 	} else {
-		var on []string
-		for _, k := range key {
-			on = append(on, "a."+job.QuoteIdent(k)+" IS NOT DISTINCT FROM b."+job.QuoteIdent(k))
-		}
-		var differ []string
-		for _, c := range cols {
-			if !slices.Contains(key, c) {
-				differ = append(differ, "a."+job.QuoteIdent(c)+" IS DISTINCT FROM b."+job.QuoteIdent(c))
-			}
-		}
-		join := " ON " + strings.Join(on, " AND ")
+		on, differ := pairConditions(cols, key)
+		join := " ON " + on
 		added = "SELECT b.* FROM (" + to + ") AS b ANTI JOIN (" + from + ") AS a" + join
 		removed = "SELECT a.* FROM (" + from + ") AS a ANTI JOIN (" + to + ") AS b" + join
-		if len(differ) > 0 {
-			changed = "SELECT a.* FROM (" + from + ") AS a JOIN (" + to + ") AS b" + join + " WHERE " + strings.Join(differ, " OR ")
+		if differ != "" {
+			changed = "SELECT a.* FROM (" + from + ") AS a JOIN (" + to + ") AS b" + join + " WHERE " + differ
 		}
 	}
 	for _, part := range []struct {

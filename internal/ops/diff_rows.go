@@ -53,21 +53,33 @@ func keyTextOf(key []string, alias string) string {
 	return "concat_ws('|', " + strings.Join(parts, ", ") + ")"
 }
 
+// pairConditions are the conditions of a diff's join of sides a and b on
+// the key (NULL pairs with NULL) and of a pair that differs in another
+// column ("" when every column is the key).
+func pairConditions(cols, key []string) (on, differ string) {
+	var ons, differs []string
+	for _, k := range key {
+		ons = append(ons, "a."+job.QuoteIdent(k)+" IS NOT DISTINCT FROM b."+job.QuoteIdent(k))
+	}
+	for _, c := range cols {
+		if !slices.Contains(key, c) {
+			differs = append(differs, "a."+job.QuoteIdent(c)+" IS DISTINCT FROM b."+job.QuoteIdent(c))
+		}
+	}
+	return strings.Join(ons, " AND "), strings.Join(differs, " OR ")
+}
+
 // changedRows returns the first limit rows, in key order, whose key is in
 // both from and to with other values, each with the columns that differ.
 func changedRows(ctx context.Context, q catalog.Querier, from, to string, cols, key []string, limit int) ([]RowDifference, error) {
-	var on, differ, values []string
-	var other []string
-	for _, k := range key {
-		on = append(on, "a."+job.QuoteIdent(k)+" IS NOT DISTINCT FROM b."+job.QuoteIdent(k))
-	}
+	on, differ := pairConditions(cols, key)
+	var other, values []string
 	for _, c := range cols {
 		if slices.Contains(key, c) {
 			continue
 		}
 		qc := job.QuoteIdent(c)
 		other = append(other, c)
-		differ = append(differ, "a."+qc+" IS DISTINCT FROM b."+qc)
 		values = append(values, "CAST(a."+qc+" AS VARCHAR)", "CAST(b."+qc+" AS VARCHAR)")
 	}
 	order := make([]string, len(key))
@@ -75,7 +87,7 @@ func changedRows(ctx context.Context, q catalog.Querier, from, to string, cols, 
 		order[i] = "a." + job.QuoteIdent(k)
 	}
 	query := fmt.Sprintf("SELECT %s, %s FROM (%s) AS a JOIN (%s) AS b ON %s WHERE %s ORDER BY %s LIMIT %d",
-		keyTextOf(key, "a"), strings.Join(values, ", "), from, to, strings.Join(on, " AND "), strings.Join(differ, " OR "), strings.Join(order, ", "), limit)
+		keyTextOf(key, "a"), strings.Join(values, ", "), from, to, on, differ, strings.Join(order, ", "), limit)
 	rows, err := q.QueryContext(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("diff: %w", catalog.TrimSQLError(err))
