@@ -54,6 +54,12 @@ func resolve(dir, name string) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	rel, err := filepath.Rel(dir, real)
-	return real, err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)), nil
+	return real, within(dir, real), nil
+}
+
+// within says whether path lies in folder root (or is root); both have
+// their symbolic links resolved.
+func within(root, path string) bool {
+	rel, err := filepath.Rel(root, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
