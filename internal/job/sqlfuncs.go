@@ -1,5 +1,10 @@
 package job
 
+import (
+	"regexp"
+	"strings"
+)
+
 // Nondeterministic names functions whose result is not a function of their
 // arguments: the same input would give other rows.
 var Nondeterministic = map[string]bool{
@@ -16,3 +21,8 @@ var NondeterministicRefs = map[string]bool{
 	"current_timestamp": true, "current_date": true, "current_time": true,
 	"localtime": true, "localtimestamp": true,
 }
+
+var (
+	volatileCall = regexp.MustCompile(`(?i)\b(` + strings.Join(SortedKeys(Nondeterministic), "|") + `)\s*\(`)
+	volatileWord = regexp.MustCompile(`(?i)\b(` + strings.Join(SortedKeys(NondeterministicRefs), "|") + `)\b`)
+)

@@ -1,0 +1,363 @@
+package job
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// A job's SQL is sealed: a step reads only its declared relations (its
+// upstreams, its staged input, its own target and companions, and the
+// temporary relations idem and its steps make) and writes only its own
+// tables. This file holds the checks that need no database: the kind and
+// target of every statement (read from its leading keywords), and every
+// relation, table function and volatile function its queries name (read
+// from DuckDB's parse, json_serialize_sql). The run adds what needs the
+// database: names DuckDB binds (EXPLAIN) and the other tables' identity
+// after the steps (internal/run).
+
+// Violation is one construct of a job's SQL that idem refuses, with where
+// it is and how to fix it.
+type Violation struct {
+	File      string // the step or model file
+	Line      int
+	Construct string // what was refused, as written: read_csv(), COPY, idem.state
+	Volatile  bool   // a function that gives another value on every run
+	Message   string
+	Fix       string
+}
+
+func (v Violation) Error() string {
+	return fmt.Sprintf("%s line %d: %s: %s", v.File, v.Line, v.Message, v.Fix)
+}
+
+// Seal is what a job's SQL may read and write.
+type Seal struct {
+	// Own are the job's tables and views in the database's main schema:
+	// its target, its companions ({{table:_suffix}}) and its outcomes table.
+	Own map[string]bool
+	// Temp are the temporary relations idem makes for every run and those
+	// the job's steps create TEMP.
+	Temp map[string]bool
+	// Upstream are the relations {{upstream:NAME}} reads
+	// (idem_upstream_NAME).
+	Upstream map[string]bool
+	// Declared are names a common table expression may not take: they look
+	// like a declared upstream (its relation, or the upstream job's name).
+	// The job's own names are left to its pipeline, whose steps may well
+	// name a CTE like the job (a job named raw, a CTE raw).
+	Declared map[string]bool
+}
+
+// idemTemp are the temporary relations idem or the step contract makes
+// that a step may read and write.
+var idemTemp = []string{"input", "staged", "outcomes", "idem_erased", "idem_touched", "decisions", "candidates"}
+
+// Seal returns what the job's SQL may read and write.
+func (j *Job) Seal() *Seal {
+	s := &Seal{Own: map[string]bool{strings.ToLower(j.Table): true}, Temp: map[string]bool{},
+		Upstream: map[string]bool{}, Declared: map[string]bool{}}
+	if t := j.Pipeline.OutcomesTable; t != "" {
+		s.Own[strings.ToLower(j.Table+t)] = true
+	}
+	for _, n := range idemTemp {
+		s.Temp[n] = true
+	}
+	for _, text := range j.sealTexts() {
+		for _, m := range Companion.FindAllStringSubmatch(text, -1) {
+			s.Own[strings.ToLower(j.Table+m[1])] = true
+		}
+		for _, n := range createdRelations(j.Expand(text), true) {
+			s.Temp[n] = true
+		}
+	}
+	for _, u := range j.Input.Upstream {
+		s.Upstream[strings.ToLower(UpstreamRelation(u))] = true
+		s.Declared[strings.ToLower(u)] = true
+	}
+	for n := range s.Upstream {
+		s.Declared[n] = true
+	}
+	return s
+}
+
+// sealTexts are the job's SQL texts: its schema file and its steps.
+func (j *Job) sealTexts() []string {
+	texts := []string{j.DDL}
+	for _, st := range j.Steps {
+		texts = append(texts, st.SQL)
+	}
+	return texts
+}
+
+// SealedText is one SQL text of a job to check, with the file it names.
+type SealedText struct {
+	File string
+	SQL  string // expanded (placeholders replaced)
+	// Model is where the model's SELECT lies in SQL (a model job's step),
+	// and ModelFile its file, so that findings there name that file.
+	Model     Span
+	ModelFile string
+}
+
+// SealedTexts are the job's SQL texts as the run executes them: the schema
+// file and each step, expanded.
+func (j *Job) SealedTexts() []SealedText {
+	var out []SealedText
+	if strings.TrimSpace(j.DDL) != "" && !j.IsModel() {
+		out = append(out, SealedText{File: "schema v" + fmt.Sprint(j.SchemaVersion), SQL: j.Expand(j.DDL)})
+	}
+	for _, st := range j.Steps {
+		t := SealedText{File: st.Name, SQL: j.Expand(st.SQL)}
+		if j.ModelSQL != "" {
+			model := j.Expand(j.ModelSQL)
+			if i := strings.Index(t.SQL, model); i >= 0 {
+				t.Model, t.ModelFile = Span{i, i + len(model)}, j.modelFileShown()
+			}
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// where names the file and line of offset off in t.
+func (t SealedText) where(off int) (string, int) {
+	if t.ModelFile != "" && off >= t.Model.Start && off < t.Model.End {
+		return t.ModelFile, 1 + strings.Count(t.SQL[t.Model.Start:off], "\n")
+	}
+	return t.File, 1 + strings.Count(t.SQL[:min(off, len(t.SQL))], "\n")
+}
+
+// NameAt is a relation a query reads by a plain name that is none of the
+// job's: the run looks it up in the database.
+type NameAt struct {
+	Name      string
+	Written   string // as written: [catalog.][schema.]name
+	File      string
+	Line      int
+	Statement int // index of the statement in its text
+}
+
+// Check checks one text: every statement's kind and write target, its
+// volatile functions, and the relations and table functions its queries
+// read. It returns the violations and the plain names it could not judge
+// without the database (see NameAt).
+func (s *Seal) Check(t SealedText, parse ParseFunc) ([]Violation, []NameAt, error) {
+	masked := MaskSQL(t.SQL)
+	var out []Violation
+	var unknown []NameAt
+	temp := maps(s.Temp)
+	for i, sp := range SplitStatements(masked) {
+		text, mtext := t.SQL[sp.Start:sp.End], masked[sp.Start:sp.End]
+		at := func(off int) (string, int) { return t.where(sp.Start + off) }
+		st := ClassifyStatement(text, mtext)
+		if v, ok := s.checkWrite(st, temp); !ok {
+			v.File, v.Line = at(st.At)
+			out = append(out, v)
+		}
+		if st.Kind == StmtCreate && st.Temp && len(st.Target) > 0 {
+			temp[strings.ToLower(st.Target[len(st.Target)-1])] = true
+		}
+		out = append(out, volatileCalls(mtext, at)...)
+		queries, err := StatementQueries(text, mtext, parse)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, q := range queries {
+			vs, names := s.checkQuery(q.Node, temp)
+			for _, v := range vs {
+				v.File, v.Line = at(q.Start + v.Line)
+				out = append(out, v)
+			}
+			for _, n := range names {
+				file, line := at(q.Start + n.Line)
+				unknown = append(unknown, NameAt{Name: n.Name, Written: n.Written, File: file, Line: line, Statement: i})
+			}
+		}
+	}
+	return out, unknown, nil
+}
+
+func maps(m map[string]bool) map[string]bool {
+	out := make(map[string]bool, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// volatileCalls finds the functions of a statement (masked) that give
+// another value on every run.
+func volatileCalls(mtext string, at func(int) (string, int)) []Violation {
+	var out []Violation
+	for _, m := range volatileCall.FindAllStringSubmatchIndex(mtext, -1) {
+		name := strings.ToLower(mtext[m[2]:m[3]])
+		out = append(out, volatile(name+"()", m[0], at))
+	}
+	for _, m := range volatileWord.FindAllStringSubmatchIndex(mtext, -1) {
+		if strings.HasPrefix(strings.TrimLeft(mtext[m[1]:], " \t\r\n"), "(") {
+			continue // a call, above
+		}
+		out = append(out, volatile(strings.ToLower(mtext[m[2]:m[3]]), m[0], at))
+	}
+	return out
+}
+
+func volatile(construct string, off int, at func(int) (string, int)) Violation {
+	file, line := at(off)
+	return Violation{File: file, Line: line, Construct: construct, Volatile: true,
+		Message: construct + " gives another value on every run: the same inputs would not give the same bytes",
+		Fix:     "derive the value from the input, or bind it as a param (part of the job key)"}
+}
+
+// readTableFunctions are the table functions a step may call: each makes
+// rows from its arguments alone.
+var readTableFunctions = map[string]bool{
+	"range": true, "generate_series": true, "unnest": true, "json_each": true, "json_tree": true,
+	"generate_subscripts": true,
+}
+
+// outsideFunctions are scalar functions that read outside the job's
+// inputs.
+var outsideFunctions = map[string]string{
+	"getenv":          "reads the environment of the process",
+	"current_setting": "reads a setting of the database, which idem may set per run",
+}
+
+type nameLoc struct {
+	Name    string
+	Written string
+	Line    int // offset in the query, until Check makes it a line
+}
+
+// checkQuery walks one parsed query: relations by name (CTEs in scope
+// resolve first, as DuckDB binds them), table functions, scalar functions
+// that read outside the job, and samples without a seed. temp are the
+// temporary relations made so far. Violation.Line holds an offset in the
+// query.
+func (s *Seal) checkQuery(node map[string]any, temp map[string]bool) ([]Violation, []nameLoc) {
+	var out []Violation
+	var unknown []nameLoc
+	refuse := func(m map[string]any, construct, msg, fix string) {
+		out = append(out, Violation{Line: location(m), Construct: construct, Message: msg, Fix: fix})
+	}
+	var walk func(v any, scope []string)
+	walk = func(v any, scope []string) {
+		switch x := v.(type) {
+		case []any:
+			for _, e := range x {
+				walk(e, scope)
+			}
+			return
+		case map[string]any:
+			if cm, ok := x["cte_map"].(map[string]any); ok {
+				entries, _ := cm["map"].([]any)
+				for _, e := range entries {
+					em, _ := e.(map[string]any)
+					name, _ := em["key"].(string)
+					if name == "" {
+						continue
+					}
+					if s.Declared[strings.ToLower(name)] {
+						refuse(x, "WITH "+name, fmt.Sprintf("common table expression %s has the name of a relation the job reads, so the query reads something other than what it names", name),
+							"give the CTE a name of its own")
+					}
+					scope = append(slices.Clip(scope), strings.ToLower(name))
+				}
+			}
+			s.checkNode(x, scope, temp, refuse, &unknown)
+			for _, k := range SortedKeys(x) {
+				walk(x[k], scope)
+			}
+		}
+	}
+	walk(node, nil)
+	return out, unknown
+}
+
+func location(m map[string]any) int {
+	loc, _ := m["query_location"].(float64)
+	if loc < 0 || loc > 1<<40 {
+		return 0
+	}
+	return int(loc)
+}
+
+// checkNode checks one node of a parsed query.
+func (s *Seal) checkNode(x map[string]any, scope []string, temp map[string]bool,
+	refuse func(m map[string]any, construct, msg, fix string), unknown *[]nameLoc) {
+	const declare = "declare the job it belongs to in [input] upstream and read it as {{upstream:NAME}}"
+	switch {
+	case x["type"] == "BASE_TABLE":
+		cat, _ := x["catalog_name"].(string)
+		sch, _ := x["schema_name"].(string)
+		name, _ := x["table_name"].(string)
+		written := strings.Join(slices.DeleteFunc([]string{cat, sch, name}, func(p string) bool { return p == "" }), ".")
+		lower := strings.ToLower(name)
+		switch {
+		case cat == "" && sch == "" && slices.Contains(scope, lower):
+			// a common table expression in scope
+		case strings.ContainsAny(name, "./\\:*?"):
+			refuse(x, "'"+name+"'", fmt.Sprintf("FROM '%s' reads a file outside the job's declared inputs", name),
+				"read the file as the [input] of a job, and that job as {{upstream:NAME}}")
+		case strings.EqualFold(cat, "temp") || (cat == "" && strings.EqualFold(sch, "temp")):
+			// a temporary relation of this run
+		case (cat != "" && !strings.EqualFold(cat, StoreCatalog)) || (sch != "" && !strings.EqualFold(sch, "main")):
+			refuse(x, written, fmt.Sprintf("reads %s, outside the job's declared relations", written), declare)
+		case s.Own[lower] || s.Upstream[lower] || (cat == "" && sch == "" && temp[lower]):
+		default:
+			*unknown = append(*unknown, nameLoc{Name: name, Written: written, Line: location(x)})
+		}
+	case x["type"] == "TABLE_FUNCTION":
+		f, _ := x["function"].(map[string]any)
+		name, _ := f["function_name"].(string)
+		lower := strings.ToLower(name)
+		if readTableFunctions[lower] {
+			return
+		}
+		msg := fmt.Sprintf("%s() reads outside the job's declared relations", lower)
+		fix := "read files as the [input] of a job, and other jobs' rows as {{upstream:NAME}}"
+		switch {
+		case lower == "query" || lower == "query_table":
+			msg = fmt.Sprintf("%s() reads a relation whose name is built at run time, so idem cannot tell which", lower)
+			fix = "name the relation in the query: {{upstream:NAME}}, or the job's own tables"
+		case strings.HasPrefix(lower, "read_") || strings.Contains(lower, "scan") || lower == "glob" || lower == "sniff_csv":
+			msg = fmt.Sprintf("%s() reads files outside the job's declared inputs", lower)
+		case strings.HasPrefix(lower, "duckdb_") || strings.HasPrefix(lower, "pragma_"):
+			msg = fmt.Sprintf("%s() reads the database's catalog, which holds other jobs' tables", lower)
+		}
+		refuse(x, lower+"()", msg, fix)
+	case x["class"] == "FUNCTION":
+		name, _ := x["function_name"].(string)
+		lower := strings.ToLower(name)
+		if why, ok := outsideFunctions[lower]; ok {
+			refuse(x, lower+"()", lower+"() "+why+": the same inputs could give other bytes", "bind the value as a param (part of the job key)")
+		}
+		cat, _ := x["catalog"].(string)
+		sch, _ := x["schema"].(string)
+		if cat != "" || (sch != "" && !strings.EqualFold(sch, "main") && !strings.EqualFold(sch, "temp")) {
+			written := strings.Join(slices.DeleteFunc([]string{cat, sch, name}, func(p string) bool { return p == "" }), ".")
+			refuse(x, written+"()", fmt.Sprintf("%s() calls a function of another schema", written), "call functions by their plain name")
+		}
+	}
+	if sm, ok := x["sample"].(map[string]any); ok {
+		if seed, _ := sm["seed"].(float64); seed < 0 {
+			refuse(x, "USING SAMPLE", "a sample without a seed keeps other rows on every run", "give the sample a seed: USING SAMPLE 10% (bernoulli, 42)")
+		}
+	}
+}
+
+// StoreCatalog is the name idem attaches the database file under.
+const StoreCatalog = "idem_store"
+
+// modelFileShown is the model's file as messages name it: relative to the
+// job file's folder when it lies below it.
+func (j *Job) modelFileShown() string {
+	if j.File != "" {
+		if rel, err := filepath.Rel(filepath.Dir(j.File), j.ModelFile); err == nil && !strings.HasPrefix(rel, "..") {
+			return filepath.ToSlash(rel)
+		}
+	}
+	return j.ModelFile
+}
