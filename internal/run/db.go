@@ -265,7 +265,7 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 // storeCatalog is the name the database file is attached under. A file's
 // default catalog name is its base name, so a file named idem.duckdb would
 // make the schema name idem ambiguous; a fixed alias avoids that.
-const storeCatalog = "idem_store"
+const storeCatalog = job.StoreCatalog
 
 // openFile opens an in-memory DuckDB with the given settings and attaches
 // the file as storeCatalog, the default catalog of every connection.

@@ -26,7 +26,7 @@ func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, op
 		return nil, st, false, false, err
 	}
 	// A step reads only the job's own tables and its declared upstreams.
-	if err := checkReads(ctx, tx, j); err != nil {
+	if err := checkSealed(ctx, tx, j); err != nil {
 		return nil, st, false, false, err
 	}
 	// Upstream inputs are pinned first: they complete the job key.

@@ -82,6 +82,17 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 	if err := r.keepPartitions(ctx); err != nil { // partitions.go
 		return false, err
 	}
+	// The steps are sealed (sealrun.go): one thread, binder-checked scans,
+	// and the tables the job does not own the same after them.
+	sealed, err := newSealedRun(ctx, tx, j)
+	if err != nil {
+		return false, err
+	}
+	restore, err := singleThread(ctx, r.d.sql, tx)
+	if err != nil {
+		return false, err
+	}
+	defer restore()
 	rebuild := !r.exists || !st.HasParts || st.Parts.Schema != r.p.parts.Schema || st.Target != j.Table
 	if rebuild {
 		if err := r.d.buildTarget(ctx, tx, j, r.exists && st.Target == j.Table); err != nil {
@@ -90,10 +101,13 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 	}
 	for i, step := range j.Steps {
 		done := r.opts.Progress.Start(strings.TrimSuffix(step.Name, ".sql"))
-		_, err := tx.ExecContext(ctx, j.Expand(step.SQL))
+		err := sealed.exec(ctx, tx, step)
 		done()
-		if err != nil {
-			return false, stepError(j, step, err, r.p)
+		var failed *stepFailure
+		if errors.As(err, &failed) {
+			return false, stepError(j, step, failed.err, r.p)
+		} else if err != nil {
+			return false, err
 		}
 		if i == 0 {
 			// Quality rules tag staged rows after the stage step (rules.go).
@@ -102,6 +116,9 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 			}
 		}
 		fault(r.opts, FaultAfterStep+step.Name)
+	}
+	if err := sealed.verify(ctx, tx); err != nil {
+		return false, err
 	}
 	// A model's key names one row: no duplicate, no NULL.
 	if err := checkModelKey(ctx, tx, j); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
@@ -32,35 +33,57 @@ func ParseQuery(ctx context.Context, q catalog.Querier, query string) (node map[
 	return parsed.Statements[0].Node, true, nil
 }
 
-// checkReads refuses (a *job.UsageError, exit 2) a job whose steps (a
-// model's included) read a table or view of the database's main schema
-// that is neither the job's own (job.OwnRelations) nor read through
-// {{upstream:NAME}}: its rows would be outside the job key, so a change to
-// them would leave the job skipped over stale rows. Names that the
-// database does not hold are left to the steps to fail on.
-func checkReads(ctx context.Context, q catalog.Querier, j *job.Job) error {
-	own := j.OwnRelations()
+// SealViolations checks every SQL text of the job (job.Seal): what each
+// statement writes, the volatile functions, relations and table functions
+// it reads. A plain name that is none of the job's is looked up in the
+// database: a table or view of its main schema is another job's, so
+// reading it is a violation; a name the database does not hold is left to
+// the step to fail on (and to the binder check before each statement).
+func SealViolations(ctx context.Context, q catalog.Querier, j *job.Job) ([]job.Violation, error) {
+	seal := j.Seal()
 	parse := func(text string) (map[string]any, bool, error) { return ParseQuery(ctx, q, text) }
-	for _, s := range j.Steps {
-		queries, err := job.TextQueries(j.Expand(s.SQL), parse)
+	var out []job.Violation
+	for _, t := range j.SealedTexts() {
+		vs, unknown, err := seal.Check(t, parse)
 		if err != nil {
-			return fmt.Errorf("step %s: %w", s.Name, err)
+			return nil, fmt.Errorf("%s: %w", t.File, err)
 		}
-		for _, pq := range queries {
-			for _, t := range job.ForeignReads(job.TableReads(pq.Node), own) {
-				var n int
-				if err := q.QueryRowContext(ctx, `SELECT count(*) FROM (
-					SELECT table_name AS name FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main'
-					UNION ALL
-					SELECT view_name FROM duckdb_views() WHERE database_name = current_database() AND schema_name = 'main' AND NOT internal
-				) WHERE lower(name) = lower(?)`, t).Scan(&n); err != nil {
-					return fmt.Errorf("look up table %s: %w", t, err)
-				}
-				if n > 0 {
-					return job.Usage("step %s reads table %s of the database, which is not a declared upstream: declare it in [input] upstream and read it as {{upstream:%s}}", s.Name, t, t)
-				}
+		out = append(out, vs...)
+		for _, n := range unknown {
+			var found int
+			if err := q.QueryRowContext(ctx, `SELECT count(*) FROM (
+				SELECT table_name AS name FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main'
+				UNION ALL
+				SELECT view_name FROM duckdb_views() WHERE database_name = current_database() AND schema_name = 'main' AND NOT internal
+			) WHERE lower(name) = lower(?)`, n.Name).Scan(&found); err != nil {
+				return nil, fmt.Errorf("look up table %s: %w", n.Name, err)
+			}
+			if found > 0 {
+				out = append(out, job.Violation{File: n.File, Line: n.Line, Construct: n.Written,
+					Message: fmt.Sprintf("reads table %s of the database, which is not a declared upstream", n.Written),
+					Fix:     fmt.Sprintf("declare it in [input] upstream and read it as {{upstream:%s}}", n.Name)})
 			}
 		}
 	}
-	return nil
+	return out, nil
+}
+
+// checkSealed refuses (a *job.UsageError, exit 2) a job whose SQL reads or
+// writes outside its declared relations, or calls a volatile function
+// (SealViolations), naming every construct refused.
+func checkSealed(ctx context.Context, q catalog.Querier, j *job.Job) error {
+	vs, err := SealViolations(ctx, q, j)
+	if err != nil || len(vs) == 0 {
+		return err
+	}
+	return sealError(j, vs)
+}
+
+func sealError(j *job.Job, vs []job.Violation) error {
+	lines := make([]string, 0, len(vs))
+	for _, v := range vs {
+		lines = append(lines, v.Error())
+	}
+	return job.Usage("job %s: its SQL reaches outside its declared inputs and tables, or gives other bytes on every run; refused:\n  %s",
+		j.Name, strings.Join(lines, "\n  "))
 }

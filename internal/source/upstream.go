@@ -59,8 +59,8 @@ func (u *Upstream) Stage(ctx context.Context, tx *sql.Tx, _ *Resolved) (*Staged,
 }
 
 // Pin reads, inside tx, each upstream's state row and returns the refs of
-// the key's input part, by job name; and makes temp view
-// idem_upstream_<JOB> read that job's target. An upstream that has never
+// the key's input part, by job name; and makes temp table
+// idem_upstream_<JOB> hold that job's target's rows. An upstream that has never
 // committed is a usage error (exit 2): run it first, or run the project.
 func (u *Upstream) Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, error) {
 	if u.Recorded != nil {
@@ -79,7 +79,7 @@ func (u *Upstream) Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, erro
 			if err := u.pinChanges(ctx, tx, name, st.Snapshot); err != nil {
 				return nil, err
 			}
-		} else if err := relation(ctx, tx, name, "VIEW", "SELECT * FROM main."+job.QuoteIdent(st.Target)); err != nil {
+		} else if err := relation(ctx, tx, name, "TABLE", "SELECT * FROM main."+job.QuoteIdent(st.Target)); err != nil {
 			return nil, err
 		}
 		refs = append(refs, job.UpstreamRef{Job: name, Snapshot: st.Snapshot, JobKey: st.Key})
@@ -119,9 +119,17 @@ func (u *Upstream) pinRecorded(ctx context.Context, tx *sql.Tx) ([]job.UpstreamR
 	return u.Recorded, nil
 }
 
-// relation creates the temp relation {{upstream:name}} reads.
+// relation creates the temp relation {{upstream:name}} reads. Its rows
+// come in one canonical order (ORDER BY ALL), whether it reads the
+// upstream's target (a live run) or its history (a rerun): the steps run
+// on one thread, so an aggregate that depends on the order rows arrive in
+// (a sum of DOUBLE, mode() with a tie, string_agg without ORDER BY) adds
+// them in the same order in both. It is a table in both, never a view: the
+// planner plans a query over a view and over a table differently (a
+// self-join or a UNION of the upstream feeds rows in another order), so
+// the same kind of relation gives the same plan.
 func relation(ctx context.Context, tx *sql.Tx, name, kind, query string) error {
-	q := "CREATE OR REPLACE TEMP " + kind + " " + job.QuoteIdent(job.UpstreamRelation(name)) + " AS " + query
+	q := "CREATE OR REPLACE TEMP " + kind + " " + job.QuoteIdent(job.UpstreamRelation(name)) + " AS SELECT * FROM (" + query + ") ORDER BY ALL"
 	if _, err := tx.ExecContext(ctx, q); err != nil {
 		return fmt.Errorf("pin upstream %s: %w", name, catalog.TrimSQLError(err))
 	}

@@ -1,0 +1,240 @@
+package run
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+)
+
+// What the run adds to the checks of a job's SQL at load (reads.go): the
+// steps run on one thread, so that every aggregate adds its values in the
+// order its input arrives (upstream rows arrive in a canonical order,
+// source.Upstream); DuckDB's binder names what each statement scans before
+// it runs (EXPLAIN); and the tables the job does not own are the same
+// after the steps as before.
+
+// singleThread sets DuckDB's threads to 1 for the steps and returns what
+// sets it back. threads is a setting of the database instance, not of the
+// transaction, so it is set back whatever the run's end: through another
+// connection of db, as a failed statement leaves tx refusing every other.
+func singleThread(ctx context.Context, db *sql.DB, tx *sql.Tx) (func(), error) {
+	var threads string
+	if err := tx.QueryRowContext(ctx, "SELECT current_setting('threads')").Scan(&threads); err != nil {
+		return nil, fmt.Errorf("read threads: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, "SET threads = 1"); err != nil {
+		return nil, fmt.Errorf("set threads: %w", err)
+	}
+	return func() {
+		_, _ = db.ExecContext(context.WithoutCancel(ctx), "SET threads = "+job.SQLString(threads))
+	}, nil
+}
+
+// sealedRun is the state of the steps' checks during one run.
+type sealedRun struct {
+	j    *job.Job
+	seal *job.Seal
+	// scans are the tables of the database file a statement may scan, as
+	// EXPLAIN names them (idem_store.main.<name>, lower case): the job's
+	// own and its upstreams' targets.
+	scans map[string]bool
+	// before is the identity of everything the job does not own, before
+	// the steps.
+	before map[string]string
+}
+
+func newSealedRun(ctx context.Context, tx *sql.Tx, j *job.Job) (*sealedRun, error) {
+	s := &sealedRun{j: j, seal: j.Seal(), scans: map[string]bool{}}
+	for n := range s.seal.Own {
+		s.scans[storeCatalog+".main."+n] = true
+	}
+	for _, u := range j.Input.Upstream {
+		st, err := catalog.ReadState(ctx, tx, u)
+		if err != nil {
+			return nil, err
+		}
+		if st.Target != "" {
+			s.scans[storeCatalog+".main."+strings.ToLower(st.Target)] = true
+		}
+	}
+	var err error
+	s.before, err = s.identity(ctx, tx)
+	return s, err
+}
+
+// identity describes every table, view, sequence, index and schema of the
+// database file that the job does not own, by kind and name: its oid, its
+// columns, its definition and a table's row count. A step that changed one
+// (an insert, a delete, a replaced or altered table) changes its entry.
+// Macros are left to the checks at load, which refuse any but TEMP ones:
+// listing them (duckdb_functions) costs 20 ms, a third of a small run.
+func (s *sealedRun) identity(ctx context.Context, tx *sql.Tx) (map[string]string, error) {
+	own := make([]string, 0, len(s.seal.Own))
+	for n := range s.seal.Own {
+		own = append(own, job.SQLString(n))
+	}
+	notOwn := "NOT (schema_name = 'main' AND lower(%s) IN (" + strings.Join(own, ", ") + "))"
+	rows, err := tx.QueryContext(ctx, `
+		SELECT coalesce(k, ''), coalesce(s, ''), coalesce(n, ''), coalesce(o, ''), coalesce(x, ''), coalesce(d, '') FROM (
+		SELECT 'table' AS k, schema_name AS s, table_name AS n, table_oid::VARCHAR AS o, column_count::VARCHAR AS x, sql AS d
+		FROM duckdb_tables() WHERE database_name = current_database() AND NOT temporary AND `+fmt.Sprintf(notOwn, "table_name")+`
+		UNION ALL
+		SELECT 'view', schema_name, view_name, view_oid::VARCHAR, '', sql
+		FROM duckdb_views() WHERE database_name = current_database() AND NOT temporary AND NOT internal AND `+fmt.Sprintf(notOwn, "view_name")+`
+		UNION ALL
+		SELECT 'sequence', schema_name, sequence_name, sequence_oid::VARCHAR, '', sql
+		FROM duckdb_sequences() WHERE database_name = current_database() AND NOT temporary
+		UNION ALL
+		SELECT 'index', schema_name, index_name, index_oid::VARCHAR, table_name, sql
+		FROM duckdb_indexes() WHERE database_name = current_database() AND `+fmt.Sprintf(notOwn, "table_name")+`
+
+		UNION ALL
+		SELECT 'schema', schema_name, '', oid::VARCHAR, '', ''
+		FROM duckdb_schemas() WHERE database_name = current_database() AND NOT internal
+		UNION ALL
+		SELECT 'database', database_name, '', '', path, ''
+		FROM duckdb_databases()
+		)`)
+	if err != nil {
+		return nil, fmt.Errorf("read the database's tables: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	var counts []string
+	for rows.Next() {
+		var kind, schema, name, oid, extra, def string
+		if err := rows.Scan(&kind, &schema, &name, &oid, &extra, &def); err != nil {
+			return nil, err
+		}
+		what := kind + " " + schema
+		if name != "" {
+			what += "." + name
+		}
+		out[what] += fmt.Sprintf("%s %s %q;", oid, extra, def)
+		if kind == "table" {
+			counts = append(counts, fmt.Sprintf("SELECT %s AS t, count(*) AS n FROM %s.%s", job.SQLString(what), job.QuoteIdent(schema), job.QuoteIdent(name)))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows.Close()
+	for i := 0; i < len(counts); i += 200 {
+		part := counts[i:min(i+200, len(counts))]
+		crows, err := tx.QueryContext(ctx, strings.Join(part, " UNION ALL "))
+		if err != nil {
+			return nil, fmt.Errorf("count the database's tables: %w", err)
+		}
+		for crows.Next() {
+			var what string
+			var n int64
+			if err := crows.Scan(&what, &n); err != nil {
+				crows.Close()
+				return nil, err
+			}
+			out[what] += fmt.Sprintf(" %d rows", n)
+		}
+		err = crows.Err()
+		crows.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// verify compares the identity after the steps with the one before: a
+// step changed something the job does not own.
+func (s *sealedRun) verify(ctx context.Context, tx *sql.Tx) error {
+	after, err := s.identity(ctx, tx)
+	if err != nil {
+		return err
+	}
+	names := job.SortedKeys(after)
+	for _, n := range job.SortedKeys(s.before) {
+		if _, ok := after[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		b, had := s.before[n]
+		a, has := after[n]
+		var what string
+		switch {
+		case !had:
+			what = "created " + n
+		case !has:
+			what = "dropped " + n
+		case a != b:
+			what = "changed " + n
+		default:
+			continue
+		}
+		return job.Usage("job %s: its steps %s, which the job does not own; nothing committed: a step writes only the job's target ({{table}}), its companions ({{table:_suffix}}) and TEMP relations", s.j.Name, what)
+	}
+	return nil
+}
+
+// exec runs one step statement by statement. Before each, DuckDB's binder
+// names the tables it scans (EXPLAIN): each must be the job's own, an
+// upstream's target or a temporary relation.
+func (s *sealedRun) exec(ctx context.Context, tx *sql.Tx, step job.Step) error {
+	text := s.j.Expand(step.SQL)
+	masked := job.MaskSQL(text)
+	for _, sp := range job.SplitStatements(masked) {
+		stmt := text[sp.Start:sp.End]
+		st := job.ClassifyStatement(stmt, masked[sp.Start:sp.End])
+		switch st.Kind {
+		case job.StmtQuery, job.StmtCreate, job.StmtInsert, job.StmtUpdate, job.StmtDelete, job.StmtMerge:
+			if err := s.explain(ctx, tx, step, text, masked, sp, stmt); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return &stepFailure{err: err}
+		}
+	}
+	return nil
+}
+
+// stepFailure is a statement of a step that failed when it ran (not a
+// refusal): stepError words it.
+type stepFailure struct{ err error }
+
+func (e *stepFailure) Error() string { return e.err.Error() }
+func (e *stepFailure) Unwrap() error { return e.err }
+
+func (s *sealedRun) explain(ctx context.Context, tx *sql.Tx, step job.Step, text, masked string, sp job.Span, stmt string) error {
+	var plan, kind string
+	if err := tx.QueryRowContext(ctx, "EXPLAIN (FORMAT json) "+stmt).Scan(&kind, &plan); err != nil {
+		return &stepFailure{err: err}
+	}
+	var nodes []any
+	if err := json.Unmarshal([]byte(plan), &nodes); err != nil {
+		return fmt.Errorf("read the plan of step %s: %w", step.Name, err)
+	}
+	var bad string
+	job.WalkJSON(nodes, func(m map[string]any) {
+		info, _ := m["extra_info"].(map[string]any)
+		t, _ := info["Table"].(string)
+		lower := strings.ToLower(strings.ReplaceAll(t, `"`, ""))
+		if t == "" || bad != "" || strings.HasPrefix(lower, "temp.") || s.scans[lower] {
+			return
+		}
+		bad = t
+	})
+	if bad == "" {
+		return nil
+	}
+	seg := masked[sp.Start:sp.End]
+	line := 1 + strings.Count(text[:sp.Start+len(seg)-len(strings.TrimLeft(seg, " \t\r\n"))], "\n")
+	return job.Usage("job %s: step %s line %d reads table %s (as DuckDB binds the statement), which is neither the job's nor a declared upstream's; nothing committed: declare the job it belongs to in [input] upstream and read it as {{upstream:NAME}}",
+		s.j.Name, step.Name, line, bad)
+}
