@@ -33,6 +33,7 @@ const (
 	LintLimitOrder        = "L007"       // LIMIT without an ORDER BY that is total
 	LintStepContract      = "L008"       // a step does not create staged, outcomes or idem_touched
 	LintUndeclaredRead    = "L009"       // a step or model reads a table that is not a declared upstream
+	LintSealed            = "L010"       // a step reads or writes outside the job (other schemas, files, COPY, SET ...)
 	LintStreamNoKey       = "STREAM-001" // an apply job on a stream whose pipeline has no key
 	LintStreamFastPoll    = "STREAM-002" // a stream's max_wait under 100 ms
 )
@@ -115,7 +116,7 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 		return nil, fmt.Errorf("open scratch database for lint: %w", err)
 	}
 	defer db.Close()
-	l := &linter{ctx: ctx, db: db, j: j, rep: rep, own: j.OwnRelations()}
+	l := &linter{ctx: ctx, db: db, j: j, rep: rep, own: j.OwnRelations(), seal: j.Seal()}
 	files := make([]lintFile, 0, len(j.Steps)+1)
 	if j.IsModel() {
 		// A model is linted as the user wrote it, in its own file; the
@@ -203,12 +204,17 @@ func lintPath(p string) string {
 type lintFile struct{ name, text string }
 
 type linter struct {
-	ctx context.Context
-	db  *sql.DB
-	j   *job.Job
-	rep *LintReport
-	own map[string]bool // the names the job's steps may read (job.OwnRelations)
+	ctx  context.Context
+	db   *sql.DB
+	j    *job.Job
+	rep  *LintReport
+	own  map[string]bool // the names the job's steps may read (job.OwnRelations)
+	seal *job.Seal
 }
+
+// madeReproducible says what idem does about a construct whose result
+// depends on the order rows arrive in.
+const madeReproducible = "idem makes it reproducible (steps run on one thread; upstream rows arrive ORDER BY ALL, a file's rows in file order), but the rows it picks follow that order, not a rule of yours"
 
 // orderSensitiveAggregates give a result that depends on the order of
 // their input rows unless they have their own ORDER BY.
@@ -225,6 +231,28 @@ var orderSensitiveWindows = map[string]bool{
 }
 
 func (l *linter) file(f lintFile) error {
+	// What the run refuses: reads and writes outside the job (job.Seal).
+	// Volatile functions are L003, below.
+	vs, unknown, err := l.seal.Check(job.SealedText{File: f.name, SQL: f.text}, l.parse)
+	if err != nil {
+		return err
+	}
+	// A name of the main schema qualified with its catalog
+	// (idem_store.main.sec) that is none of the job's; plain and main.
+	// names are L009 below.
+	for _, n := range unknown {
+		if strings.Count(n.Written, ".") == 2 {
+			l.rep.add(Finding{ID: LintUndeclaredRead, Severity: SeverityError, File: f.name, Line: n.Line,
+				Message: fmt.Sprintf("%s reads table %s, which is not a declared upstream: its rows are outside the job key, so a change to them would not rerun the job (skipped, stale rows)", path.Base(f.name), n.Written),
+				Fix:     fmt.Sprintf("declare it in [input] upstream and read it as {{upstream:%s}}", n.Name)})
+		}
+	}
+	for _, v := range vs {
+		if v.Volatile {
+			continue
+		}
+		l.rep.add(Finding{ID: LintSealed, Severity: SeverityError, File: f.name, Line: v.Line, Message: v.Message, Fix: v.Fix})
+	}
 	masked := job.MaskSQL(f.text)
 	for _, st := range job.SplitStatements(masked) {
 		text := f.text[st.Start:st.End]
@@ -329,8 +357,8 @@ func (l *linter) query(file string, lineAt func(int) int, node map[string]any) {
 			sensitive := orderSensitiveWindows[typ]
 			argOrders, _ := m["arg_orders"].([]any)
 			if typ == "WINDOW_AGGREGATE" && orderSensitiveAggregates[strings.ToLower(name)] && len(orders) == 0 && len(argOrders) == 0 {
-				l.rep.add(Finding{ID: LintUnorderedOutput, Severity: SeverityError, File: file, Line: line,
-					Message: fmt.Sprintf("%s() OVER (...) without ORDER BY collects values in whatever order rows arrive: two runs can give different values", name),
+				l.rep.add(Finding{ID: LintUnorderedOutput, Severity: SeverityWarning, File: file, Line: line,
+					Message: fmt.Sprintf("%s() OVER (...) without ORDER BY collects values in the order rows arrive: "+madeReproducible, name),
 					Fix:     fmt.Sprintf("%s(x ORDER BY <unique columns>) OVER (...)", name)})
 				return
 			}
@@ -374,8 +402,8 @@ func (l *linter) query(file string, lineAt func(int) int, node map[string]any) {
 			if keys == "" {
 				keys = "the key columns"
 			}
-			l.rep.add(Finding{ID: LintWindowOrder, Severity: SeverityError, File: file, Line: line,
-				Message: fmt.Sprintf("%s() OVER (...) depends on the order of rows that tie on its ORDER BY, and that ORDER BY is not total over the partition: ties are broken by chance", name),
+			l.rep.add(Finding{ID: LintWindowOrder, Severity: SeverityWarning, File: file, Line: line,
+				Message: fmt.Sprintf("%s() OVER (...) depends on the order of rows that tie on its ORDER BY, and that ORDER BY is not total over the partition: ties are broken by the order rows arrive in; "+madeReproducible, name),
 				Fix:     fmt.Sprintf("end the ORDER BY with the columns that make a row unique (%s, or _row), or use rank()/dense_rank(), which give ties one value", keys)})
 		case "FUNCTION":
 			name, _ := m["function_name"].(string)
@@ -387,8 +415,8 @@ func (l *linter) query(file string, lineAt func(int) int, node map[string]any) {
 			if len(orders) > 0 {
 				return
 			}
-			l.rep.add(Finding{ID: LintUnorderedOutput, Severity: SeverityError, File: file, Line: line,
-				Message: fmt.Sprintf("%s() without ORDER BY collects values in whatever order rows arrive: two runs can give different values", name),
+			l.rep.add(Finding{ID: LintUnorderedOutput, Severity: SeverityWarning, File: file, Line: line,
+				Message: fmt.Sprintf("%s() without ORDER BY collects values in the order rows arrive: "+madeReproducible, name),
 				Fix:     fmt.Sprintf("%s(x ORDER BY <unique columns>)", name)})
 		}
 	})
@@ -442,11 +470,11 @@ func (l *linter) limit(file string, lineAt func(int) int, mods []any) {
 	if keys == "" {
 		keys = "the key columns"
 	}
-	msg := "LIMIT/OFFSET without ORDER BY keeps whichever rows arrive first: two runs can keep different rows"
+	msg := "LIMIT/OFFSET without ORDER BY keeps whichever rows arrive first: " + madeReproducible
 	if len(orders) > 0 {
-		msg = "LIMIT/OFFSET with an ORDER BY that is not total keeps whichever of the rows that tie on it arrive first: two runs can keep different rows"
+		msg = "LIMIT/OFFSET with an ORDER BY that is not total keeps whichever of the rows that tie on it arrive first: " + madeReproducible
 	}
-	l.rep.add(Finding{ID: LintLimitOrder, Severity: SeverityError, File: file, Line: lineAt(at), Message: msg,
+	l.rep.add(Finding{ID: LintLimitOrder, Severity: SeverityWarning, File: file, Line: lineAt(at), Message: msg,
 		Fix: fmt.Sprintf("ORDER BY columns that make a row unique (%s, or _row) before the LIMIT, or rank with row_number() OVER (PARTITION BY ... ORDER BY <total order>)", keys)})
 }
 

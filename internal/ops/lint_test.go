@@ -34,14 +34,15 @@ func TestLintFindsEachProblem(t *testing.T) {
 		"L006 error pipeline.toml:0",
 		"L008 warning v1:0",
 		"L003 error 01_stage.sql:8",
-		"L002 error 02_rank.sql:6",
-		"L004 error 02_rank.sql:7",
+		"L002 warning 02_rank.sql:6",
+		"L004 warning 02_rank.sql:7",
 		"L003 error 02_rank.sql:8",
 		"L004 warning 04_commit.sql:3",
 		"L004 error 04_commit.sql:6",
+		"L010 error 04_commit.sql:6",
 	}, lintSummary(rep))
-	require.Equal(t, 7, rep.Errors)
-	require.Equal(t, 3, rep.Warnings)
+	require.Equal(t, 6, rep.Errors)
+	require.Equal(t, 5, rep.Warnings)
 	for _, f := range rep.Findings {
 		require.NotEmpty(t, f.Fix, f.ID)
 		require.NotEmpty(t, f.Message, f.ID)
@@ -162,11 +163,11 @@ func TestLintStepContractAndLimit(t *testing.T) {
 			[]string{"L008 warning v1:0"}, "no step creates temp table idem_touched"},
 		{"apply with touched", "apply", map[string]string{"01_stage.sql": tinyStage, "02_outcomes.sql": tinyOutcomes, "03_commit.sql": tinyCommit + "CREATE OR REPLACE TEMP TABLE idem_touched AS SELECT id FROM outcomes;\n"}, []string{}, ""},
 		{"limit unordered", "refresh", map[string]string{"01_stage.sql": tinyStage, "02_outcomes.sql": tinyOutcomes, "03_commit.sql": "DELETE FROM {{table}};\nINSERT INTO {{table}}\nWITH firsts AS (SELECT id, value FROM outcomes\n  LIMIT 10)\nSELECT * FROM firsts ORDER BY id;\n"},
-			[]string{"L007 error 03_commit.sql:4"}, "LIMIT/OFFSET without ORDER BY keeps whichever rows arrive first"},
+			[]string{"L007 warning 03_commit.sql:4"}, "LIMIT/OFFSET without ORDER BY keeps whichever rows arrive first"},
 		{"limit not total", "refresh", map[string]string{"01_stage.sql": tinyStage, "02_outcomes.sql": tinyOutcomes, "03_commit.sql": "DELETE FROM {{table}};\nINSERT INTO {{table}} SELECT id, value FROM outcomes ORDER BY value LIMIT 10;\n"},
-			[]string{"L007 error 03_commit.sql:2"}, "with an ORDER BY that is not total"},
+			[]string{"L007 warning 03_commit.sql:2"}, "with an ORDER BY that is not total"},
 		{"offset in subquery", "refresh", map[string]string{"01_stage.sql": tinyStage, "02_outcomes.sql": tinyOutcomes, "03_commit.sql": "DELETE FROM {{table}};\nINSERT INTO {{table}} SELECT id, value FROM (SELECT * FROM outcomes OFFSET 5) ORDER BY id, _row;\n"},
-			[]string{"L007 error 03_commit.sql:2"}, "LIMIT/OFFSET without ORDER BY"},
+			[]string{"L007 warning 03_commit.sql:2"}, "LIMIT/OFFSET without ORDER BY"},
 		{"limit total", "refresh", map[string]string{"01_stage.sql": tinyStage, "02_outcomes.sql": tinyOutcomes, "03_commit.sql": "DELETE FROM {{table}};\nINSERT INTO {{table}} SELECT id, value FROM outcomes WHERE EXISTS (SELECT 1 FROM staged LIMIT 1) ORDER BY value, _row LIMIT 10;\nINSERT INTO {{table}} SELECT id, value FROM outcomes ORDER BY id LIMIT 0;\n"}, []string{}, ""},
 	}
 	for _, c := range cases {

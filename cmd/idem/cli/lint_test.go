@@ -21,8 +21,8 @@ func TestLintExitCodes(t *testing.T) {
 		Warnings int
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
-	require.Equal(t, 7, rep.Errors)
-	require.Equal(t, 3, rep.Warnings)
+	require.Equal(t, 6, rep.Errors)
+	require.Equal(t, 5, rep.Warnings)
 
 	code, out, _ = clitest.InProcess(t, "lint", filepath.Join("..", "..", "..", "configs", "trips.toml"))
 	require.Equal(t, 0, code)

@@ -44,7 +44,7 @@ GROUP BY ALL
 	require.Contains(t, r.Stdout, "v1.sql reads table zones, which is not a declared upstream")
 	require.Contains(t, r.Stdout, "declare it in [input] upstream and read it as {{upstream:zones}}")
 
-	want := "step 01_model.sql reads table zones of the database, which is not a declared upstream: declare it in [input] upstream and read it as {{upstream:zones}}"
+	want := "models/named/v1.sql line 3: reads table zones of the database, which is not a declared upstream: declare it in [input] upstream and read it as {{upstream:zones}}"
 	before := clitest.CaptureState(t, p.DB("p"))
 	for _, cmd := range []string{"run", "plan"} {
 		r = p.Idem(cmd, p.Path("named.toml"))
