@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -45,6 +46,9 @@ func (u *Upstream) pinChanges(ctx context.Context, tx *sql.Tx, name string, to i
 	// history.
 	if from > 0 {
 		if err := catalog.CheckNotExpired(ctx, tx, name, from); err != nil {
+			return err
+		}
+		if err := u.checkNotRolledBack(ctx, tx, name, from, to); err != nil {
 			return err
 		}
 	}
@@ -120,6 +124,50 @@ func (u *Upstream) stageChanges(ctx context.Context, tx *sql.Tx) error {
 	q := "CREATE OR REPLACE TEMP VIEW input AS SELECT " + strings.Join(list, ", ") + " FROM temp." + job.QuoteIdent(job.UpstreamRelation(name))
 	if _, err := tx.ExecContext(ctx, q); err != nil {
 		return fmt.Errorf("stage upstream %s: %w", name, catalog.TrimSQLError(err))
+	}
+	return nil
+}
+
+// checkNotRolledBack refuses (exit 3) the changes of upstream name from
+// snapshot from to snapshot to when the upstream was rolled back in
+// between to a snapshot below from: its changes would go backwards (older
+// versions, rows back from the dead), which the job's pipeline would keep
+// as stale, so the job would hold rows its upstream no longer has. The
+// message names the repair: roll the job back to its latest snapshot that
+// pinned the upstream at or below the restored one, then run it, which
+// applies the changes from there.
+func (u *Upstream) checkNotRolledBack(ctx context.Context, tx *sql.Tx, name string, from, to int64) error {
+	rows, err := catalog.ReadSnapshots(ctx, tx, name, to)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if r.Snapshot <= from || r.Kind != job.KindRollback || r.Inputs.RollbackTo == nil || *r.Inputs.RollbackTo >= from {
+			continue
+		}
+		restored := *r.Inputs.RollbackTo
+		own, err := catalog.ReadSnapshots(ctx, tx, u.Job.Name, math.MaxInt64)
+		if err != nil {
+			return err
+		}
+		back := int64(0)
+		for _, o := range own {
+			parts, err := o.Parts()
+			if err != nil {
+				continue
+			}
+			for _, ref := range parts.Upstream {
+				if ref.Job == name && ref.Snapshot <= restored {
+					back = o.Snapshot
+				}
+			}
+		}
+		repair := fmt.Sprintf("roll %s back with idem rollback %s --to-snapshot %d (the last snapshot that applied %s at or below snapshot %d), then run it", u.Job.Name, u.Job.Name, back, name, restored)
+		if back == 0 {
+			repair = fmt.Sprintf("no snapshot of %s applied %s at or below snapshot %d: rebuild %s from an empty table", u.Job.Name, name, restored, u.Job.Name)
+		}
+		return job.Refuse("upstream", "upstream %s was rolled back to snapshot %d (its snapshot %d), below snapshot %d that job %s applied: its changes since go backwards, and %s would keep the newer rows as stale; %s",
+			name, restored, r.Snapshot, from, u.Job.Name, u.Job.Name, repair)
 	}
 	return nil
 }

@@ -184,3 +184,44 @@ func TestUpstreamApplyPlan(t *testing.T) {
 	require.Equal(t, "down: would be applied [input changed]\n  batch     upstream:src:1-2\n  snapshot  1\n  upstream  src 1 → 2\n", out[:strings.Index(out, "  job key")])
 	require.Equal(t, before, clitest.CaptureState(t, db))
 }
+
+// TestUpstreamRollbackUnderApply: after its upstream is rolled back below
+// the snapshot it applied, a job fed by the upstream's changes would read
+// older versions as stale and keep rows the upstream no longer has; its
+// run is refused (exit 3, nothing written) naming the repair, and after
+// that repair (a rollback of the job) it holds the upstream's rows again.
+func TestUpstreamRollbackUnderApply(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	upstreamApplyProject(t, dir)
+	db := filepath.Join(dir, "chain.duckdb")
+	jobs := filepath.Join(dir, "jobs")
+	down, src := filepath.Join(jobs, "down.toml"), filepath.Join(jobs, "src.toml")
+	code, out, errOut := clitest.InProcess(t, "run", jobs)
+	require.Equal(t, 0, code, out+errOut)
+	clitest.WriteFile(t, filepath.Join(dir, "changes", "b2.jsonl"),
+		`{"change_id":"3","entity_id":"a","source_version":2,"operation":"upsert","value":"a2"}
+{"change_id":"4","entity_id":"b","source_version":2,"operation":"delete","value":null}
+`)
+	code, out, errOut = clitest.InProcess(t, "run", jobs)
+	require.Equal(t, 0, code, out+errOut)
+	require.Equal(t, []string{"a a2"}, clitest.QueryStrs(t, db, `SELECT entity_id || ' ' || value FROM down ORDER BY ALL`))
+
+	code, out, errOut = clitest.InProcess(t, "rollback", src, "--to-snapshot", "1")
+	require.Equal(t, 0, code, out+errOut)
+	rows := `SELECT entity_id || ' ' || value FROM %s ORDER BY ALL`
+	require.Equal(t, []string{"a a1", "b b1"}, clitest.QueryStrs(t, db, fmt.Sprintf(rows, "src")))
+
+	before := clitest.CaptureState(t, db)
+	code, out, errOut = clitest.InProcess(t, "run", down)
+	require.Equal(t, 3, code, out+errOut)
+	require.Contains(t, errOut, "upstream src was rolled back to snapshot 1 (its snapshot 3), below snapshot 2 that job down applied")
+	require.Contains(t, errOut, "idem rollback down --to-snapshot 1")
+	require.Equal(t, before, clitest.CaptureState(t, db))
+
+	code, out, errOut = clitest.InProcess(t, "rollback", down, "--to-snapshot", "1")
+	require.Equal(t, 0, code, out+errOut)
+	code, out, errOut = clitest.InProcess(t, "run", down)
+	require.Equal(t, 0, code, out+errOut)
+	require.Equal(t, clitest.QueryStrs(t, db, fmt.Sprintf(rows, "src")), clitest.QueryStrs(t, db, fmt.Sprintf(rows, "down")))
+}
