@@ -99,6 +99,15 @@ func (a *app) printPlan(plan *ops.Plan) {
 	if plan.JobKey != "" {
 		fmt.Fprintf(a.stdout, "  job key   %s\n", plan.JobKey)
 	}
+	if plan.Decision == job.DecisionLoaded || plan.Decision == job.DecisionApplied {
+		// What the run does to make the steps' bytes a function of their
+		// inputs (README "Sealed and reproducible").
+		sealed := "sealed; steps on one thread"
+		if len(plan.Upstream) > 0 {
+			sealed += ", upstream rows ORDER BY ALL"
+		}
+		fmt.Fprintf(a.stdout, "  sql       %s\n", sealed)
+	}
 }
 
 // planJob plans one loaded job and prints the plan. upstream holds the

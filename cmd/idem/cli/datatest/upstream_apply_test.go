@@ -182,6 +182,7 @@ func TestUpstreamApplyPlan(t *testing.T) {
 	code, out, errOut = clitest.InProcess(t, "plan", filepath.Join(jobs, "down.toml"))
 	require.Equal(t, 0, code, out+errOut)
 	require.Equal(t, "down: would be applied [input changed]\n  batch     upstream:src:1-2\n  snapshot  1\n  upstream  src 1 → 2\n", out[:strings.Index(out, "  job key")])
+	require.True(t, strings.HasSuffix(out, "\n  sql       sealed; steps on one thread, upstream rows ORDER BY ALL\n"), out)
 	require.Equal(t, before, clitest.CaptureState(t, db))
 }
 
