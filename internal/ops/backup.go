@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -294,12 +295,21 @@ func VerifyBackup(ctx context.Context, dir string) (*BackupResult, error) {
 	if err := json.Unmarshal(b, &m); err != nil || m.Format != backupFormat {
 		return nil, job.Fatal(fmt.Errorf("verify backup %s: %s is not an idem backup manifest (%s)", dir, BackupManifestName, backupFormat))
 	}
+	// The manifest names its database file, a plain name, and lists it.
+	if m.Database == "" || m.Database != filepath.Base(m.Database) || !slices.ContainsFunc(m.Files, func(f BackupFile) bool { return f.Path == m.Database }) {
+		return nil, job.Fatal(fmt.Errorf("verify backup %s: the manifest does not list its database file %q: it is not a complete backup", dir, m.Database))
+	}
 	listed := map[string]bool{BackupManifestName: true}
 	for _, f := range m.Files {
 		if !filepath.IsLocal(filepath.FromSlash(f.Path)) {
 			return nil, job.Fatal(fmt.Errorf("verify backup %s: the manifest names %s, outside the folder", dir, f.Path))
 		}
 		listed[f.Path] = true
+		// A backup holds copies: a symbolic link (to the live database,
+		// say) would change with what it points to.
+		if st, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(f.Path))); err == nil && !st.Mode().IsRegular() {
+			return nil, job.Fatal(fmt.Errorf("verify backup %s: %s is not a regular file (%s): a backup holds copies", dir, f.Path, st.Mode().Type()))
+		}
 		sum, size, err := source.SumFile(ctx, filepath.Join(dir, filepath.FromSlash(f.Path)), nil)
 		if err != nil {
 			return nil, job.Fatal(fmt.Errorf("verify backup %s: %w", dir, err))
@@ -326,7 +336,37 @@ func VerifyBackup(ctx context.Context, dir string) (*BackupResult, error) {
 		slices.Sort(extra)
 		return nil, job.Fatal(fmt.Errorf("verify backup %s: %s is not in the manifest", dir, extra[0]))
 	}
+	// The database file is the one the manifest names: its id and commit
+	// are the manifest's.
+	id, commit, err := backupCommitPoint(ctx, filepath.Join(dir, m.Database))
+	if err != nil {
+		return nil, job.Fatal(fmt.Errorf("verify backup %s: %s: %w", dir, m.Database, err))
+	}
+	if id != m.DatabaseID || commit != m.Commit {
+		return nil, job.Fatal(fmt.Errorf("verify backup %s: %s is database %s at commit %d; the manifest says database %s at commit %d", dir, m.Database, id, commit, m.DatabaseID, m.Commit))
+	}
 	res := summarize(dir, &m)
 	res.Seconds = time.Since(start).Seconds()
 	return res, nil
+}
+
+// backupCommitPoint reads the database id and last commit of a database
+// file without opening it as idem does (no sweep, no migration): attached
+// read-only to an in-memory DuckDB.
+func backupCommitPoint(ctx context.Context, path string) (string, int64, error) {
+	db, err := run.OpenMemory(ctx, "?threads=1&autoinstall_known_extensions=false")
+	if err != nil {
+		return "", 0, err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, "ATTACH "+job.SQLString(path)+" AS idem_backup (READ_ONLY)"); err != nil {
+		return "", 0, fmt.Errorf("open: %w", catalog.TrimSQLError(err))
+	}
+	var id sql.NullString
+	var commit sql.NullInt64
+	if err := db.QueryRowContext(ctx, `SELECT (SELECT db_id FROM idem_backup.idem.commits WHERE seq = 0), (SELECT max(seq) FROM idem_backup.idem.commits)`).Scan(&id, &commit); err != nil {
+		return "", 0, fmt.Errorf("read idem.commits: %w", catalog.TrimSQLError(err))
+	}
+	return id.String, commit.Int64, nil
 }

@@ -79,6 +79,27 @@ func TestBackupRestore(t *testing.T) {
 		}, "the manifest says"},
 		{"missing", func(dir string) { require.NoError(t, os.Remove(filepath.Join(dir, "idem.duckdb"))) }, "no such file"},
 		{"extra", func(dir string) { clitest.WriteFile(t, filepath.Join(dir, "idem.duckdb.wal"), "x") }, "idem.duckdb.wal is not in the manifest"},
+		// What the manifest says is checked against the folder, and the
+		// database file against the manifest.
+		{"database and its entry removed", func(dir string) {
+			require.NoError(t, os.Remove(filepath.Join(dir, "idem.duckdb")))
+			editManifest(t, dir, func(m map[string]any) { m["files"] = m["files"].([]any)[1:] })
+		}, `the manifest does not list its database file "idem.duckdb"`},
+		{"no files listed", func(dir string) {
+			require.NoError(t, os.RemoveAll(filepath.Join(dir, "idem.duckdb.inputs")))
+			require.NoError(t, os.Remove(filepath.Join(dir, "idem.duckdb")))
+			editManifest(t, dir, func(m map[string]any) { m["files"] = []any{} })
+		}, "does not list its database file"},
+		{"a link to a database", func(dir string) {
+			require.NoError(t, os.Remove(filepath.Join(dir, "idem.duckdb")))
+			require.NoError(t, os.Symlink(filepath.Join(out, "idem.duckdb"), filepath.Join(dir, "idem.duckdb")))
+		}, "idem.duckdb is not a regular file"},
+		{"database id edited", func(dir string) {
+			editManifest(t, dir, func(m map[string]any) { m["database_id"] = "00000000-0000-0000-0000-000000000000" })
+		}, "the manifest says database 00000000-0000-0000-0000-000000000000"},
+		{"commit edited", func(dir string) {
+			editManifest(t, dir, func(m map[string]any) { m["commit"] = m["commit"].(float64) + 1 })
+		}, "; the manifest says database"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "b")
@@ -182,4 +203,18 @@ func TestReplicaPublicationKeepsTheLock(t *testing.T) {
 	code, _, stderr := held.Wait(t)
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, int64(2), replicaSnapshot(t, j.Replica()))
+}
+
+// editManifest rewrites a backup's manifest after edit.
+func editManifest(t *testing.T, dir string, edit func(map[string]any)) {
+	t.Helper()
+	p := filepath.Join(dir, ops.BackupManifestName)
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m))
+	edit(m)
+	b, err = json.Marshal(m)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(p, b, 0o644))
 }
