@@ -128,7 +128,13 @@ func compareApply(ctx context.Context, idemDB, floorDB string) error {
 	return compare(ctx, idemDB, floorDB, []struct{ what, q string }{
 		{"target", "SELECT * FROM changes"},
 		{"outcomes", "SELECT * FROM changes_outcomes"},
-		{"history", "SELECT * FROM idem.bench_changes__history"},
+		// idem appends history rows and closes the superseded ones later,
+		// in bulk (catalog.CloseHistory); the floor closes them at once.
+		// Compared closed: each open row ends where the next row of its key
+		// begins, and markers (idem_to = idem_from) go.
+		{"history", `SELECT * EXCLUDE (idem_to, idem_next), coalesce(idem_to, idem_next) AS idem_to FROM (
+			SELECT *, lead(idem_from) OVER (PARTITION BY entity_id ORDER BY idem_from) AS idem_next
+			FROM idem.bench_changes__history) WHERE idem_to IS DISTINCT FROM idem_from`},
 		{"ledger", "SELECT job, batch_id, rows_in, outcomes, snapshot FROM idem.ledger"},
 		{"state", "SELECT job, snapshot FROM idem.jobs"},
 	})
