@@ -3,6 +3,7 @@ package job
 import (
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -160,6 +161,13 @@ func (s *Seal) Check(t SealedText, parse ParseFunc) ([]Violation, []NameAt, erro
 			temp[strings.ToLower(st.Target[len(st.Target)-1])] = true
 		}
 		out = append(out, volatileCalls(mtext, at)...)
+		for _, m := range unparsed.FindAllStringIndex(mtext, -1) {
+			file, line := at(m[0])
+			kw := strings.ToUpper(mtext[m[0]:m[1]])
+			out = append(out, Violation{File: file, Line: line, Construct: kw,
+				Message: kw + " is a query DuckDB's parser does not give out (json_serialize_sql), so idem cannot tell which relations it reads",
+				Fix:     "write it as GROUP BY with aggregates over CASE or FILTER (a pivot), or UNION ALL (an unpivot)"})
+		}
 		queries, err := StatementQueries(text, mtext, parse)
 		if err != nil {
 			return nil, nil, err
@@ -210,6 +218,10 @@ func volatile(construct string, off int, at func(int) (string, int)) Violation {
 		Message: construct + " gives another value on every run: the same inputs would not give the same bytes",
 		Fix:     "derive the value from the input, or bind it as a param (part of the job key)"}
 }
+
+// unparsed matches the query keywords whose queries json_serialize_sql
+// refuses to serialize, wherever they stand.
+var unparsed = regexp.MustCompile(`(?i)\b(PIVOT|UNPIVOT|PIVOT_WIDER|PIVOT_LONGER)\b`)
 
 // readTableFunctions are the table functions a step may call: each makes
 // rows from its arguments alone.

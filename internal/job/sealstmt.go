@@ -108,7 +108,7 @@ func ClassifyStatement(text, masked string) Statement {
 	}
 	st.Keyword = strings.ToUpper(first.word)
 	switch first.word {
-	case "select", "from", "values", "table", "describe", "summarize", "show", "explain":
+	case "select", "from", "values":
 		st.Kind = StmtQuery
 	case "insert":
 		st.Kind = StmtInsert
@@ -273,6 +273,13 @@ var otherStatements = map[string]string{
 	"ANALYZE":    "rewrites statistics of tables the job does not own",
 	"INSTALL":    "loads code from outside the job",
 	"LOAD":       "loads code from outside the job",
+	"EXPLAIN":    "inspects, or with ANALYZE runs, another statement: a step holds the statement itself",
+	"DESCRIBE":   "reads the database's catalog, which holds other jobs' tables",
+	"SHOW":       "reads the database's catalog, which holds other jobs' tables",
+	"SUMMARIZE":  "computes statistics whose result the step would not keep",
+	"TABLE":      "TABLE name is a query whose result the step would not keep (write SELECT * FROM name where a query is meant)",
+	"PIVOT":      "is a query whose result the step would not keep (CREATE TEMP TABLE name AS PIVOT ...)",
+	"UNPIVOT":    "is a query whose result the step would not keep (CREATE TEMP TABLE name AS UNPIVOT ...)",
 	"BEGIN":      "idem owns the run's transaction",
 	"START":      "idem owns the run's transaction",
 	"COMMIT":     "idem owns the run's transaction",

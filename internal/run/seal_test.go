@@ -70,6 +70,9 @@ func TestSealViolations(t *testing.T) {
 		{"delete erasures", "DELETE FROM idem.erasures", "DELETE FROM idem.erasures"},
 		{"copy", "COPY (SELECT 1) TO '/tmp/x.csv'", "COPY"},
 		{"macro reading another job", "CREATE TEMP MACRO m() AS TABLE SELECT * FROM sec", "sec"},
+		{"pivot", "CREATE TEMP TABLE p AS PIVOT sec ON k USING count(*)", "PIVOT"},
+		{"unpivot in a subquery", "SELECT * FROM (UNPIVOT {{upstream:pub}} ON v INTO NAME n VALUE x)", "UNPIVOT"},
+		{"explain analyze", "EXPLAIN ANALYZE UPDATE sec SET v = 'x'", "EXPLAIN"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
