@@ -97,11 +97,10 @@ type ParsedQuery struct {
 // text is not one statement DuckDB can serialize; err is a failure to ask.
 type ParseFunc func(query string) (node map[string]any, ok bool, err error)
 
-var queryStart = regexp.MustCompile(`(?i)\b(SELECT|WITH|FROM|PIVOT|UNPIVOT)\b`)
+var queryStart = regexp.MustCompile(`(?i)\b(SELECT|WITH|FROM)\b`)
 
 // StatementQueries finds the queries of one statement (text, and its
-// MaskSQL masked twin) that parse accepts: for each SELECT, WITH, FROM,
-// PIVOT or UNPIVOT
+// MaskSQL masked twin) that parse accepts: for each SELECT, WITH or FROM
 // outside strings and comments, from there to the end of its parenthesis
 // (or of the statement), outermost first. A query found inside one already
 // parsed is skipped: the outer parse holds it.
