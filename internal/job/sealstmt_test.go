@@ -103,3 +103,28 @@ func TestCheckWrite(t *testing.T) {
 		require.NotEmpty(t, v.Fix, tc.sql)
 	}
 }
+
+// TestClassifyStatementPrefixes: every prefix of a statement, cut anywhere
+// (inside a quote, a comment, a WITH clause), classifies without a panic,
+// and a refusal always says why.
+func TestClassifyStatementPrefixes(t *testing.T) {
+	t.Parallel()
+	s := &Seal{Own: map[string]bool{"t": true}, Temp: map[string]bool{}}
+	for _, full := range []string{
+		`WITH RECURSIVE a(x) AS NOT MATERIALIZED (SELECT '(' AS x), b AS ((SELECT 1)) INSERT OR IGNORE INTO "idem_store"."main"."t" SELECT 1 -- )`,
+		`CREATE OR REPLACE TEMPORARY TABLE IF NOT EXISTS "x""y" AS SELECT /* ; */ 1`,
+		`CREATE UNIQUE INDEX IF NOT EXISTS i ON main.t (k)`,
+		`DROP MACRO IF EXISTS temp.main.m`,
+		`SET VARIABLE v = (SELECT 1)`,
+		`MERGE INTO t USING s ON t.k = s.k WHEN NOT MATCHED THEN INSERT VALUES (s.k)`,
+	} {
+		for i := range len(full) + 1 {
+			text := full[:i]
+			st := ClassifyStatement(text, MaskSQL(text))
+			v, ok := s.checkWrite(st, s.Temp)
+			if !ok {
+				require.NotEmpty(t, v.Message, text)
+			}
+		}
+	}
+}
