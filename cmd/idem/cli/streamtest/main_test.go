@@ -1,0 +1,18 @@
+package streamtest
+
+import (
+	"testing"
+
+	"github.com/idem-dev/idem/cmd/idem/cli"
+	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
+)
+
+// The tests of this package run idem on streams: Kafka (franz-go's
+// in-process kfake cluster) and server-sent events (an httptest server),
+// through the CLI, and SIGKILL it mid-stream to prove each record lands
+// exactly once. They were split from crashtest so that each package stays
+// within CI's time per package. clitest.Main runs this test binary as idem
+// in their child processes.
+func TestMain(m *testing.M) {
+	clitest.Main(m, clitest.CLI{Main: cli.Main, Run: cli.Run, HasFlag: cli.CommandHasFlag})
+}
