@@ -2,6 +2,7 @@ package job
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -148,7 +149,7 @@ func (s *Seal) Check(t SealedText, parse ParseFunc) ([]Violation, []NameAt, erro
 	masked := MaskSQL(t.SQL)
 	var out []Violation
 	var unknown []NameAt
-	temp := maps(s.Temp)
+	temp := maps.Clone(s.Temp)
 	for i, sp := range SplitStatements(masked) {
 		text, mtext := t.SQL[sp.Start:sp.End], masked[sp.Start:sp.End]
 		at := func(off int) (string, int) { return t.where(sp.Start + off) }
@@ -187,14 +188,6 @@ func (s *Seal) Check(t SealedText, parse ParseFunc) ([]Violation, []NameAt, erro
 	return out, unknown, nil
 }
 
-func maps(m map[string]bool) map[string]bool {
-	out := make(map[string]bool, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
 // volatileCalls finds the functions of a statement (masked) that give
 // another value on every run.
 func volatileCalls(mtext string, at func(int) (string, int)) []Violation {
@@ -215,7 +208,7 @@ func volatileCalls(mtext string, at func(int) (string, int)) []Violation {
 func volatile(construct string, off int, at func(int) (string, int)) Violation {
 	file, line := at(off)
 	return Violation{File: file, Line: line, Construct: construct, Volatile: true,
-		Message: construct + " gives another value on every run: the same inputs would not give the same bytes",
+		Message: construct + " gives another value on every run: the same input would not give the same rows",
 		Fix:     "derive the value from the input, or bind it as a param (part of the job key)"}
 }
 

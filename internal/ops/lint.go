@@ -116,7 +116,7 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 		return nil, fmt.Errorf("open scratch database for lint: %w", err)
 	}
 	defer db.Close()
-	l := &linter{ctx: ctx, db: db, j: j, rep: rep, own: j.OwnRelations(), seal: j.Seal()}
+	l := &linter{ctx: ctx, db: db, j: j, rep: rep, own: j.OwnRelations(), seal: j.Seal(), parsed: map[string]parsedQuery{}}
 	files := make([]lintFile, 0, len(j.Steps)+1)
 	if j.IsModel() {
 		// A model is linted as the user wrote it, in its own file; the
@@ -210,6 +210,8 @@ type linter struct {
 	rep  *LintReport
 	own  map[string]bool // the names the job's steps may read (job.OwnRelations)
 	seal *job.Seal
+	// parsed holds each query's parse (parse).
+	parsed map[string]parsedQuery
 }
 
 // madeReproducible says what idem does about a construct whose result
@@ -231,8 +233,8 @@ var orderSensitiveWindows = map[string]bool{
 }
 
 func (l *linter) file(f lintFile) error {
-	// What the run refuses: reads and writes outside the job (job.Seal).
-	// Volatile functions are L003, below.
+	// What the run refuses: volatile functions (L003), reads and writes
+	// outside the job (job.Seal).
 	vs, unknown, err := l.seal.Check(job.SealedText{File: f.name, SQL: f.text}, l.parse)
 	if err != nil {
 		return err
@@ -248,10 +250,11 @@ func (l *linter) file(f lintFile) error {
 		}
 	}
 	for _, v := range vs {
+		id := LintSealed
 		if v.Volatile {
-			continue
+			id = LintNondeterministic
 		}
-		l.rep.add(Finding{ID: LintSealed, Severity: SeverityError, File: f.name, Line: v.Line, Message: v.Message, Fix: v.Fix})
+		l.rep.add(Finding{ID: id, Severity: SeverityError, File: f.name, Line: v.Line, Message: v.Message, Fix: v.Fix})
 	}
 	masked := job.MaskSQL(f.text)
 	for _, st := range job.SplitStatements(masked) {
@@ -259,20 +262,6 @@ func (l *linter) file(f lintFile) error {
 		mtext := masked[st.Start:st.End]
 		line := func(off int) int { return 1 + strings.Count(f.text[:st.Start+off], "\n") }
 		first := len(mtext) - len(strings.TrimLeft(mtext, " \t\r\n"))
-		// Non-deterministic functions, anywhere in the statement.
-		for _, m := range nondeterministicCall.FindAllStringSubmatchIndex(mtext, -1) {
-			l.rep.add(Finding{ID: LintNondeterministic, Severity: SeverityError, File: f.name, Line: line(m[0]),
-				Message: fmt.Sprintf("%s() gives another value on every run: the same input would not give the same rows", strings.ToLower(mtext[m[2]:m[3]])),
-				Fix:     "derive the value from the input, or bind it as a param (part of the job key)"})
-		}
-		for _, m := range nondeterministicWord.FindAllStringSubmatchIndex(mtext, -1) {
-			if strings.HasPrefix(strings.TrimLeft(mtext[m[1]:], " \t\r\n"), "(") {
-				continue // reported as a call
-			}
-			l.rep.add(Finding{ID: LintNondeterministic, Severity: SeverityError, File: f.name, Line: line(m[0]),
-				Message: fmt.Sprintf("%s gives another value on every run: the same input would not give the same rows", strings.ToLower(mtext[m[2]:m[3]])),
-				Fix:     "derive the value from the input, or bind it as a param (part of the job key)"})
-		}
 		queries, err := job.StatementQueries(text, mtext, l.parse)
 		if err != nil {
 			return err
@@ -306,12 +295,23 @@ func (l *linter) file(f lintFile) error {
 	return nil
 }
 
+// parse parses a query once: the seal's checks and lint's own read the
+// same queries.
 func (l *linter) parse(q string) (map[string]any, bool, error) {
+	if p, ok := l.parsed[q]; ok {
+		return p.node, p.ok, nil
+	}
 	node, ok, err := run.ParseQuery(l.ctx, l.db, q)
 	if err != nil {
 		return nil, false, fmt.Errorf("lint: %w", err)
 	}
+	l.parsed[q] = parsedQuery{node, ok}
 	return node, ok, nil
+}
+
+type parsedQuery struct {
+	node map[string]any
+	ok   bool
 }
 
 func hasOrderBy(node map[string]any) bool {
@@ -494,10 +494,8 @@ func columnName(v any) string {
 }
 
 var (
-	nondeterministicCall = regexp.MustCompile(`(?i)\b(` + strings.Join(job.SortedKeys(job.Nondeterministic), "|") + `)\s*\(`)
-	nondeterministicWord = regexp.MustCompile(`(?i)\b(` + strings.Join(job.SortedKeys(job.NondeterministicRefs), "|") + `)\b`)
-	copyStatement        = regexp.MustCompile(`(?is)^\s*COPY\b`)
-	insertStatement      = regexp.MustCompile(`(?is)^\s*INSERT\s+INTO\b`)
+	copyStatement   = regexp.MustCompile(`(?is)^\s*COPY\b`)
+	insertStatement = regexp.MustCompile(`(?is)^\s*INSERT\s+INTO\b`)
 )
 
 // lintStream checks a job reading a stream: its pipeline needs a key
