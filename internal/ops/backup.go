@@ -3,7 +3,6 @@ package ops
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -352,21 +351,23 @@ func VerifyBackup(ctx context.Context, dir string) (*BackupResult, error) {
 
 // backupCommitPoint reads the database id and last commit of a database
 // file without opening it as idem does (no sweep, no migration): attached
-// read-only to an in-memory DuckDB.
+// read-only to an in-memory DuckDB, on one connection that uses it.
 func backupCommitPoint(ctx context.Context, path string) (string, int64, error) {
 	db, err := run.OpenMemory(ctx, "?threads=1&autoinstall_known_extensions=false")
 	if err != nil {
 		return "", 0, err
 	}
 	defer db.Close()
-	db.SetMaxOpenConns(1)
-	if _, err := db.ExecContext(ctx, "ATTACH "+job.SQLString(path)+" AS idem_backup (READ_ONLY)"); err != nil {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "ATTACH "+job.SQLString(path)+" AS idem_backup (READ_ONLY)"); err != nil {
 		return "", 0, fmt.Errorf("open: %w", catalog.TrimSQLError(err))
 	}
-	var id sql.NullString
-	var commit sql.NullInt64
-	if err := db.QueryRowContext(ctx, `SELECT (SELECT db_id FROM idem_backup.idem.commits WHERE seq = 0), (SELECT max(seq) FROM idem_backup.idem.commits)`).Scan(&id, &commit); err != nil {
-		return "", 0, fmt.Errorf("read idem.commits: %w", catalog.TrimSQLError(err))
+	if _, err := conn.ExecContext(ctx, "USE idem_backup"); err != nil {
+		return "", 0, fmt.Errorf("open: %w", catalog.TrimSQLError(err))
 	}
-	return id.String, commit.Int64, nil
+	return catalog.CommitPoint(ctx, conn)
 }

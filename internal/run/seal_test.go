@@ -119,6 +119,7 @@ func TestSealedRunCatches(t *testing.T) {
 	}{
 		{"own table", "INSERT INTO m VALUES ('x'); CREATE TEMP TABLE t AS SELECT * FROM m", ""},
 		{"scan", "CREATE TEMP TABLE t AS SELECT * FROM sec", "reads table idem_store.main.sec (as DuckDB binds the statement)"},
+		{"scan after a comment", "SELECT 1;\n-- next\nCREATE TEMP TABLE t AS\nSELECT * FROM sec", "step 01.sql line 3 reads table idem_store.main.sec"},
 		{"update", "UPDATE sec SET v = 'PWNED'", "reads table idem_store.main.sec"},
 		{"insert", "INSERT INTO sec VALUES ('b', 'x')", "its steps changed table main.sec,"},
 		{"replace", "CREATE OR REPLACE TABLE sec AS SELECT 'a' AS k, 'secret' AS v", "its steps changed table main.sec"},

@@ -196,7 +196,7 @@ func (s *sealedRun) exec(ctx context.Context, tx *sql.Tx, step job.Step) error {
 		st := job.ClassifyStatement(stmt, masked[sp.Start:sp.End])
 		switch st.Kind {
 		case job.StmtQuery, job.StmtCreate, job.StmtInsert, job.StmtUpdate, job.StmtDelete, job.StmtMerge:
-			if err := s.explain(ctx, tx, step, text, masked, sp, stmt); err != nil {
+			if err := s.explain(ctx, tx, step, 1+strings.Count(text[:sp.Start+st.At], "\n"), stmt); err != nil {
 				return err
 			}
 		}
@@ -214,7 +214,9 @@ type stepFailure struct{ err error }
 func (e *stepFailure) Error() string { return e.err.Error() }
 func (e *stepFailure) Unwrap() error { return e.err }
 
-func (s *sealedRun) explain(ctx context.Context, tx *sql.Tx, step job.Step, text, masked string, sp job.Span, stmt string) error {
+// explain refuses the statement stmt, at line of step, when DuckDB's plan
+// of it scans a table that is not the job's, an upstream's target or TEMP.
+func (s *sealedRun) explain(ctx context.Context, tx *sql.Tx, step job.Step, line int, stmt string) error {
 	var plan, kind string
 	if err := tx.QueryRowContext(ctx, "EXPLAIN (FORMAT json) "+stmt).Scan(&kind, &plan); err != nil {
 		return &stepFailure{err: err}
@@ -236,8 +238,6 @@ func (s *sealedRun) explain(ctx context.Context, tx *sql.Tx, step job.Step, text
 	if bad == "" {
 		return nil
 	}
-	seg := masked[sp.Start:sp.End]
-	line := 1 + strings.Count(text[:sp.Start+len(seg)-len(strings.TrimLeft(seg, " \t\r\n"))], "\n")
 	return job.Usage("job %s: step %s line %d reads table %s (as DuckDB binds the statement), which is neither the job's nor a declared upstream's; nothing committed: declare the job it belongs to in [input] upstream and read it as {{upstream:NAME}}",
 		s.j.Name, step.Name, line, bad)
 }
