@@ -245,7 +245,7 @@ func (s *Seal) checkQuery(node map[string]any, temp map[string]bool) ([]Violatio
 	var out []Violation
 	var unknown []nameLoc
 	refuse := func(m map[string]any, construct, msg, fix string) {
-		out = append(out, Violation{Line: location(m), Construct: construct, Message: msg, Fix: fix})
+		out = append(out, Violation{Line: QueryLocation(m), Construct: construct, Message: msg, Fix: fix})
 	}
 	var walk func(v any, scope []string)
 	walk = func(v any, scope []string) {
@@ -281,7 +281,15 @@ func (s *Seal) checkQuery(node map[string]any, temp map[string]bool) ([]Violatio
 	return out, unknown
 }
 
-func location(m map[string]any) int {
+// dotted writes a name as the query did: its non-empty parts joined by
+// dots.
+func dotted(parts ...string) string {
+	return strings.Join(slices.DeleteFunc(parts, func(p string) bool { return p == "" }), ".")
+}
+
+// QueryLocation is a parsed node's offset in its query
+// (query_location), or 0 when the parse gives none.
+func QueryLocation(m map[string]any) int {
 	loc, _ := m["query_location"].(float64)
 	if loc < 0 || loc > 1<<40 {
 		return 0
@@ -298,7 +306,7 @@ func (s *Seal) checkNode(x map[string]any, scope []string, temp map[string]bool,
 		cat, _ := x["catalog_name"].(string)
 		sch, _ := x["schema_name"].(string)
 		name, _ := x["table_name"].(string)
-		written := strings.Join(slices.DeleteFunc([]string{cat, sch, name}, func(p string) bool { return p == "" }), ".")
+		written := dotted(cat, sch, name)
 		lower := strings.ToLower(name)
 		switch {
 		case cat == "" && sch == "" && slices.Contains(scope, lower):
@@ -312,7 +320,7 @@ func (s *Seal) checkNode(x map[string]any, scope []string, temp map[string]bool,
 			refuse(x, written, fmt.Sprintf("reads %s, outside the job's declared relations", written), declare)
 		case s.Own[lower] || s.Upstream[lower] || (cat == "" && sch == "" && temp[lower]):
 		default:
-			*unknown = append(*unknown, nameLoc{Name: name, Written: written, Line: location(x)})
+			*unknown = append(*unknown, nameLoc{Name: name, Written: written, Line: QueryLocation(x)})
 		}
 	case x["type"] == "TABLE_FUNCTION":
 		f, _ := x["function"].(map[string]any)
@@ -342,7 +350,7 @@ func (s *Seal) checkNode(x map[string]any, scope []string, temp map[string]bool,
 		cat, _ := x["catalog"].(string)
 		sch, _ := x["schema"].(string)
 		if cat != "" || (sch != "" && !strings.EqualFold(sch, "main") && !strings.EqualFold(sch, "temp")) {
-			written := strings.Join(slices.DeleteFunc([]string{cat, sch, name}, func(p string) bool { return p == "" }), ".")
+			written := dotted(cat, sch, name)
 			refuse(x, written+"()", fmt.Sprintf("%s() calls a function of another schema", written), "call functions by their plain name")
 		}
 	}

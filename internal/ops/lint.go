@@ -340,11 +340,7 @@ func (l *linter) query(file string, lineAt func(int) int, node map[string]any) {
 		}
 	})
 	job.WalkJSON(node, func(m map[string]any) {
-		loc, _ := m["query_location"].(float64)
-		if loc < 0 || loc > 1<<40 {
-			loc = 0 // no location
-		}
-		line := lineAt(int(loc))
+		line := lineAt(job.QueryLocation(m))
 		if mods, ok := m["modifiers"].([]any); ok && !exists[reflect.ValueOf(m).Pointer()] {
 			l.limit(file, lineAt, mods)
 		}
