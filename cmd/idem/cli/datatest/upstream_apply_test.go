@@ -58,6 +58,15 @@ order_by = "source_version"
 `)
 }
 
+// upstreamApplySecondBatch writes the chain's second change file: a
+// updated to a2, b deleted.
+func upstreamApplySecondBatch(t *testing.T, dir string) {
+	clitest.WriteFile(t, filepath.Join(dir, "changes", "b2.jsonl"),
+		`{"change_id":"3","entity_id":"a","source_version":2,"operation":"upsert","value":"a2"}
+{"change_id":"4","entity_id":"b","source_version":2,"operation":"delete","value":null}
+`)
+}
+
 // TestUpstreamApplyCLI runs a chain whose last job applies only what
 // changed upstream: first all rows, then nothing (skipped), then one
 // update and one delete as one batch named by the upstream's snapshots;
@@ -79,10 +88,7 @@ func TestUpstreamApplyCLI(t *testing.T) {
 	require.Equal(t, 0, code, out+errOut)
 	require.Contains(t, out, "down: skipped: nothing changed\n")
 
-	clitest.WriteFile(t, filepath.Join(dir, "changes", "b2.jsonl"),
-		`{"change_id":"3","entity_id":"a","source_version":2,"operation":"upsert","value":"a2"}
-{"change_id":"4","entity_id":"b","source_version":2,"operation":"delete","value":null}
-`)
+	upstreamApplySecondBatch(t, dir)
 	code, out, errOut = clitest.InProcess(t, "run", jobs)
 	require.Equal(t, 0, code, out+errOut)
 	require.Contains(t, out, "down: applied [input changed]\n  batch     upstream:src:1-2\n  snapshot  2\n  upstream  src 1 → 2\n  rows in   2\n")
@@ -200,10 +206,7 @@ func TestUpstreamRollbackUnderApply(t *testing.T) {
 	down, src := filepath.Join(jobs, "down.toml"), filepath.Join(jobs, "src.toml")
 	code, out, errOut := clitest.InProcess(t, "run", jobs)
 	require.Equal(t, 0, code, out+errOut)
-	clitest.WriteFile(t, filepath.Join(dir, "changes", "b2.jsonl"),
-		`{"change_id":"3","entity_id":"a","source_version":2,"operation":"upsert","value":"a2"}
-{"change_id":"4","entity_id":"b","source_version":2,"operation":"delete","value":null}
-`)
+	upstreamApplySecondBatch(t, dir)
 	code, out, errOut = clitest.InProcess(t, "run", jobs)
 	require.Equal(t, 0, code, out+errOut)
 	require.Equal(t, []string{"a a2"}, clitest.QueryStrs(t, db, `SELECT entity_id || ' ' || value FROM down ORDER BY ALL`))
