@@ -54,7 +54,7 @@ type Seal struct {
 
 // idemTemp are the temporary relations idem or the step contract makes
 // that a step may read and write.
-var idemTemp = []string{"input", "staged", "outcomes", "idem_erased", "idem_touched", "decisions", "candidates"}
+var idemTemp = []string{"input", "staged", "outcomes", "idem_erased", "idem_touched"}
 
 // Seal returns what the job's SQL may read and write.
 func (j *Job) Seal() *Seal {
