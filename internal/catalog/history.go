@@ -338,3 +338,33 @@ func pinnedSQL(j string, names []string, f *historyFormat, snapshot int64) strin
 		keys, hist, f.Since, snapshot, keys, keyMatch(f.Key, "h", "l"),
 		snapshot)
 }
+
+// RebuildHistory replaces job j's whole history with the rows of table src:
+// column idem_snap, then cols, holding the rows of every snapshot from
+// `from` to latest (each snapshot's rows, consecutive snapshots). A row
+// kept through consecutive snapshots is one history row; rows of latest
+// stay open. Snapshots before from are expired and keep nothing. The
+// history is kept as closed rows afterwards.
+func RebuildHistory(ctx context.Context, tx *sql.Tx, j string, cols []TargetColumn, src string, latest int64) error {
+	if err := CloseHistory(ctx, tx, j); err != nil {
+		return err
+	}
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = job.QuoteIdent(c.Name)
+	}
+	list := strings.Join(names, ", ")
+	hist := HistoryTable(j)
+	for _, q := range []string{
+		"DELETE FROM " + hist,
+		fmt.Sprintf("INSERT INTO %s (%s, idem_from, idem_to) SELECT %s, min(idem_snap), CASE WHEN max(idem_snap) = %d THEN NULL ELSE max(idem_snap) + 1 END"+
+			" FROM (SELECT *, idem_snap - dense_rank() OVER (PARTITION BY %s, idem_dup ORDER BY idem_snap) AS idem_island"+
+			" FROM (SELECT *, row_number() OVER (PARTITION BY idem_snap, %s) AS idem_dup FROM %s))"+
+			" GROUP BY %s, idem_dup, idem_island", hist, list, list, latest, list, list, src, list),
+	} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("rebuild the history of %s: %w", j, TrimSQLError(err))
+		}
+	}
+	return writeHistoryFormat(ctx, tx, j, nil)
+}

@@ -363,10 +363,10 @@ func TestInputsFilesErasures(t *testing.T) {
 	require.Equal(t, []FileRecord{{SHA256: "f1", BatchID: "2026-01-01.jsonl", Snapshot: 1}, {SHA256: "f2", BatchID: "again", Snapshot: 3}}, one,
 		"a name matches a whole path element, not a suffix of one")
 
-	require.NoError(t, RecordErasure(ctx, db, "a", "k1", ptr[int64](4), 2))
-	require.NoError(t, RecordErasure(ctx, db, "a", "k1", ptr[int64](9), 5))
-	require.NoError(t, RecordErasure(ctx, db, "a", "k2", nil, 5))
-	n, err := CountErasures(ctx, db, "a", "k1")
+	require.NoError(t, RecordErasure(ctx, db, "a", "k1", ptr[int64](4), 2, nil))
+	require.NoError(t, RecordErasure(ctx, db, "a", "k1", ptr[int64](9), 5, nil))
+	require.NoError(t, RecordErasure(ctx, db, "a", "k2", nil, 5, nil))
+	n, err := CountErasures(ctx, db, "a", "k1", false)
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	by, err := ErasuresBySnapshot(ctx, db, "a")

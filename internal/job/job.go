@@ -56,6 +56,8 @@ type Job struct {
 	Fencing string
 	// Retention is [retention]; it is not part of the key.
 	Retention Retention
+	// Privacy is [privacy]; it is not part of the key.
+	Privacy Privacy
 
 	Pipeline *Pipeline
 	Steps    []Step
@@ -127,6 +129,7 @@ type jobFile struct {
 	Job              jobTable       `toml:"job"`
 	Transform        transformTable `toml:"transform"`
 	Retention        Retention      `toml:"retention"`
+	Privacy          Privacy        `toml:"privacy"`
 
 	modelSQL, modelFile, modelDir string // read by modelSteps
 }
@@ -143,6 +146,18 @@ type Retention struct {
 	// CheckpointEvery > 0 keeps an image of the job's state at every
 	// CheckpointEvery-th snapshot, from which rerun replays.
 	CheckpointEvery int64 `toml:"checkpoint_every"`
+}
+
+// Privacy is the job file's [privacy] table: which columns of the job's
+// rows identify a person (the data subject). idem erase --subject VALUE
+// removes every row whose subject column holds VALUE, in this job and in
+// every job of the database that reads it. It says who a row is about,
+// never what the row holds, so it is not part of the job key.
+type Privacy struct {
+	// Subject are the columns of the target (and of the input, where the
+	// pipeline's input carries them) that name the subject. A row belongs
+	// to a subject when any of them holds the value.
+	Subject []string `toml:"subject"`
 }
 
 // jobTable is the job file's [job] table: how the job is operated, never
@@ -353,6 +368,9 @@ func checkOperation(jf *jobFile, md toml.MetaData, bad keyErrorFunc) error {
 	if md.IsDefined("retention", "checkpoint_every") && jf.Retention.CheckpointEvery < 1 {
 		return bad("retention.checkpoint_every", "must be a positive integer (got %d)", jf.Retention.CheckpointEvery)
 	}
+	if err := checkPrivacy(jf.Privacy, md, bad); err != nil {
+		return err
+	}
 	if err := CheckMemoryLimit(jf.DuckDB.MemoryLimit); jf.DuckDB.MemoryLimit != "" && err != nil {
 		return bad("duckdb.memory_limit", "%v", err)
 	}
@@ -445,6 +463,7 @@ func newJob(path string, jf *jobFile, p *Pipeline, table, format string, params 
 		DuckDB:           duck,
 		Fencing:          jf.Job.Fencing,
 		Retention:        jf.Retention,
+		Privacy:          jf.Privacy,
 		Pipeline:         p,
 		ModelSQL:         jf.modelSQL,
 		ModelFile:        jf.modelFile,
@@ -468,5 +487,28 @@ func (j *Job) applyPartition(bad keyErrorFunc, jf *jobFile) error {
 		return bad("target.partition_by", "partitions are replaced by refresh pipelines; pipeline %s is an %s pipeline", j.Pipeline.Name, j.Pipeline.Mode)
 	}
 	j.PartitionBy = c
+	return nil
+}
+
+// checkPrivacy checks [privacy] subject: a non-empty list of distinct
+// column names. That they are columns of the target is checked where the
+// target is known (a run, an erasure).
+func checkPrivacy(p Privacy, md toml.MetaData, bad keyErrorFunc) error {
+	if !md.IsDefined("privacy", "subject") {
+		return nil
+	}
+	if len(p.Subject) == 0 {
+		return bad("privacy.subject", "must name at least one column of the target")
+	}
+	seen := map[string]bool{}
+	for _, c := range p.Subject {
+		if strings.TrimSpace(c) == "" {
+			return bad("privacy.subject", "column names must not be empty")
+		}
+		if seen[strings.ToLower(c)] {
+			return bad("privacy.subject", "names column %q twice", c)
+		}
+		seen[strings.ToLower(c)] = true
+	}
 	return nil
 }

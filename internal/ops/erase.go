@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
@@ -13,9 +16,17 @@ import (
 	"github.com/idem-dev/idem/internal/source"
 )
 
-// EraseOptions name the subject to erase.
+// EraseOptions name the subject to erase: a value of the pipeline's key
+// (Key), or a value of the job's [privacy] subject columns (Subject).
 type EraseOptions struct {
 	Key string
+	// Subject erases every row in which one of the job's [privacy] subject
+	// columns holds it, and every other row of the same keys (another
+	// version of the same record).
+	Subject string
+	// SubjectColumns overrides the job's [privacy] subject (a rerun
+	// replays an erasure by the columns it recorded).
+	SubjectColumns []string
 	// Position overrides the erasure point (the highest position seen for
 	// the key). A pinned re-run uses it to replay a recorded erasure.
 	Position *int64
@@ -26,6 +37,12 @@ type EraseOptions struct {
 	// ExpectParent and Epoch are the writer guards of a run (exit 3).
 	ExpectParent *int64
 	Epoch        *int64
+	// DryRun rolls the erasure back once it is done (EraseChain): its
+	// result says what it would change.
+	DryRun bool
+	// cascade marks the erasure of a job that reads an erased one: a job
+	// that holds none of the rows is left as it is (no result).
+	cascade bool
 	// Fault is called at the fault points an erasure passes (after_target:
 	// rows deleted and inputs rewritten; before_commit; after_commit, before
 	// the replaced files are deleted; checkpoint; after_checkpoint), as
@@ -35,10 +52,16 @@ type EraseOptions struct {
 
 // EraseResult reports an erasure. It never holds the subject's payload.
 type EraseResult struct {
-	Job      string `json:"job"`
-	Key      string `json:"key"`
-	Snapshot int64  `json:"snapshot"`
-	Parent   int64  `json:"parent"`
+	Job string `json:"job"`
+	// Key is the key value erased (--key); with --subject, Subject is the
+	// value, SubjectColumns the columns it was looked for in and Keys the
+	// values of the pipeline's key its rows had.
+	Key            string   `json:"key"`
+	Subject        string   `json:"subject,omitempty"`
+	SubjectColumns []string `json:"subject_columns,omitempty"`
+	Keys           []string `json:"keys,omitempty"`
+	Snapshot       int64    `json:"snapshot"`
+	Parent         int64    `json:"parent"`
 	// Position is the erasure point: a later batch carrying the key at or
 	// below it gets outcome erased.
 	Position *int64 `json:"position"`
@@ -49,13 +72,21 @@ type EraseResult struct {
 	// AlreadyErased says the key was erased before and found nowhere:
 	// nothing was committed and Snapshot is the latest.
 	AlreadyErased bool `json:"already_erased"`
+	// Downstream are the erasures in the jobs that read this one,
+	// Recomputed the models rebuilt without the subject and Untouched the
+	// readers that held none of it (idem erase JOB).
+	Downstream []*EraseResult     `json:"downstream,omitempty"`
+	Recomputed []*RecomputeResult `json:"recomputed,omitempty"`
+	Untouched  []string           `json:"untouched,omitempty"`
+	DryRun     bool               `json:"dry_run,omitempty"`
 	// Replica reports the read replica published after the erasure
 	// ([duckdb] read_replica).
 	Replica *run.ReplicaInfo `json:"replica,omitempty"`
 }
 
 // companionTables are the tables the job's schema DDL creates beside the
-// target ({{table:_suffix}}) that exist and hold the key column.
+// target ({{table:_suffix}}) that exist and hold the key column (any, with
+// keyCol "").
 func companionTables(ctx context.Context, q catalog.Querier, j *job.Job, keyCol string) ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
@@ -77,7 +108,7 @@ func companionTables(ctx context.Context, q catalog.Querier, j *job.Job, keyCol 
 			return nil, err
 		}
 		for _, c := range cols {
-			if c.Name == keyCol {
+			if keyCol == "" || c.Name == keyCol {
 				out = append(out, name)
 				break
 			}
@@ -100,14 +131,9 @@ func companionTables(ctx context.Context, q catalog.Querier, j *job.Job, keyCol 
 // and nothing is committed, unless it was erased before: then the result
 // says AlreadyErased and nothing changes.
 func Erase(ctx context.Context, d *run.DB, j *job.Job, opts EraseOptions) (*EraseResult, error) {
-	if len(j.Pipeline.Key) != 1 {
-		return nil, job.Usage("erase needs a pipeline with one key column; %s has %d", j.Pipeline.Name, len(j.Pipeline.Key))
-	}
-	if j.Pipeline.Position == "" {
-		return nil, job.Usage("erase needs a pipeline that declares its position column (the source order): without one, an erasure could not stop a replay of an old batch; %s declares none", j.Pipeline.Name)
-	}
-	if opts.Key == "" {
-		return nil, job.Usage("erase needs --key K")
+	m, err := eraseMatchOf(j, opts)
+	if err != nil {
+		return nil, err
 	}
 	conn, tx, err := d.BeginPinned(ctx)
 	if err != nil {
@@ -119,7 +145,7 @@ func Erase(ctx context.Context, d *run.DB, j *job.Job, opts EraseOptions) (*Eras
 			opts.Fault(point)
 		}
 	}
-	res, stale, err := eraseTx(ctx, d, tx, j, opts)
+	res, stale, err := eraseTx(ctx, d, tx, j, m, opts)
 	if err == nil && !res.AlreadyErased {
 		fault(run.FaultAfterTarget)
 	}
@@ -170,8 +196,7 @@ func ignoreDone(err error) error {
 	return err
 }
 
-func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, opts EraseOptions) (*EraseResult, []string, error) {
-	keyCol, posCol := j.Pipeline.Key[0], j.Pipeline.Position
+func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, m *eraseMatch, opts EraseOptions) (*EraseResult, []string, error) {
 	st, err := catalog.ReadState(ctx, tx, j.Name)
 	if err != nil {
 		return nil, nil, err
@@ -194,12 +219,24 @@ func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, opts EraseO
 	if err := st.CheckIdentity(j); err != nil {
 		return nil, nil, err
 	}
-	res := &EraseResult{Job: j.Name, Key: opts.Key, Parent: st.Snapshot, Snapshot: st.Snapshot + 1,
+	res := &EraseResult{Job: j.Name, Parent: st.Snapshot, Snapshot: st.Snapshot + 1,
 		Removed: map[string]int64{}, Inputs: []source.RewrittenInput{}}
-	e := &eraser{res: res, keyCol: keyCol, posCol: posCol}
+	if m.subject != nil {
+		res.Subject, res.SubjectColumns = m.value, m.subject
+	} else {
+		res.Key = m.value
+	}
+	e := &eraser{res: res, m: m, posCol: j.Pipeline.Position, keyPos: map[string]sql.NullInt64{}}
 
 	// Tables: the target, its history and the companions.
-	if err := e.fromTables(ctx, tx, j, opts); err != nil {
+	places, err := e.places(ctx, tx, j)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := e.resolveKeys(ctx, tx, places); err != nil {
+		return nil, nil, err
+	}
+	if err := e.fromTables(ctx, tx, places, opts); err != nil {
 		return nil, nil, err
 	}
 
@@ -208,12 +245,15 @@ func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, opts EraseO
 	if err != nil {
 		return nil, nil, err
 	}
-	rewritten, err := e.fromInputs(ctx, d, tx, j, snaps, opts)
+	rewritten, err := e.fromInputs(ctx, d, tx, j, snaps)
 	if err != nil {
 		return nil, nil, err
 	}
+	if !e.found && opts.cascade {
+		return nil, nil, nil
+	}
 	if !e.found && !opts.Replay {
-		prior, err := catalog.CountErasures(ctx, tx, j.Name, opts.Key)
+		prior, err := catalog.CountErasures(ctx, tx, j.Name, m.value, m.subject != nil)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -223,13 +263,19 @@ func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, opts EraseO
 			res.Snapshot = st.Snapshot
 			return res, nil, nil
 		}
-		return nil, nil, fmt.Errorf("erase %s from job %s: the key is in no row, snapshot or retained input; nothing committed", opts.Key, j.Name)
+		if m.subject != nil {
+			return nil, nil, fmt.Errorf("erase subject %s from job %s: no row, snapshot or retained input holds it in %s; nothing committed", m.value, j.Name, strings.Join(m.subject, ", "))
+		}
+		return nil, nil, fmt.Errorf("erase %s from job %s: the key is in no row, snapshot or retained input; nothing committed", m.value, j.Name)
 	}
-	if opts.Position != nil {
-		e.maxPos = sql.NullInt64{Int64: *opts.Position, Valid: true}
-	}
-	if e.maxPos.Valid {
-		res.Position = &e.maxPos.Int64
+	if m.subject == nil {
+		pos := e.maxPos
+		if opts.Position != nil {
+			pos = sql.NullInt64{Int64: *opts.Position, Valid: true}
+		}
+		if pos.Valid {
+			res.Position = &pos.Int64
+		}
 	}
 
 	// Point every snapshot row at the rewritten files.
@@ -237,22 +283,46 @@ func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, opts EraseO
 	if err != nil {
 		return nil, nil, err
 	}
-
-	if err := catalog.ScrubPackets(ctx, tx, j.Name, j.Pipeline.Key, opts.Key); err != nil {
+	for _, col := range slices.Sorted(maps.Keys(m.values)) {
+		for _, v := range m.values[col] {
+			if err := catalog.ScrubPackets(ctx, tx, j.Name, []string{col}, v); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	// The erasure and its snapshot: an erasure by subject is recorded with
+	// its columns, and, for each key its rows had, as an erasure of that
+	// key (the guard against an older batch of the key).
+	if err := catalog.RecordErasure(ctx, tx, j.Name, m.value, res.Position, res.Snapshot, m.subject); err != nil {
 		return nil, nil, err
 	}
-	// The erasure and its snapshot.
-	if err := catalog.RecordErasure(ctx, tx, j.Name, opts.Key, res.Position, res.Snapshot); err != nil {
-		return nil, nil, err
+	if m.subject != nil && m.keyCol != "" {
+		res.Keys = m.values[m.keyCol]
+		for _, k := range res.Keys {
+			var pos *int64
+			if p := e.keyPos[k]; p.Valid {
+				pos = &p.Int64
+			}
+			if err := catalog.RecordErasure(ctx, tx, j.Name, k, pos, res.Snapshot, nil); err != nil {
+				return nil, nil, err
+			}
+		}
 	}
 	// Checkpoints hold the subject in their target rows: rewritten without
 	// it, the old files deleted after the commit like the inputs.
-	scrubbed, err := run.ScrubCheckpoints(ctx, d, tx, j, keyCol, opts.Key)
+	scrubbed, err := run.ScrubCheckpoints(ctx, d, tx, j, m.filter(""))
 	if err != nil {
 		return nil, nil, err
 	}
 	stale = append(stale, scrubbed...)
-	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, res.Snapshot, job.KindErase, catalog.SnapshotInputs{Files: []catalog.InputRef{}}, st.Key, st.PartsJSON()); err != nil {
+	key, parts := st.Key, st.PartsJSON()
+	if opts.cascade {
+		// A reader whose upstream this erasure moved reads on from there.
+		if key, parts, err = repinErased(ctx, tx, st); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, res.Snapshot, job.KindErase, catalog.SnapshotInputs{Files: []catalog.InputRef{}}, key, parts); err != nil {
 		return nil, nil, err
 	}
 	if _, err := run.WriteCheckpoint(ctx, d, tx, j, res.Snapshot, opts.Fault); err != nil {
@@ -261,62 +331,196 @@ func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, opts EraseO
 	return res, stale, nil
 }
 
+// eraseMatch is what an erasure removes: the rows in which a column of
+// values holds one of its values. By key it is {key: [K]}; by subject, the
+// subject columns with the value, and (once resolveKeys has run) the
+// pipeline's key with the values the subject's rows had.
+type eraseMatch struct {
+	value   string
+	subject []string // nil: an erasure by key
+	keyCol  string   // the pipeline's one key column, or ""
+	values  map[string][]string
+}
+
+// eraseMatchOf checks what opts ask to erase from j.
+func eraseMatchOf(j *job.Job, opts EraseOptions) (*eraseMatch, error) {
+	keys := j.Pipeline.Key
+	if len(keys) == 0 {
+		keys = j.Key
+	}
+	m := &eraseMatch{values: map[string][]string{}}
+	if len(keys) == 1 {
+		m.keyCol = keys[0]
+	}
+	switch {
+	case opts.Key != "" && opts.Subject != "":
+		return nil, job.Usage("erase takes --key K or --subject VALUE, not both")
+	case opts.Subject != "":
+		m.value, m.subject = opts.Subject, opts.SubjectColumns
+		if m.subject == nil {
+			m.subject = j.Privacy.Subject
+		}
+		if len(m.subject) == 0 {
+			return nil, job.Usage("erase --subject needs the job to name its subject columns: %s has no [privacy] subject (for example subject = [\"customer_id\"]); or erase a key with --key", j.Name)
+		}
+		for _, c := range m.subject {
+			m.values[c] = []string{opts.Subject}
+		}
+	case opts.Key != "":
+		if m.keyCol == "" {
+			return nil, job.Usage("erase --key needs a pipeline with one key column; %s has %d: declare [privacy] subject and erase with --subject", j.Name, len(keys))
+		}
+		m.value = opts.Key
+		m.values[m.keyCol] = []string{opts.Key}
+	default:
+		return nil, job.Usage("erase needs --key K or --subject VALUE")
+	}
+	return m, nil
+}
+
+// filter is the match as a filter of retained files, reading posCol.
+func (m *eraseMatch) filter(posCol string) source.RowFilter {
+	if m.subject == nil {
+		return source.KeyFilter(m.keyCol, posCol, m.value)
+	}
+	return source.MatchFilter(posCol, m.values)
+}
+
+// where is the match as a SQL condition over the columns present; "" when
+// none of them is.
+func (m *eraseMatch) where(present map[string]bool) string {
+	var or []string
+	for _, col := range slices.Sorted(maps.Keys(m.values)) {
+		if !present[col] || len(m.values[col]) == 0 {
+			continue
+		}
+		lits := make([]string, len(m.values[col]))
+		for i, v := range m.values[col] {
+			lits[i] = job.SQLString(v)
+		}
+		or = append(or, "CAST("+job.QuoteIdent(col)+" AS VARCHAR) IN ("+strings.Join(lits, ", ")+")")
+	}
+	if len(or) == 0 {
+		return ""
+	}
+	return "(" + strings.Join(or, " OR ") + ")"
+}
+
 // eraser is what the steps of an erasure share: the result so far, the
-// key and position columns, the highest valid position of the key seen and
-// whether any row held it.
+// match, the position column, the highest valid position seen (and per key
+// by subject) and whether any row matched.
 type eraser struct {
-	res            *EraseResult
-	keyCol, posCol string
-	maxPos         sql.NullInt64
-	found          bool
+	res    *EraseResult
+	m      *eraseMatch
+	posCol string
+	maxPos sql.NullInt64
+	keyPos map[string]sql.NullInt64
+	found  bool
 }
 
 func (e *eraser) seePos(p sql.NullInt64) {
-	if p.Valid && (!e.maxPos.Valid || p.Int64 > e.maxPos.Int64) {
-		e.maxPos = p
-	}
+	e.maxPos = source.MaxPosition(e.maxPos, p)
 }
 
-// fromTables deletes the key's rows from the target, its history and the
-// companions, noting the highest valid position they held.
-func (e *eraser) fromTables(ctx context.Context, tx *sql.Tx, j *job.Job, opts EraseOptions) error {
-	tables, err := companionTables(ctx, tx, j, e.keyCol)
-	if err != nil {
-		return err
+// place is a table an erasure deletes from: its label in the result, its
+// quoted name and its columns.
+type place struct {
+	label, name string
+	cols        map[string]bool
+}
+
+// places are the target, its history and the companions. The target must
+// hold one of the columns matched.
+func (e *eraser) places(ctx context.Context, tx *sql.Tx, j *job.Job) ([]place, error) {
+	matchCol := e.m.keyCol
+	if e.m.subject != nil {
+		matchCol = ""
 	}
-	type place struct{ label, name string }
-	places := []place{{j.Table, job.QuoteIdent(j.Table)}}
+	tables, err := companionTables(ctx, tx, j, matchCol)
+	if err != nil {
+		return nil, err
+	}
+	places := []place{{label: j.Table, name: job.QuoteIdent(j.Table)}}
 	if ok, err := catalog.TableExists(ctx, tx, "idem", j.Name+"__history"); err != nil {
-		return err
+		return nil, err
 	} else if ok {
-		places = append(places, place{"history", catalog.HistoryTable(j.Name)})
+		places = append(places, place{label: "history", name: catalog.HistoryTable(j.Name)})
 	}
 	for _, t := range tables {
 		if t != j.Table {
-			places = append(places, place{t, job.QuoteIdent(t)})
+			places = append(places, place{label: t, name: job.QuoteIdent(t)})
 		}
 	}
-	for _, p := range places {
-		cols, err := columnsOf(ctx, tx, p.name)
+	for i := range places {
+		cols, err := columnsOf(ctx, tx, places[i].name)
 		if err != nil {
+			return nil, err
+		}
+		places[i].cols = cols
+	}
+	if e.m.where(places[0].cols) == "" {
+		return nil, job.Usage("erase from job %s: target %s has none of the columns %s", j.Name, j.Table, strings.Join(slices.Sorted(maps.Keys(e.m.values)), ", "))
+	}
+	return places, nil
+}
+
+// resolveKeys adds to an erasure by subject the values of the pipeline's
+// key that the subject's rows have in any table: every version of those
+// records goes, and each key is guarded against an older batch.
+func (e *eraser) resolveKeys(ctx context.Context, tx *sql.Tx, places []place) error {
+	if e.m.subject == nil || e.m.keyCol == "" {
+		return nil
+	}
+	keys := map[string]bool{}
+	for _, p := range places {
+		where := e.m.where(p.cols)
+		if where == "" || !p.cols[e.m.keyCol] {
+			continue
+		}
+		rows, err := tx.QueryContext(ctx, "SELECT DISTINCT CAST("+job.QuoteIdent(e.m.keyCol)+" AS VARCHAR) FROM "+p.name+" WHERE "+where+" AND "+job.QuoteIdent(e.m.keyCol)+" IS NOT NULL")
+		if err != nil {
+			return fmt.Errorf("erase from %s: %w", p.label, catalog.TrimSQLError(err))
+		}
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				rows.Close()
+				return err
+			}
+			keys[k] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
 			return err
 		}
-		where := " WHERE CAST(" + job.QuoteIdent(e.keyCol) + " AS VARCHAR) = ?"
-		if cols[e.posCol] {
+	}
+	if len(keys) > 0 {
+		e.m.values[e.m.keyCol] = slices.Sorted(maps.Keys(keys))
+	}
+	return nil
+}
+
+// fromTables deletes the matched rows from the target, its history and the
+// companions, noting the highest valid position they held (per key).
+func (e *eraser) fromTables(ctx context.Context, tx *sql.Tx, places []place, opts EraseOptions) error {
+	for _, p := range places {
+		where := e.m.where(p.cols)
+		if where == "" {
+			continue
+		}
+		if p.cols[e.posCol] && e.m.keyCol != "" && p.cols[e.m.keyCol] {
 			// A row's position counts only where the pipeline judged it
 			// valid: a table that stores outcomes keeps invalid rows as
 			// received ("1e18"), and their outcome says so.
 			valid := ""
-			if cols["outcome"] {
+			if p.cols["outcome"] {
 				valid = " AND coalesce(outcome NOT LIKE 'invalid%', false)"
 			}
-			var pos sql.NullInt64
-			if err := tx.QueryRowContext(ctx, "SELECT max("+source.PositionSQL("CAST("+job.QuoteIdent(e.posCol)+" AS VARCHAR)")+") FROM "+p.name+where+valid, opts.Key).Scan(&pos); err != nil {
-				return fmt.Errorf("erase from %s: %w", p.label, catalog.TrimSQLError(err))
+			if err := e.positions(ctx, tx, p, where+valid); err != nil {
+				return err
 			}
-			e.seePos(pos)
 		}
-		r, err := tx.ExecContext(ctx, "DELETE FROM "+p.name+where, opts.Key)
+		r, err := tx.ExecContext(ctx, "DELETE FROM "+p.name+" WHERE "+where)
 		if err != nil {
 			return fmt.Errorf("erase from %s: %w", p.label, catalog.TrimSQLError(err))
 		}
@@ -327,10 +531,32 @@ func (e *eraser) fromTables(ctx context.Context, tx *sql.Tx, j *job.Job, opts Er
 	return nil
 }
 
+// positions reads the highest valid position of each key among the rows
+// of p that match where.
+func (e *eraser) positions(ctx context.Context, tx *sql.Tx, p place, where string) error {
+	rows, err := tx.QueryContext(ctx, "SELECT CAST("+job.QuoteIdent(e.m.keyCol)+" AS VARCHAR), max("+source.PositionSQL("CAST("+job.QuoteIdent(e.posCol)+" AS VARCHAR)")+") FROM "+p.name+" WHERE "+where+" GROUP BY 1")
+	if err != nil {
+		return fmt.Errorf("erase from %s: %w", p.label, catalog.TrimSQLError(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k sql.NullString
+		var pos sql.NullInt64
+		if err := rows.Scan(&k, &pos); err != nil {
+			return err
+		}
+		e.seePos(pos)
+		if k.Valid {
+			e.keyPos[k.String] = source.MaxPosition(e.keyPos[k.String], pos)
+		}
+	}
+	return rows.Err()
+}
+
 // fromInputs rewrites every retained input of the snapshots without the
 // key's rows. It returns each input's replacement (itself when it held no
 // such row).
-func (e *eraser) fromInputs(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, snaps []*catalog.SnapshotRow, opts EraseOptions) (map[string]catalog.InputRef, error) {
+func (e *eraser) fromInputs(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, snaps []*catalog.SnapshotRow) (map[string]catalog.InputRef, error) {
 	rewritten := map[string]catalog.InputRef{}
 	// An expired snapshot's inputs may be gone from the store (idem
 	// expire): there is nothing left of the subject to rewrite.
@@ -351,13 +577,13 @@ func (e *eraser) fromInputs(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.J
 				rewritten[f.SHA256] = f
 				continue
 			}
-			rw, pos, err := source.Rewrite(ctx, tx, d.Path(), f, format, source.KeyFilter(e.keyCol, e.posCol, opts.Key))
+			rw, pos, err := source.Rewrite(ctx, tx, d.Path(), f, format, e.m.filter(e.posCol))
 			if err != nil {
 				return nil, err
 			}
 			// A retained input's rows carry no verdict; where the pipeline
 			// stores every row's outcome, the position comes from there.
-			if j.Pipeline.OutcomesTable == "" {
+			if j.Pipeline.OutcomesTable == "" && e.m.subject == nil {
 				e.seePos(pos)
 			}
 			if rw == nil {

@@ -135,14 +135,14 @@ func storeManifest(ctx context.Context, d *DB, tx *sql.Tx, c *catalog.Checkpoint
 }
 
 // ScrubCheckpoints rewrites, inside an erasure's transaction tx, the
-// target file of every checkpoint of job j that holds rows of key (a value
-// of key column keyCol) without them, stores the new file and a new
+// target file of every checkpoint of job j that holds rows flt drops (the
+// erased key's or subject's) without them, stores the new file and a new
 // manifest, and points the idem.checkpoints row at them. A checkpoint whose
 // target file is gone cannot be scrubbed and is deleted: an erasure is
 // never blocked by a checkpoint. It returns the files no checkpoint names
 // any more (they held the subject), already forgotten in idem.inputs: the
 // caller deletes them after COMMIT.
-func ScrubCheckpoints(ctx context.Context, d *DB, tx *sql.Tx, j *job.Job, keyCol, key string) ([]string, error) {
+func ScrubCheckpoints(ctx context.Context, d *DB, tx *sql.Tx, j *job.Job, flt source.RowFilter) ([]string, error) {
 	cs, err := catalog.Checkpoints(ctx, tx, j.Name)
 	if err != nil || len(cs) == 0 {
 		return nil, err
@@ -152,9 +152,8 @@ func ScrubCheckpoints(ctx context.Context, d *DB, tx *sql.Tx, j *job.Job, keyCol
 		return nil, fmt.Errorf("erase from checkpoints of %s: %w", j.Name, err)
 	}
 	defer os.RemoveAll(dir)
-	// The key column also stands for the position column: the erasure's
-	// position comes from the outcomes, never from a checkpoint.
-	flt := source.KeyFilter(keyCol, keyCol, key)
+	// The filter reads no position column: the erasure's position comes
+	// from the outcomes, never from a checkpoint.
 	rewritten := map[string]*source.RewrittenInput{}
 	var maybeStale []string
 	for _, c := range cs {

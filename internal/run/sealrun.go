@@ -241,3 +241,10 @@ func (s *sealedRun) explain(ctx context.Context, tx *sql.Tx, step job.Step, line
 	return job.Usage("job %s: step %s line %d reads table %s (as DuckDB binds the statement), which is neither the job's nor a declared upstream's; nothing committed: declare the job it belongs to in [input] upstream and read it as {{upstream:NAME}}",
 		s.j.Name, step.Name, line, bad)
 }
+
+// SingleThread sets DuckDB's threads to 1 inside tx, as the steps of a run
+// run, and returns what sets it back: work outside a run (an erasure
+// recomputing a model) gives the bytes a run gives.
+func (d *DB) SingleThread(ctx context.Context, tx *sql.Tx) (func(), error) {
+	return singleThread(ctx, d.sql, tx)
+}

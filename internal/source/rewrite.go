@@ -9,9 +9,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -28,11 +30,59 @@ type RewrittenInput struct {
 }
 
 // RowFilter picks the rows of a retained input to drop: by key text and
-// position in Go (csv, jsonl), by a SQL condition for parquet.
+// position in Go (csv, jsonl), by a SQL condition for parquet. A filter
+// made by MatchFilter drops by Values instead: every row in which one of
+// the listed columns holds one of its values (columns the file lacks are
+// skipped; a file with none of them is an error, since nothing in it could
+// be told apart).
 type RowFilter struct {
 	KeyCol, PosCol string
 	Drop           func(key string, pos sql.NullInt64) bool
 	DropSQL        string
+	Values         map[string][]string
+}
+
+// MatchFilter drops every row in which a column of values holds one of
+// that column's values; posCol ("" none) is read for the highest position
+// dropped.
+func MatchFilter(posCol string, values map[string][]string) RowFilter {
+	return RowFilter{PosCol: posCol, Values: values}
+}
+
+// dropsValue says whether a row whose column text is read by get goes
+// under flt.Values.
+func (flt RowFilter) dropsValue(get func(col string) (string, bool)) bool {
+	for col, vals := range flt.Values {
+		if v, ok := get(col); ok && slices.Contains(vals, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// valuesSQL is flt.Values as a SQL condition over the columns of cols
+// present.
+func (flt RowFilter) valuesSQL(present map[string]bool) string {
+	var or []string
+	for _, col := range slices.Sorted(maps.Keys(flt.Values)) {
+		if !present[col] || len(flt.Values[col]) == 0 {
+			continue
+		}
+		lits := make([]string, len(flt.Values[col]))
+		for i, v := range flt.Values[col] {
+			lits[i] = job.SQLString(v)
+		}
+		or = append(or, "CAST("+job.QuoteIdent(col)+" AS VARCHAR) IN ("+strings.Join(lits, ", ")+")")
+	}
+	if len(or) == 0 {
+		return "FALSE"
+	}
+	return "(" + strings.Join(or, " OR ") + ")"
+}
+
+// noneOf is the error of a file that holds none of the filter's columns.
+func (flt RowFilter) noneOf() error {
+	return fmt.Errorf("none of the columns %s is in the file: the rows to remove cannot be told apart", strings.Join(slices.Sorted(maps.Keys(flt.Values)), ", "))
 }
 
 // KeyFilter drops every row of one key.
@@ -146,15 +196,23 @@ func filterJSONL(src string, out io.Writer, flt RowFilter) (int64, sql.NullInt64
 				if err := json.Unmarshal(t, &obj); err != nil {
 					return 0, pos, err
 				}
-				if k, ok := jsonText(obj[flt.KeyCol]); ok {
-					var p sql.NullInt64
-					if text, ok := jsonText(obj[flt.PosCol]); ok {
-						p = parsePosition(text)
-					}
-					if flt.Drop(k, p) {
-						drop = true
-						pos = MaxPosition(pos, p)
-					}
+				var p sql.NullInt64
+				if text, ok := jsonText(obj[flt.PosCol]); ok && flt.PosCol != "" {
+					p = parsePosition(text)
+				}
+				if flt.Values != nil {
+					drop = flt.dropsValue(func(col string) (string, bool) {
+						raw, ok := obj[col]
+						if !ok {
+							return "", false
+						}
+						return jsonText(raw)
+					})
+				} else if k, ok := jsonText(obj[flt.KeyCol]); ok {
+					drop = flt.Drop(k, p)
+				}
+				if drop {
+					pos = MaxPosition(pos, p)
 				}
 			}
 			if drop {
@@ -189,16 +247,23 @@ func filterCSV(src string, out io.Writer, flt RowFilter) (int64, sql.NullInt64, 
 		return 0, pos, err
 	}
 	keyIdx, posIdx := -1, -1
+	valueIdx := map[string]int{}
 	for i, h := range header {
 		h = strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))
-		switch h {
-		case flt.KeyCol:
+		if _, ok := flt.Values[h]; ok {
+			valueIdx[h] = i
+		}
+		switch {
+		case flt.KeyCol != "" && h == flt.KeyCol:
 			keyIdx = i
-		case flt.PosCol:
+		case flt.PosCol != "" && h == flt.PosCol:
 			posIdx = i
 		}
 	}
-	if keyIdx < 0 {
+	if flt.Values != nil && len(valueIdx) == 0 {
+		return 0, pos, flt.noneOf()
+	}
+	if flt.Values == nil && keyIdx < 0 {
 		return 0, pos, fmt.Errorf("no column %s in the header", flt.KeyCol)
 	}
 	start := r.InputOffset()
@@ -220,7 +285,19 @@ func filterCSV(src string, out io.Writer, flt RowFilter) (int64, sql.NullInt64, 
 		if posIdx >= 0 && posIdx < len(rec) {
 			p = parsePosition(rec[posIdx])
 		}
-		if keyIdx < len(rec) && flt.Drop(rec[keyIdx], p) {
+		var drop bool
+		if flt.Values != nil {
+			drop = flt.dropsValue(func(col string) (string, bool) {
+				i, ok := valueIdx[col]
+				if !ok || i >= len(rec) {
+					return "", false
+				}
+				return rec[i], true
+			})
+		} else {
+			drop = keyIdx < len(rec) && flt.Drop(rec[keyIdx], p)
+		}
+		if drop {
 			removed++
 			pos = MaxPosition(pos, p)
 		} else if _, err := w.Write(data[start:end]); err != nil {
@@ -239,7 +316,23 @@ func filterParquet(ctx context.Context, tx *sql.Tx, src, dst string, flt RowFilt
 	var removed int64
 	read := "read_parquet(" + job.SQLString(src) + ")"
 	match := flt.DropSQL
-	if err := tx.QueryRowContext(ctx, "SELECT count(*), max("+PositionSQL("CAST("+job.QuoteIdent(flt.PosCol)+" AS VARCHAR)")+") FROM "+read+" WHERE "+match).Scan(&removed, &pos); err != nil {
+	posSQL := "NULL::BIGINT"
+	if flt.PosCol != "" {
+		posSQL = PositionSQL("CAST(" + job.QuoteIdent(flt.PosCol) + " AS VARCHAR)")
+	}
+	if flt.Values != nil {
+		present, err := parquetColumns(ctx, tx, read)
+		if err != nil {
+			return 0, pos, err
+		}
+		if match = flt.valuesSQL(present); match == "FALSE" {
+			return 0, pos, flt.noneOf()
+		}
+		if !present[flt.PosCol] {
+			posSQL = "NULL::BIGINT"
+		}
+	}
+	if err := tx.QueryRowContext(ctx, "SELECT count(*), max("+posSQL+") FROM "+read+" WHERE "+match).Scan(&removed, &pos); err != nil {
 		return 0, pos, catalog.TrimSQLError(err)
 	}
 	if removed == 0 {
@@ -249,6 +342,24 @@ func filterParquet(ctx context.Context, tx *sql.Tx, src, dst string, flt RowFilt
 		return 0, pos, catalog.TrimSQLError(err)
 	}
 	return removed, pos, nil
+}
+
+// parquetColumns are the column names of a parquet file read as read.
+func parquetColumns(ctx context.Context, tx *sql.Tx, read string) (map[string]bool, error) {
+	rows, err := tx.QueryContext(ctx, "SELECT * FROM "+read+" LIMIT 0")
+	if err != nil {
+		return nil, catalog.TrimSQLError(err)
+	}
+	defer rows.Close()
+	names, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, n := range names {
+		out[n] = true
+	}
+	return out, nil
 }
 
 // positionPattern is the one rule by which idem reads a position from text,

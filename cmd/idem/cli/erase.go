@@ -3,10 +3,15 @@ package cli
 import (
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/project"
+	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/spf13/cobra"
 )
@@ -14,63 +19,186 @@ import (
 func (a *app) newEraseCmd() *cobra.Command {
 	var f dbFlags
 	var w writerFlags
-	var key string
+	var key, subject string
+	var dryRun bool
 	cmd := &cobra.Command{
-		Use:   "erase JOB --key K",
-		Short: "Remove a subject from the current rows, every snapshot and the retained inputs",
-		Long: `Remove every row of key K, in one transaction: from the target, from its
+		Use:   "erase (JOB | PROJECT_DIR) (--key K | --subject VALUE)",
+		Short: "Remove a subject from every job that holds it: rows, snapshots, inputs",
+		Long: `Remove every row of key K (--key), or every row in which one of the job's
+[privacy] subject columns holds VALUE together with every other row of
+the same keys (--subject), in one transaction: from the target, from its
 history (so no snapshot export shows it), from <target>_outcomes and the
-pipeline's other tables, and from the retained input files, which are
-rewritten without K's rows and stored under their new sha256. The erasure
-(key, highest position seen, snapshot, time; never the payload) is
-recorded so that a later batch carrying K at or below that position gets
-outcome erased. The erasure is a new snapshot. --expect-parent P and
---epoch E guard it as they guard a run: refused (exit 3) unless the latest
-snapshot is P and the writer epoch is E.`,
+pipeline's other tables, from checkpoints and release packets, and from
+the retained input files, which are rewritten without those rows and
+stored under their new sha256. Any pipeline can be erased from; one with
+a position column also records, for each key erased, the highest position
+seen, so that a later batch carrying the key at or below it gets outcome
+erased (the record holds the key and position, never the payload).
+
+The erasure follows the chain of jobs in the same transaction: every job
+of the database that reads an erased job, transitively, loses the
+subject too. A model (pipeline select) is recomputed, for every kept
+snapshot, from its upstreams' rows without the subject; a job that keeps
+an upstream's rows (an apply job fed by its changes) loses the rows in
+which its own [privacy] subject columns, or the columns it shares by name
+with the erased job's, hold the erased values. Their job files are looked
+for beside JOB; a job of the database that read an erased job and has no
+job file there is refused (exit 2) before anything changes. Given a
+PROJECT_DIR, --subject is erased from every job of the folder that
+declares [privacy] subject, and from their readers.
+
+Each job changed gets a new snapshot. --dry-run does the work and rolls
+it back: it prints every job, table and file the erasure would touch.
+--expect-parent P and --epoch E guard the job named (not its readers) as
+they guard a run: refused (exit 3) unless its latest snapshot is P and
+its writer epoch is E.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
-			if !cmd.Flags().Changed("key") {
-				return a.fail(f.jsonOut, &job.UsageError{Msg: "erase needs --key K"})
+			if !cmd.Flags().Changed("key") && !cmd.Flags().Changed("subject") {
+				return a.fail(f.jsonOut, &job.UsageError{Msg: "erase needs --key K or --subject VALUE"})
 			}
-			job, db, err := f.openJob(cmd.Context(), args[0], false)
+			roots, beside, err := a.eraseJobs(args[0], &f, key)
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			dbPath, err := f.dbPath(roots[0])
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			db, err := run.Open(cmd.Context(), dbPath, f.openOptions(roots[0]))
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
 			defer a.closeWritten(db, &err)
-			opts := ops.EraseOptions{Key: key, Fault: a.faultHook(db.Path())}
+			opts := ops.EraseOptions{Key: key, Subject: subject, DryRun: dryRun, Fault: a.faultHook(db.Path())}
 			opts.ExpectParent, opts.Epoch = w.guards(cmd)
-			res, err := ops.Erase(cmd.Context(), db, job, opts)
+			res, err := ops.EraseChain(cmd.Context(), db, roots, beside, opts)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
 			if f.jsonOut {
+				if len(roots) == 1 && !isDir(args[0]) {
+					return a.printJSON(res.Root())
+				}
 				return a.printJSON(res)
 			}
-			if res.AlreadyErased {
-				fmt.Fprintf(a.stdout, "%s: key %q was already erased; nothing to do (snapshot %d)\n", res.Job, res.Key, res.Snapshot)
-				return nil
-			}
-			pos := "none"
-			if res.Position != nil {
-				pos = fmt.Sprint(*res.Position)
-			}
-			fmt.Fprintf(a.stdout, "%s: erased key %q\n", res.Job, res.Key)
-			fmt.Fprintf(a.stdout, "  snapshot  %d\n", res.Snapshot)
-			fmt.Fprintf(a.stdout, "  position  %s (later events at or below it are dropped as erased)\n", pos)
-			for _, t := range slices.Sorted(maps.Keys(res.Removed)) {
-				fmt.Fprintf(a.stdout, "  removed   %d row(s) from %s\n", res.Removed[t], t)
-			}
-			for _, in := range res.Inputs {
-				fmt.Fprintf(a.stdout, "  rewrote   input %s -> %s (%d row(s) removed)\n", in.Old[:12], in.New[:12], in.RowsRemoved)
-			}
-			a.printReplica(res.Replica)
+			a.printChainErase(res)
 			return nil
 		},
 	}
 	f.register(cmd)
 	w.register(cmd)
-	cmd.Flags().StringVar(&key, "key", "", "the key value to erase")
+	cmd.Flags().StringVar(&key, "key", "", "the key value to erase (one job's key)")
+	cmd.Flags().StringVar(&subject, "subject", "", "the subject value to erase, looked for in the jobs' [privacy] subject columns")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "do the erasure and roll it back: print what it would change")
 	return cmd
+}
+
+// eraseJobs are the jobs an erasure starts from and the job files its
+// readers are looked for among: JOB and the job files beside it (those
+// that load), or every job of PROJECT_DIR that declares [privacy] subject
+// and the folder's jobs. With --db every job is taken to be of that
+// database.
+func (a *app) eraseJobs(path string, f *dbFlags, key string) (roots, beside []*job.Job, err error) {
+	if isDir(path) {
+		if key != "" {
+			return nil, nil, &job.UsageError{Msg: "erase of a project folder takes --subject VALUE: --key is the key of one job"}
+		}
+		files, err := project.Files([]string{path})
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, file := range files {
+			j, err := loadJob(file)
+			if err != nil {
+				return nil, nil, err
+			}
+			beside = append(beside, j)
+		}
+		for _, j := range beside {
+			if len(j.Privacy.Subject) > 0 {
+				roots = append(roots, j)
+			}
+		}
+		if len(roots) == 0 {
+			return nil, nil, &job.UsageError{Msg: fmt.Sprintf("erase: no job in %s declares [privacy] subject (the columns that name a subject)", path)}
+		}
+	} else {
+		j, err := loadJob(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		roots = []*job.Job{j}
+		files, _ := project.Files([]string{filepath.Dir(path)})
+		for _, file := range files {
+			if uj, err := loadJob(file); err == nil && uj.Name != j.Name {
+				beside = append(beside, uj)
+			}
+		}
+	}
+	dbs := map[string]bool{}
+	for _, j := range slices.Concat(roots, beside) {
+		if f.db != "" {
+			j.Database = f.db
+		}
+	}
+	for _, j := range roots {
+		dbs[absPath(j.Database)] = true
+	}
+	if len(dbs) > 1 {
+		return nil, nil, &job.UsageError{Msg: fmt.Sprintf("erase: the jobs of %s that declare [privacy] subject use %d databases: erase one database at a time (--db, or one job file)", path, len(dbs))}
+	}
+	return roots, beside, nil
+}
+
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
+}
+
+// printChainErase prints an erasure through the chain: each job erased,
+// each model recomputed, the jobs looked at and left as they were.
+func (a *app) printChainErase(res *ops.ChainEraseResult) {
+	if res.DryRun {
+		fmt.Fprintln(a.stdout, "dry run: nothing was committed; the erasure would change:")
+	}
+	for _, r := range res.Erased {
+		what := fmt.Sprintf("key %q", r.Key)
+		if r.SubjectColumns != nil {
+			what = fmt.Sprintf("subject %q", r.Subject)
+		}
+		if r.AlreadyErased {
+			fmt.Fprintf(a.stdout, "%s: %s was already erased; nothing to do (snapshot %d)\n", r.Job, what, r.Snapshot)
+			continue
+		}
+		fmt.Fprintf(a.stdout, "%s: erased %s\n", r.Job, what)
+		fmt.Fprintf(a.stdout, "  snapshot  %d\n", r.Snapshot)
+		switch {
+		case r.SubjectColumns != nil:
+			fmt.Fprintf(a.stdout, "  subject   in %s; %d key(s)\n", strings.Join(r.SubjectColumns, ", "), len(r.Keys))
+		case r.Position != nil:
+			fmt.Fprintf(a.stdout, "  position  %d (later events at or below it are dropped as erased)\n", *r.Position)
+		default:
+			fmt.Fprintf(a.stdout, "  position  none\n")
+		}
+		for _, t := range slices.Sorted(maps.Keys(r.Removed)) {
+			fmt.Fprintf(a.stdout, "  removed   %d row(s) from %s\n", r.Removed[t], t)
+		}
+		for _, in := range r.Inputs {
+			fmt.Fprintf(a.stdout, "  rewrote   input %s -> %s (%d row(s) removed)\n", in.Old[:12], in.New[:12], in.RowsRemoved)
+		}
+	}
+	for _, m := range res.Recomputed {
+		fmt.Fprintf(a.stdout, "%s: recomputed without the subject\n", m.Job)
+		fmt.Fprintf(a.stdout, "  snapshot  %d\n", m.Snapshot)
+		for _, s := range m.Snapshots {
+			fmt.Fprintf(a.stdout, "  snapshot  %d: %d row(s), %d before\n", s.Snapshot, s.RowsAfter, s.RowsBefore)
+		}
+	}
+	for _, n := range res.Untouched {
+		fmt.Fprintf(a.stdout, "%s: holds none of it; unchanged\n", n)
+	}
+	a.printReplica(res.Replica)
 }
 
 func (a *app) newRollbackCmd() *cobra.Command {

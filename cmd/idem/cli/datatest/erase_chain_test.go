@@ -1,0 +1,204 @@
+package datatest
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
+	"github.com/stretchr/testify/require"
+)
+
+// eraseChainProject writes the chain of issue 26 into dir: vc
+// (versioned_changes, subject entity_id, checkpoints every snapshot) →
+// src (a model of vc's active rows) and agg (an aggregate model over vc)
+// → down (merge_by_key applying src's changes), every job with retention
+// and the read replica on, the database in dir/db. Two change files.
+func eraseChainProject(t *testing.T, dir string) {
+	settings := "[retention]\nkeep_snapshots = 5\ncheckpoint_every = 1\n[duckdb]\nthreads = " + clitest.TestThreads + "\nread_replica = true\n"
+	clitest.WriteFile(t, filepath.Join(dir, "jobs", "vc.toml"), `name = "vc"
+pipeline = "versioned_changes"
+transform_version = 1
+schema_version = 1
+database = "../db/chain.duckdb"
+[input]
+path = "../changes/*.jsonl"
+format = "jsonl"
+mode = "files"
+[privacy]
+subject = ["entity_id"]
+`+settings)
+	clitest.WriteFile(t, filepath.Join(dir, "jobs", "src.toml"), `name = "src"
+pipeline = "select"
+transform_version = 1
+database = "../db/chain.duckdb"
+[input]
+upstream = ["vc"]
+[transform]
+sql = "models/src"
+[target]
+key = ["entity_id"]
+`+settings)
+	clitest.WriteFile(t, filepath.Join(dir, "jobs", "models", "src", "v1.sql"), "SELECT entity_id, source_version, value FROM {{upstream:vc}} WHERE status = 'active'\n")
+	clitest.WriteFile(t, filepath.Join(dir, "jobs", "agg.toml"), `name = "agg"
+pipeline = "select"
+transform_version = 1
+database = "../db/chain.duckdb"
+[input]
+upstream = ["vc"]
+[transform]
+sql = "models/agg"
+[target]
+key = ["status"]
+`+settings)
+	clitest.WriteFile(t, filepath.Join(dir, "jobs", "models", "agg", "v1.sql"),
+		"SELECT status, count(*) AS entities, sum(source_version) AS versions, string_agg(value, '|') AS payloads FROM {{upstream:vc}} GROUP BY status\n")
+	clitest.WriteFile(t, filepath.Join(dir, "jobs", "down.toml"), `name = "down"
+pipeline = "merge_by_key"
+transform_version = 2
+schema_version = 1
+database = "../db/chain.duckdb"
+[input]
+upstream = ["src"]
+[input.columns]
+entity_id = "VARCHAR"
+source_version = "BIGINT"
+value = "VARCHAR"
+[target]
+key = ["entity_id"]
+order_by = "source_version"
+`+settings)
+	clitest.WriteFile(t, filepath.Join(dir, "changes", "b1.jsonl"),
+		`{"change_id":"1","entity_id":"alice","source_version":1,"operation":"upsert","value":"SECRETPAYLOADX1"}
+{"change_id":"2","entity_id":"bob","source_version":1,"operation":"upsert","value":"bob1"}
+{"change_id":"3","entity_id":"carol","source_version":1,"operation":"upsert","value":"carol1"}
+`)
+	clitest.WriteFile(t, filepath.Join(dir, "changes", "b2.jsonl"),
+		`{"change_id":"4","entity_id":"alice","source_version":2,"operation":"upsert","value":"SECRETPAYLOADX2"}
+{"change_id":"5","entity_id":"bob","source_version":2,"operation":"upsert","value":"bob2"}
+`)
+}
+
+// TestEraseThroughChain erases one subject from the upstream of a chain
+// (issue 26): a select model and an aggregate model over it are
+// recomputed for every kept snapshot, the merge_by_key job fed by the
+// model's changes loses the subject's rows, all in one command. Then the
+// payload is in no file under the database's folder once compacted (the
+// replica and retained inputs even before); every kept snapshot of every
+// job exports without it and reruns reproduced; the aggregate equals the
+// aggregate without the subject; the next project run changes nothing;
+// a dry run commits nothing; erasing again says already erased.
+func TestEraseThroughChain(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	eraseChainProject(t, dir)
+	jobs := filepath.Join(dir, "jobs")
+	db := filepath.Join(dir, "db", "chain.duckdb")
+	vc := filepath.Join(jobs, "vc.toml")
+	code, out, errOut := clitest.InProcess(t, "run", jobs)
+	require.Equal(t, 0, code, out+errOut)
+	require.Equal(t, []string{"active|3|5|SECRETPAYLOADX2|bob2|carol1"}, clitest.QueryStrs(t, db, `SELECT status || '|' || entities || '|' || versions || '|' || payloads FROM agg`))
+	// A third batch, so the chain has several snapshots after the erased
+	// subject's last change.
+	clitest.WriteFile(t, filepath.Join(dir, "changes", "b3.jsonl"), `{"change_id":"6","entity_id":"carol","source_version":2,"operation":"upsert","value":"carol2"}`+"\n")
+	code, out, errOut = clitest.InProcess(t, "run", jobs)
+	require.Equal(t, 0, code, out+errOut)
+
+	// A dry run lists what would change and commits nothing.
+	before := clitest.CaptureState(t, db)
+	code, out, errOut = clitest.InProcess(t, "erase", vc, "--key", "alice", "--dry-run")
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, "dry run: nothing was committed")
+	require.Contains(t, out, "vc: erased key \"alice\"")
+	require.Contains(t, out, "src: recomputed without the subject")
+	require.Contains(t, out, "agg: recomputed without the subject")
+	require.Contains(t, out, "down: erased subject \"alice\"")
+	require.Equal(t, before, clitest.CaptureState(t, db), "a dry run commits nothing")
+
+	code, out, errOut = clitest.InProcess(t, "erase", vc, "--key", "alice", "--json")
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, `"job":"vc","key":"alice"`)
+	require.Contains(t, out, `"downstream":[{"job":"down"`)
+	require.Contains(t, out, `"recomputed":[{"job":"agg"`)
+	require.NotContains(t, out, "SECRETPAYLOAD")
+
+	// The aggregate is the aggregate without alice, and so is every kept
+	// snapshot of it.
+	require.Equal(t, []string{"active|2|4|bob2|carol2"}, clitest.QueryStrs(t, db, `SELECT status || '|' || entities || '|' || versions || '|' || payloads FROM agg`))
+	for _, j := range []string{"vc", "src", "agg", "down"} {
+		file := filepath.Join(jobs, j+".toml")
+		snaps := clitest.QueryStrs(t, db, `SELECT snapshot FROM idem.snapshots WHERE job = ? ORDER BY snapshot`, j)
+		require.GreaterOrEqual(t, len(snaps), 3, j)
+		for _, s := range snaps {
+			exp := filepath.Join(t.TempDir(), "out.csv")
+			code, out, errOut := clitest.InProcess(t, "export", file, "--snapshot", s, "--out", exp)
+			require.Equal(t, 0, code, "%s snapshot %s: %s", j, s, out+errOut)
+			data, err := os.ReadFile(exp)
+			require.NoError(t, err)
+			require.NotContains(t, string(data), "SECRETPAYLOAD", "%s snapshot %s", j, s)
+			require.NotContains(t, string(data), "alice", "%s snapshot %s", j, s)
+			code, out, errOut = clitest.InProcess(t, "rerun", file, "--snapshot", s, "--json")
+			require.Equal(t, 0, code, "%s snapshot %s: %s", j, s, out+errOut)
+			require.Contains(t, out, `"reproduced":true`, "%s snapshot %s", j, s)
+		}
+	}
+
+	// The next run of the project finds nothing new, and a replay of the
+	// pre-erasure batches changes nothing.
+	state := clitest.CaptureState(t, db)
+	code, out, errOut = clitest.InProcess(t, "run", jobs)
+	require.Equal(t, 0, code, out+errOut)
+	require.NotContains(t, out, "loaded")
+	require.NotContains(t, out, "applied")
+	require.Equal(t, state, clitest.CaptureState(t, db), "the run after the erasure changes nothing")
+	// Erasing again: already erased, nothing committed.
+	code, out, errOut = clitest.InProcess(t, "erase", vc, "--key", "alice")
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, "vc: key \"alice\" was already erased")
+
+	// A replay of the pre-erasure batches, under new names: alice's
+	// changes are dropped as erased, and nothing of hers comes back.
+	for _, b := range []string{"b1", "b2"} {
+		data, err := os.ReadFile(filepath.Join(dir, "changes", b+".jsonl"))
+		require.NoError(t, err)
+		clitest.WriteFile(t, filepath.Join(dir, "changes", "replay-"+b+".jsonl"), string(data))
+	}
+	code, out, errOut = clitest.InProcess(t, "run", jobs)
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, "erased 1")
+	// The replayed changes' outcomes name the key, never the payload.
+	require.Equal(t, []string{"erased|NULL", "erased|NULL"}, clitest.QueryStrs(t, db, `SELECT outcome || '|' || coalesce(value, 'NULL') FROM vc_outcomes WHERE entity_id = 'alice'`))
+	for _, q := range []string{`SELECT count(*) FROM vc WHERE entity_id = 'alice'`, `SELECT count(*) FROM src WHERE entity_id = 'alice'`,
+		`SELECT count(*) FROM down WHERE entity_id = 'alice'`, `SELECT count(*) FROM agg WHERE payloads LIKE '%SECRET%'`} {
+		require.Equal(t, []string{"0"}, clitest.QueryStrs(t, db, q), q)
+	}
+
+	// No file under the database's folder holds the payload: the replica
+	// and retained files at once, the database file once compacted.
+	requireNoPayload(t, filepath.Join(dir, "db"), "SECRETPAYLOAD", db)
+	code, out, errOut = clitest.InProcess(t, "compact", "--db", db)
+	require.Equal(t, 0, code, out+errOut)
+	requireNoPayload(t, filepath.Join(dir, "db"), "SECRETPAYLOAD", "")
+}
+
+// requireNoPayload fails when a file under root other than except holds
+// payload.
+func requireNoPayload(t *testing.T, root, payload, except string) {
+	t.Helper()
+	n := 0
+	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || p == except {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		n++
+		require.False(t, bytes.Contains(data, []byte(payload)), "%s holds %s", p, payload)
+		return nil
+	}))
+	require.Positive(t, n, "no file under %s", root)
+}

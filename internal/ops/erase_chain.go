@@ -1,0 +1,362 @@
+package ops
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/project"
+	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/source"
+)
+
+// ChainEraseResult reports an erasure through the chain of jobs: the
+// erasure in each job that held the subject, and the models recomputed
+// without it.
+type ChainEraseResult struct {
+	// Erased are the jobs the subject was removed from by its columns, in
+	// run order (the jobs named first, then the jobs that read them).
+	Erased []*EraseResult `json:"erased"`
+	// Recomputed are the models rebuilt from their upstreams' rows without
+	// the subject, for every kept snapshot.
+	Recomputed []*RecomputeResult `json:"recomputed"`
+	// Untouched are the jobs that read an erased job and held none of the
+	// subject's rows.
+	Untouched []string `json:"untouched"`
+	// DryRun says nothing was committed: the lists say what would be.
+	DryRun bool `json:"dry_run"`
+	// Replica reports the read replica published after the erasure.
+	Replica *run.ReplicaInfo `json:"replica,omitempty"`
+}
+
+// RecomputeResult is one model rebuilt by an erasure: its new snapshot and,
+// for each kept snapshot, the rows it held before and holds now.
+type RecomputeResult struct {
+	Job       string              `json:"job"`
+	Snapshot  int64               `json:"snapshot"`
+	Parent    int64               `json:"parent"`
+	Snapshots []RecomputeSnapshot `json:"snapshots"`
+}
+
+// RecomputeSnapshot is one kept snapshot of a recomputed model.
+type RecomputeSnapshot struct {
+	Snapshot   int64 `json:"snapshot"`
+	RowsBefore int64 `json:"rows_before"`
+	RowsAfter  int64 `json:"rows_after"`
+}
+
+// EraseChain erases opts' key or subject from roots and from every job
+// that reads one of them, transitively, in ONE transaction: a job that
+// keeps the upstream's rows (an apply job fed by upstream changes, say)
+// loses the rows in which its [privacy] subject columns, or the erased
+// job's matched columns it shares by name, hold the erased values; a model
+// (pipeline select) is recomputed, for every kept snapshot, from its
+// upstreams' rows without the subject. beside are the job files that may
+// read the roots (the project's); a job of the database that read an
+// erased job and is not among them is refused (exit 2) before anything is
+// written, since its copy would outlive the erasure. Each job changed gets
+// a new snapshot; file work (replaced inputs, checkpoints) follows the
+// COMMIT as for one job.
+func EraseChain(ctx context.Context, d *run.DB, roots, beside []*job.Job, opts EraseOptions) (*ChainEraseResult, error) {
+	matches := map[*job.Job]*eraseMatch{}
+	for _, r := range roots {
+		m, err := eraseMatchOf(r, opts)
+		if err != nil {
+			return nil, err
+		}
+		matches[r] = m
+	}
+	if d.ReadOnly() {
+		return nil, errors.New("database opened read-only")
+	}
+	conn, tx, err := d.BeginPinned(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	fault := func(point string) {
+		if opts.Fault != nil {
+			opts.Fault(point)
+		}
+	}
+	res, stale, err := eraseChainTx(ctx, d, tx, roots, beside, matches, opts)
+	if res != nil {
+		res.DryRun = opts.DryRun
+	}
+	if err == nil && res.changes() > 0 && !opts.DryRun {
+		fault(run.FaultAfterTarget)
+	}
+	if err != nil || res.changes() == 0 || opts.DryRun {
+		rbErr := ignoreDone(tx.Rollback())
+		_, _ = source.Sweep(context.WithoutCancel(ctx), d.SQL(), d.Path())
+		if err != nil {
+			return nil, errors.Join(err, rbErr)
+		}
+		return res, rbErr
+	}
+	if err := d.WithdrawReplica(); err != nil {
+		return nil, errors.Join(err, ignoreDone(tx.Rollback()))
+	}
+	for _, name := range res.jobNames() {
+		if err := removeRerunKept(d.Path(), name); err != nil {
+			return nil, errors.Join(fmt.Errorf("erase: remove the rows kept by reruns: %w", err), ignoreDone(tx.Rollback()))
+		}
+	}
+	fault(run.FaultBeforeCommit)
+	if err := tx.Commit(); err != nil {
+		_, _ = source.Sweep(context.WithoutCancel(ctx), d.SQL(), d.Path())
+		return nil, fmt.Errorf("commit erasure: %w", err)
+	}
+	fault(run.FaultAfterCommit)
+	for _, p := range stale {
+		_ = os.Remove(p)
+	}
+	_, _ = source.Sweep(context.WithoutCancel(ctx), d.SQL(), d.Path())
+	fault(run.FaultCheckpoint)
+	_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
+	fault(run.FaultAfterCheckpoint)
+	res.Replica = d.PublishReplica(ctx, opts.Fault)
+	return res, nil
+}
+
+// Root is the erasure of the one job named, with the jobs that read it
+// (Downstream) and the models recomputed: the JSON of idem erase JOB.
+func (r *ChainEraseResult) Root() *EraseResult {
+	root := *r.Erased[0]
+	root.Downstream = r.Erased[1:]
+	root.Recomputed = r.Recomputed
+	root.Untouched = r.Untouched
+	root.DryRun = r.DryRun
+	root.Replica = r.Replica
+	return &root
+}
+
+// changes counts the jobs the erasure changes.
+func (r *ChainEraseResult) changes() int {
+	n := len(r.Recomputed)
+	for _, e := range r.Erased {
+		if !e.AlreadyErased {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *ChainEraseResult) jobNames() []string {
+	var out []string
+	for _, e := range r.Erased {
+		if !e.AlreadyErased {
+			out = append(out, e.Job)
+		}
+	}
+	for _, m := range r.Recomputed {
+		out = append(out, m.Job)
+	}
+	return out
+}
+
+// eraseChainTx is EraseChain's work inside tx; it returns the files to
+// delete after the commit.
+func eraseChainTx(ctx context.Context, d *run.DB, tx *sql.Tx, roots, beside []*job.Job, matches map[*job.Job]*eraseMatch, opts EraseOptions) (*ChainEraseResult, []string, error) {
+	order, err := chainOrder(ctx, tx, roots, beside)
+	if err != nil {
+		return nil, nil, err
+	}
+	res := &ChainEraseResult{Erased: []*EraseResult{}, Recomputed: []*RecomputeResult{}, Untouched: []string{}}
+	var stale []string
+	// values are the values erased, by column, over every job so far: a
+	// reader keeps the upstream's columns under their names.
+	values := map[string][]string{}
+	isRoot := map[*job.Job]bool{}
+	for _, r := range roots {
+		isRoot[r] = true
+	}
+	for _, j := range order {
+		if isRoot[j] {
+			m := matches[j]
+			r, s, err := eraseTx(ctx, d, tx, j, m, opts)
+			if err != nil {
+				return nil, nil, err
+			}
+			// A job erased before still has its readers looked at: they may
+			// have been left holding copies (by an idem that did not follow
+			// the chain).
+			res.Erased = append(res.Erased, r)
+			stale = append(stale, s...)
+			addValues(values, m.values)
+			continue
+		}
+		if j.Pipeline.Name == "select" {
+			r, err := recomputeModel(ctx, d, tx, j, opts.Fault)
+			if err != nil {
+				return nil, nil, err
+			}
+			if r == nil {
+				res.Untouched = append(res.Untouched, j.Name)
+				continue
+			}
+			res.Recomputed = append(res.Recomputed, r)
+			cps, err := catalog.Checkpoints(ctx, tx, j.Name)
+			if err != nil {
+				return nil, nil, err
+			}
+			if err := forgetCheckpoints(ctx, tx, j, cps); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		m, err := readerMatch(ctx, tx, j, opts, values)
+		if err != nil {
+			return nil, nil, err
+		}
+		r, s, err := eraseTx(ctx, d, tx, j, m, EraseOptions{Fault: opts.Fault, Replay: true, cascade: true})
+		if err != nil {
+			return nil, nil, err
+		}
+		if r == nil {
+			res.Untouched = append(res.Untouched, j.Name)
+			continue
+		}
+		res.Erased = append(res.Erased, r)
+		stale = append(stale, s...)
+		addValues(values, m.values)
+	}
+	return res, stale, nil
+}
+
+func addValues(into, from map[string][]string) {
+	for c, vs := range from {
+		for _, v := range vs {
+			if !slices.Contains(into[c], v) {
+				into[c] = append(into[c], v)
+			}
+		}
+	}
+}
+
+// readerMatch is what an erasure removes from j, a job that keeps rows of
+// an erased upstream: the value in its own [privacy] subject columns, and
+// the values erased upstream in the columns it shares with them by name.
+// A reader with none of those columns is refused: its copy of the rows
+// could not be found.
+func readerMatch(ctx context.Context, tx *sql.Tx, j *job.Job, opts EraseOptions, values map[string][]string) (*eraseMatch, error) {
+	cols, err := columnsOf(ctx, tx, job.QuoteIdent(j.Table))
+	if err != nil {
+		return nil, err
+	}
+	value := opts.Subject
+	if value == "" {
+		value = opts.Key
+	}
+	m := &eraseMatch{value: value, values: map[string][]string{}}
+	if len(j.Pipeline.Key) == 1 {
+		m.keyCol = j.Pipeline.Key[0]
+	} else if len(j.Key) == 1 {
+		m.keyCol = j.Key[0]
+	}
+	for _, c := range j.Privacy.Subject {
+		m.values[c] = []string{value}
+		m.subject = append(m.subject, c)
+	}
+	for c, vs := range values {
+		if cols[c] {
+			addValues(m.values, map[string][]string{c: vs})
+			if !slices.Contains(m.subject, c) {
+				m.subject = append(m.subject, c)
+			}
+		}
+	}
+	if len(m.values) == 0 {
+		return nil, job.Usage("erase: job %s reads an erased job and keeps its rows in %s, but has none of the columns %s and declares no [privacy] subject: its copy of the subject could not be found. Declare [privacy] subject in %s",
+			j.Name, j.Table, strings.Join(slices.Sorted(maps.Keys(values)), ", "), j.File)
+	}
+	slices.Sort(m.subject)
+	return m, nil
+}
+
+// chainOrder is roots and every job that reads one of them, transitively,
+// in run order. A reader is found by name among beside (same database);
+// one the database says has read an erased job and that beside lacks is a
+// usage error (exit 2).
+func chainOrder(ctx context.Context, tx *sql.Tx, roots, beside []*job.Job) ([]*job.Job, error) {
+	readers, err := readersByUpstream(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*job.Job{}
+	for _, j := range beside {
+		if j.Database == roots[0].Database {
+			byName[j.Name] = j
+		}
+	}
+	in := map[string]*job.Job{}
+	var all []*job.Job
+	add := func(j *job.Job) {
+		if in[j.Name] == nil {
+			in[j.Name] = j
+			all = append(all, j)
+		}
+	}
+	for _, r := range roots {
+		add(r)
+		byName[r.Name] = r
+	}
+	for i := 0; i < len(all); i++ {
+		up := all[i]
+		names := slices.Clone(readers[up.Name])
+		for _, j := range beside {
+			if j.Database == up.Database && slices.Contains(j.Input.Upstream, up.Name) && !slices.Contains(names, j.Name) {
+				names = append(names, j.Name)
+			}
+		}
+		slices.Sort(names)
+		for _, n := range names {
+			j, ok := byName[n]
+			if !ok {
+				return nil, job.Usage("erase: job %s of this database has read %s, but no job file for it was given (looked beside %s): its copy of the subject would outlive the erasure. Give the project folder, or the job files of every job that reads %s",
+					n, up.Name, up.File, up.Name)
+			}
+			add(j)
+		}
+	}
+	p, err := project.New(all)
+	if err != nil {
+		return nil, err
+	}
+	return p.Jobs, nil
+}
+
+// readersByUpstream lists, for each job name, the jobs whose snapshots
+// recorded reading it as an upstream.
+func readersByUpstream(ctx context.Context, q catalog.Querier) (map[string][]string, error) {
+	rows, err := q.QueryContext(ctx, `SELECT DISTINCT job, parts FROM idem.snapshots WHERE parts LIKE '%"upstream"%' ORDER BY job`)
+	if err != nil {
+		return nil, fmt.Errorf("read which jobs read which: %w", catalog.TrimSQLError(err))
+	}
+	defer rows.Close()
+	out := map[string][]string{}
+	for rows.Next() {
+		var name string
+		var parts sql.NullString
+		if err := rows.Scan(&name, &parts); err != nil {
+			return nil, err
+		}
+		p, err := job.ParseParts(parts.String)
+		if err != nil {
+			continue // not a key this idem reads: no upstream to follow
+		}
+		for _, u := range p.Upstream {
+			if !slices.Contains(out[u.Job], name) {
+				out[u.Job] = append(out[u.Job], name)
+			}
+		}
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,272 @@
+package ops
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/run"
+)
+
+// recomputeModel rebuilds model j inside an erasure's transaction tx, for
+// every kept snapshot, from its upstreams' rows at the snapshots that
+// snapshot pinned: read from their histories, which the erasure has
+// already rid of the subject, in the order a run reads them (ORDER BY ALL,
+// one thread), with the model version the snapshot was built with. Its
+// history is rebuilt from those rows and its target holds the latest; a
+// new snapshot of kind erase records the change. A model none of whose
+// kept snapshots changes is left as it is (nil). Its checkpoints, which
+// hold the old rows, go.
+func recomputeModel(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, fault func(string)) (*RecomputeResult, error) {
+	st, err := catalog.ReadState(ctx, tx, j.Name)
+	if err != nil {
+		return nil, err
+	}
+	if st.Snapshot == 0 {
+		return nil, nil
+	}
+	if err := st.CheckIdentity(j); err != nil {
+		return nil, err
+	}
+	ret, err := catalog.ReadRetention(ctx, tx, j.Name)
+	if err != nil {
+		return nil, err
+	}
+	snaps, err := catalog.ReadSnapshots(ctx, tx, j.Name, st.Snapshot)
+	if err != nil {
+		return nil, err
+	}
+	cols, err := catalog.TargetColumns(ctx, tx, j.Table)
+	if err != nil {
+		return nil, err
+	}
+	bySnap := map[int64]*catalog.SnapshotRow{}
+	for _, s := range snaps {
+		bySnap[s.Snapshot] = s
+	}
+	restore, err := d.SingleThread(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	defer restore()
+	const all = "idem_recomputed"
+	if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+all+" AS SELECT CAST(0 AS BIGINT) AS idem_snap, * FROM "+job.QuoteIdent(j.Table)+" LIMIT 0"); err != nil {
+		return nil, fmt.Errorf("recompute %s: %w", j.Name, catalog.TrimSQLError(err))
+	}
+	list := columnList(cols)
+	res := &RecomputeResult{Job: j.Name, Parent: st.Snapshot, Snapshot: st.Snapshot + 1}
+	computed := map[int64]bool{} // run snapshots whose rows are in all
+	changed := false
+	for s := ret.OldestKept; s <= st.Snapshot; s++ {
+		row := bySnap[s]
+		if row == nil {
+			return nil, fmt.Errorf("recompute %s: snapshot %d has no snapshot row", j.Name, s)
+		}
+		if !slices.Equal(row.Columns, cols) {
+			return nil, job.Refuse("erasure", "erase: model %s cannot be recomputed: its kept snapshot %d has other columns than its target (a schema change since); expire the snapshots before the change (idem expire) and erase again", j.Name, s)
+		}
+		src, err := sourceRun(bySnap, s)
+		if err != nil {
+			return nil, fmt.Errorf("recompute %s: %w", j.Name, err)
+		}
+		if !computed[src] {
+			if err := modelRows(ctx, tx, j, bySnap[src], all); err != nil {
+				return nil, err
+			}
+			computed[src] = true
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s SELECT %d, %s FROM %s WHERE idem_snap = %d", all, s, list, all, -src)); err != nil {
+			return nil, fmt.Errorf("recompute %s: %w", j.Name, catalog.TrimSQLError(err))
+		}
+		pinned, err := catalog.PinnedSelect(ctx, tx, j.Name, cols, s)
+		if err != nil {
+			return nil, err
+		}
+		var before, after, differ int64
+		now := fmt.Sprintf("SELECT %s FROM %s WHERE idem_snap = %d", list, all, s)
+		if err := tx.QueryRowContext(ctx, "SELECT (SELECT count(*) FROM ("+pinned+")), (SELECT count(*) FROM ("+now+")), (SELECT count(*) FROM (("+pinned+" EXCEPT ALL "+now+") UNION ALL ("+now+" EXCEPT ALL "+pinned+")))").Scan(&before, &after, &differ); err != nil {
+			return nil, fmt.Errorf("recompute %s: compare snapshot %d: %w", j.Name, s, catalog.TrimSQLError(err))
+		}
+		changed = changed || differ > 0
+		res.Snapshots = append(res.Snapshots, RecomputeSnapshot{Snapshot: s, RowsBefore: before, RowsAfter: after})
+	}
+	if !changed {
+		_, err := tx.ExecContext(ctx, "DROP TABLE "+all)
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM "+all+" WHERE idem_snap < 0"); err != nil {
+		return nil, err
+	}
+	if err := catalog.RebuildHistory(ctx, tx, j.Name, cols, all, st.Snapshot); err != nil {
+		return nil, err
+	}
+	target := job.QuoteIdent(j.Table)
+	order := list
+	if key := job.NonNil(j.Key); len(key) > 0 {
+		order = columnList(namesAsColumns(key))
+	}
+	for _, q := range []string{
+		"DELETE FROM " + target,
+		fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s WHERE idem_snap = %d ORDER BY %s", target, list, list, all, st.Snapshot, order),
+		"DROP TABLE " + all,
+	} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return nil, fmt.Errorf("recompute %s: %w", j.Name, catalog.TrimSQLError(err))
+		}
+	}
+	for _, s := range res.Snapshots {
+		if err := recountModelSnapshot(ctx, tx, j.Name, bySnap[s.Snapshot], s.RowsAfter); err != nil {
+			return nil, err
+		}
+	}
+	cps, err := catalog.Checkpoints(ctx, tx, j.Name)
+	if err != nil {
+		return nil, err
+	}
+	if err := forgetCheckpoints(ctx, tx, j, cps); err != nil {
+		return nil, err
+	}
+	key, parts, err := repinErased(ctx, tx, st)
+	if err != nil {
+		return nil, err
+	}
+	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, res.Snapshot, job.KindErase, catalog.SnapshotInputs{Files: []catalog.InputRef{}}, key, parts); err != nil {
+		return nil, err
+	}
+	if _, err := run.WriteCheckpoint(ctx, d, tx, j, res.Snapshot, fault); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// repinErased is the job key and parts of a recomputed model's new
+// snapshot: its latest's, with each upstream pin that this erasure moved
+// (the upstream's latest is the erasure right after the pinned snapshot)
+// moved with it, since the rows are those of the upstream's new snapshot.
+// The next run then finds nothing new. A pin the model was behind on stays.
+func repinErased(ctx context.Context, tx *sql.Tx, st catalog.State) (string, string, error) {
+	if !st.HasParts || len(st.Parts.Upstream) == 0 {
+		return st.Key, st.PartsJSON(), nil
+	}
+	parts := st.Parts
+	parts.Upstream = slices.Clone(parts.Upstream)
+	moved := false
+	for i, ref := range parts.Upstream {
+		ust, err := catalog.ReadState(ctx, tx, ref.Job)
+		if err != nil {
+			return "", "", err
+		}
+		if ust.Snapshot != ref.Snapshot+1 {
+			continue
+		}
+		row, err := catalog.ReadSnapshot(ctx, tx, ref.Job, ust.Snapshot)
+		if err != nil {
+			return "", "", err
+		}
+		if row.Kind == job.KindErase && row.Parent == ref.Snapshot {
+			parts.Upstream[i] = job.UpstreamRef{Job: ref.Job, Snapshot: ust.Snapshot, JobKey: ust.Key}
+			moved = true
+		}
+	}
+	if !moved {
+		return st.Key, st.PartsJSON(), nil
+	}
+	return parts.Key(), parts.JSON(), nil
+}
+
+// sourceRun is the run snapshot whose rows snapshot s holds: s itself for
+// a run, the one before for an erasure, the restored one's for a rollback.
+func sourceRun(bySnap map[int64]*catalog.SnapshotRow, s int64) (int64, error) {
+	for range len(bySnap) + 1 {
+		row := bySnap[s]
+		if row == nil {
+			return 0, fmt.Errorf("snapshot %d has no snapshot row", s)
+		}
+		switch row.Kind {
+		case job.KindErase:
+			s = row.Parent
+		case job.KindRollback:
+			if row.Inputs.RollbackTo == nil {
+				return 0, fmt.Errorf("snapshot %d is a rollback without a target snapshot", s)
+			}
+			s = *row.Inputs.RollbackTo
+		default:
+			return s, nil
+		}
+	}
+	return 0, fmt.Errorf("snapshot %d: erasures and rollbacks lead to no run", s)
+}
+
+// modelRows appends to table all, with idem_snap = -row.Snapshot, the rows
+// model j gives over the upstream rows row pinned.
+func modelRows(ctx context.Context, tx *sql.Tx, j *job.Job, row *catalog.SnapshotRow, all string) error {
+	parts, err := row.Parts()
+	if err != nil {
+		return fmt.Errorf("recompute %s: snapshot %d: %w", j.Name, row.Snapshot, err)
+	}
+	at, err := modelAt(j, row, parts)
+	if err != nil {
+		return err
+	}
+	for _, ref := range parts.Upstream {
+		if err := catalog.CheckNotExpired(ctx, tx, ref.Job, ref.Snapshot); err != nil {
+			return fmt.Errorf("erase: model %s cannot be recomputed for its snapshot %d, which read %s at snapshot %d: %w", j.Name, row.Snapshot, ref.Job, ref.Snapshot, err)
+		}
+		up, err := catalog.ReadSnapshot(ctx, tx, ref.Job, ref.Snapshot)
+		if err != nil {
+			return err
+		}
+		pinned, err := catalog.PinnedSelect(ctx, tx, ref.Job, up.Columns, ref.Snapshot)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+job.QuoteIdent(job.UpstreamRelation(ref.Job))+" AS SELECT * FROM ("+pinned+") ORDER BY ALL"); err != nil {
+			return fmt.Errorf("recompute %s: upstream %s at snapshot %d: %w", j.Name, ref.Job, ref.Snapshot, catalog.TrimSQLError(err))
+		}
+	}
+	model := at.Expand(at.ModelSQL)
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s SELECT %d, * FROM (%s\n) AS idem_model", all, -row.Snapshot, model)); err != nil {
+		return fmt.Errorf("recompute %s for snapshot %d: %w", j.Name, row.Snapshot, catalog.TrimSQLError(err))
+	}
+	return nil
+}
+
+// recountModelSnapshot records a recomputed model snapshot's rows: a run's
+// rows in, rows out and outcomes (every row of a model is accepted); an
+// erasure's or rollback's rows out.
+func recountModelSnapshot(ctx context.Context, tx *sql.Tx, name string, row *catalog.SnapshotRow, rows int64) error {
+	q, args := `UPDATE idem.snapshots SET rows_out = ? WHERE job = ? AND snapshot = ?`, []any{rows, name, row.Snapshot}
+	if row.Kind != job.KindErase && row.Kind != job.KindRollback {
+		outcomes, err := json.Marshal(map[string]int64{"accepted": rows})
+		if err != nil {
+			return err
+		}
+		q, args = `UPDATE idem.snapshots SET rows_in = ?, rows_out = ?, outcomes = ? WHERE job = ? AND snapshot = ?`, []any{rows, rows, string(outcomes), name, row.Snapshot}
+	}
+	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+		return fmt.Errorf("recount snapshot %d of %s: %w", row.Snapshot, name, catalog.TrimSQLError(err))
+	}
+	return nil
+}
+
+// columnList is the quoted names of cols, comma-separated.
+func columnList(cols []catalog.TargetColumn) string {
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = job.QuoteIdent(c.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+func namesAsColumns(names []string) []catalog.TargetColumn {
+	out := make([]catalog.TargetColumn, len(names))
+	for i, n := range names {
+		out[i] = catalog.TargetColumn{Name: n}
+	}
+	return out
+}
