@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
@@ -201,4 +202,137 @@ func requireNoPayload(t *testing.T, root, payload, except string) {
 		return nil
 	}))
 	require.Positive(t, n, "no file under %s", root)
+}
+
+// TestEraseSubjectRefused: what erase refuses, each exit 2 with every idem
+// table as it was: --subject on a job that names no subject columns, --key
+// and --subject together, --key on a project folder, a reader of the
+// erased job that keeps its rows without any of the subject's columns,
+// and a reader the database knows whose job file is not beside the job.
+func TestEraseSubjectRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	eraseChainProject(t, dir)
+	jobs := filepath.Join(dir, "jobs")
+	db := filepath.Join(dir, "db", "chain.duckdb")
+	code, out, errOut := clitest.InProcess(t, "run", jobs)
+	require.Equal(t, 0, code, out+errOut)
+	// A copy of vc's job file in another folder: its readers have no job
+	// file there.
+	other := filepath.Join(dir, "other", "vc.toml")
+	data, err := os.ReadFile(filepath.Join(jobs, "vc.toml"))
+	require.NoError(t, err)
+	clitest.WriteFile(t, other, string(data))
+	// A reader of src that keeps value only, with no subject columns.
+	blind := filepath.Join(dir, "blind")
+	for _, f := range []string{"vc.toml", "src.toml", "agg.toml", "down.toml", "models/src/v1.sql", "models/agg/v1.sql"} {
+		data, err := os.ReadFile(filepath.Join(jobs, f))
+		require.NoError(t, err)
+		clitest.WriteFile(t, filepath.Join(blind, f), string(data))
+	}
+	clitest.WriteFile(t, filepath.Join(blind, "renamed.toml"), `name = "renamed"
+pipeline = "select"
+transform_version = 1
+database = "../db/chain.duckdb"
+[input]
+upstream = ["vc"]
+[transform]
+sql = "models/renamed"
+[target]
+key = ["who"]
+`+clitest.DuckdbSection)
+	clitest.WriteFile(t, filepath.Join(blind, "models", "renamed", "v1.sql"), "SELECT entity_id AS who, source_version, value FROM {{upstream:vc}}\n")
+	clitest.WriteFile(t, filepath.Join(blind, "values.toml"), `name = "values"
+pipeline = "merge_by_key"
+transform_version = 2
+schema_version = 1
+database = "../db/chain.duckdb"
+[input]
+upstream = ["renamed"]
+[input.columns]
+who = "VARCHAR"
+value = "VARCHAR"
+source_version = "BIGINT"
+[target]
+key = ["who"]
+order_by = "source_version"
+`+clitest.DuckdbSection)
+	code, out, errOut = clitest.InProcess(t, "run", filepath.Join(blind, "renamed.toml"), filepath.Join(blind, "values.toml"))
+	require.Equal(t, 0, code, out+errOut)
+
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no subject columns", []string{filepath.Join(jobs, "src.toml"), "--subject", "alice"}, "src has no [privacy] subject"},
+		{"key and subject", []string{filepath.Join(jobs, "vc.toml"), "--key", "alice", "--subject", "alice"}, "--key K or --subject VALUE, not both"},
+		{"key on a project", []string{jobs, "--key", "alice"}, "takes --subject VALUE"},
+		{"reader without the columns", []string{filepath.Join(blind, "vc.toml"), "--subject", "alice"}, "job values reads an erased job and keeps its rows in values, but has none of the columns entity_id"},
+		{"reader not beside", []string{other, "--key", "alice"}, "no job file for it was given"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := clitest.CaptureState(t, db)
+			code, out, errOut := clitest.InProcess(t, append([]string{"erase"}, c.args...)...)
+			require.Equal(t, 2, code, out+errOut)
+			require.Contains(t, errOut, c.want)
+			require.Equal(t, before, clitest.CaptureState(t, db), "nothing committed")
+		})
+	}
+}
+
+// TestEraseSubjectOfFileJob erases by a subject column that is not the key
+// from a merge_by_key job fed by files (no position column): every row of
+// the subject goes from the target, its history, its outcomes and the
+// retained files, every snapshot reruns, and the next run loads nothing.
+func TestEraseSubjectOfFileJob(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	clitest.WriteFile(t, filepath.Join(dir, "trips.toml"), `name = "trips"
+pipeline = "merge_by_key"
+transform_version = 1
+schema_version = 1
+database = "trips.duckdb"
+[input]
+path = "landing/*.jsonl"
+format = "jsonl"
+mode = "files"
+[input.columns]
+trip_id = "BIGINT"
+rider_id = "VARCHAR"
+fare = "DOUBLE"
+updated_at = "BIGINT"
+[target]
+key = ["trip_id"]
+order_by = "updated_at"
+[privacy]
+subject = ["rider_id"]
+`+clitest.DuckdbSection)
+	clitest.WriteFile(t, filepath.Join(dir, "landing", "1.jsonl"), `{"trip_id": 1, "rider_id": "r100", "fare": 12.5, "updated_at": 1}
+{"trip_id": 2, "rider_id": "r101", "fare": 8.0, "updated_at": 1}
+`)
+	clitest.WriteFile(t, filepath.Join(dir, "landing", "2.jsonl"), `{"trip_id": 1, "rider_id": "r100", "fare": 13.0, "updated_at": 2}
+{"trip_id": 3, "rider_id": "r100", "fare": 19.0, "updated_at": 1}
+{"trip_id": 4, "rider_id": "r102", "fare": 9.5, "updated_at": 1}
+`)
+	job := filepath.Join(dir, "trips.toml")
+	db := filepath.Join(dir, "trips.duckdb")
+	code, out, errOut := clitest.InProcess(t, "run", job)
+	require.Equal(t, 0, code, out+errOut)
+	code, out, errOut = clitest.InProcess(t, "erase", job, "--subject", "r100")
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, "trips: erased subject \"r100\"\n  snapshot  3\n  subject   in rider_id; 2 key(s)\n")
+	require.Equal(t, []string{"2|r101", "4|r102"}, clitest.QueryStrs(t, db, `SELECT trip_id || '|' || rider_id FROM trips ORDER BY ALL`))
+	for _, q := range []string{`SELECT count(*) FROM idem.trips__history WHERE rider_id = 'r100'`, `SELECT count(*) FROM trips_outcomes WHERE rider_id = 'r100'`} {
+		require.Equal(t, []string{"0"}, clitest.QueryStrs(t, db, q), q)
+	}
+	requireNoPayload(t, db+".inputs", "r100", "")
+	for s := 1; s <= 3; s++ {
+		code, out, errOut = clitest.InProcess(t, "rerun", job, "--snapshot", strconv.Itoa(s), "--json")
+		require.Equal(t, 0, code, out+errOut)
+		require.Contains(t, out, `"reproduced":true`, "snapshot %d", s)
+	}
+	code, out, errOut = clitest.InProcess(t, "run", job)
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, "trips: skipped")
 }
