@@ -9,11 +9,30 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 )
 
+// SubjectColumnsSQL is the SQL of idem.erasures' subject_columns: NULL in a
+// database from before catalog version 3 opened read-only (not migrated),
+// whose erasures are all of keys.
+func SubjectColumnsSQL(ctx context.Context, q Querier) (string, error) {
+	var n int
+	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM duckdb_columns() WHERE database_name = current_database()
+		AND schema_name = 'idem' AND table_name = 'erasures' AND column_name = 'subject_columns'`).Scan(&n); err != nil {
+		return "", fmt.Errorf("read idem.erasures' columns: %w", err)
+	}
+	if n == 0 {
+		return "CAST(NULL AS VARCHAR)", nil
+	}
+	return "subject_columns", nil
+}
+
 // CountErasures counts the erasures of key recorded for job: of a value of
 // the pipeline's key, or with subject, of a subject value.
 func CountErasures(ctx context.Context, q Querier, j, key string, subject bool) (int, error) {
 	var prior int
-	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM idem.erasures WHERE job = ? AND key = ? AND (subject_columns IS NOT NULL) = ?`, j, key, subject).Scan(&prior); err != nil {
+	cols, err := SubjectColumnsSQL(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM idem.erasures WHERE job = ? AND key = ? AND (`+cols+` IS NOT NULL) = ?`, j, key, subject).Scan(&prior); err != nil {
 		return 0, fmt.Errorf("read erasures of %s: %w", j, err)
 	}
 	return prior, nil
@@ -48,7 +67,11 @@ type Erasure struct {
 // ErasuresBySnapshot reads job's erasures by the snapshot that committed
 // them.
 func ErasuresBySnapshot(ctx context.Context, q Querier, j string) (map[int64][]Erasure, error) {
-	rows, err := q.QueryContext(ctx, `SELECT snapshot, key, position, subject_columns FROM idem.erasures WHERE job = ? ORDER BY snapshot, subject_columns NULLS FIRST, key`, j)
+	cols, err := SubjectColumnsSQL(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.QueryContext(ctx, `SELECT snapshot, key, position, `+cols+` AS subject_columns FROM idem.erasures WHERE job = ? ORDER BY snapshot, subject_columns NULLS FIRST, key`, j)
 	if err != nil {
 		return nil, fmt.Errorf("read erasures of %s: %w", j, err)
 	}
@@ -84,7 +107,11 @@ func ErasedIn(ctx context.Context, q Querier, j *job.Job, pinned string) (int64,
 		cond = "e.position IS NULL OR TRY_CAST(p." + job.QuoteIdent(j.Pipeline.Position) + " AS BIGINT) <= e.position"
 	}
 	var n int64
-	err := q.QueryRowContext(ctx, "SELECT count(*) FROM ("+pinned+") AS p JOIN (SELECT key, max(position) AS position FROM idem.erasures WHERE job = ? AND subject_columns IS NULL GROUP BY key) AS e ON CAST("+key+" AS VARCHAR) = e.key WHERE "+cond, j.Name).Scan(&n)
+	cols, err := SubjectColumnsSQL(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	err = q.QueryRowContext(ctx, "SELECT count(*) FROM ("+pinned+") AS p JOIN (SELECT key, max(position) AS position FROM idem.erasures WHERE job = ? AND "+cols+" IS NULL GROUP BY key) AS e ON CAST("+key+" AS VARCHAR) = e.key WHERE "+cond, j.Name).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("check erasures of %s: %w", j.Name, TrimSQLError(err))
 	}
@@ -94,8 +121,12 @@ func ErasedIn(ctx context.Context, q Querier, j *job.Job, pinned string) (int64,
 // PrepareErasures gives the steps the job's erased keys as temp table
 // idem_erased(key, position).
 func PrepareErasures(ctx context.Context, tx *sql.Tx, j *job.Job) error {
-	_, err := tx.ExecContext(ctx, `CREATE OR REPLACE TEMP TABLE idem_erased AS
-		SELECT key, max(position) AS position FROM idem.erasures WHERE job = ? AND subject_columns IS NULL GROUP BY key`, j.Name)
+	cols, err := SubjectColumnsSQL(ctx, tx)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `CREATE OR REPLACE TEMP TABLE idem_erased AS
+		SELECT key, max(position) AS position FROM idem.erasures WHERE job = ? AND `+cols+` IS NULL GROUP BY key`, j.Name)
 	if err != nil {
 		return fmt.Errorf("read erasures of job %s: %w", j.Name, err)
 	}

@@ -97,7 +97,7 @@ func Compact(ctx context.Context, d *run.DB, opts CompactOptions) (_ *CompactRes
 		return nil, err
 	}
 	fault(run.FaultCompactWritten)
-	nd, err := run.Open(ctx, newPath, run.OpenOptions{ReadOnly: true, DuckDB: opts.Open.DuckDB})
+	nd, err := run.Open(ctx, newPath, run.OpenOptions{ReadOnly: true, DuckDB: opts.Open.DuckDB, Journal: run.JournalSkip})
 	if err != nil {
 		return nil, fmt.Errorf("compact %s: open the new file: %w", d.Path(), err)
 	}

@@ -389,21 +389,7 @@ func (m *eraseMatch) filter(posCol string) source.RowFilter {
 // where is the match as a SQL condition over the columns present; "" when
 // none of them is.
 func (m *eraseMatch) where(present map[string]bool) string {
-	var or []string
-	for _, col := range slices.Sorted(maps.Keys(m.values)) {
-		if !present[col] || len(m.values[col]) == 0 {
-			continue
-		}
-		lits := make([]string, len(m.values[col]))
-		for i, v := range m.values[col] {
-			lits[i] = job.SQLString(v)
-		}
-		or = append(or, "CAST("+job.QuoteIdent(col)+" AS VARCHAR) IN ("+strings.Join(lits, ", ")+")")
-	}
-	if len(or) == 0 {
-		return ""
-	}
-	return "(" + strings.Join(or, " OR ") + ")"
+	return source.ValuesSQL(m.values, present)
 }
 
 // eraser is what the steps of an erasure share: the result so far, the

@@ -12,7 +12,6 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/project"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
 )
@@ -115,6 +114,10 @@ func EraseChain(ctx context.Context, d *run.DB, roots, beside []*job.Job, opts E
 		return nil, fmt.Errorf("commit erasure: %w", err)
 	}
 	fault(run.FaultAfterCommit)
+	// The journal beside the database records the erasure, so that a copy
+	// of the database from before it is refused (a kill before this line is
+	// mended by the next writable open).
+	_ = d.SyncJournal(context.WithoutCancel(ctx))
 	for _, p := range stale {
 		_ = os.Remove(p)
 	}
@@ -326,11 +329,48 @@ func chainOrder(ctx context.Context, tx *sql.Tx, roots, beside []*job.Job) ([]*j
 			add(j)
 		}
 	}
-	p, err := project.New(all)
-	if err != nil {
-		return nil, err
+	return runOrder(all)
+}
+
+// runOrder orders jobs so that each comes after the jobs of the set it
+// reads (by name), ties by name; a cycle is a usage error.
+func runOrder(jobs []*job.Job) ([]*job.Job, error) {
+	byName := map[string]*job.Job{}
+	for _, j := range jobs {
+		byName[j.Name] = j
 	}
-	return p.Jobs, nil
+	done := map[string]bool{}
+	var out []*job.Job
+	left := slices.Clone(jobs)
+	slices.SortFunc(left, func(a, b *job.Job) int { return strings.Compare(a.Name, b.Name) })
+	for len(left) > 0 {
+		next := left[:0]
+		moved := false
+		for _, j := range left {
+			ready := true
+			for _, u := range j.Input.Upstream {
+				if byName[u] != nil && !done[u] && u != j.Name {
+					ready = false
+				}
+			}
+			if ready {
+				out = append(out, j)
+				done[j.Name] = true
+				moved = true
+			} else {
+				next = append(next, j)
+			}
+		}
+		if !moved {
+			names := make([]string, len(next))
+			for i, j := range next {
+				names[i] = j.Name
+			}
+			return nil, job.Usage("erase: the jobs %s read each other in a cycle", strings.Join(names, ", "))
+		}
+		left = next
+	}
+	return out, nil
 }
 
 // readersByUpstream lists, for each job name, the jobs whose snapshots

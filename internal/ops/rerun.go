@@ -130,7 +130,7 @@ func Rerun(ctx context.Context, d *run.DB, j *job.Job, opts RerunOptions) (*Reru
 		return nil, err
 	}
 	defer release()
-	scratch, err := run.Open(ctx, filepath.Join(dir, "scratch.duckdb"), run.OpenOptions{DuckDB: opts.DuckDB})
+	scratch, err := run.Open(ctx, filepath.Join(dir, "scratch.duckdb"), run.OpenOptions{DuckDB: opts.DuckDB, Journal: run.JournalSkip})
 	if err != nil {
 		return nil, fmt.Errorf("rerun: scratch database: %w", err)
 	}

@@ -53,12 +53,26 @@ type OpenOptions struct {
 	// writable open of an older database runs (catalog.FaultMigrateBeforeCommit,
 	// catalog.FaultMigrateAfterCommit); crash tests.
 	Fault func(point string)
+	// Journal says how the open treats the erasure journal beside the
+	// database (journal.go): JournalCheck (the default) refuses a database
+	// that lacks an erasure the journal records, JournalSkip leaves the
+	// journal alone (a scratch database of its own; the replay of the
+	// journal, which opens the database to mend it).
+	Journal JournalMode
 }
+
+// JournalMode is how an open treats the erasure journal.
+type JournalMode int
+
+const (
+	JournalCheck JournalMode = iota
+	JournalSkip
+)
 
 // Same reports whether o and p ask for the same open: the same settings,
 // whatever their fault hooks.
 func (o OpenOptions) Same(p OpenOptions) bool {
-	return o.ReadOnly == p.ReadOnly && o.DuckDB == p.DuckDB && o.Wait == p.Wait
+	return o.ReadOnly == p.ReadOnly && o.DuckDB == p.DuckDB && o.Wait == p.Wait && o.Journal == p.Journal
 }
 
 // Fault points of Open (OpenOptions.Fault). A writable open that creates
@@ -240,6 +254,12 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 	if err := check(ctx); err != nil {
 		db.Close()
 		return nil, err
+	}
+	if opts.Journal == JournalCheck {
+		if err := d.checkJournal(ctx); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	if !opts.ReadOnly {
 		removeStaleScratch(path) // left by killed reruns (scratch.go)

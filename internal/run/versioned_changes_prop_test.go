@@ -19,7 +19,7 @@ import (
 )
 
 var (
-	vcScenarios = flag.Int("vc.scenarios", 0, "random scenarios of TestVersionedChangesProperty (0: 12, or 2000 with IDEM_LONG=1)")
+	vcScenarios = flag.Int("vc.scenarios", 0, "random scenarios of TestVersionedChangesProperty (0: 6, or 2000 with IDEM_LONG=1)")
 	vcWorkers   = flag.Int("vc.workers", 4, "scenarios of TestVersionedChangesProperty run side by side")
 	vcSeed      = flag.Uint64("vc.seed", 0, "seed of the first scenario of TestVersionedChangesProperty (0: from the clock); scenario i uses seed+i")
 )
@@ -39,7 +39,7 @@ func TestVersionedChangesProperty(t *testing.T) {
 		// The default run is a short version (each scenario runs 2 to 6
 		// batches, about a CPU second); the long run stays behind IDEM_LONG=1
 		// (docs/reliability.md).
-		scenarios = 12
+		scenarios = 6
 		if os.Getenv("IDEM_LONG") == "1" {
 			scenarios = 2000
 		}

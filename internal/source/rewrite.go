@@ -60,22 +60,23 @@ func (flt RowFilter) dropsValue(get func(col string) (string, bool)) bool {
 	return false
 }
 
-// valuesSQL is flt.Values as a SQL condition over the columns of cols
-// present.
-func (flt RowFilter) valuesSQL(present map[string]bool) string {
+// ValuesSQL is a SQL condition true for a row in which a column of values
+// that is present holds one of that column's values (compared as text);
+// "" when none of the columns is present.
+func ValuesSQL(values map[string][]string, present map[string]bool) string {
 	var or []string
-	for _, col := range slices.Sorted(maps.Keys(flt.Values)) {
-		if !present[col] || len(flt.Values[col]) == 0 {
+	for _, col := range slices.Sorted(maps.Keys(values)) {
+		if !present[col] || len(values[col]) == 0 {
 			continue
 		}
-		lits := make([]string, len(flt.Values[col]))
-		for i, v := range flt.Values[col] {
+		lits := make([]string, len(values[col]))
+		for i, v := range values[col] {
 			lits[i] = job.SQLString(v)
 		}
 		or = append(or, "CAST("+job.QuoteIdent(col)+" AS VARCHAR) IN ("+strings.Join(lits, ", ")+")")
 	}
 	if len(or) == 0 {
-		return "FALSE"
+		return ""
 	}
 	return "(" + strings.Join(or, " OR ") + ")"
 }
@@ -325,7 +326,7 @@ func filterParquet(ctx context.Context, tx *sql.Tx, src, dst string, flt RowFilt
 		if err != nil {
 			return 0, pos, err
 		}
-		if match = flt.valuesSQL(present); match == "FALSE" {
+		if match = ValuesSQL(flt.Values, present); match == "" {
 			return 0, pos, flt.noneOf()
 		}
 		if !present[flt.PosCol] {

@@ -20,7 +20,7 @@ func (a *app) newEraseCmd() *cobra.Command {
 	var f dbFlags
 	var w writerFlags
 	var key, subject string
-	var dryRun bool
+	var dryRun, replay bool
 	cmd := &cobra.Command{
 		Use:   "erase (JOB | PROJECT_DIR) (--key K | --subject VALUE)",
 		Short: "Remove a subject from every job that holds it: rows, snapshots, inputs",
@@ -49,11 +49,22 @@ declares [privacy] subject, and from their readers.
 
 Each job changed gets a new snapshot. --dry-run does the work and rolls
 it back: it prints every job, table and file the erasure would touch.
+
+Every erasure is also written to the erasure journal beside the database
+(<db>.erasures: the job, the columns and a salted sha256 of the value,
+never the value), which backups leave out and restores leave in place.
+Every open compares the database with it: a database restored from a
+copy taken before an erasure is refused (exit 3) until
+--replay-journal finds the erased values again by their hash and erases
+them through the chain (JOB or PROJECT_DIR gives the job files).
 --expect-parent P and --epoch E guard the job named (not its readers) as
 they guard a run: refused (exit 3) unless its latest snapshot is P and
 its writer epoch is E.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			if replay {
+				return a.replayJournal(cmd, args[0], &f, key != "" || subject != "" || dryRun)
+			}
 			if !cmd.Flags().Changed("key") && !cmd.Flags().Changed("subject") {
 				return a.fail(f.jsonOut, &job.UsageError{Msg: "erase needs --key K or --subject VALUE"})
 			}
@@ -91,7 +102,72 @@ its writer epoch is E.`,
 	cmd.Flags().StringVar(&key, "key", "", "the key value to erase (one job's key)")
 	cmd.Flags().StringVar(&subject, "subject", "", "the subject value to erase, looked for in the jobs' [privacy] subject columns")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "do the erasure and roll it back: print what it would change")
+	cmd.Flags().BoolVar(&replay, "replay-journal", false, "apply again the erasures the journal beside the database records and the database lacks (a restored copy)")
 	return cmd
+}
+
+// replayJournal is idem erase --replay-journal.
+func (a *app) replayJournal(cmd *cobra.Command, path string, f *dbFlags, other bool) (err error) {
+	if other {
+		return a.fail(f.jsonOut, &job.UsageError{Msg: "erase --replay-journal takes no --key, --subject or --dry-run: it applies the journal's erasures"})
+	}
+	var jobs []*job.Job
+	if isDir(path) {
+		files, err := project.Files([]string{path})
+		if err != nil {
+			return a.fail(f.jsonOut, err)
+		}
+		for _, file := range files {
+			j, err := loadJob(file)
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			jobs = append(jobs, j)
+		}
+	} else {
+		roots, beside, err := a.eraseJobs(path, f, "")
+		if err != nil {
+			return a.fail(f.jsonOut, err)
+		}
+		jobs = append(roots, beside...)
+	}
+	for _, j := range jobs {
+		if f.db != "" {
+			j.Database = f.db
+		}
+	}
+	dbPath, err := f.dbPath(jobs[0])
+	if err != nil {
+		return a.fail(f.jsonOut, err)
+	}
+	opts := f.openOptions(jobs[0])
+	opts.Journal = run.JournalSkip
+	db, err := run.Open(cmd.Context(), dbPath, opts)
+	if err != nil {
+		return a.fail(f.jsonOut, err)
+	}
+	defer a.closeWritten(db, &err)
+	res, err := ops.ReplayJournal(cmd.Context(), db, jobs, a.faultHook(db.Path()))
+	if err != nil {
+		return a.fail(f.jsonOut, err)
+	}
+	if f.jsonOut {
+		return a.printJSON(res)
+	}
+	if len(res.Replayed) == 0 {
+		fmt.Fprintf(a.stdout, "%s: holds every erasure its journal records; nothing to do\n", db.Path())
+		return nil
+	}
+	for _, r := range res.Replayed {
+		fmt.Fprintf(a.stdout, "journal: erasure of job %s at %s\n", r.Job, r.ErasedAt)
+		if r.RecordOnly {
+			fmt.Fprintln(a.stdout, "  nothing of it in the database; recorded")
+		}
+		for _, e := range r.Erasures {
+			a.printChainErase(e)
+		}
+	}
+	return nil
 }
 
 // eraseJobs are the jobs an erasure starts from and the job files its

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,6 +112,13 @@ order_by = "source_version"
 		require.Equal(t, dumps[1], clitest.DumpState(t, db(work)), "%s: not the state of one clean erasure", how)
 		require.Empty(t, clitest.StoreHolds(t, db(work), payload), "%s: the payload survives in the retained files", how)
 		clitest.RequireStoreIsCommitted(t, db(work))
+		// The journal records vc's key and down's subject and key, once
+		// each, whether the kill came before its lines were written (the
+		// retry's open writes them) or after.
+		journal, err := os.ReadFile(db(work) + ".erasures")
+		require.NoError(t, err, how)
+		require.Equal(t, 3, strings.Count(string(journal), "\n"), "%s: journal %s", how, journal)
+		require.NotContains(t, string(journal), "alice", how)
 	}
 	points := []struct {
 		name string

@@ -82,6 +82,25 @@ order_by = "source_version"
 `)
 }
 
+// ranChain is eraseChainProject after one run of the project (b1 and b2),
+// built once and copied into a folder of the test's own: it returns the
+// folder, its jobs folder and its database.
+func ranChain(t *testing.T) (dir, jobs, db string) {
+	t.Helper()
+	src := ranChainFixture.Get(t, func(t *testing.T) string {
+		dir := clitest.FixtureDir(t, "erase-chain")
+		eraseChainProject(t, dir)
+		code, out, errOut := clitest.InProcess(t, "run", filepath.Join(dir, "jobs"))
+		require.Equal(t, 0, code, out+errOut)
+		return dir
+	})
+	dir = t.TempDir()
+	clitest.CopyDir(t, src, dir)
+	return dir, filepath.Join(dir, "jobs"), filepath.Join(dir, "db", "chain.duckdb")
+}
+
+var ranChainFixture clitest.Once[string]
+
 // TestEraseThroughChain erases one subject from the upstream of a chain
 // (issue 26): a select model and an aggregate model over it are
 // recomputed for every kept snapshot, the merge_by_key job fed by the
@@ -93,18 +112,13 @@ order_by = "source_version"
 // a dry run commits nothing; erasing again says already erased.
 func TestEraseThroughChain(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	eraseChainProject(t, dir)
-	jobs := filepath.Join(dir, "jobs")
-	db := filepath.Join(dir, "db", "chain.duckdb")
+	dir, jobs, db := ranChain(t)
 	vc := filepath.Join(jobs, "vc.toml")
-	code, out, errOut := clitest.InProcess(t, "run", jobs)
-	require.Equal(t, 0, code, out+errOut)
 	require.Equal(t, []string{"active|3|5|SECRETPAYLOADX2|bob2|carol1"}, clitest.QueryStrs(t, db, `SELECT status || '|' || entities || '|' || versions || '|' || payloads FROM agg`))
 	// A third batch, so the chain has several snapshots after the erased
 	// subject's last change.
 	clitest.WriteFile(t, filepath.Join(dir, "changes", "b3.jsonl"), `{"change_id":"6","entity_id":"carol","source_version":2,"operation":"upsert","value":"carol2"}`+"\n")
-	code, out, errOut = clitest.InProcess(t, "run", jobs)
+	code, out, errOut := clitest.InProcess(t, "run", jobs)
 	require.Equal(t, 0, code, out+errOut)
 
 	// A dry run lists what would change and commits nothing.
@@ -211,12 +225,7 @@ func requireNoPayload(t *testing.T, root, payload, except string) {
 // and a reader the database knows whose job file is not beside the job.
 func TestEraseSubjectRefused(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	eraseChainProject(t, dir)
-	jobs := filepath.Join(dir, "jobs")
-	db := filepath.Join(dir, "db", "chain.duckdb")
-	code, out, errOut := clitest.InProcess(t, "run", jobs)
-	require.Equal(t, 0, code, out+errOut)
+	dir, jobs, db := ranChain(t)
 	// A copy of vc's job file in another folder: its readers have no job
 	// file there.
 	other := filepath.Join(dir, "other", "vc.toml")
@@ -257,7 +266,7 @@ source_version = "BIGINT"
 key = ["who"]
 order_by = "source_version"
 `+clitest.DuckdbSection)
-	code, out, errOut = clitest.InProcess(t, "run", filepath.Join(blind, "renamed.toml"), filepath.Join(blind, "values.toml"))
+	code, out, errOut := clitest.InProcess(t, "run", filepath.Join(blind, "renamed.toml"), filepath.Join(blind, "values.toml"))
 	require.Equal(t, 0, code, out+errOut)
 
 	for _, c := range []struct {
@@ -335,4 +344,54 @@ subject = ["rider_id"]
 	code, out, errOut = clitest.InProcess(t, "run", job)
 	require.Equal(t, 0, code, out+errOut)
 	require.Contains(t, out, "trips: skipped")
+}
+
+// TestRestoreBeforeErasure: a backup taken before an erasure, restored as
+// the README says (the database file and its inputs copied back), is
+// refused by every command (exit 3, naming the erasures its journal
+// records) until erase --replay-journal applies them again through the
+// chain; the journal holds no erased value.
+func TestRestoreBeforeErasure(t *testing.T) {
+	t.Parallel()
+	dir, jobs, db := ranChain(t)
+	bk := filepath.Join(dir, "backup")
+	code, out, errOut := clitest.InProcess(t, "backup", "--db", db, "--out", bk)
+	require.Equal(t, 0, code, out+errOut)
+	code, out, errOut = clitest.InProcess(t, "erase", filepath.Join(jobs, "vc.toml"), "--key", "alice")
+	require.Equal(t, 0, code, out+errOut)
+	erased := map[string][]string{}
+	queries := []string{`SELECT entity_id || value FROM vc ORDER BY ALL`, `SELECT entity_id || value FROM src ORDER BY ALL`,
+		`SELECT entity_id || value FROM down ORDER BY ALL`, `SELECT payloads FROM agg ORDER BY ALL`, `SELECT job || key || coalesce(subject_columns, '') FROM idem.erasures ORDER BY ALL`}
+	for _, q := range queries {
+		erased[q] = clitest.QueryStrs(t, db, q)
+	}
+	journal, err := os.ReadFile(db + ".erasures")
+	require.NoError(t, err)
+	require.Equal(t, 3, bytes.Count(journal, []byte("\n")), "vc: the key; down: the subject and its key: %s", journal)
+	require.NotContains(t, string(journal), "alice")
+
+	// The restore: the backup's database file and inputs copied back.
+	require.NoError(t, os.Remove(db))
+	require.NoError(t, os.RemoveAll(db+".inputs"))
+	clitest.CopyDir(t, bk, filepath.Join(dir, "db"))
+	require.NoError(t, os.Remove(filepath.Join(dir, "db", "manifest.json")))
+	for _, args := range [][]string{{"query", "--db", db, "SELECT 1"}, {"run", jobs}, {"export", filepath.Join(jobs, "vc.toml"), "--out", filepath.Join(dir, "x.csv")}} {
+		code, out, errOut = clitest.InProcess(t, args...)
+		require.Equal(t, 3, code, "%v: %s", args, out+errOut)
+		require.Contains(t, errOut, "lacks 3 erasure(s) its erasure journal")
+		require.Contains(t, errOut, "job vc erased at")
+		require.Contains(t, errOut, "idem erase --replay-journal")
+	}
+	code, out, errOut = clitest.InProcess(t, "erase", jobs, "--replay-journal")
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, "journal: erasure of job vc")
+	require.Contains(t, out, "src: recomputed without the subject")
+	for _, q := range queries {
+		require.Equal(t, erased[q], clitest.QueryStrs(t, db, q), q)
+	}
+	code, out, errOut = clitest.InProcess(t, "erase", jobs, "--replay-journal")
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, "holds every erasure its journal records")
+	code, out, errOut = clitest.InProcess(t, "run", jobs)
+	require.Equal(t, 0, code, out+errOut)
 }

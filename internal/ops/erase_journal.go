@@ -1,0 +1,176 @@
+package ops
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/run"
+)
+
+// JournalReplay reports idem erase --replay-journal: each erasure the
+// journal records that the database lacked, and what applying it again
+// did.
+type JournalReplay struct {
+	Replayed []JournalReplayed `json:"replayed"`
+}
+
+// JournalReplayed is one journal erasure applied again: the erasures
+// through the chain of each value found for it, or, when the database
+// holds nothing of it, only its record.
+type JournalReplayed struct {
+	Job      string              `json:"job"`
+	Subject  []string            `json:"subject_columns,omitempty"`
+	ErasedAt string              `json:"erased_at"`
+	Erasures []*ChainEraseResult `json:"erasures"`
+	// RecordOnly says the database held no row of the erased value: the
+	// erasure is recorded so that the journal and the database agree.
+	RecordOnly bool `json:"record_only"`
+}
+
+// ReplayJournal applies again, each through the chain as idem erase does,
+// the erasures the journal beside the database records and the database
+// lacks (a restore from a copy taken before them). The erased values are
+// not in the journal, only their salted hash: they are found by hashing
+// the values of the erasure's columns in the job's tables. d must be
+// opened with run.JournalSkip; jobs are the job files of the database's
+// jobs, the erased ones and their readers.
+func ReplayJournal(ctx context.Context, d *run.DB, jobs []*job.Job, fault func(string)) (*JournalReplay, error) {
+	missing, err := d.JournalGap(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := &JournalReplay{Replayed: []JournalReplayed{}}
+	// Upstream jobs first: erasing there erases through the chain, which
+	// may record the readers' entries too.
+	order, err := runOrder(jobs)
+	if err != nil {
+		return nil, err
+	}
+	rank := func(name string) int {
+		return slices.IndexFunc(order, func(j *job.Job) bool { return j.Name == name })
+	}
+	slices.SortStableFunc(missing, func(a, b run.JournalEntry) int { return cmp.Compare(rank(a.Job), rank(b.Job)) })
+	for _, e := range missing {
+		still, err := d.JournalGap(ctx)
+		if err != nil {
+			return res, err
+		}
+		if !slices.ContainsFunc(still, func(m run.JournalEntry) bool {
+			return m.Job == e.Job && m.SHA256 == e.SHA256 && slices.Equal(m.Subject, e.Subject)
+		}) {
+			continue
+		}
+		i := slices.IndexFunc(jobs, func(j *job.Job) bool { return j.Name == e.Job })
+		if i < 0 {
+			return res, job.Usage("erase --replay-journal: the journal records an erasure of job %s, and no job file of it was given", e.Job)
+		}
+		j := jobs[i]
+		cols := e.Subject
+		if len(cols) == 0 {
+			m, err := eraseMatchOf(j, EraseOptions{Key: "x"})
+			if err != nil {
+				return res, err
+			}
+			cols = []string{m.keyCol}
+		}
+		values, err := journalValues(ctx, d, j, cols, e)
+		if err != nil {
+			return res, err
+		}
+		r := JournalReplayed{Job: e.Job, Subject: e.Subject, ErasedAt: e.ErasedAt, Erasures: []*ChainEraseResult{}}
+		for _, v := range values {
+			opts := EraseOptions{Key: v, Fault: fault}
+			if len(e.Subject) > 0 {
+				opts = EraseOptions{Subject: v, SubjectColumns: e.Subject, Fault: fault}
+			}
+			cr, err := EraseChain(ctx, d, []*job.Job{j}, jobs, opts)
+			if err != nil {
+				return res, fmt.Errorf("erase --replay-journal: %w", err)
+			}
+			r.Erasures = append(r.Erasures, cr)
+		}
+		if len(values) == 0 {
+			if err := recordJournalOnly(ctx, d, e); err != nil {
+				return res, err
+			}
+			r.RecordOnly = true
+		}
+		res.Replayed = append(res.Replayed, r)
+	}
+	return res, d.SyncJournal(ctx)
+}
+
+// journalValues are the values of cols in job j's tables whose salted hash
+// is e's.
+func journalValues(ctx context.Context, d *run.DB, j *job.Job, cols []string, e run.JournalEntry) ([]string, error) {
+	tables := []string{job.QuoteIdent(j.Table)}
+	if ok, err := catalog.TableExists(ctx, d.SQL(), "idem", j.Name+"__history"); err != nil {
+		return nil, err
+	} else if ok {
+		tables = append(tables, catalog.HistoryTable(j.Name))
+	}
+	companions, err := companionTables(ctx, d.SQL(), j, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range companions {
+		if c != j.Table {
+			tables = append(tables, job.QuoteIdent(c))
+		}
+	}
+	var out []string
+	for _, t := range tables {
+		present, err := columnsOf(ctx, d.SQL(), t)
+		if err != nil {
+			continue // a table the job no longer has
+		}
+		for _, c := range cols {
+			if !present[c] {
+				continue
+			}
+			v := "CAST(" + job.QuoteIdent(c) + " AS VARCHAR)"
+			rows, err := d.SQL().QueryContext(ctx, "SELECT DISTINCT "+v+" FROM "+t+" WHERE sha256(? || "+v+") = ?", e.Salt, e.SHA256)
+			if err != nil {
+				return nil, fmt.Errorf("erase --replay-journal: read %s: %w", t, catalog.TrimSQLError(err))
+			}
+			for rows.Next() {
+				var s string
+				if err := rows.Scan(&s); err != nil {
+					rows.Close()
+					return nil, err
+				}
+				if !slices.Contains(out, s) && e.Matches(s) {
+					out = append(out, s)
+				}
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// recordJournalOnly records journal erasure e in a database that holds
+// nothing of it, by its hash (run.JournalMarker).
+func recordJournalOnly(ctx context.Context, d *run.DB, e run.JournalEntry) error {
+	tx, err := d.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	st, err := catalog.ReadState(ctx, tx, e.Job)
+	if err == nil {
+		err = catalog.RecordErasure(ctx, tx, e.Job, run.JournalMarker(e), nil, st.Snapshot, e.Subject)
+	}
+	if err != nil {
+		return fmt.Errorf("erase --replay-journal: %w", errors.Join(err, tx.Rollback()))
+	}
+	return tx.Commit()
+}
