@@ -36,6 +36,18 @@ type Packet struct {
 	// version, for a pipeline whose outcomes keep a schema_version column
 	// (orders): "2" -> rows.
 	PayloadVersions map[string]int64 `json:"payload_versions,omitempty"`
+	// Erasures are the erasures that changed this snapshot's rows after it
+	// was committed, each with the entries it replaced: Entries describe
+	// the rows as they are now.
+	Erasures []PacketErasure `json:"erasures,omitempty"`
+}
+
+// PacketErasure is one erasure that rewrote a snapshot's rows: the
+// snapshot of the job that records it, and the entries the packet had
+// before (their rows and sha256).
+type PacketErasure struct {
+	Snapshot int64         `json:"snapshot"`
+	Replaced []PacketEntry `json:"replaced"`
 }
 
 // PacketEntry describes one partition the run touched (or, Partition nil
@@ -63,6 +75,36 @@ type PacketEntry struct {
 // ErrNoPacket is returned by ReadPacket for a snapshot without a packet
 // (a rollback or an erasure, or one committed before packets existed).
 var ErrNoPacket = errors.New("no release packet")
+
+// ReplacePacket writes p over the packet of its snapshot.
+func ReplacePacket(ctx context.Context, tx *sql.Tx, p *Packet) error {
+	data, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE idem.packets SET packet = ? WHERE job = ? AND snapshot = ?`, string(data), p.Job, p.Snapshot); err != nil {
+		return fmt.Errorf("rewrite the release packet of snapshot %d of %s: %w", p.Snapshot, p.Job, TrimSQLError(err))
+	}
+	return nil
+}
+
+// PacketSnapshots lists the snapshots of job j that have a packet.
+func PacketSnapshots(ctx context.Context, q Querier, j string) ([]int64, error) {
+	rows, err := q.QueryContext(ctx, `SELECT snapshot FROM idem.packets WHERE job = ? ORDER BY snapshot`, j)
+	if err != nil {
+		return nil, fmt.Errorf("list the release packets of %s: %w", j, TrimSQLError(err))
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var s int64
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
 
 // InsertPacket records a snapshot's packet in the run's transaction.
 func InsertPacket(ctx context.Context, tx *sql.Tx, p *Packet) error {

@@ -69,6 +69,9 @@ type EraseResult struct {
 	// snapshot's version of the rows.
 	Removed map[string]int64        `json:"removed"`
 	Inputs  []source.RewrittenInput `json:"inputs"`
+	// Packets are the snapshots whose release packet was rewritten (the
+	// sha256 it replaced is kept in it; idem show).
+	Packets []int64 `json:"packets_rewritten,omitempty"`
 	// AlreadyErased says the key was erased before and found nowhere:
 	// nothing was committed and Snapshot is the latest.
 	AlreadyErased bool `json:"already_erased"`

@@ -42,6 +42,9 @@ type RecomputeResult struct {
 	Snapshot  int64               `json:"snapshot"`
 	Parent    int64               `json:"parent"`
 	Snapshots []RecomputeSnapshot `json:"snapshots"`
+	// Packets are the snapshots whose release packet was rewritten (the
+	// sha256 it replaced is kept in it; idem show).
+	Packets []int64 `json:"packets_rewritten,omitempty"`
 }
 
 // RecomputeSnapshot is one kept snapshot of a recomputed model.
@@ -191,6 +194,11 @@ func eraseChainTx(ctx context.Context, d *run.DB, tx *sql.Tx, roots, beside []*j
 			// A job erased before still has its readers looked at: they may
 			// have been left holding copies (by an idem that did not follow
 			// the chain).
+			if !r.AlreadyErased {
+				if r.Packets, err = refreshPackets(ctx, d, tx, j, r.Snapshot); err != nil {
+					return nil, nil, err
+				}
+			}
 			res.Erased = append(res.Erased, r)
 			stale = append(stale, s...)
 			addValues(values, m.values)
@@ -205,14 +213,10 @@ func eraseChainTx(ctx context.Context, d *run.DB, tx *sql.Tx, roots, beside []*j
 				res.Untouched = append(res.Untouched, j.Name)
 				continue
 			}
+			if r.Packets, err = refreshPackets(ctx, d, tx, j, r.Snapshot); err != nil {
+				return nil, nil, err
+			}
 			res.Recomputed = append(res.Recomputed, r)
-			cps, err := catalog.Checkpoints(ctx, tx, j.Name)
-			if err != nil {
-				return nil, nil, err
-			}
-			if err := forgetCheckpoints(ctx, tx, j, cps); err != nil {
-				return nil, nil, err
-			}
 			continue
 		}
 		m, err := readerMatch(ctx, tx, j, opts, values)
@@ -226,6 +230,9 @@ func eraseChainTx(ctx context.Context, d *run.DB, tx *sql.Tx, roots, beside []*j
 		if r == nil {
 			res.Untouched = append(res.Untouched, j.Name)
 			continue
+		}
+		if r.Packets, err = refreshPackets(ctx, d, tx, j, r.Snapshot); err != nil {
+			return nil, nil, err
 		}
 		res.Erased = append(res.Erased, r)
 		stale = append(stale, s...)

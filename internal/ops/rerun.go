@@ -61,6 +61,10 @@ type RerunResult struct {
 	// Upstream holds, with Deep, the reruns of the upstream snapshots the
 	// rebuilt snapshot pinned (each with its own upstreams).
 	Upstream []*RerunResult `json:"upstream,omitempty"`
+	// ErasedBy are the erasures (snapshots of this job) that rewrote the
+	// snapshot's rows after it was committed: the sha256 compared is that
+	// of its rows since, and its packet keeps the one they replaced.
+	ErasedBy []int64 `json:"erased_by,omitempty"`
 }
 
 // Rerun rebuilds snapshot S of job in a scratch database (in a folder
@@ -173,6 +177,11 @@ func Rerun(ctx context.Context, d *run.DB, j *job.Job, opts RerunOptions) (*Reru
 	}
 	res.SHA256, res.Rebuilt, res.Rows = exp.SHA256, reb.SHA256, reb.Rows
 	res.Reproduced = exp.SHA256 == reb.SHA256
+	if pk, err := catalog.ReadPacket(ctx, d.SQL(), j.Name, s); err == nil {
+		for _, e := range pk.Erasures {
+			res.ErasedBy = append(res.ErasedBy, e.Snapshot)
+		}
+	}
 	if !res.Reproduced {
 		diff, err := diffFiles(ctx, want, got, job.FormatCSV, j.Pipeline.Key, RerunRowsShown)
 		if err != nil {

@@ -64,6 +64,16 @@ func (r *txRun) packet(ctx context.Context) (bool, error) {
 	return true, catalog.InsertPacket(ctx, tx, pk)
 }
 
+// PacketEntryOf describes the rows of table (a temp table holding one
+// snapshot's rows of job j, with columns cols) as the release packet of
+// that snapshot describes its target: an erasure that rewrites a
+// snapshot's rows rewrites its packet's entries with it.
+func PacketEntryOf(ctx context.Context, tx *sql.Tx, j *job.Job, table string, cols []catalog.TargetColumn, partition *string, path string) (*catalog.PacketEntry, error) {
+	at := *j
+	at.Table = table
+	return packetEntry(ctx, tx, &at, cols, partition, path)
+}
+
 // packetEntry describes the target's rows of one partition (value nil: all
 // rows) and hashes them written as a CSV export writes them, to path.
 func packetEntry(ctx context.Context, tx *sql.Tx, j *job.Job, cols []catalog.TargetColumn, value *string, path string) (*catalog.PacketEntry, error) {

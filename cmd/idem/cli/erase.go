@@ -227,6 +227,19 @@ func (a *app) eraseJobs(path string, f *dbFlags, key string) (roots, beside []*j
 	return roots, beside, nil
 }
 
+// printPackets names the snapshots whose release packet an erasure
+// rewrote.
+func printPackets(a *app, snaps []int64) {
+	if len(snaps) == 0 {
+		return
+	}
+	list := make([]string, len(snaps))
+	for i, s := range snaps {
+		list[i] = fmt.Sprint(s)
+	}
+	fmt.Fprintf(a.stdout, "  packets   of snapshot(s) %s rewritten; idem show names the sha256 replaced\n", strings.Join(list, ", "))
+}
+
 func isDir(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && st.IsDir()
@@ -263,6 +276,7 @@ func (a *app) printChainErase(res *ops.ChainEraseResult) {
 		for _, in := range r.Inputs {
 			fmt.Fprintf(a.stdout, "  rewrote   input %s -> %s (%d row(s) removed)\n", in.Old[:12], in.New[:12], in.RowsRemoved)
 		}
+		printPackets(a, r.Packets)
 	}
 	for _, m := range res.Recomputed {
 		fmt.Fprintf(a.stdout, "%s: recomputed without the subject\n", m.Job)
@@ -270,6 +284,7 @@ func (a *app) printChainErase(res *ops.ChainEraseResult) {
 		for _, s := range m.Snapshots {
 			fmt.Fprintf(a.stdout, "  snapshot  %d: %d row(s), %d before\n", s.Snapshot, s.RowsAfter, s.RowsBefore)
 		}
+		printPackets(a, m.Packets)
 	}
 	for _, n := range res.Untouched {
 		fmt.Fprintf(a.stdout, "%s: holds none of it; unchanged\n", n)

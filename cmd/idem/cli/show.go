@@ -113,6 +113,15 @@ func (a *app) printPacket(p *catalog.Packet) {
 			fmt.Fprintf(w, "    %s  %s .. %s\n", c, escapeCell(*b[0]), escapeCell(*b[1]))
 		}
 	}
+	for _, er := range p.Erasures {
+		for _, e := range er.Replaced {
+			name := "whole target"
+			if e.Partition != nil {
+				name = p.PartitionBy + " = " + *e.Partition
+			}
+			fmt.Fprintf(w, "  erased    by snapshot %d: %s was %s rows, sha256 %s\n", er.Snapshot, escapeCell(name), thousands(e.Rows), e.SHA256)
+		}
+	}
 }
 
 // countsText reads "accepted 3, stale 1", by name.

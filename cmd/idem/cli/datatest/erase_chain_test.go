@@ -160,6 +160,18 @@ func TestEraseThroughChain(t *testing.T) {
 		}
 	}
 
+	// show names the sha256 each erasure replaced, and rerun why the rows
+	// changed.
+	code, out, errOut = clitest.InProcess(t, "show", vc, "--snapshot", "1")
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, "  erased    by snapshot 4: whole target was 3 rows, sha256 ")
+	code, out, errOut = clitest.InProcess(t, "show", filepath.Join(jobs, "agg.toml"), "--snapshot", "1", "--json")
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, `"erasures":[{"snapshot":3,"replaced":[{"partition":null,"whole_target":true,"rows":1,`)
+	code, out, errOut = clitest.InProcess(t, "rerun", filepath.Join(jobs, "src.toml"), "--snapshot", "1")
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, "  erased   rows rewritten by erasure snapshot 3")
+
 	// The next run of the project finds nothing new, and a replay of the
 	// pre-erasure batches changes nothing.
 	state := clitest.CaptureState(t, db)
