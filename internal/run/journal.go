@@ -158,12 +158,16 @@ type erasureRow struct {
 	snapshot           int64
 }
 
-func readErasureRows(ctx context.Context, q catalog.Querier) ([]erasureRow, error) {
-	cols, err := catalog.SubjectColumnsSQL(ctx, q)
+// readErasureRows reads idem.erasures. A database from before catalog
+// version 3 opened read-only (not migrated) has no subject_columns: its
+// erasures are all of keys. q is a *sql.DB, so a failed statement costs
+// nothing but the error.
+func readErasureRows(ctx context.Context, q *sql.DB) ([]erasureRow, error) {
+	const sel = `SELECT job, key, %s, coalesce(snapshot, 0), coalesce(strftime(erased_at, '%%Y-%%m-%%dT%%H:%%M:%%SZ'), '') FROM idem.erasures ORDER BY job, snapshot, key`
+	rows, err := q.QueryContext(ctx, fmt.Sprintf(sel, "subject_columns"))
 	if err != nil {
-		return nil, err
+		rows, err = q.QueryContext(ctx, fmt.Sprintf(sel, "CAST(NULL AS VARCHAR)"))
 	}
-	rows, err := q.QueryContext(ctx, `SELECT job, key, `+cols+`, coalesce(snapshot, 0), coalesce(strftime(erased_at, '%Y-%m-%dT%H:%M:%SZ'), '') FROM idem.erasures ORDER BY job, snapshot, key`)
 	if err != nil {
 		return nil, fmt.Errorf("read idem.erasures: %w", catalog.TrimSQLError(err))
 	}
@@ -200,15 +204,14 @@ func (r erasureRow) entry(dbID string) JournalEntry {
 // journalState reads the journal and the erasures of the database: its
 // id, the journal's entries of it, and the entries of its rows by id.
 func (d *DB) journalState(ctx context.Context) (string, []JournalEntry, map[string]JournalEntry, error) {
-	has, err := catalog.TableExists(ctx, d.sql, "idem", "commits")
-	if err != nil || !has {
-		return "", nil, nil, err
-	}
-	rows, err := readErasureRows(ctx, d.sql)
+	entries, err := readJournal(JournalPath(d.path))
 	if err != nil {
 		return "", nil, nil, err
 	}
-	entries, err := readJournal(JournalPath(d.path))
+	rows, err := readErasureRows(ctx, d.sql)
+	if err != nil && len(entries) == 0 {
+		return "", nil, nil, nil // a database before erasures: nothing to check
+	}
 	if err != nil || len(rows) == 0 && len(entries) == 0 {
 		return "", nil, nil, err
 	}
@@ -254,14 +257,20 @@ func (d *DB) JournalGap(ctx context.Context) ([]JournalEntry, error) {
 // erasures it lacks (a kill between an erasure's COMMIT and its journal
 // line).
 func (d *DB) checkJournal(ctx context.Context) error {
+	_, entries, have, err := d.journalState(ctx)
+	if err != nil || len(have) == 0 && len(entries) == 0 {
+		return err
+	}
 	if !d.readOnly {
-		if err := d.SyncJournal(ctx); err != nil {
+		if err := d.appendMissing(entries, have); err != nil {
 			return err
 		}
 	}
-	missing, err := d.JournalGap(ctx)
-	if err != nil {
-		return err
+	var missing []JournalEntry
+	for _, e := range entries {
+		if _, ok := have[e.id()]; !ok {
+			missing = append(missing, e)
+		}
 	}
 	if len(missing) > 0 {
 		return &JournalGapError{Path: d.path, Missing: missing}
@@ -277,14 +286,20 @@ func (d *DB) SyncJournal(ctx context.Context) error {
 	if err != nil || len(have) == 0 {
 		return err
 	}
+	return d.appendMissing(entries, have)
+}
+
+// appendMissing appends to the journal the entries of have (the
+// database's erasures) that entries (the journal's) lack.
+func (d *DB) appendMissing(entries []JournalEntry, have map[string]JournalEntry) error {
 	known := map[string]bool{}
 	for _, e := range entries {
 		known[e.id()] = true
 	}
 	var add []JournalEntry
 	for _, id := range slices.Sorted(maps.Keys(have)) {
-		if e := have[id]; !known[id] {
-			add = append(add, e)
+		if !known[id] {
+			add = append(add, have[id])
 		}
 	}
 	return appendJournal(JournalPath(d.path), add)
