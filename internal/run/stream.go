@@ -3,7 +3,9 @@ package run
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/idem-dev/idem/internal/catalog"
@@ -129,7 +131,7 @@ func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r sou
 	if sr.Ranges == nil {
 		sr.Ranges = []source.StreamRange{}
 	}
-	if b.Records == 0 && len(b.Gaps) == 0 {
+	if b.Records == 0 && len(b.Gaps) == 0 && len(b.Pinned) == 0 {
 		sr.Decision = job.DecisionSkipped
 		sr.BatchID = ""
 		if logEmpty {
@@ -143,8 +145,10 @@ func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r sou
 		return sr, nil
 	}
 	if b.Records == 0 {
-		// Only a gap: commit its positions with an empty batch, so the
-		// gap is logged once and the positions move past it.
+		// Only a gap, or partitions started where nothing was read yet:
+		// commit their positions with an empty batch, so the gap is logged
+		// once and the positions move past it, and what is produced after
+		// a start at the log end is read by the next run.
 		if err := b.WriteEmpty(source.StreamDir(d.path)); err != nil {
 			return nil, err
 		}
@@ -153,6 +157,9 @@ func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r sou
 	o.Source = &source.Stream{Job: j, Batch: b}
 	o.BatchID = b.ID
 	o.Note = sr.Gap
+	if len(b.Pinned) > 0 {
+		o.Note = strings.TrimPrefix(o.Note+"; "+pinnedNote(b), "; ")
+	}
 	res, err := d.Run(ctx, j, o)
 	if err != nil {
 		return nil, err
@@ -165,6 +172,16 @@ func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r sou
 		sr.RecordsPerSec = float64(b.Records) / el
 	}
 	return sr, nil
+}
+
+// pinnedNote is how the run log records partitions a batch started
+// without reading from them.
+func pinnedNote(b *source.StreamBatch) string {
+	parts := make([]string, len(b.Pinned))
+	for i, p := range b.Pinned {
+		parts[i] = fmt.Sprintf("partition %s at %d", p, b.Next[p])
+	}
+	return "positions pinned where the stream starts: " + strings.Join(parts, ", ")
 }
 
 // lag is, per partition, how far the reader's known log end is past the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -20,7 +21,9 @@ import (
 // offsets (no consumer group: idem's own positions are the truth). Its
 // source partitions are the topic's partition numbers, its positions the
 // records' offsets. A gap is a partition whose log start offset is above
-// the position asked for (retention deleted records idem had not read).
+// the position asked for (retention deleted records idem had not read); a
+// partition whose log ends below it is refused (exit 3): the topic was
+// recreated or truncated.
 type KafkaReader struct {
 	spec job.StreamSpec
 	opts []kgo.Opt
@@ -29,6 +32,9 @@ type KafkaReader struct {
 	cl   *kgo.Client
 	pos  map[int32]int64 // the offset the client delivers next, per partition
 	ends map[string]int64
+	// starts are the offsets the last Read chose for partitions without
+	// a committed position.
+	starts map[string]int64
 }
 
 // NewKafkaReader returns the reader of a kafka [input]; it connects on the
@@ -49,6 +55,14 @@ func (k *KafkaReader) Close() error {
 		k.cl = nil
 	}
 	return nil
+}
+
+// Starts returns the offsets the last Read chose for the partitions it had
+// no committed position for.
+func (k *KafkaReader) Starts() map[string]int64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return maps.Clone(k.starts)
 }
 
 // Ends returns the high watermark of each partition as last seen.
@@ -112,15 +126,29 @@ func (k *KafkaReader) plan(ctx context.Context, next map[string]int64) (map[int3
 	}
 	want := map[int32]int64{}
 	var gaps []Gap
+	k.starts = map[string]int64{}
 	for _, p := range parts {
 		name := strconv.Itoa(int(p))
 		k.ends[name] = last[p]
 		n, ok := next[name]
 		switch {
-		case !ok && k.spec.Start == job.StartLatest:
+		case !ok && k.spec.Start == job.StartLatest && len(next) == 0:
+			// The job's first read: every partition from its log end, and
+			// the batch commits those positions even if it reads nothing.
 			want[p] = last[p]
+			k.starts[name] = last[p]
 		case !ok:
+			// A partition never read (one added to the topic later): from
+			// its first record, so none produced before it was seen is lost.
 			want[p] = first[p]
+			k.starts[name] = first[p]
+		case last[p] < n:
+			// A log never shrinks: one that ends below what this job
+			// committed is another log under the same name (the topic was
+			// deleted and recreated) or was truncated. Its offsets below n
+			// would be taken for records already read.
+			return nil, nil, job.Refuse("stream", "kafka topic %q partition %d: the log ends at offset %d, below the position %d this job committed: the topic was deleted and recreated, or truncated, and its records at offsets below %d would be taken for records already read; nothing was read. To read the new topic, give the job a new name (a new position) or its own database",
+				k.spec.Topic, p, last[p], n, n)
 		case first[p] > n:
 			gaps = append(gaps, Gap{Partition: name, From: n, Next: first[p]})
 			want[p] = first[p]

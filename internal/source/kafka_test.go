@@ -177,6 +177,26 @@ func TestKafkaReadStartLatest(t *testing.T) {
 	require.Empty(t, readAll(t, r, map[string]int64{}, 100))
 }
 
+// TestKafkaReadStartLatestPinsOnce: start = "latest" starts every
+// partition at its log end on the job's first read only (Starts names the
+// positions chosen); a partition without a position on a later read (one
+// added to the topic) starts at its first record, so none is lost.
+func TestKafkaReadStartLatestPinsOnce(t *testing.T) {
+	t.Parallel()
+	f := newKafkaFixture(t, 2)
+	f.produce(0, 0, 3)
+	f.produce(1, 0, 2)
+	r := f.reader(job.StartLatest)
+	recs, _, err := r.Read(context.Background(), nil, 100, 300*time.Millisecond)
+	require.NoError(t, err)
+	require.Empty(t, recs)
+	require.Equal(t, map[string]int64{"0": 3, "1": 2}, r.Starts())
+	recs, _, err = r.Read(context.Background(), map[string]int64{"0": 3}, 100, time.Second)
+	require.NoError(t, err)
+	require.Equal(t, []string{"1:0=p1-0", "1:1=p1-1"}, values(recs), "a partition without a position after the first read starts at its first record")
+	require.Equal(t, map[string]int64{"1": 0}, r.Starts())
+}
+
 // TestKafkaReadGap: records deleted below next are a Gap from next to the
 // first offset the partition holds, and the Read goes on from there.
 func TestKafkaReadGap(t *testing.T) {
@@ -189,6 +209,22 @@ func TestKafkaReadGap(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []Gap{{Partition: "0", From: 4, Next: 7}}, gaps)
 	require.Equal(t, []string{"0:7=p0-7", "0:8=p0-8", "0:9=p0-9"}, values(recs))
+}
+
+// TestKafkaReadLogEndBelowPosition: a partition whose log ends below the
+// committed position (the topic recreated with fewer records) is refused
+// with exit 3 naming topic, partition and offsets, and nothing is read.
+func TestKafkaReadLogEndBelowPosition(t *testing.T) {
+	t.Parallel()
+	f := newKafkaFixture(t, 1)
+	f.produce(0, 0, 4)
+	r := f.reader("")
+	recs, gaps, err := r.Read(context.Background(), map[string]int64{"0": 10}, 100, time.Second)
+	require.Error(t, err)
+	require.Equal(t, job.ExitRefused, job.ExitCode(err))
+	require.Contains(t, err.Error(), `kafka topic "t" partition 0: the log ends at offset 4, below the position 10 this job committed`)
+	require.Empty(t, recs)
+	require.Empty(t, gaps)
 }
 
 // TestKafkaReadContext: a Read whose ctx ends with nothing read returns

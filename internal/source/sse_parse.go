@@ -23,6 +23,11 @@ const sseMaxLine = 4 << 20
 
 var errSSELineTooLong = errors.New("line too long")
 
+// errSSEEventTooLarge is an event whose data lines join past twice the
+// line bound (8 MiB by default): one event's data is held in memory whole,
+// so it is bounded too, not only each line.
+var errSSEEventTooLarge = errors.New("event too large")
+
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
 // sseParser reads events from a text/event-stream body as the WHATWG HTML
@@ -120,6 +125,9 @@ func (p *sseParser) next() (sseEvent, error) {
 		case "event":
 			ev.typ = string(value)
 		case "data":
+			if len(data)+1+len(value) > 2*p.maxLine {
+				return sseEvent{}, errSSEEventTooLarge
+			}
 			if hasData {
 				data = append(data, '\n')
 			}

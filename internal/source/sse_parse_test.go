@@ -118,6 +118,20 @@ func TestSSEParseLineCap(t *testing.T) {
 	}
 }
 
+// TestSSEParseEventCap: an event's data lines may join up to twice the line
+// bound; past that the event is errSSEEventTooLarge, read without holding
+// more than the bound (a feed of 1 GB in one event once drove idem to 4 GB).
+func TestSSEParseEventCap(t *testing.T) {
+	t.Parallel()
+	line := "data: " + strings.Repeat("x", 58) + "\n" // 64 bytes with its end
+	p := newSSEParser(strings.NewReader("id: 1\n"+strings.Repeat(line, 2)+"\nid: 2\n"+strings.Repeat(line, 3)+"\n"), 64)
+	ev, err := p.next()
+	require.NoError(t, err)
+	require.Len(t, ev.data, 2*58+1)
+	_, err = p.next()
+	require.ErrorIs(t, err, errSSEEventTooLarge)
+}
+
 // TestSSEParseLineTooLongAfterEvents: the events before the long line are
 // returned; the error comes where the line is.
 func TestSSEParseLineTooLongAfterEvents(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -247,6 +248,9 @@ func (s *sseSession) readEvents(ctx context.Context, body io.Reader, idle *time.
 			if errors.Is(err, errSSELineTooLong) {
 				return gotNew, &sseFatal{job.Refuse("stream", "sse %s: a line of more than %d bytes after id %d: idem reads one JSON object per event; check the feed", url, s.r.opts.MaxLine, s.lastRead)}
 			}
+			if errors.Is(err, errSSEEventTooLarge) {
+				return gotNew, &sseFatal{job.Refuse("stream", "sse %s: an event of more than %d bytes of data after id %d: idem holds one event's data in memory and reads one JSON object per event; check the feed", url, 2*s.r.opts.MaxLine, s.lastRead)}
+			}
 			if err == io.EOF {
 				err = nil
 			} else if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
@@ -307,6 +311,11 @@ func (s *sseSession) check(ev sseEvent, prev int64) (int64, error) {
 		return 0, job.Refuse("stream", "sse %s: an event without an id (after id %d, data %s): %s", url, s.lastRead, clip(ev.data), fix)
 	}
 	id, err := parseEventID(ev.id)
+	if errors.Is(err, strconv.ErrRange) || err == nil && id == math.MaxInt64 {
+		// The next position is id+1: it must fit in an int64, or the
+		// position would wrap and every run read the same events again.
+		return 0, job.Refuse("stream", "sse %s: event id %s is beyond the ids idem can record (at most %d, so that the next position, id+1, fits in a signed 64-bit integer): %s", url, ev.id, int64(math.MaxInt64-1), fix)
+	}
 	if err != nil {
 		return 0, job.Refuse("stream", "sse %s: event id %q is not a base-10 integer: %s", url, ev.id, fix)
 	}

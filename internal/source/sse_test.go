@@ -295,6 +295,8 @@ func TestSSERefusals(t *testing.T) {
 		{"negative id", "id: -3\ndata: {}\n\n", []string{`event id "-3" is not a base-10 integer`, fix}},
 		{"decimal id", "id: 1.5\ndata: {}\n\n", []string{`event id "1.5" is not a base-10 integer`, fix}},
 		{"empty id", "id:\ndata: {}\n\n", []string{`event id "" is not a base-10 integer`, fix}},
+		{"id at int64 max", "id: 9223372036854775806\ndata: {}\n\nid: 9223372036854775807\ndata: {}\n\n", []string{"event id 9223372036854775807 is beyond the ids idem can record (at most 9223372036854775806", fix}},
+		{"id past int64", "id: 99999999999999999999\ndata: {}\n\n", []string{"event id 99999999999999999999 is beyond the ids idem can record", fix}},
 		{"decreasing id", "id: 5\ndata: {}\n\nid: 4\ndata: {}\n\n", []string{"event id 4 after id 5 on one connection does not increase", fix}},
 		{"repeated id", "id: 5\ndata: {}\n\nid: 5\ndata: {}\n\n", []string{"event id 5 after id 5 on one connection does not increase", fix}},
 		{"data not JSON", "id: 1\ndata: {}\n\nid: 2\ndata: [1]\n\n", []string{`event id 2: data "[1]" is not one JSON object`}},

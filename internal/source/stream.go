@@ -70,6 +70,14 @@ type StreamEnds interface {
 	Ends(ctx context.Context) map[string]int64
 }
 
+// StreamStarts is implemented by a reader that chooses where a partition
+// without a committed position starts ([input] start): Starts returns the
+// positions its last Read chose, so that the batch commits them even when
+// it read nothing there, and nothing produced afterwards is skipped.
+type StreamStarts interface {
+	Starts() map[string]int64
+}
+
 // OpenStream opens the reader of job j's stream input.
 func OpenStream(j *job.Job) (StreamReader, error) {
 	switch j.Input.Stream.Kind {

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 
 	"slices"
@@ -38,7 +39,11 @@ type StreamBatch struct {
 	Skipped int
 	// Gaps are the gaps the source reported, accepted by --allow-gap.
 	Gaps []Gap
-	File InputFile // the JSONL file; Path is empty when Records is 0
+	// Pinned are the partitions without a committed position that the
+	// batch starts where the reader chose ([input] start) without reading
+	// a record there: their positions commit with the batch.
+	Pinned []string
+	File   InputFile // the JSONL file; Path is empty when Records is 0
 }
 
 // StreamRange is the positions of one partition a batch read.
@@ -124,6 +129,10 @@ func ReadStreamBatch(ctx context.Context, q catalog.Querier, j *job.Job, r Strea
 			b.Skipped++
 			continue
 		}
+		if rec.Position < 0 || rec.Position == math.MaxInt64 {
+			// next is Position+1: nothing may wrap.
+			return nil, job.Refuse("stream", "read %s: record %s:%d: a position outside 0..%d cannot be recorded (the next position must fit in a signed 64-bit integer)", streamName(j), partitionName(rec.Partition), rec.Position, int64(math.MaxInt64-1))
+		}
 		var line bytes.Buffer
 		if err := json.Compact(&line, rec.Value); err != nil || !bytes.HasPrefix(line.Bytes(), []byte("{")) {
 			return nil, fmt.Errorf("read %s: record %s:%d is not one JSON object (format = \"jsonl\"): %.80q", streamName(j), partitionName(rec.Partition), rec.Position, rec.Value)
@@ -148,6 +157,18 @@ func ReadStreamBatch(ctx context.Context, q catalog.Querier, j *job.Job, r Strea
 			b.Next[g.Partition] = g.Next
 		}
 	}
+	if st, ok := r.(StreamStarts); ok {
+		for p, pos := range st.Starts() {
+			if _, committed := from[p]; committed {
+				continue
+			}
+			if _, read := b.Next[p]; !read {
+				b.Next[p] = pos
+				b.Pinned = append(b.Pinned, p)
+			}
+		}
+		slices.SortFunc(b.Pinned, comparePartitions)
+	}
 	for _, rg := range ranges {
 		b.Ranges = append(b.Ranges, *rg)
 	}
@@ -159,6 +180,13 @@ func ReadStreamBatch(ctx context.Context, q catalog.Querier, j *job.Job, r Strea
 			parts[i] = fmt.Sprintf("%s:%d-%d", g.Partition, g.From, g.Next-1)
 		}
 		b.ID = streamName(j) + ":gap:" + strings.Join(parts, ",")
+	}
+	if b.Records == 0 && len(real) == 0 && len(b.Pinned) > 0 {
+		parts := make([]string, len(b.Pinned))
+		for i, p := range b.Pinned {
+			parts[i] = fmt.Sprintf("%s@%d", p, b.Next[p])
+		}
+		b.ID = streamName(j) + ":start:" + strings.Join(parts, ",")
 	}
 	if b.Records == 0 {
 		return b, nil
@@ -187,8 +215,9 @@ func ReadStreamBatch(ctx context.Context, q catalog.Querier, j *job.Job, r Strea
 	return b, nil
 }
 
-// WriteEmpty gives a batch of no records (a gap alone) an empty file, so
-// that its positions commit as an empty batch.
+// WriteEmpty gives a batch of no records (a gap alone, or partitions
+// started without a record) an empty file, so that its positions commit as
+// an empty batch.
 func (b *StreamBatch) WriteEmpty(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("write stream batch: %w", err)

@@ -360,3 +360,47 @@ func TestStreamBadRecord(t *testing.T) {
 	require.Contains(t, stderr, `read rides: record 0:2 is not one JSON object (format = "jsonl")`)
 	require.Equal(t, before, clitest.CaptureState(t, db))
 }
+
+// TestStreamStartLatest: with start = "latest" the first run reads nothing
+// and still commits each partition's position at its log end, so the
+// records produced before the next scheduled run are all read by it
+// (issue 27: they were skipped, run after run, while lag climbed).
+func TestStreamStartLatest(t *testing.T) {
+	t.Parallel()
+	k := clitest.StartKafka(t, 2)
+	dir := t.TempDir()
+	jobPath := k.JobFile(dir, "start = \"latest\"\n")
+	db := filepath.Join(dir, "rides.duckdb")
+	for i := range 6 {
+		k.Produce(clitest.RideChange(i, 4, 2))
+	}
+	code, stdout, stderr := clitest.InProcess(t, "run", jobPath, "--json")
+	require.Equal(t, 0, code, stderr)
+	b := clitest.BatchLines(t, stdout)
+	require.Len(t, b, 1)
+	require.Equal(t, "applied", b[0].Decision)
+	require.Equal(t, "rides:start:0@3,1@3", b[0].BatchID)
+	require.Equal(t, 0, b[0].Records)
+	require.Equal(t, []string{"0 3", "1 3"}, clitest.QueryStrs(t, db, `SELECT concat_ws(' ', partition, next) FROM idem.positions ORDER BY partition`))
+	require.Equal(t, []string{"positions pinned where the stream starts: partition 0 at 3, partition 1 at 3"},
+		clitest.QueryStrs(t, db, `SELECT message FROM idem.runs WHERE batch_id = 'rides:start:0@3,1@3'`))
+
+	// Records produced between two scheduled runs are read by the second.
+	for i := 6; i < 10; i++ {
+		k.Produce(clitest.RideChange(i, 4, 2))
+	}
+	code, stdout, stderr = clitest.InProcess(t, "run", jobPath, "--json")
+	require.Equal(t, 0, code, stderr)
+	b = clitest.BatchLines(t, stdout)
+	require.Len(t, b, 1)
+	require.Equal(t, "rides:0:3-4,1:3-4", b[0].BatchID)
+	require.Equal(t, 4, b[0].Records)
+	require.Equal(t, map[string]int64{"0": 0, "1": 0}, b[0].Lag)
+
+	// Nothing new: skipped, nothing written.
+	before := clitest.CaptureState(t, db)
+	code, stdout, stderr = clitest.InProcess(t, "run", jobPath)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "rides: skipped")
+	require.Equal(t, before, clitest.CaptureState(t, db))
+}
