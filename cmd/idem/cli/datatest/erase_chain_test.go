@@ -2,6 +2,7 @@ package datatest
 
 import (
 	"bytes"
+	"encoding/json"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -131,6 +132,21 @@ func TestEraseThroughChain(t *testing.T) {
 	require.Contains(t, out, "src: recomputed without the subject")
 	require.Contains(t, out, "agg: recomputed without the subject")
 	require.Contains(t, out, "down: erased subject \"alice\"")
+	require.Equal(t, before, clitest.CaptureState(t, db), "a dry run commits nothing")
+	// The same for the project folder: every job that declares a subject.
+	code, out, errOut = clitest.InProcess(t, "erase", jobs, "--subject", "alice", "--dry-run", "--json")
+	require.Equal(t, 0, code, out+errOut)
+	var plan struct {
+		Erased     []struct{ Job string }
+		Recomputed []struct{ Job string }
+		DryRun     bool `json:"dry_run"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &plan), out)
+	require.True(t, plan.DryRun)
+	require.Len(t, plan.Erased, 2, out)
+	require.Equal(t, "vc", plan.Erased[0].Job)
+	require.Equal(t, "down", plan.Erased[1].Job)
+	require.Len(t, plan.Recomputed, 2, out)
 	require.Equal(t, before, clitest.CaptureState(t, db), "a dry run commits nothing")
 
 	code, out, errOut = clitest.InProcess(t, "erase", vc, "--key", "alice", "--json")
