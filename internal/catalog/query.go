@@ -84,3 +84,22 @@ func TargetColumnsIn(ctx context.Context, q Querier, schema, table string) ([]Ta
 	}
 	return cols, rows.Err()
 }
+
+// ColumnSet is the set of column names of relation from (a table name, or
+// a table function such as read_parquet(...)), read without its rows.
+func ColumnSet(ctx context.Context, q Querier, from string) (map[string]bool, error) {
+	rows, err := q.QueryContext(ctx, "SELECT * FROM "+from+" LIMIT 0")
+	if err != nil {
+		return nil, TrimSQLError(err)
+	}
+	defer rows.Close()
+	names, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, n := range names {
+		out[n] = true
+	}
+	return out, nil
+}

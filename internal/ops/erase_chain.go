@@ -6,14 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
-	"github.com/idem-dev/idem/internal/source"
 )
 
 // ChainEraseResult reports an erasure through the chain of jobs: the
@@ -83,52 +81,17 @@ func EraseChain(ctx context.Context, d *run.DB, roots, beside []*job.Job, opts E
 		return nil, err
 	}
 	defer conn.Close()
-	fault := func(point string) {
-		if opts.Fault != nil {
-			opts.Fault(point)
-		}
-	}
 	res, stale, err := eraseChainTx(ctx, d, tx, roots, beside, matches, opts)
-	if res != nil {
+	end := erasureEnd{stale: stale}
+	if err == nil {
 		res.DryRun = opts.DryRun
+		end.commit, end.jobs = res.changes() > 0 && !opts.DryRun, res.jobNames()
 	}
-	if err == nil && res.changes() > 0 && !opts.DryRun {
-		fault(run.FaultAfterTarget)
+	replica, err := end.finish(ctx, d, conn, tx, err, opts.Fault)
+	if err != nil {
+		return nil, err
 	}
-	if err != nil || res.changes() == 0 || opts.DryRun {
-		rbErr := ignoreDone(tx.Rollback())
-		_, _ = source.Sweep(context.WithoutCancel(ctx), d.SQL(), d.Path())
-		if err != nil {
-			return nil, errors.Join(err, rbErr)
-		}
-		return res, rbErr
-	}
-	if err := d.WithdrawReplica(); err != nil {
-		return nil, errors.Join(err, ignoreDone(tx.Rollback()))
-	}
-	for _, name := range res.jobNames() {
-		if err := removeRerunKept(d.Path(), name); err != nil {
-			return nil, errors.Join(fmt.Errorf("erase: remove the rows kept by reruns: %w", err), ignoreDone(tx.Rollback()))
-		}
-	}
-	fault(run.FaultBeforeCommit)
-	if err := tx.Commit(); err != nil {
-		_, _ = source.Sweep(context.WithoutCancel(ctx), d.SQL(), d.Path())
-		return nil, fmt.Errorf("commit erasure: %w", err)
-	}
-	fault(run.FaultAfterCommit)
-	// The journal beside the database records the erasure, so that a copy
-	// of the database from before it is refused (a kill before this line is
-	// mended by the next writable open).
-	_ = d.SyncJournal(context.WithoutCancel(ctx))
-	for _, p := range stale {
-		_ = os.Remove(p)
-	}
-	_, _ = source.Sweep(context.WithoutCancel(ctx), d.SQL(), d.Path())
-	fault(run.FaultCheckpoint)
-	_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
-	fault(run.FaultAfterCheckpoint)
-	res.Replica = d.PublishReplica(ctx, opts.Fault)
+	res.Replica = replica
 	return res, nil
 }
 
@@ -265,12 +228,7 @@ func readerMatch(ctx context.Context, tx *sql.Tx, j *job.Job, opts EraseOptions,
 	if value == "" {
 		value = opts.Key
 	}
-	m := &eraseMatch{value: value, values: map[string][]string{}}
-	if len(j.Pipeline.Key) == 1 {
-		m.keyCol = j.Pipeline.Key[0]
-	} else if len(j.Key) == 1 {
-		m.keyCol = j.Key[0]
-	}
+	m := &eraseMatch{value: value, values: map[string][]string{}, keyCol: oneKeyColumn(j)}
 	for _, c := range j.Privacy.Subject {
 		m.values[c] = []string{value}
 		m.subject = append(m.subject, c)

@@ -72,11 +72,9 @@ func ReplayJournal(ctx context.Context, d *run.DB, jobs []*job.Job, fault func(s
 		j := jobs[i]
 		cols := e.Subject
 		if len(cols) == 0 {
-			m, err := eraseMatchOf(j, EraseOptions{Key: "x"})
-			if err != nil {
-				return res, err
+			if cols = []string{oneKeyColumn(j)}; cols[0] == "" {
+				return res, job.Usage("erase --replay-journal: the journal records an erasure of a key of job %s, whose key is not one column", e.Job)
 			}
-			cols = []string{m.keyCol}
 		}
 		values, err := journalValues(ctx, d, j, cols, e)
 		if err != nil {
@@ -108,29 +106,15 @@ func ReplayJournal(ctx context.Context, d *run.DB, jobs []*job.Job, fault func(s
 // journalValues are the values of cols in job j's tables whose salted hash
 // is e's.
 func journalValues(ctx context.Context, d *run.DB, j *job.Job, cols []string, e run.JournalEntry) ([]string, error) {
-	tables := []string{job.QuoteIdent(j.Table)}
-	if ok, err := catalog.TableExists(ctx, d.SQL(), "idem", j.Name+"__history"); err != nil {
-		return nil, err
-	} else if ok {
-		tables = append(tables, catalog.HistoryTable(j.Name))
-	}
-	companions, err := companionTables(ctx, d.SQL(), j, "")
+	places, err := jobPlaces(ctx, d.SQL(), j, "")
 	if err != nil {
-		return nil, err
-	}
-	for _, c := range companions {
-		if c != j.Table {
-			tables = append(tables, job.QuoteIdent(c))
-		}
+		return nil, fmt.Errorf("erase --replay-journal: %w", err)
 	}
 	var out []string
-	for _, t := range tables {
-		present, err := columnsOf(ctx, d.SQL(), t)
-		if err != nil {
-			continue // a table the job no longer has
-		}
+	for _, p := range places {
+		t := p.name
 		for _, c := range cols {
-			if !present[c] {
+			if !p.cols[c] {
 				continue
 			}
 			v := "CAST(" + job.QuoteIdent(c) + " AS VARCHAR)"

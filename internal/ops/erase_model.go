@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
@@ -58,7 +57,11 @@ func recomputeModel(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, faul
 	if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+all+" AS SELECT CAST(0 AS BIGINT) AS idem_snap, * FROM "+job.QuoteIdent(j.Table)+" LIMIT 0"); err != nil {
 		return nil, fmt.Errorf("recompute %s: %w", j.Name, catalog.TrimSQLError(err))
 	}
-	list := columnList(cols)
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.Name
+	}
+	list := identList(names)
 	res := &RecomputeResult{Job: j.Name, Parent: st.Snapshot, Snapshot: st.Snapshot + 1}
 	computed := map[int64]bool{} // run snapshots whose rows are in all
 	changed := false
@@ -108,7 +111,7 @@ func recomputeModel(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, faul
 	target := job.QuoteIdent(j.Table)
 	order := list
 	if key := job.NonNil(j.Key); len(key) > 0 {
-		order = columnList(namesAsColumns(key))
+		order = identList(key)
 	}
 	for _, q := range []string{
 		"DELETE FROM " + target,
@@ -252,21 +255,4 @@ func recountModelSnapshot(ctx context.Context, tx *sql.Tx, name string, row *cat
 		return fmt.Errorf("recount snapshot %d of %s: %w", row.Snapshot, name, catalog.TrimSQLError(err))
 	}
 	return nil
-}
-
-// columnList is the quoted names of cols, comma-separated.
-func columnList(cols []catalog.TargetColumn) string {
-	names := make([]string, len(cols))
-	for i, c := range cols {
-		names[i] = job.QuoteIdent(c.Name)
-	}
-	return strings.Join(names, ", ")
-}
-
-func namesAsColumns(names []string) []catalog.TargetColumn {
-	out := make([]catalog.TargetColumn, len(names))
-	for i, n := range names {
-		out[i] = catalog.TargetColumn{Name: n}
-	}
-	return out
 }

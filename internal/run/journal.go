@@ -201,23 +201,24 @@ func (r erasureRow) entry(dbID string) JournalEntry {
 	return e
 }
 
-// journalState reads the journal and the erasures of the database: its
-// id, the journal's entries of it, and the entries of its rows by id.
-func (d *DB) journalState(ctx context.Context) (string, []JournalEntry, map[string]JournalEntry, error) {
+// journalState reads the journal and the erasures of the database: the
+// journal's entries of this database, and the entries of its erasure rows
+// by id.
+func (d *DB) journalState(ctx context.Context) ([]JournalEntry, map[string]JournalEntry, error) {
 	entries, err := readJournal(JournalPath(d.path))
 	if err != nil {
-		return "", nil, nil, err
+		return nil, nil, err
 	}
 	rows, err := readErasureRows(ctx, d.sql)
 	if err != nil && len(entries) == 0 {
-		return "", nil, nil, nil // a database before erasures: nothing to check
+		return nil, nil, nil // a database before erasures: nothing to check
 	}
 	if err != nil || len(rows) == 0 && len(entries) == 0 {
-		return "", nil, nil, err
+		return nil, nil, err
 	}
 	id, _, err := catalog.CommitPoint(ctx, d.sql)
 	if err != nil {
-		return "", nil, nil, err
+		return nil, nil, err
 	}
 	mine := entries[:0]
 	for _, e := range entries {
@@ -230,7 +231,7 @@ func (d *DB) journalState(ctx context.Context) (string, []JournalEntry, map[stri
 		e := r.entry(id)
 		have[e.id()] = e
 	}
-	return id, mine, have, nil
+	return mine, have, nil
 }
 
 // JournalGap lists the journal's entries of this database that its
@@ -239,17 +240,23 @@ func (d *DB) JournalGap(ctx context.Context) ([]JournalEntry, error) {
 	if _, err := os.Stat(JournalPath(d.path)); errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
-	_, entries, have, err := d.journalState(ctx)
+	entries, have, err := d.journalState(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return lacking(entries, have), nil
+}
+
+// lacking are the journal's entries that have (the database's erasures)
+// lacks.
+func lacking(entries []JournalEntry, have map[string]JournalEntry) []JournalEntry {
 	var missing []JournalEntry
 	for _, e := range entries {
 		if _, ok := have[e.id()]; !ok {
 			missing = append(missing, e)
 		}
 	}
-	return missing, nil
+	return missing
 }
 
 // checkJournal refuses (JournalGapError) a database that lacks an erasure
@@ -257,7 +264,7 @@ func (d *DB) JournalGap(ctx context.Context) ([]JournalEntry, error) {
 // erasures it lacks (a kill between an erasure's COMMIT and its journal
 // line).
 func (d *DB) checkJournal(ctx context.Context) error {
-	_, entries, have, err := d.journalState(ctx)
+	entries, have, err := d.journalState(ctx)
 	if err != nil || len(have) == 0 && len(entries) == 0 {
 		return err
 	}
@@ -266,13 +273,7 @@ func (d *DB) checkJournal(ctx context.Context) error {
 			return err
 		}
 	}
-	var missing []JournalEntry
-	for _, e := range entries {
-		if _, ok := have[e.id()]; !ok {
-			missing = append(missing, e)
-		}
-	}
-	if len(missing) > 0 {
+	if missing := lacking(entries, have); len(missing) > 0 {
 		return &JournalGapError{Path: d.path, Missing: missing}
 	}
 	return nil
@@ -282,7 +283,7 @@ func (d *DB) checkJournal(ctx context.Context) error {
 // not record yet, synced before it returns. An erasure calls it after its
 // COMMIT; every writable open calls it too.
 func (d *DB) SyncJournal(ctx context.Context) error {
-	_, entries, have, err := d.journalState(ctx)
+	entries, have, err := d.journalState(ctx)
 	if err != nil || len(have) == 0 {
 		return err
 	}

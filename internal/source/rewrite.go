@@ -322,7 +322,7 @@ func filterParquet(ctx context.Context, tx *sql.Tx, src, dst string, flt RowFilt
 		posSQL = PositionSQL("CAST(" + job.QuoteIdent(flt.PosCol) + " AS VARCHAR)")
 	}
 	if flt.Values != nil {
-		present, err := parquetColumns(ctx, tx, read)
+		present, err := catalog.ColumnSet(ctx, tx, read)
 		if err != nil {
 			return 0, pos, err
 		}
@@ -343,24 +343,6 @@ func filterParquet(ctx context.Context, tx *sql.Tx, src, dst string, flt RowFilt
 		return 0, pos, catalog.TrimSQLError(err)
 	}
 	return removed, pos, nil
-}
-
-// parquetColumns are the column names of a parquet file read as read.
-func parquetColumns(ctx context.Context, tx *sql.Tx, read string) (map[string]bool, error) {
-	rows, err := tx.QueryContext(ctx, "SELECT * FROM "+read+" LIMIT 0")
-	if err != nil {
-		return nil, catalog.TrimSQLError(err)
-	}
-	defer rows.Close()
-	names, err := rows.Columns()
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]bool{}
-	for _, n := range names {
-		out[n] = true
-	}
-	return out, nil
 }
 
 // positionPattern is the one rule by which idem reads a position from text,

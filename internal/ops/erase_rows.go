@@ -1,0 +1,374 @@
+package ops
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/source"
+)
+
+// What an erasure matches (eraseMatch) and how it finds and removes the
+// rows in a job's tables and retained inputs (eraser).
+
+// companionTables are the tables the job's schema DDL creates beside the
+// target ({{table:_suffix}}) that exist and hold the key column (any, with
+// keyCol "").
+func companionTables(ctx context.Context, q catalog.Querier, j *job.Job, keyCol string) ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range job.Companion.FindAllStringSubmatch(j.DDL, -1) {
+		name := j.Table + m[1]
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		exists, err := catalog.TableExists(ctx, q, "main", name)
+		if err != nil {
+			return nil, err
+		}
+		if !exists {
+			continue // a view, or not created
+		}
+		cols, err := catalog.TargetColumns(ctx, q, name)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range cols {
+			if keyCol == "" || c.Name == keyCol {
+				out = append(out, name)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// eraseMatch is what an erasure removes: the rows in which a column of
+// values holds one of its values. By key it is {key: [K]}; by subject, the
+// subject columns with the value, and (once resolveKeys has run) the
+// pipeline's key with the values the subject's rows had.
+type eraseMatch struct {
+	value   string
+	subject []string // nil: an erasure by key
+	keyCol  string   // the pipeline's one key column, or ""
+	values  map[string][]string
+}
+
+// keyColumns are job j's key: its pipeline's, or a generic pipeline's
+// declared in the job file.
+func keyColumns(j *job.Job) []string {
+	if len(j.Pipeline.Key) > 0 {
+		return j.Pipeline.Key
+	}
+	return j.Key
+}
+
+// oneKeyColumn is j's key column when its key has one, else "".
+func oneKeyColumn(j *job.Job) string {
+	if keys := keyColumns(j); len(keys) == 1 {
+		return keys[0]
+	}
+	return ""
+}
+
+// eraseMatchOf checks what opts ask to erase from j.
+func eraseMatchOf(j *job.Job, opts EraseOptions) (*eraseMatch, error) {
+	keys := keyColumns(j)
+	m := &eraseMatch{values: map[string][]string{}, keyCol: oneKeyColumn(j)}
+	switch {
+	case opts.Key != "" && opts.Subject != "":
+		return nil, job.Usage("erase takes --key K or --subject VALUE, not both")
+	case opts.Subject != "":
+		m.value, m.subject = opts.Subject, opts.SubjectColumns
+		if m.subject == nil {
+			m.subject = j.Privacy.Subject
+		}
+		if len(m.subject) == 0 {
+			return nil, job.Usage("erase --subject needs the job to name its subject columns: %s has no [privacy] subject (for example subject = [\"customer_id\"]); or erase a key with --key", j.Name)
+		}
+		for _, c := range m.subject {
+			m.values[c] = []string{opts.Subject}
+		}
+	case opts.Key != "":
+		if m.keyCol == "" {
+			return nil, job.Usage("erase --key needs a pipeline with one key column; %s has %d: declare [privacy] subject and erase with --subject", j.Name, len(keys))
+		}
+		m.value = opts.Key
+		m.values[m.keyCol] = []string{opts.Key}
+	default:
+		return nil, job.Usage("erase needs --key K or --subject VALUE")
+	}
+	return m, nil
+}
+
+// filter is the match as a filter of retained files, reading posCol.
+func (m *eraseMatch) filter(posCol string) source.RowFilter {
+	if m.subject == nil {
+		return source.KeyFilter(m.keyCol, posCol, m.value)
+	}
+	return source.MatchFilter(posCol, m.values)
+}
+
+// where is the match as a SQL condition over the columns present; "" when
+// none of them is.
+func (m *eraseMatch) where(present map[string]bool) string {
+	return source.ValuesSQL(m.values, present)
+}
+
+// eraser is what the steps of an erasure share: the result so far, the
+// match, the position column, the highest valid position seen (and per key
+// by subject) and whether any row matched.
+type eraser struct {
+	res    *EraseResult
+	m      *eraseMatch
+	posCol string
+	maxPos sql.NullInt64
+	keyPos map[string]sql.NullInt64
+	found  bool
+}
+
+func (e *eraser) seePos(p sql.NullInt64) {
+	e.maxPos = source.MaxPosition(e.maxPos, p)
+}
+
+// place is a table an erasure deletes from: its label in the result, its
+// quoted name and its columns.
+type place struct {
+	label, name string
+	cols        map[string]bool
+}
+
+// places are the target, its history and the companions. The target must
+// hold one of the columns matched.
+func (e *eraser) places(ctx context.Context, tx *sql.Tx, j *job.Job) ([]place, error) {
+	matchCol := e.m.keyCol
+	if e.m.subject != nil {
+		matchCol = ""
+	}
+	places, err := jobPlaces(ctx, tx, j, matchCol)
+	if err != nil {
+		return nil, err
+	}
+	if e.m.where(places[0].cols) == "" {
+		return nil, job.Usage("erase from job %s: target %s has none of the columns %s", j.Name, j.Table, strings.Join(slices.Sorted(maps.Keys(e.m.values)), ", "))
+	}
+	return places, nil
+}
+
+// jobPlaces are the tables of job j that hold its rows, each with its
+// columns: the target first, its history, and the companions that hold
+// keyCol (every companion with keyCol "").
+func jobPlaces(ctx context.Context, q catalog.Querier, j *job.Job, keyCol string) ([]place, error) {
+	tables, err := companionTables(ctx, q, j, keyCol)
+	if err != nil {
+		return nil, err
+	}
+	places := []place{{label: j.Table, name: job.QuoteIdent(j.Table)}}
+	if ok, err := catalog.TableExists(ctx, q, "idem", j.Name+"__history"); err != nil {
+		return nil, err
+	} else if ok {
+		places = append(places, place{label: "history", name: catalog.HistoryTable(j.Name)})
+	}
+	for _, t := range tables {
+		if t != j.Table {
+			places = append(places, place{label: t, name: job.QuoteIdent(t)})
+		}
+	}
+	for i := range places {
+		cols, err := columnsOf(ctx, q, places[i].name)
+		if err != nil {
+			return nil, err
+		}
+		places[i].cols = cols
+	}
+	return places, nil
+}
+
+// resolveKeys adds to an erasure by subject the values of the pipeline's
+// key that the subject's rows have in any table: every version of those
+// records goes, and each key is guarded against an older batch.
+func (e *eraser) resolveKeys(ctx context.Context, tx *sql.Tx, places []place) error {
+	if e.m.subject == nil || e.m.keyCol == "" {
+		return nil
+	}
+	keys := map[string]bool{}
+	for _, p := range places {
+		where := e.m.where(p.cols)
+		if where == "" || !p.cols[e.m.keyCol] {
+			continue
+		}
+		rows, err := tx.QueryContext(ctx, "SELECT DISTINCT CAST("+job.QuoteIdent(e.m.keyCol)+" AS VARCHAR) FROM "+p.name+" WHERE "+where+" AND "+job.QuoteIdent(e.m.keyCol)+" IS NOT NULL")
+		if err != nil {
+			return fmt.Errorf("erase from %s: %w", p.label, catalog.TrimSQLError(err))
+		}
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				rows.Close()
+				return err
+			}
+			keys[k] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	if len(keys) > 0 {
+		e.m.values[e.m.keyCol] = slices.Sorted(maps.Keys(keys))
+	}
+	return nil
+}
+
+// fromTables deletes the matched rows from the target, its history and the
+// companions, noting the highest valid position they held (per key).
+func (e *eraser) fromTables(ctx context.Context, tx *sql.Tx, places []place) error {
+	for _, p := range places {
+		where := e.m.where(p.cols)
+		if where == "" {
+			continue
+		}
+		if p.cols[e.posCol] && e.m.keyCol != "" && p.cols[e.m.keyCol] {
+			// A row's position counts only where the pipeline judged it
+			// valid: a table that stores outcomes keeps invalid rows as
+			// received ("1e18"), and their outcome says so.
+			valid := ""
+			if p.cols["outcome"] {
+				valid = " AND coalesce(outcome NOT LIKE 'invalid%', false)"
+			}
+			if err := e.positions(ctx, tx, p, where+valid); err != nil {
+				return err
+			}
+		}
+		r, err := tx.ExecContext(ctx, "DELETE FROM "+p.name+" WHERE "+where)
+		if err != nil {
+			return fmt.Errorf("erase from %s: %w", p.label, catalog.TrimSQLError(err))
+		}
+		n, _ := r.RowsAffected()
+		e.res.Removed[p.label] = n
+		e.found = e.found || n > 0
+	}
+	return nil
+}
+
+// positions reads the highest valid position of each key among the rows
+// of p that match where.
+func (e *eraser) positions(ctx context.Context, tx *sql.Tx, p place, where string) error {
+	rows, err := tx.QueryContext(ctx, "SELECT CAST("+job.QuoteIdent(e.m.keyCol)+" AS VARCHAR), max("+source.PositionSQL("CAST("+job.QuoteIdent(e.posCol)+" AS VARCHAR)")+") FROM "+p.name+" WHERE "+where+" GROUP BY 1")
+	if err != nil {
+		return fmt.Errorf("erase from %s: %w", p.label, catalog.TrimSQLError(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k sql.NullString
+		var pos sql.NullInt64
+		if err := rows.Scan(&k, &pos); err != nil {
+			return err
+		}
+		e.seePos(pos)
+		if k.Valid {
+			e.keyPos[k.String] = source.MaxPosition(e.keyPos[k.String], pos)
+		}
+	}
+	return rows.Err()
+}
+
+// fromInputs rewrites every retained input of the snapshots without the
+// key's rows. It returns each input's replacement (itself when it held no
+// such row).
+func (e *eraser) fromInputs(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, snaps []*catalog.SnapshotRow) (map[string]catalog.InputRef, error) {
+	rewritten := map[string]catalog.InputRef{}
+	// An expired snapshot's inputs may be gone from the store (idem
+	// expire): there is nothing left of the subject to rewrite.
+	retained, err := catalog.RetainedSums(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range snaps {
+		format := s.Inputs.Format
+		if format == "" {
+			format = j.Input.Format
+		}
+		for _, f := range s.Inputs.Files {
+			if _, done := rewritten[f.SHA256]; done {
+				continue
+			}
+			if !retained[f.SHA256] {
+				rewritten[f.SHA256] = f
+				continue
+			}
+			rw, pos, err := source.Rewrite(ctx, tx, d.Path(), f, format, e.m.filter(e.posCol))
+			if err != nil {
+				return nil, err
+			}
+			// A retained input's rows carry no verdict; where the pipeline
+			// stores every row's outcome, the position comes from there.
+			if j.Pipeline.OutcomesTable == "" && e.m.subject == nil {
+				e.seePos(pos)
+			}
+			if rw == nil {
+				rewritten[f.SHA256] = f
+				continue
+			}
+			e.found = true
+			rewritten[f.SHA256] = catalog.InputRef{SHA256: rw.New, Bytes: rw.Bytes, Name: f.Name}
+			e.res.Inputs = append(e.res.Inputs, *rw)
+		}
+	}
+	return rewritten, nil
+}
+
+// repoint points every snapshot row at the rewritten inputs and records
+// them; it returns the retained copies no row names any more, to delete
+// after the commit.
+func repoint(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, snaps []*catalog.SnapshotRow, rewritten map[string]catalog.InputRef, inputs []source.RewrittenInput) ([]string, error) {
+	var stale []string
+	if len(inputs) > 0 {
+		for _, s := range snaps {
+			changed := false
+			for i, f := range s.Inputs.Files {
+				if nf := rewritten[f.SHA256]; nf.SHA256 != f.SHA256 {
+					s.Inputs.Files[i] = nf
+					changed = true
+				}
+			}
+			if !changed {
+				continue
+			}
+			if err := catalog.SetSnapshotInputs(ctx, tx, j.Name, s.Snapshot, s.Inputs); err != nil {
+				return nil, fmt.Errorf("erase: update inputs of snapshot %d: %w", s.Snapshot, err)
+			}
+		}
+		for _, rw := range inputs {
+			if err := catalog.RecordInput(ctx, tx, rw.New, rw.Bytes); err != nil {
+				return nil, fmt.Errorf("erase: record input: %w", err)
+			}
+			refs, err := catalog.InputReferences(ctx, tx, rw.Old)
+			if err != nil {
+				return nil, fmt.Errorf("erase: count references to input: %w", err)
+			}
+			if refs == 0 {
+				if err := catalog.ForgetInput(ctx, tx, rw.Old); err != nil {
+					return nil, fmt.Errorf("erase: forget input: %w", err)
+				}
+				stale = append(stale, source.RetainedPath(d.Path(), rw.Old))
+			}
+		}
+	}
+	return stale, nil
+}
+
+func columnsOf(ctx context.Context, q catalog.Querier, qualified string) (map[string]bool, error) {
+	cols, err := catalog.ColumnSet(ctx, q, qualified)
+	if err != nil {
+		return nil, fmt.Errorf("columns of %s: %w", qualified, err)
+	}
+	return cols, nil
+}
