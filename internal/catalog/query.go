@@ -103,3 +103,21 @@ func ColumnSet(ctx context.Context, q Querier, from string) (map[string]bool, er
 	}
 	return out, nil
 }
+
+// Strings reads the first column of every row of query as text.
+func Strings(ctx context.Context, q Querier, query string, args ...any) ([]string, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, TrimSQLError(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}

@@ -60,8 +60,11 @@ type EraseResult struct {
 	Subject        string   `json:"subject,omitempty"`
 	SubjectColumns []string `json:"subject_columns,omitempty"`
 	Keys           []string `json:"keys,omitempty"`
-	Snapshot       int64    `json:"snapshot"`
-	Parent         int64    `json:"parent"`
+	// KeyColumns name the columns of a composite key erased by --key: Key
+	// is then the JSON array of their values, in this order.
+	KeyColumns []string `json:"key_columns,omitempty"`
+	Snapshot   int64    `json:"snapshot"`
+	Parent     int64    `json:"parent"`
 	// Position is the erasure point: a later batch carrying the key at or
 	// below it gets outcome erased.
 	Position *int64 `json:"position"`
@@ -216,6 +219,9 @@ func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, m *eraseMat
 		res.Subject, res.SubjectColumns = m.value, m.subject
 	} else {
 		res.Key = m.value
+		if m.all {
+			res.KeyColumns = keyColumns(j)
+		}
 	}
 	e := &eraser{res: res, m: m, posCol: j.Pipeline.Position, keyPos: map[string]sql.NullInt64{}}
 
@@ -287,7 +293,7 @@ func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, m *eraseMat
 	if err := catalog.RecordErasure(ctx, tx, j.Name, m.value, res.Position, res.Snapshot, m.subject); err != nil {
 		return nil, nil, err
 	}
-	if m.subject != nil && m.keyCol != "" {
+	if m.subject != nil && m.keyCol != "" && !m.all {
 		res.Keys = m.values[m.keyCol]
 		for _, k := range res.Keys {
 			var pos *int64

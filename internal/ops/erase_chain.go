@@ -143,6 +143,9 @@ func eraseChainTx(ctx context.Context, d *run.DB, tx *sql.Tx, roots, beside []*j
 	// values are the values erased, by column, over every job so far: a
 	// reader keeps the upstream's columns under their names.
 	values := map[string][]string{}
+	// tuple is the composite key erased (idem erase --key COL=V ...): a
+	// reader loses the rows in which all of its columns hold its values.
+	var tuple map[string][]string
 	isRoot := map[*job.Job]bool{}
 	for _, r := range roots {
 		isRoot[r] = true
@@ -164,7 +167,11 @@ func eraseChainTx(ctx context.Context, d *run.DB, tx *sql.Tx, roots, beside []*j
 			}
 			res.Erased = append(res.Erased, r)
 			stale = append(stale, s...)
-			addValues(values, m.values)
+			if m.all {
+				tuple = m.values
+			} else {
+				addValues(values, m.values)
+			}
 			continue
 		}
 		if j.Pipeline.Name == "select" {
@@ -182,7 +189,7 @@ func eraseChainTx(ctx context.Context, d *run.DB, tx *sql.Tx, roots, beside []*j
 			res.Recomputed = append(res.Recomputed, r)
 			continue
 		}
-		m, err := readerMatch(ctx, tx, j, opts, values)
+		m, err := readerMatch(ctx, tx, j, opts, values, tuple)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -219,10 +226,23 @@ func addValues(into, from map[string][]string) {
 // the values erased upstream in the columns it shares with them by name.
 // A reader with none of those columns is refused: its copy of the rows
 // could not be found.
-func readerMatch(ctx context.Context, tx *sql.Tx, j *job.Job, opts EraseOptions, values map[string][]string) (*eraseMatch, error) {
+//
+// The erasure of a composite key (tuple) reaches a reader that has every
+// column of the key, by all of them at once.
+func readerMatch(ctx context.Context, tx *sql.Tx, j *job.Job, opts EraseOptions, values, tuple map[string][]string) (*eraseMatch, error) {
 	cols, err := columnsOf(ctx, tx, job.QuoteIdent(j.Table))
 	if err != nil {
 		return nil, err
+	}
+	if tuple != nil {
+		keys := slices.Sorted(maps.Keys(tuple))
+		for _, c := range keys {
+			if !cols[c] {
+				return nil, job.Usage("erase: job %s reads an erased job and keeps its rows in %s, but lacks column %s of the composite key (%s) erased: its copy of the key could not be found",
+					j.Name, j.Table, c, strings.Join(keys, ", "))
+			}
+		}
+		return &eraseMatch{value: opts.Key, subject: keys, keyCol: oneKeyColumn(j), values: tuple, all: true}, nil
 	}
 	value := opts.Subject
 	if value == "" {

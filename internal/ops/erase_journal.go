@@ -3,9 +3,11 @@ package ops
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
@@ -72,11 +74,11 @@ func ReplayJournal(ctx context.Context, d *run.DB, jobs []*job.Job, fault func(s
 		j := jobs[i]
 		cols := e.Subject
 		if len(cols) == 0 {
-			if cols = []string{oneKeyColumn(j)}; cols[0] == "" {
-				return res, job.Usage("erase --replay-journal: the journal records an erasure of a key of job %s, whose key is not one column", e.Job)
+			if cols = keyColumns(j); len(cols) == 0 {
+				return res, job.Usage("erase --replay-journal: the journal records an erasure of a key of job %s, which has no key", e.Job)
 			}
 		}
-		values, err := journalValues(ctx, d, j, cols, e)
+		values, err := journalValues(ctx, d, j, cols, e, len(e.Subject) == 0 && len(cols) > 1)
 		if err != nil {
 			return res, err
 		}
@@ -104,37 +106,49 @@ func ReplayJournal(ctx context.Context, d *run.DB, jobs []*job.Job, fault func(s
 }
 
 // journalValues are the values of cols in job j's tables whose salted hash
-// is e's.
-func journalValues(ctx context.Context, d *run.DB, j *job.Job, cols []string, e run.JournalEntry) ([]string, error) {
+// is e's: of any one column for a subject, of all of them (a composite key,
+// as KeyOf gives it) when tuple.
+func journalValues(ctx context.Context, d *run.DB, j *job.Job, cols []string, e run.JournalEntry, tuple bool) ([]string, error) {
 	places, err := jobPlaces(ctx, d.SQL(), j, "")
 	if err != nil {
 		return nil, fmt.Errorf("erase --replay-journal: %w", err)
 	}
 	var out []string
 	for _, p := range places {
-		t := p.name
+		var sel []string
 		for _, c := range cols {
-			if !p.cols[c] {
-				continue
+			if p.cols[c] {
+				sel = append(sel, "CAST("+job.QuoteIdent(c)+" AS VARCHAR)")
 			}
-			v := "CAST(" + job.QuoteIdent(c) + " AS VARCHAR)"
-			rows, err := d.SQL().QueryContext(ctx, "SELECT DISTINCT "+v+" FROM "+t+" WHERE sha256(? || "+v+") = ?", e.Salt, e.SHA256)
+		}
+		var queries []string
+		switch {
+		case tuple && len(sel) == len(cols):
+			// The hash is taken below, not in SQL, so that the key's text is
+			// KeyOf's to the byte.
+			queries = []string{"SELECT DISTINCT CAST(to_json([" + strings.Join(sel, ", ") + "]) AS VARCHAR) FROM " + p.name + " WHERE " + strings.Join(sel, " IS NOT NULL AND ") + " IS NOT NULL"}
+		case !tuple:
+			for _, v := range sel {
+				queries = append(queries, "SELECT DISTINCT "+v+" FROM "+p.name+" WHERE sha256("+job.SQLString(e.Salt)+" || "+v+") = "+job.SQLString(e.SHA256))
+			}
+		}
+		for _, q := range queries {
+			texts, err := catalog.Strings(ctx, d.SQL(), q)
 			if err != nil {
-				return nil, fmt.Errorf("erase --replay-journal: read %s: %w", t, catalog.TrimSQLError(err))
+				return nil, fmt.Errorf("erase --replay-journal: read %s: %w", p.name, err)
 			}
-			for rows.Next() {
-				var s string
-				if err := rows.Scan(&s); err != nil {
-					rows.Close()
-					return nil, err
+			for _, s := range texts {
+				if tuple {
+					var values []string
+					if err := json.Unmarshal([]byte(s), &values); err != nil {
+						return nil, fmt.Errorf("erase --replay-journal: read %s: %w", p.name, err)
+					}
+					data, _ := json.Marshal(values)
+					s = string(data)
 				}
 				if !slices.Contains(out, s) && e.Matches(s) {
 					out = append(out, s)
 				}
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return nil, err
 			}
 		}
 	}

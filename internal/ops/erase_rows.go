@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -59,6 +60,61 @@ type eraseMatch struct {
 	subject []string // nil: an erasure by key
 	keyCol  string   // the pipeline's one key column, or ""
 	values  map[string][]string
+	// all says a row matches only when every column of values holds its
+	// value: a composite key (value is then its JSON array, KeyOf).
+	all bool
+}
+
+// KeyOf is the key value of job j that idem erase --key names by parts:
+// the value itself for a key of one column; for a composite key, each
+// column as COL=VALUE, every column once, given as the JSON array of the
+// values in key order (what idem.erasures records).
+func KeyOf(j *job.Job, parts []string) (string, error) {
+	keys := keyColumns(j)
+	switch {
+	case len(keys) == 0:
+		return "", job.Usage("erase --key: job %s has no key; declare [privacy] subject and erase with --subject", j.Name)
+	case len(keys) == 1:
+		if len(parts) != 1 {
+			return "", job.Usage("erase --key: job %s has one key column (%s): give one --key VALUE, not %d", j.Name, keys[0], len(parts))
+		}
+		return parts[0], nil
+	}
+	byCol := map[string]string{}
+	for _, p := range parts {
+		col, v, ok := strings.Cut(p, "=")
+		if !ok || !slices.Contains(keys, col) {
+			return "", job.Usage("erase --key %q: job %s has the composite key (%s): give each column as --key COLUMN=VALUE", p, j.Name, strings.Join(keys, ", "))
+		}
+		if _, dup := byCol[col]; dup {
+			return "", job.Usage("erase --key: column %s of job %s's key is given twice", col, j.Name)
+		}
+		byCol[col] = v
+	}
+	values := make([]string, len(keys))
+	for i, k := range keys {
+		v, ok := byCol[k]
+		if !ok {
+			return "", job.Usage("erase --key: job %s's key is (%s); --key %s=VALUE is missing", j.Name, strings.Join(keys, ", "), k)
+		}
+		values[i] = v
+	}
+	data, err := json.Marshal(values)
+	return string(data), err
+}
+
+// keyTuple reads the JSON array KeyOf gives for j's composite key.
+func keyTuple(j *job.Job, key string) (map[string][]string, error) {
+	keys := keyColumns(j)
+	var values []string
+	if err := json.Unmarshal([]byte(key), &values); err != nil || len(values) != len(keys) {
+		return nil, job.Usage("erase --key %s: job %s has the composite key (%s): give each column as --key COLUMN=VALUE", key, j.Name, strings.Join(keys, ", "))
+	}
+	out := map[string][]string{}
+	for i, k := range keys {
+		out[k] = []string{values[i]}
+	}
+	return out, nil
 }
 
 // keyColumns are job j's key: its pipeline's, or a generic pipeline's
@@ -96,9 +152,15 @@ func eraseMatchOf(j *job.Job, opts EraseOptions) (*eraseMatch, error) {
 		for _, c := range m.subject {
 			m.values[c] = []string{opts.Subject}
 		}
+	case opts.Key != "" && len(keys) > 1:
+		tuple, err := keyTuple(j, opts.Key)
+		if err != nil {
+			return nil, err
+		}
+		m.value, m.values, m.all = opts.Key, tuple, true
 	case opts.Key != "":
 		if m.keyCol == "" {
-			return nil, job.Usage("erase --key needs a pipeline with one key column; %s has %d: declare [privacy] subject and erase with --subject", j.Name, len(keys))
+			return nil, job.Usage("erase --key needs a job with a key; %s has none: declare [privacy] subject and erase with --subject", j.Name)
 		}
 		m.value = opts.Key
 		m.values[m.keyCol] = []string{opts.Key}
@@ -110,6 +172,9 @@ func eraseMatchOf(j *job.Job, opts EraseOptions) (*eraseMatch, error) {
 
 // filter is the match as a filter of retained files, reading posCol.
 func (m *eraseMatch) filter(posCol string) source.RowFilter {
+	if m.all {
+		return source.TupleFilter(posCol, m.values)
+	}
 	if m.subject == nil {
 		return source.KeyFilter(m.keyCol, posCol, m.value)
 	}
@@ -117,8 +182,11 @@ func (m *eraseMatch) filter(posCol string) source.RowFilter {
 }
 
 // where is the match as a SQL condition over the columns present; "" when
-// none of them is.
+// none of them is (with all, when one is missing).
 func (m *eraseMatch) where(present map[string]bool) string {
+	if m.all {
+		return source.TupleSQL(m.values, present)
+	}
 	return source.ValuesSQL(m.values, present)
 }
 
@@ -195,7 +263,7 @@ func jobPlaces(ctx context.Context, q catalog.Querier, j *job.Job, keyCol string
 // key that the subject's rows have in any table: every version of those
 // records goes, and each key is guarded against an older batch.
 func (e *eraser) resolveKeys(ctx context.Context, tx *sql.Tx, places []place) error {
-	if e.m.subject == nil || e.m.keyCol == "" {
+	if e.m.subject == nil || e.m.keyCol == "" || e.m.all {
 		return nil
 	}
 	keys := map[string]bool{}

@@ -40,6 +40,15 @@ type RowFilter struct {
 	Drop           func(key string, pos sql.NullInt64) bool
 	DropSQL        string
 	Values         map[string][]string
+	// All drops a row only when every column of Values holds one of its
+	// values (a composite key), not any one of them.
+	All bool
+}
+
+// TupleFilter drops every row in which each column of values holds one of
+// that column's values: the rows of one composite key.
+func TupleFilter(posCol string, values map[string][]string) RowFilter {
+	return RowFilter{PosCol: posCol, Values: values, All: true}
 }
 
 // MatchFilter drops every row in which a column of values holds one of
@@ -52,6 +61,14 @@ func MatchFilter(posCol string, values map[string][]string) RowFilter {
 // dropsValue says whether a row whose column text is read by get goes
 // under flt.Values.
 func (flt RowFilter) dropsValue(get func(col string) (string, bool)) bool {
+	if flt.All {
+		for col, vals := range flt.Values {
+			if v, ok := get(col); !ok || !slices.Contains(vals, v) {
+				return false
+			}
+		}
+		return len(flt.Values) > 0
+	}
 	for col, vals := range flt.Values {
 		if v, ok := get(col); ok && slices.Contains(vals, v) {
 			return true
@@ -81,8 +98,37 @@ func ValuesSQL(values map[string][]string, present map[string]bool) string {
 	return "(" + strings.Join(or, " OR ") + ")"
 }
 
-// noneOf is the error of a file that holds none of the filter's columns.
+// TupleSQL is a SQL condition true for a row in which every column of
+// values holds one of that column's values (compared as text); "" when a
+// column is not present.
+func TupleSQL(values map[string][]string, present map[string]bool) string {
+	var and []string
+	for _, col := range slices.Sorted(maps.Keys(values)) {
+		if !present[col] || len(values[col]) == 0 {
+			return ""
+		}
+		and = append(and, ValuesSQL(map[string][]string{col: values[col]}, present))
+	}
+	if len(and) == 0 {
+		return ""
+	}
+	return "(" + strings.Join(and, " AND ") + ")"
+}
+
+// matchSQL is the filter's condition over the columns present.
+func (flt RowFilter) matchSQL(present map[string]bool) string {
+	if flt.All {
+		return TupleSQL(flt.Values, present)
+	}
+	return ValuesSQL(flt.Values, present)
+}
+
+// noneOf is the error of a file that holds none of the filter's columns
+// (with All, not all of them).
 func (flt RowFilter) noneOf() error {
+	if flt.All {
+		return fmt.Errorf("the key columns %s are not all in the file: the rows to remove cannot be told apart", strings.Join(slices.Sorted(maps.Keys(flt.Values)), ", "))
+	}
 	return fmt.Errorf("none of the columns %s is in the file: the rows to remove cannot be told apart", strings.Join(slices.Sorted(maps.Keys(flt.Values)), ", "))
 }
 
@@ -261,7 +307,7 @@ func filterCSV(src string, out io.Writer, flt RowFilter) (int64, sql.NullInt64, 
 			posIdx = i
 		}
 	}
-	if flt.Values != nil && len(valueIdx) == 0 {
+	if flt.Values != nil && (len(valueIdx) == 0 || flt.All && len(valueIdx) < len(flt.Values)) {
 		return 0, pos, flt.noneOf()
 	}
 	if flt.Values == nil && keyIdx < 0 {
@@ -326,7 +372,7 @@ func filterParquet(ctx context.Context, tx *sql.Tx, src, dst string, flt RowFilt
 		if err != nil {
 			return 0, pos, err
 		}
-		if match = ValuesSQL(flt.Values, present); match == "" {
+		if match = flt.matchSQL(present); match == "" {
 			return 0, pos, flt.noneOf()
 		}
 		if !present[flt.PosCol] {

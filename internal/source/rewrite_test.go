@@ -53,3 +53,39 @@ func TestFilterKeepsOtherRowsBytes(t *testing.T) {
 		})
 	}
 }
+
+// A composite key's filter (TupleFilter) drops a row only when every one
+// of its columns holds its value; MatchFilter drops it when any does. A
+// csv file lacking one of the key's columns is refused, not kept whole.
+func TestTupleFilter(t *testing.T) {
+	t.Parallel()
+	in := "region,sku,note\neu,7,a\neu,8,b\nus,7,c\n"
+	cases := []struct {
+		name string
+		flt  RowFilter
+		want string
+		err  string
+	}{
+		{"all columns", TupleFilter("", map[string][]string{"region": {"eu"}, "sku": {"7"}}), "region,sku,note\neu,8,b\nus,7,c\n", ""},
+		{"any column", MatchFilter("", map[string][]string{"region": {"eu"}, "sku": {"7"}}), "region,sku,note\n", ""},
+		{"a column missing", TupleFilter("", map[string][]string{"region": {"eu"}, "size": {"7"}}), "", "the key columns region, size are not all in the file"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			src := filepath.Join(t.TempDir(), "in")
+			require.NoError(t, os.WriteFile(src, []byte(in), 0o644))
+			var out bytes.Buffer
+			_, _, err := filterCSV(src, &out, c.flt)
+			if c.err != "" {
+				require.ErrorContains(t, err, c.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, c.want, out.String())
+		})
+	}
+	require.Equal(t, `((CAST("region" AS VARCHAR) IN ('eu')) AND (CAST("sku" AS VARCHAR) IN ('7')))`,
+		TupleSQL(map[string][]string{"sku": {"7"}, "region": {"eu"}}, map[string]bool{"region": true, "sku": true}))
+	require.Empty(t, TupleSQL(map[string][]string{"sku": {"7"}, "region": {"eu"}}, map[string]bool{"region": true}))
+}

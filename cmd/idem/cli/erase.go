@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
@@ -19,12 +21,14 @@ import (
 func (a *app) newEraseCmd() *cobra.Command {
 	var f dbFlags
 	var w writerFlags
-	var key, subject string
+	var keys []string
+	var subject string
 	var dryRun, replay bool
 	cmd := &cobra.Command{
-		Use:   "erase (JOB | PROJECT_DIR) (--key K | --subject VALUE)",
+		Use:   "erase (JOB | PROJECT_DIR) (--key K | --key COL=V ... | --subject VALUE)",
 		Short: "Remove a subject from every job that holds it: rows, snapshots, inputs",
-		Long: `Remove every row of key K (--key), or every row in which one of the job's
+		Long: `Remove every row of key K (--key; a composite key gives each of its
+columns, --key region=eu --key id=7), or every row in which one of the job's
 [privacy] subject columns holds VALUE together with every other row of
 the same keys (--subject), in one transaction: from the target, from its
 history (so no snapshot export shows it), from <target>_outcomes and the
@@ -63,14 +67,20 @@ its writer epoch is E.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if replay {
-				return a.replayJournal(cmd, args[0], &f, key != "" || subject != "" || dryRun)
+				return a.replayJournal(cmd, args[0], &f, len(keys) > 0 || subject != "" || dryRun)
 			}
 			if !cmd.Flags().Changed("key") && !cmd.Flags().Changed("subject") {
 				return a.fail(f.jsonOut, &job.UsageError{Msg: "erase needs --key K or --subject VALUE"})
 			}
-			roots, beside, err := a.eraseJobs(args[0], &f, key)
+			roots, beside, err := a.eraseJobs(args[0], &f, len(keys) > 0)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
+			}
+			var key string
+			if len(keys) > 0 {
+				if key, err = ops.KeyOf(roots[0], keys); err != nil {
+					return a.fail(f.jsonOut, err)
+				}
 			}
 			dbPath, err := f.dbPath(roots[0])
 			if err != nil {
@@ -99,7 +109,7 @@ its writer epoch is E.`,
 	}
 	f.register(cmd)
 	w.register(cmd)
-	cmd.Flags().StringVar(&key, "key", "", "the key value to erase (one job's key)")
+	cmd.Flags().StringArrayVar(&keys, "key", nil, "the key value to erase (one job's key); a composite key takes --key COLUMN=VALUE for each of its columns")
 	cmd.Flags().StringVar(&subject, "subject", "", "the subject value to erase, looked for in the jobs' [privacy] subject columns")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "do the erasure and roll it back: print what it would change")
 	cmd.Flags().BoolVar(&replay, "replay-journal", false, "apply again the erasures the journal beside the database records and the database lacks (a restored copy)")
@@ -125,7 +135,7 @@ func (a *app) replayJournal(cmd *cobra.Command, path string, f *dbFlags, other b
 			jobs = append(jobs, j)
 		}
 	} else {
-		roots, beside, err := a.eraseJobs(path, f, "")
+		roots, beside, err := a.eraseJobs(path, f, false)
 		if err != nil {
 			return a.fail(f.jsonOut, err)
 		}
@@ -175,9 +185,9 @@ func (a *app) replayJournal(cmd *cobra.Command, path string, f *dbFlags, other b
 // that load), or every job of PROJECT_DIR that declares [privacy] subject
 // and the folder's jobs. With --db every job is taken to be of that
 // database.
-func (a *app) eraseJobs(path string, f *dbFlags, key string) (roots, beside []*job.Job, err error) {
+func (a *app) eraseJobs(path string, f *dbFlags, byKey bool) (roots, beside []*job.Job, err error) {
 	if isDir(path) {
-		if key != "" {
+		if byKey {
 			return nil, nil, &job.UsageError{Msg: "erase of a project folder takes --subject VALUE: --key is the key of one job"}
 		}
 		files, err := project.Files([]string{path})
@@ -253,6 +263,13 @@ func (a *app) printChainErase(res *ops.ChainEraseResult) {
 	}
 	for _, r := range res.Erased {
 		what := fmt.Sprintf("key %q", r.Key)
+		var tuple []string
+		if len(r.KeyColumns) > 0 && json.Unmarshal([]byte(r.Key), &tuple) == nil {
+			for i := range tuple {
+				tuple[i] = r.KeyColumns[i] + "=" + strconv.Quote(tuple[i])
+			}
+			what = "key " + strings.Join(tuple, " ")
+		}
 		if r.SubjectColumns != nil {
 			what = fmt.Sprintf("subject %q", r.Subject)
 		}

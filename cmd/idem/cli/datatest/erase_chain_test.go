@@ -3,7 +3,6 @@ package datatest
 import (
 	"bytes"
 	"encoding/json"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -224,30 +223,10 @@ func TestEraseThroughChain(t *testing.T) {
 
 	// No file under the database's folder holds the payload: the replica
 	// and retained files at once, the database file once compacted.
-	requireNoPayload(t, filepath.Join(dir, "db"), "SECRETPAYLOAD", db)
+	clitest.RequireNoPayload(t, filepath.Join(dir, "db"), "SECRETPAYLOAD", db)
 	code, out, errOut = clitest.InProcess(t, "compact", "--db", db)
 	require.Equal(t, 0, code, out+errOut)
-	requireNoPayload(t, filepath.Join(dir, "db"), "SECRETPAYLOAD", "")
-}
-
-// requireNoPayload fails when a file under root other than except holds
-// payload.
-func requireNoPayload(t *testing.T, root, payload, except string) {
-	t.Helper()
-	n := 0
-	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || p == except {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		n++
-		require.False(t, bytes.Contains(data, []byte(payload)), "%s holds %s", p, payload)
-		return nil
-	}))
-	require.Positive(t, n, "no file under %s", root)
+	clitest.RequireNoPayload(t, filepath.Join(dir, "db"), "SECRETPAYLOAD", "")
 }
 
 // TestEraseSubjectRefused: what erase refuses, each exit 2 with every idem
@@ -367,7 +346,7 @@ subject = ["rider_id"]
 	for _, q := range []string{`SELECT count(*) FROM idem.trips__history WHERE rider_id = 'r100'`, `SELECT count(*) FROM trips_outcomes WHERE rider_id = 'r100'`} {
 		require.Equal(t, []string{"0"}, clitest.QueryStrs(t, db, q), q)
 	}
-	requireNoPayload(t, db+".inputs", "r100", "")
+	clitest.RequireNoPayload(t, db+".inputs", "r100", "")
 	for s := 1; s <= 3; s++ {
 		code, out, errOut = clitest.InProcess(t, "rerun", job, "--snapshot", strconv.Itoa(s), "--json")
 		require.Equal(t, 0, code, out+errOut)
@@ -426,4 +405,120 @@ func TestRestoreBeforeErasure(t *testing.T) {
 	require.Contains(t, out, "holds every erasure its journal records")
 	code, out, errOut = clitest.InProcess(t, "run", jobs)
 	require.Equal(t, 0, code, out+errOut)
+}
+
+// TestEraseCompositeKey: --key COL=VALUE for each column of a composite
+// key erases exactly that key's rows (not every row of one of its values)
+// from the job's tables and retained inputs, and from a model that reads
+// it; every snapshot still reruns; a key given short of a column, with an
+// unknown column or twice is refused (exit 2) with nothing changed; the
+// journal holds the key's hash and --replay-journal finds it again.
+func TestEraseCompositeKey(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	settings := "[retention]\nkeep_snapshots = 5\ncheckpoint_every = 1\n" + clitest.DuckdbSection
+	clitest.WriteFile(t, filepath.Join(dir, "stock.toml"), `name = "stock"
+pipeline = "merge_by_key"
+transform_version = 1
+schema_version = 1
+database = "stock.duckdb"
+[input]
+path = "landing/*.csv"
+format = "csv"
+mode = "files"
+[input.columns]
+region = "VARCHAR"
+sku = "BIGINT"
+note = "VARCHAR"
+updated_at = "BIGINT"
+[target]
+key = ["region", "sku"]
+order_by = "updated_at"
+`+settings)
+	clitest.WriteFile(t, filepath.Join(dir, "by_region.toml"), `name = "by_region"
+pipeline = "select"
+transform_version = 1
+database = "stock.duckdb"
+[input]
+upstream = ["stock"]
+[transform]
+sql = "models/by_region"
+[target]
+key = ["region"]
+`+settings)
+	clitest.WriteFile(t, filepath.Join(dir, "models", "by_region", "v1.sql"),
+		"SELECT region, count(*) AS skus, string_agg(note, '|' ORDER BY sku) AS notes FROM {{upstream:stock}} GROUP BY region\n")
+	clitest.WriteFile(t, filepath.Join(dir, "landing", "1.csv"), "region,sku,note,updated_at\neu,7,SECRETNOTE1,1\neu,8,eu8,1\nus,7,us7,1\n")
+	clitest.WriteFile(t, filepath.Join(dir, "landing", "2.csv"), "region,sku,note,updated_at\neu,7,SECRETNOTE2,2\nus,8,us8,1\n")
+	stock, model := filepath.Join(dir, "stock.toml"), filepath.Join(dir, "by_region.toml")
+	db := filepath.Join(dir, "stock.duckdb")
+	code, out, errOut := clitest.InProcess(t, "run", dir)
+	require.Equal(t, 0, code, out+errOut)
+	bk := filepath.Join(t.TempDir(), "backup")
+	code, out, errOut = clitest.InProcess(t, "backup", "--db", db, "--out", bk)
+	require.Equal(t, 0, code, out+errOut)
+
+	before := clitest.CaptureState(t, db)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--key", "eu"}, `erase --key "eu": job stock has the composite key (region, sku): give each column as --key COLUMN=VALUE`},
+		{[]string{"--key", "region=eu"}, "erase --key: job stock's key is (region, sku); --key sku=VALUE is missing"},
+		{[]string{"--key", "region=eu", "--key", "sku=7", "--key", "region=us"}, "erase --key: column region of job stock's key is given twice"},
+		{[]string{"--key", "region=eu", "--key", "size=7"}, `erase --key "size=7": job stock has the composite key (region, sku)`},
+		{[]string{"--key", "region=eu", "--key", "sku=9"}, "erase [\"eu\",\"9\"] from job stock: the key is in no row, snapshot or retained input; nothing committed"},
+	} {
+		code, out, errOut := clitest.InProcess(t, append([]string{"erase", stock}, tc.args...)...)
+		require.NotEqual(t, 0, code, "%v: %s", tc.args, out+errOut)
+		require.Contains(t, errOut, tc.want, tc.args)
+		require.Equal(t, before, clitest.CaptureState(t, db), "%v changed the database", tc.args)
+	}
+
+	code, out, errOut = clitest.InProcess(t, "erase", stock, "--key", "sku=7", "--key", "region=eu")
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, "stock: erased key region=\"eu\" sku=\"7\"\n  snapshot  3\n")
+	require.Contains(t, out, "by_region: recomputed")
+	require.Equal(t, []string{"eu|8|eu8", "us|7|us7", "us|8|us8"}, clitest.QueryStrs(t, db, `SELECT region || '|' || sku || '|' || note FROM stock ORDER BY ALL`))
+	require.Equal(t, []string{"eu|1|eu8", "us|2|us7|us8"}, clitest.QueryStrs(t, db, `SELECT region || '|' || skus || '|' || notes FROM by_region ORDER BY ALL`))
+	for _, q := range []string{`SELECT count(*) FROM idem.stock__history WHERE region = 'eu' AND sku = 7`, `SELECT count(*) FROM stock_outcomes WHERE region = 'eu' AND sku = 7`,
+		`SELECT count(*) FROM idem.by_region__history WHERE notes LIKE '%SECRET%'`} {
+		require.Equal(t, []string{"0"}, clitest.QueryStrs(t, db, q), q)
+	}
+	require.Equal(t, []string{`stock ["eu","7"]`}, clitest.QueryStrs(t, db, `SELECT job || ' ' || key FROM idem.erasures WHERE subject_columns IS NULL`))
+	clitest.RequireNoPayload(t, db+".inputs", "SECRETNOTE", "")
+	for f, last := range map[string]int{stock: 3, model: 2} {
+		for s := 1; s <= last; s++ {
+			code, out, errOut = clitest.InProcess(t, "rerun", f, "--snapshot", strconv.Itoa(s), "--json")
+			require.Equal(t, 0, code, out+errOut)
+			require.Contains(t, out, `"reproduced":true`, "%s snapshot %d", f, s)
+		}
+	}
+	code, out, errOut = clitest.InProcess(t, "erase", stock, "--key", "region=eu", "--key", "sku=7", "--json")
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, `"key_columns":["region","sku"]`)
+	require.Contains(t, out, `"already_erased":true`)
+	journal, err := os.ReadFile(db + ".erasures")
+	require.NoError(t, err)
+	require.NotContains(t, string(journal), "eu")
+
+	// The backup from before the erasure restored, then the journal
+	// replayed: the same rows again.
+	erased := map[string][]string{}
+	queries := []string{`SELECT region || '|' || sku || '|' || note FROM stock ORDER BY ALL`, `SELECT region || '|' || notes FROM by_region ORDER BY ALL`,
+		`SELECT job || key || coalesce(subject_columns, '') FROM idem.erasures ORDER BY ALL`}
+	for _, q := range queries {
+		erased[q] = clitest.QueryStrs(t, db, q)
+	}
+	require.NoError(t, os.Remove(db))
+	require.NoError(t, os.RemoveAll(db+".inputs"))
+	clitest.CopyDir(t, bk, dir)
+	require.NoError(t, os.Remove(filepath.Join(dir, "manifest.json")))
+	code, out, errOut = clitest.InProcess(t, "query", "--db", db, "SELECT 1")
+	require.Equal(t, 3, code, out+errOut)
+	code, out, errOut = clitest.InProcess(t, "erase", dir, "--replay-journal")
+	require.Equal(t, 0, code, out+errOut)
+	for _, q := range queries {
+		require.Equal(t, erased[q], clitest.QueryStrs(t, db, q), q)
+	}
 }

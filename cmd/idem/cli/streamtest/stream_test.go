@@ -404,3 +404,55 @@ func TestStreamStartLatest(t *testing.T) {
 	require.Contains(t, stdout, "rides: skipped")
 	require.Equal(t, before, clitest.CaptureState(t, db))
 }
+
+// TestStreamErase: idem erase --key on a Kafka job removes the key from
+// the target, history, outcomes and the retained batches; both snapshots
+// still rerun; a redelivered old record of the key gets outcome erased and
+// never comes back, while a later version of it is new data and applies.
+func TestStreamErase(t *testing.T) {
+	t.Parallel()
+	k := clitest.StartKafka(t, 1)
+	dir := t.TempDir()
+	jobPath := k.JobFile(dir, "")
+	db := filepath.Join(dir, "rides.duckdb")
+	secret := func(version int, value string) *kgo.Record {
+		return &kgo.Record{Topic: "rides", Value: fmt.Appendf(nil, `{"change_id":"x%d","entity_id":"ex","source_version":%d,"operation":"upsert","value":"%s"}`, version, version, value)}
+	}
+	for i := range 6 {
+		k.Produce(clitest.RideChange(i, 3, 1))
+	}
+	k.Produce(secret(1, "SECRETRIDER1"))
+	code, out, errOut := clitest.InProcess(t, "run", jobPath)
+	require.Equal(t, 0, code, out+errOut)
+	k.Produce(secret(2, "SECRETRIDER2"), clitest.RideChange(6, 3, 1))
+	code, out, errOut = clitest.InProcess(t, "run", jobPath)
+	require.Equal(t, 0, code, out+errOut)
+
+	code, out, errOut = clitest.InProcess(t, "erase", jobPath, "--key", "ex", "--json")
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, `"snapshot":3`)
+	require.Contains(t, out, `"position":2`)
+	for _, q := range []string{`SELECT count(*) FROM rides WHERE entity_id = 'ex'`, `SELECT count(*) FROM idem.rides__history WHERE entity_id = 'ex'`,
+		`SELECT count(*) FROM rides_outcomes WHERE entity_id = 'ex'`} {
+		require.Equal(t, []string{"0"}, clitest.QueryStrs(t, db, q), q)
+	}
+	clitest.RequireNoPayload(t, db+".inputs", "SECRETRIDER", "")
+	for _, s := range []string{"1", "2"} {
+		code, out, errOut = clitest.InProcess(t, "rerun", jobPath, "--snapshot", s, "--json")
+		require.Equal(t, 0, code, out+errOut)
+		require.Contains(t, out, `"reproduced":true`, "snapshot %s", s)
+	}
+
+	// The broker redelivers an old record of the key (a producer retry):
+	// erased, not applied. A later version is new data.
+	k.Produce(secret(1, "SECRETRIDER1"))
+	code, out, errOut = clitest.InProcess(t, "run", jobPath)
+	require.Equal(t, 0, code, out+errOut)
+	require.Equal(t, []string{"erased <nil>"}, clitest.QueryStrs(t, db, `SELECT outcome || ' ' || coalesce(value, '<nil>') FROM rides_outcomes WHERE entity_id = 'ex'`))
+	require.Equal(t, []string{"0"}, clitest.QueryStrs(t, db, `SELECT count(*) FROM rides WHERE entity_id = 'ex'`))
+	clitest.RequireNoPayload(t, db+".inputs", "SECRETRIDER", "")
+	k.Produce(secret(5, "after"))
+	code, out, errOut = clitest.InProcess(t, "run", jobPath)
+	require.Equal(t, 0, code, out+errOut)
+	require.Equal(t, []string{"ex 5 after"}, clitest.QueryStrs(t, db, `SELECT concat_ws(' ', entity_id, source_version, value) FROM rides WHERE entity_id = 'ex'`))
+}
