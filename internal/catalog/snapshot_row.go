@@ -34,7 +34,27 @@ type SnapshotInputs struct {
 	RollbackTo *int64     `json:"rollback_to,omitempty"`
 	// Partitions are the run's --partitions of a partitioned job.
 	Partitions []string `json:"partitions,omitempty"`
+	// Rejects are the records of a stream batch that idem could not read
+	// as one record: each is a row of no fields in the batch file, and its
+	// outcome is the reject's (a rerun tags the same rows).
+	Rejects []Reject `json:"rejects,omitempty"`
 }
+
+// Reject is one stream record read as an invalid_* outcome: row Row (from
+// 1) of the batch, from Partition at Position (an SSE event id), Bytes
+// long, of which Prefix quotes the first bytes (RejectPrefix; "" once an
+// erasure matched it).
+type Reject struct {
+	Row       int64  `json:"row"`
+	Partition string `json:"partition"`
+	Position  int64  `json:"position"`
+	Outcome   string `json:"outcome"`
+	Bytes     int    `json:"bytes"`
+	Prefix    string `json:"prefix"`
+}
+
+// RejectPrefix is how many bytes of a rejected record are kept.
+const RejectPrefix = 64
 
 // Bounds are a batch's source positions (From, To], both nil when the run
 // gave none.

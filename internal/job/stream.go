@@ -39,7 +39,16 @@ type StreamSpec struct {
 	MaxRecords int
 	MaxWait    time.Duration
 	Start      string // StartEarliest (default) or StartLatest
+	// MaxRecordBytes bounds one record: a longer one is an outcome
+	// invalid_too_large, not a row (default DefaultMaxRecordBytes).
+	MaxRecordBytes int
+	// Events, for an SSE input, are the event types that are records
+	// (empty: every event); others are passed over and counted.
+	Events []string
 }
+
+// DefaultMaxRecordBytes is [input] max_record_bytes when not set: 8 MiB.
+const DefaultMaxRecordBytes = 8 << 20
 
 // IsStream says whether the job reads a stream ([input] kind set).
 func (j *Job) IsStream() bool { return j.Input.Stream.Kind != "" }
@@ -53,6 +62,9 @@ type streamTable struct {
 	MaxRecords *int     `toml:"max_records"`
 	MaxWait    string   `toml:"max_wait"`
 	Start      string   `toml:"start"`
+	// MaxRecordBytes and Events: see StreamSpec.
+	MaxRecordBytes *int     `toml:"max_record_bytes"`
+	Events         []string `toml:"events"`
 }
 
 // applyStream validates the stream keys of [input]. A stream feeds an
@@ -64,14 +76,14 @@ func (j *Job) applyStream(data []byte, md toml.MetaData, jf *jobFile) error {
 	in := jf.Input
 	s := in.streamTable
 	if s.Kind == "" {
-		for _, k := range []string{"brokers", "topic", "url", "max_records", "max_wait", "start"} {
+		for _, k := range []string{"brokers", "topic", "url", "max_records", "max_wait", "start", "max_record_bytes", "events"} {
 			if md.IsDefined("input", k) {
 				return bad("input."+k, "%s applies to a stream input: set kind = %q or %q", k, KindKafka, KindSSE)
 			}
 		}
 		return nil
 	}
-	spec := StreamSpec{Kind: s.Kind, Brokers: s.Brokers, Topic: s.Topic, URL: s.URL, MaxRecords: DefaultMaxRecords, MaxWait: DefaultMaxWait, Start: StartEarliest}
+	spec := StreamSpec{Kind: s.Kind, Brokers: s.Brokers, Topic: s.Topic, URL: s.URL, MaxRecords: DefaultMaxRecords, MaxWait: DefaultMaxWait, Start: StartEarliest, MaxRecordBytes: DefaultMaxRecordBytes}
 	switch s.Kind {
 	case KindKafka:
 		if len(s.Brokers) == 0 {
@@ -87,6 +99,9 @@ func (j *Job) applyStream(data []byte, md toml.MetaData, jf *jobFile) error {
 		}
 		if s.URL != "" {
 			return bad("input.url", "url applies to kind = %q; a kafka input names brokers and a topic", KindSSE)
+		}
+		if md.IsDefined("input", "events") {
+			return bad("input.events", "events applies to kind = %q (the event types that are records); a kafka topic's records have no type", KindSSE)
 		}
 	case KindSSE:
 		if s.URL == "" {
@@ -134,6 +149,18 @@ func (j *Job) applyStream(data []byte, md toml.MetaData, jf *jobFile) error {
 		}
 		spec.MaxWait = d
 	}
+	if s.MaxRecordBytes != nil {
+		if *s.MaxRecordBytes < 1 || *s.MaxRecordBytes > 1<<30 {
+			return bad("input.max_record_bytes", "must be between 1 and %d bytes (got %d)", 1<<30, *s.MaxRecordBytes)
+		}
+		spec.MaxRecordBytes = *s.MaxRecordBytes
+	}
+	for _, e := range s.Events {
+		if strings.TrimSpace(e) == "" || strings.ContainsAny(e, "\r\n") {
+			return bad("input.events", "an event type must be non-empty text on one line (got %q)", e)
+		}
+	}
+	spec.Events = s.Events
 	switch s.Start {
 	case "":
 	case StartEarliest, StartLatest:

@@ -280,6 +280,9 @@ func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, m *eraseMat
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := scrubRejects(ctx, tx, j, snaps, m); err != nil {
+		return nil, nil, err
+	}
 	for _, col := range slices.Sorted(maps.Keys(m.values)) {
 		for _, v := range m.values[col] {
 			if err := catalog.ScrubPackets(ctx, tx, j.Name, []string{col}, v); err != nil {

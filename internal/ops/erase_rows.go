@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
@@ -439,4 +440,33 @@ func columnsOf(ctx context.Context, q catalog.Querier, qualified string) (map[st
 		return nil, fmt.Errorf("columns of %s: %w", qualified, err)
 	}
 	return cols, nil
+}
+
+// scrubRejects drops the prefix a snapshot keeps of a rejected stream
+// record when it holds one of the values erased: such a record was never
+// a row, so only its prefix could hold the subject.
+func scrubRejects(ctx context.Context, tx *sql.Tx, j *job.Job, snaps []*catalog.SnapshotRow, m *eraseMatch) error {
+	for _, s := range snaps {
+		changed := false
+		for i, r := range s.Inputs.Rejects {
+			text, err := strconv.Unquote(r.Prefix)
+			if err != nil {
+				text = r.Prefix
+			}
+			for _, vs := range m.values {
+				for _, v := range vs {
+					if r.Prefix != "" && (strings.Contains(text, v) || strings.Contains(r.Prefix, v)) {
+						s.Inputs.Rejects[i].Prefix = ""
+						changed = true
+					}
+				}
+			}
+		}
+		if changed {
+			if err := catalog.SetSnapshotInputs(ctx, tx, j.Name, s.Snapshot, s.Inputs); err != nil {
+				return fmt.Errorf("erase: scrub the rejects of snapshot %d: %w", s.Snapshot, err)
+			}
+		}
+	}
+	return nil
 }

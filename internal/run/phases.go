@@ -114,6 +114,9 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 			if err := applyRules(ctx, tx, j); err != nil {
 				return false, err
 			}
+			if err := tagRejects(ctx, tx, j, r.rejects()); err != nil {
+				return false, err
+			}
 		}
 		fault(r.opts, FaultAfterStep+step.Name)
 	}

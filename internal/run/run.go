@@ -56,6 +56,10 @@ type RunOptions struct {
 	// accepted with --allow-gap).
 	Note string
 
+	// Rejects are the recorded rejects of the stream batch a rerun
+	// replays: the same rows get the same invalid_* outcomes.
+	Rejects []catalog.Reject
+
 	// Source is what the run reads; nil reads the job's [input] (or
 	// Input). RunFiles, RunChunks and rerun pass files already listed.
 	Source source.Input

@@ -56,7 +56,10 @@ type StreamResult struct {
 	Lag           map[string]int64 `json:"lag,omitempty"`
 	RecordsPerSec float64          `json:"records_per_sec"`
 	Gap           string           `json:"gap,omitempty"`
-	JobKey        string           `json:"job_key"`
+	// Rejected are the records read as an invalid_* outcome (not one
+	// record the pipeline can read), each naming partition and position.
+	Rejected []catalog.Reject `json:"rejected,omitempty"`
+	JobKey   string           `json:"job_key"`
 	// Run is the committed run's full result; nil when nothing was.
 	Run *Result `json:"-"`
 }
@@ -127,7 +130,7 @@ func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r sou
 	}
 	defer b.Remove()
 	sr := &StreamResult{Job: j.Name, BatchID: b.ID, Records: b.Records, Replayed: b.Skipped, Ranges: b.Ranges,
-		Outcomes: map[string]int64{}, Gap: source.GapNote(b.Gaps)}
+		Outcomes: map[string]int64{}, Gap: source.GapNote(b.Gaps), Rejected: b.Rejects}
 	if sr.Ranges == nil {
 		sr.Ranges = []source.StreamRange{}
 	}
@@ -159,6 +162,9 @@ func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r sou
 	o.Note = sr.Gap
 	if len(b.Pinned) > 0 {
 		o.Note = strings.TrimPrefix(o.Note+"; "+pinnedNote(b), "; ")
+	}
+	if n := RejectNote(b.Rejects); n != "" {
+		o.Note = strings.TrimPrefix(o.Note+"; "+n, "; ")
 	}
 	res, err := d.Run(ctx, j, o)
 	if err != nil {
@@ -204,4 +210,21 @@ func lag(ctx context.Context, r source.StreamReader, pos map[string]int64) map[s
 		out[p] = n
 	}
 	return out
+}
+
+// RejectNote is how the run log records a batch's rejects: "rejected 2
+// records: 0:17 invalid_json, 0:18 invalid_utf8" (the first 20 named).
+func RejectNote(rejects []catalog.Reject) string {
+	if len(rejects) == 0 {
+		return ""
+	}
+	var parts []string
+	for i, r := range rejects {
+		if i == 20 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(rejects)-i))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s:%d %s", r.Partition, r.Position, r.Outcome))
+	}
+	return fmt.Sprintf("rejected %d record(s): %s", len(rejects), strings.Join(parts, ", "))
 }

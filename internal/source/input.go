@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 
+	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
 )
 
@@ -44,6 +45,9 @@ type Resolved struct {
 	// partition it read: the run commits them with its rows
 	// (idem.positions).
 	Positions map[string]int64
+	// Rejects are, for a stream batch, the records read as an invalid_*
+	// outcome (StreamBatch.Rejects).
+	Rejects []catalog.Reject
 }
 
 // Staged is what staging found.

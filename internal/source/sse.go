@@ -37,8 +37,14 @@ type SSEOptions struct {
 	// Buffer is how many events are read ahead of Read (default 1024); the
 	// connection is not read further until Read takes them.
 	Buffer int
-	// MaxLine bounds one line of the stream in bytes (default 4 MiB).
+	// MaxLine bounds one line of the stream in bytes (default 4 MiB): a
+	// data: line past it is cut there (its event is oversize); another
+	// line past it is refused.
 	MaxLine int
+	// MaxEvent bounds one event's data in bytes (default 8 MiB): an event
+	// past it is given as its first MaxEvent bytes with Record.Oversize
+	// set, read without holding more.
+	MaxEvent int
 	// IdleTimeout, when set, drops and reconnects a connection that gives
 	// no byte (not even a comment) for this long: a connection that died
 	// without a FIN would otherwise stay silent for ever. Set it above the
@@ -107,6 +113,11 @@ func NewSSEReader(url string, opts SSEOptions) *SSEReader {
 	if opts.MaxLine <= 0 {
 		opts.MaxLine = sseMaxLine
 	}
+	if opts.MaxEvent <= 0 {
+		opts.MaxEvent = 2 * sseMaxLine
+	}
+	// One data: line may hold a whole event.
+	opts.MaxLine = max(opts.MaxLine, opts.MaxEvent)
 	r := &SSEReader{url: url, opts: opts}
 	if opts.Client == nil {
 		r.own = http.DefaultTransport.(*http.Transport).Clone()

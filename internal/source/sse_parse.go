@@ -14,6 +14,10 @@ type sseEvent struct {
 	hasID bool   // the block had an id: line (one without NUL)
 	typ   string // "message" when the block had no event:
 	data  []byte
+	// size is the length of the event's data when it was cut (past the
+	// parser's maxEvent, or a data: line past maxLine): data holds only
+	// its first bytes. 0 when whole.
+	size int
 }
 
 // sseMaxLine is the default bound of one line of a stream, in bytes: an
@@ -22,11 +26,6 @@ type sseEvent struct {
 const sseMaxLine = 4 << 20
 
 var errSSELineTooLong = errors.New("line too long")
-
-// errSSEEventTooLarge is an event whose data lines join past twice the
-// line bound (8 MiB by default): one event's data is held in memory whole,
-// so it is bounded too, not only each line.
-var errSSEEventTooLarge = errors.New("event too large")
 
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
@@ -42,21 +41,27 @@ var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 type sseParser struct {
 	r        *bufio.Reader
 	maxLine  int
+	maxEvent int
 	line     []byte
+	// lineSize is the length of the last line read when it was cut at
+	// maxLine (0 when whole).
+	lineSize int
 	first    bool
 	skipLF   bool
 	retry    time.Duration // the last valid retry:, when hasRetry
 	hasRetry bool
 }
 
-func newSSEParser(r io.Reader, maxLine int) *sseParser {
-	return &sseParser{r: bufio.NewReaderSize(r, 64<<10), maxLine: maxLine, first: true}
+func newSSEParser(r io.Reader, maxLine, maxEvent int) *sseParser {
+	return &sseParser{r: bufio.NewReaderSize(r, 64<<10), maxLine: maxLine, maxEvent: maxEvent, first: true}
 }
 
-// readLine returns the next line without its end. The slice is valid until
-// the next call.
+// readLine returns the next line without its end, cut at maxLine bytes
+// (lineSize then says how long it was). The slice is valid until the next
+// call.
 func (p *sseParser) readLine() ([]byte, error) {
 	p.line = p.line[:0]
+	p.lineSize = 0
 	for {
 		b, err := p.r.ReadByte()
 		if err != nil {
@@ -74,7 +79,12 @@ func (p *sseParser) readLine() ([]byte, error) {
 			p.skipLF = true
 		default:
 			if len(p.line) >= p.maxLine {
-				return nil, errSSELineTooLong
+				// Past the bound the line is counted, not held.
+				if p.lineSize == 0 {
+					p.lineSize = len(p.line)
+				}
+				p.lineSize++
+				continue
 			}
 			p.line = append(p.line, b)
 			continue
@@ -91,7 +101,7 @@ func (p *sseParser) readLine() ([]byte, error) {
 func (p *sseParser) next() (sseEvent, error) {
 	var ev sseEvent
 	var data []byte
-	hasData := false
+	hasData, size := false, 0
 	for {
 		line, err := p.readLine()
 		if err != nil {
@@ -99,7 +109,7 @@ func (p *sseParser) next() (sseEvent, error) {
 		}
 		if len(line) == 0 {
 			if !hasData {
-				ev = sseEvent{}
+				ev, size = sseEvent{}, 0
 				continue
 			}
 			if ev.typ == "" {
@@ -109,6 +119,9 @@ func (p *sseParser) next() (sseEvent, error) {
 				data = []byte{}
 			}
 			ev.data = data
+			if size > len(data) {
+				ev.size = size
+			}
 			return ev, nil
 		}
 		if line[0] == ':' {
@@ -121,17 +134,26 @@ func (p *sseParser) next() (sseEvent, error) {
 				value = value[1:]
 			}
 		}
+		if p.lineSize > 0 && string(field) != "data" {
+			return sseEvent{}, errSSELineTooLong
+		}
 		switch string(field) {
 		case "event":
 			ev.typ = string(value)
 		case "data":
-			if len(data)+1+len(value) > 2*p.maxLine {
-				return sseEvent{}, errSSEEventTooLarge
+			// Past maxEvent the data is counted, not held.
+			full := len(value)
+			if p.lineSize > 0 {
+				full += p.lineSize - len(line)
 			}
 			if hasData {
-				data = append(data, '\n')
+				size++
+				if len(data) < p.maxEvent {
+					data = append(data, '\n')
+				}
 			}
-			data = append(data, value...)
+			size += full
+			data = append(data, value[:min(len(value), max(p.maxEvent-len(data), 0))]...)
 			hasData = true
 		case "id":
 			if bytes.IndexByte(value, 0) < 0 {

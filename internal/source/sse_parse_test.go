@@ -59,7 +59,7 @@ func TestSSEParse(t *testing.T) {
 	for _, c := range cases {
 		for rn, mk := range readers {
 			t.Run(c.name+"/"+rn, func(t *testing.T) {
-				p := newSSEParser(mk(c.wire), 1<<10)
+				p := newSSEParser(mk(c.wire), 1<<10, 1<<11)
 				var got []sseEvent
 				for {
 					ev, err := p.next()
@@ -81,62 +81,79 @@ func TestSSEParse(t *testing.T) {
 }
 
 // TestSSEParseLineCap: a line of up to sseMaxLine bytes (its end not
-// counted) is read; one byte more is errSSELineTooLong, whatever the line
-// end, and the cap is per line, not per event.
+// counted) is held; a data: line past it is cut there and its event says
+// how long its data was (an oversize record, not an error), whatever the
+// line end; a comment past it is passed over without being held; any
+// other line past it is errSSELineTooLong. The cap is per
+// line: two lines at the cap join.
 func TestSSEParseLineCap(t *testing.T) {
 	t.Parallel()
 	data := func(n int) string { return "data: " + strings.Repeat("x", n-len("data: ")) }
 	cases := []struct {
 		name     string
 		wire     string
-		wantData int // the length of the one event's data; -1 errSSELineTooLong
+		wantData int // the length of the one event's data held; -1 errSSELineTooLong; -2 io.EOF
+		wantSize int // its length when cut, else 0
 	}{
-		{"at the cap lf", "id: 1\n" + data(sseMaxLine) + "\n\n", sseMaxLine - 6},
-		{"at the cap crlf", "id: 1\r\n" + data(sseMaxLine) + "\r\n\r\n", sseMaxLine - 6},
-		{"at the cap cr", "id: 1\r" + data(sseMaxLine) + "\r\r", sseMaxLine - 6},
-		{"one past the cap lf", "id: 1\n" + data(sseMaxLine+1) + "\n\n", -1},
-		{"one past the cap crlf", "id: 1\r\n" + data(sseMaxLine+1) + "\r\n\r\n", -1},
-		{"one past the cap unterminated", "id: 1\n" + data(sseMaxLine+1), -1},
-		{"a comment past the cap", ":" + strings.Repeat("x", sseMaxLine) + "\nid: 1\ndata: {}\n\n", -1},
-		{"two lines at the cap join past it", "id: 1\n" + data(sseMaxLine) + "\n" + data(sseMaxLine) + "\n\n", 2*(sseMaxLine-6) + 1},
+		{"at the cap lf", "id: 1\n" + data(sseMaxLine) + "\n\n", sseMaxLine - 6, 0},
+		{"at the cap crlf", "id: 1\r\n" + data(sseMaxLine) + "\r\n\r\n", sseMaxLine - 6, 0},
+		{"at the cap cr", "id: 1\r" + data(sseMaxLine) + "\r\r", sseMaxLine - 6, 0},
+		{"one past the cap lf", "id: 1\n" + data(sseMaxLine+1) + "\n\n", sseMaxLine - 6, sseMaxLine - 5},
+		{"one past the cap crlf", "id: 1\r\n" + data(sseMaxLine+1) + "\r\n\r\n", sseMaxLine - 6, sseMaxLine - 5},
+		{"one past the cap unterminated", "id: 1\n" + data(sseMaxLine+1), -2, 0},
+		{"a comment past the cap is passed over", ":" + strings.Repeat("x", sseMaxLine) + "\nid: 1\ndata: {}\n\n", 2, 0},
+		{"an id past the cap", "id: " + strings.Repeat("1", sseMaxLine) + "\ndata: {}\n\n", -1, 0},
+		{"two lines at the cap join past it", "id: 1\n" + data(sseMaxLine) + "\n" + data(sseMaxLine) + "\n\n", 2*(sseMaxLine-6) + 1, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			p := newSSEParser(strings.NewReader(c.wire), sseMaxLine)
+			p := newSSEParser(strings.NewReader(c.wire), sseMaxLine, 2*sseMaxLine)
 			ev, err := p.next()
-			if c.wantData < 0 {
+			switch c.wantData {
+			case -1:
 				require.ErrorIs(t, err, errSSELineTooLong)
+				return
+			case -2:
+				require.Equal(t, io.EOF, err)
 				return
 			}
 			require.NoError(t, err)
-			require.Equal(t, "1", ev.id)
 			require.Len(t, ev.data, c.wantData)
+			require.Equal(t, c.wantSize, ev.size)
 			_, err = p.next()
 			require.Equal(t, io.EOF, err)
 		})
 	}
 }
 
-// TestSSEParseEventCap: an event's data lines may join up to twice the line
-// bound; past that the event is errSSEEventTooLarge, read without holding
-// more than the bound (a feed of 1 GB in one event once drove idem to 4 GB).
+// TestSSEParseEventCap: an event's data is held up to maxEvent bytes; past
+// that it is cut, counted and the event dispatched with its size (an
+// invalid_too_large record), without holding more (a feed of 1 GB in one
+// event once drove idem to 4 GB); the next event is read as usual.
 func TestSSEParseEventCap(t *testing.T) {
 	t.Parallel()
 	line := "data: " + strings.Repeat("x", 58) + "\n" // 64 bytes with its end
-	p := newSSEParser(strings.NewReader("id: 1\n"+strings.Repeat(line, 2)+"\nid: 2\n"+strings.Repeat(line, 3)+"\n"), 64)
+	p := newSSEParser(strings.NewReader("id: 1\n"+strings.Repeat(line, 2)+"\nid: 2\n"+strings.Repeat(line, 3)+"\nid: 3\ndata: {}\n\n"), 64, 128)
 	ev, err := p.next()
 	require.NoError(t, err)
 	require.Len(t, ev.data, 2*58+1)
-	_, err = p.next()
-	require.ErrorIs(t, err, errSSEEventTooLarge)
+	require.Zero(t, ev.size)
+	ev, err = p.next()
+	require.NoError(t, err)
+	require.Equal(t, "2", ev.id)
+	require.Len(t, ev.data, 128)
+	require.Equal(t, 3*58+2, ev.size)
+	ev, err = p.next()
+	require.NoError(t, err)
+	require.Equal(t, "{}", string(ev.data))
 }
 
-// TestSSEParseLineTooLongAfterEvents: the events before the long line are
-// returned; the error comes where the line is.
+// TestSSEParseLineTooLongAfterEvents: the events before a long line that
+// is not data are returned; the error comes where the line is.
 func TestSSEParseLineTooLongAfterEvents(t *testing.T) {
 	t.Parallel()
-	p := newSSEParser(strings.NewReader("id: 1\ndata: {}\n\nid: 2\ndata: "+strings.Repeat("x", 100)+"\n\n"), 64)
+	p := newSSEParser(strings.NewReader("id: 1\ndata: {}\n\nid: 2\nevent: "+strings.Repeat("x", 100)+"\n\n"), 64, 128)
 	ev, err := p.next()
 	require.NoError(t, err)
 	require.Equal(t, "1", ev.id)

@@ -1,9 +1,7 @@
 package source
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -237,7 +235,7 @@ func checkSSEResponse(url string, resp *http.Response) error {
 // while an event waits for Read.
 func (s *sseSession) readEvents(ctx context.Context, body io.Reader, idle *time.Timer) (gotNew bool, err error) {
 	url := s.r.url
-	p := newSSEParser(body, s.r.opts.MaxLine)
+	p := newSSEParser(body, s.r.opts.MaxLine, s.r.opts.MaxEvent)
 	prev := int64(-1) // the last id on this connection
 	for {
 		ev, err := p.next()
@@ -247,9 +245,6 @@ func (s *sseSession) readEvents(ctx context.Context, body io.Reader, idle *time.
 		if err != nil {
 			if errors.Is(err, errSSELineTooLong) {
 				return gotNew, &sseFatal{job.Refuse("stream", "sse %s: a line of more than %d bytes after id %d: idem reads one JSON object per event; check the feed", url, s.r.opts.MaxLine, s.lastRead)}
-			}
-			if errors.Is(err, errSSEEventTooLarge) {
-				return gotNew, &sseFatal{job.Refuse("stream", "sse %s: an event of more than %d bytes of data after id %d: idem holds one event's data in memory and reads one JSON object per event; check the feed", url, 2*s.r.opts.MaxLine, s.lastRead)}
 			}
 			if err == io.EOF {
 				err = nil
@@ -275,7 +270,7 @@ func (s *sseSession) readEvents(ctx context.Context, body io.Reader, idle *time.
 				idle.Stop()
 			}
 			select {
-			case s.events <- Record{Position: id, Value: ev.data}:
+			case s.events <- Record{Position: id, Value: ev.data, Oversize: ev.size}:
 			case <-ctx.Done():
 				return gotNew, ctx.Err()
 			}
@@ -321,11 +316,6 @@ func (s *sseSession) check(ev sseEvent, prev int64) (int64, error) {
 	}
 	if prev >= 0 && id <= prev {
 		return 0, job.Refuse("stream", "sse %s: event id %d after id %d on one connection does not increase: %s", url, id, prev, fix)
-	}
-	if id > s.lastRead && s.wanted(ev.typ) {
-		if v := bytes.TrimSpace(ev.data); len(v) == 0 || v[0] != '{' || !json.Valid(v) {
-			return 0, job.Refuse("stream", "sse %s: event id %d: data %s is not one JSON object: each event's data must be one JSON object (the record)", url, id, clip(ev.data))
-		}
 	}
 	return id, nil
 }

@@ -29,6 +29,11 @@ type Record struct {
 	Partition string
 	Position  int64
 	Value     []byte
+	// Null is a record with no value at all (a Kafka tombstone).
+	Null bool
+	// Oversize, when not 0, is the record's length in bytes: it was past
+	// what the reader holds, and Value is only its first bytes.
+	Oversize int
 }
 
 // A Gap is a stretch of positions of a partition that the source no longer
@@ -86,7 +91,7 @@ func OpenStream(j *job.Job) (StreamReader, error) {
 	case job.KindSSE:
 		// A connection that sends nothing (not even a comment) for a
 		// minute is taken as dead and reopened from the last event read.
-		return NewSSEReader(j.Input.Stream.URL, SSEOptions{IdleTimeout: time.Minute}), nil
+		return NewSSEReader(j.Input.Stream.URL, SSEOptions{IdleTimeout: time.Minute, Events: j.Input.Stream.Events, MaxEvent: j.Input.Stream.MaxRecordBytes}), nil
 	default:
 		return nil, fmt.Errorf("job %s: no reader for stream kind %q", j.Name, j.Input.Stream.Kind)
 	}

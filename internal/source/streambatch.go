@@ -12,6 +12,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"unicode/utf8"
 
 	"slices"
 	"strconv"
@@ -43,7 +44,12 @@ type StreamBatch struct {
 	// batch starts where the reader chose ([input] start) without reading
 	// a record there: their positions commit with the batch.
 	Pinned []string
-	File   InputFile // the JSONL file; Path is empty when Records is 0
+	// Rejects are the records that are not one record the pipeline can
+	// read (not one JSON object, invalid UTF-8, a field twice or one the
+	// pipeline does not read, past max_record_bytes, a tombstone): each is
+	// a row of no fields in the file, and its outcome is the reject's.
+	Rejects []catalog.Reject
+	File    InputFile // the JSONL file; Path is empty when Records is 0
 }
 
 // StreamRange is the positions of one partition a batch read.
@@ -96,7 +102,9 @@ func GapNote(gaps []Gap) string {
 // refuses gaps unless allowGap (a *GapError), skips records the source
 // replayed below a position committed or already taken, and writes the
 // records to a JSONL file in dir. A batch of no records has no file. A
-// record whose value is not one JSON object is an error naming it.
+// record that is not one record the pipeline can read is a reject (see
+// checkRecord): its line is {} and its outcome the reject's; the batch
+// goes on past it.
 func ReadStreamBatch(ctx context.Context, q catalog.Querier, j *job.Job, r StreamReader, dir string, allowGap bool) (*StreamBatch, error) {
 	from, err := catalog.ReadPositions(ctx, q, j.Name)
 	if err != nil {
@@ -120,6 +128,10 @@ func ReadStreamBatch(ctx context.Context, q catalog.Querier, j *job.Job, r Strea
 	}
 	b.Gaps = real
 	ranges := map[string]*StreamRange{}
+	cols := map[string]bool{}
+	for _, c := range j.Pipeline.ColumnNames() {
+		cols[c] = true
+	}
 	var buf bytes.Buffer
 	for _, rec := range recs {
 		if b.Records >= spec.MaxRecords {
@@ -133,11 +145,17 @@ func ReadStreamBatch(ctx context.Context, q catalog.Querier, j *job.Job, r Strea
 			// next is Position+1: nothing may wrap.
 			return nil, job.Refuse("stream", "read %s: record %s:%d: a position outside 0..%d cannot be recorded (the next position must fit in a signed 64-bit integer)", streamName(j), partitionName(rec.Partition), rec.Position, int64(math.MaxInt64-1))
 		}
-		var line bytes.Buffer
-		if err := json.Compact(&line, rec.Value); err != nil || !bytes.HasPrefix(line.Bytes(), []byte("{")) {
-			return nil, fmt.Errorf("read %s: record %s:%d is not one JSON object (format = \"jsonl\"): %.80q", streamName(j), partitionName(rec.Partition), rec.Position, rec.Value)
+		line, outcome := checkRecord(rec, spec.MaxRecordBytes, cols, j.Input.ExtraColumns == job.ExtraIgnore)
+		if outcome != "" {
+			size := len(rec.Value)
+			if rec.Oversize > 0 {
+				size = rec.Oversize
+			}
+			b.Rejects = append(b.Rejects, catalog.Reject{Row: int64(b.Records) + 1, Partition: rec.Partition, Position: rec.Position,
+				Outcome: outcome, Bytes: size, Prefix: strconv.Quote(string(rec.Value[:min(len(rec.Value), catalog.RejectPrefix)]))})
+			line = []byte("{}")
 		}
-		buf.Write(line.Bytes())
+		buf.Write(line)
 		buf.WriteByte('\n')
 		next[rec.Partition] = rec.Position + 1
 		b.Next[rec.Partition] = rec.Position + 1
@@ -292,7 +310,7 @@ func (s *Stream) Kind() string { return s.Job.Input.Stream.Kind }
 // the positions after it are committed with the run (Resolved.Positions).
 func (s *Stream) Resolve(context.Context) (*Resolved, error) {
 	files := []InputFile{s.Batch.File}
-	return &Resolved{Files: files, Format: job.FormatJSONL, Digest: Digest(files), Positions: s.Batch.Next}, nil
+	return &Resolved{Files: files, Format: job.FormatJSONL, Digest: Digest(files), Positions: s.Batch.Next, Rejects: s.Batch.Rejects}, nil
 }
 
 // Stage checks, inside the run's transaction, that the committed positions
@@ -325,4 +343,59 @@ func mergeKeys(a, b map[string]int64) map[string]int64 {
 		out[k] = v
 	}
 	return out
+}
+
+// The outcomes of a stream record that is not one record the pipeline can
+// read.
+const (
+	RejectTooLarge       = "invalid_too_large"
+	RejectTombstone      = "invalid_tombstone"
+	RejectUTF8           = "invalid_utf8"
+	RejectJSON           = "invalid_json"
+	RejectDuplicateField = "invalid_duplicate_field"
+	RejectExtraField     = "invalid_extra_field"
+)
+
+// checkRecord returns rec's value as one compact JSON line, or the outcome
+// of a record that is not one record the pipeline reads: past maxBytes, a
+// tombstone (no value), invalid UTF-8, not one JSON object, a top-level
+// field twice (DuckDB would refuse the whole batch), or a field the
+// pipeline does not read (cols) unless ignoreExtra.
+func checkRecord(rec Record, maxBytes int, cols map[string]bool, ignoreExtra bool) ([]byte, string) {
+	switch {
+	case rec.Oversize > 0 || len(rec.Value) > maxBytes:
+		return nil, RejectTooLarge
+	case rec.Null:
+		return nil, RejectTombstone
+	case !utf8.Valid(rec.Value):
+		return nil, RejectUTF8
+	}
+	var line bytes.Buffer
+	if err := json.Compact(&line, rec.Value); err != nil || !bytes.HasPrefix(line.Bytes(), []byte("{")) {
+		return nil, RejectJSON
+	}
+	dec := json.NewDecoder(bytes.NewReader(line.Bytes()))
+	if _, err := dec.Token(); err != nil { // {
+		return nil, RejectJSON
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, RejectJSON
+		}
+		k, _ := tok.(string)
+		if seen[k] {
+			return nil, RejectDuplicateField
+		}
+		seen[k] = true
+		if !cols[k] && !ignoreExtra {
+			return nil, RejectExtraField
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, RejectJSON
+		}
+	}
+	return line.Bytes(), ""
 }

@@ -318,6 +318,20 @@ func TestBadInput(t *testing.T) {
 			code: 2, msg: []string{"stream.toml:9: input.max_records: must be a positive number of records (got 0)"},
 		},
 		{
+			name: "stream input: max_record_bytes out of range",
+			args: func(t *testing.T, e *badInputEnv) []string {
+				return []string{"run", e.writeJob("stream.toml", streamJob("kafka", "max_record_bytes = 0"))}
+			},
+			code: 2, msg: []string{"stream.toml:9: input.max_record_bytes: must be between 1 and 1073741824 bytes (got 0)"},
+		},
+		{
+			name: "stream input: events on a kafka topic",
+			args: func(t *testing.T, e *badInputEnv) []string {
+				return []string{"run", e.writeJob("stream.toml", streamJob("kafka", `events = ["change"]`))}
+			},
+			code: 2, msg: []string{`stream.toml:9: input.events: events applies to kind = "sse"`},
+		},
+		{
 			name: "stream input: csv format",
 			args: func(t *testing.T, e *badInputEnv) []string {
 				return []string{"run", e.writeJob("stream.toml", streamJob("kafka", `format = "csv"`))}

@@ -92,6 +92,9 @@ func (a *app) printBatch(sr *run.StreamResult) {
 	if sr.Gap != "" {
 		fmt.Fprintf(a.stdout, "  %s\n", sr.Gap)
 	}
+	if n := run.RejectNote(sr.Rejected); n != "" {
+		fmt.Fprintf(a.stdout, "  %s\n", n)
+	}
 }
 
 // lagText reads " · lag 0:0 1:12 2:0", partitions in numeric order.

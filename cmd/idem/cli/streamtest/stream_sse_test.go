@@ -2,11 +2,13 @@ package streamtest
 
 import (
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -159,4 +161,38 @@ func TestStreamSSEKillFollow(t *testing.T) {
 	require.Equal(t, clitest.FoldRides(n, entities), clitest.QueryStrs(t, dbPath, `SELECT concat_ws(' ', entity_id, source_version, value) FROM rides ORDER BY entity_id`))
 	require.Equal(t, []int64{int64(n + 1)}, clitest.QueryInts(t, dbPath, `SELECT next FROM idem.positions`))
 	require.Equal(t, []int64{0}, clitest.QueryInts(t, dbPath, `SELECT count(*) - count(DISTINCT batch_id) FROM idem.ledger WHERE job = 'rides'`))
+}
+
+// TestStreamSSEBadEvents: an SSE feed's events of a type not in events =
+// [...] are passed over; an event whose data is not one JSON object, is
+// invalid UTF-8 or is past max_record_bytes is an invalid_* outcome naming
+// its id, and the batch commits past it.
+func TestStreamSSEBadEvents(t *testing.T) {
+	t.Parallel()
+	good := func(i int) string { return string(clitest.RideChange(i, 5, 1).Value) }
+	body := "id: 1\ndata: " + good(0) + "\n\n" +
+		"id: 2\nevent: ping\ndata: not json\n\n" +
+		"id: 3\ndata: [1]\n\n" +
+		"id: 4\ndata: {\"change_id\":\"u\",\"value\":\"\xff\"}\n\n" +
+		"id: 5\ndata: {\"change_id\":\"big\",\n" + strings.Repeat("data: "+strings.Repeat("y", 99)+"\n", 4) + "\n" +
+		"id: 6\ndata: " + good(1) + "\n\n"
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, body)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	jobPath := sseJobFile(t, dir, srv.URL, "max_record_bytes = 300\nevents = [\"message\"]\n")
+	db := filepath.Join(dir, "rides.duckdb")
+	code, out, errOut := clitest.InProcess(t, "run", jobPath)
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, "rides: applied rides::1-6 · snapshot 1 · 5 records")
+	require.Contains(t, out, "\n  rejected 3 record(s): :3 invalid_json, :4 invalid_utf8, :5 invalid_too_large\n")
+	require.Equal(t, []string{"accepted 2", "invalid_json 1", "invalid_too_large 1", "invalid_utf8 1"},
+		clitest.QueryStrs(t, db, `SELECT outcome || ' ' || count(*) FROM rides_outcomes GROUP BY outcome ORDER BY outcome`))
+	require.Equal(t, []int64{7}, clitest.QueryInts(t, db, `SELECT next FROM idem.positions WHERE job = 'rides'`))
+	require.Equal(t, []string{"419"}, clitest.QueryStrs(t, db, `SELECT json_extract_string(inputs, '$.rejects[2].bytes') FROM idem.snapshots WHERE job = 'rides' AND snapshot = 1`))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -341,24 +342,66 @@ func TestStreamPositionMovedIsRefused(t *testing.T) {
 	require.Equal(t, before, clitest.CaptureState(t, dbPath))
 }
 
-// TestStreamBadRecord: a message that is not one JSON object fails the
-// run (exit 1), naming its partition and offset; nothing is written and
-// the positions stay, so the run stops at it rather than skip it.
+// TestStreamBadRecord: records that are not one record the pipeline can
+// read, among valid ones, are each an invalid_* outcome naming partition
+// and offset, not a wall: not one JSON object, empty, a tombstone, invalid
+// UTF-8, a field twice, a field the pipeline does not read, past
+// max_record_bytes. The batch commits, the positions move past them, every
+// record has exactly one outcome, the target is the fold of the valid
+// ones, the snapshot records the rejects (a bounded prefix each) and rerun
+// reproduces it.
 func TestStreamBadRecord(t *testing.T) {
 	t.Parallel()
 	k := clitest.StartKafka(t, 1)
 	dir := t.TempDir()
-	jobPath := k.JobFile(dir, "")
+	jobPath := k.JobFile(dir, "max_record_bytes = 300\n")
 	db := filepath.Join(dir, "rides.duckdb")
-	k.Produce(clitest.RideChange(0, 5, 1))
-	code, _, stderr := clitest.InProcess(t, "run", jobPath)
-	require.Equal(t, 0, code, stderr)
-	k.Produce(clitest.RideChange(1, 5, 1), &kgo.Record{Topic: "rides", Value: []byte("[1, 2]")})
-	before := clitest.CaptureState(t, db)
-	code, _, stderr = clitest.InProcess(t, "run", jobPath)
-	require.Equal(t, 1, code, stderr)
-	require.Contains(t, stderr, `read rides: record 0:2 is not one JSON object (format = "jsonl")`)
-	require.Equal(t, before, clitest.CaptureState(t, db))
+	val := func(s string) *kgo.Record { return &kgo.Record{Topic: "rides", Value: []byte(s)} }
+	k.Produce(clitest.RideChange(0, 5, 1),
+		val("[1, 2]"),
+		&kgo.Record{Topic: "rides", Value: nil},
+		val(""),
+		val("{\"change_id\":\"u\",\"entity_id\":\"e\xff\",\"source_version\":1,\"operation\":\"upsert\",\"value\":\"x\"}"),
+		val(`{"change_id":"d","entity_id":"e1","source_version":9,"operation":"upsert","value":"a","value":"b"}`),
+		val(`{"change_id":"x","entity_id":"e1","source_version":9,"operation":"upsert","value":"a","colour":"red"}`),
+		val(`{"change_id":"big","entity_id":"e1","source_version":9,"operation":"upsert","value":"`+strings.Repeat("y", 400)+`"}`),
+		clitest.RideChange(1, 5, 1),
+		val(`{"change_id":"v","entity_id":"e2","source_version":"x","operation":"upsert","value":"a"}`),
+	)
+	code, out, errOut := clitest.InProcess(t, "run", jobPath, "--json")
+	require.Equal(t, 0, code, out+errOut)
+	b := clitest.BatchLines(t, out)
+	require.Len(t, b, 1)
+	require.Equal(t, "applied", b[0].Decision)
+	require.Equal(t, 10, b[0].Records)
+	require.Equal(t, map[string]int64{"0": 10}, b[0].Positions)
+	require.Equal(t, []string{
+		"1 invalid_json", "2 invalid_tombstone", "3 invalid_json", "4 invalid_utf8", "5 invalid_duplicate_field",
+		"6 invalid_extra_field", "7 invalid_too_large",
+	}, clitest.QueryStrs(t, db, `SELECT concat_ws(' ', r.position, r.outcome) FROM (SELECT unnest(CAST(json_extract(inputs, '$.rejects') AS STRUCT(row BIGINT, "partition" VARCHAR, position BIGINT, outcome VARCHAR, bytes BIGINT, prefix VARCHAR)[])) AS r FROM idem.snapshots WHERE job = 'rides' AND snapshot = 1) ORDER BY r.position`))
+	require.Equal(t, []string{"accepted 2", "invalid_duplicate_field 1", "invalid_extra_field 1", "invalid_json 2", "invalid_tombstone 1", "invalid_too_large 1", "invalid_utf8 1", "invalid_version 1"},
+		clitest.QueryStrs(t, db, `SELECT outcome || ' ' || count(*) FROM rides_outcomes GROUP BY outcome ORDER BY outcome`))
+	require.Equal(t, []string{"e0 1 v0", "e1 2 v1"}, clitest.QueryStrs(t, db, `SELECT concat_ws(' ', entity_id, source_version, value) FROM rides ORDER BY ALL`))
+	prefix := clitest.QueryStrs(t, db, `SELECT json_extract_string(inputs, '$.rejects[6].prefix') || ' ' || json_extract_string(inputs, '$.rejects[6].bytes') FROM idem.snapshots WHERE job = 'rides' AND snapshot = 1`)
+	require.Equal(t, []string{strconv.Quote(`{"change_id":"big","entity_id":"e1","source_version":9,"operatio`) + " 487"}, prefix)
+
+	require.Len(t, b[0].Rejected, 7)
+	require.Equal(t, []string{"rejected 7 record(s): 0:1 invalid_json, 0:2 invalid_tombstone, 0:3 invalid_json, 0:4 invalid_utf8, 0:5 invalid_duplicate_field, 0:6 invalid_extra_field, 0:7 invalid_too_large"},
+		clitest.QueryStrs(t, db, `SELECT message FROM idem.runs WHERE job = 'rides' AND snapshot = 1`))
+	k.Produce(val("nope"), clitest.RideChange(2, 5, 1))
+	code, out, errOut = clitest.InProcess(t, "run", jobPath)
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, "rides: applied rides:0:10-11 · snapshot 2 · 2 records")
+	require.Contains(t, out, "\n  rejected 1 record(s): 0:10 invalid_json\n")
+	code, out, errOut = clitest.InProcess(t, "rerun", jobPath, "--snapshot", "1", "--json")
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, `"reproduced":true`)
+
+	// Erasing e1 drops the prefixes that hold it; the others stay.
+	code, out, errOut = clitest.InProcess(t, "erase", jobPath, "--key", "e1")
+	require.Equal(t, 0, code, out+errOut)
+	require.Equal(t, []string{`1 "[1, 2]"`, `2 ""`, `3 ""`, `4 "{\"change_id\":\"u\",\"entity_id\":\"e\xff\",\"source_version\":1,\"operation\""`, "5 ", "6 ", "7 "},
+		clitest.QueryStrs(t, db, `SELECT r.position || ' ' || r.prefix FROM (SELECT unnest(CAST(json_extract(inputs, '$.rejects') AS STRUCT(row BIGINT, "partition" VARCHAR, position BIGINT, outcome VARCHAR, bytes BIGINT, prefix VARCHAR)[])) AS r FROM idem.snapshots WHERE job = 'rides' AND snapshot = 1) ORDER BY r.position`))
 }
 
 // TestStreamStartLatest: with start = "latest" the first run reads nothing

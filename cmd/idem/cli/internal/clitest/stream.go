@@ -87,6 +87,7 @@ type BatchLine struct {
 	Positions map[string]int64 `json:"positions"`
 	Lag       map[string]int64 `json:"lag"`
 	Gap       string           `json:"gap"`
+	Rejected  []map[string]any `json:"rejected"`
 }
 
 // BatchLines decodes each line of stdout as a BatchLine.
