@@ -37,6 +37,8 @@ type DB struct {
 	// included, so a descriptor opened and closed per copy would let
 	// another writer in.
 	self *os.File
+	// opts are the options it was opened with (Yield opens it again).
+	opts OpenOptions
 }
 
 // OpenOptions are the settings applied when a database is opened.
@@ -167,6 +169,10 @@ func open(ctx context.Context, path string, opts OpenOptions, accept func(*Repli
 		sweepLeftovers(ReplicaPath(path), replicaTag)
 	}
 	replicaTried := false
+	// A wait is announced beside the database (waiting.go), so that a
+	// follower holding it yields between batches.
+	var marker string
+	defer func() { unmarkWaiting(marker) }()
 	deadline := time.Now().Add(opts.Wait)
 	delay := 20 * time.Millisecond
 	waited := false
@@ -188,6 +194,9 @@ func open(ctx context.Context, path string, opts OpenOptions, accept func(*Repli
 		left := time.Until(deadline)
 		if left <= 0 {
 			return nil, err
+		}
+		if marker == "" {
+			marker = markWaiting(path)
 		}
 		if !waited && opts.Fault != nil {
 			opts.Fault(FaultOpenWait)
@@ -239,7 +248,7 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 		}
 		return nil, locked
 	}
-	d := &DB{sql: db, path: path, readOnly: opts.ReadOnly, replica: opts.DuckDB.ReadReplica && !opts.ReadOnly}
+	d := &DB{sql: db, path: path, readOnly: opts.ReadOnly, replica: opts.DuckDB.ReadReplica && !opts.ReadOnly, opts: opts}
 	check := func(ctx context.Context) error { return catalog.Migrate(ctx, d.sql, d.path, opts.Fault) }
 	if opts.ReadOnly {
 		check = func(ctx context.Context) error {

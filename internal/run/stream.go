@@ -34,6 +34,10 @@ type StreamOptions struct {
 	// OnBatch is called after each batch committed, and after each empty
 	// read of a run that does not follow.
 	OnBatch func(*StreamResult)
+	// OnYield is called after a follow run let another command that
+	// waited for the database have it (DB.Yield), with how long it was
+	// let go.
+	OnYield func(time.Duration)
 }
 
 // StreamResult is what one batch of a stream job reports.
@@ -115,6 +119,16 @@ func (d *DB) RunStream(ctx context.Context, j *job.Job, opts RunOptions, so Stre
 		}
 		if so.MaxBatches > 0 && len(out) >= so.MaxBatches {
 			return out, nil
+		}
+		// Between batches, a command waiting for the database (erase,
+		// expire, compact, backup with --wait) has it.
+		if took, err := d.Yield(ctx); err != nil {
+			if ctx.Err() != nil {
+				return out, nil
+			}
+			return out, fmt.Errorf("follow %s: open the database again after letting another command have it: %w", j.Name, err)
+		} else if took > 0 && so.OnYield != nil {
+			so.OnYield(took)
 		}
 	}
 }

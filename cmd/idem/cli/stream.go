@@ -68,6 +68,11 @@ func (a *app) runStream(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunO
 				a.printResult(sr.Run)
 			}
 			a.printBatch(sr)
+		},
+		OnYield: func(took time.Duration) {
+			if !f.jsonOut {
+				fmt.Fprintf(a.stdout, "%s: let a waiting command have the database for %s\n", j.Name, took.Round(time.Millisecond))
+			}
 		}}
 	_, err = db.RunStream(cmd.Context(), j, opts, so)
 	closeErr := done(err)

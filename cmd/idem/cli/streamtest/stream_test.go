@@ -499,3 +499,52 @@ func TestStreamErase(t *testing.T) {
 	require.Equal(t, 0, code, out+errOut)
 	require.Equal(t, []string{"ex 5 after"}, clitest.QueryStrs(t, db, `SELECT concat_ws(' ', entity_id, source_version, value) FROM rides WHERE entity_id = 'ex'`))
 }
+
+// TestStreamFollowYields: idem erase --wait and idem expire --wait, run
+// while idem run --follow holds the database, complete within a few
+// batch intervals: the follower lets them have it between batches and
+// goes on applying records after them, none lost or doubled.
+func TestStreamFollowYields(t *testing.T) {
+	t.Parallel()
+	k := clitest.StartKafka(t, 1)
+	dir := t.TempDir()
+	jobPath := k.JobFile(dir, "max_records = 5\n[retention]\nkeep_snapshots = 3\n")
+	db := filepath.Join(dir, "rides.duckdb")
+	for i := range 10 {
+		k.Produce(clitest.RideChange(i, 5, 1))
+	}
+	follower := clitest.StartIdem(t, nil, "run", jobPath, "--follow", "--idle-exit", "10s", "--wait", "60s")
+	// The follower's first batch commits before the erasure has a row to
+	// erase: until then the erasure says the job has no snapshot.
+	var erase *clitest.IdemProcess
+	deadline := time.Now().Add(time.Minute)
+	for {
+		erase = clitest.StartIdem(t, nil, "erase", jobPath, "--key", "e3", "--wait", "60s")
+		code := erase.Wait(t, 90*time.Second)
+		if code == 0 {
+			break
+		}
+		require.Contains(t, erase.Stderr.String(), "has no snapshot yet", "erase exited %d", code)
+		if time.Now().After(deadline) {
+			_ = follower.Cmd.Process.Kill()
+			follower.Wait(t, time.Minute)
+			t.Fatalf("the follower committed no batch: %s%s", follower.Stdout.String(), follower.Stderr.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	require.Less(t, erase.Elapsed, 30*time.Second, "erase waited for the follower to end")
+	require.False(t, follower.Exited(), "the follower ended before the erasure: %s", follower.Stderr.String())
+	expire := clitest.StartIdem(t, nil, "expire", jobPath, "--wait", "60s")
+	require.Equal(t, 0, expire.Wait(t, 90*time.Second), expire.Stderr.String())
+	require.False(t, follower.Exited(), "the follower ended before the expiry: %s", follower.Stderr.String())
+	for i := 10; i < 20; i++ {
+		k.Produce(clitest.RideChange(i, 5, 1))
+	}
+	require.Equal(t, 0, follower.Wait(t, 2*time.Minute), follower.Stderr.String())
+	require.Contains(t, follower.Stdout.String(), "rides: let a waiting command have the database for ")
+	require.Equal(t, []int64{20}, clitest.QueryInts(t, db, `SELECT next FROM idem.positions WHERE job = 'rides'`))
+	// e3's records before the erasure are gone; the ones produced after it
+	// are new versions and apply.
+	require.Equal(t, []string{"e3 19 v18"}, clitest.QueryStrs(t, db, `SELECT concat_ws(' ', entity_id, source_version, value) FROM rides WHERE entity_id = 'e3'`))
+	require.Equal(t, []int64{0}, clitest.QueryInts(t, db, `SELECT count(*) - count(DISTINCT batch_id) FROM idem.ledger WHERE job = 'rides'`))
+}
