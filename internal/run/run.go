@@ -56,6 +56,11 @@ type RunOptions struct {
 	// accepted with --allow-gap).
 	Note string
 
+	// NoCheckpoint leaves the commit in the WAL instead of checkpointing
+	// after it (a follow run checkpoints every few seconds; stream.go).
+	// The fault points of the checkpoint are still passed.
+	NoCheckpoint bool
+
 	// Rejects are the recorded rejects of the stream batch a rerun
 	// replays: the same rows get the same invalid_* outcomes.
 	Rejects []catalog.Reject
@@ -334,9 +339,11 @@ func (d *DB) run(ctx context.Context, j *job.Job, opts RunOptions) (*Result, err
 	// Keep the WAL short: DuckDB replays it on open, and index DDL in a WAL
 	// has had replay bugs. A failure here does not undo the commit.
 	fault(opts, FaultCheckpoint)
-	done = opts.Progress.Start("checkpoint")
-	_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
-	done()
+	if !opts.NoCheckpoint {
+		done = opts.Progress.Start("checkpoint")
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
+		done()
+	}
 	fault(opts, FaultAfterCheckpoint)
 	res.Replica = d.PublishReplica(ctx, opts.Fault) // replica.go
 	return res, nil

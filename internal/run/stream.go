@@ -89,11 +89,31 @@ func (d *DB) RunStream(ctx context.Context, j *job.Job, opts RunOptions, so Stre
 	}
 	var out []*StreamResult
 	idleSince := time.Now()
+	// A follow run checkpoints the database at most every
+	// followCheckpointEvery, not after every batch (DuckDB also
+	// checkpoints when its WAL grows past its threshold), and once when it
+	// ends: the WAL a kill leaves is replayed by the next open.
+	lastCheckpoint := time.Now()
+	deferred := false
+	defer func() {
+		if deferred {
+			_, _ = d.sql.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
+		}
+	}()
 	for {
 		if so.Follow && ctx.Err() != nil {
 			return out, nil
 		}
-		sr, err := d.streamBatch(ctx, j, opts, r, so.AllowGap, !so.Follow)
+		o := opts
+		o.NoCheckpoint = so.Follow && time.Since(lastCheckpoint) < followCheckpointEvery
+		sr, err := d.streamBatch(ctx, j, o, r, so.AllowGap, !so.Follow)
+		if err == nil && sr.Run != nil {
+			if o.NoCheckpoint {
+				deferred = true
+			} else {
+				lastCheckpoint, deferred = time.Now(), false
+			}
+		}
 		if err != nil {
 			if so.Follow && ctx.Err() != nil && errors.Is(err, job.ErrCanceled) {
 				return out, nil // stopped: the batch in flight rolled back whole
@@ -133,12 +153,17 @@ func (d *DB) RunStream(ctx context.Context, j *job.Job, opts RunOptions, so Stre
 	}
 }
 
+// followCheckpointEvery is how often a follow run checkpoints.
+const followCheckpointEvery = 10 * time.Second
+
 // streamBatch reads and applies one batch. An empty read writes nothing;
 // logEmpty records it in the run log (a single run, not each idle poll of
 // a follow run).
 func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r source.StreamReader, allowGap, logEmpty bool) (*StreamResult, error) {
 	start := time.Now()
+	doneRead := opts.Progress.Start("read batch")
 	b, err := source.ReadStreamBatch(ctx, d.sql, j, r, source.StreamDir(d.path), allowGap)
+	doneRead()
 	if err != nil {
 		return nil, d.logError(j, "", job.Canceled(ctx, err))
 	}

@@ -100,7 +100,7 @@ func (f *Files) Resolve(ctx context.Context) (*Resolved, error) {
 // narrows it to the chunk's rows.
 func (f *Files) Stage(ctx context.Context, tx *sql.Tx, r *Resolved) (*Staged, error) {
 	j := f.Job
-	ignored, err := stageInput(ctx, tx, r.Files, r.Format, j.Pipeline.ColumnNames(), j.Input.ExtraColumns == job.ExtraIgnore)
+	ignored, err := stageInput(ctx, tx, r.Files, r.Format, j.Pipeline.ColumnNames(), j.Input.ExtraColumns == job.ExtraIgnore, false)
 	if err != nil {
 		return nil, err
 	}

@@ -20,8 +20,8 @@ import (
 // With ignoreExtra, columns (CSV, Parquet) and fields (JSON Lines) that the
 // pipeline does not read are skipped, and returned as "file: column";
 // otherwise the first one is an error naming the file and the column.
-func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format string, columns []string, ignoreExtra bool) ([]string, error) {
-	s := &stager{columns: columns, ignoreExtra: ignoreExtra}
+func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format string, columns []string, ignoreExtra, checked bool) ([]string, error) {
+	s := &stager{columns: columns, ignoreExtra: ignoreExtra, checked: checked}
 	var paths []string
 	for _, f := range files {
 		if f.Size > 0 {
@@ -70,6 +70,9 @@ func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format strin
 type stager struct {
 	columns     []string
 	ignoreExtra bool
+	// checked says every record's fields were checked already (a stream
+	// batch, checkRecord): a JSONL file is not scanned for extra fields.
+	checked bool
 	ignored     []string
 }
 
@@ -121,6 +124,10 @@ func (s *stager) jsonlReader(ctx context.Context, tx *sql.Tx, files []InputFile)
 	}
 	// The first unexpected field refuses the input; ignored ones are
 	// all named (one per file and field, in file then field order).
+	reader := "read_json(getvariable('idem_input'), format = 'newline_delimited', maximum_object_size = " + maxJSONObject + ", columns = {" + strings.Join(cols, ", ") + "})"
+	if s.checked && !s.ignoreExtra {
+		return reader, nil
+	}
 	limit := "LIMIT 1"
 	if s.ignoreExtra {
 		limit = "GROUP BY ALL ORDER BY filename, k"
@@ -151,7 +158,7 @@ func (s *stager) jsonlReader(ctx context.Context, tx *sql.Tx, files []InputFile)
 	if err := rows.Err(); err != nil {
 		return "", ReadError(err, files, job.FormatJSONL)
 	}
-	return "read_json(getvariable('idem_input'), format = 'newline_delimited', maximum_object_size = " + maxJSONObject + ", columns = {" + strings.Join(cols, ", ") + "})", nil
+	return reader, nil
 }
 
 // parquetReader checks each Parquet file's columns and returns their

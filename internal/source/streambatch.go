@@ -330,7 +330,8 @@ func (s *Stream) Stage(ctx context.Context, tx *sql.Tx, r *Resolved) (*Staged, e
 		}
 	}
 	j := s.Job
-	ignored, err := stageInput(ctx, tx, r.Files, r.Format, j.Pipeline.ColumnNames(), j.Input.ExtraColumns == job.ExtraIgnore)
+	// checkRecord has judged every record's fields as it read the batch.
+	ignored, err := stageInput(ctx, tx, r.Files, r.Format, j.Pipeline.ColumnNames(), j.Input.ExtraColumns == job.ExtraIgnore, true)
 	if err != nil {
 		return nil, err
 	}

@@ -231,6 +231,9 @@ func TestStreamThroughput(t *testing.T) {
 	start := time.Now()
 	code, stdout, stderr := clitest.InProcess(t, "run", k.JobFile(dir, ""), "--follow", "--idle-exit", "1s", "--json")
 	follow := time.Since(start) - time.Second // the idle wait at the end
+	if os.Getenv("IDEM_TIMINGS") != "" {
+		t.Log(stderr)
+	}
 	require.Equal(t, 0, code, stderr)
 	got := 0
 	for _, b := range clitest.BatchLines(t, stdout) {
