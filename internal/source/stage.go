@@ -73,7 +73,7 @@ type stager struct {
 	// checked says every record's fields were checked already (a stream
 	// batch, checkRecord): a JSONL file is not scanned for extra fields.
 	checked bool
-	ignored     []string
+	ignored []string
 }
 
 // check compares a file's columns with the pipeline's.
