@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sort"
 )
@@ -54,4 +55,16 @@ func WritePositions(ctx context.Context, q Querier, job string, next map[string]
 		}
 	}
 	return nil
+}
+
+// StreamIdentity is the identity of the source (a Kafka topic's ID) that
+// job's first and latest stream batches recorded ("" when none did).
+func StreamIdentity(ctx context.Context, q Querier, job string) (first, last string, err error) {
+	var f, l sql.NullString
+	err = q.QueryRowContext(ctx, `SELECT arg_min(id, snapshot), arg_max(id, snapshot) FROM (
+		SELECT snapshot, json_extract_string(inputs, '$.stream_id') AS id FROM idem.snapshots WHERE job = ?) WHERE id IS NOT NULL`, job).Scan(&f, &l)
+	if err != nil {
+		return "", "", fmt.Errorf("read the stream identity of %s: %w", job, err)
+	}
+	return f.String, l.String, nil
 }

@@ -38,6 +38,9 @@ type SnapshotInputs struct {
 	// as one record: each is a row of no fields in the batch file, and its
 	// outcome is the reject's (a rerun tags the same rows).
 	Rejects []Reject `json:"rejects,omitempty"`
+	// StreamID is the identity of the source a stream batch was read from
+	// (a Kafka topic's ID): a later batch from another is refused.
+	StreamID string `json:"stream_id,omitempty"`
 }
 
 // Reject is one stream record read as an invalid_* outcome: row Row (from

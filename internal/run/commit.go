@@ -36,6 +36,9 @@ func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *Pre
 	if p.parts.Partitions != nil {
 		recorded["partitions"] = p.parts.Partitions // a rerun replays --partitions
 	}
+	if p.in.StreamID != "" {
+		recorded["stream_id"] = p.in.StreamID
+	}
 	if rejects := p.rejects(opts); len(rejects) > 0 {
 		recorded["rejects"] = rejects // a rerun tags the same rows
 	}

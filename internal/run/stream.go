@@ -173,7 +173,7 @@ func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r sou
 	if sr.Ranges == nil {
 		sr.Ranges = []source.StreamRange{}
 	}
-	if b.Records == 0 && len(b.Gaps) == 0 && len(b.Pinned) == 0 {
+	if b.Records == 0 && len(b.Gaps) == 0 && len(b.Pinned) == 0 && b.Reset == "" {
 		sr.Decision = job.DecisionSkipped
 		sr.BatchID = ""
 		if logEmpty {
@@ -201,6 +201,10 @@ func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r sou
 	o.Note = sr.Gap
 	if len(b.Pinned) > 0 {
 		o.Note = strings.TrimPrefix(o.Note+"; "+pinnedNote(b), "; ")
+	}
+	if b.Reset != "" {
+		o.Note = strings.TrimPrefix(o.Note+"; "+b.Reset, "; ")
+		sr.Gap = strings.TrimPrefix(sr.Gap+"; "+b.Reset, "; ")
 	}
 	if n := RejectNote(b.Rejects); n != "" {
 		o.Note = strings.TrimPrefix(o.Note+"; "+n, "; ")

@@ -48,6 +48,8 @@ type Resolved struct {
 	// Rejects are, for a stream batch, the records read as an invalid_*
 	// outcome (StreamBatch.Rejects).
 	Rejects []catalog.Reject
+	// StreamID is the identity of the stream's source (StreamBatch).
+	StreamID string
 }
 
 // Staged is what staging found.

@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -276,27 +277,55 @@ func (k *KafkaReader) clientOpts(consume map[string]map[int32]kgo.Offset) []kgo.
 	return append(opts, k.opts...)
 }
 
+// Identity returns the topic's ID (hex), "" when the broker gives none
+// (before Kafka 2.8).
+func (k *KafkaReader) Identity(ctx context.Context) (string, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	admin := k.cl
+	if admin == nil {
+		cl, err := kgo.NewClient(k.clientOpts(nil)...)
+		if err != nil {
+			return "", fmt.Errorf("kafka %v: %w", k.spec.Brokers, err)
+		}
+		defer cl.Close()
+		admin = cl
+	}
+	_, id, err := k.metadata(ctx, admin)
+	return id, err
+}
+
 // partitions lists the topic's partitions.
 func (k *KafkaReader) partitions(ctx context.Context, cl *kgo.Client) ([]int32, error) {
+	parts, _, err := k.metadata(ctx, cl)
+	return parts, err
+}
+
+// metadata reads the topic's partitions and ID.
+func (k *KafkaReader) metadata(ctx context.Context, cl *kgo.Client) ([]int32, string, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	t := kmsg.NewMetadataRequestTopic()
 	t.Topic = kmsg.StringPtr(k.spec.Topic)
 	req.Topics = append(req.Topics, t)
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return nil, fmt.Errorf("kafka %v: metadata of topic %q: %w", k.spec.Brokers, k.spec.Topic, err)
+		return nil, "", fmt.Errorf("kafka %v: metadata of topic %q: %w", k.spec.Brokers, k.spec.Topic, err)
 	}
 	var parts []int32
+	id := ""
 	for _, rt := range resp.Topics {
 		if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
-			return nil, fmt.Errorf("kafka %v: topic %q: %w", k.spec.Brokers, k.spec.Topic, err)
+			return nil, "", fmt.Errorf("kafka %v: topic %q: %w", k.spec.Brokers, k.spec.Topic, err)
+		}
+		if rt.TopicID != [16]byte{} {
+			id = hex.EncodeToString(rt.TopicID[:])
 		}
 		for _, p := range rt.Partitions {
 			parts = append(parts, p.Partition)
 		}
 	}
 	slices.Sort(parts)
-	return parts, nil
+	return parts, id, nil
 }
 
 // listOffsets asks each partition's earliest (ts -2) or end (ts -1) offset.

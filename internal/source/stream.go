@@ -83,6 +83,14 @@ type StreamStarts interface {
 	Starts() map[string]int64
 }
 
+// StreamIdentity is implemented by a reader whose source has an identity
+// beside its name (a Kafka topic's ID): another identity under the same
+// name is another log, whose positions say nothing of the one a job
+// committed from. "" when the source gives none.
+type StreamIdentity interface {
+	Identity(ctx context.Context) (string, error)
+}
+
 // OpenStream opens the reader of job j's stream input.
 func OpenStream(j *job.Job) (StreamReader, error) {
 	switch j.Input.Stream.Kind {

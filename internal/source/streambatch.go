@@ -49,7 +49,15 @@ type StreamBatch struct {
 	// pipeline does not read, past max_record_bytes, a tombstone): each is
 	// a row of no fields in the file, and its outcome is the reject's.
 	Rejects []catalog.Reject
-	File    InputFile // the JSONL file; Path is empty when Records is 0
+	// StreamID is the source's identity (StreamIdentity) as read; Reset,
+	// when set, says the source is another log than the one the positions
+	// were committed from and --allow-gap read it from its start.
+	StreamID string
+	Reset    string
+	File     InputFile // the JSONL file; Path is empty when Records is 0
+	// name is the first part of the batch's id (streamName, tagged with
+	// the source's identity after a reset).
+	name string
 }
 
 // StreamRange is the positions of one partition a batch read.
@@ -111,15 +119,23 @@ func ReadStreamBatch(ctx context.Context, q catalog.Querier, j *job.Job, r Strea
 		return nil, err
 	}
 	spec := j.Input.Stream
-	recs, gaps, err := r.Read(ctx, maps.Clone(from), spec.MaxRecords, spec.MaxWait)
+	b := &StreamBatch{From: from, Next: map[string]int64{}, name: streamName(j)}
+	// readFrom are the positions read from: the committed ones, or, for a
+	// source that is another log than theirs, its start.
+	readFrom := from
+	if id, ok := r.(StreamIdentity); ok {
+		if readFrom, err = checkIdentity(ctx, q, j, id, b, allowGap); err != nil {
+			return nil, err
+		}
+	}
+	recs, gaps, err := r.Read(ctx, maps.Clone(readFrom), spec.MaxRecords, spec.MaxWait)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", streamName(j), err)
 	}
-	b := &StreamBatch{From: from, Next: map[string]int64{}}
-	next := maps.Clone(from)
+	next := maps.Clone(readFrom)
 	var real []Gap
 	for _, g := range gaps {
-		if n, ok := from[g.Partition]; ok && g.Next > n {
+		if n, ok := readFrom[g.Partition]; ok && g.Next > n {
 			real = append(real, Gap{Partition: g.Partition, From: n, Next: g.Next})
 		}
 	}
@@ -175,6 +191,14 @@ func ReadStreamBatch(ctx context.Context, q catalog.Querier, j *job.Job, r Strea
 			b.Next[g.Partition] = g.Next
 		}
 	}
+	if b.Reset != "" {
+		// Every position of the old log goes, read from or not.
+		for p, n := range readFrom {
+			if _, ok := b.Next[p]; !ok {
+				b.Next[p] = n
+			}
+		}
+	}
 	if st, ok := r.(StreamStarts); ok {
 		for p, pos := range st.Starts() {
 			if _, committed := from[p]; committed {
@@ -191,20 +215,23 @@ func ReadStreamBatch(ctx context.Context, q catalog.Querier, j *job.Job, r Strea
 		b.Ranges = append(b.Ranges, *rg)
 	}
 	slices.SortFunc(b.Ranges, func(x, y StreamRange) int { return comparePartitions(x.Partition, y.Partition) })
-	b.ID = batchID(streamName(j), b.Ranges)
+	b.ID = batchID(b.name, b.Ranges)
 	if b.Records == 0 && len(real) > 0 {
 		parts := make([]string, len(real))
 		for i, g := range real {
 			parts[i] = fmt.Sprintf("%s:%d-%d", g.Partition, g.From, g.Next-1)
 		}
-		b.ID = streamName(j) + ":gap:" + strings.Join(parts, ",")
+		b.ID = b.name + ":gap:" + strings.Join(parts, ",")
 	}
-	if b.Records == 0 && len(real) == 0 && len(b.Pinned) > 0 {
+	if b.Records == 0 && len(real) == 0 && b.Reset != "" {
+		b.ID = b.name + ":reset"
+	}
+	if b.Records == 0 && len(real) == 0 && b.Reset == "" && len(b.Pinned) > 0 {
 		parts := make([]string, len(b.Pinned))
 		for i, p := range b.Pinned {
 			parts[i] = fmt.Sprintf("%s@%d", p, b.Next[p])
 		}
-		b.ID = streamName(j) + ":start:" + strings.Join(parts, ",")
+		b.ID = b.name + ":start:" + strings.Join(parts, ",")
 	}
 	if b.Records == 0 {
 		return b, nil
@@ -310,7 +337,7 @@ func (s *Stream) Kind() string { return s.Job.Input.Stream.Kind }
 // the positions after it are committed with the run (Resolved.Positions).
 func (s *Stream) Resolve(context.Context) (*Resolved, error) {
 	files := []InputFile{s.Batch.File}
-	return &Resolved{Files: files, Format: job.FormatJSONL, Digest: Digest(files), Positions: s.Batch.Next, Rejects: s.Batch.Rejects}, nil
+	return &Resolved{Files: files, Format: job.FormatJSONL, Digest: Digest(files), Positions: s.Batch.Next, Rejects: s.Batch.Rejects, StreamID: s.Batch.StreamID}, nil
 }
 
 // Stage checks, inside the run's transaction, that the committed positions
@@ -399,4 +426,43 @@ func checkRecord(rec Record, maxBytes int, cols map[string]bool, ignoreExtra boo
 		}
 	}
 	return line.Bytes(), ""
+}
+
+// checkIdentity compares the source's identity with the one the job's
+// positions were committed from, and returns the positions to read from.
+// Another identity under the same name (a Kafka topic deleted and
+// recreated) is refused (exit 3), since its offsets say nothing of the old
+// log's, unless allowGap: then every partition is read from its start
+// (position 0, a gap up to its first record) and b.Reset says so, for the
+// run log.
+func checkIdentity(ctx context.Context, q catalog.Querier, j *job.Job, r StreamIdentity, b *StreamBatch, allowGap bool) (map[string]int64, error) {
+	cur, err := r.Identity(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", streamName(j), err)
+	}
+	b.StreamID = cur
+	first, prev, err := catalog.StreamIdentity(ctx, q, j.Name)
+	if err != nil {
+		return nil, err
+	}
+	if first != "" && cur != "" && cur != first {
+		// Batch ids of another log than the job's first name it, so that
+		// its offsets are never taken for a batch of the first.
+		b.name = streamName(j) + "@" + cur[:min(len(cur), 12)]
+	}
+	if prev == "" || cur == "" || prev == cur || len(b.From) == 0 {
+		return b.From, nil
+	}
+	parts := make([]string, 0, len(b.From))
+	reset := map[string]int64{}
+	for _, p := range slices.SortedFunc(maps.Keys(b.From), comparePartitions) {
+		parts = append(parts, fmt.Sprintf("%s@%d", p, b.From[p]))
+		reset[p] = 0
+	}
+	if !allowGap {
+		return nil, job.Refuse("stream", "kafka topic %q is another log than the one job %s read: its topic ID is %s, and the positions %s were committed from topic ID %s (the topic was deleted and recreated); nothing was read. Run with --allow-gap to read the new topic from its first records, leaving the old positions and any record of the old topic past them, or give the job a new name",
+			streamName(j), j.Name, cur, strings.Join(parts, ", "), prev)
+	}
+	b.Reset = fmt.Sprintf("topic recreated (--allow-gap): topic ID %s, not %s; positions %s left for the new topic's first records (records of the old topic past them, if any, were not read)", cur, prev, strings.Join(parts, ", "))
+	return reset, nil
 }

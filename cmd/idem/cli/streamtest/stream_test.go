@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -550,4 +551,98 @@ func TestStreamFollowYields(t *testing.T) {
 	// are new versions and apply.
 	require.Equal(t, []string{"e3 19 v18"}, clitest.QueryStrs(t, db, `SELECT concat_ws(' ', entity_id, source_version, value) FROM rides WHERE entity_id = 'e3'`))
 	require.Equal(t, []int64{0}, clitest.QueryInts(t, db, `SELECT count(*) - count(DISTINCT batch_id) FROM idem.ledger WHERE job = 'rides'`))
+}
+
+// TestStreamBrokerFaults: the ways a Kafka log moves under a job, one
+// after another through the CLI against kfake, each with a poison record
+// among valid ones: a partition added (read from its first record), records
+// deleted past the position (refused, then read past with --allow-gap,
+// logged), the topic deleted and recreated smaller and then larger than
+// the committed offsets (refused by its topic ID with every idem table
+// unchanged, then read from its first records with --allow-gap, logged).
+// At the end every record produced has exactly one outcome or lies in a
+// logged gap, and the target is the fold of the accepted records.
+func TestStreamBrokerFaults(t *testing.T) {
+	t.Parallel()
+	k := clitest.StartKafka(t, 2)
+	dir := t.TempDir()
+	jobPath := k.JobFile(dir, "")
+	db := filepath.Join(dir, "rides.duckdb")
+	n := 0
+	produced := map[string]bool{} // change ids
+	rec := func(p int32) *kgo.Record {
+		n++
+		id := fmt.Sprintf("c%d", n)
+		produced[id] = true
+		return &kgo.Record{Topic: "rides", Partition: p, Value: fmt.Appendf(nil, `{"change_id":%q,"entity_id":"e%d","source_version":1,"operation":"upsert","value":"v%d"}`, id, n, n)}
+	}
+	poison := &kgo.Record{Topic: "rides", Value: []byte(`{"change_id":"bad"`)}
+	run := func(want int, args ...string) string {
+		t.Helper()
+		code, out, errOut := clitest.InProcess(t, append([]string{"run", jobPath}, args...)...)
+		require.Equal(t, want, code, out+errOut)
+		return out + errOut
+	}
+	refused := func(msg string) {
+		t.Helper()
+		before := clitest.CaptureState(t, db)
+		require.Contains(t, run(3), msg)
+		require.Equal(t, before, clitest.CaptureState(t, db))
+	}
+
+	k.Produce(rec(0), rec(0), rec(1), poison)
+	run(0)
+	// A partition added later is read from its first record.
+	k.AddPartitions(3)
+	k.Produce(rec(2), rec(2), rec(1))
+	run(0)
+	require.Equal(t, []string{"0 3", "1 2", "2 2"}, clitest.QueryStrs(t, db, `SELECT partition || ' ' || next FROM idem.positions ORDER BY partition`))
+
+	// Records deleted past the position: refused, then read past.
+	lost := []string{}
+	for range 3 {
+		r := rec(0)
+		lost = append(lost, fmt.Sprintf("c%d", n))
+		k.Produce(r)
+	}
+	k.Produce(rec(0))
+	k.DeleteBefore(0, 6)
+	refused("partition 0: committed next position 3, first position the source holds 6 (3 records lost)")
+	require.Contains(t, run(0, "--allow-gap"), "gap accepted (--allow-gap): the source no longer held partition 0 positions 3-5 (3 records)")
+
+	// The topic deleted and recreated with fewer records than committed.
+	k.Recreate(1)
+	k.Produce(rec(0), poison)
+	refused("is another log than the one job rides read")
+	out := run(0, "--allow-gap")
+	require.Contains(t, out, "topic recreated (--allow-gap)")
+	require.Contains(t, out, "positions 0@7, 1@2, 2@2 left for the new topic's first records")
+	require.Equal(t, []string{"0 2", "1 0", "2 0"}, clitest.QueryStrs(t, db, `SELECT partition || ' ' || next FROM idem.positions ORDER BY partition`))
+
+	// Recreated again, with more records than the committed offsets: the
+	// offsets alone would hide it.
+	k.Recreate(1)
+	for range 5 {
+		k.Produce(rec(0))
+	}
+	refused("is another log than the one job rides read")
+	run(0, "--allow-gap")
+	require.Equal(t, []string{"0 5", "1 0", "2 0"}, clitest.QueryStrs(t, db, `SELECT partition || ' ' || next FROM idem.positions ORDER BY partition`))
+	require.Contains(t, run(0), "skipped")
+
+	// Every record produced has one outcome, but the ones in the logged gap.
+	got := clitest.QueryStrs(t, db, `SELECT change_id FROM rides_outcomes WHERE change_id IS NOT NULL ORDER BY ALL`)
+	want := []string{}
+	for id := range produced {
+		if !slices.Contains(lost, id) {
+			want = append(want, id)
+		}
+	}
+	slices.Sort(want)
+	require.Equal(t, want, got)
+	require.Equal(t, []string{"accepted " + strconv.Itoa(len(want)), "invalid_json 2"}, clitest.QueryStrs(t, db, `SELECT outcome || ' ' || count(*) FROM rides_outcomes GROUP BY outcome ORDER BY ALL`))
+	require.Equal(t, []int64{int64(len(want))}, clitest.QueryInts(t, db, `SELECT count(*) FROM rides`))
+	// Each entity changed once: the fold is the accepted records.
+	require.Equal(t, clitest.QueryStrs(t, db, `SELECT entity_id || ' ' || value FROM rides_outcomes WHERE outcome = 'accepted' ORDER BY ALL`),
+		clitest.QueryStrs(t, db, `SELECT entity_id || ' ' || value FROM rides WHERE status = 'active' ORDER BY ALL`))
 }

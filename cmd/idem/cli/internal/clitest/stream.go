@@ -47,6 +47,55 @@ func (k *KafkaTopic) DeleteBefore(p int32, offset int64) {
 	require.Zero(k.t, resp.Topics[0].Partitions[0].ErrorCode)
 }
 
+// Recreate deletes the topic and creates it again, empty, with the given
+// number of partitions (a new topic ID under the same name).
+func (k *KafkaTopic) Recreate(partitions int32) {
+	k.t.Helper()
+	ctx := context.Background()
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	dt := kmsg.NewDeleteTopicsRequestTopic()
+	dt.Topic = kmsg.StringPtr(k.topic)
+	del.Topics = append(del.Topics, dt)
+	del.TopicNames = []string{k.topic}
+	del.TimeoutMillis = 5000
+	dresp, err := del.RequestWith(ctx, k.cl)
+	require.NoError(k.t, err)
+	require.Zero(k.t, dresp.Topics[0].ErrorCode)
+	create := kmsg.NewPtrCreateTopicsRequest()
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = k.topic, partitions, 1
+	create.Topics = append(create.Topics, ct)
+	create.TimeoutMillis = 5000
+	cresp, err := create.RequestWith(ctx, k.cl)
+	require.NoError(k.t, err)
+	require.Zero(k.t, cresp.Topics[0].ErrorCode)
+	k.newProducer() // its cached metadata names the old topic
+}
+
+// AddPartitions grows the topic to total partitions.
+func (k *KafkaTopic) AddPartitions(total int32) {
+	k.t.Helper()
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	rt := kmsg.NewCreatePartitionsRequestTopic()
+	rt.Topic, rt.Count = k.topic, total
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 5000
+	resp, err := req.RequestWith(context.Background(), k.cl)
+	require.NoError(k.t, err)
+	require.Zero(k.t, resp.Topics[0].ErrorCode)
+	k.newProducer() // its cached metadata has the old partitions
+}
+
+// newProducer replaces the producing client with a new one.
+func (k *KafkaTopic) newProducer() {
+	k.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Addr), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	require.NoError(k.t, err)
+	k.t.Cleanup(cl.Close)
+	k.cl.Close()
+	k.cl = cl
+}
+
 // streamJobFile writes a versioned_changes job reading the topic.
 func (k *KafkaTopic) JobFile(dir string, extra string) string {
 	p := filepath.Join(dir, "rides.toml")
