@@ -18,7 +18,8 @@ import (
 // message, every message has exactly one outcome (accepted, or
 // superseded_in_batch by a newer change of its entity in the same batch;
 // each entity's last change accepted), and idem.positions equals the log
-// ends. By default 6 kills (the four fault points and two random delays)
+// ends, and each poison record produced among them is one invalid_json
+// outcome. By default 6 kills (the four fault points and two random delays)
 // over 3,000 messages; IDEM_LONG=1: 20 kills over 50,000 messages
 // (IDEM_KILL_TRIALS=N sets the number of kills).
 func TestStreamKillFollow(t *testing.T) {
@@ -31,17 +32,21 @@ func TestStreamKillFollow(t *testing.T) {
 	jobPath := k.JobFile(work, "max_records = 500\n")
 	dbPath := filepath.Join(work, "rides.duckdb")
 
-	// The producer spreads the messages over the kill phase.
+	// The producer spreads the messages over the kill phase, a poison
+	// record (not one JSON object) after each chunk.
 	var wg sync.WaitGroup
 	wg.Add(1)
 	chunk := max(n/(trials*8), 50)
+	poison := 0
 	go func() {
 		defer wg.Done()
 		for i := 0; i < n; i += chunk {
-			recs := make([]*kgo.Record, 0, chunk)
+			recs := make([]*kgo.Record, 0, chunk+1)
 			for j := i; j < min(i+chunk, n); j++ {
 				recs = append(recs, clitest.RideChange(j, entities, partitions))
 			}
+			recs = append(recs, &kgo.Record{Topic: "rides", Partition: int32(i/chunk) % partitions, Value: []byte("{not json")})
+			poison++
 			k.Produce(recs...)
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -52,11 +57,15 @@ func TestStreamKillFollow(t *testing.T) {
 	require.Less(t, int64(after), batches, "processes that were killed later committed batches")
 	require.GreaterOrEqual(t, killed, trials/2, "most trials must end in a SIGKILL")
 
-	require.Equal(t, []int64{int64(n), int64(n)}, clitest.QueryInts(t, dbPath, `SELECT count(*) FROM rides_outcomes UNION ALL SELECT count(DISTINCT change_id) FROM rides_outcomes`))
-	require.Equal(t, []string{}, clitest.QueryStrs(t, dbPath, `SELECT concat_ws(' ', change_id, entity_id, source_version, outcome, batch_id) FROM rides_outcomes WHERE outcome NOT IN ('accepted', 'superseded_in_batch')`))
+	require.Equal(t, []int64{int64(n + poison), int64(n), int64(poison)}, clitest.QueryInts(t, dbPath, `SELECT count(*) FROM rides_outcomes UNION ALL SELECT count(DISTINCT change_id) FROM rides_outcomes UNION ALL SELECT count(*) FROM rides_outcomes WHERE outcome = 'invalid_json'`))
+	require.Equal(t, []string{}, clitest.QueryStrs(t, dbPath, `SELECT concat_ws(' ', change_id, entity_id, source_version, outcome, batch_id) FROM rides_outcomes WHERE outcome NOT IN ('accepted', 'superseded_in_batch', 'invalid_json')`))
 	require.Equal(t, clitest.FoldRides(n, entities), clitest.QueryStrs(t, dbPath, `SELECT concat_ws(' ', entity_id, source_version, value) FROM rides ORDER BY entity_id`))
 	require.Equal(t, []int64{int64(min(n, entities))}, clitest.QueryInts(t, dbPath, `SELECT count(*) FROM rides_outcomes o JOIN rides r ON o.change_id = 'c' || (r.source_version - 1) WHERE o.outcome = 'accepted'`))
-	require.Equal(t, clitest.LogEnds(n, entities, partitions), clitest.QueryInts(t, dbPath, `SELECT next FROM idem.positions ORDER BY partition`))
+	ends := clitest.LogEnds(n, entities, partitions)
+	for c := range poison {
+		ends[c%partitions]++
+	}
+	require.Equal(t, ends, clitest.QueryInts(t, dbPath, `SELECT next FROM idem.positions ORDER BY partition`))
 	// Every committed batch is in the ledger once, and its snapshot's
 	// positions are the ones committed last.
 	require.Equal(t, []int64{0}, clitest.QueryInts(t, dbPath, `SELECT count(*) - count(DISTINCT batch_id) FROM idem.ledger WHERE job = 'rides'`))
