@@ -41,6 +41,10 @@ type SnapshotInputs struct {
 	// StreamID is the identity of the source a stream batch was read from
 	// (a Kafka topic's ID): a later batch from another is refused.
 	StreamID string `json:"stream_id,omitempty"`
+	// Realigned are the upstreams whose changes a run over upstream changes
+	// took over the job's newer rows (the upstream was rolled back below
+	// what the job applied): a rerun does the same.
+	Realigned []string `json:"realigned,omitempty"`
 }
 
 // Reject is one stream record read as an invalid_* outcome: row Row (from

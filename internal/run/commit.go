@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
@@ -36,6 +37,14 @@ func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *Pre
 	if p.parts.Partitions != nil {
 		recorded["partitions"] = p.parts.Partitions // a rerun replays --partitions
 	}
+	note := opts.Note
+	if up, ok := p.input.(*source.Upstream); ok {
+		if names, why := up.Realigned(); len(names) > 0 {
+			recorded["realigned"] = names // a rerun realigns the same way
+			note = strings.TrimPrefix(note+"; "+why, "; ")
+			res.Note = why
+		}
+	}
 	if p.in.StreamID != "" {
 		recorded["stream_id"] = p.in.StreamID
 	}
@@ -60,7 +69,7 @@ func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *Pre
 	}
 	if err := catalog.InsertRun(ctx, tx, catalog.RunRow{Job: j.Name, BatchID: p.batchID, Decision: res.Decision,
 		Changed: string(job.CanonicalJSON(changed)), RowsIn: res.RowsIn, Outcomes: outcomes,
-		Snapshot: res.Snapshot, Cursor: res.Cursor, Epoch: st.Epoch, Message: opts.Note}); err != nil {
+		Snapshot: res.Snapshot, Cursor: res.Cursor, Epoch: st.Epoch, Message: note}); err != nil {
 		return fmt.Errorf("write run log: %w", err)
 	}
 	if p.in.Positions != nil {

@@ -130,6 +130,10 @@ type Result struct {
 	// IgnoredColumns names, as "file: column", the input columns that
 	// [input] extra_columns = "ignore" skipped.
 	IgnoredColumns []string `json:"ignored_columns,omitempty"`
+	// Note says what the run did beyond its batch: it took an upstream's
+	// rows over the job's newer ones, the upstream having been rolled back
+	// below what the job applied.
+	Note string `json:"note,omitempty"`
 
 	// RowsWritten is what this run wrote (see countWritten), beside
 	// RowsOut, the target's row count after the run; 0 when it wrote

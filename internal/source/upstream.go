@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
@@ -37,8 +38,13 @@ type Upstream struct {
 	// idem_op: the input of an apply pipeline (upstream_changes.go).
 	Changes bool
 	Since   map[string]int64
+	// Realign, for Recorded, names the upstreams the recorded run realigned
+	// the job with (rolled back below what it applied; Realigned).
+	Realign []string
 	ranges  []Range
 	columns map[string][]catalog.TargetColumn
+	realign []string
+	notes   []string
 }
 
 // Kind is "upstream".
@@ -53,7 +59,12 @@ func (u *Upstream) Resolve(context.Context) (*Resolved, error) { return &Resolve
 // changed rows (stageChanges).
 func (u *Upstream) Stage(ctx context.Context, tx *sql.Tx, _ *Resolved) (*Staged, error) {
 	if u.Changes && u.Job.Pipeline.Generic {
-		return &Staged{}, u.stageChanges(ctx, tx)
+		if err := u.stageChanges(ctx, tx); err != nil {
+			return nil, err
+		}
+	}
+	if u.Changes {
+		return &Staged{}, u.realignKeys(ctx, tx)
 	}
 	return &Staged{}, nil
 }
@@ -90,6 +101,7 @@ func (u *Upstream) Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, erro
 // pinRecorded pins the recorded refs, reading each upstream's rows from
 // its exported file.
 func (u *Upstream) pinRecorded(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, error) {
+	u.realign = slices.Clone(u.Realign)
 	for _, ref := range u.Recorded {
 		file, ok := u.Rows[ref.Job]
 		if !ok {

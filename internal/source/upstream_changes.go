@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
@@ -48,8 +47,13 @@ func (u *Upstream) pinChanges(ctx context.Context, tx *sql.Tx, name string, to i
 		if err := catalog.CheckNotExpired(ctx, tx, name, from); err != nil {
 			return err
 		}
-		if err := u.checkNotRolledBack(ctx, tx, name, from, to); err != nil {
+		back, err := u.rolledBackBelow(ctx, tx, name, from, to)
+		if err != nil {
 			return err
+		}
+		if back != "" {
+			u.realign = append(u.realign, name)
+			u.notes = append(u.notes, back)
 		}
 	}
 	row, err := catalog.ReadSnapshot(ctx, tx, name, to)
@@ -128,46 +132,68 @@ func (u *Upstream) stageChanges(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-// checkNotRolledBack refuses (exit 3) the changes of upstream name from
-// snapshot from to snapshot to when the upstream was rolled back in
-// between to a snapshot below from: its changes would go backwards (older
-// versions, rows back from the dead), which the job's pipeline would keep
-// as stale, so the job would hold rows its upstream no longer has. The
-// message names the repair: roll the job back to its latest snapshot that
-// pinned the upstream at or below the restored one, then run it, which
-// applies the changes from there.
-func (u *Upstream) checkNotRolledBack(ctx context.Context, tx *sql.Tx, name string, from, to int64) error {
+// rolledBackBelow says, for the run log, whether upstream name was rolled
+// back between snapshot from and snapshot to to a snapshot below from
+// ("" when not). Its changes then go backwards (older versions, rows back
+// from the dead), which the job's pipeline would keep as stale; the run
+// realigns the job instead (Realign): the rows of the keys those changes
+// name are taken from the upstream as it is now.
+func (u *Upstream) rolledBackBelow(ctx context.Context, tx *sql.Tx, name string, from, to int64) (string, error) {
 	rows, err := catalog.ReadSnapshots(ctx, tx, name, to)
 	if err != nil {
-		return err
+		return "", err
 	}
 	for _, r := range rows {
 		if r.Snapshot <= from || r.Kind != job.KindRollback || r.Inputs.RollbackTo == nil || *r.Inputs.RollbackTo >= from {
 			continue
 		}
-		restored := *r.Inputs.RollbackTo
-		own, err := catalog.ReadSnapshots(ctx, tx, u.Job.Name, math.MaxInt64)
-		if err != nil {
-			return err
-		}
-		back := int64(0)
-		for _, o := range own {
-			parts, err := o.Parts()
+		return fmt.Sprintf("upstream %s was rolled back to snapshot %d (its snapshot %d), below snapshot %d that this job applied: the rows of the keys it changed since were taken as %s has them, not kept as newer",
+			name, *r.Inputs.RollbackTo, r.Snapshot, from, name), nil
+	}
+	return "", nil
+}
+
+// Realigned are the upstreams whose changes this run took over the job's
+// newer rows (an upstream rolled back below what the job applied), and
+// the run log's note of each.
+func (u *Upstream) Realigned() ([]string, string) {
+	return slices.Clone(u.realign), strings.Join(u.notes, "; ")
+}
+
+// realignKeys removes, before the job's steps, its target's rows and
+// tombstones of every key the changes of a realigned upstream name, so
+// that the pipeline applies the upstream's rows as they are now instead of
+// keeping its newer ones as stale (or a tombstone holding a key the
+// upstream brought back).
+func (u *Upstream) realignKeys(ctx context.Context, tx *sql.Tx) error {
+	if len(u.realign) == 0 {
+		return nil
+	}
+	keys := u.Job.Pipeline.Key
+	if len(keys) == 0 {
+		keys = u.Job.Key
+	}
+	if len(keys) == 0 {
+		return job.Usage("job %s: upstream %s was rolled back below what the job applied, and the job has no key to realign its rows by", u.Job.Name, u.realign[0])
+	}
+	for _, name := range u.realign {
+		for _, table := range []string{u.Job.Table, u.Job.Table + "_tombstones"} {
+			ok, err := catalog.TableExists(ctx, tx, "main", table)
 			if err != nil {
+				return err
+			}
+			if !ok {
 				continue
 			}
-			for _, ref := range parts.Upstream {
-				if ref.Job == name && ref.Snapshot <= restored {
-					back = o.Snapshot
-				}
+			conds := make([]string, len(keys))
+			for i, k := range keys {
+				conds[i] = "c." + job.QuoteIdent(k) + " IS NOT DISTINCT FROM t." + job.QuoteIdent(k)
+			}
+			q := "DELETE FROM main." + job.QuoteIdent(table) + " AS t WHERE EXISTS (SELECT 1 FROM temp." + job.QuoteIdent(job.UpstreamRelation(name)) + " AS c WHERE " + strings.Join(conds, " AND ") + ")"
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("realign %s with upstream %s: %w", table, name, catalog.TrimSQLError(err))
 			}
 		}
-		repair := fmt.Sprintf("roll %s back with idem rollback %s --to-snapshot %d (the last snapshot that applied %s at or below snapshot %d), then run it", u.Job.Name, u.Job.Name, back, name, restored)
-		if back == 0 {
-			repair = fmt.Sprintf("no snapshot of %s applied %s at or below snapshot %d: rebuild %s from an empty table", u.Job.Name, name, restored, u.Job.Name)
-		}
-		return job.Refuse("upstream", "upstream %s was rolled back to snapshot %d (its snapshot %d), below snapshot %d that job %s applied: its changes since go backwards, and %s would keep the newer rows as stale; %s",
-			name, restored, r.Snapshot, from, u.Job.Name, u.Job.Name, repair)
 	}
 	return nil
 }

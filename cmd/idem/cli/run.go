@@ -137,6 +137,9 @@ func (a *app) printResult(res *run.Result) {
 		}
 		fmt.Fprintf(w, "  outcomes  %s\n", strings.Join(parts, ", "))
 	}
+	if res.Note != "" {
+		fmt.Fprintf(w, "  note      %s\n", res.Note)
+	}
 	if len(res.IgnoredColumns) > 0 {
 		fmt.Fprintf(w, "  ignored   %s ([input] extra_columns = \"ignore\")\n", strings.Join(res.IgnoredColumns, ", "))
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -195,8 +196,9 @@ func TestUpstreamApplyPlan(t *testing.T) {
 // TestUpstreamRollbackUnderApply: after its upstream is rolled back below
 // the snapshot it applied, a job fed by the upstream's changes would read
 // older versions as stale and keep rows the upstream no longer has; its
-// run is refused (exit 3, nothing written) naming the repair, and after
-// that repair (a rollback of the job) it holds the upstream's rows again.
+// next run realigns it instead (the rows of the keys the changes name are
+// the upstream's, a deleted key comes back, a key the rollback removed
+// goes), says so in its output and run log, and reruns reproduce it.
 func TestUpstreamRollbackUnderApply(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -216,16 +218,17 @@ func TestUpstreamRollbackUnderApply(t *testing.T) {
 	rows := `SELECT entity_id || ' ' || value FROM %s ORDER BY ALL`
 	require.Equal(t, []string{"a a1", "b b1"}, clitest.QueryStrs(t, db, fmt.Sprintf(rows, "src")))
 
-	before := clitest.CaptureState(t, db)
-	code, out, errOut = clitest.InProcess(t, "run", down)
-	require.Equal(t, 3, code, out+errOut)
-	require.Contains(t, errOut, "upstream src was rolled back to snapshot 1 (its snapshot 3), below snapshot 2 that job down applied")
-	require.Contains(t, errOut, "idem rollback down --to-snapshot 1")
-	require.Equal(t, before, clitest.CaptureState(t, db))
-
-	code, out, errOut = clitest.InProcess(t, "rollback", down, "--to-snapshot", "1")
-	require.Equal(t, 0, code, out+errOut)
 	code, out, errOut = clitest.InProcess(t, "run", down)
 	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, "  note      upstream src was rolled back to snapshot 1 (its snapshot 3), below snapshot 2 that this job applied: the rows of the keys it changed since were taken as src has them, not kept as newer\n")
 	require.Equal(t, clitest.QueryStrs(t, db, fmt.Sprintf(rows, "src")), clitest.QueryStrs(t, db, fmt.Sprintf(rows, "down")))
+	require.Equal(t, []string{"1"}, clitest.QueryStrs(t, db, `SELECT count(*) FROM idem.runs WHERE job = 'down' AND message LIKE 'upstream src was rolled back%'`))
+	code, out, errOut = clitest.InProcess(t, "run", down)
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, "down: skipped")
+	for s := 1; s <= 3; s++ {
+		code, out, errOut = clitest.InProcess(t, "rerun", down, "--snapshot", strconv.Itoa(s), "--json")
+		require.Equal(t, 0, code, out+errOut)
+		require.Contains(t, out, `"reproduced":true`, "snapshot %d", s)
+	}
 }
