@@ -14,6 +14,9 @@ type Progress struct {
 	Percent func(pct float64)
 	// Bytes reports bytes done of total for hashing, copying and exporting.
 	Bytes func(label string, done, total int64)
+	// Timings asks for the run's phases as steps too, not only its
+	// long steps (IDEM_TIMINGS).
+	Timings bool
 
 	// query reads the running statement's percentage, or -1 (see
 	// WithQuery).

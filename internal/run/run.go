@@ -286,7 +286,14 @@ func (d *DB) run(ctx context.Context, j *job.Job, opts RunOptions) (*Result, err
 	if d.readOnly {
 		return nil, errors.New("database opened read-only")
 	}
+	var donePrep func()
+	if opts.Progress.Timings {
+		donePrep = opts.Progress.Start("prepare")
+	}
 	p, err := Prepare(ctx, j, opts)
+	if donePrep != nil {
+		donePrep()
+	}
 	if err != nil {
 		return nil, d.logError(j, opts.BatchID, job.Canceled(ctx, err))
 	}
@@ -376,13 +383,16 @@ func (d *DB) logOutside(j *job.Job, p *Prepared, decision, message string) {
 		Changed: string(job.CanonicalJSON(job.NonNil(changed))), Snapshot: st.Snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Message: message})
 }
 
+// phaseNames name runTx's phases for IDEM_TIMINGS.
+var phaseNames = []string{"guards", "retain", "stage", "steps", "partitions", "balance", "history", "packet", "commit rows", "checkpoint image"}
+
 // runTx is the transaction of one run as a list of phases, each a method
 // of txRun below. A phase that finds nothing to write stops the list and
 // the run commits nothing (skipped, already committed); an error rolls it
 // back. committed is true when every phase ran and COMMIT may follow.
 func (d *DB) runTx(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, opts RunOptions) (res *Result, committed bool, err error) {
 	r := &txRun{d: d, tx: tx, j: j, p: p, opts: opts}
-	for _, phase := range []func(context.Context) (bool, error){
+	for i, phase := range []func(context.Context) (bool, error){
 		r.guards,     // the state row and every guard (decide)
 		r.retain,     // copy the input into the store and record it
 		r.stage,      // bind the variables, stage the input as view input
@@ -394,7 +404,14 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, opt
 		r.commitRows, // ledger, snapshot, state, run log and file rows
 		r.checkpoint, // [retention] checkpoint_every: the state's image (checkpoint.go)
 	} {
+		var done func()
+		if opts.Progress.Timings {
+			done = opts.Progress.Start("phase " + phaseNames[i])
+		}
 		more, err := phase(ctx)
+		if done != nil {
+			done()
+		}
 		if err != nil {
 			return nil, false, err
 		}

@@ -35,7 +35,7 @@ func (f *progressFlags) register(cmd *cobra.Command) {
 func (a *app) progress(f progressFlags) job.Progress {
 	if os.Getenv("IDEM_TIMINGS") != "" {
 		var mu sync.Mutex
-		return job.Progress{Step: func(name string) func(time.Duration) {
+		return job.Progress{Timings: true, Step: func(name string) func(time.Duration) {
 			return func(d time.Duration) {
 				mu.Lock()
 				defer mu.Unlock()
