@@ -80,6 +80,8 @@ type Job struct {
 	PartitionBy string
 	// Rules are the [[quality.rules]], in file order.
 	Rules []Rule
+	// Audits are the [[audit]] checks of the target, in file order.
+	Audits []Audit
 
 	// written are the paths as the job file spells them, for messages
 	// about the rule before job-file-relative paths (see oldRuleHint).
@@ -130,6 +132,7 @@ type jobFile struct {
 	Transform        transformTable `toml:"transform"`
 	Retention        Retention      `toml:"retention"`
 	Privacy          Privacy        `toml:"privacy"`
+	Audit            []Audit        `toml:"audit"`
 
 	modelSQL, modelFile, modelDir string // read by modelSteps
 }

@@ -232,7 +232,7 @@ func (j *Job) applyRules(data []byte, jf *jobFile) error {
 	if len(jf.Quality.Rules) > 0 {
 		j.Rules = jf.Quality.Rules
 	}
-	return nil
+	return j.applyAudits(data, jf.Audit)
 }
 
 // extendConfig adds to the config part of the job key what this file's

@@ -120,6 +120,11 @@ func (j *Job) SealedTexts() []SealedText {
 		}
 		out = append(out, t)
 	}
+	for _, a := range j.Audits {
+		if a.Kind == AuditSQL {
+			out = append(out, SealedText{File: "audit " + a.Name, SQL: j.Expand(a.SQL)})
+		}
+	}
 	return out
 }
 

@@ -106,14 +106,17 @@ func EqualKeys(a, b []string) bool {
 }
 
 // RuleLine finds the line of the i-th [[quality.rules]] header (0-based).
-func RuleLine(data []byte, i int) int {
+func RuleLine(data []byte, i int) int { return arrayTableLine(data, "quality.rules", i) }
+
+// arrayTableLine is the line of the i-th (from 0) [[name]] header.
+func arrayTableLine(data []byte, name string, i int) int {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
 	n, seen := 0, 0
 	for sc.Scan() {
 		n++
 		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "[[") && strings.Trim(strings.SplitN(line, "#", 2)[0], " []") == "quality.rules" {
+		if strings.HasPrefix(line, "[[") && strings.Trim(strings.SplitN(line, "#", 2)[0], " []") == name {
 			if seen == i {
 				return n
 			}

@@ -45,6 +45,9 @@ func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *Pre
 			res.Note = why
 		}
 	}
+	if n := auditNote(res.Audits); n != "" {
+		note = strings.TrimPrefix(note+"; "+n, "; ")
+	}
 	if p.in.StreamID != "" {
 		recorded["stream_id"] = p.in.StreamID
 	}

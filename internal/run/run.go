@@ -130,6 +130,8 @@ type Result struct {
 	// IgnoredColumns names, as "file: column", the input columns that
 	// [input] extra_columns = "ignore" skipped.
 	IgnoredColumns []string `json:"ignored_columns,omitempty"`
+	// Audits are the results of the job's [[audit]] checks.
+	Audits []AuditResult `json:"audits,omitempty"`
 	// Note says what the run did beyond its batch: it took an upstream's
 	// rows over the job's newer ones, the upstream having been rolled back
 	// below what the job applied.
@@ -384,7 +386,7 @@ func (d *DB) logOutside(j *job.Job, p *Prepared, decision, message string) {
 }
 
 // phaseNames name runTx's phases for IDEM_TIMINGS.
-var phaseNames = []string{"guards", "retain", "stage", "steps", "partitions", "balance", "history", "packet", "commit rows", "checkpoint image"}
+var phaseNames = []string{"guards", "retain", "stage", "steps", "partitions", "balance", "audits", "history", "packet", "commit rows", "checkpoint image"}
 
 // runTx is the transaction of one run as a list of phases, each a method
 // of txRun below. A phase that finds nothing to write stops the list and
@@ -399,6 +401,7 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, opt
 		r.steps,      // erasures, the target's DDL, the steps and quality rules
 		r.partitions, // partitioned: replace only the declared partitions
 		r.balance,    // exactly one outcome per staged row
+		r.audits,     // [[audit]] checks of the target (audits.go)
 		r.history,    // scrub erased rows, history, rows written
 		r.packet,     // the release packet (packet.go)
 		r.commitRows, // ledger, snapshot, state, run log and file rows

@@ -137,6 +137,11 @@ func (a *app) printResult(res *run.Result) {
 		}
 		fmt.Fprintf(w, "  outcomes  %s\n", strings.Join(parts, ", "))
 	}
+	for _, au := range res.Audits {
+		if au.Violations > 0 {
+			fmt.Fprintf(w, "  audit     %s (%s, %s): %d violation(s): %s\n", au.Name, au.Kind, au.Severity, au.Violations, strings.Join(au.Rows, "; "))
+		}
+	}
 	if res.Note != "" {
 		fmt.Fprintf(w, "  note      %s\n", res.Note)
 	}

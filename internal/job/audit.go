@@ -1,0 +1,126 @@
+package job
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Audit is one [[audit]] of a job file: a check of the job's target as the
+// run leaves it, inside the run's transaction before COMMIT. An audit of
+// severity "error" (the default) that finds violations fails the run (exit
+// 1, nothing committed); one of severity "warn" commits and reports them.
+// Audits say whether a snapshot may be committed, never what it holds, so
+// they are not part of the job key.
+type Audit struct {
+	// Name defaults to the kind and its columns ("unique_order_id").
+	Name string `toml:"name"`
+	// Kind is unique, not_null, accepted_values, row_count or sql.
+	Kind string `toml:"kind"`
+	// Columns are the columns of unique and not_null; Column and Values
+	// those of accepted_values.
+	Columns []string `toml:"columns"`
+	Column  string   `toml:"column"`
+	Values  []string `toml:"values"`
+	// Min and Max bound row_count.
+	Min *int64 `toml:"min"`
+	Max *int64 `toml:"max"`
+	// SQL is the SELECT of a sql audit: the rows it returns are the
+	// violations. It reads what the job's steps may read ({{table}},
+	// {{upstream:NAME}}) and is sealed as they are.
+	SQL      string `toml:"sql"`
+	Severity string `toml:"severity"`
+	// Line is the line of its [[audit]] header in the job file.
+	Line int `toml:"-"`
+}
+
+// The kinds and severities of an audit.
+const (
+	AuditUnique         = "unique"
+	AuditNotNull        = "not_null"
+	AuditAcceptedValues = "accepted_values"
+	AuditRowCount       = "row_count"
+	AuditSQL            = "sql"
+	SeverityError       = "error"
+	SeverityWarn        = "warn"
+)
+
+// applyAudits checks the job file's [[audit]] tables and binds them.
+// Errors are *JobFileError naming the audit's line.
+func (j *Job) applyAudits(data []byte, audits []Audit) error {
+	names := map[string]bool{}
+	for i, a := range audits {
+		a.Line = arrayTableLine(data, "audit", i)
+		bad := func(msg string, args ...any) error {
+			return &JobFileError{File: j.File, Line: a.Line, Key: fmt.Sprintf("audit[%d]", i+1), Msg: fmt.Sprintf(msg, args...)}
+		}
+		switch a.Severity {
+		case "":
+			a.Severity = SeverityError
+		case SeverityError, SeverityWarn:
+		default:
+			return bad("severity must be %q or %q (got %q)", SeverityError, SeverityWarn, a.Severity)
+		}
+		cols := a.Columns
+		switch a.Kind {
+		case AuditUnique, AuditNotNull:
+			if len(a.Columns) == 0 {
+				return bad("a %s audit names its columns = [...]", a.Kind)
+			}
+		case AuditAcceptedValues:
+			if a.Column == "" || len(a.Values) == 0 {
+				return bad("an accepted_values audit names its column = \"...\" and values = [...]")
+			}
+			cols = []string{a.Column}
+		case AuditRowCount:
+			if a.Min == nil && a.Max == nil {
+				return bad("a row_count audit sets min, max or both")
+			}
+			if a.Min != nil && a.Max != nil && *a.Min > *a.Max {
+				return bad("row_count min %d is above max %d", *a.Min, *a.Max)
+			}
+		case AuditSQL:
+			if strings.TrimSpace(a.SQL) == "" {
+				return bad("a sql audit gives sql = \"SELECT ...\" (its rows are the violations)")
+			}
+			masked := MaskSQL(a.SQL)
+			stmts := SplitStatements(masked)
+			if len(stmts) != 1 || ClassifyStatement(a.SQL[stmts[0].Start:stmts[0].End], masked[stmts[0].Start:stmts[0].End]).Kind != StmtQuery {
+				return bad("a sql audit is one SELECT (its rows are the violations)")
+			}
+		case "":
+			return bad("an audit names its kind: %s, %s, %s, %s or %s", AuditUnique, AuditNotNull, AuditAcceptedValues, AuditRowCount, AuditSQL)
+		default:
+			return bad("unknown audit kind %q: %s, %s, %s, %s or %s", a.Kind, AuditUnique, AuditNotNull, AuditAcceptedValues, AuditRowCount, AuditSQL)
+		}
+		for _, c := range cols {
+			if strings.TrimSpace(c) == "" {
+				return bad("an empty column name")
+			}
+		}
+		if a.Kind != AuditSQL && a.SQL != "" {
+			return bad("sql applies to a sql audit")
+		}
+		if a.Name == "" {
+			a.Name = strings.Join(append([]string{a.Kind}, cols...), "_")
+		}
+		if !Identifier.MatchString(a.Name) {
+			return bad("audit name %q must be letters, digits and underscores, starting with a letter", a.Name)
+		}
+		if names[a.Name] {
+			return bad("audit %s is declared twice (give each a name)", a.Name)
+		}
+		names[a.Name] = true
+		j.Audits = append(j.Audits, a)
+	}
+	return nil
+}
+
+// AuditColumns are the target columns audit a reads by name (none for
+// row_count and sql).
+func (a Audit) AuditColumns() []string {
+	if a.Kind == AuditAcceptedValues {
+		return []string{a.Column}
+	}
+	return slices.Clone(a.Columns)
+}

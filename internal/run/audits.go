@@ -1,0 +1,180 @@
+package run
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+)
+
+// AuditResult is what one [[audit]] of a job found in the target as the
+// run left it, before COMMIT.
+type AuditResult struct {
+	Name       string `json:"name"`
+	Kind       string `json:"kind"`
+	Severity   string `json:"severity"`
+	Violations int64  `json:"violations"`
+	// Rows are up to auditRows of the violating rows, each as
+	// "column=value, ..." (row_count: the count against its bounds).
+	Rows []string `json:"rows"`
+}
+
+// auditRows is how many violating rows an audit result names.
+const auditRows = 10
+
+// AuditError is a run refused by an audit of severity error: exit 1,
+// nothing committed.
+type AuditError struct {
+	Job     string
+	Results []AuditResult
+}
+
+func (e *AuditError) Error() string {
+	parts := make([]string, len(e.Results))
+	for i, r := range e.Results {
+		parts[i] = fmt.Sprintf("audit %s (%s) found %d violation(s): %s", r.Name, r.Kind, r.Violations, strings.Join(r.Rows, "; "))
+	}
+	return fmt.Sprintf("job %s: %s; nothing committed", e.Job, strings.Join(parts, "; "))
+}
+
+// audits runs the job's [[audit]] checks over its target inside the
+// transaction: any violation of an error audit fails the run (an
+// *AuditError, nothing committed); the results of every audit are the
+// run's (Result.Audits), and a warn audit's violations go to the run log.
+func (r *txRun) audits(ctx context.Context) (bool, error) {
+	j, tx := r.j, r.tx
+	if len(j.Audits) == 0 {
+		return true, nil
+	}
+	done := r.opts.Progress.Start("audits")
+	defer done()
+	var sealed *sealedRun
+	var failed []AuditResult
+	for _, a := range j.Audits {
+		if a.Kind == job.AuditSQL && sealed == nil {
+			var err error
+			if sealed, err = newSealedRun(ctx, tx, j); err != nil {
+				return false, err
+			}
+		}
+		res, err := runAudit(ctx, tx, j, a, sealed)
+		if err != nil {
+			return false, fmt.Errorf("job %s: audit %s (line %d of %s): %w", j.Name, a.Name, a.Line, j.File, err)
+		}
+		r.res.Audits = append(r.res.Audits, res)
+		if res.Violations > 0 && a.Severity == job.SeverityError {
+			failed = append(failed, res)
+		}
+	}
+	if len(failed) > 0 {
+		return false, &AuditError{Job: j.Name, Results: failed}
+	}
+	return true, nil
+}
+
+// auditNote is what the run log keeps of the warn audits that found
+// violations.
+func auditNote(results []AuditResult) string {
+	var parts []string
+	for _, r := range results {
+		if r.Violations > 0 {
+			parts = append(parts, fmt.Sprintf("audit %s (%s, %s) found %d violation(s)", r.Name, r.Kind, r.Severity, r.Violations))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// runAudit counts audit a's violations in j's target and names the first.
+func runAudit(ctx context.Context, tx *sql.Tx, j *job.Job, a job.Audit, sealed *sealedRun) (AuditResult, error) {
+	res := AuditResult{Name: a.Name, Kind: a.Kind, Severity: a.Severity, Rows: []string{}}
+	target := "main." + job.QuoteIdent(j.Table)
+	quoted := make([]string, 0, len(a.AuditColumns()))
+	for _, c := range a.AuditColumns() {
+		quoted = append(quoted, job.QuoteIdent(c))
+	}
+	list := strings.Join(quoted, ", ")
+	var violating string
+	switch a.Kind {
+	case job.AuditUnique:
+		violating = "SELECT " + list + ", count(*) AS idem_rows FROM " + target + " GROUP BY ALL HAVING count(*) > 1"
+	case job.AuditNotNull:
+		violating = "SELECT * FROM " + target + " WHERE " + strings.Join(quoted, " IS NULL OR ") + " IS NULL"
+	case job.AuditAcceptedValues:
+		lits := make([]string, len(a.Values))
+		for i, v := range a.Values {
+			lits[i] = job.SQLString(v)
+		}
+		violating = "SELECT " + list + ", count(*) AS idem_rows FROM " + target + " WHERE " + list + " IS NOT NULL AND CAST(" + list + " AS VARCHAR) NOT IN (" + strings.Join(lits, ", ") + ") GROUP BY ALL"
+	case job.AuditRowCount:
+		var n int64
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+target).Scan(&n); err != nil {
+			return res, catalog.TrimSQLError(err)
+		}
+		if (a.Min != nil && n < *a.Min) || (a.Max != nil && n > *a.Max) {
+			res.Violations = 1
+			res.Rows = append(res.Rows, fmt.Sprintf("%d rows, %s", n, countBounds(a.Min, a.Max)))
+		}
+		return res, nil
+	case job.AuditSQL:
+		violating = j.Expand(a.SQL)
+		if err := sealed.explain(ctx, tx, job.Step{Name: "audit " + a.Name}, a.Line, violating); err != nil {
+			return res, err
+		}
+	}
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM ("+violating+")").Scan(&res.Violations); err != nil {
+		return res, catalog.TrimSQLError(err)
+	}
+	if res.Violations == 0 {
+		return res, nil
+	}
+	rows, err := tx.QueryContext(ctx, "SELECT * FROM ("+violating+") ORDER BY ALL LIMIT "+fmt.Sprint(auditRows))
+	if err != nil {
+		return res, catalog.TrimSQLError(err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return res, err
+	}
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return res, err
+		}
+		parts := make([]string, len(cols))
+		for i, c := range cols {
+			parts[i] = fmt.Sprintf("%s=%v", c, cellText(vals[i]))
+		}
+		res.Rows = append(res.Rows, strings.Join(parts, ", "))
+	}
+	return res, rows.Err()
+}
+
+func countBounds(lo, hi *int64) string {
+	switch {
+	case lo != nil && hi != nil:
+		return fmt.Sprintf("expected %d to %d", *lo, *hi)
+	case lo != nil:
+		return fmt.Sprintf("expected at least %d", *lo)
+	default:
+		return fmt.Sprintf("expected at most %d", *hi)
+	}
+}
+
+func cellText(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "NULL"
+	case []byte:
+		return string(x)
+	default:
+		return fmt.Sprint(x)
+	}
+}
