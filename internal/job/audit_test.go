@@ -37,4 +37,3 @@ func TestAuditsLoad(t *testing.T) {
 	require.Equal(t, []string{"unique_entity_id error 7", "few warn 10"}, []string{
 		j.Audits[0].Name + " " + j.Audits[0].Severity + " " + strconv.Itoa(j.Audits[0].Line), j.Audits[1].Name + " " + j.Audits[1].Severity + " " + strconv.Itoa(j.Audits[1].Line)})
 }
-
