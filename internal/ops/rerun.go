@@ -460,7 +460,7 @@ func replayRun(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job, row 
 		}
 		input = filepath.Join(linkDir, "*")
 	}
-	opts := run.RunOptions{Input: input, BatchID: row.BatchID, From: row.Inputs.Bounds.From, To: row.Inputs.Bounds.To, Progress: progress, Fault: ropts.Fault,
+	opts := run.RunOptions{Input: input, BatchID: row.BatchID, From: row.Inputs.Bounds.From, To: row.Inputs.Bounds.To, Progress: progress, Fault: ropts.Fault, SkipAudits: true,
 		Partitions: row.Inputs.Partitions}
 	if j.Pipeline.Mode != job.ModeApply {
 		opts.BatchID = ""

@@ -87,7 +87,7 @@ func replayUpstream(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job,
 		}
 		rows[ref.Job], columns[ref.Job] = out, cols
 	}
-	opts := run.RunOptions{Progress: ropts.Progress, Fault: ropts.Fault, Partitions: row.Inputs.Partitions,
+	opts := run.RunOptions{Progress: ropts.Progress, Fault: ropts.Fault, Partitions: row.Inputs.Partitions, SkipAudits: true,
 		Source: &source.Upstream{Job: j, Recorded: parts.Upstream, Rows: rows, Columns: columns, Changes: changes, Realign: row.Inputs.Realigned}}
 	res, err := scratch.Run(ctx, j, opts)
 	if err != nil {

@@ -56,6 +56,10 @@ type RunOptions struct {
 	// accepted with --allow-gap).
 	Note string
 
+	// SkipAudits runs no [[audit]]: a rerun replays what was committed,
+	// whatever the audits say now (they are not part of the job key).
+	SkipAudits bool
+
 	// NoCheckpoint leaves the commit in the WAL instead of checkpointing
 	// after it (a follow run checkpoints every few seconds; stream.go).
 	// The fault points of the checkpoint are still passed.

@@ -129,6 +129,12 @@ kind = "unique_ish"
 				require.Equal(t, before, clitest.CaptureState(t, db))
 			case 0:
 				require.Contains(t, out, "totals: loaded")
+				// An audit added after a snapshot does not stop its rerun:
+				// a rerun replays what was committed.
+				clitest.WriteFile(t, filepath.Join(dir, "stock.toml"), jobFile(c.audits+"[[audit]]\nname = \"later\"\nkind = \"row_count\"\nmax = 0\n"))
+				code, out, errOut = clitest.InProcess(t, "rerun", filepath.Join(dir, "stock.toml"), "--snapshot", "1", "--json")
+				require.Equal(t, 0, code, out+errOut)
+				require.Contains(t, out, `"reproduced":true`)
 			}
 			if c.name == "warn commits" {
 				require.Equal(t, []string{"audit not_null_qty (not_null, warn) found 1 violation(s)"},
