@@ -22,9 +22,14 @@ type Audit struct {
 	Columns []string `toml:"columns"`
 	Column  string   `toml:"column"`
 	Values  []string `toml:"values"`
-	// Min and Max bound row_count.
-	Min *int64 `toml:"min"`
-	Max *int64 `toml:"max"`
+	// Min and Max bound row_count; MaxChangePct bounds its change, in
+	// percent, against the job's previous snapshot's rows.
+	Min          *int64   `toml:"min"`
+	Max          *int64   `toml:"max"`
+	MaxChangePct *float64 `toml:"max_change_pct"`
+	// To is a relationships audit's "JOB.COLUMN": every non-NULL value of
+	// Column must be in that job's target, as last committed.
+	To string `toml:"to"`
 	// SQL is the SELECT of a sql audit: the rows it returns are the
 	// violations. It reads what the job's steps may read ({{table}},
 	// {{upstream:NAME}}) and is sealed as they are.
@@ -40,10 +45,13 @@ const (
 	AuditNotNull        = "not_null"
 	AuditAcceptedValues = "accepted_values"
 	AuditRowCount       = "row_count"
+	AuditRelationships  = "relationships"
 	AuditSQL            = "sql"
 	SeverityError       = "error"
 	SeverityWarn        = "warn"
 )
+
+var auditKinds = strings.Join([]string{AuditUnique, AuditNotNull, AuditAcceptedValues, AuditRowCount, AuditRelationships, AuditSQL}, ", ")
 
 // applyAudits checks the job file's [[audit]] tables and binds them.
 // Errors are *JobFileError naming the audit's line.
@@ -73,12 +81,21 @@ func (j *Job) applyAudits(data []byte, audits []Audit) error {
 			}
 			cols = []string{a.Column}
 		case AuditRowCount:
-			if a.Min == nil && a.Max == nil {
-				return bad("a row_count audit sets min, max or both")
+			if a.Min == nil && a.Max == nil && a.MaxChangePct == nil {
+				return bad("a row_count audit sets min, max, max_change_pct or several")
+			}
+			if a.MaxChangePct != nil && *a.MaxChangePct < 0 {
+				return bad("row_count max_change_pct must not be negative (got %g)", *a.MaxChangePct)
 			}
 			if a.Min != nil && a.Max != nil && *a.Min > *a.Max {
 				return bad("row_count min %d is above max %d", *a.Min, *a.Max)
 			}
+		case AuditRelationships:
+			other, col, ok := strings.Cut(a.To, ".")
+			if a.Column == "" || !ok || other == "" || col == "" {
+				return bad("a relationships audit names its column = \"...\" and to = \"JOB.COLUMN\"")
+			}
+			cols = []string{a.Column}
 		case AuditSQL:
 			if strings.TrimSpace(a.SQL) == "" {
 				return bad("a sql audit gives sql = \"SELECT ...\" (its rows are the violations)")
@@ -89,9 +106,9 @@ func (j *Job) applyAudits(data []byte, audits []Audit) error {
 				return bad("a sql audit is one SELECT (its rows are the violations)")
 			}
 		case "":
-			return bad("an audit names its kind: %s, %s, %s, %s or %s", AuditUnique, AuditNotNull, AuditAcceptedValues, AuditRowCount, AuditSQL)
+			return bad("an audit names its kind: %s", auditKinds)
 		default:
-			return bad("unknown audit kind %q: %s, %s, %s, %s or %s", a.Kind, AuditUnique, AuditNotNull, AuditAcceptedValues, AuditRowCount, AuditSQL)
+			return bad("unknown audit kind %q: %s", a.Kind, auditKinds)
 		}
 		for _, c := range cols {
 			if strings.TrimSpace(c) == "" {
@@ -119,7 +136,7 @@ func (j *Job) applyAudits(data []byte, audits []Audit) error {
 // AuditColumns are the target columns audit a reads by name (none for
 // row_count and sql).
 func (a Audit) AuditColumns() []string {
-	if a.Kind == AuditAcceptedValues {
+	if a.Kind == AuditAcceptedValues || a.Kind == AuditRelationships {
 		return []string{a.Column}
 	}
 	return slices.Clone(a.Columns)

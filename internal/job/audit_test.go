@@ -16,12 +16,14 @@ func TestAuditsLoad(t *testing.T) {
 		{"no kind", "[[audit]]\ncolumns = [\"a\"]\n", "job.toml:7: audit[1]: an audit names its kind"},
 		{"unique without columns", "[[audit]]\nkind = \"unique\"\n", "job.toml:7: audit[1]: a unique audit names its columns"},
 		{"accepted_values without values", "[[audit]]\nkind = \"accepted_values\"\ncolumn = \"s\"\n", "an accepted_values audit names its column"},
-		{"row_count without bounds", "[[audit]]\nkind = \"row_count\"\n", "a row_count audit sets min, max or both"},
+		{"row_count without bounds", "[[audit]]\nkind = \"row_count\"\n", "a row_count audit sets min, max, max_change_pct or several"},
 		{"row_count min above max", "[[audit]]\nkind = \"row_count\"\nmin = 5\nmax = 1\n", "row_count min 5 is above max 1"},
 		{"sql that is not one SELECT", "[[audit]]\nkind = \"sql\"\nsql = \"DELETE FROM x\"\n", "a sql audit is one SELECT"},
 		{"two SELECTs", "[[audit]]\nkind = \"sql\"\nsql = \"SELECT 1; SELECT 2\"\n", "a sql audit is one SELECT"},
 		{"bad severity", "[[audit]]\nkind = \"unique\"\ncolumns = [\"a\"]\nseverity = \"fatal\"\n", `severity must be "error" or "warn" (got "fatal")`},
 		{"twice", "[[audit]]\nkind = \"unique\"\ncolumns = [\"a\"]\n[[audit]]\nkind = \"unique\"\ncolumns = [\"a\"]\n", "job.toml:10: audit[2]: audit unique_a is declared twice"},
+		{"relationships without to", "[[audit]]\nkind = \"relationships\"\ncolumn = \"a\"\n", `a relationships audit names its column = "..." and to = "JOB.COLUMN"`},
+		{"negative change", "[[audit]]\nkind = \"row_count\"\nmax_change_pct = -1.0\n", "row_count max_change_pct must not be negative"},
 		{"bad name", "[[audit]]\nname = \"a b\"\nkind = \"unique\"\ncolumns = [\"a\"]\n", `audit name "a b" must be letters`},
 	}
 	for _, c := range cases {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
@@ -60,7 +61,7 @@ func (r *txRun) audits(ctx context.Context) (bool, error) {
 				return false, err
 			}
 		}
-		res, err := runAudit(ctx, tx, j, a, sealed)
+		res, err := runAudit(ctx, tx, j, a, sealed, r.st.Snapshot)
 		if err != nil {
 			return false, fmt.Errorf("job %s: audit %s (line %d of %s): %w", j.Name, a.Name, a.Line, j.File, err)
 		}
@@ -88,7 +89,9 @@ func auditNote(results []AuditResult) string {
 }
 
 // runAudit counts audit a's violations in j's target and names the first.
-func runAudit(ctx context.Context, tx *sql.Tx, j *job.Job, a job.Audit, sealed *sealedRun) (AuditResult, error) {
+// parent is the job's latest committed snapshot (0: none), which a
+// row_count's max_change_pct compares with.
+func runAudit(ctx context.Context, tx *sql.Tx, j *job.Job, a job.Audit, sealed *sealedRun, parent int64) (AuditResult, error) {
 	res := AuditResult{Name: a.Name, Kind: a.Kind, Severity: a.Severity, Rows: []string{}}
 	target := "main." + job.QuoteIdent(j.Table)
 	quoted := make([]string, 0, len(a.AuditColumns()))
@@ -117,7 +120,34 @@ func runAudit(ctx context.Context, tx *sql.Tx, j *job.Job, a job.Audit, sealed *
 			res.Violations = 1
 			res.Rows = append(res.Rows, fmt.Sprintf("%d rows, %s", n, countBounds(a.Min, a.Max)))
 		}
+		if a.MaxChangePct != nil && parent > 0 {
+			var prev int64
+			if err := tx.QueryRowContext(ctx, `SELECT coalesce(rows_out, 0) FROM idem.snapshots WHERE job = ? AND snapshot = ?`, j.Name, parent).Scan(&prev); err != nil {
+				return res, fmt.Errorf("rows of snapshot %d: %w", parent, err)
+			}
+			change := 0.0
+			switch {
+			case prev > 0:
+				change = 100 * math.Abs(float64(n-prev)) / float64(prev)
+			case n > 0:
+				change = math.Inf(1)
+			}
+			if change > *a.MaxChangePct {
+				res.Violations++
+				res.Rows = append(res.Rows, fmt.Sprintf("%d rows against %d at snapshot %d, a change of %.1f%%, above %g%%", n, prev, parent, change, *a.MaxChangePct))
+			}
+		}
 		return res, nil
+	case job.AuditRelationships:
+		other, col, _ := strings.Cut(a.To, ".")
+		st, err := catalog.ReadState(ctx, tx, other)
+		if err != nil {
+			return res, err
+		}
+		if !st.Exists || st.Target == "" {
+			return res, job.Usage("relationships audit %s: job %s has no committed snapshot in this database to check %s against", a.Name, other, a.To)
+		}
+		violating = "SELECT t." + list + ", count(*) AS idem_rows FROM " + target + " AS t WHERE t." + list + " IS NOT NULL AND NOT EXISTS (SELECT 1 FROM main." + job.QuoteIdent(st.Target) + " AS o WHERE o." + job.QuoteIdent(col) + " = t." + list + ") GROUP BY ALL"
 	case job.AuditSQL:
 		violating = j.Expand(a.SQL)
 		if err := sealed.explain(ctx, tx, job.Step{Name: "audit " + a.Name}, a.Line, violating); err != nil {

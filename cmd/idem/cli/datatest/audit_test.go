@@ -145,3 +145,62 @@ kind = "unique_ish"
 		})
 	}
 }
+
+// TestAuditRelationshipsAndChange: a relationships audit checks each value
+// against another job's target as last committed, and a row_count's
+// max_change_pct against the job's previous snapshot.
+func TestAuditRelationshipsAndChange(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	clitest.WriteFile(t, filepath.Join(dir, "ref.toml"), `name = "ref"
+pipeline = "merge_by_key"
+transform_version = 1
+schema_version = 1
+database = "stock.duckdb"
+[input]
+path = "ref1.csv"
+[input.columns]
+status = "VARCHAR"
+label = "VARCHAR"
+[target]
+key = ["status"]
+`+clitest.DuckdbSection)
+	clitest.WriteFile(t, filepath.Join(dir, "stock.toml"), `name = "stock"
+pipeline = "merge_by_key"
+transform_version = 1
+schema_version = 1
+database = "stock.duckdb"
+[input]
+path = "in1.csv"
+[input.columns]
+sku = "BIGINT"
+status = "VARCHAR"
+[target]
+key = ["sku"]
+`+clitest.DuckdbSection+`[[audit]]
+kind = "relationships"
+column = "status"
+to = "ref.status"
+[[audit]]
+name = "steady"
+kind = "row_count"
+max_change_pct = 50.0
+`)
+	clitest.WriteFile(t, filepath.Join(dir, "ref1.csv"), "status,label\nopen,Open\n")
+	clitest.WriteFile(t, filepath.Join(dir, "ref2.csv"), "status,label\nlost,Lost\n")
+	clitest.WriteFile(t, filepath.Join(dir, "in1.csv"), "sku,status\n1,open\n2,lost\n3,lost\n4,\n")
+	clitest.WriteFile(t, filepath.Join(dir, "in2.csv"), "sku,status\n5,open\n6,open\n7,open\n")
+	ref, stock := filepath.Join(dir, "ref.toml"), filepath.Join(dir, "stock.toml")
+	run := func(want int, args ...string) string {
+		t.Helper()
+		code, out, errOut := clitest.InProcess(t, args...)
+		require.Equal(t, want, code, out+errOut)
+		return out + errOut
+	}
+	run(0, "run", ref)
+	require.Contains(t, run(1, "run", stock), "audit relationships_status (relationships) found 1 violation(s): status=lost, idem_rows=2; nothing committed")
+	run(0, "run", ref, "--input", filepath.Join(dir, "ref2.csv"))
+	require.Contains(t, run(0, "run", stock), "stock: applied (first load)")
+	// 4 rows, then 7: a change of 75%.
+	require.Contains(t, run(1, "run", stock, "--input", filepath.Join(dir, "in2.csv")), "audit steady (row_count) found 1 violation(s): 7 rows against 4 at snapshot 1, a change of 75.0%, above 50%")
+}
