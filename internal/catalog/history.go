@@ -368,3 +368,53 @@ func RebuildHistory(ctx context.Context, tx *sql.Tx, j string, cols []TargetColu
 	}
 	return writeHistoryFormat(ctx, tx, j, nil)
 }
+
+// NoteReplaced records, in temp table idem_replaced, the keys of the rows
+// of target (quoted) that match where ("" every row) before idem itself
+// deletes them in a run (a reference table replaced whole, a job realigned
+// with a rolled-back upstream): the steps' idem_touched names only the
+// keys they wrote, and history must close the deleted ones too
+// (MergeReplaced).
+func NoteReplaced(ctx context.Context, tx *sql.Tx, target string, keys []string, where string) error {
+	cols := make([]string, len(keys))
+	for i, k := range keys {
+		cols[i] = "t." + job.QuoteIdent(k)
+	}
+	sel := "SELECT " + strings.Join(cols, ", ") + " FROM " + target + " AS t"
+	if where != "" {
+		sel += " WHERE " + where
+	}
+	exists, err := TableExists(ctx, tx, "temp", "idem_replaced")
+	if err != nil {
+		return err
+	}
+	q := "CREATE TEMP TABLE idem_replaced AS " + sel
+	if exists {
+		q = "INSERT INTO idem_replaced " + sel
+	}
+	if _, err := tx.ExecContext(ctx, q); err != nil {
+		return fmt.Errorf("note the keys replaced in %s: %w", target, TrimSQLError(err))
+	}
+	return nil
+}
+
+// MergeReplaced adds the keys NoteReplaced recorded to the steps'
+// idem_touched (when the steps made one: otherwise history compares the
+// whole target) and drops idem_replaced.
+func MergeReplaced(ctx context.Context, tx *sql.Tx) error {
+	replaced, err := TableExists(ctx, tx, "temp", "idem_replaced")
+	if err != nil || !replaced {
+		return err
+	}
+	touched, err := TableExists(ctx, tx, "temp", "idem_touched")
+	if err != nil {
+		return err
+	}
+	if touched {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO idem_touched BY NAME SELECT * FROM idem_replaced"); err != nil {
+			return fmt.Errorf("history: the keys replaced: %w", TrimSQLError(err))
+		}
+	}
+	_, err = tx.ExecContext(ctx, "DROP TABLE idem_replaced")
+	return err
+}

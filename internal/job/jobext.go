@@ -11,6 +11,9 @@ import (
 // Input modes and batch shapes of [input] mode = "files".
 const (
 	InputModeFiles = "files"
+	// InputModeReplace is a file that is the whole table (a reference
+	// table): each changed file replaces the target.
+	InputModeReplace = "replace"
 	BatchPerFile   = "per_file"
 	BatchAll       = "all"
 )
@@ -166,8 +169,15 @@ func (j *Job) applyInputMode(md toml.MetaData, jf *jobFile, bad keyErrorFunc) er
 		default:
 			return bad("input.batch", "must be %q or %q (got %q)", BatchPerFile, BatchAll, in.Batch)
 		}
+	case InputModeReplace:
+		if p.Mode != ModeApply || !p.Generic {
+			return bad("input.mode", "mode = \"replace\" needs a generic apply pipeline (merge_by_key); %s is a %s pipeline", p.Name, p.Mode)
+		}
+		if in.Batch != "" {
+			return bad("input.batch", "batch applies to mode = \"files\"")
+		}
 	default:
-		return bad("input.mode", "must be %q or absent (got %q)", InputModeFiles, in.Mode)
+		return bad("input.mode", "must be %q, %q or absent (got %q)", InputModeFiles, InputModeReplace, in.Mode)
 	}
 	if md.IsDefined("input", "chunk_rows") || in.Watermark != "" {
 		if err := checkChunks(p, in, bad); err != nil {

@@ -369,6 +369,13 @@ func jobAt(j *job.Job, row *catalog.SnapshotRow) (*job.Job, error) {
 	if e, ok := parts.Config["extra_columns"].(string); ok {
 		at.Input.ExtraColumns = e
 	}
+	if m, ok := parts.Config["input_mode"].(map[string]any); ok {
+		// A reference table ([input] mode = "replace") replaces its target
+		// with each batch; a files-mode job's batches replay one by one.
+		if mode, _ := m["mode"].(string); mode == job.InputModeReplace {
+			at.Input.Mode = mode
+		}
+	}
 	if c, ok := parts.Config["chunks"].(map[string]any); ok {
 		// A chunked job replays chunk by chunk: each recorded chunk is
 		// found again from its recorded start and size.

@@ -144,6 +144,20 @@ func (d *DB) decideMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared
 			res.RowsOut, err = catalog.CountRows(ctx, tx, j.Table)
 			return res, true, err
 		}
+		if j.Input.Mode == job.InputModeReplace {
+			// A reference table: the same content as the latest snapshot
+			// (under any file name) changes nothing; other content is a
+			// batch of its own, whatever was committed before it.
+			if st.Exists && st.Key == p.key && exists {
+				res.Decision = job.DecisionSkipped
+				res.RowsOut, err = catalog.CountRows(ctx, tx, j.Table)
+				return res, true, err
+			}
+			if opts.BatchID == "" {
+				p.batchID = fmt.Sprintf("replace:%s@%d", p.parts.Input[:16], st.Snapshot)
+				res.BatchID = p.batchID
+			}
+		}
 		if done, err := d.checkLedger(ctx, tx, j, p, res); err != nil || done {
 			return res, true, err
 		}

@@ -82,6 +82,9 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 	if err := r.keepPartitions(ctx); err != nil { // partitions.go
 		return false, err
 	}
+	if err := replaceAll(ctx, tx, j, r.exists); err != nil {
+		return false, err
+	}
 	// The steps are sealed (sealrun.go): one thread, binder-checked scans,
 	// and the tables the job does not own the same after them.
 	sealed, err := newSealedRun(ctx, tx, j)
@@ -182,6 +185,11 @@ func (r *txRun) history(ctx context.Context) (bool, error) {
 	if err := r.d.scrubErased(ctx, tx, j, r.p, r.counts); err != nil {
 		return false, err
 	}
+	// Keys idem deleted itself before the steps (replaceAll, a realigned
+	// upstream) are changed keys too.
+	if err := catalog.MergeReplaced(ctx, tx); err != nil {
+		return false, err
+	}
 	if err := dropScratch(ctx, tx); err != nil {
 		return false, err
 	}
@@ -231,4 +239,33 @@ func (r *txRun) commitRows(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// replaceAll empties the target and its tombstones before the steps of a
+// job whose input is the whole table ([input] mode = "replace"): the
+// pipeline then applies the file's rows as new, and a key the file no
+// longer holds goes.
+func replaceAll(ctx context.Context, tx *sql.Tx, j *job.Job, exists bool) error {
+	if j.Input.Mode != job.InputModeReplace || !exists {
+		return nil
+	}
+	keys := j.Pipeline.Key
+	if len(keys) == 0 {
+		keys = j.Key
+	}
+	if err := catalog.NoteReplaced(ctx, tx, "main."+job.QuoteIdent(j.Table), keys, ""); err != nil {
+		return err
+	}
+	for _, table := range []string{j.Table, j.Table + "_tombstones"} {
+		ok, err := catalog.TableExists(ctx, tx, "main", table)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if _, err := tx.ExecContext(ctx, "DELETE FROM main."+job.QuoteIdent(table)); err != nil {
+				return fmt.Errorf("replace %s: %w", table, catalog.TrimSQLError(err))
+			}
+		}
+	}
+	return nil
 }

@@ -189,7 +189,13 @@ func (u *Upstream) realignKeys(ctx context.Context, tx *sql.Tx) error {
 			for i, k := range keys {
 				conds[i] = "c." + job.QuoteIdent(k) + " IS NOT DISTINCT FROM t." + job.QuoteIdent(k)
 			}
-			q := "DELETE FROM main." + job.QuoteIdent(table) + " AS t WHERE EXISTS (SELECT 1 FROM temp." + job.QuoteIdent(job.UpstreamRelation(name)) + " AS c WHERE " + strings.Join(conds, " AND ") + ")"
+			where := "EXISTS (SELECT 1 FROM temp." + job.QuoteIdent(job.UpstreamRelation(name)) + " AS c WHERE " + strings.Join(conds, " AND ") + ")"
+			if table == u.Job.Table {
+				if err := catalog.NoteReplaced(ctx, tx, "main."+job.QuoteIdent(table), keys, where); err != nil {
+					return err
+				}
+			}
+			q := "DELETE FROM main." + job.QuoteIdent(table) + " AS t WHERE " + where
 			if _, err := tx.ExecContext(ctx, q); err != nil {
 				return fmt.Errorf("realign %s with upstream %s: %w", table, name, catalog.TrimSQLError(err))
 			}
