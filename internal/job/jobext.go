@@ -14,8 +14,8 @@ const (
 	// InputModeReplace is a file that is the whole table (a reference
 	// table): each changed file replaces the target.
 	InputModeReplace = "replace"
-	BatchPerFile   = "per_file"
-	BatchAll       = "all"
+	BatchPerFile     = "per_file"
+	BatchAll         = "all"
 )
 
 // Rule is one [[quality.rules]] entry: a boolean SQL expression over the
@@ -171,7 +171,7 @@ func (j *Job) applyInputMode(md toml.MetaData, jf *jobFile, bad keyErrorFunc) er
 		}
 	case InputModeReplace:
 		if p.Mode != ModeApply || !p.Generic {
-			return bad("input.mode", "mode = \"replace\" needs a generic apply pipeline (merge_by_key); %s is a %s pipeline", p.Name, p.Mode)
+			return bad("input.mode", "mode = \"replace\" takes a generic apply pipeline such as merge_by_key, not %s", p.Name)
 		}
 		if in.Batch != "" {
 			return bad("input.batch", "batch applies to mode = \"files\"")
