@@ -1,7 +1,9 @@
 package project
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -55,11 +57,15 @@ func Files(paths []string) ([]string, error) {
 			if e.Type()&fs.ModeType != 0 && e.Type()&fs.ModeSymlink == 0 {
 				continue // not a regular file (a FIFO, a device)
 			}
-			add(filepath.Join(p, e.Name()))
+			file := filepath.Join(p, e.Name())
+			if !isJobFile(file) {
+				continue // another tool's TOML (sqlfluff.toml, say)
+			}
+			add(file)
 			n++
 		}
 		if n == 0 {
-			return nil, &job.UsageError{Msg: fmt.Sprintf("folder %s holds no job files (*.toml)", p)}
+			return nil, &job.UsageError{Msg: fmt.Sprintf("folder %s holds no job files (*.toml with pipeline = ...)", p)}
 		}
 	}
 	return out, nil
@@ -294,4 +300,33 @@ func (p *Project) Groups() [][]*job.Job {
 		out[i] = append(out[i], j)
 	}
 	return out
+}
+
+// isJobFile says whether the TOML file at path is a job file: one that sets
+// pipeline at its top level (before any [table]). Another tool's TOML in a
+// project folder is not read as a job. A file that cannot be read, or a
+// link to something other than a regular file, counts as a job file, so
+// that loading it reports why.
+func isJobFile(path string) bool {
+	st, err := os.Stat(path)
+	if err != nil || !st.Mode().IsRegular() {
+		return err != nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(io.LimitReader(f, job.MaxTOMLBytes))
+	sc.Buffer(make([]byte, 64<<10), int(job.MaxTOMLBytes))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(line, "[") {
+			return false
+		}
+		if k, _, ok := strings.Cut(line, "="); ok && strings.Trim(strings.TrimSpace(k), `"'`) == "pipeline" {
+			return true
+		}
+	}
+	return sc.Err() != nil
 }

@@ -125,11 +125,15 @@ func TestBlockedAndGroups(t *testing.T) {
 	require.Equal(t, []string{"other"}, names(g[1]))
 }
 
+// TestFiles: a folder's job files are its *.toml files that set pipeline
+// at their top level; pipeline.toml, other files and another tool's TOML
+// (sqlfluff.toml, a pipeline key inside a table) are not read as jobs.
 func TestFiles(t *testing.T) {
 	dir := t.TempDir()
-	for _, f := range []string{"b.toml", "a.toml", "notes.txt", "sub/c.toml", "pipeline.toml"} {
+	for f, text := range map[string]string{"b.toml": "name = \"b\"\npipeline = \"select\"\n", "a.toml": "# a job\n\"pipeline\" = \"x\"\n", "notes.txt": "",
+		"sub/c.toml": "", "pipeline.toml": "pipeline = \"p\"\n", "sqlfluff.toml": "[sqlfluff]\ndialect = \"duckdb\"\n", "other.toml": "[tool]\npipeline = \"not a job\"\n"} {
 		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(dir, f), nil, 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), []byte(text), 0o644))
 	}
 	got, err := Files([]string{dir, filepath.Join(dir, "a.toml"), filepath.Join(dir, "sub", "c.toml")})
 	require.NoError(t, err)
@@ -138,6 +142,6 @@ func TestFiles(t *testing.T) {
 	require.NoError(t, err) // a missing path is the loader's to report
 	empty := t.TempDir()
 	_, err = Files([]string{empty})
-	require.ErrorContains(t, err, "holds no job files (*.toml)")
+	require.ErrorContains(t, err, "holds no job files (*.toml with pipeline = ...)")
 	require.ErrorIs(t, err, job.ErrUsage)
 }

@@ -15,7 +15,8 @@ import (
 // table (a row dropped from the file goes), never a refusal, and the
 // project around it runs after each edit; the same content again, under
 // any name, changes nothing; content reverted to an older one applies
-// again; every snapshot reruns.
+// again; every snapshot reruns. A stray sqlfluff.toml beside the jobs is
+// not read as one.
 func TestReferenceTable(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -45,6 +46,8 @@ sql = "models/by_city"
 key = ["city"]
 `+clitest.DuckdbSection)
 	clitest.WriteFile(t, filepath.Join(dir, "models", "by_city", "v1.sql"), "SELECT city, count(*) AS stations FROM {{upstream:stations}} GROUP BY city\n")
+	// Another tool's TOML in the project folder is not a job file.
+	clitest.WriteFile(t, filepath.Join(dir, "sqlfluff.toml"), "[sqlfluff]\ndialect = \"duckdb\"\n")
 	db := filepath.Join(dir, "ref.duckdb")
 	file := filepath.Join(dir, "stations.csv")
 	job := filepath.Join(dir, "stations.toml")
