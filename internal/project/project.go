@@ -310,7 +310,7 @@ func (p *Project) Groups() [][]*job.Job {
 func isJobFile(path string) bool {
 	st, err := os.Stat(path)
 	if err != nil || !st.Mode().IsRegular() {
-		return err != nil
+		return true
 	}
 	f, err := os.Open(path)
 	if err != nil {
