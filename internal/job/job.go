@@ -230,6 +230,11 @@ func ReadJobFile(path string) ([]byte, error) {
 // readAtMost reads the first n bytes of the file at path, or all of a
 // shorter one.
 func readAtMost(path string, n int64) ([]byte, error) {
+	// Opening a FIFO blocks until a writer comes: only a regular file is
+	// opened.
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: errors.New("not a regular file")}
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
