@@ -369,13 +369,13 @@ func RebuildHistory(ctx context.Context, tx *sql.Tx, j string, cols []TargetColu
 	return writeHistoryFormat(ctx, tx, j, nil)
 }
 
-// NoteReplaced records, in temp table idem_replaced, the keys of the rows
+// noteReplaced records, in temp table idem_replaced, the keys of the rows
 // of target (quoted) that match where ("" every row) before idem itself
 // deletes them in a run (a reference table replaced whole, a job realigned
 // with a rolled-back upstream): the steps' idem_touched names only the
 // keys they wrote, and history must close the deleted ones too
 // (MergeReplaced).
-func NoteReplaced(ctx context.Context, tx *sql.Tx, target string, keys []string, where string) error {
+func noteReplaced(ctx context.Context, tx *sql.Tx, target string, keys []string, where string) error {
 	cols := make([]string, len(keys))
 	for i, k := range keys {
 		cols[i] = "t." + job.QuoteIdent(k)
@@ -398,7 +398,7 @@ func NoteReplaced(ctx context.Context, tx *sql.Tx, target string, keys []string,
 	return nil
 }
 
-// MergeReplaced adds the keys NoteReplaced recorded to the steps'
+// MergeReplaced adds the keys noteReplaced recorded to the steps'
 // idem_touched (when the steps made one: otherwise history compares the
 // whole target) and drops idem_replaced.
 func MergeReplaced(ctx context.Context, tx *sql.Tx) error {
@@ -417,4 +417,34 @@ func MergeReplaced(ctx context.Context, tx *sql.Tx) error {
 	}
 	_, err = tx.ExecContext(ctx, "DROP TABLE idem_replaced")
 	return err
+}
+
+// DeleteKeyedRows deletes, in a run before its steps, the rows of target
+// (and of its <target>_tombstones) that match where ("" every row), noting
+// the target's keys for history first (noteReplaced). A table that does not
+// exist is passed over.
+func DeleteKeyedRows(ctx context.Context, tx *sql.Tx, target string, keys []string, where string) error {
+	for i, table := range []string{target, target + "_tombstones"} {
+		ok, err := TableExists(ctx, tx, "main", table)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		quoted := "main." + job.QuoteIdent(table)
+		if i == 0 {
+			if err := noteReplaced(ctx, tx, quoted, keys, where); err != nil {
+				return err
+			}
+		}
+		q := "DELETE FROM " + quoted + " AS t"
+		if where != "" {
+			q += " WHERE " + where
+		}
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("delete from %s: %w", table, TrimSQLError(err))
+		}
+	}
+	return nil
 }

@@ -165,26 +165,18 @@ func runAudit(ctx context.Context, tx *sql.Tx, j *job.Job, a job.Audit, sealed *
 		return res, catalog.TrimSQLError(err)
 	}
 	defer rows.Close()
-	cols, err := rows.Columns()
+	got, err := Collect(rows)
 	if err != nil {
 		return res, err
 	}
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return res, err
-		}
-		parts := make([]string, len(cols))
-		for i, c := range cols {
+	for _, vals := range got.Values {
+		parts := make([]string, len(got.Columns))
+		for i, c := range got.Columns {
 			parts[i] = fmt.Sprintf("%s=%v", c, cellText(vals[i]))
 		}
 		res.Rows = append(res.Rows, strings.Join(parts, ", "))
 	}
-	return res, rows.Err()
+	return res, nil
 }
 
 func countBounds(lo, hi *int64) string {

@@ -253,19 +253,8 @@ func replaceAll(ctx context.Context, tx *sql.Tx, j *job.Job, exists bool) error 
 	if len(keys) == 0 {
 		keys = j.Key
 	}
-	if err := catalog.NoteReplaced(ctx, tx, "main."+job.QuoteIdent(j.Table), keys, ""); err != nil {
-		return err
-	}
-	for _, table := range []string{j.Table, j.Table + "_tombstones"} {
-		ok, err := catalog.TableExists(ctx, tx, "main", table)
-		if err != nil {
-			return err
-		}
-		if ok {
-			if _, err := tx.ExecContext(ctx, "DELETE FROM main."+job.QuoteIdent(table)); err != nil {
-				return fmt.Errorf("replace %s: %w", table, catalog.TrimSQLError(err))
-			}
-		}
+	if err := catalog.DeleteKeyedRows(ctx, tx, j.Table, keys, ""); err != nil {
+		return fmt.Errorf("replace: %w", err)
 	}
 	return nil
 }

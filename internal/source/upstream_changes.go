@@ -176,29 +176,14 @@ func (u *Upstream) realignKeys(ctx context.Context, tx *sql.Tx) error {
 	if len(keys) == 0 {
 		return job.Usage("job %s: upstream %s was rolled back below what the job applied, and the job has no key to realign its rows by", u.Job.Name, u.realign[0])
 	}
+	conds := make([]string, len(keys))
+	for i, k := range keys {
+		conds[i] = "c." + job.QuoteIdent(k) + " IS NOT DISTINCT FROM t." + job.QuoteIdent(k)
+	}
 	for _, name := range u.realign {
-		for _, table := range []string{u.Job.Table, u.Job.Table + "_tombstones"} {
-			ok, err := catalog.TableExists(ctx, tx, "main", table)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				continue
-			}
-			conds := make([]string, len(keys))
-			for i, k := range keys {
-				conds[i] = "c." + job.QuoteIdent(k) + " IS NOT DISTINCT FROM t." + job.QuoteIdent(k)
-			}
-			where := "EXISTS (SELECT 1 FROM temp." + job.QuoteIdent(job.UpstreamRelation(name)) + " AS c WHERE " + strings.Join(conds, " AND ") + ")"
-			if table == u.Job.Table {
-				if err := catalog.NoteReplaced(ctx, tx, "main."+job.QuoteIdent(table), keys, where); err != nil {
-					return err
-				}
-			}
-			q := "DELETE FROM main." + job.QuoteIdent(table) + " AS t WHERE " + where
-			if _, err := tx.ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("realign %s with upstream %s: %w", table, name, catalog.TrimSQLError(err))
-			}
+		where := "EXISTS (SELECT 1 FROM temp." + job.QuoteIdent(job.UpstreamRelation(name)) + " AS c WHERE " + strings.Join(conds, " AND ") + ")"
+		if err := catalog.DeleteKeyedRows(ctx, tx, u.Job.Table, keys, where); err != nil {
+			return fmt.Errorf("realign with upstream %s: %w", name, err)
 		}
 	}
 	return nil
