@@ -128,9 +128,11 @@ func RecordHistory(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot int64) 
 			return err
 		}
 	} else {
-		if err := alignHistory(ctx, tx, j.Name, cols); err != nil {
+		retyped, err := alignHistory(ctx, tx, j.Name, j.Pipeline.Key, cols)
+		if err != nil {
 			return err
 		}
+		target = historySource(target, cols, retyped)
 		if f, err = readHistoryFormat(ctx, tx, j.Name); err != nil {
 			return err
 		}
@@ -164,7 +166,7 @@ func RecordHistory(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot int64) 
 		}
 	}
 	if f != nil {
-		return appendHistory(ctx, tx, j, f, cols, touched, snapshot)
+		return appendHistory(ctx, tx, j, f, cols, target, touched, snapshot)
 	}
 	list := strings.Join(names, ", ")
 	s := fmt.Sprint(snapshot)
@@ -195,9 +197,8 @@ func RecordHistory(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot int64) 
 // target row of each changed key, and a marker for each changed key the
 // target no longer holds. The changed keys are idem_touched's when
 // touched, else those whose rows differ from snapshot S-1.
-func appendHistory(ctx context.Context, tx *sql.Tx, j *job.Job, f *historyFormat, cols []TargetColumn, touched bool, snapshot int64) error {
+func appendHistory(ctx context.Context, tx *sql.Tx, j *job.Job, f *historyFormat, cols []TargetColumn, target string, touched bool, snapshot int64) error {
 	hist := HistoryTable(j.Name)
-	target := job.QuoteIdent(j.Table)
 	names := make([]string, len(cols))
 	for i, c := range cols {
 		names[i] = job.QuoteIdent(c.Name)
@@ -277,11 +278,16 @@ func closeAppended(ctx context.Context, tx *sql.Tx, j string, f *historyFormat) 
 }
 
 // alignHistory adds to the history table any target column it lacks (after
-// a schema change). Columns the target dropped stay, NULL in newer rows.
-func alignHistory(ctx context.Context, tx *sql.Tx, j string, cols []TargetColumn) error {
+// a schema change). Columns the target dropped stay, NULL in newer rows. A
+// column whose type changed is kept as VARCHAR from then on (retyped): each
+// row keeps its value's text, which casts back exactly to the type of the
+// snapshot that reads it (PinnedSelect, ChangesSelect), so every snapshot
+// reads its own columns. A key column's type cannot change: history finds
+// a key's rows by its values.
+func alignHistory(ctx context.Context, tx *sql.Tx, j string, key []string, cols []TargetColumn) (retyped map[string]bool, err error) {
 	have, err := TargetColumnsIn(ctx, tx, "idem", j+"__history")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	types := map[string]string{}
 	for _, c := range have {
@@ -289,17 +295,77 @@ func alignHistory(ctx context.Context, tx *sql.Tx, j string, cols []TargetColumn
 	}
 	for _, c := range cols {
 		t, ok := types[c.Name]
-		if !ok {
+		switch {
+		case !ok:
 			if _, err := tx.ExecContext(ctx, "ALTER TABLE "+HistoryTable(j)+" ADD COLUMN "+job.QuoteIdent(c.Name)+" "+c.Type); err != nil {
-				return fmt.Errorf("add column %s to history of %s: %w", c.Name, j, err)
+				return nil, fmt.Errorf("add column %s to history of %s: %w", c.Name, j, err)
 			}
-			continue
-		}
-		if t != c.Type {
-			return fmt.Errorf("schema change turns column %s of %s from %s into %s: history keeps one type per column; add a column with a new name instead", c.Name, j, t, c.Type)
+		case t == c.Type:
+		case slices.Contains(key, c.Name):
+			return nil, job.Refuse("schema", "%s", KeyRetypeMessage(j, c.Name, t, c.Type))
+		default:
+			if t != "VARCHAR" {
+				if _, err := tx.ExecContext(ctx, "ALTER TABLE "+HistoryTable(j)+" ALTER COLUMN "+job.QuoteIdent(c.Name)+" SET DATA TYPE VARCHAR"); err != nil {
+					return nil, fmt.Errorf("keep retyped column %s of %s in its history as text: %w", c.Name, j, TrimSQLError(err))
+				}
+			}
+			if retyped == nil {
+				retyped = map[string]bool{}
+			}
+			retyped[c.Name] = true
 		}
 	}
-	return nil
+	return retyped, nil
+}
+
+// KeyRetypeMessage refuses a schema change that retypes a key column.
+func KeyRetypeMessage(j, column, from, to string) string {
+	return fmt.Sprintf("schema change turns key column %s of %s from %s into %s: history finds a key's rows by its values, so a key column keeps its type; add a column with a new name instead", column, j, from, to)
+}
+
+// historySource is what history rows are written from: the target, or
+// with retyped columns (alignHistory) the target with those cast to text.
+func historySource(target string, cols []TargetColumn, retyped map[string]bool) string {
+	if len(retyped) == 0 {
+		return target
+	}
+	sel := make([]string, len(cols))
+	for i, c := range cols {
+		q := job.QuoteIdent(c.Name)
+		sel[i] = q
+		if retyped[c.Name] {
+			sel[i] = "CAST(" + q + " AS VARCHAR) AS " + q
+		}
+	}
+	return "(SELECT " + strings.Join(sel, ", ") + " FROM " + target + ")"
+}
+
+// historyCasts is the select list that reads columns cols (as a snapshot
+// recorded them) from a history query: each column whose history type is
+// not the snapshot's (a retyped column, kept as text) cast back to it, or
+// "" when no column needs a cast.
+func historyCasts(ctx context.Context, q Querier, j string, cols []TargetColumn) (string, error) {
+	have, err := TargetColumnsIn(ctx, q, "idem", j+"__history")
+	if err != nil {
+		return "", err
+	}
+	types := map[string]string{}
+	for _, c := range have {
+		types[c.Name] = c.Type
+	}
+	sel := make([]string, len(cols))
+	cast := false
+	for i, c := range cols {
+		n := job.QuoteIdent(c.Name)
+		sel[i] = n
+		if t, ok := types[c.Name]; ok && t != c.Type {
+			sel[i], cast = "CAST("+n+" AS "+c.Type+") AS "+n, true
+		}
+	}
+	if !cast {
+		return "", nil
+	}
+	return strings.Join(sel, ", "), nil
 }
 
 // PinnedSelect returns a SELECT of the target's rows as committed at
@@ -314,7 +380,11 @@ func PinnedSelect(ctx context.Context, q Querier, j string, cols []TargetColumn,
 	for i, c := range cols {
 		names[i] = job.QuoteIdent(c.Name)
 	}
-	return pinnedSQL(j, names, f, snapshot), nil
+	casts, err := historyCasts(ctx, q, j, cols)
+	if err != nil || casts == "" {
+		return pinnedSQL(j, names, f, snapshot), err
+	}
+	return "SELECT " + casts + " FROM (" + pinnedSQL(j, names, f, snapshot) + ")", nil
 }
 
 // pinnedSQL is PinnedSelect's text for quoted column names and format f.

@@ -35,7 +35,18 @@ func ChangesSelect(ctx context.Context, q Querier, j string, cols []TargetColumn
 	for i, c := range cols {
 		names[i] = job.QuoteIdent(c.Name)
 	}
-	return changesSQL(j, names, f, key, from, to), nil
+	text := changesSQL(j, names, f, key, from, to)
+	casts, err := historyCasts(ctx, q, j, cols)
+	if err != nil || casts == "" {
+		return text, err
+	}
+	// Retyped columns are read back as the snapshots recorded them, in the
+	// same order.
+	order := "ALL"
+	if len(key) > 0 {
+		order = strings.Join(quoteAll(key), ", ")
+	}
+	return "SELECT " + casts + ", idem_op FROM (" + text + ") ORDER BY " + order, nil
 }
 
 // changesSQL is ChangesSelect's text for quoted column names and history

@@ -79,7 +79,7 @@ func TestEmbeddedMigrations(t *testing.T) {
 }
 
 // idemTables are the tables of catalog version 1.
-var idemTables = []string{"checkpoints", "commits", "erasures", "files", "inputs", "jobs", "ledger", "meta", "owners", "packets", "positions", "released", "retention", "runs", "snapshots"}
+var idemTables = []string{"checkpoints", "commits", "erasures", "files", "inputs", "jobs", "ledger", "meta", "model_texts", "owners", "packets", "positions", "released", "retention", "runs", "snapshots"}
 
 func tablesOf(t *testing.T, db Querier) []string {
 	t.Helper()

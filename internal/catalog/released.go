@@ -10,7 +10,9 @@ import (
 
 // CheckReleased refuses a run whose transform or schema version's files no
 // longer match the sha256 recorded the first time this database used them,
-// and records versions seen for the first time.
+// and records versions seen for the first time, and a model's text
+// (RecordModelText). A model written as one file has no numbered version
+// to check: its version is its text's sha256.
 //
 // Without record (a plan), a version not recorded yet is left unrecorded.
 func CheckReleased(ctx context.Context, tx *sql.Tx, j *job.Job, record bool) error {
@@ -35,6 +37,14 @@ func CheckReleased(ctx context.Context, tx *sql.Tx, j *job.Job, record bool) err
 			return job.Refuse("released", "%s v%d of pipeline %s was edited after release (sha256 %s, recorded %s): released SQL never changes; add a new version (%s) instead", kind, version, j.Pipeline.Name, sum[:12], recorded[:12], what)
 		}
 		return nil
+	}
+	if record {
+		if err := RecordModelText(ctx, tx, j); err != nil {
+			return err
+		}
+	}
+	if j.ContentVersioned() {
+		return nil // its version is its text's sha256: an edit is a new version
 	}
 	if err := check("transform", j.TransformVersion, job.StepsDigest(j.Steps), j.NextVersionHint()); err != nil {
 		return err

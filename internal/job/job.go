@@ -317,9 +317,10 @@ func decodeJobFile(path string, data []byte) (jobFile, toml.MetaData, error) {
 		}
 		return jf, md, &JobFileError{File: path, Line: keyLine(data, k), Key: k.String(), Msg: "unknown key"}
 	}
-	// schema_version is checked in bindPipeline, once the pipeline says
-	// whether it is a model (whose schema is its result's columns).
-	for _, req := range []string{"name", "pipeline", "transform_version"} {
+	// schema_version and transform_version are checked in bindPipeline,
+	// once the pipeline says whether it is a model (whose schema is its
+	// result's columns, and whose one file is versioned by its text).
+	for _, req := range []string{"name", "pipeline"} {
 		if !md.IsDefined(req) {
 			return jf, md, &JobFileError{File: path, Key: req, Msg: "missing required key"}
 		}
@@ -334,7 +335,7 @@ func checkJobKeys(jf *jobFile, md toml.MetaData, bad keyErrorFunc) (table, forma
 	if !Identifier.MatchString(jf.Name) {
 		return "", "", bad("name", "must be letters, digits and underscores, starting with a letter (got %q)", jf.Name)
 	}
-	if jf.TransformVersion < 1 {
+	if md.IsDefined("transform_version") && jf.TransformVersion < 1 {
 		return "", "", bad("transform_version", "must be a positive integer")
 	}
 	if md.IsDefined("schema_version") && jf.SchemaVersion < 1 {
@@ -404,11 +405,14 @@ func bindPipeline(path string, data []byte, jf *jobFile, md toml.MetaData, built
 	if !md.IsDefined("schema_version") && !p.Model {
 		return nil, nil, "", &JobFileError{File: path, Key: "schema_version", Msg: "missing required key"}
 	}
+	if !md.IsDefined("transform_version") && !p.Model {
+		return nil, nil, "", &JobFileError{File: path, Key: "transform_version", Msg: "missing required key"}
+	}
 	if md.IsDefined("transform") && !p.Model {
 		return nil, nil, "", bad("transform", "[transform] sql names a model folder; pipeline %s is not a model pipeline (pipeline = \"select\")", p.Name)
 	}
 	if p.Model {
-		steps, err = modelSteps(path, data, p, jf)
+		steps, err = modelSteps(path, data, p, jf, md)
 		return p, steps, "", err
 	}
 	if steps, err = p.Transform(jf.TransformVersion); err != nil {

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/BurntSushi/toml"
 )
 
 // transformTable is the job file's [transform] table: the folder of a
@@ -26,23 +28,36 @@ const ModelPlaceholder = "{{model}}"
 // v<transform_version>.sql in its [transform] sql folder, one SELECT. The
 // pipeline's transform/v1 steps wrap it: {{model}} in them is replaced by
 // the model's text, so the transform part's sha256 covers the model.
-func modelSteps(path string, data []byte, p *Pipeline, jf *jobFile) ([]Step, error) {
+func modelSteps(path string, data []byte, p *Pipeline, jf *jobFile, md toml.MetaData) ([]Step, error) {
 	bad := keyErrors(path, data)
 	ref := jf.Transform.SQL
 	if ref == "" {
-		return nil, bad("transform.sql", "pipeline %s runs one SELECT from a model folder: add [transform] sql = \"models/%s\" holding v1.sql", p.Name, jf.Name)
+		return nil, bad("transform.sql", "pipeline %s runs one SELECT from a model file or folder: add [transform] sql = \"models/%s.sql\"", p.Name, jf.Name)
 	}
-	dir, err := insideJobDir(path, ref)
+	file, dir, err := modelPath(path, ref)
 	if err != nil {
 		return nil, bad("transform.sql", "%v", err)
 	}
-	file := filepath.Join(dir, fmt.Sprintf("v%d.sql", jf.TransformVersion))
-	text, err := readConfined(dir, fmt.Sprintf("v%d.sql", jf.TransformVersion))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, bad("transform_version", "model folder %s has no v%d.sql (%s)", resolveJobPath(filepath.Dir(path), ref), jf.TransformVersion, modelVersions(dir))
+	versioned := md.IsDefined("transform_version")
+	switch {
+	case file != "" && versioned:
+		return nil, bad("transform_version", "model %s is one file, whose version is its text's sha256: remove transform_version (or keep numbered versions v1.sql, v2.sql... in a folder)", ref)
+	case file == "" && !versioned:
+		return nil, &JobFileError{File: path, Key: "transform_version", Msg: fmt.Sprintf("missing required key: model folder %s holds numbered versions (%s); set transform_version, or name one file: sql = \"%s.sql\"", ref, modelVersions(dir), strings.TrimSuffix(ref, "/"))}
+	}
+	var text []byte
+	if file != "" {
+		dir = filepath.Dir(file)
+		text, err = readConfined(dir, filepath.Base(file))
+	} else {
+		file = filepath.Join(dir, fmt.Sprintf("v%d.sql", jf.TransformVersion))
+		text, err = readConfined(dir, fmt.Sprintf("v%d.sql", jf.TransformVersion))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, bad("transform_version", "model folder %s has no v%d.sql (%s)", resolveJobPath(filepath.Dir(path), ref), jf.TransformVersion, modelVersions(dir))
+		}
 	}
 	if err != nil {
-		return nil, bad("transform.sql", "model folder %s: %v", resolveJobPath(filepath.Dir(path), ref), err)
+		return nil, bad("transform.sql", "model %s: %v", resolveJobPath(filepath.Dir(path), ref), err)
 	}
 	model, err := modelText(string(text))
 	if err != nil {
@@ -69,6 +84,9 @@ func wrapModel(wrap []Step, model string) []Step {
 // the model file v<v>.sql of its folder. A rerun rebuilds a snapshot with
 // the version it recorded.
 func (j *Job) ModelAt(v int) (*Job, error) {
+	if j.ContentVersioned() {
+		return nil, fmt.Errorf("model %s is one file, versioned by its text's sha256, not numbered", j.ModelFile)
+	}
 	file := filepath.Join(j.ModelDir, fmt.Sprintf("v%d.sql", v))
 	text, err := readConfined(j.ModelDir, fmt.Sprintf("v%d.sql", v))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -77,18 +95,39 @@ func (j *Job) ModelAt(v int) (*Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model folder %s: %w", j.ModelDir, err)
 	}
-	model, err := modelText(string(text))
+	at, err := j.ModelWith(string(text))
 	if err != nil {
 		return nil, &JobFileError{File: file, Msg: err.Error()}
+	}
+	at.TransformVersion, at.ModelFile = v, file
+	return at, nil
+}
+
+// ModelWith is a model job running the model text given instead of its
+// file's: the text a database kept of a version that the file no longer
+// holds (see ContentVersioned).
+func (j *Job) ModelWith(text string) (*Job, error) {
+	model, err := modelText(text)
+	if err != nil {
+		return nil, err
 	}
 	wrap, err := j.Pipeline.Transform(1)
 	if err != nil {
 		return nil, err
 	}
 	at := *j
-	at.TransformVersion, at.ModelSQL, at.ModelFile = v, model, file
+	at.ModelSQL = model
 	at.Steps = wrapModel(wrap, model)
 	return &at, nil
+}
+
+// ContentVersioned says the job is a model written as one file ([transform]
+// sql = "models/x.sql"), with no transform_version: its version is its
+// text's sha256 (the transform part's, whose version is 0), so editing the
+// file in place is a new version. The database keeps the text of every
+// version a snapshot was built with (catalog.RecordModelText).
+func (j *Job) ContentVersioned() bool {
+	return j.Pipeline != nil && j.Pipeline.Model && j.TransformVersion == 0
 }
 
 // modelText is a model file's SELECT without its trailing semicolon and
@@ -155,6 +194,35 @@ func insideJobDir(jobPath, ref string) (string, error) {
 		return "", fmt.Errorf("model folder %s lies outside the job file's folder %s", ref, filepath.Dir(jobPath))
 	}
 	return real, nil
+}
+
+// modelPath resolves [transform] sql: a model file (ref ends in .sql and
+// names a regular file), returned as file, or a folder of numbered
+// versions, returned as dir; either inside the job file's folder.
+func modelPath(jobPath, ref string) (file, dir string, err error) {
+	if !strings.HasSuffix(strings.ToLower(ref), ".sql") {
+		dir, err = insideJobDir(jobPath, ref)
+		return "", dir, err
+	}
+	parent, name := filepath.Split(ref)
+	if parent == "" {
+		parent = "."
+	}
+	d, err := insideJobDir(jobPath, parent)
+	if err != nil {
+		return "", "", fmt.Errorf("model file %s: %v", ref, err)
+	}
+	f := filepath.Join(d, name)
+	st, err := os.Lstat(f)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", "", fmt.Errorf("no model file %s (%s is read from the job file's folder)", resolveJobPath(filepath.Dir(jobPath), ref), ref)
+	case err != nil:
+		return "", "", err
+	case st.IsDir():
+		return "", f, nil // a folder named x.sql holds numbered versions
+	}
+	return f, "", nil
 }
 
 // IsModel says whether the job runs a model (pipeline = "select").

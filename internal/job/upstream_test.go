@@ -77,6 +77,62 @@ func TestModelJob(t *testing.T) {
 	require.NotContains(t, job.Parts{Input: "x"}.JSON(), "upstream")
 }
 
+// TestModelFile: a model written as one file has no transform_version: its
+// version is its text's sha256 (transform part version 0), so an edit in
+// place is a new version, and ModelWith rebuilds it from a kept text.
+func TestModelFile(t *testing.T) {
+	t.Parallel()
+	fileJob := strings.Replace(strings.Replace(modelJob, "transform_version = 1\n", "", 1), `sql = "models/daily"`, `sql = "models/daily.sql"`, 1)
+	v1 := "SELECT day, count(*) AS n FROM {{upstream:trips}} GROUP BY day"
+	dir := writeTree(t, map[string]string{"daily.toml": fileJob, "models/daily.sql": v1})
+	j, err := job.LoadJob(filepath.Join(dir, "daily.toml"), idemsql.FS)
+	require.NoError(t, err)
+	require.True(t, j.ContentVersioned())
+	part := j.TransformPart()
+	require.Equal(t, 0, part.Version)
+	require.Equal(t, filepath.Join(dir, "models", "daily.sql"), j.ModelFile)
+	_, err = j.ModelAt(1)
+	require.ErrorContains(t, err, "versioned by its text's sha256, not numbered")
+
+	// Editing the file is a new version; the kept text rebuilds the old.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "models/daily.sql"), []byte(v1+" HAVING count(*) > 1"), 0o644))
+	j2, err := job.LoadJob(filepath.Join(dir, "daily.toml"), idemsql.FS)
+	require.NoError(t, err)
+	require.NotEqual(t, part.SHA256, j2.TransformPart().SHA256)
+	old, err := j2.ModelWith(v1)
+	require.NoError(t, err)
+	require.Equal(t, part, old.TransformPart())
+	_, err = j2.ModelWith(";")
+	require.ErrorContains(t, err, "the model is empty")
+
+	// A numbered folder keeps working beside it: the folder form still
+	// needs its transform_version.
+	numbered := map[string]string{"daily.toml": modelJob, "models/daily/v1.sql": v1}
+	jn, err := job.LoadJob(filepath.Join(writeTree(t, numbered), "daily.toml"), idemsql.FS)
+	require.NoError(t, err)
+	require.False(t, jn.ContentVersioned())
+	require.Equal(t, 1, jn.TransformPart().Version)
+
+	for _, tc := range []struct{ name, job, want string }{
+		{"version given to a file", strings.Replace(fileJob, "pipeline = \"select\"\n", "pipeline = \"select\"\ntransform_version = 2\n", 1),
+			"daily.toml:3: transform_version: model models/daily.sql is one file, whose version is its text's sha256: remove transform_version"},
+		{"folder without a version", strings.Replace(modelJob, "transform_version = 1\n", "", 1),
+			"daily.toml: transform_version: missing required key: model folder models/daily holds numbered versions"},
+		{"no such file", strings.Replace(fileJob, "daily.sql", "weekly.sql", 1), "transform.sql: no model file"},
+		{"file outside", strings.Replace(fileJob, "models/daily.sql", "../daily.sql", 1), "transform.sql: model file ../daily.sql"},
+		{"pipeline without a version", "name = \"s\"\npipeline = \"sample\"\nschema_version = 1\n", "transform_version: missing required key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := writeTree(t, map[string]string{"daily.toml": tc.job, "models/daily.sql": v1, "models/daily/v1.sql": v1})
+			_, err := job.LoadJob(filepath.Join(d, "daily.toml"), idemsql.FS)
+			var jfe *job.JobFileError
+			require.ErrorAs(t, err, &jfe)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
 func TestUpstreamJobFileErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, job, model, want string

@@ -46,6 +46,13 @@ type DiffResult struct {
 	// ChangedRows, when asked for (a rerun that does not reproduce), are
 	// the first changed rows in key order, column by column.
 	ChangedRows []RowDifference `json:"changed_rows,omitempty"`
+	// ColumnsAdded and ColumnsRemoved name the columns only the later or
+	// only the earlier snapshot has (a schema change between them), and
+	// ColumnsRetyped those whose type changed; rows are then compared on
+	// the columns both have.
+	ColumnsAdded   []string       `json:"columns_added,omitempty"`
+	ColumnsRemoved []string       `json:"columns_removed,omitempty"`
+	ColumnsRetyped []ColumnChange `json:"columns_retyped,omitempty"`
 	// Partitions are, for a job with [target] partition_by, the partitions
 	// whose rows differ between the two snapshots, in the column's order.
 	Partitions []string `json:"partitions,omitempty"`
@@ -93,11 +100,12 @@ func Diff(ctx context.Context, d *run.DB, j *job.Job, opts DiffOptions) (*DiffRe
 		}
 		side.out.Rows, side.out.SHA256 = n, sum
 	}
-	key := from.key
-	if !slices.Equal(from.columns, to.columns) {
-		return nil, job.Usage("diff %s: snapshots %d and %d have different columns (%s / %s); diff compares snapshots of one schema", from.table, from.snapshot, to.snapshot,
-			strings.Join(from.columns, ", "), strings.Join(to.columns, ", "))
+	if !slices.Equal(from.columns, to.columns) || !slices.Equal(from.types, to.types) {
+		if err := commonColumns(from, to, res); err != nil {
+			return nil, err
+		}
 	}
+	key := from.key
 	if err := compareRows(ctx, tx, from.query, to.query, from.columns, key, 0, res); err != nil {
 		return nil, err
 	}
@@ -386,7 +394,8 @@ func compareRows(ctx context.Context, q catalog.Querier, from, to string, cols, 
 			return err
 		}
 	}
-	res.Identical = res.Added == 0 && res.Removed == 0 && res.Changed == 0
+	res.Identical = res.Added == 0 && res.Removed == 0 && res.Changed == 0 &&
+		len(res.ColumnsAdded)+len(res.ColumnsRemoved)+len(res.ColumnsRetyped) == 0
 	if detail > 0 && res.Changed > 0 && len(key) < len(cols) {
 		rows, err := changedRows(ctx, q, from, to, cols, key, detail)
 		if err != nil {
@@ -395,4 +404,81 @@ func compareRows(ctx context.Context, q catalog.Querier, from, to string, cols, 
 		res.ChangedRows = rows
 	}
 	return nil
+}
+
+// ColumnChange is a column whose type changed between two snapshots.
+type ColumnChange struct {
+	Name string `json:"name"`
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// commonColumns narrows both sides of a diff of snapshots with different
+// columns to the columns they share, in the earlier side's order, and
+// records the columns added, removed and retyped. A retyped column is
+// compared as DOUBLE when both its types are numeric, else as text. The
+// key must be shared and keep its types.
+func commonColumns(from, to *tableSource, res *DiffResult) error {
+	toType := map[string]string{}
+	for i, c := range to.columns {
+		toType[c] = to.types[i]
+	}
+	fromHas := map[string]bool{}
+	var a, b []string
+	var common, types []string
+	for i, c := range from.columns {
+		fromHas[c] = true
+		t, ok := toType[c]
+		if !ok {
+			res.ColumnsRemoved = append(res.ColumnsRemoved, c)
+			continue
+		}
+		q := job.QuoteIdent(c)
+		ea, eb := q, q
+		if t != from.types[i] {
+			if slices.Contains(from.key, c) {
+				return job.Usage("diff %s: key column %s is %s at snapshot %d and %s at snapshot %d; diff pairs rows by a key of one type", from.table, c, from.types[i], from.snapshot, t, to.snapshot)
+			}
+			res.ColumnsRetyped = append(res.ColumnsRetyped, ColumnChange{Name: c, From: from.types[i], To: t})
+			as := "VARCHAR"
+			if numericType(t) && numericType(from.types[i]) {
+				as = "DOUBLE"
+			}
+			ea, eb = "CAST("+q+" AS "+as+") AS "+q, "CAST("+q+" AS "+as+") AS "+q
+		}
+		a, b = append(a, ea), append(b, eb)
+		common, types = append(common, c), append(types, from.types[i])
+	}
+	for _, c := range to.columns {
+		if !fromHas[c] {
+			res.ColumnsAdded = append(res.ColumnsAdded, c)
+		}
+	}
+	for _, k := range from.key {
+		if !slices.Contains(common, k) || !slices.Contains(to.key, k) || len(from.key) != len(to.key) {
+			return job.Usage("diff %s: snapshots %d and %d have different keys (%s / %s); diff pairs rows by one key", from.table, from.snapshot, to.snapshot,
+				strings.Join(from.key, ", "), strings.Join(to.key, ", "))
+		}
+	}
+	if len(common) == 0 {
+		return job.Usage("diff %s: snapshots %d and %d share no column (%s / %s)", from.table, from.snapshot, to.snapshot,
+			strings.Join(from.columns, ", "), strings.Join(to.columns, ", "))
+	}
+	from.query = "SELECT " + strings.Join(a, ", ") + " FROM (" + from.query + ")"
+	to.query = "SELECT " + strings.Join(b, ", ") + " FROM (" + to.query + ")"
+	from.columns, to.columns, from.types, to.types = common, common, types, types
+	if !from.unique {
+		// Without a key every column is: the shared ones.
+		from.key, to.key = common, common
+	}
+	return nil
+}
+
+// numericType says a DuckDB type is a number.
+func numericType(t string) bool {
+	switch t {
+	case "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE":
+		return true
+	}
+	return strings.HasPrefix(t, "DECIMAL")
 }

@@ -212,7 +212,7 @@ func modelRows(ctx context.Context, tx *sql.Tx, j *job.Job, row *catalog.Snapsho
 	if err != nil {
 		return fmt.Errorf("recompute %s: snapshot %d: %w", j.Name, row.Snapshot, err)
 	}
-	at, err := modelAt(j, row, parts)
+	at, err := modelAt(ctx, tx, j, row, parts)
 	if err != nil {
 		return err
 	}

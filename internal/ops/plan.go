@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
@@ -32,6 +33,9 @@ type Plan struct {
 	Parts     job.Parts `json:"parts"`
 	// Upstream lists the upstream jobs a run would pin (see run.Result).
 	Upstream []run.UpstreamChange `json:"upstream,omitempty"`
+	// ModelChange classifies a change of a model's SQL or columns against
+	// its latest snapshot (plan_model.go).
+	ModelChange *ModelChange `json:"model_change,omitempty"`
 
 	// Refusal is the error the run would meet: a *RefusedError when the
 	// decision is refused, else nil. Error and ExitCode carry it in JSON,
@@ -142,6 +146,18 @@ func PlanRun(ctx context.Context, dbPath string, j *job.Job, opts run.RunOptions
 		plan.Decision = wouldWrite
 		if chunked {
 			plan.Reason = fmt.Sprintf("chunks of %d rows by %s after watermark %d; skipped when nothing lies past it", j.Input.ChunkRows, j.Input.Watermark, st.Cursor)
+		}
+		if j.IsModel() && st.HasParts && (slices.Contains(plan.Changed, job.PartTransform) || slices.Contains(plan.Changed, job.PartSchema)) {
+			if plan.ModelChange, err = classifyModel(ctx, tx, j, st.Snapshot); err != nil {
+				return nil, err
+			}
+			for _, c := range plan.ModelChange.ColumnsRetyped {
+				if slices.Contains(j.Key, c.Name) {
+					msg := catalog.KeyRetypeMessage(j.Name, c.Name, c.From, c.To)
+					plan.refuse(job.Refuse("schema", "%s", msg), msg)
+					break
+				}
+			}
 		}
 	}
 	return plan, nil

@@ -114,7 +114,7 @@ func Rerun(ctx context.Context, d *run.DB, j *job.Job, opts RerunOptions) (*Reru
 				break
 			}
 		}
-		if ckptJob, err = jobAt(j, at); err != nil {
+		if ckptJob, err = jobAt(ctx, d.SQL(), j, at); err != nil {
 			return nil, err
 		}
 	}
@@ -124,7 +124,7 @@ func Rerun(ctx context.Context, d *run.DB, j *job.Job, opts RerunOptions) (*Reru
 		if row.Kind == job.KindErase || row.Kind == job.KindRollback {
 			continue
 		}
-		if jobs[i], err = jobAt(j, row); err != nil {
+		if jobs[i], err = jobAt(ctx, d.SQL(), j, row); err != nil {
 			return nil, err
 		}
 	}
@@ -312,7 +312,7 @@ func partitionedLoad(s *catalog.SnapshotRow) bool {
 // jobAt is job as it ran for a snapshot: the recorded transform and schema
 // versions (read through the job's pipeline and checked against the
 // recorded sha256), params, target and input format.
-func jobAt(j *job.Job, row *catalog.SnapshotRow) (*job.Job, error) {
+func jobAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.SnapshotRow) (*job.Job, error) {
 	parts, err := decodeParts(row.PartsJSON)
 	if err != nil {
 		return nil, fmt.Errorf("rerun: snapshot %d: parts: %w", row.Snapshot, err)
@@ -322,7 +322,7 @@ func jobAt(j *job.Job, row *catalog.SnapshotRow) (*job.Job, error) {
 		return nil, job.Refuse("rerun", "snapshot %d of %s was built by pipeline %s; the job now names pipeline %s", row.Snapshot, j.Name, parts.Transform.Pipeline, p.Name)
 	}
 	if j.IsModel() {
-		return modelAt(j, row, parts)
+		return modelAt(ctx, q, j, row, parts)
 	}
 	steps, err := p.Transform(parts.Transform.Version)
 	if err != nil {

@@ -16,12 +16,33 @@ import (
 	"github.com/idem-dev/idem/internal/source"
 )
 
-// modelAt is a model job as it ran for a snapshot: the model file of the
-// recorded transform version, checked against the recorded sha256.
-func modelAt(j *job.Job, row *catalog.SnapshotRow, parts job.Parts) (*job.Job, error) {
-	at, err := j.ModelAt(parts.Transform.Version)
+// modelAt is a model job as it ran for a snapshot: the model text the
+// database kept for the recorded transform part (catalog.ModelText), or
+// else the model file of the recorded transform version; either is checked
+// against the recorded sha256.
+func modelAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.SnapshotRow, parts job.Parts) (*job.Job, error) {
+	text, kept, err := catalog.ModelText(ctx, q, j.Name, parts.Transform.SHA256)
 	if err != nil {
-		return nil, job.Refuse("rerun", "snapshot %d of %s: %v", row.Snapshot, j.Name, err)
+		return nil, err
+	}
+	var at *job.Job
+	switch {
+	case kept:
+		if at, err = j.ModelWith(text); err != nil {
+			return nil, job.Refuse("rerun", "snapshot %d of %s: the model text this database kept: %v", row.Snapshot, j.Name, err)
+		}
+		at.TransformVersion = parts.Transform.Version
+	case parts.Transform.Version == 0:
+		if j.TransformPart().SHA256 != parts.Transform.SHA256 {
+			return nil, job.Refuse("rerun", "snapshot %d of %s was built with model text sha256 %s, which this database does not keep and %s no longer holds (sha256 %s): cannot rebuild it with other SQL",
+				row.Snapshot, j.Name, job.Short(parts.Transform.SHA256), j.ModelFile, job.Short(j.TransformPart().SHA256))
+		}
+		at, _ = j.ModelWith(j.ModelSQL)
+		at.TransformVersion = 0
+	default:
+		if at, err = j.ModelAt(parts.Transform.Version); err != nil {
+			return nil, job.Refuse("rerun", "snapshot %d of %s: %v", row.Snapshot, j.Name, err)
+		}
 	}
 	at.Fencing = ""
 	at.Retention = job.Retention{}

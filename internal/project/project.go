@@ -192,6 +192,20 @@ func (p *Project) cycle(left map[*job.Job]bool, less func(a, b *job.Job) int) st
 // Upstream lists the project's jobs that j reads, by name.
 func (p *Project) Upstream(j *job.Job) []*job.Job { return p.up[j] }
 
+// Downstream names every job of the project that reads j, directly or
+// through others, in run order.
+func (p *Project) Downstream(j *job.Job) []string {
+	keep := map[*job.Job]bool{}
+	p.walk(j, p.down, keep)
+	var out []string
+	for _, d := range p.Jobs {
+		if keep[d] {
+			out = append(out, d.Name)
+		}
+	}
+	return out
+}
+
 // Select keeps the jobs that exprs pick, in run order. Each is NAME,
 // NAME+ (with every job downstream of it), +NAME (with every job upstream)
 // or +NAME+. A name that is no job of the project is a usage error.

@@ -102,6 +102,9 @@ func (a *app) printDiff(res *ops.DiffResult) {
 	}
 	fmt.Fprintf(w, "  from     %s  %d rows\n", res.From.SHA256, res.From.Rows)
 	fmt.Fprintf(w, "  to       %s  %d rows\n", res.To.SHA256, res.To.Rows)
+	if cs := columnChangesText(res.ColumnsAdded, res.ColumnsRemoved, res.ColumnsRetyped); cs != "" {
+		fmt.Fprintf(w, "  columns  %s (rows compared on the columns both have)\n", cs)
+	}
 	if res.Identical {
 		fmt.Fprintln(w, "  identical rows")
 		return
@@ -149,4 +152,20 @@ func (a *app) printChangedRows(res *ops.DiffResult) {
 	if n := int64(len(res.ChangedRows)); n > 0 && n < res.Changed {
 		fmt.Fprintf(w, "  (the first %d of %d changed rows)\n", n, res.Changed)
 	}
+}
+
+// columnChangesText lists a schema change's columns, "+added, -removed,
+// ~retyped FROM -> TO", escaped for one line; "" for none.
+func columnChangesText(added, removed []string, retyped []ops.ColumnChange) string {
+	var cs []string
+	for _, c := range added {
+		cs = append(cs, "+"+c)
+	}
+	for _, c := range removed {
+		cs = append(cs, "-"+c)
+	}
+	for _, c := range retyped {
+		cs = append(cs, fmt.Sprintf("~%s %s -> %s", c.Name, c.From, c.To))
+	}
+	return escapeCell(strings.Join(cs, ", "))
 }

@@ -40,7 +40,7 @@ in the project would commit first would be rebuilt too.`,
 					return a.fail(f.jsonOut, err)
 				}
 				return a.runProject(cmd.Context(), p, 1, f.jsonOut, func(sub *app, j *job.Job, upstream map[string]string) (string, error) {
-					return sub.planJob(cmd, j, f, opts, upstream)
+					return sub.planJob(cmd, j, f, opts, upstream, p.Downstream(j))
 				})
 			}
 			opts, err := bf.runOptions(cmd)
@@ -51,7 +51,7 @@ in the project would commit first would be rebuilt too.`,
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			_, err = a.planJob(cmd, j, f, opts, nil)
+			_, err = a.planJob(cmd, j, f, opts, nil, nil)
 			return err
 		},
 	}
@@ -99,6 +99,15 @@ func (a *app) printPlan(plan *ops.Plan) {
 	if plan.JobKey != "" {
 		fmt.Fprintf(a.stdout, "  job key   %s\n", plan.JobKey)
 	}
+	if mc := plan.ModelChange; mc != nil {
+		fmt.Fprintf(a.stdout, "  change    %s: %s\n", mc.Class, mc.Reason)
+		if cs := columnChangesText(mc.ColumnsAdded, mc.ColumnsRemoved, mc.ColumnsRetyped); cs != "" {
+			fmt.Fprintf(a.stdout, "  columns   %s\n", cs)
+		}
+		if len(mc.Downstream) > 0 {
+			fmt.Fprintf(a.stdout, "  rebuilds  %s (they read it)\n", strings.Join(mc.Downstream, ", "))
+		}
+	}
 	if plan.Decision == job.DecisionLoaded || plan.Decision == job.DecisionApplied {
 		// What the run does to make the steps' bytes a function of their
 		// inputs (README "Sealed and reproducible").
@@ -114,7 +123,10 @@ func (a *app) printPlan(plan *ops.Plan) {
 // decisions already planned for jobs of the project this one reads: a job
 // whose upstream would write is rebuilt after it, whatever the committed
 // state says now. It returns the plan's decision.
-func (a *app) planJob(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOptions, upstream map[string]string) (string, error) {
+//
+// downstream names the project's jobs that read this one, which a model's
+// change rebuilds.
+func (a *app) planJob(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOptions, upstream map[string]string, downstream []string) (string, error) {
 	dbPath, err := f.dbPath(j)
 	if err != nil {
 		return "", a.fail(f.jsonOut, err)
@@ -124,6 +136,9 @@ func (a *app) planJob(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOpt
 		return "", a.fail(f.jsonOut, err)
 	}
 	plan.AfterUpstream(j, upstream)
+	if plan.ModelChange != nil && downstream != nil {
+		plan.ModelChange.Downstream = downstream
+	}
 	if f.jsonOut {
 		if err := a.printJSON(plan); err != nil {
 			return "", err

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -81,7 +82,7 @@ the database is not opened.`,
 func (a *app) printPacket(p *catalog.Packet) {
 	w := a.stdout
 	fmt.Fprintf(w, "%s: snapshot %d (parent %d)\n", p.Job, p.Snapshot, p.Parent)
-	fmt.Fprintf(w, "  pipeline  %s transform v%d, schema v%d\n", p.Pipeline, p.TransformVersion, p.SchemaVersion)
+	fmt.Fprintf(w, "  pipeline  %s\n", versionsText(p))
 	fmt.Fprintf(w, "  job key   %s\n", p.JobKey)
 	for _, in := range p.Inputs {
 		fmt.Fprintf(w, "  input     %s  %s  %s bytes\n", in.SHA256, escapeCell(in.Name), thousands(in.Bytes))
@@ -149,4 +150,23 @@ func (a *app) printAudit(r *ops.AuditResult) {
 			s.name, s.f.Files, s.f.FilesTotal, s.f.RowGroups, thousands(s.f.Bytes), thousands(s.f.Rows), thousands(s.f.BytesRead))
 	}
 	fmt.Fprintf(w, "  the audit reads %.1f%% of the full scan's bytes\n", 100*r.ByteRatio)
+}
+
+// versionsText names the versions a snapshot was built with. A model's
+// schema is its SELECT's result (schema version 0), and a model written as
+// one file is versioned by its text's sha256 (transform version 0).
+func versionsText(p *catalog.Packet) string {
+	if p.SchemaVersion != 0 {
+		return fmt.Sprintf("%s transform v%d, schema v%d", p.Pipeline, p.TransformVersion, p.SchemaVersion)
+	}
+	if p.TransformVersion != 0 {
+		return fmt.Sprintf("%s model v%d, columns from its SELECT", p.Pipeline, p.TransformVersion)
+	}
+	var parts struct {
+		Transform struct {
+			SHA256 string `json:"sha256"`
+		} `json:"transform"`
+	}
+	_ = json.Unmarshal(p.Parts, &parts)
+	return fmt.Sprintf("%s model sha256 %s (its text), columns from its SELECT", p.Pipeline, job.Short(parts.Transform.SHA256))
 }

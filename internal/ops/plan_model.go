@@ -1,0 +1,160 @@
+package ops
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+)
+
+// Classes of a model's change in a plan.
+const (
+	// ChangeNonBreaking: columns were only added, and the columns the
+	// latest snapshot has keep every row's value on the same inputs.
+	ChangeNonBreaking = "non-breaking"
+	// ChangeBreaking: a column was removed or retyped, or rows of the
+	// columns kept change (or could not be compared).
+	ChangeBreaking = "breaking"
+)
+
+// ModelChange is how a plan classifies a change of a model's SQL against
+// its latest snapshot, SQLMesh's way: its result's columns added, removed
+// and retyped, and whether the rows of the columns both have change when
+// the previous SQL and the new one read the same upstream rows (those the
+// plan pinned). Downstream, in a project, names the jobs that read the
+// model (directly or not): each is rebuilt after it, since the model's new
+// snapshot is their input.
+type ModelChange struct {
+	Class          string         `json:"class"`
+	ColumnsAdded   []string       `json:"columns_added"`
+	ColumnsRemoved []string       `json:"columns_removed"`
+	ColumnsRetyped []ColumnChange `json:"columns_retyped"`
+	// RowsCompared says both SQL texts were run on the same upstream rows;
+	// RowsChanged then counts the keys whose rows differ in the columns
+	// both results have.
+	RowsCompared bool     `json:"rows_compared"`
+	RowsChanged  int64    `json:"rows_changed"`
+	Reason       string   `json:"reason"`
+	Downstream   []string `json:"downstream"`
+}
+
+// classifyModel compares model j as it would run (its upstreams pinned in
+// tx by the plan's decide) with the version that built its latest snapshot.
+func classifyModel(ctx context.Context, tx *sql.Tx, j *job.Job, latest int64) (*ModelChange, error) {
+	row, err := catalog.ReadSnapshot(ctx, tx, j.Name, latest)
+	if err != nil {
+		return nil, err
+	}
+	mc := &ModelChange{ColumnsAdded: []string{}, ColumnsRemoved: []string{}, ColumnsRetyped: []ColumnChange{}, Downstream: []string{}}
+	newCols, err := describe(ctx, tx, j.Expand(j.ModelSQL))
+	if err != nil {
+		return nil, fmt.Errorf("plan: model %s: %w", j.ModelFile, err)
+	}
+	newType := map[string]string{}
+	for _, c := range newCols {
+		newType[c.Name] = c.Type
+	}
+	oldHas := map[string]bool{}
+	var common []string
+	for _, c := range row.Columns {
+		oldHas[c.Name] = true
+		t, ok := newType[c.Name]
+		switch {
+		case !ok:
+			mc.ColumnsRemoved = append(mc.ColumnsRemoved, c.Name)
+		case t != c.Type:
+			mc.ColumnsRetyped = append(mc.ColumnsRetyped, ColumnChange{Name: c.Name, From: c.Type, To: t})
+		default:
+			common = append(common, c.Name)
+		}
+	}
+	for _, c := range newCols {
+		if !oldHas[c.Name] {
+			mc.ColumnsAdded = append(mc.ColumnsAdded, c.Name)
+		}
+	}
+	var why []string
+	if n := len(mc.ColumnsRemoved); n > 0 {
+		why = append(why, fmt.Sprintf("%d column(s) removed", n))
+	}
+	if n := len(mc.ColumnsRetyped); n > 0 {
+		why = append(why, fmt.Sprintf("%d column(s) retyped", n))
+	}
+	previous := ""
+	if parts, err := row.Parts(); err == nil {
+		if at, err := modelAt(ctx, tx, j, row, parts); err == nil {
+			previous = at.Expand(at.ModelSQL)
+		}
+	}
+	keys := slices.Clone(j.Key)
+	for _, k := range keys {
+		if !slices.Contains(common, k) {
+			keys = nil // a key column removed or retyped: rows pair by no key
+		}
+	}
+	switch {
+	case previous == "":
+		why = append(why, "rows not compared: the SQL of snapshot "+fmt.Sprint(latest)+" is neither kept by the database nor in the model's files")
+	case len(common) == 0 || len(keys) == 0:
+		why = append(why, "rows not compared: the key's columns changed")
+	default:
+		n, err := rowsChanged(ctx, tx, previous, j.Expand(j.ModelSQL), common, keys)
+		if err != nil {
+			return nil, fmt.Errorf("plan: model %s: compare rows: %w", j.Name, err)
+		}
+		mc.RowsCompared, mc.RowsChanged = true, n
+		if n > 0 {
+			why = append(why, fmt.Sprintf("rows of %d key(s) change", n))
+		}
+	}
+	mc.Class = ChangeNonBreaking
+	if len(why) > 0 {
+		mc.Class = ChangeBreaking
+		mc.Reason = strings.Join(why, "; ")
+	} else if len(mc.ColumnsAdded) > 0 {
+		mc.Reason = fmt.Sprintf("%d column(s) added; the other columns keep every row", len(mc.ColumnsAdded))
+	} else {
+		mc.Reason = "same columns and rows on the pinned upstream rows"
+	}
+	return mc, nil
+}
+
+// describe names and types the columns of a SELECT, in order.
+func describe(ctx context.Context, tx *sql.Tx, query string) ([]catalog.TargetColumn, error) {
+	rows, err := tx.QueryContext(ctx, "SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM (\n"+query+"\n))")
+	if err != nil {
+		return nil, catalog.TrimSQLError(err)
+	}
+	defer rows.Close()
+	var out []catalog.TargetColumn
+	for rows.Next() {
+		var c catalog.TargetColumn
+		if err := rows.Scan(&c.Name, &c.Type); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// rowsChanged counts the keys whose rows differ between two SELECTs in
+// the columns cols, run on one thread over the same pinned upstream rows
+// (as a run's steps are: the same SQL then gives the same values).
+func rowsChanged(ctx context.Context, tx *sql.Tx, before, after string, cols, key []string) (int64, error) {
+	if _, err := tx.ExecContext(ctx, "SET threads = 1"); err != nil {
+		return 0, err
+	}
+	list := identList(cols)
+	a := "SELECT " + list + " FROM (\n" + before + "\n)"
+	b := "SELECT " + list + " FROM (\n" + after + "\n)"
+	var n int64
+	err := tx.QueryRowContext(ctx, "SELECT count(*) FROM (SELECT DISTINCT "+identList(key)+" FROM (("+a+") EXCEPT ALL ("+b+") UNION ALL (("+b+") EXCEPT ALL ("+a+"))))").Scan(&n)
+	if err != nil {
+		return 0, catalog.TrimSQLError(err)
+	}
+	return n, nil
+}
