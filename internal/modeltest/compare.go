@@ -154,7 +154,10 @@ func diff(ctx context.Context, q *sql.DB, table string, cols []string, keys int,
 		texts[i] = "CAST(" + job.QuoteIdent(c) + " AS VARCHAR) AS " + alias[i]
 		match[i] = "e." + alias[i] + " IS NOT DISTINCT FROM r." + alias[i]
 		pick[i] = "coalesce(e." + alias[i] + ", r." + alias[i] + ") AS " + alias[i]
-		order = append(order, "TRY_CAST("+alias[i]+" AS "+types[c]+") NULLS FIRST", alias[i]+" NULLS FIRST")
+		if ordered(types[c]) {
+			order = append(order, "TRY_CAST("+alias[i]+" AS "+types[c]+") NULLS FIRST")
+		}
+		order = append(order, alias[i]+" NULLS FIRST")
 		if i == keys-1 {
 			order = append(order, "d DESC") // a key's missing row before its unexpected one
 		}
@@ -225,6 +228,27 @@ func diff(ctx context.Context, q *sql.DB, table string, cols []string, keys int,
 		}
 	}
 	return rows.Err()
+}
+
+// ordered says whether a column of type t is ordered by its value rather
+// than its text in a diff: numbers, booleans, dates and times, whose text
+// casts back to the type. Other types (text, lists, structs, blobs) are
+// ordered by their text.
+func ordered(t string) bool {
+	u := strings.ToUpper(t)
+	if i := strings.IndexAny(u, "(["); i >= 0 {
+		if strings.Contains(u, "[") {
+			return false
+		}
+		u = u[:i]
+	}
+	switch strings.TrimSpace(u) {
+	case "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT",
+		"FLOAT", "DOUBLE", "DECIMAL", "BOOLEAN", "DATE", "TIME", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS",
+		"TIMESTAMP WITH TIME ZONE", "INTERVAL":
+		return true
+	}
+	return false
 }
 
 // diffLine is a row of the diff as Explain prints it: missing (-) or

@@ -62,7 +62,8 @@ key = ` + key + "\n"
 // mean temperature per station and month), weather_warm (the warm months
 // of weather_monthly, a model over a model), and models a run refuses or
 // fails: sneaky reads the stations table without declaring it, dice calls
-// random(), dup gives one row per reading under a key of its station.
+// random(), dup gives one row per reading under a key of its station; and
+// temps, the list of a station's temperatures.
 func newProject(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -82,6 +83,8 @@ GROUP BY station, month
 		"models/sneaky/v1.sql":       "SELECT d.station, d.day, s.name\nFROM {{upstream:weather_daily}} AS d\nJOIN stations AS s USING (station)\n",
 		"dice.toml":                  model("dice", `["weather_daily"]`, `["station", "day"]`),
 		"models/dice/v1.sql":         "SELECT station, day, random() AS r FROM {{upstream:weather_daily}}\n",
+		"temps.toml":                 model("temps", `["weather_daily"]`, `["station"]`),
+		"models/temps/v1.sql":        "SELECT station, list(temp_c ORDER BY day) AS temps FROM {{upstream:weather_daily}} GROUP BY station\n",
 		"dup.toml":                   model("dup", `["weather_daily"]`, `["station"]`),
 		"models/dup/v1.sql":          "SELECT station, day FROM {{upstream:weather_daily}}\n",
 	}
@@ -216,6 +219,22 @@ rows = []
 rows = []
 `, status: modeltest.StatusError, code: 2, want: `types_bad_name.toml:5: given.weather_monthly.types.mean_c: type "INT; DROP TABLE x" is not a DuckDB type name`},
 
+		// A list is given as its text, cast to the list type; a diff of
+		// lists is ordered by their text.
+		{name: "list", file: `[[test]]
+name = "temperatures in day order"
+model = "temps"
+` + twoDays + `
+[test.expect]
+rows = [ { station = "A", temps = "[1.5, 2.5]" } ]
+`, status: modeltest.StatusPass},
+		{name: "list_diff", file: `[[test]]
+name = "temperatures in the wrong order"
+model = "temps"
+` + twoDays + `
+[test.expect]
+rows = [ { station = "A", temps = "[2.5,1.5]" } ]
+`, status: modeltest.StatusFail, code: 1, want: "   station  temps\n-  A        [2.5, 1.5]\n+  A        [1.5, 2.5]\n"},
 		{name: "missing_upstream", file: `[[test]]
 name = "no given"
 model = "weather_monthly"
@@ -275,7 +294,7 @@ name = "nothing"
 model = "weather_yearly"
 [test.expect]
 rows = []
-`, status: modeltest.StatusError, code: 2, want: "no_model.toml:3: model: no job of the project is named weather_yearly (its models: dice, dup, sneaky, weather_monthly, weather_warm)"},
+`, status: modeltest.StatusError, code: 2, want: "no_model.toml:3: model: no job of the project is named weather_yearly (its models: dice, dup, sneaky, temps, weather_monthly, weather_warm)"},
 
 		// A run refuses these models; idem test refuses them with the same
 		// message (exit 2).
