@@ -24,6 +24,7 @@ func TestLayering(t *testing.T) {
 		run     = module + "/internal/run"
 		ops     = module + "/internal/ops"
 		prun    = module + "/internal/projectrun"
+		mtest   = module + "/internal/modeltest"
 		runner  = module + "/runner"
 		sqlfs   = module + "/sql"
 	)
@@ -40,6 +41,9 @@ func TestLayering(t *testing.T) {
 		{pkg: source, idem: []string{job, catalog}},
 		{pkg: run, idem: []string{job, catalog, source}},
 		{pkg: ops, idem: []string{job, catalog, source, run}},
+		// Unit tests of models (idem test): a replay in a scratch
+		// database, beside ops, with the project's job files.
+		{pkg: mtest, idem: []string{job, project, catalog, source, run}},
 		// Running a project: order, blocking, concurrent groups, shared
 		// handles; what a job's run is stays its caller's.
 		{pkg: prun, idem: []string{job, project, run}, direct: true},
@@ -50,7 +54,7 @@ func TestLayering(t *testing.T) {
 		// The CLI calls the public API for what it offers and run and ops
 		// for the rest; catalog only for the row types it prints
 		// (LogEntry), never source.
-		{pkg: module + "/cmd/idem/cli", idem: []string{runner, job, project, catalog, run, ops, prun, sqlfs}, direct: true},
+		{pkg: module + "/cmd/idem/cli", idem: []string{runner, job, project, catalog, run, ops, prun, mtest, sqlfs}, direct: true},
 		// The defaults the test packages share: no idem package.
 		{pkg: module + "/internal/testflags", idem: nil, direct: true},
 		// The kit of the CLI's test packages reads databases and job files

@@ -105,3 +105,8 @@ func skipTOMLString(data []byte, i int) (end, lines int) {
 	}
 	return len(data) - 1, lines
 }
+
+// CheckTOMLBounds is checkTOMLBounds for another TOML file idem reads (a
+// test file of idem test): larger than MaxTOMLBytes or nested deeper than
+// MaxTOMLDepth is a *JobFileError naming the line.
+func CheckTOMLBounds(path string, data []byte) error { return checkTOMLBounds(path, data) }

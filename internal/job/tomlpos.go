@@ -129,3 +129,7 @@ func arrayTableLine(data []byte, name string, i int) int {
 // KeyLine is the line of key (e.g. "input", "max_wait") in job file data;
 // 0 when it is not found.
 func KeyLine(data []byte, key ...string) int { return keyLine(data, key) }
+
+// TOMLError turns an error of decoding the TOML file at path holding data
+// into a *JobFileError with the line and the key.
+func TOMLError(path string, data []byte, err error) error { return tomlError(path, data, err) }

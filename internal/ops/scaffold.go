@@ -32,7 +32,8 @@ const ScaffoldSelect = "select"
 // writes a project of two jobs instead: dir/<name>.toml, a model
 // (pipeline = "select") whose SELECT is dir/models/<name>/v1.sql, and
 // dir/<name>_source.toml, the job it reads (merge_by_key of
-// dir/input/<name>.csv). The database goes to dir/data/, created by the
+// dir/input/<name>.csv), with dir/tests/<name>.toml, unit tests of the
+// model that idem test runs. The database goes to dir/data/, created by the
 // first run. It refuses to overwrite anything (a *UsageError, exit 2) and
 // returns the paths written.
 func Scaffold(dir, name, mode string) ([]string, error) {
@@ -68,6 +69,7 @@ func Scaffold(dir, name, mode string) ([]string, error) {
 			{root + "/source.toml", name + "_source.toml"},
 			{root + "/model.sql", path.Join("models", name, "v1.sql")},
 			{root + "/example.csv", path.Join("input", name+".csv")},
+			{root + "/test.toml", path.Join("tests", name+".toml")},
 		}
 	default:
 		return nil, job.Usage("mode %q: want %s, %s or %s", mode, job.ModeApply, job.ModeRefresh, ScaffoldSelect)

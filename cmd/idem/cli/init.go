@@ -33,6 +33,8 @@ clearing the target first, with a min_score param.
 (pipeline = "select") runs the one SELECT in DIR/models/NAME/v1.sql over
 the job it reads as an upstream, DIR/NAME_source.toml (merge_by_key of
 DIR/input/NAME.csv). Run both, in order, with idem run DIR.
+DIR/tests/NAME.toml holds unit tests of the model: idem test DIR runs
+them without a database.
 
 The database goes to DIR/data/, created by the first run. Nothing is
 overwritten. Then: idem run DIR/NAME.toml (paths in a job file are read
@@ -62,6 +64,9 @@ from its folder).`,
 				next = dir // the model and its source job, in order
 			}
 			fmt.Fprintf(a.stdout, "next: idem run %s\n", next)
+			if mode == ops.ScaffoldSelect {
+				fmt.Fprintf(a.stdout, "test: idem test %s\n", dir)
+			}
 			return nil
 		},
 	}

@@ -117,21 +117,29 @@ func TestInitEachMode(t *testing.T) {
 }
 
 // TestInitSelect: idem init --mode select writes a model and the source
-// job it reads; idem run DIR runs both in order (the source applied, then
-// the model loaded from it), again commits nothing, and both lint clean.
+// job it reads, and tests of the model that idem test DIR passes; idem run
+// DIR runs both in order (the source applied, then the model loaded from
+// it), again commits nothing, and both lint clean.
 func TestInitSelect(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "proj")
 	code, out, errOut := clitest.InProcess(t, "init", dir, "--mode", "select", "--pipeline", "sales")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "next: idem run "+dir+"\n")
-	for _, f := range []string{"sales.toml", "sales_source.toml", "models/sales/v1.sql", "input/sales.csv"} {
+	require.Contains(t, out, "test: idem test "+dir+"\n")
+	for _, f := range []string{"sales.toml", "sales_source.toml", "models/sales/v1.sql", "input/sales.csv", "tests/sales.toml"} {
 		require.FileExists(t, filepath.Join(dir, f))
 	}
 	require.NoDirExists(t, filepath.Join(dir, "sales"), "a model needs no pipeline folder")
 
+	// The scaffolded tests of the model pass, without a database.
+	r := clitest.CallIdem(t, "test", dir)
+	require.Equal(t, 0, r.Code, r.Stdout+r.Stderr)
+	require.Contains(t, r.Stdout, "2 tests: 2 passed, 0 failed, 0 bad\n")
+	require.NoDirExists(t, filepath.Join(dir, "data"))
+
 	// In-process: the working directory is cmd/idem, not the project's.
-	r := clitest.CallIdem(t, "run", dir, "--json")
+	r = clitest.CallIdem(t, "run", dir, "--json")
 	require.Equal(t, 0, r.Code, r.Stderr)
 	var objs []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &objs), r.Stdout)

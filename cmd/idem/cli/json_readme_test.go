@@ -130,6 +130,7 @@ func TestJSONShapesMatchTheREADME(t *testing.T) {
 	outs["expire"] = out("expire", j.File, "--json", "--keep-snapshots", "1", "--dry-run")
 	outs["du"] = out("du", j.File, "--json")
 	outs["lint"] = out("lint", j.File, "--json")
+	outs["test"] = out("test", filepath.Join(clitest.RepoRoot(t), "configs", "trips"), "--json")
 	outs["init"] = out("init", filepath.Join(t.TempDir(), "proj"), "--json")
 	outs["version"] = out("version", "--json")
 	r := clitest.CallIdem(t, "run", j.File, "--json", "--input", filepath.Join(j.Dir, "missing.jsonl"))
