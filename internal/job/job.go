@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -58,6 +59,9 @@ type Job struct {
 	Retention Retention
 	// Privacy is [privacy]; it is not part of the key.
 	Privacy Privacy
+	// Tags are the job file's tags = [...], which --select tag:NAME picks;
+	// not part of the key.
+	Tags []string
 
 	Pipeline *Pipeline
 	Steps    []Step
@@ -117,6 +121,9 @@ const (
 	ExtraIgnore = "ignore"
 )
 
+// tagName is the form of a tag in tags = [...].
+var tagName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+
 type jobFile struct {
 	Name             string         `toml:"name"`
 	Pipeline         string         `toml:"pipeline"`
@@ -133,6 +140,7 @@ type jobFile struct {
 	Retention        Retention      `toml:"retention"`
 	Privacy          Privacy        `toml:"privacy"`
 	Audit            []Audit        `toml:"audit"`
+	Tags             []string       `toml:"tags"`
 
 	modelSQL, modelFile, modelDir string // read by modelSteps
 }
@@ -380,6 +388,14 @@ func checkOperation(jf *jobFile, md toml.MetaData, bad keyErrorFunc) error {
 	if err := checkPrivacy(jf.Privacy, md, bad); err != nil {
 		return err
 	}
+	for i, tag := range jf.Tags {
+		if !tagName.MatchString(tag) {
+			return bad("tags", "tag %q: want letters, digits, _, - and . (starting with a letter or digit)", tag)
+		}
+		if slices.Contains(jf.Tags[:i], tag) {
+			return bad("tags", "tag %s is named twice", tag)
+		}
+	}
 	if err := CheckMemoryLimit(jf.DuckDB.MemoryLimit); jf.DuckDB.MemoryLimit != "" && err != nil {
 		return bad("duckdb.memory_limit", "%v", err)
 	}
@@ -476,6 +492,7 @@ func newJob(path string, jf *jobFile, p *Pipeline, table, format string, params 
 		Fencing:          jf.Job.Fencing,
 		Retention:        jf.Retention,
 		Privacy:          jf.Privacy,
+		Tags:             jf.Tags,
 		Pipeline:         p,
 		ModelSQL:         jf.modelSQL,
 		ModelFile:        jf.modelFile,

@@ -206,27 +206,99 @@ func (p *Project) Downstream(j *job.Job) []string {
 	return out
 }
 
-// Select keeps the jobs that exprs pick, in run order. Each is NAME,
-// NAME+ (with every job downstream of it), +NAME (with every job upstream)
-// or +NAME+. A name that is no job of the project is a usage error.
+// Select keeps the jobs that exprs pick, in run order (SelectWith without
+// state:modified).
 func (p *Project) Select(exprs []string) (*Project, error) {
+	return p.SelectWith(exprs, nil)
+}
+
+// Modified says which jobs of a project state:modified picks; it is called
+// once, and only when a selector asks for it.
+type Modified func() (map[*job.Job]bool, error)
+
+// selectorHelp is the form of a --select expression.
+const selectorHelp = "want NAME, tag:TAG, path:PATH or state:modified, each with + before (and its upstreams) or after (and its downstreams)"
+
+// SelectWith keeps the jobs that exprs pick, in run order, as dbt users
+// type them: NAME (the job), tag:TAG (the jobs whose tags list TAG),
+// path:PATH (the job files at PATH, under folder PATH, or matching glob
+// PATH), state:modified (the jobs modified says), each followed by + for
+// every job downstream, preceded by + for every job upstream, or both. A
+// name that is no job, or a tag or path that picks none, is a usage error.
+func (p *Project) SelectWith(exprs []string, modified Modified) (*Project, error) {
 	if len(exprs) == 0 {
 		return p, nil
 	}
 	keep := map[*job.Job]bool{}
+	var changed map[*job.Job]bool
 	for _, e := range exprs {
-		name := strings.TrimSuffix(strings.TrimPrefix(e, "+"), "+")
-		if !job.Identifier.MatchString(name) {
-			return nil, &job.UsageError{Msg: fmt.Sprintf("--select %q: want NAME, NAME+, +NAME or +NAME+", e)}
+		sel := strings.TrimSuffix(strings.TrimPrefix(e, "+"), "+")
+		method, arg, hasMethod := strings.Cut(sel, ":")
+		if !hasMethod {
+			method, arg = "name", sel
+		}
+		bad := func(format string, args ...any) error {
+			return &job.UsageError{Msg: fmt.Sprintf("--select %s: ", e) + fmt.Sprintf(format, args...)}
 		}
 		var found []*job.Job
-		for _, j := range p.Jobs {
-			if j.Name == name {
-				found = append(found, j)
+		switch method {
+		case "name":
+			if !job.Identifier.MatchString(arg) {
+				return nil, &job.UsageError{Msg: fmt.Sprintf("--select %q: %s", e, selectorHelp)}
 			}
-		}
-		if len(found) == 0 {
-			return nil, &job.UsageError{Msg: fmt.Sprintf("--select %s: no job named %s in the project (jobs: %s)", e, name, strings.Join(p.names(), ", "))}
+			for _, j := range p.Jobs {
+				if j.Name == arg {
+					found = append(found, j)
+				}
+			}
+			if len(found) == 0 {
+				return nil, bad("no job named %s in the project (jobs: %s)", arg, strings.Join(p.names(), ", "))
+			}
+		case "tag":
+			var tags []string
+			for _, j := range p.Jobs {
+				if slices.Contains(j.Tags, arg) {
+					found = append(found, j)
+				}
+				tags = append(tags, j.Tags...)
+			}
+			if len(found) == 0 {
+				slices.Sort(tags)
+				known := strings.Join(slices.Compact(tags), ", ")
+				if known == "" {
+					known = "none"
+				}
+				return nil, bad("no job of the project has tag %s (tags: %s)", arg, known)
+			}
+		case "path":
+			for _, j := range p.Jobs {
+				if pathPicks(arg, j.File) {
+					found = append(found, j)
+				}
+			}
+			if len(found) == 0 {
+				return nil, bad("no job file of the project is %s, under it or matches it", arg)
+			}
+		case "state":
+			if arg != "modified" {
+				return nil, bad("the state selector is state:modified")
+			}
+			if modified == nil {
+				return nil, bad("state:modified needs the jobs' databases; use idem run or idem plan")
+			}
+			if changed == nil {
+				var err error
+				if changed, err = modified(); err != nil {
+					return nil, err
+				}
+			}
+			for _, j := range p.Jobs {
+				if changed[j] {
+					found = append(found, j)
+				}
+			}
+		default:
+			return nil, &job.UsageError{Msg: fmt.Sprintf("--select %q: %s", e, selectorHelp)}
 		}
 		for _, j := range found {
 			keep[j] = true
@@ -252,6 +324,22 @@ func (p *Project) Select(exprs []string) (*Project, error) {
 		}
 	}
 	return q, nil
+}
+
+// pathPicks says whether path:PATH picks the job file file: the same file,
+// a file under folder PATH, or a file matching glob PATH, all compared as
+// absolute paths from the working directory.
+func pathPicks(pattern, file string) bool {
+	pat, err1 := filepath.Abs(pattern)
+	f, err2 := filepath.Abs(file)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	if f == pat || strings.HasPrefix(f, pat+string(filepath.Separator)) {
+		return true
+	}
+	ok, _ := filepath.Match(pat, f)
+	return ok
 }
 
 func (p *Project) walk(j *job.Job, links map[*job.Job][]*job.Job, keep map[*job.Job]bool) {

@@ -98,10 +98,70 @@ func TestSelect(t *testing.T) {
 	_, err = p.Select([]string{"nope+"})
 	require.ErrorContains(t, err, "--select nope+: no job named nope in the project (jobs: other, trips, trips_clean, trips_daily, trips_weekly, zones)")
 	_, err = p.Select([]string{"a+b"})
-	require.ErrorContains(t, err, `--select "a+b": want NAME, NAME+, +NAME or +NAME+`)
+	require.ErrorContains(t, err, `--select "a+b": want NAME, tag:TAG, path:PATH or state:modified`)
 	// A selection keeps only the links among its jobs.
 	q, _ := p.Select([]string{"trips_clean+"})
 	require.Empty(t, q.Upstream(q.Jobs[0]))
+}
+
+// TestSelectors: tag:, path: and state:modified, with + on either side,
+// and what each refuses.
+func TestSelectors(t *testing.T) {
+	t.Parallel()
+	jobs := chain()
+	for _, j := range jobs {
+		switch j.Name {
+		case "trips_daily", "trips_weekly":
+			j.Tags = []string{"mart", "nightly"}
+			j.File = filepath.Join("marts", j.Name+".toml")
+		case "trips":
+			j.Tags = []string{"nightly"}
+		}
+	}
+	p, err := New(jobs)
+	require.NoError(t, err)
+	by := map[string]*job.Job{}
+	for _, j := range p.Jobs {
+		by[j.Name] = j
+	}
+	calls := 0
+	modified := func() (map[*job.Job]bool, error) {
+		calls++
+		return map[*job.Job]bool{by["trips_clean"]: true}, nil
+	}
+	for _, tc := range []struct {
+		sel  []string
+		want []string
+	}{
+		{[]string{"tag:mart"}, []string{"trips_daily", "trips_weekly"}},
+		{[]string{"tag:nightly"}, []string{"trips", "trips_daily", "trips_weekly"}},
+		{[]string{"+tag:mart"}, []string{"trips", "zones", "trips_clean", "trips_daily", "trips_weekly"}},
+		{[]string{"path:marts"}, []string{"trips_daily", "trips_weekly"}},
+		{[]string{"path:marts/*_daily.toml"}, []string{"trips_daily"}},
+		{[]string{"path:zones.toml+"}, []string{"zones", "trips_clean", "trips_daily", "trips_weekly"}},
+		{[]string{"state:modified"}, []string{"trips_clean"}},
+		{[]string{"state:modified+", "+state:modified", "other"}, []string{"trips", "zones", "trips_clean", "trips_daily", "trips_weekly", "other"}},
+	} {
+		q, err := p.SelectWith(tc.sel, modified)
+		require.NoError(t, err, tc.sel)
+		require.Equal(t, tc.want, names(q.Jobs), tc.sel)
+	}
+	require.Equal(t, 2, calls, "state:modified asks once per selection")
+	for _, tc := range []struct {
+		sel  string
+		want string
+	}{
+		{"tag:daily", "--select tag:daily: no job of the project has tag daily (tags: mart, nightly)"},
+		{"path:nowhere", "--select path:nowhere: no job file of the project is nowhere, under it or matches it"},
+		{"state:fresh", "--select state:fresh: the state selector is state:modified"},
+		{"owner:me", `--select "owner:me": want NAME, tag:TAG, path:PATH or state:modified`},
+	} {
+		_, err := p.SelectWith([]string{tc.sel}, modified)
+		require.ErrorIs(t, err, job.ErrUsage)
+		require.ErrorContains(t, err, tc.want)
+	}
+	_, err = p.Select([]string{"state:modified"})
+	require.ErrorContains(t, err, "state:modified needs the jobs' databases")
 }
 
 func TestBlockedAndGroups(t *testing.T) {

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/project"
 	"github.com/idem-dev/idem/internal/projectrun"
 	"github.com/idem-dev/idem/internal/run"
@@ -25,7 +27,7 @@ type projectFlags struct {
 }
 
 func (p *projectFlags) register(cmd *cobra.Command, concurrency bool) {
-	cmd.Flags().StringArrayVar(&p.selects, "select", nil, "run only job `NAME`; NAME+ with everything downstream, +NAME with everything upstream; repeatable")
+	cmd.Flags().StringArrayVar(&p.selects, "select", nil, "run only the jobs `SEL` picks: NAME, tag:TAG, path:PATH or state:modified; SEL+ with everything downstream, +SEL with everything upstream; repeatable")
 	if concurrency {
 		cmd.Flags().IntVar(&p.jobs, "jobs", 1, "run jobs of different database files at once, at most `N` at a time")
 	}
@@ -68,7 +70,32 @@ func (a *app) loadProject(cmd *cobra.Command, args []string, pf projectFlags) (*
 	if err != nil {
 		return nil, err
 	}
-	return p.Select(pf.selects)
+	q, err := p.SelectWith(pf.selects, func() (map[*job.Job]bool, error) {
+		return modifiedJobs(cmd.Context(), p)
+	})
+	if err == nil && len(q.Jobs) == 0 {
+		fmt.Fprintf(a.stderr, "idem: --select %s picks no job: nothing to do\n", strings.Join(pf.selects, " "))
+	}
+	return q, err
+}
+
+// modifiedJobs are the jobs --select state:modified picks: those a plan
+// says would be rebuilt because their definition changed (their key's
+// transform, schema or config part), or that never committed, whatever
+// their inputs do. Each is planned against its own database, read-only.
+func modifiedJobs(ctx context.Context, p *project.Project) (map[*job.Job]bool, error) {
+	out := map[*job.Job]bool{}
+	for _, j := range p.Jobs {
+		var f dbFlags
+		plan, err := ops.PlanRun(ctx, j.Database, j, run.RunOptions{}, f.openOptions(j))
+		if err != nil {
+			return nil, fmt.Errorf("--select state:modified: plan %s: %w", j.Name, err)
+		}
+		out[j] = plan.FirstLoad || slices.ContainsFunc(plan.Changed, func(part string) bool {
+			return part == job.PartTransform || part == job.PartSchema || part == job.PartConfig
+		})
+	}
+	return out, nil
 }
 
 // jobOutput is what one job of a project printed.

@@ -275,3 +275,46 @@ func TestProjectJobsConcurrent(t *testing.T) {
 	require.Equal(t, rows[1], rows[2])
 	require.Equal(t, []string{"2024-01-01 2 15.50", "2024-01-02 1 7.25", "2024-01-01 2 15.50", "2024-01-02 1 7.25"}, rows[1])
 }
+
+// TestProjectSelectors: --select tag:, path: and state:modified with +,
+// through run and plan: state:modified picks the model edited in place and
+// + its downstream, and nothing once it has run.
+func TestProjectSelectors(t *testing.T) {
+	t.Parallel()
+	p := clitest.NewProject(t)
+	p.Model("daily", "p", []string{"src"}, []string{"day"}, "", "SELECT day, sum(amount) AS total FROM {{upstream:src}} GROUP BY day")
+	p.Model("best", "p", []string{"daily"}, []string{"total"}, "", "SELECT max(total) AS total FROM {{upstream:daily}}")
+	p.Write("daily.toml", strings.Replace(readText(t, p.Path("daily.toml")), `pipeline = "select"`, "pipeline = \"select\"\ntags = [\"mart\"]", 1))
+
+	r := p.Idem("run", p.Dir, "--select", "+tag:mart")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	require.Equal(t, []string{"daily", "src"}, clitest.QueryStrs(t, p.DB("p"), `SELECT job FROM idem.jobs ORDER BY job`))
+	r = p.Idem("run", p.Dir, "--select", "path:"+p.Path("best.toml"), "--select", "zones")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	require.Contains(t, r.Stdout, "best: loaded (first load)")
+
+	r = p.Idem("plan", p.Dir, "--select", "state:modified+")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	require.Empty(t, r.Stdout)
+	require.Equal(t, "idem: --select state:modified+ picks no job: nothing to do\n", r.Stderr)
+
+	p.Write("models/daily/v2.sql", "SELECT day, sum(amount) * 2 AS total FROM {{upstream:src}} GROUP BY day")
+	p.Write("daily.toml", strings.Replace(readText(t, p.Path("daily.toml")), "transform_version = 1", "transform_version = 2", 1))
+	r = p.Idem("plan", p.Dir, "--select", "state:modified+")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	require.Contains(t, r.Stdout, "daily: would be loaded [transform changed]")
+	require.Contains(t, r.Stdout, "best: would be loaded [input changed]")
+	require.NotContains(t, r.Stdout, "src:")
+
+	r = p.Idem("run", p.Dir, "--select", "tag:nightly")
+	require.Equal(t, job.ExitUsage, r.Code)
+	require.Contains(t, r.Stderr, "--select tag:nightly: no job of the project has tag nightly (tags: mart)")
+}
+
+// readText reads a file of a test, requiring success.
+func readText(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(data)
+}
