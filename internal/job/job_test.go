@@ -67,6 +67,8 @@ func TestLoadJobErrors(t *testing.T) {
 		{"keep_snapshots", sampleHead + "[retention]\nkeep_snapshots = 0\n", nil, "job.toml:6: retention.keep_snapshots: must be a positive integer (got 0)"},
 		{"checkpoint_every", sampleHead + "[retention]\ncheckpoint_every = -1\n", nil, "job.toml:6: retention.checkpoint_every: must be a positive integer (got -1)"},
 		{"threads", sampleHead + "[duckdb]\nthreads = 5000\n", nil, "job.toml:6: duckdb.threads: must be a positive integer of at most 1024 (got 5000)"},
+		{"bad tag", "tags = [\"a b\"]\n" + sampleHead, nil, `job.toml:1: tags: tag "a b": want letters, digits, _, - and . (starting with a letter or digit)`},
+		{"tag twice", "tags = [\"mart\", \"mart\"]\n" + sampleHead, nil, "job.toml:1: tags: tag mart is named twice"},
 		{"no such pipeline", "name = \"s\"\npipeline = \"nope\"\ntransform_version = 1\nschema_version = 1\n", nil, `job.toml:2: pipeline: no built-in pipeline named "nope" (built-ins: merge_by_key, orders, sample, select, versioned_changes) and no folder nope with a pipeline.toml (nope is read from the job file's folder)`},
 		{"no transform version", "name = \"s\"\npipeline = \"sample\"\ntransform_version = 9\nschema_version = 1\n", nil, "job.toml:3: transform_version: pipeline sample has no transform version 9 (present: v1, v2): file does not exist"},
 		{"no schema version", "name = \"s\"\npipeline = \"sample\"\ntransform_version = 1\nschema_version = 9\n", nil, "job.toml:4: schema_version: pipeline sample has no schema version 9 (present: v1, v2): file does not exist"},
