@@ -27,6 +27,14 @@ type Project struct {
 // every *.toml file directly in it, in name order. A path named twice, or
 // a file found twice through a folder, counts once.
 func Files(paths []string) ([]string, error) {
+	files, _, err := FilesSkipping(paths)
+	return files, err
+}
+
+// FilesSkipping is Files that also names the *.toml files of the folders
+// that are not job files (another tool's TOML, with no top-level
+// pipeline =), which it left out.
+func FilesSkipping(paths []string) (files, skipped []string, err error) {
 	var out []string
 	seen := map[string]bool{}
 	add := func(p string) {
@@ -47,7 +55,7 @@ func Files(paths []string) ([]string, error) {
 		}
 		entries, err := os.ReadDir(p)
 		if err != nil {
-			return nil, &job.UsageError{Msg: fmt.Sprintf("read folder %s: %v", p, err)}
+			return nil, nil, &job.UsageError{Msg: fmt.Sprintf("read folder %s: %v", p, err)}
 		}
 		n := 0
 		for _, e := range entries {
@@ -59,16 +67,17 @@ func Files(paths []string) ([]string, error) {
 			}
 			file := filepath.Join(p, e.Name())
 			if !isJobFile(file) {
-				continue // another tool's TOML (sqlfluff.toml, say)
+				skipped = append(skipped, file) // another tool's TOML (sqlfluff.toml, say)
+				continue
 			}
 			add(file)
 			n++
 		}
 		if n == 0 {
-			return nil, &job.UsageError{Msg: fmt.Sprintf("folder %s holds no job files (*.toml with pipeline = ...)", p)}
+			return nil, skipped, &job.UsageError{Msg: fmt.Sprintf("folder %s holds no job files (*.toml with pipeline = ...)", p)}
 		}
 	}
-	return out, nil
+	return out, skipped, nil
 }
 
 // New links and orders jobs. Two jobs of one database with the same name,

@@ -36,6 +36,7 @@ a part. A killed export leaves that temporary file or folder; the next
 export to the same --out removes it, so a retry just works.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			pf.silence(a, f.jsonOut)
 			job, err := loadJob(args[0])
 			if err != nil {
 				return a.fail(f.jsonOut, err)

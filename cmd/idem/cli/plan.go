@@ -13,6 +13,7 @@ import (
 
 func (a *app) newPlanCmd() *cobra.Command {
 	var f dbFlags
+	var pf progressFlags
 	var bf batchFlags
 	pj := projectFlags{jobs: 1}
 	cmd := &cobra.Command{
@@ -30,6 +31,7 @@ order a project run takes them (see idem run --help); a job whose upstream
 in the project would commit first would be rebuilt too.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			pf.silence(a, f.jsonOut)
 			if pj.isProject(args) {
 				p, err := a.loadProject(cmd, args, pj)
 				if err != nil {
@@ -56,6 +58,7 @@ in the project would commit first would be rebuilt too.`,
 		},
 	}
 	f.register(cmd)
+	pf.register(cmd)
 	pj.register(cmd, false)
 	bf.register(cmd, "batch id of an apply run",
 		"the batch covers source positions (from, to]",
@@ -83,7 +86,8 @@ func (a *app) printPlan(plan *ops.Plan) {
 		what += " [" + strings.Join(plan.Changed, ", ") + " changed]"
 	}
 	fmt.Fprintf(a.stdout, "%s: %s\n", plan.Job, what)
-	if plan.Reason != "" && plan.Decision != job.DecisionSkipped {
+	// A refusal's reason is the error printed on stderr, once.
+	if plan.Reason != "" && plan.Decision != job.DecisionSkipped && plan.Decision != job.DecisionRefused {
 		fmt.Fprintf(a.stdout, "  reason    %s\n", plan.Reason)
 	}
 	if len(plan.NewFiles) > 0 {

@@ -20,7 +20,15 @@ type progressFlags struct {
 }
 
 func (f *progressFlags) register(cmd *cobra.Command) {
-	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress output on stderr")
+	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "print nothing but errors: no progress on stderr, no summary on stdout (--json still prints; the exit code tells)")
+}
+
+// silence sends a's stdout nowhere under --quiet, unless --json asks for
+// the result: a quiet command prints only its errors.
+func (f progressFlags) silence(a *app, jsonOut bool) {
+	if f.quiet && !jsonOut {
+		a.stdout = io.Discard
+	}
 }
 
 // progress returns the hooks that draw progress on stderr: one line per

@@ -24,6 +24,7 @@ import (
 type projectFlags struct {
 	selects []string
 	jobs    int
+	verbose bool
 }
 
 func (p *projectFlags) register(cmd *cobra.Command, concurrency bool) {
@@ -31,6 +32,7 @@ func (p *projectFlags) register(cmd *cobra.Command, concurrency bool) {
 	if concurrency {
 		cmd.Flags().IntVar(&p.jobs, "jobs", 1, "run jobs of different database files at once, at most `N` at a time")
 	}
+	cmd.Flags().BoolVarP(&p.verbose, "verbose", "v", false, "name on stderr the *.toml files of a folder that are not job files, which are not read")
 }
 
 // isProject says whether a run or plan is over a project: several paths,
@@ -54,7 +56,12 @@ func (a *app) loadProject(cmd *cobra.Command, args []string, pf projectFlags) (*
 			return nil, &job.UsageError{Msg: fmt.Sprintf("--%s names one batch of one job: give one job file, not a project", name)}
 		}
 	}
-	files, err := project.Files(args)
+	files, skipped, err := project.FilesSkipping(args)
+	if pf.verbose {
+		for _, f := range skipped {
+			fmt.Fprintf(a.stderr, "idem: %s is not a job file (no top-level pipeline =): not read\n", f)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -318,3 +318,23 @@ func readText(t *testing.T, path string) string {
 	require.NoError(t, err)
 	return string(data)
 }
+
+// TestJobByName: inside a project folder, commands take a job's name for
+// its job file; -v names the TOML files that are not job files.
+func TestJobByName(t *testing.T) {
+	t.Parallel()
+	p := clitest.NewProject(t)
+	p.Write("sqlfluff.toml", "[sqlfluff]\ndialect = \"duckdb\"\n")
+	r := clitest.RunCLI(t, p.Dir, "", "run", ".", "-v", "-q")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	require.Empty(t, r.Stdout)
+	require.Equal(t, "idem: sqlfluff.toml is not a job file (no top-level pipeline =): not read\n", r.Stderr)
+	for _, args := range [][]string{{"show", "src"}, {"log", "src"}, {"diff", "src", "--from", "1", "--to", "1"}, {"export", "src", "--out", "src.csv"}} {
+		r = clitest.RunCLI(t, p.Dir, "", args...)
+		require.Equal(t, 0, r.Code, "%v: %s", args, r.Stderr)
+		require.NotEmpty(t, r.Stdout, args)
+	}
+	r = clitest.RunCLI(t, p.Dir, "", "show", "nope")
+	require.Equal(t, job.ExitUsage, r.Code)
+	require.Equal(t, "idem: no job file nope, and no job named nope among the job files of this folder: give a job file's path\n", r.Stderr)
+}

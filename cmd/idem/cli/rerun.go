@@ -46,6 +46,7 @@ snapshots after it are replayed. --from-start replays the whole chain
 instead (exit 1 when an input it needs is gone).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			pf.silence(a, f.jsonOut)
 			j, db, err := f.openJob(cmd.Context(), args[0], true)
 			if err != nil {
 				return a.fail(f.jsonOut, err)

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/project"
 
 	"github.com/spf13/cobra"
 
@@ -218,8 +220,41 @@ func (f *dbFlags) dbPath(j *job.Job) (string, error) {
 	return j.Database, j.CheckDatabase()
 }
 
+// loadJob loads the job file at path, or, when path is a job's name and
+// no such file exists, the job of that name among the job files of the
+// working folder (a project folder): idem show daily.
 func loadJob(path string) (*job.Job, error) {
-	return run.LoadJob(path, idemsql.FS)
+	if _, err := os.Stat(path); err == nil || !job.Identifier.MatchString(path) {
+		return run.LoadJob(path, idemsql.FS)
+	}
+	files, err := project.Files([]string{"."})
+	if err != nil {
+		return nil, &job.UsageError{Msg: fmt.Sprintf("no job file %s, and no job named %s here: %v", path, path, err)}
+	}
+	var found []*job.Job
+	for _, f := range files {
+		j, err := run.LoadJob(f, idemsql.FS)
+		if err != nil {
+			if strings.TrimSuffix(filepath.Base(f), ".toml") == path {
+				return nil, err // the job's own file is bad: say why
+			}
+			continue
+		}
+		if j.Name == path {
+			found = append(found, j)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return nil, &job.UsageError{Msg: fmt.Sprintf("no job file %s, and no job named %s among the job files of this folder: give a job file's path", path, path)}
+	case 1:
+		return found[0], nil
+	}
+	var where []string
+	for _, j := range found {
+		where = append(where, j.File)
+	}
+	return nil, &job.UsageError{Msg: fmt.Sprintf("job %s is defined by several job files of this folder (%s): give one's path", path, strings.Join(where, ", "))}
 }
 
 // printJSON writes v as one JSON object and a newline.

@@ -48,6 +48,7 @@ per batch (records/s, lag per partition), or with --json one object per batch
 refused (exit 3) unless --allow-gap.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			pf.silence(a, f.jsonOut)
 			one := func(a *app, j *job.Job, opts run.RunOptions) error {
 				opts.Fault, opts.Progress, opts.Expire = a.faultHookUntil(cmd.Context().Done(), f.path(j)), a.progress(pf), ops.ExpireAfterRun
 				if j.IsStream() {

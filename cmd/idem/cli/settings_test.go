@@ -70,7 +70,7 @@ temp_directory = %q
 	require.Equal(t, "m,t,d\n488.2 MiB,1,"+spill+"\n", out.String())
 }
 
-// --quiet is accepted, and progress stays silent off a terminal either way.
+// --quiet prints nothing but errors: no progress, no summary.
 func TestRunQuiet(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -80,5 +80,23 @@ func TestRunQuiet(t *testing.T) {
 	code := Main(context.Background(), []string{"run", "../../../configs/sample.toml", "--quiet", "--db", filepath.Join(dir, "q.duckdb"), "--input", input}, &out, &errOut)
 	require.Equal(t, 0, code, errOut.String())
 	require.Empty(t, errOut.String())
-	require.Contains(t, out.String(), "sample: loaded (first load)")
+	require.Empty(t, out.String())
+	// --json still prints the result.
+	out.Reset()
+	code = Main(context.Background(), []string{"run", "../../../configs/sample.toml", "-q", "--json", "--db", filepath.Join(dir, "q.duckdb"), "--input", input}, &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+	require.Contains(t, out.String(), `"decision":"skipped"`)
+	// plan, export and rerun take it too.
+	for _, args := range [][]string{
+		{"plan", "../../../configs/sample.toml", "-q", "--db", filepath.Join(dir, "q.duckdb"), "--input", input},
+		{"export", "../../../configs/sample.toml", "-q", "--db", filepath.Join(dir, "q.duckdb"), "--out", filepath.Join(dir, "out.csv")},
+		{"rerun", "../../../configs/sample.toml", "-q", "--db", filepath.Join(dir, "q.duckdb")},
+	} {
+		out.Reset()
+		code = Main(context.Background(), args, &out, &errOut)
+		require.Equal(t, 0, code, "%s: %s", args[0], errOut.String())
+		require.Empty(t, out.String(), args[0])
+		require.Empty(t, errOut.String(), args[0])
+	}
+	require.FileExists(t, filepath.Join(dir, "out.csv"))
 }
