@@ -25,6 +25,7 @@ func TestLayering(t *testing.T) {
 		ops     = module + "/internal/ops"
 		prun    = module + "/internal/projectrun"
 		mtest   = module + "/internal/modeltest"
+		docs    = module + "/internal/docs"
 		runner  = module + "/runner"
 		sqlfs   = module + "/sql"
 	)
@@ -47,14 +48,17 @@ func TestLayering(t *testing.T) {
 		// Running a project: order, blocking, concurrent groups, shared
 		// handles; what a job's run is stays its caller's.
 		{pkg: prun, idem: []string{job, project, run}, direct: true},
+		// idem docs: a project's site, read-only through catalog and ops
+		// (run opens the databases); no source, no projectrun.
+		{pkg: docs, idem: []string{job, project, catalog, run, ops}, direct: true},
 		// The public API is a thin layer over run, ops and projectrun,
 		// with the built-in pipelines; it never reaches source or catalog
 		// itself.
 		{pkg: runner, idem: []string{job, project, run, ops, prun, sqlfs}, direct: true},
 		// The CLI calls the public API for what it offers and run and ops
 		// for the rest; catalog only for the row types it prints
-		// (LogEntry), never source.
-		{pkg: module + "/cmd/idem/cli", idem: []string{runner, job, project, catalog, run, ops, prun, mtest, sqlfs}, direct: true},
+		// (LogEntry), modeltest for idem test, docs for idem docs, never source.
+		{pkg: module + "/cmd/idem/cli", idem: []string{runner, job, project, catalog, run, ops, prun, mtest, docs, sqlfs}, direct: true},
 		// The defaults the test packages share: no idem package.
 		{pkg: module + "/internal/testflags", idem: nil, direct: true},
 		// The kit of the CLI's test packages reads databases and job files

@@ -43,8 +43,11 @@ type DuckDBSettings struct {
 // DuckDB.TempDirectory hold them joined to the folder the job file was given
 // in, so they name the same files from any working directory.
 type Job struct {
-	File             string // the job file's path as given
-	Name             string
+	File string // the job file's path as given
+	Name string
+	// Description is the job file's top-level description: what the job's
+	// rows are, for people (idem docs). It is not part of the key.
+	Description      string
 	TransformVersion int
 	SchemaVersion    int
 	Database         string // resolved from the job file's folder
@@ -126,6 +129,7 @@ var tagName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 
 type jobFile struct {
 	Name             string         `toml:"name"`
+	Description      string         `toml:"description"`
 	Pipeline         string         `toml:"pipeline"`
 	TransformVersion int            `toml:"transform_version"`
 	SchemaVersion    int            `toml:"schema_version"`
@@ -482,6 +486,7 @@ func newJob(path string, jf *jobFile, p *Pipeline, table, format string, params 
 	j := &Job{
 		File:             path,
 		Name:             jf.Name,
+		Description:      jf.Description,
 		TransformVersion: jf.TransformVersion,
 		SchemaVersion:    jf.SchemaVersion,
 		Database:         resolveJobPath(dir, jf.Database),

@@ -154,6 +154,17 @@ func TestLoadJob(t *testing.T) {
 		require.Empty(t, msg)
 		require.Equal(t, int64(10), j.Input.ChunkRows)
 	})
+	t.Run("description is not part of the key", func(t *testing.T) {
+		t.Parallel()
+		plain, msg := loadJobText(t, sampleHead, nil)
+		require.Empty(t, msg)
+		described, msg := loadJobText(t, sampleHead+"description = \"Sampled rows, <b>by year</b>.\"\n", nil)
+		require.Empty(t, msg)
+		require.Equal(t, "Sampled rows, <b>by year</b>.", described.Description)
+		require.Equal(t, plain.Config("csv"), described.Config("csv"))
+		_, msg = loadJobText(t, sampleHead+"description = 3\n", nil)
+		require.Contains(t, msg, "job.toml:5")
+	})
 	t.Run("partition and rules", func(t *testing.T) {
 		t.Parallel()
 		j, msg := loadJobText(t, sampleHead+"[target]\npartition_by = \"year\"\n[[quality.rules]]\nname = \"r\"\nsql = \"year > 0\"\n", nil)

@@ -168,6 +168,7 @@ func TestJSONShapesMatchTheREADME(t *testing.T) {
 	}
 	outs["run (project, failed)"] = elem("broken")
 	outs["run (project, blocked)"] = elem("after")
+	outs["docs"] = out("docs", p.Dir, "--out", filepath.Join(t.TempDir(), "site"), "--json")
 	// Outputs of shapes already run above, checked the same way.
 	also := []struct{ shape, stdout string }{
 		{"run", elem("src")},

@@ -24,7 +24,7 @@ const (
 
 // readmeCommandOrder is the order of the table's rows; a command not named
 // here is listed after them, by name, so a new command appears at once.
-var readmeCommandOrder = []string{"run", "plan", "query", "log", "fence", "export", "diff", "rerun", "erase", "rollback", "lint", "test", "init", "show", "expire", "du", "compact", "backup", "version"}
+var readmeCommandOrder = []string{"run", "plan", "query", "log", "fence", "export", "diff", "rerun", "erase", "rollback", "lint", "test", "init", "show", "expire", "du", "compact", "backup", "docs", "version"}
 
 // flagPlaceholders names a flag's value in the table; other flags show the
 // name from their usage text (`NAME` in backquotes) or their type.

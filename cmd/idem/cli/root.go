@@ -115,6 +115,7 @@ guard, 4 database held by another writer.`,
 		a.newInitCmd(),
 		a.newCompactCmd(),
 		a.newBackupCmd(),
+		a.newDocsCmd(),
 	)
 	a.addSnapshotCmds(root)
 	return root
