@@ -41,8 +41,11 @@ type Job struct {
 	Pipeline string
 	Mode     string
 	Model    bool
-	// Transform and schema versions; Schema is 0 for a model.
+	// Transform and schema versions; Schema is 0 for a model, Transform 0
+	// for a model written as one file, whose version is its text's sha256.
+	// Version says them in words.
 	Transform, Schema int
+	Version           string
 	// Description is the job's text for people and DescriptionFrom where it
 	// was read: the job file's description key, its leading # comment, or
 	// its model's leading -- comment.
@@ -218,7 +221,7 @@ func describe(j *job.Job, dir string) (*Job, error) {
 	d := &Job{
 		Name: j.Name, File: rel(dir, j.File), Database: rel(dir, j.Database), Table: j.Table,
 		Pipeline: j.Pipeline.Name, Mode: j.Pipeline.Mode, Model: j.Pipeline.Model,
-		Transform: j.TransformVersion, Schema: j.SchemaVersion,
+		Transform: j.TransformVersion, Schema: j.SchemaVersion, Version: versionText(j),
 		Key: j.Pipeline.Key, PartitionBy: j.PartitionBy,
 		Status: StatusNotRun, NotRun: "not run yet",
 	}
@@ -530,4 +533,16 @@ func thousands(n int64) string {
 		return "-" + s
 	}
 	return s
+}
+
+// versionText names the versions a job runs: a model's by its number or,
+// written as one file, by its text's sha256.
+func versionText(j *job.Job) string {
+	switch {
+	case j.ContentVersioned():
+		return "model sha256 " + job.Short(j.TransformPart().SHA256) + " (its text)"
+	case j.IsModel():
+		return fmt.Sprintf("model v%d", j.TransformVersion)
+	}
+	return fmt.Sprintf("transform v%d, schema v%d", j.TransformVersion, j.SchemaVersion)
 }
