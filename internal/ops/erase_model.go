@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
@@ -53,15 +54,27 @@ func recomputeModel(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, faul
 		return nil, err
 	}
 	defer restore()
+	// The recomputed rows of every kept snapshot go to one table with the
+	// history's columns: each version's own columns, a column it lacks
+	// NULL, a retyped one as the history keeps it (text).
+	hcols, err := catalog.TargetColumnsIn(ctx, tx, "idem", j.Name+"__history")
+	if err != nil {
+		return nil, err
+	}
+	hcols = slices.DeleteFunc(hcols, func(c catalog.TargetColumn) bool { return c.Name == "idem_from" || c.Name == "idem_to" })
+	if len(hcols) == 0 {
+		return nil, fmt.Errorf("recompute %s: it has no history", j.Name)
+	}
+	defs := make([]string, len(hcols))
+	hnames := make([]string, len(hcols))
+	for i, c := range hcols {
+		defs[i], hnames[i] = job.QuoteIdent(c.Name)+" "+c.Type, c.Name
+	}
 	const all = "idem_recomputed"
-	if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+all+" AS SELECT CAST(0 AS BIGINT) AS idem_snap, * FROM "+job.QuoteIdent(j.Table)+" LIMIT 0"); err != nil {
+	if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+all+" (idem_snap BIGINT, "+strings.Join(defs, ", ")+")"); err != nil {
 		return nil, fmt.Errorf("recompute %s: %w", j.Name, catalog.TrimSQLError(err))
 	}
-	names := make([]string, len(cols))
-	for i, c := range cols {
-		names[i] = c.Name
-	}
-	list := identList(names)
+	list := identList(hnames)
 	res := &RecomputeResult{Job: j.Name, Parent: st.Snapshot, Snapshot: st.Snapshot + 1}
 	computed := map[int64]bool{} // run snapshots whose rows are in all
 	changed := false
@@ -70,15 +83,12 @@ func recomputeModel(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, faul
 		if row == nil {
 			return nil, fmt.Errorf("recompute %s: snapshot %d has no snapshot row", j.Name, s)
 		}
-		if !slices.Equal(row.Columns, cols) {
-			return nil, job.Refuse("erasure", "erase: model %s cannot be recomputed: its kept snapshot %d has other columns than its target (a schema change since); expire the snapshots before the change (idem expire) and erase again", j.Name, s)
-		}
 		src, err := sourceRun(bySnap, s)
 		if err != nil {
 			return nil, fmt.Errorf("recompute %s: %w", j.Name, err)
 		}
 		if !computed[src] {
-			if err := modelRows(ctx, tx, j, bySnap[src], all); err != nil {
+			if err := modelRows(ctx, tx, j, bySnap[src], all, hcols); err != nil {
 				return nil, err
 			}
 			computed[src] = true
@@ -86,12 +96,12 @@ func recomputeModel(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, faul
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s SELECT %d, %s FROM %s WHERE idem_snap = %d", all, s, list, all, -src)); err != nil {
 			return nil, fmt.Errorf("recompute %s: %w", j.Name, catalog.TrimSQLError(err))
 		}
-		pinned, err := catalog.PinnedSelect(ctx, tx, j.Name, cols, s)
+		pinned, err := catalog.PinnedSelect(ctx, tx, j.Name, row.Columns, s)
 		if err != nil {
 			return nil, err
 		}
 		var before, after, differ int64
-		now := fmt.Sprintf("SELECT %s FROM %s WHERE idem_snap = %d", list, all, s)
+		now := fmt.Sprintf("SELECT %s FROM %s WHERE idem_snap = %d", castsTo(row.Columns, hcols), all, s)
 		if err := tx.QueryRowContext(ctx, "SELECT (SELECT count(*) FROM ("+pinned+")), (SELECT count(*) FROM ("+now+")), (SELECT count(*) FROM (("+pinned+" EXCEPT ALL "+now+") UNION ALL ("+now+" EXCEPT ALL "+pinned+")))").Scan(&before, &after, &differ); err != nil {
 			return nil, fmt.Errorf("recompute %s: compare snapshot %d: %w", j.Name, s, catalog.TrimSQLError(err))
 		}
@@ -105,17 +115,21 @@ func recomputeModel(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, faul
 	if _, err := tx.ExecContext(ctx, "DELETE FROM "+all+" WHERE idem_snap < 0"); err != nil {
 		return nil, err
 	}
-	if err := catalog.RebuildHistory(ctx, tx, j.Name, cols, all, st.Snapshot); err != nil {
+	if err := catalog.RebuildHistory(ctx, tx, j.Name, hcols, all, st.Snapshot); err != nil {
 		return nil, err
 	}
 	target := job.QuoteIdent(j.Table)
-	order := list
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.Name
+	}
+	order := identList(names)
 	if key := job.NonNil(j.Key); len(key) > 0 {
 		order = identList(key)
 	}
 	for _, q := range []string{
 		"DELETE FROM " + target,
-		fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s WHERE idem_snap = %d ORDER BY %s", target, list, list, all, st.Snapshot, order),
+		fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s WHERE idem_snap = %d ORDER BY %s", target, identList(names), castsTo(cols, hcols), all, st.Snapshot, order),
 		"DROP TABLE " + all,
 	} {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
@@ -205,9 +219,10 @@ func sourceRun(bySnap map[int64]*catalog.SnapshotRow, s int64) (int64, error) {
 	return 0, fmt.Errorf("snapshot %d: erasures and rollbacks lead to no run", s)
 }
 
-// modelRows appends to table all, with idem_snap = -row.Snapshot, the rows
-// model j gives over the upstream rows row pinned.
-func modelRows(ctx context.Context, tx *sql.Tx, j *job.Job, row *catalog.SnapshotRow, all string) error {
+// modelRows appends to table all (of columns hcols), with idem_snap =
+// -row.Snapshot, the rows model j gives over the upstream rows row pinned,
+// with the columns the snapshot recorded put where hcols has them.
+func modelRows(ctx context.Context, tx *sql.Tx, j *job.Job, row *catalog.SnapshotRow, all string, hcols []catalog.TargetColumn) error {
 	parts, err := row.Parts()
 	if err != nil {
 		return fmt.Errorf("recompute %s: snapshot %d: %w", j.Name, row.Snapshot, err)
@@ -233,7 +248,18 @@ func modelRows(ctx context.Context, tx *sql.Tx, j *job.Job, row *catalog.Snapsho
 		}
 	}
 	model := at.Expand(at.ModelSQL)
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s SELECT %d, * FROM (%s\n) AS idem_model", all, -row.Snapshot, model)); err != nil {
+	have := map[string]bool{}
+	for _, c := range row.Columns {
+		have[c.Name] = true
+	}
+	sel := make([]string, len(hcols))
+	for i, c := range hcols {
+		sel[i] = "NULL"
+		if have[c.Name] {
+			sel[i] = "CAST(" + job.QuoteIdent(c.Name) + " AS " + c.Type + ")"
+		}
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s SELECT %d, %s FROM (%s\n) AS idem_model", all, -row.Snapshot, strings.Join(sel, ", "), model)); err != nil {
 		return fmt.Errorf("recompute %s for snapshot %d: %w", j.Name, row.Snapshot, catalog.TrimSQLError(err))
 	}
 	return nil
@@ -255,4 +281,23 @@ func recountModelSnapshot(ctx context.Context, tx *sql.Tx, name string, row *cat
 		return fmt.Errorf("recount snapshot %d of %s: %w", row.Snapshot, name, catalog.TrimSQLError(err))
 	}
 	return nil
+}
+
+// castsTo selects columns cols (as a snapshot recorded them) from rows
+// kept with the history's columns hcols: a column kept as another type
+// (text, after a retype) cast back to the snapshot's.
+func castsTo(cols, hcols []catalog.TargetColumn) string {
+	kept := map[string]string{}
+	for _, c := range hcols {
+		kept[c.Name] = c.Type
+	}
+	sel := make([]string, len(cols))
+	for i, c := range cols {
+		q := job.QuoteIdent(c.Name)
+		sel[i] = q
+		if kept[c.Name] != c.Type {
+			sel[i] = "CAST(" + q + " AS " + c.Type + ") AS " + q
+		}
+	}
+	return strings.Join(sel, ", ")
 }

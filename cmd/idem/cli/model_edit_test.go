@@ -16,8 +16,9 @@ import (
 // non-breaking; a retyped column, and rows that change, breaking) and names
 // the downstream job; each run applies the new version; every snapshot of
 // both models then reruns and reproduces, each with the SQL it ran with,
-// kept by the database; show names the version by its text; diff compares
-// the first and last snapshots on their common columns.
+// kept by the database, also after an erasure upstream recomputed each of
+// them with its own version; show names the version by its text; diff
+// compares the first and last snapshots on their common columns.
 func TestModelEditedInPlace(t *testing.T) {
 	t.Parallel()
 	p := clitest.NewProject(t)
@@ -90,18 +91,24 @@ key = ["day", "zone"]
 		require.Equal(t, 0, res.Code, res.Stderr)
 		require.Contains(t, res.Stdout, fmt.Sprintf("daily: loaded [%s changed]\n  snapshot  %d", tc.changed, i+2))
 	}
+	// An erasure upstream recomputes every kept snapshot of the model with
+	// the version (columns, types) it was built with.
+	er := p.Idem("erase", p.Path("src.toml"), "--key", "3")
+	require.Equal(t, 0, er.Code, er.Stderr)
+	require.Contains(t, er.Stdout, "daily: recomputed without the subject\n  snapshot  5\n")
+	require.Equal(t, []string{"2024-01-01|1|10.0|1"}, clitest.QueryStrs(t, p.DB("p"), `SELECT day || '|' || zone || '|' || total || '|' || sales FROM daily ORDER BY ALL`))
 	for _, rr := range []struct {
 		job string
 		s   int
-	}{{"daily", 1}, {"daily", 2}, {"daily", 3}, {"daily", 4}, {"best", 3}} {
+	}{{"daily", 1}, {"daily", 2}, {"daily", 3}, {"daily", 4}, {"daily", 5}, {"best", 3}} {
 		r := p.Idem("rerun", p.Path(rr.job+".toml"), "--snapshot", fmt.Sprint(rr.s))
 		require.Equal(t, 0, r.Code, "rerun %s %d: %s%s", rr.job, rr.s, r.Stdout, r.Stderr)
 		require.Contains(t, r.Stdout, fmt.Sprintf("%s: snapshot %d reproduced", rr.job, rr.s))
 	}
 	require.Equal(t, []int64{4}, clitest.QueryInts(t, p.DB("p"), `SELECT count(*) FROM idem.model_texts WHERE job = 'daily'`))
-	show := p.Idem("show", p.Path("daily.toml"))
+	show := p.Idem("show", p.Path("daily.toml"), "--snapshot", "4")
 	require.Regexp(t, `pipeline  select model sha256 [0-9a-f]{12} \(its text\), columns from its SELECT`, show.Stdout)
-	diff := p.Idem("diff", p.Path("daily.toml"), "--from", "1", "--to", "4")
+	diff := p.Idem("diff", p.Path("daily.toml"), "--from", "1", "--to", "5")
 	require.Equal(t, 0, diff.Code, diff.Stderr)
 	require.Contains(t, diff.Stdout, "  columns  +sales, ~total DECIMAL(38,2) -> DOUBLE (rows compared on the columns both have)\n")
 	require.Contains(t, diff.Stdout, "  removed  1  2024-01-01|2\n")
@@ -109,6 +116,6 @@ key = ["day", "zone"]
 	// The database keeps each version's text: with the file gone, the
 	// snapshot it last built still reruns.
 	model("SELECT 1 AS day, 2 AS zone")
-	r := p.Idem("rerun", p.Path("daily.toml"), "--snapshot", "2")
+	r := p.Idem("rerun", p.Path("daily.toml"), "--snapshot", "3")
 	require.Equal(t, 0, r.Code, r.Stderr)
 }
