@@ -1,6 +1,7 @@
 package job
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -25,6 +26,11 @@ func (c confinedFS) Open(name string) (fs.File, error) {
 		return nil, err
 	}
 	defer root.Close()
+	// Opening a FIFO blocks until a writer comes: only a regular file (or
+	// a folder) is opened.
+	if st, err := root.Stat(filepath.FromSlash(name)); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
+		return nil, notRegular(name)
+	}
 	f, err := root.Open(filepath.FromSlash(name))
 	if err == nil {
 		return f, nil
@@ -38,7 +44,15 @@ func (c confinedFS) Open(name string) (fs.File, error) {
 	if !inside {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("a symbolic link to %s, outside folder %s: a job reads only the files inside its folders", real, c.dir)}
 	}
+	if st, err := os.Stat(real); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
+		return nil, notRegular(name)
+	}
 	return os.Open(real)
+}
+
+// notRegular refuses a file that is not a regular file (a FIFO, a device).
+func notRegular(name string) error {
+	return &fs.PathError{Op: "open", Path: name, Err: errors.New("not a regular file")}
 }
 
 // readConfined reads file name of folder dir, refusing one that resolves
