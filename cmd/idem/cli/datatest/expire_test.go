@@ -134,21 +134,26 @@ func duJSON(t *testing.T, jobFile string) ops.DUResult {
 	return res
 }
 
-// TestExpireThirtyBatches: 30 batches of versioned changes, then expiry to
-// the newest 5. A dry run changes nothing; every kept snapshot exports
+// TestExpireManyBatches: 12 batches of 250 versioned changes, then expiry
+// to the newest 3 (IDEM_LONG=1: 30 batches of 100, expired to the newest 5;
+// the rows expired and kept are about the same, so is what du must see
+// come down). A dry run changes nothing; every kept snapshot exports
 // the sha256 it had before; every expired one is refused (exit 3, the
 // message, nothing changed) by export, diff, rerun, rollback and show;
 // du shows the space coming down; an expired batch replayed under its id
 // is already_committed; its content under a new id leaves the target equal
 // to a Go fold of all the batches; a run with [retention] expires on its
 // own; rerun of the latest still reproduces it; idem log lists every run.
-func TestExpireThirtyBatches(t *testing.T) {
+func TestExpireManyBatches(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "trips.duckdb")
 	jobFile := filepath.Join(dir, "trips.toml")
 	expireJob(t, jobFile, db, 0)
-	paths, batches := expireBatches(t, dir, 30, 100, 300)
+	// n batches of per rows, keep kept: the first n-keep expire.
+	n, per, keep := int64(clitest.LongOr(12, 30)), int64(clitest.LongOr(250, 100)), int64(clitest.LongOr(3, 5))
+	oldest := n - keep + 1 // the oldest snapshot kept
+	paths, batches := expireBatches(t, dir, int(n), int(per), 300)
 	fold := vcFold{}
 	for i, p := range paths {
 		r := clitest.CallIdem(t, "run", jobFile, "--input", p, "--json")
@@ -159,28 +164,28 @@ func TestExpireThirtyBatches(t *testing.T) {
 	// The kept snapshots' exports before expiry (an expired one's is
 	// refused below, whatever it was).
 	want := map[int64]string{}
-	for s := int64(26); s <= 30; s++ {
+	for s := oldest; s <= n; s++ {
 		want[s] = exportSHA(t, jobFile, dir, s)
 	}
 	targetRows := func() []string {
 		return clitest.QueryStrs(t, db, `SELECT entity_id || '|' || source_version || '|' || status || '|' || coalesce(value, '') FROM trips ORDER BY entity_id`)
 	}
-	require.Equal(t, fold.rows(), targetRows(), "the target is the fold of the 30 batches")
+	require.Equal(t, fold.rows(), targetRows(), "the target is the fold of the %d batches", n)
 	before := duJSON(t, jobFile)
-	require.Len(t, before.Snapshots, 29)
+	require.Len(t, before.Snapshots, int(n-1))
 	require.Equal(t, int64(1), before.OldestKept)
 
 	// A dry run reports and changes nothing.
 	state := clitest.CaptureState(t, db)
-	r := clitest.CallIdem(t, "expire", jobFile, "--keep-snapshots", "5", "--dry-run", "--json")
+	r := clitest.CallIdem(t, "expire", jobFile, "--keep-snapshots", fmt.Sprint(keep), "--dry-run", "--json")
 	require.Equal(t, 0, r.Code, r.Stderr)
 	var dry ops.ExpireResult
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &dry))
 	require.True(t, dry.DryRun)
-	require.Equal(t, int64(26), dry.OldestKept)
-	require.Equal(t, int64(25), dry.Expired)
+	require.Equal(t, oldest, dry.OldestKept)
+	require.Equal(t, n-keep, dry.Expired)
 	require.Positive(t, dry.HistoryRows)
-	require.Equal(t, int64(25*100), dry.OutcomeRows)
+	require.Equal(t, (n-keep)*per, dry.OutcomeRows)
 	require.Zero(t, dry.Inputs, "an apply job's rerun replays from snapshot 1: its inputs stay")
 	require.Equal(t, state, clitest.CaptureState(t, db), "--dry-run changed the database")
 
@@ -189,7 +194,7 @@ func TestExpireThirtyBatches(t *testing.T) {
 	require.Equal(t, job.ExitUsage, r.Code, r.Stderr)
 	require.Contains(t, r.Stderr, "--keep-snapshots N")
 
-	expireJob(t, jobFile, db, 5)
+	expireJob(t, jobFile, db, int(keep))
 	r = clitest.CallIdem(t, "expire", jobFile, "--json")
 	require.Equal(t, 0, r.Code, r.Stderr)
 	var done ops.ExpireResult
@@ -197,8 +202,8 @@ func TestExpireThirtyBatches(t *testing.T) {
 	dry.DryRun = false
 	require.Equal(t, dry, done, "the expiry did what its dry run said")
 	require.Equal(t, []int64{before.Rows.History - done.HistoryRows}, clitest.QueryInts(t, db, `SELECT count(*) FROM idem."trips__history"`))
-	require.Equal(t, []int64{500}, clitest.QueryInts(t, db, `SELECT count(*) FROM trips_outcomes`))
-	require.Equal(t, []int64{30, 30, 5}, clitest.QueryInts(t, db, `SELECT count(*) FROM idem.ledger UNION ALL SELECT count(*) FROM idem.snapshots UNION ALL SELECT count(*) FROM idem.packets ORDER BY 1 DESC`))
+	require.Equal(t, []int64{keep * per}, clitest.QueryInts(t, db, `SELECT count(*) FROM trips_outcomes`))
+	require.Equal(t, []int64{n, n, keep}, clitest.QueryInts(t, db, `SELECT count(*) FROM idem.ledger UNION ALL SELECT count(*) FROM idem.snapshots UNION ALL SELECT count(*) FROM idem.packets ORDER BY 1 DESC`))
 
 	// Expiring again finds nothing due and commits nothing.
 	state = clitest.CaptureState(t, db)
@@ -207,12 +212,12 @@ func TestExpireThirtyBatches(t *testing.T) {
 	require.Contains(t, r.Stdout, "nothing to expire")
 	require.Equal(t, state, clitest.CaptureState(t, db))
 
-	for s := int64(26); s <= 30; s++ {
+	for s := oldest; s <= n; s++ {
 		require.Equal(t, want[s], exportSHA(t, jobFile, dir, s), "kept snapshot %d exports as before expiry", s)
 	}
 	after := duJSON(t, jobFile)
-	require.Equal(t, int64(26), after.OldestKept)
-	require.Len(t, after.Snapshots, 4)
+	require.Equal(t, oldest, after.OldestKept)
+	require.Len(t, after.Snapshots, int(keep-1))
 	require.Less(t, after.Rows.History, before.Rows.History)
 	require.Less(t, after.Rows.Outcomes, before.Rows.Outcomes)
 	require.Less(t, after.Bytes.History+after.Bytes.Outcomes, before.Bytes.History+before.Bytes.Outcomes, "du shows the space coming down")
@@ -222,13 +227,13 @@ func TestExpireThirtyBatches(t *testing.T) {
 
 	// Every reader of an expired snapshot is refused, and changes nothing.
 	state = clitest.CaptureState(t, db)
-	for _, s := range []int64{1, 25} {
-		msg := fmt.Sprintf("snapshot %d of trips expired (oldest kept: 26)", s)
+	for _, s := range []int64{1, oldest - 1} {
+		msg := fmt.Sprintf("snapshot %d of trips expired (oldest kept: %d)", s, oldest)
 		out := filepath.Join(dir, fmt.Sprintf("expired-%d.csv", s))
 		for _, args := range [][]string{
 			{"export", jobFile, "--snapshot", fmt.Sprint(s), "--out", out},
 			{"export", jobFile, "--snapshot", fmt.Sprint(s), "--out", out, "--table", "trips_outcomes"},
-			{"diff", jobFile, "--from", fmt.Sprint(s), "--to", "30"},
+			{"diff", jobFile, "--from", fmt.Sprint(s), "--to", fmt.Sprint(n)},
 			{"rerun", jobFile, "--snapshot", fmt.Sprint(s)},
 			{"rollback", jobFile, "--to-snapshot", fmt.Sprint(s)},
 			{"show", jobFile, "--snapshot", fmt.Sprint(s)},
@@ -260,11 +265,11 @@ func TestExpireThirtyBatches(t *testing.T) {
 	require.Zero(t, res.Outcomes["accepted"], "an old batch under a new id brought something back: %v", res.Outcomes)
 	fold.apply(batches[2])
 	require.Equal(t, fold.rows(), targetRows())
-	require.Equal(t, want[30], exportSHA(t, jobFile, dir, 31))
-	require.Equal(t, &run.Expiry{OldestKept: 27, Expired: 1}, res.Expiry)
-	r = clitest.CallIdem(t, "export", jobFile, "--snapshot", "26", "--out", filepath.Join(dir, "gone.csv"))
+	require.Equal(t, want[n], exportSHA(t, jobFile, dir, n+1))
+	require.Equal(t, &run.Expiry{OldestKept: oldest + 1, Expired: 1}, res.Expiry)
+	r = clitest.CallIdem(t, "export", jobFile, "--snapshot", fmt.Sprint(oldest), "--out", filepath.Join(dir, "gone.csv"))
 	require.Equal(t, job.ExitRefused, r.Code)
-	require.Contains(t, r.Stderr, "snapshot 26 of trips expired (oldest kept: 27)")
+	require.Contains(t, r.Stderr, fmt.Sprintf("snapshot %d of trips expired (oldest kept: %d)", oldest, oldest+1))
 
 	// The latest snapshot is still rebuilt from the retained inputs.
 	r = clitest.CallIdem(t, "rerun", jobFile, "--json")
@@ -274,9 +279,9 @@ func TestExpireThirtyBatches(t *testing.T) {
 	// The run log keeps every run, and says what each expiry removed.
 	r = clitest.CallIdem(t, "log", jobFile, "--json")
 	require.Equal(t, 0, r.Code, r.Stderr)
-	require.Equal(t, 31, strings.Count(r.Stdout, `"decision":"applied"`))
+	require.Equal(t, int(n+1), strings.Count(r.Stdout, `"decision":"applied"`))
 	require.Equal(t, 2, strings.Count(r.Stdout, `"decision":"expired"`))
-	require.NoError(t, os.Remove(filepath.Join(dir, "s31.csv")))
+	require.NoError(t, os.Remove(filepath.Join(dir, fmt.Sprintf("s%d.csv", n+1))))
 }
 
 // TestExpireKeepsDownstreamPin: in the chain vc → src → down (down applies
