@@ -2,16 +2,29 @@ package ops
 
 import (
 	"context"
+	"errors"
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
 )
 
-// Show returns the release packet of a job's snapshot (0: the latest). A
-// snapshot committed without one (a rollback, an erasure, or a commit from
-// before packets) gives an error wrapping catalog.ErrNoPacket.
-func Show(ctx context.Context, d *run.DB, j *job.Job, snapshot int64) (*catalog.Packet, error) {
+// Shown is what idem show prints: the release packet of a snapshot, or,
+// for an erasure or a rollback, which write no packet, the packet of the
+// run snapshot whose rows it holds (an erasure rewrites the packets of the
+// snapshots it changed, so that packet describes the rows as they are):
+// Requested and RequestedKind then name the snapshot asked for.
+type Shown struct {
+	*catalog.Packet
+	Requested     int64  `json:"requested_snapshot,omitempty"`
+	RequestedKind string `json:"requested_kind,omitempty"`
+}
+
+// Show returns the release packet of a job's snapshot (0: the latest),
+// following an erasure or rollback to the run whose rows it holds. A
+// snapshot committed before packets existed gives an error wrapping
+// catalog.ErrNoPacket.
+func Show(ctx context.Context, d *run.DB, j *job.Job, snapshot int64) (*Shown, error) {
 	conn, tx, err := d.BeginPinned(ctx)
 	if err != nil {
 		return nil, err
@@ -22,5 +35,36 @@ func Show(ctx context.Context, d *run.DB, j *job.Job, snapshot int64) (*catalog.
 	if err != nil {
 		return nil, err
 	}
-	return catalog.ReadPacket(ctx, tx, j.Name, s)
+	shown := &Shown{}
+	for at := s; ; {
+		p, err := catalog.ReadPacket(ctx, tx, j.Name, at)
+		if err == nil {
+			shown.Packet = p
+			if at != s {
+				shown.Requested = s
+			}
+			return shown, nil
+		}
+		if !errors.Is(err, catalog.ErrNoPacket) {
+			return nil, err
+		}
+		row, rerr := catalog.ReadSnapshot(ctx, tx, j.Name, at)
+		if rerr != nil {
+			return nil, rerr
+		}
+		next := at
+		switch {
+		case row.Kind == job.KindErase:
+			next = row.Parent
+		case row.Kind == job.KindRollback && row.Inputs.RollbackTo != nil:
+			next = *row.Inputs.RollbackTo
+		}
+		if next == at || next <= 0 || next >= at {
+			return nil, err
+		}
+		if shown.RequestedKind == "" {
+			shown.RequestedKind = row.Kind
+		}
+		at = next
+	}
 }

@@ -106,8 +106,9 @@ key = ["day", "zone"]
 		require.Contains(t, r.Stdout, fmt.Sprintf("%s: snapshot %d reproduced", rr.job, rr.s))
 	}
 	require.Equal(t, []int64{4}, clitest.QueryInts(t, p.DB("p"), `SELECT count(*) FROM idem.model_texts WHERE job = 'daily'`))
-	show := p.Idem("show", p.Path("daily.toml"), "--snapshot", "4")
-	require.Regexp(t, `pipeline  select model sha256 [0-9a-f]{12} \(its text\), columns from its SELECT`, show.Stdout)
+	show := p.Idem("show", p.Path("daily.toml"))
+	require.Equal(t, 0, show.Code, show.Stderr)
+	require.Regexp(t, `^daily: snapshot 5 is an erasure and writes no packet; it holds the rows of snapshot 4:\ndaily: snapshot 4 \(parent 3\)\n  pipeline  select model sha256 [0-9a-f]{12} \(its text\), columns from its SELECT\n`, show.Stdout)
 	diff := p.Idem("diff", p.Path("daily.toml"), "--from", "1", "--to", "5")
 	require.Equal(t, 0, diff.Code, diff.Stderr)
 	require.Contains(t, diff.Stdout, "  columns  +sales, ~total DECIMAL(38,2) -> DOUBLE (rows compared on the columns both have)\n")

@@ -68,7 +68,10 @@ the database is not opened.`,
 			if f.jsonOut {
 				return a.printJSON(p)
 			}
-			a.printPacket(p)
+			if p.Requested != 0 {
+				fmt.Fprintf(a.stdout, "%s: snapshot %d is %s and writes no packet; it holds the rows of snapshot %d:\n", j.Name, p.Requested, kindText(p.RequestedKind), p.Snapshot)
+			}
+			a.printPacket(p.Packet)
 			return nil
 		},
 	}
@@ -169,4 +172,15 @@ func versionsText(p *catalog.Packet) string {
 	}
 	_ = json.Unmarshal(p.Parts, &parts)
 	return fmt.Sprintf("%s model sha256 %s (its text), columns from its SELECT", p.Pipeline, job.Short(parts.Transform.SHA256))
+}
+
+// kindText names a snapshot kind that writes no packet.
+func kindText(kind string) string {
+	switch kind {
+	case job.KindErase:
+		return "an erasure"
+	case job.KindRollback:
+		return "a rollback"
+	}
+	return "a " + kind
 }
