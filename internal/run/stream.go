@@ -258,16 +258,29 @@ func lag(ctx context.Context, r source.StreamReader, pos map[string]int64) map[s
 // RejectNote is how the run log records a batch's rejects: "rejected 2
 // records: 0:17 invalid_json, 0:18 invalid_utf8" (the first 20 named).
 func RejectNote(rejects []catalog.Reject) string {
-	if len(rejects) == 0 {
-		return ""
-	}
-	var parts []string
-	for i, r := range rejects {
-		if i == 20 {
-			parts = append(parts, fmt.Sprintf("and %d more", len(rejects)-i))
-			break
+	var bad []catalog.Reject
+	skipped := 0
+	for _, r := range rejects {
+		if r.Outcome == source.RejectSkippedEvent {
+			skipped++
+			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s:%d %s", r.Partition, r.Position, r.Outcome))
+		bad = append(bad, r)
 	}
-	return fmt.Sprintf("rejected %d record(s): %s", len(rejects), strings.Join(parts, ", "))
+	var notes []string
+	if len(bad) > 0 {
+		var parts []string
+		for i, r := range bad {
+			if i == 20 {
+				parts = append(parts, fmt.Sprintf("and %d more", len(bad)-i))
+				break
+			}
+			parts = append(parts, fmt.Sprintf("%s:%d %s", r.Partition, r.Position, r.Outcome))
+		}
+		notes = append(notes, fmt.Sprintf("rejected %d record(s): %s", len(bad), strings.Join(parts, ", ")))
+	}
+	if skipped > 0 {
+		notes = append(notes, fmt.Sprintf("passed over %d event(s) of a type [input] events does not select (outcome skipped_event)", skipped))
+	}
+	return strings.Join(notes, "; ")
 }

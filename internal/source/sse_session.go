@@ -229,7 +229,8 @@ func checkSSEResponse(url string, resp *http.Response) error {
 	return nil
 }
 
-// readEvents parses body and sends the wanted new events to s.events until
+// readEvents parses body and sends the new events to s.events (those of a
+// type not wanted as Skipped records) until
 // the body ends, fails or a refusal. ctx is the connection's: its cause
 // says why the body was cut (IdleTimeout). idle, when not nil, is stopped
 // while an event waits for Read.
@@ -264,19 +265,24 @@ func (s *sseSession) readEvents(ctx context.Context, body io.Reader, idle *time.
 		if id <= s.lastRead {
 			continue // resent after a reconnect
 		}
+		// An event of a type not selected is passed on without its data,
+		// as a skipped record: it still gets an outcome, and the position
+		// moves past it.
+		rec := Record{Position: id, Skipped: true}
 		if s.wanted(ev.typ) {
-			// Waiting for Read to take the event is not idleness.
-			if idle != nil {
-				idle.Stop()
-			}
-			select {
-			case s.events <- Record{Position: id, Value: ev.data, Oversize: ev.size}:
-			case <-ctx.Done():
-				return gotNew, ctx.Err()
-			}
-			if idle != nil {
-				idle.Reset(s.r.opts.IdleTimeout)
-			}
+			rec = Record{Position: id, Value: ev.data, Oversize: ev.size}
+		}
+		// Waiting for Read to take the event is not idleness.
+		if idle != nil {
+			idle.Stop()
+		}
+		select {
+		case s.events <- rec:
+		case <-ctx.Done():
+			return gotNew, ctx.Err()
+		}
+		if idle != nil {
+			idle.Reset(s.r.opts.IdleTimeout)
 		}
 		s.lastRead, gotNew = id, true
 	}

@@ -178,9 +178,15 @@ func TestSSEEventsOption(t *testing.T) {
 	opts := fastSSE()
 	opts.Events = []string{"message", "price"}
 	r, _ := newTestSSE(t, h, opts)
-	recs, _, err := r.Read(context.Background(), nil, 2, 10*time.Second)
+	recs, _, err := r.Read(context.Background(), nil, 3, 10*time.Second)
 	require.NoError(t, err)
-	require.Equal(t, []int64{2, 3}, positions(recs))
+	// The ping is passed on without its data, marked skipped: it gets an
+	// outcome (skipped_event) and the position moves past it.
+	require.Equal(t, []Record{
+		{Position: 1, Skipped: true},
+		{Position: 2, Value: []byte(`{"a":2}`)},
+		{Position: 3, Value: []byte(`{"a":3}`)},
+	}, recs)
 }
 
 func TestSSELastEventID(t *testing.T) {

@@ -34,6 +34,10 @@ type Record struct {
 	// Oversize, when not 0, is the record's length in bytes: it was past
 	// what the reader holds, and Value is only its first bytes.
 	Oversize int
+	// Skipped is an SSE event of a type that [input] events does not
+	// select: it holds its position, and its outcome is skipped_event; its
+	// data is not kept.
+	Skipped bool
 }
 
 // A Gap is a stretch of positions of a partition that the source no longer

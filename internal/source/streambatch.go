@@ -376,6 +376,7 @@ func mergeKeys(a, b map[string]int64) map[string]int64 {
 // The outcomes of a stream record that is not one record the pipeline can
 // read.
 const (
+	RejectSkippedEvent   = "skipped_event"
 	RejectTooLarge       = "invalid_too_large"
 	RejectTombstone      = "invalid_tombstone"
 	RejectUTF8           = "invalid_utf8"
@@ -391,6 +392,8 @@ const (
 // pipeline does not read (cols) unless ignoreExtra.
 func checkRecord(rec Record, maxBytes int, cols map[string]bool, ignoreExtra bool) ([]byte, string) {
 	switch {
+	case rec.Skipped:
+		return nil, RejectSkippedEvent
 	case rec.Oversize > 0 || len(rec.Value) > maxBytes:
 		return nil, RejectTooLarge
 	case rec.Null:

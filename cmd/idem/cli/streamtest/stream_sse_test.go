@@ -164,7 +164,8 @@ func TestStreamSSEKillFollow(t *testing.T) {
 }
 
 // TestStreamSSEBadEvents: an SSE feed's events of a type not in events =
-// [...] are passed over; an event whose data is not one JSON object, is
+// [...] are passed over and counted (outcome skipped_event, no data kept);
+// an event whose data is not one JSON object, is
 // invalid UTF-8 or is past max_record_bytes is an invalid_* outcome naming
 // its id, and the batch commits past it.
 func TestStreamSSEBadEvents(t *testing.T) {
@@ -189,10 +190,10 @@ func TestStreamSSEBadEvents(t *testing.T) {
 	db := filepath.Join(dir, "rides.duckdb")
 	code, out, errOut := clitest.InProcess(t, "run", jobPath)
 	require.Equal(t, 0, code, out+errOut)
-	require.Contains(t, out, "rides: applied rides::1-6 · snapshot 1 · 5 records")
-	require.Contains(t, out, "\n  rejected 3 record(s): :3 invalid_json, :4 invalid_utf8, :5 invalid_too_large\n")
-	require.Equal(t, []string{"accepted 2", "invalid_json 1", "invalid_too_large 1", "invalid_utf8 1"},
+	require.Contains(t, out, "rides: applied rides::1-6 · snapshot 1 · 6 records")
+	require.Contains(t, out, "\n  rejected 3 record(s): :3 invalid_json, :4 invalid_utf8, :5 invalid_too_large; passed over 1 event(s) of a type [input] events does not select (outcome skipped_event)\n")
+	require.Equal(t, []string{"accepted 2", "invalid_json 1", "invalid_too_large 1", "invalid_utf8 1", "skipped_event 1"},
 		clitest.QueryStrs(t, db, `SELECT outcome || ' ' || count(*) FROM rides_outcomes GROUP BY outcome ORDER BY outcome`))
 	require.Equal(t, []int64{7}, clitest.QueryInts(t, db, `SELECT next FROM idem.positions WHERE job = 'rides'`))
-	require.Equal(t, []string{"419"}, clitest.QueryStrs(t, db, `SELECT json_extract_string(inputs, '$.rejects[2].bytes') FROM idem.snapshots WHERE job = 'rides' AND snapshot = 1`))
+	require.Equal(t, []string{"419"}, clitest.QueryStrs(t, db, `SELECT json_extract_string(inputs, '$.rejects[3].bytes') FROM idem.snapshots WHERE job = 'rides' AND snapshot = 1`))
 }
