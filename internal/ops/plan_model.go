@@ -3,7 +3,10 @@ package ops
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -22,10 +25,12 @@ const (
 )
 
 // ModelChange is how a plan classifies a change of a model's SQL against
-// its latest snapshot, SQLMesh's way: its result's columns added, removed
-// and retyped, and whether the rows of the columns both have change when
-// the previous SQL and the new one read the same upstream rows (those the
-// plan pinned). Downstream, in a project, names the jobs that read the
+// its latest snapshot, SQLMesh's way: by the SQL itself (DuckDB's parse of
+// both versions: a change that only appends result columns to the same
+// query keeps every row of the others, whatever the data; any other change
+// may change rows), its result's columns added, removed and retyped, and
+// whether the rows of the columns both have change when the previous SQL
+// and the new one read the same upstream rows (those the plan pinned). Downstream, in a project, names the jobs that read the
 // model (directly or not): each is rebuilt after it, since the model's new
 // snapshot is their input.
 type ModelChange struct {
@@ -96,6 +101,15 @@ func classifyModel(ctx context.Context, tx *sql.Tx, j *job.Job, latest int64) (*
 			keys = nil // a key column removed or retyped: rows pair by no key
 		}
 	}
+	if previous != "" {
+		same, reason, err := sameQuery(ctx, tx, previous, j.Expand(j.ModelSQL))
+		if err != nil {
+			return nil, err
+		}
+		if !same {
+			why = append(why, reason)
+		}
+	}
 	switch {
 	case previous == "":
 		why = append(why, "rows not compared: the SQL of snapshot "+fmt.Sprint(latest)+" is neither kept by the database nor in the model's files")
@@ -157,4 +171,109 @@ func rowsChanged(ctx context.Context, tx *sql.Tx, before, after string, cols, ke
 		return 0, catalog.TrimSQLError(err)
 	}
 	return n, nil
+}
+
+// sameQuery compares two SELECTs as DuckDB parses them (json_serialize_sql;
+// comments, spacing and positions do not count): the same query but for
+// result columns appended to its select list keeps every row of the other
+// columns for any data. It says why not otherwise: another select item,
+// any other clause, or appended columns to a SELECT DISTINCT or GROUP BY
+// ALL, whose rows they can change. A query DuckDB cannot serialize is
+// compared as text.
+func sameQuery(ctx context.Context, tx *sql.Tx, before, after string) (bool, string, error) {
+	parse := func(q string) (map[string]any, error) {
+		var text string
+		if err := tx.QueryRowContext(ctx, "SELECT CAST(json_serialize_sql(CAST(? AS VARCHAR)) AS VARCHAR)", q).Scan(&text); err != nil {
+			return nil, catalog.TrimSQLError(err)
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(text), &v); err != nil {
+			return nil, err
+		}
+		if e, _ := v["error"].(bool); e {
+			return nil, nil
+		}
+		stripLocations(v)
+		return v, nil
+	}
+	a, err := parse(before)
+	if err != nil {
+		return false, "", err
+	}
+	b, err := parse(after)
+	if err != nil {
+		return false, "", err
+	}
+	if a == nil || b == nil {
+		if strings.TrimSpace(before) == strings.TrimSpace(after) {
+			return true, "", nil
+		}
+		return false, "the SQL changed (DuckDB cannot serialize it to compare its parts)", nil
+	}
+	na, nb := selectNode(a), selectNode(b)
+	if na == nil || nb == nil {
+		if reflect.DeepEqual(a, b) {
+			return true, "", nil
+		}
+		return false, "the query changed, not only its select list", nil
+	}
+	la, _ := na["select_list"].([]any)
+	lb, _ := nb["select_list"].([]any)
+	restA, restB := maps.Clone(na), maps.Clone(nb)
+	delete(restA, "select_list")
+	delete(restB, "select_list")
+	if !reflect.DeepEqual(restA, restB) {
+		return false, "the query changed beyond its select list (FROM, WHERE, GROUP BY, ...): rows may change", nil
+	}
+	i := 0
+	for _, item := range lb {
+		if i < len(la) && reflect.DeepEqual(item, la[i]) {
+			i++
+		}
+	}
+	if i < len(la) {
+		return false, "a result column's expression changed or moved: its rows may change", nil
+	}
+	if len(lb) > len(la) {
+		if mods, _ := nb["modifiers"].([]any); slices.ContainsFunc(mods, func(m any) bool {
+			mm, _ := m.(map[string]any)
+			return mm["type"] == "DISTINCT_MODIFIER"
+		}) {
+			return false, "columns added to a SELECT DISTINCT can change its rows", nil
+		}
+		if nb["aggregate_handling"] == "FORCE_AGGREGATES" {
+			return false, "columns added to a GROUP BY ALL can change its groups", nil
+		}
+	}
+	return true, "", nil
+}
+
+// selectNode is the SELECT node of a parse with one statement, or nil.
+func selectNode(v map[string]any) map[string]any {
+	stmts, _ := v["statements"].([]any)
+	if len(stmts) != 1 {
+		return nil
+	}
+	st, _ := stmts[0].(map[string]any)
+	node, _ := st["node"].(map[string]any)
+	if node == nil || node["type"] != "SELECT_NODE" {
+		return nil
+	}
+	return node
+}
+
+// stripLocations drops the text positions from a parse, which an edit
+// elsewhere in the text moves.
+func stripLocations(v any) {
+	switch t := v.(type) {
+	case map[string]any:
+		delete(t, "query_location")
+		for _, x := range t {
+			stripLocations(x)
+		}
+	case []any:
+		for _, x := range t {
+			stripLocations(x)
+		}
+	}
 }
