@@ -432,6 +432,11 @@ func TestRerunFromStartMissingInput(t *testing.T) {
 // some of them checkpointed snapshots themselves, still reproduce from a
 // checkpoint; an erasure rewrites the checkpoints without the subject; a
 // rollback to before a checkpoint makes the rerun start from an older one.
+// By default one rerun of each kind of snapshot (an erasure, a rollback
+// onto a checkpoint, an apply after it, an erasure after a checkpoint, a
+// rollback to before checkpoints) and the whole chain from the start;
+// IDEM_LONG=1 also reruns 14 and 19, applies after an erasure and after a
+// rollback (both replayed within the FromStart rerun by default).
 func TestRerunCheckpointErasureRollback(t *testing.T) {
 	t.Parallel()
 	c := checkpointChain(t, 12)
@@ -459,15 +464,19 @@ func TestRerunCheckpointErasureRollback(t *testing.T) {
 		snapshot int64
 		replayed int
 		from     int64
+		long     bool
 	}{
-		{13, 3, 10},
-		{14, 4, 10},
-		{15, 0, 15},
-		{16, 1, 15},
-		{17, 2, 15},
-		{18, 13, 5},
-		{19, 14, 5},
+		{13, 3, 10, false},
+		{14, 4, 10, true},
+		{15, 0, 15, false},
+		{16, 1, 15, false},
+		{17, 2, 15, false},
+		{18, 13, 5, false},
+		{19, 14, 5, true},
 	} {
+		if tc.long && os.Getenv("IDEM_LONG") != "1" {
+			continue
+		}
 		t.Run(fmt.Sprint(tc.snapshot), func(t *testing.T) {
 			res := c.rerun(ops.RerunOptions{Snapshot: tc.snapshot})
 			require.Equal(t, tc.replayed, res.Replayed)

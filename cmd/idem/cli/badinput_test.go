@@ -51,8 +51,10 @@ func newBadInputEnv(t *testing.T, template string) *badInputEnv {
 		clitest.CopyDir(t, template, dir)
 		return e
 	}
-	e.writeJob("changes.toml", e.baseChanges)
-	e.writeJob("sample.toml", fmt.Sprintf("name = \"sample\"\npipeline = \"sample\"\ntransform_version = 1\nschema_version = 1\n[input]\npath = %q\n[target]\ntable = \"occurrence_sample\"\n[params]\ncap = 40\n", e.sampleA))
+	// The jobs that run end with [duckdb] threads = 1, as the other tests'
+	// do; the variants of baseChanges fail before opening a database.
+	e.writeJob("changes.toml", e.baseChanges+clitest.DuckdbSection)
+	e.writeJob("sample.toml", fmt.Sprintf("name = \"sample\"\npipeline = \"sample\"\ntransform_version = 1\nschema_version = 1\n[input]\npath = %q\n[target]\ntable = \"occurrence_sample\"\n[params]\ncap = 40\n", e.sampleA)+clitest.DuckdbSection)
 	for _, job := range []string{e.changes, e.sample} {
 		code, _, stderr := runMain(t, "run", job, "--db", e.db)
 		require.Equal(t, 0, code, stderr)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -70,8 +71,8 @@ func FuzzMain(f *testing.F) {
 		write := func(name string, data []byte) { require.NoError(t, os.WriteFile(name, data, 0o644)) }
 		write("in.csv", csvData[:2000])
 		write("in.jsonl", jsonlData)
-		write("job.toml", []byte("name = \"sample\"\npipeline = \"sample\"\ntransform_version = 1\nschema_version = 1\ndatabase = \"db.duckdb\"\n[input]\npath = \"in.csv\"\n[target]\ntable = \"occurrence_sample\"\n"))
-		write("changes.toml", []byte("name = \"customer_state\"\npipeline = \"versioned_changes\"\ntransform_version = 1\nschema_version = 1\ndatabase = \"db.duckdb\"\n[input]\npath = \"in.jsonl\"\n"))
+		write("job.toml", []byte("name = \"sample\"\npipeline = \"sample\"\ntransform_version = 1\nschema_version = 1\ndatabase = \"db.duckdb\"\n[input]\npath = \"in.csv\"\n[target]\ntable = \"occurrence_sample\"\n"+clitest.DuckdbSection))
+		write("changes.toml", []byte("name = \"customer_state\"\npipeline = \"versioned_changes\"\ntransform_version = 1\nschema_version = 1\ndatabase = \"db.duckdb\"\n[input]\npath = \"in.jsonl\"\n"+clitest.DuckdbSection))
 
 		var stdout, stderr bytes.Buffer
 		code := Main(context.Background(), args, &stdout, &stderr)
