@@ -341,31 +341,37 @@ func historySource(target string, cols []TargetColumn, retyped map[string]bool) 
 }
 
 // historyCasts is the select list that reads columns cols (as a snapshot
-// recorded them) from a history query: each column whose history type is
-// not the snapshot's (a retyped column, kept as text) cast back to it, or
-// "" when no column needs a cast.
+// recorded them) from a history query (ReadBack), or "" when no column
+// needs a cast.
 func historyCasts(ctx context.Context, q Querier, j string, cols []TargetColumn) (string, error) {
 	have, err := TargetColumnsIn(ctx, q, "idem", j+"__history")
 	if err != nil {
 		return "", err
 	}
+	if sel, cast := ReadBack(cols, have); cast {
+		return sel, nil
+	}
+	return "", nil
+}
+
+// ReadBack is the select list that reads columns cols, as a snapshot
+// recorded them, from rows kept with columns kept (the history's): a
+// column kept as another type (text, after a retype: alignHistory) cast
+// back to the snapshot's; cast says whether any is.
+func ReadBack(cols, kept []TargetColumn) (sel string, cast bool) {
 	types := map[string]string{}
-	for _, c := range have {
+	for _, c := range kept {
 		types[c.Name] = c.Type
 	}
-	sel := make([]string, len(cols))
-	cast := false
+	list := make([]string, len(cols))
 	for i, c := range cols {
 		n := job.QuoteIdent(c.Name)
-		sel[i] = n
+		list[i] = n
 		if t, ok := types[c.Name]; ok && t != c.Type {
-			sel[i], cast = "CAST("+n+" AS "+c.Type+") AS "+n, true
+			list[i], cast = "CAST("+n+" AS "+c.Type+") AS "+n, true
 		}
 	}
-	if !cast {
-		return "", nil
-	}
-	return strings.Join(sel, ", "), nil
+	return strings.Join(list, ", "), cast
 }
 
 // PinnedSelect returns a SELECT of the target's rows as committed at

@@ -488,14 +488,7 @@ func rowWord(tb *Table, i int) string {
 // to read, as a rerun writes an upstream's history: a type Parquet cannot
 // hold exactly (HUGEINT, UHUGEINT) goes as its text, cast back on read.
 func exportTable(ctx context.Context, db *run.DB, table string, cols []catalog.TargetColumn, file string) error {
-	list := make([]string, len(cols))
-	for i, c := range cols {
-		list[i] = job.QuoteIdent(c.Name)
-		if t := strings.ToUpper(c.Type); t == "HUGEINT" || t == "UHUGEINT" {
-			list[i] = "CAST(" + list[i] + " AS VARCHAR) AS " + list[i]
-		}
-	}
-	q := "COPY (SELECT " + strings.Join(list, ", ") + " FROM main." + job.QuoteIdent(table) + ") TO " + job.SQLString(file) + " (FORMAT parquet)"
+	q := "COPY (SELECT " + strings.Join(source.RowsFileColumns(cols), ", ") + " FROM main." + job.QuoteIdent(table) + ") TO " + job.SQLString(file) + " (FORMAT parquet)"
 	if _, err := db.SQL().ExecContext(ctx, q); err != nil {
 		return catalog.TrimSQLError(err)
 	}

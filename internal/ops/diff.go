@@ -413,46 +413,60 @@ type ColumnChange struct {
 	To   string `json:"to"`
 }
 
+// columnChanges compares the columns of an earlier and a later snapshot:
+// those only the later has (added), only the earlier has (removed), and
+// those whose type changed, each in its side's order.
+func columnChanges(before, after []catalog.TargetColumn) (added, removed []string, retyped []ColumnChange) {
+	afterType := map[string]string{}
+	for _, c := range after {
+		afterType[c.Name] = c.Type
+	}
+	beforeHas := map[string]bool{}
+	for _, c := range before {
+		beforeHas[c.Name] = true
+		switch t, ok := afterType[c.Name]; {
+		case !ok:
+			removed = append(removed, c.Name)
+		case t != c.Type:
+			retyped = append(retyped, ColumnChange{Name: c.Name, From: c.Type, To: t})
+		}
+	}
+	for _, c := range after {
+		if !beforeHas[c.Name] {
+			added = append(added, c.Name)
+		}
+	}
+	return added, removed, retyped
+}
+
 // commonColumns narrows both sides of a diff of snapshots with different
 // columns to the columns they share, in the earlier side's order, and
 // records the columns added, removed and retyped. A retyped column is
 // compared as DOUBLE when both its types are numeric, else as text. The
 // key must be shared and keep its types.
 func commonColumns(from, to *tableSource, res *DiffResult) error {
-	toType := map[string]string{}
-	for i, c := range to.columns {
-		toType[c] = to.types[i]
+	res.ColumnsAdded, res.ColumnsRemoved, res.ColumnsRetyped = columnChanges(from.targetColumns(), to.targetColumns())
+	retyped := map[string]ColumnChange{}
+	for _, c := range res.ColumnsRetyped {
+		if slices.Contains(from.key, c.Name) {
+			return job.Usage("diff %s: key column %s is %s at snapshot %d and %s at snapshot %d; diff pairs rows by a key of one type", from.table, c.Name, c.From, from.snapshot, c.To, to.snapshot)
+		}
+		retyped[c.Name] = c
 	}
-	fromHas := map[string]bool{}
-	var a, b []string
-	var common, types []string
+	var sel, common, types []string
 	for i, c := range from.columns {
-		fromHas[c] = true
-		t, ok := toType[c]
-		if !ok {
-			res.ColumnsRemoved = append(res.ColumnsRemoved, c)
+		if slices.Contains(res.ColumnsRemoved, c) {
 			continue
 		}
-		q := job.QuoteIdent(c)
-		ea, eb := q, q
-		if t != from.types[i] {
-			if slices.Contains(from.key, c) {
-				return job.Usage("diff %s: key column %s is %s at snapshot %d and %s at snapshot %d; diff pairs rows by a key of one type", from.table, c, from.types[i], from.snapshot, t, to.snapshot)
-			}
-			res.ColumnsRetyped = append(res.ColumnsRetyped, ColumnChange{Name: c, From: from.types[i], To: t})
+		e := job.QuoteIdent(c)
+		if rc, ok := retyped[c]; ok {
 			as := "VARCHAR"
-			if numericType(t) && numericType(from.types[i]) {
+			if numericType(rc.From) && numericType(rc.To) {
 				as = "DOUBLE"
 			}
-			ea, eb = "CAST("+q+" AS "+as+") AS "+q, "CAST("+q+" AS "+as+") AS "+q
+			e = "CAST(" + e + " AS " + as + ") AS " + e
 		}
-		a, b = append(a, ea), append(b, eb)
-		common, types = append(common, c), append(types, from.types[i])
-	}
-	for _, c := range to.columns {
-		if !fromHas[c] {
-			res.ColumnsAdded = append(res.ColumnsAdded, c)
-		}
+		sel, common, types = append(sel, e), append(common, c), append(types, from.types[i])
 	}
 	for _, k := range from.key {
 		if !slices.Contains(common, k) || !slices.Contains(to.key, k) || len(from.key) != len(to.key) {
@@ -464,8 +478,8 @@ func commonColumns(from, to *tableSource, res *DiffResult) error {
 		return job.Usage("diff %s: snapshots %d and %d share no column (%s / %s)", from.table, from.snapshot, to.snapshot,
 			strings.Join(from.columns, ", "), strings.Join(to.columns, ", "))
 	}
-	from.query = "SELECT " + strings.Join(a, ", ") + " FROM (" + from.query + ")"
-	to.query = "SELECT " + strings.Join(b, ", ") + " FROM (" + to.query + ")"
+	from.query = "SELECT " + strings.Join(sel, ", ") + " FROM (" + from.query + ")"
+	to.query = "SELECT " + strings.Join(sel, ", ") + " FROM (" + to.query + ")"
 	from.columns, to.columns, from.types, to.types = common, common, types, types
 	if !from.unique {
 		// Without a key every column is: the shared ones.

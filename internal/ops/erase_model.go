@@ -101,7 +101,7 @@ func recomputeModel(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, faul
 			return nil, err
 		}
 		var before, after, differ int64
-		now := fmt.Sprintf("SELECT %s FROM %s WHERE idem_snap = %d", castsTo(row.Columns, hcols), all, s)
+		now := fmt.Sprintf("SELECT %s FROM %s WHERE idem_snap = %d", readBack(row.Columns, hcols), all, s)
 		if err := tx.QueryRowContext(ctx, "SELECT (SELECT count(*) FROM ("+pinned+")), (SELECT count(*) FROM ("+now+")), (SELECT count(*) FROM (("+pinned+" EXCEPT ALL "+now+") UNION ALL ("+now+" EXCEPT ALL "+pinned+")))").Scan(&before, &after, &differ); err != nil {
 			return nil, fmt.Errorf("recompute %s: compare snapshot %d: %w", j.Name, s, catalog.TrimSQLError(err))
 		}
@@ -129,7 +129,7 @@ func recomputeModel(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, faul
 	}
 	for _, q := range []string{
 		"DELETE FROM " + target,
-		fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s WHERE idem_snap = %d ORDER BY %s", target, identList(names), castsTo(cols, hcols), all, st.Snapshot, order),
+		fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s WHERE idem_snap = %d ORDER BY %s", target, identList(names), readBack(cols, hcols), all, st.Snapshot, order),
 		"DROP TABLE " + all,
 	} {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
@@ -283,21 +283,8 @@ func recountModelSnapshot(ctx context.Context, tx *sql.Tx, name string, row *cat
 	return nil
 }
 
-// castsTo selects columns cols (as a snapshot recorded them) from rows
-// kept with the history's columns hcols: a column kept as another type
-// (text, after a retype) cast back to the snapshot's.
-func castsTo(cols, hcols []catalog.TargetColumn) string {
-	kept := map[string]string{}
-	for _, c := range hcols {
-		kept[c.Name] = c.Type
-	}
-	sel := make([]string, len(cols))
-	for i, c := range cols {
-		q := job.QuoteIdent(c.Name)
-		sel[i] = q
-		if kept[c.Name] != c.Type {
-			sel[i] = "CAST(" + q + " AS " + c.Type + ") AS " + q
-		}
-	}
-	return strings.Join(sel, ", ")
+// readBack is catalog.ReadBack's select list alone.
+func readBack(cols, hcols []catalog.TargetColumn) string {
+	sel, _ := catalog.ReadBack(cols, hcols)
+	return sel
 }

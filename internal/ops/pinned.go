@@ -47,6 +47,15 @@ func (s *tableSource) orderBy() string {
 
 func (s *tableSource) ordered() string { return s.query + s.orderBy() }
 
+// targetColumns are the source's columns with their types.
+func (s *tableSource) targetColumns() []catalog.TargetColumn {
+	out := make([]catalog.TargetColumn, len(s.columns))
+	for i, c := range s.columns {
+		out[i] = catalog.TargetColumn{Name: c, Type: s.types[i]}
+	}
+	return out
+}
+
 // pinnedSource builds the read of table as committed at snapshot (0: the
 // latest). The target is read from its history (or, at the latest snapshot,
 // from the table itself, which holds the same rows); <target>_outcomes holds

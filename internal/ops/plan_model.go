@@ -12,6 +12,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/run"
 )
 
 // Classes of a model's change in a plan.
@@ -55,31 +56,19 @@ func classifyModel(ctx context.Context, tx *sql.Tx, j *job.Job, latest int64) (*
 		return nil, err
 	}
 	mc := &ModelChange{ColumnsAdded: []string{}, ColumnsRemoved: []string{}, ColumnsRetyped: []ColumnChange{}, Downstream: []string{}}
-	newCols, err := describe(ctx, tx, j.Expand(j.ModelSQL))
+	now := j.Expand(j.ModelSQL)
+	newCols, err := run.DescribeColumns(ctx, tx, now)
 	if err != nil {
 		return nil, fmt.Errorf("plan: model %s: %w", j.ModelFile, err)
 	}
-	newType := map[string]string{}
-	for _, c := range newCols {
-		newType[c.Name] = c.Type
-	}
-	oldHas := map[string]bool{}
+	added, removed, retyped := columnChanges(row.Columns, newCols)
+	mc.ColumnsAdded = append(mc.ColumnsAdded, added...)
+	mc.ColumnsRemoved = append(mc.ColumnsRemoved, removed...)
+	mc.ColumnsRetyped = append(mc.ColumnsRetyped, retyped...)
 	var common []string
 	for _, c := range row.Columns {
-		oldHas[c.Name] = true
-		t, ok := newType[c.Name]
-		switch {
-		case !ok:
-			mc.ColumnsRemoved = append(mc.ColumnsRemoved, c.Name)
-		case t != c.Type:
-			mc.ColumnsRetyped = append(mc.ColumnsRetyped, ColumnChange{Name: c.Name, From: c.Type, To: t})
-		default:
+		if !slices.Contains(removed, c.Name) && !slices.ContainsFunc(retyped, func(r ColumnChange) bool { return r.Name == c.Name }) {
 			common = append(common, c.Name)
-		}
-	}
-	for _, c := range newCols {
-		if !oldHas[c.Name] {
-			mc.ColumnsAdded = append(mc.ColumnsAdded, c.Name)
 		}
 	}
 	var why []string
@@ -102,7 +91,7 @@ func classifyModel(ctx context.Context, tx *sql.Tx, j *job.Job, latest int64) (*
 		}
 	}
 	if previous != "" {
-		same, reason, err := sameQuery(ctx, tx, previous, j.Expand(j.ModelSQL))
+		same, reason, err := sameQuery(ctx, tx, previous, now)
 		if err != nil {
 			return nil, err
 		}
@@ -116,7 +105,7 @@ func classifyModel(ctx context.Context, tx *sql.Tx, j *job.Job, latest int64) (*
 	case len(common) == 0 || len(keys) == 0:
 		why = append(why, "rows not compared: the key's columns changed")
 	default:
-		n, err := rowsChanged(ctx, tx, previous, j.Expand(j.ModelSQL), common, keys)
+		n, err := rowsChanged(ctx, tx, previous, now, common, keys)
 		if err != nil {
 			return nil, fmt.Errorf("plan: model %s: compare rows: %w", j.Name, err)
 		}
@@ -135,24 +124,6 @@ func classifyModel(ctx context.Context, tx *sql.Tx, j *job.Job, latest int64) (*
 		mc.Reason = "same columns and rows on the pinned upstream rows"
 	}
 	return mc, nil
-}
-
-// describe names and types the columns of a SELECT, in order.
-func describe(ctx context.Context, tx *sql.Tx, query string) ([]catalog.TargetColumn, error) {
-	rows, err := tx.QueryContext(ctx, "SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM (\n"+query+"\n))")
-	if err != nil {
-		return nil, catalog.TrimSQLError(err)
-	}
-	defer rows.Close()
-	var out []catalog.TargetColumn
-	for rows.Next() {
-		var c catalog.TargetColumn
-		if err := rows.Scan(&c.Name, &c.Type); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
 }
 
 // rowsChanged counts the keys whose rows differ between two SELECTs in

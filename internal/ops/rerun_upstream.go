@@ -37,7 +37,8 @@ func modelAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.Sn
 			return nil, job.Refuse("rerun", "snapshot %d of %s was built with model text sha256 %s, which this database does not keep and %s no longer holds (sha256 %s): cannot rebuild it with other SQL",
 				row.Snapshot, j.Name, job.Short(parts.Transform.SHA256), j.ModelFile, job.Short(j.TransformPart().SHA256))
 		}
-		at, _ = j.ModelWith(j.ModelSQL)
+		c := *j // the file still holds that text
+		at = &c
 		at.TransformVersion = 0
 	default:
 		if at, err = j.ModelAt(parts.Transform.Version); err != nil {
@@ -153,13 +154,7 @@ func exportUpstream(ctx context.Context, d *run.DB, ref job.UpstreamRef, from in
 	if err != nil {
 		return nil, err
 	}
-	list := make([]string, len(up.Columns), len(up.Columns)+1)
-	for i, c := range up.Columns {
-		list[i] = job.QuoteIdent(c.Name)
-		if t := strings.ToUpper(c.Type); t == "HUGEINT" || t == "UHUGEINT" {
-			list[i] = "CAST(" + list[i] + " AS VARCHAR) AS " + list[i]
-		}
-	}
+	list := source.RowsFileColumns(up.Columns)
 	if from >= 0 {
 		list = append(list, job.QuoteIdent(source.OpColumn))
 	}

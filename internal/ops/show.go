@@ -59,7 +59,7 @@ func Show(ctx context.Context, d *run.DB, j *job.Job, snapshot int64) (*Shown, e
 		case row.Kind == job.KindRollback && row.Inputs.RollbackTo != nil:
 			next = *row.Inputs.RollbackTo
 		}
-		if next == at || next <= 0 || next >= at {
+		if next <= 0 || next >= at {
 			return nil, err
 		}
 		if shown.RequestedKind == "" {

@@ -80,26 +80,32 @@ func pin(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, st catalog.St
 // model that does not bind (a missing column, a type error) fails here,
 // before anything is written, with the model file's name.
 func modelColumns(ctx context.Context, tx *sql.Tx, j *job.Job) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, "DESCRIBE SELECT * FROM (\n"+j.Expand(j.ModelSQL)+")")
+	cols, err := DescribeColumns(ctx, tx, j.Expand(j.ModelSQL))
 	if err != nil {
-		return nil, fmt.Errorf("model %s: %w", j.ModelFile, catalog.TrimSQLError(err))
+		return nil, fmt.Errorf("model %s: %w", j.ModelFile, err)
+	}
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = c.Name + " " + c.Type
+	}
+	return out, nil
+}
+
+// DescribeColumns names and types the result columns of a SELECT, in
+// order, without running it.
+func DescribeColumns(ctx context.Context, q catalog.Querier, query string) ([]catalog.TargetColumn, error) {
+	rows, err := q.QueryContext(ctx, "SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM (\n"+query+"\n))")
+	if err != nil {
+		return nil, catalog.TrimSQLError(err)
 	}
 	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return nil, err
-	}
-	var out []string
+	var out []catalog.TargetColumn
 	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
+		var c catalog.TargetColumn
+		if err := rows.Scan(&c.Name, &c.Type); err != nil {
 			return nil, err
 		}
-		out = append(out, fmt.Sprintf("%v %v", vals[0], vals[1])) // column_name, column_type
+		out = append(out, c)
 	}
 	return out, rows.Err()
 }

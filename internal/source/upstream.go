@@ -12,6 +12,21 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 )
 
+// RowsFileColumns is the select list that writes columns cols to an
+// upstream's rows file (Upstream.Rows, Parquet): a type Parquet cannot hold
+// exactly (HUGEINT, UHUGEINT: DuckDB would write a DOUBLE) goes as its
+// text, which the run casts back to Upstream.Columns.
+func RowsFileColumns(cols []catalog.TargetColumn) []string {
+	list := make([]string, len(cols), len(cols)+1)
+	for i, c := range cols {
+		list[i] = job.QuoteIdent(c.Name)
+		if t := strings.ToUpper(c.Type); t == "HUGEINT" || t == "UHUGEINT" {
+			list[i] = "CAST(" + list[i] + " AS VARCHAR) AS " + list[i]
+		}
+	}
+	return list
+}
+
 // Upstream is the input of a job that reads other jobs of its database
 // ([input] upstream): each upstream's target as committed at the snapshot
 // the run pins. Unlike files, what it holds can only be read inside the
