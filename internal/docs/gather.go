@@ -221,7 +221,7 @@ func describe(j *job.Job, dir string) (*Job, error) {
 	d := &Job{
 		Name: j.Name, File: rel(dir, j.File), Database: rel(dir, j.Database), Table: j.Table,
 		Pipeline: j.Pipeline.Name, Mode: j.Pipeline.Mode, Model: j.Pipeline.Model,
-		Transform: j.TransformVersion, Schema: j.SchemaVersion, Version: versionText(j),
+		Transform: j.TransformVersion, Schema: j.SchemaVersion, Version: job.VersionText(j.TransformVersion, j.SchemaVersion, j.TransformPart().SHA256, j.IsModel()),
 		Key: j.Pipeline.Key, PartitionBy: j.PartitionBy,
 		Status: StatusNotRun, NotRun: "not run yet",
 	}
@@ -326,7 +326,7 @@ func rowsText(n int64) string {
 	if n == 1 {
 		return "1 row"
 	}
-	return thousands(n) + " rows"
+	return job.Thousands(n) + " rows"
 }
 
 // readDatabase reads what the database of group (jobs of one database
@@ -433,7 +433,7 @@ func readSnapshot(ctx context.Context, db *run.DB, name string, s *catalog.Snaps
 		return out, err
 	}
 	if rows.Valid {
-		out.Rows = thousands(rows.Int64)
+		out.Rows = job.Thousands(rows.Int64)
 	}
 	p, err := catalog.ReadPacket(ctx, db.SQL(), name, s.Snapshot)
 	if errors.Is(err, catalog.ErrNoPacket) {
@@ -447,7 +447,7 @@ func readSnapshot(ctx context.Context, db *run.DB, name string, s *catalog.Snaps
 		if e.Partition != nil {
 			part = p.PartitionBy + " = " + *e.Partition
 		}
-		out.Hashes = append(out.Hashes, Hash{Part: part, Rows: thousands(e.Rows), SHA256: e.SHA256})
+		out.Hashes = append(out.Hashes, Hash{Part: part, Rows: job.Thousands(e.Rows), SHA256: e.SHA256})
 	}
 	return out, nil
 }
@@ -459,7 +459,7 @@ func logRun(e catalog.LogEntry) Run {
 		r.BatchID = *e.BatchID
 	}
 	if e.RowsIn != nil {
-		r.RowsIn = thousands(*e.RowsIn)
+		r.RowsIn = job.Thousands(*e.RowsIn)
 	}
 	changed := slices.Clone(e.Changed)
 	if e.FirstLoad {
@@ -468,7 +468,7 @@ func logRun(e catalog.LogEntry) Run {
 	r.Changed = strings.Join(changed, ", ")
 	var oc []string
 	for _, k := range slices.Sorted(maps.Keys(e.Outcomes)) {
-		oc = append(oc, fmt.Sprintf("%s %s", k, thousands(e.Outcomes[k])))
+		oc = append(oc, fmt.Sprintf("%s %s", k, job.Thousands(e.Outcomes[k])))
 	}
 	r.Outcomes = strings.Join(oc, ", ")
 	if e.Message != nil {
@@ -519,30 +519,4 @@ func auditNote(msg, mark string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// thousands writes n with commas: 1,204.
-func thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	if neg {
-		return "-" + s
-	}
-	return s
-}
-
-// versionText names the versions a job runs: a model's by its number or,
-// written as one file, by its text's sha256.
-func versionText(j *job.Job) string {
-	switch {
-	case j.ContentVersioned():
-		return "model sha256 " + job.Short(j.TransformPart().SHA256) + " (its text)"
-	case j.IsModel():
-		return fmt.Sprintf("model v%d", j.TransformVersion)
-	}
-	return fmt.Sprintf("transform v%d, schema v%d", j.TransformVersion, j.SchemaVersion)
 }

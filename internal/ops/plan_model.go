@@ -164,7 +164,8 @@ func sameQuery(ctx context.Context, tx *sql.Tx, before, after string) (bool, str
 		if e, _ := v["error"].(bool); e {
 			return nil, nil
 		}
-		stripLocations(v)
+		// The text positions move with an edit elsewhere in the text.
+		job.WalkJSON(v, func(m map[string]any) { delete(m, "query_location") })
 		return v, nil
 	}
 	a, err := parse(before)
@@ -231,20 +232,4 @@ func selectNode(v map[string]any) map[string]any {
 		return nil
 	}
 	return node
-}
-
-// stripLocations drops the text positions from a parse, which an edit
-// elsewhere in the text moves.
-func stripLocations(v any) {
-	switch t := v.(type) {
-	case map[string]any:
-		delete(t, "query_location")
-		for _, x := range t {
-			stripLocations(x)
-		}
-	case []any:
-		for _, x := range t {
-			stripLocations(x)
-		}
-	}
 }

@@ -69,7 +69,7 @@ a file is missing, extra or different).`,
 			}
 			fmt.Fprintf(a.stdout, "%s: %s %s\n", res.Dir, what, res.Database)
 			fmt.Fprintf(a.stdout, "  commit    %d (database %s)\n", res.Commit, res.DatabaseID)
-			fmt.Fprintf(a.stdout, "  files     %d, %s bytes (%s lists each with its sha256)\n", res.Files, thousands(res.Bytes), ops.BackupManifestName)
+			fmt.Fprintf(a.stdout, "  files     %d, %s bytes (%s lists each with its sha256)\n", res.Files, job.Thousands(res.Bytes), ops.BackupManifestName)
 			return nil
 		},
 	}

@@ -50,10 +50,10 @@ while compact runs.`,
 				return a.printJSON(res)
 			}
 			fmt.Fprintf(a.stdout, "%s: compacted\n", res.Database)
-			fmt.Fprintf(a.stdout, "  bytes     %s -> %s\n", thousands(res.BytesBefore), thousands(res.BytesAfter))
+			fmt.Fprintf(a.stdout, "  bytes     %s -> %s\n", job.Thousands(res.BytesBefore), job.Thousands(res.BytesAfter))
 			fmt.Fprintf(a.stdout, "  checked   %d table(s), %d job export(s), commit %d\n", res.Tables, len(res.Jobs), res.Commit)
 			for _, j := range res.Jobs {
-				fmt.Fprintf(a.stdout, "  job       %s snapshot %d: %s rows, sha256 %s\n", j.Job, j.Snapshot, thousands(j.Rows), j.SHA256)
+				fmt.Fprintf(a.stdout, "  job       %s snapshot %d: %s rows, sha256 %s\n", j.Job, j.Snapshot, job.Thousands(j.Rows), j.SHA256)
 			}
 			a.printReplica(res.Replica)
 			return nil

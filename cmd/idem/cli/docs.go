@@ -99,7 +99,7 @@ index.html it did not write: it never deletes or overwrites your files.`,
 					"sha256": hex.EncodeToString(sum[:]), "jobs": names, "not_run": notRun})
 			}
 			fmt.Fprintf(a.stdout, "wrote %s: %d job(s), %d not run yet, %s bytes, sha256 %s\n",
-				index, len(names), len(notRun), thousands(int64(len(page))), hex.EncodeToString(sum[:]))
+				index, len(names), len(notRun), job.Thousands(int64(len(page))), hex.EncodeToString(sum[:]))
 			if abs, err := filepath.Abs(index); err == nil {
 				fmt.Fprintf(a.stdout, "open file://%s\n", filepath.ToSlash(abs))
 			}

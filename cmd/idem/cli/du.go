@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 
+	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 
 	"github.com/spf13/cobra"
@@ -51,14 +52,14 @@ func (a *app) printDU(res *ops.DUResult) {
 		keep = fmt.Sprintf("keep_snapshots = %d", res.KeepSnapshots)
 	}
 	fmt.Fprintf(w, "%s: snapshots %d-%d readable, %s\n", res.Job, res.OldestKept, res.Latest, keep)
-	fmt.Fprintf(w, "  target        %10s  %s row(s)\n", byteText(b.Target), thousands(r.Target))
-	fmt.Fprintf(w, "  history       %10s  %s row(s)\n", byteText(b.History), thousands(r.History))
-	fmt.Fprintf(w, "  outcomes      %10s  %s row(s)\n", byteText(b.Outcomes), thousands(r.Outcomes))
+	fmt.Fprintf(w, "  target        %10s  %s row(s)\n", byteText(b.Target), job.Thousands(r.Target))
+	fmt.Fprintf(w, "  history       %10s  %s row(s)\n", byteText(b.History), job.Thousands(r.History))
+	fmt.Fprintf(w, "  outcomes      %10s  %s row(s)\n", byteText(b.Outcomes), job.Thousands(r.Outcomes))
 	tomb := ""
 	if res.TombstonesInTarget {
 		tomb = " (target rows with status deleted; part of the target)"
 	}
-	fmt.Fprintf(w, "  tombstones    %10s  %s row(s)%s\n", byteText(b.Tombstones), thousands(r.Tombstones), tomb)
+	fmt.Fprintf(w, "  tombstones    %10s  %s row(s)%s\n", byteText(b.Tombstones), job.Thousands(r.Tombstones), tomb)
 	fmt.Fprintf(w, "  inputs        %10s  %d file(s)\n", byteText(b.Inputs), res.InputFiles)
 	fmt.Fprintf(w, "  checkpoints   %10s\n", byteText(b.Checkpoints))
 	fmt.Fprintf(w, "  total         %10s\n", byteText(b.Total))
@@ -68,7 +69,7 @@ func (a *app) printDU(res *ops.DUResult) {
 		fmt.Fprintf(w, "  expiring through snapshot S frees:\n")
 		fmt.Fprintf(w, "  %10s  %10s  %12s  %12s  %s\n", "snapshot", "frees", "history", "outcomes", "inputs")
 		for _, s := range res.Snapshots {
-			fmt.Fprintf(w, "  %10d  %10s  %12s  %12s  %d (%s)\n", s.Snapshot, byteText(s.FreesBytes), thousands(s.HistoryRows), thousands(s.OutcomeRows), s.Inputs, byteText(s.InputBytes))
+			fmt.Fprintf(w, "  %10d  %10s  %12s  %12s  %d (%s)\n", s.Snapshot, byteText(s.FreesBytes), job.Thousands(s.HistoryRows), job.Thousands(s.OutcomeRows), s.Inputs, byteText(s.InputBytes))
 		}
 	}
 }

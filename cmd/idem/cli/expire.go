@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 
 	"github.com/spf13/cobra"
@@ -82,8 +83,8 @@ func (a *app) printExpire(res *ops.ExpireResult) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  held by      %s (its next read of changes starts at snapshot %d)\n", n, res.HeldBy[n])
 	}
-	fmt.Fprintf(w, "  history      %s row(s)\n", thousands(res.HistoryRows))
-	fmt.Fprintf(w, "  outcomes     %s row(s)\n", thousands(res.OutcomeRows))
+	fmt.Fprintf(w, "  history      %s row(s)\n", job.Thousands(res.HistoryRows))
+	fmt.Fprintf(w, "  outcomes     %s row(s)\n", job.Thousands(res.OutcomeRows))
 	fmt.Fprintf(w, "  packets      %d\n", res.Packets)
 	fmt.Fprintf(w, "  inputs       %d file(s), %s (reruns need inputs from snapshot %d)\n", res.Inputs, byteText(res.InputBytes), res.InputsFrom)
 }

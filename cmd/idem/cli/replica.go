@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -19,7 +20,7 @@ func (a *app) printReplica(r *run.ReplicaInfo) {
 		fmt.Fprintf(a.stderr, "idem: warning: the commit stands but the read replica was not published (%s); the next command that opens the database publishes it\n", r.Error)
 		return
 	}
-	fmt.Fprintf(a.stdout, "  replica   %s (%s bytes, %s, %.3fs)\n", r.Path, thousands(r.Bytes), r.Method, r.Seconds)
+	fmt.Fprintf(a.stdout, "  replica   %s (%s bytes, %s, %.3fs)\n", r.Path, job.Thousands(r.Bytes), r.Method, r.Seconds)
 }
 
 // openReader opens the database at path read-only or, when a writer holds

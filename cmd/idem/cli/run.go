@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
@@ -120,11 +119,11 @@ func (a *app) printResult(res *run.Result) {
 		}
 		fmt.Fprintf(w, "  partitions %s\n", escapeCell(line))
 	}
-	fmt.Fprintf(w, "  rows in   %s\n", thousands(res.RowsIn))
-	fmt.Fprintf(w, "  rows      written %s · table %s %s\n", thousands(res.RowsWritten), res.Target, thousands(res.RowsOut))
+	fmt.Fprintf(w, "  rows in   %s\n", job.Thousands(res.RowsIn))
+	fmt.Fprintf(w, "  rows      written %s · table %s %s\n", job.Thousands(res.RowsWritten), res.Target, job.Thousands(res.RowsOut))
 	if res.Conflicts != nil && *res.Conflicts > 0 {
 		fmt.Fprintf(w, "  conflicts %s (kept in %s with status conflict and NULL values; excluded from %s_active)\n",
-			thousands(*res.Conflicts), res.Target, res.Target)
+			job.Thousands(*res.Conflicts), res.Target, res.Target)
 	}
 	if len(res.Outcomes) > 0 {
 		names := make([]string, 0, len(res.Outcomes))
@@ -157,24 +156,6 @@ func (a *app) printResult(res *run.Result) {
 		fmt.Fprintf(a.stderr, "idem: warning: %s: the run committed; expiring old snapshots failed (the next run or idem expire retries): %s\n", res.Job, e.Error)
 	}
 	a.printReplica(res.Replica) // replica.go
-}
-
-// thousands formats n with a comma between groups of three digits.
-func thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }
 
 // upstreamText reads "trips 4 → 5, zones 1".

@@ -88,9 +88,9 @@ func (a *app) printPacket(p *catalog.Packet) {
 	fmt.Fprintf(w, "  pipeline  %s\n", versionsText(p))
 	fmt.Fprintf(w, "  job key   %s\n", p.JobKey)
 	for _, in := range p.Inputs {
-		fmt.Fprintf(w, "  input     %s  %s  %s bytes\n", in.SHA256, escapeCell(in.Name), thousands(in.Bytes))
+		fmt.Fprintf(w, "  input     %s  %s  %s bytes\n", in.SHA256, escapeCell(in.Name), job.Thousands(in.Bytes))
 	}
-	fmt.Fprintf(w, "  rows in   %s\n", thousands(p.RowsIn))
+	fmt.Fprintf(w, "  rows in   %s\n", job.Thousands(p.RowsIn))
 	fmt.Fprintf(w, "  outcomes  %s\n", countsText(p.Outcomes))
 	if len(p.PayloadVersions) > 0 {
 		fmt.Fprintf(w, "  payload   %s (input rows by payload schema version)\n", countsText(p.PayloadVersions))
@@ -103,7 +103,7 @@ func (a *app) printPacket(p *catalog.Packet) {
 				name += " (a moved key removed)"
 			}
 		}
-		fmt.Fprintf(w, "  %s: %s rows, %s distinct keys, %s bytes, sha256 %s\n", escapeCell(name), thousands(e.Rows), thousands(e.DistinctKeys), thousands(e.Bytes), e.SHA256)
+		fmt.Fprintf(w, "  %s: %s rows, %s distinct keys, %s bytes, sha256 %s\n", escapeCell(name), job.Thousands(e.Rows), job.Thousands(e.DistinctKeys), job.Thousands(e.Bytes), e.SHA256)
 		cols := make([]string, 0, len(e.Bounds))
 		for c := range e.Bounds {
 			cols = append(cols, c)
@@ -123,7 +123,7 @@ func (a *app) printPacket(p *catalog.Packet) {
 			if e.Partition != nil {
 				name = p.PartitionBy + " = " + *e.Partition
 			}
-			fmt.Fprintf(w, "  erased    by snapshot %d: %s was %s rows, sha256 %s\n", er.Snapshot, escapeCell(name), thousands(e.Rows), e.SHA256)
+			fmt.Fprintf(w, "  erased    by snapshot %d: %s was %s rows, sha256 %s\n", er.Snapshot, escapeCell(name), job.Thousands(e.Rows), e.SHA256)
 		}
 	}
 }
@@ -150,28 +150,26 @@ func (a *app) printAudit(r *ops.AuditResult) {
 		f    ops.ScanFigure
 	}{{"audit    ", r.Audit}, {"full scan", r.Full}} {
 		fmt.Fprintf(w, "  %s  files %d/%d, row groups %d, bytes %s, rows %s (DuckDB total_bytes_read %s)\n",
-			s.name, s.f.Files, s.f.FilesTotal, s.f.RowGroups, thousands(s.f.Bytes), thousands(s.f.Rows), thousands(s.f.BytesRead))
+			s.name, s.f.Files, s.f.FilesTotal, s.f.RowGroups, job.Thousands(s.f.Bytes), job.Thousands(s.f.Rows), job.Thousands(s.f.BytesRead))
 	}
 	fmt.Fprintf(w, "  the audit reads %.1f%% of the full scan's bytes\n", 100*r.ByteRatio)
 }
 
 // versionsText names the versions a snapshot was built with. A model's
-// schema is its SELECT's result (schema version 0), and a model written as
-// one file is versioned by its text's sha256 (transform version 0).
+// schema is its SELECT's result (schema version 0).
 func versionsText(p *catalog.Packet) string {
-	if p.SchemaVersion != 0 {
-		return fmt.Sprintf("%s transform v%d, schema v%d", p.Pipeline, p.TransformVersion, p.SchemaVersion)
-	}
-	if p.TransformVersion != 0 {
-		return fmt.Sprintf("%s model v%d, columns from its SELECT", p.Pipeline, p.TransformVersion)
-	}
+	model := p.SchemaVersion == 0
 	var parts struct {
 		Transform struct {
 			SHA256 string `json:"sha256"`
 		} `json:"transform"`
 	}
 	_ = json.Unmarshal(p.Parts, &parts)
-	return fmt.Sprintf("%s model sha256 %s (its text), columns from its SELECT", p.Pipeline, job.Short(parts.Transform.SHA256))
+	text := p.Pipeline + " " + job.VersionText(p.TransformVersion, p.SchemaVersion, parts.Transform.SHA256, model)
+	if model {
+		text += ", columns from its SELECT"
+	}
+	return text
 }
 
 // kindText names a snapshot kind that writes no packet.

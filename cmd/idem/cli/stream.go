@@ -89,11 +89,11 @@ func (a *app) printBatch(sr *run.StreamResult) {
 		fmt.Fprintf(a.stdout, "%s: skipped: nothing new past the committed positions%s\n", sr.Job, lagText(sr.Lag))
 		return
 	}
-	fmt.Fprintf(a.stdout, "%s: %s %s · snapshot %d · %s records", sr.Job, sr.Decision, escapeCell(sr.BatchID), sr.Snapshot, thousands(int64(sr.Records)))
+	fmt.Fprintf(a.stdout, "%s: %s %s · snapshot %d · %s records", sr.Job, sr.Decision, escapeCell(sr.BatchID), sr.Snapshot, job.Thousands(int64(sr.Records)))
 	if sr.Replayed > 0 {
-		fmt.Fprintf(a.stdout, " (%s replayed, skipped)", thousands(int64(sr.Replayed)))
+		fmt.Fprintf(a.stdout, " (%s replayed, skipped)", job.Thousands(int64(sr.Replayed)))
 	}
-	fmt.Fprintf(a.stdout, " · %s records/s%s\n", thousands(int64(sr.RecordsPerSec)), lagText(sr.Lag))
+	fmt.Fprintf(a.stdout, " · %s records/s%s\n", job.Thousands(int64(sr.RecordsPerSec)), lagText(sr.Lag))
 	if sr.Gap != "" {
 		fmt.Fprintf(a.stdout, "  %s\n", sr.Gap)
 	}
