@@ -69,10 +69,20 @@ func (st State) CheckParent(parent *int64) error {
 }
 
 func ReadState(ctx context.Context, q Querier, j string) (State, error) {
+	return readState(ctx, q, "idem.jobs", j)
+}
+
+// ReadStateIn reads job j's state row from the idem database attached as
+// catalog cat (an environment reading production: see run.Attachment).
+func ReadStateIn(ctx context.Context, q Querier, cat, j string) (State, error) {
+	return readState(ctx, q, job.QuoteIdent(cat)+".idem.jobs", j)
+}
+
+func readState(ctx context.Context, q Querier, table, j string) (State, error) {
 	var st State
 	var key, parts, pipeline, target sql.NullString
 	err := q.QueryRowContext(ctx,
-		`SELECT job_key, parts, pipeline, target, snapshot, cursor, epoch FROM idem.jobs WHERE job = ?`, j).
+		`SELECT job_key, parts, pipeline, target, snapshot, cursor, epoch FROM `+table+` WHERE job = ?`, j).
 		Scan(&key, &parts, &pipeline, &target, &st.Snapshot, &st.Cursor, &st.Epoch)
 	if errors.Is(err, sql.ErrNoRows) {
 		return State{Epoch: 1}, nil

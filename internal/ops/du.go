@@ -13,6 +13,12 @@ import (
 const DUEstimate = "pragma_storage_info: column segments by block offset, checkpointed data only"
 
 // DUResult is the storage report of one job (idem du).
+// EnvBytes is one environment of a database and its bytes.
+type EnvBytes struct {
+	Name  string `json:"name"`
+	Bytes int64  `json:"bytes"`
+}
+
 type DUResult struct {
 	Job      string `json:"job"`
 	Database string `json:"database"`
@@ -20,6 +26,9 @@ type DUResult struct {
 	// FreeBytes are DuckDB's used and free blocks of the file (freed
 	// blocks are reused before the file grows).
 	FileBytes int64 `json:"file_bytes"`
+	// Environments are the database's environments (idem run --env
+	// NAME) and the bytes of each, beside the database file.
+	Environments []EnvBytes `json:"environments"`
 	UsedBytes int64 `json:"used_bytes"`
 	FreeBytes int64 `json:"free_bytes"`
 	// TablesBytes is the estimate summed over every table of the
@@ -104,6 +113,12 @@ func DU(ctx context.Context, d *run.DB, j *job.Job) (*DUResult, error) {
 	for _, p := range []string{d.Path(), d.Path() + ".wal"} {
 		if fi, err := os.Stat(p); err == nil {
 			res.FileBytes += fi.Size()
+		}
+	}
+	res.Environments = []EnvBytes{}
+	if envs, err := ListEnvironments(d.Path()); err == nil {
+		for _, e := range envs {
+			res.Environments = append(res.Environments, EnvBytes{Name: e.Name, Bytes: EnvironmentBytes(d.Path(), e.Name)})
 		}
 	}
 	table := j.Table

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,6 +62,16 @@ type OpenOptions struct {
 	// journal alone (a scratch database of its own; the replay of the
 	// journal, which opens the database to mend it).
 	Journal JournalMode
+	// Attach names other idem databases attached read-only beside the
+	// file, each under its alias (an environment reads production's
+	// committed snapshots through one: EnvironmentCatalog).
+	Attach []Attachment
+}
+
+// Attachment is a database file attached read-only under Alias.
+type Attachment struct {
+	Alias string
+	Path  string
 }
 
 // JournalMode is how an open treats the erasure journal.
@@ -74,7 +85,7 @@ const (
 // Same reports whether o and p ask for the same open: the same settings,
 // whatever their fault hooks.
 func (o OpenOptions) Same(p OpenOptions) bool {
-	return o.ReadOnly == p.ReadOnly && o.DuckDB == p.DuckDB && o.Wait == p.Wait && o.Journal == p.Journal
+	return o.ReadOnly == p.ReadOnly && o.DuckDB == p.DuckDB && o.Wait == p.Wait && o.Journal == p.Journal && slices.Equal(o.Attach, p.Attach)
 }
 
 // Fault points of Open (OpenOptions.Fault). A writable open that creates
@@ -233,7 +244,7 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 			}
 		}
 	}
-	db, err := openFile(ctx, dsn, path, opts.ReadOnly)
+	db, err := openFile(ctx, dsn, path, opts.ReadOnly, opts.Attach...)
 	if err != nil {
 		if !strings.Contains(err.Error(), "Could not set lock on file") {
 			err = fmt.Errorf("open database %s: %w", path, err)
@@ -298,10 +309,14 @@ const storeCatalog = job.StoreCatalog
 
 // openFile opens an in-memory DuckDB with the given settings and attaches
 // the file as storeCatalog, the default catalog of every connection.
-func openFile(ctx context.Context, dsn, path string, readOnly bool) (*sql.DB, error) {
+func openFile(ctx context.Context, dsn, path string, readOnly bool, others ...Attachment) (*sql.DB, error) {
 	attach := "ATTACH IF NOT EXISTS " + job.SQLString(path) + " AS " + storeCatalog
 	if readOnly {
 		attach += " (READ_ONLY)"
+	}
+	attaches := []string{attach}
+	for _, o := range others {
+		attaches = append(attaches, "ATTACH IF NOT EXISTS "+job.SQLString(o.Path)+" AS "+job.QuoteIdent(o.Alias)+" (READ_ONLY)")
 	}
 	// The pool opens a connection for every query (idle ones are closed), so
 	// this runs long after Open returned: it must not inherit Open's
@@ -309,8 +324,10 @@ func openFile(ctx context.Context, dsn, path string, readOnly bool) (*sql.DB, er
 	// the rollback.
 	initCtx := context.WithoutCancel(ctx)
 	connector, err := duckdb.NewConnector(dsn, func(ex driver.ExecerContext) error {
-		if _, err := ex.ExecContext(initCtx, attach, nil); err != nil {
-			return err
+		for _, a := range attaches {
+			if _, err := ex.ExecContext(initCtx, a, nil); err != nil {
+				return err
+			}
 		}
 		if _, err := ex.ExecContext(initCtx, "USE "+storeCatalog, nil); err != nil {
 			return err

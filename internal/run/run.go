@@ -73,6 +73,18 @@ type RunOptions struct {
 	// Input). RunFiles, RunChunks and rerun pass files already listed.
 	Source source.Input
 
+	// External reads the upstream jobs it names from the idem database
+	// attached under the catalog alias given (OpenOptions.Attach): an
+	// environment's run reads production's committed snapshots of the
+	// jobs it does not rebuild (source.Upstream.External).
+	External map[string]string
+
+	// BeforeCommit, when set, is called once every phase of a run that
+	// would commit has run, inside its transaction, before COMMIT: an error
+	// rolls the run back as a failed phase would (idem promote checks that
+	// the rows it is about to commit are those the environment showed).
+	BeforeCommit func(ctx context.Context, tx *sql.Tx, res *Result) error
+
 	// Expire, when set, is called after a run of a job with [retention]
 	// keep_snapshots that committed or found nothing to commit, to expire
 	// its old snapshots in a transaction of its own (ops.ExpireAfterRun;
@@ -226,7 +238,7 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 		if opts.Input != "" {
 			return nil, job.Usage("--input: job %s reads upstream jobs ([input] upstream), not files", j.Name)
 		}
-		up := &source.Upstream{Job: j}
+		up := &source.Upstream{Job: j, External: opts.External}
 		if j.Pipeline.Mode == job.ModeApply {
 			if err := checkChangesRun(j, opts); err != nil {
 				return nil, err
@@ -316,6 +328,9 @@ func (d *DB) run(ctx context.Context, j *job.Job, opts RunOptions) (*Result, err
 		return nil, job.Canceled(ctx, fmt.Errorf("begin: %w", err))
 	}
 	res, logRow, err := d.runTx(ctx, tx, j, p, opts)
+	if err == nil && logRow && opts.BeforeCommit != nil {
+		err = opts.BeforeCommit(ctx, tx, res)
+	}
 	if err != nil || res.Decision == job.DecisionSkipped || res.Decision == job.DecisionAlreadyCommitted {
 		rbErr := tx.Rollback()
 		if p.retained {

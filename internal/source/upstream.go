@@ -53,6 +53,11 @@ type Upstream struct {
 	// idem_op: the input of an apply pipeline (upstream_changes.go).
 	Changes bool
 	Since   map[string]int64
+	// External reads the upstreams it names from another idem database
+	// attached read-only under the catalog alias given (an environment
+	// reads production's committed snapshots of the jobs it did not
+	// rebuild): their state row and their target as committed there.
+	External map[string]string
 	// Realign, for Recorded, names the upstreams the recorded run realigned
 	// the job with (rolled back below what it applied; Realigned).
 	Realign []string
@@ -94,6 +99,14 @@ func (u *Upstream) Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, erro
 	}
 	var refs []job.UpstreamRef
 	for _, name := range u.Job.SortedUpstream() {
+		if cat, ok := u.External[name]; ok {
+			ref, err := u.pinExternal(ctx, tx, cat, name)
+			if err != nil {
+				return nil, err
+			}
+			refs = append(refs, ref)
+			continue
+		}
 		st, err := catalog.ReadState(ctx, tx, name)
 		if err != nil {
 			return nil, err
@@ -111,6 +124,27 @@ func (u *Upstream) Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, erro
 		refs = append(refs, job.UpstreamRef{Job: name, Snapshot: st.Snapshot, JobKey: st.Key})
 	}
 	return refs, nil
+}
+
+// pinExternal pins upstream name as committed in the database attached as
+// cat: its target there holds exactly the snapshot its state row names.
+// Changes of an upstream are read from history, which only the job's own
+// database holds for it.
+func (u *Upstream) pinExternal(ctx context.Context, tx *sql.Tx, cat, name string) (job.UpstreamRef, error) {
+	if u.Changes {
+		return job.UpstreamRef{}, fmt.Errorf("job %s applies the changes of upstream %s, which is read from another database (%s): changes are read from the history of the job's own database", u.Job.Name, name, cat)
+	}
+	st, err := catalog.ReadStateIn(ctx, tx, cat, name)
+	if err != nil {
+		return job.UpstreamRef{}, err
+	}
+	if !st.Exists || st.Snapshot == 0 || st.Target == "" {
+		return job.UpstreamRef{}, &NoUpstreamError{Job: u.Job.Name, Upstream: name, Database: filepath.Base(u.Job.Database)}
+	}
+	if err := relation(ctx, tx, name, "TABLE", "SELECT * FROM "+job.QuoteIdent(cat)+".main."+job.QuoteIdent(st.Target)); err != nil {
+		return job.UpstreamRef{}, err
+	}
+	return job.UpstreamRef{Job: name, Snapshot: st.Snapshot, JobKey: st.Key}, nil
 }
 
 // pinRecorded pins the recorded refs, reading each upstream's rows from

@@ -17,8 +17,9 @@ func (a *app) newDiffCmd() *cobra.Command {
 	var opts ops.DiffOptions
 	var key []string
 	var format string
+	var envName string
 	cmd := &cobra.Command{
-		Use:   "diff JOB --from S1 --to S2 | diff FILE1 FILE2",
+		Use:   "diff JOB --from S1 --to S2 | diff FILE1 FILE2 | diff DIR --env NAME",
 		Short: "Compare a job's table at two snapshots, or two exported files, by key",
 		Long: `Compare the job's target (or <target>_outcomes with --table) at snapshots
 --from and --to: the sha256 of each side's canonical export (csv, key order,
@@ -34,8 +35,14 @@ unique in either file (rows would pair with many, and the changes could
 outnumber the rows), and names the columns, or pairs of columns, that are
 unique in both; --key with every column compares the files as sets of
 rows.`,
-		Args: cobra.RangeArgs(1, 2),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if envName != "" {
+				return a.diffEnv(cmd, args, f, envName) // env.go
+			}
+			if len(args) > 2 {
+				return a.fail(f.jsonOut, &job.UsageError{Msg: "diff takes one job (--from, --to) or two files; a project folder with --env"})
+			}
 			var res *ops.DiffResult
 			var err error
 			if len(args) == 2 {
@@ -83,6 +90,7 @@ rows.`,
 	cmd.Flags().Int64Var(&opts.To, "to", 0, "the newer snapshot")
 	cmd.Flags().StringVar(&opts.Table, "table", "", "the target (default) or <target>_outcomes")
 	cmd.Flags().StringSliceVar(&key, "key", nil, "key column(s) of diff FILE1 FILE2, unique in each file (default: the first column)")
+	cmd.Flags().StringVar(&envName, "env", "", "compare every job environment `NAME` built (idem run DIR --env NAME) with production's latest snapshot of it")
 	cmd.Flags().StringVar(&format, "format", "", "format of FILE1 and FILE2: csv, parquet or jsonl (default: from the extension)")
 	return cmd
 }

@@ -65,6 +65,9 @@ func (a *app) printDU(res *ops.DUResult) {
 	fmt.Fprintf(w, "  total         %10s\n", byteText(b.Total))
 	fmt.Fprintf(w, "  database file %10s  (%s used, %s free blocks; all tables %s, estimated from pragma_storage_info)\n",
 		byteText(res.FileBytes), byteText(res.UsedBytes), byteText(res.FreeBytes), byteText(res.TablesBytes))
+	for _, e := range res.Environments {
+		fmt.Fprintf(w, "  environment   %10s  %s (idem env drop %s removes it)\n", byteText(e.Bytes), e.Name, e.Name)
+	}
 	if len(res.Snapshots) > 0 {
 		fmt.Fprintf(w, "  expiring through snapshot S frees:\n")
 		fmt.Fprintf(w, "  %10s  %10s  %12s  %12s  %s\n", "snapshot", "frees", "history", "outcomes", "inputs")

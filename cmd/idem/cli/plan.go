@@ -12,6 +12,7 @@ import (
 )
 
 func (a *app) newPlanCmd() *cobra.Command {
+	var envName string
 	var f dbFlags
 	var pf progressFlags
 	var bf batchFlags
@@ -31,6 +32,17 @@ order a project run takes them (see idem run --help); a job whose upstream
 in the project would commit first would be rebuilt too.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if envName != "" {
+				_, groups, err := a.planEnv(cmd, args, f, pj, envName)
+				if err != nil {
+					return a.fail(f.jsonOut, err)
+				}
+				var envs []*ops.Environment
+				for _, g := range groups {
+					envs = append(envs, g.env)
+				}
+				return a.printEnvs(envs, f.jsonOut)
+			}
 			pf.silence(a, f.jsonOut)
 			if pj.isProject(args) {
 				p, err := a.loadProject(cmd, args, pj)
@@ -60,6 +72,7 @@ in the project would commit first would be rebuilt too.`,
 	f.register(cmd)
 	pf.register(cmd)
 	pj.register(cmd, false)
+	cmd.Flags().StringVar(&envName, "env", "", "plan environment `NAME`: which jobs idem run --env NAME would build, which it reads from production")
 	bf.register(cmd, "batch id of an apply run",
 		"the batch covers source positions (from, to]",
 		"upper bound of the batch's source positions",

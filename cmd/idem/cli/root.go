@@ -129,6 +129,9 @@ type dbFlags struct {
 	threads     int
 	tempDir     string
 	jsonOut     bool
+	// attach, set by an environment's run, attaches production read-only
+	// (ops.EnvOpenOptions).
+	attach []run.Attachment
 }
 
 func (f *dbFlags) register(cmd *cobra.Command) {
@@ -155,7 +158,7 @@ func (f *dbFlags) openOptions(j *job.Job) run.OpenOptions {
 	if f.tempDir != "" {
 		s.TempDirectory = f.tempDir
 	}
-	return run.OpenOptions{DuckDB: s, Wait: f.wait}
+	return run.OpenOptions{DuckDB: s, Wait: f.wait, Attach: f.attach}
 }
 
 // openJob loads the job file at path and opens its database, read-only when

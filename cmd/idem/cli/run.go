@@ -19,6 +19,7 @@ func (a *app) newRunCmd() *cobra.Command {
 	var bf batchFlags
 	var pj projectFlags
 	var sf streamFlags
+	var envName string
 	cmd := &cobra.Command{
 		Use:   "run JOB|DIR...",
 		Short: "Run a job once: load or apply its input in one transaction, or skip",
@@ -48,6 +49,9 @@ refused (exit 3) unless --allow-gap.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pf.silence(a, f.jsonOut)
+			if envName != "" {
+				return a.runEnv(cmd, args, f, pf, pj, envName) // env.go
+			}
 			one := func(a *app, j *job.Job, opts run.RunOptions) error {
 				opts.Fault, opts.Progress, opts.Expire = a.faultHookUntil(cmd.Context().Done(), f.path(j)), a.progress(pf), ops.ExpireAfterRun
 				if j.IsStream() {
@@ -90,6 +94,7 @@ refused (exit 3) unless --allow-gap.`,
 		"upper bound of the batch's source positions; the cursor after commit",
 		"replace exactly these partitions of a job with [target] partition_by (comma-separated; an empty one included)")
 	sf.register(cmd)
+	cmd.Flags().StringVar(&envName, "env", "", "build environment `NAME` beside production (<db>.envs/NAME.duckdb): the jobs whose definition changed and their downstream, reading the rest from production; see idem env")
 	return cmd
 }
 

@@ -13,5 +13,7 @@ func (a *app) addSnapshotCmds(root *cobra.Command) {
 		a.newShowCmd(),
 		a.newExpireCmd(),
 		a.newDuCmd(),
+		a.newPromoteCmd(),
+		a.newEnvCmd(),
 	)
 }

@@ -1,0 +1,504 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/project"
+	"github.com/idem-dev/idem/internal/run"
+)
+
+// envGroup is the jobs of one production database of a project, in run
+// order, and its environment.
+type envGroup struct {
+	db   string
+	jobs []*job.Job
+	env  *ops.Environment
+}
+
+// envGroups groups the jobs of p by their production database.
+func envGroups(p *project.Project, f dbFlags) ([]*envGroup, error) {
+	var groups []*envGroup
+	byDB := map[string]*envGroup{}
+	for _, j := range p.Jobs {
+		db, err := f.dbPath(j)
+		if err != nil {
+			return nil, err
+		}
+		g := byDB[db]
+		if g == nil {
+			g = &envGroup{db: db}
+			byDB[db] = g
+			groups = append(groups, g)
+		}
+		jj := *j
+		jj.Database = db
+		g.jobs = append(g.jobs, &jj)
+	}
+	return groups, nil
+}
+
+// planEnv plans environment name for each database of the project args
+// name: which jobs it builds, which it reads from production.
+func (a *app) planEnv(cmd *cobra.Command, args []string, f dbFlags, pj projectFlags, name string) (*project.Project, []*envGroup, error) {
+	if err := ops.CheckEnvName(name); err != nil {
+		return nil, nil, err
+	}
+	p, err := a.loadProject(cmd, args, pj)
+	if err != nil {
+		return nil, nil, err
+	}
+	groups, err := envGroups(p, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, g := range groups {
+		env, err := ops.PlanEnvironment(cmd.Context(), name, g.jobs, f.openOptions)
+		if err != nil {
+			return nil, nil, err
+		}
+		g.env = env
+	}
+	return p, groups, nil
+}
+
+// printEnvPlan prints what an environment builds and reads.
+func (a *app) printEnvPlan(groups []*envGroup) error {
+	var all []*ops.Environment
+	for _, g := range groups {
+		all = append(all, g.env)
+	}
+	return a.printEnvs(all, false)
+}
+
+func (a *app) printEnvs(envs []*ops.Environment, jsonOut bool) error {
+	if jsonOut {
+		return a.printJSON(envs)
+	}
+	for _, env := range envs {
+		fmt.Fprintf(a.stdout, "environment %s of %s: %s\n", env.Name, env.Database, ops.EnvPath(env.Database, env.Name))
+		for _, e := range env.Jobs {
+			if e.Build {
+				fmt.Fprintf(a.stdout, "  build       %s (%s)\n", e.Job, e.Reason)
+			} else {
+				fmt.Fprintf(a.stdout, "  production  %s snapshot %d\n", e.Job, e.Production)
+			}
+		}
+	}
+	return nil
+}
+
+// runEnv builds environment name of the project args name: each job it
+// builds runs as idem run would, in <db>.envs/NAME.duckdb, reading the
+// upstreams it does not build from production, attached read-only; the
+// others are not run. What was built is recorded beside the environment
+// (ops.SaveEnvironment) for diff and promote.
+func (a *app) runEnv(cmd *cobra.Command, args []string, f dbFlags, pf progressFlags, pj projectFlags, name string) error {
+	p, groups, err := a.planEnv(cmd, args, f, pj, name)
+	if err != nil {
+		return a.fail(f.jsonOut, err)
+	}
+	groupOf := map[string]*envGroup{}
+	for _, g := range groups {
+		for _, j := range g.jobs {
+			groupOf[j.Name] = g
+		}
+	}
+	var mu sync.Mutex
+	errs := map[string]error{}
+	runErr := a.runProject(cmd.Context(), p, pj.jobs, f.jsonOut, func(sub *app, j *job.Job, _ map[string]string) (string, error) {
+		g := groupOf[j.Name]
+		e, _ := g.env.Find(j.Name)
+		if !e.Build {
+			if f.jsonOut {
+				return "", sub.printJSON(map[string]any{"job": j.Name, "decision": "from_production", "environment": name, "snapshot": e.Production, "reason": e.Reason})
+			}
+			fmt.Fprintf(sub.stdout, "%s: %s\n", j.Name, e.Reason)
+			return "", nil
+		}
+		ef := f
+		ef.db = ops.EnvPath(g.db, name)
+		ef.attach = ops.EnvOpenOptions(g.env, run.OpenOptions{}).Attach
+		opts := ops.EnvRunOptions(g.env, j, run.RunOptions{})
+		opts.Fault, opts.Progress = sub.faultHookUntil(cmd.Context().Done(), ef.db), sub.progress(pf)
+		if !f.jsonOut {
+			fmt.Fprintf(sub.stdout, "%s: built in environment %s (%s)\n", j.Name, name, e.Reason)
+		}
+		err := sub.runJob(cmd, j, ef, opts)
+		mu.Lock()
+		errs[j.Name] = err
+		mu.Unlock()
+		return "", err
+	})
+	for _, g := range groups {
+		for _, e := range g.env.Built() {
+			mu.Lock()
+			if _, ran := errs[e.Job]; !ran {
+				errs[e.Job] = errors.New("not run: an upstream failed or was refused")
+			}
+			mu.Unlock()
+		}
+		if err := ops.RecordEnvBuilds(cmd.Context(), g.env, errs, f.openOptions(nil)); err != nil {
+			return a.fail(f.jsonOut, err)
+		}
+		if err := ops.SaveEnvironment(g.env); err != nil {
+			return a.fail(f.jsonOut, err)
+		}
+		if !f.jsonOut && !pf.quiet {
+			fmt.Fprintf(a.stderr, "idem: environment %s: %d job(s) built, %d read from production (%s, %s); review with idem diff --env %s, promote with idem promote --env %s\n",
+				name, len(g.env.Built()), len(g.env.Jobs)-len(g.env.Built()), ops.EnvPath(g.db, name), byteText(ops.EnvironmentBytes(g.db, name)), name, name)
+		}
+	}
+	return runErr
+}
+
+// loadEnvs loads environment name of each database of the project args
+// name.
+func (a *app) loadEnvs(cmd *cobra.Command, args []string, f dbFlags, pj projectFlags, name string) (*project.Project, []*envGroup, error) {
+	if err := ops.CheckEnvName(name); err != nil {
+		return nil, nil, err
+	}
+	p, err := a.loadProject(cmd, args, pj)
+	if err != nil {
+		return nil, nil, err
+	}
+	groups, err := envGroups(p, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, g := range groups {
+		if g.env, err = ops.LoadEnvironment(g.db, name); err != nil {
+			return nil, nil, err
+		}
+	}
+	return p, groups, nil
+}
+
+// diffEnv compares every job environment name built with production's
+// latest snapshot of it.
+func (a *app) diffEnv(cmd *cobra.Command, args []string, f dbFlags, name string) error {
+	_, groups, err := a.loadEnvs(cmd, args, f, projectFlags{}, name)
+	if err != nil {
+		return a.fail(f.jsonOut, err)
+	}
+	diffs := []*ops.EnvDiff{}
+	for _, g := range groups {
+		built := g.env.Built()
+		if len(built) == 0 {
+			continue
+		}
+		oo := ops.EnvOpenOptions(g.env, f.openOptions(g.jobs[0]))
+		oo.ReadOnly = true
+		db, err := run.Open(cmd.Context(), ops.EnvPath(g.db, name), oo)
+		if err != nil {
+			return a.fail(f.jsonOut, err)
+		}
+		for _, e := range built {
+			j := jobNamed(g.jobs, e.Job)
+			if j == nil {
+				db.Close()
+				return a.fail(f.jsonOut, &job.UsageError{Msg: fmt.Sprintf("environment %s built job %s, which the project no longer has", name, e.Job)})
+			}
+			d, err := ops.DiffEnvironment(cmd.Context(), db, g.env, e, j)
+			if err != nil {
+				db.Close()
+				return a.fail(f.jsonOut, err)
+			}
+			diffs = append(diffs, d)
+		}
+		if err := db.Close(); err != nil {
+			return a.fail(f.jsonOut, err)
+		}
+	}
+	if f.jsonOut {
+		return a.printJSON(diffs)
+	}
+	for _, d := range diffs {
+		from := fmt.Sprintf("production snapshot %d", d.From.Snapshot)
+		if d.New {
+			from = "production (no snapshot)"
+		}
+		fmt.Fprintf(a.stdout, "%s: %s -> environment %s snapshot %d (key %s; built: %s)\n", d.Job, from, d.Environment, d.To.Snapshot, strings.Join(d.Key, ", "), d.Reason)
+		fmt.Fprintf(a.stdout, "  production   %s  %d rows\n", d.From.SHA256, d.From.Rows)
+		fmt.Fprintf(a.stdout, "  environment  %s  %d rows\n", d.To.SHA256, d.To.Rows)
+		if cs := columnChangesText(d.ColumnsAdded, d.ColumnsRemoved, d.ColumnsRetyped); cs != "" {
+			fmt.Fprintf(a.stdout, "  columns      %s (rows compared on the columns both have)\n", cs)
+		}
+		if d.Identical {
+			fmt.Fprintln(a.stdout, "  identical rows")
+			continue
+		}
+		for _, part := range []struct {
+			label string
+			n     int64
+			keys  []string
+		}{{"added", d.Added, d.AddedKeys}, {"removed", d.Removed, d.RemovedKeys}, {"changed", d.Changed, d.ChangedKeys}} {
+			line := fmt.Sprintf("  %-12s %d", part.label, part.n)
+			if len(part.keys) > 0 {
+				line += "  " + strings.Join(part.keys, ", ")
+				if int64(len(part.keys)) < part.n {
+					line += ", ..."
+				}
+			}
+			fmt.Fprintln(a.stdout, escapeCell(line))
+		}
+		for _, n := range d.Numeric {
+			if v, err := strconv.ParseFloat(n.MaxAbs, 64); err == nil && v == 0 {
+				continue
+			}
+			fmt.Fprintf(a.stdout, "  %-12s sum of differences %s, largest %s\n", escapeCell(n.Column), n.Sum, n.MaxAbs)
+		}
+	}
+	return nil
+}
+
+// jobFault passes each fault point to hook twice: as POINT and as
+// JOB:POINT, so that IDEM_FAULT can name the point of one job of a
+// command that runs several (promote).
+func jobFault(hook func(string), name string) func(string) {
+	if hook == nil {
+		return nil
+	}
+	return func(p string) {
+		hook(p)
+		hook(name + ":" + p)
+	}
+}
+
+func jobNamed(jobs []*job.Job, name string) *job.Job {
+	for _, j := range jobs {
+		if j.Name == name {
+			return j
+		}
+	}
+	return nil
+}
+
+func (a *app) newPromoteCmd() *cobra.Command {
+	var f dbFlags
+	var name string
+	cmd := &cobra.Command{
+		Use:   "promote DIR... --env NAME",
+		Short: "Commit what an environment built into production, as reviewed",
+		Long: `Commit every job environment NAME built (idem run DIR --env NAME) into
+production as its next snapshot, in run order, each in its own
+transaction: production runs the job from the same pinned upstream
+snapshots, and commits only if its rows have the sha256 the environment
+showed (idem diff --env NAME); otherwise nothing of that job is committed
+(exit 3).
+
+Refused (exit 3) when production moved since the environment was built: an
+upstream the environment read from production has a newer snapshot, or a
+job it built was run in production meanwhile. Rebuild the environment and
+review its diff again. A promote cut short (killed, failed) is run again:
+jobs already promoted are reported as already_promoted and the rest
+follow. The environment is kept; idem env drop NAME removes it.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if name == "" {
+				return a.fail(f.jsonOut, &job.UsageError{Msg: "promote needs --env NAME"})
+			}
+			_, groups, err := a.loadEnvs(cmd, args, f, projectFlags{}, name)
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			done := []*ops.Promoted{}
+			fail := func(err error) error {
+				if f.jsonOut {
+					code := job.ExitCode(err)
+					_ = a.printJSON(map[string]any{"promoted": done, "error": err.Error(), "exit_code": code})
+					fmt.Fprintf(a.stderr, "idem: %v\n", err)
+					return &codeError{code: code}
+				}
+				return a.fail(false, err)
+			}
+			for _, g := range groups {
+				built := g.env.Built()
+				if len(built) == 0 {
+					continue
+				}
+				if _, err := os.Stat(ops.EnvPath(g.db, name)); err != nil {
+					return fail(&job.UsageError{Msg: fmt.Sprintf("environment %s has no database %s: build it with idem run --env %s", name, ops.EnvPath(g.db, name), name)})
+				}
+				oo := ops.PromoteOpenOptions(g.env, f.openOptions(g.jobs[0]))
+				oo.Fault = a.faultHook(g.db)
+				db, err := run.Open(cmd.Context(), g.db, oo)
+				if err != nil {
+					return fail(err)
+				}
+				for _, e := range built {
+					j := jobNamed(g.jobs, e.Job)
+					if j == nil {
+						db.Close()
+						return fail(&job.UsageError{Msg: fmt.Sprintf("environment %s built job %s, which the project no longer has", name, e.Job)})
+					}
+					p, err := ops.CheckPromote(cmd.Context(), db, g.env, e, j)
+					if err != nil {
+						db.Close()
+						return fail(err)
+					}
+					if p == nil {
+						p = &ops.Promoted{}
+						opts := ops.PromoteRunOptions(g.env, e, j, run.RunOptions{Fault: jobFault(a.faultHook(g.db), j.Name), Expire: ops.ExpireAfterRun}, p)
+						res, err := db.Run(cmd.Context(), j, opts)
+						if err != nil {
+							db.Close()
+							return fail(err)
+						}
+						if p.Decision == "" {
+							// Nothing to commit: production's latest already
+							// has this job key.
+							*p = ops.Promoted{Job: j.Name, Decision: ops.DecisionAlreadyPromoted, Snapshot: res.Snapshot, EnvSnapshot: e.Snapshot, JobKey: res.JobKey}
+						}
+					}
+					done = append(done, p)
+					if !f.jsonOut {
+						fmt.Fprintf(a.stdout, "%s: %s: snapshot %d from environment %s snapshot %d\n", p.Job, strings.ReplaceAll(p.Decision, "_", " "), p.Snapshot, name, p.EnvSnapshot)
+						if p.SHA256 != "" {
+							fmt.Fprintf(a.stdout, "  sha256    %s  %d rows\n", p.SHA256, p.Rows)
+						}
+						fmt.Fprintf(a.stdout, "  job key   %s\n", p.JobKey)
+					}
+				}
+				if err := db.Close(); err != nil {
+					return fail(fmt.Errorf("close database %s: %w", g.db, err))
+				}
+			}
+			if f.jsonOut {
+				return a.printJSON(map[string]any{"promoted": done})
+			}
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&name, "env", "", "the environment to promote (idem run DIR --env NAME built it)")
+	return cmd
+}
+
+func (a *app) newEnvCmd() *cobra.Command {
+	var f dbFlags
+	cmd := &cobra.Command{
+		Use:   "env",
+		Short: "List or drop environments (idem run DIR --env NAME builds one)",
+		Long: `An environment is a change built beside production: idem run DIR --env
+NAME builds the jobs whose definition changed, and every job downstream of
+them, in <db>.envs/NAME.duckdb, reading the jobs it did not rebuild from
+production's committed snapshots (attached read-only, through the read
+replica when production has one; their rows are not copied). idem diff
+DIR --env NAME compares it with production; idem promote DIR --env NAME
+commits it there.`,
+	}
+	list := &cobra.Command{
+		Use:   "list DIR...",
+		Short: "List the environments of a project's databases",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := a.loadProject(cmd, args, projectFlags{})
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			groups, err := envGroups(p, f)
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			type listed struct {
+				*ops.Environment
+				Bytes      int64 `json:"bytes"`
+				Production int64 `json:"production_bytes"`
+			}
+			out := []listed{}
+			for _, g := range groups {
+				envs, err := ops.ListEnvironments(g.db)
+				if err != nil {
+					return a.fail(f.jsonOut, err)
+				}
+				for _, e := range envs {
+					out = append(out, listed{Environment: e, Bytes: ops.EnvironmentBytes(g.db, e.Name), Production: fileBytes(g.db)})
+				}
+			}
+			if f.jsonOut {
+				return a.printJSON(out)
+			}
+			for _, e := range out {
+				state := "complete"
+				if !e.Complete {
+					state = "incomplete"
+				}
+				var names []string
+				for _, b := range e.Built() {
+					names = append(names, b.Job)
+				}
+				fmt.Fprintf(a.stdout, "%s  %s  built %s  %s (production %s)  builds %s\n", e.Name, e.Database, e.BuiltAt.Format("2006-01-02 15:04:05Z"), byteText(e.Bytes), byteText(e.Production), orNone(strings.Join(names, ", ")))
+				if state != "complete" {
+					fmt.Fprintf(a.stdout, "  %s\n", state)
+				}
+			}
+			return nil
+		},
+	}
+	drop := &cobra.Command{
+		Use:   "drop NAME DIR...",
+		Short: "Remove environment NAME of a project's databases",
+		Args:  cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			if err := ops.CheckEnvName(name); err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			p, err := a.loadProject(cmd, args[1:], projectFlags{})
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			groups, err := envGroups(p, f)
+			if err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			dropped := 0
+			for _, g := range groups {
+				if _, err := ops.LoadEnvironment(g.db, name); err != nil {
+					continue
+				}
+				if err := ops.DropEnvironment(g.db, name); err != nil {
+					return a.fail(f.jsonOut, err)
+				}
+				dropped++
+				fmt.Fprintf(a.stdout, "dropped environment %s of %s\n", name, g.db)
+			}
+			if dropped == 0 {
+				return a.fail(f.jsonOut, &job.UsageError{Msg: fmt.Sprintf("no environment %s here", name)})
+			}
+			return nil
+		},
+	}
+	for _, c := range []*cobra.Command{list, drop} {
+		c.Flags().StringVar(&f.db, "db", "", "database file (overrides the job files' database)")
+		c.Flags().BoolVar(&f.jsonOut, "json", false, "print JSON on stdout")
+	}
+	cmd.AddCommand(list, drop)
+	return cmd
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "nothing"
+	}
+	return s
+}
+
+func fileBytes(path string) int64 {
+	var n int64
+	for _, f := range []string{path, path + ".wal"} {
+		if st, err := os.Stat(f); err == nil {
+			n += st.Size()
+		}
+	}
+	return n
+}

@@ -1,0 +1,160 @@
+package ops
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/run"
+)
+
+// EnvDiff compares what an environment built of one job with production's
+// latest snapshot of it: From is production, To the environment.
+type EnvDiff struct {
+	DiffResult
+	Environment string `json:"environment"`
+	// Reason is why the environment built the job.
+	Reason string `json:"reason"`
+	// Numeric sums and bounds, for each numeric column both sides share
+	// (the key aside), the differences environment minus production over
+	// the rows whose key both hold.
+	Numeric []NumericDifference `json:"numeric"`
+	// New says production has no snapshot of the job: every row is added.
+	New bool `json:"new,omitempty"`
+}
+
+// NumericDifference is the sum and the largest absolute value of one
+// numeric column's differences over the rows paired by key.
+type NumericDifference struct {
+	Column string `json:"column"`
+	Sum    string `json:"sum"`
+	MaxAbs string `json:"max_abs"`
+}
+
+// DiffEnvironment compares job j as built in the environment open in d
+// (production attached as ProductionCatalog: EnvOpenOptions) with
+// production's latest snapshot of it. Each side's sha256 is that of its
+// canonical export, as idem export writes it.
+func DiffEnvironment(ctx context.Context, d *run.DB, env *Environment, e EnvJob, j *job.Job) (*EnvDiff, error) {
+	conn, tx, err := d.BeginPinned(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	defer tx.Rollback()
+	to, err := pinnedSource(ctx, tx, j, "", 0)
+	if err != nil {
+		return nil, fmt.Errorf("environment %s: %w", env.Name, err)
+	}
+	if to.snapshot != e.Snapshot {
+		return nil, job.Refuse("environment", "environment %s holds snapshot %d of %s, not the %d its build recorded: run --env %s again", env.Name, to.snapshot, j.Name, e.Snapshot, env.Name)
+	}
+	from, err := attachedSource(ctx, tx, ProductionCatalog, j, to)
+	if err != nil {
+		return nil, err
+	}
+	res := &EnvDiff{Environment: env.Name, Reason: e.Reason, Numeric: []NumericDifference{}}
+	res.Job, res.Table = j.Name, j.Table
+	res.From, res.To = DiffSide{Snapshot: from.snapshot}, DiffSide{Snapshot: to.snapshot}
+	res.New = from.snapshot == 0
+	if err := canonicalSums(ctx, tx, [2]*tableSource{from, to}, [2]*DiffSide{&res.From, &res.To}); err != nil {
+		return nil, err
+	}
+	if !slices.Equal(from.columns, to.columns) || !slices.Equal(from.types, to.types) {
+		if res.New {
+			from.columns, from.types = to.columns, to.types
+			from.query = "SELECT " + identList(to.columns) + " FROM (" + from.query + ")"
+		} else if err := commonColumns(from, to, &res.DiffResult); err != nil {
+			return nil, err
+		}
+	}
+	if err := compareRows(ctx, tx, from.query, to.query, from.columns, from.key, 0, &res.DiffResult); err != nil {
+		return nil, err
+	}
+	if len(from.key) < len(from.columns) {
+		on, _ := pairConditions(from.columns, from.key)
+		for i, c := range from.columns {
+			if slices.Contains(from.key, c) || !numericType(from.types[i]) {
+				continue
+			}
+			qc := job.QuoteIdent(c)
+			delta := "(b." + qc + " - a." + qc + ")"
+			var sum, maxAbs sql.NullString
+			q := "SELECT CAST(sum(" + delta + ") AS VARCHAR), CAST(max(abs(" + delta + ")) AS VARCHAR) FROM (" + from.query + ") AS a JOIN (" + to.query + ") AS b ON " + on
+			if err := tx.QueryRowContext(ctx, q).Scan(&sum, &maxAbs); err != nil {
+				return nil, fmt.Errorf("diff %s: column %s: %w", j.Name, c, catalog.TrimSQLError(err))
+			}
+			res.Numeric = append(res.Numeric, NumericDifference{Column: c, Sum: nullOr(sum, "0"), MaxAbs: nullOr(maxAbs, "0")})
+		}
+	}
+	return res, nil
+}
+
+func nullOr(s sql.NullString, dflt string) string {
+	if s.Valid {
+		return s.String
+	}
+	return dflt
+}
+
+// attachedSource is the read of the latest snapshot of j's target in the
+// idem database attached as cat (production in an environment, the
+// environment in promote), keyed as the other side (like): an empty read
+// of like's columns when that database has no snapshot of j.
+func attachedSource(ctx context.Context, q catalog.Querier, cat string, j *job.Job, like *tableSource) (*tableSource, error) {
+	st, err := catalog.ReadStateIn(ctx, q, cat, j.Name)
+	if err != nil {
+		return nil, err
+	}
+	src := &tableSource{table: j.Table, key: like.key, unique: like.unique}
+	if !st.Exists || st.Snapshot == 0 || st.Target == "" {
+		src.columns, src.types = like.columns, like.types
+		src.query = "SELECT " + identList(like.columns) + " FROM (" + like.query + ") WHERE false"
+		return src, nil
+	}
+	src.snapshot = st.Snapshot
+	table := job.QuoteIdent(cat) + ".main." + job.QuoteIdent(st.Target)
+	rows, err := q.QueryContext(ctx, `SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = ? AND schema_name = 'main' AND table_name = ? ORDER BY column_index`, cat, st.Target)
+	if err != nil {
+		return nil, fmt.Errorf("columns of %s.%s: %w", cat, st.Target, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c, t string
+		if err := rows.Scan(&c, &t); err != nil {
+			return nil, err
+		}
+		src.columns, src.types = append(src.columns, c), append(src.types, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if !like.unique {
+		src.key = src.columns
+	}
+	src.query = "SELECT " + identList(src.columns) + " FROM " + table
+	return src, nil
+}
+
+// canonicalSums fills each side's rows and sha256: those of its canonical
+// export (csv in key order), the bytes idem export writes.
+func canonicalSums(ctx context.Context, q catalog.Querier, srcs [2]*tableSource, sides [2]*DiffSide) error {
+	dir, err := os.MkdirTemp("", "idem-env-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	for i, src := range srcs {
+		n, sum, _, err := copyTo(ctx, q, src.ordered(), filepath.Join(dir, fmt.Sprintf("%d.csv", i)), job.FormatCSV, "", job.Progress{}, nil)
+		if err != nil {
+			return err
+		}
+		sides[i].Rows, sides[i].SHA256 = n, sum
+	}
+	return nil
+}

@@ -1,0 +1,165 @@
+package ops
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/run"
+)
+
+// Promoted is what idem promote did with one job an environment built.
+type Promoted struct {
+	Job string `json:"job"`
+	// Decision is promoted, or already_promoted when production's latest
+	// snapshot is the one an earlier promote of this environment
+	// committed (a promote cut short and run again).
+	Decision string `json:"decision"`
+	// Snapshot is production's snapshot holding the environment's rows,
+	// EnvSnapshot the environment's.
+	Snapshot    int64  `json:"snapshot"`
+	EnvSnapshot int64  `json:"environment_snapshot"`
+	SHA256      string `json:"sha256"`
+	JobKey      string `json:"job_key"`
+	Rows        int64  `json:"rows"`
+}
+
+// Promote decisions.
+const (
+	DecisionPromoted        = "promoted"
+	DecisionAlreadyPromoted = "already_promoted"
+)
+
+// CheckPromote checks, in production d (opened writable with the
+// environment attached as EnvironmentCatalog: PromoteOpenOptions), that
+// built job e of env may be promoted: the environment is complete and
+// still holds what its build recorded, production's latest snapshot of
+// the job is the one the environment was built against, and each upstream
+// it read from production is still at the snapshot it pinned. done says
+// production's latest snapshot already holds the environment's rows on
+// top of that one (an earlier promote committed it). Anything else is
+// refused (exit 3): production moved, rebuild and review again.
+func CheckPromote(ctx context.Context, d *run.DB, env *Environment, e EnvJob, j *job.Job) (done *Promoted, err error) {
+	q := d.SQL()
+	if !env.Complete {
+		return nil, job.Refuse("environment", "environment %s is incomplete (%s): run --env %s again", env.Name, envErrors(env), env.Name)
+	}
+	est, err := catalog.ReadStateIn(ctx, q, EnvironmentCatalog, e.Job)
+	if err != nil {
+		return nil, err
+	}
+	if est.Snapshot != e.Snapshot || est.Key != e.JobKey {
+		return nil, job.Refuse("environment", "environment %s holds snapshot %d of %s, not the %d its build recorded: run --env %s again", env.Name, est.Snapshot, e.Job, e.Snapshot, env.Name)
+	}
+	for _, ref := range e.Upstream {
+		if u, ok := env.Find(ref.Job); ok && u.Build {
+			continue
+		}
+		st, err := catalog.ReadState(ctx, q, ref.Job)
+		if err != nil {
+			return nil, err
+		}
+		if st.Snapshot != ref.Snapshot || st.Key != ref.JobKey {
+			why := ""
+			if catalog.CheckNotExpired(ctx, q, ref.Job, ref.Snapshot) != nil {
+				why = fmt.Sprintf("; production has expired snapshot %d ([retention])", ref.Snapshot)
+			}
+			return nil, job.Refuse("environment", "production moved since environment %s was built: %s read upstream %s at snapshot %d, production's latest is %d%s; run --env %s again and review its diff",
+				env.Name, e.Job, ref.Job, ref.Snapshot, st.Snapshot, why, env.Name)
+		}
+	}
+	st, err := catalog.ReadState(ctx, q, e.Job)
+	if err != nil {
+		return nil, err
+	}
+	if st.Snapshot == e.Production {
+		return nil, nil
+	}
+	if st.Snapshot > 0 {
+		row, err := catalog.ReadSnapshot(ctx, q, e.Job, st.Snapshot)
+		if err != nil {
+			return nil, err
+		}
+		if row.Parent == e.Production {
+			p, same, err := sameAsEnvironment(ctx, q, j)
+			if err != nil {
+				return nil, err
+			}
+			if same {
+				p.Decision, p.Snapshot, p.EnvSnapshot, p.JobKey = DecisionAlreadyPromoted, st.Snapshot, e.Snapshot, st.Key
+				return &p.Promoted, nil
+			}
+		}
+	}
+	return nil, job.Refuse("environment", "production moved since environment %s was built: its latest snapshot of %s is %d, the environment was built against %d; run --env %s again and review its diff",
+		env.Name, e.Job, st.Snapshot, e.Production, env.Name)
+}
+
+func envErrors(env *Environment) string {
+	var out []string
+	for _, e := range env.Jobs {
+		if e.Build && e.Error != "" {
+			out = append(out, e.Job+": "+e.Error)
+		}
+	}
+	if len(out) == 0 {
+		return "its build did not finish"
+	}
+	return fmt.Sprint(out)
+}
+
+// PromoteOpenOptions are the options of production's open for promote:
+// the environment attached read-only.
+func PromoteOpenOptions(env *Environment, opts run.OpenOptions) run.OpenOptions {
+	opts.Attach = []run.Attachment{{Alias: EnvironmentCatalog, Path: EnvPath(env.Database, env.Name)}}
+	return opts
+}
+
+// PromoteRunOptions make production's run of a built job commit only the
+// rows the environment built: before COMMIT the target's canonical export
+// must have the environment's sha256 (and the same columns), else the run
+// is refused and rolls back. got receives what was committed.
+func PromoteRunOptions(env *Environment, e EnvJob, j *job.Job, opts run.RunOptions, got *Promoted) run.RunOptions {
+	opts.Note = fmt.Sprintf("promoted from environment %s (its snapshot %d)", env.Name, e.Snapshot)
+	opts.BeforeCommit = func(ctx context.Context, tx *sql.Tx, res *run.Result) error {
+		p, same, err := sameAsEnvironment(ctx, tx, j)
+		if err != nil {
+			return err
+		}
+		if !same {
+			return job.Refuse("environment", "%s built in production gives sha256 %s (%d rows), environment %s showed %s: nothing promoted", j.Name, p.SHA256, p.Rows, env.Name, p.envSHA)
+		}
+		*got = Promoted{Job: j.Name, Decision: DecisionPromoted, Snapshot: res.Snapshot, EnvSnapshot: e.Snapshot, SHA256: p.SHA256, JobKey: res.JobKey, Rows: p.Rows}
+		return nil
+	}
+	return opts
+}
+
+type promotedSums struct {
+	Promoted
+	envSHA string
+}
+
+// sameAsEnvironment compares j's target in production, as q sees it, with
+// the environment's: the same columns and types, and the same canonical
+// export (sha256).
+func sameAsEnvironment(ctx context.Context, q catalog.Querier, j *job.Job) (*promotedSums, bool, error) {
+	prod, err := pinnedSource(ctx, q, j, "", 0)
+	if err != nil {
+		return nil, false, err
+	}
+	env, err := attachedSource(ctx, q, EnvironmentCatalog, j, prod)
+	if err != nil {
+		return nil, false, err
+	}
+	var sides [2]DiffSide
+	if err := canonicalSums(ctx, q, [2]*tableSource{prod, env}, [2]*DiffSide{&sides[0], &sides[1]}); err != nil {
+		return nil, false, err
+	}
+	p := &promotedSums{Promoted: Promoted{Job: j.Name, SHA256: sides[0].SHA256, Rows: sides[0].Rows}, envSHA: sides[1].SHA256}
+	same := env.snapshot > 0 && slices.Equal(prod.columns, env.columns) && slices.Equal(prod.types, env.types) && sides[0].SHA256 == sides[1].SHA256
+	return p, same, nil
+}
