@@ -29,8 +29,8 @@ type DUResult struct {
 	// Environments are the database's environments (idem run --env
 	// NAME) and the bytes of each, beside the database file.
 	Environments []EnvBytes `json:"environments"`
-	UsedBytes int64 `json:"used_bytes"`
-	FreeBytes int64 `json:"free_bytes"`
+	UsedBytes    int64      `json:"used_bytes"`
+	FreeBytes    int64      `json:"free_bytes"`
 	// TablesBytes is the estimate summed over every table of the
 	// database, to hold against UsedBytes: the difference is DuckDB's
 	// metadata and the estimate's error.
