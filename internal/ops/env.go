@@ -186,16 +186,55 @@ func EnvironmentBytes(db, name string) int64 {
 
 // DropEnvironment removes environment name of database db.
 func DropEnvironment(db, name string) error {
-	if _, err := LoadEnvironment(db, name); err != nil {
+	if err := CheckEnvName(name); err != nil {
 		return err
 	}
-	for _, f := range []string{envManifestPath(db, name), EnvPath(db, name), EnvPath(db, name) + ".wal"} {
-		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	// The record goes first: an environment without it is not listed, and
+	// a drop cut short is finished by the next.
+	if err := os.Remove(envManifestPath(db, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	// The database, its WAL, and what a run beside it keeps (retained
+	// inputs, the erasure journal, a replica).
+	files, err := filepath.Glob(EnvPath(db, name) + "*")
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := os.RemoveAll(f); err != nil {
 			return err
 		}
 	}
 	_ = os.Remove(EnvDir(db)) // only when empty
 	return nil
+}
+
+// DropEnvironments drops every environment of database db, returning
+// their names: an erasure in production drops them first, since what they
+// built from production's rows may hold the erased subject (they are
+// rebuilt with idem run --env).
+func DropEnvironments(db string) ([]string, error) {
+	envs, err := ListEnvironments(db)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range envs {
+		if err := DropEnvironment(db, e.Name); err != nil {
+			return names, err
+		}
+		names = append(names, e.Name)
+	}
+	// A database left by a drop cut short after its record went.
+	if files, _ := filepath.Glob(filepath.Join(EnvDir(db), "*.duckdb")); len(files) > 0 {
+		for _, f := range files {
+			name := strings.TrimSuffix(filepath.Base(f), ".duckdb")
+			if err := DropEnvironment(db, name); err != nil && !errors.Is(err, job.ErrUsage) {
+				return names, err
+			}
+		}
+	}
+	return names, nil
 }
 
 // PlanEnvironment decides, for the jobs of one database in run order,
@@ -287,6 +326,11 @@ func definitionChanged(ctx context.Context, j *job.Job, st catalog.State, open r
 		plan, err := PlanRun(ctx, j.Database, j, run.RunOptions{}, open)
 		if err != nil {
 			return nil, fmt.Errorf("plan %s against production: %w", j.Name, err)
+		}
+		if plan.Refusal != nil {
+			// What production would refuse (a released model edited in
+			// place, a retyped key), the environment refuses too.
+			return nil, plan.Refusal
 		}
 		if plan.FirstLoad {
 			return []string{job.PartTransform}, nil

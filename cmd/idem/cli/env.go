@@ -463,8 +463,10 @@ commits it there.`,
 			}
 			dropped := 0
 			for _, g := range groups {
-				if _, err := ops.LoadEnvironment(g.db, name); err != nil {
-					continue
+				if _, err := os.Stat(ops.EnvPath(g.db, name)); err != nil {
+					if _, err := ops.LoadEnvironment(g.db, name); err != nil {
+						continue
+					}
 				}
 				if err := ops.DropEnvironment(g.db, name); err != nil {
 					return a.fail(f.jsonOut, err)

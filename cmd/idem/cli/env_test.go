@@ -272,6 +272,14 @@ func TestEnvironment(t *testing.T) {
 	require.NoError(t, err)
 	slices.Sort(names)
 	require.Equal(t, []string{filepath.Join(db+".envs", "dev.duckdb"), filepath.Join(db+".envs", "dev.json")}, names)
+
+	// An erasure in production drops the environments first: what they
+	// built from production's rows may hold the subject.
+	r = p.Idem("erase", p.Path("src.toml"), "--key", "5")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	require.Contains(t, r.Stderr, "dropped environment(s) dev of "+db)
+	_, err = os.Stat(db + ".envs")
+	require.True(t, os.IsNotExist(err), "the environments' folder is still there")
 }
 
 func fileSize(t *testing.T, path string) int64 {

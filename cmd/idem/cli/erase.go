@@ -91,6 +91,17 @@ its writer epoch is E.`,
 				return a.fail(f.jsonOut, err)
 			}
 			defer a.closeWritten(db, &err)
+			if !dryRun {
+				// What environments built from production may hold the
+				// subject: they go first (idem run --env rebuilds them).
+				dropped, err := ops.DropEnvironments(dbPath)
+				if err != nil {
+					return a.fail(f.jsonOut, fmt.Errorf("drop the environments of %s before the erasure: %w", dbPath, err))
+				}
+				if len(dropped) > 0 {
+					fmt.Fprintf(a.stderr, "idem: dropped environment(s) %s of %s: they may hold rows built from the subject's; rebuild them with idem run --env NAME\n", strings.Join(dropped, ", "), dbPath)
+				}
+			}
 			opts := ops.EraseOptions{Key: key, Subject: subject, DryRun: dryRun, Fault: a.faultHook(db.Path())}
 			opts.ExpectParent, opts.Epoch = w.guards(cmd)
 			res, err := ops.EraseChain(cmd.Context(), db, roots, beside, opts)

@@ -169,6 +169,27 @@ func TestJSONShapesMatchTheREADME(t *testing.T) {
 	outs["run (project, failed)"] = elem("broken")
 	outs["run (project, blocked)"] = elem("after")
 	outs["docs"] = out("docs", p.Dir, "--out", filepath.Join(t.TempDir(), "site"), "--json")
+	// An environment: a model edited, built beside production, compared
+	// and promoted.
+	ep := clitest.NewProject(t)
+	ep.Model("daily", "p", []string{"src"}, []string{"day"}, "", dailyModel)
+	require.Equal(t, 0, clitest.CallIdem(t, "run", ep.Dir).Code)
+	// The edit in place is refused (released SQL never changes), in the
+	// environment as in production.
+	ep.Write("models/daily/v1.sql", strings.Replace(dailyModel, "SELECT", "SELECT 1 AS one,", 1))
+	r = clitest.CallIdem(t, "run", ep.Dir, "--env", "dev")
+	require.Equal(t, 3, r.Code, r.Stderr)
+	require.Contains(t, r.Stderr, "was edited after release")
+	ep.Write("models/daily/v1.sql", dailyModel)
+	ep.Write("models/daily/v2.sql", strings.Replace(dailyModel, "SELECT", "SELECT 1 AS one,", 1))
+	daily, err := os.ReadFile(ep.Path("daily.toml"))
+	require.NoError(t, err)
+	ep.Write("daily.toml", strings.Replace(string(daily), "transform_version = 1", "transform_version = 2", 1))
+	r = clitest.CallIdem(t, "run", ep.Dir, "--env", "dev")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	outs["diff (environment)"] = out("diff", ep.Dir, "--env", "dev", "--json")
+	outs["env"] = out("env", "list", ep.Dir, "--json")
+	outs["promote"] = out("promote", ep.Dir, "--env", "dev", "--json")
 	// Outputs of shapes already run above, checked the same way.
 	also := []struct{ shape, stdout string }{
 		{"run", elem("src")},
