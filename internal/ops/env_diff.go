@@ -26,6 +26,11 @@ type EnvDiff struct {
 	Numeric []NumericDifference `json:"numeric"`
 	// New says production has no snapshot of the job: every row is added.
 	New bool `json:"new,omitempty"`
+	// Moved names the upstreams read from production that production has
+	// moved past since the environment was built ("trips 4 → 5"): the
+	// differences then mix the change with production's newer rows, and
+	// promote is refused until the environment is rebuilt.
+	Moved []string `json:"moved,omitempty"`
 }
 
 // NumericDifference is the sum and the largest absolute value of one
@@ -62,6 +67,18 @@ func DiffEnvironment(ctx context.Context, d *run.DB, env *Environment, e EnvJob,
 	res.Job, res.Table = j.Name, j.Table
 	res.From, res.To = DiffSide{Snapshot: from.snapshot}, DiffSide{Snapshot: to.snapshot}
 	res.New = from.snapshot == 0
+	for _, ref := range e.Upstream {
+		if u, ok := env.Find(ref.Job); ok && u.Build {
+			continue
+		}
+		st, err := catalog.ReadStateIn(ctx, tx, ProductionCatalog, ref.Job)
+		if err != nil {
+			return nil, err
+		}
+		if st.Snapshot != ref.Snapshot {
+			res.Moved = append(res.Moved, fmt.Sprintf("%s %d → %d", ref.Job, ref.Snapshot, st.Snapshot))
+		}
+	}
 	if err := canonicalSums(ctx, tx, [2]*tableSource{from, to}, [2]*DiffSide{&res.From, &res.To}); err != nil {
 		return nil, err
 	}

@@ -227,6 +227,9 @@ func (a *app) diffEnv(cmd *cobra.Command, args []string, f dbFlags, name string)
 			from = "production (no snapshot)"
 		}
 		fmt.Fprintf(a.stdout, "%s: %s -> environment %s snapshot %d (key %s; built: %s)\n", d.Job, from, d.Environment, d.To.Snapshot, strings.Join(d.Key, ", "), d.Reason)
+		if len(d.Moved) > 0 {
+			fmt.Fprintf(a.stdout, "  moved        production moved since the environment was built (%s): rebuild it with idem run --env %s before you review\n", strings.Join(d.Moved, ", "), d.Environment)
+		}
 		fmt.Fprintf(a.stdout, "  production   %s  %d rows\n", d.From.SHA256, d.From.Rows)
 		fmt.Fprintf(a.stdout, "  environment  %s  %d rows\n", d.To.SHA256, d.To.Rows)
 		if cs := columnChangesText(d.ColumnsAdded, d.ColumnsRemoved, d.ColumnsRetyped); cs != "" {

@@ -255,6 +255,16 @@ func TestEnvironment(t *testing.T) {
 	require.Contains(t, r.Stderr, "production moved since environment stale was built: its latest snapshot of mid is 2, the environment was built against 1")
 	require.Equal(t, before, clitest.DumpState(t, db))
 
+	// Production's src moves: diff --env says so, promote names it.
+	p.Write("input/src-2.csv", fmt.Sprintf("id,grp,amount\n%d,1,99\n", envRows+1))
+	require.Equal(t, 0, p.Idem("run", p.Path("src.toml"), "--input", p.Path("input/src-2.csv")).Code)
+	r = p.Idem("diff", p.Dir, "--env", "stale", "--json")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	require.Contains(t, r.Stdout, `"moved":["src 1 → 2"]`)
+	r = p.Idem("promote", p.Dir, "--env", "stale")
+	require.Equal(t, 3, r.Code, r.Stdout+r.Stderr)
+	require.Contains(t, r.Stderr, "production moved since environment stale was built: mid read upstream src at snapshot 1, production's latest is 2")
+
 	r = p.Idem("env", "list", p.Dir)
 	require.Equal(t, 0, r.Code, r.Stderr)
 	require.Contains(t, r.Stdout, "dev  ")
