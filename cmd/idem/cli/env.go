@@ -292,18 +292,18 @@ func (a *app) newPromoteCmd() *cobra.Command {
 		Use:   "promote DIR... --env NAME",
 		Short: "Commit what an environment built into production, as reviewed",
 		Long: `Commit every job environment NAME built (idem run DIR --env NAME) into
-production as its next snapshot, in run order, each in its own
-transaction: production runs the job from the same pinned upstream
-snapshots, and commits only if its rows have the sha256 the environment
-showed (idem diff --env NAME); otherwise nothing of that job is committed
+production as its next snapshot, in run order, in one transaction per
+database: production runs each job from the same pinned upstream
+snapshots, and commits only if every job's rows have the sha256 the
+environment showed (idem diff --env NAME); otherwise nothing is committed
 (exit 3).
 
 Refused (exit 3) when production moved since the environment was built: an
 upstream the environment read from production has a newer snapshot, or a
 job it built was run in production meanwhile. Rebuild the environment and
-review its diff again. A promote cut short (killed, failed) is run again:
-jobs already promoted are reported as already_promoted and the rest
-follow. The environment is kept; idem env drop NAME removes it.`,
+review its diff again. A promote cut short (killed, failed) committed
+nothing: run it again. Jobs already promoted are reported as
+already_promoted. The environment is kept; idem env drop NAME removes it.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if name == "" {
@@ -337,7 +337,13 @@ follow. The environment is kept; idem env drop NAME removes it.`,
 				if err != nil {
 					return fail(err)
 				}
-				for _, e := range built {
+				// Every job is checked first, then all of them run in one
+				// transaction: production holds all of them or none.
+				var runs []run.JobRun
+				var pending []*ops.Promoted
+				var envJobs []ops.EnvJob
+				promoted := make([]*ops.Promoted, len(built))
+				for i, e := range built {
 					j := jobNamed(g.jobs, e.Job)
 					if j == nil {
 						db.Close()
@@ -351,17 +357,24 @@ follow. The environment is kept; idem env drop NAME removes it.`,
 					if p == nil {
 						p = &ops.Promoted{}
 						opts := ops.PromoteRunOptions(g.env, e, j, run.RunOptions{Fault: jobFault(a.faultHook(g.db), j.Name), Expire: ops.ExpireAfterRun}, p)
-						res, err := db.Run(cmd.Context(), j, opts)
-						if err != nil {
-							db.Close()
-							return fail(err)
-						}
-						if p.Decision == "" {
-							// Nothing to commit: production's latest already
-							// has this job key.
-							*p = ops.Promoted{Job: j.Name, Decision: ops.DecisionAlreadyPromoted, Snapshot: res.Snapshot, EnvSnapshot: e.Snapshot, JobKey: res.JobKey}
-						}
+						runs = append(runs, run.JobRun{Job: j, Opts: opts})
+						pending, envJobs = append(pending, p), append(envJobs, e)
 					}
+					promoted[i] = p
+				}
+				results, err := db.RunTogether(cmd.Context(), runs)
+				if err != nil {
+					db.Close()
+					return fail(err)
+				}
+				for i, res := range results {
+					if p := pending[i]; p.Decision == "" {
+						// Nothing to commit: production's latest already has
+						// this job key.
+						*p = ops.Promoted{Job: res.Job, Decision: ops.DecisionAlreadyPromoted, Snapshot: res.Snapshot, EnvSnapshot: envJobs[i].Snapshot, JobKey: res.JobKey}
+					}
+				}
+				for _, p := range promoted {
 					done = append(done, p)
 					if !f.jsonOut {
 						fmt.Fprintf(a.stdout, "%s: %s: snapshot %d from environment %s snapshot %d\n", p.Job, strings.ReplaceAll(p.Decision, "_", " "), p.Snapshot, name, p.EnvSnapshot)

@@ -11,10 +11,10 @@ import (
 // TestKillPromote is the kill test of idem promote: environment dev
 // rebuilt mid and top of src → mid → top after mid's model was edited;
 // promote commits mid, then top, into production. It is SIGKILLed at each
-// fault point of each job's commit: production then holds the state before
-// the promote, after mid alone, or after both, never a torn job; running
-// promote again finishes it (mid already_promoted when it was), and the
-// result is the state of one clean promote.
+// fault point of each job: both commit in one transaction, so production
+// then holds the state before the promote or after it, never one job
+// promoted without the other; running promote again finishes it (or says
+// already_promoted), and the result is the state of one clean promote.
 func TestKillPromote(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -47,29 +47,31 @@ key = ["id"]
 	require.Equal(t, 0, r.Code, r.Stderr)
 	after := clitest.DumpState(t, db(ref))
 
-	for _, point := range []string{"mid:after_target", "mid:before_commit", "mid:after_commit", "mid:after_checkpoint", "top:before_commit", "top:after_commit", "top:after_checkpoint"} {
+	// mid's phases run first, then top's, in one transaction: the commit's
+	// points are passed by the last job, top.
+	for _, point := range []string{"mid:after_target", "top:after_target", "top:before_commit", "top:after_commit", "top:checkpoint", "top:after_checkpoint"} {
 		t.Run(point, func(t *testing.T) {
 			t.Parallel()
 			work := t.TempDir()
 			clitest.CopyDir(t, base, work)
 			r := clitest.KillCLI(t, work, point, 0, "promote", work, "--env", "dev")
 			require.True(t, r.Killed, "IDEM_FAULT=%s: not killed (exit %d): %s", point, r.Code, r.Stderr)
+			committed := point == "top:after_commit" || point == "top:checkpoint" || point == "top:after_checkpoint"
 			got := clitest.DumpState(t, db(work))
-			midOnly := point == "mid:after_commit" || point == "mid:after_checkpoint" || point == "top:before_commit"
 			switch {
-			case got == before && !midOnly:
-			case got == after && (point == "top:after_commit" || point == "top:after_checkpoint"):
-			case midOnly && got != before && got != after:
-				// mid committed, top not: checked by the retry below.
+			case got == before && !committed:
+			case got == after && committed:
 			default:
-				require.Failf(t, "torn promote", "IDEM_FAULT=%s: %s", point, clitest.FirstDiff(before, got))
+				require.Failf(t, "torn promote", "IDEM_FAULT=%s: neither the state before the promote nor after it: %s", point, clitest.FirstDiff(before, got))
 			}
 			retry := clitest.KillCLI(t, work, "", 0, "promote", work, "--env", "dev")
 			require.Equal(t, 0, retry.Code, "retry after IDEM_FAULT=%s: %s", point, retry.Stderr)
-			if midOnly {
-				require.Contains(t, retry.Stdout, "mid: already promoted: snapshot 2")
-				require.Contains(t, retry.Stdout, "top: promoted: snapshot 2")
+			want := "promoted: snapshot 2"
+			if committed {
+				want = "already promoted: snapshot 2"
 			}
+			require.Contains(t, retry.Stdout, "mid: "+want)
+			require.Contains(t, retry.Stdout, "top: "+want)
 			require.Equal(t, after, clitest.DumpState(t, db(work)), "IDEM_FAULT=%s: not the state of one clean promote", point)
 			clitest.RequireStoreIsCommitted(t, db(work))
 		})
