@@ -76,6 +76,12 @@ func DiffEnvironment(ctx context.Context, d *run.DB, env *Environment, e EnvJob,
 			return nil, err
 		}
 		if st.Snapshot != ref.Snapshot {
+			var oldest int64
+			err := tx.QueryRowContext(ctx, "SELECT oldest_kept FROM "+job.QuoteIdent(ProductionCatalog)+".idem.retention WHERE job = ?", ref.Job).Scan(&oldest)
+			if err == nil && oldest > ref.Snapshot {
+				return nil, job.Refuse("environment", "environment %s is older than production's retention: %s read upstream %s at snapshot %d, which production has expired (its oldest kept snapshot is %d); rebuild it with idem run --env %s",
+					env.Name, e.Job, ref.Job, ref.Snapshot, oldest, env.Name)
+			}
 			res.Moved = append(res.Moved, fmt.Sprintf("%s %d → %d", ref.Job, ref.Snapshot, st.Snapshot))
 		}
 	}

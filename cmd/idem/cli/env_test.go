@@ -264,6 +264,13 @@ func TestEnvironment(t *testing.T) {
 	r = p.Idem("promote", p.Dir, "--env", "stale")
 	require.Equal(t, 3, r.Code, r.Stdout+r.Stderr)
 	require.Contains(t, r.Stderr, "production moved since environment stale was built: mid read upstream src at snapshot 1, production's latest is 2")
+	// Once production expired what it read, the environment is refused.
+	require.Equal(t, 0, p.Idem("expire", p.Path("src.toml"), "--keep-snapshots", "1").Code)
+	for _, cmd := range [][]string{{"diff", p.Dir, "--env", "stale"}, {"promote", p.Dir, "--env", "stale"}} {
+		r = p.Idem(cmd...)
+		require.Equal(t, 3, r.Code, "%v: %s", cmd, r.Stdout+r.Stderr)
+		require.Regexp(t, "(older than production's retention|production has expired snapshot 1)", r.Stderr)
+	}
 
 	r = p.Idem("env", "list", p.Dir)
 	require.Equal(t, 0, r.Code, r.Stderr)
@@ -282,10 +289,27 @@ func TestEnvironment(t *testing.T) {
 	require.NoError(t, err)
 	slices.Sort(names)
 	require.Equal(t, []string{filepath.Join(db+".envs", "dev.duckdb"), filepath.Join(db+".envs", "dev.json")}, names)
+}
 
-	// An erasure in production drops the environments first: what they
-	// built from production's rows may hold the subject.
-	r = p.Idem("erase", p.Path("src.toml"), "--key", "5")
+// TestEnvironmentErase: an erasure in production drops the database's
+// environments first, since what they built from production's rows may
+// hold the subject; a dry run leaves them.
+func TestEnvironmentErase(t *testing.T) {
+	t.Parallel()
+	p := clitest.NewProject(t)
+	p.Model("daily", "p", []string{"src"}, []string{"day"}, "", "SELECT day, sum(amount) AS amount FROM {{upstream:src}} GROUP BY day")
+	require.Equal(t, 0, p.Idem("run", p.Dir).Code)
+	p.Write("models/daily/v2.sql", "SELECT day, sum(amount) AS amount, count(*) AS n FROM {{upstream:src}} GROUP BY day")
+	daily, err := os.ReadFile(p.Path("daily.toml"))
+	require.NoError(t, err)
+	p.Write("daily.toml", strings.Replace(string(daily), "transform_version = 1", "transform_version = 2", 1))
+	r := p.Idem("run", p.Dir, "--env", "dev")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	db := p.DB("p")
+	r = p.Idem("erase", p.Path("src.toml"), "--key", "1", "--dry-run")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	require.FileExists(t, filepath.Join(db+".envs", "dev.duckdb"))
+	r = p.Idem("erase", p.Path("src.toml"), "--key", "1")
 	require.Equal(t, 0, r.Code, r.Stderr)
 	require.Contains(t, r.Stderr, "dropped environment(s) dev of "+db)
 	_, err = os.Stat(db + ".envs")
