@@ -362,7 +362,9 @@ func canBuild(j *job.Job, built map[string]bool) error {
 // upstreams it did not build are read from production.
 func EnvRunOptions(env *Environment, j *job.Job, opts run.RunOptions) run.RunOptions {
 	for _, u := range j.SortedUpstream() {
-		if e, ok := env.Find(u); ok && !e.Build {
+		// An upstream the environment does not build (or that --select
+		// left out) is read from production.
+		if e, ok := env.Find(u); !ok || !e.Build {
 			if opts.External == nil {
 				opts.External = map[string]string{}
 			}
