@@ -121,9 +121,17 @@ func PromoteOpenOptions(env *Environment, opts run.OpenOptions) run.OpenOptions 
 // PromoteRunOptions make production's run of a built job commit only the
 // rows the environment built: before COMMIT the target's canonical export
 // must have the environment's sha256 (and the same columns), else the run
-// is refused and rolls back. got receives what was committed.
-func PromoteRunOptions(env *Environment, e EnvJob, j *job.Job, opts run.RunOptions, got *Promoted) run.RunOptions {
+// is refused and rolls back. A model's rows are copied from the
+// environment unless recompute, which runs its SELECT again in production
+// over the same pinned upstream snapshots and so proves the environment's
+// rows. got receives what was committed.
+func PromoteRunOptions(env *Environment, e EnvJob, j *job.Job, recompute bool, opts run.RunOptions, got *Promoted) run.RunOptions {
 	opts.Note = fmt.Sprintf("promoted from environment %s (its snapshot %d)", env.Name, e.Snapshot)
+	if j.IsModel() && !recompute {
+		// A model's rows are copied from the environment, not computed
+		// again; other jobs run as they ran there.
+		opts.RowsFrom = job.QuoteIdent(EnvironmentCatalog) + ".main." + job.QuoteIdent(j.Table)
+	}
 	opts.BeforeCommit = func(ctx context.Context, tx *sql.Tx, res *run.Result) error {
 		p, same, err := sameAsEnvironment(ctx, tx, j)
 		if err != nil {

@@ -102,9 +102,27 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
-	for i, step := range j.Steps {
+	steps, exec := j.Steps, sealed.exec
+	if r.opts.RowsFrom != "" && j.IsModel() {
+		// idem's own copy of rows another database holds (promote): the
+		// seal would refuse its read of that database, which is the point.
+		cp, err := j.ModelWith("SELECT * FROM " + r.opts.RowsFrom)
+		if err != nil {
+			return false, err
+		}
+		steps, exec = cp.Steps, func(ctx context.Context, tx *sql.Tx, step job.Step) error {
+			text := cp.Expand(step.SQL)
+			for _, sp := range job.SplitStatements(job.MaskSQL(text)) {
+				if _, err := tx.ExecContext(ctx, text[sp.Start:sp.End]); err != nil {
+					return &stepFailure{err: err}
+				}
+			}
+			return nil
+		}
+	}
+	for i, step := range steps {
 		done := r.opts.Progress.Start(strings.TrimSuffix(step.Name, ".sql"))
-		err := sealed.exec(ctx, tx, step)
+		err := exec(ctx, tx, step)
 		done()
 		var failed *stepFailure
 		if errors.As(err, &failed) {

@@ -85,6 +85,13 @@ type RunOptions struct {
 	// the rows it is about to commit are those the environment showed).
 	BeforeCommit func(ctx context.Context, tx *sql.Tx, res *Result) error
 
+	// RowsFrom, for a select model, takes the target's rows from this
+	// relation instead of running the model's SELECT: idem promote copies
+	// what an environment built (attached read-only) rather than
+	// computing it again. Everything else is the model's: its key, its
+	// pinned upstreams, the SQL recorded; BeforeCommit checks the rows.
+	RowsFrom string
+
 	// Expire, when set, is called after a run of a job with [retention]
 	// keep_snapshots that committed or found nothing to commit, to expire
 	// its old snapshots in a transaction of its own (ops.ExpireAfterRun;

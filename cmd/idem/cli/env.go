@@ -288,15 +288,17 @@ func jobNamed(jobs []*job.Job, name string) *job.Job {
 func (a *app) newPromoteCmd() *cobra.Command {
 	var f dbFlags
 	var name string
+	var recompute bool
 	cmd := &cobra.Command{
 		Use:   "promote DIR... --env NAME",
 		Short: "Commit what an environment built into production, as reviewed",
 		Long: `Commit every job environment NAME built (idem run DIR --env NAME) into
 production as its next snapshot, in run order, in one transaction per
-database: production runs each job from the same pinned upstream
-snapshots, and commits only if every job's rows have the sha256 the
-environment showed (idem diff --env NAME); otherwise nothing is committed
-(exit 3).
+database, pinned to the same upstream snapshots: a model's rows are copied
+from the environment (with --recompute its SELECT runs again in
+production), other jobs run again; each commits only if its rows have the
+sha256 the environment showed (idem diff --env NAME), otherwise nothing is
+committed (exit 3).
 
 Refused (exit 3) when production moved since the environment was built: an
 upstream the environment read from production has a newer snapshot, or a
@@ -356,7 +358,7 @@ already_promoted. The environment is kept; idem env drop NAME removes it.`,
 					}
 					if p == nil {
 						p = &ops.Promoted{}
-						opts := ops.PromoteRunOptions(g.env, e, j, run.RunOptions{Fault: jobFault(a.faultHook(g.db), j.Name), Expire: ops.ExpireAfterRun}, p)
+						opts := ops.PromoteRunOptions(g.env, e, j, recompute, run.RunOptions{Fault: jobFault(a.faultHook(g.db), j.Name), Expire: ops.ExpireAfterRun}, p)
 						runs = append(runs, run.JobRun{Job: j, Opts: opts})
 						pending, envJobs = append(pending, p), append(envJobs, e)
 					}
@@ -396,6 +398,7 @@ already_promoted. The environment is kept; idem env drop NAME removes it.`,
 	}
 	f.register(cmd)
 	cmd.Flags().StringVar(&name, "env", "", "the environment to promote (idem run DIR --env NAME built it)")
+	cmd.Flags().BoolVar(&recompute, "recompute", false, "run each model's SELECT again in production instead of copying the environment's rows; commit only if the bytes are equal (proves the environment)")
 	return cmd
 }
 

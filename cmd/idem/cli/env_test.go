@@ -322,3 +322,40 @@ func fileSize(t *testing.T, path string) int64 {
 	require.NoError(t, err)
 	return st.Size()
 }
+
+// TestPromoteTampered: promote copies a model's rows from the
+// environment; --recompute runs its SELECT again in production and
+// commits only equal bytes. An environment whose rows were changed behind
+// idem's back is refused by promote --recompute (exit 3, production
+// unchanged); a plain promote copies it, and rerun in production then
+// says the snapshot does not reproduce.
+func TestPromoteTampered(t *testing.T) {
+	t.Parallel()
+	p := clitest.NewProject(t)
+	p.Model("daily", "p", []string{"src"}, []string{"day"}, "", "SELECT day, sum(amount) AS amount FROM {{upstream:src}} GROUP BY day")
+	require.Equal(t, 0, p.Idem("run", p.Dir).Code)
+	p.Write("models/daily/v2.sql", "SELECT day, sum(amount) AS amount, count(*) AS n FROM {{upstream:src}} GROUP BY day")
+	daily, err := os.ReadFile(p.Path("daily.toml"))
+	require.NoError(t, err)
+	p.Write("daily.toml", strings.Replace(string(daily), "transform_version = 1", "transform_version = 2", 1))
+	require.Equal(t, 0, p.Idem("run", p.Dir, "--env", "dev").Code)
+	db := p.DB("p")
+	env, err := sql.Open("duckdb", filepath.Join(db+".envs", "dev.duckdb"))
+	require.NoError(t, err)
+	_, err = env.Exec("UPDATE daily SET n = n + 1 WHERE day = DATE '2024-01-01'")
+	require.NoError(t, err)
+	require.NoError(t, env.Close())
+
+	before := clitest.DumpState(t, db)
+	r := p.Idem("promote", p.Dir, "--env", "dev", "--recompute")
+	require.Equal(t, 3, r.Code, r.Stdout+r.Stderr)
+	require.Contains(t, r.Stderr, "daily built in production gives sha256")
+	require.Equal(t, before, clitest.DumpState(t, db), "a refused promote changed production")
+
+	r = p.Idem("promote", p.Dir, "--env", "dev")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	require.Contains(t, r.Stdout, "daily: promoted: snapshot 2")
+	r = p.Idem("rerun", p.Path("daily.toml"))
+	require.NotEqual(t, 0, r.Code, "rerun reproduced a snapshot copied from a tampered environment: %s", r.Stdout)
+	require.Contains(t, r.Stdout, "NOT reproduced")
+}
