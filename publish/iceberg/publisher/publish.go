@@ -383,7 +383,13 @@ func (p *publisher) publishOne(ctx context.Context, tbl *table.Table, s *catalog
 	}
 	p.opts.fault(FaultAfterCommit)
 	pb := Published{Snapshot: s.Snapshot, IcebergSnapshot: out.CurrentSnapshot().SnapshotID, Rows: rows, SHA256: sum,
-		Files: len(files.paths), Bytes: files.bytes, Removed: len(remove), Partitions: parts, Seconds: time.Since(start).Seconds()}
+		Files: len(files.paths), Bytes: files.bytes, Removed: len(remove), Seconds: time.Since(start).Seconds()}
+	if parts != nil {
+		pb.Partitions = make([]string, len(parts))
+		for i, v := range parts {
+			pb.Partitions[i] = partName(v)
+		}
+	}
 	p.rep.Published = append(p.rep.Published, pb)
 	if p.opts.Progress != nil {
 		p.opts.Progress(pb)
@@ -494,6 +500,9 @@ func (p *publisher) writeFiles(ctx context.Context, tbl *table.Table, s int64, c
 	dataDir := filepath.Join(localPath(tbl.Location()), "data")
 	tag := fmt.Sprintf("idem-s%d-%s", s, uuid.NewString())
 	opts := "FORMAT parquet, COMPRESSION zstd, FIELD_IDS " + ids
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, err
+	}
 	var target string
 	if partitioned {
 		if parts != nil {
@@ -505,9 +514,6 @@ func (p *publisher) writeFiles(ctx context.Context, tbl *table.Table, s int64, c
 		target = filepath.Join(dataDir, tag)
 		opts += ", PARTITION_BY (" + job.QuoteIdent(p.j.PartitionBy) + "), WRITE_PARTITION_COLUMNS true, FILENAME_PATTERN 'part_{i}'"
 	} else {
-		if err := os.MkdirAll(dataDir, 0o755); err != nil {
-			return nil, err
-		}
 		target = filepath.Join(dataDir, tag+".parquet")
 	}
 	if _, err := tx.ExecContext(ctx, "COPY ("+query+") TO '"+strings.ReplaceAll(target, "'", "''")+"' ("+opts+")"); err != nil {
@@ -556,10 +562,18 @@ func listWritten(target string, dir bool) (*written, error) {
 	return w, err
 }
 
-// partValueSQL is a partition's value as text, NULL included, as
-// changedPartitions and writeFiles compare it.
+// partValueSQL is a partition's value as text, NULL included ('=' and
+// the value, or NULL), as changedPartitions and writeFiles compare it.
 func partValueSQL(col string) string {
-	return "coalesce(CAST(" + job.QuoteIdent(col) + " AS VARCHAR), '\x00null')"
+	return "coalesce('=' || CAST(" + job.QuoteIdent(col) + " AS VARCHAR), 'NULL')"
+}
+
+// partName is a partition's value as partValueSQL gives it, for people.
+func partName(v string) string {
+	if s, ok := strings.CutPrefix(v, "="); ok {
+		return s
+	}
+	return "NULL"
 }
 
 func quoteList(vs []string) string {
@@ -629,6 +643,7 @@ func (p *publisher) changedPartitions(ctx context.Context, s, prev int64, curren
 	for v := range changed {
 		parts = append(parts, v)
 	}
+
 	sort.Strings(parts)
 	if len(parts) == 0 || len(current) == 0 {
 		return parts, nil, nil
@@ -821,4 +836,3 @@ func (p *publisher) cleanOrphans(ctx context.Context, tbl *table.Table, since ti
 	p.rep.Deleted += len(res.DeletedFiles)
 	return nil
 }
-

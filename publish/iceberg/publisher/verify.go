@@ -72,6 +72,15 @@ func Verify(ctx context.Context, db *run.DB, j *job.Job) (*VerifyReport, error) 
 	if err != nil {
 		return rep, err
 	}
+	count := map[int64]int{}
+	for _, s := range pub.idemOf {
+		count[s]++
+	}
+	for s, n := range count {
+		if n > 1 {
+			return rep, fmt.Errorf("verify %s: idem snapshot %d is published %d times in %s", j.Name, s, n, rep.Table)
+		}
+	}
 	kept := map[int64]bool{}
 	for _, s := range idem.kept {
 		kept[s.Snapshot] = true
