@@ -97,3 +97,7 @@ func (a *app) afterErase(ctx context.Context, db *run.DB, roots, beside []*job.J
 func committedDecision(d string) bool {
 	return d == job.DecisionLoaded || d == job.DecisionApplied
 }
+
+// Reported is the error an extension's command returns once it has
+// reported its failure itself: the process exits with code.
+func Reported(code int) error { return &codeError{code: code} }
