@@ -62,6 +62,8 @@ type Job struct {
 	Retention Retention
 	// Privacy is [privacy]; it is not part of the key.
 	Privacy Privacy
+	// Publish is [publish] (publish.go); it is not part of the key.
+	Publish Publish
 	// Tags are the job file's tags = [...], which --select tag:NAME picks;
 	// not part of the key.
 	Tags []string
@@ -143,6 +145,7 @@ type jobFile struct {
 	Transform        transformTable `toml:"transform"`
 	Retention        Retention      `toml:"retention"`
 	Privacy          Privacy        `toml:"privacy"`
+	Publish          Publish        `toml:"publish"`
 	Audit            []Audit        `toml:"audit"`
 	Tags             []string       `toml:"tags"`
 
@@ -299,6 +302,9 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 	// Partitions, upstream inputs and a model's key (upstream.go,
 	// model.go), job-declared columns, input modes and quality rules
 	// (jobext.go), and a stream input (stream.go).
+	if err := checkPublish(&job.Publish, filepath.Dir(path), bad); err != nil { // publish.go
+		return nil, err
+	}
 	if err := job.applyPartition(bad, &jf); err != nil {
 		return nil, err
 	}
@@ -497,6 +503,7 @@ func newJob(path string, jf *jobFile, p *Pipeline, table, format string, params 
 		Fencing:          jf.Job.Fencing,
 		Retention:        jf.Retention,
 		Privacy:          jf.Privacy,
+		Publish:          jf.Publish,
 		Tags:             jf.Tags,
 		Pipeline:         p,
 		ModelSQL:         jf.modelSQL,

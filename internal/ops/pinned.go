@@ -126,3 +126,25 @@ func identList(cols []string) string {
 	}
 	return strings.Join(q, ", ")
 }
+
+// PinnedTable is a pinned read of a job's target as committed at a
+// snapshot, as export reads it: its SELECT in export order, its columns
+// with their DuckDB types and the columns that identify a row. Publishers
+// (idem-iceberg) read snapshots through it.
+type PinnedTable struct {
+	Snapshot int64
+	Query    string
+	Columns  []catalog.TargetColumn
+	Key      []string
+}
+
+// PinnedRead is the read of job j's target at snapshot (0: the latest),
+// through q (a read transaction, so that the query sees the commit the
+// columns were read from). An expired snapshot is refused (exit 3).
+func PinnedRead(ctx context.Context, q catalog.Querier, j *job.Job, snapshot int64) (*PinnedTable, error) {
+	src, err := pinnedSource(ctx, q, j, j.Table, snapshot)
+	if err != nil {
+		return nil, err
+	}
+	return &PinnedTable{Snapshot: src.snapshot, Query: src.ordered(), Columns: src.targetColumns(), Key: src.key}, nil
+}

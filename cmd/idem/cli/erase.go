@@ -108,6 +108,9 @@ its writer epoch is E.`,
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
+			if !dryRun {
+				defer a.afterErase(cmd.Context(), db, roots, beside) // extension.go
+			}
 			if f.jsonOut {
 				if len(roots) == 1 && !isDir(args[0]) {
 					return a.printJSON(res.Root())
@@ -350,6 +353,7 @@ writer epoch is E.`,
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
+			defer a.afterCommit(cmd.Context(), db, job, true) // extension.go
 			if f.jsonOut {
 				return a.printJSON(res)
 			}

@@ -46,6 +46,9 @@ run, erase and rollback do.`,
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
+			if !dryRun {
+				defer a.afterCommit(cmd.Context(), db, j, true) // extension.go: expires the published snapshots too
+			}
 			if f.jsonOut {
 				return a.printJSON(res)
 			}

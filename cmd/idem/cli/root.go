@@ -31,6 +31,8 @@ type app struct {
 	// handles, in a project run, keeps each database open across the jobs
 	// that use it (see openDB); nil outside one.
 	handles *projectrun.Handles
+	// ext is what the binary adds to the CLI (extension.go).
+	ext Extension
 }
 
 // Main runs the idem CLI with args and returns the process exit code. Tests
@@ -49,8 +51,16 @@ func CommandHasFlag(args []string, name string) bool {
 
 // mainEnv is Main reading the environment through getenv.
 func mainEnv(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	a := &app{stdout: stdout, stderr: stderr, getenv: getenv}
+	return mainExt(ctx, args, stdout, stderr, getenv, Extension{})
+}
+
+// mainExt is mainEnv for a binary that extends the CLI with ext.
+func mainExt(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string, ext Extension) int {
+	a := &app{stdout: stdout, stderr: stderr, getenv: getenv, ext: ext}
 	root := a.newRootCmd()
+	if ext.Commands != nil {
+		root.AddCommand(ext.Commands(a.faultHook)...)
+	}
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

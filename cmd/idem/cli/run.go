@@ -184,6 +184,7 @@ func (a *app) runJob(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOpti
 	}
 	if j.Input.Mode == job.InputModeFiles || j.Input.ChunkRows > 0 {
 		err := a.runMany(cmd, j, db, opts, f.jsonOut) // runmany.go
+		a.afterCommit(cmd.Context(), db, j, true)
 		if cerr := a.closeFailed(done(err)); err == nil {
 			return cerr
 		}
@@ -193,18 +194,18 @@ func (a *app) runJob(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOpti
 	// the idem that ships (benchhistory.go).
 	opts.SkipHistory = a.benchNoHistory()
 	res, err := db.Run(cmd.Context(), j, opts)
-	closeErr := done(err)
 	if err != nil {
-		return a.fail(f.jsonOut, errors.Join(err, closeErr))
+		return a.fail(f.jsonOut, errors.Join(err, done(err)))
 	}
 	if f.jsonOut {
 		if err := a.printJSON(res); err != nil {
-			return errors.Join(err, closeErr)
+			return errors.Join(err, done(nil))
 		}
 	} else {
 		a.printResult(res)
 	}
-	return a.closeFailed(closeErr)
+	a.afterCommit(cmd.Context(), db, j, committedDecision(res.Decision)) // extension.go
+	return a.closeFailed(done(nil))
 }
 
 // closeWritten closes db, a database the command opened for writing, once

@@ -75,6 +75,7 @@ func (a *app) runStream(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunO
 			}
 		}}
 	_, err = db.RunStream(cmd.Context(), j, opts, so)
+	a.afterCommit(cmd.Context(), db, j, true) // extension.go
 	closeErr := done(err)
 	if err != nil {
 		return a.fail(f.jsonOut, errors.Join(err, closeErr))

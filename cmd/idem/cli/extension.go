@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/run"
+	idemsql "github.com/idem-dev/idem/sql"
+
+	"github.com/spf13/cobra"
+)
+
+// Extension is what a binary built on this CLI adds to it: idem-iceberg
+// (publish/iceberg, a Go module of its own so that the idem binary does not
+// carry iceberg-go) adds its publisher. The idem binary runs with the zero
+// Extension.
+type Extension struct {
+	// Name is the binary's name in messages; "idem" when empty.
+	Name string
+	// AfterCommit, when set, is called after a command committed snapshots
+	// of job j (run, erase, rollback, expire), with the database still
+	// open, to publish them. Its error is a warning: the commit stands and
+	// the next command or `publish JOB` catches up. fault is the command's
+	// IDEM_FAULT hook (nil when unset).
+	AfterCommit func(ctx context.Context, db *run.DB, j *job.Job, fault func(string), stdout, stderr io.Writer) error
+	// Commands are added to the root command; faultHook gives the
+	// IDEM_FAULT hook of a command writing the database at dbPath.
+	Commands func(faultHook func(dbPath string) func(string)) []*cobra.Command
+}
+
+// MainWith is Main for a binary that extends the CLI with ext.
+func MainWith(ctx context.Context, args []string, stdout, stderr io.Writer, ext Extension) int {
+	return mainExt(ctx, args, stdout, stderr, os.Getenv, ext)
+}
+
+// RunWith is Run for a binary that extends the CLI with ext.
+func RunWith(ext Extension) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	context.AfterFunc(ctx, stop)
+	return MainWith(ctx, os.Args[1:], os.Stdout, os.Stderr, ext)
+}
+
+// LoadJob loads a job file as every command does: a path, or the name of a
+// job among the job files of the working folder.
+func LoadJob(path string) (*job.Job, error) { return loadJob(path) }
+
+// Builtins are the built-in pipelines a job file may name.
+var Builtins = idemsql.FS
+
+// afterCommit publishes what a command committed for job j through the
+// extension's AfterCommit, or, in a binary without one, says on stderr
+// that a job declaring [publish.iceberg] was not published.
+// committed says the command committed a snapshot of j; the publisher is
+// called either way (it catches up what an earlier command left).
+func (a *app) afterCommit(ctx context.Context, db *run.DB, j *job.Job, committed bool) {
+	if j == nil || j.Publish.Iceberg == nil {
+		return
+	}
+	if a.ext.AfterCommit == nil {
+		if !committed {
+			return
+		}
+		fmt.Fprintf(a.stderr, "idem: warning: %s declares [publish.iceberg] but this idem binary does not publish: the snapshot was not published to Iceberg; run idem-iceberg publish %s\n", j.Name, j.File)
+		return
+	}
+	if err := a.ext.AfterCommit(ctx, db, j, a.faultHook(db.Path()), a.stdout, a.stderr); err != nil {
+		fmt.Fprintf(a.stderr, "%s: warning: %s: the commit stands but publishing to Iceberg failed (the next run or %s publish %s catches up): %v\n", a.name(), j.Name, a.name(), j.File, err)
+	}
+}
+
+func (a *app) name() string {
+	if a.ext.Name != "" {
+		return a.ext.Name
+	}
+	return "idem"
+}
+
+// afterErase publishes every job an erasure may have changed: the jobs
+// named and the jobs beside them that read them.
+func (a *app) afterErase(ctx context.Context, db *run.DB, roots, beside []*job.Job) {
+	seen := map[string]bool{}
+	for _, j := range append(append([]*job.Job{}, roots...), beside...) {
+		if !seen[j.Name] {
+			seen[j.Name] = true
+			a.afterCommit(ctx, db, j, true)
+		}
+	}
+}
+
+// committedDecision says a run's decision committed a snapshot.
+func committedDecision(d string) bool {
+	return d == job.DecisionLoaded || d == job.DecisionApplied
+}
+
+// Reported is the error an extension's command returns once it has
+// reported its failure itself: the process exits with code.
+func Reported(code int) error { return &codeError{code: code} }

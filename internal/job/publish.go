@@ -1,0 +1,92 @@
+package job
+
+import (
+	"net/url"
+	"path/filepath"
+	"strings"
+)
+
+// Publish is the job file's [publish] table: where every committed snapshot
+// of the job is published besides idem's own database. It says where a
+// copy goes, never what a snapshot holds, so it is not part of the job key.
+type Publish struct {
+	Iceberg *PublishIceberg `toml:"iceberg"`
+}
+
+// PublishIceberg is [publish.iceberg]: every committed snapshot of the job
+// becomes one Apache Iceberg snapshot of the table <namespace>.<target> in
+// a SQL catalog. The core idem binary does not publish (the publisher is
+// the separate idem-iceberg binary); it only says so after a commit.
+type PublishIceberg struct {
+	// Catalog is the SQL catalog: a postgres:// (or postgresql://) URL, or
+	// a SQLite database as a file path or sqlite:// URL (resolved from the
+	// job file's folder).
+	Catalog string `toml:"catalog"`
+	// Warehouse is where data and metadata files go: a file:// URL or a
+	// folder path (resolved from the job file's folder), always held as a
+	// file:// URL of an absolute path.
+	Warehouse string `toml:"warehouse"`
+	// Namespace is the Iceberg namespace of the table.
+	Namespace string `toml:"namespace"`
+}
+
+// CatalogKind is "postgres" or "sqlite": which SQL catalog Catalog names.
+func (p *PublishIceberg) CatalogKind() string {
+	if strings.HasPrefix(p.Catalog, "postgres://") || strings.HasPrefix(p.Catalog, "postgresql://") {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
+// checkPublish checks [publish.iceberg] and resolves its paths from dir,
+// the job file's folder.
+func checkPublish(p *Publish, dir string, bad keyErrorFunc) error {
+	if p == nil || p.Iceberg == nil {
+		return nil
+	}
+	ice := p.Iceberg
+	for _, k := range []struct{ key, v string }{{"catalog", ice.Catalog}, {"warehouse", ice.Warehouse}, {"namespace", ice.Namespace}} {
+		if strings.TrimSpace(k.v) == "" {
+			return bad("publish.iceberg."+k.key, "missing: [publish.iceberg] needs catalog, warehouse and namespace")
+		}
+	}
+	if !Identifier.MatchString(ice.Namespace) {
+		return bad("publish.iceberg.namespace", "must be letters, digits and underscores, starting with a letter (got %q)", ice.Namespace)
+	}
+	switch c := ice.Catalog; {
+	case strings.HasPrefix(c, "postgres://"), strings.HasPrefix(c, "postgresql://"):
+		u, err := url.Parse(c)
+		if err != nil || strings.Trim(u.Path, "/") == "" {
+			return bad("publish.iceberg.catalog", "want postgres://USER@HOST:PORT/DATABASE (got %q)", c)
+		}
+	case strings.HasPrefix(c, "sqlite://"):
+		path := strings.TrimPrefix(c, "sqlite://")
+		if path == "" {
+			return bad("publish.iceberg.catalog", "want sqlite:///path/to/catalog.db or a file path (got %q)", c)
+		}
+		ice.Catalog = resolveJobPath(dir, path)
+	case strings.Contains(c, "://"):
+		return bad("publish.iceberg.catalog", "want a postgres:// URL or a SQLite file (path or sqlite:// URL), not %q", c)
+	default:
+		ice.Catalog = resolveJobPath(dir, c)
+	}
+	w := ice.Warehouse
+	switch {
+	case strings.HasPrefix(w, "file://"):
+		u, err := url.Parse(w)
+		if err != nil || u.Host != "" || !filepath.IsAbs(u.Path) {
+			return bad("publish.iceberg.warehouse", "want file:///absolute/folder (got %q)", w)
+		}
+		w = u.Path
+	case strings.Contains(w, "://"):
+		return bad("publish.iceberg.warehouse", "only a local warehouse is supported: a file:// URL or a folder path (got %q)", w)
+	default:
+		w = resolveJobPath(dir, w)
+	}
+	abs, err := filepath.Abs(w)
+	if err != nil {
+		return bad("publish.iceberg.warehouse", "%v", err)
+	}
+	ice.Warehouse = (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()
+	return nil
+}

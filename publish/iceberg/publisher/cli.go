@@ -1,0 +1,154 @@
+package publisher
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/idem-dev/idem/cmd/idem/cli"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/run"
+
+	"github.com/spf13/cobra"
+)
+
+// Extension is the idem CLI extended with the Iceberg publisher: every
+// command that commits a snapshot of a job declaring [publish.iceberg]
+// publishes it after COMMIT, and `publish JOB [--verify]` catches up.
+func Extension() cli.Extension {
+	return cli.Extension{
+		Name: "idem-iceberg",
+		AfterCommit: func(ctx context.Context, db *run.DB, j *job.Job, fault func(string), stdout, _ io.Writer) error {
+			rep, err := Publish(ctx, db, j, Options{Fault: fault})
+			if rep != nil && (len(rep.Published) > 0 || len(rep.Expired) > 0) {
+				fmt.Fprintf(stdout, "  iceberg   %s\n", rep.line())
+			}
+			return err
+		},
+		Commands: func(faultHook func(string) func(string)) []*cobra.Command {
+			return []*cobra.Command{newPublishCmd(faultHook)}
+		},
+	}
+}
+
+// line is a report in one line of human output.
+func (r *Report) line() string {
+	var snaps []string
+	var files int
+	var bytes int64
+	for _, p := range r.Published {
+		snaps = append(snaps, fmt.Sprint(p.Snapshot))
+		files += p.Files
+		bytes += p.Bytes
+	}
+	what := "nothing new"
+	if len(snaps) > 0 {
+		what = fmt.Sprintf("published snapshot %s (%d file(s), %s bytes)", strings.Join(snaps, ", "), files, job.Thousands(bytes))
+	}
+	if r.Rebuilt {
+		what += " again without the erased rows"
+	}
+	if len(r.Expired) > 0 {
+		what += fmt.Sprintf(", expired %d Iceberg snapshot(s)", len(r.Expired))
+	}
+	if r.Deleted > 0 {
+		what += fmt.Sprintf(", deleted %d file(s)", r.Deleted)
+	}
+	return fmt.Sprintf("%s: %s, %.3fs", r.Table, what, r.Seconds)
+}
+
+func newPublishCmd(faultHook func(string) func(string)) *cobra.Command {
+	var dbPath string
+	var verify, jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "publish JOB",
+		Short: "Publish every committed snapshot of a job to its Iceberg table ([publish.iceberg]), or --verify it",
+		Long: `Catch up job JOB's Apache Iceberg table ([publish.iceberg]): every kept
+snapshot of the job that the table does not hold becomes one Iceberg
+snapshot, in order, with summary properties idem.snapshot, idem.sha256 and
+idem.job_key. Snapshots already published are left alone; a publisher that
+finds the table moved under it (another publisher committed first) is
+refused (exit 3). After an idem erasure every kept snapshot is published
+again without the subject in one commit that expires the older Iceberg
+snapshots; Iceberg snapshots of expired idem snapshots are expired; files
+no snapshot references are deleted.
+
+--verify publishes nothing: it loads the table from a fresh catalog
+handle, reads every kept snapshot's Iceberg snapshot by id and compares it
+with idem export --snapshot S (sha256 of the same CSV); the first
+difference exits 1.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			fail := func(err error) error {
+				code := job.ExitCode(err)
+				if jsonOut {
+					_ = printJSON(stdout, map[string]any{"error": err.Error(), "exit_code": code})
+				}
+				fmt.Fprintf(stderr, "idem-iceberg: %v\n", err)
+				return cli.Reported(code)
+			}
+			j, err := cli.LoadJob(args[0])
+			if err != nil {
+				return fail(err)
+			}
+			if j.Publish.Iceberg == nil {
+				return fail(job.Usage("%s: job %s declares no [publish.iceberg]", j.File, j.Name))
+			}
+			path := j.Database
+			if dbPath != "" {
+				path = dbPath
+			}
+			db, err := run.Open(cmd.Context(), path, run.OpenOptions{ReadOnly: true, DuckDB: j.DuckDB})
+			if err != nil {
+				return fail(err)
+			}
+			defer db.Close()
+			if verify {
+				rep, err := Verify(cmd.Context(), db, j)
+				if err != nil {
+					return fail(err)
+				}
+				if jsonOut {
+					return printJSON(stdout, rep)
+				}
+				for _, v := range rep.Verified {
+					fmt.Fprintf(stdout, "%s: snapshot %d = Iceberg snapshot %d (%s rows, sha256 %s)\n", j.Name, v.Snapshot, v.IcebergSnapshot, job.Thousands(v.Rows), v.SHA256)
+				}
+				fmt.Fprintf(stdout, "%s: %d snapshot(s) of %s verified\n", j.Name, len(rep.Verified), rep.Table)
+				return nil
+			}
+			rep, err := Publish(cmd.Context(), db, j, Options{Fault: faultHook(path)})
+			if err != nil {
+				if jsonOut && rep != nil {
+					_ = printJSON(stdout, rep)
+				}
+				return fail(err)
+			}
+			if jsonOut {
+				return printJSON(stdout, rep)
+			}
+			fmt.Fprintf(stdout, "%s: %s\n", j.Name, rep.line())
+			for _, p := range rep.Published {
+				parts := ""
+				if p.Partitions != nil {
+					parts = fmt.Sprintf(", partitions replaced: %s", strings.Join(p.Partitions, ", "))
+				}
+				fmt.Fprintf(stdout, "  snapshot %d -> Iceberg snapshot %d (%s rows, %d file(s) added, %d removed%s, %.3fs)\n", p.Snapshot, p.IcebergSnapshot, job.Thousands(p.Rows), p.Files, p.Removed, parts, p.Seconds)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dbPath, "db", "", "database file (overrides the job file's database)")
+	cmd.Flags().BoolVar(&verify, "verify", false, "read every published snapshot back from a fresh catalog handle and compare it with idem export")
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print one JSON object on stdout")
+	return cmd
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}

@@ -1,0 +1,838 @@
+package publisher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	icecat "github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/run"
+)
+
+// Summary and table properties idem writes.
+const (
+	// PropSnapshot is the idem snapshot an Iceberg snapshot holds.
+	PropSnapshot = "idem.snapshot"
+	// PropSHA256 is the sha256 of `idem export --snapshot S` (CSV).
+	PropSHA256 = "idem.sha256"
+	// PropJobKey is the job key of the idem snapshot.
+	PropJobKey = "idem.job_key"
+	// PropJob is the idem job's name.
+	PropJob = "idem.job"
+	// PropErasure (a table property and a summary property) is the last
+	// idem erasure snapshot the table's history was rebuilt after.
+	PropErasure = "idem.erasure"
+)
+
+// Fault points of a publication, for kill tests (IDEM_FAULT): the Parquet
+// files of a snapshot are written and nothing is committed; the Iceberg
+// metadata is about to be committed; it is committed and the expiry and
+// orphan cleanup have not run.
+const (
+	FaultAfterFiles   = "publish_after_files"
+	FaultBeforeCommit = "publish_before_commit"
+	FaultAfterCommit  = "publish_after_commit"
+	FaultAfterExpire  = "publish_after_expire"
+)
+
+// Options say how Publish runs.
+type Options struct {
+	// Fault, when set, is called at each fault point (Fault*).
+	Fault func(point string)
+	// Progress, when set, is told of each snapshot published.
+	Progress func(p Published)
+}
+
+func (o Options) fault(point string) {
+	if o.Fault != nil {
+		o.Fault(point)
+	}
+}
+
+// Published reports one idem snapshot committed as an Iceberg snapshot.
+type Published struct {
+	Snapshot        int64    `json:"snapshot"`
+	IcebergSnapshot int64    `json:"iceberg_snapshot"`
+	Rows            int64    `json:"rows"`
+	SHA256          string   `json:"sha256"`
+	Files           int      `json:"files_added"`
+	Bytes           int64    `json:"bytes_added"`
+	Removed         int      `json:"files_removed"`
+	Partitions      []string `json:"partitions,omitempty"` // the partitions replaced; empty: the whole table
+	Seconds         float64  `json:"seconds"`
+}
+
+// Report reports a catch-up.
+type Report struct {
+	Job   string `json:"job"`
+	Table string `json:"table"`
+	// Published are the snapshots committed, in order.
+	Published []Published `json:"published"`
+	// Already counts the kept idem snapshots the table held before.
+	Already int `json:"already_published"`
+	// Rebuilt says an erasure was carried over: every kept snapshot was
+	// published again without the subject and the older Iceberg snapshots
+	// expired.
+	Rebuilt bool `json:"rebuilt_after_erasure"`
+	// Expired are the Iceberg snapshots expired (their idem snapshot
+	// expired or erased), and Deleted the files deleted from the
+	// warehouse with them or as orphans of killed publishers.
+	Expired []int64 `json:"iceberg_snapshots_expired"`
+	Deleted int     `json:"files_deleted"`
+	Seconds float64 `json:"seconds"`
+}
+
+// idemSide is what the idem database holds of the job: its kept
+// snapshots, in order, and its last erasure.
+type idemSide struct {
+	kept        []*catalog.SnapshotRow
+	lastErasure int64
+}
+
+func readIdem(ctx context.Context, db *run.DB, j *job.Job) (*idemSide, error) {
+	conn, tx, err := db.BeginPinned(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	defer tx.Rollback()
+	snaps, err := catalog.ReadSnapshots(ctx, tx, j.Name, math.MaxInt64)
+	if err != nil {
+		return nil, err
+	}
+	ret, err := catalog.ReadRetention(ctx, tx, j.Name)
+	if err != nil {
+		return nil, err
+	}
+	s := &idemSide{}
+	for _, r := range snaps {
+		if r.Kind == job.KindErase {
+			s.lastErasure = r.Snapshot
+		}
+		if r.Snapshot >= ret.OldestKept {
+			s.kept = append(s.kept, r)
+		}
+	}
+	return s, nil
+}
+
+// published maps the idem snapshots the table's main branch holds to
+// their Iceberg snapshots, newest first as Iceberg lists ancestors.
+type published struct {
+	byIdem map[int64]int64
+	order  []int64 // Iceberg snapshot ids, newest first
+	idemOf map[int64]int64
+	max    int64
+}
+
+func readPublished(tbl *table.Table) (*published, error) {
+	p := &published{byIdem: map[int64]int64{}, idemOf: map[int64]int64{}}
+	if tbl == nil || tbl.CurrentSnapshot() == nil {
+		return p, nil
+	}
+	meta := tbl.Metadata()
+	lookup := func(id int64) *table.Snapshot { return meta.SnapshotByID(id) }
+	for _, s := range table.AncestorsOf(tbl.CurrentSnapshot().SnapshotID, lookup) {
+		p.order = append(p.order, s.SnapshotID)
+		if s.Summary == nil {
+			continue
+		}
+		v, ok := s.Summary.Properties[PropSnapshot]
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("Iceberg snapshot %d: %s = %q is not a snapshot number", s.SnapshotID, PropSnapshot, v)
+		}
+		if _, dup := p.byIdem[n]; !dup { // newest first: a rebuilt snapshot wins
+			p.byIdem[n] = s.SnapshotID
+		}
+		p.idemOf[s.SnapshotID] = n
+		p.max = max(p.max, n)
+	}
+	return p, nil
+}
+
+// publisher is one catch-up of one job.
+type publisher struct {
+	db   *run.DB
+	j    *job.Job
+	cat  *Catalog
+	opts Options
+	rep  *Report
+}
+
+// Publish catches up job j's Iceberg table with the idem database db: it
+// commits, in order, one Iceberg snapshot for every kept idem snapshot the
+// table does not hold (creating the namespace and table first). After an
+// idem erasure it publishes every kept snapshot again, without the
+// subject, in one commit that also expires every older Iceberg snapshot;
+// Iceberg snapshots of expired idem snapshots are expired. Files no
+// snapshot references any more are deleted. A commit refused because
+// another publisher moved the table is ErrRefused (exit 3); what was
+// committed before it stands.
+func Publish(ctx context.Context, db *run.DB, j *job.Job, opts Options) (rep *Report, err error) {
+	if j.Publish.Iceberg == nil {
+		return nil, job.Usage("%s declares no [publish.iceberg]", j.Name)
+	}
+	start := time.Now()
+	rep = &Report{Job: j.Name, Table: strings.Join(Ident(j), "."), Published: []Published{}, Expired: []int64{}}
+	defer func() { rep.Seconds = time.Since(start).Seconds() }()
+	cat, err := OpenCatalog(ctx, j.Publish.Iceberg)
+	if err != nil {
+		return rep, err
+	}
+	defer cat.Close()
+	p := &publisher{db: db, j: j, cat: cat, opts: opts, rep: rep}
+	return rep, p.catchUp(ctx)
+}
+
+func (p *publisher) catchUp(ctx context.Context) error {
+	idem, err := readIdem(ctx, p.db, p.j)
+	if err != nil {
+		return err
+	}
+	if len(idem.kept) == 0 {
+		return nil
+	}
+	tbl, err := p.cat.loadTable(ctx, p.j)
+	if err != nil {
+		return err
+	}
+	if tbl == nil {
+		if tbl, err = p.createTable(ctx, idem.kept[0]); err != nil {
+			return err
+		}
+	}
+	pub, err := readPublished(tbl)
+	if err != nil {
+		return err
+	}
+	commitStart := time.Now()
+	erasure := tbl.Properties().GetInt(PropErasure, 0)
+	switch {
+	case int64(erasure) < idem.lastErasure && len(pub.order) > 0:
+		if tbl, err = p.rebuild(ctx, tbl, idem); err != nil {
+			return err
+		}
+	default:
+		for _, s := range idem.kept {
+			if _, ok := pub.byIdem[s.Snapshot]; ok {
+				p.rep.Already++
+				continue
+			}
+			if s.Snapshot < pub.max {
+				continue // older than what the table holds: skipped for good (an expiry gap)
+			}
+			prev := pub.max
+			if tbl, err = p.publishOne(ctx, tbl, s, prev, idem); err != nil {
+				return err
+			}
+			pub.max = s.Snapshot
+		}
+		if idem.lastErasure > int64(erasure) {
+			// The table was empty when the erasure came: nothing holds it.
+			// Record it so no rebuild follows.
+			tx := tbl.NewTransaction()
+			if err := errors.Join(tx.AssertRefSnapshotID(""), tx.SetProperties(iceberg.Properties{PropErasure: strconv.FormatInt(idem.lastErasure, 10)})); err != nil {
+				return err
+			}
+			if tbl, err = p.commit(ctx, tx); err != nil {
+				return err
+			}
+		}
+	}
+	if tbl, err = p.expire(ctx, tbl, idem); err != nil {
+		return err
+	}
+	p.opts.fault(FaultAfterExpire)
+	return p.cleanOrphans(ctx, tbl, commitStart)
+}
+
+// createTable creates the job's table with the columns of its first kept
+// snapshot, partitioned by identity on [target] partition_by.
+func (p *publisher) createTable(ctx context.Context, first *catalog.SnapshotRow) (*table.Table, error) {
+	if err := p.cat.ensureNamespace(ctx, p.j); err != nil {
+		return nil, err
+	}
+	fields := make([]iceberg.NestedField, len(first.Columns))
+	for i, c := range first.Columns {
+		col := columnOf(c)
+		fields[i] = iceberg.NestedField{ID: i + 1, Name: c.Name, Type: col.typ, Required: false}
+	}
+	schema := iceberg.NewSchema(0, fields...)
+	props := iceberg.Properties{
+		// No column bounds in manifests: a manifest never keeps a copy of
+		// a value (an erased subject) that outlives its data file.
+		"write.metadata.metrics.default": "counts",
+		PropJob:                          p.j.Name,
+		// Data files are added by the publisher, never rewritten by a
+		// reader's maintenance job behind idem's back.
+		"gc.enabled": "true",
+	}
+	opts := []icecat.CreateTableOpt{icecat.WithProperties(props)}
+	if p.j.PartitionBy != "" {
+		if _, ok := schema.FindFieldByName(p.j.PartitionBy); ok {
+			spec, err := iceberg.NewPartitionSpecOpts(iceberg.AddPartitionFieldByName(p.j.PartitionBy, p.j.PartitionBy, iceberg.IdentityTransform{}, schema, nil))
+			if err != nil {
+				return nil, fmt.Errorf("partition spec of %s: %w", p.j.Name, err)
+			}
+			props["write.metadata.metrics.column."+p.j.PartitionBy] = "full" // partition values come from the files' bounds
+			opts = append(opts, icecat.WithPartitionSpec(&spec))
+		}
+	}
+	tbl, err := p.cat.CreateTable(ctx, Ident(p.j), schema, opts...)
+	if errors.Is(err, icecat.ErrTableAlreadyExists) {
+		return p.cat.LoadTable(ctx, Ident(p.j)) // another publisher created it: the commits decide
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create Iceberg table %s: %w", strings.Join(Ident(p.j), "."), err)
+	}
+	return tbl, nil
+}
+
+// commit commits tx, turning a lost compare-and-swap into a refusal.
+func (p *publisher) commit(ctx context.Context, tx *table.Transaction) (*table.Table, error) {
+	tbl, err := tx.Commit(ctx)
+	if err != nil {
+		if errors.Is(err, table.ErrCommitFailed) || strings.Contains(err.Error(), "requirement failed") {
+			return nil, &job.RefusedError{Guard: "parent", Msg: fmt.Sprintf("Iceberg table %s changed while publishing %s (another publisher committed first); nothing of this commit was published: %v", strings.Join(Ident(p.j), "."), p.j.Name, err)}
+		}
+		return nil, fmt.Errorf("commit to Iceberg table %s: %w", strings.Join(Ident(p.j), "."), err)
+	}
+	return tbl, nil
+}
+
+// snapshotProps are the summary properties of idem snapshot s.
+func snapshotProps(j *job.Job, s *catalog.SnapshotRow, sum string) iceberg.Properties {
+	return iceberg.Properties{
+		PropSnapshot: strconv.FormatInt(s.Snapshot, 10),
+		PropSHA256:   sum,
+		PropJobKey:   s.JobKey,
+		PropJob:      j.Name,
+	}
+}
+
+// publishOne commits idem snapshot s as one Iceberg snapshot whose parent
+// is tbl's current one. prev is the idem snapshot tbl holds (0: none):
+// a partitioned job whose prev is still kept replaces only the partitions
+// whose rows differ.
+func (p *publisher) publishOne(ctx context.Context, tbl *table.Table, s *catalog.SnapshotRow, prev int64, idem *idemSide) (*table.Table, error) {
+	start := time.Now()
+	tx := tbl.NewTransaction()
+	if err := tx.AssertRefSnapshotID(""); err != nil {
+		return nil, err
+	}
+	cols, schema, err := p.evolve(tx, tbl, s)
+	if err != nil {
+		return nil, err
+	}
+	current, err := currentFiles(ctx, tbl)
+	if err != nil {
+		return nil, err
+	}
+	var parts []string
+	var remove []string
+	partitioned := p.j.PartitionBy != "" && !tbl.Spec().IsUnpartitioned() && slices.ContainsFunc(cols, func(c column) bool { return c.name == p.j.PartitionBy })
+	if partitioned && prev > 0 && keptSnapshot(idem, prev) {
+		if parts, remove, err = p.changedPartitions(ctx, s.Snapshot, prev, current); err != nil {
+			return nil, err
+		}
+	} else {
+		remove = current
+	}
+	files, err := p.writeFiles(ctx, tbl, s.Snapshot, cols, schema, partitioned, parts)
+	if err != nil {
+		return nil, err
+	}
+	p.opts.fault(FaultAfterFiles)
+	sum, rows, err := p.exportSHA(ctx, s.Snapshot)
+	if err != nil {
+		return nil, err
+	}
+	if len(remove) == 0 && len(files.paths) == 0 {
+		// Nothing changed in any partition: commit the snapshot anyway (an
+		// empty file), so that it carries its idem.snapshot.
+		if files, err = p.writeEmpty(ctx, tbl, s.Snapshot, cols, schema); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.ReplaceDataFiles(ctx, remove, files.paths, snapshotProps(p.j, s, sum)); err != nil {
+		return nil, fmt.Errorf("publish snapshot %d of %s: %w", s.Snapshot, p.j.Name, err)
+	}
+	p.opts.fault(FaultBeforeCommit)
+	out, err := p.commit(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	p.opts.fault(FaultAfterCommit)
+	pb := Published{Snapshot: s.Snapshot, IcebergSnapshot: out.CurrentSnapshot().SnapshotID, Rows: rows, SHA256: sum,
+		Files: len(files.paths), Bytes: files.bytes, Removed: len(remove), Seconds: time.Since(start).Seconds()}
+	if parts != nil {
+		pb.Partitions = make([]string, len(parts))
+		for i, v := range parts {
+			pb.Partitions[i] = partName(v)
+		}
+	}
+	p.rep.Published = append(p.rep.Published, pb)
+	if p.opts.Progress != nil {
+		p.opts.Progress(pb)
+	}
+	return out, nil
+}
+
+func keptSnapshot(idem *idemSide, s int64) bool {
+	return slices.ContainsFunc(idem.kept, func(r *catalog.SnapshotRow) bool { return r.Snapshot == s })
+}
+
+// evolve brings the staged schema of tx to the columns of snapshot s:
+// added columns are added (optional), widened types promoted; a column s
+// lacks stays in the table, null in s's files. A type change Iceberg
+// cannot make is an error.
+func (p *publisher) evolve(tx *table.Transaction, tbl *table.Table, s *catalog.SnapshotRow) ([]column, *iceberg.Schema, error) {
+	cols := make([]column, len(s.Columns))
+	for i, c := range s.Columns {
+		cols[i] = columnOf(c)
+	}
+	schema := tbl.Schema()
+	upd := tx.UpdateSchema(true, false)
+	changed := false
+	for _, c := range cols {
+		f, ok := schema.FindFieldByName(c.name)
+		switch {
+		case !ok:
+			upd.AddColumn([]string{c.name}, c.typ, "", false, nil)
+			changed = true
+		case !f.Type.Equals(c.typ):
+			if !promotable(f.Type, c.typ) {
+				return nil, nil, fmt.Errorf("snapshot %d of %s: column %s changed from %s to %s, which Iceberg schema evolution cannot make (a new column name would)", s.Snapshot, p.j.Name, c.name, f.Type, c.typ)
+			}
+			upd.UpdateColumn([]string{c.name}, table.ColumnUpdate{FieldType: iceberg.Optional[iceberg.Type]{Valid: true, Val: c.typ}})
+			changed = true
+		}
+	}
+	if !changed {
+		return cols, schema, nil
+	}
+	if err := upd.Commit(); err != nil {
+		return nil, nil, fmt.Errorf("evolve Iceberg schema of %s for snapshot %d: %w", p.j.Name, s.Snapshot, err)
+	}
+	staged, err := tx.StagedTable()
+	if err != nil {
+		return nil, nil, err
+	}
+	return cols, staged.Schema(), nil
+}
+
+// currentFiles are the data files of tbl's current snapshot.
+func currentFiles(ctx context.Context, tbl *table.Table) ([]string, error) {
+	if tbl.CurrentSnapshot() == nil {
+		return nil, nil
+	}
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list the data files of %s: %w", strings.Join(tbl.Identifier(), "."), err)
+	}
+	out := make([]string, 0, len(tasks))
+	seen := map[string]bool{}
+	for _, t := range tasks {
+		if f := t.File.FilePath(); !seen[f] {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// localPath is the file path of a file:// location.
+func localPath(loc string) string {
+	if u, err := url.Parse(loc); err == nil && u.Scheme == "file" {
+		return u.Path
+	}
+	return loc
+}
+
+type written struct {
+	paths []string
+	bytes int64
+}
+
+// writeFiles writes snapshot s of the job as Parquet files with Iceberg
+// field ids under the table's data folder: one file, or, partitioned, one
+// per partition (only those in parts when parts is not nil).
+func (p *publisher) writeFiles(ctx context.Context, tbl *table.Table, s int64, cols []column, schema *iceberg.Schema, partitioned bool, parts []string) (*written, error) {
+	ids, err := fieldIDs(cols, schema)
+	if err != nil {
+		return nil, err
+	}
+	conn, tx, err := p.db.BeginPinned(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	defer tx.Rollback()
+	read, err := ops.PinnedRead(ctx, tx, p.j, s)
+	if err != nil {
+		return nil, err
+	}
+	sel := make([]string, len(cols))
+	for i, c := range cols {
+		sel[i] = c.writeSQL()
+	}
+	query := "SELECT " + strings.Join(sel, ", ") + " FROM (" + read.Query + ")"
+	dataDir := filepath.Join(localPath(tbl.Location()), "data")
+	tag := fmt.Sprintf("idem-s%d-%s", s, uuid.NewString())
+	opts := "FORMAT parquet, COMPRESSION zstd, FIELD_IDS " + ids
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, err
+	}
+	var target string
+	if partitioned {
+		if parts != nil {
+			if len(parts) == 0 {
+				return &written{}, nil
+			}
+			query += " WHERE " + partValueSQL(p.j.PartitionBy) + " IN (" + quoteList(parts) + ")"
+		}
+		target = filepath.Join(dataDir, tag)
+		opts += ", PARTITION_BY (" + job.QuoteIdent(p.j.PartitionBy) + "), WRITE_PARTITION_COLUMNS true, FILENAME_PATTERN 'part_{i}'"
+	} else {
+		target = filepath.Join(dataDir, tag+".parquet")
+	}
+	if _, err := tx.ExecContext(ctx, "COPY ("+query+") TO '"+strings.ReplaceAll(target, "'", "''")+"' ("+opts+")"); err != nil {
+		return nil, fmt.Errorf("write snapshot %d of %s as Parquet: %w", s, p.j.Name, catalog.TrimSQLError(err))
+	}
+	return listWritten(target, partitioned)
+}
+
+// writeEmpty writes snapshot s as one file of no rows.
+func (p *publisher) writeEmpty(ctx context.Context, tbl *table.Table, s int64, cols []column, schema *iceberg.Schema) (*written, error) {
+	if p.j.PartitionBy != "" && !tbl.Spec().IsUnpartitioned() {
+		return nil, fmt.Errorf("snapshot %d of %s holds no rows in a partitioned table and replaces none: an Iceberg snapshot of no change cannot be committed", s, p.j.Name)
+	}
+	return p.writeFiles(ctx, tbl, s, cols, schema, false, nil)
+}
+
+func listWritten(target string, dir bool) (*written, error) {
+	w := &written{}
+	if !dir {
+		st, err := os.Stat(target)
+		if err != nil {
+			return nil, err
+		}
+		w.paths, w.bytes = []string{"file://" + target}, st.Size()
+		return w, nil
+	}
+	err := filepath.WalkDir(target, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			if os.IsNotExist(err) && path == target {
+				return filepath.SkipDir // no rows: no files
+			}
+			return err
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".parquet") {
+			return nil
+		}
+		st, err := d.Info()
+		if err != nil {
+			return err
+		}
+		w.paths = append(w.paths, "file://"+path)
+		w.bytes += st.Size()
+		return nil
+	})
+	sort.Strings(w.paths)
+	return w, err
+}
+
+// partValueSQL is a partition's value as text, NULL included ('=' and
+// the value, or NULL), as changedPartitions and writeFiles compare it.
+func partValueSQL(col string) string {
+	return "coalesce('=' || CAST(" + job.QuoteIdent(col) + " AS VARCHAR), 'NULL')"
+}
+
+// partName is a partition's value as partValueSQL gives it, for people.
+func partName(v string) string {
+	if s, ok := strings.CutPrefix(v, "="); ok {
+		return s
+	}
+	return "NULL"
+}
+
+func quoteList(vs []string) string {
+	q := make([]string, len(vs))
+	for i, v := range vs {
+		q[i] = "'" + strings.ReplaceAll(v, "'", "''") + "'"
+	}
+	return strings.Join(q, ", ")
+}
+
+// changedPartitions compares, partition by partition, idem snapshots s and
+// prev (the one the table holds): a partition whose rows differ (count and
+// a sum of row hashes) is replaced. It returns those partitions and the
+// table's current files that hold them.
+func (p *publisher) changedPartitions(ctx context.Context, s, prev int64, current []string) (parts, remove []string, err error) {
+	conn, tx, err := p.db.BeginPinned(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer conn.Close()
+	defer tx.Rollback()
+	finger := func(snapshot int64) (map[string]string, error) {
+		read, err := ops.PinnedRead(ctx, tx, p.j, snapshot)
+		if err != nil {
+			return nil, err
+		}
+		names := make([]string, len(read.Columns))
+		for i, c := range read.Columns {
+			names[i] = job.QuoteIdent(c.Name)
+		}
+		rows, err := tx.QueryContext(ctx, "SELECT "+partValueSQL(p.j.PartitionBy)+", count(*), CAST(sum(CAST(hash("+strings.Join(names, ", ")+") AS HUGEINT)) AS VARCHAR) FROM ("+read.Query+") GROUP BY ALL")
+		if err != nil {
+			return nil, catalog.TrimSQLError(err)
+		}
+		defer rows.Close()
+		out := map[string]string{}
+		for rows.Next() {
+			var v, sum string
+			var n int64
+			if err := rows.Scan(&v, &n, &sum); err != nil {
+				return nil, err
+			}
+			out[v] = fmt.Sprintf("%d:%s", n, sum)
+		}
+		return out, rows.Err()
+	}
+	now, err := finger(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	before, err := finger(prev)
+	if err != nil {
+		return nil, nil, err
+	}
+	changed := map[string]bool{}
+	for v, f := range now {
+		if before[v] != f {
+			changed[v] = true
+		}
+	}
+	for v := range before {
+		if _, ok := now[v]; !ok {
+			changed[v] = true
+		}
+	}
+	parts = []string{}
+	for v := range changed {
+		parts = append(parts, v)
+	}
+
+	sort.Strings(parts)
+	if len(parts) == 0 || len(current) == 0 {
+		return parts, nil, nil
+	}
+	// The partition each current file holds, read from the file itself.
+	local := make([]string, len(current))
+	for i, f := range current {
+		local[i] = localPath(f)
+	}
+	rows, err := tx.QueryContext(ctx, "SELECT DISTINCT filename, "+partValueSQL(p.j.PartitionBy)+" FROM read_parquet(["+quoteList(local)+"], filename = true)")
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the partitions of the published files of %s: %w", p.j.Name, catalog.TrimSQLError(err))
+	}
+	defer rows.Close()
+	byLocal := map[string]string{}
+	for i, f := range current {
+		byLocal[local[i]] = f
+	}
+	seen := map[string]bool{}
+	for rows.Next() {
+		var file, v string
+		if err := rows.Scan(&file, &v); err != nil {
+			return nil, nil, err
+		}
+		if changed[v] && !seen[file] {
+			seen[file] = true
+			remove = append(remove, byLocal[file])
+		}
+	}
+	sort.Strings(remove)
+	return parts, remove, rows.Err()
+}
+
+// exportSHA is the sha256 and row count of `idem export --snapshot s` (CSV).
+func (p *publisher) exportSHA(ctx context.Context, s int64) (string, int64, error) {
+	dir, err := os.MkdirTemp("", "idem-iceberg-")
+	if err != nil {
+		return "", 0, err
+	}
+	defer os.RemoveAll(dir)
+	res, err := ops.Export(ctx, p.db, p.j, ops.ExportOptions{Snapshot: s, Out: filepath.Join(dir, "export.csv"), Format: job.FormatCSV})
+	if err != nil {
+		return "", 0, fmt.Errorf("export snapshot %d of %s: %w", s, p.j.Name, err)
+	}
+	return res.SHA256, res.Rows, nil
+}
+
+// rebuild carries an idem erasure over: in ONE commit it publishes every
+// kept idem snapshot again (read from idem, which no longer holds the
+// subject) and expires every Iceberg snapshot that existed before, so
+// that no snapshot the table keeps can read the subject; the files only
+// those held are deleted after the commit.
+func (p *publisher) rebuild(ctx context.Context, tbl *table.Table, idem *idemSide) (*table.Table, error) {
+	tx := tbl.NewTransaction()
+	if err := tx.AssertRefSnapshotID(""); err != nil {
+		return nil, err
+	}
+	before := len(tbl.Metadata().Snapshots())
+	remove, err := currentFiles(ctx, tbl)
+	if err != nil {
+		return nil, err
+	}
+	staged := tbl
+	var pubs []Published
+	for _, s := range idem.kept {
+		start := time.Now()
+		cols, schema, err := p.evolve(tx, staged, s)
+		if err != nil {
+			return nil, err
+		}
+		files, err := p.writeFiles(ctx, staged, s.Snapshot, cols, schema, p.j.PartitionBy != "" && !tbl.Spec().IsUnpartitioned(), nil)
+		if err != nil {
+			return nil, err
+		}
+		if len(files.paths) == 0 && len(remove) == 0 {
+			if files, err = p.writeEmpty(ctx, staged, s.Snapshot, cols, schema); err != nil {
+				return nil, err
+			}
+		}
+		p.opts.fault(FaultAfterFiles)
+		sum, rows, err := p.exportSHA(ctx, s.Snapshot)
+		if err != nil {
+			return nil, err
+		}
+		props := snapshotProps(p.j, s, sum)
+		props[PropErasure] = strconv.FormatInt(idem.lastErasure, 10)
+		if err := tx.ReplaceDataFiles(ctx, remove, files.paths, props); err != nil {
+			return nil, fmt.Errorf("publish snapshot %d of %s again after the erasure: %w", s.Snapshot, p.j.Name, err)
+		}
+		pubs = append(pubs, Published{Snapshot: s.Snapshot, Rows: rows, SHA256: sum, Files: len(files.paths), Bytes: files.bytes, Removed: len(remove), Seconds: time.Since(start).Seconds()})
+		remove = files.paths
+		if staged, err = stagedTable(tx); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.SetProperties(iceberg.Properties{PropErasure: strconv.FormatInt(idem.lastErasure, 10)}); err != nil {
+		return nil, err
+	}
+	// Keep exactly the snapshots staged above; everything older expires.
+	time.Sleep(2 * time.Millisecond) // snapshots younger than 0 ms are never expired
+	if err := tx.ExpireSnapshots(table.WithRetainLast(len(idem.kept)), table.WithOlderThan(0), table.WithPostCommit(false)); err != nil {
+		return nil, fmt.Errorf("expire the Iceberg snapshots of %s that held the erased rows: %w", p.j.Name, err)
+	}
+	p.opts.fault(FaultBeforeCommit)
+	out, err := p.commit(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	p.opts.fault(FaultAfterCommit)
+	p.rep.Rebuilt = true
+	meta := out.Metadata()
+	lookup := func(id int64) *table.Snapshot { return meta.SnapshotByID(id) }
+	chain := table.AncestorsOf(out.CurrentSnapshot().SnapshotID, lookup)
+	for i := range pubs { // chain is newest first
+		pubs[i].IcebergSnapshot = chain[len(pubs)-1-i].SnapshotID
+		p.rep.Published = append(p.rep.Published, pubs[i])
+		if p.opts.Progress != nil {
+			p.opts.Progress(pubs[i])
+		}
+	}
+	for n := before + len(pubs) - len(meta.Snapshots()); n > 0; n-- {
+		p.rep.Expired = append(p.rep.Expired, 0)
+	}
+	return out, nil
+}
+
+func stagedTable(tx *table.Transaction) (*table.Table, error) {
+	st, err := tx.StagedTable()
+	if err != nil {
+		return nil, err
+	}
+	return st.Table, nil
+}
+
+// expire expires the Iceberg snapshots of idem snapshots that expired
+// (their files are deleted by cleanOrphans, which also deletes what a
+// killed publisher left, and does not fail on a file already gone):
+// the table keeps the Iceberg snapshots of the kept idem snapshots (the
+// newest ones of its main branch) and nothing older.
+func (p *publisher) expire(ctx context.Context, tbl *table.Table, idem *idemSide) (*table.Table, error) {
+	pub, err := readPublished(tbl)
+	if err != nil {
+		return nil, err
+	}
+	oldest := idem.kept[0].Snapshot
+	keep := 0
+	for _, id := range pub.order { // newest first
+		if s, ok := pub.idemOf[id]; ok && s < oldest {
+			break
+		}
+		keep++
+	}
+	all := len(tbl.Metadata().Snapshots())
+	if keep >= all || keep == 0 {
+		return tbl, nil
+	}
+	var expired []int64
+	for _, id := range pub.order[keep:] {
+		expired = append(expired, id)
+	}
+	tx := tbl.NewTransaction()
+	if err := tx.AssertRefSnapshotID(""); err != nil {
+		return nil, err
+	}
+	if err := tx.ExpireSnapshots(table.WithRetainLast(keep), table.WithOlderThan(0), table.WithPostCommit(false)); err != nil {
+		return nil, fmt.Errorf("expire Iceberg snapshots of %s: %w", p.j.Name, err)
+	}
+	out, err := p.commit(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range expired {
+		if out.Metadata().SnapshotByID(id) == nil {
+			p.rep.Expired = append(p.rep.Expired, id)
+		}
+	}
+	return out, nil
+}
+
+// cleanOrphans deletes the files under the table's location that no
+// metadata references and that are older than since (the start of this
+// publisher's commits): files of killed publishers and of expired
+// snapshots. A concurrent publisher's files, written after since, are
+// left alone.
+func (p *publisher) cleanOrphans(ctx context.Context, tbl *table.Table, since time.Time) error {
+	res, err := tbl.DeleteOrphanFiles(ctx, table.WithLocation(tbl.Location()), table.WithFilesOlderThan(time.Since(since)))
+	if err != nil {
+		return fmt.Errorf("delete orphan files of Iceberg table %s: %w", strings.Join(Ident(p.j), "."), err)
+	}
+	p.rep.Deleted += len(res.DeletedFiles)
+	return nil
+}
