@@ -370,6 +370,7 @@ already_promoted. The environment is kept; idem env drop NAME removes it.`,
 					return fail(err)
 				}
 				for i, res := range results {
+					a.afterCommit(cmd.Context(), db, runs[i].Job, pending[i].Decision != "") // extension.go
 					if p := pending[i]; p.Decision == "" {
 						// Nothing to commit: production's latest already has
 						// this job key.
