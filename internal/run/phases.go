@@ -26,6 +26,7 @@ type txRun struct {
 	snapshot int64         // the snapshot this run commits
 	counts   map[string]int64
 	part     *partitionRun // a partitioned job's run (partitions.go)
+	incr     *incrementalRun // an incremental model's run (incremental.go)
 }
 
 // guards reads the job's state row and runs every guard (decide).
@@ -102,7 +103,24 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
-	for i, step := range j.Steps {
+	keyTable := j.Table
+	steps := j.Steps
+	if parts := r.incremental(); parts != nil {
+		done := r.opts.Progress.Start("model (partitions)")
+		err := r.incrementalSteps(ctx, parts) // incremental.go
+		done()
+		if err != nil {
+			return false, err
+		}
+		steps, keyTable = nil, incrementalRows
+		r.res.Incremental, r.res.Partitions = job.IncrementalPartition, parts.Values
+	} else if j.Incremental != "" {
+		r.res.Incremental = "full"
+		if up, ok := r.p.input.(*source.Upstream); ok && up.Partitions != nil {
+			r.res.IncrementalNote = up.Partitions.Fallback
+		}
+	}
+	for i, step := range steps {
 		done := r.opts.Progress.Start(strings.TrimSuffix(step.Name, ".sql"))
 		err := sealed.exec(ctx, tx, step)
 		done()
@@ -127,7 +145,7 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	// A model's key names one row: no duplicate, no NULL.
-	if err := checkModelKey(ctx, tx, j); err != nil {
+	if err := checkModelKey(ctx, tx, j, keyTable); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -211,6 +229,9 @@ func (r *txRun) history(ctx context.Context) (bool, error) {
 	}
 	if r.part != nil {
 		res.RowsWritten = r.part.written
+	}
+	if r.incr != nil {
+		res.RowsWritten = r.incr.written
 	}
 	fault(r.opts, FaultAfterTarget)
 	if r.opts.FailAfterTarget {

@@ -160,6 +160,12 @@ type Result struct {
 	// for a job without [target] partition_by.
 	Partitions []string `json:"partitions,omitempty"`
 	Repaired   []string `json:"repaired_partitions,omitempty"`
+	// Incremental, for an incremental model, is "partition" when the run
+	// recomputed only the partitions whose upstream rows changed (listed
+	// in Partitions), or "full" when it rebuilt the whole target, with
+	// IncrementalNote saying why when it is not a first load.
+	Incremental     string `json:"incremental,omitempty"`
+	IncrementalNote string `json:"incremental_note,omitempty"`
 	// Expiry reports the expiry of old snapshots that followed the run
 	// ([retention] keep_snapshots); absent without one.
 	Expiry *Expiry `json:"expiry,omitempty"`
