@@ -221,7 +221,8 @@ func (c *restrictCheck) tableRef(t map[string]any, scope map[string]bool) (alias
 		name, _ := t["table_name"].(string)
 		schema, _ := t["schema_name"].(string)
 		l := strings.ToLower(name)
-		if schema != "" || (!scope[l] && !c.upstream[l]) {
+		// {{upstream:JOB}} reads temp.idem_upstream_JOB.
+		if !(schema == "" && scope[l]) && !((schema == "" || strings.EqualFold(schema, "temp")) && c.upstream[l]) {
 			return nil, false, "it reads " + name + ", which is neither an upstream nor a common table expression of the model", at
 		}
 		if ca, _ := t["column_name_alias"].([]any); len(ca) > 0 {
