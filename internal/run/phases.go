@@ -25,7 +25,7 @@ type txRun struct {
 	exists   bool          // the target table existed
 	snapshot int64         // the snapshot this run commits
 	counts   map[string]int64
-	part     *partitionRun // a partitioned job's run (partitions.go)
+	part     *partitionRun   // a partitioned job's run (partitions.go)
 	incr     *incrementalRun // an incremental model's run (incremental.go)
 }
 
