@@ -210,6 +210,9 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 	if opts.Partitions != nil && j.PartitionBy == "" {
 		return nil, job.Usage("--partitions: job %s declares no [target] partition_by", j.Name)
 	}
+	if opts.Partitions != nil && j.Incremental != "" && opts.Source == nil {
+		return nil, job.Usage("--partitions: job %s is an incremental model: each run recomputes the partitions whose upstream rows changed", j.Name)
+	}
 	if opts.Partitions != nil {
 		var list []string
 		for _, v := range opts.Partitions {

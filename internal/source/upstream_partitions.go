@@ -109,7 +109,13 @@ func (u *Upstream) pinPartitions(ctx context.Context, tx *sql.Tx, states map[str
 		if err != nil {
 			return err
 		}
-		stmts = append(stmts, "INSERT INTO "+PartitionsTable+" SELECT DISTINCT "+col+" FROM ("+changes+")")
+		// A row rewritten with the same values is both closed and new:
+		// only what differs between the two snapshots names a partition.
+		stmts = append(stmts, "CREATE OR REPLACE TEMP TABLE idem_incr_changes AS "+changes,
+			"INSERT INTO "+PartitionsTable+" SELECT DISTINCT "+col+" FROM ("+
+				"(SELECT * EXCLUDE (idem_op) FROM idem_incr_changes WHERE idem_op = 'upsert' EXCEPT ALL SELECT * EXCLUDE (idem_op) FROM idem_incr_changes WHERE idem_op = 'delete')"+
+				" UNION ALL (SELECT * EXCLUDE (idem_op) FROM idem_incr_changes WHERE idem_op = 'delete' EXCEPT ALL SELECT * EXCLUDE (idem_op) FROM idem_incr_changes WHERE idem_op = 'upsert'))",
+			"DROP TABLE idem_incr_changes")
 	}
 	stmts = append(stmts, "CREATE OR REPLACE TEMP TABLE "+PartitionsTable+" AS SELECT DISTINCT v FROM "+PartitionsTable+" ORDER BY v NULLS FIRST")
 	for _, q := range stmts {
