@@ -19,9 +19,9 @@ const PartitionsTable = "idem_incr_parts"
 // ([target] incremental = "partition") to the partitions whose upstream
 // rows changed after the snapshots Since (the ones the model's state
 // pinned) up to the ones Pin pins: each upstream's changed rows, old and
-// new, are read from its history (catalog.ChangesSelect without a key, so
-// an update that moves a row names both partitions), and their values of
-// Column are the partitions. When that cannot be known from history, Pin
+// new, are read from its history (catalog.ChangedValuesSelect: an update
+// that moves a row names both partitions), and their values of Column are
+// the partitions. When that cannot be known from history, Pin
 // reads every row and says why in Fallback; so does a Partitions without
 // a Column.
 type Partitions struct {
@@ -32,18 +32,26 @@ type Partitions struct {
 	Restricted bool     // the relations hold only the changed partitions
 	Values     []string // the changed partitions, as text, in order
 	Fallback   string   // why the relations hold every row
+	typ        string   // Column's type
+	null       bool     // a changed row has no partition (NULL)
 }
+
+// maxListed is the most partitions a restricted relation names as
+// constants (DuckDB pushes the list into the scan); more are read from
+// PartitionsTable.
+const maxListed = 1000
 
 // pinPartitions finds the changed partitions of the upstreams in states
 // (by name) and fills temp table PartitionsTable, or records why not.
 func (u *Upstream) pinPartitions(ctx context.Context, tx *sql.Tx, states map[string]catalog.State) error {
 	p := u.Partitions
-	p.Restricted, p.Values, p.Fallback = false, nil, ""
+	p.Restricted, p.Values, p.Fallback, p.null = false, nil, "", false
 	typ := ""
 	type span struct {
 		name     string
 		from, to int64
 		cols     []catalog.TargetColumn
+		key      []string
 	}
 	var moved []span
 	for _, name := range u.Job.SortedUpstream() {
@@ -100,22 +108,15 @@ func (u *Upstream) pinPartitions(ctx context.Context, tx *sql.Tx, states map[str
 			p.Fallback = fmt.Sprintf("upstream %s's columns changed between snapshots %d and %d", name, from, st.Snapshot)
 			return nil
 		}
-		moved = append(moved, span{name, from, st.Snapshot, row.Columns})
+		moved = append(moved, span{name, from, st.Snapshot, row.Columns, ChangesKey(row)})
 	}
-	col := job.QuoteIdent(p.Column)
 	stmts := []string{"CREATE OR REPLACE TEMP TABLE " + PartitionsTable + " (v " + typ + ")"}
 	for _, s := range moved {
-		changes, err := catalog.ChangesSelect(ctx, tx, s.name, s.cols, nil, s.from, s.to)
+		changed, err := catalog.ChangedValuesSelect(ctx, tx, s.name, s.cols, s.key, p.Column, s.from, s.to)
 		if err != nil {
 			return err
 		}
-		// A row rewritten with the same values is both closed and new:
-		// only what differs between the two snapshots names a partition.
-		stmts = append(stmts, "CREATE OR REPLACE TEMP TABLE idem_incr_changes AS "+changes,
-			"INSERT INTO "+PartitionsTable+" SELECT DISTINCT "+col+" FROM ("+
-				"(SELECT * EXCLUDE (idem_op) FROM idem_incr_changes WHERE idem_op = 'upsert' EXCEPT ALL SELECT * EXCLUDE (idem_op) FROM idem_incr_changes WHERE idem_op = 'delete')"+
-				" UNION ALL (SELECT * EXCLUDE (idem_op) FROM idem_incr_changes WHERE idem_op = 'delete' EXCEPT ALL SELECT * EXCLUDE (idem_op) FROM idem_incr_changes WHERE idem_op = 'upsert'))",
-			"DROP TABLE idem_incr_changes")
+		stmts = append(stmts, "INSERT INTO "+PartitionsTable+" "+changed)
 	}
 	stmts = append(stmts, "CREATE OR REPLACE TEMP TABLE "+PartitionsTable+" AS SELECT DISTINCT v FROM "+PartitionsTable+" ORDER BY v NULLS FIRST")
 	for _, q := range stmts {
@@ -135,24 +136,57 @@ func (u *Upstream) pinPartitions(ctx context.Context, tx *sql.Tx, states map[str
 			return err
 		}
 		if !v.Valid {
-			// A NULL partition is refused by a full rebuild, which must
-			// then be the one to say so.
-			p.Fallback = "a changed upstream row has no " + p.Column + " (NULL)"
-			return rows.Close()
+			// Upstream rows without a partition make only result rows
+			// without one, which the model's key refuses: they are read
+			// so that the run refuses them as a full rebuild would.
+			p.null = true
+			continue
 		}
 		values = append(values, v.String)
 	}
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	p.Restricted, p.Values = true, values
+	// Every partition the target holds changed: reading every row costs
+	// less than restricting them to all partitions.
+	var kept int64
+	if len(values) > 0 {
+		col := job.QuoteIdent(p.Column)
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM (SELECT DISTINCT "+col+" FROM main."+job.QuoteIdent(u.Job.Table)+
+			" WHERE "+col+" NOT IN (SELECT v FROM "+PartitionsTable+" WHERE v IS NOT NULL))").Scan(&kept); err != nil {
+			return fmt.Errorf("changed partitions of job %s: %w", u.Job.Name, catalog.TrimSQLError(err))
+		}
+		if kept == 0 {
+			p.Fallback = fmt.Sprintf("every partition changed (%d)", len(values))
+			return nil
+		}
+	}
+	p.Restricted, p.Values, p.typ = true, values, typ
 	return nil
 }
 
 // partitionRelation is the query of upstream table target's rows in the
 // changed partitions.
 func (u *Upstream) partitionRelation(target string) string {
-	return "SELECT * FROM main." + job.QuoteIdent(target) + " WHERE " + job.QuoteIdent(u.Partitions.Column) + " IN (SELECT v FROM temp." + PartitionsTable + ")"
+	p := u.Partitions
+	in := "SELECT v FROM temp." + PartitionsTable
+	if len(p.Values) <= maxListed {
+		// The values were written as text from the column's type: read
+		// back as that type they are the same values.
+		in = "NULL"
+		if len(p.Values) > 0 {
+			vals := make([]string, len(p.Values))
+			for i, v := range p.Values {
+				vals[i] = "CAST(" + job.SQLString(v) + " AS " + p.typ + ")"
+			}
+			in = strings.Join(vals, ", ")
+		}
+	}
+	where := job.QuoteIdent(p.Column) + " IN (" + in + ")"
+	if p.null {
+		where += " OR " + job.QuoteIdent(p.Column) + " IS NULL"
+	}
+	return "SELECT * FROM main." + job.QuoteIdent(target) + " WHERE " + where
 }
 
 func columnNames(cols []catalog.TargetColumn) string {
