@@ -182,18 +182,23 @@ func (b *bench) incremental(ctx context.Context) error {
 			return fmt.Errorf("incremental run: %v", err)
 		}
 		var res struct {
-			Incremental string   `json:"incremental"`
-			Partitions  []string `json:"partitions"`
+			Incremental     string   `json:"incremental"`
+			IncrementalNote string   `json:"incremental_note"`
+			Partitions      []string `json:"partitions"`
 		}
 		if err := json.Unmarshal(out, &res); err != nil {
 			return fmt.Errorf("incremental run --json: %v: %s", err, out)
 		}
-		if res.Incremental != "partition" {
+		switch {
+		case res.Incremental == "partition":
+			r.note = fmt.Sprintf("%d partitions recomputed", len(res.Partitions))
+		case strings.HasPrefix(res.IncrementalNote, "every partition changed"):
+			r.note = "rebuilt whole: " + res.IncrementalNote
+		default:
 			return fmt.Errorf("the incremental model was rebuilt whole: %s", out)
 		}
-		r.note = fmt.Sprintf("%d partitions recomputed", len(res.Partitions))
 		b.rows[len(b.rows)-1].note = r.note
-		logf("  incremental run recomputed %d partitions", len(res.Partitions))
+		logf("  incremental run: %s", r.note)
 		removeDB(incrDB)
 		removeDB(fullDB)
 	}

@@ -42,9 +42,9 @@ func ChangedValuesSelect(ctx context.Context, q Querier, j string, cols []Target
 		if err != nil {
 			return "", err
 		}
-		return "WITH idem_c AS (" + changes + "),\n" +
-			"idem_new AS (SELECT " + list + " FROM idem_c WHERE idem_op = 'upsert'),\n" +
-			"idem_old AS (SELECT " + list + " FROM idem_c WHERE idem_op = 'delete')\n" + differ, nil
+		return "WITH idem_c AS MATERIALIZED (" + changes + "),\n" +
+			"idem_new AS MATERIALIZED (SELECT " + list + " FROM idem_c WHERE idem_op = 'upsert'),\n" +
+			"idem_old AS MATERIALIZED (SELECT " + list + " FROM idem_c WHERE idem_op = 'delete')\n" + differ, nil
 	}
 	// By key: the upserts (new rows) and the gone keys' rows at from come
 	// from ChangesSelect; the rows at from of the upserted keys are each
@@ -61,10 +61,10 @@ func ChangedValuesSelect(ctx context.Context, q Querier, j string, cols []Target
 		hk[i] = "h." + k
 	}
 	F := fmt.Sprint(from)
-	return "WITH idem_c AS (" + changesByKeySQL(j, names, f, from, to) + "),\n" +
-		"idem_new AS (SELECT " + list + " FROM idem_c WHERE idem_op = 'upsert'),\n" +
-		"idem_was AS (SELECT " + strings.Join(hl, ", ") + " FROM " + hist + " AS h SEMI JOIN (SELECT " + keys + " FROM idem_new) AS k ON " + keyMatch(key, "h", "k") +
+	return "WITH idem_c AS MATERIALIZED (" + changesByKeySQL(j, names, f, from, to) + "),\n" +
+		"idem_new AS MATERIALIZED (SELECT " + list + " FROM idem_c WHERE idem_op = 'upsert'),\n" +
+		"idem_was AS MATERIALIZED (SELECT " + strings.Join(hl, ", ") + " FROM " + hist + " AS h SEMI JOIN (SELECT " + keys + " FROM idem_new) AS k ON " + keyMatch(key, "h", "k") +
 		" WHERE h.idem_from <= " + F + " AND (h.idem_to IS NULL OR h.idem_to > " + F + ")" +
 		" QUALIFY row_number() OVER (PARTITION BY " + strings.Join(hk, ", ") + " ORDER BY h.idem_from DESC) = 1),\n" +
-		"idem_old AS (SELECT " + list + " FROM idem_c WHERE idem_op = 'delete' UNION ALL SELECT * FROM idem_was)\n" + differ, nil
+		"idem_old AS MATERIALIZED (SELECT " + list + " FROM idem_c WHERE idem_op = 'delete' UNION ALL SELECT * FROM idem_was)\n" + differ, nil
 }
