@@ -49,7 +49,7 @@ func (j *Job) applyIncremental(data []byte, jf *jobFile) error {
 	return nil
 }
 
-// IncrementalError refuses a model whose SQL cannot be restricted to the
+// incrementalError refuses a model whose SQL cannot be restricted to the
 // partitions that changed: the job file's [target] incremental, the model
 // file and line, and why.
 func (j *Job) incrementalError(line int, why string) error {
@@ -184,11 +184,10 @@ func (c *restrictCheck) query(n map[string]any, ctes map[string]bool) (string, i
 		return "a sample picks rows across partitions", -1
 	}
 	from, _ := n["from_table"].(map[string]any)
-	aliases, single, why, at := c.tableRef(from, scope)
+	_, single, why, at := c.tableRef(from, scope)
 	if why != "" {
 		return why, at
 	}
-	_ = aliases
 	// Expressions: no subquery anywhere, every window partitioned by the
 	// column.
 	exprs := []any{n["select_list"], n["where_clause"], n["group_expressions"], n["having"], n["qualify"], mods}
@@ -465,10 +464,16 @@ func (c *restrictCheck) starKeeps(m map[string]any, single bool) bool {
 	if !single || m["columns"] == true || m["expr"] != nil {
 		return false
 	}
-	for _, k := range []string{"exclude_list", "replace_list", "qualified_exclude_list", "rename_list"} {
+	for _, k := range []string{"replace_list", "qualified_exclude_list", "rename_list"} {
 		l, _ := m[k].([]any)
 		if len(l) > 0 {
 			return false // conservative: any of these on a star
+		}
+	}
+	ex, _ := m["exclude_list"].([]any)
+	for _, e := range ex {
+		if s, ok := e.(string); !ok || strings.EqualFold(s, c.col) {
+			return false
 		}
 	}
 	return true

@@ -25,10 +25,13 @@ func TestIncrementalLoad(t *testing.T) {
 	}{
 		{"plain", "SELECT day, k, v FROM {{upstream:a}} WHERE v > 0", target, ""},
 		{"star", "SELECT * FROM {{upstream:a}}", target, ""},
+		{"star excluding another column", "SELECT * EXCLUDE (v) FROM {{upstream:a}}", target, ""},
+		{"star excluding day", "SELECT * EXCLUDE (day), 1 AS day FROM {{upstream:a}}", target, "SELECT * here"},
 		{"group by", "SELECT day, k, sum(v) AS v FROM {{upstream:a}} GROUP BY day, k", target, ""},
 		{"group by all", "SELECT day, k, count(*) AS n FROM {{upstream:a}} GROUP BY ALL HAVING count(*) > 1", target, ""},
 		{"window by day", "SELECT day, k, row_number() OVER (PARTITION BY day ORDER BY k) AS rn FROM {{upstream:a}}", target, ""},
 		{"join on day", "SELECT a.day, a.k, b.w FROM {{upstream:a}} AS a LEFT JOIN {{upstream:b}} AS b ON a.day = b.day AND a.k = b.k", target, ""},
+		{"semi join", "SELECT day, k FROM {{upstream:a}} AS a SEMI JOIN {{upstream:b}} AS b ON a.day = b.day AND a.k = b.k", target, ""},
 		{"join using", "SELECT day, k, w FROM {{upstream:a}} JOIN {{upstream:b}} USING (day, k)", target, ""},
 		{"cte and subquery", "WITH x AS (SELECT day, k, v FROM {{upstream:a}} WHERE v > 0)\nSELECT day, k, n FROM (SELECT day, k, count(*) AS n FROM x GROUP BY day, k) AS s", target, ""},
 		{"distinct on day", "SELECT DISTINCT ON (day, k) day, k, v FROM {{upstream:a}} ORDER BY day, k, v", target, ""},

@@ -187,8 +187,8 @@ func (s *incrementalSetup) text(t *testing.T, q string) string {
 // incremental model by partition holding the rows of the same model
 // rebuilt whole, after every batch and at every snapshot of its history;
 // every run after the first recomputes only the partitions that changed.
-// IDEM_LONG=1 runs more seeds and batches (about 5 minutes on 2 cores:
-// go test -timeout 30m).
+// IDEM_LONG=1 runs more seeds and batches (about 10 minutes on 2 shared
+// cores: go test -timeout 30m).
 func TestIncrementalProperty(t *testing.T) {
 	t.Parallel()
 	seeds, batches := 1, 5
@@ -223,7 +223,11 @@ func TestIncrementalProperty(t *testing.T) {
 						require.Equal(t, "full", res.Incremental)
 					case res.Decision == job.DecisionLoaded:
 						require.Equal(t, job.IncrementalPartition, res.Incremental, "batch %d %s: %s", b, s.incr[i].Name, res.IncrementalNote)
-						require.NotEmpty(t, res.Partitions)
+						if len(res.Partitions) == 0 {
+							// The upstream moved, but none of its rows
+							// differ (a row rewritten as it was).
+							require.Zero(t, res.RowsWritten, "batch %d %s", b, s.incr[i].Name)
+						}
 						partitioned++
 					}
 				}
