@@ -187,7 +187,7 @@ func (s *incrementalSetup) text(t *testing.T, q string) string {
 // incremental model by partition holding the rows of the same model
 // rebuilt whole, after every batch and at every snapshot of its history;
 // every run after the first recomputes only the partitions that changed.
-// IDEM_LONG=1 runs more seeds and batches (about 10 minutes on 2 shared
+// IDEM_LONG=1 runs more seeds and batches (about 15 minutes on 2 shared
 // cores: go test -timeout 30m).
 func TestIncrementalProperty(t *testing.T) {
 	t.Parallel()
