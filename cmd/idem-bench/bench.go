@@ -81,6 +81,10 @@ func (b *bench) run(ctx context.Context, cases []string) error {
 			err = b.export(ctx)
 		case "history":
 			err = b.history(ctx)
+		case "incremental":
+			err = b.incremental(ctx)
+		case "noop-project":
+			err = b.noopProject(ctx)
 		default:
 			err = fmt.Errorf("unknown case %q", c)
 		}

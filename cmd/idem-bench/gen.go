@@ -117,6 +117,10 @@ var generators = map[string]string{
 	"sample":   sampleSQL,
 	"sample-b": strings.ReplaceAll(sampleSQL, "hash(r", "hash(7 + r"),
 	"noop":     noopSQL,
+	// incremental.go
+	"incr-base":   incrBaseSQL,
+	"incr-one":    incrOneSQL,
+	"incr-spread": incrSpreadSQL,
 }
 
 // generate writes one synthetic file unless it already exists (inputs are

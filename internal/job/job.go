@@ -87,6 +87,14 @@ type Job struct {
 	// leaving the other partitions as they are. Empty: the run replaces
 	// the whole target.
 	PartitionBy string
+	// Incremental is a model's [target] incremental: IncrementalPartition
+	// recomputes only the partitions whose upstream rows changed
+	// (incremental.go). Empty: every run rebuilds the whole target. It is
+	// not part of the key: both ways give the same rows.
+	Incremental string
+	// incrementalLine is the job file's line of [target] incremental, for
+	// CheckIncremental's errors.
+	incrementalLine int
 	// Rules are the [[quality.rules]], in file order.
 	Rules []Rule
 	// Audits are the [[audit]] checks of the target, in file order.
@@ -208,6 +216,7 @@ type targetTable struct {
 	Key         []string `toml:"key"`
 	OrderBy     string   `toml:"order_by"`
 	PartitionBy string   `toml:"partition_by"`
+	Incremental string   `toml:"incremental"`
 }
 
 // LoadJob reads and validates the job file at path, all but proving its
@@ -312,6 +321,9 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 		return nil, err
 	}
 	if err := job.applyExtensions(data, md, &jf); err != nil {
+		return nil, err
+	}
+	if err := job.applyIncremental(data, &jf); err != nil { // incremental.go
 		return nil, err
 	}
 	if err := job.applyStream(data, md, &jf); err != nil {

@@ -42,6 +42,13 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*job.Job,
 	if err != nil {
 		return nil, err
 	}
+	if j.Incremental != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := checkIncremental(ctx, j); err != nil { // incremental.go
+			return nil, err
+		}
+	}
 	if len(j.Rules) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

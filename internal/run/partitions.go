@@ -39,7 +39,9 @@ func (p *partitionRun) touched() []string {
 // keepPartitions copies the committed target of a partitioned job aside
 // (temp table idem_part_prev) before the steps replace it.
 func (r *txRun) keepPartitions(ctx context.Context) error {
-	if r.j.PartitionBy == "" {
+	if r.j.PartitionBy == "" || r.j.Incremental != "" {
+		// An incremental model replaces its partitions itself, or,
+		// rebuilt, is replaced whole (incremental.go).
 		return nil
 	}
 	r.part = &partitionRun{column: r.j.PartitionBy}

@@ -25,7 +25,8 @@ type txRun struct {
 	exists   bool          // the target table existed
 	snapshot int64         // the snapshot this run commits
 	counts   map[string]int64
-	part     *partitionRun // a partitioned job's run (partitions.go)
+	part     *partitionRun   // a partitioned job's run (partitions.go)
+	incr     *incrementalRun // an incremental model's run (incremental.go)
 }
 
 // guards reads the job's state row and runs every guard (decide).
@@ -102,10 +103,12 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
+	keyTable := j.Table
 	steps, exec := j.Steps, sealed.exec
 	if r.opts.RowsFrom != "" && j.IsModel() {
 		// idem's own copy of rows another database holds (promote): the
 		// seal would refuse its read of that database, which is the point.
+		// An incremental model's whole target is copied.
 		cp, err := j.ModelWith("SELECT * FROM " + r.opts.RowsFrom)
 		if err != nil {
 			return false, err
@@ -118,6 +121,23 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 				}
 			}
 			return nil
+		}
+		if j.Incremental != "" {
+			r.res.Incremental = "full"
+		}
+	} else if parts := r.incremental(); parts != nil {
+		done := r.opts.Progress.Start("model (partitions)")
+		err := r.incrementalSteps(ctx, parts) // incremental.go
+		done()
+		if err != nil {
+			return false, err
+		}
+		steps, keyTable = nil, incrementalRows
+		r.res.Incremental, r.res.Partitions = job.IncrementalPartition, parts.Values
+	} else if j.Incremental != "" {
+		r.res.Incremental = "full"
+		if up, ok := r.p.input.(*source.Upstream); ok && up.Partitions != nil {
+			r.res.IncrementalNote = up.Partitions.Fallback
 		}
 	}
 	for i, step := range steps {
@@ -145,7 +165,7 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	// A model's key names one row: no duplicate, no NULL.
-	if err := checkModelKey(ctx, tx, j); err != nil {
+	if err := checkModelKey(ctx, tx, j, keyTable); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -229,6 +249,9 @@ func (r *txRun) history(ctx context.Context) (bool, error) {
 	}
 	if r.part != nil {
 		res.RowsWritten = r.part.written
+	}
+	if r.incr != nil {
+		res.RowsWritten = r.incr.written
 	}
 	fault(r.opts, FaultAfterTarget)
 	if r.opts.FailAfterTarget {

@@ -179,6 +179,12 @@ type Result struct {
 	// for a job without [target] partition_by.
 	Partitions []string `json:"partitions,omitempty"`
 	Repaired   []string `json:"repaired_partitions,omitempty"`
+	// Incremental, for an incremental model, is "partition" when the run
+	// recomputed only the partitions whose upstream rows changed (listed
+	// in Partitions), or "full" when it rebuilt the whole target, with
+	// IncrementalNote saying why when it is not a first load.
+	Incremental     string `json:"incremental,omitempty"`
+	IncrementalNote string `json:"incremental_note,omitempty"`
 	// Expiry reports the expiry of old snapshots that followed the run
 	// ([retention] keep_snapshots); absent without one.
 	Expiry *Expiry `json:"expiry,omitempty"`
@@ -222,6 +228,9 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 	}
 	if opts.Partitions != nil && j.PartitionBy == "" {
 		return nil, job.Usage("--partitions: job %s declares no [target] partition_by", j.Name)
+	}
+	if opts.Partitions != nil && j.Incremental != "" && opts.Source == nil {
+		return nil, job.Usage("--partitions: job %s is an incremental model: each run recomputes the partitions whose upstream rows changed", j.Name)
 	}
 	if opts.Partitions != nil {
 		var list []string

@@ -44,6 +44,7 @@ func pin(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, st catalog.St
 	if incremental {
 		up.Since = pinnedSnapshots(st)
 	}
+	incrementalPins(j, p, st) // incremental.go
 	refs, err := pinner.Pin(ctx, tx)
 	if err != nil {
 		return nil, err
@@ -58,6 +59,14 @@ func pin(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, st catalog.St
 			return nil, err
 		}
 		p.parts.Schema = j.ModelSchemaPart(cols)
+		if up, ok := p.input.(*source.Upstream); ok && up.Partitions != nil && up.Partitions.Restricted && st.Parts.Schema != p.parts.Schema {
+			// New result columns: the committed rows say nothing of
+			// them, so the whole target is rebuilt from every row.
+			up.Partitions = &source.Partitions{Fallback: "the model's result columns changed"}
+			if refs, err = pinner.Pin(ctx, tx); err != nil {
+				return nil, err
+			}
+		}
 	}
 	p.key = p.parts.Key()
 	before := map[string]int64{}
@@ -111,8 +120,8 @@ func DescribeColumns(ctx context.Context, q catalog.Querier, query string) ([]ca
 }
 
 // checkModelKey fails a model run (exit 1, nothing committed) whose result
-// has a NULL key or two rows with one key, naming up to three such keys.
-func checkModelKey(ctx context.Context, tx *sql.Tx, j *job.Job) error {
+// (table: the target, or an incremental run's recomputed rows) has a NULL key or two rows with one key, naming up to three such keys.
+func checkModelKey(ctx context.Context, tx *sql.Tx, j *job.Job, table string) error {
 	if !j.IsModel() {
 		return nil
 	}
@@ -125,7 +134,7 @@ func checkModelKey(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 		nulls[i] = keys[i] + " IS NULL"
 	}
 	q := "SELECT " + strings.Join(text, " || ', ' || ") + " AS k, count(*) AS n, bool_or(" + strings.Join(nulls, " OR ") + ") AS has_null" +
-		" FROM " + job.QuoteIdent(j.Table) + " GROUP BY ALL HAVING count(*) > 1 OR bool_or(" + strings.Join(nulls, " OR ") + ")" +
+		" FROM " + job.QuoteIdent(table) + " GROUP BY ALL HAVING count(*) > 1 OR bool_or(" + strings.Join(nulls, " OR ") + ")" +
 		" ORDER BY has_null DESC, n DESC, k LIMIT 4"
 	rows, err := tx.QueryContext(ctx, q)
 	if err != nil {

@@ -48,6 +48,10 @@ type Upstream struct {
 	// after the snapshot the job's state pinned up to the recorded one.
 	Columns map[string][]catalog.TargetColumn
 
+	// Partitions, for an incremental model, makes {{upstream:JOB}} hold
+	// only the rows of the partitions that changed (upstream_partitions.go).
+	Partitions *Partitions
+
 	// Changes makes {{upstream:JOB}} hold only the rows that changed since
 	// the snapshot of JOB in Since (0 or absent: all rows), with a column
 	// idem_op: the input of an apply pipeline (upstream_changes.go).
@@ -98,6 +102,7 @@ func (u *Upstream) Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, erro
 		return u.pinRecorded(ctx, tx)
 	}
 	var refs []job.UpstreamRef
+	states := map[string]catalog.State{}
 	for _, name := range u.Job.SortedUpstream() {
 		if cat, ok := u.External[name]; ok {
 			ref, err := u.pinExternal(ctx, tx, cat, name)
@@ -114,11 +119,24 @@ func (u *Upstream) Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, erro
 		if !st.Exists || st.Snapshot == 0 || st.Target == "" {
 			return nil, &NoUpstreamError{Job: u.Job.Name, Upstream: name, Database: filepath.Base(u.Job.Database)}
 		}
+		states[name] = st
+	}
+	if u.Partitions != nil && u.Partitions.Column != "" && !u.Changes {
+		if err := u.pinPartitions(ctx, tx, states); err != nil { // upstream_partitions.go
+			return nil, err
+		}
+	}
+	for _, name := range u.Job.SortedUpstream() {
+		st := states[name]
+		query := "SELECT * FROM main." + job.QuoteIdent(st.Target)
+		if u.Partitions != nil && u.Partitions.Restricted {
+			query = u.partitionRelation(st.Target)
+		}
 		if u.Changes {
 			if err := u.pinChanges(ctx, tx, name, st.Snapshot); err != nil {
 				return nil, err
 			}
-		} else if err := relation(ctx, tx, name, "TABLE", "SELECT * FROM main."+job.QuoteIdent(st.Target)); err != nil {
+		} else if err := relation(ctx, tx, name, "TABLE", query); err != nil {
 			return nil, err
 		}
 		refs = append(refs, job.UpstreamRef{Job: name, Snapshot: st.Snapshot, JobKey: st.Key})

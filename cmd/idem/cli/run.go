@@ -122,7 +122,13 @@ func (a *app) printResult(res *run.Result) {
 		if len(res.Repaired) > 0 {
 			line += " (moved keys removed from " + strings.Join(res.Repaired, ", ") + ")"
 		}
+		if res.Incremental == job.IncrementalPartition {
+			line += " (recomputed: their upstream rows changed)"
+		}
 		fmt.Fprintf(w, "  partitions %s\n", escapeCell(line))
+	}
+	if res.IncrementalNote != "" {
+		fmt.Fprintf(w, "  rebuilt   whole: %s\n", escapeCell(res.IncrementalNote))
 	}
 	fmt.Fprintf(w, "  rows in   %s\n", job.Thousands(res.RowsIn))
 	fmt.Fprintf(w, "  rows      written %s · table %s %s\n", job.Thousands(res.RowsWritten), res.Target, job.Thousands(res.RowsOut))

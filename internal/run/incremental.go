@@ -1,0 +1,160 @@
+package run
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/source"
+)
+
+// Incremental models by partition ([target] incremental = "partition").
+// The job package proves at load that the model's SELECT can be
+// restricted to some partitions (job.CheckIncremental); source.Upstream
+// finds, from the upstreams' history, the partitions whose upstream rows
+// changed since the snapshots the model's state pinned and makes every
+// {{upstream:JOB}} hold only their rows. Here the run computes the model
+// over those rows alone and writes to the target only the rows that
+// differ in those partitions, leaving idem_touched for history; the rows
+// are those of a full rebuild, which the run falls back to whenever the
+// history cannot say what changed (a first load, a new model version or
+// config, new result columns, an upstream rolled back, expired or
+// retyped).
+
+// incrementalRows is the temp table of the model's rows in the changed
+// partitions.
+const incrementalRows = "idem_incr_rows"
+
+// checkIncremental proves an incremental model's SQL at load on a scratch
+// DuckDB (see job.CheckIncremental).
+func checkIncremental(ctx context.Context, j *job.Job) error {
+	db, err := OpenMemory(ctx, "?autoinstall_known_extensions=false&threads=1")
+	if err != nil {
+		return fmt.Errorf("open scratch database to check the incremental model: %w", err)
+	}
+	defer db.Close()
+	aggregates := map[string]bool{}
+	rows, err := db.QueryContext(ctx, "SELECT DISTINCT lower(function_name) FROM duckdb_functions() WHERE function_type = 'aggregate'")
+	if err != nil {
+		return fmt.Errorf("list aggregate functions: %w", err)
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return err
+		}
+		aggregates[name] = true
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	return j.CheckIncremental(func(q string) (map[string]any, bool, error) { return ParseQuery(ctx, db, q) }, aggregates)
+}
+
+// incrementalPins makes an incremental model's upstream input restrict its
+// relations to the changed partitions, when the job's committed state was
+// built by the same model, config and target: otherwise it reads every
+// row and the run rebuilds the whole target.
+func incrementalPins(j *job.Job, p *Prepared, st catalog.State) {
+	up, ok := p.input.(*source.Upstream)
+	if !ok || j.Incremental != job.IncrementalPartition || up.Recorded != nil || up.Changes {
+		return
+	}
+	up.Partitions = nil
+	if !st.HasParts || st.Snapshot == 0 || st.Target != j.Table || st.Parts.Transform != p.parts.Transform ||
+		string(job.CanonicalJSON(st.Parts.Config)) != string(job.CanonicalJSON(p.parts.Config)) {
+		return
+	}
+	up.Partitions = &source.Partitions{Column: j.PartitionBy, Since: pinnedSnapshots(st)}
+}
+
+// incrementalRun is what an incremental run did.
+type incrementalRun struct {
+	partitions []string
+	written    int64 // rows deleted plus rows inserted
+}
+
+// incremental says whether the run recomputes only the changed partitions.
+func (r *txRun) incremental() *source.Partitions {
+	up, ok := r.p.input.(*source.Upstream)
+	if !ok || up.Partitions == nil || !up.Partitions.Restricted || !r.exists || !r.st.HasParts ||
+		r.st.Target != r.j.Table || r.st.Parts.Schema != r.p.parts.Schema {
+		return nil
+	}
+	return up.Partitions
+}
+
+// incrementalSteps stand for the model's step in an incremental run: the
+// model over the changed partitions' upstream rows, then the target's rows
+// of those partitions that differ from it replaced (their keys left in
+// idem_touched for history), then staged and outcomes as the step makes
+// them. The partition column is a key column (job.applyIncremental), so
+// the rows outside the partitions keep their keys to themselves.
+func (r *txRun) incrementalSteps(ctx context.Context, parts *source.Partitions) error {
+	j, tx := r.j, r.tx
+	target := job.QuoteIdent(j.Table)
+	keys := identList(j.Key)
+	match := make([]string, len(j.Key))
+	for i, k := range j.Key {
+		match[i] = "t." + job.QuoteIdent(k) + " = u." + job.QuoteIdent(k)
+	}
+	on := strings.Join(match, " AND ")
+	inParts := job.QuoteIdent(j.PartitionBy) + " IN (SELECT v FROM " + source.PartitionsTable + ")"
+	stmts := []string{
+		"CREATE OR REPLACE TEMP TABLE " + incrementalRows + " AS SELECT * FROM (\n" + j.Expand(j.ModelSQL) + "\n) AS idem_model ORDER BY " + keys,
+	}
+	for _, q := range stmts {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("model %s: %w", j.ModelFile, catalog.TrimSQLError(err))
+		}
+	}
+	// The proof at load says the model's rows lie in the partitions it
+	// read; a row outside them would mean the proof is wrong: refuse
+	// rather than write what a full rebuild might not.
+	var outside int64
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+incrementalRows+" WHERE "+job.QuoteIdent(j.PartitionBy)+" IS NULL OR NOT ("+inParts+")").Scan(&outside); err != nil {
+		return fmt.Errorf("model %s: %w", j.ModelFile, catalog.TrimSQLError(err))
+	}
+	if outside > 0 {
+		return fmt.Errorf("model %s: %d rows of the recomputed partitions lie outside them (%s NULL or another value): the model cannot be recomputed by partition; nothing committed", j.ModelFile, outside, j.PartitionBy)
+	}
+	stmts = []string{
+		"CREATE OR REPLACE TEMP TABLE idem_incr_old AS SELECT * FROM " + target + " WHERE " + inParts,
+		"CREATE OR REPLACE TEMP TABLE idem_touched AS SELECT DISTINCT " + keys + " FROM ((SELECT * FROM idem_incr_old EXCEPT ALL SELECT * FROM " + incrementalRows +
+			") UNION ALL (SELECT * FROM " + incrementalRows + " EXCEPT ALL SELECT * FROM idem_incr_old))",
+	}
+	for _, q := range stmts {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("model %s: %w", j.ModelFile, catalog.TrimSQLError(err))
+		}
+	}
+	run := &incrementalRun{partitions: parts.Values}
+	res, err := tx.ExecContext(ctx, "DELETE FROM "+target+" AS t USING idem_touched AS u WHERE "+on)
+	if err != nil {
+		return fmt.Errorf("replace partitions of %s: %w", j.Table, catalog.TrimSQLError(err))
+	}
+	n, _ := res.RowsAffected()
+	run.written += n
+	res, err = tx.ExecContext(ctx, "INSERT INTO "+target+" SELECT t.* FROM "+incrementalRows+" AS t SEMI JOIN idem_touched AS u ON "+on+" ORDER BY "+keys)
+	if err != nil {
+		return fmt.Errorf("replace partitions of %s: %w", j.Table, catalog.TrimSQLError(err))
+	}
+	n, _ = res.RowsAffected()
+	run.written += n
+	// What the select pipeline's step leaves: every recomputed row staged
+	// and accepted.
+	for _, q := range []string{
+		"DROP TABLE idem_incr_old",
+		"CREATE OR REPLACE TEMP VIEW staged AS SELECT * FROM " + incrementalRows,
+		"CREATE OR REPLACE TEMP VIEW outcomes AS SELECT 'accepted' AS outcome FROM " + incrementalRows,
+	} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("model %s: %w", j.ModelFile, catalog.TrimSQLError(err))
+		}
+	}
+	r.incr = run
+	return nil
+}

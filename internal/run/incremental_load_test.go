@@ -1,0 +1,88 @@
+package run
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-dev/idem/internal/job"
+	idemsql "github.com/idem-dev/idem/sql"
+)
+
+// TestIncrementalLoad: an incremental model whose SELECT cannot be
+// restricted to the partitions that changed is refused at load (a
+// *job.JobFileError, exit 2) naming the job file's line of incremental,
+// the model file's line and why; one that can is loaded.
+func TestIncrementalLoad(t *testing.T) {
+	t.Parallel()
+	const head = "name = \"m\"\npipeline = \"select\"\n[input]\nupstream = [\"a\", \"b\"]\n[transform]\nsql = \"m.sql\"\n"
+	const target = "[target]\nkey = [\"day\", \"k\"]\npartition_by = \"day\"\nincremental = \"partition\"\n"
+	cases := []struct {
+		name, model, target, want string
+	}{
+		{"plain", "SELECT day, k, v FROM {{upstream:a}} WHERE v > 0", target, ""},
+		{"star", "SELECT * FROM {{upstream:a}}", target, ""},
+		{"star excluding another column", "SELECT * EXCLUDE (v) FROM {{upstream:a}}", target, ""},
+		{"star excluding day", "SELECT * EXCLUDE (day), 1 AS day FROM {{upstream:a}}", target, "SELECT * here"},
+		{"group by", "SELECT day, k, sum(v) AS v FROM {{upstream:a}} GROUP BY day, k", target, ""},
+		{"group by all", "SELECT day, k, count(*) AS n FROM {{upstream:a}} GROUP BY ALL HAVING count(*) > 1", target, ""},
+		{"window by day", "SELECT day, k, row_number() OVER (PARTITION BY day ORDER BY k) AS rn FROM {{upstream:a}}", target, ""},
+		{"join on day", "SELECT a.day, a.k, b.w FROM {{upstream:a}} AS a LEFT JOIN {{upstream:b}} AS b ON a.day = b.day AND a.k = b.k", target, ""},
+		{"semi join", "SELECT day, k FROM {{upstream:a}} AS a SEMI JOIN {{upstream:b}} AS b ON a.day = b.day AND a.k = b.k", target, ""},
+		{"join using", "SELECT day, k, w FROM {{upstream:a}} JOIN {{upstream:b}} USING (day, k)", target, ""},
+		{"cte and subquery", "WITH x AS (SELECT day, k, v FROM {{upstream:a}} WHERE v > 0)\nSELECT day, k, n FROM (SELECT day, k, count(*) AS n FROM x GROUP BY day, k) AS s", target, ""},
+		{"distinct on day", "SELECT DISTINCT ON (day, k) day, k, v FROM {{upstream:a}} ORDER BY day, k, v", target, ""},
+
+		{"limit", "SELECT day, k, v FROM {{upstream:a}}\nORDER BY v LIMIT 10", target, "m.sql line 2 cannot be recomputed by partition day: LIMIT or OFFSET picks rows across partitions"},
+		{"window across partitions", "SELECT day, k,\n  sum(v) OVER (ORDER BY k) AS run FROM {{upstream:a}}", target, "m.sql line 2 cannot be recomputed by partition day: window function sum() is not partitioned by day"},
+		{"aggregate without group by", "SELECT max(day) AS day, 1 AS k, count(*) AS n FROM {{upstream:a}}", target, "aggregate max() without GROUP BY day"},
+		{"group by without day", "SELECT day, k FROM (SELECT min(day) AS day, k FROM {{upstream:a}} GROUP BY k)", target, "GROUP BY without day"},
+		{"rollup", "SELECT day, k, sum(v) AS v FROM {{upstream:a}} GROUP BY ROLLUP (k, day)", target, "a grouping set without day"},
+		{"join not on day", "SELECT a.day, a.k, b.w FROM {{upstream:a}} AS a JOIN {{upstream:b}} AS b ON a.k = b.k", target, "a join not on equal day"},
+		{"join on one side's day", "SELECT a.day, a.k FROM {{upstream:a}} AS a JOIN {{upstream:b}} AS b ON a.day = a.day", target, "a join not on equal day"},
+		{"cross join", "SELECT a.day, a.k FROM {{upstream:a}} AS a, {{upstream:b}} AS b WHERE a.day = b.day", target, "CROSS join"},
+		{"full join", "SELECT a.day, a.k FROM {{upstream:a}} AS a FULL JOIN {{upstream:b}} AS b ON a.day = b.day", target, "FULL join: only INNER, LEFT, SEMI and ANTI joins"},
+		{"computed day", "SELECT day + 1 AS day, k FROM {{upstream:a}}", target, "the result's day is computed"},
+		{"renamed day", "SELECT d AS day, k FROM (SELECT day AS d, k FROM {{upstream:a}})", target, "has no column day read as is"},
+		{"scalar subquery", "SELECT day, k, (SELECT max(v) FROM {{upstream:b}}) AS top FROM {{upstream:a}}", target, "a subquery in an expression"},
+		{"in subquery", "SELECT day, k FROM {{upstream:a}} WHERE k IN (SELECT k FROM {{upstream:b}})", target, "a subquery in an expression"},
+		{"union", "SELECT day, k FROM {{upstream:a}} UNION ALL SELECT day, k FROM {{upstream:b}}", target, "a set operation (UNION)"},
+		{"table function", "SELECT day, k FROM {{upstream:a}} JOIN range(3) AS r(i) ON a.day = r.i", target, "TABLE_FUNCTION"},
+		{"sample", "SELECT day, k FROM {{upstream:a}} USING SAMPLE 10%", target, "a sample picks rows"},
+		{"star over join", "SELECT * FROM {{upstream:a}} JOIN {{upstream:b}} USING (day, k)", target, "SELECT * here"},
+		{"distinct on without day", "SELECT DISTINCT ON (k) day, k FROM {{upstream:a}}", target, "DISTINCT ON without day"},
+
+		{"not a key column", "SELECT day, k FROM {{upstream:a}}", "[target]\nkey = [\"k\"]\npartition_by = \"day\"\nincremental = \"partition\"\n", "m.toml:9: target.partition_by: an incremental model's partition column must be one of its key columns"},
+		{"no partition_by", "SELECT day, k FROM {{upstream:a}}", "[target]\nkey = [\"k\"]\nincremental = \"partition\"\n", "m.toml:9: target.incremental: incremental = \"partition\" recomputes the partitions whose upstream rows changed: add partition_by"},
+		{"by key", "SELECT day, k FROM {{upstream:a}}", "[target]\nkey = [\"k\"]\nincremental = \"key\"\n", "incremental = \"key\" is not supported yet"},
+		{"unknown mode", "SELECT day, k FROM {{upstream:a}}", "[target]\nkey = [\"k\"]\nincremental = \"time\"\n", `target.incremental: must be "partition" (got "time")`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "m.sql"), []byte(c.model+"\n"), 0o644))
+			path := filepath.Join(dir, "m.toml")
+			require.NoError(t, os.WriteFile(path, []byte(head+c.target), 0o644))
+			j, err := LoadJob(path, idemsql.FS)
+			if c.want == "" {
+				require.NoError(t, err)
+				require.Equal(t, job.IncrementalPartition, j.Incremental)
+				return
+			}
+			require.Error(t, err)
+			var jfe *job.JobFileError
+			require.True(t, errors.As(err, &jfe), "%T: %v", err, err)
+			require.Contains(t, err.Error(), c.want)
+			if c.target == target {
+				// A model refused names the job file's line of
+				// incremental and the model file.
+				require.Contains(t, err.Error(), "m.toml:10: target.incremental: model "+filepath.Join(dir, "m.sql"))
+				require.Contains(t, err.Error(), "; refused (remove incremental to rebuild the whole model on every run)")
+			}
+		})
+	}
+}
