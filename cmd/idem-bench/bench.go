@@ -85,6 +85,8 @@ func (b *bench) run(ctx context.Context, cases []string) error {
 			err = b.incremental(ctx)
 		case "noop-project":
 			err = b.noopProject(ctx)
+		case "env":
+			err = b.envCase(ctx) // env.go
 		default:
 			err = fmt.Errorf("unknown case %q", c)
 		}
