@@ -2,7 +2,10 @@ package ops
 
 import (
 	"context"
+	"io/fs"
+	"net/url"
 	"os"
+	"path/filepath"
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
@@ -13,6 +16,39 @@ import (
 const DUEstimate = "pragma_storage_info: column segments by block offset, checkpointed data only"
 
 // DUResult is the storage report of one job (idem du).
+// WarehouseBytes is a published table's folder in an Iceberg warehouse
+// and the bytes of its files.
+type WarehouseBytes struct {
+	Location string `json:"location"`
+	Bytes    int64  `json:"bytes"`
+	Files    int    `json:"files"`
+}
+
+// warehouseBytes counts the files of j's Iceberg table in its file://
+// warehouse (the SQL catalog's default location); nil when the job does
+// not publish or its warehouse is not a local folder.
+func warehouseBytes(j *job.Job, table string) *WarehouseBytes {
+	ice := j.Publish.Iceberg
+	if ice == nil {
+		return nil
+	}
+	u, err := url.Parse(ice.Warehouse)
+	if err != nil || u.Scheme != "file" {
+		return nil
+	}
+	w := &WarehouseBytes{Location: filepath.Join(u.Path, ice.Namespace+".db", table)}
+	_ = filepath.WalkDir(w.Location, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				w.Bytes += fi.Size()
+				w.Files++
+			}
+		}
+		return nil
+	})
+	return w
+}
+
 // EnvBytes is one environment of a database and its bytes.
 type EnvBytes struct {
 	Name  string `json:"name"`
@@ -29,8 +65,12 @@ type DUResult struct {
 	// Environments are the database's environments (idem run --env
 	// NAME) and the bytes of each, beside the database file.
 	Environments []EnvBytes `json:"environments"`
-	UsedBytes    int64      `json:"used_bytes"`
-	FreeBytes    int64      `json:"free_bytes"`
+	// Iceberg, for a job with [publish.iceberg] and a file:// warehouse,
+	// is its table's folder there (<warehouse>/<namespace>.db/<table>,
+	// data and metadata) and the bytes under it.
+	Iceberg   *WarehouseBytes `json:"iceberg,omitempty"`
+	UsedBytes int64           `json:"used_bytes"`
+	FreeBytes int64           `json:"free_bytes"`
 	// TablesBytes is the estimate summed over every table of the
 	// database, to hold against UsedBytes: the difference is DuckDB's
 	// metadata and the estimate's error.
@@ -125,6 +165,7 @@ func DU(ctx context.Context, d *run.DB, j *job.Job) (*DUResult, error) {
 	if st.Target != "" {
 		table = st.Target
 	}
+	res.Iceberg = warehouseBytes(j, table)
 	outTable := outcomesTable(j)
 	b, r := &res.Bytes, &res.Rows
 	b.Target = stor.TableBytes("main", table)

@@ -60,7 +60,9 @@ func checkIncremental(ctx context.Context, j *job.Job) error {
 // row and the run rebuilds the whole target.
 func incrementalPins(j *job.Job, p *Prepared, st catalog.State) {
 	up, ok := p.input.(*source.Upstream)
-	if !ok || j.Incremental != job.IncrementalPartition || up.Recorded != nil || up.Changes {
+	// An environment's run reads some upstreams from production, whose
+	// history is not in the job's database: it rebuilds whole.
+	if !ok || j.Incremental != job.IncrementalPartition || up.Recorded != nil || up.Changes || len(up.External) > 0 {
 		return
 	}
 	up.Partitions = nil

@@ -127,7 +127,10 @@ func (u *Upstream) Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, erro
 		}
 	}
 	for _, name := range u.Job.SortedUpstream() {
-		st := states[name]
+		st, ok := states[name]
+		if !ok {
+			continue // read from another database (pinExternal)
+		}
 		query := "SELECT * FROM main." + job.QuoteIdent(st.Target)
 		if u.Partitions != nil && u.Partitions.Restricted {
 			query = u.partitionRelation(st.Target)

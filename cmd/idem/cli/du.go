@@ -65,6 +65,9 @@ func (a *app) printDU(res *ops.DUResult) {
 	fmt.Fprintf(w, "  total         %10s\n", byteText(b.Total))
 	fmt.Fprintf(w, "  database file %10s  (%s used, %s free blocks; all tables %s, estimated from pragma_storage_info)\n",
 		byteText(res.FileBytes), byteText(res.UsedBytes), byteText(res.FreeBytes), byteText(res.TablesBytes))
+	if w := res.Iceberg; w != nil {
+		fmt.Fprintf(a.stdout, "  iceberg       %10s  %d file(s) in %s\n", byteText(w.Bytes), w.Files, w.Location)
+	}
 	for _, e := range res.Environments {
 		fmt.Fprintf(w, "  environment   %10s  %s (idem env drop %s removes it)\n", byteText(e.Bytes), e.Name, e.Name)
 	}

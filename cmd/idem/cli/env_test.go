@@ -359,3 +359,31 @@ func TestPromoteTampered(t *testing.T) {
 	require.NotEqual(t, 0, r.Code, "rerun reproduced a snapshot copied from a tampered environment: %s", r.Stdout)
 	require.Contains(t, r.Stdout, "NOT reproduced")
 }
+
+// TestDuIceberg: idem du counts the files of a job's Iceberg table in its
+// file:// warehouse (<warehouse>/<namespace>.db/<table>).
+func TestDuIceberg(t *testing.T) {
+	t.Parallel()
+	p := clitest.NewProject(t)
+	src, err := os.ReadFile(p.Path("src.toml"))
+	require.NoError(t, err)
+	p.Write("src.toml", string(src)+"\n[publish.iceberg]\ncatalog = \"lake/catalog.db\"\nwarehouse = \"lake/warehouse\"\nnamespace = \"analytics\"\n")
+	r := p.Idem("run", p.Path("src.toml"))
+	require.Equal(t, 0, r.Code, r.Stderr)
+	require.Contains(t, r.Stderr, "declares [publish.iceberg] but this idem binary does not publish")
+	p.Write("lake/warehouse/analytics.db/src/data/part-1.parquet", strings.Repeat("x", 1000))
+	p.Write("lake/warehouse/analytics.db/src/metadata/v1.metadata.json", strings.Repeat("y", 234))
+	r = p.Idem("du", p.Path("src.toml"), "--json")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	var du struct {
+		Iceberg struct {
+			Location string `json:"location"`
+			Bytes    int64  `json:"bytes"`
+			Files    int    `json:"files"`
+		} `json:"iceberg"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &du), r.Stdout)
+	require.Equal(t, int64(1234), du.Iceberg.Bytes)
+	require.Equal(t, 2, du.Iceberg.Files)
+	require.Equal(t, p.Path("lake/warehouse/analytics.db/src"), du.Iceberg.Location)
+}
