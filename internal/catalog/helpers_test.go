@@ -8,6 +8,10 @@ import (
 	"testing"
 
 	_ "github.com/duckdb/duckdb-go/v2"
+
+	// DuckDB's freed memory stays mapped for the next database
+	// (docs/reliability.md, How it is tested).
+	_ "github.com/idem-dev/idem/internal/testflags"
 	"github.com/stretchr/testify/require"
 )
 

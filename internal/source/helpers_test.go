@@ -5,6 +5,10 @@ import (
 	"database/sql"
 
 	_ "github.com/duckdb/duckdb-go/v2"
+
+	// DuckDB's freed memory stays mapped for the next database
+	// (docs/reliability.md, How it is tested).
+	_ "github.com/idem-dev/idem/internal/testflags"
 )
 
 // open opens an in-memory DuckDB.
