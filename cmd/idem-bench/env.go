@@ -63,7 +63,7 @@ func (b *bench) envCase(ctx context.Context) error {
 		return err
 	}
 	prod := filepath.Join(dir, "data", "p.duckdb")
-	r := row{name: fmt.Sprintf("environment build, 2 of 3 jobs (src %s rows read from production)", human(b.n)), limit: "none", n: b.n, floorName: "full rebuild of the edited project"}
+	r := row{name: fmt.Sprintf("environment build, 2 of 3 jobs (src %d rows read from production)", b.n), limit: "none", n: b.n, floorName: "full rebuild of the edited project"}
 	var envBytes, fullBytes int64
 	for rep := 0; rep < b.reps; rep++ {
 		os.RemoveAll(prod + ".envs")
