@@ -38,9 +38,9 @@ func (b *bench) envCase(ctx context.Context) error {
 		return writeFile(filepath.Join(dir, "models", "mid.sql"), sql+"\n")
 	}
 	files := map[string]string{
-		"src.toml": "name = \"src\"\npipeline = \"merge_by_key\"\ntransform_version = 1\nschema_version = 1\ndatabase = \"data/p.duckdb\"\n[input]\npath = \"input/src.csv\"\n[input.columns]\nid = \"BIGINT\"\ngrp = \"INTEGER\"\namount = \"BIGINT\"\n[target]\nkey = [\"id\"]\n",
-		"mid.toml": "name = \"mid\"\npipeline = \"select\"\ndatabase = \"data/p.duckdb\"\n[input]\nupstream = [\"src\"]\n[transform]\nsql = \"models/mid.sql\"\n[target]\nkey = [\"grp\"]\n",
-		"top.toml": "name = \"top\"\npipeline = \"select\"\ndatabase = \"data/p.duckdb\"\n[input]\nupstream = [\"mid\"]\n[transform]\nsql = \"models/top.sql\"\n[target]\nkey = [\"bucket\"]\n",
+		"src.toml":       "name = \"src\"\npipeline = \"merge_by_key\"\ntransform_version = 1\nschema_version = 1\ndatabase = \"data/p.duckdb\"\n[input]\npath = \"input/src.csv\"\n[input.columns]\nid = \"BIGINT\"\ngrp = \"INTEGER\"\namount = \"BIGINT\"\n[target]\nkey = [\"id\"]\n",
+		"mid.toml":       "name = \"mid\"\npipeline = \"select\"\ndatabase = \"data/p.duckdb\"\n[input]\nupstream = [\"src\"]\n[transform]\nsql = \"models/mid.sql\"\n[target]\nkey = [\"grp\"]\n",
+		"top.toml":       "name = \"top\"\npipeline = \"select\"\ndatabase = \"data/p.duckdb\"\n[input]\nupstream = [\"mid\"]\n[transform]\nsql = \"models/top.sql\"\n[target]\nkey = [\"bucket\"]\n",
 		"models/top.sql": "SELECT grp % 10 AS bucket, sum(total) AS total FROM {{upstream:mid}} GROUP BY ALL\n",
 	}
 	for name, text := range files {
