@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -117,24 +118,30 @@ func (a *app) printDiff(res *ops.DiffResult) {
 		fmt.Fprintln(w, "  identical rows")
 		return
 	}
+	printKeyCounts(w, 8, res)
+	if len(res.Partitions) > 0 {
+		fmt.Fprintf(w, "  partitions %s\n", escapeCell(strings.Join(res.Partitions, ", ")))
+	}
+	a.printChangedRows(res)
+}
+
+// printKeyCounts prints a diff's rows added, removed and changed, each
+// with the first keys it lists, the label padded to width.
+func printKeyCounts(w io.Writer, width int, res *ops.DiffResult) {
 	for _, part := range []struct {
 		label string
 		n     int64
 		keys  []string
 	}{{"added", res.Added, res.AddedKeys}, {"removed", res.Removed, res.RemovedKeys}, {"changed", res.Changed, res.ChangedKeys}} {
-		line := fmt.Sprintf("  %-8s %d", part.label, part.n)
+		line := fmt.Sprintf("  %-*s %d", width, part.label, part.n)
 		if len(part.keys) > 0 {
 			line += "  " + strings.Join(part.keys, ", ")
 			if int64(len(part.keys)) < part.n {
 				line += ", ..."
 			}
 		}
-		fmt.Fprintln(w, line)
+		fmt.Fprintln(w, escapeCell(line))
 	}
-	if len(res.Partitions) > 0 {
-		fmt.Fprintf(w, "  partitions %s\n", escapeCell(strings.Join(res.Partitions, ", ")))
-	}
-	a.printChangedRows(res)
 }
 
 // printChangedRows prints the changed rows a diff details, a line per

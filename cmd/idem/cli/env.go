@@ -49,6 +49,15 @@ func envGroups(p *project.Project, f dbFlags) ([]*envGroup, error) {
 // planEnv plans environment name for each database of the project args
 // name: which jobs it builds, which it reads from production.
 func (a *app) planEnv(cmd *cobra.Command, args []string, f dbFlags, pj projectFlags, name string) (*project.Project, []*envGroup, error) {
+	return a.envProject(cmd, args, f, pj, name, func(g *envGroup) (err error) {
+		g.env, err = ops.PlanEnvironment(cmd.Context(), name, g.jobs, f.openOptions)
+		return err
+	})
+}
+
+// envProject loads the project args name, groups its jobs by database and
+// gives each group its environment (each).
+func (a *app) envProject(cmd *cobra.Command, args []string, f dbFlags, pj projectFlags, name string, each func(g *envGroup) error) (*project.Project, []*envGroup, error) {
 	if err := ops.CheckEnvName(name); err != nil {
 		return nil, nil, err
 	}
@@ -61,11 +70,9 @@ func (a *app) planEnv(cmd *cobra.Command, args []string, f dbFlags, pj projectFl
 		return nil, nil, err
 	}
 	for _, g := range groups {
-		env, err := ops.PlanEnvironment(cmd.Context(), name, g.jobs, f.openOptions)
-		if err != nil {
+		if err := each(g); err != nil {
 			return nil, nil, err
 		}
-		g.env = env
 	}
 	return p, groups, nil
 }
@@ -163,23 +170,10 @@ func (a *app) runEnv(cmd *cobra.Command, args []string, f dbFlags, pf progressFl
 // loadEnvs loads environment name of each database of the project args
 // name.
 func (a *app) loadEnvs(cmd *cobra.Command, args []string, f dbFlags, pj projectFlags, name string) (*project.Project, []*envGroup, error) {
-	if err := ops.CheckEnvName(name); err != nil {
-		return nil, nil, err
-	}
-	p, err := a.loadProject(cmd, args, pj)
-	if err != nil {
-		return nil, nil, err
-	}
-	groups, err := envGroups(p, f)
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, g := range groups {
-		if g.env, err = ops.LoadEnvironment(g.db, name); err != nil {
-			return nil, nil, err
-		}
-	}
-	return p, groups, nil
+	return a.envProject(cmd, args, f, pj, name, func(g *envGroup) (err error) {
+		g.env, err = ops.LoadEnvironment(g.db, name)
+		return err
+	})
 }
 
 // diffEnv compares every job environment name built with production's
@@ -239,20 +233,7 @@ func (a *app) diffEnv(cmd *cobra.Command, args []string, f dbFlags, name string)
 			fmt.Fprintln(a.stdout, "  identical rows")
 			continue
 		}
-		for _, part := range []struct {
-			label string
-			n     int64
-			keys  []string
-		}{{"added", d.Added, d.AddedKeys}, {"removed", d.Removed, d.RemovedKeys}, {"changed", d.Changed, d.ChangedKeys}} {
-			line := fmt.Sprintf("  %-12s %d", part.label, part.n)
-			if len(part.keys) > 0 {
-				line += "  " + strings.Join(part.keys, ", ")
-				if int64(len(part.keys)) < part.n {
-					line += ", ..."
-				}
-			}
-			fmt.Fprintln(a.stdout, escapeCell(line))
-		}
+		printKeyCounts(a.stdout, 12, &d.DiffResult) // diff.go
 		for _, n := range d.Numeric {
 			if v, err := strconv.ParseFloat(n.MaxAbs, 64); err == nil && v == 0 {
 				continue
