@@ -36,17 +36,7 @@ func writeEnvProject(t *testing.T, p *clitest.Project) {
 	}
 	p.Write("input/src.csv", b.String())
 	p.Source("src", "p", "input/src.csv", "id = \"BIGINT\"\ngrp = \"INTEGER\"\namount = \"BIGINT\"", "id")
-	p.Write("mid.toml", `name = "mid"
-pipeline = "select"
-database = "data/p.duckdb"
-[input]
-upstream = ["src"]
-[transform]
-sql = "models/mid.sql"
-[target]
-key = ["id"]
-`+clitest.DuckdbSection)
-	p.Write("models/mid.sql", "SELECT id, grp, amount FROM {{upstream:src}} WHERE amount > 10\n")
+	p.FileModel("mid", "p", []string{"src"}, []string{"id"}, "SELECT id, grp, amount FROM {{upstream:src}} WHERE amount > 10\n")
 	p.Model("top", "p", []string{"mid"}, []string{"grp"}, "", "SELECT grp, sum(amount) AS total, count(*) AS n FROM {{upstream:mid}} GROUP BY grp")
 }
 
@@ -299,10 +289,7 @@ func TestEnvironmentErase(t *testing.T) {
 	p := clitest.NewProject(t)
 	p.Model("daily", "p", []string{"src"}, []string{"day"}, "", "SELECT day, sum(amount) AS amount FROM {{upstream:src}} GROUP BY day")
 	require.Equal(t, 0, p.Idem("run", p.Dir).Code)
-	p.Write("models/daily/v2.sql", "SELECT day, sum(amount) AS amount, count(*) AS n FROM {{upstream:src}} GROUP BY day")
-	daily, err := os.ReadFile(p.Path("daily.toml"))
-	require.NoError(t, err)
-	p.Write("daily.toml", strings.Replace(string(daily), "transform_version = 1", "transform_version = 2", 1))
+	p.NextModelVersion("daily", "SELECT day, sum(amount) AS amount, count(*) AS n FROM {{upstream:src}} GROUP BY day")
 	r := p.Idem("run", p.Dir, "--env", "dev")
 	require.Equal(t, 0, r.Code, r.Stderr)
 	db := p.DB("p")
@@ -312,7 +299,7 @@ func TestEnvironmentErase(t *testing.T) {
 	r = p.Idem("erase", p.Path("src.toml"), "--key", "1")
 	require.Equal(t, 0, r.Code, r.Stderr)
 	require.Contains(t, r.Stderr, "dropped environment(s) dev of "+db)
-	_, err = os.Stat(db + ".envs")
+	_, err := os.Stat(db + ".envs")
 	require.True(t, os.IsNotExist(err), "the environments' folder is still there")
 }
 
@@ -334,10 +321,7 @@ func TestPromoteTampered(t *testing.T) {
 	p := clitest.NewProject(t)
 	p.Model("daily", "p", []string{"src"}, []string{"day"}, "", "SELECT day, sum(amount) AS amount FROM {{upstream:src}} GROUP BY day")
 	require.Equal(t, 0, p.Idem("run", p.Dir).Code)
-	p.Write("models/daily/v2.sql", "SELECT day, sum(amount) AS amount, count(*) AS n FROM {{upstream:src}} GROUP BY day")
-	daily, err := os.ReadFile(p.Path("daily.toml"))
-	require.NoError(t, err)
-	p.Write("daily.toml", strings.Replace(string(daily), "transform_version = 1", "transform_version = 2", 1))
+	p.NextModelVersion("daily", "SELECT day, sum(amount) AS amount, count(*) AS n FROM {{upstream:src}} GROUP BY day")
 	require.Equal(t, 0, p.Idem("run", p.Dir, "--env", "dev").Code)
 	db := p.DB("p")
 	env, err := sql.Open("duckdb", filepath.Join(db+".envs", "dev.duckdb"))

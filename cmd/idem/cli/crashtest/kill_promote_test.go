@@ -21,17 +21,7 @@ func TestKillPromote(t *testing.T) {
 		t.Skip("kill test runs idem as a subprocess; skipped with -short")
 	}
 	p := clitest.NewProject(t)
-	p.Write("mid.toml", `name = "mid"
-pipeline = "select"
-database = "data/p.duckdb"
-[input]
-upstream = ["src"]
-[transform]
-sql = "models/mid.sql"
-[target]
-key = ["id"]
-`+clitest.DuckdbSection)
-	p.Write("models/mid.sql", "SELECT id, zone, amount FROM {{upstream:src}} WHERE amount > 6\n")
+	p.FileModel("mid", "p", []string{"src"}, []string{"id"}, "SELECT id, zone, amount FROM {{upstream:src}} WHERE amount > 6\n")
 	p.Model("top", "p", []string{"mid"}, []string{"zone"}, "", "SELECT zone, sum(amount) AS total FROM {{upstream:mid}} GROUP BY zone")
 	require.Equal(t, 0, p.Idem("run", p.Dir).Code)
 	p.Write("models/mid.sql", "SELECT id, zone, amount * 2 AS amount FROM {{upstream:src}}\n")

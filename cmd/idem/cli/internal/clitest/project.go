@@ -3,8 +3,12 @@ package clitest
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Project is a project folder: job files, their models and inputs, and
@@ -74,6 +78,38 @@ sql = "models/%s"
 %skey = %s
 `+DuckdbSection, name, db, q(upstream), name, target, q(key)))
 	p.Write("models/"+name+"/v1.sql", sql)
+}
+
+// FileModel writes job NAME.toml, a model written as one file
+// (models/NAME.sql, versioned by its text) in database db, reading
+// upstream, with key key, and the file.
+func (p *Project) FileModel(name, db string, upstream, key []string, sql string) {
+	p.t.Helper()
+	q := func(s []string) string {
+		b, _ := json.Marshal(s)
+		return string(b)
+	}
+	p.Write(name+".toml", fmt.Sprintf(`name = %q
+pipeline = "select"
+database = "data/%s.duckdb"
+[input]
+upstream = %s
+[transform]
+sql = "models/%s.sql"
+[target]
+key = %s
+`+DuckdbSection, name, db, q(upstream), name, q(key)))
+	p.Write("models/"+name+".sql", sql)
+}
+
+// NextModelVersion writes models/NAME/v2.sql and sets job NAME's
+// transform_version to 2 (a model written with Model).
+func (p *Project) NextModelVersion(name, sql string) {
+	p.t.Helper()
+	p.Write("models/"+name+"/v2.sql", sql)
+	b, err := os.ReadFile(p.Path(name + ".toml"))
+	require.NoError(p.t, err)
+	p.Write(name+".toml", strings.Replace(string(b), "transform_version = 1", "transform_version = 2", 1))
 }
 
 // Idem runs the CLI in-process.
