@@ -142,10 +142,20 @@ func LoadEnvironment(db, name string) (*Environment, error) {
 	if err := CheckEnvName(name); err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(envManifestPath(db, name))
+	path := envManifestPath(db, name)
+	st, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, job.Usage("no environment %s of database %s: build it with idem run DIR --env %s", name, db, name)
 	}
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		// A FIFO would block the read for ever; a link could point
+		// anywhere. idem writes a regular file (SaveEnvironment).
+		return nil, fmt.Errorf("environment %s: %s is not a regular file", name, path)
+	}
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
