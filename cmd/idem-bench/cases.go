@@ -243,8 +243,14 @@ func (b *bench) upToDate(ctx context.Context) error {
 		return err
 	}
 	r := row{name: "up-to-date small job (3000 rows)", limit: "none", note: "target: under 150 ms wall"}
-	for i := 0; i < max(b.reps, 10); i++ {
-		m, err := runChild(ctx, "", b.idem, "run", job, "--db", db, "--input", input, "--quiet")
+	return b.repeat(ctx, r, max(b.reps, 10), "up-to-date", "run", job, "--db", db, "--input", input, "--quiet")
+}
+
+// repeat runs idem with args n times as row r's idem column, logs the
+// median wall time under label and adds the row (a case without a floor).
+func (b *bench) repeat(ctx context.Context, r row, n int, label string, args ...string) error {
+	for range n {
+		m, err := runChild(ctx, "", b.idem, args...)
 		if err != nil {
 			return err
 		}
@@ -252,7 +258,7 @@ func (b *bench) upToDate(ctx context.Context) error {
 	}
 	ws := walls(r.idem)
 	slices.Sort(ws)
-	logf("up-to-date: median %.0f ms", ws[len(ws)/2]*1000)
+	logf("%s: median %.0f ms", label, ws[len(ws)/2]*1000)
 	b.rows = append(b.rows, r)
 	return nil
 }

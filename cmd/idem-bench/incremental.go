@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 )
 
@@ -270,16 +269,5 @@ func (b *bench) noopProject(ctx context.Context) error {
 	}
 	logf("noop project: first run of 20 jobs took %.1fs", m.wall.Seconds())
 	r := row{name: "no-op project run, 20 jobs (1 source, 19 models)", limit: "none", note: "goal: under 1 s wall"}
-	for i := 0; i < max(b.reps, 5); i++ {
-		m, err := runChild(ctx, "", b.idem, "run", dir, "--quiet")
-		if err != nil {
-			return err
-		}
-		r.idem = append(r.idem, m)
-	}
-	ws := walls(r.idem)
-	slices.Sort(ws)
-	logf("noop project: median %.0f ms", ws[len(ws)/2]*1000)
-	b.rows = append(b.rows, r)
-	return nil
+	return b.repeat(ctx, r, max(b.reps, 5), "noop project", "run", dir, "--quiet") // cases.go
 }
