@@ -3,9 +3,6 @@ package run
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -317,84 +314,11 @@ func (d *DB) Run(ctx context.Context, j *job.Job, opts RunOptions) (*Result, err
 }
 
 func (d *DB) run(ctx context.Context, j *job.Job, opts RunOptions) (*Result, error) {
-	if d.readOnly {
-		return nil, errors.New("database opened read-only")
-	}
-	var donePrep func()
-	if opts.Progress.Timings {
-		donePrep = opts.Progress.Start("prepare")
-	}
-	p, err := Prepare(ctx, j, opts)
-	if donePrep != nil {
-		donePrep()
-	}
+	res, err := d.RunTogether(ctx, []JobRun{{Job: j, Opts: opts}}) // together.go
 	if err != nil {
-		return nil, d.logError(j, opts.BatchID, job.Canceled(ctx, err))
-	}
-	conn, err := d.sql.Conn(ctx)
-	if err != nil {
-		return nil, job.Canceled(ctx, fmt.Errorf("connect %s: %w", d.path, err))
-	}
-	defer conn.Close()
-	opts.Progress = withQueryProgress(ctx, opts.Progress, conn)
-
-	fault(opts, FaultBeforeBegin)
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, job.Canceled(ctx, fmt.Errorf("begin: %w", err))
-	}
-	res, logRow, err := d.runTx(ctx, tx, j, p, opts)
-	if err == nil && logRow && opts.BeforeCommit != nil {
-		err = opts.BeforeCommit(ctx, tx, res)
-	}
-	if err != nil || res.Decision == job.DecisionSkipped || res.Decision == job.DecisionAlreadyCommitted {
-		rbErr := tx.Rollback()
-		if p.retained {
-			// The copy this run retained is named by no committed row.
-			_, _ = source.Sweep(context.WithoutCancel(ctx), d.sql, d.path)
-		}
-		if err != nil {
-			err = job.Canceled(ctx, err)
-			decision := job.DecisionFailed
-			if errors.Is(err, job.ErrRefused) {
-				decision = job.DecisionRefused
-			}
-			d.logOutside(j, p, decision, err.Error())
-			if rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
-				err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
-			}
-			return nil, err
-		}
-		d.logNoCommit(j, p, res, opts)
-		d.expireAfter(ctx, j, opts, res) // finishes an expiry a kill cut short
-		return res, nil
-	}
-	_ = logRow
-	fault(opts, FaultBeforeCommit)
-	done := opts.Progress.Start("commit")
-	err = tx.Commit()
-	done()
-	if err != nil {
-		err = job.Canceled(ctx, fmt.Errorf("commit: %w", err))
-		d.logOutside(j, p, job.DecisionFailed, err.Error())
 		return nil, err
 	}
-	fault(opts, FaultAfterCommit)
-	for _, path := range p.scrubbed {
-		_ = os.Remove(path)
-	}
-	d.expireAfter(ctx, j, opts, res)
-	// Keep the WAL short: DuckDB replays it on open, and index DDL in a WAL
-	// has had replay bugs. A failure here does not undo the commit.
-	fault(opts, FaultCheckpoint)
-	if !opts.NoCheckpoint {
-		done = opts.Progress.Start("checkpoint")
-		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
-		done()
-	}
-	fault(opts, FaultAfterCheckpoint)
-	res.Replica = d.PublishReplica(ctx, opts.Fault) // replica.go
-	return res, nil
+	return res[0], nil
 }
 
 func fault(opts RunOptions, point string) {

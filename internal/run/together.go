@@ -17,16 +17,23 @@ type JobRun struct {
 	Opts RunOptions
 }
 
-// RunTogether runs jobs, in order, in one transaction: each job's run sees
-// what the runs before it wrote (a job reading one of them pins the
-// snapshot it is about to commit), and either all of them commit or none
-// does. A job that finds nothing to write (skipped, already committed)
-// writes nothing and the others go on. Only jobs that read no stream and
-// no files mode may run together; each one's BeforeCommit runs once its
-// phases have, before the next job starts. Its fault points are passed to
-// each job's hook: before_begin by the first, before_commit and after
-// by the last, and the rest by the job that reaches them. It returns one
-// result per job, or the first error, which rolls every job back.
+// writes says a run's result is one to commit: not skipped, not already
+// committed.
+func writes(res *Result) bool {
+	return res.Decision != job.DecisionSkipped && res.Decision != job.DecisionAlreadyCommitted
+}
+
+// RunTogether runs jobs, in order, in one transaction on one pinned
+// connection (Run is RunTogether of one job): each job's run sees what the
+// runs before it wrote (a job reading one of them pins the snapshot it is
+// about to commit), and either all of them commit or none does. A job that
+// finds nothing to write (skipped, already committed) writes nothing and
+// the others go on; when none writes, the transaction rolls back. Each
+// job's BeforeCommit runs once its phases have, before the next job
+// starts. Fault points go to each job's hook: before_begin by the first,
+// before_commit and after by the last, the rest by the job that reaches
+// them. It returns one result per job, or the first error, which rolls
+// every job back.
 func (d *DB) RunTogether(ctx context.Context, runs []JobRun) ([]*Result, error) {
 	if d.readOnly {
 		return nil, errors.New("database opened read-only")
@@ -36,7 +43,14 @@ func (d *DB) RunTogether(ctx context.Context, runs []JobRun) ([]*Result, error) 
 	}
 	preps := make([]*Prepared, len(runs))
 	for i, r := range runs {
+		var donePrep func()
+		if r.Opts.Progress.Timings {
+			donePrep = r.Opts.Progress.Start("prepare")
+		}
 		p, err := Prepare(ctx, r.Job, r.Opts)
+		if donePrep != nil {
+			donePrep()
+		}
 		if err != nil {
 			return nil, d.logError(r.Job, r.Opts.BatchID, job.Canceled(ctx, err))
 		}
@@ -47,62 +61,90 @@ func (d *DB) RunTogether(ctx context.Context, runs []JobRun) ([]*Result, error) 
 		return nil, job.Canceled(ctx, fmt.Errorf("connect %s: %w", d.path, err))
 	}
 	defer conn.Close()
+	for i := range runs {
+		runs[i].Opts.Progress = withQueryProgress(ctx, runs[i].Opts.Progress, conn)
+	}
 	first, last := runs[0].Opts, runs[len(runs)-1].Opts
 	fault(first, FaultBeforeBegin)
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, job.Canceled(ctx, fmt.Errorf("begin: %w", err))
 	}
-	results := make([]*Result, len(runs))
-	wrote := make([]bool, len(runs))
-	fail := func(i int, err error) ([]*Result, error) {
-		rbErr := tx.Rollback()
-		for _, p := range preps {
-			if p.retained {
+	// sweep removes the copies the runs pick retained, which no committed
+	// row names.
+	sweep := func(pick func(i int) bool) {
+		for i, p := range preps {
+			if p.retained && pick(i) {
 				_, _ = source.Sweep(context.WithoutCancel(ctx), d.sql, d.path)
-				break
+				return
 			}
 		}
-		err = job.Canceled(ctx, err)
-		decision := job.DecisionFailed
-		if errors.Is(err, job.ErrRefused) {
-			decision = job.DecisionRefused
-		}
-		d.logOutside(runs[i].Job, preps[i], decision, err.Error())
-		if rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
-			err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
-		}
-		return nil, err
 	}
+	results := make([]*Result, len(runs))
+	anyWrites := false
 	for i, r := range runs {
-		opts := r.Opts
-		opts.Progress = withQueryProgress(ctx, opts.Progress, conn)
-		res, commit, err := d.runTx(ctx, tx, r.Job, preps[i], opts)
-		if err == nil && commit && opts.BeforeCommit != nil {
-			err = opts.BeforeCommit(ctx, tx, res)
+		res, commit, err := d.runTx(ctx, tx, r.Job, preps[i], r.Opts)
+		if err == nil && commit && r.Opts.BeforeCommit != nil {
+			err = r.Opts.BeforeCommit(ctx, tx, res)
 		}
 		if err != nil {
-			return fail(i, err)
+			rbErr := tx.Rollback()
+			sweep(func(int) bool { return true })
+			err = job.Canceled(ctx, err)
+			decision := job.DecisionFailed
+			if errors.Is(err, job.ErrRefused) {
+				decision = job.DecisionRefused
+			}
+			d.logOutside(r.Job, preps[i], decision, err.Error())
+			if rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
+				err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
+			}
+			return nil, err
 		}
-		results[i], wrote[i] = res, commit
+		results[i] = res
+		anyWrites = anyWrites || writes(res)
+	}
+	// logNoCommit records each run that wrote nothing; the expiry after it
+	// finishes one a kill cut short.
+	logNoCommit := func() {
+		for i, r := range runs {
+			if !writes(results[i]) {
+				d.logNoCommit(r.Job, preps[i], results[i], r.Opts)
+				d.expireAfter(ctx, r.Job, r.Opts, results[i])
+			}
+		}
+	}
+	if !anyWrites {
+		_ = tx.Rollback()
+		sweep(func(int) bool { return true })
+		logNoCommit()
+		return results, nil
 	}
 	fault(last, FaultBeforeCommit)
 	done := last.Progress.Start("commit")
 	err = tx.Commit()
 	done()
 	if err != nil {
-		return fail(len(runs)-1, fmt.Errorf("commit: %w", err))
+		err = job.Canceled(ctx, fmt.Errorf("commit: %w", err))
+		for i, r := range runs {
+			d.logOutside(r.Job, preps[i], job.DecisionFailed, err.Error())
+		}
+		return nil, err
 	}
 	fault(last, FaultAfterCommit)
+	sweep(func(i int) bool { return !writes(results[i]) })
+	logNoCommit()
 	for i, r := range runs {
-		if !wrote[i] {
-			d.logNoCommit(r.Job, preps[i], results[i], r.Opts)
+		if !writes(results[i]) {
+			continue
 		}
 		for _, path := range preps[i].scrubbed {
 			_ = os.Remove(path)
 		}
 		d.expireAfter(ctx, r.Job, r.Opts, results[i])
 	}
+	// Keep the WAL short: DuckDB replays it on open, and index DDL in a WAL
+	// has had replay bugs. A failure here does not undo the commit.
 	fault(last, FaultCheckpoint)
 	if !last.NoCheckpoint {
 		done = last.Progress.Start("checkpoint")
@@ -110,7 +152,7 @@ func (d *DB) RunTogether(ctx context.Context, runs []JobRun) ([]*Result, error) 
 		done()
 	}
 	fault(last, FaultAfterCheckpoint)
-	replica := d.PublishReplica(ctx, last.Fault)
+	replica := d.PublishReplica(ctx, last.Fault) // replica.go
 	for _, res := range results {
 		res.Replica = replica
 	}
