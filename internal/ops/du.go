@@ -4,7 +4,6 @@ import (
 	"context"
 	"io/fs"
 	"net/url"
-	"os"
 	"path/filepath"
 
 	"github.com/idem-dev/idem/internal/catalog"
@@ -150,11 +149,7 @@ func DU(ctx context.Context, d *run.DB, j *job.Job) (*DUResult, error) {
 	for _, n := range stor.Tables {
 		res.TablesBytes += n
 	}
-	for _, p := range []string{d.Path(), d.Path() + ".wal"} {
-		if fi, err := os.Stat(p); err == nil {
-			res.FileBytes += fi.Size()
-		}
-	}
+	res.FileBytes = DatabaseBytes(d.Path()) // env.go
 	res.Environments = []EnvBytes{}
 	if envs, err := ListEnvironments(d.Path()); err == nil {
 		for _, e := range envs {

@@ -185,8 +185,17 @@ func ListEnvironments(db string) ([]*Environment, error) {
 
 // EnvironmentBytes is the size of environment name's files.
 func EnvironmentBytes(db, name string) int64 {
+	return DatabaseBytes(EnvPath(db, name)) + filesBytes(envManifestPath(db, name))
+}
+
+// DatabaseBytes is the size on disk of the database file at path and its
+// WAL.
+func DatabaseBytes(path string) int64 { return filesBytes(path, path+".wal") }
+
+// filesBytes sums the sizes of the files that exist among paths.
+func filesBytes(paths ...string) int64 {
 	var n int64
-	for _, f := range []string{EnvPath(db, name), EnvPath(db, name) + ".wal", envManifestPath(db, name)} {
+	for _, f := range paths {
 		if st, err := os.Stat(f); err == nil {
 			n += st.Size()
 		}

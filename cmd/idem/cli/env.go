@@ -422,7 +422,7 @@ commits it there.`,
 					return a.fail(f.jsonOut, err)
 				}
 				for _, e := range envs {
-					out = append(out, listed{Environment: e, Bytes: ops.EnvironmentBytes(g.db, e.Name), Production: fileBytes(g.db)})
+					out = append(out, listed{Environment: e, Bytes: ops.EnvironmentBytes(g.db, e.Name), Production: ops.DatabaseBytes(g.db)})
 				}
 			}
 			if f.jsonOut {
@@ -494,14 +494,4 @@ func orNone(s string) string {
 		return "nothing"
 	}
 	return s
-}
-
-func fileBytes(path string) int64 {
-	var n int64
-	for _, f := range []string{path, path + ".wal"} {
-		if st, err := os.Stat(f); err == nil {
-			n += st.Size()
-		}
-	}
-	return n
 }
