@@ -69,9 +69,23 @@ func nullable(s string) any {
 }
 
 func TargetColumnsIn(ctx context.Context, q Querier, schema, table string) ([]TargetColumn, error) {
-	rows, err := q.QueryContext(ctx, `SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = current_database() AND schema_name = ? AND table_name = ? ORDER BY column_index`, schema, table)
+	return columnsOf(ctx, q, "current_database()", schema, table, schema)
+}
+
+// AttachedColumns are the columns, in order, of table main.table of the
+// database attached as cat (an environment's production, promote's
+// environment).
+func AttachedColumns(ctx context.Context, q Querier, cat, table string) ([]TargetColumn, error) {
+	return columnsOf(ctx, q, job.SQLString(cat), "main", table, cat+".main")
+}
+
+// columnsOf reads from duckdb_columns the columns of table schema.table of
+// the database the SQL expression database names; where names it in
+// errors.
+func columnsOf(ctx context.Context, q Querier, database, schema, table, where string) ([]TargetColumn, error) {
+	rows, err := q.QueryContext(ctx, `SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = `+database+` AND schema_name = ? AND table_name = ? ORDER BY column_index`, schema, table)
 	if err != nil {
-		return nil, fmt.Errorf("columns of %s.%s: %w", schema, table, err)
+		return nil, fmt.Errorf("columns of %s.%s: %w", where, table, err)
 	}
 	defer rows.Close()
 	var cols []TargetColumn

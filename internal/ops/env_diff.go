@@ -142,20 +142,12 @@ func attachedSource(ctx context.Context, q catalog.Querier, cat string, j *job.J
 	}
 	src.snapshot = st.Snapshot
 	table := job.QuoteIdent(cat) + ".main." + job.QuoteIdent(st.Target)
-	rows, err := q.QueryContext(ctx, `SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = ? AND schema_name = 'main' AND table_name = ? ORDER BY column_index`, cat, st.Target)
+	cols, err := catalog.AttachedColumns(ctx, q, cat, st.Target)
 	if err != nil {
-		return nil, fmt.Errorf("columns of %s.%s: %w", cat, st.Target, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var c, t string
-		if err := rows.Scan(&c, &t); err != nil {
-			return nil, err
-		}
-		src.columns, src.types = append(src.columns, c), append(src.types, t)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, err
+	}
+	for _, c := range cols {
+		src.columns, src.types = append(src.columns, c.Name), append(src.types, c.Type)
 	}
 	if !like.unique {
 		src.key = src.columns
