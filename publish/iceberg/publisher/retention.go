@@ -1,0 +1,162 @@
+// Erasure and retention carried to Iceberg: the kept history rebuilt
+// from the scrubbed idem data, older Iceberg snapshots expired and the
+// files no snapshot names deleted.
+
+package publisher
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+)
+
+// rebuild carries an idem erasure over: in ONE commit it publishes every
+// kept idem snapshot again (read from idem, which no longer holds the
+// subject) and expires every Iceberg snapshot that existed before, so
+// that no snapshot the table keeps can read the subject; the files only
+// those held are deleted after the commit.
+func (p *publisher) rebuild(ctx context.Context, tbl *table.Table, idem *idemSide) (*table.Table, error) {
+	tx := tbl.NewTransaction()
+	if err := tx.AssertRefSnapshotID(""); err != nil {
+		return nil, err
+	}
+	before := len(tbl.Metadata().Snapshots())
+	remove, err := currentFiles(ctx, tbl)
+	if err != nil {
+		return nil, err
+	}
+	staged := tbl
+	var pubs []Published
+	for _, s := range idem.kept {
+		start := time.Now()
+		cols, schema, err := p.evolve(tx, staged, s)
+		if err != nil {
+			return nil, err
+		}
+		files, err := p.writeFiles(ctx, staged, s.Snapshot, cols, schema, p.j.PartitionBy != "" && !tbl.Spec().IsUnpartitioned(), nil)
+		if err != nil {
+			return nil, err
+		}
+		if len(files.paths) == 0 && len(remove) == 0 {
+			if files, err = p.writeEmpty(ctx, staged, s.Snapshot, cols, schema); err != nil {
+				return nil, err
+			}
+		}
+		p.opts.fault(FaultAfterFiles)
+		sum, rows, err := p.exportSHA(ctx, s.Snapshot)
+		if err != nil {
+			return nil, err
+		}
+		props := snapshotProps(p.j, s, sum)
+		props[PropErasure] = strconv.FormatInt(idem.lastErasure, 10)
+		if err := tx.ReplaceDataFiles(ctx, remove, files.paths, props); err != nil {
+			return nil, fmt.Errorf("publish snapshot %d of %s again after the erasure: %w", s.Snapshot, p.j.Name, err)
+		}
+		pubs = append(pubs, Published{Snapshot: s.Snapshot, Rows: rows, SHA256: sum, Files: len(files.paths), Bytes: files.bytes, Removed: len(remove), Seconds: time.Since(start).Seconds()})
+		remove = files.paths
+		if staged, err = stagedTable(tx); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.SetProperties(iceberg.Properties{PropErasure: strconv.FormatInt(idem.lastErasure, 10)}); err != nil {
+		return nil, err
+	}
+	// Keep exactly the snapshots staged above; everything older expires.
+	time.Sleep(2 * time.Millisecond) // snapshots younger than 0 ms are never expired
+	if err := tx.ExpireSnapshots(table.WithRetainLast(len(idem.kept)), table.WithOlderThan(0), table.WithPostCommit(false)); err != nil {
+		return nil, fmt.Errorf("expire the Iceberg snapshots of %s that held the erased rows: %w", p.j.Name, err)
+	}
+	p.opts.fault(FaultBeforeCommit)
+	out, err := p.commit(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	p.opts.fault(FaultAfterCommit)
+	p.rep.Rebuilt = true
+	meta := out.Metadata()
+	lookup := func(id int64) *table.Snapshot { return meta.SnapshotByID(id) }
+	chain := table.AncestorsOf(out.CurrentSnapshot().SnapshotID, lookup)
+	for i := range pubs { // chain is newest first
+		pubs[i].IcebergSnapshot = chain[len(pubs)-1-i].SnapshotID
+		p.rep.Published = append(p.rep.Published, pubs[i])
+		if p.opts.Progress != nil {
+			p.opts.Progress(pubs[i])
+		}
+	}
+	for n := before + len(pubs) - len(meta.Snapshots()); n > 0; n-- {
+		p.rep.Expired = append(p.rep.Expired, 0)
+	}
+	return out, nil
+}
+
+func stagedTable(tx *table.Transaction) (*table.Table, error) {
+	st, err := tx.StagedTable()
+	if err != nil {
+		return nil, err
+	}
+	return st.Table, nil
+}
+
+// expire expires the Iceberg snapshots of idem snapshots that expired
+// (their files are deleted by cleanOrphans, which also deletes what a
+// killed publisher left, and does not fail on a file already gone):
+// the table keeps the Iceberg snapshots of the kept idem snapshots (the
+// newest ones of its main branch) and nothing older.
+func (p *publisher) expire(ctx context.Context, tbl *table.Table, idem *idemSide) (*table.Table, error) {
+	pub, err := readPublished(tbl)
+	if err != nil {
+		return nil, err
+	}
+	oldest := idem.kept[0].Snapshot
+	keep := 0
+	for _, id := range pub.order { // newest first
+		if s, ok := pub.idemOf[id]; ok && s < oldest {
+			break
+		}
+		keep++
+	}
+	all := len(tbl.Metadata().Snapshots())
+	if keep >= all || keep == 0 {
+		return tbl, nil
+	}
+	var expired []int64
+	for _, id := range pub.order[keep:] {
+		expired = append(expired, id)
+	}
+	tx := tbl.NewTransaction()
+	if err := tx.AssertRefSnapshotID(""); err != nil {
+		return nil, err
+	}
+	if err := tx.ExpireSnapshots(table.WithRetainLast(keep), table.WithOlderThan(0), table.WithPostCommit(false)); err != nil {
+		return nil, fmt.Errorf("expire Iceberg snapshots of %s: %w", p.j.Name, err)
+	}
+	out, err := p.commit(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range expired {
+		if out.Metadata().SnapshotByID(id) == nil {
+			p.rep.Expired = append(p.rep.Expired, id)
+		}
+	}
+	return out, nil
+}
+
+// cleanOrphans deletes the files under the table's location that no
+// metadata references and that are older than since (the start of this
+// publisher's commits): files of killed publishers and of expired
+// snapshots. A concurrent publisher's files, written after since, are
+// left alone.
+func (p *publisher) cleanOrphans(ctx context.Context, tbl *table.Table, since time.Time) error {
+	res, err := tbl.DeleteOrphanFiles(ctx, table.WithLocation(tbl.Location()), table.WithFilesOlderThan(time.Since(since)))
+	if err != nil {
+		return fmt.Errorf("delete orphan files of Iceberg table %s: %w", strings.Join(Ident(p.j), "."), err)
+	}
+	p.rep.Deleted += len(res.DeletedFiles)
+	return nil
+}
