@@ -213,16 +213,23 @@ func appendHistory(ctx context.Context, tx *sql.Tx, j *job.Job, f *historyFormat
 		prev := pinnedSQL(j.Name, names, f, snapshot-1)
 		stmts = append(stmts, "CREATE OR REPLACE TEMP TABLE idem_changed AS SELECT DISTINCT "+keys+" FROM (("+prev+" EXCEPT ALL SELECT "+list+" FROM "+target+") UNION ALL (SELECT "+list+" FROM "+target+" EXCEPT ALL "+prev+"))")
 	}
-	ukeys := make([]string, len(f.Key))
-	for i, k := range quoteAll(f.Key) {
-		ukeys[i] = "u." + k
+	// One join of the changed keys (distinct: a key may be listed twice)
+	// with the target appends the target's rows of each changed key and,
+	// for a changed key the target no longer holds, a marker (its key,
+	// NULLs, idem_to = S). A key column comes from the target's row when
+	// there is one: a join on IS NOT DISTINCT FROM may pair values that
+	// compare equal but are not the same bytes (-0.0 and 0.0).
+	sel := make([]string, len(cols))
+	for i, c := range cols {
+		n := job.QuoteIdent(c.Name)
+		if slices.Contains(f.Key, c.Name) {
+			sel[i] = "CASE WHEN t.idem_hit THEN t." + n + " ELSE u." + n + " END"
+		} else {
+			sel[i] = "t." + n
+		}
 	}
-	// The target's rows of changed keys (a semi join: a key may be listed
-	// twice), then a marker for each changed key that got none: the anti
-	// join reads only the rows just appended.
 	stmts = append(stmts,
-		"INSERT INTO "+hist+" ("+list+", idem_from, idem_to) SELECT "+list+", "+s+", NULL FROM "+target+" AS t SEMI JOIN "+changed+" AS u ON "+keyMatch(f.Key, "t", "u"),
-		"INSERT INTO "+hist+" ("+keys+", idem_from, idem_to) SELECT DISTINCT "+strings.Join(ukeys, ", ")+", "+s+", "+s+" FROM "+changed+" AS u ANTI JOIN (SELECT "+keys+" FROM "+hist+" WHERE idem_from = "+s+") AS n ON "+keyMatch(f.Key, "u", "n"),
+		"INSERT INTO "+hist+" ("+list+", idem_from, idem_to) SELECT "+strings.Join(sel, ", ")+", "+s+", CASE WHEN t.idem_hit THEN NULL ELSE "+s+" END FROM (SELECT DISTINCT "+keys+" FROM "+changed+") AS u LEFT JOIN (SELECT "+list+", true AS idem_hit FROM "+target+") AS t ON "+keyMatch(f.Key, "t", "u"),
 	)
 	if !touched {
 		stmts = append(stmts, "DROP TABLE idem_changed")
