@@ -249,7 +249,7 @@ func (k *KafkaReader) take(fetches kgo.Fetches, out []Record) ([]Record, error) 
 			k.ends[strconv.Itoa(int(fp.Partition))] = fp.HighWatermark
 		}
 		for _, r := range fp.Records {
-			out = append(out, Record{Partition: strconv.Itoa(int(r.Partition)), Position: r.Offset, Value: r.Value, Null: r.Value == nil})
+			out = append(out, Record{Partition: strconv.Itoa(int(r.Partition)), Position: r.Offset, Value: r.Value, Null: r.Value == nil, Key: r.Key})
 			k.pos[r.Partition] = r.Offset + 1
 		}
 	})
