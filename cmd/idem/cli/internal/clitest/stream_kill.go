@@ -19,7 +19,9 @@ import (
 // last follower committed. flags are added to every run (--allow-gap).
 func KillFollow(t *testing.T, work, jobPath string, trials int, produced func(), flags ...string) (killed int, one time.Duration, after int) {
 	t.Helper()
-	args := func(more ...string) []string { return append(append([]string{"run", jobPath, "--follow", "--json"}, flags...), more...) }
+	args := func(more ...string) []string {
+		return append(append([]string{"run", jobPath, "--follow", "--json"}, flags...), more...)
+	}
 	start := time.Now()
 	r := KillCLI(t, work, "", 0, args("--max-batches", "1")...)
 	require.Equal(t, 0, r.Code, r.Stderr)
