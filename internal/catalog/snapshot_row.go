@@ -58,6 +58,10 @@ type Reject struct {
 	Outcome   string `json:"outcome"`
 	Bytes     int    `json:"bytes"`
 	Prefix    string `json:"prefix"`
+	// Why says what made a record of this outcome invalid where the
+	// outcome alone does not (a tombstone's message key), for the run's
+	// message; it is not kept with the snapshot.
+	Why string `json:"-"`
 }
 
 // RejectPrefix is how many bytes of a rejected record are kept.

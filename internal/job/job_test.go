@@ -17,6 +17,8 @@ const (
 	sampleHead = "name = \"s\"\npipeline = \"sample\"\ntransform_version = 1\nschema_version = 1\n"
 	vcHead     = "name = \"vc\"\npipeline = \"versioned_changes\"\ntransform_version = 1\nschema_version = 1\n"
 	mergeHead  = "name = \"m\"\npipeline = \"merge_by_key\"\ntransform_version = 1\nschema_version = 1\n"
+	pHead      = "name = \"j\"\npipeline = \"p\"\ntransform_version = 1\nschema_version = 1\n"
+	applyPipe  = "name = \"p\"\nmode = \"apply\"\nkey = [\"id\"]\ncolumns = [{ name = \"id\", type = \"BIGINT\" }, { name = \"v\", type = \"BIGINT\" }, { name = \"operation\", type = \"VARCHAR\" }]\n"
 	mergeCols  = "[input.columns]\nid = \"BIGINT\"\nv = \"BIGINT\"\nname = \"VARCHAR\"\n"
 )
 
@@ -110,6 +112,12 @@ func TestLoadJobErrors(t *testing.T) {
 			map[string]string{"m/v1.sql": "SELECT 1 AS k FROM {{upstream:u}}"}, "job.toml: target.key: a model names the columns that identify one row of its result: add key = [\"...\"] to [target]"},
 		{"undeclared upstream", "name = \"d\"\npipeline = \"select\"\ntransform_version = 1\n[input]\nupstream = [\"u\"]\n[transform]\nsql = \"m\"\n[target]\nkey = [\"k\"]\n",
 			map[string]string{"m/v1.sql": "SELECT 1 AS k FROM {{upstream:w}}"}, "job.toml:2: pipeline: step 01_model.sql: placeholder {{upstream:w}}: job w is not a declared upstream: add it to [input] upstream"},
+		{"tombstone not a column", pHead, map[string]string{"p/pipeline.toml": applyPipe + "[tombstone]\nop = \"delete\"\n"},
+			`p/pipeline.toml:6: tombstone.op: "op" is not one of the pipeline's columns (id, v, operation)`},
+		{"tombstone a list", pHead, map[string]string{"p/pipeline.toml": applyPipe + "[tombstone]\noperation = [\"delete\"]\n"},
+			`p/pipeline.toml:6: tombstone.operation: want a string, an integer or a boolean, found a list`},
+		{"tombstone of a refresh pipeline", pHead, map[string]string{"p/pipeline.toml": strings.Replace(applyPipe, "apply", "refresh", 1) + "[tombstone]\noperation = \"delete\"\n"},
+			`p/pipeline.toml:5: tombstone: a delete marker belongs to an apply pipeline that declares its columns (a tombstone is a delete of a change batch)`},
 		{"stream key without kind", vcHead + "[input]\ntopic = \"t\"\n", nil, `job.toml:6: input.topic: topic applies to a stream input: set kind = "kafka" or "sse"`},
 		{"stream refresh", sampleHead + "[input]\nkind = \"sse\"\nurl = \"http://x\"\n", nil, "job.toml:6: input.kind: a stream input needs an apply pipeline (each batch is a set of changes applied once); sample is a refresh pipeline, which would replace its target with the last batch alone"},
 	}

@@ -85,6 +85,13 @@ type Pipeline struct {
 	// with both a file input and upstream inputs needs
 	// reads = ["files", "upstream"].
 	Reads []string `toml:"reads"`
+	// Tombstone is the pipeline's delete marker: the input columns and
+	// values that make a row a delete ({"operation": "delete"}). A Kafka
+	// tombstone (a message with a null value) of a job reading this
+	// pipeline becomes one input row: its message key's fields with these
+	// added, judged by the pipeline's own checks. Empty: the pipeline has no
+	// delete a tombstone could be, and a tombstone is invalid_tombstone.
+	Tombstone map[string]any `toml:"tombstone"`
 
 	fsys   fs.FS
 	origin string // "builtin:NAME" or the folder on disk
@@ -153,6 +160,9 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 		}
 		seen[c.Name] = true
 	}
+	if err := p.checkTombstone(bad); err != nil {
+		return nil, err
+	}
 	if p.OutcomesTable != "" && !suffixRef.MatchString(p.OutcomesTable) {
 		return nil, bad("outcomes_table", "must be a table-name suffix of letters, digits and underscores, like \"_outcomes\"")
 	}
@@ -175,6 +185,28 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 		}
 	}
 	return p, nil
+}
+
+// checkTombstone checks [tombstone]: an apply pipeline's own input
+// columns, each given a string, integer or boolean.
+func (p *Pipeline) checkTombstone(bad keyErrorFunc) error {
+	if len(p.Tombstone) == 0 {
+		return nil
+	}
+	if p.Mode != ModeApply || p.Generic || p.Model {
+		return bad("tombstone", "a delete marker belongs to an apply pipeline that declares its columns (a tombstone is a delete of a change batch)")
+	}
+	for _, name := range SortedKeys(p.Tombstone) {
+		if !slices.Contains(p.ColumnNames(), name) {
+			return bad("tombstone."+name, "%q is not one of the pipeline's columns (%s)", name, strings.Join(p.ColumnNames(), ", "))
+		}
+		switch p.Tombstone[name].(type) {
+		case string, int64, bool:
+		default:
+			return bad("tombstone."+name, "want a string, an integer or a boolean, found %s", describe(p.Tombstone[name]))
+		}
+	}
+	return nil
 }
 
 // Transform returns the step files of transform version v in file-name order.

@@ -63,7 +63,10 @@ type StreamResult struct {
 	// Rejected are the records read as an invalid_* outcome (not one
 	// record the pipeline can read), each naming partition and position.
 	Rejected []catalog.Reject `json:"rejected,omitempty"`
-	JobKey   string           `json:"job_key"`
+	// Deletes counts the Kafka tombstones read as a delete row (the
+	// pipeline's delete marker added to the message key).
+	Deletes int    `json:"deletes,omitempty"`
+	JobKey  string `json:"job_key"`
 	// Run is the committed run's full result; nil when nothing was.
 	Run *Result `json:"-"`
 }
@@ -169,7 +172,7 @@ func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r sou
 	}
 	defer b.Remove()
 	sr := &StreamResult{Job: j.Name, BatchID: b.ID, Records: b.Records, Replayed: b.Skipped, Ranges: b.Ranges,
-		Outcomes: map[string]int64{}, Gap: source.GapNote(b.Gaps), Rejected: b.Rejects}
+		Outcomes: map[string]int64{}, Gap: source.GapNote(b.Gaps), Rejected: b.Rejects, Deletes: b.Deletes}
 	if sr.Ranges == nil {
 		sr.Ranges = []source.StreamRange{}
 	}
@@ -275,7 +278,11 @@ func RejectNote(rejects []catalog.Reject) string {
 				parts = append(parts, fmt.Sprintf("and %d more", len(bad)-i))
 				break
 			}
-			parts = append(parts, fmt.Sprintf("%s:%d %s", r.Partition, r.Position, r.Outcome))
+			part := fmt.Sprintf("%s:%d %s", r.Partition, r.Position, r.Outcome)
+			if r.Why != "" {
+				part += " (" + r.Why + ")"
+			}
+			parts = append(parts, part)
 		}
 		notes = append(notes, fmt.Sprintf("rejected %d record(s): %s", len(bad), strings.Join(parts, ", ")))
 	}

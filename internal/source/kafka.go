@@ -1,6 +1,7 @@
 package source
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
 )
 
@@ -36,6 +39,10 @@ type KafkaReader struct {
 	// starts are the offsets the last Read chose for partitions without
 	// a committed position.
 	starts map[string]int64
+	// leaders and topicID are what the last metadata said, for the
+	// one-partition fetches of probeTooLarge.
+	leaders map[int32]int32
+	topicID [16]byte
 }
 
 // NewKafkaReader returns the reader of a kafka [input]; it connects on the
@@ -204,7 +211,23 @@ func (k *KafkaReader) poll(ctx context.Context, max int, deadline time.Time) ([]
 		cancel()
 		var ferr error
 		out, ferr = k.take(fetches, out)
-		if errors.Is(ferr, errOutOfRange) {
+		if errors.Is(ferr, errResponseTooLarge) {
+			// A record batch past what the client reads: find it with
+			// one-partition fetches, and give its first record as one
+			// too large; the next Read goes on after it.
+			rec, ok, err := k.probeTooLarge(ctx)
+			if err != nil || !ok {
+				k.cl.Close()
+				k.cl = nil
+				if len(out) > 0 {
+					return out, nil
+				}
+				return nil, errors.Join(ferr, err)
+			}
+			ferr = errReseek
+			out = append(out, rec)
+		}
+		if errors.Is(ferr, errOutOfRange) || errors.Is(ferr, errReseek) {
 			k.cl.Close()
 			k.cl = nil
 			return out, nil
@@ -229,19 +252,40 @@ func (k *KafkaReader) poll(ctx context.Context, max int, deadline time.Time) ([]
 
 // take appends the records of fetches to out, advancing k.pos and k.ends,
 // and returns the first fetch error: errOutOfRange when retention deleted
-// records after this Read listed the partitions' first offsets. A fetch
-// cut by the poll's deadline is no error.
+// records after this Read listed the partitions' first offsets,
+// errResponseTooLarge when a fetch response was past BrokerMaxReadBytes,
+// errReseek after a record batch that decompresses past its bound (each
+// of its offsets is a record too large, and the client, which stopped
+// reading the partition, must start again past it). A fetch cut by the
+// poll's deadline is no error. A value past max_record_bytes is cut to
+// its first bytes, and the others are copied, so that no fetch response
+// outlives the poll.
 func (k *KafkaReader) take(fetches kgo.Fetches, out []Record) ([]Record, error) {
 	var ferr error
+	keep := func(err error) {
+		if ferr == nil || errors.Is(err, errResponseTooLarge) {
+			ferr = err
+		}
+	}
+	limit := k.maxRecordBytes()
 	fetches.EachError(func(_ string, p int32, err error) {
+		var big *kgo.ErrDecompressTooLarge
 		switch {
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		case errors.Is(err, kerr.OffsetOutOfRange):
-			ferr = errOutOfRange
-		default:
-			if ferr == nil {
-				ferr = fmt.Errorf("kafka fetch %s[%d]: %w", k.spec.Topic, p, err)
+			keep(errOutOfRange)
+		case errors.As(err, &big):
+			for o := max(big.Offset, k.pos[p]); o < big.NextOffset; o++ {
+				out = append(out, Record{Partition: strconv.Itoa(int(p)), Position: o, Oversize: k.bounds().decompress + 1})
 			}
+			if k.pos[p] < big.NextOffset {
+				k.pos[p] = big.NextOffset
+			}
+			keep(errReseek)
+		case strings.Contains(err.Error(), responseTooLarge):
+			keep(errResponseTooLarge)
+		default:
+			keep(fmt.Errorf("kafka fetch %s[%d]: %w", k.spec.Topic, p, err))
 		}
 	})
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
@@ -249,14 +293,97 @@ func (k *KafkaReader) take(fetches kgo.Fetches, out []Record) ([]Record, error) 
 			k.ends[strconv.Itoa(int(fp.Partition))] = fp.HighWatermark
 		}
 		for _, r := range fp.Records {
-			out = append(out, Record{Partition: strconv.Itoa(int(r.Partition)), Position: r.Offset, Value: r.Value, Null: r.Value == nil})
+			rec := Record{Partition: strconv.Itoa(int(r.Partition)), Position: r.Offset, Null: r.Value == nil, Key: bytes.Clone(r.Key)}
+			if len(r.Value) > limit {
+				rec.Value, rec.Oversize = bytes.Clone(r.Value[:catalog.RejectPrefix]), len(r.Value)
+			} else if r.Value != nil {
+				rec.Value = bytes.Clone(r.Value)
+			}
+			out = append(out, rec)
 			k.pos[r.Partition] = r.Offset + 1
 		}
 	})
 	return out, ferr
 }
 
-var errOutOfRange = errors.New("offset out of range")
+var (
+	errOutOfRange       = errors.New("offset out of range")
+	errReseek           = errors.New("start the client again past a record batch too large")
+	errResponseTooLarge = errors.New("a fetch response past the bytes idem reads")
+)
+
+// responseTooLarge is how franz-go's error of a response past
+// BrokerMaxReadBytes reads (its sentinel is unexported);
+// TestKafkaReadTooLarge fails if it changes.
+const responseTooLarge = "response exceeds BrokerMaxReadBytes"
+
+// kafkaBounds are what one read of a Kafka topic may hold (see
+// KafkaReader.bounds).
+type kafkaBounds struct {
+	fetch      int32 // FetchMaxBytes and FetchMaxPartitionBytes
+	response   int32 // BrokerMaxReadBytes: the largest response read
+	decompress int   // MaxDecompressBatchBytes: one record batch, decompressed
+}
+
+// bounds derives the client's byte limits from max_record_bytes (R): a
+// fetch asks for at most F = max(R, 1 MiB) (a broker still sends a first
+// record batch larger than that, so that a reader makes progress), the
+// client reads no response past F + 64 KiB, room for a batch holding one
+// record of R bytes and the response's headers, and decompresses no record
+// batch past max(8F, 64 MiB). A response past its bound is not read: its
+// record batch is found by probeTooLarge.
+func (k *KafkaReader) bounds() kafkaBounds {
+	const maxRead = 1 << 30 // franz-go's ceiling
+	f := int64(max(k.maxRecordBytes(), 1<<20))
+	f = min(f, maxRead-64<<10)
+	return kafkaBounds{fetch: int32(f), response: int32(f + 64<<10), decompress: int(min(max(8*f, 64<<20), maxRead))}
+}
+
+func (k *KafkaReader) maxRecordBytes() int {
+	if k.spec.MaxRecordBytes > 0 {
+		return k.spec.MaxRecordBytes
+	}
+	return job.DefaultMaxRecordBytes
+}
+
+// probeTooLarge finds the partition whose next record batch is past what
+// the client reads, fetching each partition alone from its next offset:
+// the record at that offset is returned as one too large (its length is
+// the response's, a little more than the batch's), and is never read.
+// ok is false when no partition's fetch is too large (the batch moved:
+// retention, or a leader change).
+func (k *KafkaReader) probeTooLarge(ctx context.Context) (Record, bool, error) {
+	if _, _, err := k.metadata(ctx, k.cl); err != nil {
+		return Record{}, false, err
+	}
+	for _, p := range slices.Sorted(maps.Keys(k.pos)) {
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 0, 1, 1
+		t := kmsg.NewFetchRequestTopic()
+		t.Topic, t.TopicID = k.spec.Topic, k.topicID
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes, fp.CurrentLeaderEpoch, fp.LogStartOffset = p, k.pos[p], 1, -1, -1
+		t.Partitions = append(t.Partitions, fp)
+		req.Topics = append(req.Topics, t)
+		leader, ok := k.leaders[p]
+		if !ok {
+			continue
+		}
+		_, err := k.cl.Broker(int(leader)).RetriableRequest(ctx, req)
+		if err == nil || !strings.Contains(err.Error(), responseTooLarge) {
+			continue
+		}
+		size := int(k.bounds().response) + 1
+		var n, limit int
+		if _, serr := fmt.Sscanf(err.Error()[strings.Index(err.Error(), "size "):], "size %d > limit %d", &n, &limit); serr == nil && n > 0 {
+			size = n
+		}
+		pos := k.pos[p]
+		k.pos[p] = pos + 1
+		return Record{Partition: strconv.Itoa(int(p)), Position: pos, Oversize: size}, true, nil
+	}
+	return Record{}, false, nil
+}
 
 // caughtUp: every partition's next offset is at its known high watermark.
 func (k *KafkaReader) caughtUp() bool {
@@ -269,7 +396,11 @@ func (k *KafkaReader) caughtUp() bool {
 }
 
 func (k *KafkaReader) clientOpts(consume map[string]map[int32]kgo.Offset) []kgo.Opt {
-	opts := []kgo.Opt{kgo.SeedBrokers(k.spec.Brokers...), kgo.DialTimeout(5 * time.Second), kgo.RequestRetries(3)}
+	b := k.bounds()
+	opts := []kgo.Opt{kgo.SeedBrokers(k.spec.Brokers...), kgo.DialTimeout(5 * time.Second), kgo.RequestRetries(3),
+		// One fetch in flight or buffered, of at most b.fetch bytes.
+		kgo.BrokerMaxReadBytes(b.response), kgo.MaxDecompressBatchBytes(b.decompress),
+		kgo.FetchMaxBytes(b.fetch), kgo.FetchMaxPartitionBytes(b.fetch), kgo.MaxConcurrentFetches(1)}
 	if consume != nil {
 		opts = append(opts, kgo.ConsumePartitions(consume), kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 			kgo.FetchMaxWait(min(max(k.spec.MaxWait, 10*time.Millisecond), 5*time.Second)))
@@ -320,8 +451,11 @@ func (k *KafkaReader) metadata(ctx context.Context, cl *kgo.Client) ([]int32, st
 		if rt.TopicID != [16]byte{} {
 			id = hex.EncodeToString(rt.TopicID[:])
 		}
+		k.topicID = rt.TopicID
+		k.leaders = map[int32]int32{}
 		for _, p := range rt.Partitions {
 			parts = append(parts, p.Partition)
+			k.leaders[p.Partition] = p.Leader
 		}
 	}
 	slices.Sort(parts)

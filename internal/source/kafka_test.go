@@ -1,9 +1,13 @@
 package source
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
 )
 
@@ -240,4 +245,94 @@ func TestKafkaReadContext(t *testing.T) {
 	recs, _, err := r.Read(ctx, map[string]int64{"0": 0}, 10, 10*time.Second)
 	require.ErrorIs(t, err, context.Canceled)
 	require.Empty(t, recs)
+}
+
+// countingConn counts the bytes a client reads from a broker.
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countingConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// TestKafkaReadTooLarge: a message past max_record_bytes is a record too
+// large, its value cut to its first bytes, and the records around it are
+// read: one the client can read is cut as it arrives; one whose record
+// batch is past the largest response the client reads (max(R, 1 MiB) +
+// 64 KiB) is found by a one-partition fetch and never read (the bytes read
+// from the broker stay far below it); one that decompresses past its bound
+// gives each offset of its batch as too large (its length as the bound
+// plus one: it is not known). The client's limits are
+// the bounds the README names.
+func TestKafkaReadTooLarge(t *testing.T) {
+	t.Parallel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"), kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(64 << 20)}))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	addr := c.ListenAddrs()[0]
+	producer := func(opts ...kgo.Opt) *kgo.Client {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(100 << 20), kgo.BrokerMaxWriteBytes(200 << 20)}, opts...)...)
+		require.NoError(t, err)
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	plain, lz4 := producer(kgo.ProducerBatchCompression(kgo.NoCompression())), producer(kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+	produce := func(cl *kgo.Client, values ...[]byte) {
+		t.Helper()
+		for _, v := range values { // one batch each
+			require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Topic: "t", Value: v}).FirstErr())
+		}
+	}
+	mid := bytes.Repeat([]byte("m"), 200<<10) // read, past R
+	big := bytes.Repeat([]byte("b"), 8<<20)   // its batch past the largest response
+	huge := make([]byte, 65<<20)              // compresses to little, decompresses past 64 MiB
+	produce(plain, []byte("s0"), mid, []byte("s1"), big, []byte("s2"))
+	produce(lz4, huge)
+	produce(plain, []byte("s3"))
+	huge = nil
+
+	var read atomic.Int64
+	dial := func(ctx context.Context, network, host string) (net.Conn, error) {
+		conn, err := (&net.Dialer{}).DialContext(ctx, network, host)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{Conn: conn, n: &read}, nil
+	}
+	spec := job.StreamSpec{Kind: job.KindKafka, Brokers: []string{addr}, Topic: "t", MaxWait: 200 * time.Millisecond, MaxRecordBytes: 64 << 10}
+	// The decompression bound, 64 MiB here, lowered to 4 MiB to keep the
+	// test cheap.
+	r, err := NewKafkaReader(spec, kgo.Dialer(dial), kgo.MaxDecompressBatchBytes(4<<20))
+	require.NoError(t, err)
+	t.Cleanup(func() { r.Close() })
+	require.Equal(t, kafkaBounds{fetch: 1 << 20, response: 1<<20 + 64<<10, decompress: 64 << 20}, r.bounds())
+
+	var got []string
+	for _, rec := range readAll(t, r, map[string]int64{}, 10) {
+		got = append(got, fmt.Sprintf("%d %q %d", rec.Position, rec.Value, rec.Oversize))
+	}
+	require.Len(t, got, 7)
+	require.Equal(t, []string{`0 "s0" 0`, fmt.Sprintf("1 %q %d", mid[:catalog.RejectPrefix], len(mid)), `2 "s1" 0`}, got[:3])
+	var n int
+	_, err = fmt.Sscanf(got[3], `3 "" %d`, &n)
+	require.NoError(t, err, got[3])
+	require.Greater(t, n, len(big), "the size of the response that holds it")
+	require.Equal(t, []string{`4 "s2" 0`, fmt.Sprintf(`5 "" %d`, 64<<20+1), `6 "s3" 0`}, got[4:])
+	require.Less(t, read.Load(), int64(2<<20), "bytes read from the broker: the 8 MiB record was never read")
+
+	// A job's bounds follow max_record_bytes.
+	for _, c := range []struct {
+		r    int
+		want kafkaBounds
+	}{
+		{0, kafkaBounds{fetch: 8 << 20, response: 8<<20 + 64<<10, decompress: 64 << 20}},
+		{32 << 20, kafkaBounds{fetch: 32 << 20, response: 32<<20 + 64<<10, decompress: 256 << 20}},
+		{2 << 30, kafkaBounds{fetch: 1<<30 - 64<<10, response: 1 << 30, decompress: 1 << 30}},
+	} {
+		require.Equal(t, c.want, (&KafkaReader{spec: job.StreamSpec{MaxRecordBytes: c.r}}).bounds(), "max_record_bytes %d", c.r)
+	}
 }

@@ -31,6 +31,9 @@ type Record struct {
 	Value     []byte
 	// Null is a record with no value at all (a Kafka tombstone).
 	Null bool
+	// Key is a Kafka message's key: what a tombstone deletes (see
+	// checkRecord).
+	Key []byte
 	// Oversize, when not 0, is the record's length in bytes: it was past
 	// what the reader holds, and Value is only its first bytes.
 	Oversize int

@@ -12,6 +12,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"reflect"
 	"unicode/utf8"
 
 	"slices"
@@ -46,9 +47,12 @@ type StreamBatch struct {
 	Pinned []string
 	// Rejects are the records that are not one record the pipeline can
 	// read (not one JSON object, invalid UTF-8, a field twice or one the
-	// pipeline does not read, past max_record_bytes, a tombstone): each is
-	// a row of no fields in the file, and its outcome is the reject's.
+	// pipeline does not read, past max_record_bytes, a tombstone that is
+	// no delete): each is a row of no fields in the file, and its outcome
+	// is the reject's.
 	Rejects []catalog.Reject
+	// Deletes counts the tombstones read as a delete row (checkTombstone).
+	Deletes int
 	// StreamID is the source's identity (StreamIdentity) as read; Reset,
 	// when set, says the source is another log than the one the positions
 	// were committed from and --allow-gap read it from its start.
@@ -144,9 +148,9 @@ func ReadStreamBatch(ctx context.Context, q catalog.Querier, j *job.Job, r Strea
 	}
 	b.Gaps = real
 	ranges := map[string]*StreamRange{}
-	cols := map[string]bool{}
-	for _, c := range j.Pipeline.ColumnNames() {
-		cols[c] = true
+	rules, err := rulesOf(j)
+	if err != nil {
+		return nil, err
 	}
 	var buf bytes.Buffer
 	for _, rec := range recs {
@@ -161,15 +165,22 @@ func ReadStreamBatch(ctx context.Context, q catalog.Querier, j *job.Job, r Strea
 			// next is Position+1: nothing may wrap.
 			return nil, job.Refuse("stream", "read %s: record %s:%d: a position outside 0..%d cannot be recorded (the next position must fit in a signed 64-bit integer)", streamName(j), partitionName(rec.Partition), rec.Position, int64(math.MaxInt64-1))
 		}
-		line, outcome := checkRecord(rec, spec.MaxRecordBytes, cols, j.Input.ExtraColumns == job.ExtraIgnore)
+		line, outcome, why := checkRecord(rec, rules)
 		if outcome != "" {
-			size := len(rec.Value)
+			// A tombstone's bytes are its message key's.
+			raw := rec.Value
+			if rec.Null {
+				raw = rec.Key
+			}
+			size := len(raw)
 			if rec.Oversize > 0 {
 				size = rec.Oversize
 			}
 			b.Rejects = append(b.Rejects, catalog.Reject{Row: int64(b.Records) + 1, Partition: rec.Partition, Position: rec.Position,
-				Outcome: outcome, Bytes: size, Prefix: strconv.Quote(string(rec.Value[:min(len(rec.Value), catalog.RejectPrefix)]))})
+				Outcome: outcome, Bytes: size, Prefix: strconv.Quote(string(raw[:min(len(raw), catalog.RejectPrefix)])), Why: why})
 			line = []byte("{}")
+		} else if rec.Null {
+			b.Deletes++
 		}
 		buf.Write(line)
 		buf.WriteByte('\n')
@@ -385,24 +396,126 @@ const (
 	RejectExtraField     = "invalid_extra_field"
 )
 
+// recordRules are what checkRecord judges a stream record by: the job's
+// max_record_bytes, the pipeline's columns, [input] extra_columns and the
+// pipeline's delete marker.
+type recordRules struct {
+	maxBytes    int
+	cols        map[string]bool
+	ignoreExtra bool
+	pipeline    string
+	// marker is the pipeline's delete marker (pipeline.toml [tombstone]),
+	// its columns in order with their values as JSON; none: a tombstone
+	// is invalid.
+	marker []markerField
+}
+
+type markerField struct {
+	name  string
+	value []byte
+}
+
+// rulesOf returns the rules job j's stream records are judged by.
+func rulesOf(j *job.Job) (recordRules, error) {
+	r := recordRules{maxBytes: j.Input.Stream.MaxRecordBytes, cols: map[string]bool{}, ignoreExtra: j.Input.ExtraColumns == job.ExtraIgnore, pipeline: j.Pipeline.Name}
+	for _, c := range j.Pipeline.ColumnNames() {
+		r.cols[c] = true
+		v, ok := j.Pipeline.Tombstone[c]
+		if !ok {
+			continue
+		}
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(v); err != nil {
+			return r, fmt.Errorf("pipeline %s: tombstone.%s: %w", j.Pipeline.Name, c, err)
+		}
+		r.marker = append(r.marker, markerField{name: c, value: bytes.TrimSuffix(b.Bytes(), []byte("\n"))})
+	}
+	return r, nil
+}
+
 // checkRecord returns rec's value as one compact JSON line, or the outcome
-// of a record that is not one record the pipeline reads: past maxBytes, a
-// tombstone (no value), invalid UTF-8, not one JSON object, a top-level
-// field twice (DuckDB would refuse the whole batch), or a field the
-// pipeline does not read (cols) unless ignoreExtra.
-func checkRecord(rec Record, maxBytes int, cols map[string]bool, ignoreExtra bool) ([]byte, string) {
+// of a record that is not one record the pipeline reads: past maxBytes,
+// invalid UTF-8, not one JSON object, a top-level field twice (DuckDB
+// would refuse the whole batch), or a field the pipeline does not read
+// (cols) unless ignoreExtra. A tombstone is checkTombstone's. why, for a
+// tombstone, says what made it invalid.
+func checkRecord(rec Record, rules recordRules) (line []byte, outcome, why string) {
 	switch {
 	case rec.Skipped:
-		return nil, RejectSkippedEvent
-	case rec.Oversize > 0 || len(rec.Value) > maxBytes:
-		return nil, RejectTooLarge
+		return nil, RejectSkippedEvent, ""
+	case rec.Oversize > 0 || len(rec.Value) > rules.maxBytes:
+		return nil, RejectTooLarge, ""
 	case rec.Null:
-		return nil, RejectTombstone
-	case !utf8.Valid(rec.Value):
+		return checkTombstone(rec.Key, rules)
+	}
+	line, outcome = checkObject(rec.Value, rules)
+	return line, outcome, ""
+}
+
+// checkTombstone returns the input row of a Kafka tombstone: its message
+// key, checked as a value is (one JSON object of the pipeline's fields),
+// with the pipeline's delete marker added. The row then meets the
+// pipeline's own checks, so a key without the ordering column is the
+// pipeline's invalid_version (or the like), never a delete idem gave a
+// version: an old replay cannot undo it, and it cannot undo a newer
+// version. A pipeline without a marker, a tombstone without a key, a key
+// that is not one JSON object or that gives a marker column another value
+// is invalid_tombstone.
+func checkTombstone(key []byte, rules recordRules) (line []byte, outcome, why string) {
+	switch {
+	case len(rules.marker) == 0:
+		return nil, RejectTombstone, fmt.Sprintf("pipeline %s has no delete a tombstone could be (pipeline.toml [tombstone])", rules.pipeline)
+	case len(key) == 0:
+		return nil, RejectTombstone, "a tombstone without a message key deletes nothing"
+	case len(key) > rules.maxBytes:
+		return nil, RejectTooLarge, "its message key"
+	}
+	line, outcome = checkObject(key, rules)
+	switch outcome {
+	case "":
+	case RejectJSON:
+		return nil, RejectTombstone, "its message key is not one JSON object"
+	default:
+		return nil, outcome, "its message key"
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(line, &fields); err != nil {
+		return nil, RejectTombstone, "its message key is not one JSON object"
+	}
+	row := bytes.TrimSuffix(line, []byte("}"))
+	for _, m := range rules.marker {
+		if v, ok := fields[m.name]; ok {
+			if !sameJSON(v, m.value) {
+				return nil, RejectTombstone, fmt.Sprintf("its message key gives %s another value than the delete marker %s", m.name, m.value)
+			}
+			continue
+		}
+		if row[len(row)-1] != '{' {
+			row = append(row, ',')
+		}
+		row = strconv.AppendQuote(row, m.name)
+		row = append(row, ':')
+		row = append(row, m.value...)
+	}
+	return append(row, '}'), "", ""
+}
+
+// sameJSON: a and b are one JSON value ("delete" and "d\u0065lete").
+func sameJSON(a, b []byte) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
+}
+
+// checkObject returns value as one compact JSON line, or the outcome of a
+// value that is not one JSON object of the pipeline's fields.
+func checkObject(value []byte, rules recordRules) ([]byte, string) {
+	if !utf8.Valid(value) {
 		return nil, RejectUTF8
 	}
 	var line bytes.Buffer
-	if err := json.Compact(&line, rec.Value); err != nil || !bytes.HasPrefix(line.Bytes(), []byte("{")) {
+	if err := json.Compact(&line, value); err != nil || !bytes.HasPrefix(line.Bytes(), []byte("{")) {
 		return nil, RejectJSON
 	}
 	dec := json.NewDecoder(bytes.NewReader(line.Bytes()))
@@ -420,7 +533,7 @@ func checkRecord(rec Record, maxBytes int, cols map[string]bool, ignoreExtra boo
 			return nil, RejectDuplicateField
 		}
 		seen[k] = true
-		if !cols[k] && !ignoreExtra {
+		if !rules.cols[k] && !rules.ignoreExtra {
 			return nil, RejectExtraField
 		}
 		var v json.RawMessage

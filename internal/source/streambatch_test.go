@@ -1,9 +1,16 @@
 package source
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/idem-dev/idem/internal/job"
+	idemsql "github.com/idem-dev/idem/sql"
 )
 
 // TestCheckRecord: each way a stream record is not one record the pipeline
@@ -40,9 +47,87 @@ func TestCheckRecord(t *testing.T) {
 			if rec.Value == nil && !rec.Null {
 				rec.Value = []byte(c.value)
 			}
-			line, got := checkRecord(rec, 32, cols, c.ignoreExtra)
+			line, got, _ := checkRecord(rec, recordRules{maxBytes: 32, cols: cols, ignoreExtra: c.ignoreExtra, pipeline: "p"})
 			require.Equal(t, c.want, got)
 			require.Equal(t, c.line, string(line))
 		})
 	}
+}
+
+// TestCheckTombstone: a Kafka tombstone is one input row, its message key
+// with the pipeline's delete marker added, when the pipeline declares one;
+// the row's ordering comes from the key alone (the pipeline's own checks
+// judge it), and a tombstone that cannot be such a row is an invalid_*
+// outcome saying why.
+func TestCheckTombstone(t *testing.T) {
+	t.Parallel()
+	vc, err := rulesOf(loadTestJob(t, "versioned_changes"))
+	require.NoError(t, err)
+	require.Equal(t, []markerField{{name: "operation", value: []byte(`"delete"`)}}, vc.marker)
+	orders, err := rulesOf(loadTestJob(t, "orders"))
+	require.NoError(t, err)
+	merge, err := rulesOf(loadTestJob(t, "merge_by_key"))
+	require.NoError(t, err)
+	require.Empty(t, merge.marker)
+	vc.maxBytes, orders.maxBytes, merge.maxBytes = 200, 200, 200
+	cases := []struct {
+		name  string
+		rules recordRules
+		key   string
+		line  string // the row written, when the tombstone is one
+		want  string // else its outcome
+		why   string
+	}{
+		{name: "a delete of the key", rules: vc, key: `{"change_id":"d2", "entity_id":"e1","source_version":2}`,
+			line: `{"change_id":"d2","entity_id":"e1","source_version":2,"operation":"delete"}`},
+		{name: "the marker already in the key", rules: vc, key: `{"entity_id":"e1","operation":"delete","change_id":"d"}`,
+			line: `{"entity_id":"e1","operation":"delete","change_id":"d"}`},
+		{name: "the marker escaped in the key", rules: vc, key: `{"operation":"d\u0065lete"}`, line: `{"operation":"d\u0065lete"}`},
+		{name: "no version: the pipeline's to judge (invalid_version)", rules: vc, key: `{"change_id":"d","entity_id":"e1"}`,
+			line: `{"change_id":"d","entity_id":"e1","operation":"delete"}`},
+		{name: "an empty object: the pipeline's to judge", rules: vc, key: `{}`, line: `{"operation":"delete"}`},
+		{name: "orders' kind", rules: orders, key: `{"order_id":"o1","position":7,"schema_version":3}`,
+			line: `{"order_id":"o1","position":7,"schema_version":3,"kind":"delete"}`},
+		{name: "a pipeline without a delete", rules: merge, key: `{"id":1}`, want: RejectTombstone, why: "pipeline merge_by_key has no delete a tombstone could be (pipeline.toml [tombstone])"},
+		{name: "no key", rules: vc, want: RejectTombstone, why: "a tombstone without a message key deletes nothing"},
+		{name: "key text", rules: vc, key: `e1`, want: RejectTombstone, why: "its message key is not one JSON object"},
+		{name: "key an array", rules: vc, key: `["e1"]`, want: RejectTombstone, why: "its message key is not one JSON object"},
+		{name: "key two objects", rules: vc, key: `{} {}`, want: RejectTombstone, why: "its message key is not one JSON object"},
+		{name: "key a JSON string", rules: vc, key: `"e1"`, want: RejectTombstone, why: "its message key is not one JSON object"},
+		{name: "key not UTF-8", rules: vc, key: "{\"entity_id\":\"e\xff\"}", want: RejectUTF8, why: "its message key"},
+		{name: "key field twice", rules: vc, key: `{"entity_id":"a","entity_id":"b"}`, want: RejectDuplicateField, why: "its message key"},
+		{name: "key field unknown", rules: vc, key: `{"entity_id":"a","colour":"red"}`, want: RejectExtraField, why: "its message key"},
+		{name: "key field unknown, extra_columns = ignore", rules: func() recordRules { r := vc; r.ignoreExtra = true; return r }(),
+			key: `{"entity_id":"a","colour":"red"}`, line: `{"entity_id":"a","colour":"red","operation":"delete"}`},
+		{name: "key too large", rules: vc, key: `{"entity_id":"` + strings.Repeat("x", 200) + `"}`, want: RejectTooLarge, why: "its message key"},
+		{name: "key says upsert", rules: vc, key: `{"entity_id":"e1","operation":"upsert"}`, want: RejectTombstone, why: `its message key gives operation another value than the delete marker "delete"`},
+		{name: "key says null", rules: vc, key: `{"entity_id":"e1","operation":null}`, want: RejectTombstone, why: `its message key gives operation another value than the delete marker "delete"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rec := Record{Null: true}
+			if c.key != "" {
+				rec.Key = []byte(c.key)
+			}
+			line, got, why := checkRecord(rec, c.rules)
+			require.Equal(t, c.want, got)
+			require.Equal(t, c.why, why)
+			require.Equal(t, c.line, string(line))
+		})
+	}
+}
+
+// loadTestJob loads a job of the built-in pipeline reading a Kafka topic.
+func loadTestJob(t *testing.T, pipeline string) *job.Job {
+	t.Helper()
+	text := fmt.Sprintf("name = \"j\"\npipeline = %q\ntransform_version = 1\nschema_version = 1\n[input]\nkind = \"kafka\"\nbrokers = [\"127.0.0.1:9092\"]\ntopic = \"t\"\n", pipeline)
+	if pipeline == "merge_by_key" {
+		text += "[input.columns]\nid = \"BIGINT\"\nv = \"BIGINT\"\nname = \"VARCHAR\"\n[target]\nkey = [\"id\"]\norder_by = \"v\"\n"
+	}
+	p := filepath.Join(t.TempDir(), "j.toml")
+	require.NoError(t, os.WriteFile(p, []byte(text), 0o644))
+	j, err := job.LoadJob(p, idemsql.FS)
+	require.NoError(t, err)
+	return j
 }

@@ -390,7 +390,7 @@ func TestStreamBadRecord(t *testing.T) {
 	require.Equal(t, []string{strconv.Quote(`{"change_id":"big","entity_id":"e1","source_version":9,"operatio`) + " 487"}, prefix)
 
 	require.Len(t, b[0].Rejected, 7)
-	require.Equal(t, []string{"rejected 7 record(s): 0:1 invalid_json, 0:2 invalid_tombstone, 0:3 invalid_json, 0:4 invalid_utf8, 0:5 invalid_duplicate_field, 0:6 invalid_extra_field, 0:7 invalid_too_large"},
+	require.Equal(t, []string{"rejected 7 record(s): 0:1 invalid_json, 0:2 invalid_tombstone (a tombstone without a message key deletes nothing), 0:3 invalid_json, 0:4 invalid_utf8, 0:5 invalid_duplicate_field, 0:6 invalid_extra_field, 0:7 invalid_too_large"},
 		clitest.QueryStrs(t, db, `SELECT message FROM idem.runs WHERE job = 'rides' AND snapshot = 1`))
 	k.Produce(val("nope"), clitest.RideChange(2, 5, 1))
 	code, out, errOut = clitest.InProcess(t, "run", jobPath)

@@ -16,11 +16,14 @@ import (
 // points (the first four) and at random delays; once produced returns (the source holds
 // every record), a last follower runs until idle. It returns how many
 // trials ended in a SIGKILL, the first batch's time and the batches the
-// last follower committed.
-func KillFollow(t *testing.T, work, jobPath string, trials int, produced func()) (killed int, one time.Duration, after int) {
+// last follower committed. flags are added to every run (--allow-gap).
+func KillFollow(t *testing.T, work, jobPath string, trials int, produced func(), flags ...string) (killed int, one time.Duration, after int) {
 	t.Helper()
+	args := func(more ...string) []string {
+		return append(append([]string{"run", jobPath, "--follow", "--json"}, flags...), more...)
+	}
 	start := time.Now()
-	r := KillCLI(t, work, "", 0, "run", jobPath, "--follow", "--max-batches", "1", "--json")
+	r := KillCLI(t, work, "", 0, args("--max-batches", "1")...)
 	require.Equal(t, 0, r.Code, r.Stderr)
 	one = time.Since(start)
 	faults := []string{"before_commit", "after_commit", "checkpoint", "after_target"}
@@ -31,7 +34,7 @@ func KillFollow(t *testing.T, work, jobPath string, trials int, produced func())
 			fault = faults[i]
 		}
 		delay := one/4 + time.Duration(rng.Int64N(int64(2*one)))
-		r := KillCLI(t, work, fault, delay, "run", jobPath, "--follow", "--json")
+		r := KillCLI(t, work, fault, delay, args()...)
 		if r.Killed {
 			killed++
 		} else {
@@ -39,7 +42,7 @@ func KillFollow(t *testing.T, work, jobPath string, trials int, produced func())
 		}
 	}
 	produced()
-	r = KillCLI(t, work, "", 0, "run", jobPath, "--follow", "--idle-exit", "1500ms", "--json")
+	r = KillCLI(t, work, "", 0, args("--idle-exit", "1500ms")...)
 	require.Equal(t, 0, r.Code, r.Stderr)
 	return killed, one, len(BatchLines(t, r.Stdout))
 }
