@@ -128,9 +128,14 @@ func (r *replayReader) Read(ctx context.Context, next map[string]int64, max int,
 	for p := range next {
 		zero[p] = 0
 	}
-	old, _, err := r.inner.Read(ctx, zero, max, wait)
-	if err != nil {
-		return nil, nil, err
+	// The re-delivery itself must happen: on a loaded machine one read of
+	// max_wait may return nothing, so read again until it does (or 20 s).
+	var old []source.Record
+	for deadline := time.Now().Add(20 * time.Second); len(old) == 0 && time.Now().Before(deadline); {
+		var err error
+		if old, _, err = r.inner.Read(ctx, zero, max, wait); err != nil {
+			return nil, nil, err
+		}
 	}
 	recs, gaps, err := r.inner.Read(ctx, next, max, wait)
 	return append(old, recs...), gaps, err
