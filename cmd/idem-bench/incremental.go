@@ -13,9 +13,10 @@ import (
 // The incremental case: a model over an n-row upstream, after 1% of the
 // upstream's rows changed, either all in one partition (one day of 100)
 // or spread over keys (every day), recomputed incrementally ([target]
-// incremental = "partition") against the same model rebuilt whole. Both
-// are idem runs from a copy of one prepared database; the two results are
-// exported and must have the same sha256.
+// incremental = "partition") against the same model rebuilt whole; and a
+// model by key (incremental = "key": one row of each upstream id) after
+// the spread change. Each pair are idem runs from a copy of one prepared
+// database; the two results are exported and must have the same sha256.
 
 // incrBaseSQL is the upstream: n sales over 100 days and 20 zones.
 const incrBaseSQL = `
@@ -68,12 +69,17 @@ FROM {{upstream:sales}}
 GROUP BY day, zone
 `
 
-// incrModelJob is the model job NAME, incremental by day or not.
-func incrModelJob(name string, incremental bool) string {
-	extra := ""
-	if incremental {
-		extra = "partition_by = \"day\"\nincremental = \"partition\"\n"
-	}
+// incrKeyModelSQL is the model by key: one row of each sale, with a
+// window per key.
+const incrKeyModelSQL = `SELECT id, day, zone, amount, CAST(amount * 1.2 AS DECIMAL(14,2)) AS gross, ver,
+    count(*) OVER (PARTITION BY id) AS n
+FROM {{upstream:sales}}
+WHERE amount > 1
+`
+
+// incrModelJob is the model job NAME of file sql, keyed by key, with
+// target settings extra ([target] incremental, or "" for a full rebuild).
+func incrModelJob(name, sql, key, extra string) string {
 	return fmt.Sprintf(`name = %q
 pipeline = "select"
 database = "unused.duckdb"
@@ -82,11 +88,11 @@ database = "unused.duckdb"
 upstream = ["sales"]
 
 [transform]
-sql = "daily.sql"
+sql = %q
 
 [target]
-key = ["day", "zone"]
-%s`, name, extra)
+key = %s
+%s`, name, sql, key, extra)
 }
 
 func (b *bench) incremental(ctx context.Context) error {
@@ -99,9 +105,13 @@ func (b *bench) incremental(ctx context.Context) error {
 	if err := b.generate(ctx, "incr-base", b.n, base); err != nil {
 		return err
 	}
+	const byDay, byID = `["day", "zone"]`, `["id"]`
 	files := map[string]string{
-		"sales.toml": incrSourceJob, "daily.sql": incrModelSQL,
-		"daily.toml": incrModelJob("daily", true), "daily_full.toml": incrModelJob("daily_full", false),
+		"sales.toml": incrSourceJob, "daily.sql": incrModelSQL, "by_id.sql": incrKeyModelSQL,
+		"daily.toml":      incrModelJob("daily", "daily.sql", byDay, "partition_by = \"day\"\nincremental = \"partition\"\n"),
+		"daily_full.toml": incrModelJob("daily_full", "daily.sql", byDay, ""),
+		"by_id.toml":      incrModelJob("by_id", "by_id.sql", byID, "incremental = \"key\"\n"),
+		"by_id_full.toml": incrModelJob("by_id_full", "by_id.sql", byID, ""),
 	}
 	for name, text := range files {
 		if err := writeFile(filepath.Join(dir, name), text); err != nil {
@@ -109,13 +119,15 @@ func (b *bench) incremental(ctx context.Context) error {
 		}
 	}
 	job := func(name string) string { return filepath.Join(dir, name+".toml") }
-	loaded := filepath.Join(dir, "loaded.duckdb")
+	// The databases hold the upstream and both pairs of models (-2: since
+	// by_id).
+	loaded := filepath.Join(dir, "loaded-2.duckdb")
 	if _, err := os.Stat(loaded); err != nil {
 		tmp := loaded + ".tmp"
 		removeDB(tmp)
 		for _, args := range [][]string{
 			{"run", job("sales"), "--input", base, "--batch-id", "base"},
-			{"run", job("daily")}, {"run", job("daily_full")},
+			{"run", job("daily")}, {"run", job("daily_full")}, {"run", job("by_id")}, {"run", job("by_id_full")},
 		} {
 			m, err := runChild(ctx, "", b.idem, append(args, "--db", tmp, "--quiet")...)
 			if err != nil {
@@ -128,15 +140,16 @@ func (b *bench) incremental(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, v := range []struct{ gen, name string }{
-		{"incr-one", "1% of rows changed, all in one partition (1 day of 100)"},
-		{"incr-spread", "1% of rows changed, spread over keys (every day)"},
+	for _, v := range []struct{ gen, name, model string }{
+		{"incr-one", "1% of rows changed, all in one partition (1 day of 100)", "daily"},
+		{"incr-spread", "1% of rows changed, spread over keys (every day)", "daily"},
+		{"incr-spread", "by key (id), 1% of rows changed spread over keys", "by_id"},
 	} {
 		change := filepath.Join(dir, v.gen+".parquet")
 		if err := b.generate(ctx, v.gen, b.n, change); err != nil {
 			return err
 		}
-		prepared := filepath.Join(dir, v.gen+".duckdb")
+		prepared := filepath.Join(dir, v.gen+"-2.duckdb")
 		if _, err := os.Stat(prepared); err != nil {
 			tmp := prepared + ".tmp"
 			removeDB(tmp)
@@ -162,12 +175,12 @@ func (b *bench) incremental(ctx context.Context) error {
 			}
 			return runChild(ctx, "", b.idem, "run", job(name), "--db", db, "--quiet")
 		}
-		runIncr := func(int) (measure, error) { return fresh(incrDB, "daily") }
-		runFull := func(int) (measure, error) { return fresh(fullDB, "daily_full") }
+		runIncr := func(int) (measure, error) { return fresh(incrDB, v.model) }
+		runFull := func(int) (measure, error) { return fresh(fullDB, v.model+"_full") }
 		if err := b.pair(ctx, r, runIncr, runFull); err != nil {
 			return err
 		}
-		if err := b.sameExport(ctx, dir, job, incrDB, fullDB); err != nil {
+		if err := b.sameExport(ctx, dir, job, v.model, incrDB, fullDB); err != nil {
 			return err
 		}
 		// The incremental run must have gone by partition: replay it once
@@ -176,7 +189,7 @@ func (b *bench) incremental(ctx context.Context) error {
 		if err := copyFile(prepared, incrDB); err != nil {
 			return err
 		}
-		out, err := exec.CommandContext(ctx, b.idem, "run", job("daily"), "--db", incrDB, "--json").Output()
+		out, err := exec.CommandContext(ctx, b.idem, "run", job(v.model), "--db", incrDB, "--json").Output()
 		if err != nil {
 			return fmt.Errorf("incremental run: %v", err)
 		}
@@ -184,6 +197,7 @@ func (b *bench) incremental(ctx context.Context) error {
 			Incremental     string   `json:"incremental"`
 			IncrementalNote string   `json:"incremental_note"`
 			Partitions      []string `json:"partitions"`
+			Keys            int64    `json:"keys"`
 		}
 		if err := json.Unmarshal(out, &res); err != nil {
 			return fmt.Errorf("incremental run --json: %v: %s", err, out)
@@ -191,6 +205,8 @@ func (b *bench) incremental(ctx context.Context) error {
 		switch {
 		case res.Incremental == "partition":
 			r.note = fmt.Sprintf("%d partitions recomputed", len(res.Partitions))
+		case res.Incremental == "key":
+			r.note = fmt.Sprintf("%d keys recomputed", res.Keys)
 		case strings.HasPrefix(res.IncrementalNote, "every partition changed"):
 			r.note = "rebuilt whole: " + res.IncrementalNote
 		default:
@@ -204,11 +220,12 @@ func (b *bench) incremental(ctx context.Context) error {
 	return nil
 }
 
-// sameExport exports the incremental model from incrDB and the full one
-// from fullDB and fails unless both files have the same sha256.
-func (b *bench) sameExport(ctx context.Context, dir string, job func(string) string, incrDB, fullDB string) error {
+// sameExport exports the incremental model from incrDB and its full twin
+// (model_full) from fullDB and fails unless both files have the same
+// sha256.
+func (b *bench) sameExport(ctx context.Context, dir string, job func(string) string, model, incrDB, fullDB string) error {
 	var sums []string
-	for _, x := range [][2]string{{"daily", incrDB}, {"daily_full", fullDB}} {
+	for _, x := range [][2]string{{model, incrDB}, {model + "_full", fullDB}} {
 		out := filepath.Join(dir, x[0]+"-export.csv")
 		os.Remove(out)
 		text, err := exec.CommandContext(ctx, b.idem, "export", job(x[0]), "--db", x[1], "--out", out, "--json").Output()

@@ -9,19 +9,20 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 )
 
-// ChangedValuesSelect returns a SELECT of the distinct values of column
-// col over the rows of job j's target that differ between snapshots from
-// and to (from < to): the rows valid at to and not at from, and those
-// valid at from and not at to, so that a row that changed its value of
-// col names both values. A row rewritten with the same values names none.
-// It may name a value more (never fewer): an incremental model then
-// recomputes a partition that did not change, which gives the same rows.
+// ChangedValuesSelect returns a SELECT of the distinct values of columns
+// sel (one: a partition column; several: a model's key) over the rows of
+// job j's target that differ between snapshots from and to (from < to):
+// the rows valid at to and not at from, and those valid at from and not
+// at to, so that a row that changed its values of sel names both. A row
+// rewritten with the same values names none. It may name a value more
+// (never fewer): an incremental model then recomputes a partition (or key)
+// that did not change, which gives the same rows.
 //
 // With appended rows kept by key (the usual history of a keyed target)
 // its cost follows what changed (ChangesSelect by key, and the rows at
 // from of the keys upserted); otherwise it reads the history rows that
 // began or ended in (from, to].
-func ChangedValuesSelect(ctx context.Context, q Querier, j string, cols []TargetColumn, key []string, col string, from, to int64) (string, error) {
+func ChangedValuesSelect(ctx context.Context, q Querier, j string, cols []TargetColumn, key []string, sel []string, from, to int64) (string, error) {
 	f, err := readHistoryFormat(ctx, q, j)
 	if err != nil {
 		return "", err
@@ -35,8 +36,7 @@ func ChangedValuesSelect(ctx context.Context, q Querier, j string, cols []Target
 		names[i] = job.QuoteIdent(c.Name)
 	}
 	list := strings.Join(names, ", ")
-	qc := job.QuoteIdent(col)
-	differ := "SELECT DISTINCT " + qc + " FROM ((SELECT * FROM idem_new EXCEPT ALL SELECT * FROM idem_old) UNION ALL (SELECT * FROM idem_old EXCEPT ALL SELECT * FROM idem_new))"
+	differ := "SELECT DISTINCT " + strings.Join(quoteAll(sel), ", ") + " FROM ((SELECT * FROM idem_new EXCEPT ALL SELECT * FROM idem_old) UNION ALL (SELECT * FROM idem_old EXCEPT ALL SELECT * FROM idem_new))"
 	if f == nil || len(key) == 0 || !slices.Equal(f.Key, key) || casts != "" {
 		changes, err := ChangesSelect(ctx, q, j, cols, nil, from, to)
 		if err != nil {

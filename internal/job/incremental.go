@@ -11,10 +11,13 @@ import (
 // where its upstreams moved, only for the partitions that the upstream
 // rows which changed belong to: idem restricts every upstream relation to
 // the rows of those partitions, runs the model's one SELECT over them and
-// replaces exactly those partitions of the target. That gives the rows of
-// a full rebuild only if every row of partition p of the result is made of
-// upstream rows of partition p alone, which CheckIncremental proves from
-// DuckDB's parse of the model, refusing what it cannot prove.
+// replaces exactly those partitions of the target. A model by key
+// (incremental = "key") is the same with its key columns in place of the
+// partition column: the changed upstream rows' values of the key columns
+// name the keys recomputed. That gives the rows of a full rebuild only if
+// every row of partition (or key) p of the result is made of upstream rows
+// of p alone, which CheckIncremental proves from DuckDB's parse of the
+// model, refusing what it cannot prove.
 
 // Settings of [target] incremental.
 const (
@@ -22,9 +25,9 @@ const (
 	IncrementalKey       = "key"
 )
 
-// applyIncremental binds [target] incremental: a model's, with
-// partition_by among its key columns (so that no key can move between a
-// replaced partition and a kept one).
+// applyIncremental binds [target] incremental: a model's, by key, or by
+// partition with partition_by among its key columns (so that no key can
+// move between a replaced partition and a kept one).
 func (j *Job) applyIncremental(data []byte, jf *jobFile) error {
 	mode := jf.Target.Incremental
 	if mode == "" {
@@ -35,9 +38,8 @@ func (j *Job) applyIncremental(data []byte, jf *jobFile) error {
 	case !j.Pipeline.Model:
 		return bad("target.incremental", "only a model (pipeline = \"select\") is updated incrementally; pipeline %s is not a model", j.Pipeline.Name)
 	case mode == IncrementalKey:
-		return bad("target.incremental", "incremental = %q is not supported yet: use %q with partition_by, or remove incremental", IncrementalKey, IncrementalPartition)
 	case mode != IncrementalPartition:
-		return bad("target.incremental", "must be %q (got %q)", IncrementalPartition, mode)
+		return bad("target.incremental", "must be %q or %q (got %q)", IncrementalPartition, IncrementalKey, mode)
 	case j.PartitionBy == "":
 		return bad("target.incremental", "incremental = %q recomputes the partitions whose upstream rows changed: add partition_by = \"COLUMN\" to [target]", mode)
 	case !slices.Contains(j.Key, j.PartitionBy):
@@ -49,40 +51,58 @@ func (j *Job) applyIncremental(data []byte, jf *jobFile) error {
 	return nil
 }
 
+// IncrementalColumns are the columns an incremental model's runs restrict
+// its upstreams by: partition_by, or its key columns (none when the model
+// is not incremental).
+func (j *Job) IncrementalColumns() []string {
+	switch j.Incremental {
+	case IncrementalPartition:
+		return []string{j.PartitionBy}
+	case IncrementalKey:
+		return j.Key
+	}
+	return nil
+}
+
 // incrementalError refuses a model whose SQL cannot be restricted to the
-// partitions that changed: the job file's [target] incremental, the model
-// file and line, and why.
+// partitions (or keys) that changed: the job file's [target] incremental,
+// the model file and line, and why.
 func (j *Job) incrementalError(line int, why string) error {
 	at := j.ModelFile
 	if line > 0 {
 		at = fmt.Sprintf("%s line %d", j.ModelFile, line)
 	}
+	by := "partition " + j.PartitionBy
+	if j.Incremental == IncrementalKey {
+		by = "key (" + strings.Join(j.Key, ", ") + ")"
+	}
 	return &JobFileError{File: j.File, Line: j.incrementalLine, Key: "target.incremental",
-		Msg: fmt.Sprintf("model %s cannot be recomputed by partition %s: %s; refused (remove incremental to rebuild the whole model on every run)", at, j.PartitionBy, why)}
+		Msg: fmt.Sprintf("model %s cannot be recomputed by %s: %s; refused (remove incremental to rebuild the whole model on every run)", at, by, why)}
 }
 
 // CheckIncremental proves that an incremental model's SELECT can be
-// restricted to some partitions (see the top of this file): parse reads
+// restricted to some partitions, or some keys (see the top of this file;
+// the columns C below are partition_by, or every key column): parse reads
 // the model with DuckDB's json_serialize_sql and aggregates names DuckDB's
 // aggregate functions (lower case). It accepts SELECTs, with common table
 // expressions and subqueries in FROM, built of:
 //
-//   - upstream relations, each read whole (its column partition_by is the
-//     partition's), joined INNER, LEFT, SEMI or ANTI on equal partition
-//     columns (ON a.p = b.p AND ..., or USING (p));
+//   - upstream relations, each read whole (its columns C are the
+//     partition's or key's), joined INNER, LEFT, SEMI or ANTI on equal C
+//     (ON a.p = b.p AND ..., or USING (p), for every column p of C);
 //   - filters, projections and scalar functions of one row;
-//   - GROUP BY lists that hold the partition column (every grouping set),
-//     window functions partitioned by it, DISTINCT and DISTINCT ON (p, ...);
+//   - GROUP BY lists that hold C (every grouping set), window functions
+//     partitioned by C, DISTINCT and DISTINCT ON (C, ...);
 //
-// and whose result passes the partition column through as it was read,
-// under its own name. It refuses anything else, naming the construct: a
-// LIMIT or OFFSET, an aggregate without GROUP BY, a window across
-// partitions, a join not on the partition column, a subquery in an
-// expression, a set operation, a table function, a sample. The error is a
-// *JobFileError naming the job file's [target] incremental and the model's
-// line.
+// and whose result passes every column of C through as it was read, under
+// its own name. It refuses anything else, naming the construct: a LIMIT or
+// OFFSET, an aggregate without GROUP BY, a window across partitions (keys),
+// a join not on C, a subquery in an expression, a set operation, a table
+// function, a sample. The error is a *JobFileError naming the job file's
+// [target] incremental and the model's line.
 func (j *Job) CheckIncremental(parse ParseFunc, aggregates map[string]bool) error {
-	if j.Incremental != IncrementalPartition {
+	cols := j.IncrementalColumns()
+	if len(cols) == 0 {
 		return nil
 	}
 	text := j.Expand(j.ModelSQL)
@@ -97,7 +117,13 @@ func (j *Job) CheckIncremental(parse ParseFunc, aggregates map[string]bool) erro
 	for _, u := range j.Input.Upstream {
 		up[strings.ToLower(UpstreamRelation(u))] = true
 	}
-	c := &restrictCheck{col: strings.ToLower(j.PartitionBy), aggregates: aggregates, upstream: up}
+	c := &restrictCheck{aggregates: aggregates, upstream: up, unit: "partition"}
+	if j.Incremental == IncrementalKey {
+		c.unit = "key"
+	}
+	for _, col := range cols {
+		c.cols = append(c.cols, strings.ToLower(col))
+	}
 	if why, at := c.query(node, nil); why != "" {
 		return j.incrementalError(lineAt(text, at), why)
 	}
@@ -112,12 +138,20 @@ func lineAt(text string, off int) int {
 	return strings.Count(text[:off], "\n") + 1
 }
 
-// restrictCheck proves a query node restrictable to partitions of col.
+// restrictCheck proves a query node restrictable to the partitions (or
+// keys: unit) named by the values of cols.
 type restrictCheck struct {
-	col        string
+	cols       []string // lower case
+	unit       string   // "partition" or "key", for the reasons
 	aggregates map[string]bool
 	upstream   map[string]bool // the upstream relations, lower case
 }
+
+// units is "partitions" or "keys".
+func (c *restrictCheck) units() string { return c.unit + "s" }
+
+// list is the columns as a list: "day", or "a, b".
+func (c *restrictCheck) list() string { return strings.Join(c.cols, ", ") }
 
 // refusal is why a node is refused and its query location (-1: none).
 type refusal struct {
@@ -140,7 +174,7 @@ func (c *restrictCheck) query(n map[string]any, ctes map[string]bool) (string, i
 	case "SELECT_NODE":
 	case "SET_OPERATION_NODE":
 		op, _ := n["setop_type"].(string)
-		return "a set operation (" + strings.ToUpper(op) + ") combines rows idem cannot follow to one partition", -1
+		return "a set operation (" + strings.ToUpper(op) + ") combines rows idem cannot follow to one " + c.unit, -1
 	case "RECURSIVE_CTE_NODE":
 		return "a recursive common table expression", -1
 	default:
@@ -172,16 +206,16 @@ func (c *restrictCheck) query(n map[string]any, ctes map[string]bool) (string, i
 		mm, _ := m.(map[string]any)
 		switch mm["type"] {
 		case "LIMIT_MODIFIER", "LIMIT_PERCENT_MODIFIER":
-			return "LIMIT or OFFSET picks rows across partitions", c.firstLocation(mm)
+			return "LIMIT or OFFSET picks rows across " + c.units(), c.firstLocation(mm)
 		case "DISTINCT_MODIFIER":
 			on, _ := mm["distinct_on_targets"].([]any)
-			if len(on) > 0 && !c.holdsColumn(on) {
-				return "DISTINCT ON without " + c.col + " picks one row across partitions", c.firstLocation(mm)
+			if miss := c.missing(on); len(on) > 0 && miss != "" {
+				return "DISTINCT ON without " + miss + " picks one row across " + c.units(), c.firstLocation(mm)
 			}
 		}
 	}
 	if n["sample"] != nil {
-		return "a sample picks rows across partitions", -1
+		return "a sample picks rows across " + c.units(), -1
 	}
 	from, _ := n["from_table"].(map[string]any)
 	_, single, why, at := c.tableRef(from, scope)
@@ -189,7 +223,7 @@ func (c *restrictCheck) query(n map[string]any, ctes map[string]bool) (string, i
 		return why, at
 	}
 	// Expressions: no subquery anywhere, every window partitioned by the
-	// column.
+	// columns.
 	exprs := []any{n["select_list"], n["where_clause"], n["group_expressions"], n["having"], n["qualify"], mods}
 	for _, e := range exprs {
 		if r := c.expressions(e); r.why != "" {
@@ -212,7 +246,7 @@ func (c *restrictCheck) tableRef(t map[string]any, scope map[string]bool) (alias
 	}
 	at = location(t)
 	if t["sample"] != nil {
-		return nil, false, "a sample picks rows across partitions", at
+		return nil, false, "a sample picks rows across " + c.units(), at
 	}
 	alias, _ := t["alias"].(string)
 	switch t["type"] {
@@ -243,13 +277,13 @@ func (c *restrictCheck) tableRef(t map[string]any, scope map[string]bool) (alias
 		return []string{strings.ToLower(alias)}, true, "", -1
 	case "JOIN":
 		if rt, _ := t["ref_type"].(string); rt != "REGULAR" {
-			return nil, false, strings.ToUpper(rt) + " join: only joins on equal " + c.col + " keep partitions apart", at
+			return nil, false, strings.ToUpper(rt) + " join: only joins on equal " + c.list() + " keep " + c.units() + " apart", at
 		}
 		jt, _ := t["join_type"].(string)
 		switch jt {
 		case "INNER", "LEFT", "SEMI", "ANTI":
 		default:
-			return nil, false, jt + " join: only INNER, LEFT, SEMI and ANTI joins on equal " + c.col + " are recomputed by partition", at
+			return nil, false, jt + " join: only INNER, LEFT, SEMI and ANTI joins on equal " + c.list() + " are recomputed by " + c.unit, at
 		}
 		left, _ := t["left"].(map[string]any)
 		right, _ := t["right"].(map[string]any)
@@ -265,34 +299,37 @@ func (c *restrictCheck) tableRef(t map[string]any, scope map[string]bool) (alias
 			return nil, false, r.why, r.at
 		}
 		using, _ := t["using_columns"].([]any)
-		joined := false
-		for _, u := range using {
-			if s, _ := u.(string); strings.EqualFold(s, c.col) {
-				joined = true
+		cond, _ := t["condition"].(map[string]any)
+		for _, col := range c.cols {
+			joined := false
+			for _, u := range using {
+				if s, _ := u.(string); strings.EqualFold(s, col) {
+					joined = true
+				}
 			}
-		}
-		if !joined {
-			cond, _ := t["condition"].(map[string]any)
-			joined = c.equiJoin(cond, la, ra)
-		}
-		if !joined {
-			return nil, false, "a join not on equal " + c.col + " (write ON a." + c.col + " = b." + c.col + " AND ..., or USING (" + c.col + "))", at
+			if !joined && !c.equiJoin(cond, col, la, ra) {
+				eq := make([]string, len(c.cols))
+				for i, k := range c.cols {
+					eq[i] = "a." + k + " = b." + k
+				}
+				return nil, false, "a join not on equal " + col + " (write ON " + strings.Join(eq, " AND ") + " AND ..., or USING (" + c.list() + "))", at
+			}
 		}
 		return append(la, ra...), false, "", -1
 	}
-	return nil, false, fmt.Sprintf("FROM %v: only upstream relations, common table expressions, subqueries and joins are recomputed by partition", t["type"]), at
+	return nil, false, fmt.Sprintf("FROM %v: only upstream relations, common table expressions, subqueries and joins are recomputed by %s", t["type"], c.unit), at
 }
 
 // equiJoin says whether cond holds, as one of its top-level AND terms,
 // left.col = right.col with one side qualified by an alias of each side.
-func (c *restrictCheck) equiJoin(cond map[string]any, left, right []string) bool {
+func (c *restrictCheck) equiJoin(cond map[string]any, col string, left, right []string) bool {
 	if cond == nil {
 		return false
 	}
 	if cond["type"] == "CONJUNCTION_AND" {
 		kids, _ := cond["children"].([]any)
 		for _, k := range kids {
-			if km, _ := k.(map[string]any); c.equiJoin(km, left, right) {
+			if km, _ := k.(map[string]any); c.equiJoin(km, col, left, right) {
 				return true
 			}
 		}
@@ -308,8 +345,8 @@ func (c *restrictCheck) equiJoin(cond map[string]any, left, right []string) bool
 			return ""
 		}
 		q, _ := names[0].(string)
-		col, _ := names[1].(string)
-		if !strings.EqualFold(col, c.col) {
+		name, _ := names[1].(string)
+		if !strings.EqualFold(name, col) {
 			return ""
 		}
 		q = strings.ToLower(q)
@@ -326,7 +363,7 @@ func (c *restrictCheck) equiJoin(cond map[string]any, left, right []string) bool
 }
 
 // expressions refuses a subquery anywhere in v and a window not
-// partitioned by the column.
+// partitioned by the columns.
 func (c *restrictCheck) expressions(v any) refusal {
 	out := refusal{}
 	WalkJSON(v, func(m map[string]any) {
@@ -335,44 +372,46 @@ func (c *restrictCheck) expressions(v any) refusal {
 		}
 		switch m["class"] {
 		case "SUBQUERY":
-			out = refusal{"a subquery in an expression can read rows of every partition", location(m)}
+			out = refusal{"a subquery in an expression can read rows of every " + c.unit, location(m)}
 		case "WINDOW":
 			parts, _ := m["partitions"].([]any)
-			if !c.holdsColumn(parts) {
+			if miss := c.missing(parts); miss != "" {
 				name, _ := m["function_name"].(string)
-				out = refusal{"window function " + name + "() is not partitioned by " + c.col + " (add PARTITION BY " + c.col + ")", location(m)}
+				out = refusal{"window function " + name + "() is not partitioned by " + miss + " (add PARTITION BY " + c.list() + ")", location(m)}
 			}
 		}
 	})
 	return out
 }
 
-// holdsColumn says whether a list of expressions holds a plain reference
-// to the column.
-func (c *restrictCheck) holdsColumn(list []any) bool {
-	for _, e := range list {
-		if c.isColumn(e) {
-			return true
+// missing is the first of the columns that a list of expressions holds no
+// plain reference to ("" when it holds them all).
+func (c *restrictCheck) missing(list []any) string {
+	for _, col := range c.cols {
+		if !slices.ContainsFunc(list, func(e any) bool { return isColumn(e, col) }) {
+			return col
 		}
 	}
-	return false
+	return ""
 }
 
-func (c *restrictCheck) isColumn(e any) bool {
+// isColumn says whether e is a plain reference to column col (qualified
+// or not).
+func isColumn(e any, col string) bool {
 	m, _ := e.(map[string]any)
 	names, _ := m["column_names"].([]any)
 	if m["class"] != "COLUMN_REF" || len(names) == 0 || len(names) > 2 {
 		return false
 	}
 	s, _ := names[len(names)-1].(string)
-	return strings.EqualFold(s, c.col)
+	return strings.EqualFold(s, col)
 }
 
 // grouping refuses an aggregate query without GROUP BY, or one whose
-// GROUP BY (every grouping set) leaves the column out.
+// GROUP BY (every grouping set) leaves one of the columns out.
 func (c *restrictCheck) grouping(n map[string]any, list []any) (string, int) {
 	if n["aggregate_handling"] == "FORCE_AGGREGATES" {
-		return "", -1 // GROUP BY ALL: the column, selected plainly, is grouped
+		return "", -1 // GROUP BY ALL: the columns, selected plainly, are grouped
 	}
 	groups, _ := n["group_expressions"].([]any)
 	if len(groups) == 0 {
@@ -380,35 +419,31 @@ func (c *restrictCheck) grouping(n map[string]any, list []any) (string, int) {
 		for _, e := range []any{list, n["having"], n["qualify"]} {
 			c.walkOutsideWindows(e, func(m map[string]any) {
 				if name, _ := m["function_name"].(string); agg.why == "" && m["class"] == "FUNCTION" && c.aggregates[strings.ToLower(name)] {
-					agg = refusal{"aggregate " + name + "() without GROUP BY " + c.col + " adds up rows of every partition", location(m)}
+					agg = refusal{"aggregate " + name + "() without GROUP BY " + c.list() + " adds up rows of every " + c.unit, location(m)}
 				}
 			})
 		}
 		if agg.why == "" && n["having"] != nil {
-			agg = refusal{"HAVING without GROUP BY " + c.col + " groups rows of every partition", -1}
+			agg = refusal{"HAVING without GROUP BY " + c.list() + " groups rows of every " + c.unit, -1}
 		}
 		return agg.why, agg.at
 	}
-	idx := -1
-	for i, g := range groups {
-		if c.isColumn(g) {
-			idx = i
-		}
-	}
-	if idx < 0 {
-		return "GROUP BY without " + c.col + " adds up rows of several partitions", location(groups[0].(map[string]any))
-	}
 	sets, _ := n["group_sets"].([]any)
-	for _, s := range sets {
-		ids, _ := s.([]any)
-		found := false
-		for _, id := range ids {
-			if f, _ := id.(float64); int(f) == idx {
-				found = true
+	for _, col := range c.cols {
+		var idx []int // where col is among the groups
+		for i, g := range groups {
+			if isColumn(g, col) {
+				idx = append(idx, i)
 			}
 		}
-		if !found {
-			return "a grouping set without " + c.col + " (ROLLUP, CUBE, GROUPING SETS) adds up rows of several partitions", -1
+		if len(idx) == 0 {
+			return "GROUP BY without " + col + " adds up rows of several " + c.units(), location(groups[0].(map[string]any))
+		}
+		for _, s := range sets {
+			ids, _ := s.([]any)
+			if !slices.ContainsFunc(ids, func(id any) bool { f, _ := id.(float64); return slices.Contains(idx, int(f)) }) {
+				return "a grouping set without " + col + " (ROLLUP, CUBE, GROUPING SETS) adds up rows of several " + c.units(), -1
+			}
 		}
 	}
 	return "", -1
@@ -433,34 +468,36 @@ func (c *restrictCheck) walkOutsideWindows(v any, f func(map[string]any)) {
 	}
 }
 
-// output requires the select list to pass the column through under its
-// own name: a plain reference (alias none or the column's), or a star
-// over a single relation that keeps it; and no other item named like it.
+// output requires the select list to pass each column through under its
+// own name: a plain reference (alias none or the column's), or a star over
+// a single relation that keeps it; and no other item named like it.
 func (c *restrictCheck) output(list []any, single bool) (string, int) {
-	passed := false
-	for _, e := range list {
-		m, _ := e.(map[string]any)
-		alias, _ := m["alias"].(string)
-		switch {
-		case c.isColumn(m) && (alias == "" || strings.EqualFold(alias, c.col)):
-			passed = true
-		case m["class"] == "STAR":
-			if !c.starKeeps(m, single) {
-				return "SELECT * here (over a join, or excluding, replacing or renaming " + c.col + ") does not pass " + c.col + " through as read: name it", location(m)
+	for _, col := range c.cols {
+		passed := false
+		for _, e := range list {
+			m, _ := e.(map[string]any)
+			alias, _ := m["alias"].(string)
+			switch {
+			case isColumn(m, col) && (alias == "" || strings.EqualFold(alias, col)):
+				passed = true
+			case m["class"] == "STAR":
+				if !starKeeps(m, col, single) {
+					return "SELECT * here (over a join, or excluding, replacing or renaming " + col + ") does not pass " + col + " through as read: name it", location(m)
+				}
+				passed = true
+			case strings.EqualFold(alias, col):
+				return "the result's " + col + " is computed, not the upstream column " + col + " as read", location(m)
 			}
-			passed = true
-		case strings.EqualFold(alias, c.col):
-			return "the result's " + c.col + " is computed, not the upstream column " + c.col + " as read", location(m)
 		}
-	}
-	if !passed {
-		return "the result has no column " + c.col + " read as is from the upstream column of that name", -1
+		if !passed {
+			return "the result has no column " + col + " read as is from the upstream column of that name", -1
+		}
 	}
 	return "", -1
 }
 
-// starKeeps says whether a star expression passes the column through.
-func (c *restrictCheck) starKeeps(m map[string]any, single bool) bool {
+// starKeeps says whether a star expression passes column col through.
+func starKeeps(m map[string]any, col string, single bool) bool {
 	if !single || m["columns"] == true || m["expr"] != nil {
 		return false
 	}
@@ -472,7 +509,7 @@ func (c *restrictCheck) starKeeps(m map[string]any, single bool) bool {
 	}
 	ex, _ := m["exclude_list"].([]any)
 	for _, e := range ex {
-		if s, ok := e.(string); !ok || strings.EqualFold(s, c.col) {
+		if s, ok := e.(string); !ok || strings.EqualFold(s, col) {
 			return false
 		}
 	}

@@ -88,8 +88,8 @@ type Job struct {
 	// the whole target.
 	PartitionBy string
 	// Incremental is a model's [target] incremental: IncrementalPartition
-	// recomputes only the partitions whose upstream rows changed
-	// (incremental.go). Empty: every run rebuilds the whole target. It is
+	// recomputes only the partitions whose upstream rows changed,
+	// IncrementalKey only the keys (incremental.go). Empty: every run rebuilds the whole target. It is
 	// not part of the key: both ways give the same rows.
 	Incremental string
 	// incrementalLine is the job file's line of [target] incremental, for

@@ -10,21 +10,22 @@ import (
 	"github.com/idem-dev/idem/internal/source"
 )
 
-// Incremental models by partition ([target] incremental = "partition").
-// The job package proves at load that the model's SELECT can be
-// restricted to some partitions (job.CheckIncremental); source.Upstream
-// finds, from the upstreams' history, the partitions whose upstream rows
-// changed since the snapshots the model's state pinned and makes every
-// {{upstream:JOB}} hold only their rows. Here the run computes the model
-// over those rows alone and writes to the target only the rows that
-// differ in those partitions, leaving idem_touched for history; the rows
+// Incremental models by partition ([target] incremental = "partition")
+// and by key (incremental = "key"). The job package proves at load that
+// the model's SELECT can be restricted to some partitions, or keys
+// (job.CheckIncremental); source.Upstream finds, from the upstreams'
+// history, the partitions (keys) whose upstream rows changed since the
+// snapshots the model's state pinned and makes every {{upstream:JOB}} hold
+// only their rows. Here the run computes the model over those rows alone
+// and writes to the target only the rows that differ in those partitions
+// (keys), leaving idem_touched for history; the rows
 // are those of a full rebuild, which the run falls back to whenever the
 // history cannot say what changed (a first load, a new model version or
 // config, new result columns, an upstream rolled back, expired or
 // retyped).
 
 // incrementalRows is the temp table of the model's rows in the changed
-// partitions.
+// partitions (keys).
 const incrementalRows = "idem_incr_rows"
 
 // checkIncremental proves an incremental model's SQL at load on a scratch
@@ -55,14 +56,14 @@ func checkIncremental(ctx context.Context, j *job.Job) error {
 }
 
 // incrementalPins makes an incremental model's upstream input restrict its
-// relations to the changed partitions, when the job's committed state was
+// relations to the changed partitions (keys), when the job's committed state was
 // built by the same model, config and target: otherwise it reads every
 // row and the run rebuilds the whole target.
 func incrementalPins(j *job.Job, p *Prepared, st catalog.State) {
 	up, ok := p.input.(*source.Upstream)
 	// An environment's run reads some upstreams from production, whose
 	// history is not in the job's database: it rebuilds whole.
-	if !ok || j.Incremental != job.IncrementalPartition || up.Recorded != nil || up.Changes || len(up.External) > 0 {
+	if !ok || j.Incremental == "" || up.Recorded != nil || up.Changes || len(up.External) > 0 {
 		return
 	}
 	up.Partitions = nil
@@ -70,16 +71,16 @@ func incrementalPins(j *job.Job, p *Prepared, st catalog.State) {
 		string(job.CanonicalJSON(st.Parts.Config)) != string(job.CanonicalJSON(p.parts.Config)) {
 		return
 	}
-	up.Partitions = &source.Partitions{Column: j.PartitionBy, Since: pinnedSnapshots(st)}
+	up.Partitions = &source.Partitions{Columns: j.IncrementalColumns(), ByKey: j.Incremental == job.IncrementalKey, Since: pinnedSnapshots(st)}
 }
 
 // incrementalRun is what an incremental run did.
 type incrementalRun struct {
-	partitions []string
-	written    int64 // rows deleted plus rows inserted
+	written int64 // rows deleted plus rows inserted
 }
 
-// incremental says whether the run recomputes only the changed partitions.
+// incremental says whether the run recomputes only the changed partitions
+// (keys).
 func (r *txRun) incremental() *source.Partitions {
 	up, ok := r.p.input.(*source.Upstream)
 	if !ok || up.Partitions == nil || !up.Partitions.Restricted || !r.exists || !r.st.HasParts ||
@@ -90,11 +91,12 @@ func (r *txRun) incremental() *source.Partitions {
 }
 
 // incrementalSteps stand for the model's step in an incremental run: the
-// model over the changed partitions' upstream rows, then the target's rows
-// of those partitions that differ from it replaced (their keys left in
-// idem_touched for history), then staged and outcomes as the step makes
-// them. The partition column is a key column (job.applyIncremental), so
-// the rows outside the partitions keep their keys to themselves.
+// model over the changed partitions' (keys') upstream rows, then the
+// target's rows of those partitions (keys) that differ from it replaced
+// (their keys left in idem_touched for history), then staged and outcomes
+// as the step makes them. The partition column is a key column
+// (job.applyIncremental), so the rows outside the partitions keep their
+// keys to themselves.
 func (r *txRun) incrementalSteps(ctx context.Context, parts *source.Partitions) error {
 	j, tx := r.j, r.tx
 	target := job.QuoteIdent(j.Table)
@@ -104,27 +106,34 @@ func (r *txRun) incrementalSteps(ctx context.Context, parts *source.Partitions) 
 		match[i] = "t." + job.QuoteIdent(k) + " = u." + job.QuoteIdent(k)
 	}
 	on := strings.Join(match, " AND ")
-	inParts := job.QuoteIdent(j.PartitionBy) + " IN (SELECT v FROM " + source.PartitionsTable + ")"
-	stmts := []string{
-		"CREATE OR REPLACE TEMP TABLE " + incrementalRows + " AS SELECT * FROM (\n" + j.Expand(j.ModelSQL) + "\n) AS idem_model ORDER BY " + keys,
+	cols := parts.Columns
+	in := make([]string, len(cols))
+	for i, c := range cols {
+		in[i] = "t." + job.QuoteIdent(c) + " = p." + job.QuoteIdent(c)
 	}
-	for _, q := range stmts {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("model %s: %w", j.ModelFile, catalog.TrimSQLError(err))
-		}
-	}
-	// The proof at load says the model's rows lie in the partitions it
-	// read; a row outside them would mean the proof is wrong: refuse
-	// rather than write what a full rebuild might not.
-	var outside int64
-	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+incrementalRows+" WHERE "+job.QuoteIdent(j.PartitionBy)+" IS NULL OR NOT ("+inParts+")").Scan(&outside); err != nil {
+	inParts := " AS t SEMI JOIN " + source.PartitionsTable + " AS p ON " + strings.Join(in, " AND ")
+	if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+incrementalRows+" AS SELECT * FROM (\n"+j.Expand(j.ModelSQL)+"\n) AS idem_model ORDER BY "+keys); err != nil {
 		return fmt.Errorf("model %s: %w", j.ModelFile, catalog.TrimSQLError(err))
 	}
-	if outside > 0 {
-		return fmt.Errorf("model %s: %d rows of the recomputed partitions lie outside them (%s NULL or another value): the model cannot be recomputed by partition; nothing committed", j.ModelFile, outside, j.PartitionBy)
+	// The proof at load says the model's rows lie in the partitions (keys)
+	// it read; a row outside them would mean the proof is wrong: refuse
+	// rather than write what a full rebuild might not. A row with a NULL
+	// there is the model key's check to refuse, as a full rebuild's.
+	var outside int64
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+incrementalRows+" AS t WHERE NOT ("+anyNullOf("t", cols)+") AND NOT EXISTS (SELECT 1 FROM "+
+		source.PartitionsTable+" AS p WHERE "+strings.Join(in, " AND ")+")").Scan(&outside); err != nil {
+		return fmt.Errorf("model %s: %w", j.ModelFile, catalog.TrimSQLError(err))
 	}
-	stmts = []string{
-		"CREATE OR REPLACE TEMP TABLE idem_incr_old AS SELECT * FROM " + target + " WHERE " + inParts,
+	unit := "partition"
+	if parts.ByKey {
+		unit = "key"
+	}
+	if outside > 0 {
+		return fmt.Errorf("model %s: %d rows of the recomputed %ss lie outside them (another value of %s): the model cannot be recomputed by %s; nothing committed",
+			j.ModelFile, outside, unit, strings.Join(cols, ", "), unit)
+	}
+	stmts := []string{
+		"CREATE OR REPLACE TEMP TABLE idem_incr_old AS SELECT t.* FROM " + target + inParts,
 		"CREATE OR REPLACE TEMP TABLE idem_touched AS SELECT DISTINCT " + keys + " FROM ((SELECT * FROM idem_incr_old EXCEPT ALL SELECT * FROM " + incrementalRows +
 			") UNION ALL (SELECT * FROM " + incrementalRows + " EXCEPT ALL SELECT * FROM idem_incr_old))",
 	}
@@ -133,16 +142,16 @@ func (r *txRun) incrementalSteps(ctx context.Context, parts *source.Partitions) 
 			return fmt.Errorf("model %s: %w", j.ModelFile, catalog.TrimSQLError(err))
 		}
 	}
-	run := &incrementalRun{partitions: parts.Values}
+	run := &incrementalRun{}
 	res, err := tx.ExecContext(ctx, "DELETE FROM "+target+" AS t USING idem_touched AS u WHERE "+on)
 	if err != nil {
-		return fmt.Errorf("replace partitions of %s: %w", j.Table, catalog.TrimSQLError(err))
+		return fmt.Errorf("replace %ss of %s: %w", unit, j.Table, catalog.TrimSQLError(err))
 	}
 	n, _ := res.RowsAffected()
 	run.written += n
 	res, err = tx.ExecContext(ctx, "INSERT INTO "+target+" SELECT t.* FROM "+incrementalRows+" AS t SEMI JOIN idem_touched AS u ON "+on+" ORDER BY "+keys)
 	if err != nil {
-		return fmt.Errorf("replace partitions of %s: %w", j.Table, catalog.TrimSQLError(err))
+		return fmt.Errorf("replace %ss of %s: %w", unit, j.Table, catalog.TrimSQLError(err))
 	}
 	n, _ = res.RowsAffected()
 	run.written += n
@@ -159,4 +168,13 @@ func (r *txRun) incrementalSteps(ctx context.Context, parts *source.Partitions) 
 	}
 	r.incr = run
 	return nil
+}
+
+// anyNullOf is a condition true when any of columns cols of alias is NULL.
+func anyNullOf(alias string, cols []string) string {
+	terms := make([]string, len(cols))
+	for i, c := range cols {
+		terms[i] = alias + "." + job.QuoteIdent(c) + " IS NULL"
+	}
+	return strings.Join(terms, " OR ")
 }

@@ -13,13 +13,14 @@ import (
 )
 
 // TestIncrementalLoad: an incremental model whose SELECT cannot be
-// restricted to the partitions that changed is refused at load (a
+// restricted to the partitions (or keys) that changed is refused at load (a
 // *job.JobFileError, exit 2) naming the job file's line of incremental,
 // the model file's line and why; one that can is loaded.
 func TestIncrementalLoad(t *testing.T) {
 	t.Parallel()
 	const head = "name = \"m\"\npipeline = \"select\"\n[input]\nupstream = [\"a\", \"b\"]\n[transform]\nsql = \"m.sql\"\n"
 	const target = "[target]\nkey = [\"day\", \"k\"]\npartition_by = \"day\"\nincremental = \"partition\"\n"
+	const byKey = "[target]\nkey = [\"k\", \"j\"]\nincremental = \"key\"\n"
 	cases := []struct {
 		name, model, target, want string
 	}{
@@ -57,8 +58,23 @@ func TestIncrementalLoad(t *testing.T) {
 
 		{"not a key column", "SELECT day, k FROM {{upstream:a}}", "[target]\nkey = [\"k\"]\npartition_by = \"day\"\nincremental = \"partition\"\n", "m.toml:9: target.partition_by: an incremental model's partition column must be one of its key columns"},
 		{"no partition_by", "SELECT day, k FROM {{upstream:a}}", "[target]\nkey = [\"k\"]\nincremental = \"partition\"\n", "m.toml:9: target.incremental: incremental = \"partition\" recomputes the partitions whose upstream rows changed: add partition_by"},
-		{"by key", "SELECT day, k FROM {{upstream:a}}", "[target]\nkey = [\"k\"]\nincremental = \"key\"\n", "incremental = \"key\" is not supported yet"},
-		{"unknown mode", "SELECT day, k FROM {{upstream:a}}", "[target]\nkey = [\"k\"]\nincremental = \"time\"\n", `target.incremental: must be "partition" (got "time")`},
+		{"unknown mode", "SELECT day, k FROM {{upstream:a}}", "[target]\nkey = [\"k\"]\nincremental = \"time\"\n", `target.incremental: must be "partition" or "key" (got "time")`},
+
+		// By key: the key columns (k, j) in place of the partition column.
+		{"key: plain", "SELECT k, j, v FROM {{upstream:a}} WHERE v > 0", byKey, ""},
+		{"key: group by the key and more", "SELECT j, k, v, count(*) AS n FROM {{upstream:a}} GROUP BY v, k, j", byKey, ""},
+		{"key: window by the key", "SELECT k, j, row_number() OVER (PARTITION BY j, k ORDER BY v) AS rn FROM {{upstream:a}}", byKey, ""},
+		{"key: join on the key", "SELECT a.k, a.j, b.w FROM {{upstream:a}} AS a LEFT JOIN {{upstream:b}} AS b ON a.k = b.k AND b.j = a.j AND b.w > 0", byKey, ""},
+		{"key: join using the key", "WITH x AS (SELECT k, j, max(v) AS v FROM {{upstream:a}} GROUP BY ALL)\nSELECT k, j, v, w FROM x JOIN {{upstream:b}} USING (j, k)", byKey, ""},
+		{"key: group by part of the key", "SELECT k, j, count(*) AS n FROM {{upstream:a}}\nGROUP BY k", byKey, "m.sql line 2 cannot be recomputed by key (k, j): GROUP BY without j adds up rows of several keys"},
+		{"key: grouping set without a key column", "SELECT k, j, sum(v) AS v FROM {{upstream:a}} GROUP BY GROUPING SETS ((k, j), (k))", byKey, "a grouping set without j"},
+		{"key: window by part of the key", "SELECT k, j,\n  sum(v) OVER (PARTITION BY k ORDER BY v) AS s FROM {{upstream:a}}", byKey, "m.sql line 2 cannot be recomputed by key (k, j): window function sum() is not partitioned by j (add PARTITION BY k, j)"},
+		{"key: join on part of the key", "SELECT a.k, a.j FROM {{upstream:a}} AS a JOIN {{upstream:b}} AS b ON a.k = b.k", byKey, "a join not on equal j (write ON a.k = b.k AND a.j = b.j AND ..., or USING (k, j))"},
+		{"key: aggregate without group by", "SELECT 1 AS k, 2 AS j, sum(v) AS n FROM {{upstream:a}}", byKey, "aggregate sum() without GROUP BY k, j adds up rows of every key"},
+		{"key: limit", "SELECT k, j FROM {{upstream:a}} LIMIT 5", byKey, "LIMIT or OFFSET picks rows across keys"},
+		{"key: computed key column", "SELECT k, j + 1 AS j FROM {{upstream:a}}", byKey, "the result's j is computed, not the upstream column j as read"},
+		{"key: distinct on part of the key", "SELECT DISTINCT ON (k) k, j FROM {{upstream:a}}", byKey, "DISTINCT ON without j picks one row across keys"},
+		{"key: union", "SELECT k, j FROM {{upstream:a}} UNION SELECT k, j FROM {{upstream:b}}", byKey, "a set operation (UNION) combines rows idem cannot follow to one key"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -70,17 +86,21 @@ func TestIncrementalLoad(t *testing.T) {
 			j, err := LoadJob(path, idemsql.FS)
 			if c.want == "" {
 				require.NoError(t, err)
-				require.Equal(t, job.IncrementalPartition, j.Incremental)
+				mode := job.IncrementalPartition
+				if c.target == byKey {
+					mode = job.IncrementalKey
+				}
+				require.Equal(t, mode, j.Incremental)
 				return
 			}
 			require.Error(t, err)
 			var jfe *job.JobFileError
 			require.True(t, errors.As(err, &jfe), "%T: %v", err, err)
 			require.Contains(t, err.Error(), c.want)
-			if c.target == target {
+			if line := map[string]string{target: "10", byKey: "9"}[c.target]; line != "" {
 				// A model refused names the job file's line of
 				// incremental and the model file.
-				require.Contains(t, err.Error(), "m.toml:10: target.incremental: model "+filepath.Join(dir, "m.sql"))
+				require.Contains(t, err.Error(), "m.toml:"+line+": target.incremental: model "+filepath.Join(dir, "m.sql"))
 				require.Contains(t, err.Error(), "; refused (remove incremental to rebuild the whole model on every run)")
 			}
 		})

@@ -17,7 +17,7 @@ import (
 )
 
 // incrementalModels are the models of TestIncrementalProperty, each run
-// twice: incremental by partition (part) and rebuilt whole. src is vc's
+// twice: incremental (by partition part, or by key) and rebuilt whole. src is vc's
 // active rows with a partition (value's first letter), counts the rows of
 // each partition: the incremental models read both.
 var incrementalModels = []struct{ name, key, sql string }{
@@ -35,6 +35,13 @@ var incrementalModels = []struct{ name, key, sql string }{
 	// an update moves an entity between partitions, a delete leaves a
 	// row without one (a tombstone, value NULL).
 	{"by_value", `["value"]`, "SELECT value, count(*) AS n, string_agg(entity_id, ',' ORDER BY entity_id) AS ids FROM {{upstream:vc}} WHERE status = 'active' GROUP BY value"},
+	// By key (incremental = "key"): by_pair's key of two columns is not
+	// its upstream's (an update moves an entity between keys);
+	// by_entity joins src to win, an incremental model, on its key.
+	{"by_pair", `["part", "value"]`, "SELECT part, value, count(*) AS n, sum(CAST(source_version AS DOUBLE) / 7) AS d,\n" +
+		"  string_agg(entity_id, ',' ORDER BY entity_id) AS ids FROM {{upstream:src}} GROUP BY part, value"},
+	{"by_entity", `["entity_id"]`, "SELECT s.entity_id, s.value, w.rn, w.prev, row_number() OVER (PARTITION BY s.entity_id ORDER BY w.rn) AS one\n" +
+		"FROM {{upstream:src}} AS s LEFT JOIN {{upstream:win}} AS w ON w.entity_id = s.entity_id WHERE s.source_version % 4 <> 1"},
 }
 
 // incrementalSetup is a database with vc (versioned changes), src and
@@ -72,14 +79,18 @@ func newIncrementalSetup(t *testing.T) *incrementalSetup {
 	s.counts = model("counts", []string{"vc"}, `["part"]`, "SELECT substr(value, 1, 1) AS part, count(*) AS n FROM {{upstream:vc}} WHERE status = 'active' GROUP BY 1", "")
 	for _, m := range incrementalModels {
 		up := []string{"src", "counts"}
-		part := "part"
+		target := "partition_by = \"part\"\nincremental = \"partition\"\n"
 		switch m.name {
 		case "per_part":
 			up = []string{"win"}
 		case "by_value":
-			up, part = []string{"vc"}, "value"
+			up, target = []string{"vc"}, "partition_by = \"value\"\nincremental = \"partition\"\n"
+		case "by_pair":
+			up, target = []string{"src"}, "incremental = \"key\"\n"
+		case "by_entity":
+			up, target = []string{"src", "win"}, "incremental = \"key\"\n"
 		}
-		s.incr = append(s.incr, model(m.name, up, m.key, m.sql, "partition_by = \""+part+"\"\nincremental = \"partition\"\n"))
+		s.incr = append(s.incr, model(m.name, up, m.key, m.sql, target))
 		s.full = append(s.full, model(m.name+"_full", up, m.key, m.sql, ""))
 	}
 	db, err := Open(context.Background(), filepath.Join(dir, "idem.duckdb"), OpenOptions{DuckDB: job.DuckDBSettings{Threads: testThreads()}})
@@ -183,10 +194,11 @@ func (s *incrementalSetup) text(t *testing.T, q string) string {
 }
 
 // TestIncrementalProperty: random batches of upstream changes (inserts,
-// updates that stay in or move between partitions, deletes) leave every
-// incremental model by partition holding the rows of the same model
-// rebuilt whole, after every batch and at every snapshot of its history;
-// every run after the first recomputes only the partitions that changed.
+// updates that stay in or move between partitions or keys, deletes) leave
+// every incremental model, by partition or by key, holding the rows of the
+// same model rebuilt whole, after every batch and at every snapshot of its
+// history; every run after the first recomputes only the partitions (keys)
+// that changed.
 // IDEM_LONG=1 runs more seeds and batches (about 15 minutes on 2 shared
 // cores: go test -timeout 30m).
 func TestIncrementalProperty(t *testing.T) {
@@ -202,7 +214,7 @@ func TestIncrementalProperty(t *testing.T) {
 			s := newIncrementalSetup(t)
 			version := map[string]int64{}
 			letters := "abcdef"
-			partitioned := 0
+			recomputed := map[string]int{}
 			for b := range batches {
 				var changes []change
 				for range 1 + rng.IntN(12) {
@@ -216,24 +228,27 @@ func TestIncrementalProperty(t *testing.T) {
 				}
 				results := s.apply(t, changes)
 				for i, res := range results {
+					note := res.IncrementalNote
 					switch {
 					case b == 0:
 						require.Equal(t, "full", res.Incremental, "first load")
-					case res.Decision == job.DecisionLoaded && strings.HasPrefix(res.IncrementalNote, "every partition changed"):
+					case res.Decision == job.DecisionLoaded && (strings.HasPrefix(note, "every partition changed") || strings.HasPrefix(note, "as many keys changed")):
 						require.Equal(t, "full", res.Incremental)
 					case res.Decision == job.DecisionLoaded:
-						require.Equal(t, job.IncrementalPartition, res.Incremental, "batch %d %s: %s", b, s.incr[i].Name, res.IncrementalNote)
-						if len(res.Partitions) == 0 {
+						mode := s.incr[i].Incremental
+						require.Equal(t, mode, res.Incremental, "batch %d %s: %s", b, s.incr[i].Name, note)
+						if len(res.Partitions) == 0 && res.Keys == 0 {
 							// The upstream moved, but none of its rows
 							// differ (a row rewritten as it was).
 							require.Zero(t, res.RowsWritten, "batch %d %s", b, s.incr[i].Name)
 						}
-						partitioned++
+						recomputed[mode]++
 					}
 				}
 				s.same(t, b == batches-1)
 			}
-			require.Positive(t, partitioned, "some runs recomputed only their partitions")
+			require.Positive(t, recomputed[job.IncrementalPartition], "some runs recomputed only their partitions")
+			require.Positive(t, recomputed[job.IncrementalKey], "some runs recomputed only their keys")
 		})
 	}
 }

@@ -126,14 +126,19 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 			r.res.Incremental = "full"
 		}
 	} else if parts := r.incremental(); parts != nil {
-		done := r.opts.Progress.Start("model (partitions)")
+		done := r.opts.Progress.Start("model (" + j.Incremental + "s)")
 		err := r.incrementalSteps(ctx, parts) // incremental.go
 		done()
 		if err != nil {
 			return false, err
 		}
 		steps, keyTable = nil, incrementalRows
-		r.res.Incremental, r.res.Partitions = job.IncrementalPartition, parts.Values
+		r.res.Incremental = j.Incremental
+		if parts.ByKey {
+			r.res.Keys = parts.Count
+		} else {
+			r.res.Partitions = parts.Values
+		}
 	} else if j.Incremental != "" {
 		r.res.Incremental = "full"
 		if up, ok := r.p.input.(*source.Upstream); ok && up.Partitions != nil {

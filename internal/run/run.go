@@ -178,10 +178,13 @@ type Result struct {
 	Repaired   []string `json:"repaired_partitions,omitempty"`
 	// Incremental, for an incremental model, is "partition" when the run
 	// recomputed only the partitions whose upstream rows changed (listed
-	// in Partitions), or "full" when it rebuilt the whole target, with
-	// IncrementalNote saying why when it is not a first load.
+	// in Partitions), "key" when it recomputed only the keys whose
+	// upstream rows changed (Keys of them), or "full" when it rebuilt the
+	// whole target, with IncrementalNote saying why when it is not a first
+	// load.
 	Incremental     string `json:"incremental,omitempty"`
 	IncrementalNote string `json:"incremental_note,omitempty"`
+	Keys            int64  `json:"keys,omitempty"`
 	// Expiry reports the expiry of old snapshots that followed the run
 	// ([retention] keep_snapshots); absent without one.
 	Expiry *Expiry `json:"expiry,omitempty"`

@@ -121,7 +121,7 @@ func (u *Upstream) Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, erro
 		}
 		states[name] = st
 	}
-	if u.Partitions != nil && u.Partitions.Column != "" && !u.Changes {
+	if u.Partitions != nil && len(u.Partitions.Columns) > 0 && !u.Changes {
 		if err := u.pinPartitions(ctx, tx, states); err != nil { // upstream_partitions.go
 			return nil, err
 		}

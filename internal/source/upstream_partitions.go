@@ -11,42 +11,56 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 )
 
-// PartitionsTable is the temp table of the partitions an incremental
-// model's run recomputes (one column v, of the partition column's type).
+// PartitionsTable is the temp table of the partitions (or keys) an
+// incremental model's run recomputes: one column of each of
+// Partitions.Columns, named and typed as the upstreams' columns.
 const PartitionsTable = "idem_incr_parts"
 
 // Partitions restricts the upstream relations of an incremental model
-// ([target] incremental = "partition") to the partitions whose upstream
-// rows changed after the snapshots Since (the ones the model's state
-// pinned) up to the ones Pin pins: each upstream's changed rows, old and
-// new, are read from its history (catalog.ChangedValuesSelect: an update
-// that moves a row names both partitions), and their values of Column are
-// the partitions. When that cannot be known from history, Pin
-// reads every row and says why in Fallback; so does a Partitions without
-// a Column.
+// ([target] incremental = "partition", or "key") to the partitions (keys)
+// whose upstream rows changed after the snapshots Since (the ones the
+// model's state pinned) up to the ones Pin pins: each upstream's changed
+// rows, old and new, are read from its history
+// (catalog.ChangedValuesSelect: an update that moves a row names both
+// partitions), and their values of Columns (partition_by, or the model's
+// key columns with ByKey) are the partitions (keys). When that cannot be
+// known from history, Pin reads every row and says why in Fallback; so
+// does a Partitions without Columns.
 type Partitions struct {
-	Column string
-	Since  map[string]int64
+	Columns []string
+	ByKey   bool
+	Since   map[string]int64
 
 	// Set by Pin.
 	Restricted bool     // the relations hold only the changed partitions
-	Values     []string // the changed partitions, as text, in order
+	Count      int64    // how many partitions (keys) changed
+	Values     []string // the changed partitions, as text, in order (by partition, or a key of one column: at most maxListed)
 	Fallback   string   // why the relations hold every row
-	typ        string   // Column's type
+	types      []string // Columns' types
 	null       bool     // a changed row has no partition (NULL)
+	listed     bool     // Values holds every changed value (one column, at most maxListed)
 }
 
-// maxListed is the most partitions a restricted relation names as
-// constants (DuckDB pushes the list into the scan); more are read from
-// PartitionsTable.
+// unit is "partition" or "key", for the notes.
+func (p *Partitions) unit() string {
+	if p.ByKey {
+		return "key"
+	}
+	return "partition"
+}
+
+// maxListed is the most partitions (keys of one column) a restricted
+// relation names as constants (DuckDB pushes the list into the scan);
+// more are read from PartitionsTable.
 const maxListed = 1000
 
-// pinPartitions finds the changed partitions of the upstreams in states
-// (by name) and fills temp table PartitionsTable, or records why not.
+// pinPartitions finds the changed partitions (keys) of the upstreams in
+// states (by name) and fills temp table PartitionsTable, or records why
+// not.
 func (u *Upstream) pinPartitions(ctx context.Context, tx *sql.Tx, states map[string]catalog.State) error {
 	p := u.Partitions
-	p.Restricted, p.Values, p.Fallback, p.null = false, nil, "", false
-	typ := ""
+	p.Restricted, p.Count, p.Values, p.Fallback, p.null, p.listed = false, 0, nil, "", false, false
+	var types []string
 	type span struct {
 		name     string
 		from, to int64
@@ -60,21 +74,28 @@ func (u *Upstream) pinPartitions(ctx context.Context, tx *sql.Tx, states map[str
 		if err != nil {
 			return err
 		}
-		ct := ""
-		for _, c := range row.Columns {
-			if strings.EqualFold(c.Name, p.Column) {
-				ct = c.Type
+		ct := make([]string, len(p.Columns))
+		for i, col := range p.Columns {
+			for _, c := range row.Columns {
+				if strings.EqualFold(c.Name, col) {
+					ct[i] = c.Type
+				}
 			}
-		}
-		if ct == "" {
+			if ct[i] != "" {
+				continue
+			}
+			if p.ByKey {
+				return job.Usage("job %s: key column %q must be a column of every upstream, read as is (incremental = %q); upstream %s has none (columns: %s)",
+					u.Job.Name, col, job.IncrementalKey, name, columnNames(row.Columns))
+			}
 			return job.Usage("job %s: [target] partition_by = %q must be a column of every upstream, read as is (incremental = %q); upstream %s has none (columns: %s)",
-				u.Job.Name, p.Column, job.IncrementalPartition, name, columnNames(row.Columns))
+				u.Job.Name, col, job.IncrementalPartition, name, columnNames(row.Columns))
 		}
 		switch {
-		case typ == "":
-			typ = ct
-		case typ != ct:
-			p.Fallback = fmt.Sprintf("the upstreams' %s columns have different types (%s, %s)", p.Column, typ, ct)
+		case types == nil:
+			types = ct
+		case !slices.Equal(types, ct):
+			p.Fallback = fmt.Sprintf("the upstreams' %s columns have different types (%s; %s)", strings.Join(p.Columns, ", "), strings.Join(types, ", "), strings.Join(ct, ", "))
 			return nil
 		}
 		from, ok := p.Since[name]
@@ -110,83 +131,153 @@ func (u *Upstream) pinPartitions(ctx context.Context, tx *sql.Tx, states map[str
 		}
 		moved = append(moved, span{name, from, st.Snapshot, row.Columns, ChangesKey(row)})
 	}
-	stmts := []string{"CREATE OR REPLACE TEMP TABLE " + PartitionsTable + " (v " + typ + ")"}
+	quoted := make([]string, len(p.Columns))
+	defs := make([]string, len(p.Columns))
+	for i, c := range p.Columns {
+		quoted[i] = job.QuoteIdent(c)
+		defs[i] = quoted[i] + " " + types[i]
+	}
+	list := strings.Join(quoted, ", ")
+	stmts := []string{"CREATE OR REPLACE TEMP TABLE " + PartitionsTable + " (" + strings.Join(defs, ", ") + ")"}
 	for _, s := range moved {
-		changed, err := catalog.ChangedValuesSelect(ctx, tx, s.name, s.cols, s.key, p.Column, s.from, s.to)
+		changed, err := catalog.ChangedValuesSelect(ctx, tx, s.name, s.cols, s.key, p.Columns, s.from, s.to)
 		if err != nil {
 			return err
 		}
 		stmts = append(stmts, "INSERT INTO "+PartitionsTable+" "+changed)
 	}
-	stmts = append(stmts, "CREATE OR REPLACE TEMP TABLE "+PartitionsTable+" AS SELECT DISTINCT v FROM "+PartitionsTable+" ORDER BY v NULLS FIRST")
+	if len(moved) > 1 {
+		// Each upstream's values are distinct, not their union.
+		stmts = append(stmts, "CREATE OR REPLACE TEMP TABLE "+PartitionsTable+" AS SELECT DISTINCT "+list+" FROM "+PartitionsTable)
+	}
 	for _, q := range stmts {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("changed partitions of job %s: %w", u.Job.Name, catalog.TrimSQLError(err))
+			return fmt.Errorf("changed %ss of job %s: %w", p.unit(), u.Job.Name, catalog.TrimSQLError(err))
 		}
 	}
-	rows, err := tx.QueryContext(ctx, "SELECT CAST(v AS VARCHAR) FROM "+PartitionsTable+" ORDER BY v NULLS FIRST")
+	// A changed row with a NULL among Columns makes only result rows
+	// without a partition (or with a NULL in the key), which the model's
+	// key refuses: such rows are read too, so that the run refuses them as
+	// a full rebuild would (or leaves them out, as its filters do).
+	var total, nulls int64
+	if err := tx.QueryRowContext(ctx, "SELECT count(*), count(*) FILTER (WHERE "+anyNull(quoted)+") FROM "+PartitionsTable).Scan(&total, &nulls); err != nil {
+		return fmt.Errorf("changed %ss of job %s: %w", p.unit(), u.Job.Name, catalog.TrimSQLError(err))
+	}
+	values := []string{}
+	if len(p.Columns) == 1 && (!p.ByKey || total-nulls <= maxListed) {
+		var err error
+		if values, err = u.changedValues(ctx, tx); err != nil {
+			return err
+		}
+		p.listed = len(values) <= maxListed
+	}
+	p.null = nulls > 0
+	if p.ByKey {
+		p.Count = total
+	} else {
+		p.Count = int64(len(values))
+	}
+	if p.Count > 0 {
+		if why, err := u.everyChanged(ctx, tx, quoted); err != nil || why != "" {
+			p.Fallback = why
+			return err
+		}
+	}
+	p.Restricted, p.Values, p.types = true, values, types
+	return nil
+}
+
+// anyNull is a condition true when any of the quoted columns is NULL.
+func anyNull(quoted []string) string {
+	terms := make([]string, len(quoted))
+	for i, q := range quoted {
+		terms[i] = q + " IS NULL"
+	}
+	return strings.Join(terms, " OR ")
+}
+
+// changedValues reads the non-NULL values of PartitionsTable's one
+// column, as text, in order.
+func (u *Upstream) changedValues(ctx context.Context, tx *sql.Tx) ([]string, error) {
+	col := job.QuoteIdent(u.Partitions.Columns[0])
+	rows, err := tx.QueryContext(ctx, "SELECT CAST("+col+" AS VARCHAR) FROM "+PartitionsTable+" WHERE "+col+" IS NOT NULL ORDER BY "+col)
 	if err != nil {
-		return fmt.Errorf("changed partitions of job %s: %w", u.Job.Name, catalog.TrimSQLError(err))
+		return nil, fmt.Errorf("changed %ss of job %s: %w", u.Partitions.unit(), u.Job.Name, catalog.TrimSQLError(err))
 	}
 	defer rows.Close()
 	values := []string{}
 	for rows.Next() {
-		var v sql.NullString
+		var v string
 		if err := rows.Scan(&v); err != nil {
-			return err
+			return nil, err
 		}
-		if !v.Valid {
-			// Upstream rows without a partition make only result rows
-			// without one, which the model's key refuses: they are read
-			// so that the run refuses them as a full rebuild would.
-			p.null = true
-			continue
+		values = append(values, v)
+	}
+	return values, rows.Err()
+}
+
+// everyChanged says why the run should read every row instead: every
+// partition the target holds changed, or (by key) as many keys as the
+// target holds rows did, so reading every row costs less than
+// restricting them. "" when some are kept.
+func (u *Upstream) everyChanged(ctx context.Context, tx *sql.Tx, quoted []string) (string, error) {
+	p := u.Partitions
+	target := "main." + job.QuoteIdent(u.Job.Table)
+	if p.ByKey {
+		var rows int64
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+target).Scan(&rows); err != nil {
+			return "", fmt.Errorf("changed keys of job %s: %w", u.Job.Name, catalog.TrimSQLError(err))
 		}
-		values = append(values, v.String)
+		if p.Count >= rows {
+			return fmt.Sprintf("as many keys changed (%d) as the target holds (%d)", p.Count, rows), nil
+		}
+		return "", nil
 	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	// Every partition the target holds changed: reading every row costs
-	// less than restricting them to all partitions.
 	var kept int64
-	if len(values) > 0 {
-		col := job.QuoteIdent(p.Column)
-		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM (SELECT DISTINCT "+col+" FROM main."+job.QuoteIdent(u.Job.Table)+
-			" WHERE "+col+" NOT IN (SELECT v FROM "+PartitionsTable+" WHERE v IS NOT NULL))").Scan(&kept); err != nil {
-			return fmt.Errorf("changed partitions of job %s: %w", u.Job.Name, catalog.TrimSQLError(err))
-		}
-		if kept == 0 {
-			p.Fallback = fmt.Sprintf("every partition changed (%d)", len(values))
-			return nil
-		}
+	col := quoted[0]
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM (SELECT DISTINCT "+col+" FROM "+target+
+		" WHERE "+col+" NOT IN (SELECT "+col+" FROM "+PartitionsTable+" WHERE "+col+" IS NOT NULL))").Scan(&kept); err != nil {
+		return "", fmt.Errorf("changed partitions of job %s: %w", u.Job.Name, catalog.TrimSQLError(err))
 	}
-	p.Restricted, p.Values, p.typ = true, values, typ
-	return nil
+	if kept == 0 {
+		return fmt.Sprintf("every partition changed (%d)", p.Count), nil
+	}
+	return "", nil
 }
 
 // partitionRelation is the query of upstream table target's rows in the
-// changed partitions.
+// changed partitions (keys).
 func (u *Upstream) partitionRelation(target string) string {
 	p := u.Partitions
-	in := "SELECT v FROM temp." + PartitionsTable
-	if len(p.Values) <= maxListed {
+	from := "SELECT * FROM main." + job.QuoteIdent(target)
+	if len(p.Columns) > 1 {
+		// A key of several columns: a NULL in one of them matches a NULL.
+		on := make([]string, len(p.Columns))
+		for i, c := range p.Columns {
+			q := job.QuoteIdent(c)
+			on[i] = "u." + q + " IS NOT DISTINCT FROM c." + q
+		}
+		return "SELECT u.* FROM main." + job.QuoteIdent(target) + " AS u SEMI JOIN temp." + PartitionsTable + " AS c ON " + strings.Join(on, " AND ")
+	}
+	col := job.QuoteIdent(p.Columns[0])
+	in := "SELECT " + col + " FROM temp." + PartitionsTable
+	if p.listed {
 		// The values were written as text from the column's type: read
 		// back as that type they are the same values.
 		in = "NULL"
 		if len(p.Values) > 0 {
 			vals := make([]string, len(p.Values))
 			for i, v := range p.Values {
-				vals[i] = "CAST(" + job.SQLString(v) + " AS " + p.typ + ")"
+				vals[i] = "CAST(" + job.SQLString(v) + " AS " + p.types[0] + ")"
 			}
 			in = strings.Join(vals, ", ")
 		}
 	}
-	where := job.QuoteIdent(p.Column) + " IN (" + in + ")"
+	where := col + " IN (" + in + ")"
 	if p.null {
-		where += " OR " + job.QuoteIdent(p.Column) + " IS NULL"
+		where += " OR " + col + " IS NULL"
 	}
-	return "SELECT * FROM main." + job.QuoteIdent(target) + " WHERE " + where
+	return from + " WHERE " + where
 }
 
 func columnNames(cols []catalog.TargetColumn) string {

@@ -127,6 +127,9 @@ func (a *app) printResult(res *run.Result) {
 		}
 		fmt.Fprintf(w, "  partitions %s\n", escapeCell(line))
 	}
+	if res.Incremental == job.IncrementalKey {
+		fmt.Fprintf(w, "  keys      %s recomputed (their upstream rows changed)\n", job.Thousands(res.Keys))
+	}
 	if res.IncrementalNote != "" {
 		fmt.Fprintf(w, "  rebuilt   whole: %s\n", escapeCell(res.IncrementalNote))
 	}
