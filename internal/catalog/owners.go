@@ -2,7 +2,6 @@ package catalog
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"sort"
@@ -63,19 +62,40 @@ func ownerKey(schema, name string) string { return strings.ToLower(schema + "." 
 // belongs to another job. With claim, it records the names not yet claimed
 // as job's, in tx: they stay claimed only if tx commits.
 func CheckOwners(ctx context.Context, tx Querier, j *job.Job, claim bool) error {
-	for _, n := range ownedNames(j) {
-		var owner string
-		err := tx.QueryRowContext(ctx, `SELECT job FROM idem.owners WHERE name = ? ORDER BY job LIMIT 1`, n.key).Scan(&owner)
+	names := ownedNames(j)
+	// One query for every name (a run checks four or more; each query is a
+	// round trip of a fixed cost), the first owner of each by job name.
+	keys := make([]string, len(names))
+	for i, n := range names {
+		keys[i] = n.key
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT name, min(job) FROM idem.owners WHERE list_contains(?::VARCHAR[], name) GROUP BY name`, keys)
+	if err != nil {
+		return fmt.Errorf("read the owners of job %s's tables: %w", j.Name, err)
+	}
+	owners := map[string]string{}
+	for rows.Next() {
+		var name, owner string
+		if err := rows.Scan(&name, &owner); err != nil {
+			rows.Close()
+			return fmt.Errorf("read the owners of job %s's tables: %w", j.Name, err)
+		}
+		owners[name] = owner
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return fmt.Errorf("read the owners of job %s's tables: %w", j.Name, err)
+	}
+	for _, n := range names {
+		owner, ok := owners[n.key]
 		switch {
-		case errors.Is(err, sql.ErrNoRows):
+		case !ok:
 			if !claim {
 				continue
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO idem.owners VALUES (?, ?, current_timestamp)`, n.key, j.Name); err != nil {
 				return fmt.Errorf("claim %s for job %s: %w", n.display, j.Name, err)
 			}
-		case err != nil:
-			return fmt.Errorf("read the owner of %s: %w", n.display, err)
+			owners[n.key] = j.Name
 		case owner != j.Name:
 			return job.Refuse("owner", "%s belongs to job %q; job %q may not create or write it: give job %q another [target] table (or name)",
 				n.display, owner, j.Name, j.Name)

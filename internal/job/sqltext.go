@@ -124,6 +124,24 @@ func StatementQueries(text, masked string, parse ParseFunc) ([]ParsedQuery, erro
 	return out, nil
 }
 
+// QueryTexts are the first text StatementQueries gives parse for each
+// statement of text, in order: the outermost query, which usually holds
+// the whole statement's, so a caller that parses them all in one round
+// trip before the checks seldom has another to ask for. (Parsing every
+// candidate would parse each statement once per SELECT, WITH and FROM in
+// it.)
+func QueryTexts(text string) []string {
+	masked := MaskSQL(text)
+	var out []string
+	for _, st := range SplitStatements(masked) {
+		stmt, mstmt := text[st.Start:st.End], masked[st.Start:st.End]
+		if m := queryStart.FindStringIndex(mstmt); m != nil {
+			out = append(out, stmt[m[0]:ClosingParen(mstmt, m[0])])
+		}
+	}
+	return out
+}
+
 // TextQueries is StatementQueries over every statement of text, with each
 // query's offset in text.
 func TextQueries(text string, parse ParseFunc) ([]ParsedQuery, error) {

@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -18,6 +19,42 @@ func ParseQuery(ctx context.Context, q catalog.Querier, query string) (node map[
 	if err := q.QueryRowContext(ctx, "SELECT CAST(json_serialize_sql(?::VARCHAR) AS VARCHAR)", query).Scan(&text); err != nil {
 		return nil, false, fmt.Errorf("parse SQL: %w", err)
 	}
+	return readParse(text)
+}
+
+// parseAll parses queries in one statement (a round trip costs about as
+// much as a parse; a run's seal check asks for a dozen) and returns the
+// ParseFunc that answers from those parses, and asks DuckDB for a query
+// it was not given.
+func parseAll(ctx context.Context, q catalog.Querier, queries []string) (job.ParseFunc, error) {
+	parsed := make(map[string]string, len(queries))
+	if len(queries) > 0 {
+		rows, err := q.QueryContext(ctx, "SELECT t, CAST(json_serialize_sql(t) AS VARCHAR) FROM (SELECT DISTINCT unnest(?::VARCHAR[]) AS t)", queries)
+		if err != nil {
+			return nil, fmt.Errorf("parse SQL: %w", err)
+		}
+		for rows.Next() {
+			var query, text string
+			if err := rows.Scan(&query, &text); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("parse SQL: %w", err)
+			}
+			parsed[query] = text
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, fmt.Errorf("parse SQL: %w", err)
+		}
+	}
+	return func(query string) (map[string]any, bool, error) {
+		if text, ok := parsed[query]; ok {
+			return readParse(text)
+		}
+		return ParseQuery(ctx, q, query)
+	}, nil
+}
+
+// readParse reads json_serialize_sql's answer for one query.
+func readParse(text string) (node map[string]any, ok bool, err error) {
 	var parsed struct {
 		Error      bool `json:"error"`
 		Statements []struct {
@@ -41,9 +78,17 @@ func ParseQuery(ctx context.Context, q catalog.Querier, query string) (node map[
 // the step to fail on (and to the binder check before each statement).
 func SealViolations(ctx context.Context, q catalog.Querier, j *job.Job) ([]job.Violation, error) {
 	seal := j.Seal()
-	parse := func(text string) (map[string]any, bool, error) { return ParseQuery(ctx, q, text) }
+	texts := j.SealedTexts()
+	var queries []string
+	for _, t := range texts {
+		queries = append(queries, job.QueryTexts(t.SQL)...)
+	}
+	parse, err := parseAll(ctx, q, queries)
+	if err != nil {
+		return nil, err
+	}
 	var out []job.Violation
-	for _, t := range j.SealedTexts() {
+	for _, t := range texts {
 		vs, unknown, err := seal.Check(t, parse)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", t.File, err)

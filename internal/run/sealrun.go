@@ -21,8 +21,10 @@ import (
 
 // singleThread sets DuckDB's threads to 1 for the steps and returns what
 // sets it back. threads is a setting of the database instance, not of the
-// transaction, so it is set back whatever the run's end: through another
-// connection of db, as a failed statement leaves tx refusing every other.
+// transaction, so it is set back whatever the run's end: through tx, or
+// when tx refuses it (a failed statement leaves tx refusing every other)
+// through another connection of db. Opening that connection costs a few
+// milliseconds a run, so it is only the fallback.
 func singleThread(ctx context.Context, db *sql.DB, tx *sql.Tx) (func(), error) {
 	var threads string
 	if err := tx.QueryRowContext(ctx, "SELECT current_setting('threads')").Scan(&threads); err != nil {
@@ -35,7 +37,10 @@ func singleThread(ctx context.Context, db *sql.DB, tx *sql.Tx) (func(), error) {
 		return nil, fmt.Errorf("set threads: %w", err)
 	}
 	return func() {
-		_, _ = db.ExecContext(context.WithoutCancel(ctx), "SET threads = "+job.SQLString(threads))
+		ctx, set := context.WithoutCancel(ctx), "SET threads = "+job.SQLString(threads)
+		if _, err := tx.ExecContext(ctx, set); err != nil {
+			_, _ = db.ExecContext(ctx, set)
+		}
 	}, nil
 }
 

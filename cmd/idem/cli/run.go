@@ -187,7 +187,9 @@ func (a *app) runJob(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOpti
 	if err != nil {
 		return a.fail(f.jsonOut, err)
 	}
+	doneOpen := timing(opts.Progress, "open")
 	db, done, err := a.openDB(cmd.Context(), dbPath, f.openOptions(j))
+	doneOpen()
 	if err != nil {
 		return a.fail(f.jsonOut, err)
 	}
@@ -214,7 +216,19 @@ func (a *app) runJob(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOpti
 		a.printResult(res)
 	}
 	a.afterCommit(cmd.Context(), db, j, committedDecision(res.Decision)) // extension.go
-	return a.closeFailed(done(nil))
+	doneClose := timing(opts.Progress, "close")
+	err = done(nil)
+	doneClose()
+	return a.closeFailed(err)
+}
+
+// timing starts a step that only IDEM_TIMINGS prints (the open and close
+// of a run's database, which draw no progress on a terminal).
+func timing(p job.Progress, name string) func() {
+	if !p.Timings {
+		return func() {}
+	}
+	return p.Start(name)
 }
 
 // closeWritten closes db, a database the command opened for writing, once
