@@ -161,7 +161,9 @@ func (c *histChain) closeHistory(t *testing.T, name string) {
 // target captured right after it committed, and that ChangesSelect between
 // every two snapshots is the difference of their captures by key: the
 // rows of b whose key's row changed after a, and the rows of a whose key is
-// gone at b. Snapshots of a job are numbered 1, 2, ... and all captured.
+// gone at b; and that ChangedValuesSelect names the values of the rows
+// that differ between the two captures. Snapshots of a job are numbered
+// 1, 2, ... and all captured.
 func (c *histChain) check(t *testing.T, step string, oldestKept int64) {
 	ctx := context.Background()
 	for name, caps := range c.captured {
@@ -233,9 +235,52 @@ func (c *histChain) check(t *testing.T, step string, oldestKept int64) {
 				q, err = catalog.ChangesSelect(ctx, c.db.SQL(), name, row.Columns, nil, a, b)
 				require.NoError(t, err)
 				require.Equal(t, wantAll, c.rows(t, q), "%s: %s: changes %d-%d without a key", step, name, a, b)
+				// The changed values of a column, of the key and of both:
+				// those of the rows whose count differs between a and b.
+				for _, sel := range [][]string{{"value"}, {"entity_id"}, {"value", "entity_id"}} {
+					q, err := catalog.ChangedValuesSelect(ctx, c.db.SQL(), name, row.Columns, sel, a, b)
+					require.NoError(t, err)
+					require.Equal(t, changedValues(caps[a], caps[b], row.Columns, sel), c.rows(t, q), "%s: %s: changed values of %v %d-%d", step, name, sel, a, b)
+				}
 			}
 		}
 	}
+}
+
+// changedValues is the distinct values of columns sel (joined by "|",
+// sorted) over the rows whose count in before differs from their count
+// in after (rows as histChain.rows reads them, of columns cols).
+func changedValues(before, after []string, cols []catalog.TargetColumn, sel []string) []string {
+	count := map[string]int{}
+	for _, r := range before {
+		count[r]--
+	}
+	for _, r := range after {
+		count[r]++
+	}
+	seen := map[string]bool{}
+	out := []string{}
+	for r, n := range count {
+		if n == 0 {
+			continue
+		}
+		parts := strings.Split(r, "|")
+		vals := make([]string, len(sel))
+		for i, s := range sel {
+			for k, c := range cols {
+				if c.Name == s {
+					vals[i] = parts[k]
+				}
+			}
+		}
+		v := strings.Join(vals, "|")
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // histThreads is the DuckDB threads of the property's databases: one by

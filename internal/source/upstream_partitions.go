@@ -65,7 +65,6 @@ func (u *Upstream) pinPartitions(ctx context.Context, tx *sql.Tx, states map[str
 		name     string
 		from, to int64
 		cols     []catalog.TargetColumn
-		key      []string
 	}
 	var moved []span
 	for _, name := range u.Job.SortedUpstream() {
@@ -129,7 +128,7 @@ func (u *Upstream) pinPartitions(ctx context.Context, tx *sql.Tx, states map[str
 			p.Fallback = fmt.Sprintf("upstream %s's columns changed between snapshots %d and %d", name, from, st.Snapshot)
 			return nil
 		}
-		moved = append(moved, span{name, from, st.Snapshot, row.Columns, ChangesKey(row)})
+		moved = append(moved, span{name, from, st.Snapshot, row.Columns})
 	}
 	quoted := make([]string, len(p.Columns))
 	defs := make([]string, len(p.Columns))
@@ -140,7 +139,7 @@ func (u *Upstream) pinPartitions(ctx context.Context, tx *sql.Tx, states map[str
 	list := strings.Join(quoted, ", ")
 	stmts := []string{"CREATE OR REPLACE TEMP TABLE " + PartitionsTable + " (" + strings.Join(defs, ", ") + ")"}
 	for _, s := range moved {
-		changed, err := catalog.ChangedValuesSelect(ctx, tx, s.name, s.cols, s.key, p.Columns, s.from, s.to)
+		changed, err := catalog.ChangedValuesSelect(ctx, tx, s.name, s.cols, p.Columns, s.from, s.to)
 		if err != nil {
 			return err
 		}
