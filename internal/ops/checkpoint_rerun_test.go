@@ -469,7 +469,7 @@ func TestRerunCheckpointErasureRollback(t *testing.T) {
 		{13, 3, 10, false},
 		{14, 4, 10, true},
 		{15, 0, 15, false},
-		{16, 1, 15, false},
+		{16, 1, 15, true},
 		{17, 2, 15, false},
 		{18, 13, 5, false},
 		{19, 14, 5, true},

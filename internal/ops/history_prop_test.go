@@ -237,7 +237,13 @@ func (c *histChain) check(t *testing.T, step string, oldestKept int64) {
 				require.Equal(t, wantAll, c.rows(t, q), "%s: %s: changes %d-%d without a key", step, name, a, b)
 				// The changed values of a column, of the key and of both:
 				// those of the rows whose count differs between a and b.
-				for _, sel := range [][]string{{"value"}, {"entity_id"}, {"value", "entity_id"}} {
+				// The default run checks one of the three per pair, in
+				// turn (every one over the pairs); IDEM_LONG=1 all three.
+				sels := [][]string{{"value"}, {"entity_id"}, {"value", "entity_id"}}
+				if os.Getenv("IDEM_LONG") != "1" {
+					sels = sels[(a+b)%3 : (a+b)%3+1]
+				}
+				for _, sel := range sels {
 					q, err := catalog.ChangedValuesSelect(ctx, c.db.SQL(), name, row.Columns, sel, a, b)
 					require.NoError(t, err)
 					require.Equal(t, changedValues(caps[a], caps[b], row.Columns, sel), c.rows(t, q), "%s: %s: changed values of %v %d-%d", step, name, sel, a, b)

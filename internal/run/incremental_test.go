@@ -203,7 +203,7 @@ func (s *incrementalSetup) text(t *testing.T, q string) string {
 // cores: go test -timeout 30m).
 func TestIncrementalProperty(t *testing.T) {
 	t.Parallel()
-	seeds, batches := 1, 5
+	seeds, batches := 1, 4
 	if os.Getenv("IDEM_LONG") == "1" {
 		seeds, batches = 6, 40
 	}
