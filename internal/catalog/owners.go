@@ -2,7 +2,6 @@ package catalog
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -69,20 +68,8 @@ func CheckOwners(ctx context.Context, tx Querier, j *job.Job, claim bool) error 
 	for i, n := range names {
 		keys[i] = n.key
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT name, min(job) FROM idem.owners WHERE list_contains(?::VARCHAR[], name) GROUP BY name`, keys)
+	owners, err := StringMap(ctx, tx, `SELECT name, min(job) FROM idem.owners WHERE list_contains(?::VARCHAR[], name) GROUP BY name`, keys)
 	if err != nil {
-		return fmt.Errorf("read the owners of job %s's tables: %w", j.Name, err)
-	}
-	owners := map[string]string{}
-	for rows.Next() {
-		var name, owner string
-		if err := rows.Scan(&name, &owner); err != nil {
-			rows.Close()
-			return fmt.Errorf("read the owners of job %s's tables: %w", j.Name, err)
-		}
-		owners[name] = owner
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return fmt.Errorf("read the owners of job %s's tables: %w", j.Name, err)
 	}
 	for _, n := range names {

@@ -135,3 +135,22 @@ func Strings(ctx context.Context, q Querier, query string, args ...any) ([]strin
 	}
 	return out, rows.Err()
 }
+
+// StringMap reads every row of query, two text columns, as a map from the
+// first to the second.
+func StringMap(ctx context.Context, q Querier, query string, args ...any) (map[string]string, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, TrimSQLError(err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		out[k] = v
+	}
+	return out, rows.Err()
+}

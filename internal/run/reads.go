@@ -3,7 +3,6 @@ package run
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -27,21 +26,10 @@ func ParseQuery(ctx context.Context, q catalog.Querier, query string) (node map[
 // ParseFunc that answers from those parses, and asks DuckDB for a query
 // it was not given.
 func parseAll(ctx context.Context, q catalog.Querier, queries []string) (job.ParseFunc, error) {
-	parsed := make(map[string]string, len(queries))
+	parsed := map[string]string{}
 	if len(queries) > 0 {
-		rows, err := q.QueryContext(ctx, "SELECT t, CAST(json_serialize_sql(t) AS VARCHAR) FROM (SELECT DISTINCT unnest(?::VARCHAR[]) AS t)", queries)
-		if err != nil {
-			return nil, fmt.Errorf("parse SQL: %w", err)
-		}
-		for rows.Next() {
-			var query, text string
-			if err := rows.Scan(&query, &text); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("parse SQL: %w", err)
-			}
-			parsed[query] = text
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		var err error
+		if parsed, err = catalog.StringMap(ctx, q, "SELECT t, CAST(json_serialize_sql(t) AS VARCHAR) FROM (SELECT DISTINCT unnest(?::VARCHAR[]) AS t)", queries); err != nil {
 			return nil, fmt.Errorf("parse SQL: %w", err)
 		}
 	}
