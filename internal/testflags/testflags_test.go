@@ -33,3 +33,12 @@ func TestDefaultParallel(t *testing.T) {
 		t.Fatalf("-parallel not given: %d in force, want %d", inForce, want)
 	}
 }
+
+// TestWaitingParallel: once -parallel is in force (given, or set by
+// DefaultParallel in TestMain), WaitingParallel keeps it: a package's
+// first choice holds.
+func TestWaitingParallel(t *testing.T) {
+	if got := WaitingParallel(); got != inForce {
+		t.Fatalf("WaitingParallel after DefaultParallel: %d, want %d in force", got, inForce)
+	}
+}

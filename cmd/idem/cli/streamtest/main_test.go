@@ -11,8 +11,9 @@ import (
 // in-process kfake cluster) and server-sent events (an httptest server),
 // through the CLI, and SIGKILL it mid-stream to prove each record lands
 // exactly once. They were split from crashtest so that each package stays
-// within CI's time per package. clitest.Main runs this test binary as idem
-// in their child processes.
+// within CI's time per package. clitest.MainWaiting runs this test binary
+// as idem in their child processes, and two tests at once on two cores:
+// they mostly wait for a broker, a batch interval or a child process.
 func TestMain(m *testing.M) {
-	clitest.Main(m, clitest.CLI{Main: cli.Main, Run: cli.Run, HasFlag: cli.CommandHasFlag})
+	clitest.MainWaiting(m, clitest.CLI{Main: cli.Main, Run: cli.Run, HasFlag: cli.CommandHasFlag})
 }

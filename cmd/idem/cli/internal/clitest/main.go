@@ -56,11 +56,22 @@ var fixtureRoot string
 // one thread (TestThreads) and go test ./... runs GOMAXPROCS packages at
 // once. The -timeout is go test's.
 func Main(m *testing.M, c CLI) {
+	mainWith(m, c, testflags.DefaultParallel)
+}
+
+// MainWaiting is Main for a package whose tests mostly wait (on a broker,
+// a follower's batch interval, a child process): it runs as many tests at
+// once as GOMAXPROCS (testflags.WaitingParallel).
+func MainWaiting(m *testing.M, c CLI) {
+	mainWith(m, c, testflags.WaitingParallel)
+}
+
+func mainWith(m *testing.M, c CLI, parallel func() int) {
 	if os.Getenv(processEnv) == "1" {
 		os.Exit(c.Run())
 	}
 	under = c
-	testflags.DefaultParallel()
+	parallel()
 	dir, err := os.MkdirTemp("", "idem-test-fixtures-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
