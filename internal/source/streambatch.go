@@ -613,6 +613,6 @@ func checkIdentity(ctx context.Context, q catalog.Querier, j *job.Job, r StreamI
 		return nil, job.Refuse("stream", "kafka topic %q is another log than the one job %s read: its topic ID is %s, and the positions %s were committed from topic ID %s (the topic was deleted and recreated); nothing was read. Run with --allow-gap to read the new topic from its first records, leaving the old positions and any record of the old topic past them, or give the job a new name",
 			streamName(j), j.Name, cur, strings.Join(parts, ", "), prev)
 	}
-	b.Reset = fmt.Sprintf("topic recreated (--allow-gap): topic ID %s, not %s; positions %s left for the new topic's first records (records of the old topic past them, if any, and of any topic created and deleted in between, were not read)", cur, prev, strings.Join(parts, ", "))
+	b.Reset = fmt.Sprintf("topic recreated (--allow-gap): topic ID %s, not %s; positions %s left for the new topic's first records (records of the old topic past them or in a partition without a position, if any, and of any topic created and deleted in between, were not read)", cur, prev, strings.Join(parts, ", "))
 	return reset, nil
 }
