@@ -183,6 +183,7 @@ type BatchLine struct {
 	Lag       map[string]int64 `json:"lag"`
 	Gap       string           `json:"gap"`
 	Rejected  []map[string]any `json:"rejected"`
+	Deletes   int              `json:"deletes"`
 }
 
 // BatchLines decodes each line of stdout as a BatchLine.
