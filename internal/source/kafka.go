@@ -32,10 +32,14 @@ type KafkaReader struct {
 	spec job.StreamSpec
 	opts []kgo.Opt
 
-	mu   sync.Mutex
-	cl   *kgo.Client
-	pos  map[int32]int64 // the offset the client delivers next, per partition
-	ends map[string]int64
+	mu  sync.Mutex
+	cl  *kgo.Client
+	pos map[int32]int64 // the offset the client delivers next, per partition
+	// clTopic is the topic ID the last metadata said when cl was made:
+	// franz-go never adopts a recreated topic's new ID, so a client made
+	// before a recreate reads nothing of the new topic.
+	clTopic [16]byte
+	ends    map[string]int64
 	// starts are the offsets the last Read chose for partitions without
 	// a committed position.
 	starts map[string]int64
@@ -169,10 +173,10 @@ func (k *KafkaReader) plan(ctx context.Context, next map[string]int64) (map[int3
 
 // seek makes k.cl a client that delivers each partition from want.
 func (k *KafkaReader) seek(want map[int32]int64) error {
-	if k.cl != nil && !maps64Equal(k.pos, want) {
+	if k.cl != nil && (!maps64Equal(k.pos, want) || k.clTopic != k.topicID) {
 		// The client would deliver from elsewhere (a batch rolled back, a
-		// replay): start a fresh client rather than mix its buffered
-		// records with the new offsets.
+		// replay), or from a topic since deleted: start a fresh client
+		// rather than mix its buffered records with the new offsets.
 		k.cl.Close()
 		k.cl = nil
 	}
@@ -187,7 +191,7 @@ func (k *KafkaReader) seek(want map[int32]int64) error {
 	if err != nil {
 		return fmt.Errorf("kafka %v: %w", k.spec.Brokers, err)
 	}
-	k.cl, k.pos = cl, want
+	k.cl, k.pos, k.clTopic = cl, want, k.topicID
 	return nil
 }
 

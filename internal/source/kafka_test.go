@@ -26,6 +26,7 @@ type kafkaFixture struct {
 	t    *testing.T
 	addr string
 	cl   *kgo.Client
+	c    *kfake.Cluster
 }
 
 func newKafkaFixture(t *testing.T, partitions int32) *kafkaFixture {
@@ -37,7 +38,7 @@ func newKafkaFixture(t *testing.T, partitions int32) *kafkaFixture {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
-	return &kafkaFixture{t: t, addr: addr, cl: cl}
+	return &kafkaFixture{t: t, addr: addr, cl: cl, c: c}
 }
 
 // produce writes n records to partition p, valued "p<p>-<i>" from i = from.

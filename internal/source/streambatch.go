@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -117,7 +118,29 @@ func GapNote(gaps []Gap) string {
 // record that is not one record the pipeline can read is a reject (see
 // checkRecord): its line is {} and its outcome the reject's; the batch
 // goes on past it.
+//
+// A source whose identity (a Kafka topic ID) is not the same after the read
+// as before it was replaced while it was read (a topic deleted and
+// recreated between the check and the offsets listed): what was read may
+// be the new log's records at the old log's offsets, so it is dropped and
+// the batch read again, which then meets the new identity (refused, or
+// read from its start with allowGap).
 func ReadStreamBatch(ctx context.Context, q catalog.Querier, j *job.Job, r StreamReader, dir string, allowGap bool) (*StreamBatch, error) {
+	for try := 1; ; try++ {
+		b, err := readStreamBatch(ctx, q, j, r, dir, allowGap)
+		if err == nil || !errors.Is(err, errIdentityMoved) {
+			return b, err
+		}
+		if try == 3 {
+			return nil, fmt.Errorf("read %s: the source's identity changed during each of %d reads in a row (the topic deleted and recreated again and again): %w", streamName(j), try, err)
+		}
+	}
+}
+
+// errIdentityMoved is a read during which the source's identity changed.
+var errIdentityMoved = errors.New("the source's identity changed during the read")
+
+func readStreamBatch(ctx context.Context, q catalog.Querier, j *job.Job, r StreamReader, dir string, allowGap bool) (*StreamBatch, error) {
 	from, err := catalog.ReadPositions(ctx, q, j.Name)
 	if err != nil {
 		return nil, err
@@ -133,6 +156,17 @@ func ReadStreamBatch(ctx context.Context, q catalog.Querier, j *job.Job, r Strea
 		}
 	}
 	recs, gaps, err := r.Read(ctx, maps.Clone(readFrom), spec.MaxRecords, spec.MaxWait)
+	if id, ok := r.(StreamIdentity); ok && b.StreamID != "" {
+		// Read again, also after an error: a refusal of offsets may be
+		// the new log's.
+		now, ierr := id.Identity(ctx)
+		if ierr == nil && now != b.StreamID {
+			return nil, fmt.Errorf("%w: %s, then %s", errIdentityMoved, b.StreamID, now)
+		}
+		if err == nil && ierr != nil {
+			return nil, fmt.Errorf("read %s: %w", streamName(j), ierr)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", streamName(j), err)
 	}
@@ -579,6 +613,6 @@ func checkIdentity(ctx context.Context, q catalog.Querier, j *job.Job, r StreamI
 		return nil, job.Refuse("stream", "kafka topic %q is another log than the one job %s read: its topic ID is %s, and the positions %s were committed from topic ID %s (the topic was deleted and recreated); nothing was read. Run with --allow-gap to read the new topic from its first records, leaving the old positions and any record of the old topic past them, or give the job a new name",
 			streamName(j), j.Name, cur, strings.Join(parts, ", "), prev)
 	}
-	b.Reset = fmt.Sprintf("topic recreated (--allow-gap): topic ID %s, not %s; positions %s left for the new topic's first records (records of the old topic past them, if any, were not read)", cur, prev, strings.Join(parts, ", "))
+	b.Reset = fmt.Sprintf("topic recreated (--allow-gap): topic ID %s, not %s; positions %s left for the new topic's first records (records of the old topic past them or in a partition without a position, if any, and of any topic created and deleted in between, were not read)", cur, prev, strings.Join(parts, ", "))
 	return reset, nil
 }

@@ -510,9 +510,11 @@ func TestStreamErase(t *testing.T) {
 }
 
 // TestStreamFollowYields: idem erase --wait and idem expire --wait, run
-// while idem run --follow holds the database, complete within a few
-// batch intervals: the follower lets them have it between batches and
-// goes on applying records after them, none lost or doubled.
+// while idem run --follow holds the database and commits a batch after
+// another (a record is produced every 150 ms meanwhile), complete within a
+// few batch intervals: the follower lets them have it between batches and
+// goes on applying records after them, none lost or doubled. The follower
+// ends by --idle-exit once the records stop.
 func TestStreamFollowYields(t *testing.T) {
 	t.Parallel()
 	k := clitest.StartKafka(t, 1)
@@ -522,7 +524,23 @@ func TestStreamFollowYields(t *testing.T) {
 	for i := range 10 {
 		k.Produce(clitest.RideChange(i, 5, 1))
 	}
-	follower := clitest.StartIdem(t, nil, "run", jobPath, "--follow", "--idle-exit", "10s", "--wait", "60s")
+	// Records of entity "tick" while the maintenance commands run, so that
+	// the follower is busy (and never idle long enough to end).
+	stop, stopped := make(chan struct{}), make(chan int)
+	go func() {
+		n := 0
+		defer func() { stopped <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(150 * time.Millisecond):
+			}
+			n++
+			k.Produce(&kgo.Record{Topic: "rides", Value: fmt.Appendf(nil, `{"change_id":"tick%d","entity_id":"tick","source_version":%d,"operation":"upsert","value":"t%d"}`, n, n, n)})
+		}
+	}()
+	follower := clitest.StartIdem(t, nil, "run", jobPath, "--follow", "--idle-exit", "2s", "--wait", "60s")
 	// The follower's first batch commits before the erasure has a row to
 	// erase: until then the erasure says the job has no snapshot.
 	var erase *clitest.IdemProcess
@@ -545,16 +563,20 @@ func TestStreamFollowYields(t *testing.T) {
 	require.False(t, follower.Exited(), "the follower ended before the erasure: %s", follower.Stderr.String())
 	expire := clitest.StartIdem(t, nil, "expire", jobPath, "--wait", "60s")
 	require.Equal(t, 0, expire.Wait(t, 90*time.Second), expire.Stderr.String())
+	require.Less(t, expire.Elapsed, 30*time.Second, "expire waited for the follower to end")
 	require.False(t, follower.Exited(), "the follower ended before the expiry: %s", follower.Stderr.String())
+	close(stop)
+	ticks := <-stopped
 	for i := 10; i < 20; i++ {
 		k.Produce(clitest.RideChange(i, 5, 1))
 	}
 	require.Equal(t, 0, follower.Wait(t, 2*time.Minute), follower.Stderr.String())
 	require.Contains(t, follower.Stdout.String(), "rides: let a waiting command have the database for ")
-	require.Equal(t, []int64{20}, clitest.QueryInts(t, db, `SELECT next FROM idem.positions WHERE job = 'rides'`))
+	require.Equal(t, []int64{int64(20 + ticks)}, clitest.QueryInts(t, db, `SELECT next FROM idem.positions WHERE job = 'rides'`))
 	// e3's records before the erasure are gone; the ones produced after it
 	// are new versions and apply.
 	require.Equal(t, []string{"e3 19 v18"}, clitest.QueryStrs(t, db, `SELECT concat_ws(' ', entity_id, source_version, value) FROM rides WHERE entity_id = 'e3'`))
+	require.Equal(t, []string{fmt.Sprintf("tick %d t%d", ticks, ticks)}, clitest.QueryStrs(t, db, `SELECT concat_ws(' ', entity_id, source_version, value) FROM rides WHERE entity_id = 'tick'`))
 	require.Equal(t, []int64{0}, clitest.QueryInts(t, db, `SELECT count(*) - count(DISTINCT batch_id) FROM idem.ledger WHERE job = 'rides'`))
 }
 

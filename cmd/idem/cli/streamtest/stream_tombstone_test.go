@@ -1,6 +1,7 @@
 package streamtest
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -75,4 +76,54 @@ func TestStreamTombstone(t *testing.T) {
 	require.Equal(t, []string{`4 "e3"`, "5 "},
 		clitest.QueryStrs(t, db, `SELECT r.position || ' ' || r.prefix FROM (SELECT unnest(CAST(json_extract(inputs, '$.rejects') AS STRUCT(row BIGINT, "partition" VARCHAR, position BIGINT, outcome VARCHAR, bytes BIGINT, prefix VARCHAR)[])) AS r FROM idem.snapshots WHERE job = 'rides' AND snapshot = 1) ORDER BY r.position`))
 	require.Equal(t, []string{"0"}, clitest.QueryStrs(t, db, `SELECT count(*) FROM rides WHERE entity_id = '`+subject+`'`))
+}
+
+// TestStreamTombstoneOrders: on an orders stream job ([tombstone] kind =
+// "delete") a Kafka tombstone is a delete at the position its key gives:
+// the order leaves the target and keeps a tombstone, --json counts it
+// under deletes, and a key without a position is the pipeline's
+// invalid_position. Older upserts after it, the one it deleted replayed
+// among them, stay stale (the order never comes back); another order's
+// tombstone deletes it, and replayed is a duplicate. Rerun reproduces each
+// snapshot.
+func TestStreamTombstoneOrders(t *testing.T) {
+	t.Parallel()
+	k := clitest.StartKafka(t, 1)
+	dir := t.TempDir()
+	jobPath := filepath.Join(dir, "orders.toml")
+	clitest.WriteFile(t, jobPath, fmt.Sprintf("name = \"orders\"\npipeline = \"orders\"\ntransform_version = 1\nschema_version = 1\ndatabase = \"orders.duckdb\"\n[input]\nkind = \"kafka\"\nbrokers = [%q]\ntopic = \"rides\"\nmax_wait = \"300ms\"\n[target]\ntable = \"orders\"\n"+clitest.DuckdbSection, k.Addr))
+	db := filepath.Join(dir, "orders.duckdb")
+	upsert := func(order string, position int) *kgo.Record {
+		return &kgo.Record{Topic: "rides", Value: fmt.Appendf(nil, `{"order_id":%q,"position":%d,"kind":"upsert","amount_cents":%d,"event_day":47,"schema_version":3,"currency":"USD"}`, order, position, 100*position)}
+	}
+	tomb := func(key string) *kgo.Record { return &kgo.Record{Topic: "rides", Key: []byte(key)} }
+	run := func(wantDeletes int, wantOutcomes, wantRows, wantTombstones []string) {
+		t.Helper()
+		code, out, errOut := clitest.InProcess(t, "run", jobPath, "--json")
+		require.Equal(t, 0, code, out+errOut)
+		b := clitest.BatchLines(t, out)
+		require.Len(t, b, 1)
+		require.Equal(t, wantDeletes, b[0].Deletes)
+		require.Equal(t, wantOutcomes, clitest.QueryStrs(t, db, `SELECT concat_ws(' ', order_id, position, kind, outcome) FROM orders_outcomes WHERE batch_id = ? ORDER BY line`, b[0].BatchID))
+		require.Equal(t, wantRows, clitest.QueryStrs(t, db, `SELECT concat_ws(' ', order_id, position, amount_cents) FROM orders ORDER BY ALL`))
+		require.Equal(t, wantTombstones, clitest.QueryStrs(t, db, `SELECT order_id || ' ' || position FROM orders_tombstones ORDER BY ALL`))
+	}
+
+	k.Produce(upsert("o1", 1), upsert("o2", 2),
+		tomb(`{"order_id":"o1","position":5,"schema_version":3}`),
+		tomb(`{"order_id":"o3","schema_version":3}`))
+	run(2, []string{"o1 1 upsert superseded_in_batch", "o2 2 upsert accepted", "o1 5 delete accepted", "o3 delete invalid_position"},
+		[]string{"o2 2 200"}, []string{"o1 5"})
+
+	k.Produce(upsert("o1", 4), tomb(`{"order_id":"o2","position":3,"schema_version":2}`))
+	run(1, []string{"o1 4 upsert stale", "o2 3 delete accepted"}, []string{}, []string{"o1 5", "o2 3"})
+
+	k.Produce(upsert("o1", 1), tomb(`{"order_id":"o2","position":3,"schema_version":2}`))
+	run(1, []string{"o1 1 upsert stale", "o2 3 delete duplicate"}, []string{}, []string{"o1 5", "o2 3"})
+
+	for _, s := range []string{"1", "2", "3"} {
+		code, out, errOut := clitest.InProcess(t, "rerun", jobPath, "--snapshot", s, "--json")
+		require.Equal(t, 0, code, out+errOut)
+		require.Contains(t, out, `"reproduced":true`, "snapshot %s", s)
+	}
 }

@@ -2,11 +2,15 @@ package clitest
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -48,28 +52,70 @@ func (k *KafkaTopic) DeleteBefore(p int32, offset int64) {
 }
 
 // Recreate deletes the topic and creates it again, empty, with the given
-// number of partitions (a new topic ID under the same name).
+// number of partitions (a new topic ID under the same name). The broker
+// serves no other request between the delete and the create (both run
+// inside the control of the test's CreateTopics request), so a reader
+// never finds the topic missing, as it would for a moment on a real
+// cluster (a reader that does ends with exit 1).
 func (k *KafkaTopic) Recreate(partitions int32) {
 	k.t.Helper()
-	ctx := context.Background()
-	del := kmsg.NewPtrDeleteTopicsRequest()
-	dt := kmsg.NewDeleteTopicsRequestTopic()
-	dt.Topic = kmsg.StringPtr(k.topic)
-	del.Topics = append(del.Topics, dt)
-	del.TopicNames = []string{k.topic}
-	del.TimeoutMillis = 5000
-	dresp, err := del.RequestWith(ctx, k.cl)
-	require.NoError(k.t, err)
-	require.Zero(k.t, dresp.Topics[0].ErrorCode)
+	done := make(chan error, 1)
+	k.c.ControlKey(int16(kmsg.CreateTopics), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		done <- errors.Join(k.c.DeleteTopic(k.topic), k.c.CreateTopic(k.topic, partitions, nil))
+		resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic = k.topic
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
 	create := kmsg.NewPtrCreateTopicsRequest()
 	ct := kmsg.NewCreateTopicsRequestTopic()
 	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = k.topic, partitions, 1
 	create.Topics = append(create.Topics, ct)
 	create.TimeoutMillis = 5000
-	cresp, err := create.RequestWith(ctx, k.cl)
+	_, err := create.RequestWith(context.Background(), k.cl)
 	require.NoError(k.t, err)
-	require.Zero(k.t, cresp.Topics[0].ErrorCode)
+	require.NoError(k.t, <-done)
 	k.newProducer() // its cached metadata names the old topic
+}
+
+// TopicID is the topic's ID, in hex as idem records it.
+func (k *KafkaTopic) TopicID() string {
+	k.t.Helper()
+	info := k.c.TopicInfo(k.topic)
+	require.NotNil(k.t, info)
+	return hex.EncodeToString(info.TopicID[:])
+}
+
+// HoldReads makes the broker hold every ListOffsets request (how idem
+// learns where each partition starts and ends before it reads) until
+// release is called: what is produced in between is in the log before any
+// read is planned.
+func (k *KafkaTopic) HoldReads() (release func()) {
+	held := make(chan struct{})
+	var released atomic.Bool
+	k.c.ControlKey(int16(kmsg.ListOffsets), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if released.Load() {
+			k.c.DropControl()
+		} else {
+			k.c.SleepControl(func() { <-held })
+		}
+		return nil, nil, false
+	})
+	var once sync.Once
+	return func() { once.Do(func() { released.Store(true); close(held) }) }
+}
+
+// NextRead returns a channel closed when the broker next serves a
+// ListOffsets request: a reader planning its next read.
+func (k *KafkaTopic) NextRead() <-chan struct{} {
+	seen := make(chan struct{})
+	k.c.ControlKey(int16(kmsg.ListOffsets), func(kmsg.Request) (kmsg.Response, error, bool) {
+		k.c.DropControl()
+		close(seen)
+		return nil, nil, false
+	})
+	return seen
 }
 
 // AddPartitions grows the topic to total partitions.
@@ -137,6 +183,7 @@ type BatchLine struct {
 	Lag       map[string]int64 `json:"lag"`
 	Gap       string           `json:"gap"`
 	Rejected  []map[string]any `json:"rejected"`
+	Deletes   int              `json:"deletes"`
 }
 
 // BatchLines decodes each line of stdout as a BatchLine.

@@ -19,6 +19,16 @@ import (
 // last follower committed. flags are added to every run (--allow-gap).
 func KillFollow(t *testing.T, work, jobPath string, trials int, produced func(), flags ...string) (killed int, one time.Duration, after int) {
 	t.Helper()
+	return KillFollowDuring(t, work, jobPath, trials, nil, produced, flags...)
+}
+
+// KillFollowDuring is KillFollow that also calls during(trial), when not
+// nil, in a goroutine of its own while each trial's follower runs, and
+// waits for it to return before the next trial starts: what it does to
+// the source (records produced, broker faults) happens while a follower
+// reads, and is paced by the trials.
+func KillFollowDuring(t *testing.T, work, jobPath string, trials int, during func(trial int), produced func(), flags ...string) (killed int, one time.Duration, after int) {
+	t.Helper()
 	args := func(more ...string) []string {
 		return append(append([]string{"run", jobPath, "--follow", "--json"}, flags...), more...)
 	}
@@ -34,7 +44,18 @@ func KillFollow(t *testing.T, work, jobPath string, trials int, produced func(),
 			fault = faults[i]
 		}
 		delay := one/4 + time.Duration(rng.Int64N(int64(2*one)))
+		var ran chan struct{}
+		if during != nil {
+			ran = make(chan struct{})
+			go func() {
+				defer close(ran)
+				during(i)
+			}()
+		}
 		r := KillCLI(t, work, fault, delay, args()...)
+		if ran != nil {
+			<-ran
+		}
 		if r.Killed {
 			killed++
 		} else {
