@@ -87,6 +87,8 @@ func (b *bench) run(ctx context.Context, cases []string) error {
 			err = b.noopProject(ctx)
 		case "env":
 			err = b.envCase(ctx) // env.go
+		case "jsonl":
+			err = b.jsonlCase(ctx) // jsonl.go
 		default:
 			err = fmt.Errorf("unknown case %q", c)
 		}

@@ -23,7 +23,7 @@ var floorRefreshSQL string
 
 // child runs one floor measurement in its own process:
 //
-//	child apply|refresh|export|sha256 [flags]
+//	child apply|refresh|export|sha256|gen|fingerprint|query [flags]
 func child(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return fmt.Errorf("child needs a kind")
@@ -34,7 +34,7 @@ func child(ctx context.Context, args []string) error {
 	input := fl.String("input", "", "input file")
 	batch := fl.String("batch-id", "", "batch id")
 	out := fl.String("out", "", "export file")
-	text := fl.String("sql", "", "gen: which file (batch, base, sample, sample-b, noop); fingerprint: the query")
+	text := fl.String("sql", "", "gen: which file (batch, base, sample, sample-b, noop); fingerprint, query: the query")
 	rows := fl.Int64("n", 0, "gen: rows")
 	memoryLimit := fl.String("memory-limit", "", "DuckDB memory_limit")
 	tempDir := fl.String("temp-directory", "", "DuckDB temp_directory")
@@ -57,6 +57,18 @@ func child(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Println(fp)
+		return nil
+	case "query":
+		db, err := openRO(*dbPath)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		var v string
+		if err := db.QueryRowContext(ctx, *text).Scan(&v); err != nil {
+			return err
+		}
+		fmt.Println(v)
 		return nil
 	case "changes":
 		db, err := openRO(*dbPath)

@@ -128,15 +128,24 @@ func (s *stager) jsonlReader(ctx context.Context, tx *sql.Tx, files []InputFile)
 	if s.checked && !s.ignoreExtra {
 		return reader, nil
 	}
-	limit := "LIMIT 1"
-	if s.ignoreExtra {
-		limit = "GROUP BY ALL ORDER BY filename, k"
+	// Plain objects of known fields only (the common file) are proven in
+	// Go, without DuckDB's scan of every object; anything else is left to
+	// it, which names what it finds.
+	known := map[string]bool{}
+	for _, c := range s.columns {
+		known[c] = true
 	}
-	rows, err := tx.QueryContext(ctx, `
-		SELECT k, filename FROM (
-			SELECT unnest(json_keys(json)) AS k, filename
-			FROM read_ndjson_objects(getvariable('idem_input'), filename = true, maximum_object_size = `+maxJSONObject+`)
-		) WHERE k NOT IN (SELECT unnest(?::VARCHAR[])) `+limit, s.columns)
+	proven := true
+	for _, f := range files {
+		if f.Size > 0 && !jsonFieldsKnown(f.Retained, known) {
+			proven = false
+			break
+		}
+	}
+	if proven {
+		return reader, nil
+	}
+	rows, err := tx.QueryContext(ctx, extraFieldsQuery(s.ignoreExtra), s.columns)
 	if err != nil {
 		return "", ReadError(err, files, job.FormatJSONL)
 	}
@@ -159,6 +168,22 @@ func (s *stager) jsonlReader(ctx context.Context, tx *sql.Tx, files []InputFile)
 		return "", ReadError(err, files, job.FormatJSONL)
 	}
 	return reader, nil
+}
+
+// extraFieldsQuery lists the top-level fields of the JSON Lines files of
+// variable idem_input that are not in the bound list of columns, with
+// their file: the first one, or with ignoreExtra every one once, in file
+// then field order.
+func extraFieldsQuery(ignoreExtra bool) string {
+	limit := "LIMIT 1"
+	if ignoreExtra {
+		limit = "GROUP BY ALL ORDER BY filename, k"
+	}
+	return `
+		SELECT k, filename FROM (
+			SELECT unnest(json_keys(json)) AS k, filename
+			FROM read_ndjson_objects(getvariable('idem_input'), filename = true, maximum_object_size = ` + maxJSONObject + `)
+		) WHERE k NOT IN (SELECT unnest(?::VARCHAR[])) ` + limit
 }
 
 // parquetReader checks each Parquet file's columns and returns their
