@@ -70,6 +70,10 @@ func (d *DB) RunTogether(ctx context.Context, runs []JobRun) ([]*Result, error) 
 	if err != nil {
 		return nil, job.Canceled(ctx, fmt.Errorf("begin: %w", err))
 	}
+	// A transaction still open holds its connection: conn.Close, deferred
+	// above, would wait for it forever when a panic unwinds past here.
+	// After Commit or Rollback this does nothing.
+	defer func() { _ = tx.Rollback() }()
 	// sweep removes the copies the runs pick retained, which no committed
 	// row names.
 	sweep := func(pick func(i int) bool) {

@@ -61,6 +61,17 @@ func (a *app) faultHookUntil(canceled <-chan struct{}, dbPath string) func(strin
 			fmt.Fprintf(a.stderr, "idem: IDEM_FAULT=%s: released (%s)\n", point, why)
 		}
 	}
+	// panic:<point> panics at the point, as a bug in idem would: the
+	// process must still end (exit 2, Go's stack on stderr) with its
+	// transaction rolled back, not hang on a connection its transaction
+	// holds.
+	if at, ok := strings.CutPrefix(point, "panic:"); ok {
+		return func(p string) {
+			if p == at {
+				panic(fmt.Sprintf("IDEM_FAULT=%s: panicking at %s", point, p))
+			}
+		}
+	}
 	// sleep:<point>:<duration> pauses at the point instead of killing,
 	// holding the database as a long run does (tests of readers meanwhile).
 	if rest, ok := strings.CutPrefix(point, "sleep:"); ok {

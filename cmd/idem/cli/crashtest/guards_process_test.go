@@ -201,3 +201,26 @@ func TestRetryAfterCrashPastCommit(t *testing.T) {
 	require.Equal(t, map[string]int64{"accepted": 3, "conflict": 3, "duplicate": 1, "superseded_in_batch": 1}, retry.Outcomes)
 	require.Equal(t, before, clitest.CaptureState(t, j.DB))
 }
+
+// TestPanicRollsBack: a panic inside a run's transaction (IDEM_FAULT=
+// panic:<point>, as a bug in idem would) ends the process, exit 2 with
+// Go's stack, and leaves the database as it was; before, the unwinding
+// waited forever to close the connection the open transaction held. The
+// same run then commits normally.
+func TestPanicRollsBack(t *testing.T) {
+	t.Parallel()
+	j := clitest.NewGuardJob(t)
+	j.Apply("--input", clitest.ChangesFixture(t, "batch-1.jsonl"), "--from", "0", "--to", "10")
+	batch2 := clitest.ChangesFixture(t, "batch-2.jsonl")
+	before := clitest.CaptureState(t, j.DB)
+	for _, point := range []string{"after_step:02_rank.sql", "before_commit"} {
+		p := clitest.StartIdem(t, []string{"IDEM_FAULT=panic:" + point}, "run", j.File, "--input", batch2, "--from", "10", "--to", "20")
+		code := p.Wait(t, time.Minute)
+		require.Equal(t, 2, code, "a panic at %s: stderr %s", point, p.Stderr.String())
+		require.Contains(t, p.Stderr.String(), "panic: IDEM_FAULT=panic:"+point)
+		require.Equal(t, before, clitest.CaptureState(t, j.DB), "a panic at %s", point)
+	}
+	res := j.Apply("--input", batch2, "--from", "10", "--to", "20")
+	require.Equal(t, job.DecisionApplied, res.Decision)
+	require.Equal(t, []int64{2, 20}, []int64{res.Snapshot, res.Cursor})
+}
