@@ -61,7 +61,9 @@ the database is not opened.`,
 				return a.fail(f.jsonOut, err)
 			}
 			defer db.Close()
-			p, err := ops.Show(cmd.Context(), db, j, snapshot)
+			// A pending sha256 is a CSV write of the whole target: long
+			// work, shown on a terminal as an export is.
+			p, err := ops.Show(cmd.Context(), db, j, snapshot, a.progress(progressFlags{}))
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
@@ -123,7 +125,11 @@ func (a *app) printPacket(p *catalog.Packet) {
 			if e.Partition != nil {
 				name = p.PartitionBy + " = " + *e.Partition
 			}
-			fmt.Fprintf(w, "  erased    by snapshot %d: %s was %s rows, sha256 %s\n", er.Snapshot, escapeCell(name), job.Thousands(e.Rows), e.SHA256)
+			sum := e.SHA256
+			if e.Pending() {
+				sum = "not computed before the erasure"
+			}
+			fmt.Fprintf(w, "  erased    by snapshot %d: %s was %s rows, sha256 %s\n", er.Snapshot, escapeCell(name), job.Thousands(e.Rows), sum)
 		}
 	}
 }
