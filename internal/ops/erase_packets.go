@@ -22,13 +22,13 @@ import (
 // the snapshots whose packet changed.
 //
 // A partition's entry is hashed again and compared. A whole target's
-// entry is not: it gets the counts and bounds of the rows as they are now
-// and its sha256 is left pending (computed when asked, from the scrubbed
-// rows), so no stored sha256 covers an erased row and an erasure does not
-// write every kept snapshot out. Its rows changed when its counts did (an
-// erasure only removes rows) or when changed[s] says so (a recomputed
-// model, whose values can change while its counts do not; nil for a job
-// erased from).
+// entry is not: it gets the row count and bounds of the rows as they are
+// now and its sha256 (and distinct keys) are left pending, computed when
+// asked from the scrubbed rows, so no stored sha256 covers an erased row
+// and an erasure does not write every kept snapshot out. Its rows changed
+// when their count did (an erasure only removes rows) or when changed[s]
+// says so (a recomputed model, whose values can change while its count
+// does not; nil for a job erased from).
 func refreshPackets(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, erasure int64, changed map[int64]bool) ([]int64, error) {
 	snaps, err := catalog.PacketSnapshots(ctx, tx, j.Name)
 	if err != nil || len(snaps) == 0 {
@@ -64,13 +64,13 @@ func refreshPackets(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, eras
 		copied := false
 		for i, old := range pk.Entries {
 			if old.Whole {
-				e, err := run.PacketFactsOf(ctx, tx, &at, "("+pinned+")", row.Columns, nil)
+				e, err := run.PacketFactsOf(ctx, tx, &at, "("+pinned+")", row.Columns, nil, false)
 				if err != nil {
 					return nil, err
 				}
 				e.Whole = true
 				entries[i] = old
-				if changed[s] || e.Rows != old.Rows || e.DistinctKeys != old.DistinctKeys {
+				if changed[s] || e.Rows != old.Rows {
 					entries[i] = *e
 					replaced = append(replaced, old)
 				}

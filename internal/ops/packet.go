@@ -34,12 +34,13 @@ func Packet(ctx context.Context, d *run.DB, j *job.Job, s int64, progress job.Pr
 	return p, nil
 }
 
-// completePacket computes the sha256 and bytes of p's pending entries
-// through q, a read transaction: the rows of p's snapshot (as they are
-// now, after any erasure) written as `idem export JOB --snapshot S
-// --format csv` writes them, into a temporary file that is removed. It
-// stores nothing: a reader holds no writer lock, and a stored value would
-// be one more copy for an erasure to keep right.
+// completePacket computes the distinct keys, sha256 and bytes of p's
+// pending entries through q, a read transaction, from the rows of p's
+// snapshot as they are now (after any erasure): the sha256 and bytes are
+// those of the rows written as `idem export JOB --snapshot S --format
+// csv` writes them, into a temporary file that is removed. It stores
+// nothing: a reader holds no writer lock, and a stored value would be one
+// more copy for an erasure to keep right.
 func completePacket(ctx context.Context, q catalog.Querier, j *job.Job, p *catalog.Packet, progress job.Progress) error {
 	var pending []int
 	for i := range p.Entries {
@@ -67,6 +68,14 @@ func completePacket(ctx context.Context, q catalog.Querier, j *job.Job, p *catal
 			// Only a whole target's entry is ever left pending.
 			return fmt.Errorf("release packet of snapshot %d of %s: entry %d has no sha256", p.Snapshot, j.Name, i)
 		}
+		facts, err := run.PacketFactsOf(ctx, q, j, "("+src.query+")", src.targetColumns(), nil, true)
+		if err != nil {
+			return err
+		}
+		if facts.Rows != e.Rows {
+			return fmt.Errorf("release packet of snapshot %d of %s: it counts %d rows, the snapshot holds %d", p.Snapshot, j.Name, e.Rows, facts.Rows)
+		}
+		e.DistinctKeys = facts.DistinctKeys
 		out := filepath.Join(dir, "whole.csv")
 		rows, sum, size, err := copyTo(ctx, q, src.ordered(), out, job.FormatCSV, "packet sha256", progress, nil)
 		if err != nil {

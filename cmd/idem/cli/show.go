@@ -30,6 +30,11 @@ sha256 and bytes of its rows written as a CSV export writes them: the
 sha256 of that partition's file in idem export --snapshot S --format csv
 --partition-by COL. For orders, the input rows by payload schema version.
 
+A run commits the whole target's rows and bounds only: show computes its
+distinct keys, sha256 and bytes from the snapshot's rows when asked,
+writing them as idem export --snapshot S --format csv does (the cost of
+one export of the target), and prints that file's sha256.
+
 With --audit PREDICATE --export DIR, show runs SELECT * WHERE PREDICATE over
 the partitioned Parquet export in DIR (idem export --format parquet
 --partition-by COL) and a full scan of it, with DuckDB's JSON profiling,

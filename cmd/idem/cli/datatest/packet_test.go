@@ -94,9 +94,10 @@ func storedEntries(t *testing.T, db string, s int64) catalog.Packet {
 	return p
 }
 
-// The packet of a job without partition_by commits the whole target's
-// counts and bounds, not its sha256 (a full export per commit); idem show
-// computes the sha256 and bytes from the snapshot's rows, equal to those
+// The packet of a job without partition_by commits the whole target's row
+// count and bounds, not its distinct keys (a hash of every key) nor its
+// sha256 (a full export per commit); idem show computes them from the
+// snapshot's rows, the sha256 and bytes equal to those
 // of `idem export JOB --snapshot S --format csv`, for an old snapshot
 // after newer commits too and after an erasure of a subject, when they are
 // those of the rows without the subject. An erasure leaves a pending
@@ -111,6 +112,7 @@ func TestPacketWholeTargetShownWhenAsked(t *testing.T) {
 		require.True(t, stored.Entries[0].Whole)
 		require.True(t, stored.Entries[0].Pending(), "snapshot %d: the run commits no sha256 of the whole target", s)
 		require.Zero(t, stored.Entries[0].Bytes)
+		require.Zero(t, stored.Entries[0].DistinctKeys, "distinct keys are computed when asked too")
 
 		exp, data := exportCSV(t, job, s)
 		p, human := showPacket(t, job, s)
@@ -121,6 +123,7 @@ func TestPacketWholeTargetShownWhenAsked(t *testing.T) {
 		require.Equal(t, int64(len(data)), e.Bytes)
 		require.Equal(t, exp.Rows, e.Rows)
 		require.Equal(t, stored.Entries[0].Rows, e.Rows)
+		require.Equal(t, exp.Rows, e.DistinctKeys, "one row per trip_id")
 		require.Equal(t, stored.Entries[0].Bounds, e.Bounds)
 		require.Contains(t, human, fmt.Sprintf("  whole target: %d rows, %d distinct keys, %d bytes, sha256 %s\n", e.Rows, e.DistinctKeys, e.Bytes, exp.SHA256))
 		require.Contains(t, data, "r100", "snapshot %d holds the subject", s)
@@ -161,6 +164,7 @@ func TestPacketWholeTargetShownWhenAsked(t *testing.T) {
 		require.Equal(t, exp.SHA256, e.SHA256, "snapshot %d after the erasure", s)
 		require.Equal(t, exp.Bytes, e.Bytes, "snapshot %d after the erasure", s)
 		require.Equal(t, exp.Rows, e.Rows)
+		require.Equal(t, exp.Rows, e.DistinctKeys)
 		for b := int64(1); b <= 3; b++ {
 			require.NotEqual(t, before[b], e.SHA256, "snapshot %d shows the sha256 of rows holding the erased subject", s)
 		}
