@@ -12,8 +12,9 @@ import (
 )
 
 // Packet returns the release packet of job j's snapshot s as idem show
-// prints it: every entry's sha256 and bytes filled in, the pending ones
-// (catalog.PacketEntry.Pending) computed from the snapshot's rows. It
+// prints it: every entry's distinct keys, sha256 and bytes filled in, the
+// pending ones (catalog.PacketEntry.Pending) computed from the snapshot's
+// rows. It
 // reads in one transaction, so the rows hashed are those of the commit the
 // packet was read from. A snapshot without a packet gives an error
 // wrapping catalog.ErrNoPacket.
