@@ -68,9 +68,20 @@ type PacketEntry struct {
 	// order, header included): equal to the file of `idem export
 	// --snapshot S --format csv --partition-by COL` for this partition,
 	// or of `idem export --snapshot S --format csv` for the whole target.
+	// A whole-target entry is committed without them, nor its
+	// DistinctKeys (SHA256 empty, see Pending): they are computed from
+	// the snapshot's rows when asked.
 	SHA256 string `json:"sha256"`
 	Bytes  int64  `json:"bytes"`
 }
+
+// Pending says the entry's sha256, bytes and distinct keys were not
+// computed when it was written: the run that committed a whole target
+// leaves them to its readers (ops.Show), who compute them from the
+// snapshot's pinned rows, so that a commit costs in proportion to its
+// change. An erasure leaves a pending entry pending, so no stored sha256
+// ever covers erased rows.
+func (e *PacketEntry) Pending() bool { return e.SHA256 == "" }
 
 // ErrNoPacket is returned by ReadPacket for a snapshot without a packet
 // (a rollback or an erasure, or one committed before packets existed).

@@ -415,7 +415,7 @@ func readJob(ctx context.Context, db *run.DB, j *job.Job, d *Job, opts Options) 
 			}
 			continue
 		}
-		snap, err := readSnapshot(ctx, db, j.Name, s)
+		snap, err := readSnapshot(ctx, db, j, s)
 		if err != nil {
 			return err
 		}
@@ -425,8 +425,10 @@ func readJob(ctx context.Context, db *run.DB, j *job.Job, d *Job, opts Options) 
 }
 
 // readSnapshot is one snapshot row with its row count and, from its
-// release packet, its sha256s.
-func readSnapshot(ctx context.Context, db *run.DB, name string, s *catalog.SnapshotRow) (Snapshot, error) {
+// release packet, its sha256s (a whole target's computed from its rows:
+// its run left it pending).
+func readSnapshot(ctx context.Context, db *run.DB, j *job.Job, s *catalog.SnapshotRow) (Snapshot, error) {
+	name := j.Name
 	out := Snapshot{Snapshot: s.Snapshot, Parent: s.Parent, Kind: s.Kind, BatchID: s.BatchID}
 	rows, err := catalog.SnapshotRowsOut(ctx, db.SQL(), name, s.Snapshot)
 	if err != nil {
@@ -435,7 +437,7 @@ func readSnapshot(ctx context.Context, db *run.DB, name string, s *catalog.Snaps
 	if rows.Valid {
 		out.Rows = job.Thousands(rows.Int64)
 	}
-	p, err := catalog.ReadPacket(ctx, db.SQL(), name, s.Snapshot)
+	p, err := ops.Packet(ctx, db, j, s.Snapshot, job.Progress{})
 	if errors.Is(err, catalog.ErrNoPacket) {
 		return out, nil
 	}

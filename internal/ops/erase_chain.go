@@ -50,6 +50,19 @@ type RecomputeSnapshot struct {
 	Snapshot   int64 `json:"snapshot"`
 	RowsBefore int64 `json:"rows_before"`
 	RowsAfter  int64 `json:"rows_after"`
+	// differs says its rows changed, in count or in values.
+	differs bool
+}
+
+// changed is the set of kept snapshots whose rows the recompute changed.
+func (r *RecomputeResult) changed() map[int64]bool {
+	out := map[int64]bool{}
+	for _, s := range r.Snapshots {
+		if s.differs {
+			out[s.Snapshot] = true
+		}
+	}
+	return out
 }
 
 // EraseChain erases opts' key or subject from roots and from every job
@@ -161,7 +174,7 @@ func eraseChainTx(ctx context.Context, d *run.DB, tx *sql.Tx, roots, beside []*j
 			// have been left holding copies (by an idem that did not follow
 			// the chain).
 			if !r.AlreadyErased {
-				if r.Packets, err = refreshPackets(ctx, d, tx, j, r.Snapshot); err != nil {
+				if r.Packets, err = refreshPackets(ctx, d, tx, j, r.Snapshot, nil); err != nil {
 					return nil, nil, err
 				}
 			}
@@ -183,7 +196,7 @@ func eraseChainTx(ctx context.Context, d *run.DB, tx *sql.Tx, roots, beside []*j
 				res.Untouched = append(res.Untouched, j.Name)
 				continue
 			}
-			if r.Packets, err = refreshPackets(ctx, d, tx, j, r.Snapshot); err != nil {
+			if r.Packets, err = refreshPackets(ctx, d, tx, j, r.Snapshot, r.changed()); err != nil {
 				return nil, nil, err
 			}
 			res.Recomputed = append(res.Recomputed, r)
@@ -201,7 +214,7 @@ func eraseChainTx(ctx context.Context, d *run.DB, tx *sql.Tx, roots, beside []*j
 			res.Untouched = append(res.Untouched, j.Name)
 			continue
 		}
-		if r.Packets, err = refreshPackets(ctx, d, tx, j, r.Snapshot); err != nil {
+		if r.Packets, err = refreshPackets(ctx, d, tx, j, r.Snapshot, nil); err != nil {
 			return nil, nil, err
 		}
 		res.Erased = append(res.Erased, r)

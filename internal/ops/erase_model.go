@@ -106,7 +106,7 @@ func recomputeModel(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, faul
 			return nil, fmt.Errorf("recompute %s: compare snapshot %d: %w", j.Name, s, catalog.TrimSQLError(err))
 		}
 		changed = changed || differ > 0
-		res.Snapshots = append(res.Snapshots, RecomputeSnapshot{Snapshot: s, RowsBefore: before, RowsAfter: after})
+		res.Snapshots = append(res.Snapshots, RecomputeSnapshot{Snapshot: s, RowsBefore: before, RowsAfter: after, differs: differ > 0})
 	}
 	if !changed {
 		_, err := tx.ExecContext(ctx, "DROP TABLE "+all)

@@ -20,7 +20,16 @@ import (
 // it replaced are kept under the erasure (snapshot erasure of j), so that
 // `idem show` says which sha256 an erasure replaced and why. It returns
 // the snapshots whose packet changed.
-func refreshPackets(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, erasure int64) ([]int64, error) {
+//
+// A partition's entry is hashed again and compared. A whole target's
+// entry is not: it gets the row count and bounds of the rows as they are
+// now and its sha256 (and distinct keys) are left pending, computed when
+// asked from the scrubbed rows, so no stored sha256 covers an erased row
+// and an erasure does not write every kept snapshot out. Its rows changed
+// when their count did (an erasure only removes rows) or when changed[s]
+// says so (a recomputed model, whose values can change while its count
+// does not; nil for a job erased from).
+func refreshPackets(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, erasure int64, changed map[int64]bool) ([]int64, error) {
 	snaps, err := catalog.PacketSnapshots(ctx, tx, j.Name)
 	if err != nil || len(snaps) == 0 {
 		return nil, err
@@ -31,7 +40,7 @@ func refreshPackets(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, eras
 	}
 	defer os.RemoveAll(dir)
 	const rows = "idem_packet_rows"
-	var changed []int64
+	var out []int64
 	for _, s := range snaps {
 		if s >= erasure {
 			continue
@@ -48,19 +57,36 @@ func refreshPackets(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, eras
 		if err != nil {
 			return nil, err
 		}
-		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+rows+" AS "+pinned); err != nil {
-			return nil, fmt.Errorf("erase: release packet of snapshot %d of %s: %w", s, j.Name, catalog.TrimSQLError(err))
-		}
 		at := *j
 		at.PartitionBy = pk.PartitionBy
 		entries := make([]catalog.PacketEntry, len(pk.Entries))
 		var replaced []catalog.PacketEntry
+		copied := false
 		for i, old := range pk.Entries {
+			if old.Whole {
+				e, err := run.PacketFactsOf(ctx, tx, &at, "("+pinned+")", row.Columns, nil, false)
+				if err != nil {
+					return nil, err
+				}
+				e.Whole = true
+				entries[i] = old
+				if changed[s] || e.Rows != old.Rows {
+					entries[i] = *e
+					replaced = append(replaced, old)
+				}
+				continue
+			}
+			if !copied {
+				if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+rows+" AS "+pinned); err != nil {
+					return nil, fmt.Errorf("erase: release packet of snapshot %d of %s: %w", s, j.Name, catalog.TrimSQLError(err))
+				}
+				copied = true
+			}
 			e, err := run.PacketEntryOf(ctx, tx, &at, rows, row.Columns, old.Partition, filepath.Join(dir, fmt.Sprintf("%d-%d.csv", s, i)))
 			if err != nil {
 				return nil, err
 			}
-			e.Whole, e.Repaired = old.Whole, old.Repaired
+			e.Repaired = old.Repaired
 			entries[i] = *e
 			if e.SHA256 != old.SHA256 {
 				replaced = append(replaced, old)
@@ -77,10 +103,10 @@ func refreshPackets(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, eras
 		if err := catalog.ReplacePacket(ctx, tx, pk); err != nil {
 			return nil, err
 		}
-		changed = append(changed, s)
+		out = append(out, s)
 	}
 	_, err = tx.ExecContext(ctx, "DROP TABLE IF EXISTS "+rows)
-	return changed, err
+	return out, err
 }
 
 // snapshotCounts are the rows in and outcomes snapshot s of job name

@@ -21,11 +21,13 @@ type Shown struct {
 }
 
 // Show returns the release packet of a job's snapshot (0: the latest),
-// following an erasure or rollback to the run whose rows it holds. A
-// snapshot committed before packets existed gives an error wrapping
-// catalog.ErrNoPacket.
-func Show(ctx context.Context, d *run.DB, j *job.Job, snapshot int64) (*Shown, error) {
-	conn, tx, err := d.BeginPinned(ctx)
+// following an erasure or rollback to the run whose rows it holds, with
+// the sha256 and bytes its run left pending computed from those rows
+// (completePacket; progress shows that work, a full CSV write of the
+// target). A snapshot committed before packets existed gives an error
+// wrapping catalog.ErrNoPacket.
+func Show(ctx context.Context, d *run.DB, j *job.Job, snapshot int64, progress job.Progress) (*Shown, error) {
+	conn, tx, err := d.BeginPinnedProgress(ctx, &progress)
 	if err != nil {
 		return nil, err
 	}
@@ -39,6 +41,9 @@ func Show(ctx context.Context, d *run.DB, j *job.Job, snapshot int64) (*Shown, e
 	for at := s; ; {
 		p, err := catalog.ReadPacket(ctx, tx, j.Name, at)
 		if err == nil {
+			if err := completePacket(ctx, tx, j, p, progress); err != nil {
+				return nil, err
+			}
 			shown.Packet = p
 			if at != s {
 				shown.Requested = s

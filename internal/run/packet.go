@@ -19,6 +19,15 @@ import (
 // (catalog.Packet), in the run's transaction, once the target holds it:
 // one entry per partition the run touched, or one for the whole target of
 // a job without partition_by.
+//
+// A touched partition's entry is complete: its rows are hashed written as
+// a CSV export writes them, a cost in proportion to what the run replaced.
+// The whole target's entry gets its row count and key bounds (a count and
+// a min/max scan) and leaves its distinct keys, sha256 and bytes to be
+// computed when asked (ops.Show, from the snapshot's pinned rows): a
+// count(DISTINCT) of the whole target is a hash of every key, and its CSV
+// a sort and a write of every row, on every commit however small the
+// change (12.8 s of an 18.9 s run of a 10M-row model, docs/benchmarks.md).
 func (r *txRun) packet(ctx context.Context) (bool, error) {
 	j, tx, res, p := r.j, r.tx, r.res, r.p
 	done := r.opts.Progress.Start("release packet")
@@ -36,19 +45,19 @@ func (r *txRun) packet(ctx context.Context) (bool, error) {
 	for _, f := range p.files {
 		pk.Inputs = append(pk.Inputs, catalog.InputRef{SHA256: f.SHA256, Bytes: f.Size, Name: filepath.Base(f.Path)})
 	}
-	dir, err := os.MkdirTemp("", "idem-packet-*")
-	if err != nil {
-		return false, fmt.Errorf("release packet: %w", err)
-	}
-	defer os.RemoveAll(dir)
 	if r.part == nil {
-		e, err := packetEntry(ctx, tx, j, cols, nil, filepath.Join(dir, "whole.csv"))
+		e, err := PacketFactsOf(ctx, tx, j, job.QuoteIdent(j.Table), cols, nil, false)
 		if err != nil {
 			return false, err
 		}
 		e.Whole = true
 		pk.Entries = []catalog.PacketEntry{*e}
 	} else {
+		dir, err := os.MkdirTemp("", "idem-packet-*")
+		if err != nil {
+			return false, fmt.Errorf("release packet: %w", err)
+		}
+		defer os.RemoveAll(dir)
 		for i, v := range r.part.touched() {
 			e, err := packetEntry(ctx, tx, j, cols, &v, filepath.Join(dir, fmt.Sprintf("%d.csv", i)))
 			if err != nil {
@@ -66,17 +75,57 @@ func (r *txRun) packet(ctx context.Context) (bool, error) {
 
 // PacketEntryOf describes the rows of table (a temp table holding one
 // snapshot's rows of job j, with columns cols) as the release packet of
-// that snapshot describes its target: an erasure that rewrites a
-// snapshot's rows rewrites its packet's entries with it.
+// that snapshot describes its target, sha256 included: an erasure that
+// rewrites a snapshot's rows rewrites its packet's entries with it.
 func PacketEntryOf(ctx context.Context, tx *sql.Tx, j *job.Job, table string, cols []catalog.TargetColumn, partition *string, path string) (*catalog.PacketEntry, error) {
 	at := *j
 	at.Table = table
 	return packetEntry(ctx, tx, &at, cols, partition, path)
 }
 
+// PacketFactsOf is PacketEntryOf without the sha256 and bytes (left
+// pending, catalog.PacketEntry.Pending): the rows and bounds, and with
+// distinct the distinct keys, of table's rows of one partition (nil: all
+// of them). table is a quoted identifier or a parenthesized SELECT.
+func PacketFactsOf(ctx context.Context, q catalog.Querier, j *job.Job, table string, cols []catalog.TargetColumn, partition *string, distinct bool) (*catalog.PacketEntry, error) {
+	e, _, err := packetFacts(ctx, q, j, table, cols, partition, distinct)
+	return e, err
+}
+
 // packetEntry describes the target's rows of one partition (value nil: all
 // rows) and hashes them written as a CSV export writes them, to path.
 func packetEntry(ctx context.Context, tx *sql.Tx, j *job.Job, cols []catalog.TargetColumn, value *string, path string) (*catalog.PacketEntry, error) {
+	e, from, err := packetFacts(ctx, tx, j, job.QuoteIdent(j.Table), cols, value, true)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.Name
+	}
+	key := j.Pipeline.Key
+	if len(key) == 0 {
+		key = names
+	}
+	// The export's total order (ops.tableSource.orderBy): the key, or
+	// without one every column.
+	query := "SELECT " + identList(names) + from + " ORDER BY " + identList(key)
+	if _, err := tx.ExecContext(ctx, "COPY ("+query+") TO "+job.SQLString(path)+" "+catalog.CSVCopyOptions); err != nil {
+		return nil, fmt.Errorf("release packet of %s: %w", j.Table, catalog.TrimSQLError(err))
+	}
+	sum, size, err := source.FileSHA256(path)
+	if err != nil {
+		return nil, fmt.Errorf("release packet of %s: %w", j.Table, err)
+	}
+	e.SHA256, e.Bytes = sum, size
+	return e, nil
+}
+
+// packetFacts counts the rows of one partition (value nil: all rows) of
+// table (quoted, or a parenthesized SELECT) and reads their bounds and,
+// with distinct, their distinct keys, in one scan. It returns the entry,
+// its sha256 pending, and the FROM clause that reads those rows.
+func packetFacts(ctx context.Context, q catalog.Querier, j *job.Job, table string, cols []catalog.TargetColumn, value *string, distinct bool) (*catalog.PacketEntry, string, error) {
 	names := make([]string, len(cols))
 	for i, c := range cols {
 		names[i] = c.Name
@@ -96,7 +145,7 @@ func packetEntry(ctx context.Context, tx *sql.Tx, j *job.Job, cols []catalog.Tar
 		// The filter a partitioned export uses (export_partitioned.go).
 		where = " WHERE " + job.QuoteIdent(j.PartitionBy) + " = CAST(" + job.SQLString(*value) + " AS " + typ + ")"
 	}
-	from := " FROM " + job.QuoteIdent(j.Table) + where
+	from := " FROM " + table + where
 	keyExpr := job.QuoteIdent(key[0])
 	if len(key) > 1 {
 		keyExpr = "row(" + identList(key) + ")"
@@ -105,10 +154,14 @@ func packetEntry(ctx context.Context, tx *sql.Tx, j *job.Job, cols []catalog.Tar
 	if j.PartitionBy != "" && !slices.Contains(bounded, j.PartitionBy) {
 		bounded = append(bounded, j.PartitionBy)
 	}
-	sel := []string{"count(*)", "count(DISTINCT " + keyExpr + ")"}
+	distinctExpr := "0"
+	if distinct {
+		distinctExpr = "count(DISTINCT " + keyExpr + ")"
+	}
+	sel := []string{"count(*)", distinctExpr}
 	for _, c := range bounded {
-		q := job.QuoteIdent(c)
-		sel = append(sel, "CAST(min("+q+") AS VARCHAR)", "CAST(max("+q+") AS VARCHAR)")
+		qc := job.QuoteIdent(c)
+		sel = append(sel, "CAST(min("+qc+") AS VARCHAR)", "CAST(max("+qc+") AS VARCHAR)")
 	}
 	e := &catalog.PacketEntry{Partition: value, Bounds: map[string][2]*string{}}
 	dest := []any{&e.Rows, &e.DistinctKeys}
@@ -116,8 +169,8 @@ func packetEntry(ctx context.Context, tx *sql.Tx, j *job.Job, cols []catalog.Tar
 	for i := range bounds {
 		dest = append(dest, &bounds[i])
 	}
-	if err := tx.QueryRowContext(ctx, "SELECT "+strings.Join(sel, ", ")+from).Scan(dest...); err != nil {
-		return nil, fmt.Errorf("release packet of %s: %w", j.Table, catalog.TrimSQLError(err))
+	if err := q.QueryRowContext(ctx, "SELECT "+strings.Join(sel, ", ")+from).Scan(dest...); err != nil {
+		return nil, "", fmt.Errorf("release packet of %s: %w", j.Table, catalog.TrimSQLError(err))
 	}
 	for i, c := range bounded {
 		var b [2]*string
@@ -129,18 +182,7 @@ func packetEntry(ctx context.Context, tx *sql.Tx, j *job.Job, cols []catalog.Tar
 		}
 		e.Bounds[c] = b
 	}
-	// The export's total order (ops.tableSource.orderBy): the key, or
-	// without one every column.
-	query := "SELECT " + identList(names) + from + " ORDER BY " + identList(key)
-	if _, err := tx.ExecContext(ctx, "COPY ("+query+") TO "+job.SQLString(path)+" "+catalog.CSVCopyOptions); err != nil {
-		return nil, fmt.Errorf("release packet of %s: %w", j.Table, catalog.TrimSQLError(err))
-	}
-	sum, size, err := source.FileSHA256(path)
-	if err != nil {
-		return nil, fmt.Errorf("release packet of %s: %w", j.Table, err)
-	}
-	e.SHA256, e.Bytes = sum, size
-	return e, nil
+	return e, from, nil
 }
 
 // payloadVersions counts this run's input rows by payload schema version

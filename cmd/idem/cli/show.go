@@ -30,6 +30,11 @@ sha256 and bytes of its rows written as a CSV export writes them: the
 sha256 of that partition's file in idem export --snapshot S --format csv
 --partition-by COL. For orders, the input rows by payload schema version.
 
+A run commits the whole target's rows and bounds only: show computes its
+distinct keys, sha256 and bytes from the snapshot's rows when asked,
+writing them as idem export --snapshot S --format csv does (the cost of
+one export of the target), and prints that file's sha256.
+
 With --audit PREDICATE --export DIR, show runs SELECT * WHERE PREDICATE over
 the partitioned Parquet export in DIR (idem export --format parquet
 --partition-by COL) and a full scan of it, with DuckDB's JSON profiling,
@@ -61,7 +66,9 @@ the database is not opened.`,
 				return a.fail(f.jsonOut, err)
 			}
 			defer db.Close()
-			p, err := ops.Show(cmd.Context(), db, j, snapshot)
+			// A pending sha256 is a CSV write of the whole target: long
+			// work, shown on a terminal as an export is.
+			p, err := ops.Show(cmd.Context(), db, j, snapshot, a.progress(progressFlags{}))
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
@@ -123,7 +130,11 @@ func (a *app) printPacket(p *catalog.Packet) {
 			if e.Partition != nil {
 				name = p.PartitionBy + " = " + *e.Partition
 			}
-			fmt.Fprintf(w, "  erased    by snapshot %d: %s was %s rows, sha256 %s\n", er.Snapshot, escapeCell(name), job.Thousands(e.Rows), e.SHA256)
+			sum := e.SHA256
+			if e.Pending() {
+				sum = "not computed before the erasure"
+			}
+			fmt.Fprintf(w, "  erased    by snapshot %d: %s was %s rows, sha256 %s\n", er.Snapshot, escapeCell(name), job.Thousands(e.Rows), sum)
 		}
 	}
 }
