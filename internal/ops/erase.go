@@ -113,6 +113,7 @@ func Erase(ctx context.Context, d *run.DB, j *job.Job, opts EraseOptions) (*Eras
 		return nil, err
 	}
 	defer conn.Close()
+	defer func() { _ = tx.Rollback() }() // first: an open transaction holds conn, whose Close would wait for it (a panic)
 	res, stale, err := eraseTx(ctx, d, tx, j, m, opts)
 	end := erasureEnd{jobs: []string{j.Name}, stale: stale, commit: err == nil && !res.AlreadyErased}
 	replica, err := end.finish(ctx, d, conn, tx, err, opts.Fault)

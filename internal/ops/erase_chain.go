@@ -94,6 +94,7 @@ func EraseChain(ctx context.Context, d *run.DB, roots, beside []*job.Job, opts E
 		return nil, err
 	}
 	defer conn.Close()
+	defer func() { _ = tx.Rollback() }() // first: an open transaction holds conn, whose Close would wait for it (a panic)
 	res, stale, err := eraseChainTx(ctx, d, tx, roots, beside, matches, opts)
 	end := erasureEnd{stale: stale}
 	if err == nil {

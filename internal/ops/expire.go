@@ -120,6 +120,7 @@ func Expire(ctx context.Context, d *run.DB, j *job.Job, opts ExpireOptions) (*Ex
 		return nil, err
 	}
 	defer conn.Close()
+	defer func() { _ = tx.Rollback() }() // first: an open transaction holds conn, whose Close would wait for it (a panic)
 	if !opts.afterRun {
 		st, err := catalog.ReadState(ctx, tx, j.Name)
 		if err == nil {

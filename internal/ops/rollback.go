@@ -55,6 +55,7 @@ func Rollback(ctx context.Context, d *run.DB, j *job.Job, to int64, opts Rollbac
 		return nil, err
 	}
 	defer conn.Close()
+	defer func() { _ = tx.Rollback() }() // first: an open transaction holds conn, whose Close would wait for it (a panic)
 	res, err := rollbackTx(ctx, d, tx, j, to, opts)
 	if err != nil {
 		return nil, errors.Join(err, ignoreDone(tx.Rollback()))

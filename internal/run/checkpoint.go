@@ -242,6 +242,7 @@ func (d *DB) LoadCheckpoint(ctx context.Context, from string, j *job.Job, c *cat
 		return err
 	}
 	defer conn.Close()
+	defer func() { _ = tx.Rollback() }() // first: an open transaction holds conn, whose Close would wait for it (a panic)
 	if err := loadCheckpointTx(ctx, tx, from, j, c); err != nil {
 		return errors.Join(err, tx.Rollback())
 	}

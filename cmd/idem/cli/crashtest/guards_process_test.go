@@ -223,4 +223,12 @@ func TestPanicRollsBack(t *testing.T) {
 	res := j.Apply("--input", batch2, "--from", "10", "--to", "20")
 	require.Equal(t, job.DecisionApplied, res.Decision)
 	require.Equal(t, []int64{2, 20}, []int64{res.Snapshot, res.Cursor})
+
+	// An erasure's transaction, as a run's.
+	key := clitest.QueryStrs(t, j.DB, `SELECT min(entity_id) FROM `+clitest.ApplyTable)[0]
+	before = clitest.CaptureState(t, j.DB)
+	p := clitest.StartIdem(t, []string{"IDEM_FAULT=panic:before_commit"}, "erase", j.File, "--key", key)
+	require.Equal(t, 2, p.Wait(t, time.Minute), "a panic in erase: stderr %s", p.Stderr.String())
+	require.Contains(t, p.Stderr.String(), "panic: IDEM_FAULT=panic:before_commit")
+	require.Equal(t, before, clitest.CaptureState(t, j.DB), "a panic in erase")
 }
