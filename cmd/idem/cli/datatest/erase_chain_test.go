@@ -307,36 +307,7 @@ order_by = "source_version"
 // retained files, every snapshot reruns, and the next run loads nothing.
 func TestEraseSubjectOfFileJob(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	clitest.WriteFile(t, filepath.Join(dir, "trips.toml"), `name = "trips"
-pipeline = "merge_by_key"
-transform_version = 1
-schema_version = 1
-database = "trips.duckdb"
-[input]
-path = "landing/*.jsonl"
-format = "jsonl"
-mode = "files"
-[input.columns]
-trip_id = "BIGINT"
-rider_id = "VARCHAR"
-fare = "DOUBLE"
-updated_at = "BIGINT"
-[target]
-key = ["trip_id"]
-order_by = "updated_at"
-[privacy]
-subject = ["rider_id"]
-`+clitest.DuckdbSection)
-	clitest.WriteFile(t, filepath.Join(dir, "landing", "1.jsonl"), `{"trip_id": 1, "rider_id": "r100", "fare": 12.5, "updated_at": 1}
-{"trip_id": 2, "rider_id": "r101", "fare": 8.0, "updated_at": 1}
-`)
-	clitest.WriteFile(t, filepath.Join(dir, "landing", "2.jsonl"), `{"trip_id": 1, "rider_id": "r100", "fare": 13.0, "updated_at": 2}
-{"trip_id": 3, "rider_id": "r100", "fare": 19.0, "updated_at": 1}
-{"trip_id": 4, "rider_id": "r102", "fare": 9.5, "updated_at": 1}
-`)
-	job := filepath.Join(dir, "trips.toml")
-	db := filepath.Join(dir, "trips.duckdb")
+	job, db := tripsSubjectJob(t)
 	code, out, errOut := clitest.InProcess(t, "run", job)
 	require.Equal(t, 0, code, out+errOut)
 	code, out, errOut = clitest.InProcess(t, "erase", job, "--subject", "r100")
@@ -521,4 +492,41 @@ key = ["region"]
 	for _, q := range queries {
 		require.Equal(t, erased[q], clitest.QueryStrs(t, db, q), q)
 	}
+}
+
+// tripsSubjectJob is a merge_by_key job fed by files, without
+// partition_by, whose rows name a subject (rider_id), with two files in
+// its landing folder: r100's rows in both, r101's in the first, r102's in
+// the second. Nothing has run yet.
+func tripsSubjectJob(t *testing.T) (job, db string) {
+	t.Helper()
+	dir := t.TempDir()
+	clitest.WriteFile(t, filepath.Join(dir, "trips.toml"), `name = "trips"
+pipeline = "merge_by_key"
+transform_version = 1
+schema_version = 1
+database = "trips.duckdb"
+[input]
+path = "landing/*.jsonl"
+format = "jsonl"
+mode = "files"
+[input.columns]
+trip_id = "BIGINT"
+rider_id = "VARCHAR"
+fare = "DOUBLE"
+updated_at = "BIGINT"
+[target]
+key = ["trip_id"]
+order_by = "updated_at"
+[privacy]
+subject = ["rider_id"]
+`+clitest.DuckdbSection)
+	clitest.WriteFile(t, filepath.Join(dir, "landing", "1.jsonl"), `{"trip_id": 1, "rider_id": "r100", "fare": 12.5, "updated_at": 1}
+{"trip_id": 2, "rider_id": "r101", "fare": 8.0, "updated_at": 1}
+`)
+	clitest.WriteFile(t, filepath.Join(dir, "landing", "2.jsonl"), `{"trip_id": 1, "rider_id": "r100", "fare": 13.0, "updated_at": 2}
+{"trip_id": 3, "rider_id": "r100", "fare": 19.0, "updated_at": 1}
+{"trip_id": 4, "rider_id": "r102", "fare": 9.5, "updated_at": 1}
+`)
+	return filepath.Join(dir, "trips.toml"), filepath.Join(dir, "trips.duckdb")
 }

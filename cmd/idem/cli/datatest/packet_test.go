@@ -20,38 +20,11 @@ import (
 // rows of r100.
 func packetJob(t *testing.T) (job, db string) {
 	t.Helper()
-	dir := t.TempDir()
-	clitest.WriteFile(t, filepath.Join(dir, "trips.toml"), `name = "trips"
-pipeline = "merge_by_key"
-transform_version = 1
-schema_version = 1
-database = "trips.duckdb"
-[input]
-path = "landing/*.jsonl"
-format = "jsonl"
-mode = "files"
-[input.columns]
-trip_id = "BIGINT"
-rider_id = "VARCHAR"
-fare = "DOUBLE"
-updated_at = "BIGINT"
-[target]
-key = ["trip_id"]
-order_by = "updated_at"
-[privacy]
-subject = ["rider_id"]
-`+clitest.DuckdbSection)
-	clitest.WriteFile(t, filepath.Join(dir, "landing", "1.jsonl"), `{"trip_id": 1, "rider_id": "r100", "fare": 12.5, "updated_at": 1}
-{"trip_id": 2, "rider_id": "r101", "fare": 8.0, "updated_at": 1}
-`)
-	clitest.WriteFile(t, filepath.Join(dir, "landing", "2.jsonl"), `{"trip_id": 1, "rider_id": "r100", "fare": 13.0, "updated_at": 2}
-{"trip_id": 3, "rider_id": "r100", "fare": 19.0, "updated_at": 1}
-{"trip_id": 4, "rider_id": "r102", "fare": 9.5, "updated_at": 1}
-`)
+	job, db = tripsSubjectJob(t)
+	dir := filepath.Dir(job)
 	clitest.WriteFile(t, filepath.Join(dir, "landing", "3.jsonl"), `{"trip_id": 2, "rider_id": "r101", "fare": 8.5, "updated_at": 2}
 {"trip_id": 5, "rider_id": "r103", "fare": 30.0, "updated_at": 1}
 `)
-	job, db = filepath.Join(dir, "trips.toml"), filepath.Join(dir, "trips.duckdb")
 	code, out, errOut := clitest.InProcess(t, "run", job)
 	require.Equal(t, 0, code, out+errOut)
 	require.Equal(t, []string{"3"}, clitest.QueryStrs(t, db, `SELECT max(snapshot) FROM idem.snapshots WHERE job = 'trips'`))
