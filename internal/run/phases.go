@@ -86,15 +86,18 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 	if err := replaceAll(ctx, tx, j, r.exists); err != nil {
 		return false, err
 	}
-	// The steps are sealed (sealrun.go): one thread, binder-checked scans,
+	// The steps are sealed (sealrun.go): one thread (unless every
+	// statement is idem's own: job.ParallelSteps), binder-checked scans,
 	// and the tables the job does not own the same after them.
 	sealed, err := newSealedRun(ctx, tx, j)
 	if err != nil {
 		return false, err
 	}
-	restore, err := singleThread(ctx, r.d.sql, tx)
-	if err != nil {
-		return false, err
+	restore := func() {}
+	if !j.ParallelSteps() {
+		if restore, err = singleThread(ctx, r.d.sql, tx); err != nil {
+			return false, err
+		}
 	}
 	defer restore()
 	rebuild := !r.exists || !st.HasParts || st.Parts.Schema != r.p.parts.Schema || st.Target != j.Table
