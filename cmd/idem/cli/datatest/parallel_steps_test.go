@@ -16,13 +16,14 @@ import (
 // run on DuckDB's threads (job.ParallelSteps), so every built-in must give
 // the same database, byte for byte (targets, outcomes, history, ledger,
 // snapshots, packets), with 1 thread and with 4. Each pipeline gets two
-// batches of 150,000 generated rows, more than a DuckDB row group, where
+// batches of 125,000 generated rows (400,000 with IDEM_LONG=1), more than
+// a DuckDB row group, where
 // exact repeats, in-batch conflicts, superseded, stale and invalid rows,
 // deletes and, for merge_by_key, ties of its ordering value meet; the
 // second batch revisits the first one's keys.
 func TestBuiltinStepsSameBytesOnAnyThreads(t *testing.T) {
 	t.Parallel()
-	const n = 150_000
+	n := clitest.LongOr(125_000, 400_000)
 	type batch func(w *bufio.Writer, rng *rand.Rand, b int)
 	cases := []struct {
 		name, job string
