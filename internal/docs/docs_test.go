@@ -276,3 +276,29 @@ func tree(t *testing.T, dir string) map[string]string {
 	}))
 	return out
 }
+
+// TestComputeHashes: the page computes a packet's pending sha256s only
+// when there are some and their rows are within the bound; a packet whose
+// run stored every sha256 (partitions) costs nothing.
+func TestComputeHashes(t *testing.T) {
+	t.Parallel()
+	day := "47"
+	pending := catalog.PacketEntry{Rows: 5}
+	stored := catalog.PacketEntry{Partition: &day, Rows: 9, SHA256: "ab"}
+	for _, c := range []struct {
+		name    string
+		entries []catalog.PacketEntry
+		bound   int64
+		want    bool
+	}{
+		{"pending within the bound", []catalog.PacketEntry{pending}, 5, true},
+		{"pending over the bound", []catalog.PacketEntry{pending}, 4, false},
+		{"all stored", []catalog.PacketEntry{stored, stored}, 1_000_000, false},
+		{"pending beside stored, counted alone", []catalog.PacketEntry{stored, pending}, 5, true},
+		{"no entries", nil, 1_000_000, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.want, computeHashes(&catalog.Packet{Entries: c.entries}, c.bound))
+		})
+	}
+}

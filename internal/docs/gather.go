@@ -127,6 +127,8 @@ type Hash struct {
 	Part   string // "whole target" or "COLUMN = VALUE"
 	Rows   string
 	SHA256 string
+	// Note stands for a sha256 the page does not compute (SHA256 empty).
+	Note string
 }
 
 // Run is one row of the run log.
@@ -143,6 +145,12 @@ type Options struct {
 	// Runs and Snapshots bound how many of each the page lists per job
 	// (default 10 and 20).
 	Runs, Snapshots int
+	// HashRows bounds the rows of a snapshot whose pending whole-target
+	// sha256 the page computes (default 1,000,000): a job without
+	// partition_by commits its packet's counts and leaves the sha256 to be
+	// computed when asked, which costs about one export of the snapshot.
+	// Past the bound the page names the command that prints it.
+	HashRows int64
 }
 
 // Statuses of a job on the page.
@@ -161,6 +169,9 @@ const (
 func Gather(ctx context.Context, p *project.Project, dir string, opts Options) (*Site, error) {
 	if opts.Runs <= 0 {
 		opts.Runs = 10
+	}
+	if opts.HashRows <= 0 {
+		opts.HashRows = 1_000_000
 	}
 	if opts.Snapshots <= 0 {
 		opts.Snapshots = 20
@@ -415,7 +426,7 @@ func readJob(ctx context.Context, db *run.DB, j *job.Job, d *Job, opts Options) 
 			}
 			continue
 		}
-		snap, err := readSnapshot(ctx, db, j, s)
+		snap, err := readSnapshot(ctx, db, j, s, opts.HashRows)
 		if err != nil {
 			return err
 		}
@@ -425,9 +436,9 @@ func readJob(ctx context.Context, db *run.DB, j *job.Job, d *Job, opts Options) 
 }
 
 // readSnapshot is one snapshot row with its row count and, from its
-// release packet, its sha256s (a whole target's computed from its rows:
-// its run left it pending).
-func readSnapshot(ctx context.Context, db *run.DB, j *job.Job, s *catalog.SnapshotRow) (Snapshot, error) {
+// release packet, its sha256s (a whole target's computed from its rows
+// when its run left it pending and it holds at most hashRows rows).
+func readSnapshot(ctx context.Context, db *run.DB, j *job.Job, s *catalog.SnapshotRow, hashRows int64) (Snapshot, error) {
 	name := j.Name
 	out := Snapshot{Snapshot: s.Snapshot, Parent: s.Parent, Kind: s.Kind, BatchID: s.BatchID}
 	rows, err := catalog.SnapshotRowsOut(ctx, db.SQL(), name, s.Snapshot)
@@ -437,21 +448,42 @@ func readSnapshot(ctx context.Context, db *run.DB, j *job.Job, s *catalog.Snapsh
 	if rows.Valid {
 		out.Rows = job.Thousands(rows.Int64)
 	}
-	p, err := ops.Packet(ctx, db, j, s.Snapshot, job.Progress{})
+	p, err := catalog.ReadPacket(ctx, db.SQL(), name, s.Snapshot)
 	if errors.Is(err, catalog.ErrNoPacket) {
 		return out, nil
 	}
 	if err != nil {
 		return out, err
 	}
+	if computeHashes(p, hashRows) {
+		if p, err = ops.Packet(ctx, db, j, s.Snapshot, job.Progress{}); err != nil {
+			return out, err
+		}
+	}
 	for _, e := range p.Entries {
 		part := "whole target"
 		if e.Partition != nil {
 			part = p.PartitionBy + " = " + *e.Partition
 		}
-		out.Hashes = append(out.Hashes, Hash{Part: part, Rows: job.Thousands(e.Rows), SHA256: e.SHA256})
+		h := Hash{Part: part, Rows: job.Thousands(e.Rows), SHA256: e.SHA256}
+		if e.Pending() {
+			h.Note = fmt.Sprintf("not computed here (over %s rows): idem show %s --snapshot %d", job.Thousands(hashRows), name, s.Snapshot)
+		}
+		out.Hashes = append(out.Hashes, h)
 	}
 	return out, nil
+}
+
+// computeHashes says whether the page computes the pending sha256s of
+// packet p: it has some, over at most hashRows rows in all.
+func computeHashes(p *catalog.Packet, hashRows int64) bool {
+	var pending int64
+	for i := range p.Entries {
+		if p.Entries[i].Pending() {
+			pending += p.Entries[i].Rows
+		}
+	}
+	return pending > 0 && pending <= hashRows
 }
 
 // logRun is a run log entry in the page's words.
