@@ -1,0 +1,176 @@
+package source
+
+// What one stream record becomes before it is staged: a line of the
+// batch's JSON Lines file, or a reject with its outcome (checkRecord,
+// checkTombstone). Split from streambatch.go, which reads the batch.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/idem-dev/idem/internal/job"
+)
+
+// The outcomes of a stream record that is not one record the pipeline can
+// read.
+const (
+	RejectSkippedEvent   = "skipped_event"
+	RejectTooLarge       = "invalid_too_large"
+	RejectTombstone      = "invalid_tombstone"
+	RejectUTF8           = "invalid_utf8"
+	RejectJSON           = "invalid_json"
+	RejectDuplicateField = "invalid_duplicate_field"
+	RejectExtraField     = "invalid_extra_field"
+)
+
+// recordRules are what checkRecord judges a stream record by: the job's
+// max_record_bytes, the pipeline's columns, [input] extra_columns and the
+// pipeline's delete marker.
+type recordRules struct {
+	maxBytes    int
+	cols        map[string]bool
+	ignoreExtra bool
+	pipeline    string
+	// marker is the pipeline's delete marker (pipeline.toml [tombstone]),
+	// its columns in order with their values as JSON; none: a tombstone
+	// is invalid.
+	marker []markerField
+}
+
+type markerField struct {
+	name  string
+	value []byte
+}
+
+// rulesOf returns the rules job j's stream records are judged by.
+func rulesOf(j *job.Job) (recordRules, error) {
+	r := recordRules{maxBytes: j.Input.Stream.MaxRecordBytes, cols: map[string]bool{}, ignoreExtra: j.Input.ExtraColumns == job.ExtraIgnore, pipeline: j.Pipeline.Name}
+	for _, c := range j.Pipeline.ColumnNames() {
+		r.cols[c] = true
+		v, ok := j.Pipeline.Tombstone[c]
+		if !ok {
+			continue
+		}
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(v); err != nil {
+			return r, fmt.Errorf("pipeline %s: tombstone.%s: %w", j.Pipeline.Name, c, err)
+		}
+		r.marker = append(r.marker, markerField{name: c, value: bytes.TrimSuffix(b.Bytes(), []byte("\n"))})
+	}
+	return r, nil
+}
+
+// checkRecord returns rec's value as one compact JSON line, or the outcome
+// of a record that is not one record the pipeline reads: past maxBytes,
+// invalid UTF-8, not one JSON object, a top-level field twice (DuckDB
+// would refuse the whole batch), or a field the pipeline does not read
+// (cols) unless ignoreExtra. A tombstone is checkTombstone's. why, for a
+// tombstone, says what made it invalid.
+func checkRecord(rec Record, rules recordRules) (line []byte, outcome, why string) {
+	switch {
+	case rec.Skipped:
+		return nil, RejectSkippedEvent, ""
+	case rec.Oversize > 0 || len(rec.Value) > rules.maxBytes:
+		return nil, RejectTooLarge, ""
+	case rec.Null:
+		return checkTombstone(rec.Key, rules)
+	}
+	line, outcome = checkObject(rec.Value, rules)
+	return line, outcome, ""
+}
+
+// checkTombstone returns the input row of a Kafka tombstone: its message
+// key, checked as a value is (one JSON object of the pipeline's fields),
+// with the pipeline's delete marker added. The row then meets the
+// pipeline's own checks, so a key without the ordering column is the
+// pipeline's invalid_version (or the like), never a delete idem gave a
+// version: an old replay cannot undo it, and it cannot undo a newer
+// version. A pipeline without a marker, a tombstone without a key, a key
+// that is not one JSON object or that gives a marker column another value
+// is invalid_tombstone.
+func checkTombstone(key []byte, rules recordRules) (line []byte, outcome, why string) {
+	switch {
+	case len(rules.marker) == 0:
+		return nil, RejectTombstone, fmt.Sprintf("pipeline %s has no delete a tombstone could be (pipeline.toml [tombstone])", rules.pipeline)
+	case len(key) == 0:
+		return nil, RejectTombstone, "a tombstone without a message key deletes nothing"
+	case len(key) > rules.maxBytes:
+		return nil, RejectTooLarge, "its message key"
+	}
+	line, outcome = checkObject(key, rules)
+	switch outcome {
+	case "":
+	case RejectJSON:
+		return nil, RejectTombstone, "its message key is not one JSON object"
+	default:
+		return nil, outcome, "its message key"
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(line, &fields); err != nil {
+		return nil, RejectTombstone, "its message key is not one JSON object"
+	}
+	row := bytes.TrimSuffix(line, []byte("}"))
+	for _, m := range rules.marker {
+		if v, ok := fields[m.name]; ok {
+			if !sameJSON(v, m.value) {
+				return nil, RejectTombstone, fmt.Sprintf("its message key gives %s another value than the delete marker %s", m.name, m.value)
+			}
+			continue
+		}
+		if row[len(row)-1] != '{' {
+			row = append(row, ',')
+		}
+		row = strconv.AppendQuote(row, m.name)
+		row = append(row, ':')
+		row = append(row, m.value...)
+	}
+	return append(row, '}'), "", ""
+}
+
+// sameJSON: a and b are one JSON value ("delete" and "d\u0065lete").
+func sameJSON(a, b []byte) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
+}
+
+// checkObject returns value as one compact JSON line, or the outcome of a
+// value that is not one JSON object of the pipeline's fields.
+func checkObject(value []byte, rules recordRules) ([]byte, string) {
+	if !utf8.Valid(value) {
+		return nil, RejectUTF8
+	}
+	var line bytes.Buffer
+	if err := json.Compact(&line, value); err != nil || !bytes.HasPrefix(line.Bytes(), []byte("{")) {
+		return nil, RejectJSON
+	}
+	dec := json.NewDecoder(bytes.NewReader(line.Bytes()))
+	if _, err := dec.Token(); err != nil { // {
+		return nil, RejectJSON
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, RejectJSON
+		}
+		k, _ := tok.(string)
+		if seen[k] {
+			return nil, RejectDuplicateField
+		}
+		seen[k] = true
+		if !rules.cols[k] && !rules.ignoreExtra {
+			return nil, RejectExtraField
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, RejectJSON
+		}
+	}
+	return line.Bytes(), ""
+}
