@@ -99,16 +99,7 @@ func packetEntry(ctx context.Context, tx *sql.Tx, j *job.Job, cols []catalog.Tar
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, len(cols))
-	for i, c := range cols {
-		names[i] = c.Name
-	}
-	key := j.Pipeline.Key
-	if len(key) == 0 {
-		key = names
-	}
-	// The export's total order (ops.tableSource.orderBy): the key, or
-	// without one every column.
+	names, key := packetOrder(j, cols)
 	query := "SELECT " + identList(names) + from + " ORDER BY " + identList(key)
 	if _, err := tx.ExecContext(ctx, "COPY ("+query+") TO "+job.SQLString(path)+" "+catalog.CSVCopyOptions); err != nil {
 		return nil, fmt.Errorf("release packet of %s: %w", j.Table, catalog.TrimSQLError(err))
@@ -121,19 +112,27 @@ func packetEntry(ctx context.Context, tx *sql.Tx, j *job.Job, cols []catalog.Tar
 	return e, nil
 }
 
+// packetOrder is the columns an entry's rows are written with and the
+// key they are ordered by: the export's total order
+// (ops.tableSource.orderBy), the key or, without one, every column.
+func packetOrder(j *job.Job, cols []catalog.TargetColumn) (names, key []string) {
+	names = make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.Name
+	}
+	key = j.Pipeline.Key
+	if len(key) == 0 {
+		key = names
+	}
+	return names, key
+}
+
 // packetFacts counts the rows of one partition (value nil: all rows) of
 // table (quoted, or a parenthesized SELECT) and reads their bounds and,
 // with distinct, their distinct keys, in one scan. It returns the entry,
 // its sha256 pending, and the FROM clause that reads those rows.
 func packetFacts(ctx context.Context, q catalog.Querier, j *job.Job, table string, cols []catalog.TargetColumn, value *string, distinct bool) (*catalog.PacketEntry, string, error) {
-	names := make([]string, len(cols))
-	for i, c := range cols {
-		names[i] = c.Name
-	}
-	key := j.Pipeline.Key
-	if len(key) == 0 {
-		key = names
-	}
+	_, key := packetOrder(j, cols)
 	where := ""
 	if value != nil {
 		typ := ""
