@@ -107,7 +107,18 @@ func quoteAll(names []string) []string {
 // those keys; once appended, a run without idem_touched appends the keys
 // whose rows differ from snapshot S-1. A job without a key, or one that
 // never left idem_touched, compares its closed rows with the target whole.
-func RecordHistory(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot int64) error {
+//
+// When it appended the rows of idem_touched's keys, RecordHistory returns
+// how many distinct keys idem_touched named (touched >= 0): the run counts
+// what it wrote from that instead of reading idem_touched a second time.
+// Otherwise touched is -1.
+func RecordHistory(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot int64) (touched int64, err error) {
+	touched = -1
+	err = recordHistoryCounted(ctx, tx, j, snapshot, &touched)
+	return touched, err
+}
+
+func recordHistoryCounted(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot int64, counted *int64) error {
 	cols, err := TargetColumns(ctx, tx, j.Table)
 	if err != nil {
 		return err
@@ -166,7 +177,7 @@ func RecordHistory(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot int64) 
 		}
 	}
 	if f != nil {
-		return appendHistory(ctx, tx, j, f, cols, target, touched, snapshot)
+		return appendHistory(ctx, tx, j, f, cols, target, touched, snapshot, counted)
 	}
 	list := strings.Join(names, ", ")
 	s := fmt.Sprint(snapshot)
@@ -196,8 +207,9 @@ func RecordHistory(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot int64) 
 // appendHistory appends snapshot S to a history of appended rows: every
 // target row of each changed key, and a marker for each changed key the
 // target no longer holds. The changed keys are idem_touched's when
-// touched, else those whose rows differ from snapshot S-1.
-func appendHistory(ctx context.Context, tx *sql.Tx, j *job.Job, f *historyFormat, cols []TargetColumn, target string, touched bool, snapshot int64) error {
+// touched, else those whose rows differ from snapshot S-1. With
+// idem_touched it sets *counted to the number of distinct keys it named.
+func appendHistory(ctx context.Context, tx *sql.Tx, j *job.Job, f *historyFormat, cols []TargetColumn, target string, touched bool, snapshot int64, counted *int64) error {
 	hist := HistoryTable(j.Name)
 	names := make([]string, len(cols))
 	for i, c := range cols {
@@ -206,17 +218,24 @@ func appendHistory(ctx context.Context, tx *sql.Tx, j *job.Job, f *historyFormat
 	list := strings.Join(names, ", ")
 	keys := strings.Join(quoteAll(f.Key), ", ")
 	s := fmt.Sprint(snapshot)
-	changed := "idem_touched"
-	var stmts []string
+	// The changed keys, each once (idem_touched may name a key twice), go
+	// to idem_changed: its row count is what the run wrote.
+	changed := "SELECT DISTINCT " + keys + " FROM idem_touched"
 	if !touched {
-		changed = "idem_changed"
 		prev := pinnedSQL(j.Name, names, f, snapshot-1)
-		stmts = append(stmts, "CREATE OR REPLACE TEMP TABLE idem_changed AS SELECT DISTINCT "+keys+" FROM (("+prev+" EXCEPT ALL SELECT "+list+" FROM "+target+") UNION ALL (SELECT "+list+" FROM "+target+" EXCEPT ALL "+prev+"))")
+		changed = "SELECT DISTINCT " + keys + " FROM ((" + prev + " EXCEPT ALL SELECT " + list + " FROM " + target + ") UNION ALL (SELECT " + list + " FROM " + target + " EXCEPT ALL " + prev + "))"
 	}
-	// One join of the changed keys (distinct: a key may be listed twice)
-	// with the target appends the target's rows of each changed key and,
-	// for a changed key the target no longer holds, a marker (its key,
-	// NULLs, idem_to = S). A key column comes from the target's row when
+	if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE idem_changed AS "+changed); err != nil {
+		return fmt.Errorf("record history of %s: %w", j.Name, TrimSQLError(err))
+	}
+	if touched {
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM idem_changed").Scan(counted); err != nil {
+			return fmt.Errorf("record history of %s: count the touched keys: %w", j.Name, TrimSQLError(err))
+		}
+	}
+	// One join of the changed keys with the target appends the target's
+	// rows of each changed key and, for a changed key the target no longer
+	// holds, a marker (its key, NULLs, idem_to = S). A key column comes from the target's row when
 	// there is one: a join on IS NOT DISTINCT FROM may pair values that
 	// compare equal but are not the same bytes (-0.0 and 0.0).
 	sel := make([]string, len(cols))
@@ -228,13 +247,10 @@ func appendHistory(ctx context.Context, tx *sql.Tx, j *job.Job, f *historyFormat
 			sel[i] = "t." + n
 		}
 	}
-	stmts = append(stmts,
-		"INSERT INTO "+hist+" ("+list+", idem_from, idem_to) SELECT "+strings.Join(sel, ", ")+", "+s+", CASE WHEN t.idem_hit THEN NULL ELSE "+s+" END FROM (SELECT DISTINCT "+keys+" FROM "+changed+") AS u LEFT JOIN (SELECT "+list+", true AS idem_hit FROM "+target+") AS t ON "+keyMatch(f.Key, "t", "u"),
-	)
-	if !touched {
-		stmts = append(stmts, "DROP TABLE idem_changed")
-	}
-	for _, q := range stmts {
+	for _, q := range []string{
+		"INSERT INTO " + hist + " (" + list + ", idem_from, idem_to) SELECT " + strings.Join(sel, ", ") + ", " + s + ", CASE WHEN t.idem_hit THEN NULL ELSE " + s + " END FROM idem_changed AS u LEFT JOIN (SELECT " + list + ", true AS idem_hit FROM " + target + ") AS t ON " + keyMatch(f.Key, "t", "u"),
+		"DROP TABLE idem_changed",
+	} {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("record history of %s: %w", j.Name, TrimSQLError(err))
 		}

@@ -147,7 +147,7 @@ func rollbackTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, to int64
 		}
 	}
 	snapshot := st.Snapshot + 1
-	if err := catalog.RecordHistory(ctx, tx, j, snapshot); err != nil {
+	if _, err := catalog.RecordHistory(ctx, tx, j, snapshot); err != nil {
 		return nil, err
 	}
 	opts.fault(run.FaultAfterTarget)

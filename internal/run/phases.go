@@ -239,9 +239,11 @@ func (r *txRun) history(ctx context.Context) (bool, error) {
 	if err := dropScratch(ctx, tx); err != nil {
 		return false, err
 	}
+	touched := int64(-1)
 	if !r.opts.SkipHistory {
 		done := r.opts.Progress.Start("history")
-		err := catalog.RecordHistory(ctx, tx, j, r.snapshot)
+		var err error
+		touched, err = catalog.RecordHistory(ctx, tx, j, r.snapshot)
 		done()
 		if err != nil {
 			return false, err
@@ -252,7 +254,7 @@ func (r *txRun) history(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if err := countWritten(ctx, tx, j, r.snapshot, res); err != nil { // written.go
+	if err := countWritten(ctx, tx, j, r.snapshot, touched, res); err != nil { // written.go
 		return false, err
 	}
 	if r.part != nil {
