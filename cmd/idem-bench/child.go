@@ -40,6 +40,7 @@ func child(ctx context.Context, args []string) error {
 	tempDir := fl.String("temp-directory", "", "DuckDB temp_directory")
 	scriptFile := fl.String("script", "", "apply, refresh: run this SQL file instead of the built-in floor script (for trying a variant)")
 	trace := fl.Bool("trace", false, "apply, refresh: run the script one statement at a time and print each one's time on stderr")
+	noHistory := fl.Bool("no-history", false, "apply: leave out the floor script's history statements (the history case's hand-written floor without history)")
 	if err := fl.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -125,6 +126,12 @@ func child(ctx context.Context, args []string) error {
 			}
 			script = string(b)
 		}
+		if *noHistory {
+			var err error
+			if script, err = withoutHistory(script); err != nil {
+				return err
+			}
+		}
 		vars := map[string]string{"input": *input, "batch_id": *batch, "job": "bench_" + map[string]string{"apply": "changes", "refresh": "sample"}[kind]}
 		for k, v := range vars {
 			if _, err := conn.ExecContext(ctx, "SET VARIABLE "+k+" = ?", v); err != nil {
@@ -171,4 +178,22 @@ func execScript(ctx context.Context, conn *sql.Conn, script string, trace bool) 
 		fmt.Fprintf(os.Stderr, "%8.2fs  %s\n", time.Since(start).Seconds(), first)
 	}
 	return nil
+}
+
+// Markers around the floor script's history statements.
+const (
+	historyStart = "-- History:"
+	historyEnd   = "-- Bookkeeping rows."
+)
+
+// withoutHistory is an apply floor script without its history statements:
+// the same decisions, target, outcome and bookkeeping rows, and no history
+// row written.
+func withoutHistory(script string) (string, error) {
+	i := strings.Index(script, historyStart)
+	j := strings.Index(script, historyEnd)
+	if i < 0 || j < i {
+		return "", fmt.Errorf("the floor script has no %q ... %q section to leave out", historyStart, historyEnd)
+	}
+	return script[:i] + script[j:], nil
 }

@@ -6,15 +6,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/idem-dev/idem/internal/catalog"
 )
 
 // history measures what keeping history costs: the apply case's batch run
-// by idem as usual against the same run with IDEM_BENCH_NO_HISTORY=1 (the
-// floor: no history row written), each from a fresh copy of the prepared
-// database. It then times the reads that history serves on the database
+// by idem as usual against the same run with IDEM_BENCH_NO_HISTORY=1 (no
+// history row written) and against the hand-written floor without its
+// history statements (child apply --no-history), each from a fresh copy of
+// the prepared database, the three in a rotating order within each
+// repetition. It then times the reads that history serves on the database
 // the last run left: export --snapshot 1 (a pinned read) against export of
 // the latest snapshot (the target), and the rows that changed between
 // snapshots 1 and 2 (catalog.ChangesSelect, as a downstream apply reads
@@ -25,28 +28,56 @@ func (b *bench) history(ctx context.Context) error {
 		return err
 	}
 	r := &row{name: "apply with history", n: b.n, limit: "none", floorName: "idem writing no history (IDEM_BENCH_NO_HISTORY=1)"}
+	h := &row{name: "apply with history", n: b.n, limit: "none", floorName: "hand-written SQL without history (floor_apply.sql, history left out)"}
 	idemDB := filepath.Join(dir, "hist-idem.duckdb")
+	noHistDB := filepath.Join(dir, "hist-nohist.duckdb")
 	floorDB := filepath.Join(dir, "hist-floor.duckdb")
-	fresh := func(env []string, db string) (measure, error) {
+	fresh := func(env []string, db, bin string, args ...string) (measure, error) {
 		removeDB(db)
 		if err := copyFile(prepared, db); err != nil {
 			return measure{}, err
 		}
-		return runChildEnv(ctx, env, "", b.idem, "run", job, "--input", batch, "--batch-id", "batch-2", "--quiet", "--db", db)
+		return runChildEnv(ctx, env, "", bin, append(args, "--db", db)...)
 	}
-	runIdem := func(int) (measure, error) { return fresh(nil, idemDB) }
-	runFloor := func(int) (measure, error) { return fresh([]string{"IDEM_BENCH_NO_HISTORY=1"}, floorDB) }
+	runs := []struct {
+		what string
+		run  func() (measure, error)
+		to   *[]measure
+	}{
+		{"idem", func() (measure, error) {
+			return fresh(nil, idemDB, b.idem, "run", job, "--input", batch, "--batch-id", "batch-2", "--quiet")
+		}, &r.idem},
+		{"idem, no history", func() (measure, error) {
+			return fresh([]string{"IDEM_BENCH_NO_HISTORY=1"}, noHistDB, b.idem, "run", job, "--input", batch, "--batch-id", "batch-2", "--quiet")
+		}, &r.floor},
+		{"hand-written, no history", func() (measure, error) {
+			return fresh(nil, floorDB, b.self, "child", "apply", "--no-history", "--input", batch, "--batch-id", "batch-2")
+		}, &h.floor},
+	}
 	logf("history N=%d: apply with and without history", b.n)
-	if err := b.pair(ctx, r, runIdem, runFloor); err != nil {
-		return err
+	for rep := 0; rep < b.reps; rep++ {
+		for i := range runs {
+			x := runs[(i+rep)%len(runs)]
+			runtime.GC()
+			m, err := x.run()
+			if err != nil {
+				return fmt.Errorf("%s: %w", x.what, err)
+			}
+			*x.to = append(*x.to, m)
+			logf("  rep %d %-25s %8.3fs  cpu %8.3fs  rss %s", rep+1, x.what, m.wall.Seconds(), m.cpu.Seconds(), human(m.rss))
+		}
 	}
-	if err := compare(ctx, idemDB, floorDB, []struct{ what, q string }{
-		{"target", "SELECT * FROM changes"},
-		{"outcomes", "SELECT * FROM changes_outcomes"},
-	}); err != nil {
-		return err
+	h.idem = r.idem
+	b.rows = append(b.rows, *r, *h)
+	for _, db := range []string{noHistDB, floorDB} {
+		if err := compare(ctx, idemDB, db, []struct{ what, q string }{
+			{"target", "SELECT * FROM changes"},
+			{"outcomes", "SELECT * FROM changes_outcomes"},
+		}); err != nil {
+			return err
+		}
+		removeDB(db)
 	}
-	removeDB(floorDB)
 
 	out := filepath.Join(dir, "hist-export.csv")
 	export := func(snapshot string) func(int) (measure, error) {
