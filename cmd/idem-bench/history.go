@@ -37,18 +37,19 @@ func (b *bench) history(ctx context.Context) error {
 		if err := copyFile(prepared, db); err != nil {
 			return measure{}, err
 		}
-		return runChildEnv(ctx, env, "", bin, append(args, "--db", db)...)
+		return runChildEnv(ctx, env, "", bin, append(append([]string{}, args...), "--db", db)...)
 	}
+	runArgs := []string{"run", job, "--input", batch, "--batch-id", "batch-2", "--quiet"}
 	runs := []struct {
 		what string
 		run  func() (measure, error)
 		to   *[]measure
 	}{
 		{"idem", func() (measure, error) {
-			return fresh(nil, idemDB, b.idem, "run", job, "--input", batch, "--batch-id", "batch-2", "--quiet")
+			return fresh(nil, idemDB, b.idem, runArgs...)
 		}, &r.idem},
 		{"idem, no history", func() (measure, error) {
-			return fresh([]string{"IDEM_BENCH_NO_HISTORY=1"}, noHistDB, b.idem, "run", job, "--input", batch, "--batch-id", "batch-2", "--quiet")
+			return fresh([]string{"IDEM_BENCH_NO_HISTORY=1"}, noHistDB, b.idem, runArgs...)
 		}, &r.floor},
 		{"hand-written, no history", func() (measure, error) {
 			return fresh(nil, floorDB, b.self, "child", "apply", "--no-history", "--input", batch, "--batch-id", "batch-2")

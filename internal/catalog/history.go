@@ -235,9 +235,10 @@ func appendHistory(ctx context.Context, tx *sql.Tx, j *job.Job, f *historyFormat
 	}
 	// One join of the changed keys with the target appends the target's
 	// rows of each changed key and, for a changed key the target no longer
-	// holds, a marker (its key, NULLs, idem_to = S). A key column comes from the target's row when
-	// there is one: a join on IS NOT DISTINCT FROM may pair values that
-	// compare equal but are not the same bytes (-0.0 and 0.0).
+	// holds, a marker (its key, NULLs, idem_to = S). A key column comes
+	// from the target's row when there is one: a join on IS NOT DISTINCT
+	// FROM may pair values that compare equal but are not the same bytes
+	// (-0.0 and 0.0).
 	sel := make([]string, len(cols))
 	for i, c := range cols {
 		n := job.QuoteIdent(c.Name)

@@ -19,14 +19,16 @@ import (
 // conflict it stored included; a duplicate or stale row, which writes
 // nothing, not). A pipeline that leaves no idem_touched is counted on its
 // history: the distinct keys whose rows opened or closed at S, or, without
-// key columns, the rows that did. touched >= 0 is the count of
+// key columns, the rows that did. touchedKeys >= 0 is the count of
 // idem_touched's distinct keys that recording history already made
 // (catalog.RecordHistory), so idem_touched is not read twice.
-func countWritten(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot, touched int64, res *Result) error {
+func countWritten(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot, touchedKeys int64, res *Result) error {
 	res.RowsWritten = res.RowsOut
-	if j.Pipeline.Mode == job.ModeApply && touched >= 0 {
-		res.RowsWritten = touched
-	} else if j.Pipeline.Mode == job.ModeApply {
+	switch {
+	case j.Pipeline.Mode != job.ModeApply:
+	case touchedKeys >= 0:
+		res.RowsWritten = touchedKeys
+	default:
 		touched, err := catalog.TableExists(ctx, tx, "temp", "idem_touched")
 		if err != nil {
 			return err
