@@ -1,6 +1,7 @@
 package job
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -50,6 +51,8 @@ type Seal struct {
 	// The job's own names are left to its pipeline, whose steps may well
 	// name a CTE like the job (a job named raw, a CTE raw).
 	Declared map[string]bool
+
+	funcs *Functions // what Check was given
 }
 
 // idemTemp are the temporary relations idem or the step contract makes
@@ -146,16 +149,64 @@ type NameAt struct {
 	Statement int // index of the statement in its text
 }
 
-// Check checks one text: every statement's kind and write target, its
-// volatile functions, and the relations and table functions its queries
+// Parser is what the seal asks DuckDB: a query's parse tree, how many
+// statements a text holds, and what its function catalog says of each
+// function.
+type Parser struct {
+	Parse ParseFunc
+	Count CountFunc
+	Funcs *Functions
+}
+
+// Check checks one text: that DuckDB reads the statements idem reads
+// (Statements), every statement's kind and write target, its volatile and
+// session functions, and the relations and table functions its queries
 // read. It returns the violations and the plain names it could not judge
 // without the database (see NameAt).
-func (s *Seal) Check(t SealedText, parse ParseFunc) ([]Violation, []NameAt, error) {
+func (s *Seal) Check(t SealedText, p Parser) ([]Violation, []NameAt, error) {
 	masked := MaskSQL(t.SQL)
+	funcs := p.Funcs
+	if funcs == nil {
+		funcs = DefaultFunctions()
+	}
+	spans, err := Statements(t.SQL, p.Count)
+	var split *SplitError
+	if errors.As(err, &split) {
+		// DuckDB's parser makes a PIVOT several statements of its own
+		// (the enum types of its columns): refused for what it is.
+		var pivots []Violation
+		for _, m := range unparsed.FindAllStringIndex(masked, -1) {
+			pivots = append(pivots, pivotViolation(t, m[0], strings.ToUpper(masked[m[0]:m[1]])))
+		}
+		if len(pivots) > 0 {
+			return pivots, nil, nil
+		}
+		off := max(split.At, 0)
+		file, line := t.where(off)
+		return []Violation{{File: file, Line: line, Construct: "statements",
+			Message: split.Error() + ": a quote, comment or semicolon that idem reads another way than DuckDB, so what idem checks would not be what runs",
+			Fix:     "end every statement with ; outside strings and comments, and write strings as '...' ($$...$$ and E'...' are read too, but not when they hide a ;)"}}, nil, nil
+	} else if err != nil {
+		return nil, nil, err
+	}
 	var out []Violation
+	if t.ModelFile != "" && t.Model.End > t.Model.Start {
+		// idem wraps the model's SELECT in queries of its own (a plan's
+		// comparison, an incremental run, an erasure's recompute): it must
+		// be one query that closes every parenthesis it opens.
+		model := t.SQL[t.Model.Start:t.Model.End]
+		n, err := p.Count(model)
+		if ClosingParen(MaskSQL(model), 0) < len(model) || (err == nil && n != 1) {
+			file, line := t.where(t.Model.Start)
+			return []Violation{{File: file, Line: line, Construct: "model",
+				Message: "the model is not one SELECT to DuckDB's parser (a ; or an unopened ) outside strings and comments): idem runs it inside queries of its own",
+				Fix:     "write the model as one SELECT, without a ; between statements"}}, nil, nil
+		}
+	}
 	var unknown []NameAt
 	temp := maps.Clone(s.Temp)
-	for i, sp := range SplitStatements(masked) {
+	s.funcs = funcs
+	for i, sp := range spans {
 		text, mtext := t.SQL[sp.Start:sp.End], masked[sp.Start:sp.End]
 		at := func(off int) (string, int) { return t.where(sp.Start + off) }
 		st := ClassifyStatement(text, mtext)
@@ -166,15 +217,11 @@ func (s *Seal) Check(t SealedText, parse ParseFunc) ([]Violation, []NameAt, erro
 		if st.Kind == StmtCreate && st.Temp && len(st.Target) > 0 {
 			temp[strings.ToLower(st.Target[len(st.Target)-1])] = true
 		}
-		out = append(out, volatileCalls(mtext, at)...)
+		out = append(out, funcs.calls(text, at)...)
 		for _, m := range unparsed.FindAllStringIndex(mtext, -1) {
-			file, line := at(m[0])
-			kw := strings.ToUpper(mtext[m[0]:m[1]])
-			out = append(out, Violation{File: file, Line: line, Construct: kw,
-				Message: kw + " is a query DuckDB's parser does not give out (json_serialize_sql), so idem cannot tell which relations it reads",
-				Fix:     "write it as GROUP BY with aggregates over CASE or FILTER (a pivot), or UNION ALL (an unpivot)"})
+			out = append(out, pivotViolation(t, sp.Start+m[0], strings.ToUpper(mtext[m[0]:m[1]])))
 		}
-		queries, err := StatementQueries(text, mtext, parse)
+		queries, err := StatementQueries(text, mtext, p.Parse)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -193,21 +240,38 @@ func (s *Seal) Check(t SealedText, parse ParseFunc) ([]Violation, []NameAt, erro
 	return out, unknown, nil
 }
 
-// volatileCalls finds the functions of a statement (masked) that give
-// another value on every run.
-func volatileCalls(mtext string, at func(int) (string, int)) []Violation {
+// calls finds the functions of a statement that give another value on
+// every run, or read the catalog, the session or the engine: every name
+// called (quoted or not, qualified or not) that DuckDB's function catalog
+// calls volatile (f), and the clock's keywords (current_timestamp).
+func (f *Functions) calls(text string, at func(int) (string, int)) []Violation {
 	var out []Violation
-	for _, m := range volatileCall.FindAllStringSubmatchIndex(mtext, -1) {
-		name := strings.ToLower(mtext[m[2]:m[3]])
-		out = append(out, volatile(name+"()", m[0], at))
-	}
-	for _, m := range volatileWord.FindAllStringSubmatchIndex(mtext, -1) {
-		if strings.HasPrefix(strings.TrimLeft(mtext[m[1]:], " \t\r\n"), "(") {
-			continue // a call, above
+	for _, c := range CalledNames(text) {
+		switch {
+		case c.Call && f.Volatile[c.Name]:
+			out = append(out, volatile(c.Name+"()", c.At, at))
+		case !c.Call && volatileWord.MatchString(c.Name):
+			out = append(out, volatile(c.Name, c.At, at))
+		case c.Call && outsideFunctions[c.Name] != "":
+			file, line := at(c.At)
+			out = append(out, Violation{File: file, Line: line, Construct: c.Name + "()",
+				Message: c.Name + "() " + outsideFunctions[c.Name] + ": the same inputs could give other bytes",
+				Fix:     "bind the value as a param (part of the job key)"})
+		case c.Call && f.Session[c.Name]:
+			file, line := at(c.At)
+			out = append(out, Violation{File: file, Line: line, Construct: c.Name + "()",
+				Message: c.Name + "() reads the database's catalog, the session or the engine, not the job's rows: the same inputs could give other bytes",
+				Fix:     "bind the value as a param (part of the job key), or derive it from the input"})
 		}
-		out = append(out, volatile(strings.ToLower(mtext[m[2]:m[3]]), m[0], at))
 	}
 	return out
+}
+
+func pivotViolation(t SealedText, off int, kw string) Violation {
+	file, line := t.where(off)
+	return Violation{File: file, Line: line, Construct: kw,
+		Message: kw + " is a query DuckDB's parser does not give out (json_serialize_sql), so idem cannot tell which relations it reads",
+		Fix:     "write it as GROUP BY with aggregates over CASE or FILTER (a pivot), or UNION ALL (an unpivot)"}
 }
 
 func volatile(construct string, off int, at func(int) (string, int)) Violation {
@@ -324,6 +388,8 @@ func (s *Seal) checkNode(x map[string]any, scope []string, temp map[string]bool,
 		case (cat != "" && !strings.EqualFold(cat, StoreCatalog)) || (sch != "" && !strings.EqualFold(sch, "main")):
 			refuse(x, written, fmt.Sprintf("reads %s, outside the job's declared relations", written), declare)
 		case s.Own[lower] || s.Upstream[lower] || (cat == "" && sch == "" && temp[lower]):
+		case s.funcs != nil && s.funcs.Views[lower] || strings.EqualFold(sch, "pg_catalog") || strings.EqualFold(sch, "information_schema"):
+			refuse(x, written, fmt.Sprintf("%s is a view of the database's catalog: it reads other jobs' tables, their rows and the file's path, outside the job's declared relations", written), declare)
 		default:
 			*unknown = append(*unknown, nameLoc{Name: name, Written: written, Line: QueryLocation(x)})
 		}
@@ -348,10 +414,6 @@ func (s *Seal) checkNode(x map[string]any, scope []string, temp map[string]bool,
 		refuse(x, lower+"()", msg, fix)
 	case x["class"] == "FUNCTION":
 		name, _ := x["function_name"].(string)
-		lower := strings.ToLower(name)
-		if why, ok := outsideFunctions[lower]; ok {
-			refuse(x, lower+"()", lower+"() "+why+": the same inputs could give other bytes", "bind the value as a param (part of the job key)")
-		}
 		cat, _ := x["catalog"].(string)
 		sch, _ := x["schema"].(string)
 		if cat != "" || (sch != "" && !strings.EqualFold(sch, "main") && !strings.EqualFold(sch, "temp")) {

@@ -290,6 +290,13 @@ var otherStatements = map[string]string{
 
 var idemVariable = regexp.MustCompile(`^idem_`)
 
+// CheckWrite judges one statement's kind and target (checkWrite), for the
+// run, which judges each statement again as it runs it. temp are the
+// temporary relations made so far.
+func (s *Seal) CheckWrite(st Statement, temp map[string]bool) (Violation, bool) {
+	return s.checkWrite(st, temp)
+}
+
 // checkWrite judges one statement's kind and target. temp are the
 // temporary relations made so far (idem's and the steps').
 func (s *Seal) checkWrite(st Statement, temp map[string]bool) (Violation, bool) {

@@ -7,46 +7,140 @@ import (
 
 // MaskSQL returns text with comments and the insides of string literals
 // and quoted identifiers replaced by spaces (newlines kept), so that
-// offsets stay the same and keywords inside them are not seen.
+// offsets stay the same and keywords inside them are not seen. It reads
+// quotes and comments as DuckDB's lexer does: ” inside a string, E'...'
+// strings with backslash escapes, dollar-quoted strings ($$...$$,
+// $tag$...$tag$), nested /* */ comments, and "" inside a quoted
+// identifier. A dollar-quoted string is masked like a string literal: its
+// first and last characters become ' and its inside spaces. Whatever idem
+// splits on this masking is checked against DuckDB's own parser before it
+// runs (Statements), so a quote read another way is refused, not run.
 func MaskSQL(text string) string {
 	b := []byte(text)
-	for i := 0; i < len(b); i++ {
-		switch {
-		case b[i] == '-' && i+1 < len(b) && b[i+1] == '-':
-			for ; i < len(b) && b[i] != '\n'; i++ {
-				b[i] = ' '
-			}
-		case b[i] == '/' && i+1 < len(b) && b[i+1] == '*':
-			j := i
-			for ; j < len(b) && !(b[j] == '*' && j+1 < len(b) && b[j+1] == '/'); j++ {
-				if b[j] != '\n' {
-					b[j] = ' '
-				}
-			}
-			for k := j; k < j+2 && k < len(b); k++ {
+	blank := func(from, to int) {
+		for k := from; k < to && k < len(b); k++ {
+			if b[k] != '\n' {
 				b[k] = ' '
 			}
-			i = j + 1
-		case b[i] == '\'' || b[i] == '"':
-			q := b[i]
-			j := i + 1
-			for ; j < len(b); j++ {
-				if b[j] == q {
-					if j+1 < len(b) && b[j+1] == q {
-						b[j], b[j+1] = ' ', ' '
-						j++
-						continue
-					}
-					break
-				}
-				if b[j] != '\n' {
-					b[j] = ' '
+		}
+	}
+	for i := 0; i < len(b); {
+		c := b[i]
+		switch {
+		case c == '-' && i+1 < len(b) && b[i+1] == '-':
+			j := i
+			for j < len(b) && b[j] != '\n' {
+				j++
+			}
+			blank(i, j)
+			i = j
+		case c == '/' && i+1 < len(b) && b[i+1] == '*':
+			j, depth := i+2, 1
+			for j < len(b) && depth > 0 {
+				switch {
+				case b[j] == '/' && j+1 < len(b) && b[j+1] == '*':
+					depth++
+					j += 2
+				case b[j] == '*' && j+1 < len(b) && b[j+1] == '/':
+					depth--
+					j += 2
+				default:
+					j++
 				}
 			}
+			blank(i, j)
 			i = j
+		case c == '\'':
+			j := quoteEnd(text, i, false)
+			blank(i+1, j-1)
+			i = j
+		case c == '"':
+			j := quoteEnd(text, i, false)
+			blank(i+1, j-1)
+			i = j
+		case (c == 'e' || c == 'E') && i+1 < len(b) && b[i+1] == '\'':
+			j := quoteEnd(text, i+1, true)
+			blank(i+2, j-1)
+			i = j
+		case c == '$':
+			if j, ok := dollarEnd(text, i); ok {
+				blank(i, j)
+				b[i] = '\''
+				if j-1 > i {
+					b[j-1] = '\''
+				}
+				i = j
+				continue
+			}
+			i++
+			for i < len(b) && isIdentCont(b[i]) { // $1, $name: a parameter
+				i++
+			}
+		case isIdentStart(c):
+			for i < len(b) && isIdentCont(b[i]) {
+				i++
+			}
+		case c >= '0' && c <= '9':
+			for i < len(b) && (b[i] >= '0' && b[i] <= '9' || b[i] == '.' || b[i] == '_') {
+				i++
+			}
+		default:
+			i++
 		}
 	}
 	return string(b)
+}
+
+func isIdentStart(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
+}
+
+func isIdentCont(c byte) bool { return isIdentStart(c) || c >= '0' && c <= '9' || c == '$' }
+
+// quoteEnd is the offset just past the quote that closes the one at
+// text[i] (a doubled quote is one character of the inside); backslash
+// escapes a character when escapes is set (E'...'). An unclosed quote
+// ends at the end of text.
+func quoteEnd(text string, i int, escapes bool) int {
+	q := text[i]
+	for j := i + 1; j < len(text); j++ {
+		switch {
+		case escapes && text[j] == '\\':
+			j++
+		case text[j] == q:
+			if j+1 < len(text) && text[j+1] == q {
+				j++
+				continue
+			}
+			return j + 1
+		}
+	}
+	return len(text)
+}
+
+// dollarEnd reads a dollar-quoted string at text[i] ($$...$$ or
+// $tag$...$tag$, a tag an identifier without $): the offset just past its
+// closing delimiter (the end of text when unclosed), or ok false when
+// text[i] starts no delimiter ($1, $name).
+func dollarEnd(text string, i int) (int, bool) {
+	j := i + 1
+	if j < len(text) && text[j] != '$' {
+		if !isIdentStart(text[j]) {
+			return 0, false
+		}
+		for j < len(text) && isIdentCont(text[j]) && text[j] != '$' {
+			j++
+		}
+	}
+	if j >= len(text) || text[j] != '$' {
+		return 0, false
+	}
+	delim := text[i : j+1]
+	end := strings.Index(text[j+1:], delim)
+	if end < 0 {
+		return len(text), true
+	}
+	return j + 1 + end + len(delim), true
 }
 
 // Span is where one statement lies in a step's text.

@@ -324,7 +324,7 @@ func sameDatabase(a, b *job.Job) bool {
 // that reads it by name is then refused as a live run refuses it.
 func shell(ctx context.Context, db *run.DB, j *job.Job) {
 	if strings.TrimSpace(j.DDL) != "" && !j.IsModel() {
-		if _, err := db.SQL().ExecContext(ctx, j.Expand(j.DDL)); err == nil {
+		if err := run.ExecStatements(ctx, db.SQL(), j.Expand(j.DDL)); err == nil {
 			return
 		}
 	}
@@ -343,7 +343,7 @@ func upstreamTable(ctx context.Context, db *run.DB, j *job.Job, name string, t *
 	table := tableOf(j, name)
 	var cols []catalog.TargetColumn
 	if j != nil && !j.IsModel() && strings.TrimSpace(j.DDL) != "" {
-		if _, err := q.ExecContext(ctx, j.Expand(j.DDL)); err == nil {
+		if err := run.ExecStatements(ctx, q, j.Expand(j.DDL)); err == nil {
 			if cols, err = catalog.TargetColumns(ctx, q, table); err != nil {
 				return nil, err
 			}

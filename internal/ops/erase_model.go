@@ -259,7 +259,11 @@ func modelRows(ctx context.Context, tx *sql.Tx, j *job.Job, row *catalog.Snapsho
 			sel[i] = "CAST(" + job.QuoteIdent(c.Name) + " AS " + c.Type + ")"
 		}
 	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s SELECT %d, %s FROM (%s\n) AS idem_model", all, -row.Snapshot, strings.Join(sel, ", "), model)); err != nil {
+	insert := fmt.Sprintf("INSERT INTO %s SELECT %d, %s FROM (%s\n) AS idem_model", all, -row.Snapshot, strings.Join(sel, ", "), model)
+	if err := run.OneStatement(insert); err != nil {
+		return fmt.Errorf("recompute %s for snapshot %d: %w", j.Name, row.Snapshot, err)
+	}
+	if _, err := tx.ExecContext(ctx, insert); err != nil {
 		return fmt.Errorf("recompute %s for snapshot %d: %w", j.Name, row.Snapshot, catalog.TrimSQLError(err))
 	}
 	return nil

@@ -235,7 +235,11 @@ var orderSensitiveWindows = map[string]bool{
 func (l *linter) file(f lintFile) error {
 	// What the run refuses: volatile functions (L003), reads and writes
 	// outside the job (job.Seal).
-	vs, unknown, err := l.seal.Check(job.SealedText{File: f.name, SQL: f.text}, l.parse)
+	funcs, err := run.EngineFunctions(l.ctx, l.db)
+	if err != nil {
+		return err
+	}
+	vs, unknown, err := l.seal.Check(job.SealedText{File: f.name, SQL: f.text}, job.Parser{Parse: l.parse, Count: run.CountStatements, Funcs: funcs})
 	if err != nil {
 		return err
 	}
@@ -257,7 +261,11 @@ func (l *linter) file(f lintFile) error {
 		l.rep.add(Finding{ID: id, Severity: SeverityError, File: f.name, Line: v.Line, Message: v.Message, Fix: v.Fix})
 	}
 	masked := job.MaskSQL(f.text)
-	for _, st := range job.SplitStatements(masked) {
+	spans, err := job.Statements(f.text, run.CountStatements)
+	if err != nil {
+		return nil // refused above (a *job.SplitError): its statements are not what idem reads
+	}
+	for _, st := range spans {
 		text := f.text[st.Start:st.End]
 		mtext := masked[st.Start:st.End]
 		line := func(off int) int { return 1 + strings.Count(f.text[:st.Start+off], "\n") }

@@ -137,7 +137,11 @@ func rowsChanged(ctx context.Context, tx *sql.Tx, before, after string, cols, ke
 	a := "SELECT " + list + " FROM (\n" + before + "\n)"
 	b := "SELECT " + list + " FROM (\n" + after + "\n)"
 	var n int64
-	err := tx.QueryRowContext(ctx, "SELECT count(*) FROM (SELECT DISTINCT "+identList(key)+" FROM (("+a+") EXCEPT ALL ("+b+") UNION ALL (("+b+") EXCEPT ALL ("+a+"))))").Scan(&n)
+	cmp := "SELECT count(*) FROM (SELECT DISTINCT " + identList(key) + " FROM ((" + a + ") EXCEPT ALL (" + b + ") UNION ALL ((" + b + ") EXCEPT ALL (" + a + "))))"
+	if err := run.OneStatement(cmp); err != nil {
+		return 0, err
+	}
+	err := tx.QueryRowContext(ctx, cmp).Scan(&n)
 	if err != nil {
 		return 0, catalog.TrimSQLError(err)
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/idem-dev/idem/internal/run"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
-	"github.com/duckdb/duckdb-go/v2/mapping"
 )
 
 // ErrNotReadOnly is a query text that is not one read-only statement.
@@ -134,28 +133,8 @@ func lockDown(ctx context.Context, conn *sql.Conn) error {
 	return nil
 }
 
-// countStatements parses query in a DuckDB of its own, without running it.
-func countStatements(query string) (int, error) {
-	var db mapping.Database
-	if mapping.Open("", &db) == mapping.StateError {
-		return 0, errors.New("open a DuckDB to parse the query")
-	}
-	defer mapping.Close(&db)
-	var conn mapping.Connection
-	if mapping.Connect(db, &conn) == mapping.StateError {
-		return 0, errors.New("connect to a DuckDB to parse the query")
-	}
-	defer mapping.Disconnect(&conn)
-	var stmts mapping.ExtractedStatements
-	n := mapping.ExtractStatements(conn, query, &stmts)
-	defer mapping.DestroyExtracted(&stmts)
-	if n == 0 {
-		if msg := mapping.ExtractStatementsError(stmts); msg != "" {
-			return 0, errors.New(msg)
-		}
-	}
-	return int(n), nil
-}
+// countStatements parses query with DuckDB's parser, without running it.
+func countStatements(query string) (int, error) { return run.CountStatements(query) }
 
 type stmtInfo struct {
 	typ   duckdb.StmtType

@@ -190,7 +190,7 @@ func recreateTarget(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 		}
 		kept = append(kept, name)
 	}
-	if _, err := tx.ExecContext(ctx, j.Expand(j.DDL)); err != nil {
+	if err := run.ExecStatements(ctx, tx, j.Expand(j.DDL)); err != nil {
 		return fmt.Errorf("recreate %s from schema v%d of pipeline %s: %w", j.Table, j.SchemaVersion, j.Pipeline.Name, catalog.TrimSQLError(err))
 	}
 	for i, name := range kept {

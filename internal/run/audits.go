@@ -150,8 +150,17 @@ func runAudit(ctx context.Context, tx *sql.Tx, j *job.Job, a job.Audit, sealed *
 		violating = "SELECT t." + list + ", count(*) AS idem_rows FROM " + target + " AS t WHERE t." + list + " IS NOT NULL AND NOT EXISTS (SELECT 1 FROM main." + job.QuoteIdent(st.Target) + " AS o WHERE o." + job.QuoteIdent(col) + " = t." + list + ") GROUP BY ALL"
 	case job.AuditSQL:
 		violating = j.Expand(a.SQL)
-		if err := sealed.explain(ctx, tx, job.Step{Name: "audit " + a.Name}, a.Line, violating); err != nil {
+		root, err := sealed.explain(ctx, tx, job.Step{Name: "audit " + a.Name}, a.Line, violating)
+		if err != nil {
 			return res, err
+		}
+		if !planAgrees(job.Statement{Kind: job.StmtQuery}, root) {
+			return res, job.Usage("job %s: audit %s line %d: an audit is one query, and DuckDB plans %s; nothing committed", j.Name, a.Name, a.Line, root)
+		}
+	}
+	for _, q := range []string{violating, "SELECT count(*) FROM (" + violating + ")"} {
+		if err := OneStatement(q); err != nil {
+			return res, fmt.Errorf("audit %s: %w", a.Name, err)
 		}
 	}
 	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM ("+violating+")").Scan(&res.Violations); err != nil {

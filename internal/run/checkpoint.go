@@ -254,7 +254,7 @@ func (d *DB) LoadCheckpoint(ctx context.Context, from string, j *job.Job, c *cat
 }
 
 func loadCheckpointTx(ctx context.Context, tx *sql.Tx, from string, j *job.Job, c *catalog.Checkpoint) error {
-	if _, err := tx.ExecContext(ctx, j.Expand(j.DDL)); err != nil {
+	if err := ExecStatements(ctx, tx, j.Expand(j.DDL)); err != nil {
 		return fmt.Errorf("load checkpoint %d of %s: schema v%d: %w", c.Snapshot, j.Name, j.SchemaVersion, catalog.TrimSQLError(err))
 	}
 	for _, f := range c.Files {

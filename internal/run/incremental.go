@@ -112,7 +112,11 @@ func (r *txRun) incrementalSteps(ctx context.Context, parts *source.Partitions) 
 		in[i] = "t." + job.QuoteIdent(c) + " = p." + job.QuoteIdent(c)
 	}
 	inParts := " AS t SEMI JOIN " + source.PartitionsTable + " AS p ON " + strings.Join(in, " AND ")
-	if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+incrementalRows+" AS SELECT * FROM (\n"+j.Expand(j.ModelSQL)+"\n) AS idem_model ORDER BY "+keys); err != nil {
+	rowsOf := "CREATE OR REPLACE TEMP TABLE " + incrementalRows + " AS SELECT * FROM (\n" + j.Expand(j.ModelSQL) + "\n) AS idem_model ORDER BY " + keys
+	if err := OneStatement(rowsOf); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, rowsOf); err != nil {
 		return fmt.Errorf("model %s: %w", j.ModelFile, catalog.TrimSQLError(err))
 	}
 	// The proof at load says the model's rows lie in the partitions (keys)

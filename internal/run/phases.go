@@ -117,11 +117,8 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 			return false, err
 		}
 		steps, exec = cp.Steps, func(ctx context.Context, tx *sql.Tx, step job.Step) error {
-			text := cp.Expand(step.SQL)
-			for _, sp := range job.SplitStatements(job.MaskSQL(text)) {
-				if _, err := tx.ExecContext(ctx, text[sp.Start:sp.End]); err != nil {
-					return &stepFailure{err: err}
-				}
+			if err := ExecStatements(ctx, tx, cp.Expand(step.SQL)); err != nil {
+				return &stepFailure{err: err}
 			}
 			return nil
 		}

@@ -71,13 +71,13 @@ func SealViolations(ctx context.Context, q catalog.Querier, j *job.Job) ([]job.V
 	for _, t := range texts {
 		queries = append(queries, job.QueryTexts(t.SQL)...)
 	}
-	parse, err := parseAll(ctx, q, queries)
+	parser, err := SealParser(ctx, q, queries)
 	if err != nil {
 		return nil, err
 	}
 	var out []job.Violation
 	for _, t := range texts {
-		vs, unknown, err := seal.Check(t, parse)
+		vs, unknown, err := seal.Check(t, parser)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", t.File, err)
 		}

@@ -120,12 +120,15 @@ func TestSealedRunCatches(t *testing.T) {
 		{"own table", "INSERT INTO m VALUES ('x'); CREATE TEMP TABLE t AS SELECT * FROM m", ""},
 		{"scan", "CREATE TEMP TABLE t AS SELECT * FROM sec", "reads table idem_store.main.sec (as DuckDB binds the statement)"},
 		{"scan after a comment", "SELECT 1;\n-- next\nCREATE TEMP TABLE t AS\nSELECT * FROM sec", "step 01.sql line 3 reads table idem_store.main.sec"},
-		{"update", "UPDATE sec SET v = 'PWNED'", "reads table idem_store.main.sec"},
-		{"insert", "INSERT INTO sec VALUES ('b', 'x')", "its steps changed table main.sec,"},
-		{"replace", "CREATE OR REPLACE TABLE sec AS SELECT 'a' AS k, 'secret' AS v", "its steps changed table main.sec"},
-		{"alter", "ALTER TABLE sec ADD COLUMN x INT", "its steps changed table main.sec"},
-		{"drop", "DROP TABLE sec", "its steps dropped table main.sec,"},
-		{"new table", "CREATE TABLE other AS SELECT 1 AS x", "its steps created table main.other,"},
+		{"update", "UPDATE sec SET v = 'PWNED'", "UPDATE sec writes a table that is not the job's"},
+		{"update of own from another", "UPDATE m SET k = sec.v FROM sec", "reads table idem_store.main.sec"},
+		{"insert", "INSERT INTO sec VALUES ('b', 'x')", "step 01.sql line 1: INSERT INTO sec writes a table that is not the job's"},
+		{"replace", "CREATE OR REPLACE TABLE sec AS SELECT 'a' AS k, 'secret' AS v", "CREATE TABLE sec writes a table that is not the job's"},
+		{"alter", "ALTER TABLE sec ADD COLUMN x INT", "ALTER TABLE sec writes a table that is not the job's"},
+		{"drop", "DROP TABLE sec", "DROP TABLE sec writes a table that is not the job's"},
+		{"new table", "CREATE TABLE other AS SELECT 1 AS x", "CREATE TABLE other writes a table that is not the job's"},
+		{"smuggled after $$--$$", "SELECT $$--$$ AS a; INSERT INTO sec VALUES ('c', 'x')", "step 01.sql line 1: INSERT INTO sec writes a table that is not the job's"},
+		{"a query DuckDB plans as a write", "INSERT INTO m VALUES ('y')", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j := &job.Job{Name: "m", Table: "m", Pipeline: &job.Pipeline{Name: "custom"}}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -55,10 +56,14 @@ type sealedRun struct {
 	// before is the identity of everything the job does not own, before
 	// the steps.
 	before map[string]string
+	// temp are the temporary relations made so far: idem's and the
+	// steps'.
+	temp map[string]bool
 }
 
 func newSealedRun(ctx context.Context, tx *sql.Tx, j *job.Job) (*sealedRun, error) {
 	s := &sealedRun{j: j, seal: j.Seal(), scans: map[string]bool{}}
+	s.temp = maps.Clone(s.seal.Temp)
 	for n := range s.seal.Own {
 		s.scans[storeCatalog+".main."+n] = true
 	}
@@ -78,10 +83,17 @@ func newSealedRun(ctx context.Context, tx *sql.Tx, j *job.Job) (*sealedRun, erro
 
 // identity describes every table, view, sequence, index and schema of the
 // database file that the job does not own, by kind and name: its oid, its
-// columns, its definition and a table's row count. A step that changed one
-// (an insert, a delete, a replaced or altered table) changes its entry.
-// Macros are left to the checks at load, which refuse any but TEMP ones:
-// listing them (duckdb_functions) costs 20 ms, a third of a small run.
+// columns and its definition. A step that created, dropped, replaced or
+// altered one changes its entry. It reads the catalog alone, no table's
+// rows: the rows of a table the job does not own cannot change, since
+// every statement a step runs is one DuckDB statement idem read (one at a
+// time, job.Statements), whose plan does what idem read it to do
+// (planAgrees), which writes only the job's own and TEMP relations
+// (job.Seal) and scans only those and its upstreams' targets (explain),
+// with no function that writes (the table functions a step may call only
+// make rows). Macros are left to the checks at load, which refuse any but
+// TEMP ones: listing them (duckdb_functions) costs 20 ms, a third of a
+// small run.
 func (s *sealedRun) identity(ctx context.Context, tx *sql.Tx) (map[string]string, error) {
 	own := make([]string, 0, len(s.seal.Own))
 	for n := range s.seal.Own {
@@ -114,7 +126,6 @@ func (s *sealedRun) identity(ctx context.Context, tx *sql.Tx) (map[string]string
 	}
 	defer rows.Close()
 	out := map[string]string{}
-	var counts []string
 	for rows.Next() {
 		var kind, schema, name, oid, extra, def string
 		if err := rows.Scan(&kind, &schema, &name, &oid, &extra, &def); err != nil {
@@ -125,36 +136,8 @@ func (s *sealedRun) identity(ctx context.Context, tx *sql.Tx) (map[string]string
 			what += "." + name
 		}
 		out[what] += fmt.Sprintf("%s %s %q;", oid, extra, def)
-		if kind == "table" {
-			counts = append(counts, fmt.Sprintf("SELECT %s AS t, count(*) AS n FROM %s.%s", job.SQLString(what), job.QuoteIdent(schema), job.QuoteIdent(name)))
-		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	rows.Close()
-	for i := 0; i < len(counts); i += 200 {
-		part := counts[i:min(i+200, len(counts))]
-		crows, err := tx.QueryContext(ctx, strings.Join(part, " UNION ALL "))
-		if err != nil {
-			return nil, fmt.Errorf("count the database's tables: %w", err)
-		}
-		for crows.Next() {
-			var what string
-			var n int64
-			if err := crows.Scan(&what, &n); err != nil {
-				crows.Close()
-				return nil, err
-			}
-			out[what] += fmt.Sprintf(" %d rows", n)
-		}
-		err = crows.Err()
-		crows.Close()
-		if err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // verify compares the identity after the steps with the one before: a
@@ -196,13 +179,31 @@ func (s *sealedRun) verify(ctx context.Context, tx *sql.Tx) error {
 func (s *sealedRun) exec(ctx context.Context, tx *sql.Tx, step job.Step) error {
 	text := s.j.Expand(step.SQL)
 	masked := job.MaskSQL(text)
-	for _, sp := range job.SplitStatements(masked) {
+	spans, err := job.Statements(text, CountStatements)
+	if err != nil {
+		return job.Usage("job %s: step %s: %v; nothing ran: end every statement with ; outside strings and comments", s.j.Name, step.Name, err)
+	}
+	for _, sp := range spans {
 		stmt := text[sp.Start:sp.End]
 		st := job.ClassifyStatement(stmt, masked[sp.Start:sp.End])
+		// What the statement writes, judged again as it runs (the load
+		// judged the same text): its plan must then agree (planAgrees).
+		if v, ok := s.seal.CheckWrite(st, s.temp); !ok {
+			return job.Usage("job %s: step %s line %d: %s; nothing committed: %s", s.j.Name, step.Name, 1+strings.Count(text[:sp.Start+st.At], "\n"), v.Message, v.Fix)
+		}
+		if st.Kind == job.StmtCreate && st.Temp && len(st.Target) > 0 {
+			s.temp[strings.ToLower(st.Target[len(st.Target)-1])] = true
+		}
 		switch st.Kind {
-		case job.StmtQuery, job.StmtCreate, job.StmtInsert, job.StmtUpdate, job.StmtDelete, job.StmtMerge:
-			if err := s.explain(ctx, tx, step, 1+strings.Count(text[:sp.Start+st.At], "\n"), stmt); err != nil {
+		case job.StmtQuery, job.StmtCreate, job.StmtInsert, job.StmtUpdate, job.StmtDelete, job.StmtMerge, job.StmtTruncate:
+			line := 1 + strings.Count(text[:sp.Start+st.At], "\n")
+			root, err := s.explain(ctx, tx, step, line, stmt)
+			if err != nil {
 				return err
+			}
+			if !planAgrees(st, root) {
+				return job.Usage("job %s: step %s line %d: idem reads %s, DuckDB plans %s; nothing committed: write the statement so that its first keywords say what it does",
+					s.j.Name, step.Name, line, kindName(st), root)
 			}
 		}
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
@@ -219,16 +220,64 @@ type stepFailure struct{ err error }
 func (e *stepFailure) Error() string { return e.err.Error() }
 func (e *stepFailure) Unwrap() error { return e.err }
 
+// planAgrees reports whether the operator at the root of DuckDB's plan of
+// a statement (root) does what idem read the statement to do (st): a
+// query writes nothing, an INSERT inserts, a CREATE creates. What a
+// statement writes is judged from idem's reading (job.Seal), so the two
+// must agree.
+func planAgrees(st job.Statement, root string) bool {
+	switch st.Kind {
+	case job.StmtInsert:
+		return root == "INSERT" || root == "BATCH_INSERT"
+	case job.StmtUpdate:
+		return root == "UPDATE"
+	case job.StmtDelete, job.StmtTruncate:
+		return root == "DELETE"
+	case job.StmtMerge:
+		return root == "MERGE_INTO"
+	case job.StmtCreate:
+		return strings.HasPrefix(root, "CREATE_") || strings.HasPrefix(root, "BATCH_CREATE_")
+	case job.StmtQuery:
+		return !writingRoots[root] && !strings.HasPrefix(root, "CREATE_") && !strings.HasPrefix(root, "BATCH_CREATE_")
+	}
+	return false
+}
+
+// writingRoots are the operators of DuckDB's plans that write.
+var writingRoots = map[string]bool{
+	"INSERT": true, "BATCH_INSERT": true, "UPDATE": true, "DELETE": true, "MERGE_INTO": true,
+	"COPY_TO_FILE": true, "BATCH_COPY_TO_FILE": true, "COPY_DATABASE": true, "EXPORT": true,
+	"DROP": true, "ALTER": true, "ATTACH": true, "DETACH": true, "SET": true, "RESET": true,
+	"LOAD": true, "PRAGMA": true, "TRANSACTION": true, "VACUUM": true, "EXECUTE": true, "PREPARE": true,
+}
+
+func kindName(st job.Statement) string {
+	if st.Keyword != "" {
+		return st.Keyword
+	}
+	return "a query"
+}
+
 // explain refuses the statement stmt, at line of step, when DuckDB's plan
 // of it scans a table that is not the job's, an upstream's target or TEMP.
-func (s *sealedRun) explain(ctx context.Context, tx *sql.Tx, step job.Step, line int, stmt string) error {
+// It returns the name of the plan's root operator.
+func (s *sealedRun) explain(ctx context.Context, tx *sql.Tx, step job.Step, line int, stmt string) (string, error) {
 	var plan, kind string
+	if err := OneStatement(stmt); err != nil {
+		return "", job.Usage("job %s: step %s line %d: %v", s.j.Name, step.Name, line, err)
+	}
 	if err := tx.QueryRowContext(ctx, "EXPLAIN (FORMAT json) "+stmt).Scan(&kind, &plan); err != nil {
-		return &stepFailure{err: err}
+		return "", &stepFailure{err: err}
 	}
 	var nodes []any
 	if err := json.Unmarshal([]byte(plan), &nodes); err != nil {
-		return fmt.Errorf("read the plan of step %s: %w", step.Name, err)
+		return "", fmt.Errorf("read the plan of step %s: %w", step.Name, err)
+	}
+	root := ""
+	if len(nodes) == 1 {
+		if m, ok := nodes[0].(map[string]any); ok {
+			root, _ = m["name"].(string)
+		}
 	}
 	var bad string
 	job.WalkJSON(nodes, func(m map[string]any) {
@@ -241,9 +290,9 @@ func (s *sealedRun) explain(ctx context.Context, tx *sql.Tx, step job.Step, line
 		bad = t
 	})
 	if bad == "" {
-		return nil
+		return root, nil
 	}
-	return job.Usage("job %s: step %s line %d reads table %s (as DuckDB binds the statement), which is neither the job's nor a declared upstream's; nothing committed: declare the job it belongs to in [input] upstream and read it as {{upstream:NAME}}",
+	return "", job.Usage("job %s: step %s line %d reads table %s (as DuckDB binds the statement), which is neither the job's nor a declared upstream's; nothing committed: declare the job it belongs to in [input] upstream and read it as {{upstream:NAME}}",
 		s.j.Name, step.Name, line, bad)
 }
 

@@ -43,7 +43,7 @@ func (d *DB) buildTarget(ctx context.Context, tx *sql.Tx, j *job.Job, existed bo
 			return fmt.Errorf("keep rows of %s for the schema change: %w", j.Table, err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, j.Expand(j.DDL)); err != nil {
+	if err := ExecStatements(ctx, tx, j.Expand(j.DDL)); err != nil {
 		return fmt.Errorf("schema v%d of pipeline %s: %w", j.SchemaVersion, j.Pipeline.Name, catalog.TrimSQLError(err))
 	}
 	if carry {

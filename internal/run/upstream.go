@@ -103,7 +103,11 @@ func modelColumns(ctx context.Context, tx *sql.Tx, j *job.Job) ([]string, error)
 // DescribeColumns names and types the result columns of a SELECT, in
 // order, without running it.
 func DescribeColumns(ctx context.Context, q catalog.Querier, query string) ([]catalog.TargetColumn, error) {
-	rows, err := q.QueryContext(ctx, "SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM (\n"+query+"\n))")
+	describe := "SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM (\n" + query + "\n))"
+	if err := OneStatement(describe); err != nil {
+		return nil, err
+	}
+	rows, err := q.QueryContext(ctx, describe)
 	if err != nil {
 		return nil, catalog.TrimSQLError(err)
 	}

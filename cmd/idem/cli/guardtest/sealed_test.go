@@ -3,6 +3,7 @@ package guardtest
 import (
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -139,6 +140,10 @@ type sealedCase struct {
 	name  string
 	model string // models/m/v1.sql of job m
 	step  string // or wpipe/transform/v1/03_bypass.sql of job w
+	audit string // or the SQL of a sql audit of job m, whose model stays inside it
+	// refusedAtLoad: the job file itself is refused (exit 2 from lint
+	// too), not a finding of lint's.
+	refusedAtLoad bool
 	// names is a regular expression (case-insensitive) for the construct
 	// that lint's error finding and run's message must name: the table,
 	// the function or the statement.
@@ -246,6 +251,35 @@ func sealedCases() []sealedCase {
 		{name: "step: CHECKPOINT", step: "CHECKPOINT;\n", names: word("CHECKPOINT")},
 		{name: "step: COMMIT", step: "COMMIT;\n", names: word("COMMIT")},
 		{name: "step: SET VARIABLE idem_batch_id", step: "SET VARIABLE idem_batch_id = 'x';\n", names: word("idem_batch_id")},
+
+		// Statements smuggled inside quotes idem's splitter once read
+		// otherwise than DuckDB: a dollar-quoted string holding --, an
+		// E'' string holding \'. Each is several statements to DuckDB.
+		{name: "step: statements after $$--$$", step: "SELECT $$--$$ AS a; UPDATE sec SET value = 'PWNED'; UPDATE idem.jobs SET epoch = 99 WHERE job = 'sec'; COPY (SELECT 1 AS x) TO '<DIR>/leak.csv'; SELECT 1 AS b;\n", names: word("sec"), absent: "leak.csv"},
+		{name: "step: statements after $tag$--$tag$", step: "SELECT $q$ -- $q$ AS a; DELETE FROM sec; SELECT 1 AS b;\n", names: word("sec")},
+		{name: "step: statements after E'\\''", step: "SELECT E'\\'' AS a; DELETE FROM sec; SELECT 'x' AS b;\n", names: word("sec")},
+		{name: "audit: statements after $$--$$", audit: "SELECT $$--$$ AS a; UPDATE sec SET value = 'PWNED'; COPY (SELECT 1 AS x) TO '<DIR>/leak.csv'; SELECT 1 AS b", names: `one SELECT`, absent: "leak.csv", refusedAtLoad: true},
+		{name: "model: a second statement after $$;$$", model: "SELECT id, name FROM {{upstream:pub}} WHERE name <> $$x$$) AS m; DELETE FROM sec; SELECT * FROM (SELECT 1", names: word("sec") + `|model|statement`},
+
+		// Functions that give another value on every run, however named.
+		{name: `"random"()`, model: `SELECT id, CAST("random"() AS VARCHAR) AS name FROM {{upstream:pub}}`, names: word("random")},
+		{name: `"NOW"()`, model: `SELECT id, CAST("NOW"() AS VARCHAR) AS name FROM {{upstream:pub}}`, names: word("now")},
+		{name: "main.random()", model: "SELECT id, CAST(main.random() AS VARCHAR) AS name FROM {{upstream:pub}}", names: word("random")},
+		{name: "current_localtimestamp()", model: "SELECT id, CAST(current_localtimestamp() AS VARCHAR) AS name FROM {{upstream:pub}}", names: word("current_localtimestamp")},
+		{name: "current_connection_id()", model: "SELECT id, CAST(current_connection_id() AS VARCHAR) AS name FROM {{upstream:pub}}", names: word("current_connection_id")},
+		{name: "current_transaction_id()", model: "SELECT id, CAST(current_transaction_id() AS VARCHAR) AS name FROM {{upstream:pub}}", names: word("current_transaction_id")},
+		{name: "current_query_id()", model: "SELECT id, CAST(current_query_id() AS VARCHAR) AS name FROM {{upstream:pub}}", names: word("current_query_id")},
+		{name: "ago(), a macro over current_timestamp", model: "SELECT id, CAST(ago(INTERVAL 1 DAY) AS VARCHAR) AS name FROM {{upstream:pub}}", names: word("ago")},
+		{name: "step: UPDATE ... SET random()", step: "UPDATE outcomes SET name = CAST(random() AS VARCHAR);\n", names: word("random")},
+		{name: "version()", model: "SELECT id, version() AS name FROM {{upstream:pub}}", names: word("version")},
+
+		// The catalog's own views, by plain name.
+		{name: "pg_class", model: "SELECT count(*) AS id, max(relname) AS name FROM pg_class", names: word("pg_class")},
+		{name: "pg_tables", model: "SELECT count(*) AS id, max(tablename) AS name FROM pg_tables", names: word("pg_tables")},
+		{name: "sqlite_master", model: "SELECT count(*) AS id, max(sql) AS name FROM sqlite_master", names: word("sqlite_master")},
+		{name: "pg_settings", model: "SELECT count(*) AS id, max(setting) AS name FROM pg_settings", names: word("pg_settings")},
+		{name: "duckdb_tables, the view", model: "SELECT count(*) AS id, max(table_name) AS name FROM duckdb_tables", names: word("duckdb_tables")},
+		{name: "pg_get_viewdef()", model: "SELECT id, pg_get_viewdef(id) AS name FROM {{upstream:pub}}", names: word("pg_get_viewdef")},
 	}
 }
 
@@ -264,7 +298,13 @@ func TestSealedSQL(t *testing.T) {
 	for _, tc := range cases {
 		require.False(t, seen[tc.name], "two cases named %q", tc.name)
 		seen[tc.name] = true
-		require.True(t, (tc.model == "") != (tc.step == ""), "%s: a model or a step", tc.name)
+		n := 0
+		for _, s := range []string{tc.model, tc.step, tc.audit} {
+			if s != "" {
+				n++
+			}
+		}
+		require.Equal(t, 1, n, "%s: a model, a step or an audit", tc.name)
 	}
 	sealedBase(t)
 	for i, tc := range cases {
@@ -290,10 +330,15 @@ func TestSealedSQL(t *testing.T) {
 			}
 
 			r := idem("lint", jobFile, "--json")
-			assert.Equal(t, job.ExitFailure, r.Code, "lint: exit code; stdout %s stderr %s", r.Stdout, r.Stderr)
-			var rep ops.LintReport
-			if assert.NoError(t, json.Unmarshal([]byte(r.Stdout), &rep), "lint: --json output %s stderr %s", r.Stdout, r.Stderr) {
-				assert.True(t, lintNames(rep, names), "lint: no error finding names /%s/: %s", tc.names, r.Stdout)
+			if tc.refusedAtLoad {
+				assert.Equal(t, job.ExitUsage, r.Code, "lint: exit code; stdout %s stderr %s", r.Stdout, r.Stderr)
+				assert.Regexp(t, names, r.Stderr, "lint: stderr does not name /%s/", tc.names)
+			} else {
+				assert.Equal(t, job.ExitFailure, r.Code, "lint: exit code; stdout %s stderr %s", r.Stdout, r.Stderr)
+				var rep ops.LintReport
+				if assert.NoError(t, json.Unmarshal([]byte(r.Stdout), &rep), "lint: --json output %s stderr %s", r.Stdout, r.Stderr) {
+					assert.True(t, lintNames(rep, names), "lint: no error finding names /%s/: %s", tc.names, r.Stdout)
+				}
 			}
 
 			if !full {
@@ -373,6 +418,18 @@ func changedTables(before, after clitest.DBState) []string {
 // It returns the job file.
 func writeSealedJob(p *clitest.Project, tc sealedCase) string {
 	expand := func(s string) string { return strings.ReplaceAll(s, "<DIR>", p.Dir) }
+	if tc.audit != "" {
+		p.Model("m", sealedDB, []string{"pub"}, []string{"id"}, "", "SELECT id, name FROM {{upstream:pub}}\n")
+		f, err := os.OpenFile(p.Path("m.toml"), os.O_APPEND|os.O_WRONLY, 0)
+		if err == nil {
+			_, err = f.WriteString("\n[[audit]]\nname = \"smuggle\"\nkind = \"sql\"\nsql = '''" + expand(tc.audit) + "'''\n")
+			err = errors.Join(err, f.Close())
+		}
+		if err != nil {
+			panic(err)
+		}
+		return p.Path("m.toml")
+	}
 	if tc.model != "" {
 		p.Model("m", sealedDB, []string{"pub"}, []string{"id"}, "", expand(tc.model)+"\n")
 		return p.Path("m.toml")
