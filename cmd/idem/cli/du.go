@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
@@ -71,11 +72,22 @@ func (a *app) printDU(res *ops.DUResult) {
 	for _, e := range res.Environments {
 		fmt.Fprintf(w, "  environment   %10s  %s (idem env drop %s removes it)\n", byteText(e.Bytes), e.Name, e.Name)
 	}
+	for _, p := range res.Pins {
+		fmt.Fprintf(w, "  held by       %s\n", p)
+	}
 	if len(res.Snapshots) > 0 {
 		fmt.Fprintf(w, "  expiring through snapshot S frees:\n")
 		fmt.Fprintf(w, "  %10s  %10s  %12s  %12s  %s\n", "snapshot", "frees", "history", "outcomes", "inputs")
 		for _, s := range res.Snapshots {
-			fmt.Fprintf(w, "  %10d  %10s  %12s  %12s  %d (%s)\n", s.Snapshot, byteText(s.FreesBytes), job.Thousands(s.HistoryRows), job.Thousands(s.OutcomeRows), s.Inputs, byteText(s.InputBytes))
+			held := ""
+			if len(s.HeldBy) > 0 {
+				names := make([]string, len(s.HeldBy))
+				for i, p := range s.HeldBy {
+					names[i] = fmt.Sprintf("%s at %d", p.Job, p.Snapshot)
+				}
+				held = "  held by " + strings.Join(names, ", ")
+			}
+			fmt.Fprintf(w, "  %10d  %10s  %12s  %12s  %d (%s)%s\n", s.Snapshot, byteText(s.FreesBytes), job.Thousands(s.HistoryRows), job.Thousands(s.OutcomeRows), s.Inputs, byteText(s.InputBytes), held)
 		}
 	}
 }

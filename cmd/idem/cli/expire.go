@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"sort"
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
@@ -78,13 +77,8 @@ func (a *app) printExpire(res *ops.ExpireResult) {
 		fmt.Fprintf(w, "%s: %s snapshots %d-%d\n", res.Job, verb, res.Previous, res.OldestKept-1)
 	}
 	fmt.Fprintf(w, "  oldest kept  %d (latest %d, keep %d)\n", res.OldestKept, res.Latest, res.Keep)
-	names := make([]string, 0, len(res.HeldBy))
-	for n := range res.HeldBy {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  held by      %s (its next read of changes starts at snapshot %d)\n", n, res.HeldBy[n])
+	for _, p := range res.Pins {
+		fmt.Fprintf(w, "  held by      %s\n", p)
 	}
 	fmt.Fprintf(w, "  history      %s row(s)\n", job.Thousands(res.HistoryRows))
 	fmt.Fprintf(w, "  outcomes     %s row(s)\n", job.Thousands(res.OutcomeRows))
