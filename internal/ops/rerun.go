@@ -304,8 +304,13 @@ func replayChainOf(mode string, snaps []*catalog.SnapshotRow) []*catalog.Snapsho
 }
 
 // partitionedLoad says a snapshot was committed by a job with [target]
-// partition_by: it replaced some partitions, not the whole target.
+// partition_by: it replaced some partitions, not the whole target. An
+// incremental model's snapshot is the model rebuilt whole (its replay
+// rebuilds it so), unless a run of it named --partitions.
 func partitionedLoad(s *catalog.SnapshotRow) bool {
+	if s.Inputs.Incremental != "" && len(s.Inputs.Partitions) == 0 {
+		return false
+	}
 	parts, err := decodeParts(s.PartsJSON)
 	if err != nil {
 		return false
