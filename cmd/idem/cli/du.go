@@ -20,7 +20,10 @@ history, outcomes, tombstones, retained inputs and checkpoints, with row
 counts, the database file's size and its used and free blocks; and for each
 kept snapshot below the latest, what expiring it and every older one would
 free (history and outcome rows at their table's bytes per row, and retained
-inputs at their size). Table bytes are estimated from DuckDB's
+inputs at their size), and the pins downstream jobs hold on its kept
+snapshots ("held by": a snapshot an apply job's next read of changes
+starts at, or one the rerun of a kept downstream snapshot reads), which
+expiry keeps. Table bytes are estimated from DuckDB's
 pragma_storage_info (checkpointed column segments by block offset). Only
 reads. See "Sizing [retention]" in the README.`,
 		Args: cobra.ExactArgs(1),

@@ -26,8 +26,10 @@ The ledger, the snapshot rows, the run log, tombstones and erasures stay:
 an expired batch id is still already_committed, and its content under a
 new id cannot bring anything back. Export, diff, rerun, rollback and show
 of an expired snapshot are refused (exit 3). A snapshot that a downstream
-apply job's next read of changes starts from is kept. --dry-run reports
-what would be removed and changes nothing. A job with [job] fencing =
+apply job's next read of changes starts from is kept, and so is every
+snapshot the rerun of a kept snapshot of a downstream job reads (after its
+checkpoint, for an apply job): each such pin is printed as "held by".
+--dry-run reports what would be removed and changes nothing. A job with [job] fencing =
 "required" refuses an expiry without its current --epoch (exit 3), as
 run, erase and rollback do.`,
 		Args: cobra.ExactArgs(1),
