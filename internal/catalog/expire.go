@@ -99,6 +99,37 @@ func DownstreamPins(ctx context.Context, q Querier, j string) (map[string]int64,
 	return out, rows.Err()
 }
 
+// Reader is a job that read another job: its mode and latest snapshot.
+type Reader struct {
+	Job      string
+	Mode     string
+	Snapshot int64
+}
+
+// Readers are the jobs other than upstream whose snapshot rows name
+// upstream in their key parts (a job that reads it now, or did in a
+// snapshot it may still keep), by name. The match on the parts' text may
+// name a job that never read upstream: the caller checks each snapshot's
+// parts.
+func Readers(ctx context.Context, q Querier, upstream string) ([]Reader, error) {
+	rows, err := q.QueryContext(ctx, `SELECT j.job, coalesce(j.mode, ''), j.snapshot FROM idem.jobs AS j
+		WHERE j.job <> ? AND EXISTS (SELECT 1 FROM idem.snapshots AS s WHERE s.job = j.job AND contains(s.parts, ?))
+		ORDER BY j.job`, upstream, `"job":`+string(job.CanonicalJSON(upstream)))
+	if err != nil {
+		return nil, fmt.Errorf("read the jobs downstream of %s: %w", upstream, err)
+	}
+	defer rows.Close()
+	var out []Reader
+	for rows.Next() {
+		var r Reader
+		if err := rows.Scan(&r.Job, &r.Mode, &r.Snapshot); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
 // outcomesWithBatch says the job's outcomes table exists and has a
 // batch_id column, so that its rows can be told apart by batch.
 func outcomesWithBatch(ctx context.Context, q Querier, table string) (bool, error) {

@@ -45,6 +45,11 @@ type SnapshotInputs struct {
 	// took over the job's newer rows (the upstream was rolled back below
 	// what the job applied): a rerun does the same.
 	Realigned []string `json:"realigned,omitempty"`
+	// Incremental is an incremental model's [target] incremental: its
+	// snapshot holds the rows of the model rebuilt whole from the upstream
+	// rows it pinned, so its rerun replays it alone, whether the run
+	// recomputed some partitions (keys) or every row.
+	Incremental string `json:"incremental,omitempty"`
 }
 
 // Reject is one stream record read as an invalid_* outcome: row Row (from

@@ -5,6 +5,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/run"
 )
 
 // RerunStart is the checkpoint a rerun of snapshot of job j starts from,
@@ -12,8 +13,7 @@ import (
 // before snapshot such that no rollback between it and snapshot goes back
 // before it (a checkpoint holds no history older than itself). chain is the
 // snapshot rows up to snapshot (catalog.ReadSnapshots); nil reads them.
-// Only an apply job that reads files starts from a checkpoint (see
-// run.Checkpointed). A rerun of snapshot needs the checkpoint's files and
+// Only an apply job starts from a checkpoint (see run.Checkpointed). A rerun of snapshot needs the checkpoint's files and
 // the retained inputs of the snapshots after it.
 func RerunStart(ctx context.Context, q catalog.Querier, j *job.Job, snapshot int64, chain []*catalog.SnapshotRow) (*catalog.Checkpoint, error) {
 	if !checkpointed(j) {
@@ -32,10 +32,8 @@ func RerunStart(ctx context.Context, q catalog.Querier, j *job.Job, snapshot int
 }
 
 // checkpointed says a rerun of job j may start from a checkpoint: an apply
-// job that reads files (see run.Checkpointed).
-func checkpointed(j *job.Job) bool {
-	return j.Pipeline.Mode == job.ModeApply && !j.IsModel() && j.ReadsFiles()
-}
+// job (see run.Checkpointed).
+func checkpointed(j *job.Job) bool { return run.CheckpointsKept(j) }
 
 // rerunStartIn is RerunStart over the job's checkpoints cs (oldest first)
 // and its snapshot rows up to snapshot.

@@ -90,6 +90,9 @@ type DUResult struct {
 	// Snapshots are the kept snapshots below the latest, each with what
 	// expiring it (and every older one) would free.
 	Snapshots []DUSnapshot `json:"snapshots"`
+	// Pins are the holds downstream jobs have on the job's kept snapshots
+	// (DownstreamPins): expiry keeps each pinned snapshot.
+	Pins []Pin `json:"pins"`
 }
 
 // DUBytes are the bytes of what a job keeps.
@@ -124,6 +127,10 @@ type DUSnapshot struct {
 	OutcomeRows int64 `json:"outcome_rows"`
 	Inputs      int   `json:"inputs"`
 	InputBytes  int64 `json:"input_bytes"`
+	// HeldBy are the pins (DUResult.Pins) on this snapshot or an older
+	// kept one: while they hold, expiry stops below them and frees none
+	// of this.
+	HeldBy []Pin `json:"held_by,omitempty"`
 }
 
 // DU reports the storage of job j in the database d: bytes of its target,
@@ -144,7 +151,7 @@ func DU(ctx context.Context, d *run.DB, j *job.Job) (*DUResult, error) {
 		return nil, err
 	}
 	res := &DUResult{Job: j.Name, Database: d.Path(), Estimate: DUEstimate, Latest: st.Snapshot,
-		OldestKept: ret.OldestKept, KeepSnapshots: j.Retention.KeepSnapshots, Snapshots: []DUSnapshot{},
+		OldestKept: ret.OldestKept, KeepSnapshots: j.Retention.KeepSnapshots, Snapshots: []DUSnapshot{}, Pins: []Pin{},
 		UsedBytes: stor.UsedBlocks * stor.BlockSize, FreeBytes: stor.FreeBlocks * stor.BlockSize}
 	for _, n := range stor.Tables {
 		res.TablesBytes += n
@@ -207,6 +214,15 @@ func DU(ctx context.Context, d *run.DB, j *job.Job) (*DUResult, error) {
 	if st.Snapshot == 0 {
 		return res, nil
 	}
+	pins, err := DownstreamPins(ctx, q, j.Name)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pins {
+		if p.Snapshot >= ret.OldestKept {
+			res.Pins = append(res.Pins, p)
+		}
+	}
 	if res.Snapshots, err = expiryFrees(ctx, q, j, st.Snapshot, ret, res); err != nil {
 		return nil, err
 	}
@@ -265,6 +281,11 @@ func expiryFrees(ctx context.Context, q catalog.Querier, j *job.Job, latest int6
 		e.Inputs, e.InputBytes = len(forget), bytes
 		e.FreesBytes = perRow(res.Bytes.History, res.Rows.History, e.HistoryRows) +
 			perRow(res.Bytes.Outcomes, res.Rows.Outcomes, e.OutcomeRows) + e.InputBytes
+		for _, p := range res.Pins {
+			if p.Snapshot <= s {
+				e.HeldBy = append(e.HeldBy, p)
+			}
+		}
 		out = append(out, e)
 	}
 	return out, nil

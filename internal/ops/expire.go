@@ -57,10 +57,14 @@ type ExpireResult struct {
 	OldestKept int64 `json:"oldest_kept"`
 	Previous   int64 `json:"previous_oldest_kept"`
 	Expired    int64 `json:"expired"`
-	// HeldBy names the downstream apply jobs whose next incremental read
-	// starts at a snapshot of this job older than the window: expiry keeps
-	// it, so OldestKept may be below Latest-Keep+1.
+	// HeldBy names the downstream jobs that hold a snapshot of this job
+	// older than the window, each with the oldest it holds: expiry keeps
+	// it, so OldestKept may be below Latest-Keep+1. Pins says why each
+	// holds it (see DownstreamPins): an apply job's next incremental read
+	// of this job's changes starts there, or the rerun of one of its kept
+	// snapshots reads it.
 	HeldBy map[string]int64 `json:"held_by"`
+	Pins   []Pin            `json:"pins"`
 	// InputsFrom is the first snapshot whose retained inputs a rerun of a
 	// kept snapshot needs (neededFrom).
 	InputsFrom  int64 `json:"inputs_from"`
@@ -97,8 +101,10 @@ func ExpireAfterRun(ctx context.Context, d *run.DB, j *job.Job, fault func(strin
 // the oldest kept snapshot in idem.retention, from which every pinned read
 // of an older one is refused (exit 3). The ledger, the snapshot rows, the
 // run log, tombstones and erasures stay, so an expired batch id is still
-// already_committed. A snapshot of this job that a downstream apply job's
-// next incremental read starts from is kept (HeldBy). After the COMMIT the
+// already_committed. A snapshot of this job that a downstream job holds is
+// kept (HeldBy, Pins): an apply job's next incremental read starts from it,
+// or the rerun of a kept snapshot of a downstream job reads it, so that no
+// kept downstream snapshot becomes unprovable. After the COMMIT the
 // retained files no row names are deleted (source.Sweep); a kill before
 // that leaves them to the next writable open. Expiring what is already
 // expired changes nothing and commits nothing. A wrong opts.Epoch, or none
@@ -180,23 +186,30 @@ func planExpiry(ctx context.Context, q catalog.Querier, j *job.Job, keep int64) 
 		return nil, err
 	}
 	res := &ExpireResult{Job: j.Name, Keep: keep, Latest: st.Snapshot, Previous: prev.OldestKept,
-		OldestKept: prev.OldestKept, InputsFrom: prev.InputsFrom, HeldBy: map[string]int64{}}
+		OldestKept: prev.OldestKept, InputsFrom: prev.InputsFrom, HeldBy: map[string]int64{}, Pins: []Pin{}}
 	pl := &expiryPlan{result: res, prev: prev, next: prev}
 	if st.Snapshot == 0 {
 		return pl, nil
 	}
 	oldest := max(st.Snapshot-keep+1, 1)
-	pins, err := catalog.DownstreamPins(ctx, q, j.Name)
-	if err != nil {
-		return nil, err
-	}
-	for name, s := range pins {
-		if s >= 1 && s < oldest {
-			res.HeldBy[name] = s
+	if oldest > prev.OldestKept {
+		// Something may expire: what downstream jobs hold back. (The
+		// check after every run reads the pins only then.)
+		pins, err := DownstreamPins(ctx, q, j.Name)
+		if err != nil {
+			return nil, err
 		}
-	}
-	for _, s := range res.HeldBy {
-		oldest = min(oldest, s)
+		for _, p := range pins {
+			if p.Snapshot >= prev.OldestKept && p.Snapshot < oldest {
+				res.Pins = append(res.Pins, p)
+				if h, ok := res.HeldBy[p.Job]; !ok || p.Snapshot < h {
+					res.HeldBy[p.Job] = p.Snapshot
+				}
+			}
+		}
+		for _, p := range res.Pins {
+			oldest = min(oldest, p.Snapshot)
+		}
 	}
 	// Expiry never brings a snapshot back.
 	oldest = max(oldest, prev.OldestKept)

@@ -279,7 +279,12 @@ func replayChainIn(ctx context.Context, d, scratch *run.DB, chain []*catalog.Sna
 // apply job's; a refresh job's from its last load (from the first snapshot
 // when a rollback follows, as it may point further back).
 func replayChain(j *job.Job, snaps []*catalog.SnapshotRow) []*catalog.SnapshotRow {
-	if j.Pipeline.Mode == job.ModeApply {
+	return replayChainOf(j.Pipeline.Mode, snaps)
+}
+
+// replayChainOf is replayChain for a job of mode (its idem.jobs row's).
+func replayChainOf(mode string, snaps []*catalog.SnapshotRow) []*catalog.SnapshotRow {
+	if mode == job.ModeApply {
 		return snaps
 	}
 	start := 0
@@ -299,8 +304,13 @@ func replayChain(j *job.Job, snaps []*catalog.SnapshotRow) []*catalog.SnapshotRo
 }
 
 // partitionedLoad says a snapshot was committed by a job with [target]
-// partition_by: it replaced some partitions, not the whole target.
+// partition_by: it replaced some partitions, not the whole target. An
+// incremental model's snapshot is the model rebuilt whole (its replay
+// rebuilds it so), unless a run of it named --partitions.
 func partitionedLoad(s *catalog.SnapshotRow) bool {
+	if s.Inputs.Incremental != "" && len(s.Inputs.Partitions) == 0 {
+		return false
+	}
 	parts, err := decodeParts(s.PartsJSON)
 	if err != nil {
 		return false

@@ -22,13 +22,23 @@ const FaultCheckpointFiles = "checkpoint_files"
 // Checkpointed says whether the commit of snapshot by job j keeps a
 // checkpoint: [retention] checkpoint_every = N is set and N divides the
 // snapshot number, whatever kind of snapshot it is (a batch, an erasure, a
-// rollback). Only apply jobs that read files keep checkpoints: a refresh
-// job's rerun already starts from its last load, and a model or a job over
-// upstream jobs rebuilds from the upstreams' history.
+// rollback). Every apply job keeps them, whatever it reads (files, or the
+// changes of an upstream job): its rerun replays its chain of batches, and
+// a checkpoint is where that replay starts, so that neither its own
+// retained inputs nor its upstream's history before the checkpoint are
+// needed. A refresh job and a model keep none: the rerun of a snapshot is
+// one load, from its retained input or from the upstream rows it pinned,
+// which the upstream's expiry keeps (ops.RerunPins); a checkpoint at that
+// snapshot would stand in for the proof instead of shortening it.
 func Checkpointed(j *job.Job, snapshot int64) bool {
 	n := j.Retention.CheckpointEvery
-	return n > 0 && snapshot > 0 && snapshot%n == 0 &&
-		j.Pipeline.Mode == job.ModeApply && !j.IsModel() && j.ReadsFiles()
+	return n > 0 && snapshot > 0 && snapshot%n == 0 && CheckpointsKept(j)
+}
+
+// CheckpointsKept says whether job j keeps checkpoints at all when it sets
+// [retention] checkpoint_every: an apply job that is not a model.
+func CheckpointsKept(j *job.Job) bool {
+	return j.Pipeline.Mode == job.ModeApply && !j.IsModel()
 }
 
 // checkpoint writes the checkpoint of the snapshot this run commits

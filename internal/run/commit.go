@@ -37,6 +37,9 @@ func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *Pre
 	if p.parts.Partitions != nil {
 		recorded["partitions"] = p.parts.Partitions // a rerun replays --partitions
 	}
+	if j.IsModel() && j.Incremental != "" {
+		recorded["incremental"] = j.Incremental // a rerun replays this load alone
+	}
 	note := opts.Note
 	if up, ok := p.input.(*source.Upstream); ok {
 		if names, why := up.Realigned(); len(names) > 0 {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
@@ -19,7 +20,10 @@ history, outcomes, tombstones, retained inputs and checkpoints, with row
 counts, the database file's size and its used and free blocks; and for each
 kept snapshot below the latest, what expiring it and every older one would
 free (history and outcome rows at their table's bytes per row, and retained
-inputs at their size). Table bytes are estimated from DuckDB's
+inputs at their size), and the pins downstream jobs hold on its kept
+snapshots ("held by": a snapshot an apply job's next read of changes
+starts at, or one the rerun of a kept downstream snapshot reads), which
+expiry keeps. Table bytes are estimated from DuckDB's
 pragma_storage_info (checkpointed column segments by block offset). Only
 reads. See "Sizing [retention]" in the README.`,
 		Args: cobra.ExactArgs(1),
@@ -71,11 +75,22 @@ func (a *app) printDU(res *ops.DUResult) {
 	for _, e := range res.Environments {
 		fmt.Fprintf(w, "  environment   %10s  %s (idem env drop %s removes it)\n", byteText(e.Bytes), e.Name, e.Name)
 	}
+	for _, p := range res.Pins {
+		fmt.Fprintf(w, "  held by       %s\n", p)
+	}
 	if len(res.Snapshots) > 0 {
 		fmt.Fprintf(w, "  expiring through snapshot S frees:\n")
 		fmt.Fprintf(w, "  %10s  %10s  %12s  %12s  %s\n", "snapshot", "frees", "history", "outcomes", "inputs")
 		for _, s := range res.Snapshots {
-			fmt.Fprintf(w, "  %10d  %10s  %12s  %12s  %d (%s)\n", s.Snapshot, byteText(s.FreesBytes), job.Thousands(s.HistoryRows), job.Thousands(s.OutcomeRows), s.Inputs, byteText(s.InputBytes))
+			held := ""
+			if len(s.HeldBy) > 0 {
+				names := make([]string, len(s.HeldBy))
+				for i, p := range s.HeldBy {
+					names[i] = fmt.Sprintf("%s at %d", p.Job, p.Snapshot)
+				}
+				held = "  held by " + strings.Join(names, ", ")
+			}
+			fmt.Fprintf(w, "  %10d  %10s  %12s  %12s  %d (%s)%s\n", s.Snapshot, byteText(s.FreesBytes), job.Thousands(s.HistoryRows), job.Thousands(s.OutcomeRows), s.Inputs, byteText(s.InputBytes), held)
 		}
 	}
 }

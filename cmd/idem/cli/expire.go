@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"sort"
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
@@ -27,8 +26,10 @@ The ledger, the snapshot rows, the run log, tombstones and erasures stay:
 an expired batch id is still already_committed, and its content under a
 new id cannot bring anything back. Export, diff, rerun, rollback and show
 of an expired snapshot are refused (exit 3). A snapshot that a downstream
-apply job's next read of changes starts from is kept. --dry-run reports
-what would be removed and changes nothing. A job with [job] fencing =
+apply job's next read of changes starts from is kept, and so is every
+snapshot the rerun of a kept snapshot of a downstream job reads (after its
+checkpoint, for an apply job): each such pin is printed as "held by".
+--dry-run reports what would be removed and changes nothing. A job with [job] fencing =
 "required" refuses an expiry without its current --epoch (exit 3), as
 run, erase and rollback do.`,
 		Args: cobra.ExactArgs(1),
@@ -78,13 +79,8 @@ func (a *app) printExpire(res *ops.ExpireResult) {
 		fmt.Fprintf(w, "%s: %s snapshots %d-%d\n", res.Job, verb, res.Previous, res.OldestKept-1)
 	}
 	fmt.Fprintf(w, "  oldest kept  %d (latest %d, keep %d)\n", res.OldestKept, res.Latest, res.Keep)
-	names := make([]string, 0, len(res.HeldBy))
-	for n := range res.HeldBy {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  held by      %s (its next read of changes starts at snapshot %d)\n", n, res.HeldBy[n])
+	for _, p := range res.Pins {
+		fmt.Fprintf(w, "  held by      %s\n", p)
 	}
 	fmt.Fprintf(w, "  history      %s row(s)\n", job.Thousands(res.HistoryRows))
 	fmt.Fprintf(w, "  outcomes     %s row(s)\n", job.Thousands(res.OutcomeRows))

@@ -289,7 +289,9 @@ func TestExpireManyBatches(t *testing.T) {
 // keeps one snapshot. While down has not read past src's snapshot 1, src's
 // expiry keeps it (held_by down), so down's next incremental read gets
 // every change and ends as the same chain without retention does; once
-// down has read on, the old snapshot expires.
+// down has read on, and keeps a checkpoint of its latest snapshot and only
+// that snapshot (so that no rerun of a kept snapshot of down reads src's
+// snapshot 1 either: TestExpireKeepsRerunPins), the old snapshot expires.
 func TestExpireKeepsDownstreamPin(t *testing.T) {
 	t.Parallel()
 	final := func(t *testing.T, keep bool) ([]string, []string) {
@@ -302,6 +304,9 @@ func TestExpireKeepsDownstreamPin(t *testing.T) {
 			text, err := os.ReadFile(src)
 			require.NoError(t, err)
 			clitest.WriteText(t, src, string(text)+"[retention]\nkeep_snapshots = 1\n")
+			text, err = os.ReadFile(down)
+			require.NoError(t, err)
+			clitest.WriteText(t, down, string(text)+"[retention]\nkeep_snapshots = 1\ncheckpoint_every = 1\n")
 		}
 		code, out, errOut := clitest.InProcess(t, "run", jobs)
 		require.Equal(t, 0, code, out+errOut)
@@ -322,6 +327,7 @@ func TestExpireKeepsDownstreamPin(t *testing.T) {
 			var res ops.ExpireResult
 			require.NoError(t, json.Unmarshal([]byte(r.Stdout), &res))
 			require.Equal(t, map[string]int64{"down": 1}, res.HeldBy)
+			require.Equal(t, []ops.Pin{{Job: "down", Snapshot: 1}}, res.Pins)
 			require.Equal(t, int64(1), res.OldestKept, "down's next read starts at src snapshot 1")
 			require.Equal(t, int64(3), res.Latest)
 		}
