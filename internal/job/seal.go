@@ -214,9 +214,7 @@ func (s *Seal) Check(t SealedText, p Parser) ([]Violation, []NameAt, error) {
 			v.File, v.Line = at(st.At)
 			out = append(out, v)
 		}
-		if st.Kind == StmtCreate && st.Temp && len(st.Target) > 0 {
-			temp[strings.ToLower(st.Target[len(st.Target)-1])] = true
-		}
+		TrackTemp(st, temp)
 		out = append(out, funcs.calls(text, at)...)
 		for _, m := range unparsed.FindAllStringIndex(mtext, -1) {
 			out = append(out, pivotViolation(t, sp.Start+m[0], strings.ToUpper(mtext[m[0]:m[1]])))
@@ -325,7 +323,11 @@ func (s *Seal) checkQuery(node map[string]any, temp map[string]bool) ([]Violatio
 			}
 			return
 		case map[string]any:
-			if cm, ok := x["cte_map"].(map[string]any); ok {
+			cm, hasCTEs := x["cte_map"].(map[string]any)
+			if hasCTEs {
+				// Each common table expression sees those before it (and
+				// itself when recursive), as DuckDB binds them: a name it
+				// reads that a later sibling defines is a table.
 				entries, _ := cm["map"].([]any)
 				for _, e := range entries {
 					em, _ := e.(map[string]any)
@@ -337,17 +339,36 @@ func (s *Seal) checkQuery(node map[string]any, temp map[string]bool) ([]Violatio
 						refuse(x, "WITH "+name, fmt.Sprintf("common table expression %s has the name of a relation the job reads, so the query reads something other than what it names", name),
 							"give the CTE a name of its own")
 					}
-					scope = append(slices.Clip(scope), strings.ToLower(name))
+					body := em["value"]
+					own := append(slices.Clip(scope), strings.ToLower(name))
+					if isRecursiveCTE(body) {
+						walk(body, own)
+					} else {
+						walk(body, scope)
+					}
+					scope = own
 				}
 			}
 			s.checkNode(x, scope, temp, refuse, &unknown)
 			for _, k := range SortedKeys(x) {
+				if k == "cte_map" && hasCTEs {
+					continue
+				}
 				walk(x[k], scope)
 			}
 		}
 	}
 	walk(node, nil)
 	return out, unknown
+}
+
+// isRecursiveCTE reports whether a common table expression's parse (its
+// cte_map value) is WITH RECURSIVE's: its body may read its own name.
+func isRecursiveCTE(v any) bool {
+	m, _ := v.(map[string]any)
+	q, _ := m["query"].(map[string]any)
+	n, _ := q["node"].(map[string]any)
+	return n["type"] == "RECURSIVE_CTE_NODE"
 }
 
 // dotted writes a name as the query did: its non-empty parts joined by

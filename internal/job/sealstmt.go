@@ -290,6 +290,24 @@ var otherStatements = map[string]string{
 
 var idemVariable = regexp.MustCompile(`^idem_`)
 
+// TrackTemp keeps temp, the temporary relations made so far, up to date
+// after statement st: a CREATE TEMP adds its name, a DROP of a plain or
+// temp. name takes it away (the name then binds to the database's table
+// of that name, if any, as DuckDB binds it).
+func TrackTemp(st Statement, temp map[string]bool) {
+	if len(st.Target) == 0 {
+		return
+	}
+	name := strings.ToLower(st.Target[len(st.Target)-1])
+	switch {
+	case st.Kind == StmtCreate && st.Temp:
+		temp[name] = true
+	case st.Kind == StmtDrop && (st.Object == "TABLE" || st.Object == "VIEW") &&
+		(len(st.Target) == 1 || strings.EqualFold(st.Target[0], "temp")):
+		delete(temp, name)
+	}
+}
+
 // CheckWrite judges one statement's kind and target (checkWrite), for the
 // run, which judges each statement again as it runs it. temp are the
 // temporary relations made so far.

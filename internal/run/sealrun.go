@@ -191,9 +191,7 @@ func (s *sealedRun) exec(ctx context.Context, tx *sql.Tx, step job.Step) error {
 		if v, ok := s.seal.CheckWrite(st, s.temp); !ok {
 			return job.Usage("job %s: step %s line %d: %s; nothing committed: %s", s.j.Name, step.Name, 1+strings.Count(text[:sp.Start+st.At], "\n"), v.Message, v.Fix)
 		}
-		if st.Kind == job.StmtCreate && st.Temp && len(st.Target) > 0 {
-			s.temp[strings.ToLower(st.Target[len(st.Target)-1])] = true
-		}
+		job.TrackTemp(st, s.temp)
 		switch st.Kind {
 		case job.StmtQuery, job.StmtCreate, job.StmtInsert, job.StmtUpdate, job.StmtDelete, job.StmtMerge, job.StmtTruncate:
 			line := 1 + strings.Count(text[:sp.Start+st.At], "\n")
