@@ -283,8 +283,10 @@ committed (exit 3).
 
 Refused (exit 3) when production moved since the environment was built: an
 upstream the environment read from production has a newer snapshot, or a
-job it built was run in production meanwhile. Rebuild the environment and
-review its diff again. A promote cut short (killed, failed) committed
+job it built was run in production meanwhile; and when a job's files no
+longer give the definition the environment was built from (its model's
+SQL, a param, its schema version ...). Rebuild the environment and review
+its diff again. A promote cut short (killed, failed) committed
 nothing: run it again. Jobs already promoted are reported as
 already_promoted. The environment is kept; idem env drop NAME removes it.`,
 		Args: cobra.MinimumNArgs(1),
