@@ -39,14 +39,22 @@ func checkFileDefinition(ctx context.Context, q catalog.Querier, env *Environmen
 	if err != nil || !est.HasParts {
 		return err
 	}
-	now := est.Parts
+	return checkDefinition(env, j, est.Parts, fileParts(j, est.Parts))
+}
+
+// fileParts are built's parts with what j's files give in place: its
+// transform, its config (read with the input format built recorded) and,
+// but for a model (whose schema part is its result's columns), its
+// schema.
+func fileParts(j *job.Job, built job.Parts) job.Parts {
+	now := built
 	now.Transform = j.TransformPart()
-	format, _ := est.Parts.Config["format"].(string)
+	format, _ := built.Config["format"].(string)
 	now.Config = j.Config(format)
 	if !j.IsModel() {
 		now.Schema = j.SchemaPart()
 	}
-	return checkDefinition(env, j, est.Parts, now)
+	return now
 }
 
 // definitionChanges names what differs between the transform, config and

@@ -224,6 +224,9 @@ func (a *app) diffEnv(cmd *cobra.Command, args []string, f dbFlags, name string)
 		if len(d.Moved) > 0 {
 			fmt.Fprintf(a.stdout, "  moved        production moved since the environment was built (%s): rebuild it with idem run --env %s before you review\n", strings.Join(d.Moved, ", "), d.Environment)
 		}
+		if len(d.Edited) > 0 {
+			fmt.Fprintf(a.stdout, "  edited       the job's files changed since the environment was built (%s): these rows are not theirs and promote is refused; rebuild it with idem run --env %s\n", strings.Join(d.Edited, "; "), d.Environment)
+		}
 		fmt.Fprintf(a.stdout, "  production   %s  %d rows\n", d.From.SHA256, d.From.Rows)
 		fmt.Fprintf(a.stdout, "  environment  %s  %d rows\n", d.To.SHA256, d.To.Rows)
 		if cs := columnChangesText(d.ColumnsAdded, d.ColumnsRemoved, d.ColumnsRetyped); cs != "" {

@@ -18,7 +18,7 @@ import (
 // promote refuses (exit 3) naming the job and the part that changed, and
 // production is left as it was; it used to commit the reviewed rows under
 // the new definition's job key and model text, so that run and plan then
-// saw nothing to do. With the files as built, promote commits and plan
+// saw nothing to do. diff --env says the files changed since the build. With the files as built, promote commits and plan
 // says the job would be skipped.
 func TestPromoteDefinitionChanged(t *testing.T) {
 	t.Parallel()
@@ -51,15 +51,21 @@ func TestPromoteDefinitionChanged(t *testing.T) {
 			require.Equal(t, 0, r.Code, r.Stderr)
 			r = p.Idem("diff", p.Dir, "--env", "dev")
 			require.Equal(t, 0, r.Code, r.Stderr)
+			require.NotContains(t, r.Stdout, "edited")
 			built, err := os.ReadFile(p.Path("daily.toml"))
 			require.NoError(t, err)
 
 			tc.edit(p)
+			want := strings.Replace(tc.want, "MODEL", p.Path("models/daily.sql"), 1)
+			part := want[strings.Index(want, "from it: ")+len("from it: "):]
+			r = p.Idem("diff", p.Dir, "--env", "dev")
+			require.Equal(t, 0, r.Code, r.Stderr)
+			require.Contains(t, r.Stdout, "  edited       the job's files changed since the environment was built ("+part)
 			db := p.DB("p")
 			before := clitest.DumpState(t, db)
 			r = p.Idem("promote", p.Dir, "--env", "dev")
 			require.Equal(t, job.ExitRefused, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
-			require.Contains(t, r.Stderr, strings.Replace(tc.want, "MODEL", p.Path("models/daily.sql"), 1))
+			require.Contains(t, r.Stderr, want)
 			require.Contains(t, r.Stderr, "nothing promoted: run --env dev again")
 			require.Equal(t, before, clitest.DumpState(t, db), "a refused promote changed production")
 
