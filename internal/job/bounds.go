@@ -2,7 +2,10 @@ package job
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 )
 
 // Bounds of a TOML file idem decodes (a job file or a pipeline.toml),
@@ -110,3 +113,46 @@ func skipTOMLString(data []byte, i int) (end, lines int) {
 // test file of idem test): larger than MaxTOMLBytes or nested deeper than
 // MaxTOMLDepth is a *JobFileError naming the line.
 func CheckTOMLBounds(path string, data []byte) error { return checkTOMLBounds(path, data) }
+
+// MaxSQLBytes is the largest SQL file idem reads: a model, a pipeline's
+// step or its schema DDL. A model's text is held several times over while
+// it is checked, parsed and expanded (a 200 MB model file took 3.4 GB),
+// and a hand-written or generated SELECT is a few kilobytes.
+const MaxSQLBytes = 4 << 20
+
+// readSQLFile reads SQL file name of fsys, refusing one larger than
+// MaxSQLBytes before it holds more than that: a *JobFileError naming the
+// file as display, its size and the bound (exit 2).
+func readSQLFile(fsys fs.FS, name, display string) ([]byte, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > MaxSQLBytes {
+		return nil, sqlTooLarge(display, fmt.Sprintf("%d bytes", st.Size()))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxSQLBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxSQLBytes {
+		// It grew since its size was read, or has none (not a regular
+		// file).
+		return nil, sqlTooLarge(display, fmt.Sprintf("more than %d bytes", MaxSQLBytes))
+	}
+	return data, nil
+}
+
+// errSQLTooLarge is wrapped by readSQLFile's refusal, which names the
+// file itself: callers return it as it is.
+var errSQLTooLarge = errors.New("SQL file too large")
+
+func sqlTooLarge(file, size string) error {
+	return &JobFileError{File: file, Err: errSQLTooLarge,
+		Msg: fmt.Sprintf("the file is %s, larger than %d bytes (4 MiB), the most idem reads of a SQL file (a model, a pipeline's step or schema)", size, MaxSQLBytes)}
+}
+
+// isSQLTooLarge says err is readSQLFile's refusal of a file past
+// MaxSQLBytes.
+func isSQLTooLarge(err error) bool { return errors.Is(err, errSQLTooLarge) }

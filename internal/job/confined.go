@@ -55,10 +55,10 @@ func notRegular(name string) error {
 	return &fs.PathError{Op: "open", Path: name, Err: errors.New("not a regular file")}
 }
 
-// readConfined reads file name of folder dir, refusing one that resolves
-// outside it.
+// readConfined reads SQL file name of folder dir, refusing one that
+// resolves outside it or is larger than MaxSQLBytes (readSQLFile).
 func readConfined(dir, name string) ([]byte, error) {
-	return fs.ReadFile(confinedFS{dir}, name)
+	return readSQLFile(confinedFS{dir}, name, filepath.Join(dir, filepath.FromSlash(name)))
 }
 
 // resolve is where file name of dir leads, symbolic links followed, and

@@ -56,6 +56,9 @@ func modelSteps(path string, data []byte, p *Pipeline, jf *jobFile, md toml.Meta
 			return nil, bad("transform_version", "model folder %s has no v%d.sql (%s)", resolveJobPath(filepath.Dir(path), ref), jf.TransformVersion, modelVersions(dir))
 		}
 	}
+	if isSQLTooLarge(err) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, bad("transform.sql", "model %s: %v", resolveJobPath(filepath.Dir(path), ref), err)
 	}
@@ -91,6 +94,9 @@ func (j *Job) ModelAt(v int) (*Job, error) {
 	text, err := readConfined(j.ModelDir, fmt.Sprintf("v%d.sql", v))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("model folder %s has no v%d.sql (%s)", j.ModelDir, v, modelVersions(j.ModelDir))
+	}
+	if isSQLTooLarge(err) {
+		return nil, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("model folder %s: %w", j.ModelDir, err)

@@ -233,7 +233,10 @@ func (p *Pipeline) Transform(v int) ([]Step, error) {
 			return nil, fmt.Errorf("pipeline %s: step files %s and %s share number %s", p.Name, other, e.Name(), m[1])
 		}
 		byNumber[m[1]] = e.Name()
-		data, err := fs.ReadFile(p.fsys, path.Join(dir, e.Name()))
+		data, err := readSQLFile(p.fsys, path.Join(dir, e.Name()), path.Join(p.origin, dir, e.Name()))
+		if isSQLTooLarge(err) {
+			return nil, err
+		}
 		if err != nil {
 			return nil, fmt.Errorf("read %s/%s: %w", dir, e.Name(), err)
 		}
@@ -248,7 +251,11 @@ func (p *Pipeline) Transform(v int) ([]Step, error) {
 
 // Schema returns the DDL of schema version v.
 func (p *Pipeline) Schema(v int) (string, error) {
-	data, err := fs.ReadFile(p.fsys, fmt.Sprintf("schema/v%d.sql", v))
+	name := fmt.Sprintf("schema/v%d.sql", v)
+	data, err := readSQLFile(p.fsys, name, path.Join(p.origin, name))
+	if isSQLTooLarge(err) {
+		return "", err
+	}
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", fmt.Errorf("pipeline %s has no schema version %d (%s): %w", p.Name, v, p.SchemaVersions(), fs.ErrNotExist)

@@ -31,6 +31,11 @@ type EnvDiff struct {
 	// differences then mix the change with production's newer rows, and
 	// promote is refused until the environment is rebuilt.
 	Moved []string `json:"moved,omitempty"`
+	// Edited names what the job's files now give otherwise than the
+	// environment was built from ("model SQL ..."): the rows shown are
+	// not those of the files, and promote is refused until the
+	// environment is rebuilt.
+	Edited []string `json:"edited,omitempty"`
 }
 
 // NumericDifference is the sum and the largest absolute value of one
@@ -67,6 +72,13 @@ func DiffEnvironment(ctx context.Context, d *run.DB, env *Environment, e EnvJob,
 	res.Job, res.Table = j.Name, j.Table
 	res.From, res.To = DiffSide{Snapshot: from.snapshot}, DiffSide{Snapshot: to.snapshot}
 	res.New = from.snapshot == 0
+	built, err := catalog.ReadState(ctx, tx, j.Name)
+	if err != nil {
+		return nil, err
+	}
+	if built.HasParts {
+		res.Edited = definitionChanges(j, built.Parts, fileParts(j, built.Parts))
+	}
 	for _, ref := range e.Upstream {
 		if u, ok := env.Find(ref.Job); ok && u.Build {
 			continue

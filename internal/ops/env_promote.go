@@ -37,11 +37,13 @@ const (
 // environment attached as EnvironmentCatalog: PromoteOpenOptions), that
 // built job e of env may be promoted: the environment is complete and
 // still holds what its build recorded, production's latest snapshot of
-// the job is the one the environment was built against, and each upstream
-// it read from production is still at the snapshot it pinned. done says
-// production's latest snapshot already holds the environment's rows on
-// top of that one (an earlier promote committed it). Anything else is
-// refused (exit 3): production moved, rebuild and review again.
+// the job is the one the environment was built against, each upstream it
+// read from production is still at the snapshot it pinned, and the job's
+// files still give the definition (transform, config, schema) the
+// environment built from. done says production's latest snapshot already
+// holds the environment's rows on top of that one (an earlier promote
+// committed it). Anything else is refused (exit 3): production or the
+// job's files moved, rebuild and review again.
 func CheckPromote(ctx context.Context, d *run.DB, env *Environment, e EnvJob, j *job.Job) (done *Promoted, err error) {
 	q := d.SQL()
 	if !env.Complete {
@@ -76,7 +78,7 @@ func CheckPromote(ctx context.Context, d *run.DB, env *Environment, e EnvJob, j 
 		return nil, err
 	}
 	if st.Snapshot == e.Production {
-		return nil, nil
+		return nil, checkFileDefinition(ctx, q, env, e, j)
 	}
 	if st.Snapshot > 0 {
 		row, err := catalog.ReadSnapshot(ctx, q, e.Job, st.Snapshot)
@@ -119,9 +121,10 @@ func PromoteOpenOptions(env *Environment, opts run.OpenOptions) run.OpenOptions 
 }
 
 // PromoteRunOptions make production's run of a built job commit only the
-// rows the environment built: before COMMIT the target's canonical export
-// must have the environment's sha256 (and the same columns), else the run
-// is refused and rolls back. A model's rows are copied from the
+// rows the environment built: before COMMIT the run's key parts but the
+// input must be those the environment's build recorded, and the target's
+// canonical export must have the environment's sha256 (and the same
+// columns), else the run is refused and rolls back. A model's rows are copied from the
 // environment unless recompute, which runs its SELECT again in production
 // over the same pinned upstream snapshots and so proves the environment's
 // rows. got receives what was committed.
@@ -133,6 +136,19 @@ func PromoteRunOptions(env *Environment, e EnvJob, j *job.Job, recompute bool, o
 		opts.RowsFrom = job.QuoteIdent(EnvironmentCatalog) + ".main." + job.QuoteIdent(j.Table)
 	}
 	opts.BeforeCommit = func(ctx context.Context, tx *sql.Tx, res *run.Result) error {
+		// The key production commits under must be the environment's but
+		// for its input (the upstream snapshots): CheckPromote compared
+		// what the files give; this compares every part the run computed
+		// (a model's result columns, the input format).
+		est, err := catalog.ReadStateIn(ctx, tx, EnvironmentCatalog, e.Job)
+		if err != nil {
+			return err
+		}
+		if est.HasParts {
+			if err := checkDefinition(env, j, est.Parts, res.Parts); err != nil {
+				return err
+			}
+		}
 		p, same, err := sameAsEnvironment(ctx, tx, j)
 		if err != nil {
 			return err

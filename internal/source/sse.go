@@ -24,8 +24,10 @@ type SSEOptions struct {
 	// Header is added to every request (an Authorization header, say).
 	Header http.Header
 	// Events, when not empty, names the event types that are records (the
-	// type of an event without an event: line is "message"). Events of
-	// other types are read and dropped. Empty takes every event.
+	// type of an event without an event: line is "message"). An event of
+	// another type is a skipped record (its position, no data) when it
+	// has an id, and is passed over when it has none (a heartbeat). Empty
+	// takes every event.
 	Events []string
 	// MinBackoff is the first delay before reconnecting after a failure,
 	// when the server has sent no retry: (default 200ms). Each failure in
@@ -66,7 +68,8 @@ type SSEOptions struct {
 // whose next is not one past the last record it returned (the caller did
 // not commit them) reconnects from next.
 //
-// An event with data but no id: line, an id that is not a base-10 integer,
+// An event with data but no id: line (but one of a type Events does not
+// select, which is passed over), an id that is not a base-10 integer,
 // an id that does not increase on one connection, and data that is not one
 // JSON object are refused (*job.RefusedError, guard "stream"): the position
 // or the record would be lost. Any other 4xx, or a response that is not

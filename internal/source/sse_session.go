@@ -257,6 +257,12 @@ func (s *sseSession) readEvents(ctx context.Context, body io.Reader, idle *time.
 			}
 			return gotNew, err
 		}
+		if !ev.hasID && !s.wanted(ev.typ) {
+			// An event of a type [input] events does not select, without
+			// an id (a heartbeat "event: ping"), is no record and has no
+			// position: it is passed over, as a comment is.
+			continue
+		}
 		id, ferr := s.check(ev, prev)
 		if ferr != nil {
 			return gotNew, &sseFatal{ferr}

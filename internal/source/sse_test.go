@@ -171,7 +171,7 @@ func TestSSEEventsOption(t *testing.T) {
 	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, "event: ping\nid: 1\ndata: not json\n\nid: 2\ndata: {\"a\":2}\n\nevent: price\nid: 3\ndata: {\"a\":3}\n\n")
+		io.WriteString(w, "event: ping\ndata: {}\n\nevent: ping\nid: 1\ndata: not json\n\nid: 2\ndata: {\"a\":2}\n\nevent: ping\ndata: x\n\nevent: price\nid: 3\ndata: {\"a\":3}\n\n")
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	})
@@ -180,8 +180,9 @@ func TestSSEEventsOption(t *testing.T) {
 	r, _ := newTestSSE(t, h, opts)
 	recs, _, err := r.Read(context.Background(), nil, 3, 10*time.Second)
 	require.NoError(t, err)
-	// The ping is passed on without its data, marked skipped: it gets an
-	// outcome (skipped_event) and the position moves past it.
+	// The ping with an id is passed on without its data, marked skipped:
+	// it gets an outcome (skipped_event) and the position moves past it.
+	// The pings without an id have no position: they are passed over.
 	require.Equal(t, []Record{
 		{Position: 1, Skipped: true},
 		{Position: 2, Value: []byte(`{"a":2}`)},

@@ -32,6 +32,12 @@ func TestCheckRecord(t *testing.T) {
 		{name: "tombstone", rec: Record{Null: true}, want: RejectTombstone},
 		{name: "empty", value: "", want: RejectJSON},
 		{name: "invalid utf-8", value: "{\"id\":\"\xff\"}", want: RejectUTF8},
+		{name: "a lone high surrogate", value: `{"id":"\ud800"}`, want: RejectUnicode},
+		{name: "a lone low surrogate", value: `{"id":"\uDC00x"}`, want: RejectUnicode},
+		{name: "a high surrogate and no low", value: `{"id":"\ud800\u0041"}`, want: RejectUnicode},
+		{name: "a lone surrogate in a key", value: `{"\ud83d":1}`, want: RejectUnicode},
+		{name: "a surrogate pair", value: `{"id":"\ud83d\ude00"}`, line: `{"id":"\ud83d\ude00"}`},
+		{name: "an escaped backslash before u", value: `{"id":"\\ud800"}`, line: `{"id":"\\ud800"}`},
 		{name: "an array", value: `[1]`, want: RejectJSON},
 		{name: "two objects", value: `{} {}`, want: RejectJSON},
 		{name: "truncated", value: `{"id":`, want: RejectJSON},
@@ -130,4 +136,21 @@ func loadTestJob(t *testing.T, pipeline string) *job.Job {
 	j, err := job.LoadJob(p, idemsql.FS)
 	require.NoError(t, err)
 	return j
+}
+
+// TestCheckRecordLine: a record whose line passes maxRecordLine (DuckDB's
+// maximum_object_size) is invalid_too_large whatever max_record_bytes
+// allows: DuckDB's reader would refuse the whole batch.
+func TestCheckRecordLine(t *testing.T) {
+	t.Parallel()
+	rules := recordRules{maxBytes: 1 << 30, cols: map[string]bool{"id": true}, pipeline: "p"}
+	at := func(n int) Record {
+		return Record{Value: []byte(`{"id":"` + strings.Repeat("x", n-len(`{"id":""}`)) + `"}`)}
+	}
+	line, got, _ := checkRecord(at(maxRecordLine), rules)
+	require.Empty(t, got)
+	require.Len(t, line, maxRecordLine)
+	_, got, why := checkRecord(at(maxRecordLine+1), rules)
+	require.Equal(t, RejectTooLarge, got)
+	require.Equal(t, "16777217 bytes as one JSON line, more than the 16777216 of DuckDB's maximum_object_size", why)
 }

@@ -22,6 +22,7 @@ const (
 	RejectTooLarge       = "invalid_too_large"
 	RejectTombstone      = "invalid_tombstone"
 	RejectUTF8           = "invalid_utf8"
+	RejectUnicode        = "invalid_unicode"
 	RejectJSON           = "invalid_json"
 	RejectDuplicateField = "invalid_duplicate_field"
 	RejectExtraField     = "invalid_extra_field"
@@ -67,10 +68,12 @@ func rulesOf(j *job.Job) (recordRules, error) {
 }
 
 // checkRecord returns rec's value as one compact JSON line, or the outcome
-// of a record that is not one record the pipeline reads: past maxBytes,
-// invalid UTF-8, not one JSON object, a top-level field twice (DuckDB
-// would refuse the whole batch), or a field the pipeline does not read
-// (cols) unless ignoreExtra. A tombstone is checkTombstone's. why, for a
+// of a record that is not one record the pipeline reads: past maxBytes
+// (or, as a line, maxRecordLine), invalid UTF-8, not one JSON object, a
+// \u escape of half a surrogate pair or a top-level field twice (DuckDB
+// would refuse the whole batch for either), or a field the pipeline does
+// not read (cols) unless ignoreExtra. Every line it accepts, DuckDB's JSON
+// reader reads as the batch's stage does (FuzzCheckRecordDuckDB). A tombstone is checkTombstone's. why, for a
 // tombstone, says what made it invalid.
 func checkRecord(rec Record, rules recordRules) (line []byte, outcome, why string) {
 	switch {
@@ -79,11 +82,22 @@ func checkRecord(rec Record, rules recordRules) (line []byte, outcome, why strin
 	case rec.Oversize > 0 || len(rec.Value) > rules.maxBytes:
 		return nil, RejectTooLarge, ""
 	case rec.Null:
-		return checkTombstone(rec.Key, rules)
+		line, outcome, why = checkTombstone(rec.Key, rules)
+	default:
+		line, outcome = checkObject(rec.Value, rules)
 	}
-	line, outcome = checkObject(rec.Value, rules)
-	return line, outcome, ""
+	if outcome == "" && len(line) > maxRecordLine {
+		return nil, RejectTooLarge, fmt.Sprintf("%d bytes as one JSON line, more than the %d of DuckDB's maximum_object_size", len(line), maxRecordLine)
+	}
+	return line, outcome, why
 }
+
+// maxRecordLine bounds a record's line in the batch's file, its delete
+// marker added, whatever [input] max_record_bytes allows: the stage reads
+// the file with maximum_object_size = maxJSONObject, and DuckDB refuses
+// the whole file for a line past it (a line of 33 MiB was refused; lines
+// of 16 MiB are read wherever they fall in the file).
+const maxRecordLine = maxJSONObjectBytes
 
 // checkTombstone returns the input row of a Kafka tombstone: its message
 // key, checked as a value is (one JSON object of the pipeline's fields),
@@ -149,6 +163,9 @@ func checkObject(value []byte, rules recordRules) ([]byte, string) {
 	if err := json.Compact(&line, value); err != nil || !bytes.HasPrefix(line.Bytes(), []byte("{")) {
 		return nil, RejectJSON
 	}
+	if loneSurrogate(line.Bytes()) {
+		return nil, RejectUnicode
+	}
 	dec := json.NewDecoder(bytes.NewReader(line.Bytes()))
 	if _, err := dec.Token(); err != nil { // {
 		return nil, RejectJSON
@@ -173,4 +190,49 @@ func checkObject(value []byte, rules recordRules) ([]byte, string) {
 		}
 	}
 	return line.Bytes(), ""
+}
+
+// loneSurrogate says whether compact JSON text holds a \u escape of half a
+// UTF-16 surrogate pair without its other half ("\ud800", "\udc00",
+// "\ud800\u0041"): encoding/json reads it as U+FFFD, DuckDB's reader
+// refuses it, and with it the whole file. In compact JSON a backslash is
+// always inside a string.
+func loneSurrogate(text []byte) bool {
+	for i := 0; i < len(text); i++ {
+		if text[i] != '\\' {
+			continue
+		}
+		if i+1 < len(text) && text[i+1] != 'u' {
+			i++ // \" \\ \/ \b \f \n \r \t
+			continue
+		}
+		r, ok := hex4(text, i+2)
+		switch {
+		case !ok:
+			return false // json.Compact let no such escape through
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true
+		case r >= 0xD800 && r <= 0xDBFF:
+			if i+7 >= len(text) || text[i+6] != '\\' || text[i+7] != 'u' {
+				return true
+			}
+			lo, ok := hex4(text, i+8)
+			if !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 11
+		default:
+			i += 5
+		}
+	}
+	return false
+}
+
+// hex4 reads the four hex digits at text[i:].
+func hex4(text []byte, i int) (rune, bool) {
+	if i+4 > len(text) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(text[i:i+4]), 16, 16)
+	return rune(n), err == nil
 }

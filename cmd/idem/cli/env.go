@@ -224,6 +224,9 @@ func (a *app) diffEnv(cmd *cobra.Command, args []string, f dbFlags, name string)
 		if len(d.Moved) > 0 {
 			fmt.Fprintf(a.stdout, "  moved        production moved since the environment was built (%s): rebuild it with idem run --env %s before you review\n", strings.Join(d.Moved, ", "), d.Environment)
 		}
+		if len(d.Edited) > 0 {
+			fmt.Fprintf(a.stdout, "  edited       the job's files changed since the environment was built (%s): these rows are not theirs and promote is refused; rebuild it with idem run --env %s\n", strings.Join(d.Edited, "; "), d.Environment)
+		}
 		fmt.Fprintf(a.stdout, "  production   %s  %d rows\n", d.From.SHA256, d.From.Rows)
 		fmt.Fprintf(a.stdout, "  environment  %s  %d rows\n", d.To.SHA256, d.To.Rows)
 		if cs := columnChangesText(d.ColumnsAdded, d.ColumnsRemoved, d.ColumnsRetyped); cs != "" {
@@ -283,8 +286,10 @@ committed (exit 3).
 
 Refused (exit 3) when production moved since the environment was built: an
 upstream the environment read from production has a newer snapshot, or a
-job it built was run in production meanwhile. Rebuild the environment and
-review its diff again. A promote cut short (killed, failed) committed
+job it built was run in production meanwhile; and when a job's files no
+longer give the definition the environment was built from (its model's
+SQL, a param, its schema version ...). Rebuild the environment and review
+its diff again. A promote cut short (killed, failed) committed
 nothing: run it again. Jobs already promoted are reported as
 already_promoted. The environment is kept; idem env drop NAME removes it.`,
 		Args: cobra.MinimumNArgs(1),

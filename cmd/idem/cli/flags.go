@@ -4,12 +4,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
 )
 
 // checkFlags refuses, for every command, the values of the shared flags
 // that no run could use, before anything is opened: a negative --wait, a
-// --memory-limit DuckDB would not parse, --jobs below 1. Each is a usage
+// --memory-limit DuckDB would not parse, --jobs below 1, an --env given
+// with a name no environment can have (an empty one too: a command would
+// otherwise take it for no --env and work on production). Each is a usage
 // error (exit 2) naming the flag.
 func (a *app) checkFlags(cmd *cobra.Command) error {
 	fl := cmd.Flags()
@@ -24,6 +27,9 @@ func (a *app) checkFlags(cmd *cobra.Command) error {
 	}
 	if n, e := fl.GetInt("jobs"); err == nil && e == nil && n < 1 {
 		err = job.Usage("--jobs %d: want 1 or more", n)
+	}
+	if name, e := fl.GetString("env"); err == nil && e == nil && fl.Changed("env") {
+		err = ops.CheckEnvName(name)
 	}
 	if err == nil {
 		return nil

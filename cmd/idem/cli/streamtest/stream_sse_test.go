@@ -90,6 +90,20 @@ func sseJobFile(t *testing.T, dir, url, extra string) string {
 	return p
 }
 
+// serveSSE serves body as a text/event-stream to every connection, which
+// it then holds open until the client goes; it returns the feed's URL.
+func serveSSE(t *testing.T, body string) string {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, body)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
 // TestStreamSSE: a run reads the events past the committed id, skips what
 // a reconnecting server resends, commits the last id with the batch, and
 // a later run resumes from it with Last-Event-ID.
@@ -177,16 +191,8 @@ func TestStreamSSEBadEvents(t *testing.T) {
 		"id: 4\ndata: {\"change_id\":\"u\",\"value\":\"\xff\"}\n\n" +
 		"id: 5\ndata: {\"change_id\":\"big\",\n" + strings.Repeat("data: "+strings.Repeat("y", 99)+"\n", 4) + "\n" +
 		"id: 6\ndata: " + good(1) + "\n\n"
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, body)
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
-	})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
 	dir := t.TempDir()
-	jobPath := sseJobFile(t, dir, srv.URL, "max_record_bytes = 300\nevents = [\"message\"]\n")
+	jobPath := sseJobFile(t, dir, serveSSE(t, body), "max_record_bytes = 300\nevents = [\"message\"]\n")
 	db := filepath.Join(dir, "rides.duckdb")
 	code, out, errOut := clitest.InProcess(t, "run", jobPath)
 	require.Equal(t, 0, code, out+errOut)
