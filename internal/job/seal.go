@@ -53,6 +53,15 @@ type Seal struct {
 	Declared map[string]bool
 
 	funcs *Functions // what Check was given
+
+	// Fresh is the target of a refresh job whose snapshot must be its
+	// input's alone (not partitioned, not incremental), lower case, or
+	// "": until a step empties it (DELETE without WHERE, TRUNCATE, CREATE
+	// OR REPLACE TABLE), a step may neither read it nor add to it, since
+	// a rerun rebuilds the snapshot from an empty target.
+	Fresh   string
+	emptied bool // a step emptied Fresh
+	inStep  bool // Check is reading a step (SealedText.Step)
 }
 
 // idemTemp are the temporary relations idem or the step contract makes
@@ -63,6 +72,9 @@ var idemTemp = []string{"input", "staged", "outcomes", "idem_erased", "idem_touc
 func (j *Job) Seal() *Seal {
 	s := &Seal{Own: map[string]bool{strings.ToLower(j.Table): true}, Temp: map[string]bool{},
 		Upstream: map[string]bool{}, Declared: map[string]bool{}}
+	if j.Pipeline != nil && j.Pipeline.Mode == ModeRefresh && j.PartitionBy == "" && j.Incremental == "" {
+		s.Fresh = strings.ToLower(j.Table)
+	}
 	if t := j.Pipeline.OutcomesTable; t != "" {
 		s.Own[strings.ToLower(j.Table+t)] = true
 	}
@@ -104,6 +116,10 @@ type SealedText struct {
 	// and ModelFile its file, so that findings there name that file.
 	Model     Span
 	ModelFile string
+	// Step is set for a step of the pipeline or a model (not a schema
+	// file, not an audit): steps run in order, each over what the one
+	// before left.
+	Step bool
 }
 
 // SealedTexts are the job's SQL texts as the run executes them: the schema
@@ -114,7 +130,7 @@ func (j *Job) SealedTexts() []SealedText {
 		out = append(out, SealedText{File: "schema v" + fmt.Sprint(j.SchemaVersion), SQL: j.Expand(j.DDL)})
 	}
 	for _, st := range j.Steps {
-		t := SealedText{File: st.Name, SQL: j.Expand(st.SQL)}
+		t := SealedText{File: st.Name, SQL: j.Expand(st.SQL), Step: true}
 		if j.ModelSQL != "" {
 			model := j.Expand(j.ModelSQL)
 			if i := strings.Index(t.SQL, model); i >= 0 {
@@ -206,6 +222,7 @@ func (s *Seal) Check(t SealedText, p Parser) ([]Violation, []NameAt, error) {
 	var unknown []NameAt
 	temp := maps.Clone(s.Temp)
 	s.funcs = funcs
+	s.inStep = t.Step
 	for i, sp := range spans {
 		text, mtext := t.SQL[sp.Start:sp.End], masked[sp.Start:sp.End]
 		at := func(off int) (string, int) { return t.where(sp.Start + off) }
@@ -215,6 +232,18 @@ func (s *Seal) Check(t SealedText, p Parser) ([]Violation, []NameAt, error) {
 			out = append(out, v)
 		}
 		TrackTemp(st, temp)
+		emptiesFresh := false
+		if s.Fresh != "" && t.Step && !s.emptied && s.ownTarget(st.Target, nil) && strings.EqualFold(st.Target[len(st.Target)-1], s.Fresh) {
+			switch {
+			case st.Kind == StmtTruncate, st.Kind == StmtDelete && !whereClause.MatchString(mtext):
+				s.emptied = true // reads nothing first (its FROM target is no query)
+			case st.Kind == StmtCreate && st.Object == "TABLE" && st.Replace:
+				emptiesFresh = true // after its query, which reads the target as it was
+			case st.Kind == StmtInsert, st.Kind == StmtUpdate, st.Kind == StmtMerge, st.Kind == StmtDelete:
+				file, line := at(st.At)
+				out = append(out, freshViolation(file, line, st.Keyword+" "+strings.Join(st.Target, "."), "keeps rows of the job's previous snapshot"))
+			}
+		}
 		out = append(out, funcs.calls(text, at)...)
 		for _, m := range unparsed.FindAllStringIndex(mtext, -1) {
 			out = append(out, pivotViolation(t, sp.Start+m[0], strings.ToUpper(mtext[m[0]:m[1]])))
@@ -233,6 +262,9 @@ func (s *Seal) Check(t SealedText, p Parser) ([]Violation, []NameAt, error) {
 				file, line := at(q.Start + n.Line)
 				unknown = append(unknown, NameAt{Name: n.Name, Written: n.Written, File: file, Line: line, Statement: i})
 			}
+		}
+		if emptiesFresh {
+			s.emptied = true
 		}
 	}
 	return out, unknown, nil
@@ -263,6 +295,15 @@ func (f *Functions) calls(text string, at func(int) (string, int)) []Violation {
 		}
 	}
 	return out
+}
+
+// whereClause finds a WHERE outside strings and comments (masked text).
+var whereClause = regexp.MustCompile(`(?i)\bWHERE\b`)
+
+func freshViolation(file string, line int, construct, what string) Violation {
+	return Violation{File: file, Line: line, Construct: construct,
+		Message: fmt.Sprintf("%s %s before a step empties it: a refresh job's snapshot is its input's alone, and a rerun rebuilds it from an empty target", construct, what),
+		Fix:     "empty the target first (DELETE FROM {{table}}; or CREATE OR REPLACE TABLE {{table}} AS ...), or make the job an apply job"}
 }
 
 func pivotViolation(t SealedText, off int, kw string) Violation {
@@ -408,6 +449,9 @@ func (s *Seal) checkNode(x map[string]any, scope []string, temp map[string]bool,
 			// a temporary relation of this run
 		case (cat != "" && !strings.EqualFold(cat, StoreCatalog)) || (sch != "" && !strings.EqualFold(sch, "main")):
 			refuse(x, written, fmt.Sprintf("reads %s, outside the job's declared relations", written), declare)
+		case s.Own[lower] && lower == s.Fresh && s.inStep && !s.emptied && !(cat == "" && sch == "" && temp[lower]):
+			out := freshViolation("", 0, written, "reads the job's previous snapshot")
+			refuse(x, out.Construct, out.Message, out.Fix)
 		case s.Own[lower] || s.Upstream[lower] || (cat == "" && sch == "" && temp[lower]):
 		case s.funcs != nil && s.funcs.Views[lower] || strings.EqualFold(sch, "pg_catalog") || strings.EqualFold(sch, "information_schema"):
 			refuse(x, written, fmt.Sprintf("%s is a view of the database's catalog: it reads other jobs' tables, their rows and the file's path, outside the job's declared relations", written), declare)

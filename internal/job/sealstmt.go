@@ -33,6 +33,7 @@ type Statement struct {
 	Keyword string // the statement's first keywords, upper case: COPY, CREATE SEQUENCE
 	Object  string // TABLE, VIEW, MACRO, FUNCTION, INDEX, SEQUENCE, SCHEMA ...
 	Temp    bool
+	Replace bool     // CREATE OR REPLACE
 	Target  []string // the name written, by parts
 	On      []string // CREATE INDEX: the table it indexes
 	At      int      // offset of the statement's first keyword
@@ -135,7 +136,7 @@ func ClassifyStatement(text, masked string) Statement {
 	case "create":
 		st.Kind = StmtCreate
 		if p.accept("or") {
-			p.accept("replace")
+			st.Replace = p.accept("replace")
 		}
 		if p.accept("temp") || p.accept("temporary") {
 			st.Temp = true

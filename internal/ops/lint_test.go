@@ -208,7 +208,7 @@ key = ["day"]
 // TestLintModelsAndUndeclaredReads: a model is linted in its own file,
 // not held to the step contract (L008), and a step or model that reads a
 // table of the database other than its own or a declared upstream is
-// L009, naming the table and the fix; CTEs, idem's relations, the target
+// L009, naming the table and the fix at the line that names it; CTEs, idem's relations, the target
 // and the tables a step creates are not.
 func TestLintModelsAndUndeclaredReads(t *testing.T) {
 	t.Parallel()
@@ -220,9 +220,9 @@ func TestLintModelsAndUndeclaredReads(t *testing.T) {
 		{"clean", "SELECT day, count(*) AS n\nFROM {{upstream:src}}\nGROUP BY day\n", []string{}, ""},
 		{"cte", "WITH d AS (SELECT day FROM {{upstream:src}})\nSELECT day, count(*) AS n FROM d GROUP BY day;\n", []string{}, ""},
 		{"reads zones", "-- per day\nSELECT s.day, count(*) AS n\nFROM {{upstream:src}} AS s\nJOIN zones AS z ON z.id = s.zone\nGROUP BY s.day\n",
-			[]string{"L009 error v1.sql:2"}, "v1.sql reads table zones, which is not a declared upstream"},
+			[]string{"L009 error v1.sql:4"}, "v1.sql reads table zones, which is not a declared upstream"},
 		{"reads main.zones in a subquery", "SELECT day, count(*) AS n FROM {{upstream:src}}\nWHERE zone IN (SELECT id FROM main.zones)\nGROUP BY day\n",
-			[]string{"L009 error v1.sql:1"}, "reads table zones"},
+			[]string{"L009 error v1.sql:2"}, "reads table main.zones"},
 		{"nondeterministic", "SELECT day, count(*) AS n, now() AS at\nFROM {{upstream:src}}\nGROUP BY day\n",
 			[]string{"L003 error v1.sql:1"}, "now()"},
 	}

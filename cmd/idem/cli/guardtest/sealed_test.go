@@ -261,6 +261,16 @@ func sealedCases() []sealedCase {
 		{name: "audit: statements after $$--$$", audit: "SELECT $$--$$ AS a; UPDATE sec SET value = 'PWNED'; COPY (SELECT 1 AS x) TO '<DIR>/leak.csv'; SELECT 1 AS b", names: `one SELECT`, absent: "leak.csv", refusedAtLoad: true},
 		{name: "model: a second statement after $$;$$", model: "SELECT id, name FROM {{upstream:pub}} WHERE name <> $$x$$) AS m; DELETE FROM sec; SELECT * FROM (SELECT 1", names: word("sec") + `|model|statement`},
 
+		// Names lint and plan once bound otherwise than DuckDB: a CTE read
+		// by an earlier sibling is the table of that name; so is a TEMP
+		// view once dropped.
+		{name: "a CTE reads sec, which only a later sibling names", model: "WITH a AS (SELECT id, value AS name FROM sec), sec AS (SELECT 1 AS id)\nSELECT id, name FROM a", names: word("sec")},
+		{name: "step: a TEMP view sec dropped, then sec read", step: "CREATE OR REPLACE TEMP VIEW sec AS SELECT 1 AS id, 'x' AS value;\nDROP VIEW sec;\nUPDATE outcomes SET name = s.value FROM sec AS s WHERE s.id = outcomes.id;\n", names: word("sec")},
+
+		// A refresh job's snapshot is its input's alone: no step reads or
+		// keeps the previous target before one empties it.
+		{name: "step: the previous target read before the commit empties it", step: "CREATE OR REPLACE TEMP TABLE prev AS SELECT id, name FROM {{table}};\nUPDATE outcomes SET name = prev.name FROM prev WHERE prev.id = outcomes.id;\n", names: "previous snapshot"},
+
 		// Functions that give another value on every run, however named.
 		{name: `"random"()`, model: `SELECT id, CAST("random"() AS VARCHAR) AS name FROM {{upstream:pub}}`, names: word("random")},
 		{name: `"NOW"()`, model: `SELECT id, CAST("NOW"() AS VARCHAR) AS name FROM {{upstream:pub}}`, names: word("now")},
