@@ -3,6 +3,7 @@ package datatest
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
@@ -64,4 +65,292 @@ func TestEraseReplayMergeByKey(t *testing.T) {
 	code, out, errOut = clitest.InProcess(t, "run", jobFile)
 	require.Equal(t, 0, code, out+errOut)
 	require.Contains(t, out, "outcomes  erased 1\n")
+}
+
+// fiveJobProject writes the chain of issue 43 into dir: people
+// (versioned_changes, subject entity_id) and accounts (merge_by_key fed by
+// files, subject customer) → profile (a model that itself declares the
+// subject: per region its last customer, the accounts' notes and their
+// people's values, string_agg) → totals (an aggregate model over
+// profile), and plain (merge_by_key fed by files, subject owner, holding
+// none of alice). The database is dir/db/five.duckdb; alice's payload is
+// SECRETPAYLOAD*, her identifier alice.
+func fiveJobProject(t *testing.T, dir string) {
+	settings := "[retention]\nkeep_snapshots = 5\n" + clitest.DuckdbSection
+	w := func(rel, text string) { clitest.WriteFile(t, filepath.Join(dir, rel), text) }
+	w("jobs/people.toml", `name = "people"
+pipeline = "versioned_changes"
+transform_version = 1
+schema_version = 1
+database = "../db/five.duckdb"
+[input]
+path = "../changes/*.jsonl"
+format = "jsonl"
+[privacy]
+subject = ["entity_id"]
+`+settings)
+	w("jobs/accounts.toml", `name = "accounts"
+pipeline = "merge_by_key"
+transform_version = 1
+schema_version = 1
+database = "../db/five.duckdb"
+[input]
+path = "../landing/*.jsonl"
+format = "jsonl"
+mode = "files"
+[input.columns]
+account_id = "BIGINT"
+customer = "VARCHAR"
+region = "VARCHAR"
+note = "VARCHAR"
+updated_at = "BIGINT"
+[target]
+key = ["account_id"]
+order_by = "updated_at"
+[privacy]
+subject = ["customer"]
+`+settings)
+	w("jobs/profile.toml", `name = "profile"
+pipeline = "select"
+transform_version = 1
+database = "../db/five.duckdb"
+[input]
+upstream = ["accounts", "people"]
+[transform]
+sql = "models/profile"
+[target]
+key = ["region"]
+[privacy]
+subject = ["customer"]
+`+settings)
+	w("jobs/models/profile/v1.sql", `SELECT a.region, max(a.customer) AS customer, count(*) AS accounts,
+    string_agg(a.note || '/' || coalesce(p.value, '-'), '|' ORDER BY a.account_id) AS notes
+FROM {{upstream:accounts}} AS a LEFT JOIN {{upstream:people}} AS p ON p.entity_id = a.customer
+GROUP BY a.region
+`)
+	w("jobs/totals.toml", `name = "totals"
+pipeline = "select"
+transform_version = 1
+database = "../db/five.duckdb"
+[input]
+upstream = ["profile"]
+[transform]
+sql = "models/totals"
+[target]
+key = ["scope"]
+`+settings)
+	w("jobs/models/totals/v1.sql", "SELECT 'all' AS scope, count(*) AS regions, sum(accounts) AS accounts, string_agg(notes, ';' ORDER BY region) AS notes FROM {{upstream:profile}}\n")
+	w("jobs/plain.toml", `name = "plain"
+pipeline = "merge_by_key"
+transform_version = 1
+schema_version = 1
+database = "../db/five.duckdb"
+[input]
+path = "../rates/*.jsonl"
+format = "jsonl"
+mode = "files"
+[input.columns]
+region = "VARCHAR"
+owner = "VARCHAR"
+rate = "BIGINT"
+[target]
+key = ["region"]
+[privacy]
+subject = ["owner"]
+`+settings)
+	w("changes/b1.jsonl", `{"change_id":"1","entity_id":"alice","source_version":1,"operation":"upsert","value":"SECRETPAYLOADP1"}
+{"change_id":"2","entity_id":"bob","source_version":1,"operation":"upsert","value":"bob1"}
+`)
+	w("changes/b2.jsonl", `{"change_id":"3","entity_id":"alice","source_version":2,"operation":"upsert","value":"SECRETPAYLOADP2"}
+{"change_id":"4","entity_id":"carol","source_version":1,"operation":"upsert","value":"carol1"}
+`)
+	// eu: alice and bob (the last customer is bob); us: alice alone.
+	w("landing/1.jsonl", `{"account_id": 1, "customer": "alice", "region": "eu", "note": "SECRETPAYLOADA1", "updated_at": 1}
+{"account_id": 2, "customer": "bob", "region": "eu", "note": "bobnote", "updated_at": 1}
+`)
+	w("landing/2.jsonl", `{"account_id": 3, "customer": "alice", "region": "us", "note": "SECRETPAYLOADA3", "updated_at": 1}
+{"account_id": 4, "customer": "carol", "region": "ap", "note": "carolnote", "updated_at": 1}
+`)
+	w("rates/1.jsonl", `{"region": "eu", "owner": "dave", "rate": 3}
+`)
+}
+
+// ranFive is fiveJobProject after one run of the project, built once and
+// copied into a folder of the test's own: the folder, its jobs folder and
+// its database.
+func ranFive(t *testing.T) (dir, jobs, db string) {
+	t.Helper()
+	dir = ranProject(t, &ranFiveFixture, "erase-five", fiveJobProject)
+	return dir, filepath.Join(dir, "jobs"), filepath.Join(dir, "db", "five.duckdb")
+}
+
+var ranFiveFixture clitest.Once[string]
+
+// TestEraseModelDeclaringSubject: a model that itself declares [privacy]
+// subject is recomputed from its upstreams like any model, not erased from
+// in place: its aggregate row that does not name alice (eu, whose last
+// customer is bob) loses her note too, in every kept snapshot, and the
+// model's snapshots rerun.
+func TestEraseModelDeclaringSubject(t *testing.T) {
+	t.Parallel()
+	_, jobs, db := ranFive(t)
+	profile := filepath.Join(jobs, "profile.toml")
+	require.Equal(t, []string{"ap|carol|1|carolnote/carol1", "eu|bob|2|SECRETPAYLOADA1/SECRETPAYLOADP2|bobnote/bob1", "us|alice|1|SECRETPAYLOADA3/SECRETPAYLOADP2"},
+		clitest.QueryStrs(t, db, `SELECT region || '|' || customer || '|' || accounts || '|' || notes FROM profile ORDER BY ALL`))
+	// plain holds none of alice (TestEraseProjectWhereHeld).
+	require.NoError(t, os.Remove(filepath.Join(jobs, "plain.toml")))
+
+	code, out, errOut := clitest.InProcess(t, "erase", jobs, "--subject", "alice")
+	require.Equal(t, 0, code, out+errOut)
+	require.Equal(t, []string{"ap|carol|1|carolnote/carol1", "eu|bob|1|bobnote/bob1"},
+		clitest.QueryStrs(t, db, `SELECT region || '|' || customer || '|' || accounts || '|' || notes FROM profile ORDER BY ALL`))
+	require.Contains(t, out, "profile: recomputed without the subject")
+	require.Equal(t, []string{"0"}, clitest.QueryStrs(t, db, `SELECT count(*) FROM idem.profile__history WHERE customer = 'alice' OR notes LIKE '%SECRET%'`))
+	for _, s := range clitest.QueryStrs(t, db, `SELECT snapshot FROM idem.snapshots WHERE job = 'profile' ORDER BY snapshot`) {
+		code, out, errOut = clitest.InProcess(t, "rerun", profile, "--snapshot", s, "--json")
+		require.Equal(t, 0, code, "snapshot %s: %s", s, out+errOut)
+		require.Contains(t, out, `"reproduced":true`, "snapshot %s", s)
+	}
+}
+
+// TestEraseProjectWhereHeld: idem erase PROJECT_DIR --subject V erases V
+// where it is and names the jobs that declare the subject and hold none of
+// it (plain), exit 0; a subject that no job holds is exit 1 with nothing
+// committed, naming the jobs looked in. Erasing the model that declares
+// the subject alone, while its upstreams still hold it, is refused (exit
+// 2) with nothing committed.
+func TestEraseProjectWhereHeld(t *testing.T) {
+	t.Parallel()
+	_, jobs, db := ranFive(t)
+	before := clitest.CaptureState(t, db)
+	code, out, errOut := clitest.InProcess(t, "erase", filepath.Join(jobs, "profile.toml"), "--subject", "alice")
+	require.Equal(t, 2, code, out+errOut)
+	require.Contains(t, errOut, "model profile is computed from its upstreams (accounts, people)")
+	require.Equal(t, before, clitest.CaptureState(t, db), "nothing committed")
+
+	code, out, errOut = clitest.InProcess(t, "erase", jobs, "--subject", "nobody")
+	require.Equal(t, 1, code, out+errOut)
+	require.Contains(t, errOut, "erase subject nobody: no job that declares it holds it (looked in accounts, people, plain, profile); nothing committed")
+	require.Equal(t, before, clitest.CaptureState(t, db), "nothing committed")
+
+	code, out, errOut = clitest.InProcess(t, "erase", jobs, "--subject", "alice")
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, "people: erased subject \"alice\"")
+	require.Contains(t, out, "accounts: erased subject \"alice\"")
+	require.Contains(t, out, "plain: declares the subject and holds none of it; nothing erased there\n")
+	code, out, errOut = clitest.InProcess(t, "erase", jobs, "--subject", "alice", "--json")
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, `"not_held":["plain","profile"]`)
+	require.Contains(t, out, `"already_erased":true`)
+}
+
+// TestEraseKeyNotMatchedAsSubject: erase JOB --key 42 reaches a reader of
+// the job by the key's own column (order_id), never by the reader's
+// [privacy] subject columns, where "42" names another person: customer
+// 42's order 7 stays. A reader that keeps none of the key's columns is
+// refused (exit 2) rather than matched by its subject columns.
+func TestEraseKeyNotMatchedAsSubject(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	w := func(rel, text string) { clitest.WriteFile(t, filepath.Join(dir, rel), text) }
+	w("orders.toml", `name = "orders"
+pipeline = "merge_by_key"
+transform_version = 1
+schema_version = 1
+database = "shop.duckdb"
+[input]
+path = "landing/*.jsonl"
+format = "jsonl"
+mode = "files"
+`+orderShape+clitest.DuckdbSection)
+	w("ledger.toml", `name = "ledger"
+pipeline = "merge_by_key"
+transform_version = 2
+schema_version = 1
+database = "shop.duckdb"
+[input]
+upstream = ["orders"]
+`+orderShape+`[privacy]
+subject = ["customer"]
+`+clitest.DuckdbSection)
+	w("landing/1.jsonl", `{"order_id": 42, "customer": "c1", "note": "SECRETORDER42", "updated_at": 1}
+{"order_id": 7, "customer": "42", "note": "order of customer 42", "updated_at": 1}
+`)
+	db := filepath.Join(dir, "shop.duckdb")
+	code, out, errOut := clitest.InProcess(t, "run", dir)
+	require.Equal(t, 0, code, out+errOut)
+	code, out, errOut = clitest.InProcess(t, "erase", filepath.Join(dir, "orders.toml"), "--key", "42")
+	require.Equal(t, 0, code, out+errOut)
+	for _, table := range []string{"orders", "ledger"} {
+		require.Equal(t, []string{"7|42"}, clitest.QueryStrs(t, db, `SELECT order_id || '|' || customer FROM `+table+` ORDER BY ALL`), table)
+		require.Equal(t, []string{"0"}, clitest.QueryStrs(t, db, `SELECT count(*) FROM idem.`+table+`__history WHERE note LIKE '%SECRET%'`), table)
+	}
+	code, out, errOut = clitest.InProcess(t, "rerun", filepath.Join(dir, "ledger.toml"), "--json")
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, `"reproduced":true`)
+
+	// A reader that renames the key's column keeps the key's rows where
+	// they cannot be found: refused, not matched by its subject.
+	moved := strings.NewReplacer(`"shop.duckdb"`, `"../shop.duckdb"`, `"landing/`, `"../landing/`)
+	for _, f := range []string{"orders.toml", "ledger.toml"} {
+		w("renamed/"+f, moved.Replace(readText(t, filepath.Join(dir, f))))
+	}
+	w("renamed/byref.toml", `name = "byref"
+pipeline = "select"
+transform_version = 1
+database = "../shop.duckdb"
+[input]
+upstream = ["orders"]
+[transform]
+sql = "models/byref"
+[target]
+key = ["ref"]
+`+clitest.DuckdbSection)
+	w("renamed/models/byref/v1.sql", "SELECT order_id AS ref, customer, note, updated_at FROM {{upstream:orders}}\n")
+	w("renamed/kept.toml", `name = "kept"
+pipeline = "merge_by_key"
+transform_version = 2
+schema_version = 1
+database = "../shop.duckdb"
+[input]
+upstream = ["byref"]
+[input.columns]
+ref = "BIGINT"
+customer = "VARCHAR"
+note = "VARCHAR"
+updated_at = "BIGINT"
+[target]
+key = ["ref"]
+order_by = "updated_at"
+[privacy]
+subject = ["customer"]
+`+clitest.DuckdbSection)
+	w("landing/2.jsonl", `{"order_id": 8, "customer": "7", "note": "order 8", "updated_at": 1}
+`)
+	code, out, errOut = clitest.InProcess(t, "run", filepath.Join(dir, "renamed"))
+	require.Equal(t, 0, code, out+errOut)
+	before := clitest.CaptureState(t, db)
+	code, out, errOut = clitest.InProcess(t, "erase", filepath.Join(dir, "renamed", "orders.toml"), "--key", "7")
+	require.Equal(t, 2, code, out+errOut)
+	require.Contains(t, errOut, "job kept reads an erased job and keeps its rows in kept, but has none of the columns order_id")
+	require.Equal(t, before, clitest.CaptureState(t, db), "nothing committed")
+}
+
+// orderShape is the columns and key of TestEraseKeyNotMatchedAsSubject's
+// jobs.
+const orderShape = `[input.columns]
+order_id = "BIGINT"
+customer = "VARCHAR"
+note = "VARCHAR"
+updated_at = "BIGINT"
+[target]
+key = ["order_id"]
+order_by = "updated_at"
+`
+
+func readText(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(data)
 }
