@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
@@ -23,6 +24,9 @@ import (
 func (d *DB) scrubErased(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, outcomes map[string]int64) error {
 	if outcomes[erasedOutcome] == 0 {
 		return nil
+	}
+	if err := blankErasedOutcomes(ctx, tx, j); err != nil {
+		return err
 	}
 	var filters []source.RowFilter
 	switch {
@@ -43,6 +47,37 @@ func (d *DB) scrubErased(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepare
 		if err := d.rewriteInputs(ctx, tx, p, flt); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// blankErasedOutcomes sets to NULL every value (every nullable column but
+// batch_id and outcome) of the run's erased rows in the pipeline's
+// outcomes table: whatever its commit step stored of them (a key, say),
+// the outcome row of an erased key or subject names nothing.
+func blankErasedOutcomes(ctx context.Context, tx *sql.Tx, j *job.Job) error {
+	if j.Pipeline.OutcomesTable == "" {
+		return nil
+	}
+	table := j.Table + j.Pipeline.OutcomesTable
+	cols, err := textColumn(ctx, tx, `SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() AND schema_name = 'main'
+		AND table_name = ? AND is_nullable AND column_name NOT IN ('batch_id', 'outcome') ORDER BY column_index`, table)
+	if err != nil {
+		return fmt.Errorf("columns of %s: %w", table, err)
+	}
+	if len(cols) == 0 {
+		return nil
+	}
+	set := make([]string, len(cols))
+	for i, c := range cols {
+		set[i] = job.QuoteIdent(c) + " = NULL"
+	}
+	where := "outcome = " + job.SQLString(erasedOutcome)
+	if j.Pipeline.Mode == job.ModeApply {
+		where += " AND batch_id = getvariable('idem_batch_id')"
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE "+job.QuoteIdent(table)+" SET "+strings.Join(set, ", ")+" WHERE "+where); err != nil {
+		return fmt.Errorf("blank the erased rows of %s: %w", table, catalog.TrimSQLError(err))
 	}
 	return nil
 }
