@@ -67,6 +67,43 @@ func TestEraseReplayMergeByKey(t *testing.T) {
 	require.Contains(t, out, "outcomes  erased 1\n")
 }
 
+// TestEraseReplaySample: the guard of a refresh pipeline without a
+// position column (sample): after erase --key, a new input file that
+// holds the erased row again loads without it (outcome erased, no value
+// kept, its retained copy rewritten) and every snapshot reruns.
+func TestEraseReplaySample(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	jobFile, db := filepath.Join(dir, "occ.toml"), filepath.Join(dir, "occ.duckdb")
+	clitest.WriteFile(t, jobFile, `name = "occ"
+pipeline = "sample"
+transform_version = 2
+schema_version = 2
+database = "occ.duckdb"
+[input]
+path = "occ.csv"
+format = "csv"
+`+clitest.DuckdbSection)
+	rows := "id,species_id,year,license\n1,10,2000,CC0 1.0\n2,10,1999,CC0 1.0\n"
+	clitest.WriteFile(t, filepath.Join(dir, "occ.csv"), rows)
+	code, out, errOut := clitest.InProcess(t, "run", jobFile)
+	require.Equal(t, 0, code, out+errOut)
+	code, out, errOut = clitest.InProcess(t, "erase", jobFile, "--key", "2")
+	require.Equal(t, 0, code, out+errOut)
+	clitest.WriteFile(t, filepath.Join(dir, "occ2.csv"), rows+"3,11,2002,CC BY 4.0\n")
+	code, out, errOut = clitest.InProcess(t, "run", jobFile, "--input", filepath.Join(dir, "occ2.csv"))
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, "outcomes  accepted 2, erased 1\n")
+	require.Equal(t, []string{"1", "3"}, clitest.QueryStrs(t, db, `SELECT id FROM occ ORDER BY id`))
+	require.Equal(t, []string{"accepted", "accepted", "erased"}, clitest.QueryStrs(t, db, `SELECT outcome FROM occ_outcomes WHERE id IS NOT NULL OR coalesce(species_id, year, license) IS NULL ORDER BY outcome`))
+	clitest.RequireNoPayload(t, db+".inputs", "1999", "")
+	for _, s := range []string{"1", "2", "3"} {
+		code, out, errOut = clitest.InProcess(t, "rerun", jobFile, "--snapshot", s, "--json")
+		require.Equal(t, 0, code, "snapshot %s: %s", s, out+errOut)
+		require.Contains(t, out, `"reproduced":true`, "snapshot %s", s)
+	}
+}
+
 // fiveJobProject writes the chain of issue 43 into dir: people
 // (versioned_changes, subject entity_id) and accounts (merge_by_key fed by
 // files, subject customer) → profile (a model that itself declares the
