@@ -187,10 +187,13 @@ func eraseChainTx(ctx context.Context, d *run.DB, tx *sql.Tx, roots, beside []*j
 		if j.IsModel() {
 			// A model's rows are a function of its upstreams' alone, named
 			// or not: it is recomputed from them, never erased from in place
-			// (an aggregate would keep the subject's part).
-			r, err := recomputeModel(ctx, d, tx, j, opts.Fault)
-			if err != nil {
-				return nil, nil, err
+			// (an aggregate would keep the subject's part). Over upstreams
+			// this erasure left as they were it would not change.
+			var r *RecomputeResult
+			if readsChanged(j, readers, changed) {
+				if r, err = recomputeModel(ctx, d, tx, j, opts.Fault); err != nil {
+					return nil, nil, err
+				}
 			}
 			if isRoot[j] {
 				held, err := modelStillHolds(ctx, tx, j, matches[j])
