@@ -8,7 +8,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
@@ -40,6 +39,10 @@ type EraseOptions struct {
 	// DryRun rolls the erasure back once it is done (EraseChain): its
 	// result says what it would change.
 	DryRun bool
+	// AnyRoot says the subject need be in only one of the jobs an erasure
+	// starts from (a project's): the others are reported
+	// (ChainEraseResult.NotHeld); held nowhere, nothing is committed.
+	AnyRoot bool
 	// cascade marks the erasure of a job that reads an erased one: a job
 	// that holds none of the rows is left as it is (no result).
 	cascade bool
@@ -261,10 +264,7 @@ func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, m *eraseMat
 			res.Snapshot = st.Snapshot
 			return res, nil, nil
 		}
-		if m.subject != nil {
-			return nil, nil, fmt.Errorf("erase subject %s from job %s: no row, snapshot or retained input holds it in %s; nothing committed", m.value, j.Name, strings.Join(m.subject, ", "))
-		}
-		return nil, nil, fmt.Errorf("erase %s from job %s: the key is in no row, snapshot or retained input; nothing committed", m.value, j.Name)
+		return nil, nil, notHeldError(j, m)
 	}
 	if m.subject == nil {
 		pos := e.maxPos

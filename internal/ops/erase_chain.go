@@ -27,6 +27,10 @@ type ChainEraseResult struct {
 	// Untouched are the jobs that read an erased job and held none of the
 	// subject's rows.
 	Untouched []string `json:"untouched"`
+	// NotHeld are the jobs named (a project's that declare [privacy]
+	// subject, EraseOptions.AnyRoot) that held none of the subject and had
+	// never been erased of it: nothing was erased there.
+	NotHeld []string `json:"not_held"`
 	// DryRun says nothing was committed: the lists say what would be.
 	DryRun bool `json:"dry_run"`
 	// Replica reports the read replica published after the erasure.
@@ -68,10 +72,13 @@ func (r *RecomputeResult) changed() map[int64]bool {
 // EraseChain erases opts' key or subject from roots and from every job
 // that reads one of them, transitively, in ONE transaction: a job that
 // keeps the upstream's rows (an apply job fed by upstream changes, say)
-// loses the rows in which its [privacy] subject columns, or the erased
-// job's matched columns it shares by name, hold the erased values; a model
-// (pipeline select) is recomputed, for every kept snapshot, from its
-// upstreams' rows without the subject. beside are the job files that may
+// loses the rows in which the erased job's matched columns it shares by
+// name, or (--subject only) its [privacy] subject columns, hold the erased
+// values; a model (pipeline select), a root too, is recomputed, for every
+// kept snapshot, from its upstreams' rows without the subject, and a root
+// model that still holds it is refused (exit 2: an upstream holds it).
+// With opts.AnyRoot a root that never held the subject is reported
+// (NotHeld), and it is an error only when no root holds it. beside are the job files that may
 // read the roots (the project's); a job of the database that read an
 // erased job and is not among them is refused (exit 2) before anything is
 // written, since its copy would outlive the erasure. Each job changed gets
@@ -152,7 +159,15 @@ func eraseChainTx(ctx context.Context, d *run.DB, tx *sql.Tx, roots, beside []*j
 	if err != nil {
 		return nil, nil, err
 	}
-	res := &ChainEraseResult{Erased: []*EraseResult{}, Recomputed: []*RecomputeResult{}, Untouched: []string{}}
+	readers, err := readersByUpstream(ctx, tx)
+	if err != nil {
+		return nil, nil, err
+	}
+	res := &ChainEraseResult{Erased: []*EraseResult{}, Recomputed: []*RecomputeResult{}, Untouched: []string{}, NotHeld: []string{}}
+	// changed are the jobs this erasure changed (or that were erased of it
+	// before): a job none of whose upstreams is among them holds nothing
+	// of it that the chain would reach.
+	changed := map[string]bool{}
 	var stale []string
 	// values are the values erased, by column, over every job so far: a
 	// reader keeps the upstream's columns under their names.
@@ -165,12 +180,63 @@ func eraseChainTx(ctx context.Context, d *run.DB, tx *sql.Tx, roots, beside []*j
 		isRoot[r] = true
 	}
 	for _, j := range order {
+		if !isRoot[j] && !readsChanged(j, readers, changed) {
+			res.Untouched = append(res.Untouched, j.Name)
+			continue
+		}
+		if j.IsModel() {
+			// A model's rows are a function of its upstreams' alone, named
+			// or not: it is recomputed from them, never erased from in place
+			// (an aggregate would keep the subject's part). Over upstreams
+			// this erasure left as they were it would not change.
+			var r *RecomputeResult
+			if readsChanged(j, readers, changed) {
+				if r, err = recomputeModel(ctx, d, tx, j, opts.Fault); err != nil {
+					return nil, nil, err
+				}
+			}
+			if isRoot[j] {
+				held, err := modelStillHolds(ctx, tx, j, matches[j])
+				if err != nil {
+					return nil, nil, err
+				}
+				if held {
+					return nil, nil, modelHoldsError(j, matches[j])
+				}
+				if r == nil {
+					if opts.AnyRoot {
+						res.NotHeld = append(res.NotHeld, j.Name)
+						continue
+					}
+					return nil, nil, notHeldError(j, matches[j])
+				}
+				if !matches[j].all {
+					addValues(values, matches[j].values)
+				}
+			}
+			if r == nil {
+				res.Untouched = append(res.Untouched, j.Name)
+				continue
+			}
+			if r.Packets, err = refreshPackets(ctx, d, tx, j, r.Snapshot, r.changed()); err != nil {
+				return nil, nil, err
+			}
+			res.Recomputed = append(res.Recomputed, r)
+			changed[j.Name] = true
+			continue
+		}
 		if isRoot[j] {
 			m := matches[j]
 			r, s, err := eraseTx(ctx, d, tx, j, m, opts)
+			var nh *NotHeldError
+			if opts.AnyRoot && errors.As(err, &nh) {
+				res.NotHeld = append(res.NotHeld, j.Name)
+				continue
+			}
 			if err != nil {
 				return nil, nil, err
 			}
+			changed[j.Name] = true
 			// A job erased before still has its readers looked at: they may
 			// have been left holding copies (by an idem that did not follow
 			// the chain).
@@ -186,21 +252,6 @@ func eraseChainTx(ctx context.Context, d *run.DB, tx *sql.Tx, roots, beside []*j
 			} else {
 				addValues(values, m.values)
 			}
-			continue
-		}
-		if j.Pipeline.Name == "select" {
-			r, err := recomputeModel(ctx, d, tx, j, opts.Fault)
-			if err != nil {
-				return nil, nil, err
-			}
-			if r == nil {
-				res.Untouched = append(res.Untouched, j.Name)
-				continue
-			}
-			if r.Packets, err = refreshPackets(ctx, d, tx, j, r.Snapshot, r.changed()); err != nil {
-				return nil, nil, err
-			}
-			res.Recomputed = append(res.Recomputed, r)
 			continue
 		}
 		m, err := readerMatch(ctx, tx, j, opts, values, tuple)
@@ -221,8 +272,91 @@ func eraseChainTx(ctx context.Context, d *run.DB, tx *sql.Tx, roots, beside []*j
 		res.Erased = append(res.Erased, r)
 		stale = append(stale, s...)
 		addValues(values, m.values)
+		changed[j.Name] = true
+	}
+	if opts.AnyRoot && len(res.Erased) == 0 && len(res.Recomputed) == 0 {
+		return nil, nil, fmt.Errorf("erase %s: no job that declares it holds it (looked in %s); nothing committed", describeMatch(opts), strings.Join(res.NotHeld, ", "))
 	}
 	return res, stale, nil
+}
+
+// readsChanged says whether job j reads (by its job file or, as the
+// database recorded, by an earlier run) a job of changed.
+func readsChanged(j *job.Job, readers map[string][]string, changed map[string]bool) bool {
+	for _, u := range j.Input.Upstream {
+		if changed[u] {
+			return true
+		}
+	}
+	for u := range changed {
+		if slices.Contains(readers[u], j.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+// NotHeldError is the error of an erasure of a key or subject that a job
+// holds in no row, snapshot or retained input and was never erased of:
+// nothing is committed.
+type NotHeldError struct {
+	Job     string
+	Subject []string // nil: an erasure by key
+	Value   string
+}
+
+func (e *NotHeldError) Error() string {
+	if e.Subject != nil {
+		return fmt.Sprintf("erase subject %s from job %s: no row, snapshot or retained input holds it in %s; nothing committed", e.Value, e.Job, strings.Join(e.Subject, ", "))
+	}
+	return fmt.Sprintf("erase %s from job %s: the key is in no row, snapshot or retained input; nothing committed", e.Value, e.Job)
+}
+
+func notHeldError(j *job.Job, m *eraseMatch) error {
+	return &NotHeldError{Job: j.Name, Subject: m.subject, Value: m.value}
+}
+
+// describeMatch names what opts erase, for messages.
+func describeMatch(opts EraseOptions) string {
+	if opts.Subject != "" {
+		return "subject " + opts.Subject
+	}
+	return "key " + opts.Key
+}
+
+// modelStillHolds says whether model j, recomputed from its upstreams,
+// still holds m in its rows (current or of any kept snapshot).
+func modelStillHolds(ctx context.Context, tx *sql.Tx, j *job.Job, m *eraseMatch) (bool, error) {
+	places, err := jobPlaces(ctx, tx, j, "")
+	if err != nil {
+		return false, err
+	}
+	for _, p := range places[:min(2, len(places))] { // the target and its history
+		where := m.where(p.cols)
+		if where == "" {
+			continue
+		}
+		var n int64
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+p.name+" WHERE "+where).Scan(&n); err != nil {
+			return false, fmt.Errorf("erase from %s: %w", p.label, catalog.TrimSQLError(err))
+		}
+		if n > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// modelHoldsError is the refusal of an erasure from model j whose rows,
+// recomputed from its upstreams, still hold m: the subject is in an
+// upstream's rows.
+func modelHoldsError(j *job.Job, m *eraseMatch) error {
+	what := "key " + m.value
+	if m.subject != nil {
+		what = fmt.Sprintf("subject %s (in %s)", m.value, strings.Join(m.subject, ", "))
+	}
+	return job.Usage("erase: model %s is computed from its upstreams (%s), and recomputed without what this erasure removed it still holds %s: the upstreams hold it. Erase it there: declare [privacy] subject in the upstream that holds it and erase the project folder (idem erase PROJECT_DIR --subject VALUE); nothing committed",
+		j.Name, strings.Join(j.Input.Upstream, ", "), what)
 }
 
 func addValues(into, from map[string][]string) {
@@ -236,10 +370,12 @@ func addValues(into, from map[string][]string) {
 }
 
 // readerMatch is what an erasure removes from j, a job that keeps rows of
-// an erased upstream: the value in its own [privacy] subject columns, and
-// the values erased upstream in the columns it shares with them by name.
-// A reader with none of those columns is refused: its copy of the rows
-// could not be found.
+// an erased upstream: the values erased upstream in the columns it shares
+// with them by name and, for an erasure by subject only, the subject in
+// its own [privacy] subject columns (a key is the erased job's own: the
+// same value in another job's subject columns names someone else). A
+// reader with none of those columns is refused: its copy of the rows could
+// not be found.
 //
 // The erasure of a composite key (tuple) reaches a reader that has every
 // column of the key, by all of them at once.
@@ -263,9 +399,13 @@ func readerMatch(ctx context.Context, tx *sql.Tx, j *job.Job, opts EraseOptions,
 		value = opts.Key
 	}
 	m := &eraseMatch{value: value, values: map[string][]string{}, keyCol: oneKeyColumn(j)}
-	for _, c := range j.Privacy.Subject {
-		m.values[c] = []string{value}
-		m.subject = append(m.subject, c)
+	if opts.Subject != "" {
+		// Only a subject crosses jobs: a key's value is the erased job's
+		// own, and in another job's subject columns it names someone else.
+		for _, c := range j.Privacy.Subject {
+			m.values[c] = []string{value}
+			m.subject = append(m.subject, c)
+		}
 	}
 	for c, vs := range values {
 		if cols[c] {
@@ -274,6 +414,10 @@ func readerMatch(ctx context.Context, tx *sql.Tx, j *job.Job, opts EraseOptions,
 				m.subject = append(m.subject, c)
 			}
 		}
+	}
+	if len(m.values) == 0 && opts.Subject == "" {
+		return nil, job.Usage("erase: job %s reads an erased job and keeps its rows in %s, but has none of the columns %s the erased key's rows are found by (a key is never looked for in another job's [privacy] subject columns): its copy of them could not be found. Erase by --subject, or give %s those columns",
+			j.Name, j.Table, strings.Join(slices.Sorted(maps.Keys(values)), ", "), j.Name)
 	}
 	if len(m.values) == 0 {
 		return nil, job.Usage("erase: job %s reads an erased job and keeps its rows in %s, but has none of the columns %s and declares no [privacy] subject: its copy of the subject could not be found. Declare [privacy] subject in %s",

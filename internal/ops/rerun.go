@@ -249,7 +249,7 @@ func replayChainIn(ctx context.Context, d, scratch *run.DB, chain []*catalog.Sna
 			if last == nil {
 				return nil, fmt.Errorf("rerun: snapshot %d is an erasure before any batch", row.Snapshot)
 			}
-			for _, e := range erasures[row.Snapshot] {
+			for _, e := range replayedErasures(erasures[row.Snapshot]) {
 				opts := EraseOptions{Key: e.Key, Position: e.Position, Replay: true}
 				if e.Subject != nil {
 					opts = EraseOptions{Subject: e.Key, SubjectColumns: e.Subject, Replay: true}
@@ -273,6 +273,23 @@ func replayChainIn(ctx context.Context, d, scratch *run.DB, chain []*catalog.Sna
 		}
 	}
 	return last, nil
+}
+
+// replayedErasures are the erasures of one erasure snapshot that a rerun
+// replays: an erasure by subject records, at the same snapshot, the keys
+// its rows had, which its replay records again; those are not replayed on
+// their own (each would commit a snapshot of its own).
+func replayedErasures(es []catalog.Erasure) []catalog.Erasure {
+	var subjects []catalog.Erasure
+	for _, e := range es {
+		if e.Subject != nil {
+			subjects = append(subjects, e)
+		}
+	}
+	if len(subjects) > 0 {
+		return subjects
+	}
+	return es
 }
 
 // replayChain is the snapshots a rebuild of the last one replays: all of an

@@ -90,6 +90,9 @@ func recordFiles(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, res *
 		return nil
 	}
 	for _, f := range p.files {
+		if r, ok := p.received[f.Path]; ok {
+			f.SHA256, f.Size = r.SHA256, r.Size
+		}
 		if err := catalog.RecordFile(ctx, tx, j.Name, source.JobFilePath(j, f.Path), f.SHA256, f.Size, p.batchID, res.Snapshot); err != nil {
 			return fmt.Errorf("record file %s: %w", f.Path, err)
 		}

@@ -163,6 +163,10 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 			if err := tagRejects(ctx, tx, j, r.rejects()); err != nil {
 				return false, err
 			}
+			// The rows of an erased key or subject (erased.go).
+			if err := guardErased(ctx, tx, j); err != nil {
+				return false, err
+			}
 		}
 		fault(r.opts, FaultAfterStep+step.Name)
 	}

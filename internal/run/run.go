@@ -204,6 +204,10 @@ type Prepared struct {
 	// scrubbed are retained raw copies replaced by copies without erased
 	// rows; they are deleted after the commit (see scrubErased).
 	scrubbed []string
+	// received are the sha256 and size of each input file (by path) as
+	// read, where scrubErased replaced its retained copy: a files-mode
+	// job's file record keeps them, so that the file is known again.
+	received map[string]source.InputFile
 	// retained is set once the run starts copying its input into the
 	// store: a run that then commits nothing sweeps its copy away.
 	retained bool

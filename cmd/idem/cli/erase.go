@@ -44,12 +44,27 @@ of the database that reads an erased job, transitively, loses the
 subject too. A model (pipeline select) is recomputed, for every kept
 snapshot, from its upstreams' rows without the subject; a job that keeps
 an upstream's rows (an apply job fed by its changes) loses the rows in
-which its own [privacy] subject columns, or the columns it shares by name
-with the erased job's, hold the erased values. Their job files are looked
-for beside JOB; a job of the database that read an erased job and has no
-job file there is refused (exit 2) before anything changes. Given a
+which the columns it shares by name with the erased job's, or (--subject
+only) its own [privacy] subject columns, hold the erased values. Their
+job files are looked for beside JOB; a job of the database that read an
+erased job and has no job file there is refused (exit 2) before anything
+changes. Given a
 PROJECT_DIR, --subject is erased from every job of the folder that
-declares [privacy] subject, and from their readers.
+declares [privacy] subject, and from their readers: the jobs that hold none
+of it are named ("holds none of it; nothing erased there") and the erasure
+goes on; held by none, nothing is committed (exit 1). A model, named or
+declaring the subject, is always recomputed from its upstreams, never
+erased from in place; one that still holds the subject then is refused
+(exit 2: an upstream holds it). --key is the key of the job named: it is
+looked for in its readers only in the columns they share with it by name,
+never in their [privacy] subject columns (the same value there names
+someone else); only --subject crosses jobs.
+
+A job without a position column (merge_by_key, sample) cannot tell an old
+row from a new one: once a key or subject is erased from it, every later
+row of it gets outcome erased, with no value kept, and the run's retained
+input is rewritten without it, so an old file fed again under a new name
+brings nothing back.
 
 Each job changed gets a new snapshot. --dry-run does the work and rolls
 it back: it prints every job, table and file the erasure would touch.
@@ -102,7 +117,7 @@ its writer epoch is E.`,
 					fmt.Fprintf(a.stderr, "idem: dropped environment(s) %s of %s: they may hold rows built from the subject's; rebuild them with idem run --env NAME\n", strings.Join(dropped, ", "), dbPath)
 				}
 			}
-			opts := ops.EraseOptions{Key: key, Subject: subject, DryRun: dryRun, Fault: a.faultHook(db.Path())}
+			opts := ops.EraseOptions{Key: key, Subject: subject, DryRun: dryRun, AnyRoot: isDir(args[0]), Fault: a.faultHook(db.Path())}
 			opts.ExpectParent, opts.Epoch = w.guards(cmd)
 			res, err := ops.EraseChain(cmd.Context(), db, roots, beside, opts)
 			if err != nil {
@@ -319,6 +334,9 @@ func (a *app) printChainErase(res *ops.ChainEraseResult) {
 	}
 	for _, n := range res.Untouched {
 		fmt.Fprintf(a.stdout, "%s: holds none of it; unchanged\n", n)
+	}
+	for _, n := range res.NotHeld {
+		fmt.Fprintf(a.stdout, "%s: declares the subject and holds none of it; nothing erased there\n", n)
 	}
 	a.printReplica(res.Replica)
 }
