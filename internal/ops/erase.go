@@ -291,6 +291,10 @@ func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, m *eraseMat
 			}
 		}
 	}
+	// A run log message of an older idem may quote the subject's rows.
+	if _, err := catalog.ScrubRunMessages(ctx, tx, j.Name, res.Snapshot, []string{m.value}); err != nil {
+		return nil, nil, err
+	}
 	// The erasure and its snapshot: an erasure by subject is recorded with
 	// its columns, and, for each key its rows had, as an erasure of that
 	// key (the guard against an older batch of the key).

@@ -1,0 +1,136 @@
+package datatest
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
+	"github.com/stretchr/testify/require"
+)
+
+// traceProject writes into dir a merge_by_key job "stock" whose subject
+// column is email, with a not_null audit on qty, and a model "owners"
+// keyed by email over it, both with the read replica on, the database in
+// dir/db. It returns the two job files.
+func traceProject(t *testing.T, dir string) (stock, owners string) {
+	t.Helper()
+	settings := "[duckdb]\nthreads = " + clitest.TestThreads + "\nread_replica = true\n"
+	stock = filepath.Join(dir, "jobs", "stock.toml")
+	clitest.WriteFile(t, stock, `name = "stock"
+pipeline = "merge_by_key"
+transform_version = 1
+schema_version = 1
+database = "../db/trace.duckdb"
+[input]
+path = "../in/b1.csv"
+[input.columns]
+sku = "BIGINT"
+email = "VARCHAR"
+note = "VARCHAR"
+qty = "BIGINT"
+[target]
+key = ["sku"]
+[privacy]
+subject = ["email"]
+[[audit]]
+kind = "not_null"
+columns = ["qty"]
+`+settings)
+	owners = filepath.Join(dir, "jobs", "owners.toml")
+	clitest.WriteFile(t, owners, `name = "owners"
+pipeline = "select"
+transform_version = 1
+database = "../db/trace.duckdb"
+[input]
+upstream = ["stock"]
+[transform]
+sql = "models/owners"
+[target]
+key = ["email"]
+`+settings)
+	clitest.WriteFile(t, filepath.Join(dir, "jobs", "models", "owners", "v1.sql"), "SELECT email, note FROM {{upstream:stock}}\n")
+	return stock, owners
+}
+
+// logText is every message of the run log of the job, as idem log --json
+// prints them.
+func logText(t *testing.T, jobFile string) string {
+	t.Helper()
+	code, out, errOut := clitest.InProcess(t, "log", jobFile, "--json")
+	require.Equal(t, 0, code, out+errOut)
+	var res struct {
+		Runs []struct {
+			Decision string  `json:"decision"`
+			Message  *string `json:"message"`
+		} `json:"runs"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	var b strings.Builder
+	for _, r := range res.Runs {
+		b.WriteString(r.Decision + ": ")
+		if r.Message != nil {
+			b.WriteString(*r.Message)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// TestRunLogKeepsNoRowValues (issue 43): a failed audit's violating row
+// and a model's duplicate key are printed on stderr when they happen, but
+// the run log keeps their counts only; after the subject is erased (and
+// the file compacted) neither a message an older idem wrote quoting her,
+// nor idem log, nor the database file, nor its
+// read replica holds the subject's identifier or payload.
+func TestRunLogKeepsNoRowValues(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	stock, owners := traceProject(t, dir)
+	db := filepath.Join(dir, "db", "trace.duckdb")
+	const who, payload = "alice@example.org", "SECRETNOTEQ7"
+	in := func(name, rows string) string {
+		p := filepath.Join(dir, "in", name)
+		clitest.WriteFile(t, p, "sku,email,note,qty\n"+rows)
+		return p
+	}
+	// The audit fails on alice's row: stderr names it, the log does not.
+	code, out, errOut := clitest.InProcess(t, "run", stock, "--input", in("b0.csv", "1,"+who+","+payload+",\n2,bob@example.org,bob,3\n"))
+	require.Equal(t, 1, code, out+errOut)
+	require.Contains(t, errOut, who)
+	require.Contains(t, errOut, payload)
+	// Alice holds two skus: the model's key check fails naming her.
+	code, out, errOut = clitest.InProcess(t, "run", stock, "--input", in("b1.csv", "1,"+who+","+payload+",1\n2,bob@example.org,bob,3\n3,"+who+","+payload+"2,4\n"))
+	require.Equal(t, 0, code, out+errOut)
+	code, out, errOut = clitest.InProcess(t, "run", owners)
+	require.Equal(t, 1, code, out+errOut)
+	require.Contains(t, errOut, who)
+	// sku 3 moves to carol: the model loads.
+	code, out, errOut = clitest.InProcess(t, "run", stock, "--input", in("b2.csv", "3,carol@example.org,carol,4\n"))
+	require.Equal(t, 0, code, out+errOut)
+	code, out, errOut = clitest.InProcess(t, "run", owners)
+	require.Equal(t, 0, code, out+errOut)
+
+	logs := logText(t, stock) + logText(t, owners)
+	require.Contains(t, logs, "audit not_null_qty (not_null, error) found 1 violation(s)")
+	require.Contains(t, logs, "must be unique and not NULL: 1 key value(s) repeated or NULL")
+	require.NotContains(t, logs, who, "the run log keeps no row values")
+	require.NotContains(t, logs, payload, "the run log keeps no row values")
+
+	// A message as an older idem wrote it, quoting the row: the erasure
+	// removes it.
+	clitest.ExecSQL(t, db, "INSERT INTO idem.runs (job, run_at, decision, changed, message) VALUES ('stock', current_timestamp, 'failed', '[]', 'audit found: email="+who+", note="+payload+"')")
+	require.Contains(t, logText(t, stock), payload)
+	code, out, errOut = clitest.InProcess(t, "erase", stock, "--subject", who)
+	require.Equal(t, 0, code, out+errOut)
+	code, out, errOut = clitest.InProcess(t, "compact", "--db", db)
+	require.Equal(t, 0, code, out+errOut)
+	logs = logText(t, stock) + logText(t, owners)
+	require.NotContains(t, logs, who)
+	require.NotContains(t, logs, payload)
+	require.Contains(t, logs, "message removed by the erasure of snapshot 3 of job stock")
+	for _, f := range []string{db, db + ".read.duckdb"} {
+		clitest.RequireNoPayload(t, filepath.Dir(f), payload, "")
+	}
+}
