@@ -1,14 +1,36 @@
 package datatest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/internal/job"
+
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/stretchr/testify/require"
 )
+
+// treeDigest is the sha256 of every file under root, by path.
+func treeDigest(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		sum := sha256.Sum256(data)
+		out[p] = hex.EncodeToString(sum[:])
+		return err
+	}))
+	return out
+}
 
 // traceProject writes into dir a merge_by_key job "stock" whose subject
 // column is email, with a not_null audit on qty, and a model "owners"
@@ -133,4 +155,44 @@ func TestRunLogKeepsNoRowValues(t *testing.T) {
 	for _, f := range []string{db, db + ".read.duckdb"} {
 		clitest.RequireNoPayload(t, filepath.Dir(f), payload, "")
 	}
+}
+
+// TestLostDatabaseRefused (issue 43): a database deleted or truncated to
+// 0 bytes beside its erasure journal, read replica and retained inputs is
+// not created anew (exit 3, naming each and how to restore), and nothing
+// beside it changes; restored from the replica it opens again.
+func TestLostDatabaseRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	stock, _ := traceProject(t, dir)
+	db := filepath.Join(dir, "db", "trace.duckdb")
+	clitest.WriteFile(t, filepath.Join(dir, "in", "b1.csv"), "sku,email,note,qty\n1,alice@example.org,a,1\n2,bob@example.org,b,2\n")
+	code, out, errOut := clitest.InProcess(t, "run", stock)
+	require.Equal(t, 0, code, out+errOut)
+	code, out, errOut = clitest.InProcess(t, "erase", stock, "--subject", "alice@example.org")
+	require.Equal(t, 0, code, out+errOut)
+	replica, err := os.ReadFile(db + ".read.duckdb")
+	require.NoError(t, err)
+	for _, lose := range []string{"missing", "empty (0 bytes)"} {
+		_ = os.Remove(db)
+		_ = os.Remove(db + ".wal")
+		if lose != "missing" {
+			clitest.WriteFile(t, db, "")
+		}
+		beside := treeDigest(t, filepath.Dir(db))
+		for _, args := range [][]string{{"run", stock}, {"fence", stock}} {
+			code, out, errOut = clitest.InProcess(t, args...)
+			require.Equal(t, job.ExitRefused, code, out+errOut)
+			for _, want := range []string{"database " + db + " is " + lose, db + ".erasures (2 erasure(s))", "the read replica " + db + ".read.duckdb",
+				"the retained-input store " + db + ".inputs", "--replay-journal", "nothing was created"} {
+				require.Contains(t, errOut, want)
+			}
+			require.Equal(t, beside, treeDigest(t, filepath.Dir(db)), "nothing beside the lost database changes")
+		}
+	}
+	// Restored from its replica, it opens: the erasure is there.
+	require.NoError(t, os.WriteFile(db, replica, 0o644))
+	code, out, errOut = clitest.InProcess(t, "run", stock)
+	require.Equal(t, 0, code, out+errOut)
+	require.Equal(t, []string{"0"}, clitest.QueryStrs(t, db, `SELECT count(*) FROM stock WHERE email = 'alice@example.org'`))
 }
