@@ -88,6 +88,9 @@ type EraseResult struct {
 	// Replica reports the read replica published after the erasure
 	// ([duckdb] read_replica).
 	Replica *run.ReplicaInfo `json:"replica,omitempty"`
+	// Compact reports the compaction of the database file after the
+	// erasure (idem erase without --no-compact).
+	Compact *CompactResult `json:"compact,omitempty"`
 }
 
 // Erase removes one subject (a value of the job's key column) in ONE

@@ -19,6 +19,8 @@ import (
 // did.
 type JournalReplay struct {
 	Replayed []JournalReplayed `json:"replayed"`
+	// Compact reports the compaction after it (CompactAfterErasure).
+	Compact *CompactResult `json:"compact,omitempty"`
 }
 
 // JournalReplayed is one journal erasure applied again: the erasures

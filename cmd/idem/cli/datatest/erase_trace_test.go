@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -102,8 +103,8 @@ func logText(t *testing.T, jobFile string) string {
 
 // TestRunLogKeepsNoRowValues (issue 43): a failed audit's violating row
 // and a model's duplicate key are printed on stderr when they happen, but
-// the run log keeps their counts only; after the subject is erased (and
-// the file compacted) neither a message an older idem wrote quoting her,
+// the run log keeps their counts only; after the subject is erased
+// neither a message an older idem wrote quoting her,
 // nor idem log, nor the database file, nor its
 // read replica holds the subject's identifier or payload.
 func TestRunLogKeepsNoRowValues(t *testing.T) {
@@ -145,8 +146,6 @@ func TestRunLogKeepsNoRowValues(t *testing.T) {
 	clitest.ExecSQL(t, db, "INSERT INTO idem.runs (job, run_at, decision, changed, message) VALUES ('stock', current_timestamp, 'failed', '[]', 'audit found: email="+who+", note="+payload+"')")
 	require.Contains(t, logText(t, stock), payload)
 	code, out, errOut = clitest.InProcess(t, "erase", stock, "--subject", who)
-	require.Equal(t, 0, code, out+errOut)
-	code, out, errOut = clitest.InProcess(t, "compact", "--db", db)
 	require.Equal(t, 0, code, out+errOut)
 	logs = logText(t, stock) + logText(t, owners)
 	require.NotContains(t, logs, who)
@@ -195,4 +194,47 @@ func TestLostDatabaseRefused(t *testing.T) {
 	code, out, errOut = clitest.InProcess(t, "run", stock)
 	require.Equal(t, 0, code, out+errOut)
 	require.Equal(t, []string{"0"}, clitest.QueryStrs(t, db, `SELECT count(*) FROM stock WHERE email = 'alice@example.org'`))
+}
+
+// TestEraseCompactsByItself (issue 43): idem erase alone leaves no byte of
+// the subject's payload in the database file's free blocks (it compacts
+// after the erasure, and says so); with --no-compact it says on stderr
+// that the free blocks may hold them, and idem compact removes them.
+func TestEraseCompactsByItself(t *testing.T) {
+	t.Parallel()
+	for _, skip := range []bool{false, true} {
+		t.Run(map[bool]string{false: "compact", true: "no-compact"}[skip], func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			stock, _ := traceProject(t, dir)
+			db := filepath.Join(dir, "db", "trace.duckdb")
+			const payload = "SECRETPAYLOADZ9"
+			var rows strings.Builder
+			rows.WriteString("sku,email,note,qty\n")
+			for i := range 200 {
+				fmt.Fprintf(&rows, "%d,alice@example.org,%s-%d,1\n%d,bob@example.org,bob-%d,2\n", 2*i, payload, i, 2*i+1, i)
+			}
+			clitest.WriteFile(t, filepath.Join(dir, "in", "b1.csv"), rows.String())
+			code, out, errOut := clitest.InProcess(t, "run", stock)
+			require.Equal(t, 0, code, out+errOut)
+			args := []string{"erase", stock, "--subject", "alice@example.org"}
+			if skip {
+				args = append(args, "--no-compact")
+			}
+			code, out, errOut = clitest.InProcess(t, args...)
+			require.Equal(t, 0, code, out+errOut)
+			if skip {
+				require.Contains(t, errOut, "--no-compact: the free blocks of "+db+" may still hold the erased rows' bytes until idem compact")
+				require.NotContains(t, out, "compacted")
+				clitest.RequireNoPayload(t, filepath.Dir(db), payload, db)
+				code, out, errOut = clitest.InProcess(t, "compact", "--db", db)
+				require.Equal(t, 0, code, out+errOut)
+			}
+			clitest.RequireNoPayload(t, filepath.Dir(db), payload, "")
+			if !skip {
+				require.Contains(t, out, "compacted "+db+": ")
+			}
+			require.Equal(t, []string{"200"}, clitest.QueryStrs(t, db, `SELECT count(*) FROM stock`))
+		})
+	}
 }
