@@ -143,8 +143,9 @@ type erasureEnd struct {
 // the new replica is published leaves none, which the next writable open
 // publishes), and after it the erasure journal records it, the stale files
 // go (one that cannot be deleted now goes at the next writable open), the
-// database is checkpointed and the replica published. It passes the
-// erasure's fault points.
+// database is checkpointed and the replica published. A journal that
+// cannot be written is an error returned after all that: the erasure
+// stands. It passes the erasure's fault points.
 func (e erasureEnd) finish(ctx context.Context, d *run.DB, conn *sql.Conn, tx *sql.Tx, workErr error, faultHook func(string)) (*run.ReplicaInfo, error) {
 	fault := func(point string) {
 		if faultHook != nil {
@@ -176,7 +177,10 @@ func (e erasureEnd) finish(ctx context.Context, d *run.DB, conn *sql.Conn, tx *s
 	// The journal beside the database records the erasure, so that a copy
 	// of the database from before it is refused (a kill before this line is
 	// mended by the next writable open).
-	_ = d.SyncJournal(context.WithoutCancel(ctx))
+	journalErr := d.SyncJournal(context.WithoutCancel(ctx))
+	if journalErr != nil {
+		journalErr = fmt.Errorf("the erasure is committed, but the erasure journal %s was not written (the next writable open of the database writes it; then run idem compact --db %s): %w", run.JournalPath(d.Path()), d.Path(), journalErr)
+	}
 	for _, p := range e.stale {
 		_ = os.Remove(p)
 	}
@@ -184,7 +188,7 @@ func (e erasureEnd) finish(ctx context.Context, d *run.DB, conn *sql.Conn, tx *s
 	fault(run.FaultCheckpoint)
 	_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
 	fault(run.FaultAfterCheckpoint)
-	return d.PublishReplica(ctx, faultHook), nil
+	return d.PublishReplica(ctx, faultHook), journalErr
 }
 
 func ignoreDone(err error) error {

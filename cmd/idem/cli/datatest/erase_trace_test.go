@@ -238,3 +238,35 @@ func TestEraseCompactsByItself(t *testing.T) {
 		})
 	}
 }
+
+// TestErrorsNotSwallowed (issue 43): an erasure whose journal cannot be
+// written says so (exit 1, the erasure committed; the next open writes
+// the journal), and idem log refuses a run log row whose JSON does not
+// read back instead of printing it empty.
+func TestErrorsNotSwallowed(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	stock, _ := traceProject(t, dir)
+	db := filepath.Join(dir, "db", "trace.duckdb")
+	clitest.WriteFile(t, filepath.Join(dir, "in", "b1.csv"), "sku,email,note,qty\n1,alice@example.org,a,1\n2,bob@example.org,b,2\n")
+	code, out, errOut := clitest.InProcess(t, "run", stock)
+	require.Equal(t, 0, code, out+errOut)
+	// The journal's path leads into a folder that does not exist.
+	require.NoError(t, os.Symlink(filepath.Join(dir, "gone", "journal"), db+".erasures"))
+	code, out, errOut = clitest.InProcess(t, "erase", stock, "--subject", "alice@example.org")
+	require.Equal(t, 1, code, out+errOut)
+	require.Contains(t, errOut, "the erasure is committed, but the erasure journal "+db+".erasures was not written")
+	require.Equal(t, []string{"0"}, clitest.QueryStrs(t, db, `SELECT count(*) FROM stock WHERE email = 'alice@example.org'`))
+	require.NoError(t, os.Remove(db+".erasures"))
+	code, out, errOut = clitest.InProcess(t, "erase", stock, "--subject", "alice@example.org")
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, "already erased")
+	journal, err := os.ReadFile(db + ".erasures")
+	require.NoError(t, err)
+	require.Equal(t, 2, strings.Count(string(journal), "\n"), "the next open wrote the journal: %s", journal)
+
+	clitest.ExecSQL(t, db, `UPDATE idem.runs SET outcomes = '{not json' WHERE job = 'stock' AND decision = 'applied'`)
+	code, out, errOut = clitest.InProcess(t, "log", stock)
+	require.Equal(t, 1, code, out+errOut)
+	require.Contains(t, errOut, "read log of stock: outcomes \"{not json\"")
+}
