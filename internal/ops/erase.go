@@ -34,6 +34,10 @@ type EraseOptions struct {
 	// pinned re-run replays it over inputs already rewritten without it).
 	// A replay is not a writer of the job and is never fenced.
 	Replay bool
+	// Recorded is the recorded erasure a rerun replays (erase_replay.go):
+	// the erasure is recorded with its salt and hash, not Key's or
+	// Subject's.
+	Recorded *catalog.Erasure
 	// ExpectParent and Epoch are the writer guards of a run (exit 3).
 	ExpectParent *int64
 	Epoch        *int64
@@ -305,7 +309,12 @@ func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, m *eraseMat
 	// The erasure and its snapshot: an erasure by subject is recorded with
 	// its columns, and, for each key its rows had, as an erasure of that
 	// key (the guard against an older batch of the key).
-	if err := catalog.RecordErasure(ctx, tx, j.Name, m.value, res.Position, res.Snapshot, m.subject); err != nil {
+	if r := opts.Recorded; r != nil && r.Salt != "" {
+		err = catalog.RecordErasedHash(ctx, tx, j.Name, r.Salt, r.Key, res.Position, res.Snapshot, m.subject)
+	} else {
+		err = catalog.RecordErasure(ctx, tx, j.Name, m.value, res.Position, res.Snapshot, m.subject)
+	}
+	if err != nil {
 		return nil, nil, err
 	}
 	if m.subject != nil && m.keyCol != "" && !m.all {

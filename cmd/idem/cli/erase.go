@@ -37,7 +37,8 @@ the retained input files, which are rewritten without those rows and
 stored under their new sha256. Any pipeline can be erased from; one with
 a position column also records, for each key erased, the highest position
 seen, so that a later batch carrying the key at or below it gets outcome
-erased (the record holds the key and position, never the payload).
+erased (the record holds the key's salted sha256, as the erasure journal
+does, and the position: never the key itself nor the payload).
 
 The erasure follows the chain of jobs in the same transaction: every job
 of the database that reads an erased job, transitively, loses the

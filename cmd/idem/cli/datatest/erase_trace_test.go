@@ -39,7 +39,7 @@ func treeDigest(t *testing.T, root string) map[string]string {
 // dir/db. It returns the two job files.
 func traceProject(t *testing.T, dir string) (stock, owners string) {
 	t.Helper()
-	settings := "[duckdb]\nthreads = " + clitest.TestThreads + "\nread_replica = true\n"
+	settings := "[retention]\ncheckpoint_every = 1\n[duckdb]\nthreads = " + clitest.TestThreads + "\nread_replica = true\n"
 	stock = filepath.Join(dir, "jobs", "stock.toml")
 	clitest.WriteFile(t, stock, `name = "stock"
 pipeline = "merge_by_key"
@@ -99,6 +99,20 @@ func logText(t *testing.T, jobFile string) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// tracedRun writes traceProject into a new folder with an input b1.csv
+// of rows, and runs stock over it: it returns the folder, the two job
+// files and the database.
+func tracedRun(t *testing.T, rows string) (dir, stock, owners, db string) {
+	t.Helper()
+	dir = t.TempDir()
+	stock, owners = traceProject(t, dir)
+	db = filepath.Join(dir, "db", "trace.duckdb")
+	clitest.WriteFile(t, filepath.Join(dir, "in", "b1.csv"), "sku,email,note,qty\n"+rows)
+	code, out, errOut := clitest.InProcess(t, "run", stock)
+	require.Equal(t, 0, code, out+errOut)
+	return dir, stock, owners, db
 }
 
 // TestRunLogKeepsNoRowValues (issue 43): a failed audit's violating row
@@ -162,13 +176,8 @@ func TestRunLogKeepsNoRowValues(t *testing.T) {
 // beside it changes; restored from the replica it opens again.
 func TestLostDatabaseRefused(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	stock, _ := traceProject(t, dir)
-	db := filepath.Join(dir, "db", "trace.duckdb")
-	clitest.WriteFile(t, filepath.Join(dir, "in", "b1.csv"), "sku,email,note,qty\n1,alice@example.org,a,1\n2,bob@example.org,b,2\n")
-	code, out, errOut := clitest.InProcess(t, "run", stock)
-	require.Equal(t, 0, code, out+errOut)
-	code, out, errOut = clitest.InProcess(t, "erase", stock, "--subject", "alice@example.org")
+	_, stock, _, db := tracedRun(t, "1,alice@example.org,a,1\n2,bob@example.org,b,2\n")
+	code, out, errOut := clitest.InProcess(t, "erase", stock, "--subject", "alice@example.org")
 	require.Equal(t, 0, code, out+errOut)
 	replica, err := os.ReadFile(db + ".read.duckdb")
 	require.NoError(t, err)
@@ -245,15 +254,10 @@ func TestEraseCompactsByItself(t *testing.T) {
 // read back instead of printing it empty.
 func TestErrorsNotSwallowed(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	stock, _ := traceProject(t, dir)
-	db := filepath.Join(dir, "db", "trace.duckdb")
-	clitest.WriteFile(t, filepath.Join(dir, "in", "b1.csv"), "sku,email,note,qty\n1,alice@example.org,a,1\n2,bob@example.org,b,2\n")
-	code, out, errOut := clitest.InProcess(t, "run", stock)
-	require.Equal(t, 0, code, out+errOut)
+	_, stock, _, db := tracedRun(t, "1,alice@example.org,a,1\n2,bob@example.org,b,2\n")
 	// The journal's path leads into a folder that does not exist.
-	require.NoError(t, os.Symlink(filepath.Join(dir, "gone", "journal"), db+".erasures"))
-	code, out, errOut = clitest.InProcess(t, "erase", stock, "--subject", "alice@example.org")
+	require.NoError(t, os.Symlink(filepath.Join(filepath.Dir(db), "gone", "journal"), db+".erasures"))
+	code, out, errOut := clitest.InProcess(t, "erase", stock, "--subject", "alice@example.org")
 	require.Equal(t, 1, code, out+errOut)
 	require.Contains(t, errOut, "the erasure is committed, but the erasure journal "+db+".erasures was not written")
 	require.Equal(t, []string{"0"}, clitest.QueryStrs(t, db, `SELECT count(*) FROM stock WHERE email = 'alice@example.org'`))
@@ -269,4 +273,38 @@ func TestErrorsNotSwallowed(t *testing.T) {
 	code, out, errOut = clitest.InProcess(t, "log", stock)
 	require.Equal(t, 1, code, out+errOut)
 	require.Contains(t, errOut, "read log of stock: outcomes \"{not json\"")
+}
+
+// TestErasedIdentifierInNoFile (issue 43): after idem erase alone, no file
+// under the database's folder (the database file, its read replica, the
+// erasure journal, the retained inputs and checkpoints, a backup taken
+// after) holds the erased subject's identifier or payload: idem.erasures
+// keeps the journal's salted hash. The erasure still guards: erasing again
+// finds it (already erased), and a replay of the key's old batch under a
+// new name is dropped as erased.
+func TestErasedIdentifierInNoFile(t *testing.T) {
+	t.Parallel()
+	const who, payload = "alice.zq@example.org", "SECRETPAYLOADW4"
+	dir, stock, owners, db := tracedRun(t, "1,"+who+","+payload+",1\n2,bob@example.org,b,2\n")
+	code, out, errOut := clitest.InProcess(t, "run", owners)
+	require.Equal(t, 0, code, out+errOut)
+	clitest.WriteFile(t, filepath.Join(dir, "in", "b2.csv"), "sku,email,note,qty\n1,"+who+","+payload+"-2,5\n")
+	code, out, errOut = clitest.InProcess(t, "run", stock, "--input", filepath.Join(dir, "in", "b2.csv"))
+	require.Equal(t, 0, code, out+errOut)
+
+	code, out, errOut = clitest.InProcess(t, "erase", stock, "--subject", who)
+	require.Equal(t, 0, code, out+errOut)
+	code, out, errOut = clitest.InProcess(t, "backup", "--db", db, "--out", filepath.Join(filepath.Dir(db), "backup"))
+	require.Equal(t, 0, code, out+errOut)
+	for _, s := range []string{who, payload} {
+		clitest.RequireNoPayload(t, filepath.Dir(db), s, "")
+	}
+	require.Equal(t, []string{"stock 1 true"}, clitest.QueryStrs(t, db, `SELECT job || ' ' || count(*) || ' ' || bool_and(key = sha256(salt || ?)) FROM idem.erasures WHERE subject_columns IS NOT NULL GROUP BY job`, who))
+
+	code, out, errOut = clitest.InProcess(t, "erase", stock, "--subject", who)
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, "already erased")
+	code, out, errOut = clitest.InProcess(t, "erase", stock, "--key", "1")
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, "already erased", "the subject's key was erased with it")
 }
