@@ -1,6 +1,9 @@
 package catalog
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // RunRow is one row of the run log. Nil fields are NULL.
 type RunRow struct {
@@ -21,4 +24,30 @@ func InsertRun(ctx context.Context, q Querier, r RunRow) error {
 	_, err := q.ExecContext(ctx, `INSERT INTO idem.runs VALUES (?, current_timestamp, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.Job, nullable(r.BatchID), r.Decision, r.Changed, r.RowsIn, r.Outcomes, r.Snapshot, r.Cursor, r.Epoch, nullable(r.Message))
 	return err
+}
+
+// ScrubRunMessages replaces, in every job's run log, each message that
+// holds one of values (the value an erasure removed) by a note naming
+// the erasure that removed it: an erasure's own transaction calls it, so
+// that no run log row keeps the subject (the run log keeps no row values
+// since catalog version 6, but an older idem's messages quoted them).
+// It returns how many messages it replaced.
+func ScrubRunMessages(ctx context.Context, q Querier, j string, snapshot int64, values []string) (int64, error) {
+	var n int64
+	note := fmt.Sprintf("message removed by the erasure of snapshot %d of job %s: it named an erased value", snapshot, j)
+	for _, v := range values {
+		if v == "" {
+			continue
+		}
+		res, err := q.ExecContext(ctx, `UPDATE idem.runs SET message = ? WHERE message IS NOT NULL AND contains(message, ?)`, note, v)
+		if err != nil {
+			return n, fmt.Errorf("scrub the run log: %w", err)
+		}
+		c, err := res.RowsAffected()
+		if err != nil {
+			return n, fmt.Errorf("scrub the run log: %w", err)
+		}
+		n += c
+	}
+	return n, nil
 }

@@ -204,10 +204,14 @@ func ReadLog(ctx context.Context, q Querier, j string) ([]LogEntry, error) {
 		e.FirstLoad = e.Snapshot == 1 && (e.Decision == job.DecisionLoaded || e.Decision == job.DecisionApplied)
 		e.Changed = []string{}
 		if changed.Valid {
-			_ = json.Unmarshal([]byte(changed.String), &e.Changed)
+			if err := json.Unmarshal([]byte(changed.String), &e.Changed); err != nil {
+				return nil, fmt.Errorf("read log of %s: changed %q: %w", j, changed.String, err)
+			}
 		}
 		if outcomes.Valid {
-			_ = json.Unmarshal([]byte(outcomes.String), &e.Outcomes)
+			if err := json.Unmarshal([]byte(outcomes.String), &e.Outcomes); err != nil {
+				return nil, fmt.Errorf("read log of %s: outcomes %q: %w", j, outcomes.String, err)
+			}
 		}
 		out = append(out, e)
 	}

@@ -2,6 +2,8 @@ package catalog
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"testing"
 
@@ -371,7 +373,20 @@ func TestInputsFilesErasures(t *testing.T) {
 	require.Equal(t, 2, n)
 	by, err := ErasuresBySnapshot(ctx, db, "a")
 	require.NoError(t, err)
-	require.Equal(t, map[int64][]Erasure{2: {{Key: "k1", Position: ptr[int64](4)}}, 5: {{Key: "k1", Position: ptr[int64](9)}, {Key: "k2"}}}, by)
+	// The values are kept as their hash salted with the database's id.
+	salt, _, err := CommitPoint(ctx, db)
+	require.NoError(t, err)
+	hash := func(v string) string {
+		sum := sha256.Sum256([]byte(salt + v))
+		return hex.EncodeToString(sum[:])
+	}
+	k1, k2 := hash("k1"), hash("k2")
+	want := map[int64][]Erasure{2: {{Key: k1, Salt: salt, Position: ptr[int64](4)}}, 5: {{Key: k1, Salt: salt, Position: ptr[int64](9)}, {Key: k2, Salt: salt}}}
+	if k2 < k1 {
+		want[5][0], want[5][1] = want[5][1], want[5][0]
+	}
+	require.Equal(t, want, by)
+	require.Equal(t, []string{"0"}, rows(t, db, `SELECT count(*) FROM idem.erasures WHERE key IN ('k1', 'k2')`), "no erased value is stored")
 
 	// ErasedIn: a pinned read's rows of erased keys at or below the erased
 	// position (any row of a key erased without one).

@@ -33,6 +33,10 @@ type EraseOptions struct {
 	// pinned re-run replays it over inputs already rewritten without it).
 	// A replay is not a writer of the job and is never fenced.
 	Replay bool
+	// Recorded is the recorded erasure a rerun replays (erase_replay.go):
+	// the erasure is recorded with its salt and hash, not Key's or
+	// Subject's.
+	Recorded *catalog.Erasure
 	// ExpectParent and Epoch are the writer guards of a run (exit 3).
 	ExpectParent *int64
 	Epoch        *int64
@@ -91,6 +95,9 @@ type EraseResult struct {
 	// Replica reports the read replica published after the erasure
 	// ([duckdb] read_replica).
 	Replica *run.ReplicaInfo `json:"replica,omitempty"`
+	// Compact reports the compaction of the database file after the
+	// erasure (idem erase without --no-compact).
+	Compact *CompactResult `json:"compact,omitempty"`
 }
 
 // Erase removes one subject (a value of the job's key column) in ONE
@@ -143,8 +150,9 @@ type erasureEnd struct {
 // the new replica is published leaves none, which the next writable open
 // publishes), and after it the erasure journal records it, the stale files
 // go (one that cannot be deleted now goes at the next writable open), the
-// database is checkpointed and the replica published. It passes the
-// erasure's fault points.
+// database is checkpointed and the replica published. A journal that
+// cannot be written is an error returned after all that: the erasure
+// stands. It passes the erasure's fault points.
 func (e erasureEnd) finish(ctx context.Context, d *run.DB, conn *sql.Conn, tx *sql.Tx, workErr error, faultHook func(string)) (*run.ReplicaInfo, error) {
 	fault := func(point string) {
 		if faultHook != nil {
@@ -176,7 +184,10 @@ func (e erasureEnd) finish(ctx context.Context, d *run.DB, conn *sql.Conn, tx *s
 	// The journal beside the database records the erasure, so that a copy
 	// of the database from before it is refused (a kill before this line is
 	// mended by the next writable open).
-	_ = d.SyncJournal(context.WithoutCancel(ctx))
+	journalErr := d.SyncJournal(context.WithoutCancel(ctx))
+	if journalErr != nil {
+		journalErr = fmt.Errorf("the erasure is committed, but the erasure journal %s was not written (the next writable open of the database writes it; then run idem compact --db %s): %w", run.JournalPath(d.Path()), d.Path(), journalErr)
+	}
 	for _, p := range e.stale {
 		_ = os.Remove(p)
 	}
@@ -184,7 +195,7 @@ func (e erasureEnd) finish(ctx context.Context, d *run.DB, conn *sql.Conn, tx *s
 	fault(run.FaultCheckpoint)
 	_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
 	fault(run.FaultAfterCheckpoint)
-	return d.PublishReplica(ctx, faultHook), nil
+	return d.PublishReplica(ctx, faultHook), journalErr
 }
 
 func ignoreDone(err error) error {
@@ -291,10 +302,19 @@ func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, m *eraseMat
 			}
 		}
 	}
+	// A run log message of an older idem may quote the subject's rows.
+	if _, err := catalog.ScrubRunMessages(ctx, tx, j.Name, res.Snapshot, []string{m.value}); err != nil {
+		return nil, nil, err
+	}
 	// The erasure and its snapshot: an erasure by subject is recorded with
 	// its columns, and, for each key its rows had, as an erasure of that
 	// key (the guard against an older batch of the key).
-	if err := catalog.RecordErasure(ctx, tx, j.Name, m.value, res.Position, res.Snapshot, m.subject); err != nil {
+	if r := opts.Recorded; r != nil && r.Salt != "" {
+		err = catalog.RecordErasedHash(ctx, tx, j.Name, r.Salt, r.Key, res.Position, res.Snapshot, m.subject)
+	} else {
+		err = catalog.RecordErasure(ctx, tx, j.Name, m.value, res.Position, res.Snapshot, m.subject)
+	}
+	if err != nil {
 		return nil, nil, err
 	}
 	if m.subject != nil && m.keyCol != "" && !m.all {

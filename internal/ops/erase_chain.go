@@ -35,6 +35,8 @@ type ChainEraseResult struct {
 	DryRun bool `json:"dry_run"`
 	// Replica reports the read replica published after the erasure.
 	Replica *run.ReplicaInfo `json:"replica,omitempty"`
+	// Compact reports the compaction after it (CompactAfterErasure).
+	Compact *CompactResult `json:"compact,omitempty"`
 }
 
 // RecomputeResult is one model rebuilt by an erasure: its new snapshot and,
@@ -125,6 +127,7 @@ func (r *ChainEraseResult) Root() *EraseResult {
 	root.Untouched = r.Untouched
 	root.DryRun = r.DryRun
 	root.Replica = r.Replica
+	root.Compact = r.Compact
 	return &root
 }
 

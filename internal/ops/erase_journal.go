@@ -19,6 +19,8 @@ import (
 // did.
 type JournalReplay struct {
 	Replayed []JournalReplayed `json:"replayed"`
+	// Compact reports the compaction after it (CompactAfterErasure).
+	Compact *CompactResult `json:"compact,omitempty"`
 }
 
 // JournalReplayed is one journal erasure applied again: the erasures
@@ -157,7 +159,7 @@ func journalValues(ctx context.Context, d *run.DB, j *job.Job, cols []string, e 
 }
 
 // recordJournalOnly records journal erasure e in a database that holds
-// nothing of it, by its hash (run.JournalMarker).
+// nothing of it, by its salt and hash.
 func recordJournalOnly(ctx context.Context, d *run.DB, e run.JournalEntry) error {
 	tx, err := d.SQL().BeginTx(ctx, nil)
 	if err != nil {
@@ -165,7 +167,7 @@ func recordJournalOnly(ctx context.Context, d *run.DB, e run.JournalEntry) error
 	}
 	st, err := catalog.ReadState(ctx, tx, e.Job)
 	if err == nil {
-		err = catalog.RecordErasure(ctx, tx, e.Job, run.JournalMarker(e), nil, st.Snapshot, e.Subject)
+		err = catalog.RecordErasedHash(ctx, tx, e.Job, e.Salt, e.SHA256, nil, st.Snapshot, e.Subject)
 	}
 	if err != nil {
 		return fmt.Errorf("erase --replay-journal: %w", errors.Join(err, tx.Rollback()))

@@ -72,7 +72,7 @@ func refreshPackets(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, eras
 				entries[i] = old
 				if changed[s] || e.Rows != old.Rows {
 					entries[i] = *e
-					replaced = append(replaced, old)
+					replaced = append(replaced, replacedEntry(old))
 				}
 				continue
 			}
@@ -89,7 +89,7 @@ func refreshPackets(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, eras
 			e.Repaired = old.Repaired
 			entries[i] = *e
 			if e.SHA256 != old.SHA256 {
-				replaced = append(replaced, old)
+				replaced = append(replaced, replacedEntry(old))
 			}
 		}
 		if len(replaced) == 0 {
@@ -107,6 +107,14 @@ func refreshPackets(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, eras
 	}
 	_, err = tx.ExecContext(ctx, "DROP TABLE IF EXISTS "+rows)
 	return out, err
+}
+
+// replacedEntry is what a packet keeps of an entry an erasure replaced:
+// its sha256 and counts, not its bounds, which may be the erased
+// subject's values (the lowest or highest key of the rows it held).
+func replacedEntry(old catalog.PacketEntry) catalog.PacketEntry {
+	old.Bounds = nil
+	return old
 }
 
 // snapshotCounts are the rows in and outcomes snapshot s of job name

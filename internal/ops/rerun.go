@@ -250,11 +250,7 @@ func replayChainIn(ctx context.Context, d, scratch *run.DB, chain []*catalog.Sna
 				return nil, fmt.Errorf("rerun: snapshot %d is an erasure before any batch", row.Snapshot)
 			}
 			for _, e := range replayedErasures(erasures[row.Snapshot]) {
-				opts := EraseOptions{Key: e.Key, Position: e.Position, Replay: true}
-				if e.Subject != nil {
-					opts = EraseOptions{Subject: e.Key, SubjectColumns: e.Subject, Replay: true}
-				}
-				if _, err := Erase(ctx, scratch, last, opts); err != nil {
+				if err := replayErasure(ctx, scratch, last, e); err != nil {
 					return nil, fmt.Errorf("rerun: replay erasure of snapshot %d: %w", row.Snapshot, err)
 				}
 			}

@@ -41,6 +41,11 @@ func (e *AuditError) Error() string {
 	return fmt.Sprintf("job %s: %s; nothing committed", e.Job, strings.Join(parts, "; "))
 }
 
+// LogMessage is e without the violating rows, for the run log.
+func (e *AuditError) LogMessage() string {
+	return fmt.Sprintf("job %s: %s; nothing committed", e.Job, auditNote(e.Results))
+}
+
 // audits runs the job's [[audit]] checks over its target inside the
 // transaction: any violation of an error audit fails the run (an
 // *AuditError, nothing committed); the results of every audit are the

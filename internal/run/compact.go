@@ -134,3 +134,18 @@ func (d *DB) SwapIn(newPath, keep string, fault func(string)) error {
 	}
 	return os.Remove(keep)
 }
+
+// Reopen opens the database at d's path again, with the options d was
+// opened with, in d: a command that compacted the database (which closes
+// d) goes on with it. On error d stays closed.
+func (d *DB) Reopen(ctx context.Context) error {
+	if err := d.Close(); err != nil {
+		return fmt.Errorf("reopen %s: %w", d.path, err)
+	}
+	nd, err := open(ctx, d.path, d.opts, nil)
+	if err != nil {
+		return err
+	}
+	*d = *nd
+	return nil
+}

@@ -77,7 +77,9 @@ func hasWAL(path string) bool {
 //
 // A 0-byte file at path (left by an older idem or a kill while DuckDB
 // created it) is replaced, under a lock on the folder, when no process
-// holds it and no WAL is beside it; a held one gives a *LockedError.
+// holds it and no WAL is beside it; a held one gives a *LockedError. A
+// missing or empty file beside the erasure journal, replica or input store
+// of a lost database is refused (checkNotLost, lostdb.go).
 func createFile(ctx context.Context, dsn, path string, fault func(string)) error {
 	st, err := os.Stat(path)
 	switch {
@@ -91,6 +93,9 @@ func createFile(ctx context.Context, dsn, path string, fault func(string)) error
 	if hasWAL(path) {
 		return fmt.Errorf("create database %s: %s exists without its database: it holds commits of a database that is gone; "+
 			"move it away to create a new database here", path, walPath(path))
+	}
+	if err := checkNotLost(path, false); err != nil {
+		return err
 	}
 	tmp, err := buildNew(ctx, dsn, path, fault)
 	if err != nil {
@@ -142,6 +147,9 @@ func replaceEmpty(ctx context.Context, dsn, path string, fault func(string)) err
 	}
 	if pid > 0 {
 		return &job.LockedError{Path: path, PID: pid, Err: errors.New("an empty database file is held")}
+	}
+	if err := checkNotLost(path, true); err != nil {
+		return err
 	}
 	tmp, err := buildNew(ctx, dsn, path, fault)
 	if err != nil {

@@ -46,7 +46,9 @@ func (d *DB) RunFiles(ctx context.Context, j *job.Job, opts RunOptions) (*FilesR
 		out.NewFiles = append(out.NewFiles, f.Path)
 	}
 	if len(fresh) == 0 {
-		d.logInvocation(j, "", job.DecisionSkipped, "nothing new: no file that is not committed")
+		if err := d.logInvocation(j, "", job.DecisionSkipped, "nothing new: no file that is not committed"); err != nil {
+			return nil, err
+		}
 		return out, nil
 	}
 	batches := [][]source.InputFile{fresh}

@@ -133,7 +133,9 @@ func (d *DB) decideMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared
 			if res.RowsIn, outcomes, err = catalog.SnapshotCounts(ctx, tx, j.Name, st.Snapshot); err != nil {
 				return nil, false, err
 			}
-			_ = json.Unmarshal([]byte(outcomes), &res.Outcomes)
+			if err := json.Unmarshal([]byte(outcomes), &res.Outcomes); err != nil {
+				return nil, false, fmt.Errorf("read outcomes of snapshot %d of %s: %w", st.Snapshot, j.Name, err)
+			}
 			res.RowsOut, err = catalog.CountRows(ctx, tx, j.Table)
 			return res, true, err
 		}
@@ -231,7 +233,9 @@ func (d *DB) checkLedger(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepare
 	res.Decision = job.DecisionAlreadyCommitted
 	res.RowsIn = row.RowsIn
 	res.Snapshot = row.Snapshot
-	_ = json.Unmarshal([]byte(row.Outcomes), &res.Outcomes)
+	if err := json.Unmarshal([]byte(row.Outcomes), &res.Outcomes); err != nil {
+		return false, fmt.Errorf("read outcomes of batch %s of %s: %w", p.batchID, j.Name, err)
+	}
 	rowsOut, err := catalog.CountRows(ctx, tx, j.Table)
 	if err == nil {
 		res.RowsOut = rowsOut

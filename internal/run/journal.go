@@ -46,9 +46,9 @@ type JournalEntry struct {
 	ErasedAt string   `json:"erased_at"`
 }
 
-// JournalMarker is the key idem.erasures records for a journal entry
-// replayed over a database that holds nothing of it: the entry's hash,
-// which matches it without the value.
+// JournalMarker is the key a database before catalog version 6 recorded
+// for a journal entry replayed over it while it held nothing of it (since
+// then idem.erasures records the entry's salt and hash).
 func JournalMarker(e JournalEntry) string { return "#journal:" + e.SHA256 }
 
 // HashValue is the journal's hash of value with salt.
@@ -151,22 +151,27 @@ func appendJournal(path string, entries []JournalEntry) error {
 	return nil
 }
 
-// erasureRow is one row of idem.erasures.
+// erasureRow is one row of idem.erasures: key is the value's hash with
+// salt, or, in a database of a catalog before 6 read as it is (salt ""),
+// the value.
 type erasureRow struct {
-	job, key, erasedAt string
-	subject            []string
-	snapshot           int64
+	job, key, salt, erasedAt string
+	subject                  []string
+	snapshot                 int64
 }
 
 // readErasureRows reads idem.erasures. A database from before catalog
-// version 3 opened read-only (not migrated) has no subject_columns: its
-// erasures are all of keys. q is a *sql.DB, so a failed statement costs
-// nothing but the error.
+// version 6 (3) opened read-only (not migrated) has no salt (nor
+// subject_columns): its keys are the values (its erasures all of keys).
+// q is a *sql.DB, so a failed statement costs nothing but the error.
 func readErasureRows(ctx context.Context, q *sql.DB) ([]erasureRow, error) {
 	const sel = `SELECT job, key, %s, coalesce(snapshot, 0), coalesce(strftime(erased_at, '%%Y-%%m-%%dT%%H:%%M:%%SZ'), '') FROM idem.erasures ORDER BY job, snapshot, key`
-	rows, err := q.QueryContext(ctx, fmt.Sprintf(sel, "subject_columns"))
-	if err != nil {
-		rows, err = q.QueryContext(ctx, fmt.Sprintf(sel, "CAST(NULL AS VARCHAR)"))
+	var rows *sql.Rows
+	var err error
+	for _, cols := range []string{"subject_columns, salt", "subject_columns, CAST(NULL AS VARCHAR)", "CAST(NULL AS VARCHAR), CAST(NULL AS VARCHAR)"} {
+		if rows, err = q.QueryContext(ctx, fmt.Sprintf(sel, cols)); err == nil {
+			break
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read idem.erasures: %w", catalog.TrimSQLError(err))
@@ -175,10 +180,11 @@ func readErasureRows(ctx context.Context, q *sql.DB) ([]erasureRow, error) {
 	var out []erasureRow
 	for rows.Next() {
 		var r erasureRow
-		var cols sql.NullString
-		if err := rows.Scan(&r.job, &r.key, &cols, &r.snapshot, &r.erasedAt); err != nil {
+		var cols, salt sql.NullString
+		if err := rows.Scan(&r.job, &r.key, &cols, &salt, &r.snapshot, &r.erasedAt); err != nil {
 			return nil, err
 		}
+		r.salt = salt.String
 		if cols.Valid {
 			if err := json.Unmarshal([]byte(cols.String), &r.subject); err != nil {
 				return nil, fmt.Errorf("idem.erasures: subject columns %q: %w", cols.String, err)
@@ -189,13 +195,16 @@ func readErasureRows(ctx context.Context, q *sql.DB) ([]erasureRow, error) {
 	return out, rows.Err()
 }
 
-// entry is the journal entry of row r in the database whose id salts its
-// hash.
+// entry is the journal entry of row r in the database of id dbID: its
+// hash and salt as recorded, or the value hashed with dbID.
 func (r erasureRow) entry(dbID string) JournalEntry {
 	e := JournalEntry{DatabaseID: dbID, Job: r.job, Subject: r.subject, Snapshot: r.snapshot, Salt: dbID, ErasedAt: r.erasedAt}
-	if h, ok := strings.CutPrefix(r.key, "#journal:"); ok {
+	switch h, marker := strings.CutPrefix(r.key, "#journal:"); {
+	case r.salt != "":
+		e.Salt, e.SHA256 = r.salt, r.key
+	case marker:
 		e.SHA256 = h
-	} else {
+	default:
 		e.SHA256 = HashValue(dbID, r.key)
 	}
 	return e

@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"time"
@@ -334,21 +335,22 @@ func fault(opts RunOptions, point string) {
 	}
 }
 
-// logOutside records a run that committed nothing (skipped, refused, failed)
-// in the run log, in its own short transaction after the rollback.
-func (d *DB) logOutside(j *job.Job, p *Prepared, decision, message string) {
+// logOutside records a run that committed nothing (refused, failed: err)
+// in the run log, in its own short transaction after the rollback, without
+// row values (logMessage).
+func (d *DB) logOutside(j *job.Job, p *Prepared, decision string, runErr error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	st, err := catalog.ReadState(ctx, d.sql, j.Name)
 	if err != nil {
-		return
+		return fmt.Errorf("write run log: %w", err)
 	}
 	var changed []string
 	if st.HasParts {
 		changed = p.parts.Changed(st.Parts)
 	}
-	_ = catalog.InsertRun(ctx, d.sql, catalog.RunRow{Job: j.Name, BatchID: p.batchID, Decision: decision,
-		Changed: string(job.CanonicalJSON(job.NonNil(changed))), Snapshot: st.Snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Message: message})
+	return insertRun(ctx, d, catalog.RunRow{Job: j.Name, BatchID: p.batchID, Decision: decision,
+		Changed: string(job.CanonicalJSON(job.NonNil(changed))), Snapshot: st.Snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Message: logMessage(runErr)})
 }
 
 // phaseNames name runTx's phases for IDEM_TIMINGS.

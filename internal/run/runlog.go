@@ -4,17 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
 )
 
 // Every invocation of a run that opened the job's database is recorded in
 // idem.runs, whatever the job's input mode: a commit in its own transaction
 // (writeCommitRows), anything else after the rollback, in a short
-// transaction of its own (logNoCommit, logOutside, logInvocation). The log
-// is best effort: a failure to record never changes what the run reports.
+// transaction of its own (logNoCommit, logOutside, logInvocation). A
+// failure to record is returned with what the run reports (joined to its
+// error), never dropped.
+//
+// The log holds no row values: it outlives erasures in every copy of the
+// database (the file's free blocks until compact, the replica, backups), so
+// a message that quoted a row would keep an erased subject. The message of
+// a failed run is logMessage(err): an audit keeps its counts, a key check
+// its count of bad keys, and an error of the engine (which may quote a
+// value: a failed CAST, a duplicate key, a CSV line, a step's error())
+// keeps idem's context and the engine's error type only. The whole text
+// goes to stderr, where the caller prints it.
 
 // logNoCommit records a run that decided to write nothing (skipped,
 // already_committed) in the run log, in its own short transaction after the
@@ -22,11 +35,11 @@ import (
 // the original batch's snapshot, rows in and outcome counts from the ledger.
 // The last, empty chunk of a chunked run that applied chunks is not logged:
 // the invocation is logged by its chunks.
-func (d *DB) logNoCommit(j *job.Job, p *Prepared, res *Result, opts RunOptions) {
+func (d *DB) logNoCommit(j *job.Job, p *Prepared, res *Result, opts RunOptions) error {
 	var message string
 	if c := p.chunk; c != nil {
 		if c.After {
-			return
+			return nil
 		}
 		if c.From != nil {
 			message = fmt.Sprintf("nothing past watermark %d", *c.From)
@@ -36,39 +49,119 @@ func (d *DB) logNoCommit(j *job.Job, p *Prepared, res *Result, opts RunOptions) 
 	defer cancel()
 	st, err := catalog.ReadState(ctx, d.sql, j.Name)
 	if err != nil {
-		return
+		return fmt.Errorf("write run log: %w", err)
 	}
 	var rowsIn, outcomes any
 	snapshot := st.Snapshot
 	if res.Decision == job.DecisionAlreadyCommitted {
 		rowsIn, outcomes, snapshot = res.RowsIn, string(job.CanonicalJSON(res.Outcomes)), res.Snapshot
 	}
-	_ = catalog.InsertRun(ctx, d.sql, catalog.RunRow{Job: j.Name, BatchID: p.batchID, Decision: res.Decision,
+	return insertRun(ctx, d, catalog.RunRow{Job: j.Name, BatchID: p.batchID, Decision: res.Decision,
 		Changed: string(job.CanonicalJSON(job.NonNil(res.Changed))), RowsIn: rowsIn, Outcomes: outcomes,
 		Snapshot: snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Message: message})
+}
+
+// insertRun appends r to the run log in a short transaction of its own.
+func insertRun(ctx context.Context, d *DB, r catalog.RunRow) error {
+	if err := catalog.InsertRun(ctx, d.sql, r); err != nil {
+		return fmt.Errorf("write run log of %s: %w", r.Job, err)
+	}
+	return nil
 }
 
 // logInvocation records an invocation that never reached a run's
 // transaction, or that a files-mode or chunked job decided outside one:
 // "nothing new", a committed file that changed, an input that cannot be
 // read. batchID may be empty.
-func (d *DB) logInvocation(j *job.Job, batchID, decision, message string) {
+// message must hold no row values (logMessage).
+func (d *DB) logInvocation(j *job.Job, batchID, decision, message string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	st, err := catalog.ReadState(ctx, d.sql, j.Name)
 	if err != nil {
-		return
+		return fmt.Errorf("write run log: %w", err)
 	}
-	_ = catalog.InsertRun(ctx, d.sql, catalog.RunRow{Job: j.Name, BatchID: batchID, Decision: decision, Changed: "[]",
+	return insertRun(ctx, d, catalog.RunRow{Job: j.Name, BatchID: batchID, Decision: decision, Changed: "[]",
 		Snapshot: st.Snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Message: message})
 }
 
-// logError records err as a refused or failed invocation and returns it.
+// logError records err as a refused or failed invocation and returns it,
+// joined with the failure to record it if any.
 func (d *DB) logError(j *job.Job, batchID string, err error) error {
 	if err != nil && !d.readOnly {
-		d.logInvocation(j, batchID, errorDecision(err), err.Error())
+		if lerr := d.logInvocation(j, batchID, errorDecision(err), logMessage(err)); lerr != nil {
+			return errors.Join(err, lerr)
+		}
 	}
 	return err
+}
+
+// LogMessager is an error whose text may hold row values: LogMessage is
+// its text without them, what the run log keeps.
+type LogMessager interface {
+	error
+	LogMessage() string
+}
+
+// logMessage is what the run log keeps of err: its text, with the text
+// of every error of its tree that may hold row values replaced, a
+// LogMessager's by its LogMessage and a DuckDB error's (which may quote
+// values) by its error type. A text it cannot place is withheld whole.
+func logMessage(err error) string {
+	msg := err.Error()
+	ok := true
+	walkErrors(err, func(e error) bool {
+		var text, safe string
+		switch e := e.(type) {
+		case LogMessager:
+			text, safe = e.Error(), e.LogMessage()
+		case *duckdb.Error:
+			kind, _, found := strings.Cut(e.Msg, ": ")
+			if !found || !strings.HasSuffix(kind, " Error") || strings.ContainsAny(kind, "'\"`") {
+				kind = "DuckDB error"
+			}
+			text, safe = e.Msg, kind+" (withheld from the run log, which keeps no row values; printed when it happened)"
+		default:
+			return true
+		}
+		// The text may have been cut (catalog.TrimSQLError cuts it before
+		// "LINE n:"): whole, cut so, or its first line.
+		at, n := -1, 0
+		cut, _, _ := strings.Cut(text, "\n\nLINE ")
+		first, _, _ := strings.Cut(text, "\n")
+		for _, t := range []string{text, strings.TrimSpace(cut), first} {
+			if i := strings.Index(msg, t); t != "" && i >= 0 {
+				at, n = i, len(t)
+				break
+			}
+		}
+		if at < 0 {
+			ok = false
+			return false
+		}
+		msg = msg[:at] + safe + msg[at+n:]
+		return false // what it wraps is in its text
+	})
+	if !ok {
+		return "the message is withheld from the run log, which keeps no row values; it was printed when it happened"
+	}
+	return msg
+}
+
+// walkErrors calls f for err and, while f returns true, for what it wraps
+// (every branch of a joined error).
+func walkErrors(err error, f func(error) bool) {
+	if err == nil || !f(err) {
+		return
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			walkErrors(e, f)
+		}
+	case interface{ Unwrap() error }:
+		walkErrors(u.Unwrap(), f)
+	}
 }
 
 // errorDecision is the run log's decision for a run that ended with err.

@@ -31,7 +31,7 @@ func (d *DB) scrubErased(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepare
 	var filters []source.RowFilter
 	switch {
 	case guardsErased(j):
-		m, err := readErasedMatch(ctx, tx, j)
+		m, err := savedErasedMatch(ctx, tx)
 		if err != nil {
 			return err
 		}

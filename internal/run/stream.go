@@ -180,7 +180,9 @@ func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r sou
 		sr.Decision = job.DecisionSkipped
 		sr.BatchID = ""
 		if logEmpty {
-			d.logInvocation(j, "", job.DecisionSkipped, "nothing new past the committed stream positions")
+			if err := d.logInvocation(j, "", job.DecisionSkipped, "nothing new past the committed stream positions"); err != nil {
+				return nil, err
+			}
 		}
 		sr.Positions = b.From
 		sr.Lag = lag(ctx, r, b.From)

@@ -99,7 +99,9 @@ func (d *DB) RunTogether(ctx context.Context, runs []JobRun) ([]*Result, error) 
 			if errors.Is(err, job.ErrRefused) {
 				decision = job.DecisionRefused
 			}
-			d.logOutside(r.Job, preps[i], decision, err.Error())
+			if lerr := d.logOutside(r.Job, preps[i], decision, err); lerr != nil {
+				err = errors.Join(err, lerr)
+			}
 			if rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
 				err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
 			}
@@ -110,18 +112,22 @@ func (d *DB) RunTogether(ctx context.Context, runs []JobRun) ([]*Result, error) 
 	}
 	// logNoCommit records each run that wrote nothing; the expiry after it
 	// finishes one a kill cut short.
-	logNoCommit := func() {
+	logNoCommit := func() error {
+		var errs []error
 		for i, r := range runs {
 			if !writes(results[i]) {
-				d.logNoCommit(r.Job, preps[i], results[i], r.Opts)
+				errs = append(errs, d.logNoCommit(r.Job, preps[i], results[i], r.Opts))
 				d.expireAfter(ctx, r.Job, r.Opts, results[i])
 			}
 		}
+		return errors.Join(errs...)
 	}
 	if !anyWrites {
 		_ = tx.Rollback()
 		sweep(func(int) bool { return true })
-		logNoCommit()
+		if err := logNoCommit(); err != nil {
+			return nil, err
+		}
 		return results, nil
 	}
 	fault(last, FaultBeforeCommit)
@@ -131,13 +137,15 @@ func (d *DB) RunTogether(ctx context.Context, runs []JobRun) ([]*Result, error) 
 	if err != nil {
 		err = job.Canceled(ctx, fmt.Errorf("commit: %w", err))
 		for i, r := range runs {
-			d.logOutside(r.Job, preps[i], job.DecisionFailed, err.Error())
+			if lerr := d.logOutside(r.Job, preps[i], job.DecisionFailed, err); lerr != nil {
+				err = errors.Join(err, lerr)
+			}
 		}
 		return nil, err
 	}
 	fault(last, FaultAfterCommit)
 	sweep(func(i int) bool { return !writes(results[i]) })
-	logNoCommit()
+	logErr := logNoCommit()
 	for i, r := range runs {
 		if !writes(results[i]) {
 			continue
@@ -159,6 +167,9 @@ func (d *DB) RunTogether(ctx context.Context, runs []JobRun) ([]*Result, error) 
 	replica := d.PublishReplica(ctx, last.Fault) // replica.go
 	for _, res := range results {
 		res.Replica = replica
+	}
+	if logErr != nil {
+		return nil, fmt.Errorf("the batch committed, but %w", logErr)
 	}
 	return results, nil
 }

@@ -165,9 +165,31 @@ func checkModelKey(ctx context.Context, tx *sql.Tx, j *job.Job, table string) er
 	if len(bad) == 0 {
 		return nil
 	}
-	more := ""
+	return &KeyError{Job: j.Name, Key: j.Key, Bad: bad}
+}
+
+// KeyError refuses a model whose rows repeat a key or hold a NULL in it:
+// Bad names up to four such keys with their values, which LogMessage
+// leaves out (the run log keeps no row values).
+type KeyError struct {
+	Job string
+	Key []string
+	Bad []string
+}
+
+func (e *KeyError) Error() string {
+	bad, more := e.Bad, ""
 	if len(bad) > 3 {
 		bad, more = bad[:3], ", ..."
 	}
-	return fmt.Errorf("model %s: key (%s) must be unique and not NULL: %s%s; nothing committed", j.Name, strings.Join(j.Key, ", "), strings.Join(bad, "; "), more)
+	return fmt.Sprintf("model %s: key (%s) must be unique and not NULL: %s%s; nothing committed", e.Job, strings.Join(e.Key, ", "), strings.Join(bad, "; "), more)
+}
+
+// LogMessage is e without the keys' values, for the run log.
+func (e *KeyError) LogMessage() string {
+	n := fmt.Sprint(len(e.Bad))
+	if len(e.Bad) > 3 {
+		n = "4 or more"
+	}
+	return fmt.Sprintf("model %s: key (%s) must be unique and not NULL: %s key value(s) repeated or NULL; nothing committed", e.Job, strings.Join(e.Key, ", "), n)
 }

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
@@ -19,6 +20,10 @@ import (
 // retained-input store (a copy being retained, an input being rewritten by
 // erase). A killed process leaves them; the next writer removes them.
 const tempPrefix = ".idem-tmp-"
+
+// IsTempName says whether a name in the store is a temporary file or
+// folder of idem's (tempPrefix), not a retained file.
+func IsTempName(name string) bool { return strings.HasPrefix(name, tempPrefix) }
 
 // Sweep deletes every file in the retained-input store that no
 // committed idem.inputs row names: the copy a failed or killed run retained,

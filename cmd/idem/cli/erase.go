@@ -23,7 +23,7 @@ func (a *app) newEraseCmd() *cobra.Command {
 	var w writerFlags
 	var keys []string
 	var subject string
-	var dryRun, replay bool
+	var dryRun, replay, noCompact bool
 	cmd := &cobra.Command{
 		Use:   "erase (JOB | PROJECT_DIR) (--key K | --key COL=V ... | --subject VALUE)",
 		Short: "Remove a subject from every job that holds it: rows, snapshots, inputs",
@@ -37,7 +37,8 @@ the retained input files, which are rewritten without those rows and
 stored under their new sha256. Any pipeline can be erased from; one with
 a position column also records, for each key erased, the highest position
 seen, so that a later batch carrying the key at or below it gets outcome
-erased (the record holds the key and position, never the payload).
+erased (the record holds the key's salted sha256, as the erasure journal
+does, and the position: never the key itself nor the payload).
 
 The erasure follows the chain of jobs in the same transaction: every job
 of the database that reads an erased job, transitively, loses the
@@ -69,6 +70,16 @@ brings nothing back.
 Each job changed gets a new snapshot. --dry-run does the work and rolls
 it back: it prints every job, table and file the erasure would touch.
 
+Once the erasure commits, the database file is compacted as idem compact
+does it (rewritten, checked, swapped in; the read replica published
+again), because DuckDB leaves the bytes of deleted rows in the file's free
+blocks: after idem erase no byte of the subject is left in the file. That
+needs free disk space for a second copy of the file and the time to
+rewrite it: --no-compact skips it (a file too large to rewrite now), and
+the free blocks then keep the erased rows' bytes until idem compact --db
+PATH. A kill during the compaction leaves the erasure committed and the
+file uncompacted: run idem compact.
+
 Every erasure is also written to the erasure journal beside the database
 (<db>.erasures: the job, the columns and a salted sha256 of the value,
 never the value), which backups leave out and restores leave in place.
@@ -82,7 +93,7 @@ its writer epoch is E.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if replay {
-				return a.replayJournal(cmd, args[0], &f, len(keys) > 0 || subject != "" || dryRun)
+				return a.replayJournal(cmd, args[0], &f, len(keys) > 0 || subject != "" || dryRun, noCompact)
 			}
 			if !cmd.Flags().Changed("key") && !cmd.Flags().Changed("subject") {
 				return a.fail(f.jsonOut, &job.UsageError{Msg: "erase needs --key K or --subject VALUE"})
@@ -123,6 +134,9 @@ its writer epoch is E.`,
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
+			if res.Compact, err = a.compactErased(cmd, db, &f, roots[0], res.Changed(), noCompact); err != nil {
+				return a.fail(f.jsonOut, err)
+			}
 			if !dryRun {
 				defer a.afterErase(cmd.Context(), db, roots, beside) // extension.go
 			}
@@ -142,11 +156,26 @@ its writer epoch is E.`,
 	cmd.Flags().StringVar(&subject, "subject", "", "the subject value to erase, looked for in the jobs' [privacy] subject columns")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "do the erasure and roll it back: print what it would change")
 	cmd.Flags().BoolVar(&replay, "replay-journal", false, "apply again the erasures the journal beside the database records and the database lacks (a restored copy)")
+	cmd.Flags().BoolVar(&noCompact, "no-compact", false, "do not compact the database file after the erasure: its free blocks keep the erased rows' bytes until idem compact (a file too large to rewrite now)")
 	return cmd
 }
 
+// compactErased compacts the database after an erasure that changed it
+// (ops.CompactAfterErasure), so that no byte of the subject stays in the
+// file's free blocks; with --no-compact it says on stderr that they may.
+func (a *app) compactErased(cmd *cobra.Command, db *run.DB, f *dbFlags, j *job.Job, changed, skip bool) (*ops.CompactResult, error) {
+	if !changed {
+		return nil, nil
+	}
+	if skip {
+		fmt.Fprintf(a.stderr, "idem: warning: --no-compact: the free blocks of %s may still hold the erased rows' bytes until idem compact --db %s\n", db.Path(), db.Path())
+		return nil, nil
+	}
+	return ops.CompactAfterErasure(cmd.Context(), db, ops.CompactOptions{Open: f.openOptions(j), Fault: a.faultHook(db.Path())})
+}
+
 // replayJournal is idem erase --replay-journal.
-func (a *app) replayJournal(cmd *cobra.Command, path string, f *dbFlags, other bool) (err error) {
+func (a *app) replayJournal(cmd *cobra.Command, path string, f *dbFlags, other, noCompact bool) (err error) {
 	if other {
 		return a.fail(f.jsonOut, &job.UsageError{Msg: "erase --replay-journal takes no --key, --subject or --dry-run: it applies the journal's erasures"})
 	}
@@ -190,6 +219,9 @@ func (a *app) replayJournal(cmd *cobra.Command, path string, f *dbFlags, other b
 	if err != nil {
 		return a.fail(f.jsonOut, err)
 	}
+	if res.Compact, err = a.compactErased(cmd, db, f, jobs[0], len(res.Replayed) > 0, noCompact); err != nil {
+		return a.fail(f.jsonOut, err)
+	}
 	if f.jsonOut {
 		return a.printJSON(res)
 	}
@@ -206,6 +238,7 @@ func (a *app) replayJournal(cmd *cobra.Command, path string, f *dbFlags, other b
 			a.printChainErase(e)
 		}
 	}
+	a.printCompacted(res.Compact)
 	return nil
 }
 
@@ -339,6 +372,14 @@ func (a *app) printChainErase(res *ops.ChainEraseResult) {
 		fmt.Fprintf(a.stdout, "%s: declares the subject and holds none of it; nothing erased there\n", n)
 	}
 	a.printReplica(res.Replica)
+	a.printCompacted(res.Compact)
+}
+
+// printCompacted prints the compaction after an erasure.
+func (a *app) printCompacted(c *ops.CompactResult) {
+	if c != nil {
+		fmt.Fprintf(a.stdout, "compacted %s: %s -> %s bytes; no byte of the erased rows is left in its free blocks\n", c.Database, job.Thousands(c.BytesBefore), job.Thousands(c.BytesAfter))
+	}
 }
 
 func (a *app) newRollbackCmd() *cobra.Command {

@@ -54,7 +54,9 @@ terminal's width. --json keeps every text exactly as recorded.`,
 				return a.printJSON(map[string]any{"job": job.Name, "runs": entries})
 			}
 			var buf bytes.Buffer
-			writeLogTable(&buf, entries)
+			if err := writeLogTable(&buf, entries); err != nil {
+				return a.fail(f.jsonOut, err)
+			}
 			out := buf.String()
 			if w := a.stdoutWidth(); w > 0 {
 				out = cutLines(out, w)
@@ -69,7 +71,7 @@ terminal's width. --json keeps every text exactly as recorded.`,
 
 // writeLogTable writes the human log table: one line per run, the reason
 // last so that a long one widens nothing but its own line.
-func writeLogTable(w *bytes.Buffer, entries []catalog.LogEntry) {
+func writeLogTable(w *bytes.Buffer, entries []catalog.LogEntry) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tBATCH\tDECISION\tCHANGED\tROWS IN\tOUTCOMES\tSNAPSHOT\tCURSOR\tEPOCH\tREASON")
 	for _, e := range entries {
@@ -97,7 +99,9 @@ func writeLogTable(w *bytes.Buffer, entries []catalog.LogEntry) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", e.Time.UTC().Format("2006-01-02 15:04:05"),
 			batch, escapeCell(e.Decision), strings.Join(changed, ","), rowsIn, strings.Join(oc, " "), e.Snapshot, e.Cursor, e.Epoch, reason)
 	}
-	_ = tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write the log table: %w", err)
+	}
 	// tabwriter pads every cell but the last; a run without a reason ends
 	// in padding.
 	lines := strings.SplitAfter(w.String(), "\n")
@@ -109,6 +113,7 @@ func writeLogTable(w *bytes.Buffer, entries []catalog.LogEntry) {
 			w.WriteString(l)
 		}
 	}
+	return nil
 }
 
 // escapeCell makes s safe for one cell of a one-line-per-row table: a

@@ -103,6 +103,8 @@ func TestLegacyDatabase(t *testing.T) {
 	latest, err := catalog.LatestVersion()
 	require.NoError(t, err)
 	require.Equal(t, []string{strconv.Itoa(latest)}, clitest.QueryStrs(t, db, `SELECT value FROM idem.meta WHERE key = 'catalog_version'`))
+	// Catalog version 6: the erased key is kept as its salted hash.
+	require.Equal(t, []string{"0 1"}, clitest.QueryStrs(t, db, `SELECT count(*) FILTER (WHERE key = 'account-2') || ' ' || count(*) FILTER (WHERE key = sha256(salt || 'account-2')) FROM idem.erasures`))
 	require.Equal(t, []string{"UNIQUE(job, batch_id)"}, clitest.QueryStrs(t, db,
 		`SELECT DISTINCT constraint_text FROM duckdb_constraints()
 		WHERE database_name = current_database() AND schema_name = 'idem' AND table_name = 'ledger' AND constraint_type = 'UNIQUE'`))

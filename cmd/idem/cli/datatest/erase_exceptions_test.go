@@ -395,8 +395,10 @@ func readText(t *testing.T, path string) string {
 // TestEraseFiveJobChain is issue 43's erasure test: a chain of five jobs
 // (people: apply; accounts: merge_by_key; profile: a model declaring the
 // subject; totals: an aggregate model; plain: a job that declares a
-// subject and holds none of alice). After idem erase PROJECT --subject
-// alice: no table holds her payload or identifier (idem.erasures, which
+// subject and holds none of alice), and beside them a job whose audit
+// failed naming alice's row. After idem erase PROJECT --subject alice (and
+// before any compact) no file under the database's folder holds her
+// payload or identifier; no table holds them (idem.erasures, which
 // records what was erased, aside); replays of every old file under a new
 // name resurrect nothing; every kept snapshot of every job reruns (with
 // IDEM_LONG=1; by default the models' and the others' erasures and
@@ -414,10 +416,38 @@ func TestEraseFiveJobChain(t *testing.T) {
 	code, out, errOut := clitest.InProcess(t, "run", jobs)
 	require.Equal(t, 0, code, out+errOut)
 
+	// A job of the same database, outside the project, whose audit fails
+	// on alice's row: its run log row is written, nothing committed.
+	w("audits/watch.toml", `name = "watch"
+pipeline = "select"
+transform_version = 1
+database = "../db/five.duckdb"
+[input]
+upstream = ["accounts"]
+[transform]
+sql = "models/watch"
+[target]
+key = ["account_id"]
+
+[[audit]]
+name = "no_alice"
+kind = "sql"
+sql = "SELECT customer, note FROM {{table}} WHERE customer = 'alice'"
+`+clitest.DuckdbSection)
+	w("audits/models/watch/v1.sql", "SELECT account_id, customer, note FROM {{upstream:accounts}}\n")
+	code, out, errOut = clitest.InProcess(t, "run", filepath.Join(dir, "audits", "watch.toml"))
+	require.Equal(t, 1, code, out+errOut)
+	require.Contains(t, errOut, "alice", "the audit's failure names the row on stderr")
+
 	code, out, errOut = clitest.InProcess(t, "erase", jobs, "--subject", "alice")
 	require.Equal(t, 0, code, out+errOut)
 	require.Contains(t, out, "plain: declares the subject and holds none of it; nothing erased there\n")
 	require.NotContains(t, out, "SECRETPAYLOAD")
+	// erase compacts by itself: no file under the database's folder (the
+	// database, its replica, journal, retained inputs and checkpoints)
+	// holds her payload or her identifier, the run log included.
+	clitest.RequireNoPayload(t, filepath.Join(dir, "db"), "SECRETPAYLOAD", "")
+	clitest.RequireNoPayload(t, filepath.Join(dir, "db"), "alice", "")
 
 	// Every old file again under a new name.
 	for _, f := range []string{"changes/b1.jsonl", "changes/b2.jsonl", "landing/1.jsonl", "landing/2.jsonl"} {
@@ -452,9 +482,7 @@ func TestEraseFiveJobChain(t *testing.T) {
 	code, out, errOut = clitest.InProcess(t, "compact", "--db", db)
 	require.Equal(t, 0, code, out+errOut)
 	clitest.RequireNoPayload(t, filepath.Join(dir, "db"), "SECRETPAYLOAD", "")
-	// The identifier too, once idem.erasures holds the salted hash the
-	// journal does and the run log no row value (issue 43's other parts):
-	// clitest.RequireNoPayload(t, filepath.Join(dir, "db"), "alice", "")
+	clitest.RequireNoPayload(t, filepath.Join(dir, "db"), "alice", "")
 }
 
 // requireNoSubjectInTables fails when a row of a table of the database,

@@ -85,7 +85,7 @@ format = "jsonl"
 		state := clitest.CaptureState(t, p.DB(sealedDB))
 		require.Contains(t, state[`"main"."sec"`], sealedSecret)
 		require.Contains(t, state[`"idem"."sec__history"`], "hidden-2b")
-		require.Contains(t, state[`"idem"."erasures"`], "account-1")
+		require.Contains(t, state[`"idem"."erasures"`], "\nvc ", "the erasure of account-1 (kept as its hash)")
 
 		dir := clitest.FixtureDir(t, "sealed")
 		clitest.CopyDir(t, p.Dir, dir)
