@@ -40,7 +40,7 @@ GROUP BY ALL
 	r := p.Idem("lint", p.Path("named.toml"))
 	require.Equal(t, 1, r.Code, r.Stdout+r.Stderr)
 	require.Contains(t, r.Stdout, "L009")
-	require.Contains(t, r.Stdout, "models/named/v1.sql:1")
+	require.Contains(t, r.Stdout, "models/named/v1.sql:3")
 	require.Contains(t, r.Stdout, "v1.sql reads table zones, which is not a declared upstream")
 	require.Contains(t, r.Stdout, "declare it in [input] upstream and read it as {{upstream:zones}}")
 

@@ -500,7 +500,8 @@ func TestStreamErase(t *testing.T) {
 	k.Produce(secret(1, "SECRETRIDER1"))
 	code, out, errOut = clitest.InProcess(t, "run", jobPath)
 	require.Equal(t, 0, code, out+errOut)
-	require.Equal(t, []string{"erased <nil>"}, clitest.QueryStrs(t, db, `SELECT outcome || ' ' || coalesce(value, '<nil>') FROM rides_outcomes WHERE entity_id = 'ex'`))
+	// Its outcome row names nothing: neither the key nor the payload.
+	require.Equal(t, []string{"erased <nil> <nil>"}, clitest.QueryStrs(t, db, `SELECT outcome || ' ' || coalesce(entity_id, '<nil>') || ' ' || coalesce(value, '<nil>') FROM rides_outcomes WHERE outcome = 'erased'`))
 	require.Equal(t, []string{"0"}, clitest.QueryStrs(t, db, `SELECT count(*) FROM rides WHERE entity_id = 'ex'`))
 	clitest.RequireNoPayload(t, db+".inputs", "SECRETRIDER", "")
 	k.Produce(secret(5, "after"))
