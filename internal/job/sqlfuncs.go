@@ -155,3 +155,34 @@ func CalledNames(text string) []CalledName {
 }
 
 var volatileWord = regexp.MustCompile(`^(` + strings.Join(SortedKeys(NondeterministicRefs), "|") + `)$`)
+
+// RecordedFunctions are the Functions recorded for the DuckDB library of
+// version (enginefuncs_gen.go), or nil when none is recorded for it.
+func RecordedFunctions(version string) *Functions {
+	if version != recordedFunctions.Version {
+		return nil
+	}
+	f := &Functions{Volatile: map[string]bool{}, Session: map[string]bool{}, Views: map[string]bool{}}
+	for _, n := range recordedFunctions.Volatile {
+		f.Volatile[n] = true
+	}
+	for _, n := range recordedFunctions.Session {
+		f.Session[n] = true
+	}
+	for _, n := range recordedFunctions.Views {
+		f.Views[n] = true
+	}
+	return f
+}
+
+// FunctionsRecord is Functions as enginefuncs_gen.go records them: for
+// one DuckDB library version, each set's names in order.
+type FunctionsRecord struct {
+	Version                  string
+	Volatile, Session, Views []string
+}
+
+// Record is f as enginefuncs_gen.go records it for version.
+func (f *Functions) Record(version string) FunctionsRecord {
+	return FunctionsRecord{Version: version, Volatile: SortedKeys(f.Volatile), Session: SortedKeys(f.Session), Views: SortedKeys(f.Views)}
+}

@@ -25,10 +25,6 @@ func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, op
 	if err != nil {
 		return nil, st, false, false, err
 	}
-	// A step reads only the job's own tables and its declared upstreams.
-	if err := checkSealed(ctx, tx, j); err != nil {
-		return nil, st, false, false, err
-	}
 	// Upstream inputs are pinned first: they complete the job key.
 	pins, err := pin(ctx, tx, j, p, st)
 	if err != nil {
@@ -61,6 +57,13 @@ func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, op
 			return nil, st, false, false, err
 		}
 		return res, st, exists, true, err
+	}
+	// A step reads only the job's own tables and its declared upstreams:
+	// checked for a run that would write (a skipped run or a batch already
+	// committed writes nothing, and its key names the SQL a run checked
+	// before it committed).
+	if err := checkSealed(ctx, tx, j); err != nil {
+		return nil, st, false, false, err
 	}
 	// A retry whose work already landed (skipped, already committed) is
 	// answered above; only a run that would write checks its parent.

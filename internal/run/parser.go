@@ -61,15 +61,34 @@ var engine struct {
 	funcs *job.Functions
 }
 
-// EngineFunctions reads DuckDB's function catalog and its internal views
-// through q (job.NewFunctions): which functions are volatile or read the
-// session, which views read the catalog.
+// EngineFunctions is what DuckDB's function catalog says of its functions
+// (job.NewFunctions): which are volatile or read the session, which views
+// read the catalog. For the engine idem is built with, the answer is the
+// one recorded in internal/job/enginefuncs_gen.go (listing the catalog
+// costs 20-60 ms a process); TestEngineFunctionsRecorded proves the record
+// equal to the engine's catalog, and rewrites it with -update. Any other
+// engine is asked through q, once a process.
 func EngineFunctions(ctx context.Context, q catalog.Querier) (*job.Functions, error) {
 	engine.mu.Lock()
 	defer engine.mu.Unlock()
 	if engine.funcs != nil {
 		return engine.funcs, nil
 	}
+	if f := job.RecordedFunctions(mapping.LibraryVersion()); f != nil {
+		engine.funcs = f
+		return f, nil
+	}
+	f, err := readEngineFunctions(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	engine.funcs = f
+	return f, nil
+}
+
+// readEngineFunctions lists DuckDB's function catalog and its internal
+// views through q.
+func readEngineFunctions(ctx context.Context, q catalog.Querier) (*job.Functions, error) {
 	rows, err := q.QueryContext(ctx, `SELECT DISTINCT function_name, function_type, coalesce(stability, ''), coalesce(CAST(macro_definition AS VARCHAR), '')
 		FROM duckdb_functions() WHERE stability IS DISTINCT FROM 'CONSISTENT' OR function_name ILIKE 'pg\_%' ESCAPE '\' ORDER BY ALL`)
 	if err != nil {
@@ -103,8 +122,7 @@ func EngineFunctions(ctx context.Context, q catalog.Querier) (*job.Functions, er
 	if err := vrows.Err(); err != nil {
 		return nil, fmt.Errorf("read DuckDB's catalog views: %w", err)
 	}
-	engine.funcs = job.NewFunctions(infos, views)
-	return engine.funcs, nil
+	return job.NewFunctions(infos, views), nil
 }
 
 // SealParser is the job.Parser of a seal check through q: queries (the
