@@ -87,14 +87,22 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	// The steps are sealed (sealrun.go): one thread (unless every
-	// statement is idem's own: job.ParallelSteps), binder-checked scans,
-	// and the tables the job does not own the same after them.
+	// statement is idem's own, job.ParallelSteps, or the job is a model
+	// DuckDB's bound plan proves order-free, ModelOrderFree),
+	// binder-checked scans, and the tables the job does not own the same
+	// after them.
 	sealed, err := newSealedRun(ctx, tx, j)
 	if err != nil {
 		return false, err
 	}
 	restore := func() {}
-	if !j.ParallelSteps() {
+	parallel := j.ParallelSteps()
+	if !parallel && r.opts.RowsFrom == "" {
+		if parallel, _, err = ModelOrderFree(ctx, tx, j); err != nil {
+			return false, err
+		}
+	}
+	if !parallel {
 		if restore, err = singleThread(ctx, r.d.sql, tx); err != nil {
 			return false, err
 		}

@@ -295,3 +295,42 @@ func (s *sealedRun) explain(ctx context.Context, tx *sql.Tx, step job.Step, line
 func (d *DB) SingleThread(ctx context.Context, tx *sql.Tx) (func(), error) {
 	return singleThread(ctx, d.sql, tx)
 }
+
+// ModelOrderFree reports whether job j is a model whose SELECT gives the
+// same rows whatever the order its input rows arrive in, as DuckDB's bound
+// plan of it shows (job.OrderFree: no sum of DOUBLE, no order-dependent
+// aggregate or window, no LIMIT, no sample, no DISTINCT ON), with no
+// quality rule and no sql audit: its steps then run on the job's threads
+// and give the bytes one thread gives. why names what keeps a model on one
+// thread. The model's upstream relations must exist in q (a run's
+// transaction, after the input is staged).
+func ModelOrderFree(ctx context.Context, q catalog.Querier, j *job.Job) (ok bool, why string, err error) {
+	if !j.IsModel() || len(j.Rules) > 0 {
+		return false, "not a model", nil
+	}
+	for _, a := range j.Audits {
+		if a.SQL != "" {
+			return false, "a sql audit", nil
+		}
+	}
+	model := j.Expand(j.ModelSQL)
+	if err := OneStatement(model); err != nil {
+		return false, "", err
+	}
+	var text string
+	if err := q.QueryRowContext(ctx, "SELECT CAST(json_serialize_plan(?::VARCHAR) AS VARCHAR)", model).Scan(&text); err != nil {
+		return false, "", fmt.Errorf("plan model of %s: %w", j.Name, err)
+	}
+	var parsed struct {
+		Error bool  `json:"error"`
+		Plans []any `json:"plans"`
+	}
+	if err := json.Unmarshal([]byte(text), &parsed); err != nil {
+		return false, "", fmt.Errorf("plan model of %s: %w", j.Name, err)
+	}
+	if parsed.Error {
+		return false, "no plan", nil // the step fails or binds otherwise: one thread
+	}
+	ok, why = job.OrderFree(parsed.Plans)
+	return ok, why, nil
+}
