@@ -70,6 +70,13 @@ func PlanRun(ctx context.Context, dbPath string, j *job.Job, opts run.RunOptions
 	if db != nil {
 		defer db.Close()
 	}
+	return PlanRunDB(ctx, db, j, opts)
+}
+
+// PlanRunDB is PlanRun on a database already open read-only (a project's
+// plan opens each database once for all its jobs); db nil is a database
+// that does not exist yet or holds no idem tables (HasCatalog).
+func PlanRunDB(ctx context.Context, db *run.DB, j *job.Job, opts run.RunOptions) (*Plan, error) {
 
 	// A files-mode run applies each new file as its batch: the plan is the
 	// first batch's, and lists them all. A chunked run's batches are known
@@ -100,7 +107,7 @@ func PlanRun(ctx context.Context, dbPath string, j *job.Job, opts run.RunOptions
 	}
 	conn, err := db.SQL().Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("plan: connect %s: %w", dbPath, err)
+		return nil, fmt.Errorf("plan: connect %s: %w", db.Path(), err)
 	}
 	defer conn.Close()
 	tx, err := conn.BeginTx(ctx, nil)
@@ -195,12 +202,18 @@ func openForPlan(ctx context.Context, dbPath string, open run.OpenOptions) (*run
 	if err != nil {
 		return nil, err
 	}
-	ok, err := catalog.TableExists(ctx, db.SQL(), "idem", "jobs")
+	ok, err := HasCatalog(ctx, db)
 	if err != nil || !ok {
 		db.Close()
 		return nil, err
 	}
 	return db, nil
+}
+
+// HasCatalog reports whether db holds idem's tables (a plan of a database
+// without them plans every job from scratch).
+func HasCatalog(ctx context.Context, db *run.DB) (bool, error) {
+	return catalog.TableExists(ctx, db.SQL(), "idem", "jobs")
 }
 
 // planFiles picks the first batch of a files-mode job into opts and lists

@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
@@ -148,7 +151,7 @@ func (a *app) planJob(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOpt
 	if err != nil {
 		return "", a.fail(f.jsonOut, err)
 	}
-	plan, err := ops.PlanRun(cmd.Context(), dbPath, j, opts, f.openOptions(j))
+	plan, err := a.planOn(cmd.Context(), dbPath, j, opts, f.openOptions(j))
 	if err != nil {
 		return "", a.fail(f.jsonOut, err)
 	}
@@ -169,4 +172,27 @@ func (a *app) planJob(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOpt
 		return plan.Decision, &codeError{code: plan.ExitCode}
 	}
 	return plan.Decision, nil
+}
+
+// planOn plans job j on the database at dbPath, opened read-only once for
+// every job of a project that names it (a.openDB); a database that does
+// not exist yet, or holds no idem tables, plans every job from scratch.
+func (a *app) planOn(ctx context.Context, dbPath string, j *job.Job, opts run.RunOptions, open run.OpenOptions) (plan *ops.Plan, err error) {
+	if _, err := os.Stat(dbPath); errors.Is(err, os.ErrNotExist) {
+		return ops.PlanRunDB(ctx, nil, j, opts)
+	}
+	open.ReadOnly = true
+	db, done, err := a.openDB(ctx, dbPath, open)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, done(err)) }()
+	ok, err := ops.HasCatalog(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		db = nil
+	}
+	return ops.PlanRunDB(ctx, db, j, opts)
 }
