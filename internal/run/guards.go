@@ -58,6 +58,13 @@ func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, op
 		}
 		return res, st, exists, true, err
 	}
+	// The upstreams' pinned rows, copied in canonical order only now that
+	// the run writes (source.Upstream.Materialize).
+	if pinner, ok := p.input.(source.Pinner); ok {
+		if err := pinner.Materialize(ctx, tx); err != nil {
+			return nil, st, false, false, err
+		}
+	}
 	// A step reads only the job's own tables and its declared upstreams:
 	// checked for a run that would write (a skipped run or a batch already
 	// committed writes nothing, and its key names the SQL a run checked

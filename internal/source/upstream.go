@@ -65,10 +65,15 @@ type Upstream struct {
 	// Realign, for Recorded, names the upstreams the recorded run realigned
 	// the job with (rolled back below what it applied; Realigned).
 	Realign []string
-	ranges  []Range
-	columns map[string][]catalog.TargetColumn
-	realign []string
-	notes   []string
+
+	// deferred are the relations Pin made views over the committed
+	// targets (the job key and the model's columns need no more), which
+	// Materialize copies in their canonical order once the run writes.
+	deferred []deferredRelation
+	ranges   []Range
+	columns  map[string][]catalog.TargetColumn
+	realign  []string
+	notes    []string
 }
 
 // Kind is "upstream".
@@ -139,12 +144,34 @@ func (u *Upstream) Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, erro
 			if err := u.pinChanges(ctx, tx, name, st.Snapshot); err != nil {
 				return nil, err
 			}
-		} else if err := relation(ctx, tx, name, "TABLE", query); err != nil {
+		} else if err := relation(ctx, tx, name, "VIEW", query); err != nil {
 			return nil, err
+		} else {
+			u.deferred = append(u.deferred, deferredRelation{name, query})
 		}
 		refs = append(refs, job.UpstreamRef{Job: name, Snapshot: st.Snapshot, JobKey: st.Key})
 	}
 	return refs, nil
+}
+
+// deferredRelation is an upstream relation Pin made a view of.
+type deferredRelation struct{ name, query string }
+
+// Materialize copies the upstream relations Pin left as views over the
+// committed targets into TEMP tables in canonical order (ORDER BY ALL), as
+// the steps read them: a run that writes calls it once it has decided to;
+// a run skipped or already committed never copies a row.
+func (u *Upstream) Materialize(ctx context.Context, tx *sql.Tx) error {
+	for _, d := range u.deferred {
+		if _, err := tx.ExecContext(ctx, "DROP VIEW IF EXISTS "+job.QuoteIdent(job.UpstreamRelation(d.name))); err != nil {
+			return fmt.Errorf("pin upstream %s: %w", d.name, catalog.TrimSQLError(err))
+		}
+		if err := relation(ctx, tx, d.name, "TABLE", d.query); err != nil {
+			return err
+		}
+	}
+	u.deferred = nil
+	return nil
 }
 
 // pinExternal pins upstream name as committed in the database attached as
@@ -211,7 +238,11 @@ func (u *Upstream) pinRecorded(ctx context.Context, tx *sql.Tx) ([]job.UpstreamR
 // self-join or a UNION of the upstream feeds rows in another order), so
 // the same kind of relation gives the same plan.
 func relation(ctx context.Context, tx *sql.Tx, name, kind, query string) error {
-	q := "CREATE OR REPLACE TEMP " + kind + " " + job.QuoteIdent(job.UpstreamRelation(name)) + " AS SELECT * FROM (" + query + ") ORDER BY ALL"
+	order := " ORDER BY ALL"
+	if kind == "VIEW" {
+		order = "" // no rows are read through it: the job key and DESCRIBE
+	}
+	q := "CREATE OR REPLACE TEMP " + kind + " " + job.QuoteIdent(job.UpstreamRelation(name)) + " AS SELECT * FROM (" + query + ")" + order
 	if _, err := tx.ExecContext(ctx, q); err != nil {
 		return fmt.Errorf("pin upstream %s: %w", name, catalog.TrimSQLError(err))
 	}
@@ -222,6 +253,9 @@ func relation(ctx context.Context, tx *sql.Tx, name, kind, query string) error {
 // decides (Upstream).
 type Pinner interface {
 	Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, error)
+	// Materialize makes the pinned rows what the steps read, once the run
+	// has decided to write.
+	Materialize(ctx context.Context, tx *sql.Tx) error
 }
 
 // NoUpstreamError is a run of a job whose upstream has never committed in
