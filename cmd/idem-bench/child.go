@@ -23,7 +23,7 @@ var floorRefreshSQL string
 
 // child runs one floor measurement in its own process:
 //
-//	child apply|refresh|export|sha256|gen|fingerprint|query [flags]
+//	child apply|refresh|export|sha256|gen|fingerprint|query|project [flags]
 func child(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return fmt.Errorf("child needs a kind")
@@ -40,6 +40,8 @@ func child(ctx context.Context, args []string) error {
 	tempDir := fl.String("temp-directory", "", "DuckDB temp_directory")
 	scriptFile := fl.String("script", "", "apply, refresh: run this SQL file instead of the built-in floor script (for trying a variant)")
 	trace := fl.Bool("trace", false, "apply, refresh: run the script one statement at a time and print each one's time on stderr")
+	project := fl.String("project", "", "project: the project folder")
+	phase := fl.String("phase", "", "project: full, nightly or noop (projectfloor.go)")
 	noHistory := fl.Bool("no-history", false, "apply: leave out the floor script's history statements (the history case's hand-written floor without history)")
 	if err := fl.Parse(args[1:]); err != nil {
 		return err
@@ -111,6 +113,8 @@ func child(ctx context.Context, args []string) error {
 	}
 	defer conn.Close()
 	switch kind {
+	case "project":
+		return projectFloor(ctx, conn, *project, *phase)
 	case "export":
 		_, err := conn.ExecContext(ctx, "COPY (SELECT * FROM changes ORDER BY entity_id) TO "+quote(*out)+" (FORMAT csv, HEADER true)")
 		return err
