@@ -28,7 +28,9 @@ type bench struct {
 	self      string
 	// projectOrders is the project case's orders over its twelve months.
 	projectOrders int64
-	rows          []row
+	// projectThreads, when above 0, is the project case's DuckDB threads.
+	projectThreads int
+	rows           []row
 }
 
 // measure is one child process: its wall time and peak RSS.

@@ -37,6 +37,7 @@ func child(ctx context.Context, args []string) error {
 	text := fl.String("sql", "", "gen: which file (batch, base, sample, sample-b, noop); fingerprint, query: the query")
 	rows := fl.Int64("n", 0, "gen: rows")
 	memoryLimit := fl.String("memory-limit", "", "DuckDB memory_limit")
+	threads := fl.String("threads", "", "DuckDB threads (default: DuckDB's)")
 	tempDir := fl.String("temp-directory", "", "DuckDB temp_directory")
 	scriptFile := fl.String("script", "", "apply, refresh: run this SQL file instead of the built-in floor script (for trying a variant)")
 	trace := fl.Bool("trace", false, "apply, refresh: run the script one statement at a time and print each one's time on stderr")
@@ -100,6 +101,9 @@ func child(ctx context.Context, args []string) error {
 	}
 	if *tempDir != "" {
 		q.Set("temp_directory", *tempDir)
+	}
+	if *threads != "" {
+		q.Set("threads", *threads)
 	}
 	db, err := sql.Open("duckdb", *dbPath+"?"+q.Encode())
 	if err != nil {

@@ -71,16 +71,26 @@ func (b *bench) projectCase(ctx context.Context) error {
 	floorDB := filepath.Join(root, "floor.duckdb")
 	saved12, floor12 := filepath.Join(root, "saved12"), filepath.Join(root, "floor12.duckdb")
 	jobs := len(projSources) + len(projModelList)
+	// --threads N is a flag of both idem and the floor child.
+	var threads []string
+	suffix := ""
+	if b.projectThreads > 0 {
+		threads = []string{"--threads", fmt.Sprint(b.projectThreads)}
+		suffix = fmt.Sprintf(" (threads %d)", b.projectThreads)
+	}
+	idem := func(args ...string) (measure, error) {
+		return runChild(ctx, "", b.idem, append(append(args, proj, "--quiet"), threads...)...)
+	}
 	floor := func(phase string) (measure, error) {
-		return runChild(ctx, "", b.self, "child", "project", "--project", proj, "--phase", phase, "--db", floorDB)
+		return runChild(ctx, "", b.self, append([]string{"child", "project", "--project", proj, "--phase", phase, "--db", floorDB}, threads...)...)
 	}
 
-	full := &row{name: fmt.Sprintf("project full build, %d jobs, 12 months", jobs), n: g.ordersPerMonth * 12, limit: "none", floorName: "the same SQL in one DuckDB process"}
+	full := &row{name: fmt.Sprintf("project full build, %d jobs, 12 months%s", jobs, suffix), n: g.ordersPerMonth * 12, limit: "none", floorName: "the same SQL in one DuckDB process"}
 	logf("project: full build")
 	err := b.pairCPU(ctx, full, jobs,
 		func(int) (measure, error) {
 			os.RemoveAll(idemData)
-			return runChild(ctx, "", b.idem, "run", proj, "--quiet")
+			return idem("run")
 		},
 		func(int) (measure, error) {
 			removeDB(floorDB)
@@ -100,7 +110,7 @@ func (b *bench) projectCase(ctx context.Context) error {
 		return err
 	}
 
-	nightly := &row{name: "project nightly run, month 13", n: g.ordersPerMonth, limit: "none", floorName: "the same SQL in one DuckDB process"}
+	nightly := &row{name: "project nightly run, month 13" + suffix, n: g.ordersPerMonth, limit: "none", floorName: "the same SQL in one DuckDB process"}
 	logf("project: nightly run")
 	if err := drop13(true); err != nil {
 		return err
@@ -110,7 +120,7 @@ func (b *bench) projectCase(ctx context.Context) error {
 			if err := copyTree(saved12, idemData); err != nil {
 				return measure{}, err
 			}
-			return runChild(ctx, "", b.idem, "run", proj, "--quiet")
+			return idem("run")
 		},
 		func(int) (measure, error) {
 			removeDB(floorDB)
@@ -128,16 +138,15 @@ func (b *bench) projectCase(ctx context.Context) error {
 
 	// Nothing changed: a run and a plan.
 	for _, c := range []struct {
-		label, name, note string
-		args              []string
+		label, name, note, command string
 	}{
-		{"no-op run", "project no-op run", "goal: at most 0.25 s", []string{"run", proj, "--quiet"}},
-		{"plan", "idem plan DIR, nothing changed", "goal: at most 0.5 s", []string{"plan", proj, "--quiet"}},
+		{"no-op run", "project no-op run", "goal: at most 0.25 s", "run"},
+		{"plan", "idem plan DIR, nothing changed", "goal: at most 0.5 s", "plan"},
 	} {
 		logf("project: %s", c.label)
-		r := &row{name: c.name, limit: "none", floorName: "open the database, find no new landing file", note: c.note}
+		r := &row{name: c.name + suffix, limit: "none", floorName: "open the database, find no new landing file", note: c.note}
 		err = b.pairCPU(ctx, r, jobs,
-			func(int) (measure, error) { return runChild(ctx, "", b.idem, c.args...) },
+			func(int) (measure, error) { return idem(c.command) },
 			func(int) (measure, error) { return floor("noop") })
 		if err != nil {
 			return err
