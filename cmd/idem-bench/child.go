@@ -23,7 +23,7 @@ var floorRefreshSQL string
 
 // child runs one floor measurement in its own process:
 //
-//	child apply|refresh|export|sha256|gen|fingerprint|query|project [flags]
+//	child apply|refresh|export|sha256|gen|fingerprint|query|project|project-pin [flags]
 func child(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return fmt.Errorf("child needs a kind")
@@ -119,6 +119,9 @@ func child(ctx context.Context, args []string) error {
 	switch kind {
 	case "project":
 		return projectFloor(ctx, conn, *project, *phase)
+	case "project-pin":
+		return pinCost(ctx, conn, 5) // projectpin.go
+
 	case "export":
 		_, err := conn.ExecContext(ctx, "COPY (SELECT * FROM changes ORDER BY entity_id) TO "+quote(*out)+" (FORMAT csv, HEADER true)")
 		return err
