@@ -30,7 +30,10 @@ type bench struct {
 	projectOrders int64
 	// projectThreads, when above 0, is the project case's DuckDB threads.
 	projectThreads int
-	rows           []row
+	// projectBatch, when set, is the project's files sources' [input]
+	// batch.
+	projectBatch string
+	rows         []row
 }
 
 // measure is one child process: its wall time and peak RSS.

@@ -93,14 +93,18 @@ func tomlList(xs []string) string {
 }
 
 // writeProject writes the project's job files and model folders into dir
-// (its database: dir/data/project.duckdb).
-func writeProject(dir string) error {
+// (its database: dir/data/project.duckdb); batch, when not empty, is the
+// files sources' [input] batch ("per_file", "all").
+func writeProject(dir, batch string) error {
 	files := map[string]string{}
 	for _, s := range projSources {
 		var b strings.Builder
 		fmt.Fprintf(&b, "name = %q\npipeline = \"merge_by_key\"\ntransform_version = 1\nschema_version = 1\ndatabase = \"data/project.duckdb\"\ntags = [\"raw\"]\n\n[input]\npath = %q\n", s.name, s.path)
 		if s.files {
 			b.WriteString("mode = \"files\"\n")
+			if batch != "" {
+				fmt.Fprintf(&b, "batch = %q\n", batch)
+			}
 		} else {
 			b.WriteString("mode = \"replace\"\n")
 		}

@@ -31,7 +31,7 @@ func (b *bench) projectCase(ctx context.Context) error {
 	proj := filepath.Join(root, "proj")
 	month13 := filepath.Join(root, "month13")
 	logf("project: %d orders a month, generating %s", g.ordersPerMonth, root)
-	if err := writeProject(proj); err != nil {
+	if err := writeProject(proj, b.projectBatch); err != nil {
 		return err
 	}
 	if err := writeReference(proj); err != nil {
@@ -77,6 +77,9 @@ func (b *bench) projectCase(ctx context.Context) error {
 	if b.projectThreads > 0 {
 		threads = []string{"--threads", fmt.Sprint(b.projectThreads)}
 		suffix = fmt.Sprintf(" (threads %d)", b.projectThreads)
+	}
+	if b.projectBatch != "" {
+		suffix += fmt.Sprintf(" (batch %s)", b.projectBatch)
 	}
 	idem := func(args ...string) (measure, error) {
 		return runChild(ctx, "", b.idem, append(append(args, proj, "--quiet"), threads...)...)
