@@ -26,7 +26,14 @@ type bench struct {
 	noopBytes int64
 	idem      string
 	self      string
-	rows      []row
+	// projectOrders is the project case's orders over its twelve months.
+	projectOrders int64
+	// projectThreads, when above 0, is the project case's DuckDB threads.
+	projectThreads int
+	// projectBatch, when set, is the project's files sources' [input]
+	// batch.
+	projectBatch string
+	rows         []row
 }
 
 // measure is one child process: its wall time and peak RSS.
@@ -89,6 +96,8 @@ func (b *bench) run(ctx context.Context, cases []string) error {
 			err = b.envCase(ctx) // env.go
 		case "jsonl":
 			err = b.jsonlCase(ctx) // jsonl.go
+		case "project":
+			err = b.projectCase(ctx) // projectcase.go
 		default:
 			err = fmt.Errorf("unknown case %q", c)
 		}

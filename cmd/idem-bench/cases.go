@@ -143,6 +143,12 @@ func compareApply(ctx context.Context, idemDB, floorDB string) error {
 // compare fingerprints each query in both databases and fails on the first
 // difference.
 func compare(ctx context.Context, idemDB, floorDB string, queries []struct{ what, q string }) error {
+	return compareBy(ctx, "fingerprint", idemDB, floorDB, queries)
+}
+
+// compareBy is compare with each query's text given to child kind
+// (fingerprint: a digest of its rows; query: its one value as it is).
+func compareBy(ctx context.Context, kind, idemDB, floorDB string, queries []struct{ what, q string }) error {
 	for _, q := range queries {
 		var got [2]string
 		for i, path := range []string{idemDB, floorDB} {
@@ -150,9 +156,9 @@ func compare(ctx context.Context, idemDB, floorDB string, queries []struct{ what
 			if err != nil {
 				return err
 			}
-			out, err := exec.CommandContext(ctx, self, "child", "fingerprint", "--db", path, "--sql", q.q).CombinedOutput()
+			out, err := exec.CommandContext(ctx, self, "child", kind, "--db", path, "--sql", q.q).CombinedOutput()
 			if err != nil {
-				return fmt.Errorf("fingerprint %s of %s: %v: %s", q.what, path, err, out)
+				return fmt.Errorf("%s %s of %s: %v: %s", kind, q.what, path, err, out)
 			}
 			got[i] = strings.TrimSpace(string(out))
 		}

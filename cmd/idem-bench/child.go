@@ -23,7 +23,7 @@ var floorRefreshSQL string
 
 // child runs one floor measurement in its own process:
 //
-//	child apply|refresh|export|sha256|gen|fingerprint|query [flags]
+//	child apply|refresh|export|sha256|gen|fingerprint|query|project|project-pin [flags]
 func child(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return fmt.Errorf("child needs a kind")
@@ -37,9 +37,12 @@ func child(ctx context.Context, args []string) error {
 	text := fl.String("sql", "", "gen: which file (batch, base, sample, sample-b, noop); fingerprint, query: the query")
 	rows := fl.Int64("n", 0, "gen: rows")
 	memoryLimit := fl.String("memory-limit", "", "DuckDB memory_limit")
+	threads := fl.String("threads", "", "DuckDB threads (default: DuckDB's)")
 	tempDir := fl.String("temp-directory", "", "DuckDB temp_directory")
 	scriptFile := fl.String("script", "", "apply, refresh: run this SQL file instead of the built-in floor script (for trying a variant)")
 	trace := fl.Bool("trace", false, "apply, refresh: run the script one statement at a time and print each one's time on stderr")
+	project := fl.String("project", "", "project: the project folder")
+	phase := fl.String("phase", "", "project: full, nightly or noop (projectfloor.go)")
 	noHistory := fl.Bool("no-history", false, "apply: leave out the floor script's history statements (the history case's hand-written floor without history)")
 	if err := fl.Parse(args[1:]); err != nil {
 		return err
@@ -99,6 +102,9 @@ func child(ctx context.Context, args []string) error {
 	if *tempDir != "" {
 		q.Set("temp_directory", *tempDir)
 	}
+	if *threads != "" {
+		q.Set("threads", *threads)
+	}
 	db, err := sql.Open("duckdb", *dbPath+"?"+q.Encode())
 	if err != nil {
 		return err
@@ -111,6 +117,11 @@ func child(ctx context.Context, args []string) error {
 	}
 	defer conn.Close()
 	switch kind {
+	case "project":
+		return projectFloor(ctx, conn, *project, *phase)
+	case "project-pin":
+		return pinCost(ctx, conn, 5) // projectpin.go
+
 	case "export":
 		_, err := conn.ExecContext(ctx, "COPY (SELECT * FROM changes ORDER BY entity_id) TO "+quote(*out)+" (FORMAT csv, HEADER true)")
 		return err

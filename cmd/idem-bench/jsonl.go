@@ -42,34 +42,19 @@ table = "changes"
 // rows carry integer values; idem reads it as the text of the number).
 // An existing file is reused: its bytes depend on n alone.
 func writeJSONL(path string, n int64) error {
-	if _, err := os.Stat(path); err == nil {
-		return nil
-	}
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	for r := range n {
-		h := fnv.New64a()
-		fmt.Fprint(h, r)
-		x := h.Sum64()
-		version := 1 + x%5
-		if (x>>8)%100 < 15 {
-			fmt.Fprintf(w, `{"change_id":"c-%d","entity_id":"ent-%d","source_version":%d,"operation":"delete","value":null}`+"\n", r, r, version)
-		} else {
-			fmt.Fprintf(w, `{"change_id":"c-%d","entity_id":"ent-%d","source_version":%d,"operation":"upsert","value":%d}`+"\n", r, r, version, (x>>16)%1_000_000)
+	return writeOnce(path, func(w *bufio.Writer) {
+		for r := range n {
+			h := fnv.New64a()
+			fmt.Fprint(h, r)
+			x := h.Sum64()
+			version := 1 + x%5
+			if (x>>8)%100 < 15 {
+				fmt.Fprintf(w, `{"change_id":"c-%d","entity_id":"ent-%d","source_version":%d,"operation":"delete","value":null}`+"\n", r, r, version)
+			} else {
+				fmt.Fprintf(w, `{"change_id":"c-%d","entity_id":"ent-%d","source_version":%d,"operation":"upsert","value":%d}`+"\n", r, r, version, (x>>16)%1_000_000)
+			}
 		}
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	})
 }
 
 // stateDigestSQL is the text seed_apply.py's digest hashes, built from

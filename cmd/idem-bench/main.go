@@ -11,6 +11,7 @@
 //	go run ./cmd/idem-bench -n 10000000 -cases incremental,noop-project
 //	go run ./cmd/idem-bench -n 2000000 -reps 3 -cases env
 //	go run ./cmd/idem-bench -n 1000000 -reps 3 -cases jsonl
+//	go run ./cmd/idem-bench -reps 5 -cases project
 //
 // It is not run in CI.
 package main
@@ -47,9 +48,12 @@ func main() {
 	flag.Int64Var(&b.n, "n", rows, "rows of the synthetic batch and stored entities (default: IDEM_BENCH_ROWS, else 1000000)")
 	flag.IntVar(&b.reps, "reps", 3, "repetitions of each measurement")
 	limits := flag.String("limits", "none,2GB", "comma-separated memory limits to run apply and refresh under (none = DuckDB's default)")
-	cases := flag.String("cases", "apply,refresh,noop,uptodate,export", "comma-separated cases to run (also: history, incremental, noop-project, env, jsonl)")
+	cases := flag.String("cases", "apply,refresh,noop,uptodate,export", "comma-separated cases to run (also: history, incremental, noop-project, env, jsonl, project)")
 	flag.StringVar(&b.dir, "dir", filepath.Join(os.TempDir(), "idem-bench"), "work folder (generated inputs are kept and reused)")
 	flag.Int64Var(&b.noopBytes, "noop-bytes", 1<<30, "size of the no-op re-run's input")
+	flag.Int64Var(&b.projectOrders, "project-orders", 60000, "project case: orders over its twelve months (about 2.5 items each)")
+	flag.IntVar(&b.projectThreads, "project-threads", 0, "project case: DuckDB threads of idem (--threads) and the floor (0: DuckDB's default, the cores)")
+	flag.StringVar(&b.projectBatch, "project-batch", "", "project case: the monthly sources' [input] batch, per_file or all (default: idem's, per_file)")
 	flag.StringVar(&b.idem, "idem", "", "idem binary (default: go build -tags idembench ./cmd/idem into the work folder; the history case needs that tag)")
 	flag.Parse()
 	b.limits = strings.Split(*limits, ",")
