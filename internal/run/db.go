@@ -400,6 +400,7 @@ func (d *DB) Close() error {
 	// and a canceled command still closes its database.
 	err := d.Settle(context.Background())
 	err = errors.Join(err, d.sql.Close())
+	d.unsettled = 0 // closed: nothing of this handle is left to settle
 	if d.self != nil {
 		d.self.Close()
 		d.self = nil
