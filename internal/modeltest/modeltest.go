@@ -211,7 +211,7 @@ func (s *scratch) run(ctx context.Context, jobs []*job.Job, t *Test, r *Result) 
 	src.Job = &mj
 	// Audits check a target's rows against what production holds; a test
 	// checks the model's rows against what it expects.
-	if _, err := db.Run(ctx, &mj, run.RunOptions{SkipAudits: true, NoCheckpoint: true, Source: src}); err != nil {
+	if _, err := db.Run(ctx, &mj, run.RunOptions{SkipAudits: true, Source: src}); err != nil {
 		return err
 	}
 	return compare(ctx, db.SQL(), &mj, t, r)

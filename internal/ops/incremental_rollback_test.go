@@ -79,7 +79,7 @@ func TestIncrementalAfterUpstreamRollback(t *testing.T) {
 			b.Write(line)
 			b.WriteByte('\n')
 		}
-		_, err := db.Run(ctx, vc, run.RunOptions{Input: write(fmt.Sprintf("batch-%d.jsonl", batch), b.String()), NoCheckpoint: true})
+		_, err := db.Run(ctx, vc, run.RunOptions{Input: write(fmt.Sprintf("batch-%d.jsonl", batch), b.String())})
 		require.NoError(t, err)
 	}
 	rows := func(table string) string {
@@ -106,14 +106,14 @@ func TestIncrementalAfterUpstreamRollback(t *testing.T) {
 	// to hold its twin's rows.
 	runModels := func(step string, incremental bool) {
 		for i, j := range incr {
-			res, err := db.Run(ctx, j, run.RunOptions{NoCheckpoint: true})
+			res, err := db.Run(ctx, j, run.RunOptions{})
 			require.NoError(t, err, step)
 			want := "full"
 			if incremental {
 				want = j.Incremental
 			}
 			require.Equal(t, want, res.Incremental, "%s: %s: %s", step, j.Name, res.IncrementalNote)
-			_, err = db.Run(ctx, full[i], run.RunOptions{NoCheckpoint: true})
+			_, err = db.Run(ctx, full[i], run.RunOptions{})
 			require.NoError(t, err, step)
 			require.Equal(t, rows(full[i].Table), rows(j.Table), "%s: %s holds the full rebuild's rows", step, j.Name)
 		}

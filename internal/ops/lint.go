@@ -508,7 +508,7 @@ func lintStream(j *job.Job, data []byte, rep *LintReport) {
 	}
 	if w := j.Input.Stream.MaxWait; w < 100*time.Millisecond {
 		rep.add(Finding{ID: LintStreamFastPoll, Severity: SeverityWarning, File: j.File, Line: job.KeyLine(data, "input", "max_wait"),
-			Message: fmt.Sprintf("max_wait = %q: run --follow closes a batch every %s, an always-on cost (a transaction, a snapshot and a checkpoint per batch) even when few records come", w, w),
+			Message: fmt.Sprintf("max_wait = %q: run --follow closes a batch every %s, an always-on cost (a transaction and a snapshot per batch) even when few records come", w, w),
 			Fix:     `raise max_wait to 100ms or more (default "2s")`})
 	}
 }

@@ -33,9 +33,11 @@ func NewHandles() *Handles { return &Handles{open: map[string]*handle{}} }
 // calls done with the job's error once the job is over: with a nil *Handles
 // that closes the database, and otherwise a handle a job failed on is
 // closed, so the next job opens the file afresh. done returns the error of
-// a close, which for a database opened for writing can mean its last
-// commit was not checkpointed (it is still in the WAL, replayed on the
-// next open).
+// a close, which for a database opened for writing can mean the commits
+// its jobs left in the WAL were not checkpointed (they stay committed in
+// the WAL, replayed by the next open). A handle kept across jobs
+// checkpoints their commits once, when Close closes it at the end of the
+// project run (run.DB.Close), not after each job.
 func (h *Handles) Open(ctx context.Context, path string, opts run.OpenOptions) (db *run.DB, done func(error) error, err error) {
 	if h == nil {
 		db, err := run.Open(ctx, path, opts)

@@ -40,6 +40,12 @@ type DB struct {
 	self *os.File
 	// opts are the options it was opened with (Yield opens it again).
 	opts OpenOptions
+	// unsettled counts the commits of this handle that may be in the WAL
+	// only, since the oldest of them; indexes is the index mark (indexMark)
+	// when the WAL last held none of its commits (settle.go).
+	unsettled int
+	since     time.Time
+	indexes   int64
 }
 
 // OpenOptions are the settings applied when a database is opened.
@@ -174,6 +180,8 @@ func open(ctx context.Context, path string, opts OpenOptions, accept func(*Repli
 	// memory_limit = 2GB the process peaked at 2.2-2.3 GiB with them and at
 	// 2.5-3.4 GiB without (docs/benchmarks.md).
 	q.Set("allocator_background_threads", "true")
+	// A COMMIT that leaves the WAL past this checkpoints (settle.go).
+	q.Set("checkpoint_threshold", walCheckpointThreshold)
 	dsn := "?" + q.Encode()
 	if !opts.ReadOnly {
 		sweepLeftovers(path, creatingTag)
@@ -300,6 +308,7 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 		if d.replica && d.replicaStale(ctx) {
 			d.PublishReplica(ctx, nil)
 		}
+		d.settled(ctx, d.sql)
 	} else {
 		// A reader holds the file's lock too, so no writer is between
 		// retain and COMMIT; deleting files writes nothing to the
@@ -383,9 +392,15 @@ func (d *DB) ReadOnly() bool { return d.readOnly }
 // SQL exposes the underlying pool for read-only helpers and tests.
 func (d *DB) SQL() *sql.DB { return d.sql }
 
-// Close checkpoints (when writable) and closes the database.
+// Close checkpoints the commits this handle left in the WAL (Settle; when
+// that fails they stay committed in the WAL, replayed by the next open,
+// and the error is returned) and closes the database.
 func (d *DB) Close() error {
-	err := d.sql.Close()
+	// Close takes no context: the checkpoint is of commits already made,
+	// and a canceled command still closes its database.
+	err := d.Settle(context.Background())
+	err = errors.Join(err, d.sql.Close())
+	d.unsettled = 0 // closed: nothing of this handle is left to settle
 	if d.self != nil {
 		d.self.Close()
 		d.self = nil

@@ -115,18 +115,18 @@ func (s *incrementalSetup) apply(t *testing.T, changes []change) []*Result {
 	}
 	path := filepath.Join(s.dir, fmt.Sprintf("batch-%04d.jsonl", s.batch))
 	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o644))
-	_, err := s.db.Run(ctx, s.vc, RunOptions{Input: path, NoCheckpoint: true})
+	_, err := s.db.Run(ctx, s.vc, RunOptions{Input: path})
 	require.NoError(t, err)
 	for _, j := range []*job.Job{s.src, s.counts} {
-		_, err := s.db.Run(ctx, j, RunOptions{NoCheckpoint: true})
+		_, err := s.db.Run(ctx, j, RunOptions{})
 		require.NoError(t, err)
 	}
 	var out []*Result
 	for i := range s.incr {
-		res, err := s.db.Run(ctx, s.incr[i], RunOptions{NoCheckpoint: true})
+		res, err := s.db.Run(ctx, s.incr[i], RunOptions{})
 		require.NoError(t, err, "batch %d: %s", s.batch, s.incr[i].Name)
 		out = append(out, res)
-		_, err = s.db.Run(ctx, s.full[i], RunOptions{NoCheckpoint: true})
+		_, err = s.db.Run(ctx, s.full[i], RunOptions{})
 		require.NoError(t, err)
 	}
 	return out

@@ -15,9 +15,13 @@ import (
 
 // Fault points: a RunOptions.Fault hook is called with each name as the run
 // passes it. The CLI uses them to kill itself in crash tests (see
-// docs/reliability.md). FaultCheckpoint is called just before the
-// post-commit CHECKPOINT starts and FaultAfterCheckpoint once it returned, so
-// a hook can kill the process while the checkpoint runs.
+// docs/reliability.md). FaultCheckpoint is called once the commit is made,
+// just before a CHECKPOINT after it would start, and FaultAfterCheckpoint
+// once it returned, so a hook can kill the process while the checkpoint
+// runs. Most commits are not checkpointed there (settle.go): the two
+// points then pass one after the other with the commit in the WAL only,
+// and the checkpoint comes later, between FaultSettle and
+// FaultAfterSettle.
 const (
 	FaultBeforeBegin     = "before_begin"
 	FaultAfterStep       = "after_step:" // followed by the step file name
@@ -57,11 +61,6 @@ type RunOptions struct {
 	// SkipAudits runs no [[audit]]: a rerun replays what was committed,
 	// whatever the audits say now (they are not part of the job key).
 	SkipAudits bool
-
-	// NoCheckpoint leaves the commit in the WAL instead of checkpointing
-	// after it (a follow run checkpoints every few seconds; stream.go).
-	// The fault points of the checkpoint are still passed.
-	NoCheckpoint bool
 
 	// Rejects are the recorded rejects of the stream batch a rerun
 	// replays: the same rows get the same invalid_* outcomes.

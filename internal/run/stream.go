@@ -92,31 +92,11 @@ func (d *DB) RunStream(ctx context.Context, j *job.Job, opts RunOptions, so Stre
 	}
 	var out []*StreamResult
 	idleSince := time.Now()
-	// A follow run checkpoints the database at most every
-	// followCheckpointEvery, not after every batch (DuckDB also
-	// checkpoints when its WAL grows past its threshold), and once when it
-	// ends: the WAL a kill leaves is replayed by the next open.
-	lastCheckpoint := time.Now()
-	deferred := false
-	defer func() {
-		if deferred {
-			_, _ = d.sql.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
-		}
-	}()
 	for {
 		if so.Follow && ctx.Err() != nil {
 			return out, nil
 		}
-		o := opts
-		o.NoCheckpoint = so.Follow && time.Since(lastCheckpoint) < followCheckpointEvery
-		sr, err := d.streamBatch(ctx, j, o, r, so.AllowGap, !so.Follow)
-		if err == nil && sr.Run != nil {
-			if o.NoCheckpoint {
-				deferred = true
-			} else {
-				lastCheckpoint, deferred = time.Now(), false
-			}
-		}
+		sr, err := d.streamBatch(ctx, j, opts, r, so.AllowGap, !so.Follow)
 		if err != nil {
 			if so.Follow && ctx.Err() != nil && errors.Is(err, job.ErrCanceled) {
 				return out, nil // stopped: the batch in flight rolled back whole
@@ -131,6 +111,11 @@ func (d *DB) RunStream(ctx context.Context, j *job.Job, opts RunOptions, so Stre
 		}
 		if !so.Follow {
 			return out, nil
+		}
+		if d.settleFollower(sr.Records == 0) {
+			// A failed checkpoint leaves the commits in the WAL, committed;
+			// the next settle or the close tries again.
+			_ = d.Settle(context.WithoutCancel(ctx))
 		}
 		if st, ok := r.(source.StreamStopper); ok && sr.Records == 0 && st.Stopped() {
 			return out, nil // the source said it has nothing more
@@ -156,8 +141,14 @@ func (d *DB) RunStream(ctx context.Context, j *job.Job, opts RunOptions, so Stre
 	}
 }
 
-// followCheckpointEvery is how often a follow run checkpoints.
-const followCheckpointEvery = 10 * time.Second
+// settleFollower reports whether a follow run settles its commits now: a
+// read found no record (idle: the checkpoint costs no batch any time),
+// or the oldest commit left in the WAL is followSettleAfter old. Between
+// those, the commits stay in the WAL (or DuckDB checkpoints them at its
+// threshold) and are settled when the follower closes.
+func (d *DB) settleFollower(idle bool) bool {
+	return d.unsettled > 0 && (idle || time.Since(d.since) >= followSettleAfter)
+}
 
 // streamBatch reads and applies one batch. An empty read writes nothing;
 // logEmpty records it in the run log (a single run, not each idle poll of

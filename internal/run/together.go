@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/source"
@@ -155,12 +156,19 @@ func (d *DB) RunTogether(ctx context.Context, runs []JobRun) ([]*Result, error) 
 		}
 		d.expireAfter(ctx, r.Job, r.Opts, results[i])
 	}
-	// Keep the WAL short: DuckDB replays it on open, and index DDL in a WAL
-	// has had replay bugs. A failure here does not undo the commit.
+	// The commit is durable in the WAL; it is checkpointed into the file
+	// when that pays or is needed (settle.go). A failure here does not
+	// undo the commit.
 	fault(last, FaultCheckpoint)
-	if !last.NoCheckpoint {
+	if d.unsettled == 0 {
+		d.since = time.Now()
+	}
+	d.unsettled++
+	if d.checkpointNow(context.WithoutCancel(ctx), conn) {
 		done = last.Progress.Start("checkpoint")
-		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT"); err == nil {
+			d.settled(context.WithoutCancel(ctx), conn)
+		}
 		done()
 	}
 	fault(last, FaultAfterCheckpoint)

@@ -93,9 +93,23 @@ func (a *app) faultHookUntil(canceled <-chan struct{}, dbPath string) func(strin
 			}
 		}
 	}
-	// checkpoint and checkpoint:<duration> kill while the post-commit
-	// CHECKPOINT runs, from a goroutine, since the checkpoint itself is one
-	// call into DuckDB.
+	// settle kills while the CHECKPOINT of the commits a handle left in
+	// the WAL runs (at its close, on an idle follower), as checkpoint does
+	// below; after_settle once it returned.
+	if point == run.FaultSettle {
+		return func(at string) {
+			switch at {
+			case run.FaultSettle:
+				go watchCheckpoint(dbPath, kill)
+			case run.FaultAfterSettle:
+				kill("after the settling CHECKPOINT returned (it finished before the fault fired)")
+			}
+		}
+	}
+	// checkpoint and checkpoint:<duration> kill while a CHECKPOINT after
+	// the commit runs, from a goroutine, since the checkpoint itself is one
+	// call into DuckDB; when the commit is left in the WAL (settle.go),
+	// at after_checkpoint, right after it.
 	if point == run.FaultCheckpoint || strings.HasPrefix(point, run.FaultCheckpoint+":") {
 		var delay time.Duration
 		if d, ok := strings.CutPrefix(point, run.FaultCheckpoint+":"); ok {

@@ -20,9 +20,7 @@ func TestKillPromote(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kill test runs idem as a subprocess; skipped with -short")
 	}
-	p := clitest.NewProject(t)
-	p.FileModel("mid", "p", []string{"src"}, []string{"id"}, "SELECT id, zone, amount FROM {{upstream:src}} WHERE amount > 6\n")
-	p.Model("top", "p", []string{"mid"}, []string{"zone"}, "", "SELECT zone, sum(amount) AS total FROM {{upstream:mid}} GROUP BY zone")
+	p := chainProject(t) // kill_settle_test.go
 	require.Equal(t, 0, p.Idem("run", p.Dir).Code)
 	p.Write("models/mid.sql", "SELECT id, zone, amount * 2 AS amount FROM {{upstream:src}}\n")
 	r := p.Idem("run", p.Dir, "--env", "dev")

@@ -66,6 +66,10 @@ var faultPoints = []struct {
 	{"checkpoint", true},
 	{"checkpoint:3ms", true},
 	{"after_checkpoint", true},
+	// The CHECKPOINT of the commit, which the run left in the WAL, when
+	// the command closes the database (internal/run/settle.go).
+	{"settle", true},
+	{"after_settle", true},
 }
 
 func TestKill(t *testing.T) {
