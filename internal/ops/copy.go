@@ -46,6 +46,13 @@ func copyTo(ctx context.Context, q catalog.Querier, query, out, format, label st
 	go func() {
 		hashed <- tailSHA256(tmpName, done, func(n int64) { progress.Count(label, n, -1) })
 	}()
+	if format == job.FormatCSV {
+		// The canonical export: every value as idem defines it, whatever
+		// the engine (catalog.CanonicalCSVQuery).
+		if query, err = catalog.CanonicalCSVQuery(ctx, q, query); err != nil {
+			return 0, "", 0, fmt.Errorf("export to %s: %w", out, err)
+		}
+	}
 	r, err := q.ExecContext(ctx, "COPY ("+query+") TO "+job.SQLString(tmpName)+" "+copyOptions(format))
 	close(done)
 	th := <-hashed

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
 
@@ -115,6 +116,18 @@ var exportGoldenCases = []exportGoldenCase{
 		(2, [NULL, NULL, NULL]::INTEGER[3], ['', 'x,y']::VARCHAR[2]),
 		(3, NULL, NULL)
 	) t(id, ints, strs)`},
+	{name: "timetz_offsets", query: `SELECT * FROM (VALUES
+		(1, TIMETZ '10:00:00+00:00:01'), (2, TIMETZ '10:00:00+05:30:45'), (3, TIMETZ '10:00:00-00:00:30'), (4, TIMETZ '10:00:00-15:59:59'),
+		(5, TIMETZ '10:00:00+00:01'), (6, TIMETZ '10:00:00-08:00:09'), (7, TIMETZ '10:00:00+15:00:59'), (8, TIMETZ '10:00:00.5+00'), (9, NULL)
+	) t(id, v)`},
+	{name: "array_nested", query: `SELECT * FROM (VALUES
+		(1, [['a', 'b'], ['c,d', '']]::VARCHAR[2][2], ['x'::BLOB, ''::BLOB]::BLOB[2], [TIMETZ '10:00:00+00:00:01', NULL]::TIMETZ[2],
+			[{'k': 'a,b'}, {'k': ''}]::STRUCT(k VARCHAR)[2], [DATE '2024-01-01', NULL]::DATE[2], [['x y', ''], []]::VARCHAR[][2],
+			['-0.0'::DOUBLE, 'NaN'::DOUBLE]::DOUBLE[2], ['00000000-0000-0000-0000-000000000000']::UUID[1], [MAP {'a': 'b c'}]::MAP(VARCHAR, VARCHAR)[1],
+			['NULL', NULL, '[e]', 'f''g', 'line' || chr(10) || 'break', '"q"']::VARCHAR[6]),
+		(2, [NULL, ['', NULL]]::VARCHAR[2][2], [NULL, NULL]::BLOB[2], NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+		(3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)
+	) t(id, nested, blobs, tz, structs, dates, lists, dbls, uuids, maps, strs)`},
 	{name: "struct", query: `SELECT * FROM (VALUES
 		(1, {'a': 1, 'b': 'x'}, {'n': {'d': DATE '2024-01-02', 'l': [1.5, NULL]}, 'k': 'a,b"c'}),
 		(2, {'a': NULL, 'b': NULL}, {'n': {'d': NULL, 'l': []}, 'k': ''}),
@@ -155,9 +168,11 @@ const timestampRows = `SELECT * FROM (VALUES
 ) t(id, ts, tstz, ts_ns, ts_ms, ts_s)`
 
 // TestExportGoldenPerType: every column type exports the bytes of its
-// golden file (testdata/export_golden/<case>.csv), written once on DuckDB
-// 1.5.6. Rewrite them with -update only when idem itself changes its
-// export, never for an engine upgrade: a recorded sha256 must stay provable.
+// golden file (testdata/export_golden/<case>.csv): the bytes DuckDB 1.5.6's
+// COPY wrote, which every sha256 recorded before DuckDB 2.0 is taken over.
+// -update rewrites them from the engine's raw COPY and only runs on 1.5.6
+// (check out go.mod at v2.10506.0): an engine upgrade must never rewrite a
+// golden, idem writes such values as before (catalog.CanonicalCSVQuery).
 func TestExportGoldenPerType(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -188,8 +203,18 @@ func TestExportGoldenPerType(t *testing.T) {
 			require.NoError(t, err)
 			golden := filepath.Join("testdata", "export_golden", c.name+".csv")
 			if *update {
+				// A golden is what DuckDB 1.5.6 itself writes: its COPY,
+				// without idem's canonical projection.
+				var version string
+				require.NoError(t, conn.QueryRowContext(ctx, `SELECT version()`).Scan(&version))
+				require.Equal(t, "v1.5.6", version, "the goldens are DuckDB 1.5.6's bytes: rewrite them only on 1.5.6")
+				raw := filepath.Join(dir, c.name+"-raw.csv")
+				_, err = conn.ExecContext(ctx, "COPY (SELECT * FROM "+table+" ORDER BY id) TO "+job.SQLString(raw)+" "+catalog.CSVCopyOptions)
+				require.NoError(t, err)
+				data, err := os.ReadFile(raw)
+				require.NoError(t, err)
 				require.NoError(t, os.MkdirAll(filepath.Dir(golden), 0o755))
-				require.NoError(t, os.WriteFile(golden, got, 0o644))
+				require.NoError(t, os.WriteFile(golden, data, 0o644))
 			}
 			want, err := os.ReadFile(golden)
 			require.NoError(t, err)
@@ -210,4 +235,52 @@ func TestExportSessionIsUTC(t *testing.T) {
 	var tz string
 	require.NoError(t, db.SQL().QueryRowContext(ctx, `SELECT current_setting('TimeZone')`).Scan(&tz))
 	require.Equal(t, "UTC", tz)
+}
+
+// TestExportRefusesNestedEngineText: a TIMETZ or an ARRAY nested in a
+// LIST, STRUCT or MAP, which DuckDB 2.0 writes otherwise than 1.5.6 and
+// idem does not rewrite, is refused by the canonical export, naming the
+// column, rather than written with other bytes.
+func TestExportRefusesNestedEngineText(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := run.Open(ctx, filepath.Join(dir, "nested.duckdb"), run.OpenOptions{})
+	require.NoError(t, err)
+	defer db.Close()
+	for _, expr := range []string{
+		"[['a', '']::VARCHAR[2]]",
+		"{'k': ['a', '']::VARCHAR[2]}",
+		"MAP {'k': ['a', '']::VARCHAR[2]}",
+		"[TIMETZ '10:00:00+00:00:01']",
+		"{'t': TIMETZ '10:00:00+00'}",
+	} {
+		_, _, _, err := copyTo(ctx, db.SQL(), "SELECT 1 AS id, "+expr+" AS nested", filepath.Join(dir, "out.csv"), job.FormatCSV, "", job.Progress{}, nil)
+		require.ErrorIs(t, err, catalog.ErrEngineText, expr)
+		require.ErrorContains(t, err, "column nested", expr)
+	}
+}
+
+// TestCanonicalExportKeepsOrder: the canonical projection over an ordered
+// query keeps its order, on many rows and threads.
+func TestCanonicalExportKeepsOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := run.Open(ctx, filepath.Join(dir, "order.duckdb"), run.OpenOptions{DuckDB: job.DuckDBSettings{Threads: 4}})
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.SQL().ExecContext(ctx, `CREATE TABLE t AS SELECT hash(i) AS id, [CAST(i AS VARCHAR), '']::VARCHAR[2] AS a FROM range(300000) r(i)`)
+	require.NoError(t, err)
+	out := filepath.Join(dir, "out.csv")
+	_, _, _, err = copyTo(ctx, db.SQL(), "SELECT * FROM t ORDER BY id", out, job.FormatCSV, "", job.Progress{}, nil)
+	require.NoError(t, err)
+	want := filepath.Join(dir, "want.csv")
+	_, err = db.SQL().ExecContext(ctx, `COPY (SELECT id, '[' || a[1] || ', ]' AS a FROM t ORDER BY id) TO `+job.SQLString(want)+" "+catalog.CSVCopyOptions)
+	require.NoError(t, err)
+	got, err := os.ReadFile(out)
+	require.NoError(t, err)
+	exp, err := os.ReadFile(want)
+	require.NoError(t, err)
+	require.True(t, string(got) == string(exp), "the canonical export of an ordered query changed its order")
 }
