@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/run"
 	"github.com/stretchr/testify/require"
 )
 
@@ -233,4 +235,29 @@ func TestTodayDatabase(t *testing.T) {
 	batch3 := filepath.Join(dir, "inputs", "batch-3.jsonl")
 	require.NoError(t, json.Unmarshal([]byte(legacyIdem(t, 0, "run", jobFile("customer_state"), "--input", batch3, "--batch-id", "batch-5", "--json")), &res))
 	require.Equal(t, job.DecisionApplied, res.Decision)
+
+	// The file keeps the storage format DuckDB 1.5.6 wrote; a new
+	// database is created in one DuckDB 1.5 reads (run.StorageVersion).
+	fresh := filepath.Join(out, "fresh.duckdb")
+	legacyIdem(t, 0, "run", jobFile("zones"), "--db", fresh)
+	storage := `SELECT tags['storage_version'] FROM duckdb_databases() WHERE database_name = current_database()`
+	require.Equal(t, []string{"v1.0.0+"}, clitest.QueryStrs(t, db, storage))
+	require.Equal(t, []string{run.StorageVersion + "+"}, clitest.QueryStrs(t, fresh, storage))
+
+	// An idem on DuckDB 1.5 (catalog version 5) refuses both, exit 3,
+	// naming both catalog versions: IDEM_OLD_IDEM names such a binary
+	// (go build -o /tmp/idem-156 ./cmd/idem at 54a13ca).
+	old := os.Getenv("IDEM_OLD_IDEM")
+	if old == "" {
+		t.Log("IDEM_OLD_IDEM not set: the refusal by an idem on DuckDB 1.5 is not checked")
+		return
+	}
+	for _, path := range []string{db, fresh} {
+		cmd := exec.Command(old, "export", jobFile("zones"), "--db", path, "--out", filepath.Join(out, "old.csv"))
+		stderr, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit, "%s", stderr)
+		require.Equal(t, job.ExitRefused, exit.ExitCode(), "%s", stderr)
+		require.Contains(t, string(stderr), "has catalog version "+strconv.Itoa(latest)+"; this idem reads up to 5")
+	}
 }
