@@ -2,8 +2,10 @@ package catalog
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
@@ -48,6 +50,19 @@ var (
 // projection. A column of a type it cannot write so gives an error
 // wrapping ErrEngineText.
 func CanonicalCSVQuery(ctx context.Context, q Querier, query string) (string, error) {
+	return canonicalCSVQuery(ctx, q, query, false)
+}
+
+// UnsignedZeroCSVQuery is CanonicalCSVQuery that also writes -0.0 as 0.0
+// in every DOUBLE and REAL column, as DuckDB 1.5 wrote the rows of EXCEPT
+// ALL and INTERSECT ALL (and so idem's history rows): a rerun compares the
+// rows it rebuilt on DuckDB 2.0 written so with a snapshot committed on
+// 1.5 (ops.Rerun).
+func UnsignedZeroCSVQuery(ctx context.Context, q Querier, query string) (string, error) {
+	return canonicalCSVQuery(ctx, q, query, true)
+}
+
+func canonicalCSVQuery(ctx context.Context, q Querier, query string, unsignedZero bool) (string, error) {
 	rows, err := q.QueryContext(ctx, "SELECT column_name, column_type FROM (DESCRIBE "+query+")")
 	if err != nil {
 		return "", fmt.Errorf("describe the export: %w", TrimSQLError(err))
@@ -65,7 +80,7 @@ func CanonicalCSVQuery(ctx context.Context, q Querier, query string) (string, er
 	if err := rows.Err(); err != nil {
 		return "", fmt.Errorf("describe the export: %w", TrimSQLError(err))
 	}
-	list, changed, err := CanonicalSelectList(cols)
+	list, changed, err := canonicalSelectList(cols, unsignedZero)
 	if err != nil || !changed {
 		return query, err
 	}
@@ -76,11 +91,19 @@ func CanonicalCSVQuery(ctx context.Context, q Querier, query string) (string, er
 // as the canonical export writes them, and whether any column is written
 // otherwise than as itself.
 func CanonicalSelectList(cols []TargetColumn) (string, bool, error) {
+	return canonicalSelectList(cols, false)
+}
+
+func canonicalSelectList(cols []TargetColumn, unsignedZero bool) (string, bool, error) {
 	sel := make([]string, len(cols))
 	changed := false
 	for i, c := range cols {
 		id := job.QuoteIdent(c.Name)
 		expr, ok, err := canonicalText(id, c.Type, 0)
+		if t := strings.TrimSpace(c.Type); unsignedZero && !ok && err == nil && (t == "DOUBLE" || t == "FLOAT" || t == "REAL") {
+			// -0.0 = 0 holds: the CASE writes it +0.0.
+			expr, ok = "CASE WHEN "+id+" = 0 THEN CAST(0 AS "+t+") ELSE "+id+" END", true
+		}
 		if err != nil {
 			return "", false, fmt.Errorf("column %s of type %s: %w", c.Name, c.Type, err)
 		}
@@ -135,4 +158,30 @@ func isArray(typ string) bool { return arraySuffix.MatchString(strings.TrimSpace
 // fixed-size ARRAY.
 func nestsEngineText(typ string) bool {
 	return strings.Contains(typ, timeTZ) || strings.Contains(typ, "TIMETZ") || arraySize.MatchString(typ)
+}
+
+// duckDB2Version is the catalog version of the move to DuckDB 2.0
+// (migrations/0010_duckdb_two.sql).
+const duckDB2Version = 10
+
+// Committed15 says snapshot of job was committed by an idem on DuckDB 1.5:
+// every snapshot of a database not yet migrated to catalog version 10
+// (an idem on 2.0 migrates at its first writable open), else one at or
+// before the last that migration recorded for the job.
+func Committed15(ctx context.Context, q Querier, jobName string, snapshot int64) (bool, error) {
+	if v, err := CatalogVersion(ctx, q); err != nil || v < duckDB2Version {
+		return err == nil, err
+	}
+	var last sql.NullString
+	if err := q.QueryRowContext(ctx, `SELECT max(value) FROM idem.meta WHERE key = ?`, "duckdb15_last:"+jobName).Scan(&last); err != nil {
+		return false, fmt.Errorf("read the last DuckDB 1.5 snapshot of %s: %w", jobName, TrimSQLError(err))
+	}
+	if !last.Valid {
+		return false, nil
+	}
+	n, err := strconv.ParseInt(last.String, 10, 64)
+	if err != nil {
+		return false, fmt.Errorf("read the last DuckDB 1.5 snapshot of %s: %q is not a snapshot", jobName, last.String)
+	}
+	return snapshot <= n, nil
 }

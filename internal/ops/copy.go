@@ -20,6 +20,12 @@ import (
 // before the rename. Temporary files that killed exports to out left are
 // removed first.
 func copyTo(ctx context.Context, q catalog.Querier, query, out, format, label string, progress job.Progress, fault func(string)) (int64, string, int64, error) {
+	return copyQuery(ctx, q, query, out, format, label, progress, fault, false)
+}
+
+// copyQuery is copyTo; with unsignedZero a CSV writes -0.0 as 0.0
+// (catalog.UnsignedZeroCSVQuery).
+func copyQuery(ctx context.Context, q catalog.Querier, query, out, format, label string, progress job.Progress, fault func(string), unsignedZero bool) (int64, string, int64, error) {
 	dir := filepath.Dir(out)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return 0, "", 0, fmt.Errorf("export to %s: folder %s does not exist", out, dir)
@@ -38,7 +44,11 @@ func copyTo(ctx context.Context, q catalog.Querier, query, out, format, label st
 	if format == job.FormatCSV {
 		// The canonical export: every value as idem defines it, whatever
 		// the engine (catalog.CanonicalCSVQuery).
-		if query, err = catalog.CanonicalCSVQuery(ctx, q, query); err != nil {
+		canonical := catalog.CanonicalCSVQuery
+		if unsignedZero {
+			canonical = catalog.UnsignedZeroCSVQuery
+		}
+		if query, err = canonical(ctx, q, query); err != nil {
 			return 0, "", 0, fmt.Errorf("export to %s: %w", out, err)
 		}
 	}
