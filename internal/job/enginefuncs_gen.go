@@ -2,31 +2,32 @@
 
 package job
 
-// recordedFunctions is what DuckDB v1.5.6's function catalog says
+// recordedFunctions is what DuckDB v2.0.0's function catalog says
 // (job.NewFunctions over duckdb_functions() and duckdb_views()).
 var recordedFunctions = FunctionsRecord{
-	Version: "v1.5.6",
+	Version: "v2.0.0",
 	Volatile: []string{
 		"ago", "current_connection_id", "current_database", "current_date", "current_localtime", "current_localtimestamp",
 		"current_query", "current_query_id", "current_schema", "current_schemas", "current_time", "current_timestamp",
 		"current_transaction_id", "currval", "gen_random_uuid", "get_current_time", "get_current_timestamp", "in_search_path",
 		"localtime", "localtimestamp", "nextval", "now", "pg_conf_load_time", "pg_postmaster_start_time",
-		"pg_sleep", "random", "setseed", "sleep_ms", "statement_timestamp", "stats",
-		"today", "transaction_timestamp", "txid_current", "uuid", "uuidv4", "uuidv7",
-		"write_log",
+		"pg_sleep", "random", "setseed", "setval", "sleep_ms", "statement_timestamp",
+		"stats", "today", "transaction_timestamp", "txid_current", "uuid", "uuidv4",
+		"uuidv7", "vector_type", "write_log",
 	},
 	Session: []string{
 		"col_description", "current_catalog", "current_database", "current_role", "current_schema", "current_schemas",
-		"current_user", "database_size", "duckdb_approx_database_count", "duckdb_columns", "duckdb_connection_count", "duckdb_constraints",
-		"duckdb_coordinate_systems", "duckdb_databases", "duckdb_dependencies", "duckdb_extensions", "duckdb_external_file_cache", "duckdb_functions",
-		"duckdb_indexes", "duckdb_keywords", "duckdb_log_contexts", "duckdb_logs", "duckdb_logs_parsed", "duckdb_memory",
-		"duckdb_optimizers", "duckdb_prepared_statements", "duckdb_profiling_settings", "duckdb_schemas", "duckdb_secret_types", "duckdb_secrets",
-		"duckdb_sequences", "duckdb_settings", "duckdb_table_sample", "duckdb_tables", "duckdb_temporary_files", "duckdb_types",
-		"duckdb_variables", "duckdb_views", "format_type", "get_block_size", "in_search_path", "inet_client_addr",
-		"inet_client_port", "inet_server_addr", "inet_server_port", "json_execute_serialized_sql", "obj_description", "pg_get_constraintdef",
-		"pg_get_viewdef", "pragma_collations", "pragma_database_size", "pragma_metadata_info", "pragma_platform", "pragma_show",
-		"pragma_storage_info", "pragma_table_info", "pragma_user_agent", "pragma_version", "session_user", "shobj_description",
-		"user", "version",
+		"current_user", "database_size", "duckdb_approx_database_count", "duckdb_available_metrics", "duckdb_columns", "duckdb_connection_count",
+		"duckdb_constraints", "duckdb_coordinate_systems", "duckdb_databases", "duckdb_dependencies", "duckdb_dialects", "duckdb_eviction_queues",
+		"duckdb_extension_repositories", "duckdb_extensions", "duckdb_external_file_cache", "duckdb_external_resource_types", "duckdb_external_resources", "duckdb_functions",
+		"duckdb_grammar_extensions", "duckdb_indexes", "duckdb_keywords", "duckdb_log_contexts", "duckdb_logs", "duckdb_logs_parsed",
+		"duckdb_memory", "duckdb_optimizers", "duckdb_prepared_statements", "duckdb_profiling_settings", "duckdb_schemas", "duckdb_secret_type_parameters",
+		"duckdb_secret_types", "duckdb_secrets", "duckdb_sequences", "duckdb_settings", "duckdb_table_sample", "duckdb_tables",
+		"duckdb_temporary_files", "duckdb_triggers", "duckdb_types", "duckdb_variables", "duckdb_views", "format_type",
+		"get_block_size", "in_search_path", "inet_client_addr", "inet_client_port", "inet_server_addr", "inet_server_port",
+		"json_execute_serialized_sql", "obj_description", "pg_get_constraintdef", "pg_get_viewdef", "pragma_collations", "pragma_database_size",
+		"pragma_metadata_info", "pragma_platform", "pragma_show", "pragma_storage_info", "pragma_table_info", "pragma_user_agent",
+		"pragma_version", "session_user", "shobj_description", "user", "version",
 	},
 	Views: []string{
 		"duckdb_columns", "duckdb_constraints", "duckdb_databases", "duckdb_indexes", "duckdb_logs", "duckdb_schemas",

@@ -193,8 +193,7 @@ func (c *restrictCheck) query(n map[string]any, ctes map[string]bool) (string, i
 			if al, _ := val["aliases"].([]any); len(al) > 0 {
 				return "common table expression " + name + " renames its columns", -1
 			}
-			q, _ := val["query"].(map[string]any)
-			inner, _ := q["node"].(map[string]any)
+			inner := CTEQuery(val)
 			if why, at := c.query(inner, scope); why != "" {
 				return "in common table expression " + name + ": " + why, at
 			}

@@ -130,7 +130,9 @@ func profileScan(ctx context.Context, conn *sql.Conn, query, path string, out *S
 	for _, q := range []string{
 		"PRAGMA enable_profiling = 'json'",
 		"PRAGMA profiling_output = " + job.SQLString(path),
-		`SET custom_profiling_settings = '{"OPERATOR_TYPE": "true", "EXTRA_INFO": "true", "OPERATOR_CARDINALITY": "true", "TOTAL_BYTES_READ": "true"}'`,
+		// DuckDB 2.0's default metrics hold the bytes read and each
+		// operator's extra info (1.5 needed custom_profiling_settings,
+		// which 2.0 no longer has).
 	} {
 		if _, err := conn.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("audit: %w", catalog.TrimSQLError(err))
@@ -153,6 +155,11 @@ func profileScan(ctx context.Context, conn *sql.Conn, query, path string, out *S
 		return fmt.Errorf("audit: profile: %w", err)
 	}
 	out.BytesRead = node.TotalBytesRead
+	if node.IO != nil {
+		// DuckDB 2.0: the metrics by group, the plan under "operator".
+		out.BytesRead = node.IO.TotalBytesRead
+		node.Children = node.Operator
+	}
 	scan := node.find()
 	if scan == nil {
 		return errors.New("audit: the profile names no parquet scan")
@@ -170,6 +177,11 @@ type profileNode struct {
 	TotalBytesRead int64           `json:"total_bytes_read"`
 	RawExtra       json.RawMessage `json:"extra_info"`
 	Children       []profileNode   `json:"children"`
+	// The top of a DuckDB 2.0 profile.
+	IO *struct {
+		TotalBytesRead int64 `json:"total_bytes_read"`
+	} `json:"io"`
+	Operator []profileNode `json:"operator"`
 }
 
 // find returns the first parquet scan under n.

@@ -4,10 +4,7 @@ package ops
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -23,6 +20,12 @@ import (
 // before the rename. Temporary files that killed exports to out left are
 // removed first.
 func copyTo(ctx context.Context, q catalog.Querier, query, out, format, label string, progress job.Progress, fault func(string)) (int64, string, int64, error) {
+	return copyQuery(ctx, q, query, out, format, label, progress, fault, false)
+}
+
+// copyQuery is copyTo; with unsignedZero a CSV writes -0.0 as 0.0
+// (catalog.UnsignedZeroCSVQuery).
+func copyQuery(ctx context.Context, q catalog.Querier, query, out, format, label string, progress job.Progress, fault func(string), unsignedZero bool) (int64, string, int64, error) {
 	dir := filepath.Dir(out)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return 0, "", 0, fmt.Errorf("export to %s: folder %s does not exist", out, dir)
@@ -38,27 +41,40 @@ func copyTo(ctx context.Context, q catalog.Querier, query, out, format, label st
 		return 0, "", 0, err
 	}
 	defer os.Remove(tmpName)
-	// Hash the file while DuckDB writes it: its COPY writers only append, so
-	// the bytes read behind the writer are final. The total is checked
-	// against the finished file's size.
+	if format == job.FormatCSV {
+		// The canonical export: every value as idem defines it, whatever
+		// the engine (catalog.CanonicalCSVQuery).
+		canonical := catalog.CanonicalCSVQuery
+		if unsignedZero {
+			canonical = catalog.UnsignedZeroCSVQuery
+		}
+		if query, err = canonical(ctx, q, query); err != nil {
+			return 0, "", 0, fmt.Errorf("export to %s: %w", out, err)
+		}
+	}
+	// The sha256 is taken over the finished file: DuckDB 2.0 writes a
+	// COPY's file from several threads at once, each pwrite at its own
+	// offset, so bytes read behind the writer may be a hole not yet
+	// filled (1.5.6 only appended, and the file was hashed as it grew).
+	// Meanwhile progress sees the file's size.
 	done := make(chan struct{})
-	hashed := make(chan tailResult, 1)
+	polled := make(chan struct{})
 	go func() {
-		hashed <- tailSHA256(tmpName, done, func(n int64) { progress.Count(label, n, -1) })
+		defer close(polled)
+		pollSize(tmpName, done, func(n int64) { progress.Count(label, n, -1) })
 	}()
 	r, err := q.ExecContext(ctx, "COPY ("+query+") TO "+job.SQLString(tmpName)+" "+copyOptions(format))
 	close(done)
-	th := <-hashed
+	<-polled
 	if err != nil {
 		return 0, "", 0, fmt.Errorf("export to %s: %w", out, catalog.TrimSQLError(err))
 	}
 	rows, _ := r.RowsAffected()
-	sum, size := th.sum, th.size
-	if st, serr := os.Stat(tmpName); th.err != nil || serr != nil || st.Size() != size {
-		if sum, size, err = source.FileSHA256(tmpName); err != nil {
-			return 0, "", 0, fmt.Errorf("export to %s: %w", out, err)
-		}
+	sum, size, err := source.FileSHA256(tmpName)
+	if err != nil {
+		return 0, "", 0, fmt.Errorf("export to %s: %w", out, err)
 	}
+	progress.Count(label, size, -1)
 	if fault != nil {
 		fault(FaultExportBeforeSwap)
 	}
@@ -68,54 +84,19 @@ func copyTo(ctx context.Context, q catalog.Querier, query, out, format, label st
 	return rows, sum, size, nil
 }
 
-type tailResult struct {
-	sum  string
-	size int64
-	err  error
-}
-
-// tailSHA256 hashes the file at path as another writer creates and appends
-// to it, until done is closed; then it hashes what remains to the end.
-// read is told the bytes hashed so far.
-func tailSHA256(path string, done <-chan struct{}, read func(int64)) tailResult {
-	var f *os.File
-	for f == nil {
-		var err error
-		f, err = os.Open(path)
-		if err == nil {
-			break
-		}
-		select {
-		case <-done:
-			if f, err = os.Open(path); err != nil {
-				return tailResult{err: err}
-			}
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
-	defer f.Close()
-	h := sha256.New()
-	buf := make([]byte, 1<<20)
-	var n int64
-	finished := false
+// pollSize tells read the size of the file at path, which another writer
+// creates and writes, every 50 ms until done is closed.
+func pollSize(path string, done <-chan struct{}, read func(int64)) {
+	var last int64
 	for {
-		k, err := f.Read(buf)
-		if k > 0 {
-			h.Write(buf[:k])
-			n += int64(k)
-			read(n)
-			continue
-		}
-		if err != nil && err != io.EOF {
-			return tailResult{err: err}
-		}
-		if finished {
-			return tailResult{sum: hex.EncodeToString(h.Sum(nil)), size: n}
-		}
 		select {
 		case <-done:
-			finished = true // one more pass reads what the writer flushed last
-		case <-time.After(2 * time.Millisecond):
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+		if st, err := os.Stat(path); err == nil && st.Size() != last {
+			last = st.Size()
+			read(last)
 		}
 	}
 }

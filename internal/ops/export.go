@@ -23,6 +23,10 @@ type ExportOptions struct {
 	// Fault, when set, is called at each fault point (FaultExport*) for
 	// kill tests.
 	Fault func(point string)
+	// unsignedZero writes -0.0 as 0.0 in the DOUBLE and REAL columns of a
+	// CSV (catalog.UnsignedZeroCSVQuery): a rerun of a snapshot committed
+	// on DuckDB 1.5.
+	unsignedZero bool
 }
 
 // ExportResult reports an export. SHA256 and Bytes are the file's, or, for a
@@ -140,7 +144,7 @@ func Export(ctx context.Context, d *run.DB, j *job.Job, opts ExportOptions) (*Ex
 	if opts.PartitionBy != "" {
 		return res, exportPartitioned(ctx, tx, j, src, opts, res, fault)
 	}
-	rows, sum, size, err := copyTo(ctx, tx, src.ordered(), opts.Out, format, filepath.Base(opts.Out), opts.Progress, fault)
+	rows, sum, size, err := copyQuery(ctx, tx, src.ordered(), opts.Out, format, filepath.Base(opts.Out), opts.Progress, fault, opts.unsignedZero)
 	if err != nil {
 		return nil, err
 	}

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The sha256 an export reports is hashed while DuckDB writes the file; it
-// must equal the sha256 of the finished file, for every format and for a
-// file of many row groups and write buffers.
+// The sha256 an export reports must equal the sha256 of the finished file,
+// for every format and for a file of many row groups and write buffers,
+// which DuckDB 2.0 writes from several threads at once (copyTo).
 func TestCopyToReportsTheFileSHA256(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

@@ -447,7 +447,7 @@ func (l *linter) limit(file string, lineAt func(int) int, mods []any) {
 		if e == nil {
 			continue
 		}
-		if v, _ := e["value"].(map[string]any); k == "limit" && e["class"] == "CONSTANT" && fmt.Sprint(v["value"]) == "0" && lim["offset"] == nil {
+		if v, ok := job.ConstantText(e); k == "limit" && ok && v == "0" && lim["offset"] == nil {
 			return // LIMIT 0 keeps no row
 		}
 		if loc, ok := e["query_location"].(float64); ok && loc >= 0 && loc < 1<<40 && at == 0 {

@@ -61,6 +61,11 @@ type RerunResult struct {
 	// Upstream holds, with Deep, the reruns of the upstream snapshots the
 	// rebuilt snapshot pinned (each with its own upstreams).
 	Upstream []*RerunResult `json:"upstream,omitempty"`
+	// UnsignedZero says the snapshot, committed on DuckDB 1.5, was
+	// reproduced with each -0.0 of a DOUBLE or REAL column written 0.0, as
+	// DuckDB 1.5 wrote it out of EXCEPT ALL and INTERSECT ALL and in
+	// idem's history; Rebuilt is the sha256 of the rows written so.
+	UnsignedZero bool `json:"unsigned_zero,omitempty"`
 	// ErasedBy are the erasures (snapshots of this job) that rewrote the
 	// snapshot's rows after it was committed: the sha256 compared is that
 	// of its rows since, and its packet keeps the one they replaced.
@@ -177,6 +182,26 @@ func Rerun(ctx context.Context, d *run.DB, j *job.Job, opts RerunOptions) (*Reru
 	}
 	res.SHA256, res.Rebuilt, res.Rows = exp.SHA256, reb.SHA256, reb.Rows
 	res.Reproduced = exp.SHA256 == reb.SHA256
+	if !res.Reproduced {
+		// DuckDB 1.5 wrote -0.0 as 0.0 out of EXCEPT ALL and INTERSECT
+		// ALL, and so in idem's history rows; 2.0 keeps the sign. A
+		// snapshot committed on 1.5 whose rows the rebuild gives with
+		// each -0.0 written 0.0 is reproduced, and says so.
+		old, err := catalog.Committed15(ctx, d.SQL(), j.Name, s)
+		if err != nil {
+			return nil, err
+		}
+		if old {
+			zeros := filepath.Join(dir, "rebuilt-unsigned-zero.csv")
+			unsigned, err := Export(ctx, scratch, last, ExportOptions{Out: zeros, Format: job.FormatCSV, unsignedZero: true})
+			if err != nil {
+				return nil, fmt.Errorf("rerun: export the rebuilt target: %w", err)
+			}
+			if unsigned.SHA256 == exp.SHA256 {
+				res.Reproduced, res.UnsignedZero, res.Rebuilt = true, true, unsigned.SHA256
+			}
+		}
+	}
 	if pk, err := catalog.ReadPacket(ctx, d.SQL(), j.Name, s); err == nil {
 		for _, e := range pk.Erasures {
 			res.ErasedBy = append(res.ErasedBy, e.Snapshot)

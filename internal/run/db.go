@@ -24,6 +24,10 @@ import (
 	duckdb "github.com/duckdb/duckdb-go/v2"
 )
 
+// StorageVersion is the storage format of the database files idem
+// creates: the newest that DuckDB 1.5.6 reads.
+const StorageVersion = "v1.5.0"
+
 // DB is an open idem database: one DuckDB file holding the targets and
 // idem's own tables in schema idem.
 type DB struct {
@@ -182,6 +186,12 @@ func open(ctx context.Context, path string, opts OpenOptions, accept func(*Repli
 	q.Set("allocator_background_threads", "true")
 	// A COMMIT that leaves the WAL past this checkpoints (settle.go).
 	q.Set("checkpoint_threshold", walCheckpointThreshold)
+	// A database file DuckDB 2.0 creates is one DuckDB 1.5 can read
+	// (2.0's default is its own format, which 1.5 refuses with an I/O
+	// error): an idem on DuckDB 1.5 then opens it and refuses it by its
+	// catalog version (catalog/migrations/0007_duckdb_two.sql), exit 3.
+	// A file keeps the format it was created with.
+	q.Set("storage_compatibility_version", StorageVersion)
 	dsn := "?" + q.Encode()
 	if !opts.ReadOnly {
 		sweepLeftovers(path, creatingTag)

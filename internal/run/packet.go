@@ -100,7 +100,10 @@ func packetEntry(ctx context.Context, tx *sql.Tx, j *job.Job, cols []catalog.Tar
 		return nil, err
 	}
 	names, key := packetOrder(j, cols)
-	query := "SELECT " + identList(names) + from + " ORDER BY " + identList(key)
+	query, err := catalog.CanonicalCSVQuery(ctx, tx, "SELECT "+identList(names)+from+" ORDER BY "+identList(key))
+	if err != nil {
+		return nil, fmt.Errorf("release packet of %s: %w", j.Table, err)
+	}
 	if _, err := tx.ExecContext(ctx, "COPY ("+query+") TO "+job.SQLString(path)+" "+catalog.CSVCopyOptions); err != nil {
 		return nil, fmt.Errorf("release packet of %s: %w", j.Table, catalog.TrimSQLError(err))
 	}

@@ -76,6 +76,9 @@ instead (exit 1 when an input it needs is gone).`,
 				fmt.Fprintf(a.stdout, "%s: snapshot %d %s (%d snapshot(s) replayed%s)\n", res.Job, res.Snapshot, verdict, res.Replayed, from)
 				fmt.Fprintf(a.stdout, "  sha256   %s\n", res.SHA256)
 				fmt.Fprintf(a.stdout, "  rebuilt  %s  %d rows\n", res.Rebuilt, res.Rows)
+				if res.UnsignedZero {
+					fmt.Fprintf(a.stdout, "  zeros    the rebuilt rows with each -0.0 written 0.0, as DuckDB 1.5, which committed this snapshot, wrote it out of EXCEPT ALL, INTERSECT ALL and into idem's history\n")
+				}
 				for _, e := range res.ErasedBy {
 					fmt.Fprintf(a.stdout, "  erased   rows rewritten by erasure snapshot %d (idem show --snapshot %d names the sha256 replaced)\n", e, res.Snapshot)
 				}

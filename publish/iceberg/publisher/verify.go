@@ -162,8 +162,11 @@ func readBack(ctx context.Context, duck *sql.DB, tbl *table.Table, id int64, s *
 		order[i] = job.QuoteIdent(k)
 	}
 	out := filepath.Join(dir, fmt.Sprintf("got-%d.csv", s.Snapshot))
-	q := "COPY (SELECT " + strings.Join(sel, ", ") + " FROM read_parquet('" + strings.ReplaceAll(pq, "'", "''") + "') ORDER BY " + strings.Join(order, ", ") +
-		") TO '" + strings.ReplaceAll(out, "'", "''") + "' " + catalog.CSVCopyOptions
+	rowsQuery, err := catalog.CanonicalCSVQuery(ctx, duck, "SELECT "+strings.Join(sel, ", ")+" FROM read_parquet('"+strings.ReplaceAll(pq, "'", "''")+"') ORDER BY "+strings.Join(order, ", "))
+	if err != nil {
+		return "", err
+	}
+	q := "COPY (" + rowsQuery + ") TO '" + strings.ReplaceAll(out, "'", "''") + "' " + catalog.CSVCopyOptions
 	if _, err := duck.ExecContext(ctx, q); err != nil {
 		return "", catalog.TrimSQLError(err)
 	}

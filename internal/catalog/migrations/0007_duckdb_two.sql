@@ -1,0 +1,14 @@
+-- 0007: idem runs on DuckDB 2.0 (duckdb-go v2.20000.0). No table
+-- changes. The version does, so that an idem on DuckDB 1.5, which reads
+-- catalog versions up to 6, refuses a database an idem on DuckDB 2.0 has
+-- written (exit 3, naming both catalog versions) instead of writing it
+-- with an engine whose exports and reruns it was not checked against. A
+-- database keeps a storage format DuckDB 1.5 reads (a new one is created
+-- with storage_compatibility_version v1.5.0, run.Open), so that the
+-- refusal is idem's and not an error of the engine.
+--
+-- Each job's last snapshot committed on DuckDB 1.5 is recorded
+-- (duckdb15_last:<job>): DuckDB 1.5 wrote -0.0 as 0.0 out of EXCEPT ALL
+-- and INTERSECT ALL (and so in idem's history rows), 2.0 keeps the sign,
+-- and a rerun of such a snapshot says so (ops.Rerun, catalog.Committed15).
+INSERT INTO idem.meta SELECT 'duckdb15_last:' || job, CAST(max(snapshot) AS VARCHAR) FROM idem.snapshots GROUP BY job;
