@@ -162,10 +162,10 @@ func nestsEngineText(typ string) bool {
 
 // duckDB2Version is the catalog version of the move to DuckDB 2.0
 // (migrations/0007_duckdb_two.sql).
-const duckDB2Version = 10
+const duckDB2Version = 7
 
 // Committed15 says snapshot of job was committed by an idem on DuckDB 1.5:
-// every snapshot of a database not yet migrated to catalog version 10
+// every snapshot of a database not yet migrated to catalog version 7
 // (an idem on 2.0 migrates at its first writable open), else one at or
 // before the last that migration recorded for the job.
 func Committed15(ctx context.Context, q Querier, jobName string, snapshot int64) (bool, error) {

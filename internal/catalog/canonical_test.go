@@ -8,7 +8,7 @@ import (
 )
 
 // Committed15 says which snapshots an idem on DuckDB 1.5 committed: all of
-// a database not yet at catalog version 10, else those up to the one
+// a database not yet at catalog version 7, else those up to the one
 // migration 0007 recorded for the job.
 func TestCommitted15(t *testing.T) {
 	t.Parallel()

@@ -104,8 +104,7 @@ func OrderFree(plans []any) (ok bool, why string) {
 // aggregateOrder is why an aggregate's value may depend on its input's
 // order, or "".
 func aggregateOrder(x map[string]any) string {
-	name, _ := x["name"].(string)
-	name = strings.ToLower(name)
+	name := strings.ToLower(functionName(x))
 	if ob, ok := x["order_bys"].(map[string]any); ok {
 		if orders, _ := ob["orders"].([]any); len(orders) > 0 {
 			return name + "() with ORDER BY" // ties keep their arrival order
@@ -138,8 +137,25 @@ func windowOrder(x map[string]any) string {
 		if orders, _ := x["orders"].([]any); len(orders) > 0 {
 			return "an aggregate window with ORDER BY"
 		}
-		name, _ := x["name"].(string)
-		return aggregateOrder(map[string]any{"name": name, "arguments": x["arguments"]})
+		if orders, _ := x["arg_orders"].([]any); len(orders) > 0 {
+			return strings.ToLower(functionName(x)) + "() with ORDER BY"
+		}
+		return aggregateOrder(map[string]any{"name": functionName(x), "arguments": x["arguments"]})
 	}
 	return strings.ToLower(strings.TrimPrefix(t, "WINDOW_"))
+}
+
+// functionName is a bound function's name: "name" in DuckDB 1.5's plans,
+// the last part of "qname"'s path in 2.0's.
+func functionName(x map[string]any) string {
+	if name, _ := x["name"].(string); name != "" {
+		return name
+	}
+	qn, _ := x["qname"].(map[string]any)
+	path, _ := qn["path"].([]any)
+	if len(path) == 0 {
+		return ""
+	}
+	name, _ := path[len(path)-1].(string)
+	return name
 }
