@@ -401,8 +401,7 @@ func readText(t *testing.T, path string) string {
 // payload or identifier; no table holds them (idem.erasures, which
 // records what was erased, aside); replays of every old file under a new
 // name resurrect nothing; every kept snapshot of every job reruns (with
-// IDEM_LONG=1; by default the models' and the others' erasures and
-// latest); once
+// IDEM_LONG=1; by default each job's erasures and latest); once
 // compacted no file under the database's folder holds her payload.
 func TestEraseFiveJobChain(t *testing.T) {
 	t.Parallel()
@@ -464,11 +463,11 @@ sql = "SELECT customer, note FROM {{table}} WHERE customer = 'alice'"
 	clitest.RequireNoPayload(t, db+".inputs", "SECRETPAYLOAD", "")
 	clitest.RequireNoPayload(t, db+".inputs", "alice", "")
 
-	// Every kept snapshot reruns: by default the models' and the erasures
-	// and latest of the others (every one with IDEM_LONG=1).
+	// Every kept snapshot reruns: by default each job's erasures and
+	// latest (every one with IDEM_LONG=1).
 	for _, name := range []string{"people", "accounts", "profile", "totals", "plain"} {
 		file := filepath.Join(jobs, name+".toml")
-		all := clitest.LongTests() || name == "profile" || name == "totals"
+		all := clitest.LongTests()
 		snaps := clitest.QueryStrs(t, db, `SELECT snapshot FROM idem.snapshots AS s WHERE job = $1 AND snapshot >= coalesce((SELECT oldest_kept FROM idem.retention WHERE job = $1), 1)
 			AND ($2 OR kind = 'erase' OR snapshot = (SELECT max(snapshot) FROM idem.snapshots WHERE job = $1)) ORDER BY snapshot`, name, all)
 		require.NotEmpty(t, snaps, name)
