@@ -102,7 +102,11 @@ func TestInterruptRollsBack(t *testing.T) {
 	t.Parallel()
 	j := clitest.NewGuardJob(t)
 	j.Apply("--input", clitest.ChangesFixture(t, "batch-1.jsonl"), "--from", "0", "--to", "10")
-	big, sum := bigInput(t, j.Dir, 100_000)
+	// Enough rows that the run is still in its steps a second after its
+	// input is retained, however fast the machine: a run that committed
+	// before the signal would leave nothing to roll back.
+	const rows = 250_000
+	big, sum := bigInput(t, j.Dir, rows)
 	before := clitest.CaptureState(t, j.DB)
 
 	// The signal may land while idem stages the input (Go cancels it) or
@@ -110,7 +114,7 @@ func TestInterruptRollsBack(t *testing.T) {
 	// nothing is committed; the test waits longer until it has seen the
 	// second at least once.
 	reached := false
-	for _, delay := range []time.Duration{150 * time.Millisecond, 400 * time.Millisecond, time.Second} {
+	for _, delay := range []time.Duration{150 * time.Millisecond, 300 * time.Millisecond, 500 * time.Millisecond, 800 * time.Millisecond} {
 		p := clitest.StartIdem(t, nil, "run", j.File, "--input", big, "--from", "10", "--to", "20")
 		// The retained copy of the input appears inside the run's
 		// transaction, just before staging.
@@ -150,7 +154,7 @@ func TestInterruptRollsBack(t *testing.T) {
 	res := j.Apply("--input", big, "--from", "10", "--to", "20")
 	t.Logf("the uninterrupted run took %v", time.Since(start))
 	require.Equal(t, job.DecisionApplied, res.Decision)
-	require.Equal(t, int64(100_000), res.RowsIn)
+	require.Equal(t, int64(rows), res.RowsIn)
 	require.Equal(t, []int64{2, 20}, []int64{res.Snapshot, res.Cursor})
 }
 
