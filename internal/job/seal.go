@@ -280,7 +280,7 @@ func (f *Functions) calls(text string, at func(int) (string, int)) []Violation {
 		switch {
 		case c.Call && f.Volatile[c.Name]:
 			out = append(out, volatile(c.Name+"()", c.At, at))
-		case !c.Call && volatileWord.MatchString(c.Name):
+		case !c.Call && NondeterministicRefs[c.Name]:
 			out = append(out, volatile(c.Name, c.At, at))
 		case c.Call && outsideFunctions[c.Name] != "":
 			file, line := at(c.At)

@@ -1,7 +1,6 @@
 package job
 
 import (
-	"regexp"
 	"strings"
 )
 
@@ -159,8 +158,6 @@ func CalledNames(text string) []CalledName {
 	}
 	return out
 }
-
-var volatileWord = regexp.MustCompile(`^(` + strings.Join(SortedKeys(NondeterministicRefs), "|") + `)$`)
 
 // RecordedFunctions are the Functions recorded for the DuckDB library of
 // version (enginefuncs_gen.go), or nil when none is recorded for it.

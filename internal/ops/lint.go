@@ -116,7 +116,7 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 		return nil, fmt.Errorf("open scratch database for lint: %w", err)
 	}
 	defer db.Close()
-	l := &linter{ctx: ctx, db: db, j: j, rep: rep, own: j.OwnRelations(), seal: j.Seal(), parsed: map[string]parsedQuery{}}
+	l := &linter{ctx: ctx, db: db, j: j, rep: rep, seal: j.Seal(), parsed: map[string]parsedQuery{}}
 	files := make([]lintFile, 0, len(j.Steps)+1)
 	if j.IsModel() {
 		// A model is linted as the user wrote it, in its own file; the
@@ -211,7 +211,6 @@ type linter struct {
 	db   *sql.DB
 	j    *job.Job
 	rep  *LintReport
-	own  map[string]bool // the names the job's steps may read (job.OwnRelations)
 	seal *job.Seal
 	// parsed holds each query's parse (parse).
 	parsed map[string]parsedQuery

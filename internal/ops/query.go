@@ -49,7 +49,7 @@ func QueryTextReader(ctx context.Context, path, query string, opts run.OpenOptio
 }
 
 func runQuery(ctx context.Context, path, query string, opts run.OpenOptions, text bool, accept func(*run.ReplicaNote) bool) (*run.Rows, error) {
-	stmts, err := countStatements(query)
+	stmts, err := run.CountStatements(query)
 	if err != nil {
 		return nil, fmt.Errorf("query: %w", catalog.TrimSQLError(err))
 	}
@@ -132,9 +132,6 @@ func lockDown(ctx context.Context, conn *sql.Conn) error {
 	}
 	return nil
 }
-
-// countStatements parses query with DuckDB's parser, without running it.
-func countStatements(query string) (int, error) { return run.CountStatements(query) }
 
 type stmtInfo struct {
 	typ   duckdb.StmtType
