@@ -50,6 +50,9 @@ type DB struct {
 	unsettled int
 	since     time.Time
 	indexes   int64
+	// guards keeps the verdicts of guards that are a function of content
+	// (guardcache.go).
+	guards *guardCache
 }
 
 // OpenOptions are the settings applied when a database is opened.
@@ -277,7 +280,7 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 		}
 		return nil, locked
 	}
-	d := &DB{sql: db, path: path, readOnly: opts.ReadOnly, replica: opts.DuckDB.ReadReplica && !opts.ReadOnly, opts: opts}
+	d := &DB{sql: db, path: path, readOnly: opts.ReadOnly, replica: opts.DuckDB.ReadReplica && !opts.ReadOnly, opts: opts, guards: newGuardCache()}
 	// The checks below run one after another on one connection: each new
 	// connection attaches the file and sets the session again, which cost
 	// about a tenth of the open. None of them leaves temp state, and the

@@ -20,7 +20,10 @@ import (
 // write. A run decides with write; a plan decides the same way without it,
 // claiming no table and recording no released version, in a transaction it
 // rolls back.
-func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, opts RunOptions, write bool) (res *Result, st catalog.State, exists, done bool, err error) {
+//
+// learn collects the verdicts of a run that write kept only if it
+// commits (guardLearn); nil for a plan.
+func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, opts RunOptions, write bool, learn *guardLearn) (res *Result, st catalog.State, exists, done bool, err error) {
 	st, err = catalog.ReadState(ctx, tx, j.Name)
 	if err != nil {
 		return nil, st, false, false, err
@@ -39,20 +42,24 @@ func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, op
 		return nil, st, false, false, err
 	}
 	// Another job's table first, then this job's own pipeline and target.
-	if err := checkOwners(ctx, tx, j, write); err != nil {
+	if err := d.checkOwners(ctx, tx, j, write, learn); err != nil {
 		return nil, st, false, false, err
 	}
 	if err := st.CheckIdentity(j); err != nil {
 		return nil, st, false, false, err
 	}
-	if err := checkTarget(ctx, tx, j, st); err != nil {
-		return nil, st, false, false, err
+	// One look at the catalog for both: listing tables costs about 8 us
+	// a table of the database.
+	var stored bool
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE table_name = ?) > 0, count(*) FILTER (WHERE lower(table_name) = lower(?)) > 0
+		FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main'`, j.Table, st.Target).Scan(&exists, &stored); err != nil {
+		return nil, st, false, false, fmt.Errorf("look up table %s: %w", j.Table, err)
 	}
-	exists, err = catalog.TableExists(ctx, tx, "main", j.Table)
+	rows, err := checkTarget(ctx, tx, j, st, stored)
 	if err != nil {
 		return nil, st, false, false, err
 	}
-	if res, done, err := d.decideMode(ctx, tx, j, p, opts, st, exists, res); err != nil || done {
+	if res, done, err := d.decideMode(ctx, tx, j, p, opts, st, exists, rows, res); err != nil || done {
 		if err != nil && res == nil {
 			return nil, st, false, false, err
 		}
@@ -69,7 +76,7 @@ func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, op
 	// checked for a run that would write (a skipped run or a batch already
 	// committed writes nothing, and its key names the SQL a run checked
 	// before it committed).
-	if err := checkSealed(ctx, tx, j); err != nil {
+	if err := checkSealed(ctx, tx, j, d.guards); err != nil {
 		return nil, st, false, false, err
 	}
 	// A retry whose work already landed (skipped, already committed) is
@@ -77,7 +84,7 @@ func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, op
 	if err := st.CheckParent(opts.ExpectParent); err != nil {
 		return nil, st, false, false, err
 	}
-	if err := catalog.CheckReleased(ctx, tx, j, write); err != nil {
+	if err := d.checkReleased(ctx, tx, j, write, learn); err != nil {
 		return nil, st, false, false, err
 	}
 	return res, st, exists, false, nil
@@ -113,27 +120,69 @@ func newResult(j *job.Job, p *Prepared, st catalog.State) *Result {
 
 // checkOwners refuses a run that would write a table another job owns;
 // a run claims its names. A plan may read a database from before
-// idem.owners, which only a writable open creates.
-func checkOwners(ctx context.Context, tx *sql.Tx, j *job.Job, write bool) error {
-	owners := write
-	if !write {
-		var err error
-		if owners, err = catalog.TableExists(ctx, tx, "idem", "owners"); err != nil {
-			return err
-		}
+// idem.owners, which only a writable open creates. Names are never
+// unclaimed (idem.owners only grows), so once a run of j committed with
+// its names claimed, a run of the same names passes without asking
+// (learned).
+func (d *DB) checkOwners(ctx context.Context, tx *sql.Tx, j *job.Job, write bool, learn *guardLearn) error {
+	// What catalog.CheckOwners derives the names from.
+	parts := []string{j.Name, j.Table, j.Pipeline.OutcomesTable, j.DDL}
+	for _, st := range j.Steps {
+		parts = append(parts, st.SQL)
 	}
-	if !owners {
+	return d.learned(guardKey("owners", parts...), write, learn, func() error {
+		owners := write
+		if !write {
+			var err error
+			if owners, err = catalog.TableExists(ctx, tx, "idem", "owners"); err != nil || !owners {
+				return err
+			}
+		}
+		return catalog.CheckOwners(ctx, tx, j, write)
+	})
+}
+
+// checkReleased is catalog.CheckReleased, skipped when a run of the same
+// released SQL (the job's release name, versions and their files' sha256,
+// its model text) committed through this handle: idem.released and
+// idem.model_texts only grow, so what that run checked and recorded is
+// still there (learned).
+func (d *DB) checkReleased(ctx context.Context, tx *sql.Tx, j *job.Job, write bool, learn *guardLearn) error {
+	k := guardKey("released", j.Name, j.ReleaseName(), fmt.Sprint(j.TransformVersion, " ", j.SchemaVersion),
+		fmt.Sprint(j.ContentVersioned(), j.IsModel()), job.StepsDigest(j.Steps), job.DigestString(j.DDL), j.TransformPart().SHA256, j.ModelSQL)
+	return d.learned(k, write, learn, func() error { return catalog.CheckReleased(ctx, tx, j, write) })
+}
+
+// learned runs check unless a committed run kept its verdict under k; a
+// run that writes and passes it has learn keep it once it commits.
+func (d *DB) learned(k [32]byte, write bool, learn *guardLearn, check func() error) error {
+	if _, ok := d.guards.get(k); ok {
 		return nil
 	}
-	return catalog.CheckOwners(ctx, tx, j, write)
+	if err := check(); err != nil {
+		return err
+	}
+	if write {
+		learn.add(k)
+	}
+	return nil
 }
 
 // decideMode is the guard of the job's mode: a refresh whose target holds
 // this key is skipped; an apply batch committed before is answered from the
 // ledger, and the cursor and input mode are checked. done is true when the
 // run has nothing to write.
-func (d *DB) decideMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, opts RunOptions, st catalog.State, exists bool, res *Result) (*Result, bool, error) {
+//
+// rows is the target's row count when checkTarget counted it (-1 when
+// not): a run with nothing to write reports it.
+func (d *DB) decideMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, opts RunOptions, st catalog.State, exists bool, rows int64, res *Result) (*Result, bool, error) {
 	var err error
+	countRows := func() (int64, error) {
+		if rows >= 0 {
+			return rows, nil
+		}
+		return catalog.CountRows(ctx, tx, j.Table)
+	}
 	switch j.Pipeline.Mode {
 	case job.ModeRefresh:
 		if st.Exists && st.Key == p.key && exists {
@@ -146,14 +195,14 @@ func (d *DB) decideMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared
 			if err := json.Unmarshal([]byte(outcomes), &res.Outcomes); err != nil {
 				return nil, false, fmt.Errorf("read outcomes of snapshot %d of %s: %w", st.Snapshot, j.Name, err)
 			}
-			res.RowsOut, err = catalog.CountRows(ctx, tx, j.Table)
+			res.RowsOut, err = countRows()
 			return res, true, err
 		}
 	case job.ModeApply:
 		if p.unchanged {
 			// No upstream moved since the snapshots the job applied.
 			res.Decision = job.DecisionSkipped
-			res.RowsOut, err = catalog.CountRows(ctx, tx, j.Table)
+			res.RowsOut, err = countRows()
 			return res, true, err
 		}
 		if j.Input.Mode == job.InputModeReplace {
@@ -162,7 +211,7 @@ func (d *DB) decideMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared
 			// batch of its own, whatever was committed before it.
 			if st.Exists && st.Key == p.key && exists {
 				res.Decision = job.DecisionSkipped
-				res.RowsOut, err = catalog.CountRows(ctx, tx, j.Table)
+				res.RowsOut, err = countRows()
 				return res, true, err
 			}
 			if opts.BatchID == "" {
@@ -170,7 +219,7 @@ func (d *DB) decideMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared
 				res.BatchID = p.batchID
 			}
 		}
-		if done, err := d.checkLedger(ctx, tx, j, p, res); err != nil || done {
+		if done, err := d.checkLedger(ctx, tx, j, p, res, countRows); err != nil || done {
 			return res, true, err
 		}
 		if opts.From != nil && *opts.From != st.Cursor {
@@ -193,19 +242,15 @@ func (d *DB) decideMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared
 // S recorded: the table was dropped or changed outside idem, and a skip, an
 // already-committed answer or a batch applied over the wrong rows would hide
 // it. The refusal says how to repair: a rollback to S rebuilds the table
-// from its history.
-func checkTarget(ctx context.Context, tx catalog.Querier, j *job.Job, st catalog.State) error {
+// from its history. exists says whether the state's target table is in
+// the database. It returns the rows it counted, -1 when it counted none.
+func checkTarget(ctx context.Context, tx catalog.Querier, j *job.Job, st catalog.State, exists bool) (int64, error) {
 	if !st.Exists || st.Snapshot == 0 || !strings.EqualFold(st.Target, j.Table) {
-		return nil
+		return -1, nil
 	}
 	want, err := catalog.SnapshotRowsOut(ctx, tx, j.Name, st.Snapshot)
 	if err != nil {
-		return err
-	}
-	var exists bool
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) > 0 FROM duckdb_tables()
-		WHERE database_name = current_database() AND schema_name = 'main' AND lower(table_name) = lower(?)`, st.Target).Scan(&exists); err != nil {
-		return fmt.Errorf("look up table %s: %w", st.Target, err)
+		return -1, err
 	}
 	ref := j.File
 	if ref == "" {
@@ -213,26 +258,26 @@ func checkTarget(ctx context.Context, tx catalog.Querier, j *job.Job, st catalog
 	}
 	repair := fmt.Sprintf("nothing was changed; repair with `idem rollback %s --to-snapshot %d` (rebuilds the table from its history), then `idem rerun %s` proves it", ref, st.Snapshot, ref)
 	if !exists {
-		return job.Refuse("target", "table %q of job %q is missing, but the job's state says it holds snapshot %d (%d rows): %s",
+		return -1, job.Refuse("target", "table %q of job %q is missing, but the job's state says it holds snapshot %d (%d rows): %s",
 			st.Target, j.Name, st.Snapshot, want.Int64, repair)
 	}
 	if !want.Valid {
-		return nil
+		return -1, nil
 	}
 	n, err := catalog.CountRows(ctx, tx, st.Target)
 	if err != nil {
-		return err
+		return -1, err
 	}
 	if n != want.Int64 {
-		return job.Refuse("target", "table %q of job %q holds %d rows, but snapshot %d, which the job's state says it holds, has %d: it was changed outside idem; %s",
+		return -1, job.Refuse("target", "table %q of job %q holds %d rows, but snapshot %d, which the job's state says it holds, has %d: it was changed outside idem; %s",
 			st.Target, j.Name, n, st.Snapshot, want.Int64, repair)
 	}
-	return nil
+	return n, nil
 }
 
 // checkLedger applies the batch identity guard. It reports done when the
 // batch was already committed with the same digest.
-func (d *DB) checkLedger(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, res *Result) (bool, error) {
+func (d *DB) checkLedger(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, res *Result, countRows func() (int64, error)) (bool, error) {
 	row, ok, err := catalog.ReadLedger(ctx, tx, j.Name, p.batchID)
 	if err != nil || !ok {
 		return false, err
@@ -246,7 +291,7 @@ func (d *DB) checkLedger(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepare
 	if err := json.Unmarshal([]byte(row.Outcomes), &res.Outcomes); err != nil {
 		return false, fmt.Errorf("read outcomes of batch %s of %s: %w", p.batchID, j.Name, err)
 	}
-	rowsOut, err := catalog.CountRows(ctx, tx, j.Table)
+	rowsOut, err := countRows()
 	if err == nil {
 		res.RowsOut = rowsOut
 	}

@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sync"
@@ -23,6 +24,15 @@ var parser struct {
 	db   mapping.Database
 	conn mapping.Connection
 	err  error
+	// counted memoizes the answers by the text's sha256: a run splits
+	// each step, then checks each statement again before it runs it, and
+	// a project or a batch loop runs the same texts again.
+	counted map[[32]byte]counted
+}
+
+type counted struct {
+	n   int
+	err error
 }
 
 // CountStatements returns how many statements DuckDB's parser reads in
@@ -41,8 +51,22 @@ func CountStatements(text string) (int, error) {
 	if parser.err != nil {
 		return 0, parser.err
 	}
+	k := sha256.Sum256([]byte(text))
 	parser.mu.Lock()
 	defer parser.mu.Unlock()
+	if c, ok := parser.counted[k]; ok {
+		return c.n, c.err
+	}
+	n, err := countStatements(text)
+	if parser.counted == nil || len(parser.counted) >= guardCacheMax {
+		parser.counted = map[[32]byte]counted{}
+	}
+	parser.counted[k] = counted{n, err}
+	return n, err
+}
+
+// countStatements asks the parser; parser.mu is held.
+func countStatements(text string) (int, error) {
 	var stmts mapping.ExtractedStatements
 	n := mapping.ExtractStatements(parser.conn, text, &stmts)
 	defer mapping.DestroyExtracted(&stmts)

@@ -19,6 +19,8 @@ type txRun struct {
 	j    *job.Job
 	p    *Prepared
 	opts RunOptions
+	// learn collects the guard verdicts kept once the run commits.
+	learn *guardLearn
 
 	res      *Result
 	st       catalog.State // the job's state row as the run found it
@@ -31,7 +33,7 @@ type txRun struct {
 
 // guards reads the job's state row and runs every guard (decide).
 func (r *txRun) guards(ctx context.Context) (bool, error) {
-	res, st, exists, nothing, err := r.d.decide(ctx, r.tx, r.j, r.p, r.opts, true)
+	res, st, exists, nothing, err := r.d.decide(ctx, r.tx, r.j, r.p, r.opts, true, r.learn)
 	r.res, r.st, r.exists, r.snapshot = res, st, exists, st.Snapshot+1
 	return !nothing, err
 }
@@ -95,6 +97,7 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	sealed.cache = r.d.guards
 	restore := func() {}
 	parallel := j.ParallelSteps()
 	if !parallel && r.opts.RowsFrom == "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
@@ -65,37 +66,71 @@ func readParse(text string) (node map[string]any, ok bool, err error) {
 // reading it is a violation; a name the database does not hold is left to
 // the step to fail on (and to the binder check before each statement).
 func SealViolations(ctx context.Context, q catalog.Querier, j *job.Job) ([]job.Violation, error) {
+	return sealViolations(ctx, q, j, nil)
+}
+
+// sealChecked is what job.Seal.Check says of a job's texts: the violations
+// and the names left to the database.
+type sealChecked struct {
+	vs      []job.Violation
+	unknown []job.NameAt
+}
+
+// sealViolations is SealViolations with the verdict of job.Seal.Check kept
+// in c, keyed by the seal and every text it checked (a function of them
+// and the engine alone); the names it leaves to the database are looked
+// up every time.
+func sealViolations(ctx context.Context, q catalog.Querier, j *job.Job, c *guardCache) ([]job.Violation, error) {
 	seal := j.Seal()
 	texts := j.SealedTexts()
-	var queries []string
-	for _, t := range texts {
-		queries = append(queries, job.QueryTexts(t.SQL)...)
-	}
-	parser, err := SealParser(ctx, q, queries)
-	if err != nil {
-		return nil, err
-	}
-	var out []job.Violation
-	for _, t := range texts {
-		vs, unknown, err := seal.Check(t, parser)
+	var k [32]byte
+	if c != nil {
+		desc, err := json.Marshal(struct {
+			Seal  *job.Seal
+			Texts []job.SealedText
+		}{seal, texts})
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", t.File, err)
+			return nil, err
 		}
-		out = append(out, vs...)
-		for _, n := range unknown {
-			var found int
-			if err := q.QueryRowContext(ctx, `SELECT count(*) FROM (
-				SELECT table_name AS name FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main'
-				UNION ALL
-				SELECT view_name FROM duckdb_views() WHERE database_name = current_database() AND schema_name = 'main' AND NOT internal
-			) WHERE lower(name) = lower(?)`, n.Name).Scan(&found); err != nil {
-				return nil, fmt.Errorf("look up table %s: %w", n.Name, err)
+		k = guardKey("seal", string(desc))
+	}
+	checked, ok := c.get(k)
+	if !ok {
+		var queries []string
+		for _, t := range texts {
+			queries = append(queries, job.QueryTexts(t.SQL)...)
+		}
+		parser, err := SealParser(ctx, q, queries)
+		if err != nil {
+			return nil, err
+		}
+		var sc sealChecked
+		for _, t := range texts {
+			vs, unknown, err := seal.Check(t, parser)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", t.File, err)
 			}
-			if found > 0 {
-				out = append(out, job.Violation{File: n.File, Line: n.Line, Construct: n.Written,
-					Message: fmt.Sprintf("reads table %s of the database, which is not a declared upstream", n.Written),
-					Fix:     fmt.Sprintf("declare it in [input] upstream and read it as {{upstream:%s}}", n.Name)})
-			}
+			sc.vs = append(sc.vs, vs...)
+			sc.unknown = append(sc.unknown, unknown...)
+		}
+		checked = sc
+		c.put(k, sc)
+	}
+	sc := checked.(sealChecked)
+	out := slices.Clone(sc.vs)
+	for _, n := range sc.unknown {
+		var found int
+		if err := q.QueryRowContext(ctx, `SELECT count(*) FROM (
+			SELECT table_name AS name FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main'
+			UNION ALL
+			SELECT view_name FROM duckdb_views() WHERE database_name = current_database() AND schema_name = 'main' AND NOT internal
+		) WHERE lower(name) = lower(?)`, n.Name).Scan(&found); err != nil {
+			return nil, fmt.Errorf("look up table %s: %w", n.Name, err)
+		}
+		if found > 0 {
+			out = append(out, job.Violation{File: n.File, Line: n.Line, Construct: n.Written,
+				Message: fmt.Sprintf("reads table %s of the database, which is not a declared upstream", n.Written),
+				Fix:     fmt.Sprintf("declare it in [input] upstream and read it as {{upstream:%s}}", n.Name)})
 		}
 	}
 	return out, nil
@@ -104,8 +139,8 @@ func SealViolations(ctx context.Context, q catalog.Querier, j *job.Job) ([]job.V
 // checkSealed refuses (a *job.UsageError, exit 2) a job whose SQL reads or
 // writes outside its declared relations, or calls a volatile function
 // (SealViolations), naming every construct refused.
-func checkSealed(ctx context.Context, q catalog.Querier, j *job.Job) error {
-	vs, err := SealViolations(ctx, q, j)
+func checkSealed(ctx context.Context, q catalog.Querier, j *job.Job, c *guardCache) error {
+	vs, err := sealViolations(ctx, q, j, c)
 	if err != nil || len(vs) == 0 {
 		return err
 	}

@@ -359,8 +359,8 @@ var phaseNames = []string{"guards", "retain", "stage", "steps", "partitions", "b
 // of txRun below. A phase that finds nothing to write stops the list and
 // the run commits nothing (skipped, already committed); an error rolls it
 // back. committed is true when every phase ran and COMMIT may follow.
-func (d *DB) runTx(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, opts RunOptions) (res *Result, committed bool, err error) {
-	r := &txRun{d: d, tx: tx, j: j, p: p, opts: opts}
+func (d *DB) runTx(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, opts RunOptions, learn *guardLearn) (res *Result, committed bool, err error) {
+	r := &txRun{d: d, tx: tx, j: j, p: p, opts: opts, learn: learn}
 	for i, phase := range []func(context.Context) (bool, error){
 		r.guards,     // the state row and every guard (decide)
 		r.retain,     // copy the input into the store and record it

@@ -59,6 +59,8 @@ type sealedRun struct {
 	// temp are the temporary relations made so far: idem's and the
 	// steps'.
 	temp map[string]bool
+	// cache keeps the verdicts of explain (guardcache.go); nil keeps none.
+	cache *guardCache
 }
 
 func newSealedRun(ctx context.Context, tx *sql.Tx, j *job.Job) (*sealedRun, error) {
@@ -254,10 +256,25 @@ func kindName(st job.Statement) string {
 // explain refuses the statement stmt, at line of step, when DuckDB's plan
 // of it scans a table that is not the job's, an upstream's target or TEMP.
 // It returns the name of the plan's root operator.
+//
+// A statement that passed is kept in s.cache under its text and the
+// tables it may scan: the binder names the same tables for the same text
+// as long as the catalog resolves its names the same way, and within the
+// process that holds the file only runs change the catalog, each confined
+// to its own tables (a name bound once keeps binding to the same relation:
+// a new table cannot shadow one that bound, and a step that fails to bind
+// is not kept).
 func (s *sealedRun) explain(ctx context.Context, tx *sql.Tx, step job.Step, line int, stmt string) (string, error) {
 	var plan, kind string
 	if err := OneStatement(stmt); err != nil {
 		return "", job.Usage("job %s: step %s line %d: %v", s.j.Name, step.Name, line, err)
+	}
+	var k [32]byte
+	if s.cache != nil {
+		k = guardKey("explain", stmt, strings.Join(job.SortedKeys(s.scans), "\x00"))
+		if root, ok := s.cache.get(k); ok {
+			return root.(string), nil
+		}
 	}
 	if err := tx.QueryRowContext(ctx, "EXPLAIN (FORMAT json) "+stmt).Scan(&kind, &plan); err != nil {
 		return "", &stepFailure{err: err}
@@ -283,6 +300,7 @@ func (s *sealedRun) explain(ctx context.Context, tx *sql.Tx, step job.Step, line
 		bad = t
 	})
 	if bad == "" {
+		s.cache.put(k, root)
 		return root, nil
 	}
 	return "", job.Usage("job %s: step %s line %d reads table %s (as DuckDB binds the statement), which is neither the job's nor a declared upstream's; nothing committed: declare the job it belongs to in [input] upstream and read it as {{upstream:NAME}}",

@@ -87,8 +87,9 @@ func (d *DB) RunTogether(ctx context.Context, runs []JobRun) ([]*Result, error) 
 	}
 	results := make([]*Result, len(runs))
 	anyWrites := false
+	learn := &guardLearn{} // kept once the transaction commits
 	for i, r := range runs {
-		res, commit, err := d.runTx(ctx, tx, r.Job, preps[i], r.Opts)
+		res, commit, err := d.runTx(ctx, tx, r.Job, preps[i], r.Opts, learn)
 		if err == nil && commit && r.Opts.BeforeCommit != nil {
 			err = r.Opts.BeforeCommit(ctx, tx, res)
 		}
@@ -145,6 +146,7 @@ func (d *DB) RunTogether(ctx context.Context, runs []JobRun) ([]*Result, error) 
 		return nil, err
 	}
 	fault(last, FaultAfterCommit)
+	learn.keep(d.guards)
 	sweep(func(i int) bool { return !writes(results[i]) })
 	logErr := logNoCommit()
 	for i, r := range runs {
