@@ -11,33 +11,43 @@ import (
 )
 
 // Handles keeps, in a project run, one open handle per database file, so
-// that the jobs of one database (which run one after another) share one
-// open: opening checks the file, its WAL and idem's tables each time, and
-// that is most of an unchanged job's cost. A nil *Handles opens the
-// database afresh on every Open and closes it when the job is done.
+// that the jobs of one database share one open: opening checks the file,
+// its WAL and idem's tables each time, and that is most of an unchanged
+// job's cost. Jobs running at once share the handle (run.DB lets one
+// writing transaction in at a time). A nil *Handles opens the database
+// afresh on every Open and closes it when the job is done.
 type Handles struct {
 	mu   sync.Mutex
+	free *sync.Cond // signalled when a handle's last user is done
 	open map[string]*handle
 }
 
 type handle struct {
-	db   *run.DB
-	opts run.OpenOptions
+	db    *run.DB
+	opts  run.OpenOptions
+	users int  // jobs using it now
+	bad   bool // a job failed on it: closed when its last user is done
 }
 
 // NewHandles returns an empty pool; Close closes what it holds.
-func NewHandles() *Handles { return &Handles{open: map[string]*handle{}} }
+func NewHandles() *Handles {
+	h := &Handles{open: map[string]*handle{}}
+	h.free = sync.NewCond(&h.mu)
+	return h
+}
 
 // Open opens the database at path (run.Open), or reuses the handle an
-// earlier job of the same file opened with the same settings. The caller
-// calls done with the job's error once the job is over: with a nil *Handles
-// that closes the database, and otherwise a handle a job failed on is
-// closed, so the next job opens the file afresh. done returns the error of
-// a close, which for a database opened for writing can mean the commits
-// its jobs left in the WAL were not checkpointed (they stay committed in
-// the WAL, replayed by the next open). A handle kept across jobs
-// checkpoints their commits once, when Close closes it at the end of the
-// project run (run.DB.Close), not after each job.
+// earlier or running job of the same file opened with the same settings.
+// The caller calls done with the job's error once the job is over: with a
+// nil *Handles that closes the database, and otherwise a handle a job
+// failed on is closed once no job uses it, so the next job opens the file
+// afresh. done returns the error of a close, which for a database opened
+// for writing can mean the commits its jobs left in the WAL were not
+// checkpointed (they stay committed in the WAL, replayed by the next
+// open). A handle kept across jobs checkpoints their commits once, when
+// Close closes it at the end of the project run (run.DB.Close), not after
+// each job. A job that wants other settings than the running jobs' waits
+// for them: DuckDB opens a file once per process.
 func (h *Handles) Open(ctx context.Context, path string, opts run.OpenOptions) (db *run.DB, done func(error) error, err error) {
 	if h == nil {
 		db, err := run.Open(ctx, path, opts)
@@ -53,12 +63,22 @@ func (h *Handles) Open(ctx context.Context, path string, opts run.OpenOptions) (
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var closeErr error
-	if o, ok := h.open[key]; ok {
-		if o.opts.Same(opts) {
-			return o.db, h.release(key), nil
+	for {
+		o, ok := h.open[key]
+		if !ok {
+			break
 		}
-		// Other settings: DuckDB opens a file once per process.
-		closeErr = closeDB(o.db)
+		if !o.bad && o.opts.Same(opts) {
+			o.users++
+			return o.db, h.release(key, o), nil
+		}
+		if o.users > 0 {
+			h.free.Wait()
+			continue
+		}
+		// Other settings, or a failed job's: DuckDB opens a file once
+		// per process.
+		closeErr = errors.Join(closeErr, closeDB(o.db))
 		delete(h.open, key)
 	}
 	db, err = run.Open(ctx, path, opts)
@@ -68,19 +88,19 @@ func (h *Handles) Open(ctx context.Context, path string, opts run.OpenOptions) (
 	if closeErr != nil {
 		return nil, nil, errors.Join(closeErr, closeDB(db))
 	}
-	h.open[key] = &handle{db: db, opts: opts}
-	return db, h.release(key), nil
+	o := &handle{db: db, opts: opts, users: 1}
+	h.open[key] = o
+	return db, h.release(key, o), nil
 }
 
-func (h *Handles) release(key string) func(error) error {
+func (h *Handles) release(key string, o *handle) func(error) error {
 	return func(err error) error {
-		if err == nil {
-			return nil
-		}
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		o, ok := h.open[key]
-		if !ok {
+		defer h.free.Broadcast()
+		o.users--
+		o.bad = o.bad || err != nil
+		if !o.bad || o.users > 0 || h.open[key] != o {
 			return nil
 		}
 		delete(h.open, key)

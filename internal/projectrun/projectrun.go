@@ -2,7 +2,8 @@ package projectrun
 
 import (
 	"context"
-	"sync"
+	"path/filepath"
+	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/project"
@@ -27,66 +28,103 @@ type Outcome struct {
 	BlockedBy []string
 }
 
-// Run runs every job of p in order, each through fn. A job downstream of
-// one that failed or was blocked is not run: blocked is called for it (if
-// not nil) when its turn comes, and its Outcome names the jobs it waited
-// for. The jobs of one database file run one after another; the groups of
-// different files (project.Groups) run at once, at most concurrency at a
-// time (below 1: one). Run returns when every job is done, with one
-// Outcome per job in p.Jobs order. Canceling ctx is fn's to honour: the
-// jobs still to run are run with the canceled ctx, which makes them fail
-// without committing.
+// Run runs every job of p, each through fn, a job once every job of p it
+// reads is done, at most concurrency jobs at a time (below 1: one): jobs of
+// independent branches run at once, of one database file or of several
+// (run.DB lets one writing transaction of a file in at a time, and decides
+// the jobs with nothing to write beside it). Among the jobs ready, the
+// first in p.Jobs order starts first; with concurrency 1 the jobs run in
+// p.Jobs order. Two jobs of one database file naming the same target table
+// run in p.Jobs order too, so which of them the owner guard refuses does
+// not depend on timing. A job downstream of one that failed or was blocked
+// is not run: blocked is called for it (if not nil) when its turn comes,
+// and its Outcome names the jobs it waited for. Run returns when every job
+// is done, with one Outcome per job in p.Jobs order. Canceling ctx is fn's
+// to honour: the jobs still to run are run with the canceled ctx, which
+// makes them fail without committing.
 func Run(ctx context.Context, p *project.Project, concurrency int, fn JobFunc, blocked func(j *job.Job, by []string)) []*Outcome {
 	out := make(map[*job.Job]*Outcome, len(p.Jobs))
 	for _, j := range p.Jobs {
 		out[j] = &Outcome{Job: j}
 	}
-	var mu sync.Mutex
+	after := sameTarget(p.Jobs)
 	failed := map[*job.Job]bool{}
 	decided := map[string]string{} // job name → decision
-	runGroup := func(group []*job.Job) {
-		for _, j := range group {
+	finished := map[*job.Job]bool{}
+	started := map[*job.Job]bool{}
+	ready := func(j *job.Job) bool {
+		for _, u := range p.Upstream(j) {
+			if !finished[u] {
+				return false
+			}
+		}
+		return after[j] == nil || finished[after[j]]
+	}
+	done := make(chan *job.Job)
+	limit, running := max(concurrency, 1), 0
+	for len(finished) < len(p.Jobs) {
+		for _, j := range p.Jobs {
+			if running >= limit {
+				break
+			}
+			if started[j] || !ready(j) {
+				continue
+			}
+			started[j] = true
 			o := out[j]
-			mu.Lock()
-			o.BlockedBy = p.BlockedBy(j, failed)
-			if len(o.BlockedBy) > 0 {
-				failed[j] = true
-			}
-			upstream := map[string]string{}
-			for _, u := range p.Upstream(j) {
-				upstream[u.Name] = decided[u.Name]
-			}
-			mu.Unlock()
-			if len(o.BlockedBy) > 0 {
+			if o.BlockedBy = p.BlockedBy(j, failed); len(o.BlockedBy) > 0 {
+				failed[j], finished[j] = true, true
 				if blocked != nil {
 					blocked(j, o.BlockedBy)
 				}
 				continue
 			}
-			o.Decision, o.Err = fn(ctx, j, upstream)
-			mu.Lock()
-			decided[j.Name] = o.Decision
-			if o.Err != nil {
-				failed[j] = true
+			upstream := map[string]string{}
+			for _, u := range p.Upstream(j) {
+				upstream[u.Name] = decided[u.Name]
 			}
-			mu.Unlock()
+			running++
+			go func() {
+				o.Decision, o.Err = fn(ctx, j, upstream)
+				done <- j
+			}()
+		}
+		if running == 0 {
+			continue // a blocked job finished: look again
+		}
+		j := <-done
+		running--
+		finished[j] = true
+		decided[j.Name] = out[j].Decision
+		if out[j].Err != nil {
+			failed[j] = true
 		}
 	}
-	sem := make(chan struct{}, max(concurrency, 1))
-	var wg sync.WaitGroup
-	for _, g := range p.Groups() {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			runGroup(g)
-		}()
-	}
-	wg.Wait()
 	outcomes := make([]*Outcome, len(p.Jobs))
 	for i, j := range p.Jobs {
 		outcomes[i] = out[j]
 	}
 	return outcomes
+}
+
+// sameTarget maps each job to the job before it in jobs of the same
+// database file that names the same target table, if any.
+func sameTarget(jobs []*job.Job) map[*job.Job]*job.Job {
+	last := map[string]*job.Job{}
+	out := map[*job.Job]*job.Job{}
+	for _, j := range jobs {
+		if j.Table == "" {
+			continue
+		}
+		db := j.Database
+		if abs, err := filepath.Abs(db); err == nil && db != "" {
+			db = abs
+		}
+		k := db + "\x00" + strings.ToLower(j.Table)
+		if prev, ok := last[k]; ok {
+			out[j] = prev
+		}
+		last[k] = j
+	}
+	return out
 }

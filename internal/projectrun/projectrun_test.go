@@ -65,16 +65,32 @@ func TestRunBlocksDownstream(t *testing.T) {
 	require.NoError(t, out[5].Err)
 }
 
-// TestRunGroupsAtOnce: groups of different database files run at once up
-// to the limit, the jobs of one file one after another.
-func TestRunGroupsAtOnce(t *testing.T) {
+// TestRunBranchesAtOnce: jobs whose upstreams are done run at once up to
+// the limit, of one database file or several, never a job before its
+// upstreams; two jobs of one file naming one target run in order.
+func TestRunBranchesAtOnce(t *testing.T) {
 	t.Parallel()
-	p, err := project.New([]*job.Job{mk("a.duckdb", "a1"), mk("a.duckdb", "a2"), mk("b.duckdb", "b1"), mk("c.duckdb", "c1")})
+	same := mk("a.duckdb", "a4")
+	same.Table = "a1"
+	first := mk("a.duckdb", "a1")
+	first.Table = "a1"
+	p, err := project.New([]*job.Job{first, mk("a.duckdb", "a2"), mk("a.duckdb", "a3", "a1", "a2"), same, mk("b.duckdb", "b1")})
 	require.NoError(t, err)
 	for _, limit := range []int{1, 2, 3} {
 		var running, peak atomic.Int32
-		perDB := map[string]*atomic.Int32{"a.duckdb": {}, "b.duckdb": {}, "c.duckdb": {}}
+		var mu sync.Mutex
+		done := map[string]bool{}
+		var order []string
 		Run(context.Background(), p, limit, func(_ context.Context, j *job.Job, _ map[string]string) (string, error) {
+			mu.Lock()
+			for _, u := range j.Input.Upstream {
+				assert.True(t, done[u], "%s ran before its upstream %s", j.Name, u) // not require: another goroutine
+			}
+			if j.Name == "a4" {
+				assert.True(t, done["a1"], "a4 ran before a1, which names the same target")
+			}
+			order = append(order, j.Name)
+			mu.Unlock()
 			n := running.Add(1)
 			for {
 				old := peak.Load()
@@ -82,15 +98,55 @@ func TestRunGroupsAtOnce(t *testing.T) {
 					break
 				}
 			}
-			assert.Equal(t, int32(1), perDB[j.Database].Add(1), "two jobs of %s at once", j.Database) // not require: another goroutine
 			time.Sleep(20 * time.Millisecond)
-			perDB[j.Database].Add(-1)
 			running.Add(-1)
+			mu.Lock()
+			done[j.Name] = true
+			mu.Unlock()
 			return "loaded", nil
 		}, nil)
 		require.LessOrEqual(t, peak.Load(), int32(limit))
-		if limit > 1 {
-			require.Greater(t, peak.Load(), int32(1), "limit %d ran one group at a time", limit)
+		if limit == 1 {
+			var want []string
+			for _, j := range p.Jobs {
+				want = append(want, j.Name)
+			}
+			require.Equal(t, want, order)
+		} else {
+			require.Greater(t, peak.Load(), int32(1), "limit %d ran one job at a time", limit)
 		}
+	}
+}
+
+// TestRunDiamondFailingBranch: in a diamond (top, two branches, bottom) and
+// a second chain, a failing branch blocks the bottom and nothing else,
+// whatever the limit.
+func TestRunDiamondFailingBranch(t *testing.T) {
+	t.Parallel()
+	p, err := project.New([]*job.Job{
+		mk("a.duckdb", "top"), mk("a.duckdb", "left", "top"), mk("a.duckdb", "right", "top"),
+		mk("a.duckdb", "bottom", "left", "right"), mk("a.duckdb", "solo"), mk("a.duckdb", "solo2", "solo"),
+	})
+	require.NoError(t, err)
+	for _, limit := range []int{1, 4} {
+		out := Run(context.Background(), p, limit, func(_ context.Context, j *job.Job, _ map[string]string) (string, error) {
+			if j.Name == "left" {
+				return "", errors.New("boom")
+			}
+			return "loaded", nil
+		}, nil)
+		got := map[string]string{}
+		for _, o := range out {
+			switch {
+			case len(o.BlockedBy) > 0:
+				got[o.Job.Name] = "blocked by " + o.BlockedBy[0]
+			case o.Err != nil:
+				got[o.Job.Name] = o.Err.Error()
+			default:
+				got[o.Job.Name] = o.Decision
+			}
+		}
+		require.Equal(t, map[string]string{"top": "loaded", "left": "boom", "right": "loaded", "bottom": "blocked by left",
+			"solo": "loaded", "solo2": "loaded"}, got, "limit %d", limit)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/idem-dev/idem/internal/catalog"
@@ -53,6 +54,12 @@ type DB struct {
 	// guards keeps the verdicts of guards that are a function of content
 	// (guardcache.go).
 	guards *guardCache
+	// gate lets one writing transaction of this handle run at a time
+	// (RunTogether): DuckDB gives each transaction the snapshot of its
+	// start, and a run's rows that follow the database's (the commit log's
+	// next number, a first released version) must see every commit before
+	// it. It also guards unsettled, since and indexes.
+	gate *sync.Mutex
 }
 
 // OpenOptions are the settings applied when a database is opened.
@@ -280,7 +287,7 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 		}
 		return nil, locked
 	}
-	d := &DB{sql: db, path: path, readOnly: opts.ReadOnly, replica: opts.DuckDB.ReadReplica && !opts.ReadOnly, opts: opts, guards: newGuardCache()}
+	d := &DB{sql: db, path: path, readOnly: opts.ReadOnly, replica: opts.DuckDB.ReadReplica && !opts.ReadOnly, opts: opts, guards: newGuardCache(), gate: &sync.Mutex{}}
 	// The checks below run one after another on one connection: each new
 	// connection attaches the file and sets the session again, which cost
 	// about a tenth of the open. None of them leaves temp state, and the

@@ -22,8 +22,11 @@ import (
 // rolls back.
 //
 // learn collects the verdicts of a run that write kept only if it
-// commits (guardLearn); nil for a plan.
-func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, opts RunOptions, write bool, learn *guardLearn) (res *Result, st catalog.State, exists, done bool, err error) {
+// commits (guardLearn); nil for a plan. With head, decide stops once it
+// knows whether the run has anything to write, before the guards only a
+// writing run passes (and before it copies the upstreams' rows): a run
+// that finds nothing to write has its whole answer then.
+func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, opts RunOptions, write, head bool, learn *guardLearn) (res *Result, st catalog.State, exists, done bool, err error) {
 	st, err = catalog.ReadState(ctx, tx, j.Name)
 	if err != nil {
 		return nil, st, false, false, err
@@ -64,6 +67,9 @@ func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, op
 			return nil, st, false, false, err
 		}
 		return res, st, exists, true, err
+	}
+	if head {
+		return res, st, exists, false, nil
 	}
 	// The upstreams' pinned rows, copied in canonical order only now that
 	// the run writes (source.Upstream.Materialize).

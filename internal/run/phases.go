@@ -33,7 +33,7 @@ type txRun struct {
 
 // guards reads the job's state row and runs every guard (decide).
 func (r *txRun) guards(ctx context.Context) (bool, error) {
-	res, st, exists, nothing, err := r.d.decide(ctx, r.tx, r.j, r.p, r.opts, true, r.learn)
+	res, st, exists, nothing, err := r.d.decide(ctx, r.tx, r.j, r.p, r.opts, true, false, r.learn)
 	r.res, r.st, r.exists, r.snapshot = res, st, exists, st.Snapshot+1
 	return !nothing, err
 }

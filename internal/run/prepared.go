@@ -27,6 +27,6 @@ func (d *DB) Decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, op
 		q.batchID = ""
 		p = &q
 	}
-	res, _, _, done, err = d.decide(ctx, tx, j, p, opts, false, nil)
+	res, _, _, done, err = d.decide(ctx, tx, j, p, opts, false, false, nil)
 	return res, done, err
 }

@@ -57,6 +57,21 @@ func (d *DB) RunTogether(ctx context.Context, runs []JobRun) ([]*Result, error) 
 		}
 		preps[i] = p
 	}
+	// One writing transaction of a handle at a time (the gate). When
+	// another holds it (the jobs of a project run at once), the runs
+	// first decide in a transaction of their own that writes nothing: when
+	// none would write (skipped, already committed) that is their answer,
+	// and only the run log waits for the gate.
+	if !d.gate.TryLock() {
+		results, decided, done := d.decideOnly(ctx, runs, preps)
+		d.gate.Lock()
+		defer d.gate.Unlock()
+		if done {
+			return results, d.finishNoCommit(ctx, runs, decided, results)
+		}
+	} else {
+		defer d.gate.Unlock()
+	}
 	conn, err := d.sql.Conn(ctx)
 	if err != nil {
 		return nil, job.Canceled(ctx, fmt.Errorf("connect %s: %w", d.path, err))
@@ -112,18 +127,7 @@ func (d *DB) RunTogether(ctx context.Context, runs []JobRun) ([]*Result, error) 
 		results[i] = res
 		anyWrites = anyWrites || writes(res)
 	}
-	// logNoCommit records each run that wrote nothing; the expiry after it
-	// finishes one a kill cut short.
-	logNoCommit := func() error {
-		var errs []error
-		for i, r := range runs {
-			if !writes(results[i]) {
-				errs = append(errs, d.logNoCommit(r.Job, preps[i], results[i], r.Opts))
-				d.expireAfter(ctx, r.Job, r.Opts, results[i])
-			}
-		}
-		return errors.Join(errs...)
-	}
+	logNoCommit := func() error { return d.finishNoCommit(ctx, runs, preps, results) }
 	if !anyWrites {
 		_ = tx.Rollback()
 		sweep(func(int) bool { return true })
@@ -182,4 +186,47 @@ func (d *DB) RunTogether(ctx context.Context, runs []JobRun) ([]*Result, error) 
 		return nil, fmt.Errorf("the batch committed, but %w", logErr)
 	}
 	return results, nil
+}
+
+// finishNoCommit records each run that wrote nothing in the run log; the
+// expiry after it finishes one a kill cut short.
+func (d *DB) finishNoCommit(ctx context.Context, runs []JobRun, preps []*Prepared, results []*Result) error {
+	var errs []error
+	for i, r := range runs {
+		if !writes(results[i]) {
+			errs = append(errs, d.logNoCommit(r.Job, preps[i], results[i], r.Opts))
+			d.expireAfter(ctx, r.Job, r.Opts, results[i])
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// decideOnly runs the guards of runs, in order, in one transaction that
+// writes nothing and rolls back (decide up to what a run with nothing to
+// write answers). done is true, with every run's result, when none of them
+// would write; otherwise, or on any error, the runs are to be run as
+// usual, which decides again and reports the error. It decides on copies
+// of preps (pinning changes a Prepared and its upstream input), returned
+// as decided.
+func (d *DB) decideOnly(ctx context.Context, runs []JobRun, preps []*Prepared) (results []*Result, decided []*Prepared, done bool) {
+	tx, err := d.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, nil, false
+	}
+	defer func() { _ = tx.Rollback() }()
+	results = make([]*Result, len(runs))
+	decided = make([]*Prepared, len(runs))
+	for i, r := range runs {
+		p := *preps[i]
+		if up, ok := p.input.(*source.Upstream); ok {
+			cp := *up
+			p.input = &cp
+		}
+		res, _, _, nothing, err := d.decide(ctx, tx, r.Job, &p, r.Opts, false, true, nil)
+		if err != nil || !nothing || res == nil {
+			return nil, nil, false
+		}
+		results[i], decided[i] = res, &p
+	}
+	return results, decided, true
 }

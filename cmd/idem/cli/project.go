@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -30,7 +32,7 @@ type projectFlags struct {
 func (p *projectFlags) register(cmd *cobra.Command, concurrency bool) {
 	cmd.Flags().StringArrayVar(&p.selects, "select", nil, "run only the jobs `SEL` picks: NAME, tag:TAG, path:PATH or state:modified; SEL+ with everything downstream, +SEL with everything upstream; repeatable")
 	if concurrency {
-		cmd.Flags().IntVar(&p.jobs, "jobs", 1, "run jobs of different database files at once, at most `N` at a time")
+		cmd.Flags().IntVar(&p.jobs, "jobs", runtime.NumCPU(), "run jobs whose upstreams are done at once, at most `N` at a time (default: the cores); output is printed in run order")
 	}
 	cmd.Flags().BoolVarP(&p.verbose, "verbose", "v", false, "name on stderr the *.toml files of a folder that are not job files, which are not read")
 }
@@ -112,11 +114,13 @@ type jobOutput struct {
 
 // runProject runs every job of p through projectrun.Run, each as `idem run
 // JOB` (or plan) would, in its own transaction, each job's databases kept
-// open across the jobs that use them (a.handles). With jobs 1 and no
-// --json each job prints as it runs; otherwise each job's output is kept
-// and printed in run order once all are done: with --json one array, an
-// object per job. The exit code is the worst met; a database that fails to
-// close at the end is an error too.
+// open across the jobs that use them (a.handles), at most jobs at a time.
+// With jobs 1 and no --json each job prints as it runs; otherwise each
+// job's output is kept and printed in run order (p.Jobs) as soon as it and
+// every job before it are done, so the output is the same whatever the
+// jobs: with --json one array, an object per job, once all are done. The
+// exit code is the worst met; a database that fails to close at the end is
+// an error too.
 func (a *app) runProject(ctx context.Context, p *project.Project, jobs int, jsonOut bool, one func(sub *app, j *job.Job, decided map[string]string) (string, error)) error {
 	out := make(map[*job.Job]*jobOutput, len(p.Jobs))
 	for _, j := range p.Jobs {
@@ -124,17 +128,32 @@ func (a *app) runProject(ctx context.Context, p *project.Project, jobs int, json
 	}
 	handles := projectrun.NewHandles()
 	direct := jobs == 1 && !jsonOut // print as each job runs
+	var blockedBy sync.Map          // *job.Job → []string
+	printed := inOrder(p.Jobs, func(j *job.Job) {
+		if direct || jsonOut {
+			return
+		}
+		if by, ok := blockedBy.Load(j); ok {
+			a.printBlocked(j, by.([]string))
+		}
+		o := out[j]
+		io.Copy(a.stdout, &o.stdout)
+		io.Copy(a.stderr, &o.stderr)
+	})
 	outcomes := projectrun.Run(ctx, p, jobs, func(_ context.Context, j *job.Job, upstream map[string]string) (string, error) {
 		o := out[j]
 		sub := &app{stdout: &o.stdout, stderr: &o.stderr, getenv: a.getenv, handles: handles, ext: a.ext}
 		if direct {
 			sub.stdout, sub.stderr = a.stdout, a.stderr
 		}
+		defer printed(j)
 		return one(sub, j, upstream)
 	}, func(j *job.Job, by []string) {
 		if direct {
 			a.printBlocked(j, by)
 		}
+		blockedBy.Store(j, by)
+		printed(j)
 	})
 	closeErr := handles.Close()
 
@@ -154,14 +173,6 @@ func (a *app) runProject(ctx context.Context, p *project.Project, jobs int, json
 		if jsonOut {
 			objs = append(objs, projectObject(j, oc.BlockedBy, o, code))
 			io.Copy(a.stderr, &o.stderr)
-			continue
-		}
-		if !direct {
-			if len(oc.BlockedBy) > 0 {
-				a.printBlocked(j, oc.BlockedBy)
-			}
-			io.Copy(a.stdout, &o.stdout)
-			io.Copy(a.stderr, &o.stderr)
 		}
 	}
 	if jsonOut {
@@ -180,6 +191,25 @@ func (a *app) runProject(ctx context.Context, p *project.Project, jobs int, json
 		return &codeError{code: worst}
 	}
 	return nil
+}
+
+// inOrder returns done, which marks a job of jobs finished and calls print
+// for every job not printed yet whose predecessors in jobs are all
+// finished, in the order of jobs. done may be called from any goroutine;
+// print is called under a lock.
+func inOrder(jobs []*job.Job, print func(*job.Job)) (done func(*job.Job)) {
+	var mu sync.Mutex
+	finished := map[*job.Job]bool{}
+	next := 0
+	return func(j *job.Job) {
+		mu.Lock()
+		defer mu.Unlock()
+		finished[j] = true
+		for next < len(jobs) && finished[jobs[next]] {
+			print(jobs[next])
+			next++
+		}
+	}
 }
 
 func (a *app) printBlocked(j *job.Job, by []string) {

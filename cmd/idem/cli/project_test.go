@@ -338,3 +338,51 @@ func TestJobByName(t *testing.T) {
 	require.Equal(t, job.ExitUsage, r.Code)
 	require.Equal(t, "idem: no job file nope, and no job named nope among the job files of this folder: give a job file's path\n", r.Stderr)
 }
+
+// TestProjectDiamondParallel: a diamond (src, two models reading it, one
+// reading both) beside an independent source runs with --jobs 1 and
+// --jobs 4 on fresh databases to the same printed output and the same
+// rows; a failing branch blocks the bottom of the diamond only, printed
+// the same way whatever the jobs.
+func TestProjectDiamondParallel(t *testing.T) {
+	t.Parallel()
+	p := clitest.NewProject(t)
+	p.Model("left", "p", []string{"src"}, []string{"day"}, "", dailyModel)
+	p.Model("right", "p", []string{"src"}, []string{"zone"}, "", "SELECT zone, count(*) AS n, sum(amount) AS amount FROM {{upstream:src}} WHERE idem_status = 'active' GROUP BY zone\n")
+	p.Model("bottom", "p", []string{"left", "right"}, []string{"day", "zone"}, "",
+		"SELECT l.day, r.zone, l.sales * r.n AS x, l.amount + r.amount AS amount FROM {{upstream:left}} AS l CROSS JOIN {{upstream:right}} AS r\n")
+	rows := func() []string {
+		var out []string
+		for _, m := range []string{"left", "right", "bottom"} {
+			out = append(out, clitest.QueryStrs(t, p.DB("p"), `SELECT '`+m+`: ' || string_agg(CAST(t AS VARCHAR), '; ' ORDER BY CAST(t AS VARCHAR)) FROM "`+m+`" AS t`)...)
+		}
+		return out
+	}
+	type result struct {
+		code           int
+		stdout, stderr string
+		rows           []string
+	}
+	runAt := func(jobs int) result {
+		require.NoError(t, os.RemoveAll(p.Path("data")))
+		r := p.Idem("run", p.Dir, "--jobs", fmt.Sprint(jobs))
+		res := result{code: r.Code, stdout: r.Stdout, stderr: r.Stderr}
+		if r.Code == 0 {
+			res.rows = rows()
+		}
+		return res
+	}
+	serial := runAt(1)
+	require.Equal(t, 0, serial.code, serial.stderr)
+	require.Len(t, serial.rows, 3)
+	require.Equal(t, serial, runAt(4))
+
+	// The right branch fails: bottom is blocked, left and the sources commit.
+	p.Model("right", "p", []string{"src"}, []string{"zone"}, "", "SELECT zone, no_such_column FROM {{upstream:src}}\n")
+	serial = runAt(1)
+	require.Equal(t, job.ExitFailure, serial.code, serial.stdout+serial.stderr)
+	require.Contains(t, serial.stdout, "bottom: blocked by right (not run)\n")
+	require.Equal(t, []string{"left", "src", "zones"}, clitest.QueryStrs(t, p.DB("p"), `SELECT job FROM idem.jobs ORDER BY job`))
+	require.Equal(t, serial, runAt(4))
+	require.Equal(t, []string{"left", "src", "zones"}, clitest.QueryStrs(t, p.DB("p"), `SELECT job FROM idem.jobs ORDER BY job`))
+}
