@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
@@ -56,7 +57,7 @@ in the project would commit first would be rebuilt too.`,
 				if err != nil {
 					return a.fail(f.jsonOut, err)
 				}
-				return a.runProject(cmd.Context(), p, 1, f.jsonOut, func(sub *app, j *job.Job, upstream map[string]string) (string, error) {
+				return a.runProject(cmd.Context(), p, runtime.NumCPU(), f.jsonOut, func(sub *app, j *job.Job, upstream map[string]string) (string, error) {
 					return sub.planJob(cmd, j, f, opts, upstream, p.Downstream(j))
 				})
 			}
