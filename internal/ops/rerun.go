@@ -33,6 +33,9 @@ type RerunOptions struct {
 	// FromStart replays the whole chain from the first snapshot instead of
 	// from the nearest checkpoint (rerun --from-start).
 	FromStart bool
+	// done holds, with Deep, the reruns made so far by (job, snapshot), so
+	// that a snapshot pinned by several jobs of a diamond is rebuilt once.
+	done map[rerunID]*RerunResult
 }
 
 // FaultRerunExport is the fault point a rerun passes once the snapshot is
@@ -61,6 +64,10 @@ type RerunResult struct {
 	// Upstream holds, with Deep, the reruns of the upstream snapshots the
 	// rebuilt snapshot pinned (each with its own upstreams).
 	Upstream []*RerunResult `json:"upstream,omitempty"`
+	// RerunAbove says, with Deep, that this (job, snapshot) was already
+	// rebuilt by an earlier branch of the same rerun (a diamond): its
+	// verdict is that rebuild's, its upstreams are listed there.
+	RerunAbove bool `json:"rerun_above,omitempty"`
 	// UnsignedZero says the snapshot, committed on DuckDB 1.5, was
 	// reproduced with each -0.0 of a DOUBLE or REAL column written 0.0, as
 	// DuckDB 1.5 wrote it out of EXCEPT ALL and INTERSECT ALL and in
