@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/project"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/spf13/cobra"
@@ -32,7 +33,9 @@ refused plan exits 3, as the run would, with --json too.
 
 Given several job files or a folder, plan prints each job's decision in the
 order a project run takes them (see idem run --help); a job whose upstream
-in the project would commit first would be rebuilt too.`,
+in the project would commit first would be rebuilt too.
+
+` + project.SelectorHelp,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if envName != "" {

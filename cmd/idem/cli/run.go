@@ -8,6 +8,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/project"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/spf13/cobra"
@@ -36,8 +37,8 @@ Given several job files or a folder (every *.toml in it), run runs a project:
 each job after the jobs it reads ([input] upstream), each in its own
 transaction. A job downstream of one that failed or was refused is blocked
 and not run; independent jobs still run; the exit code is the worst met.
---select NAME, NAME+ (and everything downstream), +NAME (and everything
-upstream) picks jobs; --json prints one array, an object per job.
+--select and --exclude pick jobs (below); --json prints one array, an
+object per job.
 
 A job reading a stream ([input] kind = "kafka") applies one batch of at
 most max_records records past its committed positions; with --follow it
@@ -45,7 +46,9 @@ keeps applying batches until SIGINT/SIGTERM (the batch in flight commits or
 rolls back whole, then exit 0), --max-batches or --idle-exit, printing a line
 per batch (records/s, lag per partition), or with --json one object per batch
 (JSON lines). A source gap (records deleted before they were read) is
-refused (exit 3) unless --allow-gap.`,
+refused (exit 3) unless --allow-gap.
+
+` + project.SelectorHelp,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pf.silence(a, f.jsonOut)

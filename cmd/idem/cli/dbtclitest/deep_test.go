@@ -34,7 +34,8 @@ func (n *rerunNode) walk(out *[]string) {
 // TestRerunDeepDiamond: src feeds left and right, both feed top. rerun
 // top --deep rebuilds each (job, snapshot) once: src once, though both
 // left and right pinned it; the second pin is listed as rebuilt above with
-// the first's verdict.
+// the first's verdict. plan over the same project takes --select @left
+// and --exclude.
 func TestRerunDeepDiamond(t *testing.T) {
 	t.Parallel()
 	p := clitest.NewProject(t)
@@ -57,4 +58,22 @@ func TestRerunDeepDiamond(t *testing.T) {
 	require.Equal(t, 0, r.Code, r.Stdout+r.Stderr)
 	require.Contains(t, r.Stdout, "upstream src: snapshot 1 reproduced")
 	require.Contains(t, r.Stdout, "(rebuilt above)")
+
+	// The CLI takes dbt's selector forms and --exclude.
+	r = p.Idem("plan", p.Dir, "--select", "@left zones", "--exclude", "right", "--json")
+	require.Equal(t, 0, r.Code, r.Stdout+r.Stderr)
+	var plans []struct {
+		Job string `json:"job"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &plans), r.Stdout)
+	var jobs []string
+	for _, pl := range plans {
+		jobs = append(jobs, pl.Job)
+	}
+	require.ElementsMatch(t, []string{"src", "zones", "left", "top"}, jobs)
+	r = p.Idem("plan", p.Dir, "--exclude", "left+1")
+	require.Equal(t, 0, r.Code, r.Stdout+r.Stderr)
+	require.NotContains(t, r.Stdout, "left")
+	require.NotContains(t, r.Stdout, "top")
+	require.Contains(t, r.Stdout, "right")
 }
