@@ -224,6 +224,13 @@ func (r *txRun) balance(ctx context.Context) (bool, error) {
 	if staged != outcomes {
 		return false, fmt.Errorf("pipeline %s: outcomes do not balance: %d rows staged, %d outcomes (%s); nothing committed", j.Pipeline.Name, staged, outcomes, where)
 	}
+	var files []string
+	for _, f := range r.p.files {
+		files = append(files, f.Path)
+	}
+	if err := refuseSeedConflicts(ctx, r.tx, j, files, counts); err != nil {
+		return false, err
+	}
 	r.res.RowsIn = staged
 	r.res.Outcomes = counts
 	r.counts = counts
