@@ -124,6 +124,9 @@ func (a *app) printPlan(plan *ops.Plan) {
 	}
 	if mc := plan.ModelChange; mc != nil {
 		fmt.Fprintf(a.stdout, "  change    %s: %s\n", mc.Class, mc.Reason)
+		if mc.RowsCompared {
+			fmt.Fprintf(a.stdout, "  rows      %d key(s) change in the columns kept (both versions run on the pinned upstream rows)\n", mc.RowsChanged)
+		}
 		if cs := columnChangesText(mc.ColumnsAdded, mc.ColumnsRemoved, mc.ColumnsRetyped); cs != "" {
 			fmt.Fprintf(a.stdout, "  columns   %s\n", cs)
 		}
