@@ -136,7 +136,7 @@ func (d *DB) decideMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared
 	var err error
 	switch j.Pipeline.Mode {
 	case job.ModeRefresh:
-		if st.Exists && st.Key == p.key && exists {
+		if st.Exists && st.Key == p.key && exists && !opts.FullRefresh {
 			// The target already holds this snapshot: report its counts.
 			res.Decision = job.DecisionSkipped
 			var outcomes string

@@ -77,6 +77,7 @@ func (r *txRun) stage(ctx context.Context) (bool, error) {
 // first.
 func (r *txRun) steps(ctx context.Context) (bool, error) {
 	j, st, tx := r.j, r.st, r.tx
+	r.res.FullRefresh = r.opts.FullRefresh
 	if err := catalog.PrepareErasures(ctx, tx, j); err != nil {
 		return false, err
 	}
@@ -151,6 +152,9 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 		r.res.Incremental = "full"
 		if up, ok := r.p.input.(*source.Upstream); ok && up.Partitions != nil {
 			r.res.IncrementalNote = up.Partitions.Fallback
+		}
+		if r.opts.FullRefresh {
+			r.res.IncrementalNote = "--full-refresh"
 		}
 	}
 	for i, step := range steps {

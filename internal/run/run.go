@@ -89,6 +89,13 @@ type RunOptions struct {
 	// pinned upstreams, the SQL recorded; BeforeCommit checks the rows.
 	RowsFrom string
 
+	// FullRefresh rebuilds a refresh job (a model, a refresh pipeline)
+	// from its inputs as a new snapshot even when its key is unchanged,
+	// and an incremental model whole (run --full-refresh). An apply job is
+	// a usage error: its target is the fold of its batches (idem rerun
+	// --from-start proves it).
+	FullRefresh bool
+
 	// Expire, when set, is called after a run of a job with [retention]
 	// keep_snapshots that committed or found nothing to commit, to expire
 	// its old snapshots in a transaction of its own (ops.ExpireAfterRun;
@@ -188,6 +195,9 @@ type Result struct {
 	// Expiry reports the expiry of old snapshots that followed the run
 	// ([retention] keep_snapshots); absent without one.
 	Expiry *Expiry `json:"expiry,omitempty"`
+	// FullRefresh says the run rebuilt the target whole, whatever its key
+	// (RunOptions.FullRefresh).
+	FullRefresh bool `json:"full_refresh,omitempty"`
 }
 
 // Prepared is everything a run computes before it opens its transaction.
@@ -221,6 +231,9 @@ type Prepared struct {
 func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error) {
 	if (opts.From == nil) != (opts.To == nil) {
 		return nil, job.Usage("--from and --to go together")
+	}
+	if opts.FullRefresh && j.Pipeline.Mode != job.ModeRefresh {
+		return nil, job.Usage("--full-refresh rebuilds a refresh job or model; %s is an apply job, whose target is the fold of its batches (idem rerun %s --from-start rebuilds and proves it)", j.Name, j.Name)
 	}
 	if opts.From != nil {
 		if j.Pipeline.Mode != job.ModeApply {
