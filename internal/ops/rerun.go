@@ -535,7 +535,7 @@ func replayRun(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job, row 
 		opts.Source = &source.Files{Job: j, Listed: resolved, Chunk: &source.Chunk{Rows: j.Input.ChunkRows, From: row.Inputs.Bounds.From}}
 		opts.From, opts.To = nil, nil
 	}
-	res, err := scratch.Run(ctx, j, opts)
+	res, err := runReplay(ctx, scratch, j, opts)
 	if err != nil {
 		return fmt.Errorf("rerun: replay snapshot %d of %s: %w", row.Snapshot, j.Name, err)
 	}
@@ -551,4 +551,17 @@ func replayRun(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job, row 
 		return fmt.Errorf("rerun: replay of snapshot %d of %s committed snapshot %d", row.Snapshot, j.Name, res.Snapshot)
 	}
 	return nil
+}
+
+// runReplay runs one recorded snapshot of j in the scratch database. A
+// snapshot that run --full-refresh committed over an unchanged key (a
+// model, a seed) replays as one: the run that the same key skips is run
+// again with FullRefresh.
+func runReplay(ctx context.Context, scratch *run.DB, j *job.Job, opts run.RunOptions) (*run.Result, error) {
+	res, err := scratch.Run(ctx, j, opts)
+	if err == nil && res.Decision == job.DecisionSkipped && run.FullRefreshes(j) && !opts.FullRefresh {
+		opts.FullRefresh = true
+		return scratch.Run(ctx, j, opts)
+	}
+	return res, err
 }

@@ -111,7 +111,7 @@ func replayUpstream(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job,
 	}
 	opts := run.RunOptions{Progress: ropts.Progress, Fault: ropts.Fault, Partitions: row.Inputs.Partitions, SkipAudits: true,
 		Source: &source.Upstream{Job: j, Recorded: parts.Upstream, Rows: rows, Columns: columns, Changes: changes, Realign: row.Inputs.Realigned}}
-	res, err := scratch.Run(ctx, j, opts)
+	res, err := runReplay(ctx, scratch, j, opts)
 	if err != nil {
 		return fmt.Errorf("rerun: replay snapshot %d of %s: %w", row.Snapshot, j.Name, err)
 	}

@@ -41,11 +41,12 @@ and not run; independent jobs still run; the exit code is the worst met.
 --select and --exclude pick jobs (below); --json prints one array, an
 object per job.
 
---full-refresh rebuilds a refresh job or model from its inputs (its pinned
-upstream rows, its input files) as a new snapshot even when nothing
-changed, and an incremental model whole, as dbt's --full-refresh; idem
-rerun JOB then proves the snapshot. In a project its apply jobs run as
-they would; a single apply job is refused (exit 2).
+--full-refresh rebuilds a refresh job, a model or a seed ([input] mode =
+"replace") from its inputs (its pinned upstream rows, its input file) as a
+new snapshot even when nothing changed, and an incremental model whole,
+as dbt's --full-refresh; idem rerun JOB then proves the snapshot. In a
+project its other apply jobs run as they would; such a job alone is
+refused (exit 2): its target is the fold of its batches.
 
 A job reading a stream ([input] kind = "kafka") applies one batch of at
 most max_records records past its committed positions; with --follow it
@@ -63,9 +64,9 @@ refused (exit 3) unless --allow-gap.
 				return a.runEnv(cmd, args, f, pf, pj, envName) // env.go
 			}
 			one := func(a *app, j *job.Job, opts run.RunOptions) error {
-				// In a project, --full-refresh rebuilds its models and
-				// refresh jobs; its apply jobs run as they would.
-				opts.FullRefresh = fullRefresh && (j.Pipeline.Mode == job.ModeRefresh || !pj.isProject(args))
+				// In a project, --full-refresh rebuilds its models, refresh
+				// jobs and seeds; its other apply jobs run as they would.
+				opts.FullRefresh = fullRefresh && (run.FullRefreshes(j) || !pj.isProject(args))
 				opts.Fault, opts.Progress, opts.Expire = a.faultHookUntil(cmd.Context().Done(), f.path(j)), a.progress(pf), ops.ExpireAfterRun
 				if j.IsStream() {
 					return a.runStream(cmd, j, f, opts, sf) // stream.go
@@ -107,7 +108,7 @@ refused (exit 3) unless --allow-gap.
 		"upper bound of the batch's source positions; the cursor after commit",
 		"replace exactly these partitions of a job with [target] partition_by (comma-separated; an empty one included)")
 	sf.register(cmd)
-	cmd.Flags().BoolVar(&fullRefresh, "full-refresh", false, "rebuild each refresh job and model from its inputs as a new snapshot even when its key is unchanged, an incremental model whole (idem rerun JOB proves the snapshot); an apply job file is refused (exit 2)")
+	cmd.Flags().BoolVar(&fullRefresh, "full-refresh", false, "rebuild each refresh job, model and seed from its inputs as a new snapshot even when its key is unchanged, an incremental model whole (idem rerun JOB proves the snapshot); another apply job alone is refused (exit 2)")
 	cmd.Flags().StringVar(&envName, "env", "", "build environment `NAME` beside production (<db>.envs/NAME.duckdb): the jobs whose definition changed and their downstream, reading the rest from production; see idem env")
 	return cmd
 }

@@ -49,7 +49,7 @@ func TestFullRefresh(t *testing.T) {
 	before := clitest.CaptureState(t, p.DB("p"))
 	r = p.Idem("run", p.Path("src.toml"), "--full-refresh")
 	require.Equal(t, 2, r.Code, r.Stdout+r.Stderr)
-	require.Contains(t, r.Stderr, "--full-refresh rebuilds a refresh job or model; src is an apply job")
+	require.Contains(t, r.Stderr, "--full-refresh rebuilds a refresh job, a model or a seed ([input] mode = \"replace\"); src is an apply job")
 	require.Equal(t, before, clitest.CaptureState(t, p.DB("p")))
 
 	r = p.Idem("run", p.Dir, "--full-refresh", "--select", "+totals")

@@ -28,7 +28,8 @@ key = ["id"]
 // TestSeedConflictsRefused: a seed (a reference table) whose file holds a
 // key twice with different values is refused, exit 3, naming the keys and
 // their rows, and commits nothing; an exact repeat is no conflict; with
-// [input] conflicts = "keep" the conflicts are stored as before.
+// [input] conflicts = "keep" the conflicts are stored as before; run
+// --full-refresh applies the file again as a snapshot rerun reproduces.
 func TestSeedConflictsRefused(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -51,6 +52,18 @@ func TestSeedConflictsRefused(t *testing.T) {
 	r = clitest.CallIdem(t, "run", jobFile)
 	require.Equal(t, 0, r.Code, r.Stdout+r.Stderr)
 	require.Equal(t, []string{"1 conflict", "2 active", "7 conflict", "9 active"}, clitest.QueryStrs(t, db, `SELECT id || ' ' || idem_status FROM stations ORDER BY id`))
+
+	// A seed's --full-refresh applies its file again as a new snapshot,
+	// which rerun reproduces.
+	r = clitest.CallIdem(t, "run", jobFile)
+	require.Contains(t, r.Stdout, "stations: skipped")
+	r = clitest.CallIdem(t, "run", jobFile, "--full-refresh")
+	require.Equal(t, 0, r.Code, r.Stdout+r.Stderr)
+	require.Contains(t, r.Stdout, "stations: applied (full refresh)")
+	require.Contains(t, r.Stdout, "snapshot  3")
+	r = clitest.CallIdem(t, "rerun", jobFile)
+	require.Equal(t, 0, r.Code, r.Stdout+r.Stderr)
+	require.Contains(t, r.Stdout, "stations: snapshot 3 reproduced")
 
 	clitest.WriteFile(t, jobFile, strings.Replace(seedJob, "%s", "conflicts = \"ignore\"\n", 1))
 	r = clitest.CallIdem(t, "run", jobFile)
