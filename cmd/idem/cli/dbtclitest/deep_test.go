@@ -42,8 +42,9 @@ func TestRerunDeepDiamond(t *testing.T) {
 	p.Model("left", "p", []string{"src"}, []string{"id"}, "", "SELECT id, amount FROM {{upstream:src}}\n")
 	p.Model("right", "p", []string{"src"}, []string{"id"}, "", "SELECT id, zone FROM {{upstream:src}}\n")
 	p.Model("top", "p", []string{"left", "right"}, []string{"id"}, "", "SELECT l.id, l.amount, r.zone FROM {{upstream:left}} AS l JOIN {{upstream:right}} AS r ON l.id = r.id\n")
-	r := p.Idem("run", p.Dir)
+	r := p.Idem("run", p.Dir, "--exclude", "zones") // no job reads it
 	require.Equal(t, 0, r.Code, r.Stdout+r.Stderr)
+	require.NotContains(t, r.Stdout, "zones")
 
 	r = p.Idem("rerun", p.Path("top.toml"), "--deep", "--json")
 	require.Equal(t, 0, r.Code, r.Stdout+r.Stderr)
@@ -53,11 +54,6 @@ func TestRerunDeepDiamond(t *testing.T) {
 	root.walk(&nodes)
 	require.Equal(t, []string{"top", "left", "src", "right", "src (above)"}, nodes)
 	require.True(t, root.Upstream[1].Upstream[0].Reproduced)
-
-	r = p.Idem("rerun", p.Path("top.toml"), "--deep")
-	require.Equal(t, 0, r.Code, r.Stdout+r.Stderr)
-	require.Contains(t, r.Stdout, "upstream src: snapshot 1 reproduced")
-	require.Contains(t, r.Stdout, "(rebuilt above)")
 
 	// The CLI takes dbt's selector forms and --exclude.
 	r = p.Idem("plan", p.Dir, "--select", "@left zones", "--exclude", "right", "--json")
@@ -71,9 +67,4 @@ func TestRerunDeepDiamond(t *testing.T) {
 		jobs = append(jobs, pl.Job)
 	}
 	require.ElementsMatch(t, []string{"src", "zones", "left", "top"}, jobs)
-	r = p.Idem("plan", p.Dir, "--exclude", "left+1")
-	require.Equal(t, 0, r.Code, r.Stdout+r.Stderr)
-	require.NotContains(t, r.Stdout, "left")
-	require.NotContains(t, r.Stdout, "top")
-	require.Contains(t, r.Stdout, "right")
 }
