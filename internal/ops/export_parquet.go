@@ -49,9 +49,10 @@ INTERVAL                     FIXED_LEN_BYTE_ARRAY(12) (INTERVAL: months,
                              refused; a time part of 24 hours or more is
                              written as days and the rest ('36 hours' reads
                              back '1 day 12:00:00', equal in DuckDB)
-LIST ARRAY MAP STRUCT UNION  LIST, MAP, group (a UNION as a group with its
-                             tag); nested HUGEINT, UHUGEINT, INTERVAL or
-                             TIME WITH TIME ZONE is refused`
+LIST ARRAY MAP STRUCT UNION  LIST, MAP, group; a UNION as a group of its
+                             tag (element1, the member's index from 0) and
+                             its members; nested HUGEINT, UHUGEINT,
+                             INTERVAL or TIME WITH TIME ZONE is refused`
 
 // ErrInexactParquet is what an export to Parquet returns (wrapped, naming
 // the column and a value) for a value that Parquet cannot hold exactly:
