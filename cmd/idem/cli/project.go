@@ -83,11 +83,14 @@ func (a *app) loadProject(cmd *cobra.Command, args []string, pf projectFlags) (*
 		return modifiedJobs(cmd.Context(), p)
 	})
 	if err == nil && len(q.Jobs) == 0 {
-		sel := strings.Join(pf.selects, " ")
-		if len(pf.excludes) > 0 {
-			sel += " --exclude " + strings.Join(pf.excludes, " ")
+		var sel []string
+		if len(pf.selects) > 0 {
+			sel = append(sel, "--select "+strings.Join(pf.selects, " "))
 		}
-		fmt.Fprintf(a.stderr, "idem: --select %s picks no job: nothing to do\n", strings.TrimSpace(sel))
+		if len(pf.excludes) > 0 {
+			sel = append(sel, "--exclude "+strings.Join(pf.excludes, " "))
+		}
+		fmt.Fprintf(a.stderr, "idem: %s picks no job: nothing to do\n", strings.Join(sel, " "))
 	}
 	return q, err
 }
