@@ -126,7 +126,18 @@ type InputSpec struct {
 	ExtraColumns string
 	// Stream is set for a stream input (kind = "kafka" or "sse", stream.go).
 	Stream StreamSpec
+	// Conflicts is what a seed (Mode "replace", a reference table) does
+	// with keys whose rows hold different values: ConflictsRefuse (the
+	// default) refuses the run, ConflictsKeep stores them as conflict
+	// rows. Empty for other inputs; not part of the key.
+	Conflicts string
 }
+
+// Settings of [input] conflicts.
+const (
+	ConflictsRefuse = "refuse"
+	ConflictsKeep   = "keep"
+)
 
 // Settings of [input] extra_columns.
 const (
@@ -208,6 +219,7 @@ type inputTable struct {
 	Columns   map[string]string `toml:"columns"`
 	Extra     string            `toml:"extra_columns"`
 	Upstream  []string          `toml:"upstream"`
+	Conflicts string            `toml:"conflicts"`
 	streamTable
 }
 

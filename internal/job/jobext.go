@@ -184,6 +184,15 @@ func (j *Job) applyInputMode(md toml.MetaData, jf *jobFile, bad keyErrorFunc) er
 			return err
 		}
 	}
+	switch {
+	case in.Conflicts == "" && in.Mode == InputModeReplace:
+		in.Conflicts = ConflictsRefuse
+	case in.Conflicts != "" && in.Mode != InputModeReplace:
+		return bad("input.conflicts", "applies to a seed (mode = \"replace\")")
+	case in.Conflicts != "" && in.Conflicts != ConflictsRefuse && in.Conflicts != ConflictsKeep:
+		return bad("input.conflicts", "must be %q or %q (got %q)", ConflictsRefuse, ConflictsKeep, in.Conflicts)
+	}
+	j.Input.Conflicts = in.Conflicts
 	j.Input.Mode, j.Input.Batch = in.Mode, in.Batch
 	j.Input.ChunkRows, j.Input.Watermark = in.ChunkRows, in.Watermark
 	return nil

@@ -52,6 +52,12 @@ func copyQuery(ctx context.Context, q catalog.Querier, query, out, format, label
 			return 0, "", 0, fmt.Errorf("export to %s: %w", out, err)
 		}
 	}
+	if format == job.FormatParquet {
+		// Every value as it is (ParquetTypes), or an error.
+		if query, err = exactParquetQuery(ctx, q, query); err != nil {
+			return 0, "", 0, fmt.Errorf("export to %s: %w", out, err)
+		}
+	}
 	// The sha256 is taken over the finished file: DuckDB 2.0 writes a
 	// COPY's file from several threads at once, each pwrite at its own
 	// offset, so bytes read behind the writer may be a hole not yet

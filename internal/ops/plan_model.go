@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -27,9 +26,10 @@ const (
 
 // ModelChange is how a plan classifies a change of a model's SQL against
 // its latest snapshot, SQLMesh's way: by the SQL itself (DuckDB's parse of
-// both versions: a change that only appends result columns to the same
-// query keeps every row of the others, whatever the data; any other change
-// may change rows), its result's columns added, removed and retyped, and
+// both versions, with column-level lineage through CTEs and subqueries: a
+// change that only adds columns to select lists, at any level, keeps every
+// row of the others, whatever the data; any other change may change rows;
+// see sameQuery), its result's columns added, removed and retyped, and
 // whether the rows of the columns both have change when the previous SQL
 // and the new one read the same upstream rows (those the plan pinned). Downstream, in a project, names the jobs that read the
 // model (directly or not): each is rebuilt after it, since the model's new
@@ -149,12 +149,15 @@ func rowsChanged(ctx context.Context, tx *sql.Tx, before, after string, cols, ke
 }
 
 // sameQuery compares two SELECTs as DuckDB parses them (json_serialize_sql;
-// comments, spacing and positions do not count): the same query but for
-// result columns appended to its select list keeps every row of the other
-// columns for any data. It says why not otherwise: another select item,
-// any other clause, or appended columns to a SELECT DISTINCT or GROUP BY
-// ALL, whose rows they can change. A query DuckDB cannot serialize is
-// compared as text.
+// comments, spacing and positions do not count), with column-level
+// lineage through CTEs and subqueries: the same query but for result
+// columns added to select lists, at any level (the outer SELECT, a CTE, a
+// subquery in FROM), keeps every row of the other columns for any data.
+// It says why not otherwise: another select item, any other clause, or
+// added columns that reach a SELECT DISTINCT or GROUP BY ALL (directly or
+// through *), a NATURAL JOIN, or a UNION, EXCEPT or INTERSECT other than
+// UNION ALL, whose rows they can change. A query DuckDB cannot serialize
+// is compared as text.
 func sameQuery(ctx context.Context, tx *sql.Tx, before, after string) (bool, string, error) {
 	parse := func(q string) (map[string]any, error) {
 		var text string
@@ -168,8 +171,12 @@ func sameQuery(ctx context.Context, tx *sql.Tx, before, after string) (bool, str
 		if e, _ := v["error"].(bool); e {
 			return nil, nil
 		}
-		// The text positions move with an edit elsewhere in the text.
-		job.WalkJSON(v, func(m map[string]any) { delete(m, "query_location") })
+		// The text positions and lengths move with an edit elsewhere in
+		// the text, or with its spacing.
+		job.WalkJSON(v, func(m map[string]any) {
+			delete(m, "query_location")
+			delete(m, "query_location_length")
+		})
 		return v, nil
 	}
 	a, err := parse(before)
@@ -186,54 +193,168 @@ func sameQuery(ctx context.Context, tx *sql.Tx, before, after string) (bool, str
 		}
 		return false, "the SQL changed (DuckDB cannot serialize it to compare its parts)", nil
 	}
-	na, nb := selectNode(a), selectNode(b)
-	if na == nil || nb == nil {
+	sa, _ := a["statements"].([]any)
+	sb, _ := b["statements"].([]any)
+	if len(sa) != 1 || len(sb) != 1 {
 		if reflect.DeepEqual(a, b) {
 			return true, "", nil
 		}
 		return false, "the query changed, not only its select list", nil
 	}
-	la, _ := na["select_list"].([]any)
-	lb, _ := nb["select_list"].([]any)
-	restA, restB := maps.Clone(na), maps.Clone(nb)
-	delete(restA, "select_list")
-	delete(restB, "select_list")
-	if !reflect.DeepEqual(restA, restB) {
-		return false, "the query changed beyond its select list (FROM, WHERE, GROUP BY, ...): rows may change", nil
-	}
-	i := 0
-	for _, item := range lb {
-		if i < len(la) && reflect.DeepEqual(item, la[i]) {
-			i++
+	na, _ := sa[0].(map[string]any)
+	nb, _ := sb[0].(map[string]any)
+	l := &lineage{}
+	if !l.same(na["node"], nb["node"], true) {
+		if top, _ := nb["node"].(map[string]any); top == nil || top["type"] != "SELECT_NODE" {
+			return false, "the query changed, not only its select list: " + l.reason, nil
 		}
+		return false, l.reason, nil
 	}
-	if i < len(la) {
-		return false, "a result column's expression changed or moved: its rows may change", nil
-	}
-	if len(lb) > len(la) {
-		if mods, _ := nb["modifiers"].([]any); slices.ContainsFunc(mods, func(m any) bool {
-			mm, _ := m.(map[string]any)
-			return mm["type"] == "DISTINCT_MODIFIER"
-		}) {
-			return false, "columns added to a SELECT DISTINCT can change its rows", nil
-		}
-		if nb["aggregate_handling"] == "FORCE_AGGREGATES" {
-			return false, "columns added to a GROUP BY ALL can change its groups", nil
+	if l.inner > 0 {
+		// A column added below the outer SELECT reaches whatever reads
+		// that relation with *, or joins it by name.
+		reason := ""
+		job.WalkJSON(nb["node"], func(m map[string]any) {
+			switch {
+			case reason != "":
+			case m["ref_type"] == "NATURAL":
+				reason = "a column added under a NATURAL JOIN can change what it joins on"
+			case m["type"] == "SELECT_NODE" && hasStar(m) && distinctOrGroupAll(m) != "":
+				reason = "a column added under " + distinctOrGroupAll(m) + " with * can change its rows"
+			}
+		})
+		if reason != "" {
+			return false, reason, nil
 		}
 	}
 	return true, "", nil
 }
 
-// selectNode is the SELECT node of a parse with one statement, or nil.
-func selectNode(v map[string]any) map[string]any {
-	stmts, _ := v["statements"].([]any)
-	if len(stmts) != 1 {
-		return nil
+// lineage compares two parse trees, before and after, allowing select
+// items added to any select list; inner counts the select lists grown
+// below the outer SELECT, reason says why the trees differ otherwise.
+type lineage struct {
+	inner  int
+	reason string
+}
+
+// same compares a (before) with b (after); top is set for the outer
+// query node, whose added select items are the result's added columns.
+func (l *lineage) same(a, b any, top bool) bool {
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok {
+			return false
+		}
+		if x["type"] == "SELECT_NODE" && y["type"] == "SELECT_NODE" {
+			return l.sameSelect(x, y, top)
+		}
+		grown := l.inner
+		if !l.sameClauses(x, y) {
+			return false
+		}
+		if x["type"] == "SET_OPERATION_NODE" && l.inner > grown && (x["setop_type"] != "UNION" || x["setop_all"] != true) {
+			l.reason = "columns added under a UNION, EXCEPT or INTERSECT (other than UNION ALL) can change its rows"
+			return false
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !l.same(x[i], y[i], false) {
+				return false
+			}
+		}
+		return true
+	default:
+		return reflect.DeepEqual(a, b)
 	}
-	st, _ := stmts[0].(map[string]any)
-	node, _ := st["node"].(map[string]any)
-	if node == nil || node["type"] != "SELECT_NODE" {
-		return nil
+}
+
+// sameClauses compares two nodes key by key (by same), but for their
+// select lists.
+func (l *lineage) sameClauses(x, y map[string]any) bool {
+	n := 0
+	for k, v := range x {
+		if k == "select_list" {
+			continue
+		}
+		w, ok := y[k]
+		if !ok || !l.same(v, w, false) {
+			return false
+		}
+		n++
 	}
-	return node
+	_, listed := y["select_list"]
+	if listed {
+		n++
+	}
+	return n == len(y)
+}
+
+// sameSelect compares two SELECT nodes: every clause alike (each compared
+// by same, so a CTE or subquery may grow too), and the select list before
+// found in order in the one after.
+func (l *lineage) sameSelect(x, y map[string]any, top bool) bool {
+	if !l.sameClauses(x, y) {
+		if l.reason == "" {
+			l.reason = "the query changed beyond its select list (FROM, WHERE, GROUP BY, ...): rows may change"
+		}
+		return false
+	}
+	lx, _ := x["select_list"].([]any)
+	ly, _ := y["select_list"].([]any)
+	i := 0
+	for _, item := range ly {
+		if i < len(lx) && reflect.DeepEqual(item, lx[i]) {
+			i++
+		}
+	}
+	if i < len(lx) {
+		l.reason = "a result column's expression changed or moved: its rows may change"
+		return false
+	}
+	if len(ly) == len(lx) {
+		return true
+	}
+	if what := distinctOrGroupAll(y); what != "" {
+		l.reason = "columns added to " + what + " can change its rows"
+		if what == "a GROUP BY ALL" {
+			l.reason = "columns added to a GROUP BY ALL can change its groups"
+		}
+		return false
+	}
+	if !top {
+		l.inner++
+	}
+	return true
+}
+
+// distinctOrGroupAll names what a SELECT node does with its select list
+// that an added column changes the rows of: "a SELECT DISTINCT", "a GROUP
+// BY ALL", or "".
+func distinctOrGroupAll(node map[string]any) string {
+	if mods, _ := node["modifiers"].([]any); slices.ContainsFunc(mods, func(m any) bool {
+		mm, _ := m.(map[string]any)
+		return mm["type"] == "DISTINCT_MODIFIER"
+	}) {
+		return "a SELECT DISTINCT"
+	}
+	if node["aggregate_handling"] == "FORCE_AGGREGATES" {
+		return "a GROUP BY ALL"
+	}
+	return ""
+}
+
+// hasStar says whether a SELECT node's select list holds * or COLUMNS(...).
+func hasStar(node map[string]any) bool {
+	list, _ := node["select_list"].([]any)
+	return slices.ContainsFunc(list, func(item any) bool {
+		m, _ := item.(map[string]any)
+		return m["class"] == "STAR"
+	})
 }

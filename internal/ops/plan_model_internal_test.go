@@ -2,6 +2,8 @@ package ops
 
 import (
 	"context"
+	"database/sql"
+	"strings"
 	"testing"
 
 	"github.com/idem-dev/idem/internal/run"
@@ -14,12 +16,7 @@ import (
 func TestSameQuery(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, err := run.OpenMemory(ctx, "")
-	require.NoError(t, err)
-	t.Cleanup(func() { db.Close() })
-	tx, err := db.BeginTx(ctx, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { tx.Rollback() })
+	tx := memoryTx(t)
 	const base = "SELECT day, zone, sum(amount) AS total FROM t WHERE amount > 0 GROUP BY day, zone"
 	for _, tc := range []struct {
 		name, after, why string
@@ -47,4 +44,74 @@ func TestSameQuery(t *testing.T) {
 		require.False(t, same, tc.after)
 		require.Contains(t, why, tc.why, tc.after)
 	}
+}
+
+// TestSameQueryLineage: column-level lineage through CTEs and subqueries.
+// A column added without touching the existing ones is non-breaking
+// wherever it is added; a changed column, filter or join is breaking, and
+// so is an added column that reaches a DISTINCT, GROUP BY ALL, NATURAL
+// JOIN or UNION through *.
+func TestSameQueryLineage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tx := memoryTx(t)
+	const base = `WITH orders AS (
+    SELECT id, customer, amount FROM o WHERE amount > 0
+), joined AS (
+    SELECT orders.*, c.name FROM orders JOIN c ON c.id = orders.customer
+)
+SELECT * FROM joined`
+	const sub = "SELECT s.id, s.total FROM (SELECT id, sum(amount) AS total FROM o GROUP BY id) AS s"
+	for _, tc := range []struct {
+		name, before, after, why string
+	}{
+		{"column added in the final CTE", base, `WITH orders AS (
+    SELECT id, customer, amount FROM o WHERE amount > 0
+), joined AS (
+    SELECT orders.*, c.name, c.city FROM orders JOIN c ON c.id = orders.customer
+)
+SELECT * FROM joined`, ""},
+		{"column added in the first CTE", base, `WITH orders AS (
+    SELECT id, customer, amount, amount * 2 AS doubled FROM o WHERE amount > 0
+), joined AS (
+    SELECT orders.*, c.name FROM orders JOIN c ON c.id = orders.customer
+)
+SELECT * FROM joined`, ""},
+		{"column added in the outer select", base, strings.Replace(base, "SELECT * FROM joined", "SELECT *, 1 AS one FROM joined", 1), ""},
+		{"column added in a subquery and the outer select", sub, "SELECT s.id, s.total, s.n FROM (SELECT id, sum(amount) AS total, count(*) AS n FROM o GROUP BY id) AS s", ""},
+		{"column added in a CTE under UNION ALL", "WITH a AS (SELECT id FROM o) SELECT * FROM a UNION ALL SELECT * FROM a", "WITH a AS (SELECT id, amount FROM o) SELECT * FROM a UNION ALL SELECT * FROM a", ""},
+		{"spacing inside a join", base, strings.Replace(base, "JOIN c ON c.id = orders.customer", "JOIN   c   ON c.id   =   orders.customer", 1), ""},
+		{"column changed in a CTE", base, strings.Replace(base, "customer, amount FROM", "customer, amount * 100 AS amount FROM", 1), "a result column's expression changed or moved"},
+		{"column changed in a subquery", sub, strings.Replace(sub, "sum(amount)", "max(amount)", 1), "a result column's expression changed or moved"},
+		{"filter changed in a CTE", base, strings.Replace(base, "amount > 0", "amount > 1", 1), "the query changed beyond its select list"},
+		{"join changed in a CTE", base, strings.Replace(base, "JOIN c ON", "LEFT JOIN c ON", 1), "the query changed beyond its select list"},
+		{"join condition changed", base, strings.Replace(base, "c.id = orders.customer", "c.id = orders.id", 1), "the query changed beyond its select list"},
+		{"column added under SELECT DISTINCT *", "WITH a AS (SELECT id FROM o) SELECT DISTINCT * FROM a", "WITH a AS (SELECT id, amount FROM o) SELECT DISTINCT * FROM a", "a column added under a SELECT DISTINCT with * can change its rows"},
+		{"column added under GROUP BY ALL with *", "SELECT *, count(*) AS n FROM (SELECT id FROM o) GROUP BY ALL", "SELECT *, count(*) AS n FROM (SELECT id, amount FROM o) GROUP BY ALL", "a column added under a GROUP BY ALL with *"},
+		{"column added under a NATURAL JOIN", "WITH a AS (SELECT id FROM o) SELECT * FROM a NATURAL JOIN c", "WITH a AS (SELECT id, name FROM o) SELECT * FROM a NATURAL JOIN c", "a column added under a NATURAL JOIN"},
+		{"column added under UNION", "WITH a AS (SELECT id FROM o) SELECT * FROM a UNION SELECT * FROM a", "WITH a AS (SELECT id, amount FROM o) SELECT * FROM a UNION SELECT * FROM a", "columns added under a UNION, EXCEPT or INTERSECT"},
+		{"column added to a DISTINCT CTE", "WITH a AS (SELECT DISTINCT id FROM o) SELECT id FROM a", "WITH a AS (SELECT DISTINCT id, amount FROM o) SELECT id FROM a", "columns added to a SELECT DISTINCT"},
+		{"CTE added", base, strings.Replace(base, "WITH orders AS", "WITH extra AS (SELECT 1), orders AS", 1), "the query changed beyond its select list"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			same, why, err := sameQuery(ctx, tx, tc.before, tc.after)
+			require.NoError(t, err)
+			require.Equal(t, tc.why == "", same, why)
+			require.Contains(t, why, tc.why)
+		})
+	}
+}
+
+// memoryTx is a transaction on an in-memory database, rolled back when
+// the test ends.
+func memoryTx(t *testing.T) *sql.Tx {
+	t.Helper()
+	ctx := context.Background()
+	db, err := run.OpenMemory(ctx, "")
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	tx, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { tx.Rollback() })
+	return tx
 }

@@ -33,6 +33,9 @@ type RerunOptions struct {
 	// FromStart replays the whole chain from the first snapshot instead of
 	// from the nearest checkpoint (rerun --from-start).
 	FromStart bool
+	// done holds, with Deep, the reruns made so far by (job, snapshot), so
+	// that a snapshot pinned by several jobs of a diamond is rebuilt once.
+	done map[rerunID]*RerunResult
 }
 
 // FaultRerunExport is the fault point a rerun passes once the snapshot is
@@ -61,6 +64,10 @@ type RerunResult struct {
 	// Upstream holds, with Deep, the reruns of the upstream snapshots the
 	// rebuilt snapshot pinned (each with its own upstreams).
 	Upstream []*RerunResult `json:"upstream,omitempty"`
+	// RerunAbove says, with Deep, that this (job, snapshot) was already
+	// rebuilt by an earlier branch of the same rerun (a diamond): its
+	// verdict is that rebuild's, its upstreams are listed there.
+	RerunAbove bool `json:"rerun_above,omitempty"`
 	// UnsignedZero says the snapshot, committed on DuckDB 1.5, was
 	// reproduced with each -0.0 of a DOUBLE or REAL column written 0.0, as
 	// DuckDB 1.5 wrote it out of EXCEPT ALL and INTERSECT ALL and in
@@ -528,7 +535,7 @@ func replayRun(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job, row 
 		opts.Source = &source.Files{Job: j, Listed: resolved, Chunk: &source.Chunk{Rows: j.Input.ChunkRows, From: row.Inputs.Bounds.From}}
 		opts.From, opts.To = nil, nil
 	}
-	res, err := scratch.Run(ctx, j, opts)
+	res, err := runReplay(ctx, scratch, j, opts)
 	if err != nil {
 		return fmt.Errorf("rerun: replay snapshot %d of %s: %w", row.Snapshot, j.Name, err)
 	}
@@ -544,4 +551,17 @@ func replayRun(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job, row 
 		return fmt.Errorf("rerun: replay of snapshot %d of %s committed snapshot %d", row.Snapshot, j.Name, res.Snapshot)
 	}
 	return nil
+}
+
+// runReplay runs one recorded snapshot of j in the scratch database. A
+// snapshot that run --full-refresh committed over an unchanged key (a
+// model, a seed) replays as one: the run that the same key skips is run
+// again with FullRefresh.
+func runReplay(ctx context.Context, scratch *run.DB, j *job.Job, opts run.RunOptions) (*run.Result, error) {
+	res, err := scratch.Run(ctx, j, opts)
+	if err == nil && res.Decision == job.DecisionSkipped && run.FullRefreshes(j) && !opts.FullRefresh {
+		opts.FullRefresh = true
+		return scratch.Run(ctx, j, opts)
+	}
+	return res, err
 }

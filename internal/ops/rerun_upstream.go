@@ -111,7 +111,7 @@ func replayUpstream(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job,
 	}
 	opts := run.RunOptions{Progress: ropts.Progress, Fault: ropts.Fault, Partitions: row.Inputs.Partitions, SkipAudits: true,
 		Source: &source.Upstream{Job: j, Recorded: parts.Upstream, Rows: rows, Columns: columns, Changes: changes, Realign: row.Inputs.Realigned}}
-	res, err := scratch.Run(ctx, j, opts)
+	res, err := runReplay(ctx, scratch, j, opts)
 	if err != nil {
 		return fmt.Errorf("rerun: replay snapshot %d of %s: %w", row.Snapshot, j.Name, err)
 	}
@@ -165,15 +165,34 @@ func exportUpstream(ctx context.Context, d *run.DB, ref job.UpstreamRef, from in
 	return up.Columns, nil
 }
 
+// rerunID names one snapshot of one job.
+type rerunID struct {
+	job      string
+	snapshot int64
+}
+
 // rerunUpstreams reruns, for idem rerun --deep, each upstream snapshot row
-// pinned, each with its own upstreams.
+// pinned, each with its own upstreams. A (job, snapshot) that an earlier
+// branch of the same rerun rebuilt (a diamond: two jobs pinning one
+// upstream snapshot) is not rebuilt again: it is listed with that
+// rebuild's verdict and RerunAbove.
 func rerunUpstreams(ctx context.Context, d *run.DB, row *catalog.SnapshotRow, opts RerunOptions) ([]*RerunResult, error) {
 	parts, err := decodeParts(row.PartsJSON)
 	if err != nil {
 		return nil, err
 	}
+	if opts.done == nil {
+		opts.done = map[rerunID]*RerunResult{}
+	}
 	var out []*RerunResult
 	for _, ref := range parts.Upstream {
+		id := rerunID{ref.Job, ref.Snapshot}
+		if r, ok := opts.done[id]; ok {
+			again := *r
+			again.Upstream, again.Diff, again.RerunAbove = nil, nil, true
+			out = append(out, &again)
+			continue
+		}
 		if opts.Upstream == nil {
 			return nil, fmt.Errorf("rerun --deep: no way to find the job file of upstream %s", ref.Job)
 		}
@@ -187,6 +206,7 @@ func rerunUpstreams(ctx context.Context, d *run.DB, row *catalog.SnapshotRow, op
 		if err != nil {
 			return nil, fmt.Errorf("rerun --deep: upstream %s snapshot %d: %w", ref.Job, ref.Snapshot, err)
 		}
+		opts.done[id] = r
 		out = append(out, r)
 	}
 	return out, nil

@@ -191,7 +191,7 @@ func (d *DB) decideMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared
 	}
 	switch j.Pipeline.Mode {
 	case job.ModeRefresh:
-		if st.Exists && st.Key == p.key && exists {
+		if st.Exists && st.Key == p.key && exists && !opts.FullRefresh {
 			// The target already holds this snapshot: report its counts.
 			res.Decision = job.DecisionSkipped
 			var outcomes string
@@ -215,7 +215,7 @@ func (d *DB) decideMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared
 			// A reference table: the same content as the latest snapshot
 			// (under any file name) changes nothing; other content is a
 			// batch of its own, whatever was committed before it.
-			if st.Exists && st.Key == p.key && exists {
+			if st.Exists && st.Key == p.key && exists && !opts.FullRefresh {
 				res.Decision = job.DecisionSkipped
 				res.RowsOut, err = countRows()
 				return res, true, err

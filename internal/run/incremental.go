@@ -83,7 +83,7 @@ type incrementalRun struct {
 // (keys).
 func (r *txRun) incremental() *source.Partitions {
 	up, ok := r.p.input.(*source.Upstream)
-	if !ok || up.Partitions == nil || !up.Partitions.Restricted || !r.exists || !r.st.HasParts ||
+	if !ok || r.opts.FullRefresh || up.Partitions == nil || !up.Partitions.Restricted || !r.exists || !r.st.HasParts ||
 		r.st.Target != r.j.Table || r.st.Parts.Schema != r.p.parts.Schema {
 		return nil
 	}

@@ -79,6 +79,7 @@ func (r *txRun) stage(ctx context.Context) (bool, error) {
 // first.
 func (r *txRun) steps(ctx context.Context) (bool, error) {
 	j, st, tx := r.j, r.st, r.tx
+	r.res.FullRefresh = r.opts.FullRefresh
 	if err := catalog.PrepareErasures(ctx, tx, j); err != nil {
 		return false, err
 	}
@@ -155,6 +156,9 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 		if up, ok := r.p.input.(*source.Upstream); ok && up.Partitions != nil {
 			r.res.IncrementalNote = up.Partitions.Fallback
 		}
+		if r.opts.FullRefresh {
+			r.res.IncrementalNote = "--full-refresh"
+		}
 	}
 	for i, step := range steps {
 		done := r.opts.Progress.Start(strings.TrimSuffix(step.Name, ".sql"))
@@ -226,6 +230,13 @@ func (r *txRun) balance(ctx context.Context) (bool, error) {
 	}
 	if staged != outcomes {
 		return false, fmt.Errorf("pipeline %s: outcomes do not balance: %d rows staged, %d outcomes (%s); nothing committed", j.Pipeline.Name, staged, outcomes, where)
+	}
+	var files []string
+	for _, f := range r.p.files {
+		files = append(files, f.Path)
+	}
+	if err := refuseSeedConflicts(ctx, r.tx, j, files, counts); err != nil {
+		return false, err
 	}
 	r.res.RowsIn = staged
 	r.res.Outcomes = counts

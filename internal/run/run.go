@@ -89,6 +89,12 @@ type RunOptions struct {
 	// pinned upstreams, the SQL recorded; BeforeCommit checks the rows.
 	RowsFrom string
 
+	// FullRefresh rebuilds a refresh job (a model, a refresh pipeline) or
+	// a seed from its inputs as a new snapshot even when its key is
+	// unchanged, and an incremental model whole (run --full-refresh).
+	// Another apply job is a usage error (see FullRefreshes).
+	FullRefresh bool
+
 	// Expire, when set, is called after a run of a job with [retention]
 	// keep_snapshots that committed or found nothing to commit, to expire
 	// its old snapshots in a transaction of its own (ops.ExpireAfterRun;
@@ -188,6 +194,9 @@ type Result struct {
 	// Expiry reports the expiry of old snapshots that followed the run
 	// ([retention] keep_snapshots); absent without one.
 	Expiry *Expiry `json:"expiry,omitempty"`
+	// FullRefresh says the run rebuilt the target whole, whatever its key
+	// (RunOptions.FullRefresh).
+	FullRefresh bool `json:"full_refresh,omitempty"`
 }
 
 // Prepared is everything a run computes before it opens its transaction.
@@ -216,11 +225,22 @@ type Prepared struct {
 	unchanged bool
 }
 
+// FullRefreshes says whether RunOptions.FullRefresh rebuilds j: a refresh
+// job or model, or a seed (a reference table, [input] mode = "replace",
+// whose file is the whole table). Other apply jobs' targets are the fold
+// of their batches.
+func FullRefreshes(j *job.Job) bool {
+	return j.Pipeline.Mode == job.ModeRefresh || j.Input.Mode == job.InputModeReplace
+}
+
 // Prepare is what a run of j computes before its transaction: it resolves
 // the input and derives the job key, the batch id and the batch digest.
 func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error) {
 	if (opts.From == nil) != (opts.To == nil) {
 		return nil, job.Usage("--from and --to go together")
+	}
+	if opts.FullRefresh && !FullRefreshes(j) {
+		return nil, job.Usage("--full-refresh rebuilds a refresh job, a model or a seed ([input] mode = \"replace\"); %s is an apply job, whose target is the fold of its batches (idem rerun %s --from-start rebuilds and proves it)", j.Name, j.Name)
 	}
 	if opts.From != nil {
 		if j.Pipeline.Mode != job.ModeApply {

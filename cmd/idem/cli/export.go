@@ -33,7 +33,13 @@ from the file or the manifest): every value has its own folder.
 The export is written beside --out under a name starting .idem-export- and
 renamed into place: a reader sees the previous export or the new one, never
 a part. A killed export leaves that temporary file or folder; the next
-export to the same --out removes it, so a retry just works.`,
+export to the same --out removes it, so a retry just works.
+
+A Parquet export keeps every value exactly; a value Parquet cannot hold
+(a HUGEINT beyond 38 digits, an INTERVAL with a fraction of a millisecond)
+is an error naming the column and the value, and nothing is written:
+
+` + ops.ParquetTypes,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pf.silence(a, f.jsonOut)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/project"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/spf13/cobra"
@@ -33,7 +34,9 @@ refused plan exits 3, as the run would, with --json too.
 
 Given several job files or a folder, plan prints each job's decision in the
 order a project run takes them (see idem run --help); a job whose upstream
-in the project would commit first would be rebuilt too.`,
+in the project would commit first would be rebuilt too.
+
+` + project.SelectorHelp,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if envName != "" {
@@ -122,6 +125,9 @@ func (a *app) printPlan(plan *ops.Plan) {
 	}
 	if mc := plan.ModelChange; mc != nil {
 		fmt.Fprintf(a.stdout, "  change    %s: %s\n", mc.Class, mc.Reason)
+		if mc.RowsCompared {
+			fmt.Fprintf(a.stdout, "  rows      %d key(s) change in the columns kept (both versions run on the pinned upstream rows)\n", mc.RowsChanged)
+		}
 		if cs := columnChangesText(mc.ColumnsAdded, mc.ColumnsRemoved, mc.ColumnsRetyped); cs != "" {
 			fmt.Fprintf(a.stdout, "  columns   %s\n", cs)
 		}

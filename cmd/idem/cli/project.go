@@ -24,13 +24,15 @@ import (
 
 // projectFlags are the flags of run and plan over a project.
 type projectFlags struct {
-	selects []string
-	jobs    int
-	verbose bool
+	selects  []string
+	excludes []string
+	jobs     int
+	verbose  bool
 }
 
 func (p *projectFlags) register(cmd *cobra.Command, concurrency bool) {
-	cmd.Flags().StringArrayVar(&p.selects, "select", nil, "run only the jobs `SEL` picks: NAME, tag:TAG, path:PATH or state:modified; SEL+ with everything downstream, +SEL with everything upstream; repeatable")
+	cmd.Flags().StringArrayVar(&p.selects, "select", nil, "run only the jobs `SEL` picks: NAME, tag:TAG, path:PATH or state:modified; SEL+ / SEL+N with everything / N generations downstream, +SEL / N+SEL upstream, @SEL, A,B to intersect, space-separated to add up; repeatable (forms above)")
+	cmd.Flags().StringArrayVar(&p.excludes, "exclude", nil, "leave out the jobs `SEL` picks (the forms of --select), after every --select; repeatable")
 	if concurrency {
 		cmd.Flags().IntVar(&p.jobs, "jobs", runtime.NumCPU(), "run jobs whose upstreams are done at once, at most `N` at a time (default: the cores); output is printed in run order")
 	}
@@ -40,7 +42,7 @@ func (p *projectFlags) register(cmd *cobra.Command, concurrency bool) {
 // isProject says whether a run or plan is over a project: several paths,
 // a folder, or a --select. One job file runs as it always has.
 func (p *projectFlags) isProject(args []string) bool {
-	if len(args) != 1 || len(p.selects) > 0 {
+	if len(args) != 1 || len(p.selects) > 0 || len(p.excludes) > 0 {
 		return true
 	}
 	st, err := os.Stat(args[0])
@@ -79,11 +81,18 @@ func (a *app) loadProject(cmd *cobra.Command, args []string, pf projectFlags) (*
 	if err != nil {
 		return nil, err
 	}
-	q, err := p.SelectWith(pf.selects, func() (map[*job.Job]bool, error) {
+	q, err := p.Choose(project.Selection{Select: pf.selects, Exclude: pf.excludes}, func() (map[*job.Job]bool, error) {
 		return modifiedJobs(cmd.Context(), p)
 	})
 	if err == nil && len(q.Jobs) == 0 {
-		fmt.Fprintf(a.stderr, "idem: --select %s picks no job: nothing to do\n", strings.Join(pf.selects, " "))
+		var sel []string
+		if len(pf.selects) > 0 {
+			sel = append(sel, "--select "+strings.Join(pf.selects, " "))
+		}
+		if len(pf.excludes) > 0 {
+			sel = append(sel, "--exclude "+strings.Join(pf.excludes, " "))
+		}
+		fmt.Fprintf(a.stderr, "idem: %s picks no job: nothing to do\n", strings.Join(sel, " "))
 	}
 	return q, err
 }

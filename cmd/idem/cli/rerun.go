@@ -35,8 +35,9 @@ The job's database is only read.
 A job that reads upstream jobs is rebuilt from the upstreams' rows at the
 snapshots it pinned (their history); --deep also reruns each of those
 upstream snapshots from its own retained inputs, down the chain (upstream
-job files are looked for beside JOB), and exits 1 unless every one is
-reproduced.
+job files are looked for beside JOB), each (job, snapshot) once however
+many jobs pinned it (a later pin is listed as rebuilt above), and exits 1
+unless every one is reproduced.
 
 With [retention] checkpoint_every, an apply job's rebuild starts from the
 nearest checkpoint at or before S (an image of the job's state kept at every
@@ -100,7 +101,7 @@ instead (exit 1 when an input it needs is gone).`,
 	pf.register(cmd)
 	cmd.Flags().Int64Var(&snapshot, "snapshot", 0, "the snapshot to rebuild (default: the latest)")
 	cmd.Flags().BoolVar(&fromStart, "from-start", false, "replay every snapshot from the first, not from the nearest checkpoint")
-	cmd.Flags().BoolVar(&deep, "deep", false, "also rerun each upstream snapshot it pinned from its own inputs, down the chain")
+	cmd.Flags().BoolVar(&deep, "deep", false, "also rerun each upstream snapshot it pinned from its own inputs, down the chain, each (job, snapshot) once")
 	return cmd
 }
 
@@ -112,7 +113,11 @@ func (a *app) printUpstreamReruns(ups []*ops.RerunResult, indent string) {
 		if !u.Reproduced {
 			verdict = "NOT reproduced"
 		}
-		fmt.Fprintf(a.stdout, "%supstream %s: snapshot %d %s  %s\n", indent, u.Job, u.Snapshot, verdict, u.Rebuilt)
+		above := ""
+		if u.RerunAbove {
+			above = " (rebuilt above)"
+		}
+		fmt.Fprintf(a.stdout, "%supstream %s: snapshot %d %s  %s%s\n", indent, u.Job, u.Snapshot, verdict, u.Rebuilt, above)
 		a.printUpstreamReruns(u.Upstream, indent+"  ")
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/project"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/spf13/cobra"
@@ -20,6 +21,7 @@ func (a *app) newRunCmd() *cobra.Command {
 	var pj projectFlags
 	var sf streamFlags
 	var envName string
+	var fullRefresh bool
 	cmd := &cobra.Command{
 		Use:   "run JOB|DIR...",
 		Short: "Run a job once: load or apply its input in one transaction, or skip",
@@ -36,8 +38,15 @@ Given several job files or a folder (every *.toml in it), run runs a project:
 each job after the jobs it reads ([input] upstream), each in its own
 transaction. A job downstream of one that failed or was refused is blocked
 and not run; independent jobs still run; the exit code is the worst met.
---select NAME, NAME+ (and everything downstream), +NAME (and everything
-upstream) picks jobs; --json prints one array, an object per job.
+--select and --exclude pick jobs (below); --json prints one array, an
+object per job.
+
+--full-refresh rebuilds a refresh job, a model or a seed ([input] mode =
+"replace") from its inputs (its pinned upstream rows, its input file) as a
+new snapshot even when nothing changed, and an incremental model whole,
+as dbt's --full-refresh; idem rerun JOB then proves the snapshot. In a
+project its other apply jobs run as they would; such a job alone is
+refused (exit 2): its target is the fold of its batches.
 
 A job reading a stream ([input] kind = "kafka") applies one batch of at
 most max_records records past its committed positions; with --follow it
@@ -45,7 +54,9 @@ keeps applying batches until SIGINT/SIGTERM (the batch in flight commits or
 rolls back whole, then exit 0), --max-batches or --idle-exit, printing a line
 per batch (records/s, lag per partition), or with --json one object per batch
 (JSON lines). A source gap (records deleted before they were read) is
-refused (exit 3) unless --allow-gap.`,
+refused (exit 3) unless --allow-gap.
+
+` + project.SelectorHelp,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pf.silence(a, f.jsonOut)
@@ -53,6 +64,9 @@ refused (exit 3) unless --allow-gap.`,
 				return a.runEnv(cmd, args, f, pf, pj, envName) // env.go
 			}
 			one := func(a *app, j *job.Job, opts run.RunOptions) error {
+				// In a project, --full-refresh rebuilds its models, refresh
+				// jobs and seeds; its other apply jobs run as they would.
+				opts.FullRefresh = fullRefresh && (run.FullRefreshes(j) || !pj.isProject(args))
 				opts.Fault, opts.Progress, opts.Expire = a.faultHookUntil(cmd.Context().Done(), f.path(j)), a.progress(pf), ops.ExpireAfterRun
 				if j.IsStream() {
 					return a.runStream(cmd, j, f, opts, sf) // stream.go
@@ -94,6 +108,7 @@ refused (exit 3) unless --allow-gap.`,
 		"upper bound of the batch's source positions; the cursor after commit",
 		"replace exactly these partitions of a job with [target] partition_by (comma-separated; an empty one included)")
 	sf.register(cmd)
+	cmd.Flags().BoolVar(&fullRefresh, "full-refresh", false, "rebuild each refresh job, model and seed from its inputs as a new snapshot even when its key is unchanged, an incremental model whole (idem rerun JOB proves the snapshot); another apply job alone is refused (exit 2)")
 	cmd.Flags().StringVar(&envName, "env", "", "build environment `NAME` beside production (<db>.envs/NAME.duckdb): the jobs whose definition changed and their downstream, reading the rest from production; see idem env")
 	return cmd
 }
@@ -104,6 +119,8 @@ func (a *app) printResult(res *run.Result) {
 	switch {
 	case res.Decision == job.DecisionSkipped:
 		what = "skipped: nothing changed"
+	case res.FullRefresh && len(res.Changed) == 0 && !res.FirstLoad:
+		what = res.Decision + " (full refresh)"
 	case res.FirstLoad && (res.Decision == job.DecisionLoaded || res.Decision == job.DecisionApplied):
 		what = res.Decision + " (first load)"
 	case len(res.Changed) > 0:
