@@ -126,6 +126,8 @@ type InputSpec struct {
 	ExtraColumns string
 	// Stream is set for a stream input (kind = "kafka" or "sse", stream.go).
 	Stream StreamSpec
+	// Iceberg is set for an Iceberg table input (iceberg.go).
+	Iceberg *IcebergSpec
 }
 
 // Settings of [input] extra_columns.
@@ -208,6 +210,7 @@ type inputTable struct {
 	Columns   map[string]string `toml:"columns"`
 	Extra     string            `toml:"extra_columns"`
 	Upstream  []string          `toml:"upstream"`
+	Iceberg   *icebergTable     `toml:"iceberg"`
 	streamTable
 }
 
@@ -327,6 +330,9 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 		return nil, err
 	}
 	if err := job.applyStream(data, md, &jf); err != nil {
+		return nil, err
+	}
+	if err := job.applyIceberg(data, md, &jf); err != nil { // iceberg.go
 		return nil, err
 	}
 	return job, nil

@@ -149,20 +149,22 @@ func (m *Metadata) Spec(id int) *Spec {
 }
 
 // Ancestors lists the snapshots from id back through its parents, id
-// first, stopping before stop (excluded) or at the oldest one the metadata
-// holds. found says whether stop was reached.
+// first, stopping before stop (excluded; it may be expired already) or at
+// the oldest one the metadata holds. found says whether stop was reached.
 func (m *Metadata) Ancestors(id, stop int64) (chain []*Snapshot, found bool) {
 	seen := map[int64]bool{}
-	for s := m.Snapshot(id); s != nil && !seen[s.ID]; {
+	for s := m.Snapshot(id); s != nil && !seen[s.ID]; s = m.Snapshot(*s.Parent) {
 		if s.ID == stop {
 			return chain, true
 		}
 		seen[s.ID] = true
 		chain = append(chain, s)
 		if s.Parent == nil {
-			break
+			return chain, false
 		}
-		s = m.Snapshot(*s.Parent)
+		if *s.Parent == stop {
+			return chain, true
+		}
 	}
 	return chain, false
 }

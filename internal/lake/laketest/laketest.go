@@ -153,17 +153,14 @@ func (t *Table) DeleteEqual(ctx context.Context, query string, columns ...string
 }
 
 // Expire removes snapshot id from the table's metadata, as Iceberg's
-// expire_snapshots does (its files are left: a reader must not need them).
+// expire_snapshots does: its child keeps naming it as parent, and its
+// files are left (a reader must not need them).
 func (t *Table) Expire(id int64) error {
 	var kept []map[string]any
 	for _, s := range t.snapshots {
-		if s["snapshot-id"].(int64) == id {
-			continue
+		if s["snapshot-id"].(int64) != id {
+			kept = append(kept, s)
 		}
-		if p, ok := s["parent-snapshot-id"].(int64); ok && p == id {
-			delete(s, "parent-snapshot-id")
-		}
-		kept = append(kept, s)
 	}
 	t.snapshots = kept
 	return t.writeMetadata()

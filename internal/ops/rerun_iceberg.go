@@ -1,0 +1,35 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/source"
+)
+
+// replayIceberg replays one snapshot of a job with [input] iceberg in the
+// scratch database: it reads the lake snapshot the snapshot pinned (never
+// the table's current one), and is refused (exit 3) when the table no
+// longer holds it or is another table now.
+func replayIceberg(ctx context.Context, scratch *run.DB, j *job.Job, row *catalog.SnapshotRow, pin source.IcebergPin, ropts RerunOptions) error {
+	pin.IdemSnapshot = row.Snapshot
+	opts := run.RunOptions{BatchID: row.BatchID, Progress: ropts.Progress, Fault: ropts.Fault, SkipAudits: true,
+		Partitions: row.Inputs.Partitions, Source: &source.Iceberg{Job: j, Pin: &pin}}
+	if j.Pipeline.Mode != job.ModeApply {
+		opts.BatchID = ""
+	}
+	res, err := scratch.Run(ctx, j, opts)
+	if err != nil {
+		return fmt.Errorf("rerun: replay snapshot %d of %s: %w", row.Snapshot, j.Name, err)
+	}
+	if res.Decision != job.DecisionApplied && res.Decision != job.DecisionLoaded {
+		return fmt.Errorf("rerun: replay of snapshot %d of %s was %s, not a commit", row.Snapshot, j.Name, res.Decision)
+	}
+	if j.Pipeline.Mode == job.ModeApply && res.Snapshot != row.Snapshot {
+		return fmt.Errorf("rerun: replay of snapshot %d of %s committed snapshot %d", row.Snapshot, j.Name, res.Snapshot)
+	}
+	return nil
+}
