@@ -29,15 +29,19 @@ type IcebergSpec struct {
 	Metadata string
 	Catalog  string
 	Table    string // namespace.table in Catalog
-	Read     string // IcebergReadSnapshot or IcebergReadAppends
+	// CatalogName is the catalog_name of the table's row, when the SQL
+	// catalog's tables hold several catalogs.
+	CatalogName string
+	Read        string // IcebergReadSnapshot or IcebergReadAppends
 }
 
 type icebergTable struct {
 	Location string `toml:"location"`
 	Metadata string `toml:"metadata"`
-	Catalog  string `toml:"catalog"`
-	Table    string `toml:"table"`
-	Read     string `toml:"read"`
+	Catalog     string `toml:"catalog"`
+	Table       string `toml:"table"`
+	CatalogName string `toml:"catalog_name"`
+	Read        string `toml:"read"`
 }
 
 // ReadsIceberg says whether the job reads an Iceberg table.
@@ -64,10 +68,13 @@ func (j *Job) applyIceberg(data []byte, md toml.MetaData, jf *jobFile) error {
 	if (ice.Catalog == "") != (ice.Table == "") {
 		return bad("input.iceberg", "catalog and table go together: catalog = \"path/to/catalog.db\" or \"postgres://...\", table = \"namespace.table\"")
 	}
+	if ice.CatalogName != "" && ice.Catalog == "" {
+		return bad("input.iceberg", "catalog_name names a catalog of catalog = \"...\"")
+	}
 	if ice.Table != "" && !strings.Contains(ice.Table, ".") {
 		return bad("input.iceberg", "table = %q: write namespace.table", ice.Table)
 	}
-	spec := &IcebergSpec{Read: IcebergReadSnapshot, Table: ice.Table}
+	spec := &IcebergSpec{Read: IcebergReadSnapshot, Table: ice.Table, CatalogName: ice.CatalogName}
 	dir := filepath.Dir(j.File)
 	spec.Location = resolveLakePath(dir, ice.Location)
 	spec.Metadata = resolveLakePath(dir, ice.Metadata)

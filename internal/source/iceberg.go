@@ -136,11 +136,13 @@ func snapshotList(m *lake.Metadata) string {
 // ReadIcebergMetadata reads the newest metadata of the table spec names.
 func ReadIcebergMetadata(ctx context.Context, st lake.Store, spec *job.IcebergSpec) (*lake.Metadata, error) {
 	loc := spec.Metadata
-	if spec.Catalog != "" {
-		return nil, job.Usage("[input] iceberg: catalog = %q: reading through a SQL catalog is not supported yet; name the table's folder with location = \"...\" or a metadata file with metadata = \"...\"", spec.Catalog)
-	}
-	if spec.Location != "" {
-		var err error
+	var err error
+	switch {
+	case spec.Catalog != "":
+		if loc, err = lake.CatalogMetadata(ctx, spec.Catalog, spec.CatalogName, spec.Table); err != nil {
+			return nil, err
+		}
+	case spec.Location != "":
 		if loc, err = lake.LatestMetadata(ctx, st, spec.Location); err != nil {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 // Package inputtest cross-checks idem's native Iceberg reader (the core's
 // internal/lake and [input] iceberg) on tables written by iceberg-go
-// through a SQL catalog, as other engines write them: appends, a
+// through a SQL catalog (read through the same catalog), as other engines
+// write them: appends, a
 // merge-on-read delete (position delete files) and an expiry.
 package inputtest
 
@@ -129,14 +130,14 @@ func TestIcebergGoTable(t *testing.T) {
 	require.NoError(t, err)
 
 	jobFile := filepath.Join(dir, "orders.toml")
-	require.NoError(t, writeFile(jobFile, fmt.Sprintf(`name = "orders"
+	require.NoError(t, writeFile(jobFile, (`name = "orders"
 pipeline = "merge_by_key"
 transform_version = 1
 schema_version = 1
 database = "idem.duckdb"
 
 [input]
-iceberg = { location = %q, read = "appends" }
+iceberg = { catalog = "catalog.db", table = "ns.orders", read = "appends" }
 
 [input.columns]
 order_id = "BIGINT"
@@ -149,7 +150,7 @@ order_by = "updated_at"
 
 [duckdb]
 threads = 1
-`, tbl.Location())))
+`)))
 
 	db, err := sql.Open("duckdb", "")
 	require.NoError(t, err)
