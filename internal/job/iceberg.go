@@ -36,8 +36,8 @@ type IcebergSpec struct {
 }
 
 type icebergTable struct {
-	Location string `toml:"location"`
-	Metadata string `toml:"metadata"`
+	Location    string `toml:"location"`
+	Metadata    string `toml:"metadata"`
 	Catalog     string `toml:"catalog"`
 	Table       string `toml:"table"`
 	CatalogName string `toml:"catalog_name"`
