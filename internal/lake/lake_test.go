@@ -115,3 +115,30 @@ func TestPartitionedEqualityDeletes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "2:even:0.5 4:even:0.5", rowsAt(t, db, dir, 0))
 }
+
+// TestRefusals: what idem cannot read right is refused by name, never
+// read as NULLs or skipped: a data file without field ids, a nested
+// column, a column the snapshot's schema does not hold.
+func TestRefusals(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, dir, tb := newTable(t, "9c0e7d3a-0000-4000-8000-000000000003")
+	tb.PlainFiles = true
+	_, err := tb.Append(ctx, "SELECT 1::BIGINT AS id, 'a' AS cat, 0.5 AS v")
+	require.NoError(t, err)
+	st := lake.LocalStore{}
+	loc, err := lake.LatestMetadata(ctx, st, dir)
+	require.NoError(t, err)
+	m, err := lake.ReadMetadata(ctx, st, loc)
+	require.NoError(t, err)
+	sc, err := lake.Plan(ctx, st, m, m.Current())
+	require.NoError(t, err)
+	err = sc.CheckFieldIDs(ctx, db, st)
+	require.ErrorContains(t, err, "data/00001.parquet has no Iceberg field ids")
+	_, err = sc.Query(ctx, st, []string{"id", "nope"})
+	require.ErrorContains(t, err, `has no column "nope"`)
+
+	nested := lake.Field{ID: 9, Name: "tags", Type: []byte(`{"type":"list","element-id":10,"element":"string","element-required":false}`)}
+	_, err = nested.DuckDBType()
+	require.ErrorContains(t, err, `column "tags" is an Iceberg list: idem reads primitive columns only`)
+}

@@ -2,6 +2,7 @@ package lake
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strconv"
@@ -192,3 +193,45 @@ func list(paths []string) string {
 
 func lit(s string) string   { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// Querier runs a query (a *sql.Tx or *sql.DB on DuckDB).
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// CheckFieldIDs refuses a data or equality delete file whose Parquet
+// columns carry no Iceberg field ids (a plain Parquet file added to the
+// table, read through the table's name mapping, which idem does not
+// apply): read by field id, its every column would read NULL.
+func (sc *Scan) CheckFieldIDs(ctx context.Context, q Querier, st Store) error {
+	files := append(append([]File(nil), sc.Data...), sc.EqDeletes...)
+	if len(files) == 0 {
+		return nil
+	}
+	byPath := map[string]string{}
+	paths := make([]string, len(files))
+	for i, f := range files {
+		p, err := st.Local(ctx, f.Location)
+		if err != nil {
+			return err
+		}
+		paths[i], byPath[p] = p, f.Location
+	}
+	rows, err := q.QueryContext(ctx, "SELECT file_name FROM parquet_schema("+list(paths)+") GROUP BY file_name HAVING count(field_id) = 0 ORDER BY file_name LIMIT 1")
+	if err != nil {
+		return fmt.Errorf("read the Parquet schemas of iceberg table %s: %w", sc.Metadata.TableUUID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			return err
+		}
+		loc := byPath[p]
+		if loc == "" {
+			loc = p
+		}
+		return fmt.Errorf("iceberg table %s: file %s has no Iceberg field ids (a plain Parquet file added to the table): idem reads columns by field id and does not apply the table's name mapping", sc.Metadata.TableUUID, loc)
+	}
+	return rows.Err()
+}

@@ -171,6 +171,9 @@ func (ic *Iceberg) Stage(ctx context.Context, tx *sql.Tx, r *Resolved) (*Staged,
 			return &Staged{Empty: empty}, err
 		}
 	}
+	if err := sc.CheckFieldIDs(ctx, tx, ic.Store); err != nil {
+		return nil, err
+	}
 	q, err := sc.Query(ctx, ic.Store, cols)
 	if err != nil {
 		return nil, err

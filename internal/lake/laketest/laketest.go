@@ -36,6 +36,9 @@ type Table struct {
 	Columns []Column
 	// PartitionBy names an identity-partitioned string column ("" for none).
 	PartitionBy string
+	// PlainFiles writes data files without Iceberg field ids (a plain
+	// Parquet file added to a table).
+	PlainFiles bool
 
 	db        *sql.DB
 	version   int
@@ -181,6 +184,9 @@ func (t *Table) nextFile() string {
 }
 
 func (t *Table) fieldIDs() string {
+	if t.PlainFiles {
+		return "{}"
+	}
 	var ids []string
 	for _, c := range t.Columns {
 		ids = append(ids, quote(c.Name)+": "+strconv.Itoa(c.ID))
@@ -189,7 +195,11 @@ func (t *Table) fieldIDs() string {
 }
 
 func (t *Table) copy(ctx context.Context, query, rel, fieldIDs string) error {
-	_, err := t.db.ExecContext(ctx, "COPY ("+query+") TO "+lit(filepath.Join(t.Dir, rel))+" (FORMAT parquet, FIELD_IDS "+fieldIDs+")")
+	ids := ", FIELD_IDS " + fieldIDs
+	if fieldIDs == "{}" {
+		ids = ""
+	}
+	_, err := t.db.ExecContext(ctx, "COPY ("+query+") TO "+lit(filepath.Join(t.Dir, rel))+" (FORMAT parquet"+ids+")")
 	return err
 }
 
