@@ -14,10 +14,24 @@ import (
 // scratch database: it reads the lake snapshot the snapshot pinned (never
 // the table's current one), and is refused (exit 3) when the table no
 // longer holds it or is another table now.
-func replayIceberg(ctx context.Context, scratch *run.DB, j *job.Job, row *catalog.SnapshotRow, pin source.IcebergPin, ropts RerunOptions) error {
+func replayIceberg(ctx context.Context, d, scratch *run.DB, j *job.Job, row *catalog.SnapshotRow, pin source.IcebergPin, ropts RerunOptions) error {
 	pin.IdemSnapshot = row.Snapshot
+	in := &source.Iceberg{Job: j, Pin: &pin}
+	if j.Input.Iceberg.Read == job.IcebergReadAppends {
+		// The batch read the rows appended after the lake snapshot the
+		// batch before it reached.
+		snaps, err := catalog.ReadSnapshots(ctx, d.SQL(), j.Name, row.Snapshot-1)
+		if err != nil {
+			return err
+		}
+		for _, s := range snaps {
+			if p, ok := source.ParseIcebergPin(s.Inputs.StreamID); ok && p.Table == pin.Table {
+				in.After = &p.Snapshot
+			}
+		}
+	}
 	opts := run.RunOptions{BatchID: row.BatchID, Progress: ropts.Progress, Fault: ropts.Fault, SkipAudits: true,
-		Partitions: row.Inputs.Partitions, Source: &source.Iceberg{Job: j, Pin: &pin}}
+		Partitions: row.Inputs.Partitions, Source: in}
 	if j.Pipeline.Mode != job.ModeApply {
 		opts.BatchID = ""
 	}

@@ -31,6 +31,11 @@ type Iceberg struct {
 	// current one (a rerun): a table whose UUID differs, or that no
 	// longer holds the snapshot, is refused.
 	Pin *IcebergPin
+	// After, for a rerun of an appends read, is the lake snapshot the
+	// batch before it reached (nil: it was the first): the replay reads
+	// the rows appended after it, whatever position the scratch database
+	// holds (a checkpoint does not keep positions).
+	After *int64
 
 	scan *lake.Scan
 	pin  IcebergPin
@@ -194,7 +199,19 @@ func (ic *Iceberg) appended(ctx context.Context, tx *sql.Tx) (empty bool, err er
 	if err != nil {
 		return false, err
 	}
+	for k, v := range pos {
+		if t, ok := strings.CutPrefix(k, "iceberg:"); ok && t != ic.pin.Table {
+			return false, job.Refuse("lake", "job %s applied the rows appended to Iceberg table %s up to its snapshot %d; the table read now is table %s: a new table's rows are not appends to the old one's",
+				ic.Job.Name, t, v, ic.pin.Table)
+		}
+	}
 	from, ok := pos[icebergPosition(ic.pin.Table)]
+	if ic.Pin != nil {
+		from, ok = 0, ic.After != nil
+		if ok {
+			from = *ic.After
+		}
+	}
 	if !ok {
 		return false, nil // the first batch: everything up to the snapshot
 	}

@@ -36,6 +36,9 @@ updated_at = "BIGINT"
 [target]
 key = ["order_id"]
 order_by = "updated_at"
+
+[retention]
+checkpoint_every = 2   # a rerun of snapshot 3 starts from snapshot 2's checkpoint
 `+clitest.DuckdbSection)
 	clitest.WriteFile(t, totals, `name = "totals"
 pipeline = "select"
@@ -66,8 +69,9 @@ func orderRows(first, n, v int) string {
 // an Iceberg table (appended three times) and a model over it. Each run
 // applies exactly the rows appended since the last, an unchanged lake is
 // already committed, every idem snapshot pins its lake snapshot, rerun
-// reproduces each, and once a lake snapshot is expired the rerun of the
-// idem snapshot that read it is refused (exit 3) with nothing changed.
+// reproduces each (from a checkpoint too), and once a lake snapshot is
+// expired the rerun of the idem snapshot that read it is refused (exit 3)
+// with nothing changed.
 func TestIcebergChain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -103,24 +107,27 @@ func TestIcebergChain(t *testing.T) {
 		require.Equal(t, 0, rr.Code, rr.Stderr)
 		require.Contains(t, rr.Stdout, `"reproduced":true`, "%s snapshot %d", file, s)
 	}
-	// The rerun of snapshot 3 replays the job's three batches from the
-	// lake snapshots they pinned; IDEM_LONG=1 reruns each snapshot.
+	// IDEM_LONG=1 reruns each snapshot from the lake snapshots pinned.
 	for s := 1; s <= 3; s++ {
-		if s == 3 || clitest.LongTests() {
+		if s == 1 || clitest.LongTests() {
 			reproduced(orders, s)
 			reproduced(totals, s)
 		}
 	}
 
-	// The second lake snapshot expires: idem snapshot 2 (and 3, whose
-	// replay starts from it) can no longer be rebuilt from the lake.
-	require.NoError(t, tb.Expire(lake[1]))
+	// The first lake snapshot expires: idem snapshot 1 can no longer be
+	// rebuilt from the lake; snapshot 3 still is, from snapshot 2's
+	// checkpoint and the rows appended after the lake snapshot 2 reached.
+	require.NoError(t, tb.Expire(lake[0]))
 	before := clitest.CaptureState(t, db)
-	rr := clitest.CallIdem(t, "rerun", orders, "--snapshot", "2")
+	rr := clitest.CallIdem(t, "rerun", orders, "--snapshot", "1")
 	require.Equal(t, 3, rr.Code, rr.Stderr)
-	require.Contains(t, rr.Stderr, fmt.Sprintf("snapshot 2 of orders read Iceberg snapshot %d of table %s, which the table no longer holds", lake[1], tb.UUID))
+	require.Contains(t, rr.Stderr, fmt.Sprintf("snapshot 1 of orders read Iceberg snapshot %d of table %s, which the table no longer holds", lake[0], tb.UUID))
 	require.Equal(t, before, clitest.CaptureState(t, db))
-	reproduced(orders, 1)
+	rr = clitest.CallIdem(t, "rerun", orders, "--snapshot", "3", "--json")
+	require.Equal(t, 0, rr.Code, rr.Stderr)
+	require.Contains(t, rr.Stdout, `"reproduced":true`)
+	require.Contains(t, rr.Stdout, `"from_checkpoint":2`)
 	if clitest.LongTests() {
 		reproduced(totals, 3) // a model's rerun reads idem's history, not the lake
 	}
