@@ -220,6 +220,11 @@ func (ic *Iceberg) appended(ctx context.Context, tx *sql.Tx) (empty bool, err er
 	}
 	m := sc.Metadata
 	chain, found := m.Ancestors(ic.pin.Snapshot, from)
+	if from == -1 && len(chain) > 0 {
+		// The batch before read the table with no snapshot yet: every
+		// snapshot since is after it, back to the table's first.
+		found = chain[len(chain)-1].Parent == nil
+	}
 	if !found {
 		return false, job.Refuse("lake", "job %s reached Iceberg snapshot %d of table %s, which is not an ancestor of snapshot %d that the table holds now (expired, or the table was rolled back): the rows appended since cannot be known; read = %q reads the whole table",
 			ic.Job.Name, from, ic.pin.Table, ic.pin.Snapshot, job.IcebergReadSnapshot)

@@ -16,7 +16,8 @@ import (
 // TestIcebergKillReading: runs of a job applying the rows appended to an
 // Iceberg table are SIGKILLed while they read (after the stage step read
 // the lake's files), before and after COMMIT and at random delays; after
-// each append, killed runs and then one clean run leave every appended row
+// each append (the first after a batch of the table with no snapshot yet),
+// killed runs and then one clean run leave every appended row
 // applied exactly once: the ledger's rows add up to the rows appended, the
 // position is the lake's current snapshot, and each batch is named after
 // the lake snapshot it reached.
@@ -30,6 +31,10 @@ func TestIcebergKillReading(t *testing.T) {
 	faults := []string{"after_step:01_stage.sql", "after_step:03_outcomes.sql", "before_commit", "after_commit"}
 	appends := 1 + clitest.KillTrials(t, len(faults), 3*len(faults))
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 47))
+	// A first batch reads the table before its first snapshot: no rows.
+	r := runJSON(t, "run", orders)
+	require.Equal(t, "applied", r.Decision)
+	require.EqualValues(t, 0, r.RowsIn)
 	var one time.Duration
 	appended := 0
 	for i := range appends {
@@ -56,5 +61,5 @@ func TestIcebergKillReading(t *testing.T) {
 	require.Equal(t, []int64{int64(appended)}, clitest.QueryInts(t, db, "SELECT count(*) FROM orders WHERE idem_status = 'active'"))
 	require.Equal(t, []int64{tb.Snapshot()}, clitest.QueryInts(t, db, "SELECT next FROM idem.positions WHERE job = 'orders'"))
 	require.Equal(t, []string{fmt.Sprintf("iceberg-%d", tb.Snapshot())}, clitest.QueryStrs(t, db, "SELECT batch_id FROM idem.ledger WHERE job = 'orders' ORDER BY snapshot DESC LIMIT 1"))
-	require.Equal(t, []int64{int64(appends)}, clitest.QueryInts(t, db, "SELECT count(DISTINCT batch_id) FROM idem.ledger WHERE job = 'orders'"))
+	require.Equal(t, []int64{int64(appends + 1)}, clitest.QueryInts(t, db, "SELECT count(DISTINCT batch_id) FROM idem.ledger WHERE job = 'orders'"))
 }
