@@ -13,9 +13,25 @@ import (
 // replayIceberg replays one snapshot of a job with [input] iceberg in the
 // scratch database: it reads the lake snapshot the snapshot pinned (never
 // the table's current one), and is refused (exit 3) when the table no
-// longer holds it or is another table now.
+// longer holds it or is another table now, or when an erasure after the
+// rebuilt snapshot removed rows the lake still holds.
 func replayIceberg(ctx context.Context, d, scratch *run.DB, j *job.Job, row *catalog.SnapshotRow, pin source.IcebergPin, ropts RerunOptions) error {
 	pin.IdemSnapshot = row.Snapshot
+	if ropts.Snapshot > 0 {
+		// An erasure after the rebuilt snapshot rewrote it without the
+		// erased rows, which the lake still holds: the rebuild would
+		// bring them back (and keep them beside the database).
+		erasures, err := catalog.ErasuresBySnapshot(ctx, d.SQL(), j.Name)
+		if err != nil {
+			return err
+		}
+		for e := range erasures {
+			if e > ropts.Snapshot {
+				return job.Refuse("lake", "snapshot %d of %s read Iceberg snapshot %d of table %s, and erasure snapshot %d removed rows from it since, which the lake still holds: a rebuild from the lake would bring erased rows back; erase them in the lake too, then rerun the job's latest snapshot",
+					row.Snapshot, j.Name, pin.Snapshot, pin.Table, e)
+			}
+		}
+	}
 	in := &source.Iceberg{Job: j, Pin: &pin}
 	if j.Input.Iceberg.Read == job.IcebergReadAppends {
 		// The batch read the rows appended after the lake snapshot the

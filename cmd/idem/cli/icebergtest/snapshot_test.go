@@ -49,7 +49,8 @@ func runJSON(t *testing.T, args ...string) run.Result {
 // snapshot, deletes applied; an unchanged lake skips, a moved one reloads
 // and plan says so; every idem snapshot pins its lake snapshot and rerun
 // reproduces it from that snapshot, and is refused (exit 3, naming both)
-// once the lake expired it.
+// once the lake expired it, or once an erasure removed rows the lake still
+// holds.
 func TestIcebergSnapshotRead(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -119,4 +120,13 @@ licenses = ["CC0 1.0"]
 	rr = clitest.CallIdem(t, "rerun", jobFile, "--snapshot", "1", "--json")
 	require.Equal(t, 0, rr.Code, rr.Stderr)
 	require.Contains(t, rr.Stdout, `"reproduced":true`)
+
+	// An erasure rewrites the snapshots before it; the lake still holds
+	// the erased rows, so their rebuild from it is refused, not kept.
+	require.Equal(t, 0, clitest.CallIdem(t, "erase", jobFile, "--key", "3").Code)
+	rr = clitest.CallIdem(t, "rerun", jobFile, "--snapshot", "3")
+	require.Equal(t, 3, rr.Code, rr.Stderr)
+	require.Contains(t, rr.Stderr, "snapshot 3 of sample read Iceberg snapshot")
+	require.Contains(t, rr.Stderr, "erasure snapshot 4 removed rows from it since")
+	require.NoDirExists(t, db+".reruns")
 }
