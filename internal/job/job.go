@@ -131,6 +131,8 @@ type InputSpec struct {
 	// default) refuses the run, ConflictsKeep stores them as conflict
 	// rows. Empty for other inputs; not part of the key.
 	Conflicts string
+	// Iceberg is set for an Iceberg table input (iceberg.go).
+	Iceberg *IcebergSpec
 }
 
 // Settings of [input] conflicts.
@@ -220,6 +222,7 @@ type inputTable struct {
 	Extra     string            `toml:"extra_columns"`
 	Upstream  []string          `toml:"upstream"`
 	Conflicts string            `toml:"conflicts"`
+	Iceberg   *icebergTable     `toml:"iceberg"`
 	streamTable
 }
 
@@ -339,6 +342,9 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 		return nil, err
 	}
 	if err := job.applyStream(data, md, &jf); err != nil {
+		return nil, err
+	}
+	if err := job.applyIceberg(data, md, &jf); err != nil { // iceberg.go
 		return nil, err
 	}
 	return job, nil

@@ -284,6 +284,7 @@ func (j *Job) extendConfig(c map[string]any) {
 		// it keep their keys.
 		c["extra_columns"] = ExtraIgnore
 	}
+	j.icebergConfig(c) // iceberg.go
 	if s := j.Input.Stream; s.Kind != "" {
 		// What rows land: the kind and the topic. Brokers, url and the
 		// batch limits are where and how fast (stream.go).

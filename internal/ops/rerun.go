@@ -416,7 +416,7 @@ func jobAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.Snap
 		format = f
 	}
 	at.PartitionBy, _ = parts.Config["partition_by"].(string)
-	at.Input = job.InputSpec{Format: format}
+	at.Input = job.InputSpec{Format: format, Iceberg: j.Input.Iceberg} // where the lake is: not recorded
 	// A job that read upstream jobs reads the ones it pinned.
 	for _, ref := range parts.Upstream {
 		at.Input.Upstream = append(at.Input.Upstream, ref.Job)
@@ -489,6 +489,9 @@ func fromJSON(v any) any {
 func replayRun(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job, row *catalog.SnapshotRow, linkDir string, ropts RerunOptions) error {
 	progress := ropts.Progress
 	files := row.Inputs.Files
+	if pin, ok := source.ParseIcebergPin(row.Inputs.StreamID); ok && j.ReadsIceberg() {
+		return replayIceberg(ctx, d, scratch, j, row, pin, ropts) // rerun_iceberg.go
+	}
 	if len(files) == 0 && j.ReadsUpstream() && !j.ReadsFiles() {
 		return replayUpstream(ctx, d, scratch, j, row, linkDir, ropts)
 	}

@@ -274,6 +274,11 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 	case input != nil:
 	case j.IsStream():
 		return nil, job.Usage("job %s reads a %s stream: only idem run reads it, a batch at a time from the committed positions", j.Name, j.Input.Stream.Kind)
+	case j.ReadsIceberg():
+		if opts.Input != "" {
+			return nil, job.Usage("--input: job %s reads an Iceberg table ([input] iceberg), not files", j.Name)
+		}
+		input = &source.Iceberg{Job: j}
 	case !j.ReadsFiles():
 		if opts.Input != "" {
 			return nil, job.Usage("--input: job %s reads upstream jobs ([input] upstream), not files", j.Name)
@@ -309,7 +314,9 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 		p.digest = ""
 	} else if j.Pipeline.Mode == job.ModeApply {
 		p.batchID = opts.BatchID
-		if p.batchID == "" {
+		if p.batchID == "" && len(files) == 0 {
+			p.batchID = in.BatchID // an input without files names its batch
+		} else if p.batchID == "" {
 			p.batchID = filepath.Base(files[0].Path)
 			if len(files) > 1 {
 				p.batchID = "files-" + parts.Input[:16]

@@ -48,8 +48,12 @@ type Resolved struct {
 	// Rejects are, for a stream batch, the records read as an invalid_*
 	// outcome (StreamBatch.Rejects).
 	Rejects []catalog.Reject
-	// StreamID is the identity of the stream's source (StreamBatch).
+	// StreamID is the identity of the stream's source (StreamBatch), or
+	// the lake snapshot an Iceberg input read (IcebergPin).
 	StreamID string
+	// BatchID is the batch id an apply run takes when --batch-id does not
+	// name one, for an input without files (an Iceberg snapshot).
+	BatchID string
 }
 
 // Staged is what staging found.
