@@ -2,8 +2,10 @@ package cli
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -257,4 +259,36 @@ func TestDocsJobFileBlocks(t *testing.T) {
 		}
 	}
 	require.Greater(t, n, 15)
+}
+
+// TestArchitecturePackages: ARCHITECTURE.md's table of packages lists
+// exactly the packages of the module, as go list ./... names them: every
+// listed package exists and none is missing.
+func TestArchitecturePackages(t *testing.T) {
+	t.Parallel()
+	const module = "github.com/idem-dev/idem"
+	goCmd, err := exec.LookPath("go")
+	require.NoError(t, err, "go list needs the go command")
+	cmd := exec.Command(goCmd, "list", "./...")
+	cmd.Dir = repoPath(t, "")
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list ./...")
+	var want []string
+	for _, p := range strings.Fields(string(out)) {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p, module), "/")
+		require.NotEmpty(t, rel, "the module's root holds no package")
+		want = append(want, rel)
+	}
+
+	section := docSection(t, "ARCHITECTURE.md", "## Packages")
+	row := regexp.MustCompile("(?m)^\\| `([^`]+)` \\|")
+	var got []string
+	for _, m := range row.FindAllStringSubmatch(section, -1) {
+		got = append(got, m[1])
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	require.NotEmpty(t, got, "ARCHITECTURE.md's ## Packages has a table row per package")
+	require.Equal(t, want, slices.Compact(slices.Clone(got)), "ARCHITECTURE.md's packages and go list ./... (left: go list)")
+	require.Equal(t, got, slices.Compact(slices.Clone(got)), "a package listed twice")
 }
