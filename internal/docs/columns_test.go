@@ -1,6 +1,10 @@
 package docs
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -34,4 +38,21 @@ GROUP BY ALL
 	require.Empty(t, modelColumnDocs("-- only a comment\n"))
 	withCTE := "WITH trips AS (\n  SELECT *, fare AS f -- a CTE's\n  FROM {{upstream:trips}}\n)\nSELECT f,  -- the model's\n  day  -- its day\nFROM trips\n"
 	require.Equal(t, map[string]string{"f": "the model's", "day": "its day"}, modelColumnDocs(withCTE))
+}
+
+// TestModelColumnDocsAsDocumented: the model of docs/projects.md's "Column
+// descriptions" gives the descriptions the page says it gives.
+func TestModelColumnDocsAsDocumented(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "projects.md"))
+	require.NoError(t, err)
+	text := string(b)
+	i := strings.Index(text, "**Column descriptions**")
+	require.GreaterOrEqual(t, i, 0, "docs/projects.md describes column descriptions")
+	m := regexp.MustCompile("(?s)```sql\n(.*?)```").FindStringSubmatch(text[i:])
+	require.NotNil(t, m, "its SQL example")
+	require.Equal(t, map[string]string{
+		"trips": "clean trips picked up that day in the zone",
+		"fares": "their fares, in dollars",
+	}, modelColumnDocs(m[1]))
 }

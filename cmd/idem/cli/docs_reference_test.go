@@ -1,6 +1,10 @@
 package cli
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -291,4 +295,62 @@ func TestArchitecturePackages(t *testing.T) {
 	require.NotEmpty(t, got, "ARCHITECTURE.md's ## Packages has a table row per package")
 	require.Equal(t, want, slices.Compact(slices.Clone(got)), "ARCHITECTURE.md's packages and go list ./... (left: go list)")
 	require.Equal(t, got, slices.Compact(slices.Clone(got)), "a package listed twice")
+}
+
+// TestDocsGoBlocks: every Go block of the documentation is Go (as the body
+// of a function, "{ ... }" read as an empty block), and every runner.Name
+// it uses is declared by package runner.
+func TestDocsGoBlocks(t *testing.T) {
+	t.Parallel()
+	declared := map[string]bool{}
+	pkgs, err := parser.ParseDir(token.NewFileSet(), repoPath(t, "runner"), func(fi fs.FileInfo) bool {
+		return !strings.HasSuffix(fi.Name(), "_test.go")
+	}, parser.SkipObjectResolution)
+	require.NoError(t, err)
+	for _, p := range pkgs {
+		for _, f := range p.Files {
+			for _, d := range f.Decls {
+				switch d := d.(type) {
+				case *ast.GenDecl:
+					for _, s := range d.Specs {
+						switch s := s.(type) {
+						case *ast.TypeSpec:
+							declared[s.Name.Name] = true
+						case *ast.ValueSpec:
+							for _, n := range s.Names {
+								declared[n.Name] = true
+							}
+						}
+					}
+				case *ast.FuncDecl:
+					if d.Recv == nil {
+						declared[d.Name.Name] = true
+					}
+				}
+			}
+		}
+	}
+	require.Contains(t, declared, "Open")
+
+	uses := 0
+	for _, p := range docPages(t) {
+		for _, b := range codeBlocks(p.text) {
+			if b.lang != "go" {
+				continue
+			}
+			src := "package docs\nfunc _() {\n" + strings.ReplaceAll(b.text, "{ ... }", "{}") + "\n}\n"
+			f, err := parser.ParseFile(token.NewFileSet(), p.path, src, parser.SkipObjectResolution)
+			require.NoError(t, err, "%s: a Go block that does not parse:\n%s", p.path, b.text)
+			ast.Inspect(f, func(n ast.Node) bool {
+				if sel, ok := n.(*ast.SelectorExpr); ok {
+					if id, ok := sel.X.(*ast.Ident); ok && id.Name == "runner" {
+						require.True(t, declared[sel.Sel.Name], "%s: runner.%s is not declared by package runner", p.path, sel.Sel.Name)
+						uses++
+					}
+				}
+				return true
+			})
+		}
+	}
+	require.Greater(t, uses, 5)
 }
