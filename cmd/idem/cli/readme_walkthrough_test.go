@@ -119,7 +119,10 @@ func TestReadmeTour(t *testing.T) {
 			require.Equal(t, []string{"go", "run", "./cmd/idem"}, args[:3], line)
 			// In process, which is cheaper than a process per command: a
 			// path of the tour is read from the copy.
-			args = append(args[3:], "--threads", clitest.TestThreads)
+			args = args[3:]
+			if CommandHasFlag(args, "threads") {
+				args = append(args, "--threads", clitest.TestThreads)
+			}
 			for i, a := range args {
 				if strings.HasPrefix(a, "configs/") || strings.HasPrefix(a, "data/") {
 					args[i] = filepath.Join(dir, filepath.FromSlash(a))
