@@ -25,8 +25,11 @@
 //	                    erase, rollback, lint, plan, query, fence, log, ...)
 //	internal/projectrun running a project: order, blocking, concurrent groups,
 //	                    one open handle per database file
+//	internal/modeltest  idem test: unit tests of models in scratch databases
+//	internal/docs       idem docs: a project's static site
 //
-// A package imports only the packages above it in this list
-// (layering_test.go checks it); cmd/idem/cli parses flags, calls this package
-// or one function of run, ops or projectrun, and prints.
+// A package imports only the packages above it in this list (ops,
+// projectrun, modeltest and docs sit side by side; layering_test.go checks
+// it). cmd/idem/cli does not import this package: it parses flags, calls
+// run, ops, projectrun, modeltest or docs itself, and prints.
 package runner

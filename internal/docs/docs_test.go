@@ -88,8 +88,8 @@ func TestRenderEscapesEveryText(t *testing.T) {
 	j.Description, j.DescriptionFrom = hostile, "description"
 	j.File, j.Database, j.Table = hostile, hostile, hostile
 	j.Key = []string{hostile}
-	j.Columns = []Column{{Name: hostile, Type: hostile, Key: true}}
-	j.InputColumns = []Column{{Name: hostile, Type: "VARCHAR"}}
+	j.Columns = []Column{{Name: hostile, Type: hostile, Key: true, Description: hostile}}
+	j.InputColumns = []Column{{Name: hostile, Type: "VARCHAR", Description: hostile}}
 	j.Model, j.ModelFile, j.ModelSQL = true, hostile, "SELECT 1 AS \""+hostile+"\""
 	j.Audits = []Audit{{Name: "a", Kind: "sql", Severity: "warn", Check: hostile, Result: hostile, ResultClass: "warn"}}
 	j.Snapshots = []Snapshot{{Snapshot: 1, Kind: "loaded", BatchID: hostile, Rows: "3", Hashes: []Hash{{Part: "p = " + hostile, Rows: "3", SHA256: "ab"}}}}

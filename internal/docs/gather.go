@@ -85,13 +85,18 @@ type Job struct {
 	RunsTotal int
 	// LastFailure is the newest failed or refused run, nil when none.
 	LastFailure *Run
+
+	// columnDocs are the columns' descriptions by name (columns.go).
+	columnDocs map[string]string
 }
 
 // Column is a column of a job's input or target; Key marks the job's key
-// columns.
+// columns; Description is what the job file's [columns] (or a model's
+// comment) says of it.
 type Column struct {
-	Name, Type string
-	Key        bool
+	Name, Type  string
+	Key         bool
+	Description string
 }
 
 // Ref names another job; ID is "" for an upstream outside the project.
@@ -250,6 +255,23 @@ func describe(j *job.Job, dir string) (*Job, error) {
 	text, err := job.ReadJobFile(j.File)
 	if err != nil {
 		return nil, err
+	}
+	d.columnDocs, err = job.ColumnDocs(j.File, text)
+	if err != nil {
+		return nil, err
+	}
+	if d.Model {
+		for name, s := range modelColumnDocs(j.ModelSQL) {
+			if _, ok := d.columnDocs[name]; !ok {
+				if d.columnDocs == nil {
+					d.columnDocs = map[string]string{}
+				}
+				d.columnDocs[name] = s
+			}
+		}
+	}
+	for i, c := range d.InputColumns {
+		d.InputColumns[i].Description = d.columnDocs[c.Name]
 	}
 	switch {
 	case strings.TrimSpace(j.Description) != "":
@@ -416,7 +438,7 @@ func readJob(ctx context.Context, db *run.DB, j *job.Job, d *Job, opts Options) 
 	for _, s := range slices.Backward(snaps) {
 		if d.Columns == nil && len(s.Columns) > 0 {
 			for _, c := range s.Columns {
-				d.Columns = append(d.Columns, Column{Name: c.Name, Type: c.Type, Key: slices.Contains(d.Key, c.Name)})
+				d.Columns = append(d.Columns, Column{Name: c.Name, Type: c.Type, Key: slices.Contains(d.Key, c.Name), Description: d.columnDocs[c.Name]})
 			}
 			d.ColumnsAt = s.Snapshot
 		}

@@ -132,7 +132,7 @@ func (e *LockedError) Error() string {
 
 func (e *LockedError) Unwrap() []error { return []error{ErrLocked, e.Err} }
 
-// Exit codes of every idem command (README, Exit codes): success, a runtime
+// Exit codes of every idem command (docs/cli.md, Exit codes): success, a runtime
 // failure with nothing committed, a usage or job-file error, a refusal by a
 // guard, and a database held by another writer.
 const (

@@ -363,7 +363,13 @@ func decodeJobFile(path string, data []byte) (jobFile, toml.MetaData, error) {
 		if len(k) >= 2 && k[0] == "params" {
 			continue // checked against the pipeline in bindParams
 		}
+		if k[0] == ColumnsTable {
+			continue // column descriptions, checked below (columns_doc.go)
+		}
 		return jf, md, &JobFileError{File: path, Line: keyLine(data, k), Key: k.String(), Msg: "unknown key"}
+	}
+	if _, err := ColumnDocs(path, data); err != nil {
+		return jf, md, err
 	}
 	// schema_version and transform_version are checked in bindPipeline,
 	// once the pipeline says whether it is a model (whose schema is its

@@ -19,7 +19,7 @@ const (
 // Parts are the four parts of a job key: input (the sha256 of the input
 // bytes, or of the sorted list of file digests for several files, with the
 // upstream snapshots and partitions a run read), transform, config and
-// schema. The key is the sha256 of their canonical JSON (README, Words), so
+// schema. The key is the sha256 of their canonical JSON (docs/concepts.md, Words), so
 // a field or JSON tag renamed here changes every job's key and reloads every
 // job: key_golden_test.go pins the parts of every kind of job.
 type Parts struct {

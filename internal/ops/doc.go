@@ -1,8 +1,11 @@
 // Package ops owns the commands that are not a run: export (and its
 // temporary folders and atomic swap), diff, rerun (a replay in a scratch
-// database), erase, rollback, lint, plan, query, fence, log, scaffold, compact
-// (a rewrite of the database file, checked, then swapped in) and backup
-// (the database and its retained inputs, with a manifest).
+// database), erase (through a chain of jobs, with its journal), rollback,
+// expire and du, show (release packets) and audits over an export, lint,
+// plan, query, fence, log, environments (diff --env, promote), scaffold
+// (idem init), compact (a rewrite of the database file, checked, then
+// swapped in) and backup (the database and its retained inputs, with a
+// manifest).
 //
 // Each command is a function over a *run.DB (or a path) and uses catalog,
 // source and run, never another command's internals: what two commands

@@ -7,8 +7,10 @@
 // reads: the pending files of a files-mode job and the chunks of a chunked
 // one. A stream input (stream.go, streambatch.go) reads a batch of records
 // past the positions committed in idem.positions through a StreamReader
-// (kafka.go: franz-go, direct partition consumption) and stages it as one
-// retained JSONL file.
+// (kafka.go: franz-go, direct partition consumption; sse*.go: server-sent
+// events) and stages it as one retained JSONL file. An upstream input
+// (upstream*.go) reads another job's table pinned at a snapshot, or the
+// rows it changed between two.
 //
 // A kind of input implements Input (input.go); the run resolves, retains
 // and stages it. Source reads idem's tables only through catalog; it never

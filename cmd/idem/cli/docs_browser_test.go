@@ -93,6 +93,8 @@ func browseSite(t *testing.T, path string, jobs []string) {
 	visible := `Array.from(document.querySelectorAll('section.job')).filter(e => getComputedStyle(e).display !== 'none').map(e => e.id)`
 
 	run(chromedp.Navigate("file://" + path))
+	require.Equal(t, []string{"trips · idem docs", "trips"}, strs(`[document.title, document.querySelector('header h1').textContent]`),
+		"the project's name (its folder's) is the page's title")
 	var ids []string
 	for _, j := range jobs {
 		ids = append(ids, "job-"+j)
@@ -114,6 +116,8 @@ func browseSite(t *testing.T, path string, jobs []string) {
 	require.Equal(t, []string{docsDescription, "0"}, strs(`[document.querySelector('#job-zones .desc').textContent, String(document.querySelectorAll('img').length)]`),
 		"the description is text, not markup")
 
+	searchSite(t, ctx, run, strs, visible)
+
 	run(chromedp.Click(chromedp.CSS(`svg a.node[data-job="job-trips_daily"]`)))
 	run(chromedp.WaitVisible(chromedp.CSS(`#job-trips_daily table.columns`)))
 	if *clitest.UpdateSnapshotGolden {
@@ -127,4 +131,53 @@ func browseSite(t *testing.T, path string, jobs []string) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Empty(t, problems, "the page writes nothing to the console")
+}
+
+// searchSite types into the page's search box as a reader does and checks
+// the results: jobs and columns found by name and by description (the job
+// file's [columns] and a model's comments), jobs' names first, then
+// columns' names, then descriptions; a click on a result shows that job's
+// panel with the column's row marked; Escape clears the results.
+func searchSite(t *testing.T, ctx context.Context, run func(chromedp.Action[chromedp.Void]), strs func(string) []string, visible string) {
+	t.Helper()
+	results := `Array.from(document.querySelectorAll('#search-results a.result')).map(a => a.firstChild.textContent + ' ' + a.getAttribute('data-result') + (a.querySelector('.text') ? ': ' + a.querySelector('.text').textContent : ''))`
+	heads := `Array.from(document.querySelectorAll('#search-results a.result')).map(a => a.firstChild.textContent + ' ' + a.getAttribute('data-result'))`
+	query := func(q string) []string {
+		t.Helper()
+		_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById('search').value = ''; true`))
+		require.NoError(t, err)
+		run(chromedp.SendKeys(chromedp.CSS(`#search`), q))
+		return strs(results)
+	}
+
+	query("trips")
+	require.Equal(t, []string{"trips job", "trips_clean job", "trips_daily job", "trips_daily.trips column"}, strs(heads),
+		"jobs by name first, then columns by name")
+	query("zone")
+	require.Equal(t, []string{"zones job", "trips.zone_id column", "zones.zone_id column", "zones.zone column", "trips_clean.zone column", "trips_daily.zone column",
+		"trips_clean job", "trips_daily job", "trips_daily.trips column"}, strs(heads),
+		"jobs by name, columns by name, then by description, each in page order")
+	require.Equal(t, []string{"trips_daily.fares column"}, func() []string { query("trips_daily.fa"); return strs(heads) }(), "job.column")
+	require.Equal(t, []string{"zones.borough column: the New York borough", "trips_clean.borough column"}, query("borough"))
+	require.Equal(t, []string{"trips_daily.fares column: the sum of their fares, in dollars"}, query("dollars"),
+		"found by the job file's description")
+	require.Equal(t, []string{"trips_daily.trips column: clean trips picked up that day in the zone"}, query("picked day"),
+		"every word matches, in any order")
+	require.Empty(t, query("no such thing"))
+	require.Equal(t, []string{"nothing found"}, strs(`[document.getElementById('search-count').textContent]`))
+
+	require.Equal(t, []string{"zones.borough column: the New York borough", "trips_clean.borough column"}, query("borough"))
+	run(chromedp.Click(chromedp.CSS(`#search-results li:nth-child(2) a`)))
+	run(chromedp.WaitVisible(chromedp.CSS(`#job-trips_clean table.columns`)))
+	require.Equal(t, []string{"job-trips_clean"}, strs(visible), "the result's job panel, alone")
+	require.Equal(t, []string{"borough"}, strs(`Array.from(document.querySelectorAll('#job-trips_clean tr.hit td:first-child')).map(td => td.textContent)`),
+		"the column's row marked")
+	require.Equal(t, []string{"#job-trips_clean"}, strs(`[location.hash]`))
+
+	run(chromedp.KeyEvent("\x1b"))
+	_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById('search').focus(); true`))
+	require.NoError(t, err)
+	run(chromedp.KeyEvent("\x1b"))
+	require.Empty(t, strs(results), "Escape clears the search")
+	require.Equal(t, []string{"true"}, strs(`[String(document.getElementById('search-results').hidden)]`))
 }

@@ -32,11 +32,21 @@ func docsProject(t *testing.T) string {
 	zones := filepath.Join(dir, "zones.toml")
 	text, err := os.ReadFile(zones)
 	require.NoError(t, err)
-	clitest.WriteFile(t, zones, "description = "+jsonString(t, docsDescription)+"\n"+string(text))
+	clitest.WriteFile(t, zones, "description = "+jsonString(t, docsDescription)+"\n"+string(text)+"\n[columns]\nborough = \"the New York borough\"\n")
 	daily := filepath.Join(dir, "trips_daily.toml")
 	text, err = os.ReadFile(daily)
 	require.NoError(t, err)
-	clitest.WriteFile(t, daily, string(text)+"\n[[audit]]\nname = \"few_days\"\nkind = \"row_count\"\nmax = 1\nseverity = \"warn\"\n\n[[audit]]\nkind = \"unique\"\ncolumns = [\"pickup_day\", \"zone\"]\n")
+	clitest.WriteFile(t, daily, string(text)+"\n[[audit]]\nname = \"few_days\"\nkind = \"row_count\"\nmax = 1\nseverity = \"warn\"\n\n[[audit]]\nkind = \"unique\"\ncolumns = [\"pickup_day\", \"zone\"]\n"+
+		"\n[columns]\nfares = \"the sum of their fares, in dollars\"\n")
+	// Column descriptions in the model's SELECT list; the job file's
+	// description of fares wins over its comment.
+	model := filepath.Join(dir, "models", "trips_daily", "v1.sql")
+	text, err = os.ReadFile(model)
+	require.NoError(t, err)
+	commented := strings.Replace(string(text), "SELECT pickup_day, zone, count(*) AS trips, sum(fare) AS fares\n",
+		"SELECT pickup_day,\n       zone,\n       count(*) AS trips,    -- clean trips picked up that day in the zone\n       sum(fare) AS fares    -- not shown: the job file says\n", 1)
+	require.NotEqual(t, string(text), commented, "the model's SELECT list")
+	clitest.WriteFile(t, model, commented)
 
 	rng := rand.New(rand.NewPCG(28, 1))
 	latest := map[int64]landingTrip{}
@@ -170,6 +180,10 @@ func TestDocsSite(t *testing.T) {
 			require.Contains(t, daily, "<td><code>"+col+"</code></td>")
 		}
 		require.Contains(t, daily, "-- Per pickup day and zone", "the model's SQL")
+		require.Contains(t, daily, "<td><code>trips</code></td><td><code>BIGINT</code></td><td></td><td class=\"coldesc\">clean trips picked up that day in the zone</td>", "a column's description from the model's comment")
+		require.Contains(t, daily, "<td class=\"coldesc\">the sum of their fares, in dollars</td>", "from the job file's [columns], over the model's comment")
+		require.NotContains(t, daily, `<td class="coldesc">not shown`)
+		require.Contains(t, section(t, page, "zones"), "<td><code>borough</code></td><td><code>VARCHAR</code></td><td></td><td class=\"coldesc\">the New York borough</td>")
 		var show struct {
 			Entries []struct{ SHA256 string }
 		}

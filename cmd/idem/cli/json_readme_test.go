@@ -15,28 +15,20 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// jsonShape is one --json object as the README documents it: its keys,
+// jsonShape is one --json object as docs/cli.md documents it: its keys,
 // and those left out when empty.
 type jsonShape struct {
 	keys, optional []string
 	array          bool // an array of objects (query), not one object
 }
 
-// readmeJSONShapes parses the README's "## JSON output" section: one bullet
+// readmeJSONShapes parses docs/cli.md's "## JSON output" section: one bullet
 // per shape, "- **name**: `key`, `key?`, ... — free text", a bullet that
 // continues on indented lines. A bullet without a colon after its name
 // documents an array.
 func readmeJSONShapes(t *testing.T) map[string]jsonShape {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
-	require.NoError(t, err)
-	text := string(b)
-	start := strings.Index(text, "\n## JSON output\n")
-	require.GreaterOrEqual(t, start, 0, "README has no section ## JSON output")
-	section := text[start+1:]
-	if end := strings.Index(section[3:], "\n## "); end >= 0 {
-		section = section[:end+3]
-	}
+	section := docSection(t, "docs/cli.md", "## JSON output")
 	var bullets []string
 	for _, l := range strings.Split(section, "\n") {
 		switch {
@@ -73,17 +65,17 @@ func readmeJSONShapes(t *testing.T) map[string]jsonShape {
 			}
 			require.NotEmpty(t, s.keys, "bullet %q lists no keys", bl)
 		}
-		require.NotContains(t, shapes, m[1], "README documents %s twice", m[1])
+		require.NotContains(t, shapes, m[1], "docs/cli.md documents %s twice", m[1])
 		shapes[m[1]] = s
 	}
 	return shapes
 }
 
-// TestJSONShapesMatchTheREADME runs every command with --json and checks
-// that its top-level keys are exactly those the README's "JSON output"
+// TestJSONShapesMatchTheDocs runs every command with --json and checks
+// that its top-level keys are exactly those docs/cli.md's "JSON output"
 // section lists for it (a key marked ? may be left out), and that every
 // command of the CLI is documented there.
-func TestJSONShapesMatchTheREADME(t *testing.T) {
+func TestJSONShapesMatchTheDocs(t *testing.T) {
 	t.Parallel()
 	shapes := readmeJSONShapes(t)
 
@@ -95,7 +87,7 @@ func TestJSONShapesMatchTheREADME(t *testing.T) {
 				found = true
 			}
 		}
-		require.True(t, found, "README's JSON output does not document %s", c.Name())
+		require.True(t, found, "docs/cli.md's JSON output does not document %s", c.Name())
 	}
 
 	j := clitest.NewGuardJob(t)
@@ -200,7 +192,7 @@ func TestJSONShapesMatchTheREADME(t *testing.T) {
 		require.Contains(t, a.stdout, `"upstream":[{`, "a model's %s object names its upstream", a.shape)
 	}
 
-	require.Equal(t, slices.Sorted(maps.Keys(shapes)), slices.Sorted(maps.Keys(outs)), "the README's JSON shapes and the shapes this test runs")
+	require.Equal(t, slices.Sorted(maps.Keys(shapes)), slices.Sorted(maps.Keys(outs)), "docs/cli.md's JSON shapes and the shapes this test runs")
 
 	check := func(name, stdout string) {
 		t.Helper()
@@ -225,7 +217,7 @@ func TestJSONShapesMatchTheREADME(t *testing.T) {
 		sort.Strings(got)
 		want := slices.Clone(s.keys)
 		sort.Strings(want)
-		require.Equal(t, want, got, "top-level keys of %s --json (README ## JSON output)", name)
+		require.Equal(t, want, got, "top-level keys of %s --json (docs/cli.md ## JSON output)", name)
 	}
 	for name, stdout := range outs {
 		check(name, stdout)

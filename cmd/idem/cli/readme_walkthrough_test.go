@@ -11,25 +11,17 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// fence is a fenced block of the README: its language, the file it
+// fence is a fenced block of the documentation: its language, the file it
 // declares (```sql file=PATH), and its text.
 var fence = regexp.MustCompile("(?s)```(\\w+)(?: file=(\\S+))?\\n(.*?)```")
 
-// TestReadmeRefreshWalkthrough runs the README's "Write your own refresh
-// pipeline" as written: it writes every file the section declares into an
+// TestReadmeRefreshWalkthrough runs docs/pipelines.md's "Write your own
+// refresh pipeline" as written: it writes every file the section declares into an
 // empty folder and runs every idem command of its sh block there, each of
 // which must succeed and print what its comment says.
 func TestReadmeRefreshWalkthrough(t *testing.T) {
 	t.Parallel()
-	data, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
-	require.NoError(t, err)
-	text := string(data)
-	start := strings.Index(text, "### Write your own refresh pipeline")
-	require.GreaterOrEqual(t, start, 0, "README has no refresh walk-through")
-	section := text[start:]
-	if end := strings.Index(section, "\n## "); end > 0 {
-		section = section[:end]
-	}
+	section := docSection(t, "docs/pipelines.md", "### Write your own refresh pipeline")
 
 	dir := t.TempDir()
 	var files, commands int
@@ -56,7 +48,7 @@ func TestReadmeRefreshWalkthrough(t *testing.T) {
 	require.GreaterOrEqual(t, commands, 3)
 }
 
-// shellWords splits a README command line into words (double quotes group
+// shellWords splits a documented command line into words (double quotes group
 // a word) and returns the text of its trailing # comment.
 func shellWords(line string) ([]string, string) {
 	var words []string
@@ -86,4 +78,64 @@ func shellWords(line string) ([]string, string) {
 		words = append(words, cur.String())
 	}
 	return words, ""
+}
+
+// TestReadmeTour runs the README's "A tour of one chain of jobs" as
+// written, in a copy of the files it uses (configs/trips/, the landing
+// files, zones.csv): every command of its sh block must succeed and print
+// what its comment says; cp and rm lines are done as the shell would.
+func TestReadmeTour(t *testing.T) {
+	t.Parallel()
+	section := docSection(t, "README.md", "## A tour of one chain of jobs")
+	var lines []string
+	for _, m := range fence.FindAllStringSubmatch(section, -1) {
+		if m[1] == "sh" {
+			lines = append(lines, strings.Split(strings.TrimSpace(m[3]), "\n")...)
+		}
+	}
+
+	dir := t.TempDir()
+	root := repoPath(t, "")
+	clitest.CopyDir(t, filepath.Join(root, "configs", "trips"), filepath.Join(dir, "configs", "trips"))
+	clitest.CopyDir(t, filepath.Join(root, "fixtures", "landing"), filepath.Join(dir, "fixtures", "landing"))
+	clitest.CopyDir(t, filepath.Join(root, "fixtures", "landing-next"), filepath.Join(dir, "fixtures", "landing-next"))
+	zones, err := os.ReadFile(filepath.Join(root, "fixtures", "zones.csv"))
+	require.NoError(t, err)
+	clitest.WriteFile(t, filepath.Join(dir, "fixtures", "zones.csv"), string(zones))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "data"), 0o755))
+
+	var commands int
+	for _, line := range lines {
+		args, want := shellWords(line)
+		require.NotEmpty(t, args, line)
+		switch {
+		case args[0] == "cp" && len(args) == 3:
+			b, err := os.ReadFile(filepath.Join(dir, args[1]))
+			require.NoError(t, err, line)
+			clitest.WriteFile(t, filepath.Join(dir, args[2], filepath.Base(args[1])), string(b))
+		case args[0] == "rm" && len(args) == 2:
+			require.NoError(t, os.Remove(filepath.Join(dir, args[1])), line)
+		default:
+			require.Equal(t, []string{"go", "run", "./cmd/idem"}, args[:3], line)
+			// In process, which is cheaper than a process per command: a
+			// path of the tour is read from the copy.
+			args = args[3:]
+			if CommandHasFlag(args, "threads") {
+				args = append(args, "--threads", clitest.TestThreads)
+			}
+			for i, a := range args {
+				if strings.HasPrefix(a, "configs/") || strings.HasPrefix(a, "data/") {
+					args[i] = filepath.Join(dir, filepath.FromSlash(a))
+				}
+			}
+			r := clitest.CallIdem(t, args...)
+			require.Equal(t, 0, r.Code, "%s\n%s%s", line, r.Stdout, r.Stderr)
+			require.NotEmpty(t, want, "every command of the tour says what it prints: %s", line)
+			require.Contains(t, r.Stdout, want, line)
+			commands++
+		}
+	}
+	require.GreaterOrEqual(t, commands, 8)
+	_, err = os.Stat(filepath.Join(dir, "fixtures", "landing", "2026-01-03.jsonl"))
+	require.True(t, os.IsNotExist(err), "the tour puts the example back")
 }
