@@ -376,7 +376,7 @@ func (s *Seal) checkQuery(node map[string]any, temp map[string]bool) ([]Violatio
 					if name == "" {
 						continue
 					}
-					if s.Declared[strings.ToLower(name)] {
+					if s.Declared[strings.ToLower(name)] && !s.importCTE(name, em["value"]) {
 						refuse(x, "WITH "+name, fmt.Sprintf("common table expression %s has the name of a relation the job reads, so the query reads something other than what it names", name),
 							"give the CTE a name of its own")
 					}
@@ -401,6 +401,27 @@ func (s *Seal) checkQuery(node map[string]any, temp map[string]bool) ([]Violatio
 	}
 	walk(node, nil)
 	return out, unknown
+}
+
+// importCTE reports whether a common table expression named like an
+// upstream job reads that job's relation ({{upstream:NAME}}): an import
+// CTE, as dbt users write them (WITH orders AS (SELECT * FROM
+// {{upstream:orders}})). It shadows nothing the job did not declare: the
+// name stands for the upstream's rows, narrowed by the body. A CTE named
+// like the upstream that does not read it would put other rows under the
+// upstream's name, and stays refused.
+func (s *Seal) importCTE(name string, body any) bool {
+	rel := strings.ToLower(UpstreamRelation(name))
+	if !s.Upstream[rel] {
+		return false // idem_upstream_x itself, never a CTE's name
+	}
+	found := false
+	WalkJSON(body, func(m map[string]any) {
+		if t, _ := m["table_name"].(string); m["type"] == "BASE_TABLE" && strings.ToLower(t) == rel {
+			found = true
+		}
+	})
+	return found
 }
 
 // isRecursiveCTE reports whether a common table expression's parse (its
