@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -136,6 +137,26 @@ func (j *Job) ContentVersioned() bool {
 	return j.Pipeline != nil && j.Pipeline.Model && j.TransformVersion == 0
 }
 
+// dbtRef is dbt's {{ ref('x') }} (or "x"), which a model may write for
+// {{upstream:x}}: SQL ported from dbt keeps its references. modelText
+// writes it as {{upstream:x}}, so both spellings give one model text, one
+// key and one lineage.
+var dbtRef = regexp.MustCompile(`\{\{\s*ref\(\s*(?:'([A-Za-z_][A-Za-z0-9_]*)'|"([A-Za-z_][A-Za-z0-9_]*)")\s*\)\s*\}\}`)
+
+// ModelUpstreams are the upstream jobs a model's text reads through
+// {{upstream:NAME}}, in order of first reading.
+func ModelUpstreams(text string) []string {
+	var out []string
+	for _, m := range placeholder.FindAllStringSubmatch(text, -1) {
+		if m[1] == "upstream" && len(m[2]) > 1 {
+			if name := m[2][1:]; !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
 // modelText is a model file's SELECT without its trailing semicolon and
 // blank space. Its only placeholders are {{upstream:NAME}}: it cannot name
 // idem's objects or the job's own target.
@@ -147,6 +168,10 @@ func modelText(text string) (string, error) {
 	if t == "" {
 		return "", fmt.Errorf("the model is empty: write one SELECT")
 	}
+	t = dbtRef.ReplaceAllStringFunc(t, func(m string) string {
+		sub := dbtRef.FindStringSubmatch(m)
+		return "{{upstream:" + sub[1] + sub[2] + "}}"
+	})
 	for _, m := range placeholder.FindAllStringSubmatch(t, -1) {
 		if m[1] != "upstream" {
 			return "", fmt.Errorf("placeholder %s: a model reads its upstream jobs with {{upstream:NAME}} and nothing else", m[0])

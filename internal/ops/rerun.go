@@ -482,7 +482,7 @@ func fromJSON(v any) any {
 func replayRun(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job, row *catalog.SnapshotRow, linkDir string, ropts RerunOptions) error {
 	progress := ropts.Progress
 	files := row.Inputs.Files
-	if len(files) == 0 && j.ReadsUpstream() && !j.ReadsFiles() {
+	if len(files) == 0 && !j.ReadsFiles() {
 		return replayUpstream(ctx, d, scratch, j, row, linkDir, ropts)
 	}
 	if len(files) == 0 {
