@@ -329,9 +329,6 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 	if err := job.applyStream(data, md, &jf); err != nil {
 		return nil, err
 	}
-	if err := job.checkModelUpstreams(data); err != nil { // upstream.go
-		return nil, err
-	}
 	return job, nil
 }
 

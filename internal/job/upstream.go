@@ -86,9 +86,11 @@ func (j *Job) SortedUpstream() []string {
 
 // modelUpstreams are a model's upstream jobs: those its SQL reads through
 // {{upstream:NAME}} (or {{ ref('NAME') }}), with its sql audits', when
-// [input] upstream is left out; else the declared ones (a read of another
-// is reported where the placeholder expands, and a declared job the SQL
-// does not read by checkModelUpstreams).
+// [input] upstream is left out; else the declared ones, which must name
+// every job the SQL reads (a read of another is reported where the
+// placeholder expands). A declared job the SQL does not read stays an
+// upstream, pinned and ordered before the model, as before upstreams came
+// from the SQL.
 func (j *Job) modelUpstreams(jf *jobFile) []string {
 	if len(jf.Input.Upstream) > 0 {
 		return jf.Input.Upstream
@@ -107,20 +109,4 @@ func modelReads(model string, audits []Audit) []string {
 		}
 	}
 	return reads
-}
-
-// checkModelUpstreams refuses a model whose [input] upstream names a job
-// its SQL does not read: the job file and the SQL must tell one story of
-// the lineage.
-func (j *Job) checkModelUpstreams(data []byte) error {
-	if !j.Pipeline.Model {
-		return nil
-	}
-	reads := modelReads(j.ModelSQL, j.Audits)
-	for _, u := range j.Input.Upstream {
-		if !slices.Contains(reads, u) {
-			return keyErrors(j.File, data)("input.upstream", "upstream %s is declared but the model's SQL does not read it: read it with {{upstream:%s}}, or remove it from [input] upstream (a model's upstreams are the jobs its SQL reads)", u, u)
-		}
-	}
-	return nil
 }

@@ -149,7 +149,6 @@ func TestUpstreamJobFileErrors(t *testing.T) {
 		{"empty model", modelJob, " ;\n", "the model is empty"},
 		{"outside", strings.Replace(modelJob, "models/daily", "../elsewhere", 1), "SELECT 1 AS day", "no model folder"},
 		{"transform on a pipeline", "name = \"s\"\npipeline = \"sample\"\ntransform_version = 1\nschema_version = 1\n[transform]\nsql = \"m\"\n", "SELECT 1", "is not a model pipeline"},
-		{"declared upstream not read", modelJob, "SELECT 1 AS day", "input.upstream: upstream trips is declared but the model's SQL does not read it"},
 		{"declared upstream read by another name", modelJob, "SELECT * FROM {{ ref('zones') }}", "job zones is not a declared upstream"},
 		{"schema_version still required", "name = \"s\"\npipeline = \"sample\"\ntransform_version = 1\n", "SELECT 1", "schema_version: missing required key"},
 	} {

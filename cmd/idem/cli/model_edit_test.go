@@ -116,7 +116,7 @@ key = ["day", "zone"]
 
 	// The database keeps each version's text: with the file gone, the
 	// snapshot it last built still reruns.
-	model("SELECT 1 AS day, 2 AS zone FROM {{upstream:src}}") // it still reads src: [input] upstream must agree with the SQL
+	model("SELECT 1 AS day, 2 AS zone")
 	r := p.Idem("rerun", p.Path("daily.toml"), "--snapshot", "3")
 	require.Equal(t, 0, r.Code, r.Stderr)
 }
