@@ -125,6 +125,7 @@ func (j *Job) ModelWith(text string) (*Job, error) {
 	at := *j
 	at.ModelSQL = model
 	at.Steps = wrapModel(wrap, model)
+	at.useMacros(j.macroDefs) // another text may call other macros
 	return &at, nil
 }
 

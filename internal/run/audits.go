@@ -51,6 +51,15 @@ func (e *AuditError) LogMessage() string {
 // *AuditError, nothing committed); the results of every audit are the
 // run's (Result.Audits), and a warn audit's violations go to the run log.
 func (r *txRun) audits(ctx context.Context) (bool, error) {
+	ok, err := r.runAudits(ctx)
+	if err != nil || !ok {
+		return ok, err
+	}
+	// The last phase that calls the job's macros: they go before COMMIT.
+	return true, DropMacros(ctx, r.tx, r.j)
+}
+
+func (r *txRun) runAudits(ctx context.Context) (bool, error) {
 	j, tx := r.j, r.tx
 	if len(j.Audits) == 0 || r.opts.SkipAudits {
 		return true, nil

@@ -192,6 +192,10 @@ type Result struct {
 
 // Prepared is everything a run computes before it opens its transaction.
 type Prepared struct {
+	// macros is set once the run's transaction holds the job's macros
+	// (CreateMacros): made where the model is first described (pin), or
+	// where the input is staged.
+	macros  bool
 	input   source.Input
 	in      *source.Resolved
 	files   []source.InputFile // in.Files
