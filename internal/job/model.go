@@ -144,6 +144,15 @@ func (j *Job) ContentVersioned() bool {
 // key and one lineage.
 var dbtRef = regexp.MustCompile(`\{\{\s*ref\(\s*(?:'([A-Za-z_][A-Za-z0-9_]*)'|"([A-Za-z_][A-Za-z0-9_]*)")\s*\)\s*\}\}`)
 
+// RefsAsUpstream writes each {{ ref('x') }} of a model's text as
+// {{upstream:x}}, as the job reads it.
+func RefsAsUpstream(text string) string {
+	return dbtRef.ReplaceAllStringFunc(text, func(m string) string {
+		sub := dbtRef.FindStringSubmatch(m)
+		return "{{upstream:" + sub[1] + sub[2] + "}}"
+	})
+}
+
 // ModelUpstreams are the upstream jobs a model's text reads through
 // {{upstream:NAME}}, in order of first reading.
 func ModelUpstreams(text string) []string {
@@ -169,10 +178,7 @@ func modelText(text string) (string, error) {
 	if t == "" {
 		return "", fmt.Errorf("the model is empty: write one SELECT")
 	}
-	t = dbtRef.ReplaceAllStringFunc(t, func(m string) string {
-		sub := dbtRef.FindStringSubmatch(m)
-		return "{{upstream:" + sub[1] + sub[2] + "}}"
-	})
+	t = RefsAsUpstream(t)
 	for _, m := range placeholder.FindAllStringSubmatch(t, -1) {
 		if m[1] != "upstream" {
 			return "", fmt.Errorf("placeholder %s: a model reads its upstream jobs with {{upstream:NAME}} and nothing else", m[0])

@@ -125,7 +125,7 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 		if err != nil {
 			return nil, fmt.Errorf("lint: read model: %w", err)
 		}
-		files = append(files, lintFile{name: lintPath(j.ModelFile), text: j.Expand(string(text)), step: true})
+		files = append(files, lintFile{name: lintPath(j.ModelFile), text: j.Expand(job.RefsAsUpstream(string(text))), step: true})
 	} else {
 		for _, s := range j.Steps {
 			files = append(files, lintFile{name: path.Join(origin, fmt.Sprintf("transform/v%d", j.TransformVersion), s.Name), text: j.Expand(s.SQL), step: true})

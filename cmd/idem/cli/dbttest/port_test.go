@@ -199,6 +199,10 @@ func TestPortDBTProject(t *testing.T) {
 	}
 	db := p.DB("shop")
 	plain := plainDuckDB(t)
+	// lint reads the model as written: ref(), an import CTE and macros.
+	r := p.Idem("lint", p.Path("orders.toml"))
+	require.Equal(t, 0, r.Code, "%s%s", r.Stdout, r.Stderr)
+	require.Contains(t, r.Stdout, "0 error(s), 0 warning(s)")
 
 	// Two nights in CI: a fresh database, then parents arriving with
 	// their children; the third (an update) with IDEM_LONG=1.
@@ -208,7 +212,7 @@ func TestPortDBTProject(t *testing.T) {
 			p.Write(fmt.Sprintf("input/%s/%d.csv", name, night+1), text)
 		}
 		start := time.Now()
-		r := p.Idem("run", p.Dir)
+		r = p.Idem("run", p.Dir)
 		t.Logf("night %d: %v", night+1, time.Since(start))
 		require.Equal(t, 0, r.Code, "night %d: %s%s", night+1, r.Stdout, r.Stderr)
 		if night == 0 {
@@ -237,7 +241,7 @@ func TestPortDBTProject(t *testing.T) {
 	}
 	if clitest.LongTests() {
 		// Nothing arrived: every job is skipped.
-		r := p.Idem("run", p.Dir)
+		r = p.Idem("run", p.Dir)
 		require.Equal(t, 0, r.Code, r.Stderr)
 		require.NotContains(t, r.Stdout, "loaded")
 	}
@@ -248,7 +252,7 @@ func TestPortDBTProject(t *testing.T) {
 	// environment does not build.
 	p.Write("macros/generate_surrogate_key.sql", strings.Replace(shopMacros["generate_surrogate_key.sql"], "'-'", "'~'", 1))
 	start := time.Now()
-	r := p.Idem("run", p.Dir, "--env", "dev")
+	r = p.Idem("run", p.Dir, "--env", "dev")
 	t.Logf("env: %v", time.Since(start))
 	require.Equal(t, 0, r.Code, "%s%s", r.Stdout, r.Stderr)
 	require.Contains(t, r.Stdout, "orders: built in environment dev (transform changed)")
