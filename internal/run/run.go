@@ -390,6 +390,13 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, opt
 			return nil, false, err
 		}
 		if !more {
+			// Nothing to write (skipped, already committed): the macros
+			// pin made go, so that the connection keeps none.
+			if p.macros {
+				if err := DropMacros(ctx, tx, j); err != nil {
+					return nil, false, err
+				}
+			}
 			return r.res, false, nil
 		}
 	}
