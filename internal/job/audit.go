@@ -141,3 +141,22 @@ func (a Audit) AuditColumns() []string {
 	}
 	return slices.Clone(a.Columns)
 }
+
+// AuditUpstream lists the other jobs the job's relationships audits check
+// against (to = "JOB.COLUMN"), by name: a project runs them before the job,
+// as it runs its upstreams, so that the audit reads what they committed in
+// the same run. They are not upstreams: the job's rows and key do not
+// depend on them.
+func (j *Job) AuditUpstream() []string {
+	var out []string
+	for _, a := range j.Audits {
+		if a.Kind != AuditRelationships {
+			continue
+		}
+		if other, _, _ := strings.Cut(a.To, "."); other != j.Name && !slices.Contains(out, other) {
+			out = append(out, other)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

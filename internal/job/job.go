@@ -99,6 +99,11 @@ type Job struct {
 	Rules []Rule
 	// Audits are the [[audit]] checks of the target, in file order.
 	Audits []Audit
+	// Macros are the macros of the job file's macros folder that its SQL
+	// calls, each after those it calls (macro.go); macroDefs are all of
+	// that folder's.
+	Macros    []Macro
+	macroDefs map[string]Macro
 
 	// written are the paths as the job file spells them, for messages
 	// about the rule before job-file-relative paths (see oldRuleHint).
@@ -347,6 +352,11 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 	if err := job.applyIceberg(data, md, &jf); err != nil { // iceberg.go
 		return nil, err
 	}
+	macros, err := loadMacros(path) // macro.go
+	if err != nil {
+		return nil, err
+	}
+	job.useMacros(macros)
 	return job, nil
 }
 

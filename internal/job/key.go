@@ -52,8 +52,16 @@ type SchemaPart struct {
 
 // TransformPart is the transform part of job's key. Run, plan and rerun
 // all compute it here, so a rerun checks exactly what a run recorded.
+//
+// The macros the job uses (macro.go) are hashed after the steps, as files
+// named macros/NAME.sql; a job that uses none hashes its steps alone, so
+// its key is what it was before macros existed.
 func (j *Job) TransformPart() TransformPart {
-	return TransformPart{Pipeline: j.Pipeline.Name, Version: j.TransformVersion, SHA256: StepsDigest(j.Steps)}
+	steps := j.Steps
+	if len(j.Macros) > 0 {
+		steps = append(slices.Clip(steps), j.macroSteps()...)
+	}
+	return TransformPart{Pipeline: j.Pipeline.Name, Version: j.TransformVersion, SHA256: StepsDigest(steps)}
 }
 
 // SchemaPart is the schema part of job's key (see schemaDigest: a generic

@@ -50,6 +50,13 @@ func TestKeyGolden(t *testing.T) {
 			{Job: "trips", Snapshot: 7, JobKey: job.DigestString("trips key")},
 			{Job: "zones", Snapshot: 2, JobKey: job.DigestString("zones key")},
 		}, modelColumns: []string{"day DATE", "zone VARCHAR", "n BIGINT"}},
+		// A macro beside a model that does not call it leaves its key
+		// as it was (select_model holds one); the macros a model calls
+		// are part of its transform part.
+		{name: "select_model_macros", upstream: []job.UpstreamRef{
+			{Job: "trips", Snapshot: 7, JobKey: job.DigestString("trips key")},
+			{Job: "zones", Snapshot: 2, JobKey: job.DigestString("zones key")},
+		}, modelColumns: []string{"day DATE", "zone VARCHAR", "n BIGINT"}},
 		{name: "partitioned", format: "csv", input: input("partitioned"), partitions: []string{"2019", "2020"}},
 		{name: "files_mode", format: "jsonl", input: input("files_mode")},
 		{name: "chunked", format: "parquet", input: input("chunked")},

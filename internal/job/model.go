@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -124,6 +125,7 @@ func (j *Job) ModelWith(text string) (*Job, error) {
 	at := *j
 	at.ModelSQL = model
 	at.Steps = wrapModel(wrap, model)
+	at.useMacros(j.macroDefs) // another text may call other macros
 	return &at, nil
 }
 
@@ -134,6 +136,35 @@ func (j *Job) ModelWith(text string) (*Job, error) {
 // version a snapshot was built with (catalog.RecordModelText).
 func (j *Job) ContentVersioned() bool {
 	return j.Pipeline != nil && j.Pipeline.Model && j.TransformVersion == 0
+}
+
+// dbtRef is dbt's {{ ref('x') }} (or "x"), which a model may write for
+// {{upstream:x}}: SQL ported from dbt keeps its references. modelText
+// writes it as {{upstream:x}}, so both spellings give one model text, one
+// key and one lineage.
+var dbtRef = regexp.MustCompile(`\{\{\s*ref\(\s*(?:'([A-Za-z_][A-Za-z0-9_]*)'|"([A-Za-z_][A-Za-z0-9_]*)")\s*\)\s*\}\}`)
+
+// RefsAsUpstream writes each {{ ref('x') }} of a model's text as
+// {{upstream:x}}, as the job reads it.
+func RefsAsUpstream(text string) string {
+	return dbtRef.ReplaceAllStringFunc(text, func(m string) string {
+		sub := dbtRef.FindStringSubmatch(m)
+		return "{{upstream:" + sub[1] + sub[2] + "}}"
+	})
+}
+
+// ModelUpstreams are the upstream jobs a model's text reads through
+// {{upstream:NAME}}, in order of first reading.
+func ModelUpstreams(text string) []string {
+	var out []string
+	for _, m := range placeholder.FindAllStringSubmatch(text, -1) {
+		if m[1] == "upstream" && len(m[2]) > 1 {
+			if name := m[2][1:]; !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
 }
 
 // modelText is a model file's SELECT without its trailing semicolon and
@@ -147,6 +178,7 @@ func modelText(text string) (string, error) {
 	if t == "" {
 		return "", fmt.Errorf("the model is empty: write one SELECT")
 	}
+	t = RefsAsUpstream(t)
 	for _, m := range placeholder.FindAllStringSubmatch(t, -1) {
 		if m[1] != "upstream" {
 			return "", fmt.Errorf("placeholder %s: a model reads its upstream jobs with {{upstream:NAME}} and nothing else", m[0])

@@ -51,6 +51,9 @@ type Seal struct {
 	// The job's own names are left to its pipeline, whose steps may well
 	// name a CTE like the job (a job named raw, a CTE raw).
 	Declared map[string]bool
+	// Macros are the macros of the job's macros folder it uses (macro.go):
+	// a table macro is called like a table function.
+	Macros map[string]bool
 
 	funcs *Functions // what Check was given
 
@@ -62,6 +65,7 @@ type Seal struct {
 	Fresh   string
 	emptied bool // a step emptied Fresh
 	inStep  bool // Check is reading a step (SealedText.Step)
+	macro   bool // Check is reading a macro (checkMacro): no relation by name
 }
 
 // idemTemp are the temporary relations idem or the step contract makes
@@ -96,6 +100,7 @@ func (j *Job) Seal() *Seal {
 	for n := range s.Upstream {
 		s.Declared[n] = true
 	}
+	s.Macros = j.macroNames()
 	return s
 }
 
@@ -120,6 +125,9 @@ type SealedText struct {
 	// file, not an audit): steps run in order, each over what the one
 	// before left.
 	Step bool
+	// Macro is set for a macro of the job's macros folder (macro.go): its
+	// CREATE TEMP MACRO as the run executes it.
+	Macro bool
 }
 
 // SealedTexts are the job's SQL texts as the run executes them: the schema
@@ -144,7 +152,7 @@ func (j *Job) SealedTexts() []SealedText {
 			out = append(out, SealedText{File: "audit " + a.Name, SQL: j.Expand(a.SQL)})
 		}
 	}
-	return out
+	return append(out, j.macroTexts()...)
 }
 
 // where names the file and line of offset off in t.
@@ -180,6 +188,10 @@ type Parser struct {
 // read. It returns the violations and the plain names it could not judge
 // without the database (see NameAt).
 func (s *Seal) Check(t SealedText, p Parser) ([]Violation, []NameAt, error) {
+	if t.Macro && !s.macro {
+		vs, err := checkMacro(t, p, s.Macros)
+		return vs, nil, err
+	}
 	masked := MaskSQL(t.SQL)
 	funcs := p.Funcs
 	if funcs == nil {
@@ -376,7 +388,7 @@ func (s *Seal) checkQuery(node map[string]any, temp map[string]bool) ([]Violatio
 					if name == "" {
 						continue
 					}
-					if s.Declared[strings.ToLower(name)] {
+					if s.Declared[strings.ToLower(name)] && !s.importCTE(name, em["value"]) {
 						refuse(x, "WITH "+name, fmt.Sprintf("common table expression %s has the name of a relation the job reads, so the query reads something other than what it names", name),
 							"give the CTE a name of its own")
 					}
@@ -401,6 +413,27 @@ func (s *Seal) checkQuery(node map[string]any, temp map[string]bool) ([]Violatio
 	}
 	walk(node, nil)
 	return out, unknown
+}
+
+// importCTE reports whether a common table expression named like an
+// upstream job reads that job's relation ({{upstream:NAME}}): an import
+// CTE, as dbt users write them (WITH orders AS (SELECT * FROM
+// {{upstream:orders}})). It shadows nothing the job did not declare: the
+// name stands for the upstream's rows, narrowed by the body. A CTE named
+// like the upstream that does not read it would put other rows under the
+// upstream's name, and stays refused.
+func (s *Seal) importCTE(name string, body any) bool {
+	rel := strings.ToLower(UpstreamRelation(name))
+	if !s.Upstream[rel] {
+		return false // idem_upstream_x itself, never a CTE's name
+	}
+	found := false
+	WalkJSON(body, func(m map[string]any) {
+		if t, _ := m["table_name"].(string); m["type"] == "BASE_TABLE" && strings.ToLower(t) == rel {
+			found = true
+		}
+	})
+	return found
 }
 
 // isRecursiveCTE reports whether a common table expression's parse (its
@@ -445,6 +478,8 @@ func (s *Seal) checkNode(x map[string]any, scope []string, temp map[string]bool,
 		case strings.ContainsAny(name, "./\\:*?"):
 			refuse(x, "'"+name+"'", fmt.Sprintf("FROM '%s' reads a file outside the job's declared inputs", name),
 				"read the file as the [input] of a job, and that job as {{upstream:NAME}}")
+		case s.macro:
+			*unknown = append(*unknown, nameLoc{Name: name, Written: written, Line: QueryLocation(x)})
 		case strings.EqualFold(cat, "temp") || (cat == "" && strings.EqualFold(sch, "temp")):
 			// a temporary relation of this run
 		case (cat != "" && !strings.EqualFold(cat, StoreCatalog)) || (sch != "" && !strings.EqualFold(sch, "main")):
@@ -462,8 +497,8 @@ func (s *Seal) checkNode(x map[string]any, scope []string, temp map[string]bool,
 		f, _ := x["function"].(map[string]any)
 		name, _ := f["function_name"].(string)
 		lower := strings.ToLower(name)
-		if readTableFunctions[lower] {
-			return
+		if readTableFunctions[lower] || s.Macros[lower] {
+			return // a table macro's body is checked as a macro (checkMacro)
 		}
 		msg := fmt.Sprintf("%s() reads outside the job's declared relations", lower)
 		fix := "read files as the [input] of a job, and other jobs' rows as {{upstream:NAME}}"

@@ -40,6 +40,9 @@ func (j *Job) applyUpstream(data []byte, jf *jobFile) error {
 		}
 		seen[u] = true
 	}
+	if j.Pipeline.Model {
+		ups = j.modelUpstreams(jf)
+	}
 	p := j.Pipeline
 	if len(ups) > 0 && jf.Input.Path != "" && !(slices.Contains(p.Reads, ReadsFiles) && slices.Contains(p.Reads, ReadsUpstream)) {
 		return bad("input.upstream", "a job reads files ([input] path) or upstream jobs, not both, unless its pipeline declares reads = [%q, %q] (pipeline %s does not)",
@@ -64,8 +67,14 @@ func (j *Job) applyUpstream(data []byte, jf *jobFile) error {
 func (j *Job) ReadsUpstream() bool { return len(j.Input.Upstream) > 0 }
 
 // ReadsFiles says whether the job reads a file input: every job but one
-// that declares only upstream inputs.
-func (j *Job) ReadsFiles() bool { return !j.ReadsUpstream() || j.Input.Path != "" }
+// that declares only upstream inputs, and a model, which reads its
+// upstreams or nothing at all (a calendar made from range()).
+func (j *Job) ReadsFiles() bool {
+	if j.Pipeline != nil && j.Pipeline.Model {
+		return j.Input.Path != ""
+	}
+	return !j.ReadsUpstream() || j.Input.Path != ""
+}
 
 // SortedUpstream lists the job's upstream jobs by name: the order of the
 // key's input part.
@@ -73,4 +82,31 @@ func (j *Job) SortedUpstream() []string {
 	out := slices.Clone(j.Input.Upstream)
 	slices.Sort(out)
 	return out
+}
+
+// modelUpstreams are a model's upstream jobs: those its SQL reads through
+// {{upstream:NAME}} (or {{ ref('NAME') }}), with its sql audits', when
+// [input] upstream is left out; else the declared ones, which must name
+// every job the SQL reads (a read of another is reported where the
+// placeholder expands). A declared job the SQL does not read stays an
+// upstream, pinned and ordered before the model, as before upstreams came
+// from the SQL.
+func (j *Job) modelUpstreams(jf *jobFile) []string {
+	if len(jf.Input.Upstream) > 0 {
+		return jf.Input.Upstream
+	}
+	return modelReads(j.ModelSQL, jf.Audit)
+}
+
+// modelReads are the upstream jobs a model's text and its sql audits read.
+func modelReads(model string, audits []Audit) []string {
+	reads := ModelUpstreams(model)
+	for _, a := range audits {
+		for _, u := range ModelUpstreams(a.SQL) {
+			if !slices.Contains(reads, u) {
+				reads = append(reads, u)
+			}
+		}
+	}
+	return reads
 }

@@ -149,6 +149,7 @@ func TestUpstreamJobFileErrors(t *testing.T) {
 		{"empty model", modelJob, " ;\n", "the model is empty"},
 		{"outside", strings.Replace(modelJob, "models/daily", "../elsewhere", 1), "SELECT 1 AS day", "no model folder"},
 		{"transform on a pipeline", "name = \"s\"\npipeline = \"sample\"\ntransform_version = 1\nschema_version = 1\n[transform]\nsql = \"m\"\n", "SELECT 1", "is not a model pipeline"},
+		{"declared upstream read by another name", modelJob, "SELECT * FROM {{ ref('zones') }}", "job zones is not a declared upstream"},
 		{"schema_version still required", "name = \"s\"\npipeline = \"sample\"\ntransform_version = 1\n", "SELECT 1", "schema_version: missing required key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,4 +161,39 @@ func TestUpstreamJobFileErrors(t *testing.T) {
 			require.ErrorAs(t, err, &jfe)
 		})
 	}
+}
+
+// TestModelUpstreamsFromSQL: a model's upstreams are what its SQL reads
+// ({{upstream:x}}, or dbt's {{ ref('x') }}, which is the same text and so
+// the same key), [input] upstream may be left out and must agree when
+// present, and a model that reads nothing (a calendar) reads no file.
+func TestModelUpstreamsFromSQL(t *testing.T) {
+	t.Parallel()
+	noInput := strings.Replace(modelJob, "[input]\nupstream = [\"trips\"]\n", "", 1)
+	require.NotEqual(t, modelJob, noInput)
+	load := func(jobText, model string) *job.Job {
+		t.Helper()
+		d := writeTree(t, map[string]string{"daily.toml": jobText, "models/daily/v1.sql": model})
+		j, err := job.LoadJob(filepath.Join(d, "daily.toml"), idemsql.FS)
+		require.NoError(t, err)
+		return j
+	}
+	declared := load(modelJob, "SELECT day FROM {{upstream:trips}}")
+	inferred := load(noInput, "SELECT day FROM {{upstream:trips}}")
+	ref := load(noInput, "SELECT day FROM {{ ref('trips') }}")
+	refQuoted := load(noInput, `SELECT day FROM {{ref("trips")}}`)
+	for _, j := range []*job.Job{inferred, ref, refQuoted} {
+		require.Equal(t, []string{"trips"}, j.Input.Upstream)
+		require.Equal(t, declared.TransformPart(), j.TransformPart(), "the same model, the same key")
+		require.Equal(t, declared.ModelSQL, j.ModelSQL)
+		require.False(t, j.ReadsFiles())
+	}
+	two := load(noInput, "SELECT * FROM {{ ref('zones') }} JOIN {{upstream:trips}} USING (day) JOIN {{ref('zones')}} z2 USING (day)")
+	require.Equal(t, []string{"trips", "zones"}, two.SortedUpstream())
+	require.Equal(t, []string{"zones", "trips"}, two.Input.Upstream, "in order of first reading")
+
+	cal := load(noInput, "SELECT CAST(d AS DATE) AS day FROM range(DATE '2024-01-01', DATE '2024-02-01', INTERVAL 1 DAY) AS t(d)")
+	require.Empty(t, cal.Input.Upstream)
+	require.False(t, cal.ReadsUpstream())
+	require.False(t, cal.ReadsFiles(), "a model without upstreams reads nothing, not a missing file")
 }

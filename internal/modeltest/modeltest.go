@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -249,12 +250,15 @@ func findModel(jobs []*job.Job, t *Test) (*job.Job, error) {
 	return found[0], nil
 }
 
-// checkGiven checks that the test gives exactly the upstreams the model
-// reads.
+// checkGiven checks that the test gives the rows of every upstream the
+// model's SQL reads, and none of a job that is not its upstream. An
+// upstream the SQL does not read (declared in [input] upstream only) needs
+// no rows.
 func checkGiven(m *job.Job, t *Test) error {
 	ups := m.SortedUpstream()
+	reads := job.ModelUpstreams(m.ModelSQL)
 	for _, u := range ups {
-		if _, ok := t.Given[u]; !ok {
+		if _, ok := t.Given[u]; !ok && slices.Contains(reads, u) {
 			return t.bad("given", "model %s reads upstream %s ({{upstream:%s}}): give its rows in [test.given.%s]", m.Name, u, u, u)
 		}
 	}
@@ -286,8 +290,11 @@ func given(ctx context.Context, db *run.DB, dir string, jobs []*job.Job, m *job.
 	}
 	src := &source.Upstream{Rows: map[string]string{}, Columns: map[string][]catalog.TargetColumn{}}
 	for _, u := range ups {
-		tb := t.Given[u]
-		cols, err := upstreamTable(ctx, db, byName[u], u, t, tb)
+		tb, ok := t.Given[u]
+		if !ok {
+			continue // not read (checkGiven)
+		}
+		cols, err := upstreamTable(ctx, db, byName[u], u, t, tb, m)
 		if err != nil {
 			return nil, err
 		}
@@ -338,7 +345,11 @@ func shell(ctx context.Context, db *run.DB, j *job.Job) {
 // given column the schema does not have, a value that does not cast to
 // its column's type or rows the schema's constraints refuse make a bad
 // test.
-func upstreamTable(ctx context.Context, db *run.DB, j *job.Job, name string, t *Test, tb *Table) ([]catalog.TargetColumn, error) {
+//
+// Without a schema, a column the rows leave out takes the type of the
+// upstream's target as committed in the project's database (m's, read
+// only), when it has committed: a test gives only the columns it is about.
+func upstreamTable(ctx context.Context, db *run.DB, j *job.Job, name string, t *Test, tb *Table, m *job.Job) ([]catalog.TargetColumn, error) {
 	q := db.SQL()
 	table := tableOf(j, name)
 	var cols []catalog.TargetColumn
@@ -365,18 +376,25 @@ func upstreamTable(ctx context.Context, db *run.DB, j *job.Job, name string, t *
 			defaults[c] = "active"
 		}
 	} else {
-		names := slices.Clone(tb.Columns)
-		for _, c := range job.SortedKeys(tb.Types) {
+		committed := committedColumns(ctx, m.Database, name)
+		var names []string
+		for _, c := range committed {
+			names = append(names, c.Name)
+		}
+		for _, c := range append(slices.Clone(tb.Columns), job.SortedKeys(tb.Types)...) {
 			if !slices.Contains(names, c) {
 				names = append(names, c)
 			}
 		}
 		if len(names) == 0 {
-			return nil, t.bad(tb.Key, "the rows give no column, and idem cannot know %s's columns without a database (it is a model): give its columns with types = { col = \"TYPE\", ... }", name)
+			return nil, t.bad(tb.Key, "the rows give no column, and idem cannot know %s's columns without a database (it is a model that has not committed): give its columns with types = { col = \"TYPE\", ... }", name)
 		}
 		defs := make([]string, len(names))
 		for i, c := range names {
 			typ, ok := tb.Types[c]
+			if k := slices.IndexFunc(committed, func(x catalog.TargetColumn) bool { return x.Name == c }); !ok && k >= 0 {
+				typ, ok = committed[k].Type, true
+			}
 			if !ok {
 				cells := make([]cell, len(tb.Rows))
 				for k, row := range tb.Rows {
@@ -507,4 +525,30 @@ func fixtureDigest(cols []catalog.TargetColumn, tb *Table) string {
 		rows[i] = m
 	}
 	return job.DigestString(string(job.CanonicalJSON(map[string]any{"columns": cols, "rows": rows})))
+}
+
+// committedColumns are the columns of upstream name's target as committed
+// in the database at path, opened read-only, or none: no such database,
+// no committed snapshot, or a database another process holds.
+func committedColumns(ctx context.Context, path, name string) []catalog.TargetColumn {
+	if path == "" {
+		return nil
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil
+	}
+	db, err := run.OpenReader(ctx, path, run.OpenOptions{}, nil)
+	if err != nil {
+		return nil
+	}
+	defer db.Close()
+	st, err := catalog.ReadState(ctx, db.SQL(), name)
+	if err != nil || !st.Exists || st.Snapshot == 0 || st.Target == "" {
+		return nil
+	}
+	cols, err := catalog.TargetColumns(ctx, db.SQL(), st.Target)
+	if err != nil {
+		return nil
+	}
+	return cols
 }

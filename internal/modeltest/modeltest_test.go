@@ -396,3 +396,40 @@ func runIn(t *testing.T, dir string, paths []string) *modeltest.Report {
 	}
 	return rep
 }
+
+// TestUnreadUpstreamNeedsNoRows: a test gives the rows of the upstreams
+// the model's SQL reads; one that [input] upstream declares and the SQL
+// does not read needs none, and a missing read one is named as read.
+func TestUnreadUpstreamNeedsNoRows(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		"weather_daily.toml": source("weather_daily", "station = \"VARCHAR\"\nday = \"DATE\"\ntemp_c = \"DOUBLE\"", `["station", "day"]`),
+		"stations.toml":      source("stations", "station = \"VARCHAR\"\nname = \"VARCHAR\"", `["station"]`),
+		"seen.toml":          model("seen", `["weather_daily", "stations"]`, `["station"]`),
+		"models/seen/v1.sql": "SELECT DISTINCT station FROM {{upstream:weather_daily}}\n",
+		"tests/seen.toml": `[[test]]
+name = "stations seen"
+model = "seen"
+` + twoDays + `
+[test.expect]
+rows = [ { station = "A" } ]
+
+[[test]]
+name = "no rows of the read upstream"
+model = "seen"
+[test.given.stations]
+rows = [ { station = "A", name = "Alpha" } ]
+[test.expect]
+rows = []
+`,
+	} {
+		write(t, filepath.Join(dir, name), text)
+	}
+	rep := runIn(t, dir, nil)
+	require.Len(t, rep.Tests, 2)
+	require.Equal(t, modeltest.StatusPass, rep.Tests[0].Status, rep.Tests[0].Explain())
+	require.Equal(t, modeltest.StatusError, rep.Tests[1].Status)
+	require.Contains(t, rep.Tests[1].Explain(), "model seen reads upstream weather_daily ({{upstream:weather_daily}}): give its rows in [test.given.weather_daily]")
+	require.NotContains(t, rep.Tests[1].Explain(), "stations")
+}

@@ -380,7 +380,8 @@ func canBuild(j *job.Job, built map[string]bool) error {
 // EnvRunOptions are the options of an environment's run of job j: the
 // upstreams it did not build are read from production.
 func EnvRunOptions(env *Environment, j *job.Job, opts run.RunOptions) run.RunOptions {
-	for _, u := range j.SortedUpstream() {
+	// The jobs its relationships audits check against too (run.runAudit).
+	for _, u := range append(j.SortedUpstream(), j.AuditUpstream()...) {
 		// An upstream the environment does not build (or that --select
 		// left out) is read from production.
 		if e, ok := env.Find(u); !ok || !e.Build {

@@ -263,10 +263,14 @@ func modelRows(ctx context.Context, tx *sql.Tx, j *job.Job, row *catalog.Snapsho
 	if err := run.OneStatement(insert); err != nil {
 		return fmt.Errorf("recompute %s for snapshot %d: %w", j.Name, row.Snapshot, err)
 	}
+	// The macros the model calls, for this statement alone (run.CreateMacros).
+	if err := run.CreateMacros(ctx, tx, at); err != nil {
+		return fmt.Errorf("recompute %s for snapshot %d: %w", j.Name, row.Snapshot, err)
+	}
 	if _, err := tx.ExecContext(ctx, insert); err != nil {
 		return fmt.Errorf("recompute %s for snapshot %d: %w", j.Name, row.Snapshot, catalog.TrimSQLError(err))
 	}
-	return nil
+	return run.DropMacros(ctx, tx, at)
 }
 
 // recountModelSnapshot records a recomputed model snapshot's rows: a run's

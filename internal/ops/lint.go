@@ -125,7 +125,7 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 		if err != nil {
 			return nil, fmt.Errorf("lint: read model: %w", err)
 		}
-		files = append(files, lintFile{name: lintPath(j.ModelFile), text: j.Expand(string(text)), step: true})
+		files = append(files, lintFile{name: lintPath(j.ModelFile), text: j.Expand(job.RefsAsUpstream(string(text))), step: true})
 	} else {
 		for _, s := range j.Steps {
 			files = append(files, lintFile{name: path.Join(origin, fmt.Sprintf("transform/v%d", j.TransformVersion), s.Name), text: j.Expand(s.SQL), step: true})
@@ -136,6 +136,19 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 		if err := l.file(f); err != nil {
 			return nil, err
 		}
+	}
+	// The macros it calls, sealed like its SQL (job.Macro).
+	for _, m := range j.Macros {
+		if err := l.file(lintFile{name: m.File, text: m.Create, macro: true}); err != nil {
+			return nil, err
+		}
+	}
+	shadowed, err := run.ShadowedMacros(ctx, db, j)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range shadowed {
+		rep.add(Finding{ID: LintSealed, Severity: SeverityError, File: v.File, Line: v.Line, Message: v.Message, Fix: v.Fix})
 	}
 
 	// Params declared and never read.
@@ -204,6 +217,7 @@ func lintPath(p string) string {
 type lintFile struct {
 	name, text string
 	step       bool // a step or the model, read in order (job.SealedText.Step)
+	macro      bool // a macro the job calls (job.SealedText.Macro)
 }
 
 type linter struct {
@@ -241,7 +255,7 @@ func (l *linter) file(f lintFile) error {
 	if err != nil {
 		return err
 	}
-	vs, unknown, err := l.seal.Check(job.SealedText{File: f.name, SQL: f.text, Step: f.step}, job.Parser{Parse: l.parse, Count: run.CountStatements, Funcs: funcs})
+	vs, unknown, err := l.seal.Check(job.SealedText{File: f.name, SQL: f.text, Step: f.step, Macro: f.macro}, job.Parser{Parse: l.parse, Count: run.CountStatements, Funcs: funcs})
 	if err != nil {
 		return err
 	}

@@ -492,7 +492,7 @@ func replayRun(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job, row 
 	if pin, ok := source.ParseIcebergPin(row.Inputs.StreamID); ok && j.ReadsIceberg() {
 		return replayIceberg(ctx, d, scratch, j, row, pin, ropts) // rerun_iceberg.go
 	}
-	if len(files) == 0 && j.ReadsUpstream() && !j.ReadsFiles() {
+	if len(files) == 0 && !j.ReadsFiles() {
 		return replayUpstream(ctx, d, scratch, j, row, linkDir, ropts)
 	}
 	if len(files) == 0 {

@@ -80,7 +80,8 @@ func FilesSkipping(paths []string) (files, skipped []string, err error) {
 	return out, skipped, nil
 }
 
-// New links and orders jobs. Two jobs of one database with the same name,
+// New links and orders jobs: a job after the jobs it reads as upstreams
+// and the jobs its relationships audits check against. Two jobs of one database with the same name,
 // or a cycle of upstream references, are a usage error (exit 2) that names
 // them. An upstream that is no job of the project is left to the run,
 // which reads what that job committed.
@@ -95,7 +96,15 @@ func New(jobs []*job.Job) (*Project, error) {
 		byName[k] = j
 	}
 	for _, j := range jobs {
-		for _, u := range j.SortedUpstream() {
+		// A relationships audit reads its to job as committed: that job
+		// runs first, like an upstream.
+		ups := j.SortedUpstream()
+		for _, u := range j.AuditUpstream() {
+			if !slices.Contains(ups, u) {
+				ups = append(ups, u)
+			}
+		}
+		for _, u := range ups {
 			if uj, ok := byName[nameKey(j, u)]; ok {
 				p.up[j] = append(p.up[j], uj)
 				p.down[uj] = append(p.down[uj], j)

@@ -205,3 +205,24 @@ func TestFiles(t *testing.T) {
 	require.ErrorContains(t, err, "holds no job files (*.toml with pipeline = ...)")
 	require.ErrorIs(t, err, job.ErrUsage)
 }
+
+// TestOrderRelationshipsAudit: a job runs after the jobs its relationships
+// audits check against, though it does not read them, so that the audit
+// reads what they committed in the same run; a failure of that job blocks
+// it, and a relationships audit of the job's own target adds no edge.
+func TestOrderRelationshipsAudit(t *testing.T) {
+	t.Parallel()
+	orders := mk("a.duckdb", "a_orders", "raw_orders")
+	orders.Audits = []job.Audit{
+		{Kind: job.AuditRelationships, Column: "customer_id", To: "z_customers.customer_id"},
+		{Kind: job.AuditRelationships, Column: "parent_id", To: "a_orders.order_id"},
+		{Kind: job.AuditNotNull, Columns: []string{"order_id"}},
+	}
+	customers := mk("a.duckdb", "z_customers")
+	p, err := New([]*job.Job{orders, mk("a.duckdb", "raw_orders"), customers})
+	require.NoError(t, err)
+	require.Equal(t, []string{"raw_orders", "z_customers", "a_orders"}, names(p.Jobs))
+	require.Equal(t, []string{"z_customers"}, orders.AuditUpstream())
+	require.Equal(t, []string{"z_customers"}, p.BlockedBy(orders, map[*job.Job]bool{customers: true}))
+	require.Equal(t, []string{"a_orders"}, p.Downstream(customers))
+}

@@ -51,6 +51,15 @@ func (e *AuditError) LogMessage() string {
 // *AuditError, nothing committed); the results of every audit are the
 // run's (Result.Audits), and a warn audit's violations go to the run log.
 func (r *txRun) audits(ctx context.Context) (bool, error) {
+	ok, err := r.runAudits(ctx)
+	if err != nil || !ok {
+		return ok, err
+	}
+	// The last phase that calls the job's macros: they go before COMMIT.
+	return true, DropMacros(ctx, r.tx, r.j)
+}
+
+func (r *txRun) runAudits(ctx context.Context) (bool, error) {
 	j, tx := r.j, r.tx
 	if len(j.Audits) == 0 || r.opts.SkipAudits {
 		return true, nil
@@ -66,7 +75,7 @@ func (r *txRun) audits(ctx context.Context) (bool, error) {
 				return false, err
 			}
 		}
-		res, err := runAudit(ctx, tx, j, a, sealed, r.st.Snapshot)
+		res, err := runAudit(ctx, tx, j, a, sealed, r.st.Snapshot, r.opts.External)
 		if err != nil {
 			return false, fmt.Errorf("job %s: audit %s (line %d of %s): %w", j.Name, a.Name, a.Line, j.File, err)
 		}
@@ -95,8 +104,10 @@ func auditNote(results []AuditResult) string {
 
 // runAudit counts audit a's violations in j's target and names the first.
 // parent is the job's latest committed snapshot (0: none), which a
-// row_count's max_change_pct compares with.
-func runAudit(ctx context.Context, tx *sql.Tx, j *job.Job, a job.Audit, sealed *sealedRun, parent int64) (AuditResult, error) {
+// row_count's max_change_pct compares with. external names the jobs read
+// from another idem database attached under the catalog given (an
+// environment reads production's jobs it does not build).
+func runAudit(ctx context.Context, tx *sql.Tx, j *job.Job, a job.Audit, sealed *sealedRun, parent int64, external map[string]string) (AuditResult, error) {
 	res := AuditResult{Name: a.Name, Kind: a.Kind, Severity: a.Severity, Rows: []string{}}
 	target := "main." + job.QuoteIdent(j.Table)
 	quoted := make([]string, 0, len(a.AuditColumns()))
@@ -145,14 +156,11 @@ func runAudit(ctx context.Context, tx *sql.Tx, j *job.Job, a job.Audit, sealed *
 		return res, nil
 	case job.AuditRelationships:
 		other, col, _ := strings.Cut(a.To, ".")
-		st, err := catalog.ReadState(ctx, tx, other)
+		to, err := relationshipsTarget(ctx, tx, j, other, external)
 		if err != nil {
-			return res, err
+			return res, fmt.Errorf("relationships audit %s: %w", a.Name, err)
 		}
-		if !st.Exists || st.Target == "" {
-			return res, job.Usage("relationships audit %s: job %s has no committed snapshot in this database to check %s against", a.Name, other, a.To)
-		}
-		violating = "SELECT t." + list + ", count(*) AS idem_rows FROM " + target + " AS t WHERE t." + list + " IS NOT NULL AND NOT EXISTS (SELECT 1 FROM main." + job.QuoteIdent(st.Target) + " AS o WHERE o." + job.QuoteIdent(col) + " = t." + list + ") GROUP BY ALL"
+		violating = "SELECT t." + list + ", count(*) AS idem_rows FROM " + target + " AS t WHERE t." + list + " IS NOT NULL AND NOT EXISTS (SELECT 1 FROM " + to + " AS o WHERE o." + job.QuoteIdent(col) + " = t." + list + ") GROUP BY ALL"
 	case job.AuditSQL:
 		violating = j.Expand(a.SQL)
 		root, err := sealed.explain(ctx, tx, job.Step{Name: "audit " + a.Name}, a.Line, violating)
@@ -213,4 +221,36 @@ func cellText(v any) string {
 	default:
 		return fmt.Sprint(x)
 	}
+}
+
+// relationshipsTarget is the relation a relationships audit of j reads job
+// other's rows from: j's own target as the run leaves it, or other's
+// target as committed, read inside the run's transaction, which pinned it
+// (an upstream's pinned snapshot is its latest committed one in that same
+// transaction); from production when the run reads other from there (an
+// environment that does not build it), else from the run's own database
+// (production, or the environment building other). A project runs other
+// first (project.New), so a fresh database and a nightly arrival of new
+// rows in other are checked against what other just committed.
+func relationshipsTarget(ctx context.Context, tx *sql.Tx, j *job.Job, other string, external map[string]string) (string, error) {
+	if other == j.Name {
+		return "main." + job.QuoteIdent(j.Table), nil
+	}
+	cat, ext := external[other]
+	st, err := catalog.ReadState(ctx, tx, other)
+	where := "this database"
+	if ext {
+		st, err = catalog.ReadStateIn(ctx, tx, cat, other)
+		where = "the database attached as " + cat
+	}
+	if err != nil {
+		return "", err
+	}
+	if !st.Exists || st.Snapshot == 0 || st.Target == "" {
+		return "", job.Usage("job %s has no committed snapshot in %s to check against: run it first, or run the project (it runs %s before %s)", other, where, other, j.Name)
+	}
+	if ext {
+		return job.QuoteIdent(cat) + ".main." + job.QuoteIdent(st.Target), nil
+	}
+	return "main." + job.QuoteIdent(st.Target), nil
 }

@@ -62,6 +62,10 @@ func (r *txRun) stage(ctx context.Context) (bool, error) {
 	if err := bindVariables(ctx, r.tx, r.j, r.p, r.snapshot); err != nil {
 		return false, err
 	}
+	// The macros the job calls, for its steps, rules and audits (macros.go).
+	if err := r.p.createMacros(ctx, r.tx, r.j); err != nil {
+		return false, err
+	}
 	in, err := r.p.input.Stage(ctx, r.tx, r.p.in)
 	if err != nil {
 		return false, err

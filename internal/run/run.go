@@ -201,6 +201,10 @@ type Result struct {
 
 // Prepared is everything a run computes before it opens its transaction.
 type Prepared struct {
+	// macros is set once the run's transaction holds the job's macros
+	// (CreateMacros): made where the model is first described (pin), or
+	// where the input is staged.
+	macros  bool
 	input   source.Input
 	in      *source.Resolved
 	files   []source.InputFile // in.Files
@@ -413,6 +417,13 @@ func (d *DB) runTx(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, opt
 			return nil, false, err
 		}
 		if !more {
+			// Nothing to write (skipped, already committed): the macros
+			// pin made go, so that the connection keeps none.
+			if p.macros {
+				if err := DropMacros(ctx, tx, j); err != nil {
+					return nil, false, err
+				}
+			}
 			return r.res, false, nil
 		}
 	}

@@ -39,6 +39,10 @@ func pin(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, st catalog.St
 	if !ok {
 		return nil, nil
 	}
+	// The model's columns are described below: it may call macros.
+	if err := p.createMacros(ctx, tx, j); err != nil {
+		return nil, err
+	}
 	up, incremental := p.input.(*source.Upstream)
 	incremental = incremental && up.Changes
 	if incremental {

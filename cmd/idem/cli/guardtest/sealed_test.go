@@ -141,6 +141,9 @@ type sealedCase struct {
 	model string // models/m/v1.sql of job m
 	step  string // or wpipe/transform/v1/03_bypass.sql of job w
 	audit string // or the SQL of a sql audit of job m, whose model stays inside it
+	// macros are files of the project's macros folder (name → text), which
+	// the model calls.
+	macros map[string]string
 	// refusedAtLoad: the job file itself is refused (exit 2 from lint
 	// too), not a finding of lint's.
 	refusedAtLoad bool
@@ -290,6 +293,27 @@ func sealedCases() []sealedCase {
 		{name: "pg_settings", model: "SELECT count(*) AS id, max(setting) AS name FROM pg_settings", names: word("pg_settings")},
 		{name: "duckdb_tables, the view", model: "SELECT count(*) AS id, max(table_name) AS name FROM duckdb_tables", names: word("duckdb_tables")},
 		{name: "pg_get_viewdef()", model: "SELECT id, pg_get_viewdef(id) AS name FROM {{upstream:pub}}", names: word("pg_get_viewdef")},
+
+		// A macro of the project's macros folder is sealed like the
+		// model that calls it, and cannot replace DuckDB's functions.
+		{name: "macro: a volatile body", macros: map[string]string{"noise.sql": "CREATE MACRO noise(x) AS x || CAST(random() AS VARCHAR)"},
+			model: "SELECT id, noise(name) AS name FROM {{upstream:pub}}", names: word("random")},
+		{name: "macro: reads sec in a subquery", macros: map[string]string{"peek.sql": "CREATE MACRO peek(i) AS (SELECT max(value) FROM sec WHERE id = i)"},
+			model: "SELECT id, peek(id) AS name FROM {{upstream:pub}}", names: word("sec")},
+		{name: "macro: a table macro reads sec", macros: map[string]string{"leak.sql": "CREATE MACRO leak() AS TABLE SELECT id, value AS name FROM sec"},
+			model: "SELECT * FROM leak()", names: word("sec")},
+		{name: "macro: a table macro reads sec's history", macros: map[string]string{"leak.sql": "CREATE MACRO leak() AS TABLE SELECT id, value AS name FROM idem.\"sec__history\""},
+			model: "SELECT * FROM leak()", names: word("sec__history")},
+		{name: "macro: a table macro reads a file", macros: map[string]string{"leak.sql": "CREATE MACRO leak() AS TABLE SELECT * FROM read_csv('<DIR>/input/sec.csv')"},
+			model: "SELECT id, CAST(value AS VARCHAR) AS name FROM leak()", names: word("read_csv")},
+		{name: "macro: $$ hides a second statement", macros: map[string]string{"tag.sql": "CREATE MACRO tag(x) AS x || $$ $$; UPDATE sec SET value = 'PWNED'; SELECT $$ $$"},
+			model: "SELECT id, tag(name) AS name FROM {{upstream:pub}}", names: `UPDATE sec|one CREATE MACRO`},
+		{name: "macro: a tagged $q$ string around a ;", macros: map[string]string{"tag.sql": "CREATE MACRO tag(x) AS x || $q$ $$; $q$; DROP TABLE sec; -- $q$"},
+			model: "SELECT id, tag(name) AS name FROM {{upstream:pub}}", names: `DROP TABLE sec|one CREATE MACRO|statements`},
+		{name: "macro: two statements in one file", macros: map[string]string{"two.sql": "CREATE MACRO two(x) AS x;\nCREATE MACRO three(x) AS x"},
+			model: "SELECT id, two(name) AS name FROM {{upstream:pub}}", names: `one CREATE MACRO statement`},
+		{name: "macro: named like a DuckDB function", macros: map[string]string{"upper.sql": "CREATE MACRO upper(x) AS x || 'PWNED'"},
+			model: "SELECT id, upper(name) AS name FROM {{upstream:pub}}", names: `macro upper has the name of a DuckDB function`},
 	}
 }
 
@@ -378,6 +402,8 @@ func TestSealedControls(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []sealedCase{
 		{name: "model over its upstream", model: "SELECT p.id, upper(p.name) AS name FROM {{upstream:pub}} AS p\nWHERE p.id IN (SELECT id FROM {{upstream:pub}})"},
+		{name: "model calling macros", macros: map[string]string{"shout.sql": "CREATE MACRO shout(x) AS upper(x) || '!'", "ids.sql": "CREATE MACRO ids(n) AS TABLE SELECT range AS id FROM range(1, n + 1)"},
+			model: "SELECT i.id, shout(p.name) AS name FROM ids(3) AS i JOIN {{upstream:pub}} AS p USING (id)"},
 		{name: "step over its own relations", step: "CREATE OR REPLACE TEMP VIEW peek AS SELECT id, upper(name) AS name FROM staged;\nUPDATE outcomes SET name = peek.name FROM peek WHERE peek.id = outcomes.id;\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -428,6 +454,9 @@ func changedTables(before, after clitest.DBState) []string {
 // It returns the job file.
 func writeSealedJob(p *clitest.Project, tc sealedCase) string {
 	expand := func(s string) string { return strings.ReplaceAll(s, "<DIR>", p.Dir) }
+	for name, text := range tc.macros {
+		p.Write("macros/"+name, expand(text))
+	}
 	if tc.audit != "" {
 		p.Model("m", sealedDB, []string{"pub"}, []string{"id"}, "", "SELECT id, name FROM {{upstream:pub}}\n")
 		f, err := os.OpenFile(p.Path("m.toml"), os.O_APPEND|os.O_WRONLY, 0)

@@ -1,0 +1,1 @@
+CREATE MACRO trimmed(s) AS trim(s)

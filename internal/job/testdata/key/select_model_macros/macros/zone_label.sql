@@ -1,0 +1,1 @@
+CREATE MACRO zone_label(z) AS 'zone ' || trimmed(z);
