@@ -112,7 +112,7 @@ func RecordCheckpoint(ctx context.Context, q Querier, c Checkpoint) error {
 	if err != nil {
 		return err
 	}
-	if _, err := q.ExecContext(ctx, `INSERT INTO idem.checkpoints VALUES (?, ?, ?, ?, ?, current_timestamp)`,
+	if _, err := q.ExecContext(ctx, `INSERT INTO idem.checkpoints (job, snapshot, sha256, bytes, files, created_at) VALUES (?, ?, ?, ?, ?, current_timestamp)`,
 		c.Job, c.Snapshot, c.SHA256, c.Bytes, string(files)); err != nil {
 		return fmt.Errorf("record checkpoint %d of %s: %w", c.Snapshot, c.Job, err)
 	}

@@ -15,7 +15,7 @@ import (
 // state of this one brings a sequence number already taken, and one of a
 // copy that went on committing alone skips numbers; checkWAL refuses them.
 func RecordCommit(ctx context.Context, tx *sql.Tx, j, kind string) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO idem.commits
+	_, err := tx.ExecContext(ctx, `INSERT INTO idem.commits (db_id, seq, job, kind, committed_at)
 		SELECT db_id, (SELECT max(seq) FROM idem.commits) + 1, ?, ?, current_timestamp FROM idem.commits WHERE seq = 0`, j, kind)
 	if err != nil {
 		return fmt.Errorf("record commit: %w", err)

@@ -45,7 +45,7 @@ func WriteRetention(ctx context.Context, tx *sql.Tx, j string, r Retention) erro
 	if _, err := tx.ExecContext(ctx, `DELETE FROM idem.retention WHERE job = ?`, j); err != nil {
 		return fmt.Errorf("record retention of %s: %w", j, err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.retention VALUES (?, ?, ?, current_timestamp)`, j, r.OldestKept, r.InputsFrom); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.retention (job, oldest_kept, inputs_from, expired_at) VALUES (?, ?, ?, current_timestamp)`, j, r.OldestKept, r.InputsFrom); err != nil {
 		return fmt.Errorf("record retention of %s: %w", j, err)
 	}
 	return nil

@@ -78,8 +78,8 @@ func TestEmbeddedMigrations(t *testing.T) {
 	require.Equal(t, ms[len(ms)-1].Version, latest)
 }
 
-// idemTables are the tables of catalog version 1.
-var idemTables = []string{"checkpoints", "commits", "erasures", "files", "inputs", "jobs", "ledger", "meta", "model_texts", "owners", "packets", "positions", "released", "retention", "runs", "snapshots"}
+// idemTables are the tables of the latest catalog version.
+var idemTables = []string{"checkpoints", "commits", "erasures", "files", "inputs", "jobs", "ledger", "meta", "migrations", "model_texts", "owners", "packets", "positions", "released", "retention", "runs", "snapshots"}
 
 func tablesOf(t *testing.T, db Querier) []string {
 	t.Helper()
@@ -94,7 +94,7 @@ func ledgerUnique(t *testing.T, db Querier) []string {
 }
 
 // ledgerColumns lists idem.ledger's columns as 0001 made them: 0002 keeps
-// them, in order (InsertLedger writes by position).
+// them, in order.
 func ledgerColumns(t *testing.T, db Querier) []string {
 	t.Helper()
 	return rows(t, db, `SELECT column_name || ' ' || data_type || ' ' || is_nullable FROM duckdb_columns()
@@ -273,7 +273,9 @@ func TestMigratePending(t *testing.T) {
 	ms, err := Migrations()
 	require.NoError(t, err)
 	exec(t, db, ms[0].SQL, `INSERT INTO idem.meta VALUES ('catalog_version', '1')`)
-	list := append([]Migration{{Version: 1, File: "0001_x.sql", SQL: "SELECT error('0001 ran again')"}}, ms[1:]...)
+	// It records 0001 by the embedded file's name and sha256, which the
+	// database took.
+	list := append([]Migration{{Version: 1, File: ms[0].File, SQL: "SELECT error('0001 ran again')", SHA256: ms[0].SHA256}}, ms[1:]...)
 	require.NoError(t, migrate(ctx, db, "db.duckdb", list, nil))
 	v, err := CatalogVersion(ctx, db)
 	require.NoError(t, err)

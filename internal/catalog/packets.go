@@ -123,7 +123,7 @@ func InsertPacket(ctx context.Context, tx *sql.Tx, p *Packet) error {
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.packets VALUES (?, ?, ?, current_timestamp)`, p.Job, p.Snapshot, string(data)); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.packets (job, snapshot, packet, recorded_at) VALUES (?, ?, ?, current_timestamp)`, p.Job, p.Snapshot, string(data)); err != nil {
 		return fmt.Errorf("record the release packet of %s: %w", p.Job, TrimSQLError(err))
 	}
 	return nil

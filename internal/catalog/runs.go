@@ -21,7 +21,7 @@ type RunRow struct {
 
 // InsertRun appends r to the run log.
 func InsertRun(ctx context.Context, q Querier, r RunRow) error {
-	_, err := q.ExecContext(ctx, `INSERT INTO idem.runs VALUES (?, current_timestamp, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := q.ExecContext(ctx, `INSERT INTO idem.runs (job, run_at, batch_id, decision, changed, rows_in, outcomes, snapshot, cursor, epoch, message) VALUES (?, current_timestamp, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.Job, nullable(r.BatchID), r.Decision, r.Changed, r.RowsIn, r.Outcomes, r.Snapshot, r.Cursor, r.Epoch, nullable(r.Message))
 	return err
 }

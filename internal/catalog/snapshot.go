@@ -54,7 +54,7 @@ type NewSnapshot struct {
 
 // InsertSnapshot writes the snapshot row s.
 func InsertSnapshot(ctx context.Context, q Querier, s NewSnapshot) error {
-	if _, err := q.ExecContext(ctx, `INSERT INTO idem.snapshots VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)`,
+	if _, err := q.ExecContext(ctx, `INSERT INTO idem.snapshots (job, snapshot, parent, kind, batch_id, job_key, parts, inputs, rows_in, rows_out, outcomes, columns, key_columns, committed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)`,
 		s.Job, s.Snapshot, s.Parent, s.Kind, nullable(s.BatchID), s.JobKey, s.Parts, s.Inputs,
 		s.RowsIn, s.RowsOut, s.Outcomes, s.Columns, s.KeyColumns); err != nil {
 		return fmt.Errorf("write snapshot row: %w", err)
@@ -77,7 +77,7 @@ func WriteSnapshotOnly(ctx context.Context, tx *sql.Tx, j *job.Job, st State, sn
 	if inputs.Files == nil {
 		inputs.Files = []InputRef{}
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.snapshots VALUES (?, ?, ?, ?, NULL, ?, ?, ?, 0, ?, '{}', ?, ?, current_timestamp)`,
+	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.snapshots (job, snapshot, parent, kind, batch_id, job_key, parts, inputs, rows_in, rows_out, outcomes, columns, key_columns, committed_at) VALUES (?, ?, ?, ?, NULL, ?, ?, ?, 0, ?, '{}', ?, ?, current_timestamp)`,
 		j.Name, snapshot, st.Snapshot, kind, nullable(key), nullable(parts), string(job.CanonicalJSON(inputs)),
 		rowsOut, string(job.CanonicalJSON(cols)), string(job.CanonicalJSON(job.NonNil(j.Pipeline.Key)))); err != nil {
 		return fmt.Errorf("write snapshot row: %w", err)
