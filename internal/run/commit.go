@@ -13,8 +13,12 @@ import (
 )
 
 // writeCommitRows writes the ledger row (apply), the snapshot row, the state
-// row and the run log row, all inside the run's transaction.
+// row and the run log row, all inside the run's transaction, after the run
+// log rows this handle deferred (runlog.go).
 func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, st catalog.State, res *Result, opts RunOptions) error {
+	if err := d.deferred.writeIn(ctx, tx); err != nil {
+		return err
+	}
 	outcomes := string(job.CanonicalJSON(res.Outcomes))
 	if j.Pipeline.Mode == job.ModeApply {
 		from, to := bounds(opts, p.chunk)

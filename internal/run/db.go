@@ -50,6 +50,9 @@ type DB struct {
 	unsettled int
 	since     time.Time
 	indexes   int64
+	// deferred are the run log rows of runs that wrote nothing, written
+	// with the next commit or at Close (runlog.go).
+	deferred deferredLog
 }
 
 // OpenOptions are the settings applied when a database is opened.
@@ -402,13 +405,15 @@ func (d *DB) ReadOnly() bool { return d.readOnly }
 // SQL exposes the underlying pool for read-only helpers and tests.
 func (d *DB) SQL() *sql.DB { return d.sql }
 
-// Close checkpoints the commits this handle left in the WAL (Settle; when
+// Close writes the run log rows it deferred (runlog.go), checkpoints the
+// commits this handle left in the WAL (Settle; when
 // that fails they stay committed in the WAL, replayed by the next open,
 // and the error is returned) and closes the database.
 func (d *DB) Close() error {
 	// Close takes no context: the checkpoint is of commits already made,
 	// and a canceled command still closes its database.
-	err := d.Settle(context.Background())
+	err := d.flushDeferred(context.Background())
+	err = errors.Join(err, d.Settle(context.Background()))
 	err = errors.Join(err, d.sql.Close())
 	d.unsettled = 0 // closed: nothing of this handle is left to settle
 	if d.self != nil {

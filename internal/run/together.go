@@ -145,6 +145,7 @@ func (d *DB) RunTogether(ctx context.Context, runs []JobRun) ([]*Result, error) 
 		return nil, err
 	}
 	fault(last, FaultAfterCommit)
+	d.deferred.committed(tx)
 	sweep(func(i int) bool { return !writes(results[i]) })
 	logErr := logNoCommit()
 	for i, r := range runs {
