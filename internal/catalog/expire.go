@@ -186,11 +186,11 @@ func OutcomeRowsBySnapshot(ctx context.Context, q Querier, j, table string) (map
 	return out, rows.Err()
 }
 
-// ExpirePackets deletes the release packets of job j's snapshots below
+// ExpirePackets removes the release packets of job j's snapshots below
 // oldestKept: they describe rows no longer served. The ledger keeps each
 // batch's digest, bounds and counts.
 func ExpirePackets(ctx context.Context, tx *sql.Tx, j string, oldestKept int64) (int64, error) {
-	r, err := tx.ExecContext(ctx, `DELETE FROM idem.packets WHERE job = ? AND snapshot < ?`, j, oldestKept)
+	r, err := tx.ExecContext(ctx, `UPDATE idem.snapshots SET packet = NULL WHERE job = ? AND snapshot < ? AND packet IS NOT NULL`, j, oldestKept)
 	if err != nil {
 		return 0, fmt.Errorf("expire packets of %s: %w", j, err)
 	}

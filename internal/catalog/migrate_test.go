@@ -78,11 +78,16 @@ func TestEmbeddedMigrations(t *testing.T) {
 	require.Equal(t, ms[len(ms)-1].Version, latest)
 }
 
-// idemTables are the tables of the latest catalog version.
-var idemTables = []string{"checkpoints", "commits", "erasures", "files", "inputs", "jobs", "ledger", "meta", "migrations", "model_texts", "owners", "packets", "positions", "released", "retention", "runs", "snapshots"}
+// idemTables are the tables of the latest catalog version, and idemViews
+// its views (tables before catalog version 9).
+var (
+	idemTables = []string{"checkpoints", "erasures", "files", "inputs", "jobs", "ledger", "meta", "migrations", "model_texts", "owners", "positions", "released", "retention", "runs", "snapshots"}
+	idemViews  = []string{"commits", "packets"}
+)
 
 func tablesOf(t *testing.T, db Querier) []string {
 	t.Helper()
+	require.Equal(t, idemViews, rows(t, db, `SELECT view_name FROM duckdb_views() WHERE database_name = current_database() AND schema_name = 'idem' ORDER BY 1`))
 	return rows(t, db, `SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'idem' ORDER BY 1`)
 }
 
@@ -129,7 +134,7 @@ func TestMigrateNewDatabase(t *testing.T) {
 	require.NoError(t, Migrate(ctx, db, "new.duckdb", func(p string) { points = append(points, p) }))
 	require.Empty(t, points)
 	require.Equal(t, id, rows(t, db, `SELECT db_id FROM idem.commits`))
-	require.Equal(t, []string{"catalog_version|" + strconv.Itoa(latest)}, rows(t, db, `SELECT * FROM idem.meta`))
+	require.Equal(t, []string{"catalog_version|" + strconv.Itoa(latest), "db_id|" + id[0]}, rows(t, db, `SELECT * FROM idem.meta WHERE key <> 'db_created_at' ORDER BY ALL`))
 
 	// Two new databases have two ids.
 	other := newCatalog(t)

@@ -18,6 +18,10 @@ type RunRow struct {
 	Cursor   any
 	Epoch    any
 	Message  string // "" is NULL
+	// Commit marks the row of a committing transaction: it is the
+	// commit's entry in the commit log, with the next sequence number and
+	// the database's id (commits.go).
+	Commit bool
 	// At is when the run decided, for a row written later than that (a
 	// skipped run's, run.DB defers them); zero is the writing
 	// transaction's current_timestamp.
@@ -30,7 +34,11 @@ func InsertRun(ctx context.Context, q Querier, r RunRow) error {
 	if !r.At.IsZero() {
 		at = r.At.UTC()
 	}
-	_, err := q.ExecContext(ctx, `INSERT INTO idem.runs (job, run_at, batch_id, decision, changed, rows_in, outcomes, snapshot, cursor, epoch, message) VALUES (?, coalesce(CAST(? AS TIMESTAMP), current_timestamp), ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	insert := `INSERT INTO idem.runs (job, run_at, batch_id, decision, changed, rows_in, outcomes, snapshot, cursor, epoch, message) VALUES (?, coalesce(CAST(? AS TIMESTAMP), current_timestamp), ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	if r.Commit {
+		insert = commitInsert
+	}
+	_, err := q.ExecContext(ctx, insert,
 		r.Job, at, nullable(r.BatchID), r.Decision, r.Changed, r.RowsIn, r.Outcomes, r.Snapshot, r.Cursor, r.Epoch, nullable(r.Message))
 	return err
 }

@@ -146,10 +146,7 @@ func AdvanceEpoch(ctx context.Context, tx *sql.Tx, j string) (int64, error) {
 		_, err = tx.ExecContext(ctx, `INSERT INTO idem.jobs (job, epoch, updated_at) VALUES (?, ?, current_timestamp)`, j, epoch)
 	}
 	if err == nil {
-		err = InsertRun(ctx, tx, RunRow{Job: j, Decision: "fenced", Changed: "[]", Snapshot: st.Snapshot, Cursor: st.Cursor, Epoch: epoch})
-	}
-	if err == nil {
-		err = RecordCommit(ctx, tx, j, "fenced")
+		err = InsertRun(ctx, tx, RunRow{Job: j, Decision: "fenced", Changed: "[]", Snapshot: st.Snapshot, Cursor: st.Cursor, Epoch: epoch, Commit: true})
 	}
 	if err != nil {
 		return 0, fmt.Errorf("fence %s: %w", j, err)

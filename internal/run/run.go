@@ -194,6 +194,10 @@ type Result struct {
 	// Expiry reports the expiry of old snapshots that followed the run
 	// ([retention] keep_snapshots); absent without one.
 	Expiry *Expiry `json:"expiry,omitempty"`
+
+	// packet is the release packet's JSON the packet phase made, written
+	// with the snapshot row (writeCommitRows); "" when none.
+	packet string
 }
 
 // Prepared is everything a run computes before it opens its transaction.
