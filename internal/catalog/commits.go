@@ -2,34 +2,38 @@ package catalog
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 
 	"github.com/idem-dev/idem/internal/job"
 )
 
-// RecordCommit adds the row of one committing transaction to idem.commits:
-// the database's own id (written when it was created) and the next
-// sequence number. A WAL replays its rows as they were written, so a WAL
-// of another database brings rows with another id, and a WAL of an older
-// state of this one brings a sequence number already taken, and one of a
-// copy that went on committing alone skips numbers; checkWAL refuses them.
-func RecordCommit(ctx context.Context, tx *sql.Tx, j, kind string) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO idem.commits
-		SELECT db_id, (SELECT max(seq) FROM idem.commits) + 1, ?, ?, current_timestamp FROM idem.commits WHERE seq = 0`, j, kind)
-	if err != nil {
-		return fmt.Errorf("record commit: %w", err)
-	}
-	return nil
-}
+// The commit log: every committing transaction writes one run log row
+// (InsertRun with RunRow.Commit) that carries the database's own id
+// (idem.meta's db_id, written when it was created) and the next commit
+// sequence number; idem.commits is a view of those rows, with row 0 the
+// database's creation (catalog version 9). A WAL replays its rows as they
+// were written, so a WAL of another database brings rows with another id,
+// and a WAL of an older state of this one brings a sequence number already
+// taken, and one of a copy that went on committing alone skips numbers;
+// CheckWAL refuses them.
+const commitInsert = `INSERT INTO idem.runs (job, run_at, batch_id, decision, changed, rows_in, outcomes, snapshot, cursor, epoch, message, seq, db_id)
+	VALUES (?, coalesce(CAST(? AS TIMESTAMP), current_timestamp), ?, ?, ?, ?, ?, ?, ?, ?, ?,
+		(SELECT max(seq) FROM idem.commits) + 1, (SELECT value FROM idem.meta WHERE key = 'db_id'))`
 
 // CheckWAL refuses a database whose WAL, replayed when it was opened,
 // brought commits of another database or of an older copy of this one. It
 // runs on a read-only open, so the replay has changed nothing on disk.
 func CheckWAL(ctx context.Context, q Querier, path, wal string) error {
-	exists, err := TableExists(ctx, q, "idem", "commits")
-	if err != nil || !exists {
-		return err
+	// idem.commits is a table before catalog version 9, a view since.
+	var exists bool
+	if err := q.QueryRowContext(ctx, `SELECT count(*) > 0 FROM (
+		SELECT 1 FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'idem' AND table_name = 'commits'
+		UNION ALL
+		SELECT 1 FROM duckdb_views() WHERE database_name = current_database() AND schema_name = 'idem' AND view_name = 'commits')`).Scan(&exists); err != nil || !exists {
+		if err != nil {
+			return fmt.Errorf("check WAL of %s: %w", path, err)
+		}
+		return nil
 	}
 	// One id, and sequence numbers 0..n without a gap or a repeat: a WAL
 	// of a copy that went on alone leaves a gap, one of an older state a

@@ -45,7 +45,7 @@ func WriteRetention(ctx context.Context, tx *sql.Tx, j string, r Retention) erro
 	if _, err := tx.ExecContext(ctx, `DELETE FROM idem.retention WHERE job = ?`, j); err != nil {
 		return fmt.Errorf("record retention of %s: %w", j, err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.retention VALUES (?, ?, ?, current_timestamp)`, j, r.OldestKept, r.InputsFrom); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.retention (job, oldest_kept, inputs_from, expired_at) VALUES (?, ?, ?, current_timestamp)`, j, r.OldestKept, r.InputsFrom); err != nil {
 		return fmt.Errorf("record retention of %s: %w", j, err)
 	}
 	return nil
@@ -186,11 +186,11 @@ func OutcomeRowsBySnapshot(ctx context.Context, q Querier, j, table string) (map
 	return out, rows.Err()
 }
 
-// ExpirePackets deletes the release packets of job j's snapshots below
+// ExpirePackets removes the release packets of job j's snapshots below
 // oldestKept: they describe rows no longer served. The ledger keeps each
 // batch's digest, bounds and counts.
 func ExpirePackets(ctx context.Context, tx *sql.Tx, j string, oldestKept int64) (int64, error) {
-	r, err := tx.ExecContext(ctx, `DELETE FROM idem.packets WHERE job = ? AND snapshot < ?`, j, oldestKept)
+	r, err := tx.ExecContext(ctx, `UPDATE idem.snapshots SET packet = NULL WHERE job = ? AND snapshot < ? AND packet IS NOT NULL`, j, oldestKept)
 	if err != nil {
 		return 0, fmt.Errorf("expire packets of %s: %w", j, err)
 	}

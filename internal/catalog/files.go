@@ -53,7 +53,7 @@ func CommittedFile(ctx context.Context, tx *sql.Tx, j, name string) ([]FileRecor
 
 // RecordFile records a committed file of a files-mode job.
 func RecordFile(ctx context.Context, q Querier, j, path, sum string, size int64, batchID string, snapshot int64) error {
-	_, err := q.ExecContext(ctx, `INSERT INTO idem.files VALUES (?, ?, ?, ?, ?, ?, current_timestamp)`,
+	_, err := q.ExecContext(ctx, `INSERT INTO idem.files (job, path, sha256, bytes, batch_id, snapshot, committed_at) VALUES (?, ?, ?, ?, ?, ?, current_timestamp)`,
 		j, path, sum, size, batchID, snapshot)
 	return err
 }

@@ -77,7 +77,7 @@ func writeHistoryFormat(ctx context.Context, tx *sql.Tx, j string, f *historyFor
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, "INSERT INTO idem.meta VALUES (?, ?)", historyMetaKey(j), string(v)); err != nil {
+	if _, err := tx.ExecContext(ctx, "INSERT INTO idem.meta (key, value) VALUES (?, ?)", historyMetaKey(j), string(v)); err != nil {
 		return fmt.Errorf("record the history format of %s: %w", j, err)
 	}
 	return nil

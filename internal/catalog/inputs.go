@@ -4,7 +4,7 @@ import "context"
 
 // RecordInput records a retained input file, once per content.
 func RecordInput(ctx context.Context, q Querier, sum string, size int64) error {
-	_, err := q.ExecContext(ctx, `INSERT INTO idem.inputs SELECT ?, ?, current_timestamp WHERE NOT EXISTS (SELECT 1 FROM idem.inputs WHERE sha256 = ?)`, sum, size, sum)
+	_, err := q.ExecContext(ctx, `INSERT INTO idem.inputs (sha256, bytes, stored_at) SELECT ?, ?, current_timestamp WHERE NOT EXISTS (SELECT 1 FROM idem.inputs WHERE sha256 = ?)`, sum, size, sum)
 	return err
 }
 

@@ -42,7 +42,7 @@ type NewBatch struct {
 
 // InsertLedger writes the ledger row of a committed batch.
 func InsertLedger(ctx context.Context, q Querier, b NewBatch) error {
-	if _, err := q.ExecContext(ctx, `INSERT INTO idem.ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)`,
+	if _, err := q.ExecContext(ctx, `INSERT INTO idem.ledger (job, batch_id, digest, input_digest, from_pos, to_pos, rows_in, outcomes, snapshot, committed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)`,
 		b.Job, b.BatchID, b.Digest, b.InputDigest, b.From, b.To, b.RowsIn, b.Outcomes, b.Snapshot); err != nil {
 		return fmt.Errorf("write ledger: %w", err)
 	}

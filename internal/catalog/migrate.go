@@ -2,8 +2,10 @@ package catalog
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -53,6 +55,7 @@ type Migration struct {
 	Version int
 	File    string // the file's base name, e.g. 0001_initial.sql
 	SQL     string
+	SHA256  string // of the file's bytes, lower-case hex
 }
 
 // VersionError refuses a database written by a newer idem: its catalog
@@ -69,6 +72,31 @@ func (e *VersionError) Error() string {
 }
 
 func (e *VersionError) Unwrap() error { return job.ErrRefused }
+
+// SumError refuses a database that recorded, for a migration it took, a
+// sha256 other than that of this idem's embedded file of that version: it
+// was migrated by a build whose migration differs (edited after release),
+// so its tables may not be what this idem's files make. It wraps
+// job.ErrRefused (exit 3).
+type SumError struct {
+	Path               string
+	Version            int
+	File               string // this idem's file of Version
+	RecordedFile       string // the file name the database recorded
+	Recorded, Embedded string // sha256s
+}
+
+func (e *SumError) Error() string {
+	file := e.File
+	if e.RecordedFile != e.File {
+		file = e.RecordedFile + " (here " + e.File + ")"
+	}
+	return fmt.Sprintf("database %s took migration %s (catalog version %d) with sha256 %s, but this idem's file has sha256 %s: "+
+		"it was migrated by another build of idem whose migration differs; nothing was changed. Open it with the idem that migrated it",
+		e.Path, file, e.Version, e.Recorded, e.Embedded)
+}
+
+func (e *SumError) Unwrap() error { return job.ErrRefused }
 
 // ParseMigrations reads the migrations in folder dir of fsys, ordered by
 // version. Every file there must be named as migrationName says, and the
@@ -91,7 +119,8 @@ func ParseMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read migration %s: %w", e.Name(), err)
 		}
-		ms = append(ms, Migration{Version: v, File: e.Name(), SQL: string(text)})
+		sum := sha256.Sum256(text)
+		ms = append(ms, Migration{Version: v, File: e.Name(), SQL: string(text), SHA256: hex.EncodeToString(sum[:])})
 	}
 	if len(ms) == 0 {
 		return nil, fmt.Errorf("read migrations: none in %s", dir)
@@ -148,11 +177,14 @@ func Migrate(ctx context.Context, db *sql.DB, path string, fault func(string)) e
 func migrate(ctx context.Context, db *sql.DB, path string, ms []Migration, fault func(string)) error {
 	latest := ms[len(ms)-1].Version
 	v, err := readVersion(ctx, db, path)
-	if err != nil || v == latest {
+	if err != nil {
 		return err
 	}
 	if v > latest {
 		return &VersionError{Path: path, Version: v, Latest: latest}
+	}
+	if err := checkSums(ctx, db, path, ms, v); err != nil || v == latest {
+		return err
 	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -190,15 +222,21 @@ func migrateTx(ctx context.Context, tx *sql.Tx, path string, ms []Migration) err
 	if v > latest {
 		return &VersionError{Path: path, Version: v, Latest: latest}
 	}
+	if err := checkSums(ctx, tx, path, ms, v); err != nil {
+		return err
+	}
 	for _, m := range ms[v:] {
 		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 			return fmt.Errorf("migrate %s to catalog version %d (%s): %w", path, m.Version, m.File, TrimSQLError(err))
 		}
 	}
+	if err := recordSums(ctx, tx, path, ms); err != nil {
+		return err
+	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM idem.meta WHERE key = ?`, versionKey); err != nil {
 		return fmt.Errorf("record catalog version of %s: %w", path, err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.meta VALUES (?, ?)`, versionKey, strconv.Itoa(latest)); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.meta (key, value) VALUES (?, ?)`, versionKey, strconv.Itoa(latest)); err != nil {
 		return fmt.Errorf("record catalog version of %s: %w", path, err)
 	}
 	return nil
@@ -219,7 +257,62 @@ func CheckVersion(ctx context.Context, q Querier, path string) error {
 	if v > latest {
 		return &VersionError{Path: path, Version: v, Latest: latest}
 	}
+	ms, err := Migrations()
+	if err != nil {
+		return err
+	}
+	return checkSums(ctx, q, path, ms, v)
+}
+
+// sumsVersion is the catalog version from which idem.migrations records
+// the migrations a database took (0008 creates it).
+const sumsVersion = 8
+
+// recordSums records every migration of ms that idem.migrations does not
+// hold yet with its file's sha256, in the migrating transaction: those it
+// applied, and for a database migrated before the table existed, those it
+// had taken (the embedded files are the record of what they were).
+func recordSums(ctx context.Context, tx *sql.Tx, path string, ms []Migration) error {
+	if ms[len(ms)-1].Version < sumsVersion {
+		return nil
+	}
+	for _, m := range ms {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO idem.migrations (version, file, sha256, applied_at)
+			SELECT ?, ?, ?, current_timestamp WHERE NOT EXISTS (SELECT 1 FROM idem.migrations WHERE version = ?)`,
+			m.Version, m.File, m.SHA256, m.Version); err != nil {
+			return fmt.Errorf("record migration %s of %s: %w", m.File, path, TrimSQLError(err))
+		}
+	}
 	return nil
+}
+
+// checkSums refuses, with a *SumError, a database that recorded a sha256
+// for one of ms other than its file's. A database at catalog version v
+// below sumsVersion recorded none; a version above ms's is left to
+// VersionError.
+func checkSums(ctx context.Context, q Querier, path string, ms []Migration, v int) error {
+	if v < sumsVersion {
+		return nil
+	}
+	rows, err := q.QueryContext(ctx, `SELECT version, file, sha256 FROM idem.migrations ORDER BY version`)
+	if err != nil {
+		return fmt.Errorf("read the migrations of %s: %w", path, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var v int
+		var file, sum string
+		if err := rows.Scan(&v, &file, &sum); err != nil {
+			return fmt.Errorf("read the migrations of %s: %w", path, err)
+		}
+		if v < 1 || v > len(ms) {
+			continue
+		}
+		if m := ms[v-1]; sum != m.SHA256 {
+			return &SumError{Path: path, Version: v, File: m.File, RecordedFile: file, Recorded: sum, Embedded: m.SHA256}
+		}
+	}
+	return rows.Err()
 }
 
 // CatalogVersion is the catalog version of the database q reads: 0 for

@@ -78,11 +78,16 @@ func TestEmbeddedMigrations(t *testing.T) {
 	require.Equal(t, ms[len(ms)-1].Version, latest)
 }
 
-// idemTables are the tables of catalog version 1.
-var idemTables = []string{"checkpoints", "commits", "erasures", "files", "inputs", "jobs", "ledger", "meta", "model_texts", "owners", "packets", "positions", "released", "retention", "runs", "snapshots"}
+// idemTables are the tables of the latest catalog version, and idemViews
+// its views (tables before catalog version 9).
+var (
+	idemTables = []string{"checkpoints", "erasures", "files", "inputs", "jobs", "ledger", "meta", "migrations", "model_texts", "owners", "positions", "released", "retention", "runs", "snapshots"}
+	idemViews  = []string{"commits", "packets"}
+)
 
 func tablesOf(t *testing.T, db Querier) []string {
 	t.Helper()
+	require.Equal(t, idemViews, rows(t, db, `SELECT view_name FROM duckdb_views() WHERE database_name = current_database() AND schema_name = 'idem' ORDER BY 1`))
 	return rows(t, db, `SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'idem' ORDER BY 1`)
 }
 
@@ -94,7 +99,7 @@ func ledgerUnique(t *testing.T, db Querier) []string {
 }
 
 // ledgerColumns lists idem.ledger's columns as 0001 made them: 0002 keeps
-// them, in order (InsertLedger writes by position).
+// them, in order.
 func ledgerColumns(t *testing.T, db Querier) []string {
 	t.Helper()
 	return rows(t, db, `SELECT column_name || ' ' || data_type || ' ' || is_nullable FROM duckdb_columns()
@@ -129,7 +134,7 @@ func TestMigrateNewDatabase(t *testing.T) {
 	require.NoError(t, Migrate(ctx, db, "new.duckdb", func(p string) { points = append(points, p) }))
 	require.Empty(t, points)
 	require.Equal(t, id, rows(t, db, `SELECT db_id FROM idem.commits`))
-	require.Equal(t, []string{"catalog_version|" + strconv.Itoa(latest)}, rows(t, db, `SELECT * FROM idem.meta`))
+	require.Equal(t, []string{"catalog_version|" + strconv.Itoa(latest), "db_id|" + id[0]}, rows(t, db, `SELECT * FROM idem.meta WHERE key <> 'db_created_at' ORDER BY ALL`))
 
 	// Two new databases have two ids.
 	other := newCatalog(t)
@@ -273,7 +278,9 @@ func TestMigratePending(t *testing.T) {
 	ms, err := Migrations()
 	require.NoError(t, err)
 	exec(t, db, ms[0].SQL, `INSERT INTO idem.meta VALUES ('catalog_version', '1')`)
-	list := append([]Migration{{Version: 1, File: "0001_x.sql", SQL: "SELECT error('0001 ran again')"}}, ms[1:]...)
+	// It records 0001 by the embedded file's name and sha256, which the
+	// database took.
+	list := append([]Migration{{Version: 1, File: ms[0].File, SQL: "SELECT error('0001 ran again')", SHA256: ms[0].SHA256}}, ms[1:]...)
 	require.NoError(t, migrate(ctx, db, "db.duckdb", list, nil))
 	v, err := CatalogVersion(ctx, db)
 	require.NoError(t, err)

@@ -18,7 +18,7 @@ func RecordModelText(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 		return nil
 	}
 	sum := j.TransformPart().SHA256
-	_, err := tx.ExecContext(ctx, `INSERT INTO idem.model_texts
+	_, err := tx.ExecContext(ctx, `INSERT INTO idem.model_texts (job, sha256, model, recorded_at)
 		SELECT ?, ?, ?, current_timestamp
 		WHERE NOT EXISTS (SELECT 1 FROM idem.model_texts WHERE job = ? AND sha256 = ?)`,
 		j.Name, sum, j.ModelSQL, j.Name, sum)

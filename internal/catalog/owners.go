@@ -79,7 +79,7 @@ func CheckOwners(ctx context.Context, tx Querier, j *job.Job, claim bool) error 
 			if !claim {
 				continue
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO idem.owners VALUES (?, ?, current_timestamp)`, n.key, j.Name); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO idem.owners (name, job, claimed_at) VALUES (?, ?, current_timestamp)`, n.key, j.Name); err != nil {
 				return fmt.Errorf("claim %s for job %s: %w", n.display, j.Name, err)
 			}
 			owners[n.key] = j.Name

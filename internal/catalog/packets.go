@@ -13,8 +13,9 @@ import (
 // pinned CSV export of that partition gives.
 const CSVCopyOptions = "(FORMAT csv, HEADER true, DELIMITER ',', QUOTE '\"', ESCAPE '\"', NULLSTR '')"
 
-// Packet is the release packet of one snapshot, idem.packets: what a
-// committed run wrote, recorded in its transaction before COMMIT.
+// Packet is the release packet of one snapshot, idem.packets (a view of
+// idem.snapshots' packet column since catalog version 9): what a committed
+// run wrote, recorded with its snapshot row.
 type Packet struct {
 	Job              string           `json:"job"`
 	Snapshot         int64            `json:"snapshot"`
@@ -93,7 +94,7 @@ func ReplacePacket(ctx context.Context, tx *sql.Tx, p *Packet) error {
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE idem.packets SET packet = ? WHERE job = ? AND snapshot = ?`, string(data), p.Job, p.Snapshot); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE idem.snapshots SET packet = ? WHERE job = ? AND snapshot = ?`, string(data), p.Job, p.Snapshot); err != nil {
 		return fmt.Errorf("rewrite the release packet of snapshot %d of %s: %w", p.Snapshot, p.Job, TrimSQLError(err))
 	}
 	return nil
@@ -117,16 +118,13 @@ func PacketSnapshots(ctx context.Context, q Querier, j string) ([]int64, error) 
 	return out, rows.Err()
 }
 
-// InsertPacket records a snapshot's packet in the run's transaction.
-func InsertPacket(ctx context.Context, tx *sql.Tx, p *Packet) error {
+// EncodePacket is p as its snapshot row records it (NewSnapshot.Packet).
+func EncodePacket(p *Packet) (string, error) {
 	data, err := json.Marshal(p)
 	if err != nil {
-		return err
+		return "", fmt.Errorf("record the release packet of %s: %w", p.Job, err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.packets VALUES (?, ?, ?, current_timestamp)`, p.Job, p.Snapshot, string(data)); err != nil {
-		return fmt.Errorf("record the release packet of %s: %w", p.Job, TrimSQLError(err))
-	}
-	return nil
+	return string(data), nil
 }
 
 // ReadPacket reads the packet of a job's snapshot; ErrNoPacket when it has
@@ -192,7 +190,7 @@ func ScrubPackets(ctx context.Context, tx *sql.Tx, jobName string, keyColumns []
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE idem.packets SET packet = ? WHERE job = ? AND snapshot = ?`, string(data), jobName, r.snapshot); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE idem.snapshots SET packet = ? WHERE job = ? AND snapshot = ?`, string(data), jobName, r.snapshot); err != nil {
 			return fmt.Errorf("scrub the release packets of %s: %w", jobName, TrimSQLError(err))
 		}
 	}

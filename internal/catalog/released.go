@@ -24,7 +24,7 @@ func CheckReleased(ctx context.Context, tx *sql.Tx, j *job.Job, record bool) err
 			if !record {
 				return nil
 			}
-			_, err = tx.ExecContext(ctx, `INSERT INTO idem.released VALUES (?, ?, ?, ?, current_timestamp)`, j.ReleaseName(), kind, version, sum)
+			_, err = tx.ExecContext(ctx, `INSERT INTO idem.released (pipeline, kind, version, sha256, recorded_at) VALUES (?, ?, ?, ?, current_timestamp)`, j.ReleaseName(), kind, version, sum)
 			return err
 		}
 		if err != nil {

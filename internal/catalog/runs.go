@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // RunRow is one row of the run log. Nil fields are NULL.
@@ -17,12 +18,28 @@ type RunRow struct {
 	Cursor   any
 	Epoch    any
 	Message  string // "" is NULL
+	// Commit marks the row of a committing transaction: it is the
+	// commit's entry in the commit log, with the next sequence number and
+	// the database's id (commits.go).
+	Commit bool
+	// At is when the run decided, for a row written later than that (a
+	// skipped run's, run.DB defers them); zero is the writing
+	// transaction's current_timestamp.
+	At time.Time
 }
 
 // InsertRun appends r to the run log.
 func InsertRun(ctx context.Context, q Querier, r RunRow) error {
-	_, err := q.ExecContext(ctx, `INSERT INTO idem.runs VALUES (?, current_timestamp, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		r.Job, nullable(r.BatchID), r.Decision, r.Changed, r.RowsIn, r.Outcomes, r.Snapshot, r.Cursor, r.Epoch, nullable(r.Message))
+	var at any
+	if !r.At.IsZero() {
+		at = r.At.UTC()
+	}
+	insert := `INSERT INTO idem.runs (job, run_at, batch_id, decision, changed, rows_in, outcomes, snapshot, cursor, epoch, message) VALUES (?, coalesce(CAST(? AS TIMESTAMP), current_timestamp), ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	if r.Commit {
+		insert = commitInsert
+	}
+	_, err := q.ExecContext(ctx, insert,
+		r.Job, at, nullable(r.BatchID), r.Decision, r.Changed, r.RowsIn, r.Outcomes, r.Snapshot, r.Cursor, r.Epoch, nullable(r.Message))
 	return err
 }
 

@@ -50,13 +50,14 @@ type NewSnapshot struct {
 	Outcomes         string // JSON
 	Columns          string // JSON
 	KeyColumns       string // JSON
+	Packet           string // JSON (EncodePacket); "" is none
 }
 
 // InsertSnapshot writes the snapshot row s.
 func InsertSnapshot(ctx context.Context, q Querier, s NewSnapshot) error {
-	if _, err := q.ExecContext(ctx, `INSERT INTO idem.snapshots VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)`,
+	if _, err := q.ExecContext(ctx, `INSERT INTO idem.snapshots (job, snapshot, parent, kind, batch_id, job_key, parts, inputs, rows_in, rows_out, outcomes, columns, key_columns, packet, committed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)`,
 		s.Job, s.Snapshot, s.Parent, s.Kind, nullable(s.BatchID), s.JobKey, s.Parts, s.Inputs,
-		s.RowsIn, s.RowsOut, s.Outcomes, s.Columns, s.KeyColumns); err != nil {
+		s.RowsIn, s.RowsOut, s.Outcomes, s.Columns, s.KeyColumns, nullable(s.Packet)); err != nil {
 		return fmt.Errorf("write snapshot row: %w", err)
 	}
 	return nil
@@ -77,7 +78,7 @@ func WriteSnapshotOnly(ctx context.Context, tx *sql.Tx, j *job.Job, st State, sn
 	if inputs.Files == nil {
 		inputs.Files = []InputRef{}
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.snapshots VALUES (?, ?, ?, ?, NULL, ?, ?, ?, 0, ?, '{}', ?, ?, current_timestamp)`,
+	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.snapshots (job, snapshot, parent, kind, batch_id, job_key, parts, inputs, rows_in, rows_out, outcomes, columns, key_columns, committed_at) VALUES (?, ?, ?, ?, NULL, ?, ?, ?, 0, ?, '{}', ?, ?, current_timestamp)`,
 		j.Name, snapshot, st.Snapshot, kind, nullable(key), nullable(parts), string(job.CanonicalJSON(inputs)),
 		rowsOut, string(job.CanonicalJSON(cols)), string(job.CanonicalJSON(job.NonNil(j.Pipeline.Key)))); err != nil {
 		return fmt.Errorf("write snapshot row: %w", err)
@@ -88,8 +89,8 @@ func WriteSnapshotOnly(ctx context.Context, tx *sql.Tx, j *job.Job, st State, sn
 	}
 	decision := map[string]string{job.KindErase: "erased", job.KindRollback: "rolled_back"}[kind]
 	if err := InsertRun(ctx, tx, RunRow{Job: j.Name, Decision: decision, Changed: "[]", RowsIn: 0, Outcomes: "{}",
-		Snapshot: snapshot, Cursor: st.Cursor, Epoch: st.Epoch}); err != nil {
+		Snapshot: snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Commit: true}); err != nil {
 		return fmt.Errorf("write run log: %w", err)
 	}
-	return RecordCommit(ctx, tx, j.Name, decision)
+	return nil
 }

@@ -125,7 +125,7 @@ func WriteState(ctx context.Context, q Querier, j *job.Job, key, parts string, s
 	} else if n > 0 {
 		return nil
 	}
-	if _, err := q.ExecContext(ctx, `INSERT INTO idem.jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)`,
+	if _, err := q.ExecContext(ctx, `INSERT INTO idem.jobs (job, pipeline, mode, target, job_key, parts, snapshot, cursor, epoch, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)`,
 		j.Name, j.Pipeline.Name, j.Pipeline.Mode, j.Table, key, parts, snapshot, cursor, epoch); err != nil {
 		return fmt.Errorf("write state row: %w", err)
 	}
@@ -146,10 +146,7 @@ func AdvanceEpoch(ctx context.Context, tx *sql.Tx, j string) (int64, error) {
 		_, err = tx.ExecContext(ctx, `INSERT INTO idem.jobs (job, epoch, updated_at) VALUES (?, ?, current_timestamp)`, j, epoch)
 	}
 	if err == nil {
-		err = InsertRun(ctx, tx, RunRow{Job: j, Decision: "fenced", Changed: "[]", Snapshot: st.Snapshot, Cursor: st.Cursor, Epoch: epoch})
-	}
-	if err == nil {
-		err = RecordCommit(ctx, tx, j, "fenced")
+		err = InsertRun(ctx, tx, RunRow{Job: j, Decision: "fenced", Changed: "[]", Snapshot: st.Snapshot, Cursor: st.Cursor, Epoch: epoch, Commit: true})
 	}
 	if err != nil {
 		return 0, fmt.Errorf("fence %s: %w", j, err)

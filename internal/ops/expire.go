@@ -302,10 +302,10 @@ func (pl *expiryPlan) apply(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 		return err
 	}
 	if err := catalog.InsertRun(ctx, tx, catalog.RunRow{Job: j.Name, Decision: "expired", Changed: "[]",
-		Snapshot: st.Snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Message: msg}); err != nil {
+		Snapshot: st.Snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Message: msg, Commit: true}); err != nil {
 		return fmt.Errorf("write run log: %w", err)
 	}
-	return catalog.RecordCommit(ctx, tx, j.Name, "expired")
+	return nil
 }
 
 // neededFrom says, for an oldest kept snapshot K, the first snapshot of

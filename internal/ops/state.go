@@ -32,5 +32,8 @@ func Fence(ctx context.Context, d *run.DB, j string) (int64, error) {
 // order), not run_at: two runs can share a timestamp, and a wall clock can
 // step back.
 func Log(ctx context.Context, d *run.DB, j string) ([]catalog.LogEntry, error) {
+	if err := d.WriteDeferredLog(ctx); err != nil {
+		return nil, err
+	}
 	return catalog.ReadLog(ctx, d.SQL(), j)
 }

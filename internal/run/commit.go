@@ -13,8 +13,12 @@ import (
 )
 
 // writeCommitRows writes the ledger row (apply), the snapshot row, the state
-// row and the run log row, all inside the run's transaction.
+// row and the run log row, all inside the run's transaction, after the run
+// log rows this handle deferred (runlog.go).
 func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, st catalog.State, res *Result, opts RunOptions) error {
+	if err := d.deferred.writeIn(ctx, tx); err != nil {
+		return err
+	}
 	outcomes := string(job.CanonicalJSON(res.Outcomes))
 	if j.Pipeline.Mode == job.ModeApply {
 		from, to := bounds(opts, p.chunk)
@@ -63,6 +67,7 @@ func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *Pre
 		Inputs: string(job.CanonicalJSON(recorded)),
 		RowsIn: res.RowsIn, RowsOut: res.RowsOut, Outcomes: outcomes,
 		Columns: string(job.CanonicalJSON(cols)), KeyColumns: string(job.CanonicalJSON(job.NonNil(j.Pipeline.Key))),
+		Packet: res.packet,
 	}); err != nil {
 		return err
 	}
@@ -75,7 +80,7 @@ func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *Pre
 	}
 	if err := catalog.InsertRun(ctx, tx, catalog.RunRow{Job: j.Name, BatchID: p.batchID, Decision: res.Decision,
 		Changed: string(job.CanonicalJSON(changed)), RowsIn: res.RowsIn, Outcomes: outcomes,
-		Snapshot: res.Snapshot, Cursor: res.Cursor, Epoch: st.Epoch, Message: note}); err != nil {
+		Snapshot: res.Snapshot, Cursor: res.Cursor, Epoch: st.Epoch, Message: note, Commit: true}); err != nil {
 		return fmt.Errorf("write run log: %w", err)
 	}
 	if p.in.Positions != nil {
@@ -83,9 +88,6 @@ func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *Pre
 		if err := catalog.WritePositions(ctx, tx, j.Name, p.in.Positions, res.Snapshot); err != nil {
 			return err
 		}
-	}
-	if err := catalog.RecordCommit(ctx, tx, j.Name, res.Decision); err != nil { // dbfile.go
-		return err
 	}
 	return recordFiles(ctx, tx, j, p, res) // files.go
 }

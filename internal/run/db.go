@@ -60,6 +60,9 @@ type DB struct {
 	// next number, a first released version) must see every commit before
 	// it. It also guards unsettled, since and indexes.
 	gate *sync.Mutex
+	// deferred are the run log rows of runs that wrote nothing, written
+	// with the next commit or at Close (runlog.go).
+	deferred *deferredLog
 }
 
 // OpenOptions are the settings applied when a database is opened.
@@ -287,7 +290,7 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 		}
 		return nil, locked
 	}
-	d := &DB{sql: db, path: path, readOnly: opts.ReadOnly, replica: opts.DuckDB.ReadReplica && !opts.ReadOnly, opts: opts, guards: newGuardCache(), gate: &sync.Mutex{}}
+	d := &DB{sql: db, path: path, readOnly: opts.ReadOnly, replica: opts.DuckDB.ReadReplica && !opts.ReadOnly, opts: opts, guards: newGuardCache(), gate: &sync.Mutex{}, deferred: &deferredLog{}}
 	// The checks below run one after another on one connection: each new
 	// connection attaches the file and sets the session again, which cost
 	// about a tenth of the open. None of them leaves temp state, and the
@@ -412,13 +415,15 @@ func (d *DB) ReadOnly() bool { return d.readOnly }
 // SQL exposes the underlying pool for read-only helpers and tests.
 func (d *DB) SQL() *sql.DB { return d.sql }
 
-// Close checkpoints the commits this handle left in the WAL (Settle; when
+// Close writes the run log rows it deferred (runlog.go), checkpoints the
+// commits this handle left in the WAL (Settle; when
 // that fails they stay committed in the WAL, replayed by the next open,
 // and the error is returned) and closes the database.
 func (d *DB) Close() error {
 	// Close takes no context: the checkpoint is of commits already made,
 	// and a canceled command still closes its database.
-	err := d.Settle(context.Background())
+	err := d.flushDeferred(context.Background())
+	err = errors.Join(err, d.Settle(context.Background()))
 	err = errors.Join(err, d.sql.Close())
 	d.unsettled = 0 // closed: nothing of this handle is left to settle
 	if d.self != nil {

@@ -70,7 +70,9 @@ func (r *txRun) packet(ctx context.Context) (bool, error) {
 	if pk.PayloadVersions, err = payloadVersions(ctx, tx, j); err != nil {
 		return false, err
 	}
-	return true, catalog.InsertPacket(ctx, tx, pk)
+	// Written with the snapshot row (writeCommitRows).
+	res.packet, err = catalog.EncodePacket(pk)
+	return true, err
 }
 
 // PacketEntryOf describes the rows of table (a temp table holding one

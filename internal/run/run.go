@@ -124,6 +124,12 @@ func (d *DB) expireAfter(ctx context.Context, j *job.Job, opts RunOptions, res *
 	if opts.Expire == nil || j.Retention.KeepSnapshots <= 0 || res == nil {
 		return
 	}
+	// The expiry logs a commit of its own: the run log rows deferred
+	// before it go first (runlog.go).
+	if err := d.flushDeferred(ctx); err != nil {
+		res.Expiry = &Expiry{Error: err.Error()}
+		return
+	}
 	e, err := opts.Expire(ctx, d, j, opts.Fault)
 	if err != nil {
 		res.Expiry = &Expiry{Error: err.Error()}
@@ -197,6 +203,10 @@ type Result struct {
 	// FullRefresh says the run rebuilt the target whole, whatever its key
 	// (RunOptions.FullRefresh).
 	FullRefresh bool `json:"full_refresh,omitempty"`
+
+	// packet is the release packet's JSON the packet phase made, written
+	// with the snapshot row (writeCommitRows); "" when none.
+	packet string
 }
 
 // Prepared is everything a run computes before it opens its transaction.
@@ -379,7 +389,7 @@ func (d *DB) logOutside(j *job.Job, p *Prepared, decision string, runErr error) 
 	if st.HasParts {
 		changed = p.parts.Changed(st.Parts)
 	}
-	return insertRun(ctx, d, catalog.RunRow{Job: j.Name, BatchID: p.batchID, Decision: decision,
+	return insertRun(ctx, d, &catalog.RunRow{Job: j.Name, BatchID: p.batchID, Decision: decision,
 		Changed: string(job.CanonicalJSON(job.NonNil(changed))), Snapshot: st.Snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Message: logMessage(runErr)})
 }
 

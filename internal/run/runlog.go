@@ -2,9 +2,11 @@ package run
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/idem-dev/idem/internal/catalog"
@@ -15,10 +17,17 @@ import (
 
 // Every invocation of a run that opened the job's database is recorded in
 // idem.runs, whatever the job's input mode: a commit in its own transaction
-// (writeCommitRows), anything else after the rollback, in a short
-// transaction of its own (logNoCommit, logOutside, logInvocation). A
-// failure to record is returned with what the run reports (joined to its
-// error), never dropped.
+// (writeCommitRows), a refusal or failure after the rollback, in a short
+// transaction of its own (logOutside, logInvocation), and a run that
+// decided to write nothing (skipped, already_committed: logNoCommit) with
+// the next write of the handle: the next commit's transaction, the next
+// short one, or Close. A project run whose jobs are skipped so pays one
+// transaction for their rows, not one each (issue 44); a process killed
+// before that loses the rows of its skipped runs, which changed nothing.
+// Rows are written in the order the runs decided, so idem.runs' rowid
+// order stays the order of the runs, and each keeps the time its run
+// decided (RunRow.At). A failure to record is returned with what the run
+// reports (joined to its error), never dropped.
 //
 // The log holds no row values: it outlives erasures in every copy of the
 // database (the file's free blocks until compact, the replica, backups), so
@@ -56,17 +65,115 @@ func (d *DB) logNoCommit(j *job.Job, p *Prepared, res *Result, opts RunOptions) 
 	if res.Decision == job.DecisionAlreadyCommitted {
 		rowsIn, outcomes, snapshot = res.RowsIn, string(job.CanonicalJSON(res.Outcomes)), res.Snapshot
 	}
-	return insertRun(ctx, d, catalog.RunRow{Job: j.Name, BatchID: p.batchID, Decision: res.Decision,
+	d.deferred.add(catalog.RunRow{Job: j.Name, BatchID: p.batchID, Decision: res.Decision,
 		Changed: string(job.CanonicalJSON(job.NonNil(res.Changed))), RowsIn: rowsIn, Outcomes: outcomes,
-		Snapshot: snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Message: message})
+		Snapshot: snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Message: message, At: time.Now()})
+	return nil
 }
 
-// insertRun appends r to the run log in a short transaction of its own.
-func insertRun(ctx context.Context, d *DB, r catalog.RunRow) error {
-	if err := catalog.InsertRun(ctx, d.sql, r); err != nil {
-		return fmt.Errorf("write run log of %s: %w", r.Job, err)
+// deferredLog holds the run log rows a handle has not written yet, and
+// how many of them a commit's transaction, tx, has written. The jobs of a
+// project run share a handle and run at once (projectrun), so every use
+// holds mu: a run that logs outside the gate (a refusal before its
+// transaction, a files-mode "nothing new") while another's commit has
+// written the first rows writes only the rest.
+type deferredLog struct {
+	mu      sync.Mutex
+	rows    []catalog.RunRow
+	tx      *sql.Tx
+	written int
+}
+
+// add defers r.
+func (l *deferredLog) add(r catalog.RunRow) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rows = append(l.rows, r)
+}
+
+// writeIn writes the deferred rows in tx, once per transaction; they
+// stay deferred until committed says tx committed.
+func (l *deferredLog) writeIn(ctx context.Context, tx *sql.Tx) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.tx == tx {
+		return nil
 	}
+	l.tx, l.written = tx, 0
+	for _, r := range l.rows {
+		if err := catalog.InsertRun(ctx, tx, r); err != nil {
+			return fmt.Errorf("write run log of %s: %w", r.Job, err)
+		}
+	}
+	l.written = len(l.rows)
 	return nil
+}
+
+// committed drops the rows tx wrote, once it has committed.
+func (l *deferredLog) committed(tx *sql.Tx) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.tx == tx {
+		l.rows = l.rows[l.written:]
+	}
+	l.tx, l.written = nil, 0
+}
+
+// pending reports whether rows wait to be written.
+func (l *deferredLog) pending() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.rows) > 0
+}
+
+// insertRun appends the deferred rows and r (when not nil) to the run log
+// in a short transaction of its own. Rows a commit's transaction still
+// open has written stay with it (deferredLog.committed).
+func insertRun(ctx context.Context, d *DB, r *catalog.RunRow) error {
+	l := d.deferred
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	held := 0
+	if l.tx != nil {
+		held = l.written
+	}
+	rows := l.rows[held:]
+	if r != nil {
+		rows = append(rows[:len(rows):len(rows)], *r)
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	tx, err := d.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("write run log: %w", err)
+	}
+	for _, r := range rows {
+		if err := catalog.InsertRun(ctx, tx, r); err != nil {
+			return errors.Join(fmt.Errorf("write run log of %s: %w", r.Job, err), tx.Rollback())
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("write run log: %w", err)
+	}
+	l.rows = l.rows[:held]
+	return nil
+}
+
+// WriteDeferredLog writes the run log rows of runs that wrote nothing that
+// the handle deferred (see above), so that a read of the run log on this
+// handle sees them.
+func (d *DB) WriteDeferredLog(ctx context.Context) error { return d.flushDeferred(ctx) }
+
+// flushDeferred writes the run log rows the handle deferred, in one
+// transaction (Close).
+func (d *DB) flushDeferred(ctx context.Context) error {
+	if d.readOnly || !d.deferred.pending() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return insertRun(ctx, d, nil)
 }
 
 // logInvocation records an invocation that never reached a run's
@@ -81,7 +188,7 @@ func (d *DB) logInvocation(j *job.Job, batchID, decision, message string) error 
 	if err != nil {
 		return fmt.Errorf("write run log: %w", err)
 	}
-	return insertRun(ctx, d, catalog.RunRow{Job: j.Name, BatchID: batchID, Decision: decision, Changed: "[]",
+	return insertRun(ctx, d, &catalog.RunRow{Job: j.Name, BatchID: batchID, Decision: decision, Changed: "[]",
 		Snapshot: st.Snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Message: message})
 }
 

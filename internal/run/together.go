@@ -151,6 +151,7 @@ func (d *DB) RunTogether(ctx context.Context, runs []JobRun) ([]*Result, error) 
 	}
 	fault(last, FaultAfterCommit)
 	learn.keep(d.guards)
+	d.deferred.committed(tx)
 	sweep(func(i int) bool { return !writes(results[i]) })
 	logErr := logNoCommit()
 	for i, r := range runs {

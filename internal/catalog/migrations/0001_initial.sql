@@ -133,7 +133,7 @@ CREATE TABLE IF NOT EXISTS idem.checkpoints (
 
 -- Row 0 of idem.commits holds the database's own id (catalog.RecordCommit):
 -- 32 hex digits, random.
-INSERT INTO idem.commits
+INSERT INTO idem.commits (db_id, seq, job, kind, committed_at)
 SELECT md5(gen_random_uuid()::VARCHAR), 0, NULL, 'created', current_timestamp
 WHERE NOT EXISTS (SELECT 1 FROM idem.commits);
 
@@ -141,7 +141,7 @@ WHERE NOT EXISTS (SELECT 1 FROM idem.commits);
 -- target and history, and the _outcomes, _active and _tombstones objects
 -- beside a target. Where two jobs already wrote one table, the job that
 -- committed first keeps it.
-INSERT INTO idem.owners
+INSERT INTO idem.owners (name, job, claimed_at)
 SELECT name, arg_min(job, (first, job)), current_timestamp FROM (
     SELECT lower('main.' || j.target) AS name, j.job,
            coalesce((SELECT min(committed_at) FROM idem.snapshots s WHERE s.job = j.job), TIMESTAMP '9999-12-31') AS first
@@ -153,7 +153,7 @@ SELECT name, arg_min(job, (first, job)), current_timestamp FROM (
 ) AS c
 WHERE name NOT IN (SELECT name FROM idem.owners) AND NOT getvariable('idem_had_owners')
 GROUP BY name;
-INSERT INTO idem.owners
+INSERT INTO idem.owners (name, job, claimed_at)
 SELECT name, arg_min(job, job), current_timestamp FROM (
     SELECT lower('main.' || o.table_name) AS name, c.job
     FROM (SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main'

@@ -11,4 +11,4 @@
 -- (duckdb15_last:<job>): DuckDB 1.5 wrote -0.0 as 0.0 out of EXCEPT ALL
 -- and INTERSECT ALL (and so in idem's history rows), 2.0 keeps the sign,
 -- and a rerun of such a snapshot says so (ops.Rerun, catalog.Committed15).
-INSERT INTO idem.meta SELECT 'duckdb15_last:' || job, CAST(max(snapshot) AS VARCHAR) FROM idem.snapshots GROUP BY job;
+INSERT INTO idem.meta (key, value) SELECT 'duckdb15_last:' || job, CAST(max(snapshot) AS VARCHAR) FROM idem.snapshots GROUP BY job;

@@ -115,6 +115,43 @@ func TestNewerCatalogRefused(t *testing.T) {
 	require.NoFileExists(t, out)
 }
 
+// TestMigrationSumRefused: a database whose record of an applied
+// migration holds another sha256 than this idem's file of it (migrated by
+// another build) is refused by writing and reading commands, exit 3,
+// naming the migration and both sha256s, and nothing in it changes.
+func TestMigrationSumRefused(t *testing.T) {
+	t.Parallel()
+	dir := legacyCopy(t)
+	db := filepath.Join(dir, "legacy.duckdb")
+	jobFile := func(name string) string { return filepath.Join(dir, name+".toml") }
+	legacyIdem(t, 0, "fence", jobFile("orders")) // migrates it, recording the sha256s
+	ms, err := catalog.Migrations()
+	require.NoError(t, err)
+	other := strings.Repeat("f", 64)
+	raw, err := sql.Open("duckdb", db)
+	require.NoError(t, err)
+	_, err = raw.Exec(`UPDATE idem.migrations SET sha256 = ? WHERE version = 2`, other)
+	require.NoError(t, err)
+	_, err = raw.Exec(`CHECKPOINT`)
+	require.NoError(t, err)
+	require.NoError(t, raw.Close())
+	before, sig := captureAll(t, db), fileSig(t, db)
+	want := fmt.Sprintf("idem: database %s took migration %s (catalog version 2) with sha256 %s, but this idem's file has sha256 %s: "+
+		"it was migrated by another build of idem whose migration differs; nothing was changed. Open it with the idem that migrated it\n",
+		db, ms[1].File, other, ms[1].SHA256)
+	for _, args := range [][]string{
+		{"run", jobFile("customer_state"), "--input", filepath.Join(dir, "inputs", "batch-3.jsonl"), "--batch-id", "batch-9"},
+		{"log", jobFile("customer_state")},
+		{"query", "--db", db, "SELECT 1"},
+	} {
+		code, stdout, stderr := clitest.InProcess(t, args...)
+		require.Equal(t, job.ExitRefused, code, "idem %v: %s%s", args, stdout, stderr)
+		require.Equal(t, want, stderr, "idem %v", args)
+	}
+	require.Equal(t, before, captureAll(t, db))
+	require.Equal(t, sig, fileSig(t, db), "the file's bytes or mtime changed")
+}
+
 // TestMigrationKilled kills the migration of an old database (release
 // e77bdc9) by SIGKILL at its fault points: before COMMIT the database is
 // exactly the old one; after COMMIT (the migration only in the WAL, the

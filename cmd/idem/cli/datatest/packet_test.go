@@ -110,7 +110,7 @@ func TestPacketWholeTargetShownWhenAsked(t *testing.T) {
 	p1.Entries[0].SHA256, p1.Entries[0].Bytes = before[1], 12345
 	data, err := json.Marshal(&p1)
 	require.NoError(t, err)
-	clitest.ExecSQL(t, db, `UPDATE idem.packets SET packet = '`+strings.ReplaceAll(string(data), "'", "''")+`' WHERE job = 'trips' AND snapshot = 1`)
+	clitest.ExecSQL(t, db, `UPDATE idem.snapshots SET packet = '`+strings.ReplaceAll(string(data), "'", "''")+`' WHERE job = 'trips' AND snapshot = 1`)
 	p, _ := showPacket(t, job, 1)
 	require.Equal(t, int64(12345), p.Entries[0].Bytes, "a stored sha256 is not computed again")
 

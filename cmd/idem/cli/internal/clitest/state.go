@@ -24,6 +24,7 @@ import (
 // idem.inputs, history tables) with its columns and rows, and every view's
 // SQL. Left out: idem.runs, the run log, which also records runs that
 // committed nothing, idem.commits, which holds the database's random id,
+// idem.meta's rows of that id and its creation time (catalog version 9),
 // and TIMESTAMP columns, which differ between two otherwise identical runs.
 // A WAL beside the database (left by a crash) is replayed as the next open
 // replays it, in memory (inspect): the files stay as they are.
@@ -131,7 +132,11 @@ func DumpDB(ctx context.Context, db queryer) (string, error) {
 		if len(sel) == 0 {
 			continue
 		}
-		rows, err := QueryStrings(ctx, db, "SELECT concat_ws(' | ', "+strings.Join(sel, ", ")+") AS r FROM "+qi(schema)+"."+qi(table)+" ORDER BY r")
+		where := ""
+		if st == "idem.meta" {
+			where = " WHERE key NOT IN ('db_id', 'db_created_at')"
+		}
+		rows, err := QueryStrings(ctx, db, "SELECT concat_ws(' | ', "+strings.Join(sel, ", ")+") AS r FROM "+qi(schema)+"."+qi(table)+where+" ORDER BY r")
 		if err != nil {
 			return "", err
 		}
