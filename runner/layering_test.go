@@ -26,6 +26,7 @@ func TestLayering(t *testing.T) {
 		prun    = module + "/internal/projectrun"
 		mtest   = module + "/internal/modeltest"
 		docs    = module + "/internal/docs"
+		lake    = module + "/internal/lake"
 		runner  = module + "/runner"
 		sqlfs   = module + "/sql"
 	)
@@ -39,12 +40,16 @@ func TestLayering(t *testing.T) {
 		{pkg: job, forbidden: pure},
 		{pkg: project, idem: []string{job}, forbidden: pure},
 		{pkg: catalog, idem: []string{job}},
-		{pkg: source, idem: []string{job, catalog}},
-		{pkg: run, idem: []string{job, catalog, source}},
-		{pkg: ops, idem: []string{job, catalog, source, run}},
+		// Iceberg tables read natively (metadata, manifests, files): no idem
+		// package; source reads a table through it.
+		{pkg: lake},
+		{pkg: lake + "/laketest", idem: []string{lake}},
+		{pkg: source, idem: []string{job, catalog, lake}},
+		{pkg: run, idem: []string{job, catalog, source, lake}},
+		{pkg: ops, idem: []string{job, catalog, source, run, lake}},
 		// Unit tests of models (idem test): a replay in a scratch
 		// database, beside ops, with the project's job files.
-		{pkg: mtest, idem: []string{job, project, catalog, source, run}},
+		{pkg: mtest, idem: []string{job, project, catalog, source, run, lake}},
 		// Running a project: order, blocking, concurrent groups, shared
 		// handles; what a job's run is stays its caller's.
 		{pkg: prun, idem: []string{job, project, run}, direct: true},
