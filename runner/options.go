@@ -6,9 +6,17 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 )
 
-// Option configures Open. Each checks its value and returns an ErrUsage
-// error that Open returns.
-type Option func(*settings) error
+// Option configures Open, as the With functions make them. Each checks
+// its value; Open returns a bad one as an ErrUsage error and opens
+// nothing.
+type Option interface {
+	apply(*settings) error
+}
+
+// optionFunc is an Option that is a function.
+type optionFunc func(*settings) error
+
+func (f optionFunc) apply(s *settings) error { return f(s) }
 
 // settings are what the options set.
 type settings struct {
@@ -22,69 +30,69 @@ type settings struct {
 // WithDatabase makes every job read and write the database file at path
 // instead of the one its job file names (the idem command's --db).
 func WithDatabase(path string) Option {
-	return func(s *settings) error {
+	return optionFunc(func(s *settings) error {
 		if path == "" {
 			return job.Usage("WithDatabase: empty path")
 		}
 		s.database = path
 		return nil
-	}
+	})
 }
 
 // WithMemoryLimit sets DuckDB's memory_limit (e.g. "2GB", "512MiB",
 // "none"), overriding the jobs' [duckdb] memory_limit. A size DuckDB would
 // not parse is an error.
 func WithMemoryLimit(size string) Option {
-	return func(s *settings) error {
+	return optionFunc(func(s *settings) error {
 		if err := job.CheckMemoryLimit(size); err != nil {
 			return job.Usage("WithMemoryLimit: %v", err)
 		}
 		s.duckdb.MemoryLimit = size
 		return nil
-	}
+	})
 }
 
 // WithThreads sets DuckDB's threads, 1 to 1024, overriding the jobs'
 // [duckdb] threads. Exports and reruns give the same bytes whatever it is.
 func WithThreads(n int) Option {
-	return func(s *settings) error {
+	return optionFunc(func(s *settings) error {
 		if n < 1 || n > job.MaxThreads {
 			return job.Usage("WithThreads(%d): want 1 to %d", n, job.MaxThreads)
 		}
 		s.duckdb.Threads = n
 		return nil
-	}
+	})
 }
 
 // WithTempDirectory sets the folder DuckDB spills to, overriding the jobs'
 // [duckdb] temp_directory (default: beside the database file).
 func WithTempDirectory(dir string) Option {
-	return func(s *settings) error {
+	return optionFunc(func(s *settings) error {
 		if dir == "" {
 			return job.Usage("WithTempDirectory: empty path")
 		}
 		s.duckdb.TempDirectory = dir
 		return nil
-	}
+	})
 }
 
 // WithWait makes a call that finds its database held by another writer
 // retry for up to d before it fails with ErrLocked (default: fail at once).
 func WithWait(d time.Duration) Option {
-	return func(s *settings) error {
+	return optionFunc(func(s *settings) error {
 		if d < 0 {
 			return job.Usage("WithWait(%s): must not be negative", d)
 		}
 		s.wait = d
 		return nil
-	}
+	})
 }
 
 // WithSelect keeps the jobs the patterns pick, as the idem command's
 // --select: NAME, NAME+ (and every job downstream of it), +NAME (and every
 // job upstream). A name that is no job of the project fails Open.
 func WithSelect(patterns ...string) Option {
-	return func(s *settings) error {
+	return optionFunc(func(s *settings) error {
 		for _, p := range patterns {
 			if p == "" {
 				return job.Usage("WithSelect: empty pattern")
@@ -92,18 +100,18 @@ func WithSelect(patterns ...string) Option {
 		}
 		s.selects = append(s.selects, patterns...)
 		return nil
-	}
+	})
 }
 
 // WithConcurrency lets Project.Run run the jobs of up to n different
 // database files at once (the idem command's --jobs; default 1). The jobs
 // of one database file always run one after another.
 func WithConcurrency(n int) Option {
-	return func(s *settings) error {
+	return optionFunc(func(s *settings) error {
 		if n < 1 {
 			return job.Usage("WithConcurrency(%d): want 1 or more", n)
 		}
 		s.concurrency = n
 		return nil
-	}
+	})
 }

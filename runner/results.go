@@ -44,14 +44,21 @@ func (b Batch) options() (run.RunOptions, error) {
 // also have failed, been refused, or been blocked: not run because a job it
 // reads did not commit.
 const (
-	DecisionLoaded           = "loaded"
-	DecisionApplied          = "applied"
-	DecisionSkipped          = "skipped"
-	DecisionAlreadyCommitted = "already_committed"
-	DecisionFailed           = "failed"
-	DecisionRefused          = "refused"
-	DecisionBlocked          = "blocked"
+	DecisionLoaded           Decision = "loaded"
+	DecisionApplied          Decision = "applied"
+	DecisionSkipped          Decision = "skipped"
+	DecisionAlreadyCommitted Decision = "already_committed"
+	DecisionFailed           Decision = "failed"
+	DecisionRefused          Decision = "refused"
+	DecisionBlocked          Decision = "blocked"
 )
+
+// Decision is what a run did, or a plan says it would do: one of the
+// Decision constants. Its JSON is the string, as idem run --json prints it.
+type Decision string
+
+// Committed says the decision committed a snapshot: loaded or applied.
+func (d Decision) Committed() bool { return d == DecisionLoaded || d == DecisionApplied }
 
 // Result is what one run of a job did. The JSON keys are those of idem run
 // --json. A job that applies several batches in one run (an [input] mode =
@@ -61,7 +68,7 @@ type Result struct {
 	Job string `json:"job"`
 	// Decision is loaded, applied, skipped or already_committed; in a
 	// project also failed, refused or blocked.
-	Decision string `json:"decision"`
+	Decision Decision `json:"decision"`
 	// Changed lists the key parts that changed (input, transform, config,
 	// schema); FirstLoad is true for the job's first commit.
 	Changed   []string `json:"changed"`
@@ -72,6 +79,14 @@ type Result struct {
 	Snapshot int64  `json:"snapshot"`
 	Parent   int64  `json:"parent"`
 	BatchID  string `json:"batch_id,omitempty"`
+	// SHA256 is the sha256 of the snapshot the run committed, written as
+	// its canonical export (csv, key order): the sha256 idem export
+	// --format csv and Project.Export give for it and Project.Rerun
+	// compares its rebuild with. It is computed after the commit by
+	// reading the snapshot back (a full read of the target); "" when the
+	// run committed nothing (skipped, already_committed), and for the
+	// summary of a files-mode or chunked job, whose Runs carry theirs.
+	SHA256 string `json:"sha256,omitempty"`
 	// RowsIn counts the input rows; Outcomes counts them by outcome.
 	RowsIn   int64            `json:"rows_in"`
 	Outcomes map[string]int64 `json:"outcomes"`
@@ -98,7 +113,7 @@ type Result struct {
 }
 
 func resultOf(r *run.Result) *Result {
-	return &Result{Job: r.Job, Decision: r.Decision, Changed: job.NonNil(r.Changed), FirstLoad: r.FirstLoad,
+	return &Result{Job: r.Job, Decision: Decision(r.Decision), Changed: job.NonNil(r.Changed), FirstLoad: r.FirstLoad,
 		JobKey: r.JobKey, Snapshot: r.Snapshot, Parent: r.Parent, BatchID: r.BatchID, RowsIn: r.RowsIn,
 		Outcomes: r.Outcomes, RowsOut: r.RowsOut, RowsWritten: r.RowsWritten, Cursor: r.Cursor,
 		Epoch: r.Epoch, Target: r.Target, InputSHA256: r.InputSHA256}
@@ -119,7 +134,7 @@ type Plan struct {
 	Mode string `json:"mode"`
 	// Decision is in the run's words: loaded, applied, skipped,
 	// already_committed or refused; in a project also failed or blocked.
-	Decision  string   `json:"decision"`
+	Decision  Decision `json:"decision"`
 	Changed   []string `json:"changed"`
 	FirstLoad bool     `json:"first_load"`
 	// JobKey is the key the run would record; "" while an upstream has
@@ -140,7 +155,7 @@ type Plan struct {
 }
 
 func planOf(p *ops.Plan) *Plan {
-	return &Plan{Job: p.Job, Mode: p.Mode, Decision: p.Decision, Changed: job.NonNil(p.Changed), FirstLoad: p.FirstLoad,
+	return &Plan{Job: p.Job, Mode: p.Mode, Decision: Decision(p.Decision), Changed: job.NonNil(p.Changed), FirstLoad: p.FirstLoad,
 		JobKey: p.JobKey, BatchID: p.BatchID, Snapshot: p.Snapshot, Cursor: p.Cursor, Epoch: p.Epoch,
 		Reason: p.Reason, NewFiles: p.NewFiles, Error: p.Error, ExitCode: p.ExitCode}
 }

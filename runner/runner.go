@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -34,7 +35,7 @@ type Project struct {
 func Open(ctx context.Context, paths []string, opts ...Option) (*Project, error) {
 	s := settings{concurrency: 1}
 	for _, o := range opts {
-		if err := o(&s); err != nil {
+		if err := o.apply(&s); err != nil {
 			return nil, jobError("", err)
 		}
 	}
@@ -138,6 +139,44 @@ func (p *Project) runJob(ctx context.Context, h *projectrun.Handles, j *job.Job,
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, done(err)) }()
+	res, err = dispatch(ctx, db, j, opts)
+	if serr := fillSHA256(ctx, db, j, res); serr != nil && err == nil {
+		err = serr
+	}
+	return res, err
+}
+
+// fillSHA256 sets the SHA256 of res and of its Runs that committed a
+// snapshot (Decision.Committed), reading each snapshot back.
+func fillSHA256(ctx context.Context, db *run.DB, j *job.Job, res *Result) error {
+	if res == nil {
+		return nil
+	}
+	for _, r := range res.Runs {
+		if err := fillSHA256(ctx, db, j, r); err != nil {
+			return err
+		}
+	}
+	if !res.Decision.Committed() || res.Runs != nil || res.Snapshot == 0 {
+		return nil
+	}
+	dir, release, err := run.NewScratchDir(db.Path())
+	if err != nil {
+		return fmt.Errorf("sha256 of snapshot %d: %w", res.Snapshot, err)
+	}
+	defer release()
+	ex, err := ops.Export(ctx, db, j, ops.ExportOptions{Snapshot: res.Snapshot, Out: filepath.Join(dir, "snapshot.csv"), Format: job.FormatCSV})
+	if err != nil {
+		return fmt.Errorf("sha256 of snapshot %d: %w", res.Snapshot, err)
+	}
+	res.SHA256 = ex.SHA256
+	return nil
+}
+
+// dispatch runs j with opts on db as its kind of input wants: a stream one
+// batch, a files-mode job each new file, a chunked job each chunk, any
+// other job one batch.
+func dispatch(ctx context.Context, db *run.DB, j *job.Job, opts run.RunOptions) (*Result, error) {
 	switch {
 	case j.IsStream():
 		srs, err := db.RunStream(ctx, j, opts, run.StreamOptions{})
@@ -148,20 +187,20 @@ func (p *Project) runJob(ctx context.Context, h *projectrun.Handles, j *job.Job,
 		if sr.Run != nil {
 			return resultOf(sr.Run), nil
 		}
-		return &Result{Job: sr.Job, Decision: sr.Decision, Changed: []string{}, JobKey: sr.JobKey, Snapshot: sr.Snapshot,
+		return &Result{Job: sr.Job, Decision: Decision(sr.Decision), Changed: []string{}, JobKey: sr.JobKey, Snapshot: sr.Snapshot,
 			BatchID: sr.BatchID, RowsIn: sr.RowsIn, Outcomes: sr.Outcomes}, nil
 	case j.Input.Mode == job.InputModeFiles:
 		fr, err := db.RunFiles(ctx, j, opts)
 		if fr == nil {
 			return nil, err
 		}
-		return &Result{Job: fr.Job, Decision: fr.Decision, NewFiles: fr.NewFiles, Runs: resultsOf(fr.Runs)}, err
+		return &Result{Job: fr.Job, Decision: Decision(fr.Decision), NewFiles: fr.NewFiles, Runs: resultsOf(fr.Runs)}, err
 	case j.Input.ChunkRows > 0:
 		cr, err := db.RunChunks(ctx, j, opts)
 		if cr == nil {
 			return nil, err
 		}
-		return &Result{Job: cr.Job, Decision: cr.Decision, Runs: resultsOf(cr.Runs)}, err
+		return &Result{Job: cr.Job, Decision: Decision(cr.Decision), Runs: resultsOf(cr.Runs)}, err
 	}
 	r, err := db.Run(ctx, j, opts)
 	if err != nil {
@@ -191,7 +230,7 @@ func (p *Project) Run(ctx context.Context) ([]*Result, error) {
 		if res == nil {
 			return "", err
 		}
-		return res.Decision, err
+		return string(res.Decision), err
 	}, nil)
 	closeErr := h.Close()
 	out := make([]*Result, len(outcomes))
@@ -215,7 +254,7 @@ func (p *Project) Run(ctx context.Context) ([]*Result, error) {
 }
 
 // failedDecision is the decision of a job whose error has exit code code.
-func failedDecision(code int) string {
+func failedDecision(code int) Decision {
 	if code == ExitRefused {
 		return DecisionRefused
 	}
@@ -279,7 +318,7 @@ func (p *Project) Plan(ctx context.Context) ([]*Plan, error) {
 		if plan == nil {
 			return "", err
 		}
-		return plan.Decision, err
+		return string(plan.Decision), err
 	}, nil)
 	out := make([]*Plan, len(outcomes))
 	var failed []*JobError
