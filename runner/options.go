@@ -25,6 +25,7 @@ type settings struct {
 	wait        time.Duration
 	selects     []string
 	concurrency int
+	progress    job.Progress
 }
 
 // WithDatabase makes every job read and write the database file at path
@@ -56,8 +57,11 @@ func WithMemoryLimit(size string) Option {
 // [duckdb] threads. Exports and reruns give the same bytes whatever it is.
 func WithThreads(n int) Option {
 	return optionFunc(func(s *settings) error {
-		if n < 1 || n > job.MaxThreads {
-			return job.Usage("WithThreads(%d): want 1 to %d", n, job.MaxThreads)
+		if n < 1 {
+			return job.Usage("threads %d: want 1 or more", n)
+		}
+		if n > job.MaxThreads {
+			return job.Usage("threads %d: at most %d", n, job.MaxThreads)
 		}
 		s.duckdb.Threads = n
 		return nil
@@ -112,6 +116,32 @@ func WithConcurrency(n int) Option {
 			return job.Usage("WithConcurrency(%d): want 1 or more", n)
 		}
 		s.concurrency = n
+		return nil
+	})
+}
+
+// Progress receives progress events of long work: a run's steps, a
+// rerun's replay, the sha256 of a whole target. Its zero value is silent.
+// The idem command draws it on a terminal.
+type Progress struct {
+	// Step is called when a named step starts; the func it returns is
+	// called when the step ends.
+	Step func(name string) (done func(elapsed time.Duration))
+	// Percent reports how far DuckDB is through the statement the running
+	// step executes (0-100), between a Step and its done.
+	Percent func(pct float64)
+	// Bytes reports bytes done of total while a file is hashed, copied or
+	// exported.
+	Bytes func(label string, done, total int64)
+	// Timings asks for every phase of a run as a step, not only the long
+	// ones.
+	Timings bool
+}
+
+// WithProgress sends the progress of long work to p.
+func WithProgress(p Progress) Option {
+	return optionFunc(func(s *settings) error {
+		s.progress = job.Progress{Step: p.Step, Percent: p.Percent, Bytes: p.Bytes, Timings: p.Timings}
 		return nil
 	})
 }

@@ -1,6 +1,9 @@
 package runner
 
 import (
+	"encoding/json"
+	"time"
+
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
@@ -88,16 +91,16 @@ type Result struct {
 	// summary of a files-mode or chunked job, whose Runs carry theirs.
 	SHA256 string `json:"sha256,omitempty"`
 	// RowsIn counts the input rows; Outcomes counts them by outcome.
-	RowsIn   int64            `json:"rows_in"`
-	Outcomes map[string]int64 `json:"outcomes"`
 	// RowsOut is the target's row count after the run, RowsWritten what
 	// this run wrote to it.
-	RowsOut     int64  `json:"rows_out"`
-	RowsWritten int64  `json:"rows_written"`
-	Cursor      int64  `json:"cursor"`
-	Epoch       int64  `json:"epoch"`
-	Target      string `json:"target"`
-	InputSHA256 string `json:"input_sha256"`
+	RowsIn      int64            `json:"rows_in"`
+	RowsOut     int64            `json:"rows_out"`
+	Outcomes    map[string]int64 `json:"outcomes"`
+	Cursor      int64            `json:"cursor"`
+	Epoch       int64            `json:"epoch"`
+	Target      string           `json:"target"`
+	InputSHA256 string           `json:"input_sha256"`
+	RowsWritten int64            `json:"rows_written"`
 	// NewFiles and Runs: a files-mode job's new files and the batches it
 	// committed, one per file (or one for all); Runs also holds a chunked
 	// job's chunks.
@@ -206,4 +209,108 @@ type ExportResult struct {
 	Bytes       int64  `json:"bytes"`
 	SHA256      string `json:"sha256"`
 	PartitionBy string `json:"partition_by,omitempty"`
+}
+
+// LogEntry is one run of a job as idem log lists it. The JSON keys are
+// those of idem log --json.
+type LogEntry struct {
+	// Time is when the run was recorded (UTC).
+	Time time.Time `json:"time"`
+	// BatchID is the batch the run applied or was given; nil for none.
+	BatchID *string `json:"batch_id"`
+	// Decision is a run's decision (loaded, applied, skipped,
+	// already_committed, refused, failed) or fenced, erased, rolled_back.
+	Decision string   `json:"decision"`
+	Changed  []string `json:"changed"`
+	// RowsIn is nil for an entry that read no input.
+	RowsIn   *int64           `json:"rows_in"`
+	Outcomes map[string]int64 `json:"outcomes"`
+	Snapshot int64            `json:"snapshot"`
+	Cursor   int64            `json:"cursor"`
+	Epoch    int64            `json:"epoch"`
+	// Message says why a run wrote nothing, exactly as recorded.
+	Message *string `json:"message,omitempty"`
+	// FirstLoad is true for the run that committed the job's first
+	// snapshot.
+	FirstLoad bool `json:"first_load"`
+}
+
+// Packet is the release packet of a snapshot, as idem show prints it: what
+// the run that committed it wrote, recorded in its transaction. The JSON
+// keys are those of idem show --json.
+type Packet struct {
+	Job      string `json:"job"`
+	Snapshot int64  `json:"snapshot"`
+	Parent   int64  `json:"parent"`
+	JobKey   string `json:"job_key"`
+	// Parts are the job key's parts as recorded (input, transform,
+	// config, schema), canonical JSON.
+	Parts            json.RawMessage  `json:"parts"`
+	Pipeline         string           `json:"pipeline"`
+	TransformVersion int              `json:"transform_version"`
+	SchemaVersion    int              `json:"schema_version"`
+	Inputs           []InputRef       `json:"inputs"`
+	RowsIn           int64            `json:"rows_in"`
+	Outcomes         map[string]int64 `json:"outcomes"`
+	Key              []string         `json:"key"`
+	// PartitionBy is the job's partition column; "" for a job without
+	// one, whose packet has one entry for the whole target.
+	PartitionBy string        `json:"partition_by,omitempty"`
+	Entries     []PacketEntry `json:"entries"`
+	// PayloadVersions counts the run's input rows by payload schema
+	// version, for a pipeline that keeps one (orders).
+	PayloadVersions map[string]int64 `json:"payload_versions,omitempty"`
+	// Erasures are the erasures that rewrote this snapshot's rows since,
+	// each with the entries it replaced: Entries describe the rows as
+	// they are now.
+	Erasures []PacketErasure `json:"erasures,omitempty"`
+	// Requested and RequestedKind name the snapshot asked for when it was
+	// an erasure or a rollback, which write no packet.
+	Requested     int64  `json:"requested_snapshot,omitempty"`
+	RequestedKind string `json:"requested_kind,omitempty"`
+}
+
+// InputRef is an input file of a snapshot: its sha256, size and name.
+type InputRef struct {
+	SHA256 string `json:"sha256"`
+	Bytes  int64  `json:"bytes"`
+	Name   string `json:"name"`
+}
+
+// PacketEntry describes one partition a run touched (Partition nil and
+// Whole set: the whole target) as committed.
+type PacketEntry struct {
+	Partition *string `json:"partition"`
+	Whole     bool    `json:"whole_target,omitempty"`
+	// Repaired marks a partition the run touched only to remove keys
+	// that moved into a replaced partition.
+	Repaired     bool  `json:"repaired,omitempty"`
+	Rows         int64 `json:"rows"`
+	DistinctKeys int64 `json:"distinct_keys"`
+	// Bounds are the min and max, as text, of each key column and the
+	// partition column; nil for an empty partition.
+	Bounds map[string][2]*string `json:"bounds"`
+	// SHA256 and Bytes are those of the entry's rows written as idem
+	// export --format csv writes them (with --partition-by for a
+	// partition). An entry replaced by an erasure before they were
+	// computed has none (Pending).
+	SHA256 string `json:"sha256"`
+	Bytes  int64  `json:"bytes"`
+}
+
+// Pending says the entry's sha256 and bytes were never computed.
+func (e PacketEntry) Pending() bool { return e.SHA256 == "" }
+
+// PacketErasure is one erasure that rewrote a snapshot's rows: the
+// erasure's snapshot and the entries the packet had before.
+type PacketErasure struct {
+	Snapshot int64         `json:"snapshot"`
+	Replaced []PacketEntry `json:"replaced"`
+}
+
+// FenceResult is the writer epoch a fence set. The JSON keys are those of
+// idem fence --json.
+type FenceResult struct {
+	Job   string `json:"job"`
+	Epoch int64  `json:"epoch"`
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -65,6 +66,43 @@ func Open(ctx context.Context, paths []string, opts ...Option) (*Project, error)
 		return nil, jobError("", err)
 	}
 	return &Project{p: p, s: s}, nil
+}
+
+// JobFile is the job file pathOrName names, as every idem command that
+// takes one JOB reads it: a path that exists (or that cannot be a job's
+// name) as it is; otherwise the name of a job defined by one of the job
+// files of the working folder (idem show daily). Errors (ErrUsage): no
+// such file and no such job, a job defined by several files; a job file of
+// that name that cannot be used is its own error (ErrJobFile).
+func JobFile(pathOrName string) (string, error) {
+	if _, err := os.Stat(pathOrName); err == nil || !job.Identifier.MatchString(pathOrName) {
+		return pathOrName, nil
+	}
+	name := pathOrName
+	files, err := project.Files([]string{"."})
+	if err != nil {
+		return "", jobError("", &job.UsageError{Msg: fmt.Sprintf("no job file %s, and no job named %s here: %v", name, name, err)})
+	}
+	var found []string
+	for _, f := range files {
+		j, err := run.LoadJob(f, idemsql.FS)
+		if err != nil {
+			if strings.TrimSuffix(filepath.Base(f), ".toml") == name {
+				return "", jobError("", err) // the job's own file is bad: say why
+			}
+			continue
+		}
+		if j.Name == name {
+			found = append(found, j.File)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", jobError("", &job.UsageError{Msg: fmt.Sprintf("no job file %s, and no job named %s among the job files of this folder: give a job file's path", name, name)})
+	case 1:
+		return found[0], nil
+	}
+	return "", jobError("", &job.UsageError{Msg: fmt.Sprintf("job %s is defined by several job files of this folder (%s): give one's path", name, strings.Join(found, ", "))})
 }
 
 // Jobs names the project's jobs in run order.
@@ -340,8 +378,8 @@ func (p *Project) Plan(ctx context.Context) ([]*Plan, error) {
 	return out, partial(failed, nil)
 }
 
-// open opens job name's database read-only.
-func (p *Project) open(ctx context.Context, name string) (*job.Job, *run.DB, error) {
+// open opens job name's database, read-only when asked.
+func (p *Project) open(ctx context.Context, name string, readOnly bool) (*job.Job, *run.DB, error) {
 	j, err := p.job(name)
 	if err != nil {
 		return nil, nil, err
@@ -350,7 +388,7 @@ func (p *Project) open(ctx context.Context, name string) (*job.Job, *run.DB, err
 	if err != nil {
 		return nil, nil, jobError(name, err)
 	}
-	oo.ReadOnly = true
+	oo.ReadOnly = readOnly
 	db, err := run.Open(ctx, path, oo)
 	if err != nil {
 		return nil, nil, jobError(name, err)
@@ -366,7 +404,7 @@ func (p *Project) open(ctx context.Context, name string) (*job.Job, *run.DB, err
 // returned beside a *JobError wrapping ErrNotReproduced; released SQL
 // edited since, or an expired snapshot, is ErrRefused.
 func (p *Project) Rerun(ctx context.Context, name string, snapshot int64) (*RerunResult, error) {
-	j, db, err := p.open(ctx, name)
+	j, db, err := p.open(ctx, name, true)
 	if err != nil {
 		return nil, err
 	}
@@ -389,16 +427,13 @@ func (p *Project) Rerun(ctx context.Context, name string, snapshot int64) (*Reru
 // into place. The database is only read. Errors: no Out or a bad format
 // (ErrUsage), an expired snapshot (ErrRefused).
 func (p *Project) Export(ctx context.Context, name string, opts ExportOptions) (*ExportResult, error) {
-	j, db, err := p.open(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close() // read-only: nothing to lose
-	res, err := ops.Export(ctx, db, j, ops.ExportOptions{Out: opts.Out, Table: opts.Table, Snapshot: opts.Snapshot,
-		Format: opts.Format, PartitionBy: opts.PartitionBy})
-	if err != nil {
-		return nil, jobError(name, err)
-	}
-	return &ExportResult{Job: res.Job, Table: res.Table, Snapshot: res.Snapshot, Format: res.Format, Path: res.Path,
-		Rows: res.Rows, Bytes: res.Bytes, SHA256: res.SHA256, PartitionBy: res.PartitionBy}, nil
+	return read(ctx, p, name, func(j *job.Job, db *run.DB) (*ExportResult, error) {
+		res, err := ops.Export(ctx, db, j, ops.ExportOptions{Out: opts.Out, Table: opts.Table, Snapshot: opts.Snapshot,
+			Format: opts.Format, PartitionBy: opts.PartitionBy})
+		if err != nil {
+			return nil, err
+		}
+		return &ExportResult{Job: res.Job, Table: res.Table, Snapshot: res.Snapshot, Format: res.Format, Path: res.Path,
+			Rows: res.Rows, Bytes: res.Bytes, SHA256: res.SHA256, PartitionBy: res.PartitionBy}, nil
+	})
 }

@@ -1,0 +1,67 @@
+package cli
+
+import (
+	"context"
+	"errors"
+
+	"github.com/idem-dev/idem/runner"
+)
+
+// options are the runner options the database flags ask for; --threads,
+// --memory-limit and --wait left at their defaults keep the job file's.
+func (f *dbFlags) options(extra ...runner.Option) []runner.Option {
+	var opts []runner.Option
+	if f.db != "" {
+		opts = append(opts, runner.WithDatabase(f.db))
+	}
+	if f.wait > 0 {
+		opts = append(opts, runner.WithWait(f.wait))
+	}
+	if f.memoryLimit != "" {
+		opts = append(opts, runner.WithMemoryLimit(f.memoryLimit))
+	}
+	if f.threads > 0 {
+		opts = append(opts, runner.WithThreads(f.threads))
+	}
+	if f.tempDir != "" {
+		opts = append(opts, runner.WithTempDirectory(f.tempDir))
+	}
+	return append(opts, extra...)
+}
+
+// openOne opens the one job a command names, a job file or a job's name
+// (runner.JobFile), as a project of that job; name is the job's name.
+func (f *dbFlags) openOne(ctx context.Context, pathOrName string, extra ...runner.Option) (p *runner.Project, name string, err error) {
+	file, err := runner.JobFile(pathOrName)
+	if err != nil {
+		return nil, "", err
+	}
+	if p, err = runner.Open(ctx, []string{file}, f.options(extra...)...); err != nil {
+		return nil, "", err
+	}
+	return p, p.Jobs()[0], nil
+}
+
+// progressOption is a's progress hooks (progress.go) as a runner option.
+func (a *app) progressOption(pf progressFlags) runner.Option {
+	p := a.progress(pf)
+	return runner.WithProgress(runner.Progress{Step: p.Step, Percent: p.Percent, Bytes: p.Bytes, Timings: p.Timings})
+}
+
+// written reports the result of a call that committed, printed by print
+// (nil: none), and err: a *runner.CloseError beside a result is reported
+// as closeFailed reports one (the commit stands, exit 1); any other error
+// as fail does.
+func (a *app) written(jsonOut bool, res any, err error, print func() error) error {
+	var ce *runner.CloseError
+	if res != nil && (err == nil || errors.As(err, &ce)) {
+		if perr := print(); perr != nil {
+			return perr
+		}
+		if err != nil {
+			return a.closeFailed(ce)
+		}
+		return nil
+	}
+	return a.fail(jsonOut, err)
+}

@@ -1,0 +1,117 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/run"
+)
+
+// Log returns job name's runs, newest first, as idem log prints them:
+// every invocation of a run (skipped, already_committed, refused and
+// failed ones too) and every fence, erasure and rollback. The database is
+// only read; a job that never ran has none (an empty slice).
+func (p *Project) Log(ctx context.Context, name string) ([]LogEntry, error) {
+	return read(ctx, p, name, func(j *job.Job, db *run.DB) ([]LogEntry, error) {
+		entries, err := ops.Log(ctx, db, j.Name)
+		out := make([]LogEntry, len(entries))
+		for i, e := range entries {
+			out[i] = LogEntry{Time: e.Time, BatchID: e.BatchID, Decision: e.Decision, Changed: e.Changed, RowsIn: e.RowsIn,
+				Outcomes: e.Outcomes, Snapshot: e.Snapshot, Cursor: e.Cursor, Epoch: e.Epoch, Message: e.Message, FirstLoad: e.FirstLoad}
+		}
+		return out, err
+	})
+}
+
+// Show returns the release packet of snapshot (0: the latest) of job name,
+// as idem show prints it: what the run that committed it wrote, per
+// partition. For an erasure or a rollback, which write no packet, it is the
+// packet of the run snapshot whose rows it holds, with Requested and
+// RequestedKind naming the snapshot asked for. A whole target's sha256,
+// bytes and distinct keys, which its run leaves to its readers, are
+// computed here (a full read of the target, which WithProgress shows). The
+// database is only read. Errors: an expired snapshot (ErrRefused), a
+// snapshot committed before packets existed.
+func (p *Project) Show(ctx context.Context, name string, snapshot int64) (*Packet, error) {
+	return read(ctx, p, name, func(j *job.Job, db *run.DB) (*Packet, error) {
+		shown, err := ops.Show(ctx, db, j, snapshot, p.s.progress)
+		if err != nil {
+			return nil, err
+		}
+		var out Packet
+		return &out, convert(shown, &out)
+	})
+}
+
+// read calls f with job name and its database opened read-only, which it
+// closes after: f's error is the job's.
+func read[T any](ctx context.Context, p *Project, name string, f func(*job.Job, *run.DB) (T, error)) (T, error) {
+	var zero T
+	j, db, err := p.open(ctx, name, true)
+	if err != nil {
+		return zero, err
+	}
+	defer db.Close() // read-only: nothing to lose
+	res, err := f(j, db)
+	if err != nil {
+		return zero, jobError(name, err)
+	}
+	return res, nil
+}
+
+// Fence advances job name's writer epoch and returns the new one: runs,
+// erasures, rollbacks and expiries given an older epoch are refused from
+// then on. It commits in one transaction. A result returned beside an
+// error is committed: the database failed to close after the commit (what
+// it committed stands).
+func (p *Project) Fence(ctx context.Context, name string) (*FenceResult, error) {
+	j, db, err := p.open(ctx, name, false)
+	if err != nil {
+		return nil, err
+	}
+	epoch, err := ops.Fence(ctx, db, j.Name)
+	if err != nil {
+		return nil, jobError(name, errors.Join(err, db.Close()))
+	}
+	return &FenceResult{Job: j.Name, Epoch: epoch}, p.closeWritten(name, db)
+}
+
+// closeWritten closes db, written to by a call on job name that committed:
+// its error says the close failed, not the commit.
+func (p *Project) closeWritten(name string, db *run.DB) error {
+	if err := db.Close(); err != nil {
+		return jobError(name, &CloseError{Path: db.Path(), Err: err})
+	}
+	return nil
+}
+
+// CloseError is the error of closing a database after a call committed to
+// it: what the call committed stands (a commit the close could not
+// checkpoint is in the database's WAL, replayed on its next open), and the
+// result is returned beside it. The idem command exits 1.
+type CloseError struct {
+	Path string
+	Err  error
+}
+
+func (e *CloseError) Error() string { return fmt.Sprintf("close database %s: %v", e.Path, e.Err) }
+
+// Unwrap returns the cause.
+func (e *CloseError) Unwrap() error { return e.Err }
+
+// convert copies src into dst, a public type with the same JSON keys
+// (TestResultsInStep keeps them in step).
+func convert(src, dst any) error {
+	b, err := json.Marshal(src)
+	if err != nil {
+		return fmt.Errorf("copy %T: %w", src, err)
+	}
+	if err := json.Unmarshal(b, dst); err != nil {
+		return fmt.Errorf("copy %T: %w", src, err)
+	}
+	return nil
+}
