@@ -26,6 +26,8 @@ type settings struct {
 	selects     []string
 	concurrency int
 	progress    job.Progress
+	hooks       []AfterCommit
+	fault       func(database string) func(point string)
 }
 
 // WithDatabase makes every job read and write the database file at path

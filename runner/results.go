@@ -314,3 +314,97 @@ type FenceResult struct {
 	Job   string `json:"job"`
 	Epoch int64  `json:"epoch"`
 }
+
+// ReplicaInfo reports the read replica a commit published ([duckdb]
+// read_replica): a copy of the database file readers open while a writer
+// holds it. The JSON keys are those of the commands' --json.
+type ReplicaInfo struct {
+	Path    string  `json:"path"`
+	Seconds float64 `json:"seconds"`
+	Bytes   int64   `json:"bytes"`
+	// Method is how the file was made: clone (a reflink), copy, or
+	// rewrite (once the database holds an erasure).
+	Method string `json:"method"`
+	// Commit is the database's commit sequence the replica holds.
+	Commit int64 `json:"commit"`
+	// Error says why the publication failed; the commit stands and the
+	// previous replica stays in place.
+	Error string `json:"error,omitempty"`
+}
+
+// RollbackOptions guard Project.Rollback as a Batch guards a run.
+type RollbackOptions struct {
+	// To is the snapshot whose rows become current (required).
+	To int64
+	// ExpectParent, when set, refuses the rollback unless the job's
+	// latest snapshot is this one; Epoch unless it is the job's writer
+	// epoch.
+	ExpectParent, Epoch *int64
+}
+
+// RollbackResult reports a rollback: the new snapshot holding the rows of
+// snapshot To. The JSON keys are those of idem rollback --json.
+type RollbackResult struct {
+	Job      string       `json:"job"`
+	To       int64        `json:"to_snapshot"`
+	Snapshot int64        `json:"snapshot"`
+	Parent   int64        `json:"parent"`
+	RowsOut  int64        `json:"rows_out"`
+	Replica  *ReplicaInfo `json:"replica,omitempty"`
+}
+
+// ExpireOptions say what Project.Expire keeps.
+type ExpireOptions struct {
+	// Keep is the number of newest snapshots that stay readable; 0 takes
+	// the job's [retention] keep_snapshots.
+	Keep int64
+	// DryRun reports what would be removed and changes nothing (the
+	// database is only read).
+	DryRun bool
+	// Epoch, when set, refuses the expiry unless it is the job's writer
+	// epoch; a job with [job] fencing = "required" needs it.
+	Epoch *int64
+}
+
+// ExpireResult reports an expiry; counts are of what was removed (with
+// DryRun, what would be). The JSON keys are those of idem expire --json.
+type ExpireResult struct {
+	Job    string `json:"job"`
+	DryRun bool   `json:"dry_run"`
+	Keep   int64  `json:"keep_snapshots"`
+	Latest int64  `json:"latest"`
+	// OldestKept is the oldest readable snapshot after the expiry, and
+	// Previous the one before it.
+	OldestKept int64 `json:"oldest_kept"`
+	Previous   int64 `json:"previous_oldest_kept"`
+	Expired    int64 `json:"expired"`
+	// HeldBy names the downstream jobs that hold an older snapshot, each
+	// with the oldest it holds, which is kept; Pins say why.
+	HeldBy map[string]int64 `json:"held_by"`
+	Pins   []Pin            `json:"pins"`
+	// InputsFrom is the first snapshot whose retained inputs a rerun of a
+	// kept snapshot needs.
+	InputsFrom  int64 `json:"inputs_from"`
+	HistoryRows int64 `json:"history_rows"`
+	OutcomeRows int64 `json:"outcome_rows"`
+	Packets     int64 `json:"packets"`
+	Inputs      int   `json:"inputs"`
+	InputBytes  int64 `json:"input_bytes"`
+	// Checkpoints are the checkpoints removed, and their bytes.
+	Checkpoints     int          `json:"checkpoints"`
+	CheckpointBytes int64        `json:"checkpoint_bytes"`
+	Replica         *ReplicaInfo `json:"replica,omitempty"`
+}
+
+// Pin is a snapshot a downstream job holds, which expiry keeps.
+type Pin struct {
+	// Job is the downstream job, Snapshot the snapshot it holds.
+	Job      string `json:"job"`
+	Snapshot int64  `json:"snapshot"`
+	// Rerun is the kept snapshot of Job whose rerun reads Snapshot; 0
+	// when the pin is Job's next read of changes.
+	Rerun int64 `json:"rerun,omitempty"`
+}
+
+// String says why the pin holds its snapshot.
+func (p Pin) String() string { return ops.Pin(p).String() }

@@ -43,6 +43,8 @@ func TestResultsInStep(t *testing.T) {
 			leftOut: []string{"files"}},
 		{public: LogEntry{}, internal: catalog.LogEntry{}},
 		{public: Packet{}, internal: ops.Shown{}},
+		{public: RollbackResult{}, internal: ops.RollbackResult{}},
+		{public: ExpireResult{}, internal: ops.ExpireResult{}},
 	} {
 		pubKeys, inKeys := jsonKeys(reflect.TypeOf(tc.public), ""), jsonKeys(reflect.TypeOf(tc.internal), "")
 		pub, in := kinds(pubKeys), kinds(inKeys)

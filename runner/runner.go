@@ -162,7 +162,20 @@ func (p *Project) RunJob(ctx context.Context, name string, b Batch) (*Result, er
 		return nil, jobError(name, err)
 	}
 	res, err := p.runJob(ctx, nil, j, opts)
-	return res, jobError(name, err)
+	if err != nil {
+		return res, jobError(name, err)
+	}
+	return res, p.afterCommit(ctx, commitOf(res))
+}
+
+// commitOf is the Commit of a run's result.
+func commitOf(r *Result) Commit {
+	c := Commit{Job: r.Job, Verb: "run", Snapshot: r.Snapshot, Committed: r.Decision.Committed()}
+	for _, b := range r.Runs {
+		c.Snapshot = max(c.Snapshot, b.Snapshot)
+		c.Committed = c.Committed || b.Decision.Committed()
+	}
+	return c
 }
 
 // runJob runs j with opts on a database from h (nil: opened and closed
@@ -288,7 +301,16 @@ func (p *Project) Run(ctx context.Context) ([]*Result, error) {
 		}
 		out[i] = r
 	}
-	return out, partial(failed, closeErr)
+	var hookErrs []error
+	for _, r := range out {
+		if r.Decision != DecisionBlocked && r.Error == "" {
+			hookErrs = append(hookErrs, p.afterCommit(ctx, commitOf(r)))
+		}
+	}
+	if err := partial(failed, closeErr); err != nil {
+		return out, errors.Join(append([]error{err}, hookErrs...)...)
+	}
+	return out, errors.Join(hookErrs...)
 }
 
 // failedDecision is the decision of a job whose error has exit code code.

@@ -190,3 +190,30 @@ func TestConstants(t *testing.T) {
 	require.Equal(t, []string{job.DecisionLoaded, job.DecisionApplied, job.DecisionSkipped, job.DecisionAlreadyCommitted, job.DecisionFailed, job.DecisionRefused},
 		[]string{string(runner.DecisionLoaded), string(runner.DecisionApplied), string(runner.DecisionSkipped), string(runner.DecisionAlreadyCommitted), string(runner.DecisionFailed), string(runner.DecisionRefused)})
 }
+
+// TestAfterCommitError: a hook that fails does not undo the commit: the
+// result comes back beside an *AfterCommitError, exit 0, and the snapshot
+// is there; a nil hook is a usage error.
+func TestAfterCommitError(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "input/src.csv"), "id,day\n1,2024-01-01\n")
+	write(t, filepath.Join(dir, "src.toml"), sourceJob)
+	_, err := runner.Open(ctx, []string{dir}, runner.WithAfterCommit(nil))
+	require.ErrorIs(t, err, runner.ErrUsage)
+	boom := errors.New("catalog down")
+	p, err := runner.Open(ctx, []string{dir}, runner.WithAfterCommit(func(context.Context, *runner.Project, runner.Commit) error { return boom }))
+	require.NoError(t, err)
+	res, err := p.RunJob(ctx, "src", runner.Batch{})
+	require.ErrorIs(t, err, boom)
+	var ae *runner.AfterCommitError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, "src", ae.Job)
+	require.Equal(t, runner.ExitOK, runner.ExitCode(err))
+	require.Equal(t, runner.DecisionApplied, res.Decision)
+	entries, err := p.Log(ctx, "src")
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	require.Equal(t, int64(1), entries[0].Snapshot)
+}

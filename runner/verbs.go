@@ -115,3 +115,61 @@ func convert(src, dst any) error {
 	}
 	return nil
 }
+
+// Rollback makes job name's current rows those of snapshot opts.To and
+// commits them as a new snapshot, in one transaction, as idem rollback
+// does; the ledger, cursor and outcomes stay. Errors: rows of an erased key it would expose, a change of the target's columns
+// it would cross, a guard of opts (ErrRefused); a To that is no snapshot. The AfterCommit hooks
+// follow the commit. A result returned beside an error is committed (a
+// *CloseError or an *AfterCommitError).
+func (p *Project) Rollback(ctx context.Context, name string, opts RollbackOptions) (*RollbackResult, error) {
+	return write(ctx, p, name, "rollback", false, func(j *job.Job, db *run.DB) (*RollbackResult, int64, error) {
+		res, err := ops.Rollback(ctx, db, j, opts.To, ops.RollbackOptions{ExpectParent: opts.ExpectParent, Epoch: opts.Epoch, Fault: p.faultFor(db.Path())})
+		if err != nil {
+			return nil, 0, err
+		}
+		return &RollbackResult{Job: res.Job, To: res.To, Snapshot: res.Snapshot, Parent: res.Parent, RowsOut: res.RowsOut,
+			Replica: (*ReplicaInfo)(res.Replica)}, res.Snapshot, nil
+	})
+}
+
+// Expire expires job name's snapshots older than its newest opts.Keep, in
+// one transaction, as idem expire does: their history rows, outcome rows,
+// release packets, and the retained inputs and checkpoints no kept
+// snapshot's rerun needs. A snapshot a downstream job holds is kept (the
+// result's Pins). Errors: a guard (ErrRefused). The AfterCommit hooks
+// follow, but not a DryRun, which only reads. A result returned beside an
+// error is committed, as for Rollback.
+func (p *Project) Expire(ctx context.Context, name string, opts ExpireOptions) (*ExpireResult, error) {
+	return write(ctx, p, name, "expire", opts.DryRun, func(j *job.Job, db *run.DB) (*ExpireResult, int64, error) {
+		res, err := ops.Expire(ctx, db, j, ops.ExpireOptions{Keep: opts.Keep, DryRun: opts.DryRun, Epoch: opts.Epoch, Fault: p.faultFor(db.Path())})
+		if err != nil {
+			return nil, 0, err
+		}
+		var out ExpireResult
+		return &out, res.Latest, convert(res, &out)
+	})
+}
+
+// write calls f with job name and its database opened for writing (only
+// read with readOnly), closes it, and then, unless readOnly, calls the
+// AfterCommit hooks with the snapshot f returns: a verb that commits.
+func write[T any](ctx context.Context, p *Project, name, verb string, readOnly bool, f func(*job.Job, *run.DB) (T, int64, error)) (T, error) {
+	var zero T
+	j, db, err := p.open(ctx, name, readOnly)
+	if err != nil {
+		return zero, err
+	}
+	res, snapshot, err := f(j, db)
+	if err != nil {
+		return zero, jobError(name, errors.Join(err, db.Close()))
+	}
+	if readOnly {
+		db.Close() // read-only: nothing to lose
+		return res, nil
+	}
+	if err := p.closeWritten(name, db); err != nil {
+		return res, err
+	}
+	return res, p.afterCommit(ctx, Commit{Job: j.Name, Verb: verb, Snapshot: snapshot, Committed: true})
+}

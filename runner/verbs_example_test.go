@@ -106,3 +106,90 @@ func ExampleProject_Fence() {
 	// src epoch 2
 	// refused, exit 3
 }
+
+// ExampleProject_Rollback makes the rows of snapshot 1 current again as
+// snapshot 3: the run's sha256 of snapshot 1 is the new snapshot's.
+func ExampleProject_Rollback() {
+	ctx := context.Background()
+	p, dir := applied(ctx)
+	defer os.RemoveAll(dir)
+	first, err := p.Show(ctx, "src", 1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	parent := int64(2)
+	res, err := p.Rollback(ctx, "src", runner.RollbackOptions{To: 1, ExpectParent: &parent})
+	if err != nil {
+		log.Fatal(err)
+	}
+	now, err := p.Show(ctx, "src", 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s: rolled back to %d as snapshot %d, %d rows\n", res.Job, res.To, res.Snapshot, res.RowsOut)
+	fmt.Println("rows of snapshot 1:", now.Entries[0].SHA256 == first.Entries[0].SHA256)
+	_, err = p.Rollback(ctx, "src", runner.RollbackOptions{To: 1, ExpectParent: &parent})
+	fmt.Println("a stale parent is refused, exit", runner.ExitCode(err))
+	// Output:
+	// src: rolled back to 1 as snapshot 3, 2 rows
+	// rows of snapshot 1: true
+	// a stale parent is refused, exit 3
+}
+
+// ExampleProject_Expire keeps the newest snapshot only; a dry run first
+// says what would go and changes nothing.
+func ExampleProject_Expire() {
+	ctx := context.Background()
+	p, dir := applied(ctx)
+	defer os.RemoveAll(dir)
+	for _, dry := range []bool{true, false} {
+		res, err := p.Expire(ctx, "src", runner.ExpireOptions{Keep: 1, DryRun: dry})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("dry run %v: %d expired, oldest kept %d of %d\n", res.DryRun, res.Expired, res.OldestKept, res.Latest)
+	}
+	_, err := p.Show(ctx, "src", 1)
+	fmt.Println("snapshot 1 is refused, exit", runner.ExitCode(err))
+	// Output:
+	// dry run true: 1 expired, oldest kept 2 of 2
+	// dry run false: 1 expired, oldest kept 2 of 2
+	// snapshot 1 is refused, exit 3
+}
+
+// ExampleWithAfterCommit plugs an extension in: after every commit the
+// hook reads what it needs through the Project, as a publisher does (here
+// the snapshot's sha256 and the job's [target] key); a run that commits
+// nothing calls it too, with Committed false, to catch up.
+func ExampleWithAfterCommit() {
+	ctx := context.Background()
+	publish := func(ctx context.Context, p *runner.Project, c runner.Commit) error {
+		info, err := p.Job(c.Job)
+		if err != nil {
+			return err
+		}
+		if !c.Committed {
+			fmt.Printf("%s: %s committed nothing new\n", c.Job, c.Verb)
+			return nil
+		}
+		pk, err := p.Show(ctx, c.Job, c.Snapshot)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("publish %s (key %v) snapshot %d after %s: %d rows\n", info.Target, info.Key, c.Snapshot, c.Verb, pk.Entries[0].Rows)
+		return nil
+	}
+	p, dir := applied(ctx, runner.WithAfterCommit(publish))
+	defer os.RemoveAll(dir)
+	if _, err := p.RunJob(ctx, "src", runner.Batch{Input: filepath.Join(dir, "input/b2.csv")}); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := p.Rollback(ctx, "src", runner.RollbackOptions{To: 1}); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// publish src (key [id]) snapshot 1 after run: 2 rows
+	// publish src (key [id]) snapshot 2 after run: 3 rows
+	// src: run committed nothing new
+	// publish src (key [id]) snapshot 3 after rollback: 2 rows
+}

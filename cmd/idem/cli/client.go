@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 
@@ -49,19 +50,30 @@ func (a *app) progressOption(pf progressFlags) runner.Option {
 }
 
 // written reports the result of a call that committed, printed by print
-// (nil: none), and err: a *runner.CloseError beside a result is reported
-// as closeFailed reports one (the commit stands, exit 1); any other error
-// as fail does.
-func (a *app) written(jsonOut bool, res any, err error, print func() error) error {
+// (nil: none) and followed by hooked, what its AfterCommit hooks printed,
+// and err: a *runner.CloseError beside a result is reported as
+// closeFailed reports one (the commit stands, exit 1), a
+// *runner.AfterCommitError as a warning (exit 0), any other error as fail
+// does.
+func (a *app) written(p *runner.Project, jsonOut bool, res any, err error, hooked *bytes.Buffer, print func() error) error {
 	var ce *runner.CloseError
-	if res != nil && (err == nil || errors.As(err, &ce)) {
-		if perr := print(); perr != nil {
+	var ae *runner.AfterCommitError
+	if res == nil || (err != nil && !errors.As(err, &ce) && !errors.As(err, &ae)) {
+		return a.fail(jsonOut, err)
+	}
+	if perr := print(); perr != nil {
+		return perr
+	}
+	if hooked != nil {
+		if _, perr := a.stdout.Write(hooked.Bytes()); perr != nil {
 			return perr
 		}
-		if err != nil {
-			return a.closeFailed(ce)
-		}
-		return nil
 	}
-	return a.fail(jsonOut, err)
+	switch {
+	case ce != nil:
+		return a.closeFailed(ce)
+	case ae != nil:
+		a.hookFailed(p, ae)
+	}
+	return nil
 }
