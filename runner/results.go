@@ -408,3 +408,30 @@ type Pin struct {
 
 // String says why the pin holds its snapshot.
 func (p Pin) String() string { return ops.Pin(p).String() }
+
+// AuditResult reports what an audit read of a partitioned Parquet export
+// and what a full scan of it read. The JSON keys are those of idem show
+// --audit --json.
+type AuditResult struct {
+	Job         string     `json:"job"`
+	Export      string     `json:"export"`
+	Snapshot    int64      `json:"snapshot"`
+	PartitionBy string     `json:"partition_by"`
+	Where       string     `json:"where"`
+	Audit       ScanFigure `json:"audit"`
+	Full        ScanFigure `json:"full_scan"`
+	// ByteRatio is Audit.Bytes / Full.Bytes.
+	ByteRatio float64 `json:"byte_ratio"`
+}
+
+// ScanFigure is one query's reading: the Parquet files it read of those
+// there, its rows, the row groups and compressed bytes of the files read,
+// and DuckDB's total_bytes_read.
+type ScanFigure struct {
+	Rows       int64 `json:"rows"`
+	Files      int64 `json:"files"`
+	FilesTotal int64 `json:"files_total"`
+	RowGroups  int64 `json:"row_groups"`
+	Bytes      int64 `json:"bytes"`
+	BytesRead  int64 `json:"bytes_read"`
+}

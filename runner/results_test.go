@@ -45,6 +45,7 @@ func TestResultsInStep(t *testing.T) {
 		{public: Packet{}, internal: ops.Shown{}},
 		{public: RollbackResult{}, internal: ops.RollbackResult{}},
 		{public: ExpireResult{}, internal: ops.ExpireResult{}},
+		{public: AuditResult{}, internal: ops.AuditResult{}},
 	} {
 		pubKeys, inKeys := jsonKeys(reflect.TypeOf(tc.public), ""), jsonKeys(reflect.TypeOf(tc.internal), "")
 		pub, in := kinds(pubKeys), kinds(inKeys)

@@ -173,3 +173,21 @@ func write[T any](ctx context.Context, p *Project, name, verb string, readOnly b
 	}
 	return res, p.afterCommit(ctx, Commit{Job: j.Name, Verb: verb, Snapshot: snapshot, Committed: true})
 }
+
+// Audit runs SELECT * WHERE predicate over the partitioned Parquet export
+// of job name in dir (Export with Format parquet and PartitionBy) and a
+// full scan of it, with DuckDB's profiling, as idem show --audit does, and
+// reports the files, row groups and bytes each read. The predicate is the
+// caller's own SQL; the job's database is not opened.
+func (p *Project) Audit(ctx context.Context, name, dir, predicate string) (*AuditResult, error) {
+	j, err := p.job(name)
+	if err != nil {
+		return nil, err
+	}
+	res, err := ops.Audit(ctx, j, dir, predicate)
+	if err != nil {
+		return nil, jobError(name, err)
+	}
+	return &AuditResult{Job: res.Job, Export: res.Export, Snapshot: res.Snapshot, PartitionBy: res.PartitionBy, Where: res.Where,
+		Audit: ScanFigure(res.Audit), Full: ScanFigure(res.Full), ByteRatio: res.ByteRatio}, nil
+}

@@ -193,3 +193,22 @@ func ExampleWithAfterCommit() {
 	// src: run committed nothing new
 	// publish src (key [id]) snapshot 3 after rollback: 2 rows
 }
+
+// ExampleProject_Audit measures what a day-bounded read of a partitioned
+// Parquet export reads, beside a full scan of it.
+func ExampleProject_Audit() {
+	ctx := context.Background()
+	p, dir := applied(ctx)
+	defer os.RemoveAll(dir)
+	out := filepath.Join(dir, "export")
+	if _, err := p.Export(ctx, "src", runner.ExportOptions{Out: out, Format: "parquet", PartitionBy: "day"}); err != nil {
+		log.Fatal(err)
+	}
+	res, err := p.Audit(ctx, "src", out, "day = DATE '2024-01-01'")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("audit: %d of %d files, %d rows; full scan: %d files, %d rows\n", res.Audit.Files, res.Audit.FilesTotal, res.Audit.Rows, res.Full.Files, res.Full.Rows)
+	// Output:
+	// audit: 1 of 3 files, 1 rows; full scan: 3 files, 3 rows
+}

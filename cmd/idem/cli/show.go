@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
@@ -47,11 +46,11 @@ the database is not opened.`,
 				if audit == "" || export == "" || cmd.Flags().Changed("snapshot") {
 					return a.fail(f.jsonOut, &job.UsageError{Msg: "--audit and --export go together, without --snapshot (the export is of one snapshot)"})
 				}
-				j, err := loadJob(args[0])
+				p, name, err := f.openOne(cmd.Context(), args[0])
 				if err != nil {
 					return a.fail(f.jsonOut, err)
 				}
-				res, err := ops.Audit(cmd.Context(), j, export, audit)
+				res, err := p.Audit(cmd.Context(), name, export, audit)
 				if err != nil {
 					return a.fail(f.jsonOut, err)
 				}
@@ -152,12 +151,12 @@ func countsText(m map[string]int64) string {
 	return strings.Join(parts, ", ")
 }
 
-func (a *app) printAudit(r *ops.AuditResult) {
+func (a *app) printAudit(r *runner.AuditResult) {
 	w := a.stdout
 	fmt.Fprintf(w, "%s: audit %q over %s (snapshot %d, partition_by %s)\n", r.Job, r.Where, r.Export, r.Snapshot, r.PartitionBy)
 	for _, s := range []struct {
 		name string
-		f    ops.ScanFigure
+		f    runner.ScanFigure
 	}{{"audit    ", r.Audit}, {"full scan", r.Full}} {
 		fmt.Fprintf(w, "  %s  files %d/%d, row groups %d, bytes %s, rows %s (DuckDB total_bytes_read %s)\n",
 			s.name, s.f.Files, s.f.FilesTotal, s.f.RowGroups, job.Thousands(s.f.Bytes), job.Thousands(s.f.Rows), job.Thousands(s.f.BytesRead))
