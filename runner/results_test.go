@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/modeltest"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
 )
@@ -46,6 +47,7 @@ func TestResultsInStep(t *testing.T) {
 		{public: RollbackResult{}, internal: ops.RollbackResult{}},
 		{public: ExpireResult{}, internal: ops.ExpireResult{}},
 		{public: AuditResult{}, internal: ops.AuditResult{}},
+		{public: TestReport{}, internal: modeltest.Report{}},
 	} {
 		pubKeys, inKeys := jsonKeys(reflect.TypeOf(tc.public), ""), jsonKeys(reflect.TypeOf(tc.internal), "")
 		pub, in := kinds(pubKeys), kinds(inKeys)

@@ -22,15 +22,7 @@ func applied(ctx context.Context, opts ...runner.Option) (p *runner.Project, dir
 		"input/src.csv": "id,day\n1,2024-01-01\n2,2024-01-02\n",
 		"input/b2.csv":  "id,day\n2,2024-02-02\n3,2024-02-03\n",
 	}
-	for name, text := range files {
-		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			log.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			log.Fatal(err)
-		}
-	}
+	writeFiles(dir, files)
 	if p, err = runner.Open(ctx, []string{filepath.Join(dir, "src.toml")}, opts...); err != nil {
 		log.Fatal(err)
 	}
@@ -211,4 +203,99 @@ func ExampleProject_Audit() {
 	fmt.Printf("audit: %d of %d files, %d rows; full scan: %d files, %d rows\n", res.Audit.Files, res.Audit.FilesTotal, res.Audit.Rows, res.Full.Files, res.Full.Rows)
 	// Output:
 	// audit: 1 of 3 files, 1 rows; full scan: 3 files, 3 rows
+}
+
+// ExampleTest runs a model's unit test ([[test]] in tests/*.toml): the
+// model replays in a scratch database from the rows the test gives its
+// upstream, and never opens the project's database.
+func ExampleTest() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "idem-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	files := map[string]string{
+		"src.toml": sourceJob,
+		"days.toml": `name = "days"
+pipeline = "select"
+transform_version = 1
+database = "data/p.duckdb"
+
+[input]
+upstream = ["src"]
+
+[transform]
+sql = "models/days"
+
+[target]
+key = ["day"]
+`,
+		"models/days/v1.sql": "SELECT day, count(*) AS ids FROM {{upstream:src}} WHERE idem_status = 'active' GROUP BY day\n",
+		"tests/days.toml": `[[test]]
+name = "ids per day"
+model = "days"
+[test.given.src]
+rows = [ { id = 1, day = 2024-01-01 }, { id = 2, day = 2024-01-01 } ]
+[test.expect]
+rows = [ { day = 2024-01-01, ids = 2 } ]
+`,
+	}
+	writeFiles(dir, files)
+	rep, err := runner.Test(ctx, []string{dir}, func(r *runner.TestResult) {
+		fmt.Println(r.Status, r.Name, "("+r.Model+")")
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%d passed, %d failed, exit %d\n", rep.Passed, rep.Failed, rep.ExitCode())
+	// Output:
+	// pass ids per day (days)
+	// 1 passed, 0 failed, exit 0
+}
+
+// ExampleProject_Docs writes the project's documentation site, one
+// index.html: the same project and databases give the same bytes.
+func ExampleProject_Docs() {
+	ctx := context.Background()
+	p, dir := applied(ctx)
+	defer os.RemoveAll(dir)
+	var sums []string
+	for _, out := range []string{"site", "again"} {
+		res, err := p.Docs(ctx, dir, filepath.Join(dir, out))
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(filepath.Base(res.Index), res.Jobs, "not run:", res.NotRun)
+		sums = append(sums, res.SHA256)
+	}
+	fmt.Println("same bytes:", sums[0] == sums[1])
+	// Output:
+	// index.html [src] not run: []
+	// index.html [src] not run: []
+	// same bytes: true
+}
+
+// ExampleDuckDBVersion names the DuckDB idem is built with.
+func ExampleDuckDBVersion() {
+	v, err := runner.DuckDBVersion(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(v)
+	// Output:
+	// v2.0.0
+}
+
+// writeFiles writes each file of files (path relative to dir: text).
+func writeFiles(dir string, files map[string]string) {
+	for name, text := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			log.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			log.Fatal(err)
+		}
+	}
 }
