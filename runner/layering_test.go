@@ -149,8 +149,6 @@ var cliTODO = map[string][]string{
 	"extension.go": {"internal/run", "sql"}, // the old Extension.AfterCommit, until idem-iceberg uses Extension.Hook
 	"fault.go":     {"internal/run"},
 	"flags.go":     {"internal/ops", "internal/run"},
-	"init.go":      {"internal/ops"},
-	"lint.go":      {"internal/ops", "sql"},
 	"plan.go":      {"internal/ops", "internal/run"},
 	"project.go":   {"internal/ops", "internal/project", "internal/projectrun", "internal/run"},
 	"query.go":     {"internal/ops", "internal/run"},

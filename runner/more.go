@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/idem-dev/idem/internal/docs"
+	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/modeltest"
 	"github.com/idem-dev/idem/internal/ops"
 	idemsql "github.com/idem-dev/idem/sql"
@@ -154,4 +155,64 @@ func testResultOf(r *modeltest.Result) *TestResult {
 	return &TestResult{Name: r.Name, Model: r.Model, File: r.File, Line: r.Line, Status: r.Status, ExitCode: r.ExitCode,
 		Error: r.Error, Columns: r.Columns, Missing: r.Missing, Unexpected: r.Unexpected, Rows: r.Rows, Expected: r.Expected,
 		explain: r.Explain()}
+}
+
+// The modes of Init: a job that applies change batches from a landing
+// folder, one whose whole input replaces its target, or a model (one
+// SELECT over a source job, written beside it).
+const (
+	ModeApply   = job.ModeApply
+	ModeRefresh = job.ModeRefresh
+	ModeSelect  = ops.ScaffoldSelect
+)
+
+// Init writes a starting project into dir, as idem init does: a pipeline
+// called name (also the job's and its table's) of mode, its job file and a
+// small input, or with ModeSelect a model and the source job it reads. It
+// returns the files written and overwrites none: a file already there is
+// an error (ErrUsage), and so is an unknown mode.
+func Init(dir, name, mode string) ([]string, error) {
+	written, err := ops.Scaffold(dir, name, mode)
+	return written, jobError("", err)
+}
+
+// Finding is one finding of Lint.
+type Finding struct {
+	// ID is the check (L001 ...), Severity error or warning.
+	ID       string `json:"id"`
+	Severity string `json:"severity"`
+	// File and Line say where (Line 0: the whole file).
+	File    string `json:"file"`
+	Line    int    `json:"line,omitempty"`
+	Message string `json:"message"`
+	Fix     string `json:"fix"`
+}
+
+// LintReport is what Lint found. The JSON keys are those of idem lint
+// --json.
+type LintReport struct {
+	Job      string    `json:"job"`
+	Pipeline string    `json:"pipeline"`
+	Findings []Finding `json:"findings"`
+	Errors   int       `json:"errors"`
+	Warnings int       `json:"warnings"`
+}
+
+// Lint checks the job file at path and its pipeline's SQL without running
+// anything, as idem lint does: a job file that cannot be used is finding
+// L001; the SQL is read with DuckDB's own parser. The error is for a
+// report that could not be made.
+func Lint(ctx context.Context, path string) (*LintReport, error) {
+	rep, err := ops.LintJob(ctx, path, idemsql.FS)
+	if err != nil {
+		return nil, jobError("", err)
+	}
+	out := &LintReport{Job: rep.Job, Pipeline: rep.Pipeline, Errors: rep.Errors, Warnings: rep.Warnings}
+	if rep.Findings != nil {
+		out.Findings = make([]Finding, len(rep.Findings))
+		for i, f := range rep.Findings {
+			out.Findings[i] = Finding(f)
+		}
+	}
+	return out, nil
 }

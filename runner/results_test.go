@@ -48,6 +48,7 @@ func TestResultsInStep(t *testing.T) {
 		{public: ExpireResult{}, internal: ops.ExpireResult{}},
 		{public: AuditResult{}, internal: ops.AuditResult{}},
 		{public: TestReport{}, internal: modeltest.Report{}},
+		{public: LintReport{}, internal: ops.LintReport{}},
 	} {
 		pubKeys, inKeys := jsonKeys(reflect.TypeOf(tc.public), ""), jsonKeys(reflect.TypeOf(tc.internal), "")
 		pub, in := kinds(pubKeys), kinds(inKeys)

@@ -299,3 +299,55 @@ func writeFiles(dir string, files map[string]string) {
 		}
 	}
 }
+
+// ExampleInit writes a starting project: a refresh pipeline, its job file
+// and a small input.
+func ExampleInit() {
+	dir, err := os.MkdirTemp("", "idem-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	written, err := runner.Init(dir, "stations", runner.ModeRefresh)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, w := range written {
+		rel, _ := filepath.Rel(dir, w)
+		fmt.Println(filepath.ToSlash(rel))
+	}
+	_, err = runner.Init(dir, "stations", runner.ModeRefresh)
+	fmt.Println("written again: exit", runner.ExitCode(err))
+	// Output:
+	// stations.toml
+	// input/example.csv
+	// stations/pipeline.toml
+	// stations/schema/v1.sql
+	// stations/transform/v1/01_stage.sql
+	// stations/transform/v1/02_rank.sql
+	// stations/transform/v1/03_outcomes.sql
+	// stations/transform/v1/04_commit.sql
+	// written again: exit 2
+}
+
+// ExampleLint checks a job file and its pipeline's SQL without running
+// it; a job file that cannot be read is an error naming its line.
+func ExampleLint() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "idem-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	writeFiles(dir, map[string]string{"src.toml": sourceJob, "bad.toml": sourceJob + "colour = \"red\"\n"})
+	rep, err := runner.Lint(ctx, filepath.Join(dir, "src.toml"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s (%s): %d error(s), %d warning(s)\n", rep.Job, rep.Pipeline, rep.Errors, rep.Warnings)
+	_, err = runner.Lint(ctx, filepath.Join(dir, "bad.toml"))
+	fmt.Println("bad.toml: exit", runner.ExitCode(err))
+	// Output:
+	// src (merge_by_key): 0 error(s), 0 warning(s)
+	// bad.toml: exit 2
+}
