@@ -64,11 +64,16 @@ type Decision string
 func (d Decision) Committed() bool { return d == DecisionLoaded || d == DecisionApplied }
 
 // Result is what one run of a job did. The JSON keys are those of idem run
-// --json. A job that applies several batches in one run (an [input] mode =
-// "files" or chunk_rows job) has one Result per committed batch in Runs,
-// and its other fields but Job, Decision and NewFiles are zero.
+// --json, in its order. A job that applies several batches in one run (an
+// [input] mode = "files" or chunk_rows job) has one Result per committed
+// batch in Runs, and its other fields but Job, Decision and NewFiles are
+// zero.
 type Result struct {
 	Job string `json:"job"`
+	// Pipeline is the job's pipeline, Mode its mode (apply, refresh,
+	// select).
+	Pipeline string `json:"pipeline"`
+	Mode     string `json:"mode"`
 	// Decision is loaded, applied, skipped or already_committed; in a
 	// project also failed, refused or blocked.
 	Decision Decision `json:"decision"`
@@ -100,7 +105,40 @@ type Result struct {
 	Epoch       int64            `json:"epoch"`
 	Target      string           `json:"target"`
 	InputSHA256 string           `json:"input_sha256"`
-	RowsWritten int64            `json:"rows_written"`
+	// Inputs are the input files the run read.
+	Inputs []InputFile `json:"inputs"`
+	// Parts are the job key's parts (input, upstream, transform, config,
+	// schema), canonical JSON.
+	Parts json.RawMessage `json:"parts"`
+	// IgnoredColumns names, as "file: column", the input columns that
+	// [input] extra_columns = "ignore" skipped.
+	IgnoredColumns []string `json:"ignored_columns,omitempty"`
+	// Audits are the results of the job's [[audit]] checks.
+	Audits []AuditCheck `json:"audits,omitempty"`
+	// Note says what the run did beyond its batch (it took an upstream's
+	// rows over the job's newer ones after the upstream rolled back).
+	Note        string `json:"note,omitempty"`
+	RowsWritten int64  `json:"rows_written"`
+	// Upstream lists the upstream jobs the run pinned, with the snapshot
+	// the job had pinned before.
+	Upstream []UpstreamChange `json:"upstream,omitempty"`
+	// Conflicts is the number of conflict rows the target holds, for a
+	// pipeline that keeps conflicts in its target; nil otherwise.
+	Conflicts *int64 `json:"conflicts"`
+	// Replica reports the read replica published after the commit.
+	Replica *ReplicaInfo `json:"replica,omitempty"`
+	// Partitions are the partitions a partitioned job's run replaced, and
+	// Repaired the others it removed a moved key from.
+	Partitions []string `json:"partitions,omitempty"`
+	Repaired   []string `json:"repaired_partitions,omitempty"`
+	// Incremental, for an incremental model, is partition, key or full
+	// (with IncrementalNote saying why); Keys the keys recomputed.
+	Incremental     string `json:"incremental,omitempty"`
+	IncrementalNote string `json:"incremental_note,omitempty"`
+	Keys            int64  `json:"keys,omitempty"`
+	// Expiry reports the expiry of old snapshots that followed the run
+	// ([retention] keep_snapshots).
+	Expiry *Expiry `json:"expiry,omitempty"`
 	// NewFiles and Runs: a files-mode job's new files and the batches it
 	// committed, one per file (or one for all); Runs also holds a chunked
 	// job's chunks.
@@ -115,19 +153,62 @@ type Result struct {
 	ExitCode int    `json:"exit_code,omitempty"`
 }
 
-func resultOf(r *run.Result) *Result {
-	return &Result{Job: r.Job, Decision: Decision(r.Decision), Changed: job.NonNil(r.Changed), FirstLoad: r.FirstLoad,
-		JobKey: r.JobKey, Snapshot: r.Snapshot, Parent: r.Parent, BatchID: r.BatchID, RowsIn: r.RowsIn,
-		Outcomes: r.Outcomes, RowsOut: r.RowsOut, RowsWritten: r.RowsWritten, Cursor: r.Cursor,
-		Epoch: r.Epoch, Target: r.Target, InputSHA256: r.InputSHA256}
+// InputFile is an input file a run read: its path, sha256 and size.
+type InputFile struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+	Bytes  int64  `json:"bytes"`
 }
 
-func resultsOf(rs []*run.Result) []*Result {
+// AuditCheck is the result of one [[audit]] check of a run: the rows that
+// violate it (at most a few, as text).
+type AuditCheck struct {
+	Name       string   `json:"name"`
+	Kind       string   `json:"kind"`
+	Severity   string   `json:"severity"`
+	Violations int64    `json:"violations"`
+	Rows       []string `json:"rows"`
+}
+
+// UpstreamChange is an upstream job a run pinned: the snapshot the job had
+// pinned before (nil: none) and the one it read.
+type UpstreamChange struct {
+	Job  string `json:"job"`
+	From *int64 `json:"from"`
+	To   int64  `json:"to"`
+}
+
+// Expiry reports the expiry of old snapshots that followed a run.
+type Expiry struct {
+	// OldestKept is the job's oldest readable snapshot after it; Expired
+	// counts the snapshots it expired.
+	OldestKept int64 `json:"oldest_kept"`
+	Expired    int64 `json:"expired"`
+	// Error says why it failed; the run's commit stands and the next run
+	// or Expire retries.
+	Error string `json:"error,omitempty"`
+}
+
+// resultOf is the public copy of r.
+func resultOf(r *run.Result) (*Result, error) {
+	var out Result
+	if err := convert(r, &out); err != nil {
+		return nil, err
+	}
+	out.Changed = job.NonNil(out.Changed)
+	return &out, nil
+}
+
+// resultsOf is resultOf of each of rs.
+func resultsOf(rs []*run.Result) ([]*Result, error) {
 	out := make([]*Result, len(rs))
 	for i, r := range rs {
-		out[i] = resultOf(r)
+		var err error
+		if out[i], err = resultOf(r); err != nil {
+			return nil, err
+		}
 	}
-	return out
+	return out, nil
 }
 
 // Plan is what a run of a job would decide, computed without writing. The

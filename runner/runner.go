@@ -236,7 +236,7 @@ func dispatch(ctx context.Context, db *run.DB, j *job.Job, opts run.RunOptions) 
 		}
 		sr := srs[len(srs)-1]
 		if sr.Run != nil {
-			return resultOf(sr.Run), nil
+			return resultOf(sr.Run)
 		}
 		return &Result{Job: sr.Job, Decision: Decision(sr.Decision), Changed: []string{}, JobKey: sr.JobKey, Snapshot: sr.Snapshot,
 			BatchID: sr.BatchID, RowsIn: sr.RowsIn, Outcomes: sr.Outcomes}, nil
@@ -245,19 +245,21 @@ func dispatch(ctx context.Context, db *run.DB, j *job.Job, opts run.RunOptions) 
 		if fr == nil {
 			return nil, err
 		}
-		return &Result{Job: fr.Job, Decision: Decision(fr.Decision), NewFiles: fr.NewFiles, Runs: resultsOf(fr.Runs)}, err
+		runs, cerr := resultsOf(fr.Runs)
+		return &Result{Job: fr.Job, Decision: Decision(fr.Decision), NewFiles: fr.NewFiles, Runs: runs}, errors.Join(err, cerr)
 	case j.Input.ChunkRows > 0:
 		cr, err := db.RunChunks(ctx, j, opts)
 		if cr == nil {
 			return nil, err
 		}
-		return &Result{Job: cr.Job, Decision: Decision(cr.Decision), Runs: resultsOf(cr.Runs)}, err
+		runs, cerr := resultsOf(cr.Runs)
+		return &Result{Job: cr.Job, Decision: Decision(cr.Decision), Runs: runs}, errors.Join(err, cerr)
 	}
 	r, err := db.Run(ctx, j, opts)
 	if err != nil {
 		return nil, err
 	}
-	return resultOf(r), nil
+	return resultOf(r)
 }
 
 // Run runs every job of the project once, in run order, each as RunJob
