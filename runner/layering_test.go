@@ -142,7 +142,6 @@ var cliTODO = map[string][]string{
 	"backup.go":    {"internal/ops", "internal/run"},
 	"compact.go":   {"internal/ops", "internal/run"},
 	"diff.go":      {"internal/ops", "internal/run"},
-	"du.go":        {"internal/ops"},
 	"env.go":       {"internal/ops", "internal/project", "internal/run"},
 	"erase.go":     {"internal/ops", "internal/project", "internal/run"},
 	"export.go":    {"internal/ops", "internal/run"},

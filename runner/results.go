@@ -516,3 +516,83 @@ type ScanFigure struct {
 	Bytes      int64 `json:"bytes"`
 	BytesRead  int64 `json:"bytes_read"`
 }
+
+// DUResult is where a job's bytes go, as idem du reports it. The JSON
+// keys are those of idem du --json.
+type DUResult struct {
+	Job      string `json:"job"`
+	Database string `json:"database"`
+	// FileBytes is the database file's size with its WAL.
+	FileBytes int64 `json:"file_bytes"`
+	// Environments are the job database's environments (idem env), each
+	// with its file's bytes.
+	Environments []EnvBytes `json:"environments"`
+	// Iceberg counts the files of the job's Iceberg table in a local
+	// warehouse; nil without one.
+	Iceberg *WarehouseBytes `json:"iceberg,omitempty"`
+	// UsedBytes and FreeBytes are the database's used and free blocks;
+	// TablesBytes all its tables', estimated as Estimate says.
+	UsedBytes   int64  `json:"used_bytes"`
+	FreeBytes   int64  `json:"free_bytes"`
+	TablesBytes int64  `json:"tables_bytes"`
+	Estimate    string `json:"estimate"`
+	// Latest and OldestKept bound the readable snapshots.
+	Latest        int64   `json:"latest"`
+	OldestKept    int64   `json:"oldest_kept"`
+	KeepSnapshots int64   `json:"keep_snapshots"`
+	Bytes         DUBytes `json:"bytes"`
+	Rows          DURows  `json:"rows"`
+	InputFiles    int64   `json:"input_files"`
+	// TombstonesInTarget says the tombstones are target rows (status
+	// deleted), counted in the target too.
+	TombstonesInTarget bool `json:"tombstones_in_target"`
+	// Snapshots says, for each kept snapshot below the latest, what
+	// expiring it and every older one would free.
+	Snapshots []DUSnapshot `json:"snapshots"`
+	Pins      []Pin        `json:"pins"`
+}
+
+// EnvBytes is an environment's database file and its bytes.
+type EnvBytes struct {
+	Name  string `json:"name"`
+	Bytes int64  `json:"bytes"`
+}
+
+// WarehouseBytes counts the files of an Iceberg table in a local
+// warehouse.
+type WarehouseBytes struct {
+	Location string `json:"location"`
+	Bytes    int64  `json:"bytes"`
+	Files    int    `json:"files"`
+}
+
+// DUBytes are a job's bytes by kind.
+type DUBytes struct {
+	Target      int64 `json:"target"`
+	History     int64 `json:"history"`
+	Outcomes    int64 `json:"outcomes"`
+	Tombstones  int64 `json:"tombstones"`
+	Inputs      int64 `json:"retained_inputs"`
+	Checkpoints int64 `json:"checkpoints"`
+	Total       int64 `json:"total"`
+}
+
+// DURows are a job's rows by table.
+type DURows struct {
+	Target     int64 `json:"target"`
+	History    int64 `json:"history"`
+	Outcomes   int64 `json:"outcomes"`
+	Tombstones int64 `json:"tombstones"`
+}
+
+// DUSnapshot is what expiring a snapshot and every older one would free.
+type DUSnapshot struct {
+	Snapshot    int64 `json:"snapshot"`
+	FreesBytes  int64 `json:"frees_bytes"`
+	HistoryRows int64 `json:"history_rows"`
+	OutcomeRows int64 `json:"outcome_rows"`
+	Inputs      int   `json:"inputs"`
+	InputBytes  int64 `json:"input_bytes"`
+	// HeldBy are the pins on it, which expiry keeps.
+	HeldBy []Pin `json:"held_by,omitempty"`
+}

@@ -49,6 +49,7 @@ func TestResultsInStep(t *testing.T) {
 		{public: AuditResult{}, internal: ops.AuditResult{}},
 		{public: TestReport{}, internal: modeltest.Report{}},
 		{public: LintReport{}, internal: ops.LintReport{}},
+		{public: DUResult{}, internal: ops.DUResult{}},
 	} {
 		pubKeys, inKeys := jsonKeys(reflect.TypeOf(tc.public), ""), jsonKeys(reflect.TypeOf(tc.internal), "")
 		pub, in := kinds(pubKeys), kinds(inKeys)

@@ -191,3 +191,18 @@ func (p *Project) Audit(ctx context.Context, name, dir, predicate string) (*Audi
 	return &AuditResult{Job: res.Job, Export: res.Export, Snapshot: res.Snapshot, PartitionBy: res.PartitionBy, Where: res.Where,
 		Audit: ScanFigure(res.Audit), Full: ScanFigure(res.Full), ByteRatio: res.ByteRatio}, nil
 }
+
+// DU reports where job name's bytes go, as idem du does: its target,
+// history, outcomes, tombstones, retained inputs and checkpoints, the
+// database file's used and free blocks, and for each kept snapshot what
+// expiring through it would free. The database is only read.
+func (p *Project) DU(ctx context.Context, name string) (*DUResult, error) {
+	return read(ctx, p, name, func(j *job.Job, db *run.DB) (*DUResult, error) {
+		res, err := ops.DU(ctx, db, j)
+		if err != nil {
+			return nil, err
+		}
+		var out DUResult
+		return &out, convert(res, &out)
+	})
+}

@@ -351,3 +351,22 @@ func ExampleLint() {
 	// src (merge_by_key): 0 error(s), 0 warning(s)
 	// bad.toml: exit 2
 }
+
+// ExampleProject_DU says where a job's bytes go, and what expiring its
+// older snapshots would free.
+func ExampleProject_DU() {
+	ctx := context.Background()
+	p, dir := applied(ctx)
+	defer os.RemoveAll(dir)
+	du, err := p.DU(ctx, "src")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s: snapshots %d-%d, target %d rows, %d retained input file(s)\n", du.Job, du.OldestKept, du.Latest, du.Rows.Target, du.InputFiles)
+	for _, s := range du.Snapshots {
+		fmt.Printf("expiring through %d frees %d input file(s)\n", s.Snapshot, s.Inputs)
+	}
+	// Output:
+	// src: snapshots 1-2, target 3 rows, 2 retained input file(s)
+	// expiring through 1 frees 0 input file(s)
+}
