@@ -139,8 +139,6 @@ func goList(t *testing.T, args ...string) []string {
 // runner and job: the verbs not yet moved onto runner (issue 46). A file
 // moved drops out of the list; TestCLIImports fails until it does.
 var cliTODO = map[string][]string{
-	"backup.go":    {"internal/ops", "internal/run"},
-	"compact.go":   {"internal/ops", "internal/run"},
 	"diff.go":      {"internal/ops", "internal/run"},
 	"env.go":       {"internal/ops", "internal/project", "internal/run"},
 	"erase.go":     {"internal/ops", "internal/project", "internal/run"},

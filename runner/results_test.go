@@ -50,6 +50,8 @@ func TestResultsInStep(t *testing.T) {
 		{public: TestReport{}, internal: modeltest.Report{}},
 		{public: LintReport{}, internal: ops.LintReport{}},
 		{public: DUResult{}, internal: ops.DUResult{}},
+		{public: BackupResult{}, internal: ops.BackupResult{}},
+		{public: CompactResult{}, internal: ops.CompactResult{}},
 	} {
 		pubKeys, inKeys := jsonKeys(reflect.TypeOf(tc.public), ""), jsonKeys(reflect.TypeOf(tc.internal), "")
 		pub, in := kinds(pubKeys), kinds(inKeys)

@@ -370,3 +370,55 @@ func ExampleProject_DU() {
 	// src: snapshots 1-2, target 3 rows, 2 retained input file(s)
 	// expiring through 1 frees 0 input file(s)
 }
+
+// ExampleBackup copies a database and its retained inputs into a folder,
+// and verifies the copy against its manifest.
+func ExampleBackup() {
+	ctx := context.Background()
+	p, dir := applied(ctx)
+	defer os.RemoveAll(dir)
+	info, err := p.Job("src")
+	if err != nil {
+		log.Fatal(err)
+	}
+	out := filepath.Join(dir, "backup")
+	res, err := runner.Backup(ctx, info.Database, out)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ver, err := runner.VerifyBackup(ctx, out)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("verified the same commit:", ver.Commit == res.Commit, "files:", ver.Files == res.Files)
+	// Output:
+	// verified the same commit: true files: true
+}
+
+// ExampleCompact rewrites a database file after an expiry, checking that
+// every job's latest export keeps its sha256.
+func ExampleCompact() {
+	ctx := context.Background()
+	p, dir := applied(ctx)
+	defer os.RemoveAll(dir)
+	if _, err := p.Expire(ctx, "src", runner.ExpireOptions{Keep: 1}); err != nil {
+		log.Fatal(err)
+	}
+	info, err := p.Job("src")
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := runner.Compact(ctx, info.Database)
+	if err != nil {
+		log.Fatal(err)
+	}
+	pk, err := p.Show(ctx, "src", 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, j := range res.Jobs {
+		fmt.Println(j.Job, "snapshot", j.Snapshot, "rows", j.Rows, "same sha256 as its packet:", j.SHA256 == pk.Entries[0].SHA256)
+	}
+	// Output:
+	// src snapshot 2 rows 3 same sha256 as its packet: true
+}

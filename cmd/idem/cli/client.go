@@ -49,16 +49,16 @@ func (a *app) progressOption(pf progressFlags) runner.Option {
 	return runner.WithProgress(runner.Progress{Step: p.Step, Percent: p.Percent, Bytes: p.Bytes, Timings: p.Timings})
 }
 
-// written reports the result of a call that committed, printed by print
-// (nil: none) and followed by hooked, what its AfterCommit hooks printed,
-// and err: a *runner.CloseError beside a result is reported as
-// closeFailed reports one (the commit stands, exit 1), a
-// *runner.AfterCommitError as a warning (exit 0), any other error as fail
-// does.
-func (a *app) written(p *runner.Project, jsonOut bool, res any, err error, hooked *bytes.Buffer, print func() error) error {
+// written reports the outcome of a call that commits: err, or its
+// result, printed by print and followed by hooked, what its AfterCommit
+// hooks printed (nil: none). A *runner.CloseError is reported after the
+// result as closeFailed reports one (the commit stands, exit 1), a
+// *runner.AfterCommitError as a warning (exit 0): runner returns the
+// result beside either; any other error as fail does.
+func (a *app) written(p *runner.Project, jsonOut bool, err error, hooked *bytes.Buffer, print func() error) error {
 	var ce *runner.CloseError
 	var ae *runner.AfterCommitError
-	if res == nil || (err != nil && !errors.As(err, &ce) && !errors.As(err, &ae)) {
+	if err != nil && !errors.As(err, &ce) && !errors.As(err, &ae) {
 		return a.fail(jsonOut, err)
 	}
 	if perr := print(); perr != nil {
@@ -76,4 +76,10 @@ func (a *app) written(p *runner.Project, jsonOut bool, res any, err error, hooke
 		a.hookFailed(p, ae)
 	}
 	return nil
+}
+
+// databaseOptions are the runner options of a command on a database file
+// rather than a job (backup, compact).
+func (f *dbFlags) databaseOptions(a *app) []runner.Option {
+	return f.options(runner.WithFaultHook(a.faultHook))
 }

@@ -373,7 +373,7 @@ func (a *app) printChainErase(res *ops.ChainEraseResult) {
 	for _, n := range res.NotHeld {
 		fmt.Fprintf(a.stdout, "%s: declares the subject and holds none of it; nothing erased there\n", n)
 	}
-	a.printReplica(res.Replica)
+	a.printReplica((*runner.ReplicaInfo)(res.Replica))
 	a.printCompacted(res.Compact)
 }
 
@@ -411,14 +411,14 @@ writer epoch is E.`,
 			opts := runner.RollbackOptions{To: to}
 			opts.ExpectParent, opts.Epoch = w.guards(cmd)
 			res, err := p.Rollback(cmd.Context(), name, opts)
-			return a.written(p, f.jsonOut, res, err, &hooked, func() error {
+			return a.written(p, f.jsonOut, err, &hooked, func() error {
 				if f.jsonOut {
 					return a.printJSON(res)
 				}
 				fmt.Fprintf(a.stdout, "%s: rolled back to snapshot %d\n", res.Job, res.To)
 				fmt.Fprintf(a.stdout, "  snapshot  %d\n", res.Snapshot)
 				fmt.Fprintf(a.stdout, "  rows out  %d\n", res.RowsOut)
-				a.printReplica((*run.ReplicaInfo)(res.Replica))
+				a.printReplica(res.Replica)
 				return nil
 			})
 		},

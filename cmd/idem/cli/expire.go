@@ -45,7 +45,7 @@ run, erase and rollback do.`,
 				opts.Epoch = &epoch
 			}
 			res, err := p.Expire(cmd.Context(), name, opts)
-			return a.written(p, f.jsonOut, res, err, &hooked, func() error {
+			return a.written(p, f.jsonOut, err, &hooked, func() error {
 				if f.jsonOut {
 					return a.printJSON(res)
 				}

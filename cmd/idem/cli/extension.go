@@ -148,8 +148,10 @@ func (a *app) commitHooks(f dbFlags, out io.Writer) []runner.Option {
 // stands, as afterCommit does.
 func (a *app) hookFailed(p *runner.Project, ae *runner.AfterCommitError) {
 	file := ae.Job
-	if info, err := p.Job(ae.Job); err == nil {
-		file = info.File
+	if p != nil {
+		if info, err := p.Job(ae.Job); err == nil {
+			file = info.File
+		}
 	}
 	fmt.Fprintf(a.stderr, "%s: warning: %s: the commit stands but publishing to Iceberg failed (the next run or %s publish %s catches up): %v\n", a.name(), ae.Job, a.name(), file, ae.Err)
 }

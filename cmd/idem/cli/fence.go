@@ -18,7 +18,7 @@ func (a *app) newFenceCmd() *cobra.Command {
 				return a.fail(f.jsonOut, err)
 			}
 			res, err := p.Fence(cmd.Context(), name)
-			return a.written(p, f.jsonOut, res, err, nil, func() error {
+			return a.written(p, f.jsonOut, err, nil, func() error {
 				if f.jsonOut {
 					return a.printJSON(res)
 				}

@@ -9,6 +9,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
 )
@@ -169,7 +170,7 @@ func (a *app) printResult(res *run.Result) {
 	if e := res.Expiry; e != nil && e.Error != "" {
 		fmt.Fprintf(a.stderr, "idem: warning: %s: the run committed; expiring old snapshots failed (the next run or idem expire retries): %s\n", res.Job, e.Error)
 	}
-	a.printReplica(res.Replica) // replica.go
+	a.printReplica((*runner.ReplicaInfo)(res.Replica)) // replica.go
 }
 
 // upstreamText reads "trips 4 → 5, zones 1".
