@@ -6,24 +6,50 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"sync"
+	"testing"
 
 	"github.com/idem-dev/idem/runner"
 )
 
-// applied opens a project of sourceJob in a new temporary folder and
-// applies two batches: snapshots 1 and 2. The caller removes dir.
+// applied opens a project of sourceJob in a new temporary folder in which
+// two batches were applied: snapshots 1 and 2. Without opts it is a copy
+// of a folder made once (a copy of a database is the same database); with
+// them the batches are applied under them. The caller removes dir.
 func applied(ctx context.Context, opts ...runner.Option) (p *runner.Project, dir string) {
-	dir, err := os.MkdirTemp("", "idem-example-")
+	if len(opts) > 0 {
+		dir = applyTwo(ctx, opts...)
+	} else {
+		appliedOnce.Do(func() { appliedDir = applyTwo(ctx) })
+		dir = tempDir()
+		if err := os.CopyFS(dir, os.DirFS(appliedDir)); err != nil {
+			log.Fatal(err)
+		}
+	}
+	p, err := runner.Open(ctx, []string{filepath.Join(dir, "src.toml")}, opts...)
 	if err != nil {
 		log.Fatal(err)
 	}
-	files := map[string]string{
+	return p, dir
+}
+
+// appliedDir is the folder applied copies, made once; TestMain removes it.
+var (
+	appliedOnce sync.Once
+	appliedDir  string
+)
+
+// applyTwo writes sourceJob and two batches into a new temporary folder
+// and applies them.
+func applyTwo(ctx context.Context, opts ...runner.Option) string {
+	dir := tempDir()
+	writeFiles(dir, map[string]string{
 		"src.toml":      sourceJob,
 		"input/src.csv": "id,day\n1,2024-01-01\n2,2024-01-02\n",
 		"input/b2.csv":  "id,day\n2,2024-02-02\n3,2024-02-03\n",
-	}
-	writeFiles(dir, files)
-	if p, err = runner.Open(ctx, []string{filepath.Join(dir, "src.toml")}, opts...); err != nil {
+	})
+	p, err := runner.Open(ctx, []string{filepath.Join(dir, "src.toml")}, opts...)
+	if err != nil {
 		log.Fatal(err)
 	}
 	for _, in := range []string{"input/src.csv", "input/b2.csv"} {
@@ -31,7 +57,25 @@ func applied(ctx context.Context, opts ...runner.Option) (p *runner.Project, dir
 			log.Fatal(err)
 		}
 	}
-	return p, dir
+	return dir
+}
+
+// tempDir is a new temporary folder.
+func tempDir() string {
+	dir, err := os.MkdirTemp("", "idem-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	return dir
+}
+
+// TestMain removes the folder the examples copy once they ran.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if appliedDir != "" {
+		os.RemoveAll(appliedDir)
+	}
+	os.Exit(code)
 }
 
 // ExampleProject_Log lists a job's runs, newest first, as idem log does:
