@@ -1,17 +1,31 @@
 // Package runner is idem's public Go API: open a job file or a project of
-// job files, plan, run, rerun a snapshot and export it, with typed results.
+// job files, plan, run, rerun a snapshot and export it, read a job's log
+// and release packets, fence, roll back and expire, with typed results;
+// back up and compact a database; run models' unit tests, lint a job,
+// write a starting project and a project's documentation site.
 //
 //	p, err := runner.Open(ctx, []string{"configs/trips/"}, runner.WithThreads(2))
 //	results, err := p.Run(ctx)                       // every job, in dependency order
 //	res, err := p.RunJob(ctx, "zones", runner.Batch{Input: "zones-2.csv"})
+//	fmt.Println(res.Decision, res.Snapshot, res.SHA256) // the committed snapshot's sha256
 //	re, err := p.Rerun(ctx, "trips_daily", 0)        // prove the latest snapshot reproduces
 //	ex, err := p.Export(ctx, "trips_daily", runner.ExportOptions{Out: "daily.csv"})
+//	runs, err := p.Log(ctx, "trips_daily")           // idem log
+//	pk, err := p.Show(ctx, "trips_daily", 0)         // idem show
 //
 // A Project holds no open database between calls. Every run commits in one
 // transaction or not at all, exactly as the idem command's does (they share
 // the code); errors are *JobError (or, for a whole project, *PartialError)
 // wrapping the named errors ErrRefused, ErrLocked, ErrUsage, ..., and
 // ExitCode gives the idem command's exit code for any of them.
+//
+// Extensions plug in through WithAfterCommit: a hook called after every
+// commit (run, rollback, expire) with the Project, so that it reads what it
+// publishes through this API (Project.Job names a job's [publish.iceberg],
+// Project.Export writes a snapshot's rows), importing nothing from
+// internal/; its error is an *AfterCommitError beside a result that stands.
+// An extension's own verbs are commands of cmd/idem/cli's Extension that
+// call this package.
 //
 // Everything else lives under internal/ and may change between releases:
 //
@@ -28,8 +42,8 @@
 //	internal/modeltest  idem test: unit tests of models in scratch databases
 //	internal/docs       idem docs: a project's static site
 //
-// A package imports only the packages above it in this list (ops,
-// projectrun, modeltest and docs sit side by side; layering_test.go checks
-// it). cmd/idem/cli does not import this package: it parses flags, calls
-// run, ops, projectrun, modeltest or docs itself, and prints.
+// A package imports only the packages above it in this list
+// (layering_test.go checks it); cmd/idem/cli parses flags, calls this
+// package and prints, but for the commands TestCLIImports still lists.
+// internal/lake (beneath source) reads Iceberg tables.
 package runner

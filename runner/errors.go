@@ -17,7 +17,9 @@ const (
 )
 
 // Named errors; test for them with errors.Is. Every error this package
-// returns is a *JobError or a *PartialError, which wrap them.
+// returns is a *JobError or a *PartialError, which wrap them, or, when only
+// an AfterCommit hook failed after a commit that stands, an
+// *AfterCommitError (exit 0).
 var (
 	// ErrUsage marks a bad option, an unknown job name or a bad Batch
 	// (exit 2). Nothing was opened.
@@ -110,6 +112,7 @@ func (e *PartialError) Unwrap() []error {
 func ExitCode(err error) int {
 	var pe *PartialError
 	var je *JobError
+	var ae *AfterCommitError
 	switch {
 	case errors.As(err, &pe):
 		worst := ExitOK
@@ -119,6 +122,8 @@ func ExitCode(err error) int {
 		return worst
 	case errors.As(err, &je):
 		return je.Code
+	case errors.As(err, &ae):
+		return ExitOK // the commit stands; the command warns
 	}
 	return job.ExitCode(err)
 }

@@ -26,12 +26,16 @@ func Example() {
 		log.Fatal(err)
 	}
 	fmt.Println("jobs:", p.Jobs())
+	var loaded *runner.Result // trips_daily's first run
 	for range 2 {
 		results, err := p.Run(ctx)
 		if err != nil {
 			log.Fatalf("exit %d: %v", runner.ExitCode(err), err)
 		}
 		for _, r := range results {
+			if r.Job == "trips_daily" && loaded == nil {
+				loaded = r
+			}
 			fmt.Printf("  %s: %s", r.Job, r.Decision)
 			for _, b := range r.Runs { // a files-mode job: one run per new file
 				fmt.Printf(" [%s: snapshot %d]", b.BatchID, b.Snapshot)
@@ -51,6 +55,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	fmt.Printf("export: snapshot %d, %d rows, same sha256 as the rerun: %v\n", ex.Snapshot, ex.Rows, ex.SHA256 == re.SHA256)
+	fmt.Println("the run's result named that sha256:", loaded.SHA256 == ex.SHA256)
 
 	// A batch already committed with other content is refused.
 	other := filepath.Join(dir, "fixtures", "landing", "2026-01-02.jsonl")
@@ -69,6 +74,7 @@ func Example() {
 	//   trips_daily: skipped
 	// rerun: snapshot 1 reproduced=true, 7 rows
 	// export: snapshot 1, 7 rows, same sha256 as the rerun: true
+	// the run's result named that sha256: true
 	// refused: true exit 3
 }
 

@@ -6,9 +6,17 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 )
 
-// Option configures Open. Each checks its value and returns an ErrUsage
-// error that Open returns.
-type Option func(*settings) error
+// Option configures Open, as the With functions make them. Each checks
+// its value; Open returns a bad one as an ErrUsage error and opens
+// nothing.
+type Option interface {
+	apply(*settings) error
+}
+
+// optionFunc is an Option that is a function.
+type optionFunc func(*settings) error
+
+func (f optionFunc) apply(s *settings) error { return f(s) }
 
 // settings are what the options set.
 type settings struct {
@@ -17,74 +25,80 @@ type settings struct {
 	wait        time.Duration
 	selects     []string
 	concurrency int
+	progress    job.Progress
+	hooks       []AfterCommit
+	fault       func(database string) func(point string)
 }
 
 // WithDatabase makes every job read and write the database file at path
 // instead of the one its job file names (the idem command's --db).
 func WithDatabase(path string) Option {
-	return func(s *settings) error {
+	return optionFunc(func(s *settings) error {
 		if path == "" {
 			return job.Usage("WithDatabase: empty path")
 		}
 		s.database = path
 		return nil
-	}
+	})
 }
 
 // WithMemoryLimit sets DuckDB's memory_limit (e.g. "2GB", "512MiB",
 // "none"), overriding the jobs' [duckdb] memory_limit. A size DuckDB would
 // not parse is an error.
 func WithMemoryLimit(size string) Option {
-	return func(s *settings) error {
+	return optionFunc(func(s *settings) error {
 		if err := job.CheckMemoryLimit(size); err != nil {
 			return job.Usage("WithMemoryLimit: %v", err)
 		}
 		s.duckdb.MemoryLimit = size
 		return nil
-	}
+	})
 }
 
 // WithThreads sets DuckDB's threads, 1 to 1024, overriding the jobs'
 // [duckdb] threads. Exports and reruns give the same bytes whatever it is.
 func WithThreads(n int) Option {
-	return func(s *settings) error {
-		if n < 1 || n > job.MaxThreads {
-			return job.Usage("WithThreads(%d): want 1 to %d", n, job.MaxThreads)
+	return optionFunc(func(s *settings) error {
+		if n < 1 {
+			return job.Usage("threads %d: want 1 or more", n)
+		}
+		if n > job.MaxThreads {
+			return job.Usage("threads %d: at most %d", n, job.MaxThreads)
 		}
 		s.duckdb.Threads = n
 		return nil
-	}
+	})
 }
 
 // WithTempDirectory sets the folder DuckDB spills to, overriding the jobs'
 // [duckdb] temp_directory (default: beside the database file).
 func WithTempDirectory(dir string) Option {
-	return func(s *settings) error {
+	return optionFunc(func(s *settings) error {
 		if dir == "" {
 			return job.Usage("WithTempDirectory: empty path")
 		}
 		s.duckdb.TempDirectory = dir
 		return nil
-	}
+	})
 }
 
 // WithWait makes a call that finds its database held by another writer
 // retry for up to d before it fails with ErrLocked (default: fail at once).
 func WithWait(d time.Duration) Option {
-	return func(s *settings) error {
+	return optionFunc(func(s *settings) error {
 		if d < 0 {
 			return job.Usage("WithWait(%s): must not be negative", d)
 		}
 		s.wait = d
 		return nil
-	}
+	})
 }
 
 // WithSelect keeps the jobs the patterns pick, as the idem command's
 // --select: NAME, NAME+ (and every job downstream of it), +NAME (and every
 // job upstream). A name that is no job of the project fails Open.
 func WithSelect(patterns ...string) Option {
-	return func(s *settings) error {
+	return optionFunc(func(s *settings) error {
 		for _, p := range patterns {
 			if p == "" {
 				return job.Usage("WithSelect: empty pattern")
@@ -92,18 +106,44 @@ func WithSelect(patterns ...string) Option {
 		}
 		s.selects = append(s.selects, patterns...)
 		return nil
-	}
+	})
 }
 
 // WithConcurrency lets Project.Run run the jobs of up to n different
 // database files at once (the idem command's --jobs; default 1). The jobs
 // of one database file always run one after another.
 func WithConcurrency(n int) Option {
-	return func(s *settings) error {
+	return optionFunc(func(s *settings) error {
 		if n < 1 {
 			return job.Usage("WithConcurrency(%d): want 1 or more", n)
 		}
 		s.concurrency = n
 		return nil
-	}
+	})
+}
+
+// Progress receives progress events of long work: a run's steps, a
+// rerun's replay, the sha256 of a whole target. Its zero value is silent.
+// The idem command draws it on a terminal.
+type Progress struct {
+	// Step is called when a named step starts; the func it returns is
+	// called when the step ends.
+	Step func(name string) (done func(elapsed time.Duration))
+	// Percent reports how far DuckDB is through the statement the running
+	// step executes (0-100), between a Step and its done.
+	Percent func(pct float64)
+	// Bytes reports bytes done of total while a file is hashed, copied or
+	// exported.
+	Bytes func(label string, done, total int64)
+	// Timings asks for every phase of a run as a step, not only the long
+	// ones.
+	Timings bool
+}
+
+// WithProgress sends the progress of long work to p.
+func WithProgress(p Progress) Option {
+	return optionFunc(func(s *settings) error {
+		s.progress = job.Progress{Step: p.Step, Percent: p.Percent, Bytes: p.Bytes, Timings: p.Timings}
+		return nil
+	})
 }

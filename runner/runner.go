@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -34,7 +36,7 @@ type Project struct {
 func Open(ctx context.Context, paths []string, opts ...Option) (*Project, error) {
 	s := settings{concurrency: 1}
 	for _, o := range opts {
-		if err := o(&s); err != nil {
+		if err := o.apply(&s); err != nil {
 			return nil, jobError("", err)
 		}
 	}
@@ -64,6 +66,43 @@ func Open(ctx context.Context, paths []string, opts ...Option) (*Project, error)
 		return nil, jobError("", err)
 	}
 	return &Project{p: p, s: s}, nil
+}
+
+// JobFile is the job file pathOrName names, as every idem command that
+// takes one JOB reads it: a path that exists (or that cannot be a job's
+// name) as it is; otherwise the name of a job defined by one of the job
+// files of the working folder (idem show daily). Errors (ErrUsage): no
+// such file and no such job, a job defined by several files; a job file of
+// that name that cannot be used is its own error (ErrJobFile).
+func JobFile(pathOrName string) (string, error) {
+	if _, err := os.Stat(pathOrName); err == nil || !job.Identifier.MatchString(pathOrName) {
+		return pathOrName, nil
+	}
+	name := pathOrName
+	files, err := project.Files([]string{"."})
+	if err != nil {
+		return "", jobError("", &job.UsageError{Msg: fmt.Sprintf("no job file %s, and no job named %s here: %v", name, name, err)})
+	}
+	var found []string
+	for _, f := range files {
+		j, err := run.LoadJob(f, idemsql.FS)
+		if err != nil {
+			if strings.TrimSuffix(filepath.Base(f), ".toml") == name {
+				return "", jobError("", err) // the job's own file is bad: say why
+			}
+			continue
+		}
+		if j.Name == name {
+			found = append(found, j.File)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", jobError("", &job.UsageError{Msg: fmt.Sprintf("no job file %s, and no job named %s among the job files of this folder: give a job file's path", name, name)})
+	case 1:
+		return found[0], nil
+	}
+	return "", jobError("", &job.UsageError{Msg: fmt.Sprintf("job %s is defined by several job files of this folder (%s): give one's path", name, strings.Join(found, ", "))})
 }
 
 // Jobs names the project's jobs in run order.
@@ -123,7 +162,20 @@ func (p *Project) RunJob(ctx context.Context, name string, b Batch) (*Result, er
 		return nil, jobError(name, err)
 	}
 	res, err := p.runJob(ctx, nil, j, opts)
-	return res, jobError(name, err)
+	if err != nil {
+		return res, jobError(name, err)
+	}
+	return res, p.afterCommit(ctx, commitOf(res))
+}
+
+// commitOf is the Commit of a run's result.
+func commitOf(r *Result) Commit {
+	c := Commit{Job: r.Job, Verb: "run", Snapshot: r.Snapshot, Committed: r.Decision.Committed()}
+	for _, b := range r.Runs {
+		c.Snapshot = max(c.Snapshot, b.Snapshot)
+		c.Committed = c.Committed || b.Decision.Committed()
+	}
+	return c
 }
 
 // runJob runs j with opts on a database from h (nil: opened and closed
@@ -138,6 +190,44 @@ func (p *Project) runJob(ctx context.Context, h *projectrun.Handles, j *job.Job,
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, done(err)) }()
+	res, err = dispatch(ctx, db, j, opts)
+	if serr := fillSHA256(ctx, db, j, res); serr != nil && err == nil {
+		err = serr
+	}
+	return res, err
+}
+
+// fillSHA256 sets the SHA256 of res and of its Runs that committed a
+// snapshot (Decision.Committed), reading each snapshot back.
+func fillSHA256(ctx context.Context, db *run.DB, j *job.Job, res *Result) error {
+	if res == nil {
+		return nil
+	}
+	for _, r := range res.Runs {
+		if err := fillSHA256(ctx, db, j, r); err != nil {
+			return err
+		}
+	}
+	if !res.Decision.Committed() || res.Runs != nil || res.Snapshot == 0 {
+		return nil
+	}
+	dir, release, err := run.NewScratchDir(db.Path())
+	if err != nil {
+		return fmt.Errorf("sha256 of snapshot %d: %w", res.Snapshot, err)
+	}
+	defer release()
+	ex, err := ops.Export(ctx, db, j, ops.ExportOptions{Snapshot: res.Snapshot, Out: filepath.Join(dir, "snapshot.csv"), Format: job.FormatCSV})
+	if err != nil {
+		return fmt.Errorf("sha256 of snapshot %d: %w", res.Snapshot, err)
+	}
+	res.SHA256 = ex.SHA256
+	return nil
+}
+
+// dispatch runs j with opts on db as its kind of input wants: a stream one
+// batch, a files-mode job each new file, a chunked job each chunk, any
+// other job one batch.
+func dispatch(ctx context.Context, db *run.DB, j *job.Job, opts run.RunOptions) (*Result, error) {
 	switch {
 	case j.IsStream():
 		srs, err := db.RunStream(ctx, j, opts, run.StreamOptions{})
@@ -146,28 +236,30 @@ func (p *Project) runJob(ctx context.Context, h *projectrun.Handles, j *job.Job,
 		}
 		sr := srs[len(srs)-1]
 		if sr.Run != nil {
-			return resultOf(sr.Run), nil
+			return resultOf(sr.Run)
 		}
-		return &Result{Job: sr.Job, Decision: sr.Decision, Changed: []string{}, JobKey: sr.JobKey, Snapshot: sr.Snapshot,
+		return &Result{Job: sr.Job, Decision: Decision(sr.Decision), Changed: []string{}, JobKey: sr.JobKey, Snapshot: sr.Snapshot,
 			BatchID: sr.BatchID, RowsIn: sr.RowsIn, Outcomes: sr.Outcomes}, nil
 	case j.Input.Mode == job.InputModeFiles:
 		fr, err := db.RunFiles(ctx, j, opts)
 		if fr == nil {
 			return nil, err
 		}
-		return &Result{Job: fr.Job, Decision: fr.Decision, NewFiles: fr.NewFiles, Runs: resultsOf(fr.Runs)}, err
+		runs, cerr := resultsOf(fr.Runs)
+		return &Result{Job: fr.Job, Decision: Decision(fr.Decision), NewFiles: fr.NewFiles, Runs: runs}, errors.Join(err, cerr)
 	case j.Input.ChunkRows > 0:
 		cr, err := db.RunChunks(ctx, j, opts)
 		if cr == nil {
 			return nil, err
 		}
-		return &Result{Job: cr.Job, Decision: cr.Decision, Runs: resultsOf(cr.Runs)}, err
+		runs, cerr := resultsOf(cr.Runs)
+		return &Result{Job: cr.Job, Decision: Decision(cr.Decision), Runs: runs}, errors.Join(err, cerr)
 	}
 	r, err := db.Run(ctx, j, opts)
 	if err != nil {
 		return nil, err
 	}
-	return resultOf(r), nil
+	return resultOf(r)
 }
 
 // Run runs every job of the project once, in run order, each as RunJob
@@ -191,7 +283,7 @@ func (p *Project) Run(ctx context.Context) ([]*Result, error) {
 		if res == nil {
 			return "", err
 		}
-		return res.Decision, err
+		return string(res.Decision), err
 	}, nil)
 	closeErr := h.Close()
 	out := make([]*Result, len(outcomes))
@@ -211,11 +303,20 @@ func (p *Project) Run(ctx context.Context) ([]*Result, error) {
 		}
 		out[i] = r
 	}
-	return out, partial(failed, closeErr)
+	var hookErrs []error
+	for _, r := range out {
+		if r.Decision != DecisionBlocked && r.Error == "" {
+			hookErrs = append(hookErrs, p.afterCommit(ctx, commitOf(r)))
+		}
+	}
+	if err := partial(failed, closeErr); err != nil {
+		return out, errors.Join(append([]error{err}, hookErrs...)...)
+	}
+	return out, errors.Join(hookErrs...)
 }
 
 // failedDecision is the decision of a job whose error has exit code code.
-func failedDecision(code int) string {
+func failedDecision(code int) Decision {
 	if code == ExitRefused {
 		return DecisionRefused
 	}
@@ -279,7 +380,7 @@ func (p *Project) Plan(ctx context.Context) ([]*Plan, error) {
 		if plan == nil {
 			return "", err
 		}
-		return plan.Decision, err
+		return string(plan.Decision), err
 	}, nil)
 	out := make([]*Plan, len(outcomes))
 	var failed []*JobError
@@ -301,8 +402,8 @@ func (p *Project) Plan(ctx context.Context) ([]*Plan, error) {
 	return out, partial(failed, nil)
 }
 
-// open opens job name's database read-only.
-func (p *Project) open(ctx context.Context, name string) (*job.Job, *run.DB, error) {
+// open opens job name's database, read-only when asked.
+func (p *Project) open(ctx context.Context, name string, readOnly bool) (*job.Job, *run.DB, error) {
 	j, err := p.job(name)
 	if err != nil {
 		return nil, nil, err
@@ -311,7 +412,7 @@ func (p *Project) open(ctx context.Context, name string) (*job.Job, *run.DB, err
 	if err != nil {
 		return nil, nil, jobError(name, err)
 	}
-	oo.ReadOnly = true
+	oo.ReadOnly = readOnly
 	db, err := run.Open(ctx, path, oo)
 	if err != nil {
 		return nil, nil, jobError(name, err)
@@ -327,7 +428,7 @@ func (p *Project) open(ctx context.Context, name string) (*job.Job, *run.DB, err
 // returned beside a *JobError wrapping ErrNotReproduced; released SQL
 // edited since, or an expired snapshot, is ErrRefused.
 func (p *Project) Rerun(ctx context.Context, name string, snapshot int64) (*RerunResult, error) {
-	j, db, err := p.open(ctx, name)
+	j, db, err := p.open(ctx, name, true)
 	if err != nil {
 		return nil, err
 	}
@@ -350,16 +451,13 @@ func (p *Project) Rerun(ctx context.Context, name string, snapshot int64) (*Reru
 // into place. The database is only read. Errors: no Out or a bad format
 // (ErrUsage), an expired snapshot (ErrRefused).
 func (p *Project) Export(ctx context.Context, name string, opts ExportOptions) (*ExportResult, error) {
-	j, db, err := p.open(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close() // read-only: nothing to lose
-	res, err := ops.Export(ctx, db, j, ops.ExportOptions{Out: opts.Out, Table: opts.Table, Snapshot: opts.Snapshot,
-		Format: opts.Format, PartitionBy: opts.PartitionBy})
-	if err != nil {
-		return nil, jobError(name, err)
-	}
-	return &ExportResult{Job: res.Job, Table: res.Table, Snapshot: res.Snapshot, Format: res.Format, Path: res.Path,
-		Rows: res.Rows, Bytes: res.Bytes, SHA256: res.SHA256, PartitionBy: res.PartitionBy}, nil
+	return read(ctx, p, name, func(j *job.Job, db *run.DB) (*ExportResult, error) {
+		res, err := ops.Export(ctx, db, j, ops.ExportOptions{Out: opts.Out, Table: opts.Table, Snapshot: opts.Snapshot,
+			Format: opts.Format, PartitionBy: opts.PartitionBy})
+		if err != nil {
+			return nil, err
+		}
+		return &ExportResult{Job: res.Job, Table: res.Table, Snapshot: res.Snapshot, Format: res.Format, Path: res.Path,
+			Rows: res.Rows, Bytes: res.Bytes, SHA256: res.SHA256, PartitionBy: res.PartitionBy}, nil
+	})
 }

@@ -132,6 +132,11 @@ func TestRunPartial(t *testing.T) {
 	require.Len(t, results, 3)
 	require.Equal(t, runner.DecisionApplied, results[0].Decision)
 	require.Equal(t, int64(1), results[0].Snapshot)
+	require.Len(t, results[0].SHA256, 64)
+	ex, err := p.Export(ctx, "src", runner.ExportOptions{Out: filepath.Join(dir, "src.csv")})
+	require.NoError(t, err)
+	require.Equal(t, ex.SHA256, results[0].SHA256, "the run's sha256 is its snapshot's canonical export's")
+	require.Empty(t, results[2].SHA256, "a blocked job committed nothing")
 	require.Equal(t, runner.DecisionFailed, results[1].Decision)
 	require.Contains(t, results[1].Error, "no_such_column")
 	require.Equal(t, runner.ExitFailure, results[1].ExitCode)
@@ -183,5 +188,32 @@ func TestConstants(t *testing.T) {
 	require.Equal(t, []int{job.ExitOK, job.ExitFailure, job.ExitUsage, job.ExitRefused, job.ExitLocked},
 		[]int{runner.ExitOK, runner.ExitFailure, runner.ExitUsage, runner.ExitRefused, runner.ExitLocked})
 	require.Equal(t, []string{job.DecisionLoaded, job.DecisionApplied, job.DecisionSkipped, job.DecisionAlreadyCommitted, job.DecisionFailed, job.DecisionRefused},
-		[]string{runner.DecisionLoaded, runner.DecisionApplied, runner.DecisionSkipped, runner.DecisionAlreadyCommitted, runner.DecisionFailed, runner.DecisionRefused})
+		[]string{string(runner.DecisionLoaded), string(runner.DecisionApplied), string(runner.DecisionSkipped), string(runner.DecisionAlreadyCommitted), string(runner.DecisionFailed), string(runner.DecisionRefused)})
+}
+
+// TestAfterCommitError: a hook that fails does not undo the commit: the
+// result comes back beside an *AfterCommitError, exit 0, and the snapshot
+// is there; a nil hook is a usage error.
+func TestAfterCommitError(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "input/src.csv"), "id,day\n1,2024-01-01\n")
+	write(t, filepath.Join(dir, "src.toml"), sourceJob)
+	_, err := runner.Open(ctx, []string{dir}, runner.WithAfterCommit(nil))
+	require.ErrorIs(t, err, runner.ErrUsage)
+	boom := errors.New("catalog down")
+	p, err := runner.Open(ctx, []string{dir}, runner.WithAfterCommit(func(context.Context, *runner.Project, runner.Commit) error { return boom }))
+	require.NoError(t, err)
+	res, err := p.RunJob(ctx, "src", runner.Batch{})
+	require.ErrorIs(t, err, boom)
+	var ae *runner.AfterCommitError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, "src", ae.Job)
+	require.Equal(t, runner.ExitOK, runner.ExitCode(err))
+	require.Equal(t, runner.DecisionApplied, res.Decision)
+	entries, err := p.Log(ctx, "src")
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	require.Equal(t, int64(1), entries[0].Snapshot)
 }

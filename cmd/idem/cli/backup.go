@@ -4,8 +4,7 @@ import (
 	"fmt"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
-	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
 )
@@ -31,46 +30,28 @@ with no writer running and no <name>.wal left beside the restored file (see
 the README). --verify DIR checks a backup against its manifest (exit 1 when
 a file is missing, extra or different).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) (err error) {
-			var res *ops.BackupResult
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var res *runner.BackupResult
+			var err error
 			switch {
 			case verify != "":
 				if f.db != "" || out != "" {
 					return a.fail(f.jsonOut, &job.UsageError{Msg: "backup --verify DIR takes no --db or --out"})
 				}
-				r, err := ops.VerifyBackup(cmd.Context(), verify)
-				if err != nil {
+				if res, err = runner.VerifyBackup(cmd.Context(), verify); err != nil {
 					return a.fail(f.jsonOut, err)
 				}
-				res = r
 			case f.db == "" || out == "":
 				return a.fail(f.jsonOut, &job.UsageError{Msg: "backup needs --db PATH and --out DIR (or --verify DIR)"})
 			default:
 				if err := existingDB(f.db); err != nil {
 					return a.fail(f.jsonOut, err)
 				}
-				db, err := run.Open(cmd.Context(), f.db, f.openOptions(nil))
-				if err != nil {
-					return a.fail(f.jsonOut, err)
-				}
-				defer a.closeWritten(db, &err)
-				r, err := ops.Backup(cmd.Context(), db, out, ops.BackupOptions{Fault: a.faultHook(db.Path())})
-				if err != nil {
-					return a.fail(f.jsonOut, err)
-				}
-				res = r
+				res, err = runner.Backup(cmd.Context(), f.db, out, f.databaseOptions(a)...)
 			}
-			if f.jsonOut {
-				return a.printJSON(res)
-			}
-			what := "backed up"
-			if verify != "" {
-				what = "verified"
-			}
-			fmt.Fprintf(a.stdout, "%s: %s %s\n", res.Dir, what, res.Database)
-			fmt.Fprintf(a.stdout, "  commit    %d (database %s)\n", res.Commit, res.DatabaseID)
-			fmt.Fprintf(a.stdout, "  files     %d, %s bytes (%s lists each with its sha256)\n", res.Files, job.Thousands(res.Bytes), ops.BackupManifestName)
-			return nil
+			return a.written(nil, f.jsonOut, err, nil, func() error {
+				return a.printBackup(res, verify != "", f.jsonOut)
+			})
 		},
 	}
 	f.register(cmd)
@@ -78,4 +59,19 @@ a file is missing, extra or different).`,
 	cmd.Flags().StringVar(&out, "out", "", "the new or empty folder to write the backup into")
 	cmd.Flags().StringVar(&verify, "verify", "", "check the backup in this folder against its manifest")
 	return cmd
+}
+
+// printBackup prints a backup's result, or its verification's.
+func (a *app) printBackup(res *runner.BackupResult, verified, jsonOut bool) error {
+	if jsonOut {
+		return a.printJSON(res)
+	}
+	what := "backed up"
+	if verified {
+		what = "verified"
+	}
+	fmt.Fprintf(a.stdout, "%s: %s %s\n", res.Dir, what, res.Database)
+	fmt.Fprintf(a.stdout, "  commit    %d (database %s)\n", res.Commit, res.DatabaseID)
+	fmt.Fprintf(a.stdout, "  files     %d, %s bytes (%s lists each with its sha256)\n", res.Files, job.Thousands(res.Bytes), runner.BackupManifest)
+	return nil
 }

@@ -5,8 +5,7 @@ import (
 	"os"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
-	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
 )
@@ -37,12 +36,7 @@ while compact runs.`,
 			if err := existingDB(f.db); err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			opts := f.openOptions(nil)
-			db, err := run.Open(cmd.Context(), f.db, opts)
-			if err != nil {
-				return a.fail(f.jsonOut, err)
-			}
-			res, err := ops.Compact(cmd.Context(), db, ops.CompactOptions{Open: opts, Fault: a.faultHook(db.Path())})
+			res, err := runner.Compact(cmd.Context(), f.db, f.databaseOptions(a)...)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/internal/docs"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/runner"
 )
 
 func (a *app) newDocsCmd() *cobra.Command {
@@ -70,36 +68,20 @@ index.html it did not write: it never deletes or overwrites your files.`,
 			case !st.IsDir():
 				return a.fail(jsonOut, &job.UsageError{Msg: fmt.Sprintf("docs: %s is not a folder: give a project folder of job files", dir)})
 			}
-			p, err := a.loadProject(cmd, []string{dir}, projectFlags{})
+			p, err := runner.Open(cmd.Context(), []string{dir}, runner.WithWait(wait))
 			if err != nil {
 				return a.fail(jsonOut, err)
 			}
-			site, err := docs.Gather(cmd.Context(), p, dir, docs.Options{Wait: wait})
+			res, err := p.Docs(cmd.Context(), dir, out)
 			if err != nil {
 				return a.fail(jsonOut, err)
-			}
-			page, err := docs.Render(site)
-			if err != nil {
-				return a.fail(jsonOut, err)
-			}
-			if err := docs.Write(out, page); err != nil {
-				return a.fail(jsonOut, err)
-			}
-			sum := sha256.Sum256(page)
-			index := filepath.Join(out, docs.IndexFile)
-			names, notRun := []string{}, []string{}
-			for _, j := range site.Jobs {
-				names = append(names, j.Name)
-				if j.NotRun != "" {
-					notRun = append(notRun, j.Name)
-				}
 			}
 			if jsonOut {
-				return a.printJSON(map[string]any{"out": out, "index": index, "bytes": len(page),
-					"sha256": hex.EncodeToString(sum[:]), "jobs": names, "not_run": notRun})
+				return a.printJSON(res)
 			}
+			index := res.Index
 			fmt.Fprintf(a.stdout, "wrote %s: %d job(s), %d not run yet, %s bytes, sha256 %s\n",
-				index, len(names), len(notRun), job.Thousands(int64(len(page))), hex.EncodeToString(sum[:]))
+				index, len(res.Jobs), len(res.NotRun), job.Thousands(int64(res.Bytes)), res.SHA256)
 			if abs, err := filepath.Abs(index); err == nil {
 				fmt.Fprintf(a.stdout, "open file://%s\n", filepath.ToSlash(abs))
 			}

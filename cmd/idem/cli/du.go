@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
 )
@@ -28,12 +28,11 @@ pragma_storage_info (checkpointed column segments by block offset). Only
 reads. See "Sizing [retention]" in the README.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			j, db, err := f.openJob(cmd.Context(), args[0], true)
+			p, name, err := f.openOne(cmd.Context(), args[0])
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			defer db.Close()
-			res, err := ops.DU(cmd.Context(), db, j)
+			res, err := p.DU(cmd.Context(), name)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
@@ -48,7 +47,7 @@ reads. See "Sizing [retention]" in the README.`,
 	return cmd
 }
 
-func (a *app) printDU(res *ops.DUResult) {
+func (a *app) printDU(res *runner.DUResult) {
 	w := a.stdout
 	b, r := res.Bytes, res.Rows
 	keep := "every snapshot (no [retention] keep_snapshots)"

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -14,6 +15,7 @@ import (
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/project"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
 )
@@ -371,7 +373,7 @@ func (a *app) printChainErase(res *ops.ChainEraseResult) {
 	for _, n := range res.NotHeld {
 		fmt.Fprintf(a.stdout, "%s: declares the subject and holds none of it; nothing erased there\n", n)
 	}
-	a.printReplica(res.Replica)
+	a.printReplica((*runner.ReplicaInfo)(res.Replica))
 	a.printCompacted(res.Compact)
 }
 
@@ -397,30 +399,28 @@ are not applied again. --expect-parent P and --epoch E guard it as they
 guard a run: refused (exit 3) unless the latest snapshot is P and the
 writer epoch is E.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) (err error) {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("to-snapshot") {
 				return a.fail(f.jsonOut, &job.UsageError{Msg: "rollback needs --to-snapshot S"})
 			}
-			job, db, err := f.openJob(cmd.Context(), args[0], false)
+			var hooked bytes.Buffer
+			p, name, err := f.openOne(cmd.Context(), args[0], a.commitHooks(f, &hooked)...)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			defer a.closeWritten(db, &err)
-			opts := ops.RollbackOptions{Fault: a.faultHook(db.Path())}
+			opts := runner.RollbackOptions{To: to}
 			opts.ExpectParent, opts.Epoch = w.guards(cmd)
-			res, err := ops.Rollback(cmd.Context(), db, job, to, opts)
-			if err != nil {
-				return a.fail(f.jsonOut, err)
-			}
-			defer a.afterCommit(cmd.Context(), db, job, true) // extension.go
-			if f.jsonOut {
-				return a.printJSON(res)
-			}
-			fmt.Fprintf(a.stdout, "%s: rolled back to snapshot %d\n", res.Job, res.To)
-			fmt.Fprintf(a.stdout, "  snapshot  %d\n", res.Snapshot)
-			fmt.Fprintf(a.stdout, "  rows out  %d\n", res.RowsOut)
-			a.printReplica(res.Replica)
-			return nil
+			res, err := p.Rollback(cmd.Context(), name, opts)
+			return a.written(p, f.jsonOut, err, &hooked, func() error {
+				if f.jsonOut {
+					return a.printJSON(res)
+				}
+				fmt.Fprintf(a.stdout, "%s: rolled back to snapshot %d\n", res.Job, res.To)
+				fmt.Fprintf(a.stdout, "  snapshot  %d\n", res.Snapshot)
+				fmt.Fprintf(a.stdout, "  rows out  %d\n", res.RowsOut)
+				a.printReplica(res.Replica)
+				return nil
+			})
 		},
 	}
 	f.register(cmd)

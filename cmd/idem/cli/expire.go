@@ -1,10 +1,11 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
 )
@@ -33,28 +34,24 @@ checkpoint, for an apply job): each such pin is printed as "held by".
 "required" refuses an expiry without its current --epoch (exit 3), as
 run, erase and rollback do.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) (err error) {
-			j, db, err := f.openJob(cmd.Context(), args[0], dryRun)
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var hooked bytes.Buffer
+			p, name, err := f.openOne(cmd.Context(), args[0], a.commitHooks(f, &hooked)...)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			defer a.closeWritten(db, &err) // read-only with --dry-run: nothing to lose
-			opts := ops.ExpireOptions{Keep: keep, DryRun: dryRun, Fault: a.faultHook(db.Path())}
+			opts := runner.ExpireOptions{Keep: keep, DryRun: dryRun}
 			if cmd.Flags().Changed("epoch") {
 				opts.Epoch = &epoch
 			}
-			res, err := ops.Expire(cmd.Context(), db, j, opts)
-			if err != nil {
-				return a.fail(f.jsonOut, err)
-			}
-			if !dryRun {
-				defer a.afterCommit(cmd.Context(), db, j, true) // extension.go: expires the published snapshots too
-			}
-			if f.jsonOut {
-				return a.printJSON(res)
-			}
-			a.printExpire(res)
-			return nil
+			res, err := p.Expire(cmd.Context(), name, opts)
+			return a.written(p, f.jsonOut, err, &hooked, func() error {
+				if f.jsonOut {
+					return a.printJSON(res)
+				}
+				a.printExpire(res)
+				return nil
+			})
 		},
 	}
 	f.register(cmd)
@@ -64,7 +61,7 @@ run, erase and rollback do.`,
 	return cmd
 }
 
-func (a *app) printExpire(res *ops.ExpireResult) {
+func (a *app) printExpire(res *runner.ExpireResult) {
 	w := a.stdout
 	verb := "expired"
 	if res.DryRun {

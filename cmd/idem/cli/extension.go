@@ -10,6 +10,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/runner"
 	idemsql "github.com/idem-dev/idem/sql"
 
 	"github.com/spf13/cobra"
@@ -28,6 +29,12 @@ type Extension struct {
 	// the next command or `publish JOB` catches up. fault is the command's
 	// IDEM_FAULT hook (nil when unset).
 	AfterCommit func(ctx context.Context, db *run.DB, j *job.Job, fault func(string), stdout, stderr io.Writer) error
+	// Hook, when set, is called after a command moved onto the public
+	// API (runner) committed snapshots of a job, as runner calls an
+	// AfterCommit hook: the seam an extension built on runner alone
+	// uses, importing nothing from internal/. Its error is a warning, as
+	// AfterCommit's. Its output goes to the writers it was built with.
+	Hook runner.AfterCommit
 	// Commands are added to the root command; faultHook gives the
 	// IDEM_FAULT hook of a command writing the database at dbPath.
 	Commands func(faultHook func(dbPath string) func(string)) []*cobra.Command
@@ -101,3 +108,50 @@ func committedDecision(d string) bool {
 // Reported is the error an extension's command returns once it has
 // reported its failure itself: the process exits with code.
 func Reported(code int) error { return &codeError{code: code} }
+
+// commitHooks are the runner options of a command that commits: the
+// extension's Hook, and a hook that calls its AfterCommit (which wants the
+// database open: it is opened again, with f's settings, for a job that
+// declares [publish.iceberg]) or, in a binary without one, warns that the
+// job was not published. What they print on stdout goes to out, which the
+// command prints after its result.
+func (a *app) commitHooks(f dbFlags, out io.Writer) []runner.Option {
+	opts := []runner.Option{runner.WithFaultHook(a.faultHook), runner.WithAfterCommit(func(ctx context.Context, p *runner.Project, c runner.Commit) error {
+		info, err := p.Job(c.Job)
+		if err != nil || info.Iceberg == nil {
+			return err
+		}
+		if a.ext.AfterCommit == nil {
+			if c.Committed {
+				fmt.Fprintf(a.stderr, "idem: warning: %s declares [publish.iceberg] but this idem binary does not publish: the snapshot was not published to Iceberg; run idem-iceberg publish %s\n", info.Name, info.File)
+			}
+			return nil
+		}
+		j, err := loadJob(info.File)
+		if err != nil {
+			return err
+		}
+		db, err := run.Open(ctx, info.Database, f.openOptions(j))
+		if err != nil {
+			return err
+		}
+		defer db.Close() // the publisher wrote to its catalog, not here
+		return a.ext.AfterCommit(ctx, db, j, a.faultHook(db.Path()), out, a.stderr)
+	})}
+	if a.ext.Hook != nil {
+		opts = append(opts, runner.WithAfterCommit(a.ext.Hook))
+	}
+	return opts
+}
+
+// hookFailed warns that an extension's hook failed after a commit that
+// stands, as afterCommit does.
+func (a *app) hookFailed(p *runner.Project, ae *runner.AfterCommitError) {
+	file := ae.Job
+	if p != nil {
+		if info, err := p.Job(ae.Job); err == nil {
+			file = info.File
+		}
+	}
+	fmt.Fprintf(a.stderr, "%s: warning: %s: the commit stands but publishing to Iceberg failed (the next run or %s publish %s catches up): %v\n", a.name(), ae.Job, a.name(), file, ae.Err)
+}

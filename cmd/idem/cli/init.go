@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
 )
@@ -49,7 +49,7 @@ from its folder).`,
 				}
 				name = strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9_]`).ReplaceAllString(filepath.Base(abs), "_"))
 			}
-			written, err := ops.Scaffold(dir, name, mode)
+			written, err := runner.Init(dir, name, mode)
 			if err != nil {
 				return a.fail(jsonOut, err)
 			}
@@ -60,11 +60,11 @@ from its folder).`,
 				fmt.Fprintf(a.stdout, "wrote %s\n", w)
 			}
 			next := filepath.Join(dir, name+".toml")
-			if mode == ops.ScaffoldSelect {
+			if mode == runner.ModeSelect {
 				next = dir // the model and its source job, in order
 			}
 			fmt.Fprintf(a.stdout, "next: idem run %s\n", next)
-			if mode == ops.ScaffoldSelect {
+			if mode == runner.ModeSelect {
 				fmt.Fprintf(a.stdout, "test: idem test %s\n", dir)
 			}
 			return nil

@@ -7,8 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/internal/ops"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/runner"
 )
 
 func (a *app) newLintCmd() *cobra.Command {
@@ -33,7 +32,7 @@ opening the job's database. Findings have an id, a severity and a fix:
 Exit 0 when there is no finding of severity error, 1 when there is.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep, err := ops.LintJob(cmd.Context(), args[0], idemsql.FS)
+			rep, err := runner.Lint(cmd.Context(), args[0])
 			if err != nil {
 				return a.fail(jsonOut, err)
 			}

@@ -12,8 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -38,20 +37,16 @@ escaped (\n, \t, \x00), and on a terminal the reason is cut to the
 terminal's width. --json keeps every text exactly as recorded.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			job, db, err := f.openJob(cmd.Context(), args[0], true)
+			p, name, err := f.openOne(cmd.Context(), args[0])
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			defer db.Close()
-			entries, err := ops.Log(cmd.Context(), db, job.Name)
+			entries, err := p.Log(cmd.Context(), name)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
 			if f.jsonOut {
-				if entries == nil {
-					entries = []catalog.LogEntry{}
-				}
-				return a.printJSON(map[string]any{"job": job.Name, "runs": entries})
+				return a.printJSON(map[string]any{"job": name, "runs": entries})
 			}
 			var buf bytes.Buffer
 			if err := writeLogTable(&buf, entries); err != nil {
@@ -71,7 +66,7 @@ terminal's width. --json keeps every text exactly as recorded.`,
 
 // writeLogTable writes the human log table: one line per run, the reason
 // last so that a long one widens nothing but its own line.
-func writeLogTable(w *bytes.Buffer, entries []catalog.LogEntry) error {
+func writeLogTable(w *bytes.Buffer, entries []runner.LogEntry) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tBATCH\tDECISION\tCHANGED\tROWS IN\tOUTCOMES\tSNAPSHOT\tCURSOR\tEPOCH\tREASON")
 	for _, e := range entries {

@@ -7,11 +7,12 @@ import (
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/runner"
 )
 
 // printReplica adds the line of a read replica's publication to a writing
 // command's human output.
-func (a *app) printReplica(r *run.ReplicaInfo) {
+func (a *app) printReplica(r *runner.ReplicaInfo) {
 	if r == nil {
 		return
 	}

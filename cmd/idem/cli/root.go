@@ -7,17 +7,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/project"
 
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/internal/projectrun"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/runner"
 	idemsql "github.com/idem-dev/idem/sql"
 )
 
@@ -238,37 +237,11 @@ func (f *dbFlags) dbPath(j *job.Job) (string, error) {
 // no such file exists, the job of that name among the job files of the
 // working folder (a project folder): idem show daily.
 func loadJob(path string) (*job.Job, error) {
-	if _, err := os.Stat(path); err == nil || !job.Identifier.MatchString(path) {
-		return run.LoadJob(path, idemsql.FS)
-	}
-	files, err := project.Files([]string{"."})
+	file, err := runner.JobFile(path)
 	if err != nil {
-		return nil, &job.UsageError{Msg: fmt.Sprintf("no job file %s, and no job named %s here: %v", path, path, err)}
+		return nil, err
 	}
-	var found []*job.Job
-	for _, f := range files {
-		j, err := run.LoadJob(f, idemsql.FS)
-		if err != nil {
-			if strings.TrimSuffix(filepath.Base(f), ".toml") == path {
-				return nil, err // the job's own file is bad: say why
-			}
-			continue
-		}
-		if j.Name == path {
-			found = append(found, j)
-		}
-	}
-	switch len(found) {
-	case 0:
-		return nil, &job.UsageError{Msg: fmt.Sprintf("no job file %s, and no job named %s among the job files of this folder: give a job file's path", path, path)}
-	case 1:
-		return found[0], nil
-	}
-	var where []string
-	for _, j := range found {
-		where = append(where, j.File)
-	}
-	return nil, &job.UsageError{Msg: fmt.Sprintf("job %s is defined by several job files of this folder (%s): give one's path", path, strings.Join(where, ", "))}
+	return run.LoadJob(file, idemsql.FS)
 }
 
 // printJSON writes v as one JSON object and a newline.
@@ -282,6 +255,12 @@ func (a *app) printJSON(v any) error {
 // error for Main.
 func (a *app) fail(jsonOut bool, err error) error {
 	code := job.ExitCode(err)
+	// The public API names the job an error is of; the command's messages
+	// name it themselves, as ever.
+	var je *runner.JobError
+	if errors.As(err, &je) {
+		code, err = je.Code, je.Err
+	}
 	if jsonOut {
 		_ = a.printJSON(map[string]any{"error": err.Error(), "exit_code": code})
 	}

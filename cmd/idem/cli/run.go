@@ -10,6 +10,7 @@ import (
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/project"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
 )
@@ -186,7 +187,7 @@ func (a *app) printResult(res *run.Result) {
 	if e := res.Expiry; e != nil && e.Error != "" {
 		fmt.Fprintf(a.stderr, "idem: warning: %s: the run committed; expiring old snapshots failed (the next run or idem expire retries): %s\n", res.Job, e.Error)
 	}
-	a.printReplica(res.Replica) // replica.go
+	a.printReplica((*runner.ReplicaInfo)(res.Replica)) // replica.go
 }
 
 // upstreamText reads "trips 4 → 5, zones 1".

@@ -6,9 +6,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
 )
@@ -47,11 +46,11 @@ the database is not opened.`,
 				if audit == "" || export == "" || cmd.Flags().Changed("snapshot") {
 					return a.fail(f.jsonOut, &job.UsageError{Msg: "--audit and --export go together, without --snapshot (the export is of one snapshot)"})
 				}
-				j, err := loadJob(args[0])
+				p, name, err := f.openOne(cmd.Context(), args[0])
 				if err != nil {
 					return a.fail(f.jsonOut, err)
 				}
-				res, err := ops.Audit(cmd.Context(), j, export, audit)
+				res, err := p.Audit(cmd.Context(), name, export, audit)
 				if err != nil {
 					return a.fail(f.jsonOut, err)
 				}
@@ -61,14 +60,13 @@ the database is not opened.`,
 				a.printAudit(res)
 				return nil
 			}
-			j, db, err := f.openJob(cmd.Context(), args[0], true)
+			// A pending sha256 is a CSV write of the whole target: long
+			// work, shown on a terminal as an export is.
+			prj, name, err := f.openOne(cmd.Context(), args[0], a.progressOption(progressFlags{}))
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			defer db.Close()
-			// A pending sha256 is a CSV write of the whole target: long
-			// work, shown on a terminal as an export is.
-			p, err := ops.Show(cmd.Context(), db, j, snapshot, a.progress(progressFlags{}))
+			p, err := prj.Show(cmd.Context(), name, snapshot)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
@@ -76,9 +74,9 @@ the database is not opened.`,
 				return a.printJSON(p)
 			}
 			if p.Requested != 0 {
-				fmt.Fprintf(a.stdout, "%s: snapshot %d is %s and writes no packet; it holds the rows of snapshot %d:\n", j.Name, p.Requested, kindText(p.RequestedKind), p.Snapshot)
+				fmt.Fprintf(a.stdout, "%s: snapshot %d is %s and writes no packet; it holds the rows of snapshot %d:\n", name, p.Requested, kindText(p.RequestedKind), p.Snapshot)
 			}
-			a.printPacket(p.Packet)
+			a.printPacket(p)
 			return nil
 		},
 	}
@@ -89,7 +87,7 @@ the database is not opened.`,
 	return cmd
 }
 
-func (a *app) printPacket(p *catalog.Packet) {
+func (a *app) printPacket(p *runner.Packet) {
 	w := a.stdout
 	fmt.Fprintf(w, "%s: snapshot %d (parent %d)\n", p.Job, p.Snapshot, p.Parent)
 	fmt.Fprintf(w, "  pipeline  %s\n", versionsText(p))
@@ -153,12 +151,12 @@ func countsText(m map[string]int64) string {
 	return strings.Join(parts, ", ")
 }
 
-func (a *app) printAudit(r *ops.AuditResult) {
+func (a *app) printAudit(r *runner.AuditResult) {
 	w := a.stdout
 	fmt.Fprintf(w, "%s: audit %q over %s (snapshot %d, partition_by %s)\n", r.Job, r.Where, r.Export, r.Snapshot, r.PartitionBy)
 	for _, s := range []struct {
 		name string
-		f    ops.ScanFigure
+		f    runner.ScanFigure
 	}{{"audit    ", r.Audit}, {"full scan", r.Full}} {
 		fmt.Fprintf(w, "  %s  files %d/%d, row groups %d, bytes %s, rows %s (DuckDB total_bytes_read %s)\n",
 			s.name, s.f.Files, s.f.FilesTotal, s.f.RowGroups, job.Thousands(s.f.Bytes), job.Thousands(s.f.Rows), job.Thousands(s.f.BytesRead))
@@ -168,7 +166,7 @@ func (a *app) printAudit(r *ops.AuditResult) {
 
 // versionsText names the versions a snapshot was built with. A model's
 // schema is its SELECT's result (schema version 0).
-func versionsText(p *catalog.Packet) string {
+func versionsText(p *runner.Packet) string {
 	model := p.SchemaVersion == 0
 	var parts struct {
 		Transform struct {

@@ -7,8 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/modeltest"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/runner"
 )
 
 func (a *app) newTestCmd() *cobra.Command {
@@ -44,12 +43,12 @@ row diff: rows the result lacks (-) and has beyond the expected ones (+).
 Exit 0 when every test passes, 1 when a test fails (or its model fails),
 2 when a test file is bad or a run would refuse the model.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			each := func(r *modeltest.Result) {
+			each := func(r *runner.TestResult) {
 				if !jsonOut {
 					a.printTestResult(r, quiet)
 				}
 			}
-			rep, err := modeltest.Run(cmd.Context(), args, modeltest.Options{Builtins: idemsql.FS, Each: each})
+			rep, err := runner.Test(cmd.Context(), args, each)
 			if err != nil {
 				return a.fail(jsonOut, err)
 			}
@@ -76,8 +75,8 @@ Exit 0 when every test passes, 1 when a test fails (or its model fails),
 }
 
 // printTestResult prints one test's line, and why it did not pass.
-func (a *app) printTestResult(r *modeltest.Result, quiet bool) {
-	if r.Status == modeltest.StatusPass {
+func (a *app) printTestResult(r *runner.TestResult, quiet bool) {
+	if r.Status == runner.TestPass {
 		if !quiet {
 			fmt.Fprintf(a.stdout, "ok   %s (%s)\n", r.Name, r.Model)
 		}

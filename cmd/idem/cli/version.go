@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/runner"
 )
 
 func (a *app) newVersionCmd() *cobra.Command {
@@ -18,7 +18,7 @@ func (a *app) newVersionCmd() *cobra.Command {
 		Short: "Print idem's version and the DuckDB it bundles",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			duck, err := ops.DuckDBVersion(cmd.Context())
+			duck, err := runner.DuckDBVersion(cmd.Context())
 			if err != nil {
 				return a.fail(jsonOut, err)
 			}
