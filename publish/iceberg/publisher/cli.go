@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/idem-dev/idem/cmd/idem/cli"
@@ -55,6 +56,11 @@ func (r *Report) line() string {
 	}
 	if r.Deleted > 0 {
 		what += fmt.Sprintf(", deleted %d file(s)", r.Deleted)
+	}
+	for _, p := range r.Published {
+		for _, n := range p.Notes {
+			what += "; snapshot " + strconv.FormatInt(p.Snapshot, 10) + ": " + n
+		}
 	}
 	return fmt.Sprintf("%s: %s, %.3fs", r.Table, what, r.Seconds)
 }

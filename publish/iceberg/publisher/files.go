@@ -102,14 +102,6 @@ func (p *publisher) writeFiles(ctx context.Context, tbl *table.Table, s int64, c
 	return listWritten(target, partitioned)
 }
 
-// writeEmpty writes snapshot s as one file of no rows.
-func (p *publisher) writeEmpty(ctx context.Context, tbl *table.Table, s int64, cols []column, schema *iceberg.Schema) (*written, error) {
-	if p.j.PartitionBy != "" && !tbl.Spec().IsUnpartitioned() {
-		return nil, fmt.Errorf("snapshot %d of %s holds no rows in a partitioned table and replaces none: an Iceberg snapshot of no change cannot be committed", s, p.j.Name)
-	}
-	return p.writeFiles(ctx, tbl, s, cols, schema, false, nil)
-}
-
 func listWritten(target string, dir bool) (*written, error) {
 	w := &written{}
 	if !dir {

@@ -71,7 +71,10 @@ type Published struct {
 	Bytes           int64    `json:"bytes_added"`
 	Removed         int      `json:"files_removed"`
 	Partitions      []string `json:"partitions,omitempty"` // the partitions replaced; empty: the whole table
-	Seconds         float64  `json:"seconds"`
+	// Notes say what was published differently from idem's snapshot:
+	// a column retyped in a way Iceberg cannot promote.
+	Notes   []string `json:"notes,omitempty"`
+	Seconds float64  `json:"seconds"`
 }
 
 // Report reports a catch-up.
@@ -336,7 +339,7 @@ func (p *publisher) publishOne(ctx context.Context, tbl *table.Table, s *catalog
 	if err := tx.AssertRefSnapshotID(""); err != nil {
 		return nil, err
 	}
-	cols, schema, err := p.evolve(tx, tbl, s)
+	cols, schema, notes, err := p.evolve(tx, tbl, s)
 	if err != nil {
 		return nil, err
 	}
@@ -347,7 +350,7 @@ func (p *publisher) publishOne(ctx context.Context, tbl *table.Table, s *catalog
 	var parts []string
 	var remove []string
 	partitioned := p.j.PartitionBy != "" && !tbl.Spec().IsUnpartitioned() && slices.ContainsFunc(cols, func(c column) bool { return c.name == p.j.PartitionBy })
-	if partitioned && prev > 0 && keptSnapshot(idem, prev) {
+	if partitioned && prev > 0 && keptSnapshot(idem, prev) && len(notes) == 0 {
 		if parts, remove, err = p.changedPartitions(ctx, s.Snapshot, prev, current); err != nil {
 			return nil, err
 		}
@@ -363,14 +366,7 @@ func (p *publisher) publishOne(ctx context.Context, tbl *table.Table, s *catalog
 	if err != nil {
 		return nil, err
 	}
-	if len(remove) == 0 && len(files.paths) == 0 {
-		// Nothing changed in any partition: commit the snapshot anyway (an
-		// empty file), so that it carries its idem.snapshot.
-		if files, err = p.writeEmpty(ctx, tbl, s.Snapshot, cols, schema); err != nil {
-			return nil, err
-		}
-	}
-	if err := tx.ReplaceDataFiles(ctx, remove, files.paths, snapshotProps(p.j, s, sum)); err != nil {
+	if err := stageFiles(ctx, tx, remove, files.paths, snapshotProps(p.j, s, sum)); err != nil {
 		return nil, fmt.Errorf("publish snapshot %d of %s: %w", s.Snapshot, p.j.Name, err)
 	}
 	p.opts.fault(FaultBeforeCommit)
@@ -380,7 +376,7 @@ func (p *publisher) publishOne(ctx context.Context, tbl *table.Table, s *catalog
 	}
 	p.opts.fault(FaultAfterCommit)
 	pb := Published{Snapshot: s.Snapshot, IcebergSnapshot: out.CurrentSnapshot().SnapshotID, Rows: rows, SHA256: sum,
-		Files: len(files.paths), Bytes: files.bytes, Removed: len(remove), Seconds: time.Since(start).Seconds()}
+		Files: len(files.paths), Bytes: files.bytes, Removed: len(remove), Notes: notes, Seconds: time.Since(start).Seconds()}
 	if parts != nil {
 		pb.Partitions = make([]string, len(parts))
 		for i, v := range parts {
@@ -401,40 +397,76 @@ func keptSnapshot(idem *idemSide, s int64) bool {
 // evolve brings the staged schema of tx to the columns of snapshot s:
 // added columns are added (optional), widened types promoted; a column s
 // lacks stays in the table, null in s's files. A type change Iceberg
-// cannot make is an error.
-func (p *publisher) evolve(tx *table.Transaction, tbl *table.Table, s *catalog.SnapshotRow) ([]column, *iceberg.Schema, error) {
-	cols := make([]column, len(s.Columns))
+// cannot make (BOOLEAN to VARCHAR) drops the old Iceberg column and adds
+// a new one of the same name (a new field id): the snapshots before s keep
+// their schema and read the old column with its old type, s and later
+// ones read the new column; notes say so. A partition column is never
+// retyped so (its partition spec names it): that is an error.
+func (p *publisher) evolve(tx *table.Transaction, tbl *table.Table, s *catalog.SnapshotRow) (cols []column, schema *iceberg.Schema, notes []string, err error) {
+	cols = make([]column, len(s.Columns))
 	for i, c := range s.Columns {
 		cols[i] = columnOf(c)
 	}
-	schema := tbl.Schema()
-	upd := tx.UpdateSchema(true, false)
+	schema = tbl.Schema()
+	var retyped []string
+	for _, c := range cols {
+		f, ok := schema.FindFieldByName(c.name)
+		if !ok || promotable(f.Type, c.typ) {
+			continue
+		}
+		if c.name == p.j.PartitionBy {
+			return nil, nil, nil, fmt.Errorf("snapshot %d of %s: partition column %s changed from %s to %s, which Iceberg schema evolution cannot make: publish it to a new table (a new namespace) or keep the column's type", s.Snapshot, p.j.Name, c.name, f.Type, c.typ)
+		}
+		retyped = append(retyped, c.name)
+		notes = append(notes, fmt.Sprintf("column %s retyped %s -> %s, which Iceberg cannot promote: published as a new column %s (snapshots before %d read the old one)", c.name, f.Type, c.typ, c.name, s.Snapshot))
+	}
+	// One update (one new schema): a column is dropped and added again
+	// under its name in the same change.
+	upd := tx.UpdateSchema(true, len(retyped) > 0)
 	changed := false
 	for _, c := range cols {
 		f, ok := schema.FindFieldByName(c.name)
 		switch {
+		case slices.Contains(retyped, c.name):
+			upd.DeleteColumn([]string{c.name})
+			upd.AddColumn([]string{c.name}, c.typ, "", false, nil)
+			changed = true
 		case !ok:
 			upd.AddColumn([]string{c.name}, c.typ, "", false, nil)
 			changed = true
 		case !f.Type.Equals(c.typ):
-			if !promotable(f.Type, c.typ) {
-				return nil, nil, fmt.Errorf("snapshot %d of %s: column %s changed from %s to %s, which Iceberg schema evolution cannot make (a new column name would)", s.Snapshot, p.j.Name, c.name, f.Type, c.typ)
-			}
 			upd.UpdateColumn([]string{c.name}, table.ColumnUpdate{FieldType: iceberg.Optional[iceberg.Type]{Valid: true, Val: c.typ}})
 			changed = true
 		}
 	}
 	if !changed {
-		return cols, schema, nil
+		return cols, schema, notes, nil
 	}
 	if err := upd.Commit(); err != nil {
-		return nil, nil, fmt.Errorf("evolve Iceberg schema of %s for snapshot %d: %w", p.j.Name, s.Snapshot, err)
+		return nil, nil, nil, fmt.Errorf("evolve Iceberg schema of %s for snapshot %d: %w", p.j.Name, s.Snapshot, err)
 	}
+	schema, err = stagedSchema(tx)
+	return cols, schema, notes, err
+}
+
+func stagedSchema(tx *table.Transaction) (*iceberg.Schema, error) {
 	staged, err := tx.StagedTable()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return cols, staged.Schema(), nil
+	return staged.Schema(), nil
+}
+
+// stageFiles stages in tx one Iceberg snapshot that removes the data
+// files remove and adds add, with summary properties props: an append
+// when nothing is removed, and, when nothing changes at all, an empty
+// append (a snapshot of no data change that still carries props, so that
+// a snapshot changing no row never blocks the ones after it).
+func stageFiles(ctx context.Context, tx *table.Transaction, remove, add []string, props iceberg.Properties) error {
+	if len(remove) == 0 && len(add) == 0 {
+		return tx.AddFiles(ctx, nil, props, false)
+	}
+	return tx.ReplaceDataFiles(ctx, remove, add, props)
 }
 
 // exportSHA is the sha256 and row count of `idem export --snapshot s` (CSV).

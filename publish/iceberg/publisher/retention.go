@@ -34,18 +34,13 @@ func (p *publisher) rebuild(ctx context.Context, tbl *table.Table, idem *idemSid
 	var pubs []Published
 	for _, s := range idem.kept {
 		start := time.Now()
-		cols, schema, err := p.evolve(tx, staged, s)
+		cols, schema, notes, err := p.evolve(tx, staged, s)
 		if err != nil {
 			return nil, err
 		}
 		files, err := p.writeFiles(ctx, staged, s.Snapshot, cols, schema, p.j.PartitionBy != "" && !tbl.Spec().IsUnpartitioned(), nil)
 		if err != nil {
 			return nil, err
-		}
-		if len(files.paths) == 0 && len(remove) == 0 {
-			if files, err = p.writeEmpty(ctx, staged, s.Snapshot, cols, schema); err != nil {
-				return nil, err
-			}
 		}
 		p.opts.fault(FaultAfterFiles)
 		sum, rows, err := p.exportSHA(ctx, s.Snapshot)
@@ -54,10 +49,10 @@ func (p *publisher) rebuild(ctx context.Context, tbl *table.Table, idem *idemSid
 		}
 		props := snapshotProps(p.j, s, sum)
 		props[PropErasure] = strconv.FormatInt(idem.lastErasure, 10)
-		if err := tx.ReplaceDataFiles(ctx, remove, files.paths, props); err != nil {
+		if err := stageFiles(ctx, tx, remove, files.paths, props); err != nil {
 			return nil, fmt.Errorf("publish snapshot %d of %s again after the erasure: %w", s.Snapshot, p.j.Name, err)
 		}
-		pubs = append(pubs, Published{Snapshot: s.Snapshot, Rows: rows, SHA256: sum, Files: len(files.paths), Bytes: files.bytes, Removed: len(remove), Seconds: time.Since(start).Seconds()})
+		pubs = append(pubs, Published{Snapshot: s.Snapshot, Rows: rows, SHA256: sum, Files: len(files.paths), Bytes: files.bytes, Removed: len(remove), Notes: notes, Seconds: time.Since(start).Seconds()})
 		remove = files.paths
 		if staged, err = stagedTable(tx); err != nil {
 			return nil, err

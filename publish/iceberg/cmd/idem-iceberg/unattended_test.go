@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Publishing that runs unattended (issue 47): no snapshot blocks the ones
+// after it, a failed publish fails the command, a table published from
+// another history is refused, and no temporary copy outlives a command.
+// SQLite catalog only: the PostgreSQL catalog is covered by the tests in
+// main_test.go and nothing here depends on the catalog's kind.
+
+// pipeVersion adds schema and transform version v to the project's
+// pipeline: v3's columns plus flag of type typ, written as expr.
+func (p *project) pipeVersion(v int, typ, expr string) {
+	p.t.Helper()
+	v3, err := os.ReadFile(filepath.Join(p.dir, "pipe/schema/v3.sql"))
+	require.NoError(p.t, err)
+	p.write(filepathf("pipe/schema/v%d.sql", v), strings.Replace(string(v3), "    decade     INTEGER\n", "    decade     INTEGER,\n    flag       "+typ+"\n", 1))
+	require.NoError(p.t, os.CopyFS(filepath.Join(p.dir, filepathf("pipe/transform/v%d", v)), os.DirFS(filepath.Join(p.dir, "pipe/transform/v1"))))
+	commit, err := os.ReadFile(filepath.Join(p.dir, "pipe/transform/v1/04_commit.sql"))
+	require.NoError(p.t, err)
+	p.write(filepathf("pipe/transform/v%d/04_commit.sql", v), strings.Replace(string(commit),
+		"INSERT INTO {{table}} (id, species_id, year, license)\nSELECT id, species_id, year, license\n",
+		"INSERT INTO {{table}} (id, species_id, year, license, decade, flag)\nSELECT id, species_id, year, license, year // 10, "+expr+"\n", 1))
+}
+
+func filepathf(format string, a ...any) string { return filepath.FromSlash(fmt.Sprintf(format, a...)) }
+
+// useVersion points occ.toml at transform and schema version v.
+func (p *project) useVersion(v int) {
+	p.t.Helper()
+	b, err := os.ReadFile(filepath.Join(p.dir, "occ.toml"))
+	require.NoError(p.t, err)
+	s := string(b)
+	for _, k := range []string{"transform_version", "schema_version"} {
+		i := strings.Index(s, k+" = ")
+		j := strings.Index(s[i:], "\n")
+		s = s[:i] + fmt.Sprintf("%s = %d", k, v) + s[i+j:]
+	}
+	p.write("occ.toml", s)
+}
+
+// TestNoChangeSnapshotPublished: an explicit empty replacement of a
+// partition the table lacks commits an idem snapshot that changes no row;
+// it is published (an Iceberg snapshot of no data change) and does not
+// block the snapshot after it.
+func TestNoChangeSnapshotPublished(t *testing.T) {
+	t.Parallel()
+	p := newProject(t, "")
+	p.ok(idemIceberg, "run", "occ.toml")
+	p.write("empty.csv", "id,species_id,year,license\n")
+	r := p.run(idemIceberg, "run", "occ.toml", "--input", "empty.csv", "--partitions", "50")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NotContains(t, r.stderr, "warning", r.stderr)
+	require.Contains(t, r.stdout, "published snapshot 2 (0 file(s)")
+	p.write("occ47.csv", "id,species_id,year,license\n470,1,47,CC0 1.0\n")
+	out := p.ok(idemIceberg, "run", "occ.toml", "--input", "occ47.csv", "--partitions", "47")
+	require.Contains(t, out, "published snapshot 3")
+	require.Equal(t, []int64{1, 2, 3}, p.verify("occ.toml"))
+}
+
+// TestRetypePublishedAsNewColumn: a column retyped in a way Iceberg's
+// schema evolution cannot make (BOOLEAN to VARCHAR) is published as a new
+// Iceberg column of the same name, said so, and blocks nothing; every
+// snapshot reads back with its own type.
+func TestRetypePublishedAsNewColumn(t *testing.T) {
+	t.Parallel()
+	p := newProject(t, "")
+	p.pipeVersion(4, "BOOLEAN", "year > 46")
+	p.pipeVersion(5, "VARCHAR", "CASE WHEN year > 46 THEN 'late' ELSE 'early' END")
+	p.useVersion(4)
+	p.ok(idemIceberg, "run", "occ.toml")
+	p.useVersion(5)
+	r := p.run(idemIceberg, "run", "occ.toml")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "column flag retyped boolean -> string, which Iceberg cannot promote: published as a new column flag (snapshots before 2 read the old one)")
+	require.NotContains(t, r.stderr, "publishing to Iceberg failed")
+	p.write("occ47.csv", "id,species_id,year,license\n470,1,47,CC0 1.0\n")
+	require.Contains(t, p.ok(idemIceberg, "run", "occ.toml", "--input", "occ47.csv", "--partitions", "47"), "published snapshot 3")
+	require.Equal(t, []int64{1, 2, 3}, p.verify("occ.toml"))
+}
+
+// TestPublishFailureExitsNonZero: when publishing after a commit fails,
+// the commit stands and the command exits with the failure's code (here 1:
+// the catalog cannot be opened), naming the catch-up command.
+func TestPublishFailureExitsNonZero(t *testing.T) {
+	t.Parallel()
+	p := newProject(t, filepath.Join(t.TempDir(), "no-such-folder", "catalog.db"))
+	r := p.run(idemIceberg, "run", "accounts.toml")
+	require.Equal(t, 1, r.code, r.stdout+r.stderr)
+	require.Contains(t, r.stderr, "the commit stands but publishing to Iceberg failed")
+	require.Contains(t, r.stdout, "snapshot  1", "the commit stands")
+}
