@@ -31,6 +31,10 @@ const (
 	PropJobKey = "idem.job_key"
 	// PropJob is the idem job's name.
 	PropJob = "idem.job"
+	// PropDatabase is the id of the idem database the snapshot was
+	// published from (idem.commits): with the job key and the sha256 it
+	// says which history a published snapshot belongs to.
+	PropDatabase = "idem.database_id"
 	// PropErasure (a table property and a summary property) is the last
 	// idem erasure snapshot the table's history was rebuilt after.
 	PropErasure = "idem.erasure"
@@ -53,6 +57,11 @@ type Options struct {
 	Fault func(point string)
 	// Progress, when set, is told of each snapshot published.
 	Progress func(p Published)
+	// Republish publishes every kept snapshot again, in one commit that
+	// expires every Iceberg snapshot before it, even when the table holds
+	// another history (a database restored from a backup or recreated
+	// beside its table): the documented way out of ErrDiverged.
+	Republish bool
 }
 
 func (o Options) fault(point string) {
@@ -89,6 +98,8 @@ type Report struct {
 	// published again without the subject and the older Iceberg snapshots
 	// expired.
 	Rebuilt bool `json:"rebuilt_after_erasure"`
+	// Republished says Options.Republish replaced the table's history.
+	Republished bool `json:"republished,omitempty"`
 	// Expired are the Iceberg snapshots expired (their idem snapshot
 	// expired or erased), and Deleted the files deleted from the
 	// warehouse with them or as orphans of killed publishers.
@@ -100,6 +111,7 @@ type Report struct {
 // idemSide is what the idem database holds of the job: its kept
 // snapshots, in order, and its last erasure.
 type idemSide struct {
+	dbID        string
 	kept        []*catalog.SnapshotRow
 	lastErasure int64
 }
@@ -120,6 +132,9 @@ func readIdem(ctx context.Context, db *run.DB, j *job.Job) (*idemSide, error) {
 		return nil, err
 	}
 	s := &idemSide{}
+	if s.dbID, _, err = catalog.CommitPoint(ctx, tx); err != nil {
+		return nil, err
+	}
 	for _, r := range snaps {
 		if r.Kind == job.KindErase {
 			s.lastErasure = r.Snapshot
@@ -137,11 +152,12 @@ type published struct {
 	byIdem map[int64]int64
 	order  []int64 // Iceberg snapshot ids, newest first
 	idemOf map[int64]int64
+	props  map[int64]iceberg.Properties // summary properties by Iceberg snapshot id
 	max    int64
 }
 
 func readPublished(tbl *table.Table) (*published, error) {
-	p := &published{byIdem: map[int64]int64{}, idemOf: map[int64]int64{}}
+	p := &published{byIdem: map[int64]int64{}, idemOf: map[int64]int64{}, props: map[int64]iceberg.Properties{}}
 	if tbl == nil || tbl.CurrentSnapshot() == nil {
 		return p, nil
 	}
@@ -164,6 +180,7 @@ func readPublished(tbl *table.Table) (*published, error) {
 			p.byIdem[n] = s.SnapshotID
 		}
 		p.idemOf[s.SnapshotID] = n
+		p.props[s.SnapshotID] = s.Summary.Properties
 		p.max = max(p.max, n)
 	}
 	return p, nil
@@ -224,9 +241,19 @@ func (p *publisher) catchUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if !p.opts.Republish {
+		if err := p.checkHistory(idem, pub); err != nil {
+			return err
+		}
+	}
 	commitStart := time.Now()
 	erasure := tbl.Properties().GetInt(PropErasure, 0)
 	switch {
+	case p.opts.Republish && len(pub.order) > 0:
+		if tbl, err = p.rebuild(ctx, tbl, idem); err != nil {
+			return err
+		}
+		p.rep.Rebuilt, p.rep.Republished = false, true
 	case int64(erasure) < idem.lastErasure && len(pub.order) > 0:
 		if tbl, err = p.rebuild(ctx, tbl, idem); err != nil {
 			return err
@@ -263,6 +290,49 @@ func (p *publisher) catchUp(ctx context.Context) error {
 	}
 	p.opts.fault(FaultAfterExpire)
 	return p.cleanOrphans(ctx, tbl, commitStart)
+}
+
+// ErrDiverged is the refusal of a table published from another history
+// than the database's (exit 3).
+var ErrDiverged = errors.New("the Iceberg table holds another history")
+
+// checkHistory refuses (ErrDiverged, exit 3) a table that holds a
+// snapshot this database does not have, or whose published snapshot of a
+// number this database keeps names another job key or database id: a
+// database restored from a backup or recreated beside its table, that
+// moved on differently. Publishing on top of it would mix two histories.
+func (p *publisher) checkHistory(idem *idemSide, pub *published) error {
+	latest := idem.kept[len(idem.kept)-1]
+	table := strings.Join(Ident(p.j), ".")
+	refuse := func(theirs string, ours string) error {
+		return &job.RefusedError{Guard: "history", Msg: fmt.Sprintf("%v: Iceberg table %s was published from another history than this database's (restored from a backup, or recreated beside its table?): the table holds %s, this database (id %s) %s; nothing was published. To publish this database's history in place of the table's, run: %s publish %s --republish",
+			ErrDiverged, table, theirs, idem.dbID, ours, "idem-iceberg", p.j.File)}
+	}
+	if pub.max > latest.Snapshot {
+		id := pub.byIdem[pub.max]
+		return refuse(describePublished(pub.max, pub.props[id]), fmt.Sprintf("ends at snapshot %d", latest.Snapshot))
+	}
+	for _, s := range idem.kept {
+		id, ok := pub.byIdem[s.Snapshot]
+		if !ok {
+			continue
+		}
+		props := pub.props[id]
+		db, hasDB := props[PropDatabase]
+		if props[PropJobKey] != s.JobKey || (hasDB && db != idem.dbID) {
+			return refuse(describePublished(s.Snapshot, props), fmt.Sprintf("has snapshot %d of job key %s", s.Snapshot, s.JobKey))
+		}
+	}
+	return nil
+}
+
+// describePublished names a published snapshot's history for messages.
+func describePublished(s int64, props iceberg.Properties) string {
+	db := props[PropDatabase]
+	if db == "" {
+		db = "not recorded"
+	}
+	return fmt.Sprintf("idem snapshot %d of job key %s (database id %s, sha256 %s)", s, props[PropJobKey], db, props[PropSHA256])
 }
 
 // createTable creates the job's table with the columns of its first kept
@@ -319,13 +389,15 @@ func (p *publisher) commit(ctx context.Context, tx *table.Transaction) (*table.T
 	return tbl, nil
 }
 
-// snapshotProps are the summary properties of idem snapshot s.
-func snapshotProps(j *job.Job, s *catalog.SnapshotRow, sum string) iceberg.Properties {
+// snapshotProps are the summary properties of idem snapshot s of the
+// database idem.
+func snapshotProps(j *job.Job, idem *idemSide, s *catalog.SnapshotRow, sum string) iceberg.Properties {
 	return iceberg.Properties{
 		PropSnapshot: strconv.FormatInt(s.Snapshot, 10),
 		PropSHA256:   sum,
 		PropJobKey:   s.JobKey,
 		PropJob:      j.Name,
+		PropDatabase: idem.dbID,
 	}
 }
 
@@ -366,7 +438,7 @@ func (p *publisher) publishOne(ctx context.Context, tbl *table.Table, s *catalog
 	if err != nil {
 		return nil, err
 	}
-	if err := stageFiles(ctx, tx, remove, files.paths, snapshotProps(p.j, s, sum)); err != nil {
+	if err := stageFiles(ctx, tx, remove, files.paths, snapshotProps(p.j, idem, s, sum)); err != nil {
 		return nil, fmt.Errorf("publish snapshot %d of %s: %w", s.Snapshot, p.j.Name, err)
 	}
 	p.opts.fault(FaultBeforeCommit)

@@ -47,7 +47,7 @@ func (p *publisher) rebuild(ctx context.Context, tbl *table.Table, idem *idemSid
 		if err != nil {
 			return nil, err
 		}
-		props := snapshotProps(p.j, s, sum)
+		props := snapshotProps(p.j, idem, s, sum)
 		props[PropErasure] = strconv.FormatInt(idem.lastErasure, 10)
 		if err := stageFiles(ctx, tx, remove, files.paths, props); err != nil {
 			return nil, fmt.Errorf("publish snapshot %d of %s again after the erasure: %w", s.Snapshot, p.j.Name, err)

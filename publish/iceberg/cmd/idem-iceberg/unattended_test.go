@@ -98,3 +98,59 @@ func TestPublishFailureExitsNonZero(t *testing.T) {
 	require.Contains(t, r.stderr, "the commit stands but publishing to Iceberg failed")
 	require.Contains(t, r.stdout, "snapshot  1", "the commit stands")
 }
+
+// copyFile copies file from to to.
+func (p *project) copyFile(from, to string) {
+	p.t.Helper()
+	b, err := os.ReadFile(filepath.Join(p.dir, from))
+	require.NoError(p.t, err)
+	require.NoError(p.t, os.WriteFile(filepath.Join(p.dir, to), b, 0o644))
+}
+
+// TestDivergedTableRefused: a database restored from a backup that moves
+// on differently, or recreated beside its table, is refused (exit 3)
+// naming both histories, by run and by publish, rather than publishing on
+// top of the other history or saying "nothing new"; --verify names the
+// summary property that differs; --republish publishes this database's
+// history in place of the table's.
+func TestDivergedTableRefused(t *testing.T) {
+	t.Parallel()
+	p := newProject(t, "")
+	p.ok(idemIceberg, "run", "accounts.toml")
+	p.copyFile("idem.duckdb", "backup.duckdb")
+	p.ok(idemIceberg, "run", "accounts.toml", "--input", "changes/batch-2.jsonl")
+	published2 := p.verify("accounts.toml")
+	require.Equal(t, []int64{1, 2}, published2)
+
+	p.copyFile("backup.duckdb", "idem.duckdb") // restored: ends at snapshot 1
+	r := p.run(idemIceberg, "publish", "accounts.toml")
+	require.Equal(t, 3, r.code, r.stdout+r.stderr)
+	require.Contains(t, r.stderr, "the table holds idem snapshot 2 of job key ")
+	require.Contains(t, r.stderr, "this database (id ")
+	require.Contains(t, r.stderr, ") ends at snapshot 1")
+	r = p.run(idemIceberg, "run", "accounts.toml", "--input", "changes/batch-3.jsonl") // moves on differently
+	require.Equal(t, 3, r.code, r.stdout+r.stderr)
+	require.Contains(t, r.stdout, "snapshot  2", "the commit stands")
+	require.Contains(t, r.stderr, "the table holds idem snapshot 2 of job key ")
+	require.Regexp(t, `this database \(id [^)]+\) has snapshot 2 of job key [0-9a-f]{64}`, r.stderr)
+	require.Contains(t, r.stderr, "idem-iceberg publish accounts.toml --republish")
+	r = p.run(idemIceberg, "publish", "accounts.toml", "--verify")
+	require.Equal(t, 1, r.code, r.stdout+r.stderr)
+	require.Contains(t, r.stderr, "Iceberg snapshot ")
+	require.Contains(t, r.stderr, "summary property idem.job_key is ")
+
+	out := p.ok(idemIceberg, "publish", "accounts.toml", "--republish")
+	require.Contains(t, out, "published snapshot 1, 2 ")
+	require.Contains(t, out, "in place of the table's history (--republish)")
+	require.Equal(t, []int64{1, 2}, p.verify("accounts.toml"))
+
+	// Recreated beside its table: the same input, a new database id.
+	require.NoError(t, os.Remove(filepath.Join(p.dir, "idem.duckdb")))
+	require.NoError(t, os.RemoveAll(filepath.Join(p.dir, "idem.duckdb.inputs")))
+	r = p.run(idemIceberg, "run", "accounts.toml")
+	require.Equal(t, 3, r.code, r.stdout+r.stderr)
+	require.Contains(t, r.stderr, "another history")
+	r = p.run(idemIceberg, "publish", "accounts.toml", "--verify")
+	require.Equal(t, 1, r.code, r.stdout+r.stderr)
+	require.Contains(t, r.stderr, "summary property idem.database_id is ")
+}
