@@ -90,3 +90,11 @@ func checkPublish(p *Publish, dir string, bad keyErrorFunc) error {
 	ice.Warehouse = (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()
 	return nil
 }
+
+// PublishTempDir is the folder beside the database at dbPath where a
+// publisher (idem-iceberg) keeps the plaintext exports it hashes while
+// publishing or verifying, one sub-folder per process. The next publisher
+// removes what a killed one left there, and an erasure removes the folder
+// before it commits, so that no copy of an erased subject outlives the
+// erasure in it.
+func PublishTempDir(dbPath string) string { return dbPath + ".publish-tmp" }

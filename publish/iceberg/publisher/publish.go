@@ -49,6 +49,9 @@ const (
 	FaultBeforeCommit = "publish_before_commit"
 	FaultAfterCommit  = "publish_after_commit"
 	FaultAfterExpire  = "publish_after_expire"
+	// FaultWhileHashing: the export of a snapshot is written, not yet
+	// removed.
+	FaultWhileHashing = "publish_while_hashing"
 )
 
 // Options say how Publish runs.
@@ -541,14 +544,21 @@ func stageFiles(ctx context.Context, tx *table.Transaction, remove, add []string
 	return tx.ReplaceDataFiles(ctx, remove, add, props)
 }
 
-// exportSHA is the sha256 and row count of `idem export --snapshot s` (CSV).
+// exportSHA is the sha256 and row count of `idem export --snapshot s`
+// (CSV), written to a temporary file beside the database (tempDir) and
+// removed.
 func (p *publisher) exportSHA(ctx context.Context, s int64) (string, int64, error) {
-	dir, err := os.MkdirTemp("", "idem-iceberg-")
+	dir, err := tempDir(p.db.Path())
 	if err != nil {
 		return "", 0, err
 	}
 	defer os.RemoveAll(dir)
-	res, err := ops.Export(ctx, p.db, p.j, ops.ExportOptions{Snapshot: s, Out: filepath.Join(dir, "export.csv"), Format: job.FormatCSV})
+	fault := func(point string) {
+		if point == ops.FaultExportBeforeSwap {
+			p.opts.fault(FaultWhileHashing)
+		}
+	}
+	res, err := ops.Export(ctx, p.db, p.j, ops.ExportOptions{Snapshot: s, Out: filepath.Join(dir, "export.csv"), Format: job.FormatCSV, Fault: fault})
 	if err != nil {
 		return "", 0, fmt.Errorf("export snapshot %d of %s: %w", s, p.j.Name, err)
 	}

@@ -99,7 +99,7 @@ func Verify(ctx context.Context, db *run.DB, j *job.Job) (*VerifyReport, error) 
 			return rep, fmt.Errorf("verify %s: Iceberg snapshot %d holds idem snapshot %d, which idem no longer keeps (expired or rebuilt after an erasure): run publish to expire it", j.Name, id, s)
 		}
 	}
-	dir, err := os.MkdirTemp("", "idem-iceberg-verify-")
+	dir, err := tempDir(db.Path())
 	if err != nil {
 		return rep, err
 	}

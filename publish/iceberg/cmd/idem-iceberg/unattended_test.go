@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/publish/iceberg/publisher"
 	"github.com/stretchr/testify/require"
 )
 
@@ -153,4 +154,74 @@ func TestDivergedTableRefused(t *testing.T) {
 	r = p.run(idemIceberg, "publish", "accounts.toml", "--verify")
 	require.Equal(t, 1, r.code, r.stdout+r.stderr)
 	require.Contains(t, r.stderr, "summary property idem.database_id is ")
+}
+
+// filesIn lists the files under dir, relative to it.
+func filesIn(t *testing.T, dir string) []string {
+	var files []string
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(dir, path)
+			files = append(files, rel)
+		}
+		return nil
+	})
+	return files
+}
+
+// TestKilledWhileHashing: a publisher killed while it hashes a snapshot's
+// export leaves the plaintext export beside the database, never in the
+// system's temporary folder; the next publisher removes it, and an
+// erasure removes it before it commits.
+func TestKilledWhileHashing(t *testing.T) {
+	t.Parallel()
+	p := newProject(t, "")
+	tmp := t.TempDir()
+	temps := filepath.Join(p.dir, "idem.duckdb.publish-tmp")
+	p.env = []string{"TMPDIR=" + tmp}
+	killed := func() {
+		t.Helper()
+		p.env = append(p.env, "IDEM_FAULT="+publisher.FaultWhileHashing)
+		r := p.run(idemIceberg, "publish", "accounts.toml")
+		p.env = p.env[:1]
+		require.Equal(t, -1, r.code, r.stdout+r.stderr)
+		require.Len(t, filesIn(t, temps), 1, "the killed publisher's export")
+	}
+	p.ok(idemCore, "run", "accounts.toml")
+	killed()
+	p.publish("accounts.toml")
+	require.Empty(t, filesIn(t, temps), "the next publisher removes the killed one's export")
+	require.Empty(t, filesIn(t, tmp))
+
+	p.ok(idemCore, "run", "accounts.toml", "--input", "changes/batch-2.jsonl")
+	killed()
+	p.env = append(p.env, "IDEM_FAULT=after_commit") // killed after the erasure's commit, before publishing
+	r := p.run(idemIceberg, "erase", "accounts.toml", "--key", "account-2")
+	p.env = p.env[:1]
+	require.Equal(t, -1, r.code, r.stdout+r.stderr)
+	require.Empty(t, filesIn(t, temps), "the erasure removes the killed publisher's export")
+	require.Empty(t, filesIn(t, tmp))
+	p.publish("accounts.toml")
+	require.Empty(t, p.lakeHolds("account-2"))
+}
+
+// TestCoreEraseOfPublishingJobRefused: the idem binary, which does not
+// publish, refuses (exit 3) to erase a subject from a job declaring
+// [publish.iceberg], committing nothing, so that the lake never serves an
+// erased subject unannounced; idem-iceberg erases and publishes at once.
+func TestCoreEraseOfPublishingJobRefused(t *testing.T) {
+	t.Parallel()
+	p := newProject(t, "")
+	p.ok(idemIceberg, "run", "accounts.toml")
+	before := p.ok(idemCore, "log", "accounts.toml", "--json")
+	r := p.run(idemCore, "erase", "accounts.toml", "--key", "account-2")
+	require.Equal(t, 3, r.code, r.stdout+r.stderr)
+	require.Contains(t, r.stderr, "accounts declares [publish.iceberg] and this idem binary does not publish")
+	require.Contains(t, r.stderr, "Erase with idem-iceberg erase")
+	require.Equal(t, before, p.ok(idemCore, "log", "accounts.toml", "--json"), "nothing committed")
+	require.NotEmpty(t, p.lakeHolds("account-2"))
+	require.Contains(t, p.ok(idemCore, "erase", "accounts.toml", "--key", "account-2", "--dry-run"), "account-2")
+
+	require.Contains(t, p.ok(idemIceberg, "erase", "accounts.toml", "--key", "account-2"), "again without the erased rows")
+	require.Empty(t, p.lakeHolds("account-2"))
 }
