@@ -49,6 +49,13 @@ func localPath(loc string) string {
 	return loc
 }
 
+// fileURL is the file:// URL of a local path, escaped: DuckDB names a
+// partition's folder with its value escaped (a space as %20), which a
+// URL must carry as %2520 to name the folder.
+func fileURL(path string) string {
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(path)}).String()
+}
+
 type written struct {
 	paths []string
 	bytes int64
@@ -109,7 +116,7 @@ func listWritten(target string, dir bool) (*written, error) {
 		if err != nil {
 			return nil, err
 		}
-		w.paths, w.bytes = []string{"file://" + target}, st.Size()
+		w.paths, w.bytes = []string{fileURL(target)}, st.Size()
 		return w, nil
 	}
 	err := filepath.WalkDir(target, func(path string, d os.DirEntry, err error) error {
@@ -126,7 +133,7 @@ func listWritten(target string, dir bool) (*written, error) {
 		if err != nil {
 			return err
 		}
-		w.paths = append(w.paths, "file://"+path)
+		w.paths = append(w.paths, fileURL(path))
 		w.bytes += st.Size()
 		return nil
 	})

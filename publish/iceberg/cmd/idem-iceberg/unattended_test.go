@@ -225,3 +225,33 @@ func TestCoreEraseOfPublishingJobRefused(t *testing.T) {
 	require.Contains(t, p.ok(idemIceberg, "erase", "accounts.toml", "--key", "account-2"), "again without the erased rows")
 	require.Empty(t, p.lakeHolds("account-2"))
 }
+
+// TestErasedPartitionValueInNoManifest: a subject that is a partition
+// value (the table is partitioned by the subject column) is, after its
+// erasure is published, in no file of the warehouse: not in a data file,
+// and not in the partition tuple or bounds of a manifest entry (a DELETED
+// entry of a manifest a kept snapshot still references).
+func TestErasedPartitionValueInNoManifest(t *testing.T) {
+	t.Parallel()
+	p := newProject(t, "")
+	p.write("lic.csv", "id,species_id,year,license\n1,1,45,CC0 1.0\n2,1,46,CC0 1.0\n3,2,46,CC BY 4.0\n")
+	p.job("lic.toml", `name = "lic"
+pipeline = "pipe"
+transform_version = 1
+schema_version = 1
+params = { licenses = ["CC0 1.0", "CC BY 4.0"] }
+[input]
+path = "lic.csv"
+[target]
+partition_by = "license"
+[privacy]
+subject = ["license"]
+`)
+	p.ok(idemIceberg, "run", "lic.toml")
+	p.write("lic2.csv", "id,species_id,year,license\n1,1,45,CC0 1.0\n2,1,47,CC0 1.0\n3,2,46,CC BY 4.0\n")
+	p.ok(idemIceberg, "run", "lic.toml", "--input", "lic2.csv")
+	require.NotEmpty(t, p.lakeHolds("CC BY 4.0"))
+	require.Contains(t, p.ok(idemIceberg, "erase", "lic.toml", "--subject", "CC BY 4.0"), "again without the erased rows")
+	require.Empty(t, p.lakeHolds("CC BY 4.0"))
+	require.Equal(t, []int64{1, 2, 3}, p.verify("lic.toml"))
+}
