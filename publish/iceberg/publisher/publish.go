@@ -85,8 +85,15 @@ type Published struct {
 	Partitions      []string `json:"partitions,omitempty"` // the partitions replaced; empty: the whole table
 	// Notes say what was published differently from idem's snapshot:
 	// a column retyped in a way Iceberg cannot promote.
-	Notes   []string `json:"notes,omitempty"`
-	Seconds float64  `json:"seconds"`
+	Notes []string `json:"notes,omitempty"`
+	// Operation is the Iceberg snapshot's: append (rows added only),
+	// overwrite (files replaced, or rows deleted by an equality delete
+	// file), delete.
+	Operation string `json:"operation"`
+	// Deleted counts the keys an equality delete file deletes (an apply
+	// job published as row-level changes).
+	Deleted int64   `json:"keys_deleted,omitempty"`
+	Seconds float64 `json:"seconds"`
 }
 
 // Report reports a catch-up.
@@ -344,12 +351,19 @@ func (p *publisher) createTable(ctx context.Context, first *catalog.SnapshotRow)
 	if err := p.cat.ensureNamespace(ctx, p.j); err != nil {
 		return nil, err
 	}
+	// The key columns are required and the schema's identifier fields
+	// (Flink and Spark upserts, equality deletes).
 	fields := make([]iceberg.NestedField, len(first.Columns))
+	var keyIDs []int
 	for i, c := range first.Columns {
 		col := columnOf(c)
-		fields[i] = iceberg.NestedField{ID: i + 1, Name: c.Name, Type: col.typ, Required: false}
+		key := slices.Contains(first.KeyColumns, c.Name)
+		fields[i] = iceberg.NestedField{ID: i + 1, Name: c.Name, Type: col.typ, Required: key}
+		if key {
+			keyIDs = append(keyIDs, i+1)
+		}
 	}
-	schema := iceberg.NewSchema(0, fields...)
+	schema := iceberg.NewSchemaWithIdentifiers(0, keyIDs, fields...)
 	props := iceberg.Properties{
 		// No column bounds in manifests: a manifest never keeps a copy of
 		// a value (an erased subject) that outlives its data file.
@@ -418,30 +432,47 @@ func (p *publisher) publishOne(ctx context.Context, tbl *table.Table, s *catalog
 	if err != nil {
 		return nil, err
 	}
-	current, err := currentFiles(ctx, tbl)
-	if err != nil {
-		return nil, err
-	}
-	var parts []string
-	var remove []string
-	partitioned := p.j.PartitionBy != "" && !tbl.Spec().IsUnpartitioned() && slices.ContainsFunc(cols, func(c column) bool { return c.name == p.j.PartitionBy })
-	if partitioned && prev > 0 && keptSnapshot(idem, prev) && len(notes) == 0 {
-		if parts, remove, err = p.changedPartitions(ctx, s.Snapshot, prev, current); err != nil {
+	pb := Published{Snapshot: s.Snapshot, Notes: notes, Operation: "overwrite"}
+	var stage func(props iceberg.Properties) error
+	if prev > 0 && len(notes) == 0 && p.deltaOver(tbl, s, prev, idem) {
+		d, err := p.writeDelta(ctx, tbl, s.Snapshot, prev, cols, schema, s.KeyColumns)
+		if err != nil {
 			return nil, err
 		}
+		pb.Files, pb.Bytes, pb.Deleted = d.files(), d.bytes, d.deleted
+		stage = func(props iceberg.Properties) error { return stageDelta(ctx, tx, d, props) }
 	} else {
-		remove = current
-	}
-	files, err := p.writeFiles(ctx, tbl, s.Snapshot, cols, schema, partitioned, parts)
-	if err != nil {
-		return nil, err
+		current, err := currentFiles(ctx, tbl)
+		if err != nil {
+			return nil, err
+		}
+		var parts, remove []string
+		partitioned := p.j.PartitionBy != "" && !tbl.Spec().IsUnpartitioned() && slices.ContainsFunc(cols, func(c column) bool { return c.name == p.j.PartitionBy })
+		if partitioned && prev > 0 && keptSnapshot(idem, prev) && len(notes) == 0 {
+			if parts, remove, err = p.changedPartitions(ctx, s.Snapshot, prev, current); err != nil {
+				return nil, err
+			}
+		} else {
+			remove = current
+		}
+		files, err := p.writeFiles(ctx, tbl, s.Snapshot, cols, schema, partitioned, parts)
+		if err != nil {
+			return nil, err
+		}
+		pb.Files, pb.Bytes, pb.Removed = len(files.paths), files.bytes, len(remove)
+		if parts != nil {
+			pb.Partitions = make([]string, len(parts))
+			for i, v := range parts {
+				pb.Partitions[i] = partName(v)
+			}
+		}
+		stage = func(props iceberg.Properties) error { return stageFiles(ctx, tx, remove, files.paths, props) }
 	}
 	p.opts.fault(FaultAfterFiles)
-	sum, rows, err := p.exportSHA(ctx, s.Snapshot)
-	if err != nil {
+	if pb.SHA256, pb.Rows, err = p.exportSHA(ctx, s.Snapshot); err != nil {
 		return nil, err
 	}
-	if err := stageFiles(ctx, tx, remove, files.paths, snapshotProps(p.j, idem, s, sum)); err != nil {
+	if err := stage(snapshotProps(p.j, idem, s, pb.SHA256)); err != nil {
 		return nil, fmt.Errorf("publish snapshot %d of %s: %w", s.Snapshot, p.j.Name, err)
 	}
 	p.opts.fault(FaultBeforeCommit)
@@ -450,14 +481,11 @@ func (p *publisher) publishOne(ctx context.Context, tbl *table.Table, s *catalog
 		return nil, err
 	}
 	p.opts.fault(FaultAfterCommit)
-	pb := Published{Snapshot: s.Snapshot, IcebergSnapshot: out.CurrentSnapshot().SnapshotID, Rows: rows, SHA256: sum,
-		Files: len(files.paths), Bytes: files.bytes, Removed: len(remove), Notes: notes, Seconds: time.Since(start).Seconds()}
-	if parts != nil {
-		pb.Partitions = make([]string, len(parts))
-		for i, v := range parts {
-			pb.Partitions[i] = partName(v)
-		}
+	pb.IcebergSnapshot = out.CurrentSnapshot().SnapshotID
+	if sum := out.CurrentSnapshot().Summary; sum != nil {
+		pb.Operation = string(sum.Operation)
 	}
+	pb.Seconds = time.Since(start).Seconds()
 	p.rep.Published = append(p.rep.Published, pb)
 	if p.opts.Progress != nil {
 		p.opts.Progress(pb)

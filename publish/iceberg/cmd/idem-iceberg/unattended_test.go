@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/publish/iceberg/publisher"
 	"github.com/stretchr/testify/require"
 )
@@ -254,4 +255,40 @@ subject = ["license"]
 	require.Contains(t, p.ok(idemIceberg, "erase", "lic.toml", "--subject", "CC BY 4.0"), "again without the erased rows")
 	require.Empty(t, p.lakeHolds("CC BY 4.0"))
 	require.Equal(t, []int64{1, 2, 3}, p.verify("lic.toml"))
+}
+
+// TestApplyJobPublishedAsRowChanges: an apply job's snapshot after the
+// first is published as its changes, not the whole table rewritten: new
+// entities only as an Iceberg append (a streaming reader consumes it),
+// updates and deletes as the changed rows plus an equality delete file of
+// their keys; the key column is required and the schema's identifier
+// field. Every snapshot reads back equal.
+func TestApplyJobPublishedAsRowChanges(t *testing.T) {
+	t.Parallel()
+	p := newProject(t, "")
+	p.ok(idemCore, "run", "accounts.toml")
+	require.Equal(t, "append", p.publish("accounts.toml").Published[0].Operation) // the first: the whole table, into an empty one
+	p.write("new.jsonl", `{"change_id":"n-001","entity_id":"account-90","source_version":1,"operation":"upsert","value":"gold"}`+"\n")
+	p.ok(idemCore, "run", "accounts.toml", "--input", "new.jsonl")
+	rep := p.publish("accounts.toml")
+	require.Equal(t, "append", rep.Published[0].Operation, "new entities only: an append")
+	require.Equal(t, 1, rep.Published[0].Files)
+	require.Zero(t, rep.Published[0].Removed)
+	p.ok(idemCore, "run", "accounts.toml", "--input", "changes/batch-2.jsonl")
+	rep = p.publish("accounts.toml")
+	require.Equal(t, "overwrite", rep.Published[0].Operation)
+	require.Equal(t, 2, rep.Published[0].Files, "the changed rows and an equality delete file")
+	require.Positive(t, rep.Published[0].Deleted)
+	require.Zero(t, rep.Published[0].Removed, "no data file rewritten")
+	require.Equal(t, []int64{1, 2, 3}, p.verify("accounts.toml"))
+
+	cat, err := publisher.OpenCatalog(t.Context(), &job.PublishIceberg{Catalog: p.catalog, Warehouse: "file://" + p.lake, Namespace: "analytics"})
+	require.NoError(t, err)
+	defer cat.Close()
+	tbl, err := cat.LoadTable(t.Context(), []string{"analytics", "accounts"})
+	require.NoError(t, err)
+	key, ok := tbl.Schema().FindFieldByName("entity_id")
+	require.True(t, ok)
+	require.True(t, key.Required)
+	require.Equal(t, []int{key.ID}, tbl.Schema().IdentifierFieldIDs)
 }
