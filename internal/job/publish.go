@@ -24,7 +24,8 @@ type PublishIceberg struct {
 	Catalog string `toml:"catalog"`
 	// Warehouse is where data and metadata files go: a file:// URL or a
 	// folder path (resolved from the job file's folder), always held as a
-	// file:// URL of an absolute path.
+	// file:// URL of an absolute path; or an S3 (or S3-compatible) object
+	// store, s3://BUCKET/PREFIX.
 	Warehouse string `toml:"warehouse"`
 	// Namespace is the Iceberg namespace of the table.
 	Namespace string `toml:"namespace"`
@@ -78,8 +79,18 @@ func checkPublish(p *Publish, dir string, bad keyErrorFunc) error {
 			return bad("publish.iceberg.warehouse", "want file:///absolute/folder (got %q)", w)
 		}
 		w = u.Path
+	case strings.HasPrefix(w, "s3://"):
+		// An object store: endpoint, region and credentials come from the
+		// environment as the AWS SDKs read them (AWS_ENDPOINT_URL_S3 or
+		// AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, ...).
+		u, err := url.Parse(w)
+		if err != nil || u.Host == "" {
+			return bad("publish.iceberg.warehouse", "want s3://BUCKET or s3://BUCKET/PREFIX (got %q)", w)
+		}
+		ice.Warehouse = strings.TrimSuffix(w, "/")
+		return nil
 	case strings.Contains(w, "://"):
-		return bad("publish.iceberg.warehouse", "only a local warehouse is supported: a file:// URL or a folder path (got %q)", w)
+		return bad("publish.iceberg.warehouse", "want a local folder (a path or file:// URL) or an s3://BUCKET/PREFIX object store (got %q)", w)
 	default:
 		w = resolveJobPath(dir, w)
 	}

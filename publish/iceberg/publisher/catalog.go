@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
@@ -58,7 +59,11 @@ func OpenCatalog(ctx context.Context, cfg *job.PublishIceberg) (*Catalog, error)
 		db.Close()
 		return nil, fmt.Errorf("open Iceberg catalog %s: %w", redact(cfg.Catalog), err)
 	}
-	c, err := sqlcat.NewCatalog(CatalogName, db, dialect, iceberg.Properties{"warehouse": cfg.Warehouse})
+	props := iceberg.Properties{"warehouse": cfg.Warehouse}
+	for k, v := range s3Props(cfg, os.Getenv) {
+		props[k] = v
+	}
+	c, err := sqlcat.NewCatalog(CatalogName, db, dialect, props)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open Iceberg catalog %s: %w", redact(cfg.Catalog), err)

@@ -97,10 +97,11 @@ func (p *publisher) writeDelta(ctx context.Context, tbl *table.Table, s, prev in
 	// a row of prev not in s is changed or removed, and its key deleted.
 	added := "(SELECT " + list + " FROM (" + now.Query + ")) EXCEPT ALL (SELECT " + list + " FROM (" + before.Query + "))"
 	gone := "(SELECT " + list + " FROM (" + before.Query + ")) EXCEPT ALL (SELECT " + list + " FROM (" + now.Query + "))"
-	dataDir := filepath.Join(localPath(tbl.Location()), "data")
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+	st, err := p.newStaging(tbl)
+	if err != nil {
 		return nil, err
 	}
+	defer st.close()
 	tag := fmt.Sprintf("idem-s%d-%s", s, uuid.NewString())
 	fs, err := tbl.FS(ctx)
 	if err != nil {
@@ -112,7 +113,7 @@ func (p *publisher) writeDelta(ctx context.Context, tbl *table.Table, s, prev in
 		for i, c := range cs {
 			sel[i] = c.writeSQL()
 		}
-		path := filepath.Join(dataDir, name)
+		path := filepath.Join(st.dir, name)
 		r, err := tx.ExecContext(ctx, "COPY (SELECT "+strings.Join(sel, ", ")+" FROM ("+from+")) TO "+job.SQLString(path)+" (FORMAT parquet, COMPRESSION zstd, FIELD_IDS "+ids+")")
 		if err != nil {
 			return "", 0, 0, fmt.Errorf("write the changes of snapshot %d of %s as Parquet: %w", s, p.j.Name, catalog.TrimSQLError(err))
@@ -121,11 +122,12 @@ func (p *publisher) writeDelta(ctx context.Context, tbl *table.Table, s, prev in
 		if rows == 0 {
 			return "", 0, 0, os.Remove(path)
 		}
-		st, err := os.Stat(path)
+		info, err := os.Stat(path)
 		if err != nil {
 			return "", 0, 0, err
 		}
-		return fileURL(path), rows, st.Size(), nil
+		u, err := st.place(ctx, path)
+		return u, rows, info.Size(), err
 	}
 	path, rows, size, err := write(cols, added, ids, tag+".parquet")
 	if err != nil {

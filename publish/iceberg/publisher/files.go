@@ -84,12 +84,14 @@ func (p *publisher) writeFiles(ctx context.Context, tbl *table.Table, s int64, c
 		sel[i] = c.writeSQL()
 	}
 	query := "SELECT " + strings.Join(sel, ", ") + " FROM (" + read.Query + ")"
-	dataDir := filepath.Join(localPath(tbl.Location()), "data")
-	tag := fmt.Sprintf("idem-s%d-%s", s, uuid.NewString())
-	opts := "FORMAT parquet, COMPRESSION zstd, FIELD_IDS " + ids
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+	st, err := p.newStaging(tbl)
+	if err != nil {
 		return nil, err
 	}
+	defer st.close()
+	dataDir := st.dir
+	tag := fmt.Sprintf("idem-s%d-%s", s, uuid.NewString())
+	opts := "FORMAT parquet, COMPRESSION zstd, FIELD_IDS " + ids
 	var target string
 	if partitioned {
 		if parts != nil {
@@ -106,17 +108,23 @@ func (p *publisher) writeFiles(ctx context.Context, tbl *table.Table, s int64, c
 	if _, err := tx.ExecContext(ctx, "COPY ("+query+") TO '"+strings.ReplaceAll(target, "'", "''")+"' ("+opts+")"); err != nil {
 		return nil, fmt.Errorf("write snapshot %d of %s as Parquet: %w", s, p.j.Name, catalog.TrimSQLError(err))
 	}
-	return listWritten(target, partitioned)
+	return listWritten(ctx, st, target, partitioned)
 }
 
-func listWritten(target string, dir bool) (*written, error) {
+// listWritten places the file or the folder of files DuckDB wrote at
+// target in the table (staging.place) and lists them.
+func listWritten(ctx context.Context, st *staging, target string, dir bool) (*written, error) {
 	w := &written{}
 	if !dir {
-		st, err := os.Stat(target)
+		info, err := os.Stat(target)
 		if err != nil {
 			return nil, err
 		}
-		w.paths, w.bytes = []string{fileURL(target)}, st.Size()
+		u, err := st.place(ctx, target)
+		if err != nil {
+			return nil, err
+		}
+		w.paths, w.bytes = []string{u}, info.Size()
 		return w, nil
 	}
 	err := filepath.WalkDir(target, func(path string, d os.DirEntry, err error) error {
@@ -129,12 +137,16 @@ func listWritten(target string, dir bool) (*written, error) {
 		if d.IsDir() || !strings.HasSuffix(path, ".parquet") {
 			return nil
 		}
-		st, err := d.Info()
+		info, err := d.Info()
 		if err != nil {
 			return err
 		}
-		w.paths = append(w.paths, fileURL(path))
-		w.bytes += st.Size()
+		u, err := st.place(ctx, path)
+		if err != nil {
+			return err
+		}
+		w.paths = append(w.paths, u)
+		w.bytes += info.Size()
 		return nil
 	})
 	sort.Strings(w.paths)

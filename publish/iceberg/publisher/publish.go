@@ -448,7 +448,9 @@ func (p *publisher) publishOne(ctx context.Context, tbl *table.Table, s *catalog
 		}
 		var parts, remove []string
 		partitioned := p.j.PartitionBy != "" && !tbl.Spec().IsUnpartitioned() && slices.ContainsFunc(cols, func(c column) bool { return c.name == p.j.PartitionBy })
-		if partitioned && prev > 0 && keptSnapshot(idem, prev) && len(notes) == 0 {
+		// Which partitions the table's files hold is read from the files
+		// themselves, on this machine: an object store's are rewritten.
+		if partitioned && prev > 0 && keptSnapshot(idem, prev) && len(notes) == 0 && !remote(tbl) {
 			if parts, remove, err = p.changedPartitions(ctx, s.Snapshot, prev, current); err != nil {
 				return nil, err
 			}
