@@ -20,7 +20,7 @@ type Publish struct {
 type PublishIceberg struct {
 	// Catalog is the SQL catalog: a postgres:// (or postgresql://) URL, or
 	// a SQLite database as a file path or sqlite:// URL (resolved from the
-	// job file's folder).
+	// job file's folder); or the http(s):// URL of an Iceberg REST catalog.
 	Catalog string `toml:"catalog"`
 	// Warehouse is where data and metadata files go: a file:// URL or a
 	// folder path (resolved from the job file's folder), always held as a
@@ -31,10 +31,14 @@ type PublishIceberg struct {
 	Namespace string `toml:"namespace"`
 }
 
-// CatalogKind is "postgres" or "sqlite": which SQL catalog Catalog names.
+// CatalogKind is "postgres" or "sqlite" (which SQL catalog Catalog
+// names), or "rest" (an Iceberg REST catalog at an http(s):// URL).
 func (p *PublishIceberg) CatalogKind() string {
-	if strings.HasPrefix(p.Catalog, "postgres://") || strings.HasPrefix(p.Catalog, "postgresql://") {
+	switch {
+	case strings.HasPrefix(p.Catalog, "postgres://"), strings.HasPrefix(p.Catalog, "postgresql://"):
 		return "postgres"
+	case strings.HasPrefix(p.Catalog, "http://"), strings.HasPrefix(p.Catalog, "https://"):
+		return "rest"
 	}
 	return "sqlite"
 }
@@ -60,6 +64,11 @@ func checkPublish(p *Publish, dir string, bad keyErrorFunc) error {
 		if err != nil || strings.Trim(u.Path, "/") == "" {
 			return bad("publish.iceberg.catalog", "want postgres://USER@HOST:PORT/DATABASE (got %q)", c)
 		}
+	case strings.HasPrefix(c, "http://"), strings.HasPrefix(c, "https://"):
+		u, err := url.Parse(c)
+		if err != nil || u.Host == "" {
+			return bad("publish.iceberg.catalog", "want the http(s):// URL of an Iceberg REST catalog (got %q)", c)
+		}
 	case strings.HasPrefix(c, "sqlite://"):
 		path := strings.TrimPrefix(c, "sqlite://")
 		if path == "" {
@@ -67,7 +76,7 @@ func checkPublish(p *Publish, dir string, bad keyErrorFunc) error {
 		}
 		ice.Catalog = resolveJobPath(dir, path)
 	case strings.Contains(c, "://"):
-		return bad("publish.iceberg.catalog", "want a postgres:// URL or a SQLite file (path or sqlite:// URL), not %q", c)
+		return bad("publish.iceberg.catalog", "want a postgres:// URL, a SQLite file (path or sqlite:// URL) or an http(s):// Iceberg REST catalog, not %q", c)
 	default:
 		ice.Catalog = resolveJobPath(dir, c)
 	}

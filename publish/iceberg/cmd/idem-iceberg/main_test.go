@@ -428,7 +428,7 @@ func TestBadPublishSection(t *testing.T) {
 	t.Parallel()
 	p := &project{t: t, dir: t.TempDir()}
 	for _, tc := range []struct{ body, want string }{
-		{"catalog = \"s3://x\"\nwarehouse = \"lake\"\nnamespace = \"a\"\n", `:9: publish.iceberg.catalog: want a postgres:// URL or a SQLite file`},
+		{"catalog = \"s3://x\"\nwarehouse = \"lake\"\nnamespace = \"a\"\n", `:9: publish.iceberg.catalog: want a postgres:// URL, a SQLite file (path or sqlite:// URL) or an http(s):// Iceberg REST catalog`},
 		{"catalog = \"c.db\"\nwarehouse = \"gs://bucket\"\nnamespace = \"a\"\n", `:10: publish.iceberg.warehouse: want a local folder (a path or file:// URL) or an s3://BUCKET/PREFIX object store`},
 		{"catalog = \"c.db\"\nwarehouse = \"s3://\"\nnamespace = \"a\"\n", `:10: publish.iceberg.warehouse: want s3://BUCKET or s3://BUCKET/PREFIX`},
 		{"catalog = \"c.db\"\nwarehouse = \"lake\"\n", `:8: publish.iceberg.namespace: missing`},
