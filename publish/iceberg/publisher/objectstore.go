@@ -55,7 +55,9 @@ func s3Props(cfg *job.PublishIceberg, getenv func(string) string) map[string]str
 
 // upload copies the local file at path to the object at url through
 // tbl's FileIO.
-func upload(ctx context.Context, tbl *table.Table, path, url string) error {
+// fault is called with FaultMidUpload once the bytes are sent and the
+// upload not yet completed (the object does not exist yet).
+func upload(ctx context.Context, tbl *table.Table, path, url string, fault func(string)) error {
 	fsys, err := tbl.FS(ctx)
 	if err != nil {
 		return err
@@ -77,6 +79,7 @@ func upload(ctx context.Context, tbl *table.Table, path, url string) error {
 		w.Close()
 		return fmt.Errorf("upload %s: %w", url, err)
 	}
+	fault(FaultMidUpload)
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("upload %s: %w", url, err)
 	}
@@ -90,6 +93,7 @@ type staging struct {
 	dir    string
 	tbl    *table.Table
 	remote bool
+	fault  func(string)
 }
 
 // newStaging makes the folder DuckDB writes tbl's new files to; close
@@ -103,7 +107,7 @@ func (p *publisher) newStaging(tbl *table.Table) (*staging, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &staging{dir: dir, tbl: tbl, remote: true}, nil
+	return &staging{dir: dir, tbl: tbl, remote: true, fault: p.opts.fault}, nil
 }
 
 func (st *staging) close() {
@@ -127,5 +131,5 @@ func (st *staging) place(ctx context.Context, path string) (string, error) {
 		return "", err
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/") + "/data/" + filepath.ToSlash(rel)
-	return u.String(), upload(ctx, st.tbl, path, u.String())
+	return u.String(), upload(ctx, st.tbl, path, u.String(), st.fault)
 }

@@ -52,6 +52,9 @@ const (
 	// FaultWhileHashing: the export of a snapshot is written, not yet
 	// removed.
 	FaultWhileHashing = "publish_while_hashing"
+	// FaultMidUpload: a file's bytes are sent to the object store and
+	// its upload is not completed.
+	FaultMidUpload = "publish_mid_upload"
 )
 
 // Options say how Publish runs.

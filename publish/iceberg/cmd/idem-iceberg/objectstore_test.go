@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	icebergio "github.com/apache/iceberg-go/io"
+	"github.com/idem-dev/idem/publish/iceberg/publisher"
 	"github.com/stretchr/testify/require"
 )
 
@@ -114,7 +115,8 @@ func (p *project) mirror(warehouse string) int {
 // TestObjectStoreWarehouse publishes an apply job (with an erasure) and a
 // partitioned refresh job to an s3:// warehouse, endpoint and credentials
 // from the environment: every kept snapshot reads back equal, the erased
-// subject is in no object, and no data is left in the staging folder.
+// subject is in no object, a publisher killed mid-upload leaves the table
+// whole, and no data is left in the staging folder.
 func TestObjectStoreWarehouse(t *testing.T) {
 	t.Parallel()
 	p := newProject(t, "")
@@ -132,7 +134,14 @@ func TestObjectStoreWarehouse(t *testing.T) {
 	p.mirror(wh)
 	require.Empty(t, p.lakeHolds("account-2"), "an object holding the erased subject outlives the erasure")
 
-	p.ok(idemIceberg, "run", "occ.toml")
+	// Killed mid-upload: no table points at the missing object; the next
+	// publisher publishes the snapshot.
+	p.env = append(p.env, "IDEM_FAULT="+publisher.FaultMidUpload)
+	r := p.run(idemIceberg, "run", "occ.toml")
+	p.env = p.env[:len(p.env)-1]
+	require.Equal(t, -1, r.code, r.stdout+r.stderr)
+	require.Contains(t, r.stderr, "killing the process at "+publisher.FaultMidUpload)
+	p.publish("occ.toml")
 	p.write("occ46.csv", "id,species_id,year,license\n460,1,46,CC0 1.0\n")
 	p.ok(idemIceberg, "run", "occ.toml", "--input", "occ46.csv", "--partitions", "46")
 	require.Equal(t, []int64{1, 2}, p.verify("occ.toml"))
