@@ -20,20 +20,25 @@ type Publish struct {
 type PublishIceberg struct {
 	// Catalog is the SQL catalog: a postgres:// (or postgresql://) URL, or
 	// a SQLite database as a file path or sqlite:// URL (resolved from the
-	// job file's folder).
+	// job file's folder); or the http(s):// URL of an Iceberg REST catalog.
 	Catalog string `toml:"catalog"`
 	// Warehouse is where data and metadata files go: a file:// URL or a
 	// folder path (resolved from the job file's folder), always held as a
-	// file:// URL of an absolute path.
+	// file:// URL of an absolute path; or an S3 (or S3-compatible) object
+	// store, s3://BUCKET/PREFIX.
 	Warehouse string `toml:"warehouse"`
 	// Namespace is the Iceberg namespace of the table.
 	Namespace string `toml:"namespace"`
 }
 
-// CatalogKind is "postgres" or "sqlite": which SQL catalog Catalog names.
+// CatalogKind is "postgres" or "sqlite" (which SQL catalog Catalog
+// names), or "rest" (an Iceberg REST catalog at an http(s):// URL).
 func (p *PublishIceberg) CatalogKind() string {
-	if strings.HasPrefix(p.Catalog, "postgres://") || strings.HasPrefix(p.Catalog, "postgresql://") {
+	switch {
+	case strings.HasPrefix(p.Catalog, "postgres://"), strings.HasPrefix(p.Catalog, "postgresql://"):
 		return "postgres"
+	case strings.HasPrefix(p.Catalog, "http://"), strings.HasPrefix(p.Catalog, "https://"):
+		return "rest"
 	}
 	return "sqlite"
 }
@@ -59,6 +64,11 @@ func checkPublish(p *Publish, dir string, bad keyErrorFunc) error {
 		if err != nil || strings.Trim(u.Path, "/") == "" {
 			return bad("publish.iceberg.catalog", "want postgres://USER@HOST:PORT/DATABASE (got %q)", c)
 		}
+	case strings.HasPrefix(c, "http://"), strings.HasPrefix(c, "https://"):
+		u, err := url.Parse(c)
+		if err != nil || u.Host == "" {
+			return bad("publish.iceberg.catalog", "want the http(s):// URL of an Iceberg REST catalog (got %q)", c)
+		}
 	case strings.HasPrefix(c, "sqlite://"):
 		path := strings.TrimPrefix(c, "sqlite://")
 		if path == "" {
@@ -66,7 +76,7 @@ func checkPublish(p *Publish, dir string, bad keyErrorFunc) error {
 		}
 		ice.Catalog = resolveJobPath(dir, path)
 	case strings.Contains(c, "://"):
-		return bad("publish.iceberg.catalog", "want a postgres:// URL or a SQLite file (path or sqlite:// URL), not %q", c)
+		return bad("publish.iceberg.catalog", "want a postgres:// URL, a SQLite file (path or sqlite:// URL) or an http(s):// Iceberg REST catalog, not %q", c)
 	default:
 		ice.Catalog = resolveJobPath(dir, c)
 	}
@@ -78,8 +88,18 @@ func checkPublish(p *Publish, dir string, bad keyErrorFunc) error {
 			return bad("publish.iceberg.warehouse", "want file:///absolute/folder (got %q)", w)
 		}
 		w = u.Path
+	case strings.HasPrefix(w, "s3://"):
+		// An object store: endpoint, region and credentials come from the
+		// environment as the AWS SDKs read them (AWS_ENDPOINT_URL_S3 or
+		// AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, ...).
+		u, err := url.Parse(w)
+		if err != nil || u.Host == "" {
+			return bad("publish.iceberg.warehouse", "want s3://BUCKET or s3://BUCKET/PREFIX (got %q)", w)
+		}
+		ice.Warehouse = strings.TrimSuffix(w, "/")
+		return nil
 	case strings.Contains(w, "://"):
-		return bad("publish.iceberg.warehouse", "only a local warehouse is supported: a file:// URL or a folder path (got %q)", w)
+		return bad("publish.iceberg.warehouse", "want a local folder (a path or file:// URL) or an s3://BUCKET/PREFIX object store (got %q)", w)
 	default:
 		w = resolveJobPath(dir, w)
 	}
@@ -90,3 +110,11 @@ func checkPublish(p *Publish, dir string, bad keyErrorFunc) error {
 	ice.Warehouse = (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()
 	return nil
 }
+
+// PublishTempDir is the folder beside the database at dbPath where a
+// publisher (idem-iceberg) keeps the plaintext exports it hashes while
+// publishing or verifying, one sub-folder per process. The next publisher
+// removes what a killed one left there, and an erasure removes the folder
+// before it commits, so that no copy of an erased subject outlives the
+// erasure in it.
+func PublishTempDir(dbPath string) string { return dbPath + ".publish-tmp" }

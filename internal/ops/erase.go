@@ -43,6 +43,10 @@ type EraseOptions struct {
 	// DryRun rolls the erasure back once it is done (EraseChain): its
 	// result says what it would change.
 	DryRun bool
+	// Publishes says the caller publishes every job declaring
+	// [publish.iceberg] after the erasure commits (idem-iceberg); without
+	// it EraseChain refuses to erase such a job (erase_publish.go).
+	Publishes bool
 	// AnyRoot says the subject need be in only one of the jobs an erasure
 	// starts from (a project's): the others are reported
 	// (ChainEraseResult.NotHeld); held nowhere, nothing is committed.

@@ -98,6 +98,14 @@ func EraseChain(ctx context.Context, d *run.DB, roots, beside []*job.Job, opts E
 	if d.ReadOnly() {
 		return nil, errors.New("database opened read-only")
 	}
+	if err := RefuseUnpublished(roots, beside, opts); err != nil {
+		return nil, err
+	}
+	if !opts.DryRun {
+		if err := removePublishTemps(d); err != nil {
+			return nil, err
+		}
+	}
 	conn, tx, err := d.BeginPinned(ctx)
 	if err != nil {
 		return nil, err

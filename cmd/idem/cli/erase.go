@@ -119,6 +119,11 @@ its writer epoch is E.`,
 				return a.fail(f.jsonOut, err)
 			}
 			defer a.closeWritten(db, &err)
+			opts := ops.EraseOptions{Key: key, Subject: subject, DryRun: dryRun, AnyRoot: isDir(args[0]), Fault: a.faultHook(db.Path()),
+				Publishes: a.ext.AfterCommit != nil} // extension.go
+			if err := ops.RefuseUnpublished(roots, beside, opts); err != nil {
+				return a.fail(f.jsonOut, err) // before the environments are dropped
+			}
 			if !dryRun {
 				// What environments built from production may hold the
 				// subject: they go first (idem run --env rebuilds them).
@@ -130,7 +135,6 @@ its writer epoch is E.`,
 					fmt.Fprintf(a.stderr, "idem: dropped environment(s) %s of %s: they may hold rows built from the subject's; rebuild them with idem run --env NAME\n", strings.Join(dropped, ", "), dbPath)
 				}
 			}
-			opts := ops.EraseOptions{Key: key, Subject: subject, DryRun: dryRun, AnyRoot: isDir(args[0]), Fault: a.faultHook(db.Path())}
 			opts.ExpectParent, opts.Epoch = w.guards(cmd)
 			res, err := ops.EraseChain(cmd.Context(), db, roots, beside, opts)
 			if err != nil {

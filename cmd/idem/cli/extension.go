@@ -25,8 +25,10 @@ type Extension struct {
 	Name string
 	// AfterCommit, when set, is called after a command committed snapshots
 	// of job j (run, erase, rollback, expire), with the database still
-	// open, to publish them. Its error is a warning: the commit stands and
-	// the next command or `publish JOB` catches up. fault is the command's
+	// open, to publish them. Its error does not undo the commit (the next
+	// command or `publish JOB` catches up) but the command exits with the
+	// error's code (at least 1), so an unattended caller sees that the
+	// lake is behind. fault is the command's
 	// IDEM_FAULT hook (nil when unset).
 	AfterCommit func(ctx context.Context, db *run.DB, j *job.Job, fault func(string), stdout, stderr io.Writer) error
 	// Hook, when set, is called after a command moved onto the public
@@ -77,7 +79,10 @@ func (a *app) afterCommit(ctx context.Context, db *run.DB, j *job.Job, committed
 		return
 	}
 	if err := a.ext.AfterCommit(ctx, db, j, a.faultHook(db.Path()), a.stdout, a.stderr); err != nil {
-		fmt.Fprintf(a.stderr, "%s: warning: %s: the commit stands but publishing to Iceberg failed (the next run or %s publish %s catches up): %v\n", a.name(), j.Name, a.name(), j.File, err)
+		fmt.Fprintf(a.stderr, "%s: error: %s: the commit stands but publishing to Iceberg failed (the next run or %s publish %s catches up): %v\n", a.name(), j.Name, a.name(), j.File, err)
+		if a.publishErr == nil {
+			a.publishErr = err
+		}
 	}
 }
 

@@ -32,6 +32,9 @@ type app struct {
 	handles *projectrun.Handles
 	// ext is what the binary adds to the CLI (extension.go).
 	ext Extension
+	// publishErr is the first failure of ext.AfterCommit: the commands'
+	// commits stand, and the process exits with its code (extension.go).
+	publishErr error
 }
 
 // Main runs the idem CLI with args and returns the process exit code. Tests
@@ -64,6 +67,9 @@ func mainExt(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	if err == nil && a.publishErr != nil {
+		return max(job.ExitCode(a.publishErr), job.ExitFailure)
+	}
 	if err == nil {
 		return job.ExitOK
 	}

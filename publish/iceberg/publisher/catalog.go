@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/catalog/rest"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/apache/iceberg-go/table"
 	"github.com/idem-dev/idem/internal/job"
@@ -20,26 +22,35 @@ import (
 // (the catalog_name column): Spark and Trino name it the same to read it.
 const CatalogName = "idem"
 
-// Catalog is an open SQL catalog.
+// Catalog is an open catalog: a SQL catalog (PostgreSQL or SQLite), or
+// an Iceberg REST catalog.
 type Catalog struct {
-	*sqlcat.Catalog
-	db *sql.DB
+	catalog.Catalog
+	close func() error
 }
 
-// Close closes the catalog's database handle.
-func (c *Catalog) Close() error {
-	return errors.Join(c.Catalog.Close(), c.db.Close())
-}
+// Close closes the catalog's handles.
+func (c *Catalog) Close() error { return c.close() }
 
-// OpenCatalog opens the SQL catalog cfg names, creating its tables when
-// they are missing. Each call gives a fresh handle.
+// OpenCatalog opens the catalog cfg names, creating a SQL catalog's tables
+// when they are missing. Each call gives a fresh handle.
 func OpenCatalog(ctx context.Context, cfg *job.PublishIceberg) (*Catalog, error) {
+	props := iceberg.Properties{"warehouse": cfg.Warehouse}
+	for k, v := range s3Props(cfg, os.Getenv) {
+		props[k] = v
+	}
 	var (
 		db      *sql.DB
 		dialect sqlcat.SupportedDialect
 		err     error
 	)
 	switch cfg.CatalogKind() {
+	case "rest":
+		c, err := rest.NewCatalog(ctx, CatalogName, cfg.Catalog, rest.WithWarehouseLocation(cfg.Warehouse), rest.WithAdditionalProps(props))
+		if err != nil {
+			return nil, fmt.Errorf("open Iceberg REST catalog %s: %w", redact(cfg.Catalog), err)
+		}
+		return &Catalog{Catalog: c, close: c.Close}, nil
 	case "postgres":
 		db, err = sql.Open("pgx", cfg.Catalog)
 		dialect = sqlcat.Postgres
@@ -58,12 +69,12 @@ func OpenCatalog(ctx context.Context, cfg *job.PublishIceberg) (*Catalog, error)
 		db.Close()
 		return nil, fmt.Errorf("open Iceberg catalog %s: %w", redact(cfg.Catalog), err)
 	}
-	c, err := sqlcat.NewCatalog(CatalogName, db, dialect, iceberg.Properties{"warehouse": cfg.Warehouse})
+	c, err := sqlcat.NewCatalog(CatalogName, db, dialect, props)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open Iceberg catalog %s: %w", redact(cfg.Catalog), err)
 	}
-	return &Catalog{Catalog: c, db: db}, nil
+	return &Catalog{Catalog: c, close: func() error { return errors.Join(c.Close(), db.Close()) }}, nil
 }
 
 // redact drops a password from a catalog URL for messages.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/idem-dev/idem/cmd/idem/cli"
@@ -50,18 +51,26 @@ func (r *Report) line() string {
 	if r.Rebuilt {
 		what += " again without the erased rows"
 	}
+	if r.Republished {
+		what += " again, in place of the table's history (--republish)"
+	}
 	if len(r.Expired) > 0 {
 		what += fmt.Sprintf(", expired %d Iceberg snapshot(s)", len(r.Expired))
 	}
 	if r.Deleted > 0 {
 		what += fmt.Sprintf(", deleted %d file(s)", r.Deleted)
 	}
+	for _, p := range r.Published {
+		for _, n := range p.Notes {
+			what += "; snapshot " + strconv.FormatInt(p.Snapshot, 10) + ": " + n
+		}
+	}
 	return fmt.Sprintf("%s: %s, %.3fs", r.Table, what, r.Seconds)
 }
 
 func newPublishCmd(faultHook func(string) func(string)) *cobra.Command {
 	var dbPath string
-	var verify, jsonOut bool
+	var verify, republish, jsonOut bool
 	cmd := &cobra.Command{
 		Use:   "publish JOB",
 		Short: "Publish every committed snapshot of a job to its Iceberg table ([publish.iceberg]), or --verify it",
@@ -75,10 +84,18 @@ again without the subject in one commit that expires the older Iceberg
 snapshots; Iceberg snapshots of expired idem snapshots are expired; files
 no snapshot references are deleted.
 
+Published snapshots carry the database id, job key and sha256 of the idem
+snapshot (summary properties idem.database_id, idem.job_key, idem.sha256).
+A table published from another history (a database restored from a backup
+or recreated beside its table that moved on differently) is refused (exit
+3) naming both; --republish publishes every kept snapshot of this database
+again in one commit that expires every older Iceberg snapshot.
+
 --verify publishes nothing: it loads the table from a fresh catalog
 handle, reads every kept snapshot's Iceberg snapshot by id and compares it
-with idem export --snapshot S (sha256 of the same CSV); the first
-difference exits 1.`,
+with idem export --snapshot S (sha256 of the same CSV), and checks its
+summary properties (database id, job key, sha256); the first difference
+exits 1.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
@@ -120,7 +137,7 @@ difference exits 1.`,
 				fmt.Fprintf(stdout, "%s: %d snapshot(s) of %s verified\n", j.Name, len(rep.Verified), rep.Table)
 				return nil
 			}
-			rep, err := Publish(cmd.Context(), db, j, Options{Fault: faultHook(path)})
+			rep, err := Publish(cmd.Context(), db, j, Options{Fault: faultHook(path), Republish: republish})
 			if err != nil {
 				if jsonOut && rep != nil {
 					_ = printJSON(stdout, rep)
@@ -143,6 +160,7 @@ difference exits 1.`,
 	}
 	cmd.Flags().StringVar(&dbPath, "db", "", "database file (overrides the job file's database)")
 	cmd.Flags().BoolVar(&verify, "verify", false, "read every published snapshot back from a fresh catalog handle and compare it with idem export")
+	cmd.Flags().BoolVar(&republish, "republish", false, "publish every kept snapshot again in place of the table's history (a table published from another history is refused without it)")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print one JSON object on stdout")
 	return cmd
 }

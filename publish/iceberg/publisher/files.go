@@ -49,6 +49,13 @@ func localPath(loc string) string {
 	return loc
 }
 
+// fileURL is the file:// URL of a local path, escaped: DuckDB names a
+// partition's folder with its value escaped (a space as %20), which a
+// URL must carry as %2520 to name the folder.
+func fileURL(path string) string {
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(path)}).String()
+}
+
 type written struct {
 	paths []string
 	bytes int64
@@ -77,12 +84,14 @@ func (p *publisher) writeFiles(ctx context.Context, tbl *table.Table, s int64, c
 		sel[i] = c.writeSQL()
 	}
 	query := "SELECT " + strings.Join(sel, ", ") + " FROM (" + read.Query + ")"
-	dataDir := filepath.Join(localPath(tbl.Location()), "data")
-	tag := fmt.Sprintf("idem-s%d-%s", s, uuid.NewString())
-	opts := "FORMAT parquet, COMPRESSION zstd, FIELD_IDS " + ids
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+	st, err := p.newStaging(tbl)
+	if err != nil {
 		return nil, err
 	}
+	defer st.close()
+	dataDir := st.dir
+	tag := fmt.Sprintf("idem-s%d-%s", s, uuid.NewString())
+	opts := "FORMAT parquet, COMPRESSION zstd, FIELD_IDS " + ids
 	var target string
 	if partitioned {
 		if parts != nil {
@@ -99,25 +108,23 @@ func (p *publisher) writeFiles(ctx context.Context, tbl *table.Table, s int64, c
 	if _, err := tx.ExecContext(ctx, "COPY ("+query+") TO '"+strings.ReplaceAll(target, "'", "''")+"' ("+opts+")"); err != nil {
 		return nil, fmt.Errorf("write snapshot %d of %s as Parquet: %w", s, p.j.Name, catalog.TrimSQLError(err))
 	}
-	return listWritten(target, partitioned)
+	return listWritten(ctx, st, target, partitioned)
 }
 
-// writeEmpty writes snapshot s as one file of no rows.
-func (p *publisher) writeEmpty(ctx context.Context, tbl *table.Table, s int64, cols []column, schema *iceberg.Schema) (*written, error) {
-	if p.j.PartitionBy != "" && !tbl.Spec().IsUnpartitioned() {
-		return nil, fmt.Errorf("snapshot %d of %s holds no rows in a partitioned table and replaces none: an Iceberg snapshot of no change cannot be committed", s, p.j.Name)
-	}
-	return p.writeFiles(ctx, tbl, s, cols, schema, false, nil)
-}
-
-func listWritten(target string, dir bool) (*written, error) {
+// listWritten places the file or the folder of files DuckDB wrote at
+// target in the table (staging.place) and lists them.
+func listWritten(ctx context.Context, st *staging, target string, dir bool) (*written, error) {
 	w := &written{}
 	if !dir {
-		st, err := os.Stat(target)
+		info, err := os.Stat(target)
 		if err != nil {
 			return nil, err
 		}
-		w.paths, w.bytes = []string{"file://" + target}, st.Size()
+		u, err := st.place(ctx, target)
+		if err != nil {
+			return nil, err
+		}
+		w.paths, w.bytes = []string{u}, info.Size()
 		return w, nil
 	}
 	err := filepath.WalkDir(target, func(path string, d os.DirEntry, err error) error {
@@ -130,12 +137,16 @@ func listWritten(target string, dir bool) (*written, error) {
 		if d.IsDir() || !strings.HasSuffix(path, ".parquet") {
 			return nil
 		}
-		st, err := d.Info()
+		info, err := d.Info()
 		if err != nil {
 			return err
 		}
-		w.paths = append(w.paths, "file://"+path)
-		w.bytes += st.Size()
+		u, err := st.place(ctx, path)
+		if err != nil {
+			return err
+		}
+		w.paths = append(w.paths, u)
+		w.bytes += info.Size()
 		return nil
 	})
 	sort.Strings(w.paths)

@@ -31,6 +31,10 @@ const (
 	PropJobKey = "idem.job_key"
 	// PropJob is the idem job's name.
 	PropJob = "idem.job"
+	// PropDatabase is the id of the idem database the snapshot was
+	// published from (idem.commits): with the job key and the sha256 it
+	// says which history a published snapshot belongs to.
+	PropDatabase = "idem.database_id"
 	// PropErasure (a table property and a summary property) is the last
 	// idem erasure snapshot the table's history was rebuilt after.
 	PropErasure = "idem.erasure"
@@ -45,6 +49,12 @@ const (
 	FaultBeforeCommit = "publish_before_commit"
 	FaultAfterCommit  = "publish_after_commit"
 	FaultAfterExpire  = "publish_after_expire"
+	// FaultWhileHashing: the export of a snapshot is written, not yet
+	// removed.
+	FaultWhileHashing = "publish_while_hashing"
+	// FaultMidUpload: a file's bytes are sent to the object store and
+	// its upload is not completed.
+	FaultMidUpload = "publish_mid_upload"
 )
 
 // Options say how Publish runs.
@@ -53,6 +63,11 @@ type Options struct {
 	Fault func(point string)
 	// Progress, when set, is told of each snapshot published.
 	Progress func(p Published)
+	// Republish publishes every kept snapshot again, in one commit that
+	// expires every Iceberg snapshot before it, even when the table holds
+	// another history (a database restored from a backup or recreated
+	// beside its table): the documented way out of ErrDiverged.
+	Republish bool
 }
 
 func (o Options) fault(point string) {
@@ -71,7 +86,17 @@ type Published struct {
 	Bytes           int64    `json:"bytes_added"`
 	Removed         int      `json:"files_removed"`
 	Partitions      []string `json:"partitions,omitempty"` // the partitions replaced; empty: the whole table
-	Seconds         float64  `json:"seconds"`
+	// Notes say what was published differently from idem's snapshot:
+	// a column retyped in a way Iceberg cannot promote.
+	Notes []string `json:"notes,omitempty"`
+	// Operation is the Iceberg snapshot's: append (rows added only),
+	// overwrite (files replaced, or rows deleted by an equality delete
+	// file), delete.
+	Operation string `json:"operation"`
+	// Deleted counts the keys an equality delete file deletes (an apply
+	// job published as row-level changes).
+	Deleted int64   `json:"keys_deleted,omitempty"`
+	Seconds float64 `json:"seconds"`
 }
 
 // Report reports a catch-up.
@@ -86,6 +111,8 @@ type Report struct {
 	// published again without the subject and the older Iceberg snapshots
 	// expired.
 	Rebuilt bool `json:"rebuilt_after_erasure"`
+	// Republished says Options.Republish replaced the table's history.
+	Republished bool `json:"republished,omitempty"`
 	// Expired are the Iceberg snapshots expired (their idem snapshot
 	// expired or erased), and Deleted the files deleted from the
 	// warehouse with them or as orphans of killed publishers.
@@ -97,6 +124,7 @@ type Report struct {
 // idemSide is what the idem database holds of the job: its kept
 // snapshots, in order, and its last erasure.
 type idemSide struct {
+	dbID        string
 	kept        []*catalog.SnapshotRow
 	lastErasure int64
 }
@@ -117,6 +145,9 @@ func readIdem(ctx context.Context, db *run.DB, j *job.Job) (*idemSide, error) {
 		return nil, err
 	}
 	s := &idemSide{}
+	if s.dbID, _, err = catalog.CommitPoint(ctx, tx); err != nil {
+		return nil, err
+	}
 	for _, r := range snaps {
 		if r.Kind == job.KindErase {
 			s.lastErasure = r.Snapshot
@@ -134,11 +165,12 @@ type published struct {
 	byIdem map[int64]int64
 	order  []int64 // Iceberg snapshot ids, newest first
 	idemOf map[int64]int64
+	props  map[int64]iceberg.Properties // summary properties by Iceberg snapshot id
 	max    int64
 }
 
 func readPublished(tbl *table.Table) (*published, error) {
-	p := &published{byIdem: map[int64]int64{}, idemOf: map[int64]int64{}}
+	p := &published{byIdem: map[int64]int64{}, idemOf: map[int64]int64{}, props: map[int64]iceberg.Properties{}}
 	if tbl == nil || tbl.CurrentSnapshot() == nil {
 		return p, nil
 	}
@@ -161,6 +193,7 @@ func readPublished(tbl *table.Table) (*published, error) {
 			p.byIdem[n] = s.SnapshotID
 		}
 		p.idemOf[s.SnapshotID] = n
+		p.props[s.SnapshotID] = s.Summary.Properties
 		p.max = max(p.max, n)
 	}
 	return p, nil
@@ -221,9 +254,19 @@ func (p *publisher) catchUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if !p.opts.Republish {
+		if err := p.checkHistory(idem, pub); err != nil {
+			return err
+		}
+	}
 	commitStart := time.Now()
 	erasure := tbl.Properties().GetInt(PropErasure, 0)
 	switch {
+	case p.opts.Republish && len(pub.order) > 0:
+		if tbl, err = p.rebuild(ctx, tbl, idem); err != nil {
+			return err
+		}
+		p.rep.Rebuilt, p.rep.Republished = false, true
 	case int64(erasure) < idem.lastErasure && len(pub.order) > 0:
 		if tbl, err = p.rebuild(ctx, tbl, idem); err != nil {
 			return err
@@ -262,18 +305,68 @@ func (p *publisher) catchUp(ctx context.Context) error {
 	return p.cleanOrphans(ctx, tbl, commitStart)
 }
 
+// ErrDiverged is the refusal of a table published from another history
+// than the database's (exit 3).
+var ErrDiverged = errors.New("the Iceberg table holds another history")
+
+// checkHistory refuses (ErrDiverged, exit 3) a table that holds a
+// snapshot this database does not have, or whose published snapshot of a
+// number this database keeps names another job key or database id: a
+// database restored from a backup or recreated beside its table, that
+// moved on differently. Publishing on top of it would mix two histories.
+func (p *publisher) checkHistory(idem *idemSide, pub *published) error {
+	latest := idem.kept[len(idem.kept)-1]
+	table := strings.Join(Ident(p.j), ".")
+	refuse := func(theirs string, ours string) error {
+		return &job.RefusedError{Guard: "history", Msg: fmt.Sprintf("%v: Iceberg table %s was published from another history than this database's (restored from a backup, or recreated beside its table?): the table holds %s, this database (id %s) %s; nothing was published. To publish this database's history in place of the table's, run: %s publish %s --republish",
+			ErrDiverged, table, theirs, idem.dbID, ours, "idem-iceberg", p.j.File)}
+	}
+	if pub.max > latest.Snapshot {
+		id := pub.byIdem[pub.max]
+		return refuse(describePublished(pub.max, pub.props[id]), fmt.Sprintf("ends at snapshot %d", latest.Snapshot))
+	}
+	for _, s := range idem.kept {
+		id, ok := pub.byIdem[s.Snapshot]
+		if !ok {
+			continue
+		}
+		props := pub.props[id]
+		db, hasDB := props[PropDatabase]
+		if props[PropJobKey] != s.JobKey || (hasDB && db != idem.dbID) {
+			return refuse(describePublished(s.Snapshot, props), fmt.Sprintf("has snapshot %d of job key %s", s.Snapshot, s.JobKey))
+		}
+	}
+	return nil
+}
+
+// describePublished names a published snapshot's history for messages.
+func describePublished(s int64, props iceberg.Properties) string {
+	db := props[PropDatabase]
+	if db == "" {
+		db = "not recorded"
+	}
+	return fmt.Sprintf("idem snapshot %d of job key %s (database id %s, sha256 %s)", s, props[PropJobKey], db, props[PropSHA256])
+}
+
 // createTable creates the job's table with the columns of its first kept
 // snapshot, partitioned by identity on [target] partition_by.
 func (p *publisher) createTable(ctx context.Context, first *catalog.SnapshotRow) (*table.Table, error) {
 	if err := p.cat.ensureNamespace(ctx, p.j); err != nil {
 		return nil, err
 	}
+	// The key columns are required and the schema's identifier fields
+	// (Flink and Spark upserts, equality deletes).
 	fields := make([]iceberg.NestedField, len(first.Columns))
+	var keyIDs []int
 	for i, c := range first.Columns {
 		col := columnOf(c)
-		fields[i] = iceberg.NestedField{ID: i + 1, Name: c.Name, Type: col.typ, Required: false}
+		key := slices.Contains(first.KeyColumns, c.Name)
+		fields[i] = iceberg.NestedField{ID: i + 1, Name: c.Name, Type: col.typ, Required: key}
+		if key {
+			keyIDs = append(keyIDs, i+1)
+		}
 	}
-	schema := iceberg.NewSchema(0, fields...)
+	schema := iceberg.NewSchemaWithIdentifiers(0, keyIDs, fields...)
 	props := iceberg.Properties{
 		// No column bounds in manifests: a manifest never keeps a copy of
 		// a value (an erased subject) that outlives its data file.
@@ -316,13 +409,15 @@ func (p *publisher) commit(ctx context.Context, tx *table.Transaction) (*table.T
 	return tbl, nil
 }
 
-// snapshotProps are the summary properties of idem snapshot s.
-func snapshotProps(j *job.Job, s *catalog.SnapshotRow, sum string) iceberg.Properties {
+// snapshotProps are the summary properties of idem snapshot s of the
+// database idem.
+func snapshotProps(j *job.Job, idem *idemSide, s *catalog.SnapshotRow, sum string) iceberg.Properties {
 	return iceberg.Properties{
 		PropSnapshot: strconv.FormatInt(s.Snapshot, 10),
 		PropSHA256:   sum,
 		PropJobKey:   s.JobKey,
 		PropJob:      j.Name,
+		PropDatabase: idem.dbID,
 	}
 }
 
@@ -336,41 +431,53 @@ func (p *publisher) publishOne(ctx context.Context, tbl *table.Table, s *catalog
 	if err := tx.AssertRefSnapshotID(""); err != nil {
 		return nil, err
 	}
-	cols, schema, err := p.evolve(tx, tbl, s)
+	cols, schema, notes, err := p.evolve(tx, tbl, s)
 	if err != nil {
 		return nil, err
 	}
-	current, err := currentFiles(ctx, tbl)
-	if err != nil {
-		return nil, err
-	}
-	var parts []string
-	var remove []string
-	partitioned := p.j.PartitionBy != "" && !tbl.Spec().IsUnpartitioned() && slices.ContainsFunc(cols, func(c column) bool { return c.name == p.j.PartitionBy })
-	if partitioned && prev > 0 && keptSnapshot(idem, prev) {
-		if parts, remove, err = p.changedPartitions(ctx, s.Snapshot, prev, current); err != nil {
+	pb := Published{Snapshot: s.Snapshot, Notes: notes, Operation: "overwrite"}
+	var stage func(props iceberg.Properties) error
+	if prev > 0 && len(notes) == 0 && p.deltaOver(tbl, s, prev, idem) {
+		d, err := p.writeDelta(ctx, tbl, s.Snapshot, prev, cols, schema, s.KeyColumns)
+		if err != nil {
 			return nil, err
 		}
+		pb.Files, pb.Bytes, pb.Deleted = d.files(), d.bytes, d.deleted
+		stage = func(props iceberg.Properties) error { return stageDelta(ctx, tx, d, props) }
 	} else {
-		remove = current
-	}
-	files, err := p.writeFiles(ctx, tbl, s.Snapshot, cols, schema, partitioned, parts)
-	if err != nil {
-		return nil, err
+		current, err := currentFiles(ctx, tbl)
+		if err != nil {
+			return nil, err
+		}
+		var parts, remove []string
+		partitioned := p.j.PartitionBy != "" && !tbl.Spec().IsUnpartitioned() && slices.ContainsFunc(cols, func(c column) bool { return c.name == p.j.PartitionBy })
+		// Which partitions the table's files hold is read from the files
+		// themselves, on this machine: an object store's are rewritten.
+		if partitioned && prev > 0 && keptSnapshot(idem, prev) && len(notes) == 0 && !remote(tbl) {
+			if parts, remove, err = p.changedPartitions(ctx, s.Snapshot, prev, current); err != nil {
+				return nil, err
+			}
+		} else {
+			remove = current
+		}
+		files, err := p.writeFiles(ctx, tbl, s.Snapshot, cols, schema, partitioned, parts)
+		if err != nil {
+			return nil, err
+		}
+		pb.Files, pb.Bytes, pb.Removed = len(files.paths), files.bytes, len(remove)
+		if parts != nil {
+			pb.Partitions = make([]string, len(parts))
+			for i, v := range parts {
+				pb.Partitions[i] = partName(v)
+			}
+		}
+		stage = func(props iceberg.Properties) error { return stageFiles(ctx, tx, remove, files.paths, props) }
 	}
 	p.opts.fault(FaultAfterFiles)
-	sum, rows, err := p.exportSHA(ctx, s.Snapshot)
-	if err != nil {
+	if pb.SHA256, pb.Rows, err = p.exportSHA(ctx, s.Snapshot); err != nil {
 		return nil, err
 	}
-	if len(remove) == 0 && len(files.paths) == 0 {
-		// Nothing changed in any partition: commit the snapshot anyway (an
-		// empty file), so that it carries its idem.snapshot.
-		if files, err = p.writeEmpty(ctx, tbl, s.Snapshot, cols, schema); err != nil {
-			return nil, err
-		}
-	}
-	if err := tx.ReplaceDataFiles(ctx, remove, files.paths, snapshotProps(p.j, s, sum)); err != nil {
+	if err := stage(snapshotProps(p.j, idem, s, pb.SHA256)); err != nil {
 		return nil, fmt.Errorf("publish snapshot %d of %s: %w", s.Snapshot, p.j.Name, err)
 	}
 	p.opts.fault(FaultBeforeCommit)
@@ -379,14 +486,11 @@ func (p *publisher) publishOne(ctx context.Context, tbl *table.Table, s *catalog
 		return nil, err
 	}
 	p.opts.fault(FaultAfterCommit)
-	pb := Published{Snapshot: s.Snapshot, IcebergSnapshot: out.CurrentSnapshot().SnapshotID, Rows: rows, SHA256: sum,
-		Files: len(files.paths), Bytes: files.bytes, Removed: len(remove), Seconds: time.Since(start).Seconds()}
-	if parts != nil {
-		pb.Partitions = make([]string, len(parts))
-		for i, v := range parts {
-			pb.Partitions[i] = partName(v)
-		}
+	pb.IcebergSnapshot = out.CurrentSnapshot().SnapshotID
+	if sum := out.CurrentSnapshot().Summary; sum != nil {
+		pb.Operation = string(sum.Operation)
 	}
+	pb.Seconds = time.Since(start).Seconds()
 	p.rep.Published = append(p.rep.Published, pb)
 	if p.opts.Progress != nil {
 		p.opts.Progress(pb)
@@ -401,50 +505,93 @@ func keptSnapshot(idem *idemSide, s int64) bool {
 // evolve brings the staged schema of tx to the columns of snapshot s:
 // added columns are added (optional), widened types promoted; a column s
 // lacks stays in the table, null in s's files. A type change Iceberg
-// cannot make is an error.
-func (p *publisher) evolve(tx *table.Transaction, tbl *table.Table, s *catalog.SnapshotRow) ([]column, *iceberg.Schema, error) {
-	cols := make([]column, len(s.Columns))
+// cannot make (BOOLEAN to VARCHAR) drops the old Iceberg column and adds
+// a new one of the same name (a new field id): the snapshots before s keep
+// their schema and read the old column with its old type, s and later
+// ones read the new column; notes say so. A partition column is never
+// retyped so (its partition spec names it): that is an error.
+func (p *publisher) evolve(tx *table.Transaction, tbl *table.Table, s *catalog.SnapshotRow) (cols []column, schema *iceberg.Schema, notes []string, err error) {
+	cols = make([]column, len(s.Columns))
 	for i, c := range s.Columns {
 		cols[i] = columnOf(c)
 	}
-	schema := tbl.Schema()
-	upd := tx.UpdateSchema(true, false)
+	schema = tbl.Schema()
+	var retyped []string
+	for _, c := range cols {
+		f, ok := schema.FindFieldByName(c.name)
+		if !ok || promotable(f.Type, c.typ) {
+			continue
+		}
+		if c.name == p.j.PartitionBy {
+			return nil, nil, nil, fmt.Errorf("snapshot %d of %s: partition column %s changed from %s to %s, which Iceberg schema evolution cannot make: publish it to a new table (a new namespace) or keep the column's type", s.Snapshot, p.j.Name, c.name, f.Type, c.typ)
+		}
+		retyped = append(retyped, c.name)
+		notes = append(notes, fmt.Sprintf("column %s retyped %s -> %s, which Iceberg cannot promote: published as a new column %s (snapshots before %d read the old one)", c.name, f.Type, c.typ, c.name, s.Snapshot))
+	}
+	// One update (one new schema): a column is dropped and added again
+	// under its name in the same change.
+	upd := tx.UpdateSchema(true, len(retyped) > 0)
 	changed := false
 	for _, c := range cols {
 		f, ok := schema.FindFieldByName(c.name)
 		switch {
+		case slices.Contains(retyped, c.name):
+			upd.DeleteColumn([]string{c.name})
+			upd.AddColumn([]string{c.name}, c.typ, "", false, nil)
+			changed = true
 		case !ok:
 			upd.AddColumn([]string{c.name}, c.typ, "", false, nil)
 			changed = true
 		case !f.Type.Equals(c.typ):
-			if !promotable(f.Type, c.typ) {
-				return nil, nil, fmt.Errorf("snapshot %d of %s: column %s changed from %s to %s, which Iceberg schema evolution cannot make (a new column name would)", s.Snapshot, p.j.Name, c.name, f.Type, c.typ)
-			}
 			upd.UpdateColumn([]string{c.name}, table.ColumnUpdate{FieldType: iceberg.Optional[iceberg.Type]{Valid: true, Val: c.typ}})
 			changed = true
 		}
 	}
 	if !changed {
-		return cols, schema, nil
+		return cols, schema, notes, nil
 	}
 	if err := upd.Commit(); err != nil {
-		return nil, nil, fmt.Errorf("evolve Iceberg schema of %s for snapshot %d: %w", p.j.Name, s.Snapshot, err)
+		return nil, nil, nil, fmt.Errorf("evolve Iceberg schema of %s for snapshot %d: %w", p.j.Name, s.Snapshot, err)
 	}
-	staged, err := tx.StagedTable()
-	if err != nil {
-		return nil, nil, err
-	}
-	return cols, staged.Schema(), nil
+	schema, err = stagedSchema(tx)
+	return cols, schema, notes, err
 }
 
-// exportSHA is the sha256 and row count of `idem export --snapshot s` (CSV).
+func stagedSchema(tx *table.Transaction) (*iceberg.Schema, error) {
+	staged, err := tx.StagedTable()
+	if err != nil {
+		return nil, err
+	}
+	return staged.Schema(), nil
+}
+
+// stageFiles stages in tx one Iceberg snapshot that removes the data
+// files remove and adds add, with summary properties props: an append
+// when nothing is removed, and, when nothing changes at all, an empty
+// append (a snapshot of no data change that still carries props, so that
+// a snapshot changing no row never blocks the ones after it).
+func stageFiles(ctx context.Context, tx *table.Transaction, remove, add []string, props iceberg.Properties) error {
+	if len(remove) == 0 && len(add) == 0 {
+		return tx.AddFiles(ctx, nil, props, false)
+	}
+	return tx.ReplaceDataFiles(ctx, remove, add, props)
+}
+
+// exportSHA is the sha256 and row count of `idem export --snapshot s`
+// (CSV), written to a temporary file beside the database (tempDir) and
+// removed.
 func (p *publisher) exportSHA(ctx context.Context, s int64) (string, int64, error) {
-	dir, err := os.MkdirTemp("", "idem-iceberg-")
+	dir, err := tempDir(p.db.Path())
 	if err != nil {
 		return "", 0, err
 	}
 	defer os.RemoveAll(dir)
-	res, err := ops.Export(ctx, p.db, p.j, ops.ExportOptions{Snapshot: s, Out: filepath.Join(dir, "export.csv"), Format: job.FormatCSV})
+	fault := func(point string) {
+		if point == ops.FaultExportBeforeSwap {
+			p.opts.fault(FaultWhileHashing)
+		}
+	}
+	res, err := ops.Export(ctx, p.db, p.j, ops.ExportOptions{Snapshot: s, Out: filepath.Join(dir, "export.csv"), Format: job.FormatCSV, Fault: fault})
 	if err != nil {
 		return "", 0, fmt.Errorf("export snapshot %d of %s: %w", s, p.j.Name, err)
 	}

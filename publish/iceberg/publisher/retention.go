@@ -19,22 +19,26 @@ import (
 // kept idem snapshot again (read from idem, which no longer holds the
 // subject) and expires every Iceberg snapshot that existed before, so
 // that no snapshot the table keeps can read the subject; the files only
-// those held are deleted after the commit.
+// those held are deleted after the commit. The new snapshots form a chain
+// of their own (the first has no parent and removes nothing), so no
+// manifest the table keeps has an entry, not even a DELETED one with its
+// partition tuple and bounds, for a file that held the subject.
 func (p *publisher) rebuild(ctx context.Context, tbl *table.Table, idem *idemSide) (*table.Table, error) {
-	tx := tbl.NewTransaction()
+	detached, err := detach(tbl, p.cat)
+	if err != nil {
+		return nil, fmt.Errorf("rebuild Iceberg table %s: %w", strings.Join(Ident(p.j), "."), err)
+	}
+	tx := detached.NewTransaction()
 	if err := tx.AssertRefSnapshotID(""); err != nil {
 		return nil, err
 	}
 	before := len(tbl.Metadata().Snapshots())
-	remove, err := currentFiles(ctx, tbl)
-	if err != nil {
-		return nil, err
-	}
-	staged := tbl
+	var remove []string
+	staged := detached
 	var pubs []Published
 	for _, s := range idem.kept {
 		start := time.Now()
-		cols, schema, err := p.evolve(tx, staged, s)
+		cols, schema, notes, err := p.evolve(tx, staged, s)
 		if err != nil {
 			return nil, err
 		}
@@ -42,22 +46,17 @@ func (p *publisher) rebuild(ctx context.Context, tbl *table.Table, idem *idemSid
 		if err != nil {
 			return nil, err
 		}
-		if len(files.paths) == 0 && len(remove) == 0 {
-			if files, err = p.writeEmpty(ctx, staged, s.Snapshot, cols, schema); err != nil {
-				return nil, err
-			}
-		}
 		p.opts.fault(FaultAfterFiles)
 		sum, rows, err := p.exportSHA(ctx, s.Snapshot)
 		if err != nil {
 			return nil, err
 		}
-		props := snapshotProps(p.j, s, sum)
+		props := snapshotProps(p.j, idem, s, sum)
 		props[PropErasure] = strconv.FormatInt(idem.lastErasure, 10)
-		if err := tx.ReplaceDataFiles(ctx, remove, files.paths, props); err != nil {
+		if err := stageFiles(ctx, tx, remove, files.paths, props); err != nil {
 			return nil, fmt.Errorf("publish snapshot %d of %s again after the erasure: %w", s.Snapshot, p.j.Name, err)
 		}
-		pubs = append(pubs, Published{Snapshot: s.Snapshot, Rows: rows, SHA256: sum, Files: len(files.paths), Bytes: files.bytes, Removed: len(remove), Seconds: time.Since(start).Seconds()})
+		pubs = append(pubs, Published{Snapshot: s.Snapshot, Rows: rows, SHA256: sum, Files: len(files.paths), Bytes: files.bytes, Removed: len(remove), Notes: notes, Seconds: time.Since(start).Seconds()})
 		remove = files.paths
 		if staged, err = stagedTable(tx); err != nil {
 			return nil, err
@@ -77,6 +76,9 @@ func (p *publisher) rebuild(ctx context.Context, tbl *table.Table, idem *idemSid
 		return nil, err
 	}
 	p.opts.fault(FaultAfterCommit)
+	if out, err = p.cat.LoadTable(ctx, Ident(p.j)); err != nil { // out commits through detach's catalog
+		return nil, fmt.Errorf("load Iceberg table %s: %w", strings.Join(Ident(p.j), "."), err)
+	}
 	p.rep.Rebuilt = true
 	meta := out.Metadata()
 	lookup := func(id int64) *table.Snapshot { return meta.SnapshotByID(id) }
@@ -92,6 +94,53 @@ func (p *publisher) rebuild(ctx context.Context, tbl *table.Table, idem *idemSid
 		p.rep.Expired = append(p.rep.Expired, 0)
 	}
 	return out, nil
+}
+
+// detach is tbl without its main branch, committing to cat: a
+// transaction on it stages a chain of snapshots from none, and its commit
+// is guarded by tbl's main snapshot (as AssertRefSnapshotID guards
+// a transaction on tbl), so that a publisher that committed meanwhile
+// wins and this one is refused.
+func detach(tbl *table.Table, cat table.CatalogIO) (*table.Table, error) {
+	b, err := table.MetadataBuilderFromBase(tbl.Metadata(), tbl.MetadataLocation())
+	if err != nil {
+		return nil, err
+	}
+	if err := b.RemoveSnapshotRef(table.MainBranch); err != nil {
+		return nil, err
+	}
+	meta, err := b.Build()
+	if err != nil {
+		return nil, err
+	}
+	var main *int64
+	if s := tbl.CurrentSnapshot(); s != nil {
+		main = &s.SnapshotID
+	}
+	return table.New(tbl.Identifier(), meta, tbl.MetadataLocation(), tbl.FS, detachedCatalog{cat: cat, main: main}), nil
+}
+
+// detachedCatalog commits a detached table's transaction: its requirement
+// on the main branch (absent in the detached table) becomes one on the
+// main snapshot the table had when it was detached.
+type detachedCatalog struct {
+	cat  table.CatalogIO
+	main *int64
+}
+
+func (d detachedCatalog) LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error) {
+	return d.cat.LoadTable(ctx, ident)
+}
+
+func (d detachedCatalog) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
+	out := make([]table.Requirement, 0, len(reqs)+1)
+	for _, r := range reqs {
+		if r.GetType() != "assert-ref-snapshot-id" {
+			out = append(out, r)
+		}
+	}
+	out = append(out, table.AssertRefSnapshotID(table.MainBranch, d.main))
+	return d.cat.CommitTable(ctx, ident, out, updates)
 }
 
 func stagedTable(tx *table.Transaction) (*table.Table, error) {

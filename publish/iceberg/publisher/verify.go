@@ -84,13 +84,22 @@ func Verify(ctx context.Context, db *run.DB, j *job.Job) (*VerifyReport, error) 
 	kept := map[int64]bool{}
 	for _, s := range idem.kept {
 		kept[s.Snapshot] = true
+		if id, ok := pub.byIdem[s.Snapshot]; ok {
+			if err := checkProps(pub.props[id], idem.dbID, s, ""); err != nil {
+				return rep, fmt.Errorf("verify %s: Iceberg snapshot %d (idem snapshot %d): %w", j.Name, id, s.Snapshot, err)
+			}
+		}
 	}
+	latest := idem.kept[len(idem.kept)-1].Snapshot
 	for id, s := range pub.idemOf {
+		if !kept[s] && s > latest {
+			return rep, fmt.Errorf("verify %s: Iceberg snapshot %d holds idem snapshot %d, which this database does not have (it ends at snapshot %d): published from another history (run publish --republish)", j.Name, id, s, latest)
+		}
 		if !kept[s] && pub.byIdem[s] == id {
 			return rep, fmt.Errorf("verify %s: Iceberg snapshot %d holds idem snapshot %d, which idem no longer keeps (expired or rebuilt after an erasure): run publish to expire it", j.Name, id, s)
 		}
 	}
-	dir, err := os.MkdirTemp("", "idem-iceberg-verify-")
+	dir, err := tempDir(db.Path())
 	if err != nil {
 		return rep, err
 	}
@@ -109,6 +118,9 @@ func Verify(ctx context.Context, db *run.DB, j *job.Job) (*VerifyReport, error) 
 		if err != nil {
 			return rep, fmt.Errorf("verify %s: export snapshot %d: %w", j.Name, s.Snapshot, err)
 		}
+		if err := checkProps(pub.props[id], idem.dbID, s, want.SHA256); err != nil {
+			return rep, fmt.Errorf("verify %s: Iceberg snapshot %d (idem snapshot %d): %w", j.Name, id, s.Snapshot, err)
+		}
 		got, err := readBack(ctx, duck, tbl, id, s, dir)
 		if err != nil {
 			return rep, fmt.Errorf("verify %s: read Iceberg snapshot %d (idem snapshot %d): %w", j.Name, id, s.Snapshot, err)
@@ -124,6 +136,23 @@ func Verify(ctx context.Context, db *run.DB, j *job.Job) (*VerifyReport, error) 
 		rep.Verified = append(rep.Verified, Verified{Snapshot: s.Snapshot, IcebergSnapshot: id, Rows: want.Rows, SHA256: sum})
 	}
 	return rep, nil
+}
+
+// checkProps compares the summary properties of a published snapshot
+// with idem snapshot s of database dbID, whose export has sha256 sum (""
+// when not known yet: not compared). A snapshot published before idem
+// recorded the database id has none.
+func checkProps(props map[string]string, dbID string, s *catalog.SnapshotRow, sum string) error {
+	for _, c := range []struct{ key, want string }{{PropSHA256, sum}, {PropJobKey, s.JobKey}, {PropDatabase, dbID}} {
+		got, ok := props[c.key]
+		if (c.key == PropDatabase && !ok) || c.want == "" {
+			continue
+		}
+		if got != c.want {
+			return fmt.Errorf("summary property %s is %q, idem's is %q (published from another history: run publish --republish)", c.key, got, c.want)
+		}
+	}
+	return nil
 }
 
 // readBack scans Iceberg snapshot id of tbl, projected on the columns of
