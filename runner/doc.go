@@ -37,8 +37,9 @@
 //	internal/run        the database handle and the transaction of one run
 //	internal/ops        the commands that are not a run (export, diff, rerun,
 //	                    erase, rollback, lint, plan, query, fence, log, ...)
-//	internal/projectrun running a project: order, blocking, concurrent groups,
-//	                    one open handle per database file
+//	internal/projectrun running a project: each job once its upstreams are
+//	                    done, up to a limit; blocking; one open handle per
+//	                    database file
 //	internal/modeltest  idem test: unit tests of models in scratch databases
 //	internal/docs       idem docs: a project's static site
 //

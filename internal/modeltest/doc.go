@@ -5,7 +5,9 @@
 // folder, with each upstream's rows given as the Parquet file that
 // {{upstream:NAME}} reads (as idem rerun replays a snapshot): the same
 // sealing checks, the same single-threaded steps and the same key check
-// as a run, and never the project's database.
+// as a run. The project's database is only opened read-only, for the
+// types of an upstream model's columns as last committed (a column the
+// given rows leave out); it is never written.
 //
 // It sits beside ops: it uses job, project, catalog, source and run, and
 // knows nothing of cobra or terminals.

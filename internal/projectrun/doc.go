@@ -1,8 +1,9 @@
 // Package projectrun runs a project: every job of a project.Project in run
 // order, each in its own transaction, a job downstream of one that failed
-// or was refused blocked and not run, and the groups of jobs of different
-// database files at once, up to a limit. Handles keeps one open handle per
-// database file across the jobs that use it.
+// or was refused blocked and not run, each job started once the jobs it
+// reads are done, up to a limit (of one database file or several: a
+// handle lets one writing transaction in at a time). Handles keeps one
+// open handle per database file, shared by the jobs that use it.
 //
 // What a job's run is (run, plan, a stream batch) and what is printed is
 // the caller's: the idem command and the public package runner both run

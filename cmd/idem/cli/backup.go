@@ -26,9 +26,9 @@ DIR under a partial name and renamed to DIR once complete and synced, so a
 killed backup leaves no DIR, and the next backup removes its partial folder.
 
 Restore by copying DIR's <name> and <name>.inputs/ back beside each other,
-with no writer running and no <name>.wal left beside the restored file (see
-the README). --verify DIR checks a backup against its manifest (exit 1 when
-a file is missing, extra or different).`,
+with no writer running and no <name>.wal left beside the restored file
+(see docs/retention.md). --verify DIR checks a backup against its manifest
+(exit 1 when a file is missing, extra or different).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var res *runner.BackupResult

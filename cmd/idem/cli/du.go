@@ -25,7 +25,7 @@ snapshots ("held by": a snapshot an apply job's next read of changes
 starts at, or one the rerun of a kept downstream snapshot reads), which
 expiry keeps. Table bytes are estimated from DuckDB's
 pragma_storage_info (checkpointed column segments by block offset). Only
-reads. See "Sizing [retention]" in the README.`,
+reads. See "Sizing [retention]" in docs/retention.md.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, name, err := f.openOne(cmd.Context(), args[0])

@@ -3,7 +3,9 @@ package cli
 import (
 	"bytes"
 	"os"
+	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -162,6 +164,9 @@ func flagDefault(f *pflag.Flag) string {
 	switch f.DefValue {
 	case "", "false", "0", "0s", "[]":
 		return ""
+	}
+	if f.Name == "jobs" && f.DefValue == strconv.Itoa(runtime.NumCPU()) {
+		return "the cores" // the machine's, not the one that wrote the reference
 	}
 	return "`" + f.DefValue + "`"
 }
