@@ -125,8 +125,9 @@ func (r *TestReport) ExitCode() int {
 // Test runs the unit tests of models that paths name, as idem test does:
 // a project folder (its tests/*.toml against its job files), a folder of
 // test files or a test file; none, the working directory. Each test
-// replays its model in a scratch database of its own and never opens the
-// project's database. each, when not nil, is called with each result as
+// replays its model in a scratch database of its own; the project's
+// database is only opened read-only, for the committed types of columns
+// the given rows leave out. each, when not nil, is called with each result as
 // it comes. The error is for tests that could not be found; a test that
 // fails is in the report.
 func Test(ctx context.Context, paths []string, each func(*TestResult)) (*TestReport, error) {

@@ -109,9 +109,10 @@ func WithSelect(patterns ...string) Option {
 	})
 }
 
-// WithConcurrency lets Project.Run run the jobs of up to n different
-// database files at once (the idem command's --jobs; default 1). The jobs
-// of one database file always run one after another.
+// WithConcurrency lets Project.Run run up to n jobs at once, each as soon
+// as the jobs it reads are done (the idem command's --jobs, whose default
+// is the cores; here the default is 1). Jobs of one database file decide at
+// once but write one transaction at a time.
 func WithConcurrency(n int) Option {
 	return optionFunc(func(s *settings) error {
 		if n < 1 {

@@ -251,7 +251,8 @@ func ExampleProject_Audit() {
 
 // ExampleTest runs a model's unit test ([[test]] in tests/*.toml): the
 // model replays in a scratch database from the rows the test gives its
-// upstream, and never opens the project's database.
+// upstream; the project's database is only read, for the committed types
+// of columns the test's rows leave out.
 func ExampleTest() {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "idem-example-")

@@ -37,7 +37,8 @@ PATH is a project folder (its tests/*.toml against its job files), a
 folder of test files (against the jobs of the folder above) or a test
 file; none: the working directory. Each test replays the model's steps in
 a scratch database of its own, under the sealing and determinism rules of
-a run, and never opens the project's database. A failing test prints a
+a run; the project's database is only opened read-only, for the committed
+types of columns the given rows leave out. A failing test prints a
 row diff: rows the result lacks (-) and has beyond the expected ones (+).
 
 Exit 0 when every test passes, 1 when a test fails (or its model fails),

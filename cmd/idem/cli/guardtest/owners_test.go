@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/idem-dev/idem/internal/job"
@@ -116,8 +117,18 @@ func TestOwnersOfAnOlderDatabase(t *testing.T) {
 	require.Equal(t, 0, r.Code, r.Stderr)
 	// Such a database has no catalog version row either (0001 creates
 	// idem.owners and claims).
-	clitest.ExecSQL(t, db, "DROP TABLE idem.owners")
-	clitest.ExecSQL(t, db, "DELETE FROM idem.meta WHERE key = 'catalog_version'")
+	// Nor what catalog versions 8 and 9 made: the record of migrations,
+	// the commit log's columns and the views idem.commits and idem.packets
+	// (tables then, which 0001 creates). One open does it all: an open
+	// migrates a database without a version.
+	clitest.ExecSQL(t, db, strings.Join([]string{
+		"DROP TABLE idem.owners",
+		"DROP TABLE idem.migrations",
+		"DROP VIEW idem.commits", "DROP VIEW idem.packets",
+		"ALTER TABLE idem.snapshots DROP COLUMN packet",
+		"ALTER TABLE idem.runs DROP COLUMN seq", "ALTER TABLE idem.runs DROP COLUMN db_id",
+		"DELETE FROM idem.meta WHERE key IN ('db_id', 'db_created_at', 'catalog_version')",
+	}, ";\n"))
 
 	for target, want := range map[string]string{
 		"cs":          `table "cs" belongs to job "joba"`,
