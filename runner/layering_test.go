@@ -151,13 +151,13 @@ var cliTODO = map[string][]string{
 	"extension.go": {"internal/run", "sql"}, // the old Extension.AfterCommit, until idem-iceberg uses Extension.Hook
 	"fault.go":     {"internal/run"},
 	"flags.go":     {"internal/ops", "internal/run"},
-	"plan.go":      {"internal/ops", "internal/run"},
+	"plan.go":      {"internal/ops", "internal/project", "internal/run"},
 	"project.go":   {"internal/ops", "internal/project", "internal/projectrun", "internal/run"},
 	"query.go":     {"internal/ops", "internal/run"},
 	"replica.go":   {"internal/run"},
 	"rerun.go":     {"internal/ops", "internal/project"},
 	"root.go":      {"internal/projectrun", "internal/run", "sql"},
-	"run.go":       {"internal/ops", "internal/run"},
+	"run.go":       {"internal/ops", "internal/project", "internal/run"},
 	"runmany.go":   {"internal/run"},
 	"stream.go":    {"internal/run"},
 }

@@ -139,6 +139,9 @@ type Result struct {
 	// Expiry reports the expiry of old snapshots that followed the run
 	// ([retention] keep_snapshots).
 	Expiry *Expiry `json:"expiry,omitempty"`
+	// FullRefresh says the run rebuilt the target whole, whatever its key
+	// (idem run --full-refresh; runner has no option for it yet).
+	FullRefresh bool `json:"full_refresh,omitempty"`
 	// NewFiles and Runs: a files-mode job's new files and the batches it
 	// committed, one per file (or one for all); Runs also holds a chunked
 	// job's chunks.

@@ -39,7 +39,7 @@ func TestResultsInStep(t *testing.T) {
 			added:   []string{"blocked_by"},
 			leftOut: []string{"parts", "upstream", "model_change"}},
 		{public: RerunResult{}, internal: ops.RerunResult{},
-			leftOut: []string{"diff", "rebuilt_path", "upstream", "unsigned_zero", "erased_by"}},
+			leftOut: []string{"diff", "rebuilt_path", "upstream", "rerun_above", "unsigned_zero", "erased_by"}},
 		{public: ExportResult{}, internal: ops.ExportResult{},
 			leftOut: []string{"files"}},
 		{public: LogEntry{}, internal: catalog.LogEntry{}},

@@ -29,7 +29,7 @@ func (a *app) faultHookUntil(canceled <-chan struct{}, dbPath string) func(strin
 		return nil
 	}
 	kill := func(where string) {
-		fmt.Fprintf(a.stderr, "idem: IDEM_FAULT=%s: killing the process %s\n", point, where)
+		fmt.Fprintf(a.faultOut(), "idem: IDEM_FAULT=%s: killing the process %s\n", point, where)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
 	}
@@ -39,14 +39,14 @@ func (a *app) faultHookUntil(canceled <-chan struct{}, dbPath string) func(strin
 	// the process is held, and closes the pipe. No clock is involved.
 	if at, ok := strings.CutPrefix(point, "block:"); ok {
 		if at == "" {
-			fmt.Fprintf(a.stderr, "idem: IDEM_FAULT=%s: want block:<point>, e.g. block:before_commit; fault ignored\n", point)
+			fmt.Fprintf(a.faultOut(), "idem: IDEM_FAULT=%s: want block:<point>, e.g. block:before_commit; fault ignored\n", point)
 			return nil
 		}
 		return func(p string) {
 			if p != at {
 				return
 			}
-			fmt.Fprintf(a.stderr, "idem: IDEM_FAULT=%s: blocked at %s until stdin is closed\n", point, p)
+			fmt.Fprintf(a.faultOut(), "idem: IDEM_FAULT=%s: blocked at %s until stdin is closed\n", point, p)
 			eof := make(chan struct{})
 			go func() {
 				_, _ = io.Copy(io.Discard, os.Stdin)
@@ -58,7 +58,7 @@ func (a *app) faultHookUntil(canceled <-chan struct{}, dbPath string) func(strin
 			case <-canceled:
 				why = "canceled"
 			}
-			fmt.Fprintf(a.stderr, "idem: IDEM_FAULT=%s: released (%s)\n", point, why)
+			fmt.Fprintf(a.faultOut(), "idem: IDEM_FAULT=%s: released (%s)\n", point, why)
 		}
 	}
 	// panic:<point> panics at the point, as a bug in idem would: the
@@ -82,13 +82,13 @@ func (a *app) faultHookUntil(canceled <-chan struct{}, dbPath string) func(strin
 			delay, err = time.ParseDuration(rest[i+1:])
 		}
 		if i <= 0 || err != nil || delay < 0 {
-			fmt.Fprintf(a.stderr, "idem: IDEM_FAULT=%s: want sleep:<point>:<duration>, e.g. sleep:before_commit:5s; fault ignored\n", point)
+			fmt.Fprintf(a.faultOut(), "idem: IDEM_FAULT=%s: want sleep:<point>:<duration>, e.g. sleep:before_commit:5s; fault ignored\n", point)
 			return nil
 		}
 		at := rest[:i]
 		return func(p string) {
 			if p == at {
-				fmt.Fprintf(a.stderr, "idem: IDEM_FAULT=%s: pausing %s at %s\n", point, delay, p)
+				fmt.Fprintf(a.faultOut(), "idem: IDEM_FAULT=%s: pausing %s at %s\n", point, delay, p)
 				time.Sleep(delay)
 			}
 		}
@@ -115,7 +115,7 @@ func (a *app) faultHookUntil(canceled <-chan struct{}, dbPath string) func(strin
 		if d, ok := strings.CutPrefix(point, run.FaultCheckpoint+":"); ok {
 			var err error
 			if delay, err = time.ParseDuration(d); err != nil || delay < 0 {
-				fmt.Fprintf(a.stderr, "idem: IDEM_FAULT=%s: want checkpoint:<duration>, e.g. checkpoint:2ms; fault ignored\n", point)
+				fmt.Fprintf(a.faultOut(), "idem: IDEM_FAULT=%s: want checkpoint:<duration>, e.g. checkpoint:2ms; fault ignored\n", point)
 				return nil
 			}
 		}
@@ -163,4 +163,12 @@ func watchCheckpoint(dbPath string, kill func(string)) {
 		time.Sleep(20 * time.Microsecond)
 	}
 	kill("during CHECKPOINT (it has started writing the database file)")
+}
+
+// faultOut is where IDEM_FAULT's lines go: the process's stderr.
+func (a *app) faultOut() io.Writer {
+	if a.faultErr != nil {
+		return a.faultErr
+	}
+	return a.stderr
 }

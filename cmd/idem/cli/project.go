@@ -151,7 +151,7 @@ func (a *app) runProject(ctx context.Context, p *project.Project, jobs int, json
 	})
 	outcomes := projectrun.Run(ctx, p, jobs, func(_ context.Context, j *job.Job, upstream map[string]string) (string, error) {
 		o := out[j]
-		sub := &app{stdout: &o.stdout, stderr: &o.stderr, getenv: a.getenv, handles: handles, ext: a.ext}
+		sub := &app{stdout: &o.stdout, stderr: &o.stderr, faultErr: a.faultOut(), getenv: a.getenv, handles: handles, ext: a.ext}
 		if direct {
 			sub.stdout, sub.stderr = a.stdout, a.stderr
 		}

@@ -26,7 +26,12 @@ var version = "dev"
 // app carries what every command needs: its writers and the environment.
 type app struct {
 	stdout, stderr io.Writer
-	getenv         func(string) string
+	// faultErr, when set, is where IDEM_FAULT's lines go (fault.go): the
+	// process's stderr, also inside a project run whose jobs' stderr is
+	// kept to print in run order, since a test waits for them while the
+	// process is held.
+	faultErr io.Writer
+	getenv   func(string) string
 	// handles, in a project run, keeps each database open across the jobs
 	// that use it (see openDB); nil outside one.
 	handles *projectrun.Handles
