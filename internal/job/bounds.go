@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 )
 
 // Bounds of a TOML file idem decodes (a job file or a pipeline.toml),
@@ -156,3 +157,38 @@ func sqlTooLarge(file, size string) error {
 // isSQLTooLarge says err is readSQLFile's refusal of a file past
 // MaxSQLBytes.
 func isSQLTooLarge(err error) bool { return errors.Is(err, errSQLTooLarge) }
+
+// ReadJobFile reads a job file; an error is a *JobFileError that says why.
+// A file larger than MaxTOMLBytes is refused once that many bytes are read,
+// without reading it whole.
+func ReadJobFile(path string) ([]byte, error) {
+	data, err := readAtMost(path, MaxTOMLBytes+1)
+	if err != nil {
+		reason := err
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			reason = pe.Err
+		}
+		return nil, &JobFileError{File: path, Msg: "cannot read job file: " + reason.Error(), Err: err}
+	}
+	if len(data) > MaxTOMLBytes {
+		return nil, checkTOMLBounds(path, data)
+	}
+	return data, nil
+}
+
+// readAtMost reads the first n bytes of the file at path, or all of a
+// shorter one.
+func readAtMost(path string, n int64) ([]byte, error) {
+	// Opening a FIFO blocks until a writer comes: only a regular file is
+	// opened.
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: errors.New("not a regular file")}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, n))
+}

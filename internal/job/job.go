@@ -3,9 +3,7 @@ package job
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -250,41 +248,6 @@ func LoadJob(path string, builtins fs.FS) (*Job, error) {
 		return nil, err
 	}
 	return ParseJob(path, data, builtins)
-}
-
-// ReadJobFile reads a job file; an error is a *JobFileError that says why.
-// A file larger than MaxTOMLBytes is refused once that many bytes are read,
-// without reading it whole.
-func ReadJobFile(path string) ([]byte, error) {
-	data, err := readAtMost(path, MaxTOMLBytes+1)
-	if err != nil {
-		reason := err
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			reason = pe.Err
-		}
-		return nil, &JobFileError{File: path, Msg: "cannot read job file: " + reason.Error(), Err: err}
-	}
-	if len(data) > MaxTOMLBytes {
-		return nil, checkTOMLBounds(path, data)
-	}
-	return data, nil
-}
-
-// readAtMost reads the first n bytes of the file at path, or all of a
-// shorter one.
-func readAtMost(path string, n int64) ([]byte, error) {
-	// Opening a FIFO blocks until a writer comes: only a regular file is
-	// opened.
-	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: errors.New("not a regular file")}
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, n))
 }
 
 // ParseJob validates job file bytes; path names the file in errors. It
