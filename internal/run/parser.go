@@ -2,7 +2,6 @@ package run
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sync"
@@ -24,11 +23,14 @@ var parser struct {
 	db   mapping.Database
 	conn mapping.Connection
 	err  error
-	// counted memoizes the answers by the text's sha256: a run splits
-	// each step, then checks each statement again before it runs it, and
-	// a project or a batch loop runs the same texts again.
-	counted map[[32]byte]counted
 }
+
+// statementCounts memoizes CountStatements' answers by text (guardKey):
+// a run splits each step, then checks each statement again before it runs
+// it, and a project or a batch loop runs the same texts again. It is the
+// process's, not a handle's: the parser's answer depends on the text and
+// the engine alone.
+var statementCounts = newGuardCache()
 
 type counted struct {
 	n   int
@@ -51,17 +53,15 @@ func CountStatements(text string) (int, error) {
 	if parser.err != nil {
 		return 0, parser.err
 	}
-	k := sha256.Sum256([]byte(text))
-	parser.mu.Lock()
-	defer parser.mu.Unlock()
-	if c, ok := parser.counted[k]; ok {
+	k := guardKey("statements", text)
+	if c, ok := statementCounts.get(k); ok {
+		c := c.(counted)
 		return c.n, c.err
 	}
+	parser.mu.Lock()
 	n, err := countStatements(text)
-	if parser.counted == nil || len(parser.counted) >= guardCacheMax {
-		parser.counted = map[[32]byte]counted{}
-	}
-	parser.counted[k] = counted{n, err}
+	parser.mu.Unlock()
+	statementCounts.put(k, counted{n, err})
 	return n, err
 }
 
