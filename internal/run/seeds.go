@@ -69,6 +69,27 @@ LIMIT ` + strconv.Itoa(seedConflictKeys)
 	if keys > int64(len(named)) {
 		more = fmt.Sprintf("; and %d more", keys-int64(len(named)))
 	}
-	return job.Refuse("seed conflicts", "seed %s: %d key(s) of %s hold rows with different values (%d rows): %s%s; fix the file, or set [input] conflicts = %q to store them as conflict rows; nothing committed",
+	refused := job.Refuse("seed conflicts", "seed %s: %d key(s) of %s hold rows with different values (%d rows): %s%s; fix the file, or set [input] conflicts = %q to store them as conflict rows; nothing committed",
 		j.Name, keys, strings.Join(files, ", "), counts["conflict"], strings.Join(named, "; "), more, job.ConflictsKeep)
+	return &SeedConflictError{refused: refused, Job: j.Name, Keys: keys, Rows: counts["conflict"]}
+}
+
+// SeedConflictError is the refusal of a seed whose file holds conflicting
+// keys (refuseSeedConflicts): its text names the keys with their values,
+// which LogMessage leaves out, as KeyError's does (the run log keeps no row
+// values: it outlives erasures). It is a *job.RefusedError underneath
+// (exit 3).
+type SeedConflictError struct {
+	refused    error
+	Job        string
+	Keys, Rows int64
+}
+
+func (e *SeedConflictError) Error() string { return e.refused.Error() }
+
+func (e *SeedConflictError) Unwrap() error { return e.refused }
+
+// LogMessage is e without the keys' values, for the run log.
+func (e *SeedConflictError) LogMessage() string {
+	return fmt.Sprintf("refused: seed %s: %d key(s) hold rows with different values (%d rows); nothing committed", e.Job, e.Keys, e.Rows)
 }

@@ -47,6 +47,10 @@ func TestSeedConflictsRefused(t *testing.T) {
 	require.Equal(t, 3, r.Code, r.Stdout+r.Stderr)
 	require.Contains(t, r.Stderr, "seed stations: 2 key(s) of "+csv+" hold rows with different values (4 rows): id=1 at rows 1, 6; id=7 at rows 2, 4; fix the file, or set [input] conflicts = \"keep\" to store them as conflict rows; nothing committed")
 	require.Equal(t, before, clitest.CaptureState(t, db))
+	// The run log keeps the refusal without the keys' values: it outlives
+	// erasures.
+	require.Equal(t, []string{"refused: seed stations: 2 key(s) hold rows with different values (4 rows); nothing committed"},
+		clitest.QueryStrs(t, db, `SELECT message FROM idem.runs WHERE decision = 'refused'`))
 
 	clitest.WriteFile(t, jobFile, strings.Replace(seedJob, "%s", "conflicts = \"keep\"\n", 1))
 	r = clitest.CallIdem(t, "run", jobFile)
