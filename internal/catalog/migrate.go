@@ -171,10 +171,17 @@ func Migrate(ctx context.Context, db *sql.DB, path string, fault func(string)) e
 	if err != nil {
 		return err
 	}
-	return migrate(ctx, db, path, ms, fault)
+	return migrateWith(ctx, db, path, ms, freshSchema(ms), fault)
 }
 
 func migrate(ctx context.Context, db *sql.DB, path string, ms []Migration, fault func(string)) error {
+	return migrateWith(ctx, db, path, ms, "", fault)
+}
+
+// migrateWith is migrate; fresh, when not "", is the schema of ms's last
+// version, which a database without an idem schema takes instead of
+// every migration (see fresh.go).
+func migrateWith(ctx context.Context, db *sql.DB, path string, ms []Migration, fresh string, fault func(string)) error {
 	latest := ms[len(ms)-1].Version
 	v, err := readVersion(ctx, db, path)
 	if err != nil {
@@ -190,7 +197,7 @@ func migrate(ctx context.Context, db *sql.DB, path string, ms []Migration, fault
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", path, err)
 	}
-	if err := migrateTx(ctx, tx, path, ms); err != nil {
+	if err := migrateTx(ctx, tx, path, ms, fresh); err != nil {
 		return errors.Join(err, tx.Rollback())
 	}
 	if fault != nil {
@@ -212,8 +219,9 @@ func migrate(ctx context.Context, db *sql.DB, path string, ms []Migration, fault
 }
 
 // migrateTx applies the migrations after the database's version, read
-// again in tx, and records the last one's.
-func migrateTx(ctx context.Context, tx *sql.Tx, path string, ms []Migration) error {
+// again in tx, and records the last one's. A database without an idem
+// schema takes fresh instead, when it is not "".
+func migrateTx(ctx context.Context, tx *sql.Tx, path string, ms []Migration, fresh string) error {
 	latest := ms[len(ms)-1].Version
 	v, err := readVersion(ctx, tx, path)
 	if err != nil {
@@ -225,9 +233,24 @@ func migrateTx(ctx context.Context, tx *sql.Tx, path string, ms []Migration) err
 	if err := checkSums(ctx, tx, path, ms, v); err != nil {
 		return err
 	}
-	for _, m := range ms[v:] {
-		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
-			return fmt.Errorf("migrate %s to catalog version %d (%s): %w", path, m.Version, m.File, TrimSQLError(err))
+	if v == 0 && fresh != "" {
+		var schemas int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM duckdb_schemas() WHERE database_name = current_database() AND schema_name = 'idem'`).Scan(&schemas); err != nil {
+			return fmt.Errorf("migrate %s: %w", path, err)
+		}
+		if schemas > 0 {
+			fresh = "" // a database from before catalog versions: its tables take every migration
+		}
+	}
+	if v == 0 && fresh != "" {
+		if _, err := tx.ExecContext(ctx, fresh); err != nil {
+			return fmt.Errorf("create idem's tables in %s (catalog version %d): %w", path, latest, TrimSQLError(err))
+		}
+	} else {
+		for _, m := range ms[v:] {
+			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migrate %s to catalog version %d (%s): %w", path, m.Version, m.File, TrimSQLError(err))
+			}
 		}
 	}
 	if err := recordSums(ctx, tx, path, ms); err != nil {
@@ -276,12 +299,18 @@ func recordSums(ctx context.Context, tx *sql.Tx, path string, ms []Migration) er
 	if ms[len(ms)-1].Version < sumsVersion {
 		return nil
 	}
+	// One statement for all of them: each statement costs DuckDB a parse
+	// and a plan, which a new database paid nine times.
+	var values []string
+	var args []any
 	for _, m := range ms {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO idem.migrations (version, file, sha256, applied_at)
-			SELECT ?, ?, ?, current_timestamp WHERE NOT EXISTS (SELECT 1 FROM idem.migrations WHERE version = ?)`,
-			m.Version, m.File, m.SHA256, m.Version); err != nil {
-			return fmt.Errorf("record migration %s of %s: %w", m.File, path, TrimSQLError(err))
-		}
+		values = append(values, "(CAST(? AS INTEGER), CAST(? AS VARCHAR), CAST(? AS VARCHAR))")
+		args = append(args, m.Version, m.File, m.SHA256)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.migrations (version, file, sha256, applied_at)
+		SELECT v.version, v.file, v.sha256, current_timestamp FROM (VALUES `+strings.Join(values, ", ")+`) AS v (version, file, sha256)
+		WHERE v.version NOT IN (SELECT version FROM idem.migrations) ORDER BY v.version`, args...); err != nil {
+		return fmt.Errorf("record the migrations of %s: %w", path, TrimSQLError(err))
 	}
 	return nil
 }
