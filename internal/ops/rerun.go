@@ -401,6 +401,12 @@ func jobAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.Snap
 	if err := at.RestoreShape(parts.Config); err != nil {
 		return nil, fmt.Errorf("rerun: snapshot %d of %s: %w", row.Snapshot, j.Name, err)
 	}
+	// The macros it ran with, which the transform part covers.
+	withMacros, err := macrosAt(ctx, q, &at, row, parts)
+	if err != nil {
+		return nil, err
+	}
+	at = *withMacros
 	// The same functions as a run's key parts: a generic pipeline's schema
 	// part hashes the DDL expanded with the recorded columns.
 	if got := at.TransformPart(); got.SHA256 != parts.Transform.SHA256 {
