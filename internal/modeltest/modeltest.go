@@ -252,8 +252,8 @@ func findModel(jobs []*job.Job, t *Test) (*job.Job, error) {
 
 // checkGiven checks that the test gives the rows of every upstream the
 // model's SQL reads, and none of a job that is not its upstream. An
-// upstream the SQL does not read (declared in [input] upstream only) needs
-// no rows.
+// upstream the SQL does not read (declared for a sql or relationships
+// audit) needs no rows.
 func checkGiven(m *job.Job, t *Test) error {
 	ups := m.SortedUpstream()
 	reads := job.ModelUpstreams(m.ModelSQL)

@@ -397,16 +397,21 @@ func runIn(t *testing.T, dir string, paths []string) *modeltest.Report {
 	return rep
 }
 
+// relationships is an audit of a model's stations against the stations
+// job: a reason to declare stations an upstream that the SQL does not read.
+const relationships = "\n[[audit]]\nkind = \"relationships\"\ncolumn = \"station\"\nto = \"stations.station\"\n"
+
 // TestUnreadUpstreamNeedsNoRows: a test gives the rows of the upstreams
-// the model's SQL reads; one that [input] upstream declares and the SQL
-// does not read needs none, and a missing read one is named as read.
+// the model's SQL reads; one that [input] upstream declares for an audit
+// and the SQL does not read needs none, and a missing read one is named as
+// read.
 func TestUnreadUpstreamNeedsNoRows(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	for name, text := range map[string]string{
 		"weather_daily.toml": source("weather_daily", "station = \"VARCHAR\"\nday = \"DATE\"\ntemp_c = \"DOUBLE\"", `["station", "day"]`),
 		"stations.toml":      source("stations", "station = \"VARCHAR\"\nname = \"VARCHAR\"", `["station"]`),
-		"seen.toml":          model("seen", `["weather_daily", "stations"]`, `["station"]`),
+		"seen.toml":          model("seen", `["weather_daily", "stations"]`, `["station"]`) + relationships,
 		"models/seen/v1.sql": "SELECT DISTINCT station FROM {{upstream:weather_daily}}\n",
 		"tests/seen.toml": `[[test]]
 name = "stations seen"
