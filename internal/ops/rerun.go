@@ -293,6 +293,11 @@ func replayChainIn(ctx context.Context, d, scratch *run.DB, chain []*catalog.Sna
 			if _, err := Rollback(ctx, scratch, last, *row.Inputs.RollbackTo, RollbackOptions{}); err != nil {
 				return nil, fmt.Errorf("rerun: replay rollback of snapshot %d: %w", row.Snapshot, err)
 			}
+		case job.KindFullRefresh:
+			if err := replayFullRefresh(ctx, d, scratch, jobs[i], row, erasures, filepath.Join(dir, fmt.Sprintf("refresh-%d", row.Snapshot)), opts); err != nil { // fullrefresh_apply.go
+				return nil, err
+			}
+			last = jobs[i]
 		default:
 			if err := replayRun(ctx, d, scratch, jobs[i], row, filepath.Join(dir, fmt.Sprintf("in-%d", row.Snapshot)), opts); err != nil {
 				return nil, err
