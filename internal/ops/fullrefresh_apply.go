@@ -96,12 +96,9 @@ func FullRefreshApply(ctx context.Context, d *run.DB, j *job.Job, opts run.RunOp
 }
 
 // checkBatchesRetained refuses (exit 3) a rebuild of j from snaps when the
-// retained input of a batch is gone, naming the first such batch.
+// input of a batch is gone, retained and landed (batchInput), naming the
+// first such batch.
 func checkBatchesRetained(ctx context.Context, d *run.DB, j *job.Job, snaps []*catalog.SnapshotRow) error {
-	ret, err := catalog.ReadRetention(ctx, d.SQL(), j.Name)
-	if err != nil {
-		return err
-	}
 	for _, row := range snaps {
 		if !isBatch(row) {
 			continue
@@ -109,15 +106,16 @@ func checkBatchesRetained(ctx context.Context, d *run.DB, j *job.Job, snaps []*c
 		missing := func(why string) error {
 			return job.Refuse("full refresh", "--full-refresh cannot rebuild %s: batch %s (snapshot %d) %s; its batches are all needed to rebuild the target (idem rollback or a new batch instead)", j.Name, row.BatchID, row.Snapshot, why)
 		}
-		if row.Snapshot < ret.InputsFrom {
-			return missing(fmt.Sprintf("was expired with its retained input (inputs kept from snapshot %d)", ret.InputsFrom))
-		}
 		if len(row.Inputs.Files) == 0 && j.ReadsFiles() && !j.ReadsIceberg() {
 			return missing("records no retained input")
 		}
 		for _, f := range row.Inputs.Files {
-			if _, err := os.Stat(source.RetainedPath(d.Path(), f.SHA256)); err != nil {
-				return missing(fmt.Sprintf("has lost its retained input %s (sha256 %s)", f.Name, job.Short(f.SHA256)))
+			path, err := batchInput(ctx, d, j, f)
+			if err != nil {
+				return err
+			}
+			if path == "" {
+				return missing(fmt.Sprintf("has lost its retained input %s (sha256 %s), and the landing folder holds no file of that name and sha256", f.Name, job.Short(f.SHA256)))
 			}
 		}
 	}
@@ -339,4 +337,29 @@ func replayFullRefresh(ctx context.Context, d, scratch *run.DB, at *job.Job, row
 		return fmt.Errorf("rerun: full refresh of snapshot %d of %s: %w", row.Snapshot, at.Name, err)
 	}
 	return nil
+}
+
+// batchInput is the file a replay reads input f of job j from: its
+// retained copy, or else, when expiry (or a hand) removed it, the file of
+// its name in the job's landing folder (the folder of its [input] path)
+// while it still holds the recorded bytes; "" when neither does. A copy
+// whose bytes are not the recorded ones is an error, never read.
+func batchInput(ctx context.Context, d *run.DB, j *job.Job, f catalog.InputRef) (string, error) {
+	retained := source.RetainedPath(d.Path(), f.SHA256)
+	if _, err := os.Stat(retained); err == nil {
+		return retained, source.VerifyRetained(ctx, d.Path(), f)
+	}
+	if j.Input.Path == "" || f.Name == "" || filepath.Base(f.Name) != f.Name {
+		return "", nil
+	}
+	dir := j.Input.Path
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		dir = filepath.Dir(dir)
+	}
+	landed := filepath.Join(dir, f.Name)
+	sum, _, err := source.SumFile(ctx, landed, nil)
+	if err != nil || sum != f.SHA256 {
+		return "", nil
+	}
+	return landed, nil
 }

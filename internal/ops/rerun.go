@@ -509,24 +509,27 @@ func replayRun(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job, row 
 	if len(files) == 0 {
 		return fmt.Errorf("rerun: snapshot %d of %s records no input file", row.Snapshot, j.Name)
 	}
-	for _, f := range files {
-		if _, err := os.Stat(source.RetainedPath(d.Path(), f.SHA256)); err != nil {
-			return fmt.Errorf("rerun: snapshot %d of %s: retained input %s (%s) is missing: %w", row.Snapshot, j.Name, f.Name, job.Short(f.SHA256), err)
-		}
+	paths := make([]string, len(files))
+	for i, f := range files {
 		// Never replay from a copy whose bytes are not the recorded ones.
-		if err := source.VerifyRetained(ctx, d.Path(), f); err != nil {
+		p, err := batchInput(ctx, d, j, f) // fullrefresh_apply.go
+		if err != nil {
 			return fmt.Errorf("rerun: snapshot %d of %s: %w", row.Snapshot, j.Name, err)
 		}
+		if p == "" {
+			return fmt.Errorf("rerun: snapshot %d of %s: retained input %s (%s) is missing", row.Snapshot, j.Name, f.Name, job.Short(f.SHA256))
+		}
+		paths[i] = p
 	}
-	input := source.RetainedPath(d.Path(), files[0].SHA256)
+	input := paths[0]
 	if len(files) > 1 {
 		// A glob over links named in the recorded order reads the files in
 		// that order.
 		if err := os.MkdirAll(linkDir, 0o755); err != nil {
 			return err
 		}
-		for i, f := range files {
-			src, err := filepath.Abs(source.RetainedPath(d.Path(), f.SHA256))
+		for i := range files {
+			src, err := filepath.Abs(paths[i])
 			if err != nil {
 				return err
 			}

@@ -16,8 +16,9 @@ import (
 // target from the retained input of every batch, with the erasure between
 // them replayed (an erased key stays erased), as a new snapshot of kind
 // full_refresh that rerun reproduces, before and after a later batch. A
-// batch whose retained input is gone refuses it (exit 3) naming the batch,
-// and nothing is committed.
+// batch whose retained input is gone is read from its landing file while
+// that holds the recorded bytes; else the rebuild is refused (exit 3)
+// naming the batch, and nothing is committed.
 func TestFullRefreshApply(t *testing.T) {
 	t.Parallel()
 	p := clitest.NewProject(t)
@@ -64,12 +65,18 @@ func TestFullRefreshApply(t *testing.T) {
 	ok(p.Idem("run", p.Path("src.toml"), "--input", p.Path("input/src3.csv")))
 	rerun(5)
 
-	// The first batch's retained input is gone: refused, nothing written.
+	// The first batch's retained input is gone: its landing file, still
+	// holding the recorded bytes, stands in for it.
 	sum := clitest.QueryStrs(t, db, `SELECT json_extract_string(inputs, '$.files[0].sha256') FROM idem.snapshots WHERE job = 'src' AND snapshot = 1`)[0]
 	require.NoError(t, os.Remove(filepath.Join(db+".inputs", sum[:2], sum)))
+	ok(p.Idem("run", p.Path("src.toml"), "--full-refresh"))
+	require.Equal(t, []string{"6 full_refresh"}, clitest.QueryStrs(t, db, `SELECT snapshot || ' ' || kind FROM idem.snapshots WHERE job = 'src' AND snapshot = 6`))
+
+	// Edited in the landing folder too: refused, nothing written.
+	p.Write("input/src.csv", "id,day,zone,amount\n1,2024-01-01,1,99.00\n")
 	state := clitest.CaptureState(t, db)
 	r = p.Idem("run", p.Path("src.toml"), "--full-refresh")
 	require.Equal(t, job.ExitRefused, r.Code, r.Stdout+r.Stderr)
-	require.Contains(t, r.Stderr, "--full-refresh cannot rebuild src: batch src.csv (snapshot 1) has lost its retained input")
+	require.Contains(t, r.Stderr, "--full-refresh cannot rebuild src: batch src.csv (snapshot 1) has lost its retained input src.csv (sha256 "+job.Short(sum)+"), and the landing folder holds no file of that name and sha256")
 	require.Equal(t, state, clitest.CaptureState(t, db))
 }
