@@ -64,7 +64,8 @@ func FullRefreshApply(ctx context.Context, d *run.DB, j *job.Job, opts run.RunOp
 	if err != nil {
 		return nil, err
 	}
-	if err := checkBatchesRetained(ctx, d, j, snaps); err != nil {
+	landed, err := checkBatchesRetained(ctx, d, j, snaps)
+	if err != nil {
 		return nil, err
 	}
 	erasures, err := catalog.ErasuresBySnapshot(ctx, d.SQL(), j.Name)
@@ -87,7 +88,13 @@ func FullRefreshApply(ctx context.Context, d *run.DB, j *job.Job, opts run.RunOp
 		return nil, err
 	}
 	partsJSON := string(job.CanonicalJSON(parts))
-	res, err := commitRebuilt(ctx, d, j, rows, st.Snapshot, parts.Key(), partsJSON, opts.Epoch, opts.ExpectParent, opts.Fault)
+	// The landing files that stood in for lost retained copies are
+	// retained again, as a run retains its input, so that a rerun of the
+	// new snapshot finds every batch's input in the store.
+	if err := source.Retain(ctx, d.Path(), landed, opts.Progress); err != nil {
+		return nil, err
+	}
+	res, err := commitRebuilt(ctx, d, j, rows, st.Snapshot, parts.Key(), partsJSON, landed, opts.Epoch, opts.ExpectParent, opts.Fault)
 	if err != nil {
 		return nil, err
 	}
@@ -97,8 +104,10 @@ func FullRefreshApply(ctx context.Context, d *run.DB, j *job.Job, opts run.RunOp
 
 // checkBatchesRetained refuses (exit 3) a rebuild of j from snaps when the
 // input of a batch is gone, retained and landed (batchInput), naming the
-// first such batch.
-func checkBatchesRetained(ctx context.Context, d *run.DB, j *job.Job, snaps []*catalog.SnapshotRow) error {
+// first such batch. It returns the landing files that stand in for lost
+// retained copies.
+func checkBatchesRetained(ctx context.Context, d *run.DB, j *job.Job, snaps []*catalog.SnapshotRow) ([]source.InputFile, error) {
+	var landed []source.InputFile
 	for _, row := range snaps {
 		if !isBatch(row) {
 			continue
@@ -107,19 +116,22 @@ func checkBatchesRetained(ctx context.Context, d *run.DB, j *job.Job, snaps []*c
 			return job.Refuse("full refresh", "--full-refresh cannot rebuild %s: batch %s (snapshot %d) %s; its batches are all needed to rebuild the target (idem rollback or a new batch instead)", j.Name, row.BatchID, row.Snapshot, why)
 		}
 		if len(row.Inputs.Files) == 0 && j.ReadsFiles() && !j.ReadsIceberg() {
-			return missing("records no retained input")
+			return nil, missing("records no retained input")
 		}
 		for _, f := range row.Inputs.Files {
 			path, err := batchInput(ctx, d, j, f)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if path == "" {
-				return missing(fmt.Sprintf("has lost its retained input %s (sha256 %s), and the landing folder holds no file of that name and sha256", f.Name, job.Short(f.SHA256)))
+				return nil, missing(fmt.Sprintf("has lost its retained input %s (sha256 %s), and the landing folder holds no file of that name and sha256", f.Name, job.Short(f.SHA256)))
+			}
+			if path != source.RetainedPath(d.Path(), f.SHA256) && !slices.ContainsFunc(landed, func(l source.InputFile) bool { return l.SHA256 == f.SHA256 }) {
+				landed = append(landed, source.InputFile{Path: path, SHA256: f.SHA256, Size: f.Bytes})
 			}
 		}
 	}
-	return nil
+	return landed, nil
 }
 
 // isBatch says whether row is a batch a rebuild replays from its input,
@@ -229,8 +241,10 @@ func fullRefreshParts(j *job.Job, snaps []*catalog.SnapshotRow) (job.Parts, erro
 // commitRebuilt makes j's target in d hold the rebuilt rows and commits
 // them as snapshot parent+1 of kind full_refresh with key and parts, in
 // one transaction, under the writer guards of a run: the job's latest
-// snapshot must still be parent. A rerun commits its replay the same way.
-func commitRebuilt(ctx context.Context, d *run.DB, j *job.Job, rows *rebuiltRows, parent int64, key, parts string, epoch, expectParent *int64, fault func(string)) (*run.Result, error) {
+// snapshot must still be parent. retained are input files copied back
+// into the store, recorded in the same transaction. A rerun commits its
+// replay the same way.
+func commitRebuilt(ctx context.Context, d *run.DB, j *job.Job, rows *rebuiltRows, parent int64, key, parts string, retained []source.InputFile, epoch, expectParent *int64, fault func(string)) (*run.Result, error) {
 	hit := func(point string) {
 		if fault != nil {
 			fault(point)
@@ -291,6 +305,11 @@ func commitRebuilt(ctx context.Context, d *run.DB, j *job.Job, rows *rebuiltRows
 	} else if n > 0 {
 		return fail(job.Refuse("erasure", "the rebuilt target of %s holds %d row(s) of erased keys: nothing committed", j.Name, n))
 	}
+	for _, f := range retained {
+		if err := catalog.RecordInput(ctx, tx, f.SHA256, f.Size); err != nil {
+			return fail(fmt.Errorf("record retained input %s: %w", f.Path, err))
+		}
+	}
 	snapshot := st.Snapshot + 1
 	if _, err := catalog.RecordHistory(ctx, tx, j, snapshot); err != nil {
 		return fail(err)
@@ -333,7 +352,7 @@ func replayFullRefresh(ctx context.Context, d, scratch *run.DB, at *job.Job, row
 	if err != nil {
 		return fmt.Errorf("rerun: full refresh of snapshot %d of %s: %w", row.Snapshot, at.Name, err)
 	}
-	if _, err := commitRebuilt(ctx, scratch, at, rows, row.Snapshot-1, row.JobKey, row.PartsJSON, nil, nil, nil); err != nil {
+	if _, err := commitRebuilt(ctx, scratch, at, rows, row.Snapshot-1, row.JobKey, row.PartsJSON, nil, nil, nil, nil); err != nil {
 		return fmt.Errorf("rerun: full refresh of snapshot %d of %s: %w", row.Snapshot, at.Name, err)
 	}
 	return nil

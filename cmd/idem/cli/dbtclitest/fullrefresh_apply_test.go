@@ -17,8 +17,8 @@ import (
 // them replayed (an erased key stays erased), as a new snapshot of kind
 // full_refresh that rerun reproduces (with IDEM_LONG=1 also after a later
 // batch). A batch whose retained input is gone is read from its landing
-// file while that holds the recorded bytes (IDEM_LONG=1); else the rebuild
-// is refused (exit 3) naming the batch, and nothing is committed.
+// file while that holds the recorded bytes, and retained again; else the
+// rebuild is refused (exit 3) naming the batch, and nothing is committed.
 func TestFullRefreshApply(t *testing.T) {
 	t.Parallel()
 	p := clitest.NewProject(t)
@@ -41,6 +41,11 @@ func TestFullRefreshApply(t *testing.T) {
 		Snapshot    int64  `json:"snapshot"`
 		FullRefresh bool   `json:"full_refresh"`
 	}
+	// The first batch's retained input is gone: its landing file, still
+	// holding the recorded bytes, stands in for it and is retained again.
+	sum := clitest.QueryStrs(t, db, `SELECT json_extract_string(inputs, '$.files[0].sha256') FROM idem.snapshots WHERE job = 'src' AND snapshot = 1`)[0]
+	retained := filepath.Join(db+".inputs", sum[:2], sum)
+	require.NoError(t, os.Remove(retained))
 	r := p.Idem("run", p.Path("src.toml"), "--full-refresh", "--json")
 	ok(r)
 	var res result
@@ -48,6 +53,8 @@ func TestFullRefreshApply(t *testing.T) {
 	require.Equal(t, result{Decision: "loaded", Snapshot: 4, FullRefresh: true}, res)
 	require.Equal(t, before, clitest.QueryStrs(t, db, rows), "the same batches, the same rows: key 4 stays erased")
 	require.Equal(t, []string{"1 applied", "2 applied", "3 erase", "4 full_refresh"}, clitest.QueryStrs(t, db, `SELECT snapshot || ' ' || kind FROM idem.snapshots WHERE job = 'src' ORDER BY snapshot`))
+	require.FileExists(t, retained)
+	clitest.RequireStoreIsCommitted(t, db)
 
 	rerun := func(want int64) {
 		t.Helper()
@@ -66,16 +73,9 @@ func TestFullRefreshApply(t *testing.T) {
 		ok(p.Idem("run", p.Path("src.toml"), "--input", p.Path("input/src3.csv")))
 		rerun(5)
 	}
-	sum := clitest.QueryStrs(t, db, `SELECT json_extract_string(inputs, '$.files[0].sha256') FROM idem.snapshots WHERE job = 'src' AND snapshot = 1`)[0]
-	require.NoError(t, os.Remove(filepath.Join(db+".inputs", sum[:2], sum)))
-	if clitest.LongTests() {
-		// The first batch's retained input is gone: its landing file,
-		// still holding the recorded bytes, stands in for it.
-		ok(p.Idem("run", p.Path("src.toml"), "--full-refresh"))
-		require.Equal(t, []string{"6 full_refresh"}, clitest.QueryStrs(t, db, `SELECT snapshot || ' ' || kind FROM idem.snapshots WHERE job = 'src' AND snapshot = 6`))
-	}
 
 	// Edited in the landing folder too: refused, nothing written.
+	require.NoError(t, os.Remove(retained))
 	p.Write("input/src.csv", "id,day,zone,amount\n1,2024-01-01,1,99.00\n")
 	state := clitest.CaptureState(t, db)
 	r = p.Idem("run", p.Path("src.toml"), "--full-refresh")
