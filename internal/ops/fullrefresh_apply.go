@@ -41,7 +41,9 @@ func Run(ctx context.Context, d *run.DB, j *job.Job, opts run.RunOptions) (*run.
 // as the batches left them, as after a rollback. idem rerun JOB proves the
 // snapshot: it rebuilds it the same way.
 //
-// A batch whose retained input is missing (expired, deleted) refuses the
+// A batch whose retained input is missing (expired, deleted) is read from
+// its landing file while that still holds the recorded bytes, and that
+// file is retained again; one whose input is gone from both refuses the
 // rebuild (exit 3) naming the first; so does a rebuilt target whose
 // columns differ from the target's (a schema change: run a new batch). A
 // stream job, or one with no committed batch, is a usage error (exit 2).
