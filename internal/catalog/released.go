@@ -10,9 +10,10 @@ import (
 
 // CheckReleased refuses a run whose transform or schema version's files no
 // longer match the sha256 recorded the first time this database used them,
-// and records versions seen for the first time, and a model's text
-// (RecordModelText). A model written as one file has no numbered version
-// to check: its version is its text's sha256.
+// and records versions seen for the first time, a model's text
+// (RecordModelText) and the macros the job uses (RecordMacroTexts). A
+// model written as one file has no numbered version to check: its version
+// is its text's sha256.
 //
 // Without record (a plan), a version not recorded yet is left unrecorded.
 func CheckReleased(ctx context.Context, tx *sql.Tx, j *job.Job, record bool) error {
@@ -40,6 +41,9 @@ func CheckReleased(ctx context.Context, tx *sql.Tx, j *job.Job, record bool) err
 	}
 	if record {
 		if err := RecordModelText(ctx, tx, j); err != nil {
+			return err
+		}
+		if err := RecordMacroTexts(ctx, tx, j); err != nil {
 			return err
 		}
 	}

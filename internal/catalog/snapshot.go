@@ -87,7 +87,7 @@ func WriteSnapshotOnly(ctx context.Context, tx *sql.Tx, j *job.Job, st State, sn
 		snapshot, nullable(key), nullable(parts), j.Name); err != nil {
 		return fmt.Errorf("write state row: %w", err)
 	}
-	decision := map[string]string{job.KindErase: "erased", job.KindRollback: "rolled_back"}[kind]
+	decision := map[string]string{job.KindErase: "erased", job.KindRollback: "rolled_back", job.KindFullRefresh: job.KindFullRefresh}[kind]
 	if err := InsertRun(ctx, tx, RunRow{Job: j.Name, Decision: decision, Changed: "[]", RowsIn: 0, Outcomes: "{}",
 		Snapshot: snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Commit: true}); err != nil {
 		return fmt.Errorf("write run log: %w", err)

@@ -3,6 +3,8 @@ package docs
 import (
 	"regexp"
 	"strings"
+
+	"github.com/idem-dev/idem/internal/job"
 )
 
 // The descriptions of a job's columns come from the job file's [columns]
@@ -22,31 +24,68 @@ var selectItemName = regexp.MustCompile(`(?i)(?:^|[\s.,(])("(?:[^"]|"")+"|[A-Za-
 // lists: the lines from a line that begins with SELECT up to the line of
 // its FROM (outside parentheses), each with code before the comment that
 // ends in a column's name. A later SELECT list (the model's own, after its
-// WITH) wins over an earlier one.
+// WITH) wins over an earlier one. Quotes and comments are read as the job
+// package's lexer reads them (job.MaskSQL): a -- inside a string, a
+// dollar-quoted string or an E'...' string is no comment, and a FROM or a --
+// inside a /* */ comment is neither.
 func modelColumnDocs(sql string) map[string]string {
+	sql = strings.ReplaceAll(sql, "\r\n", "\n")
+	masked := job.MaskSQL(sql) // strings and comments blanked: the code
+	// code is sql with its comments blanked: the items as written, their
+	// quoted names kept; lineComment the -- comments, by where they begin.
+	code := []byte(sql)
+	lineComment := map[int]int{}
+	for _, c := range job.SQLComments(sql) {
+		if strings.HasPrefix(sql[c.Start:], "--") {
+			lineComment[c.Start] = c.End
+		}
+		for k := c.Start; k < c.End; k++ {
+			if code[k] != '\n' {
+				code[k] = ' '
+			}
+		}
+	}
 	out := map[string]string{}
 	inList := false
 	depth := 0 // of parentheses, across the lines of a SELECT list
-	for _, line := range strings.Split(strings.ReplaceAll(sql, "\r\n", "\n"), "\n") {
-		trimmed := strings.TrimSpace(line)
+	for from := 0; from < len(sql); {
+		to := strings.IndexByte(sql[from:], '\n')
+		if to < 0 {
+			to = len(sql)
+		} else {
+			to += from
+		}
+		line, next := from, to+1
+		from = next
+		lead := len(masked[line:to]) - len(strings.TrimLeft(masked[line:to], " \t"))
+		start := line + lead
 		if !inList {
-			if !strings.HasPrefix(strings.ToUpper(trimmed), "SELECT") {
+			if !hasWordPrefix(masked[start:to], "select") {
 				continue
 			}
 			inList, depth = true, 0
-			trimmed = trimmed[len("SELECT"):]
+			start += len("select")
 		}
-		at, from := scanLine(trimmed, &depth)
-		if from {
+		at := to // where the line's -- comment begins
+		for k := start; k < to; k++ {
+			if _, ok := lineComment[k]; ok {
+				at = k
+				break
+			}
+		}
+		if listEnds(masked[start:at], &depth) {
 			inList = false
 			continue
 		}
-		comment := strings.TrimSpace(strings.TrimPrefix(trimmed[at:], "--"))
-		trimmed = strings.TrimSpace(trimmed[:at])
+		if at == to {
+			continue
+		}
+		comment := strings.TrimSpace(sql[at+2 : to])
+		item := strings.TrimSpace(string(code[start:at]))
 		if comment == "" {
 			continue
 		}
-		m := selectItemName.FindStringSubmatch(strings.TrimSpace(strings.TrimSuffix(trimmed, ",")))
+		m := selectItemName.FindStringSubmatch(strings.TrimSpace(strings.TrimSuffix(item, ",")))
 		if m == nil {
 			continue
 		}
@@ -59,33 +98,30 @@ func modelColumnDocs(sql string) map[string]string {
 	return out
 }
 
-// scanLine reads a line of SQL outside its quotes: where its -- comment
-// begins (len(line) when it has none), and whether the code before it holds
-// the keyword FROM outside parentheses; depth carries the parentheses left
-// open by earlier lines.
-func scanLine(line string, depth *int) (comment int, from bool) {
-	var quote byte
-	for i := 0; i < len(line); i++ {
-		c := line[i]
-		switch {
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			}
-		case c == '\'' || c == '"':
-			quote = c
+// hasWordPrefix says whether masked begins with the keyword word (any
+// case), not a longer name.
+func hasWordPrefix(masked, word string) bool {
+	return len(masked) >= len(word) && strings.EqualFold(masked[:len(word)], word) &&
+		(len(masked) == len(word) || !isWordByte(masked[len(word)]))
+}
+
+// listEnds reads masked code of a line of a SELECT list (strings and
+// comments blanked by job.MaskSQL): whether it holds the keyword FROM
+// outside parentheses; depth carries the parentheses left open by earlier
+// lines.
+func listEnds(masked string, depth *int) bool {
+	from := false
+	for i := 0; i < len(masked); i++ {
+		switch c := masked[i]; {
 		case c == '(':
 			*depth++
 		case c == ')':
 			*depth--
-		case c == '-' && strings.HasPrefix(line[i:], "--"):
-			return i, from
-		case *depth == 0 && len(line)-i >= 4 && strings.EqualFold(line[i:i+4], "from") &&
-			(i == 0 || !isWordByte(line[i-1])) && (len(line)-i == 4 || !isWordByte(line[i+4])):
+		case *depth == 0 && (i == 0 || !isWordByte(masked[i-1])) && hasWordPrefix(masked[i:], "from"):
 			from = true
 		}
 	}
-	return len(line), from
+	return from
 }
 
 func isWordByte(c byte) bool {

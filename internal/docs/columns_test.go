@@ -40,6 +40,33 @@ GROUP BY ALL
 	require.Equal(t, map[string]string{"f": "the model's", "day": "its day"}, modelColumnDocs(withCTE))
 }
 
+// TestModelColumnDocsLexer: quotes and comments are read as DuckDB's
+// lexer reads them (job.MaskSQL): a -- inside a dollar-quoted string or
+// an E'...' string with an escaped quote is no comment, and a parenthesis
+// there leaves the list's depth alone; a FROM or a -- inside a /* */
+// comment neither ends the list nor starts a description.
+func TestModelColumnDocsLexer(t *testing.T) {
+	t.Parallel()
+	sql := `SELECT $$it's -- no comment$$ AS dollars,    -- a dollar-quoted string
+       $tag$ ( $tag$ AS tagged,                   -- a tagged one, a parenthesis inside
+       E'it\'s (' AS escaped,                     -- an E'' string
+       /* FROM here */ zone,                      -- after a block comment
+       fare /* -- not a description */ AS fare_usd,  -- the fare
+       tip /* multi
+       FROM line */ AS tip,                       -- the tip
+       'plain' AS plain
+FROM {{upstream:trips}} -- not a column
+`
+	require.Equal(t, map[string]string{
+		"dollars":  "a dollar-quoted string",
+		"tagged":   "a tagged one, a parenthesis inside",
+		"escaped":  "an E'' string",
+		"zone":     "after a block comment",
+		"fare_usd": "the fare",
+		"tip":      "the tip",
+	}, modelColumnDocs(sql))
+}
+
 // TestModelColumnDocsAsDocumented: the model of docs/projects.md's "Column
 // descriptions" gives the descriptions the page says it gives.
 func TestModelColumnDocsAsDocumented(t *testing.T) {

@@ -11,8 +11,10 @@ const (
 )
 
 // Snapshot kinds beyond the run decisions (loaded, applied): an erasure and
-// a rollback each commit a snapshot of their own.
+// a rollback each commit a snapshot of their own, and so does run
+// --full-refresh of an apply job (its target rebuilt from every batch).
 const (
-	KindErase    = "erase"
-	KindRollback = "rollback"
+	KindErase       = "erase"
+	KindRollback    = "rollback"
+	KindFullRefresh = "full_refresh"
 )

@@ -320,6 +320,9 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, err
 		return nil, err
 	}
 	job.useMacros(macros)
+	if err := job.checkDeclaredReads(data, &jf); err != nil { // upstream.go
+		return nil, err
+	}
 	return job, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -215,4 +216,41 @@ func checkMacro(t SealedText, p Parser, macros map[string]bool) ([]Violation, er
 			Fix:     "pass the values as arguments, or read the relation in the job's SQL and call a scalar macro on its columns"})
 	}
 	return vs, nil
+}
+
+// MacroText is one macro a job used as its key covers it: the file, as
+// messages name it (macros/NAME.sql), and its text. A run records them
+// (catalog.RecordMacroTexts) so that a rerun rebuilds a snapshot with the
+// macros it ran with after a macro file was edited (WithMacros).
+type MacroText struct {
+	File string `json:"file"`
+	SQL  string `json:"sql"`
+}
+
+// MacroTexts are the texts of the macros j uses, in the order its
+// transform part reads them; none when it uses no macro.
+func (j *Job) MacroTexts() []MacroText {
+	out := make([]MacroText, len(j.Macros))
+	for i, m := range j.Macros {
+		out[i] = MacroText{File: m.File, SQL: m.SQL}
+	}
+	return out
+}
+
+// WithMacros is j using exactly the macros of texts, in their order,
+// instead of those its macros folder holds now: a job as it ran for a
+// snapshot. Each text is read as loadMacros reads a file; an error names
+// the macro's file.
+func (j *Job) WithMacros(texts []MacroText) (*Job, error) {
+	at := *j
+	at.Macros = make([]Macro, len(texts))
+	for i, t := range texts {
+		base := strings.TrimSuffix(path.Base(t.File), path.Ext(t.File))
+		m, err := parseMacro(base, t.File, t.SQL)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", t.File, err)
+		}
+		at.Macros[i] = m
+	}
+	return &at, nil
 }

@@ -16,6 +16,21 @@ import (
 // splits on this masking is checked against DuckDB's own parser before it
 // runs (Statements), so a quote read another way is refused, not run.
 func MaskSQL(text string) string {
+	masked, _ := maskSQL(text)
+	return masked
+}
+
+// SQLComments are the comments of text as MaskSQL reads them, in order: a
+// -- comment up to the end of its line (the newline not included), a
+// nested /* */ comment whole.
+func SQLComments(text string) []Span {
+	_, comments := maskSQL(text)
+	return comments
+}
+
+// maskSQL is MaskSQL, with the comments it blanked.
+func maskSQL(text string) (string, []Span) {
+	var comments []Span
 	b := []byte(text)
 	blank := func(from, to int) {
 		for k := from; k < to && k < len(b); k++ {
@@ -33,6 +48,7 @@ func MaskSQL(text string) string {
 				j++
 			}
 			blank(i, j)
+			comments = append(comments, Span{i, j})
 			i = j
 		case c == '/' && i+1 < len(b) && b[i+1] == '*':
 			j, depth := i+2, 1
@@ -49,6 +65,7 @@ func MaskSQL(text string) string {
 				}
 			}
 			blank(i, j)
+			comments = append(comments, Span{i, min(j, len(b))})
 			i = j
 		case c == '\'':
 			j := quoteEnd(text, i, false)
@@ -88,7 +105,7 @@ func MaskSQL(text string) string {
 			i++
 		}
 	}
-	return string(b)
+	return string(b), comments
 }
 
 func isIdentStart(c byte) bool {

@@ -1,6 +1,9 @@
 package job
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // What a pipeline may read together (pipeline.toml reads).
 const (
@@ -86,16 +89,39 @@ func (j *Job) SortedUpstream() []string {
 
 // modelUpstreams are a model's upstream jobs: those its SQL reads through
 // {{upstream:NAME}} (or {{ ref('NAME') }}), with its sql audits', when
-// [input] upstream is left out; else the declared ones, which must name
-// every job the SQL reads (a read of another is reported where the
-// placeholder expands). A declared job the SQL does not read stays an
-// upstream, pinned and ordered before the model, as before upstreams came
-// from the SQL.
+// [input] upstream is left out; else the declared ones, which must agree
+// with them: a read of a job not declared is reported where the
+// placeholder expands, a declared job no text reads by checkDeclaredReads.
 func (j *Job) modelUpstreams(jf *jobFile) []string {
 	if len(jf.Input.Upstream) > 0 {
 		return jf.Input.Upstream
 	}
 	return modelReads(j.ModelSQL, jf.Audit)
+}
+
+// checkDeclaredReads refuses a model's declared upstream that neither its
+// SQL nor a sql audit reads, naming the file, the line of [input] upstream
+// and the job, unless a relationships audit checks against it (declaring
+// it pins the rows that audit reads, and reruns the model when they
+// change). It runs after the job file's other checks, whose errors say
+// more about the same mistake.
+func (j *Job) checkDeclaredReads(data []byte, jf *jobFile) error {
+	if !j.Pipeline.Model || len(jf.Input.Upstream) == 0 {
+		return nil
+	}
+	reads := modelReads(j.ModelSQL, jf.Audit)
+	for _, a := range jf.Audit {
+		if other, _, _ := strings.Cut(a.To, "."); a.Kind == AuditRelationships {
+			reads = append(reads, other)
+		}
+	}
+	for _, u := range jf.Input.Upstream {
+		if !slices.Contains(reads, u) {
+			return keyErrors(j.File, data)("input.upstream", "upstream %s is declared but model %s never reads it: read it with {{upstream:%s}} (or {{ ref('%s') }}), or drop it from [input] upstream (a model's upstreams come from its SQL when [input] upstream is left out)",
+				u, j.Name, u, u)
+		}
+	}
+	return nil
 }
 
 // modelReads are the upstream jobs a model's text and its sql audits read.

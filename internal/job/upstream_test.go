@@ -197,3 +197,38 @@ func TestModelUpstreamsFromSQL(t *testing.T) {
 	require.False(t, cal.ReadsUpstream())
 	require.False(t, cal.ReadsFiles(), "a model without upstreams reads nothing, not a missing file")
 }
+
+// TestDeclaredUpstreamMustBeRead: [input] upstream, when present, agrees
+// with what the model reads: a declared job that neither the model nor a
+// sql audit reads is refused at load (exit 2) naming the file, the line of
+// upstream, the field and the job, unless a relationships audit checks
+// against it; one read in a sql audit or a dependency comment is kept.
+func TestDeclaredUpstreamMustBeRead(t *testing.T) {
+	t.Parallel()
+	two := strings.Replace(modelJob, `["trips"]`, `["trips", "zones"]`, 1)
+	audit := func(body string) string { return two + "\n[[audit]]\n" + body }
+	for _, tc := range []struct{ name, job, model, want string }{
+		{"declared, never read", two, "SELECT day FROM {{upstream:trips}}",
+			"daily.toml:7: input.upstream: upstream zones is declared but model daily never reads it: read it with {{upstream:zones}} (or {{ ref('zones') }}), or drop it from [input] upstream"},
+		{"a model reading nothing", modelJob, "SELECT 1 AS day", "daily.toml:7: input.upstream: upstream trips is declared but model daily never reads it"},
+		{"read by a sql audit", audit("kind = \"sql\"\nsql = \"SELECT day FROM {{upstream:zones}} WHERE day IS NULL\"\n"), "SELECT day FROM {{upstream:trips}}", ""},
+		{"checked by a relationships audit", audit("kind = \"relationships\"\ncolumn = \"day\"\nto = \"zones.day\"\n"), "SELECT day FROM {{upstream:trips}}", ""},
+		{"a not_null audit is no read", audit("kind = \"not_null\"\ncolumns = [\"day\"]\n"), "SELECT day FROM {{upstream:trips}}", "upstream zones is declared but model daily never reads it"},
+		{"read through ref()", two, "SELECT day FROM {{ ref('trips') }} JOIN {{ref(\"zones\")}} USING (day)", ""},
+		{"a dependency comment", two, "-- depends on {{upstream:zones}}\nSELECT day FROM {{upstream:trips}}", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := writeTree(t, map[string]string{"daily.toml": tc.job, "models/daily/v1.sql": tc.model})
+			_, err := job.LoadJob(filepath.Join(d, "daily.toml"), idemsql.FS)
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			var jfe *job.JobFileError
+			require.ErrorAs(t, err, &jfe)
+			require.ErrorContains(t, err, tc.want)
+			require.Equal(t, job.ExitUsage, job.ExitCode(err))
+		})
+	}
+}

@@ -7,7 +7,8 @@
 // sealing checks, the same single-threaded steps and the same key check
 // as a run. The project's database is only opened read-only, for the
 // types of an upstream model's columns as last committed (a column the
-// given rows leave out); it is never written.
+// given rows leave out); it is never written. An upstream model that never
+// committed is typed by DESCRIBE of its SELECT (describe.go).
 //
 // It sits beside ops: it uses job, project, catalog, source and run, and
 // knows nothing of cobra or terminals.

@@ -252,8 +252,8 @@ func findModel(jobs []*job.Job, t *Test) (*job.Job, error) {
 
 // checkGiven checks that the test gives the rows of every upstream the
 // model's SQL reads, and none of a job that is not its upstream. An
-// upstream the SQL does not read (declared in [input] upstream only) needs
-// no rows.
+// upstream the SQL does not read (declared for a sql or relationships
+// audit) needs no rows.
 func checkGiven(m *job.Job, t *Test) error {
 	ups := m.SortedUpstream()
 	reads := job.ModelUpstreams(m.ModelSQL)
@@ -288,13 +288,21 @@ func given(ctx context.Context, db *run.DB, dir string, jobs []*job.Job, m *job.
 		}
 		shell(ctx, db, j)
 	}
+	// An upstream model that never committed is typed by its SELECT over
+	// its own upstreams: those of m's database.
+	d := &describer{db: db, m: m, jobs: map[string]*job.Job{}}
+	for _, j := range jobs {
+		if j != m && sameDatabase(j, m) {
+			d.jobs[j.Name] = j
+		}
+	}
 	src := &source.Upstream{Rows: map[string]string{}, Columns: map[string][]catalog.TargetColumn{}}
 	for _, u := range ups {
 		tb, ok := t.Given[u]
 		if !ok {
 			continue // not read (checkGiven)
 		}
-		cols, err := upstreamTable(ctx, db, byName[u], u, t, tb, m)
+		cols, err := upstreamTable(ctx, db, byName[u], u, t, tb, m, d)
 		if err != nil {
 			return nil, err
 		}
@@ -335,8 +343,11 @@ func shell(ctx context.Context, db *run.DB, j *job.Job) {
 			return
 		}
 	}
-	_, _ = db.SQL().ExecContext(ctx, "CREATE TABLE IF NOT EXISTS main."+job.QuoteIdent(j.Table)+" (idem_test_shell BOOLEAN)")
+	_, _ = db.SQL().ExecContext(ctx, "CREATE TABLE IF NOT EXISTS main."+job.QuoteIdent(j.Table)+" ("+shellColumn+" BOOLEAN)")
 }
+
+// shellColumn is the one column of a shell target.
+const shellColumn = "idem_test_shell"
 
 // upstreamTable creates upstream name's target in the scratch database
 // and writes the test's rows into it. Its columns and types are those its
@@ -348,8 +359,10 @@ func shell(ctx context.Context, db *run.DB, j *job.Job) {
 //
 // Without a schema, a column the rows leave out takes the type of the
 // upstream's target as committed in the project's database (m's, read
-// only), when it has committed: a test gives only the columns it is about.
-func upstreamTable(ctx context.Context, db *run.DB, j *job.Job, name string, t *Test, tb *Table, m *job.Job) ([]catalog.TargetColumn, error) {
+// only), when it has committed, or else, for a model, the type its SELECT
+// gives over its own upstreams' columns (describer): a test gives only the
+// columns it is about.
+func upstreamTable(ctx context.Context, db *run.DB, j *job.Job, name string, t *Test, tb *Table, m *job.Job, d *describer) ([]catalog.TargetColumn, error) {
 	q := db.SQL()
 	table := tableOf(j, name)
 	var cols []catalog.TargetColumn
@@ -377,8 +390,13 @@ func upstreamTable(ctx context.Context, db *run.DB, j *job.Job, name string, t *
 		}
 	} else {
 		committed := committedColumns(ctx, m.Database, name)
+		var described []catalog.TargetColumn
+		var why error // why the model's columns could not be described
+		if len(committed) == 0 && j != nil && j.IsModel() {
+			described, why = d.columns(ctx, name)
+		}
 		var names []string
-		for _, c := range committed {
+		for _, c := range append(slices.Clone(committed), described...) {
 			names = append(names, c.Name)
 		}
 		for _, c := range append(slices.Clone(tb.Columns), job.SortedKeys(tb.Types)...) {
@@ -387,13 +405,24 @@ func upstreamTable(ctx context.Context, db *run.DB, j *job.Job, name string, t *
 			}
 		}
 		if len(names) == 0 {
-			return nil, t.bad(tb.Key, "the rows give no column, and idem cannot know %s's columns without a database (it is a model that has not committed): give its columns with types = { col = \"TYPE\", ... }", name)
+			msg := fmt.Sprintf("the rows give no column, and idem cannot know %s's columns without a database (it is a model that has not committed)", name)
+			if why != nil {
+				msg = fmt.Sprintf("the rows give no column, and %s's columns cannot be described (%v)", name, why)
+			}
+			return nil, t.bad(tb.Key, "%s: give its columns with types = { col = \"TYPE\", ... }", msg)
 		}
 		defs := make([]string, len(names))
 		for i, c := range names {
 			typ, ok := tb.Types[c]
 			if k := slices.IndexFunc(committed, func(x catalog.TargetColumn) bool { return x.Name == c }); !ok && k >= 0 {
 				typ, ok = committed[k].Type, true
+			}
+			// A described type is the SELECT's, over the types of the
+			// upstream's own upstreams: it fills the columns the rows
+			// leave out, and a given column keeps the type its values
+			// (or types) say, as a test that gives it means.
+			if k := slices.IndexFunc(described, func(x catalog.TargetColumn) bool { return x.Name == c }); !ok && k >= 0 && !slices.Contains(tb.Columns, c) {
+				typ, ok = described[k].Type, true
 			}
 			if !ok {
 				cells := make([]cell, len(tb.Rows))

@@ -397,16 +397,21 @@ func runIn(t *testing.T, dir string, paths []string) *modeltest.Report {
 	return rep
 }
 
+// relationships is an audit of a model's stations against the stations
+// job: a reason to declare stations an upstream that the SQL does not read.
+const relationships = "\n[[audit]]\nkind = \"relationships\"\ncolumn = \"station\"\nto = \"stations.station\"\n"
+
 // TestUnreadUpstreamNeedsNoRows: a test gives the rows of the upstreams
-// the model's SQL reads; one that [input] upstream declares and the SQL
-// does not read needs none, and a missing read one is named as read.
+// the model's SQL reads; one that [input] upstream declares for an audit
+// and the SQL does not read needs none, and a missing read one is named as
+// read.
 func TestUnreadUpstreamNeedsNoRows(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	for name, text := range map[string]string{
 		"weather_daily.toml": source("weather_daily", "station = \"VARCHAR\"\nday = \"DATE\"\ntemp_c = \"DOUBLE\"", `["station", "day"]`),
 		"stations.toml":      source("stations", "station = \"VARCHAR\"\nname = \"VARCHAR\"", `["station"]`),
-		"seen.toml":          model("seen", `["weather_daily", "stations"]`, `["station"]`),
+		"seen.toml":          model("seen", `["weather_daily", "stations"]`, `["station"]`) + relationships,
 		"models/seen/v1.sql": "SELECT DISTINCT station FROM {{upstream:weather_daily}}\n",
 		"tests/seen.toml": `[[test]]
 name = "stations seen"
@@ -432,4 +437,66 @@ rows = []
 	require.Equal(t, modeltest.StatusError, rep.Tests[1].Status)
 	require.Contains(t, rep.Tests[1].Explain(), "model seen reads upstream weather_daily ({{upstream:weather_daily}}): give its rows in [test.given.weather_daily]")
 	require.NotContains(t, rep.Tests[1].Explain(), "stations")
+}
+
+// TestUncommittedModelUpstreamTypes: an upstream model that never
+// committed is typed by its SELECT over its own upstreams (DESCRIBE, two
+// models deep here), so a test gives only the columns it is about: the
+// columns its rows leave out are there with their types, and an empty
+// given table needs no types. When the SELECT does not bind, the error
+// names the model and the column.
+func TestUncommittedModelUpstreamTypes(t *testing.T) {
+	t.Parallel()
+	dir := newProject(t)
+	for name, text := range map[string]string{
+		"warm_count.toml":          model("warm_count", `["weather_warm"]`, `["station"]`),
+		"models/warm_count/v1.sql": "SELECT station, count(*) AS months, max(month) AS last FROM {{upstream:weather_warm}} GROUP BY station\n",
+		"bad.toml":                 model("bad", `["weather_daily"]`, `["station"]`),
+		"models/bad/v1.sql":        "SELECT station, no_such_column FROM {{upstream:weather_daily}}\n",
+		"over_bad.toml":            model("over_bad", `["bad"]`, `["station"]`),
+		"models/over_bad/v1.sql":   "SELECT station FROM {{upstream:bad}}\n",
+		"tests/types.toml": `[[test]]
+name = "mean_c left out: NULL, not warm"
+model = "weather_warm"
+[test.given.weather_monthly]
+rows = [ { station = "A", month = "2024-07" } ]
+[test.expect]
+rows = []
+
+[[test]]
+name = "no rows, no types"
+model = "weather_warm"
+[test.given.weather_monthly]
+rows = []
+[test.expect]
+rows = []
+
+[[test]]
+name = "two models deep"
+model = "warm_count"
+[test.given.weather_warm]
+rows = [ { station = "A" }, { station = "A" } ]
+[test.expect]
+rows = [ { station = "A", months = 2 } ]
+columns = ["station", "months"]
+
+[[test]]
+name = "an upstream that does not bind"
+model = "over_bad"
+[test.given.bad]
+rows = []
+[test.expect]
+rows = []
+`,
+	} {
+		write(t, filepath.Join(dir, name), text)
+	}
+	rep := runIn(t, dir, []string{filepath.Join(dir, "tests", "types.toml")})
+	require.Len(t, rep.Tests, 4)
+	for _, r := range rep.Tests[:3] {
+		require.Equal(t, modeltest.StatusPass, r.Status, "%s: %s", r.Name, r.Explain())
+	}
+	require.Equal(t, modeltest.StatusError, rep.Tests[3].Status)
+	require.Contains(t, rep.Tests[3].Explain(), "given.bad: the rows give no column, and bad's columns cannot be described (model models/bad/v1.sql:")
+	require.Contains(t, rep.Tests[3].Explain(), "no_such_column")
 }

@@ -289,6 +289,11 @@ func (pl *expiryPlan) apply(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 	if err := forgetCheckpoints(ctx, tx, j, pl.checkpoints); err != nil {
 		return err
 	}
+	// The model and macro texts only expired snapshots were built with:
+	// no rerun of a kept one reads them.
+	if _, err := catalog.ForgetTexts(ctx, tx, j.Name, pl.next.InputsFrom, j.TransformPart().SHA256); err != nil {
+		return err
+	}
 	if err := catalog.WriteRetention(ctx, tx, j.Name, pl.next); err != nil {
 		return err
 	}

@@ -293,6 +293,11 @@ func replayChainIn(ctx context.Context, d, scratch *run.DB, chain []*catalog.Sna
 			if _, err := Rollback(ctx, scratch, last, *row.Inputs.RollbackTo, RollbackOptions{}); err != nil {
 				return nil, fmt.Errorf("rerun: replay rollback of snapshot %d: %w", row.Snapshot, err)
 			}
+		case job.KindFullRefresh:
+			if err := replayFullRefresh(ctx, d, scratch, jobs[i], row, erasures, filepath.Join(dir, fmt.Sprintf("refresh-%d", row.Snapshot)), opts); err != nil { // fullrefresh_apply.go
+				return nil, err
+			}
+			last = jobs[i]
 		default:
 			if err := replayRun(ctx, d, scratch, jobs[i], row, filepath.Join(dir, fmt.Sprintf("in-%d", row.Snapshot)), opts); err != nil {
 				return nil, err
@@ -401,6 +406,12 @@ func jobAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.Snap
 	if err := at.RestoreShape(parts.Config); err != nil {
 		return nil, fmt.Errorf("rerun: snapshot %d of %s: %w", row.Snapshot, j.Name, err)
 	}
+	// The macros it ran with, which the transform part covers.
+	withMacros, err := macrosAt(ctx, q, &at, row, parts)
+	if err != nil {
+		return nil, err
+	}
+	at = *withMacros
 	// The same functions as a run's key parts: a generic pipeline's schema
 	// part hashes the DDL expanded with the recorded columns.
 	if got := at.TransformPart(); got.SHA256 != parts.Transform.SHA256 {
@@ -498,24 +509,27 @@ func replayRun(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job, row 
 	if len(files) == 0 {
 		return fmt.Errorf("rerun: snapshot %d of %s records no input file", row.Snapshot, j.Name)
 	}
-	for _, f := range files {
-		if _, err := os.Stat(source.RetainedPath(d.Path(), f.SHA256)); err != nil {
-			return fmt.Errorf("rerun: snapshot %d of %s: retained input %s (%s) is missing: %w", row.Snapshot, j.Name, f.Name, job.Short(f.SHA256), err)
-		}
+	paths := make([]string, len(files))
+	for i, f := range files {
 		// Never replay from a copy whose bytes are not the recorded ones.
-		if err := source.VerifyRetained(ctx, d.Path(), f); err != nil {
+		p, err := batchInput(ctx, d, j, f) // fullrefresh_apply.go
+		if err != nil {
 			return fmt.Errorf("rerun: snapshot %d of %s: %w", row.Snapshot, j.Name, err)
 		}
+		if p == "" {
+			return fmt.Errorf("rerun: snapshot %d of %s: retained input %s (%s) is missing", row.Snapshot, j.Name, f.Name, job.Short(f.SHA256))
+		}
+		paths[i] = p
 	}
-	input := source.RetainedPath(d.Path(), files[0].SHA256)
+	input := paths[0]
 	if len(files) > 1 {
 		// A glob over links named in the recorded order reads the files in
 		// that order.
 		if err := os.MkdirAll(linkDir, 0o755); err != nil {
 			return err
 		}
-		for i, f := range files {
-			src, err := filepath.Abs(source.RetainedPath(d.Path(), f.SHA256))
+		for i := range files {
+			src, err := filepath.Abs(paths[i])
 			if err != nil {
 				return err
 			}

@@ -18,8 +18,8 @@ import (
 
 // modelAt is a model job as it ran for a snapshot: the model text the
 // database kept for the recorded transform part (catalog.ModelText), or
-// else the model file of the recorded transform version; either is checked
-// against the recorded sha256.
+// else the model file of the recorded transform version, with the macros
+// it ran with (macrosAt); either is checked against the recorded sha256.
 func modelAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.SnapshotRow, parts job.Parts) (*job.Job, error) {
 	text, kept, err := catalog.ModelText(ctx, q, j.Name, parts.Transform.SHA256)
 	if err != nil {
@@ -33,17 +33,21 @@ func modelAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.Sn
 		}
 		at.TransformVersion = parts.Transform.Version
 	case parts.Transform.Version == 0:
-		if j.TransformPart().SHA256 != parts.Transform.SHA256 {
-			return nil, job.Refuse("rerun", "snapshot %d of %s was built with model text sha256 %s, which this database does not keep and %s no longer holds (sha256 %s): cannot rebuild it with other SQL",
-				row.Snapshot, j.Name, job.Short(parts.Transform.SHA256), j.ModelFile, job.Short(j.TransformPart().SHA256))
+		if at, err = macrosAt(ctx, q, j, row, parts); err != nil {
+			return nil, err
 		}
-		c := *j // the file still holds that text
-		at = &c
-		at.TransformVersion = 0
+		if got := at.TransformPart().SHA256; got != parts.Transform.SHA256 {
+			return nil, job.Refuse("rerun", "snapshot %d of %s was built with model text sha256 %s, which this database does not keep and %s no longer holds (sha256 %s): cannot rebuild it with other SQL",
+				row.Snapshot, j.Name, job.Short(parts.Transform.SHA256), j.ModelFile, job.Short(got))
+		}
+		at.TransformVersion = 0 // the file still holds that text
 	default:
 		if at, err = j.ModelAt(parts.Transform.Version); err != nil {
 			return nil, job.Refuse("rerun", "snapshot %d of %s: %v", row.Snapshot, j.Name, err)
 		}
+	}
+	if at, err = macrosAt(ctx, q, at, row, parts); err != nil {
+		return nil, err
 	}
 	at.Fencing = ""
 	at.Retention = job.Retention{}
@@ -65,6 +69,24 @@ func modelAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.Sn
 		at.Params[name] = cv
 	}
 	return at, nil
+}
+
+// macrosAt is at with the macros the database kept for the transform part
+// snapshot row was built with (catalog.MacroTexts): a macro's text is part
+// of that part's sha256, so a snapshot built before a macro file was
+// edited reruns with the text it ran with. at is returned as it is when
+// none were kept (it used no macro); the caller checks the sha256.
+func macrosAt(ctx context.Context, q catalog.Querier, at *job.Job, row *catalog.SnapshotRow, parts job.Parts) (*job.Job, error) {
+	texts, kept, err := catalog.MacroTexts(ctx, q, at.Name, parts.Transform.SHA256)
+	if err != nil || !kept {
+		c := *at
+		return &c, err
+	}
+	with, err := at.WithMacros(texts)
+	if err != nil {
+		return nil, job.Refuse("rerun", "snapshot %d of %s: the macro text this database kept: %v", row.Snapshot, at.Name, err)
+	}
+	return with, nil
 }
 
 // replayUpstream rebuilds a snapshot of a job that reads upstream jobs in

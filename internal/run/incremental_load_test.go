@@ -18,7 +18,7 @@ import (
 // the model file's line and why; one that can is loaded.
 func TestIncrementalLoad(t *testing.T) {
 	t.Parallel()
-	const head = "name = \"m\"\npipeline = \"select\"\n[input]\nupstream = [\"a\", \"b\"]\n[transform]\nsql = \"m.sql\"\n"
+	const head = "name = \"m\"\npipeline = \"select\"\n[input]\n# upstream: a and b, as the model reads them\n[transform]\nsql = \"m.sql\"\n"
 	const target = "[target]\nkey = [\"day\", \"k\"]\npartition_by = \"day\"\nincremental = \"partition\"\n"
 	const byKey = "[target]\nkey = [\"k\", \"j\"]\nincremental = \"key\"\n"
 	cases := []struct {

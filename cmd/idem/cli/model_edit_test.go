@@ -115,8 +115,9 @@ key = ["day", "zone"]
 	require.Contains(t, diff.Stdout, "  removed  1  2024-01-01|2\n")
 
 	// The database keeps each version's text: with the file gone, the
-	// snapshot it last built still reruns.
-	model("SELECT 1 AS day, 2 AS zone")
+	// snapshot it last built still reruns. (The new text still reads src:
+	// a declared upstream the model never reads is refused at load.)
+	model("SELECT 1 AS day, 2 AS zone FROM {{upstream:src}}")
 	r := p.Idem("rerun", p.Path("daily.toml"), "--snapshot", "3")
 	require.Equal(t, 0, r.Code, r.Stderr)
 }

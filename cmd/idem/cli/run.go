@@ -211,7 +211,7 @@ func (a *app) runJob(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOpti
 	if err != nil {
 		return a.fail(f.jsonOut, err)
 	}
-	if j.Input.Mode == job.InputModeFiles || j.Input.ChunkRows > 0 {
+	if (j.Input.Mode == job.InputModeFiles || j.Input.ChunkRows > 0) && !opts.FullRefresh {
 		err := a.runMany(cmd, j, db, opts, f.jsonOut) // runmany.go
 		a.afterCommit(cmd.Context(), db, j, true)
 		if cerr := a.closeFailed(done(err)); err == nil {
@@ -222,7 +222,7 @@ func (a *app) runJob(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOpti
 	// The floor cmd/idem-bench measures history against; never set in
 	// the idem that ships (benchhistory.go).
 	opts.SkipHistory = a.benchNoHistory()
-	res, err := db.Run(cmd.Context(), j, opts)
+	res, err := ops.Run(cmd.Context(), db, j, opts) // an apply job's --full-refresh: ops.FullRefreshApply
 	if err != nil {
 		return a.fail(f.jsonOut, errors.Join(err, done(err)))
 	}

@@ -11,8 +11,8 @@ import (
 
 // TestFullRefresh: run --full-refresh rebuilds a model whose key did not
 // change as a new snapshot, which rerun reproduces; a project's apply
-// jobs run as they would; a single apply job is refused (exit 2) and
-// nothing is committed.
+// jobs run as they would; a single apply job given an input is refused
+// (exit 2) and nothing is committed.
 func TestFullRefresh(t *testing.T) {
 	t.Parallel()
 	p := clitest.NewProject(t)
@@ -46,10 +46,12 @@ func TestFullRefresh(t *testing.T) {
 	require.Equal(t, int64(2), rr.Snapshot)
 	require.True(t, rr.Reproduced)
 
+	// An apply job alone is rebuilt from its batches (TestFullRefreshApply):
+	// it takes no input of its own.
 	before := clitest.CaptureState(t, p.DB("p"))
-	r = p.Idem("run", p.Path("src.toml"), "--full-refresh")
+	r = p.Idem("run", p.Path("src.toml"), "--full-refresh", "--input", p.Path("input/src.csv"))
 	require.Equal(t, 2, r.Code, r.Stdout+r.Stderr)
-	require.Contains(t, r.Stderr, "--full-refresh rebuilds a refresh job, a model or a seed ([input] mode = \"replace\"); src is an apply job")
+	require.Contains(t, r.Stderr, "--full-refresh of apply job src rebuilds it from the batches it applied: it takes no input, batch or bounds")
 	require.Equal(t, before, clitest.CaptureState(t, p.DB("p")))
 
 	r = p.Idem("run", p.Dir, "--full-refresh", "--select", "+totals")

@@ -470,7 +470,13 @@ func writeSealedJob(p *clitest.Project, tc sealedCase) string {
 		return p.Path("m.toml")
 	}
 	if tc.model != "" {
-		p.Model("m", sealedDB, []string{"pub"}, []string{"id"}, "", expand(tc.model)+"\n")
+		// pub is declared where the model reads it: a declared upstream
+		// the model never reads is refused at load (job.checkDeclaredReads).
+		ups := []string{}
+		if strings.Contains(tc.model, "{{upstream:pub}}") {
+			ups = []string{"pub"}
+		}
+		p.Model("m", sealedDB, ups, []string{"id"}, "", expand(tc.model)+"\n")
 		return p.Path("m.toml")
 	}
 	for rel, text := range sealedPipeline {
