@@ -181,7 +181,12 @@ func checkObject(value []byte, rules recordRules) ([]byte, string) {
 // encoding/json's decoder); names are compared unescaped, as the decoder
 // gave them ("\u0076alue" is "value").
 func checkFields(text []byte, rules recordRules) string {
-	var seen map[string]bool
+	// The names seen, compared by their bytes (unescaped when escaped): a
+	// record has a handful, so a scan beats a map, up to 16 names; past
+	// them (extra fields ignored) a map keeps the walk linear.
+	var seenBuf [16][]byte
+	seen := seenBuf[:0]
+	var many map[string]bool
 	i := 1 // past '{'
 	for i < len(text) && text[i] != '}' {
 		if text[i] == ',' {
@@ -191,23 +196,33 @@ func checkFields(text []byte, rules recordRules) string {
 		if end < 0 {
 			return RejectJSON
 		}
-		raw := text[i+1 : end]
-		var k string
-		if bytes.IndexByte(raw, '\\') >= 0 {
-			if err := json.Unmarshal(text[i:end+1], &k); err != nil {
+		k := text[i+1 : end]
+		if bytes.IndexByte(k, '\\') >= 0 {
+			var name string
+			if err := json.Unmarshal(text[i:end+1], &name); err != nil {
 				return RejectJSON
 			}
+			k = []byte(name)
+		}
+		if many != nil {
+			if many[string(k)] {
+				return RejectDuplicateField
+			}
+			many[string(k)] = true
 		} else {
-			k = string(raw)
+			for _, s := range seen {
+				if bytes.Equal(s, k) {
+					return RejectDuplicateField
+				}
+			}
+			if seen = append(seen, k); len(seen) == len(seenBuf) {
+				many = make(map[string]bool, 2*len(seen))
+				for _, s := range seen {
+					many[string(s)] = true
+				}
+			}
 		}
-		if seen[k] {
-			return RejectDuplicateField
-		}
-		if seen == nil {
-			seen = make(map[string]bool, len(rules.cols))
-		}
-		seen[k] = true
-		if !rules.cols[k] && !rules.ignoreExtra {
+		if !rules.ignoreExtra && !rules.cols[string(k)] {
 			return RejectExtraField
 		}
 		i = valueEnd(text, end+2) // past the name's closing quote and ':'

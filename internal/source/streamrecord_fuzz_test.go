@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -159,7 +160,8 @@ func FuzzCheckFields(f *testing.F) {
 	for _, s := range append(slices.Clone(recordCorpus),
 		`{"value":"a,\"b\":{","entity_id":"}"}`, `{"value":[{"value":1},"]"],"value":2}`,
 		`{"value":"\\","change_id":"\\\"","entity_id":"e"}`, `{"entity_id":"e","\u0065ntity_id":"f"}`,
-		`{"value":{"x":[1,{"y":"}"}]},"extra":1}`, `{"operation":"upsert","entity_id":"e","source_version":3}`) {
+		`{"value":{"x":[1,{"y":"}"}]},"extra":1}`, `{"operation":"upsert","entity_id":"e","source_version":3}`,
+		manyFields(15, "x1"), manyFields(16, "x1"), manyFields(17, "x1"), manyFields(40, "x39"), manyFields(40, "x40")) {
 		f.Add([]byte(s), false)
 		f.Add([]byte(s), true)
 	}
@@ -175,4 +177,15 @@ func FuzzCheckFields(f *testing.F) {
 		rules := recordRules{maxBytes: 1 << 20, cols: cols, ignoreExtra: ignoreExtra}
 		require.Equal(t, decodedFields(line.Bytes(), rules), checkFields(line.Bytes(), rules), "%q", line.String())
 	})
+}
+
+// manyFields is an object of n fields x0 ... x(n-1), then one named last.
+func manyFields(n int, last string) string {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range n {
+		fmt.Fprintf(&b, `"x%d":%d,`, i, i)
+	}
+	b.WriteString(`"` + last + `":0}`)
+	return b.String()
 }
