@@ -98,6 +98,8 @@ func (b *bench) run(ctx context.Context, cases []string) error {
 			err = b.jsonlCase(ctx) // jsonl.go
 		case "project":
 			err = b.projectCase(ctx) // projectcase.go
+		case "stream":
+			err = b.streamCase(ctx) // stream.go
 		default:
 			err = fmt.Errorf("unknown case %q", c)
 		}

@@ -48,7 +48,7 @@ func main() {
 	flag.Int64Var(&b.n, "n", rows, "rows of the synthetic batch and stored entities (default: IDEM_BENCH_ROWS, else 1000000)")
 	flag.IntVar(&b.reps, "reps", 3, "repetitions of each measurement")
 	limits := flag.String("limits", "none,2GB", "comma-separated memory limits to run apply and refresh under (none = DuckDB's default)")
-	cases := flag.String("cases", "apply,refresh,noop,uptodate,export", "comma-separated cases to run (also: history, incremental, noop-project, env, jsonl, project)")
+	cases := flag.String("cases", "apply,refresh,noop,uptodate,export", "comma-separated cases to run (also: history, incremental, noop-project, env, jsonl, project, stream)")
 	flag.StringVar(&b.dir, "dir", filepath.Join(os.TempDir(), "idem-bench"), "work folder (generated inputs are kept and reused)")
 	flag.Int64Var(&b.noopBytes, "noop-bytes", 1<<30, "size of the no-op re-run's input")
 	flag.Int64Var(&b.projectOrders, "project-orders", 60000, "project case: orders over its twelve months (about 2.5 items each)")

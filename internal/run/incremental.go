@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+
+	"github.com/duckdb/duckdb-go/v2/mapping"
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
@@ -28,31 +31,78 @@ import (
 // partitions (keys).
 const incrementalRows = "idem_incr_rows"
 
-// checkIncremental proves an incremental model's SQL at load on a scratch
-// DuckDB (see job.CheckIncremental).
-func checkIncremental(ctx context.Context, j *job.Job) error {
-	db, err := OpenMemory(ctx, "?autoinstall_known_extensions=false&threads=1")
+// checkIncremental proves an incremental model's SQL at load (see
+// job.CheckIncremental) with the process's parser DuckDB (parser.go): its
+// json_serialize_sql parses the model, and the aggregate functions are
+// the engine's as recorded for its version (incremental_aggregates_gen.go),
+// or read from its catalog once a process for another engine. Opening a
+// scratch DuckDB and listing duckdb_functions() for each load cost 40-80 ms
+// of every run of an incremental model.
+func checkIncremental(j *job.Job) error {
+	aggregates, err := engineAggregates()
 	if err != nil {
-		return fmt.Errorf("open scratch database to check the incremental model: %w", err)
-	}
-	defer db.Close()
-	aggregates := map[string]bool{}
-	rows, err := db.QueryContext(ctx, "SELECT DISTINCT lower(function_name) FROM duckdb_functions() WHERE function_type = 'aggregate'")
-	if err != nil {
-		return fmt.Errorf("list aggregate functions: %w", err)
-	}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			rows.Close()
-			return err
-		}
-		aggregates[name] = true
-	}
-	if err := rows.Close(); err != nil {
 		return err
 	}
-	return j.CheckIncremental(func(q string) (map[string]any, bool, error) { return ParseQuery(ctx, db, q) }, aggregates)
+	return j.CheckIncremental(parseOnParser, aggregates)
+}
+
+// parseOnParser is ParseQuery on the process's parser DuckDB.
+func parseOnParser(query string) (map[string]any, bool, error) {
+	out, err := parserStrings("SELECT CAST(json_serialize_sql(" + sqlString(query) + ") AS VARCHAR)")
+	if err != nil {
+		return nil, false, fmt.Errorf("parse SQL: %w", err)
+	}
+	if len(out) != 1 {
+		return nil, false, fmt.Errorf("parse SQL: %d answers", len(out))
+	}
+	return readParse(out[0])
+}
+
+// sqlString is text as a SQL string literal.
+func sqlString(text string) string {
+	return "'" + strings.ReplaceAll(text, "'", "''") + "'"
+}
+
+// aggregatesRecord is the record of an engine's aggregate functions.
+type aggregatesRecord struct {
+	Version string
+	Names   []string
+}
+
+// aggregates are the engine's aggregate functions, lower case, known
+// once a process.
+var aggregates struct {
+	once  sync.Once
+	names map[string]bool
+	err   error
+}
+
+// engineAggregates returns the names of DuckDB's aggregate functions:
+// the record of the engine idem is built with (TestEngineAggregatesRecorded
+// proves it equal to the catalog), or, for another engine, its catalog's
+// answer read once a process.
+func engineAggregates() (map[string]bool, error) {
+	aggregates.once.Do(func() {
+		names := recordedAggregates.Names
+		if recordedAggregates.Version != mapping.LibraryVersion() {
+			names, aggregates.err = readEngineAggregates()
+		}
+		aggregates.names = make(map[string]bool, len(names))
+		for _, n := range names {
+			aggregates.names[n] = true
+		}
+	})
+	return aggregates.names, aggregates.err
+}
+
+// readEngineAggregates lists the aggregate functions of the engine's
+// catalog.
+func readEngineAggregates() ([]string, error) {
+	names, err := parserStrings("SELECT DISTINCT lower(function_name) FROM duckdb_functions() WHERE function_type = 'aggregate' ORDER BY ALL")
+	if err != nil {
+		return nil, fmt.Errorf("list aggregate functions: %w", err)
+	}
+	return names, nil
 }
 
 // incrementalPins makes an incremental model's upstream input restrict its

@@ -43,9 +43,7 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*job.Job,
 		return nil, err
 	}
 	if j.Incremental != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := checkIncremental(ctx, j); err != nil { // incremental.go
+		if err := checkIncremental(j); err != nil { // incremental.go
 			return nil, err
 		}
 	}

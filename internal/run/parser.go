@@ -41,17 +41,8 @@ type counted struct {
 // text, without running any. A text DuckDB cannot parse gives its parse
 // error.
 func CountStatements(text string) (int, error) {
-	parser.once.Do(func() {
-		if mapping.Open("", &parser.db) == mapping.StateError {
-			parser.err = errors.New("open a DuckDB to parse SQL")
-			return
-		}
-		if mapping.Connect(parser.db, &parser.conn) == mapping.StateError {
-			parser.err = errors.New("connect to a DuckDB to parse SQL")
-		}
-	})
-	if parser.err != nil {
-		return 0, parser.err
+	if err := openParser(); err != nil {
+		return 0, err
 	}
 	k := guardKey("statements", text)
 	if c, ok := statementCounts.get(k); ok {
@@ -63,6 +54,20 @@ func CountStatements(text string) (int, error) {
 	parser.mu.Unlock()
 	statementCounts.put(k, counted{n, err})
 	return n, err
+}
+
+// openParser opens the process's parser DuckDB on first use.
+func openParser() error {
+	parser.once.Do(func() {
+		if mapping.Open("", &parser.db) == mapping.StateError {
+			parser.err = errors.New("open a DuckDB to parse SQL")
+			return
+		}
+		if mapping.Connect(parser.db, &parser.conn) == mapping.StateError {
+			parser.err = errors.New("connect to a DuckDB to parse SQL")
+		}
+	})
+	return parser.err
 }
 
 // countStatements asks the parser; parser.mu is held.

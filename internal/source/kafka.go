@@ -404,7 +404,7 @@ func (k *KafkaReader) clientOpts(consume map[string]map[int32]kgo.Offset) []kgo.
 	opts := []kgo.Opt{kgo.SeedBrokers(k.spec.Brokers...), kgo.DialTimeout(5 * time.Second), kgo.RequestRetries(3),
 		// One fetch in flight or buffered, of at most b.fetch bytes.
 		kgo.BrokerMaxReadBytes(b.response), kgo.MaxDecompressBatchBytes(b.decompress),
-		kgo.FetchMaxBytes(b.fetch), kgo.FetchMaxPartitionBytes(b.fetch), kgo.MaxConcurrentFetches(1)}
+		kgo.FetchMaxBytes(b.fetch), kgo.FetchMaxPartitionBytes(b.fetch), kgo.MaxConcurrentFetches(1), kgo.DisableFetchSessions()}
 	if consume != nil {
 		opts = append(opts, kgo.ConsumePartitions(consume), kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 			kgo.FetchMaxWait(min(max(k.spec.MaxWait, 10*time.Millisecond), 5*time.Second)))

@@ -1,11 +1,16 @@
 package source
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -115,4 +120,72 @@ func FuzzCheckRecordDuckDB(f *testing.F) {
 		require.NoError(t, err, "DuckDB refuses a record checkRecord accepted: %q as line %q", value, line)
 		require.Equal(t, int64(3), n, "one row per record: %q", line)
 	})
+}
+
+// decodedFields is checkFields as encoding/json's decoder judges the
+// top-level names of a compact object, token by token: the reference that
+// checkFields's single walk must agree with.
+func decodedFields(text []byte, rules recordRules) string {
+	dec := json.NewDecoder(bytes.NewReader(text))
+	if _, err := dec.Token(); err != nil {
+		return RejectJSON
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return RejectJSON
+		}
+		k, _ := tok.(string)
+		if seen[k] {
+			return RejectDuplicateField
+		}
+		seen[k] = true
+		if !rules.cols[k] && !rules.ignoreExtra {
+			return RejectExtraField
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return RejectJSON
+		}
+	}
+	return ""
+}
+
+// FuzzCheckFields: checkFields gives the outcome encoding/json's decoder
+// gives for the field names of every value json.Compact accepts as an
+// object (escaped names, names in nested values and strings holding
+// braces, commas and quotes). The seeds run in every go test.
+func FuzzCheckFields(f *testing.F) {
+	for _, s := range append(slices.Clone(recordCorpus),
+		`{"value":"a,\"b\":{","entity_id":"}"}`, `{"value":[{"value":1},"]"],"value":2}`,
+		`{"value":"\\","change_id":"\\\"","entity_id":"e"}`, `{"entity_id":"e","\u0065ntity_id":"f"}`,
+		`{"value":{"x":[1,{"y":"}"}]},"extra":1}`, `{"operation":"upsert","entity_id":"e","source_version":3}`,
+		manyFields(15, "x1"), manyFields(16, "x1"), manyFields(17, "x1"), manyFields(40, "x39"), manyFields(40, "x40")) {
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
+	}
+	cols := map[string]bool{}
+	for _, c := range vcColumns {
+		cols[c] = true
+	}
+	f.Fuzz(func(t *testing.T, value []byte, ignoreExtra bool) {
+		var line bytes.Buffer
+		if !utf8.Valid(value) || json.Compact(&line, value) != nil || !bytes.HasPrefix(line.Bytes(), []byte("{")) || loneSurrogate(line.Bytes()) {
+			return
+		}
+		rules := recordRules{maxBytes: 1 << 20, cols: cols, ignoreExtra: ignoreExtra}
+		require.Equal(t, decodedFields(line.Bytes(), rules), checkFields(line.Bytes(), rules), "%q", line.String())
+	})
+}
+
+// manyFields is an object of n fields x0 ... x(n-1), then one named last.
+func manyFields(n int, last string) string {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range n {
+		fmt.Fprintf(&b, `"x%d":%d,`, i, i)
+	}
+	b.WriteString(`"` + last + `":0}`)
+	return b.String()
 }
