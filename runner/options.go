@@ -28,6 +28,7 @@ type settings struct {
 	progress    job.Progress
 	hooks       []AfterCommit
 	fault       func(database string) func(point string)
+	replica     func(ReplicaNote)
 }
 
 // WithDatabase makes every job read and write the database file at path

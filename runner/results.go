@@ -260,6 +260,54 @@ type RerunResult struct {
 	// from the checkpoint FromCheckpoint (0: from the first snapshot).
 	Replayed       int   `json:"replayed"`
 	FromCheckpoint int64 `json:"from_checkpoint"`
+	// Diff, for a snapshot not reproduced, compares the stored rows (from)
+	// with the rebuilt ones (to), with the first changed rows column by
+	// column; RebuiltPath is the file beside the database that keeps the
+	// rebuilt rows (idem erase removes it).
+	Diff        *DiffResult `json:"diff,omitempty"`
+	RebuiltPath string      `json:"rebuilt_path,omitempty"`
+	// Upstream holds, with RerunOptions.Deep, the reruns of the upstream
+	// snapshots the rebuilt one pinned, each with its own; RerunAbove
+	// says this (job, snapshot) was rebuilt by an earlier branch of the
+	// same rerun, whose verdict it carries (its upstreams are listed
+	// there).
+	Upstream   []*RerunResult `json:"upstream,omitempty"`
+	RerunAbove bool           `json:"rerun_above,omitempty"`
+	// UnsignedZero says the snapshot, committed on DuckDB 1.5, was
+	// reproduced with each -0.0 of a DOUBLE or REAL column written 0.0,
+	// as DuckDB 1.5 wrote it; ErasedBy names the erasures that rewrote
+	// the snapshot's rows after it was committed (the sha256 compared is
+	// that of its rows since).
+	UnsignedZero bool    `json:"unsigned_zero,omitempty"`
+	ErasedBy     []int64 `json:"erased_by,omitempty"`
+}
+
+// AllReproduced says the rerun and every upstream rerun under it
+// reproduced their snapshots.
+func (r *RerunResult) AllReproduced() bool {
+	if !r.Reproduced {
+		return false
+	}
+	for _, u := range r.Upstream {
+		if !u.AllReproduced() {
+			return false
+		}
+	}
+	return true
+}
+
+// RerunOptions say what Project.RerunWith rebuilds.
+type RerunOptions struct {
+	// Snapshot is the snapshot to rebuild; 0 the latest.
+	Snapshot int64
+	// Deep also reruns each upstream snapshot the rebuilt one pinned from
+	// its own retained inputs, down the chain, each (job, snapshot) once;
+	// an upstream's job file is looked for among the project's jobs, then
+	// beside the job's file (same database).
+	Deep bool
+	// FromStart replays every snapshot from the first, not from the
+	// nearest checkpoint.
+	FromStart bool
 }
 
 // ExportOptions say what Project.Export writes.
@@ -279,7 +327,7 @@ type ExportOptions struct {
 }
 
 // ExportResult reports an export. The JSON keys are those of idem export
-// --json (without the partitioned export's file list).
+// --json.
 type ExportResult struct {
 	Job      string `json:"job"`
 	Table    string `json:"table"`
@@ -292,4 +340,29 @@ type ExportResult struct {
 	Bytes       int64  `json:"bytes"`
 	SHA256      string `json:"sha256"`
 	PartitionBy string `json:"partition_by,omitempty"`
+	// Files are a partitioned export's files, as its manifest lists them.
+	Files []ExportFile `json:"files,omitempty"`
+}
+
+// ExportManifest is the file of a partitioned export's folder that lists
+// its files (ExportFile), written last.
+const ExportManifest = ops.ManifestName
+
+// ParquetTypes is the table of the Parquet type a Parquet export writes
+// for each DuckDB type.
+const ParquetTypes = ops.ParquetTypes
+
+// ExportFile is one file of a partitioned export: its path relative to
+// the export folder (with /), the partition's value as text (nil for
+// NULL), its rows and distinct keys, the min and max of the partition
+// column, and its bytes and sha256.
+type ExportFile struct {
+	Path         string  `json:"path"`
+	Value        *string `json:"value"`
+	Rows         int64   `json:"rows"`
+	DistinctKeys int64   `json:"distinct_keys"`
+	Min          *string `json:"min"`
+	Max          *string `json:"max"`
+	Bytes        int64   `json:"bytes"`
+	SHA256       string  `json:"sha256"`
 }

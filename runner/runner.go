@@ -424,40 +424,94 @@ func (p *Project) open(ctx context.Context, name string, readOnly bool) (*job.Jo
 // from its retained inputs and the transform version, config and schema
 // recorded for it, and compares the sha256 of the rebuilt target's
 // canonical export with that of the snapshot as stored, as idem rerun does.
-// The job's database is only read. A snapshot that is not reproduced is
-// returned beside a *JobError wrapping ErrNotReproduced; released SQL
-// edited since, or an expired snapshot, is ErrRefused.
+// It is RerunWith with only a Snapshot.
 func (p *Project) Rerun(ctx context.Context, name string, snapshot int64) (*RerunResult, error) {
+	return p.RerunWith(ctx, name, RerunOptions{Snapshot: snapshot})
+}
+
+// RerunWith is Rerun as opts say, as idem rerun's flags do. The job's
+// database is only read. A snapshot that is not reproduced (with Deep, an
+// upstream snapshot too) is returned beside a *JobError wrapping
+// ErrNotReproduced, with the difference in Diff; released SQL edited
+// since, a changed checkpoint file or an expired snapshot is ErrRefused.
+func (p *Project) RerunWith(ctx context.Context, name string, opts RerunOptions) (*RerunResult, error) {
 	j, db, err := p.open(ctx, name, true)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close() // read-only: nothing to lose
-	res, err := ops.Rerun(ctx, db, j, ops.RerunOptions{Snapshot: snapshot, DuckDB: j.DuckDB})
+	_, oo, _ := p.database(j)
+	ro := ops.RerunOptions{Snapshot: opts.Snapshot, DuckDB: oo.DuckDB, Progress: p.s.progress, Fault: p.faultFor(db.Path()),
+		Deep: opts.Deep, FromStart: opts.FromStart}
+	if opts.Deep {
+		ro.Upstream = upstreamFinder(j)
+	}
+	res, err := ops.Rerun(ctx, db, j, ro)
 	if err != nil {
 		return nil, jobError(name, err)
 	}
-	out := &RerunResult{Job: res.Job, Reproduced: res.Reproduced, Snapshot: res.Snapshot, SHA256: res.SHA256,
-		Rebuilt: res.Rebuilt, Rows: res.Rows, Replayed: res.Replayed, FromCheckpoint: res.FromCheckpoint}
-	if !res.Reproduced {
-		return out, jobError(name, fmt.Errorf("%w: snapshot %d: sha256 %s, rebuilt %s", ErrNotReproduced, res.Snapshot, res.SHA256, res.Rebuilt))
+	var out RerunResult
+	if err := convert(res, &out); err != nil {
+		return nil, jobError(name, err)
 	}
-	return out, nil
+	if !res.Reproduced {
+		return &out, jobError(name, fmt.Errorf("%w: snapshot %d: sha256 %s, rebuilt %s", ErrNotReproduced, res.Snapshot, res.SHA256, res.Rebuilt))
+	}
+	if !res.AllReproduced() {
+		return &out, jobError(name, fmt.Errorf("%w: an upstream snapshot of snapshot %d", ErrNotReproduced, res.Snapshot))
+	}
+	return &out, nil
+}
+
+// upstreamFinder finds an upstream job of j by name among the job files
+// beside j's (same database), read once, on the first upstream looked
+// for.
+func upstreamFinder(j *job.Job) func(string) (*job.Job, error) {
+	dir := filepath.Dir(j.File)
+	var beside []*job.Job
+	loaded := false
+	return func(name string) (*job.Job, error) {
+		if !loaded {
+			loaded = true
+			// project.Files lists the regular *.toml files of the folder
+			// (a FIFO or a pipeline.toml is left out).
+			files, _ := project.Files([]string{dir})
+			for _, f := range files {
+				if uj, err := run.LoadJob(f, idemsql.FS); err == nil {
+					beside = append(beside, uj)
+				}
+			}
+		}
+		for _, uj := range beside {
+			if uj.Name == name && absPath(uj.Database) == absPath(j.Database) {
+				return uj, nil
+			}
+		}
+		return nil, &job.UsageError{Msg: fmt.Sprintf("no job file for %s in %s (with database %s)", name, dir, j.Database)}
+	}
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }
 
 // Export writes a table of job name, pinned at a snapshot, in key order, as
 // idem export does: two exports of one snapshot are byte-identical,
 // whatever the thread count. The file is written beside Out and renamed
-// into place. The database is only read. Errors: no Out or a bad format
+// into place. The database is only read (a given Snapshot from the read
+// replica under WithReplicaReads). Errors: no Out or a bad format
 // (ErrUsage), an expired snapshot (ErrRefused).
 func (p *Project) Export(ctx context.Context, name string, opts ExportOptions) (*ExportResult, error) {
-	return read(ctx, p, name, func(j *job.Job, db *run.DB) (*ExportResult, error) {
+	return readPinned(ctx, p, name, []int64{opts.Snapshot}, func(j *job.Job, db *run.DB) (*ExportResult, error) {
 		res, err := ops.Export(ctx, db, j, ops.ExportOptions{Out: opts.Out, Table: opts.Table, Snapshot: opts.Snapshot,
-			Format: opts.Format, PartitionBy: opts.PartitionBy})
+			Format: opts.Format, PartitionBy: opts.PartitionBy, Progress: p.s.progress, Fault: p.faultFor(db.Path())})
 		if err != nil {
 			return nil, err
 		}
-		return &ExportResult{Job: res.Job, Table: res.Table, Snapshot: res.Snapshot, Format: res.Format, Path: res.Path,
-			Rows: res.Rows, Bytes: res.Bytes, SHA256: res.SHA256, PartitionBy: res.PartitionBy}, nil
+		var out ExportResult
+		return &out, convert(res, &out)
 	})
 }

@@ -50,17 +50,7 @@ func (p *Project) Show(ctx context.Context, name string, snapshot int64) (*Packe
 // read calls f with job name and its database opened read-only, which it
 // closes after: f's error is the job's.
 func read[T any](ctx context.Context, p *Project, name string, f func(*job.Job, *run.DB) (T, error)) (T, error) {
-	var zero T
-	j, db, err := p.open(ctx, name, true)
-	if err != nil {
-		return zero, err
-	}
-	defer db.Close() // read-only: nothing to lose
-	res, err := f(j, db)
-	if err != nil {
-		return zero, jobError(name, err)
-	}
-	return res, nil
+	return readPinned(ctx, p, name, nil, f)
 }
 
 // Fence advances job name's writer epoch and returns the new one: runs,

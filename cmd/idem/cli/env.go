@@ -229,14 +229,14 @@ func (a *app) diffEnv(cmd *cobra.Command, args []string, f dbFlags, name string)
 		}
 		fmt.Fprintf(a.stdout, "  production   %s  %d rows\n", d.From.SHA256, d.From.Rows)
 		fmt.Fprintf(a.stdout, "  environment  %s  %d rows\n", d.To.SHA256, d.To.Rows)
-		if cs := columnChangesText(d.ColumnsAdded, d.ColumnsRemoved, d.ColumnsRetyped); cs != "" {
+		if cs := columnChangesText(d.ColumnsAdded, d.ColumnsRemoved, publicRetyped(d.ColumnsRetyped)); cs != "" {
 			fmt.Fprintf(a.stdout, "  columns      %s (rows compared on the columns both have)\n", cs)
 		}
 		if d.Identical {
 			fmt.Fprintln(a.stdout, "  identical rows")
 			continue
 		}
-		printKeyCounts(a.stdout, 12, &d.DiffResult) // diff.go
+		printKeyCounts(a.stdout, 12, keyCounts{d.Added, d.Removed, d.Changed, d.AddedKeys, d.RemovedKeys, d.ChangedKeys}) // diff.go
 		for _, n := range d.Numeric {
 			if v, err := strconv.ParseFloat(n.MaxAbs, 64); err == nil && v == 0 {
 				continue

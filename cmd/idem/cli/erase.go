@@ -432,3 +432,10 @@ writer epoch is E.`,
 	cmd.Flags().Int64Var(&to, "to-snapshot", 0, "the snapshot whose rows become current")
 	return cmd
 }
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/idem-dev/idem/runner"
 	"os"
 	"runtime"
 	"strings"
@@ -128,7 +129,7 @@ func (a *app) printPlan(plan *ops.Plan) {
 		if mc.RowsCompared {
 			fmt.Fprintf(a.stdout, "  rows      %d key(s) change in the columns kept (both versions run on the pinned upstream rows)\n", mc.RowsChanged)
 		}
-		if cs := columnChangesText(mc.ColumnsAdded, mc.ColumnsRemoved, mc.ColumnsRetyped); cs != "" {
+		if cs := columnChangesText(mc.ColumnsAdded, mc.ColumnsRemoved, publicRetyped(mc.ColumnsRetyped)); cs != "" {
 			fmt.Fprintf(a.stdout, "  columns   %s\n", cs)
 		}
 		if len(mc.Downstream) > 0 {
@@ -202,4 +203,14 @@ func (a *app) planOn(ctx context.Context, dbPath string, j *job.Job, opts run.Ru
 		db = nil
 	}
 	return ops.PlanRunDB(ctx, db, j, opts)
+}
+
+// publicRetyped is runner's copy of retyped columns (until plan and env
+// move onto runner, issue 46).
+func publicRetyped(cs []ops.ColumnChange) []runner.ColumnChange {
+	out := make([]runner.ColumnChange, len(cs))
+	for i, c := range cs {
+		out[i] = runner.ColumnChange(c)
+	}
+	return out
 }
