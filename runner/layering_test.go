@@ -152,8 +152,7 @@ var cliTODO = map[string][]string{
 	"plan.go":      {"internal/ops", "internal/project", "internal/run"},
 	"project.go":   {"internal/ops", "internal/project", "internal/projectrun", "internal/run"},
 	"root.go":      {"internal/projectrun", "internal/run", "sql"},
-	"run.go":       {"internal/ops", "internal/project", "internal/run"},
-	"runmany.go":   {"internal/run"},
+	"runmany.go":   {"internal/ops", "internal/run"}, // the old path of idem run: streams, and the jobs env builds
 	"stream.go":    {"internal/run"},
 }
 

@@ -28,6 +28,11 @@ type Batch struct {
 	// Partitions are the partitions a run of a job with [target]
 	// partition_by replaces; nil: those its input holds.
 	Partitions []string
+	// FullRefresh rebuilds a refresh job, a model or a seed from its
+	// inputs as a new snapshot even when its key is unchanged, and an
+	// incremental model whole (idem run --full-refresh); any other apply
+	// job is refused (ErrUsage): its target is the fold of its batches.
+	FullRefresh bool
 }
 
 // options checks b and returns the run's options.
@@ -36,7 +41,7 @@ func (b Batch) options() (run.RunOptions, error) {
 		return run.RunOptions{}, job.Usage("Batch: From and To go together")
 	}
 	return run.RunOptions{Input: b.Input, BatchID: b.ID, From: b.From, To: b.To, Epoch: b.Epoch,
-		ExpectParent: b.ExpectParent, Partitions: b.Partitions, Expire: ops.ExpireAfterRun}, nil
+		ExpectParent: b.ExpectParent, Partitions: b.Partitions, FullRefresh: b.FullRefresh, Expire: ops.ExpireAfterRun}, nil
 }
 
 // The decisions of a Result or a Plan. A run reports loaded (a refresh
@@ -139,8 +144,11 @@ type Result struct {
 	// ([retention] keep_snapshots).
 	Expiry *Expiry `json:"expiry,omitempty"`
 	// FullRefresh says the run rebuilt the target whole, whatever its key
-	// (idem run --full-refresh; runner has no option for it yet).
+	// (Batch.FullRefresh, WithFullRefresh).
 	FullRefresh bool `json:"full_refresh,omitempty"`
+	// Watermark is a chunked job's watermark after the run (nil: none
+	// yet).
+	Watermark *int64 `json:"watermark,omitempty"`
 	// NewFiles and Runs: a files-mode job's new files and the batches it
 	// committed, one per file (or one for all); Runs also holds a chunked
 	// job's chunks.
@@ -153,6 +161,8 @@ type Result struct {
 	// refused, as its *JobError says.
 	Error    string `json:"error,omitempty"`
 	ExitCode int    `json:"exit_code,omitempty"`
+
+	err error // the error Error says
 }
 
 // InputFile is an input file a run read: its path, sha256 and size.
@@ -179,6 +189,10 @@ type UpstreamChange struct {
 	From *int64 `json:"from"`
 	To   int64  `json:"to"`
 }
+
+// String reads "trips 4 → 5", "trips 5" when it did not move, or "trips
+// 5 (first pinned)", as the idem command prints it.
+func (c UpstreamChange) String() string { return run.UpstreamChange(c).String() }
 
 // Expiry reports the expiry of old snapshots that followed a run.
 type Expiry struct {

@@ -29,12 +29,12 @@ func TestResultsInStep(t *testing.T) {
 		summary          bool     // the public type's other keys are not the internal type's concern
 	}{
 		{public: Result{}, internal: run.Result{},
-			added: []string{"sha256", "new_files", "runs", "blocked_by", "error", "exit_code"},
+			added: []string{"sha256", "new_files", "runs", "watermark", "blocked_by", "error", "exit_code"},
 			raw:   []string{"parts"}},
 		// A files-mode or chunked run's summary: its keys are among the
 		// Result's (its runs are Results, checked above).
 		{public: Result{}, internal: run.FilesResult{}, summary: true, leftOut: []string{"runs."}},
-		{public: Result{}, internal: run.ChunksResult{}, summary: true, leftOut: []string{"watermark", "runs."}},
+		{public: Result{}, internal: run.ChunksResult{}, summary: true, leftOut: []string{"runs."}},
 		{public: Plan{}, internal: ops.Plan{},
 			added:   []string{"blocked_by"},
 			leftOut: []string{"parts", "upstream", "model_change"}},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -43,7 +44,12 @@ func Open(ctx context.Context, paths []string, opts ...Option) (*Project, error)
 	if len(paths) == 0 {
 		return nil, jobError("", job.Usage("Open: no job file or folder"))
 	}
-	files, err := project.Files(paths)
+	files, skipped, err := project.FilesSkipping(paths)
+	if s.skipped != nil {
+		for _, f := range skipped {
+			s.skipped(f)
+		}
+	}
 	if err != nil {
 		return nil, jobError("", err)
 	}
@@ -58,14 +64,36 @@ func Open(ctx context.Context, paths []string, opts ...Option) (*Project, error)
 		}
 		jobs = append(jobs, j)
 	}
-	p, err := project.New(jobs)
-	if err == nil {
-		p, err = p.Select(s.selects)
+	all, err := project.New(jobs)
+	if err != nil {
+		return nil, jobError("", err)
 	}
+	p, err := all.Choose(project.Selection{Select: s.selects, Exclude: s.excludes}, func() (map[*job.Job]bool, error) {
+		return modifiedJobs(ctx, all)
+	})
 	if err != nil {
 		return nil, jobError("", err)
 	}
 	return &Project{p: p, s: s}, nil
+}
+
+// modifiedJobs are the jobs the selector state:modified picks: those a
+// plan says would be rebuilt because their definition changed (their
+// key's transform, schema or config part), or that never committed,
+// whatever their inputs do. Each is planned against its own database (the
+// job file's), read-only.
+func modifiedJobs(ctx context.Context, p *project.Project) (map[*job.Job]bool, error) {
+	out := map[*job.Job]bool{}
+	for _, j := range p.Jobs {
+		plan, err := ops.PlanRun(ctx, j.Database, j, run.RunOptions{}, run.OpenOptions{DuckDB: j.DuckDB})
+		if err != nil {
+			return nil, fmt.Errorf("--select state:modified: plan %s: %w", j.Name, err)
+		}
+		out[j] = plan.FirstLoad || slices.ContainsFunc(plan.Changed, func(part string) bool {
+			return part == job.PartTransform || part == job.PartSchema || part == job.PartConfig
+		})
+	}
+	return out, nil
 }
 
 // JobFile is the job file pathOrName names, as every idem command that
@@ -162,10 +190,16 @@ func (p *Project) RunJob(ctx context.Context, name string, b Batch) (*Result, er
 		return nil, jobError(name, err)
 	}
 	res, err := p.runJob(ctx, nil, j, opts)
-	if err != nil {
+	var ce *CloseError
+	if err != nil && !errors.As(err, &ce) {
+		// What a files-mode or chunked run committed before it failed
+		// stands: the hooks follow it.
+		if res != nil && commitOf(res).Committed {
+			return res, errors.Join(jobError(name, err), p.afterCommit(ctx, commitOf(res)))
+		}
 		return res, jobError(name, err)
 	}
-	return res, p.afterCommit(ctx, commitOf(res))
+	return res, errors.Join(jobError(name, err), p.afterCommit(ctx, commitOf(res)))
 }
 
 // commitOf is the Commit of a run's result.
@@ -179,22 +213,55 @@ func commitOf(r *Result) Commit {
 }
 
 // runJob runs j with opts on a database from h (nil: opened and closed
-// here).
+// here). A database that fails to close after a run that succeeded is a
+// *CloseError returned beside the result.
 func (p *Project) runJob(ctx context.Context, h *projectrun.Handles, j *job.Job, opts run.RunOptions) (res *Result, err error) {
 	path, oo, err := p.database(j)
 	if err != nil {
 		return nil, err
 	}
+	// A writable open of an older database migrates it (fault points
+	// migrate_before_commit, migrate_after_commit).
+	oo.Fault = p.faultFor(path)
+	opts.Fault, opts.Progress, opts.SkipHistory = p.faultFor(path), p.s.progress, p.s.skipHistory
+	if p.s.fullRefresh && run.FullRefreshes(j) {
+		opts.FullRefresh = true
+	}
+	doneOpen := timing(p.s.progress, "open")
 	db, done, err := h.Open(ctx, path, oo)
+	doneOpen()
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, done(err)) }()
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, done(err))
+			return
+		}
+		doneClose := timing(p.s.progress, "close")
+		cerr := done(nil)
+		doneClose()
+		if cerr != nil {
+			err = &CloseError{Path: db.Path(), Err: errors.Unwrap(cerr)}
+		}
+	}()
 	res, err = dispatch(ctx, db, j, opts)
+	if p.s.noSHA256 {
+		return res, err
+	}
 	if serr := fillSHA256(ctx, db, j, res); serr != nil && err == nil {
 		err = serr
 	}
 	return res, err
+}
+
+// timing starts a step that only Progress.Timings reports (the open and
+// close of a run's database).
+func timing(p job.Progress, name string) func() {
+	if !p.Timings {
+		return func() {}
+	}
+	return p.Start(name)
 }
 
 // fillSHA256 sets the SHA256 of res and of its Runs that committed a
@@ -253,7 +320,7 @@ func dispatch(ctx context.Context, db *run.DB, j *job.Job, opts run.RunOptions) 
 			return nil, err
 		}
 		runs, cerr := resultsOf(cr.Runs)
-		return &Result{Job: cr.Job, Decision: Decision(cr.Decision), Runs: runs}, errors.Join(err, cerr)
+		return &Result{Job: cr.Job, Decision: Decision(cr.Decision), Runs: runs, Watermark: cr.Watermark}, errors.Join(err, cerr)
 	}
 	r, err := db.Run(ctx, j, opts)
 	if err != nil {
@@ -266,46 +333,61 @@ func dispatch(ctx context.Context, db *run.DB, j *job.Job, opts run.RunOptions) 
 // with the zero Batch would, in its own transaction: a job after the jobs
 // it reads, which it reads as they committed. A job downstream of one that
 // failed or was refused is not run (Decision blocked); the others still
-// run. Jobs of different database files run at once up to WithConcurrency.
-// It returns one Result per job in run order, and, when any job failed or
-// was refused, a *PartialError naming them (ExitCode gives the worst exit
-// code). The jobs that committed stay committed.
+// run. Jobs whose upstreams are done run at once up to WithConcurrency;
+// WithEachJob hears of each in run order as it is done. It returns one
+// Result per job in run order, and, when any job failed or was refused, a
+// *PartialError naming them (ExitCode gives the worst exit code). The jobs
+// that committed stay committed; the AfterCommit hooks follow once every
+// job is done and the databases are closed.
 func (p *Project) Run(ctx context.Context) ([]*Result, error) {
 	h := projectrun.NewHandles()
 	results := make(map[*job.Job]*Result, len(p.p.Jobs))
 	var mu sync.Mutex
+	done := inOrder(p.p.Jobs, func(j *job.Job) {
+		if p.s.each == nil {
+			return
+		}
+		mu.Lock()
+		r := results[j]
+		mu.Unlock()
+		var err error
+		if r.Error != "" {
+			err = &JobError{Job: r.Job, Code: r.ExitCode, Err: r.err}
+		}
+		p.s.each(r, err)
+	})
 	outcomes := projectrun.Run(ctx, p.p, p.s.concurrency, func(ctx context.Context, j *job.Job, _ map[string]string) (string, error) {
 		opts, _ := Batch{}.options()
 		res, err := p.runJob(ctx, h, j, opts)
+		r := failedResult(j, res, err)
 		mu.Lock()
-		results[j] = res
+		results[j] = r
 		mu.Unlock()
-		if res == nil {
+		done(j)
+		if err != nil {
 			return "", err
 		}
-		return string(res.Decision), err
-	}, nil)
+		return string(res.Decision), nil
+	}, func(j *job.Job, by []string) {
+		mu.Lock()
+		results[j] = &Result{Job: j.Name, Decision: DecisionBlocked, Changed: []string{}, BlockedBy: by}
+		mu.Unlock()
+		done(j)
+	})
 	closeErr := h.Close()
 	out := make([]*Result, len(outcomes))
 	var failed []*JobError
 	for i, oc := range outcomes {
-		r := results[oc.Job]
-		if r == nil {
-			r = &Result{Job: oc.Job.Name, Changed: []string{}}
+		out[i] = results[oc.Job]
+		if oc.Err != nil {
+			failed = append(failed, jobError(oc.Job.Name, oc.Err).(*JobError))
 		}
-		switch {
-		case len(oc.BlockedBy) > 0:
-			r.Decision, r.BlockedBy = DecisionBlocked, oc.BlockedBy
-		case oc.Err != nil:
-			je := jobError(oc.Job.Name, oc.Err).(*JobError)
-			failed = append(failed, je)
-			r.Decision, r.Error, r.ExitCode = failedDecision(je.Code), oc.Err.Error(), je.Code
-		}
-		out[i] = r
 	}
 	var hookErrs []error
 	for _, r := range out {
-		if r.Decision != DecisionBlocked && r.Error == "" {
+		// What a files-mode or chunked job committed before it failed
+		// stands: the hooks follow it too.
+		if r.Decision != DecisionBlocked && (r.Error == "" || commitOf(r).Committed) {
 			hookErrs = append(hookErrs, p.afterCommit(ctx, commitOf(r)))
 		}
 	}
@@ -313,6 +395,40 @@ func (p *Project) Run(ctx context.Context) ([]*Result, error) {
 		return out, errors.Join(append([]error{err}, hookErrs...)...)
 	}
 	return out, errors.Join(hookErrs...)
+}
+
+// failedResult is the Result of job j of a project run that returned res
+// and err: res, or when err is not nil, res (or a Result of its own) with
+// the decision, error and exit code err gives.
+func failedResult(j *job.Job, res *Result, err error) *Result {
+	if err == nil {
+		return res
+	}
+	if res == nil {
+		res = &Result{Job: j.Name, Changed: []string{}}
+	}
+	je := jobError(j.Name, err).(*JobError)
+	res.Decision, res.Error, res.ExitCode, res.err = failedDecision(je.Code), err.Error(), je.Code, err
+	return res
+}
+
+// inOrder returns done, which marks a job of jobs finished and calls f
+// for every job not yet passed to it whose predecessors in jobs are all
+// finished, in the order of jobs. done may be called from any goroutine;
+// f is called under a lock.
+func inOrder(jobs []*job.Job, f func(*job.Job)) (done func(*job.Job)) {
+	var mu sync.Mutex
+	finished := map[*job.Job]bool{}
+	next := 0
+	return func(j *job.Job) {
+		mu.Lock()
+		defer mu.Unlock()
+		finished[j] = true
+		for next < len(jobs) && finished[jobs[next]] {
+			f(jobs[next])
+			next++
+		}
+	}
 }
 
 // failedDecision is the decision of a job whose error has exit code code.

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -438,4 +439,13 @@ func absPath(p string) string {
 		return a
 	}
 	return p
+}
+
+// closeWritten closes db, a database the command opened for writing, once
+// it has printed its result, and joins a failed close into *err as
+// closeFailed reports it: the close checkpoints the last commit.
+func (a *app) closeWritten(db *run.DB, err *error) {
+	if cerr := db.Close(); cerr != nil {
+		*err = errors.Join(*err, a.closeFailed(fmt.Errorf("close database %s: %w", db.Path(), cerr)))
+	}
 }

@@ -119,7 +119,7 @@ func (a *app) printPlan(plan *ops.Plan) {
 	}
 	fmt.Fprintf(a.stdout, "  snapshot  %d\n", plan.Snapshot)
 	if len(plan.Upstream) > 0 {
-		fmt.Fprintf(a.stdout, "  upstream  %s\n", upstreamText(plan.Upstream))
+		fmt.Fprintf(a.stdout, "  upstream  %s\n", upstreamText(publicUpstream(plan.Upstream)))
 	}
 	if plan.JobKey != "" {
 		fmt.Fprintf(a.stdout, "  job key   %s\n", plan.JobKey)
@@ -211,6 +211,16 @@ func publicRetyped(cs []ops.ColumnChange) []runner.ColumnChange {
 	out := make([]runner.ColumnChange, len(cs))
 	for i, c := range cs {
 		out[i] = runner.ColumnChange(c)
+	}
+	return out
+}
+
+// publicUpstream is runner's copy of a plan's upstreams (until plan moves
+// onto runner, issue 46).
+func publicUpstream(ups []run.UpstreamChange) []runner.UpstreamChange {
+	out := make([]runner.UpstreamChange, len(ups))
+	for i, u := range ups {
+		out[i] = runner.UpstreamChange(u)
 	}
 	return out
 }
