@@ -40,6 +40,17 @@ type settings struct {
 	excludes    []string
 	skipped     func(file string)
 	each        func(*Result, error)
+	eachPlan    func(*Plan, error)
+}
+
+// WithEachPlan makes Project.Plan call f with each job's Plan as WithEachJob
+// does for Run: a plan the run would be refused with its *JobError, a job
+// no plan could be made of with a nil Plan and its *JobError.
+func WithEachPlan(f func(pl *Plan, err error)) Option {
+	return optionFunc(func(s *settings) error {
+		s.eachPlan = f
+		return nil
+	})
 }
 
 // WithExclude leaves out the jobs the patterns pick (the forms of

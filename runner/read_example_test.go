@@ -92,3 +92,26 @@ func ExampleProject_RerunWith() {
 	// Output:
 	// snapshot 1 reproduced: true replayed 1 rows 2
 }
+
+// ExampleWithEachJob prints each job of a project run as it is done, in
+// run order, as idem run DIR does whatever --jobs, and each plan so.
+func ExampleWithEachJob() {
+	ctx := context.Background()
+	_, dir := applied(ctx)
+	defer os.RemoveAll(dir)
+	p, err := runner.Open(ctx, []string{dir}, runner.WithoutSHA256(),
+		runner.WithEachJob(func(r *runner.Result, err error) { fmt.Println("run", r.Job, r.Decision, err) }),
+		runner.WithEachPlan(func(pl *runner.Plan, err error) { fmt.Println("plan", pl.Job, pl.Decision, err) }))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := p.Plan(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := p.Run(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// plan src already_committed <nil>
+	// run src already_committed <nil>
+}

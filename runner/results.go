@@ -248,16 +248,42 @@ type Plan struct {
 	// would commit first.
 	Reason   string   `json:"reason,omitempty"`
 	NewFiles []string `json:"new_files,omitempty"`
+	// Parts are the job key's parts the run would record, canonical JSON;
+	// Upstream the upstream jobs it would pin.
+	Parts    json.RawMessage  `json:"parts"`
+	Upstream []UpstreamChange `json:"upstream,omitempty"`
+	// ModelChange classifies a change of a model's SQL or columns against
+	// its latest snapshot.
+	ModelChange *ModelChange `json:"model_change,omitempty"`
 	// BlockedBy, Error and ExitCode as in Result.
 	BlockedBy []string `json:"blocked_by,omitempty"`
 	Error     string   `json:"error,omitempty"`
 	ExitCode  int      `json:"exit_code,omitempty"`
 }
 
-func planOf(p *ops.Plan) *Plan {
-	return &Plan{Job: p.Job, Mode: p.Mode, Decision: Decision(p.Decision), Changed: job.NonNil(p.Changed), FirstLoad: p.FirstLoad,
-		JobKey: p.JobKey, BatchID: p.BatchID, Snapshot: p.Snapshot, Cursor: p.Cursor, Epoch: p.Epoch,
-		Reason: p.Reason, NewFiles: p.NewFiles, Error: p.Error, ExitCode: p.ExitCode}
+// ModelChange classifies a change of a model against its latest
+// snapshot: its class and why, the columns added, removed and retyped,
+// and, when both SQL texts ran on the same upstream rows (RowsCompared),
+// the keys whose rows differ in the columns both have; Downstream names
+// the project's jobs that read it, which the change rebuilds.
+type ModelChange struct {
+	Class          string         `json:"class"`
+	ColumnsAdded   []string       `json:"columns_added"`
+	ColumnsRemoved []string       `json:"columns_removed"`
+	ColumnsRetyped []ColumnChange `json:"columns_retyped"`
+	RowsCompared   bool           `json:"rows_compared"`
+	RowsChanged    int64          `json:"rows_changed"`
+	Reason         string         `json:"reason"`
+	Downstream     []string       `json:"downstream"`
+}
+
+func planOf(p *ops.Plan) (*Plan, error) {
+	var out Plan
+	if err := convert(p, &out); err != nil {
+		return nil, err
+	}
+	out.Changed = job.NonNil(out.Changed)
+	return &out, nil
 }
 
 // RerunResult reports a rerun: the sha256 of the canonical export (csv, key

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"encoding/json"
 	"reflect"
 	"slices"
 	"strings"
@@ -36,8 +37,8 @@ func TestResultsInStep(t *testing.T) {
 		{public: Result{}, internal: run.FilesResult{}, summary: true, leftOut: []string{"runs."}},
 		{public: Result{}, internal: run.ChunksResult{}, summary: true, leftOut: []string{"runs."}},
 		{public: Plan{}, internal: ops.Plan{},
-			added:   []string{"blocked_by"},
-			leftOut: []string{"parts", "upstream", "model_change"}},
+			added: []string{"blocked_by"},
+			raw:   []string{"parts"}},
 		{public: RerunResult{}, internal: ops.RerunResult{}},
 		{public: ExportResult{}, internal: ops.ExportResult{}},
 		{public: DiffResult{}, internal: ops.DiffResult{}},
@@ -167,4 +168,23 @@ func listed(keys []string, key string) bool {
 		}
 	}
 	return false
+}
+
+// TestConvertKeepsRawBytes: a key carried as raw JSON (a run's or a
+// plan's parts) keeps the bytes the command printed, '<' and '&' as they
+// are, not escaped.
+func TestConvertKeepsRawBytes(t *testing.T) {
+	t.Parallel()
+	src := struct {
+		Parts map[string]string `json:"parts"`
+	}{map[string]string{"config": "a<b&c"}}
+	var dst struct {
+		Parts json.RawMessage `json:"parts"`
+	}
+	if err := convert(src, &dst); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(dst.Parts), `{"config":"a<b&c"}`; got != want {
+		t.Errorf("parts %s, want %s", got, want)
+	}
 }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -96,11 +97,15 @@ func (e *CloseError) Unwrap() error { return e.Err }
 // convert copies src into dst, a public type with the same JSON keys
 // (TestResultsInStep keeps them in step).
 func convert(src, dst any) error {
-	b, err := json.Marshal(src)
-	if err != nil {
+	// Unescaped, as the command prints JSON: a key carried as raw JSON
+	// (parts) keeps its bytes.
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(src); err != nil {
 		return fmt.Errorf("copy %T: %w", src, err)
 	}
-	if err := json.Unmarshal(b, dst); err != nil {
+	if err := json.Unmarshal(b.Bytes(), dst); err != nil {
 		return fmt.Errorf("copy %T: %w", src, err)
 	}
 	return nil

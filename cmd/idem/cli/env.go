@@ -14,6 +14,7 @@ import (
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/project"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/runner"
 )
 
 // envGroup is the jobs of one production database of a project, in run
@@ -499,4 +500,14 @@ func orNone(s string) string {
 		return "nothing"
 	}
 	return s
+}
+
+// publicRetyped is runner's copy of retyped columns (until env moves onto
+// runner, issue 46).
+func publicRetyped(cs []ops.ColumnChange) []runner.ColumnChange {
+	out := make([]runner.ColumnChange, len(cs))
+	for i, c := range cs {
+		out[i] = runner.ColumnChange(c)
+	}
+	return out
 }

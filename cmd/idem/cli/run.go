@@ -396,7 +396,18 @@ func (a *app) runProjectCmd(cmd *cobra.Command, args []string, rf runFlags) erro
 		}
 	}
 	_, err = p.Run(cmd.Context())
-	if f.jsonOut {
+	var ae *runner.AfterCommitError
+	if errors.As(err, &ae) {
+		defer a.hookFailed(p, ae)
+	}
+	return a.projectDone(f.jsonOut, objs, err, worst, hooked.Bytes()...)
+}
+
+// projectDone ends a project's run or plan: the --json array of objs,
+// what the hooks printed, a database that failed to close (err, a
+// *runner.PartialError, names it), and the worst exit code met.
+func (a *app) projectDone(jsonOut bool, objs []json.RawMessage, err error, worst int, hooked ...byte) error {
+	if jsonOut {
 		if objs == nil {
 			objs = []json.RawMessage{}
 		}
@@ -404,7 +415,7 @@ func (a *app) runProjectCmd(cmd *cobra.Command, args []string, rf runFlags) erro
 			return perr
 		}
 	}
-	if perr := a.hooked(&hooked); perr != nil {
+	if _, perr := a.stdout.Write(hooked); perr != nil {
 		return perr
 	}
 	var pe *runner.PartialError
@@ -415,10 +426,6 @@ func (a *app) runProjectCmd(cmd *cobra.Command, args []string, rf runFlags) erro
 				worst = max(worst, je.Code)
 			}
 		}
-	}
-	var ae *runner.AfterCommitError
-	if errors.As(err, &ae) {
-		a.hookFailed(p, ae)
 	}
 	if worst != 0 {
 		return &codeError{code: worst}
@@ -436,21 +443,42 @@ func (a *app) projectJSON(r *runner.Result, reads string, err error) json.RawMes
 	}
 	var je *runner.JobError
 	if !errors.As(err, &je) {
-		b, _ := json.Marshal(runObject(r, reads, nil))
-		return b
+		return rawJSON(runObject(r, reads, nil))
 	}
 	fmt.Fprintf(a.stderr, "idem: %v\n", je.Err)
 	var obj any = map[string]any{"error": je.Err.Error(), "exit_code": je.Code}
 	if len(r.Runs) > 0 {
 		obj = runObject(r, reads, je)
 	}
-	raw, _ := json.Marshal(obj)
+	return projectFailure(je, obj)
+}
+
+// projectFailure is the object of a job that failed or was refused in a
+// project's --json array: obj (what the job alone prints with --json: its
+// error object, a refused plan) with the job's name, its decision (failed
+// or refused when obj has none) and exit code.
+func projectFailure(je *runner.JobError, obj any) json.RawMessage {
 	m := map[string]any{}
-	_ = json.Unmarshal(raw, &m)
-	m["job"] = r.Job
-	if _, ok := m["decision"]; !ok || m["decision"] == "" {
-		m["decision"] = string(r.Decision)
+	_ = json.Unmarshal(rawJSON(obj), &m)
+	m["job"] = je.Job
+	if d, ok := m["decision"]; !ok || d == "" {
+		m["decision"] = runner.DecisionFailed
+		if je.Code == runner.ExitRefused {
+			m["decision"] = runner.DecisionRefused
+		}
+	}
+	if _, ok := m["exit_code"]; !ok {
+		m["exit_code"] = je.Code
 	}
 	b, _ := json.Marshal(m)
 	return b
+}
+
+// rawJSON is v as printJSON writes it, without the newline.
+func rawJSON(v any) json.RawMessage {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	return bytes.TrimSpace(b.Bytes())
 }
