@@ -222,7 +222,7 @@ func (a *app) run(cmd *cobra.Command, args []string, rf runFlags) error {
 			return a.fail(f.jsonOut, je)
 		}
 		if f.jsonOut {
-			if perr := a.printJSON(runObject(res, info.Reads, je)); perr != nil {
+			if perr := errors.Join(a.printJSON(runObject(res, info.Reads, je)), a.hooked(&hooked)); perr != nil {
 				return perr
 			}
 			fmt.Fprintf(a.stderr, "idem: %v\n", je.Err)
