@@ -106,7 +106,21 @@ type JobInfo struct {
 	Upstream []string
 	// Iceberg is the job's [publish.iceberg], nil without one.
 	Iceberg *IcebergTable
+	// Reads is what a run of the job reads: ReadsBatch, ReadsFiles,
+	// ReadsChunks or ReadsStream.
+	Reads string
 }
+
+// What a job's run reads (JobInfo.Reads): one batch (a file, a glob, its
+// upstream jobs), each new file of a folder ([input] mode = "files"), its
+// input chunk after chunk ([input] chunk_rows), or a stream ([input] kind
+// = "kafka").
+const (
+	ReadsBatch  = "batch"
+	ReadsFiles  = "files"
+	ReadsChunks = "chunks"
+	ReadsStream = "stream"
+)
 
 // IcebergTable is a job's [publish.iceberg]: the Apache Iceberg table its
 // committed snapshots are published to by an extension (idem-iceberg).
@@ -131,6 +145,16 @@ func (p *Project) Job(name string) (*JobInfo, error) {
 	}
 	info := &JobInfo{Name: j.Name, File: j.File, Database: path, Pipeline: j.Pipeline.Name, Target: j.Table,
 		Key: j.Pipeline.Key, PartitionBy: j.PartitionBy, Upstream: j.SortedUpstream()}
+	switch {
+	case j.IsStream():
+		info.Reads = ReadsStream
+	case j.Input.Mode == job.InputModeFiles:
+		info.Reads = ReadsFiles
+	case j.Input.ChunkRows > 0:
+		info.Reads = ReadsChunks
+	default:
+		info.Reads = ReadsBatch
+	}
 	if ice := j.Publish.Iceberg; ice != nil {
 		info.Iceberg = &IcebergTable{Catalog: ice.Catalog, Warehouse: ice.Warehouse, Namespace: ice.Namespace}
 	}

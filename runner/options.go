@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/project"
 )
 
 // Option configures Open, as the With functions make them. Each checks
@@ -12,6 +13,10 @@ import (
 type Option interface {
 	apply(*settings) error
 }
+
+// SelectorHelp describes the forms of WithSelect and WithExclude, as idem
+// run --help prints them.
+const SelectorHelp = project.SelectorHelp
 
 // optionFunc is an Option that is a function.
 type optionFunc func(*settings) error
@@ -28,6 +33,78 @@ type settings struct {
 	progress    job.Progress
 	hooks       []AfterCommit
 	fault       func(database string) func(point string)
+	replica     func(ReplicaNote)
+	noSHA256    bool
+	fullRefresh bool
+	skipHistory bool // cmd/idem-bench's floor (bench_idembench.go)
+	excludes    []string
+	skipped     func(file string)
+	each        func(*Result, error)
+	eachPlan    func(*Plan, error)
+}
+
+// WithEachPlan makes Project.Plan call f with each job's Plan as WithEachJob
+// does for Run: a plan the run would be refused with its *JobError, a job
+// no plan could be made of with a nil Plan and its *JobError.
+func WithEachPlan(f func(pl *Plan, err error)) Option {
+	return optionFunc(func(s *settings) error {
+		s.eachPlan = f
+		return nil
+	})
+}
+
+// WithExclude leaves out the jobs the patterns pick (the forms of
+// WithSelect), after every WithSelect, as the idem command's --exclude.
+func WithExclude(patterns ...string) Option {
+	return optionFunc(func(s *settings) error {
+		s.excludes = append(s.excludes, patterns...)
+		return nil
+	})
+}
+
+// WithSkippedFiles calls f, in Open, with each *.toml file of a folder
+// that is not a job file (no top-level pipeline =) and is not read (the
+// idem command's --verbose names them).
+func WithSkippedFiles(f func(file string)) Option {
+	return optionFunc(func(s *settings) error {
+		s.skipped = f
+		return nil
+	})
+}
+
+// WithEachJob makes Project.Run call f with each job's Result as soon as
+// the job and every job before it in run order are done, in run order,
+// from one goroutine at a time: a job that failed or was refused with its
+// *JobError, a blocked one (Decision blocked) and the others with nil. The
+// idem command prints each job so, in the same order whatever
+// WithConcurrency.
+func WithEachJob(f func(r *Result, err error)) Option {
+	return optionFunc(func(s *settings) error {
+		s.each = f
+		return nil
+	})
+}
+
+// WithoutSHA256 leaves the SHA256 of a run's Result empty: the run does
+// not read its committed snapshot back (a full read of the target) to
+// compute it. Project.Show and Project.Export still give it.
+func WithoutSHA256() Option {
+	return optionFunc(func(s *settings) error {
+		s.noSHA256 = true
+		return nil
+	})
+}
+
+// WithFullRefresh makes Project.Run rebuild each refresh job, model and
+// seed ([input] mode = "replace") from its inputs as a new snapshot even
+// when its key is unchanged, and an incremental model whole, as idem run
+// --full-refresh over a project does; its other apply jobs run as they
+// would. Batch.FullRefresh asks it of one run.
+func WithFullRefresh() Option {
+	return optionFunc(func(s *settings) error {
+		s.fullRefresh = true
+		return nil
+	})
 }
 
 // WithDatabase makes every job read and write the database file at path
@@ -96,7 +173,8 @@ func WithWait(d time.Duration) Option {
 
 // WithSelect keeps the jobs the patterns pick, as the idem command's
 // --select: NAME, NAME+ (and every job downstream of it), +NAME (and every
-// job upstream). A name that is no job of the project fails Open.
+// job upstream), and the other forms SelectorHelp lists. A name that is no
+// job of the project fails Open.
 func WithSelect(patterns ...string) Option {
 	return optionFunc(func(s *settings) error {
 		for _, p := range patterns {

@@ -28,6 +28,11 @@ type Batch struct {
 	// Partitions are the partitions a run of a job with [target]
 	// partition_by replaces; nil: those its input holds.
 	Partitions []string
+	// FullRefresh rebuilds a refresh job, a model or a seed from its
+	// inputs as a new snapshot even when its key is unchanged, and an
+	// incremental model whole (idem run --full-refresh); any other apply
+	// job is refused (ErrUsage): its target is the fold of its batches.
+	FullRefresh bool
 }
 
 // options checks b and returns the run's options.
@@ -36,7 +41,7 @@ func (b Batch) options() (run.RunOptions, error) {
 		return run.RunOptions{}, job.Usage("Batch: From and To go together")
 	}
 	return run.RunOptions{Input: b.Input, BatchID: b.ID, From: b.From, To: b.To, Epoch: b.Epoch,
-		ExpectParent: b.ExpectParent, Partitions: b.Partitions, Expire: ops.ExpireAfterRun}, nil
+		ExpectParent: b.ExpectParent, Partitions: b.Partitions, FullRefresh: b.FullRefresh, Expire: ops.ExpireAfterRun}, nil
 }
 
 // The decisions of a Result or a Plan. A run reports loaded (a refresh
@@ -139,8 +144,11 @@ type Result struct {
 	// ([retention] keep_snapshots).
 	Expiry *Expiry `json:"expiry,omitempty"`
 	// FullRefresh says the run rebuilt the target whole, whatever its key
-	// (idem run --full-refresh; runner has no option for it yet).
+	// (Batch.FullRefresh, WithFullRefresh).
 	FullRefresh bool `json:"full_refresh,omitempty"`
+	// Watermark is a chunked job's watermark after the run (nil: none
+	// yet).
+	Watermark *int64 `json:"watermark,omitempty"`
 	// NewFiles and Runs: a files-mode job's new files and the batches it
 	// committed, one per file (or one for all); Runs also holds a chunked
 	// job's chunks.
@@ -153,6 +161,8 @@ type Result struct {
 	// refused, as its *JobError says.
 	Error    string `json:"error,omitempty"`
 	ExitCode int    `json:"exit_code,omitempty"`
+
+	err error // the error Error says
 }
 
 // InputFile is an input file a run read: its path, sha256 and size.
@@ -179,6 +189,10 @@ type UpstreamChange struct {
 	From *int64 `json:"from"`
 	To   int64  `json:"to"`
 }
+
+// String reads "trips 4 → 5", "trips 5" when it did not move, or "trips
+// 5 (first pinned)", as the idem command prints it.
+func (c UpstreamChange) String() string { return run.UpstreamChange(c).String() }
 
 // Expiry reports the expiry of old snapshots that followed a run.
 type Expiry struct {
@@ -234,16 +248,42 @@ type Plan struct {
 	// would commit first.
 	Reason   string   `json:"reason,omitempty"`
 	NewFiles []string `json:"new_files,omitempty"`
+	// Parts are the job key's parts the run would record, canonical JSON;
+	// Upstream the upstream jobs it would pin.
+	Parts    json.RawMessage  `json:"parts"`
+	Upstream []UpstreamChange `json:"upstream,omitempty"`
+	// ModelChange classifies a change of a model's SQL or columns against
+	// its latest snapshot.
+	ModelChange *ModelChange `json:"model_change,omitempty"`
 	// BlockedBy, Error and ExitCode as in Result.
 	BlockedBy []string `json:"blocked_by,omitempty"`
 	Error     string   `json:"error,omitempty"`
 	ExitCode  int      `json:"exit_code,omitempty"`
 }
 
-func planOf(p *ops.Plan) *Plan {
-	return &Plan{Job: p.Job, Mode: p.Mode, Decision: Decision(p.Decision), Changed: job.NonNil(p.Changed), FirstLoad: p.FirstLoad,
-		JobKey: p.JobKey, BatchID: p.BatchID, Snapshot: p.Snapshot, Cursor: p.Cursor, Epoch: p.Epoch,
-		Reason: p.Reason, NewFiles: p.NewFiles, Error: p.Error, ExitCode: p.ExitCode}
+// ModelChange classifies a change of a model against its latest
+// snapshot: its class and why, the columns added, removed and retyped,
+// and, when both SQL texts ran on the same upstream rows (RowsCompared),
+// the keys whose rows differ in the columns both have; Downstream names
+// the project's jobs that read it, which the change rebuilds.
+type ModelChange struct {
+	Class          string         `json:"class"`
+	ColumnsAdded   []string       `json:"columns_added"`
+	ColumnsRemoved []string       `json:"columns_removed"`
+	ColumnsRetyped []ColumnChange `json:"columns_retyped"`
+	RowsCompared   bool           `json:"rows_compared"`
+	RowsChanged    int64          `json:"rows_changed"`
+	Reason         string         `json:"reason"`
+	Downstream     []string       `json:"downstream"`
+}
+
+func planOf(p *ops.Plan) (*Plan, error) {
+	var out Plan
+	if err := convert(p, &out); err != nil {
+		return nil, err
+	}
+	out.Changed = job.NonNil(out.Changed)
+	return &out, nil
 }
 
 // RerunResult reports a rerun: the sha256 of the canonical export (csv, key
@@ -260,6 +300,54 @@ type RerunResult struct {
 	// from the checkpoint FromCheckpoint (0: from the first snapshot).
 	Replayed       int   `json:"replayed"`
 	FromCheckpoint int64 `json:"from_checkpoint"`
+	// Diff, for a snapshot not reproduced, compares the stored rows (from)
+	// with the rebuilt ones (to), with the first changed rows column by
+	// column; RebuiltPath is the file beside the database that keeps the
+	// rebuilt rows (idem erase removes it).
+	Diff        *DiffResult `json:"diff,omitempty"`
+	RebuiltPath string      `json:"rebuilt_path,omitempty"`
+	// Upstream holds, with RerunOptions.Deep, the reruns of the upstream
+	// snapshots the rebuilt one pinned, each with its own; RerunAbove
+	// says this (job, snapshot) was rebuilt by an earlier branch of the
+	// same rerun, whose verdict it carries (its upstreams are listed
+	// there).
+	Upstream   []*RerunResult `json:"upstream,omitempty"`
+	RerunAbove bool           `json:"rerun_above,omitempty"`
+	// UnsignedZero says the snapshot, committed on DuckDB 1.5, was
+	// reproduced with each -0.0 of a DOUBLE or REAL column written 0.0,
+	// as DuckDB 1.5 wrote it; ErasedBy names the erasures that rewrote
+	// the snapshot's rows after it was committed (the sha256 compared is
+	// that of its rows since).
+	UnsignedZero bool    `json:"unsigned_zero,omitempty"`
+	ErasedBy     []int64 `json:"erased_by,omitempty"`
+}
+
+// AllReproduced says the rerun and every upstream rerun under it
+// reproduced their snapshots.
+func (r *RerunResult) AllReproduced() bool {
+	if !r.Reproduced {
+		return false
+	}
+	for _, u := range r.Upstream {
+		if !u.AllReproduced() {
+			return false
+		}
+	}
+	return true
+}
+
+// RerunOptions say what Project.RerunWith rebuilds.
+type RerunOptions struct {
+	// Snapshot is the snapshot to rebuild; 0 the latest.
+	Snapshot int64
+	// Deep also reruns each upstream snapshot the rebuilt one pinned from
+	// its own retained inputs, down the chain, each (job, snapshot) once;
+	// an upstream's job file is looked for among the project's jobs, then
+	// beside the job's file (same database).
+	Deep bool
+	// FromStart replays every snapshot from the first, not from the
+	// nearest checkpoint.
+	FromStart bool
 }
 
 // ExportOptions say what Project.Export writes.
@@ -279,7 +367,7 @@ type ExportOptions struct {
 }
 
 // ExportResult reports an export. The JSON keys are those of idem export
-// --json (without the partitioned export's file list).
+// --json.
 type ExportResult struct {
 	Job      string `json:"job"`
 	Table    string `json:"table"`
@@ -292,4 +380,29 @@ type ExportResult struct {
 	Bytes       int64  `json:"bytes"`
 	SHA256      string `json:"sha256"`
 	PartitionBy string `json:"partition_by,omitempty"`
+	// Files are a partitioned export's files, as its manifest lists them.
+	Files []ExportFile `json:"files,omitempty"`
+}
+
+// ExportManifest is the file of a partitioned export's folder that lists
+// its files (ExportFile), written last.
+const ExportManifest = ops.ManifestName
+
+// ParquetTypes is the table of the Parquet type a Parquet export writes
+// for each DuckDB type.
+const ParquetTypes = ops.ParquetTypes
+
+// ExportFile is one file of a partitioned export: its path relative to
+// the export folder (with /), the partition's value as text (nil for
+// NULL), its rows and distinct keys, the min and max of the partition
+// column, and its bytes and sha256.
+type ExportFile struct {
+	Path         string  `json:"path"`
+	Value        *string `json:"value"`
+	Rows         int64   `json:"rows"`
+	DistinctKeys int64   `json:"distinct_keys"`
+	Min          *string `json:"min"`
+	Max          *string `json:"max"`
+	Bytes        int64   `json:"bytes"`
+	SHA256       string  `json:"sha256"`
 }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"encoding/json"
 	"reflect"
 	"slices"
 	"strings"
@@ -29,19 +30,18 @@ func TestResultsInStep(t *testing.T) {
 		summary          bool     // the public type's other keys are not the internal type's concern
 	}{
 		{public: Result{}, internal: run.Result{},
-			added: []string{"sha256", "new_files", "runs", "blocked_by", "error", "exit_code"},
+			added: []string{"sha256", "new_files", "runs", "watermark", "blocked_by", "error", "exit_code"},
 			raw:   []string{"parts"}},
 		// A files-mode or chunked run's summary: its keys are among the
 		// Result's (its runs are Results, checked above).
 		{public: Result{}, internal: run.FilesResult{}, summary: true, leftOut: []string{"runs."}},
-		{public: Result{}, internal: run.ChunksResult{}, summary: true, leftOut: []string{"watermark", "runs."}},
+		{public: Result{}, internal: run.ChunksResult{}, summary: true, leftOut: []string{"runs."}},
 		{public: Plan{}, internal: ops.Plan{},
-			added:   []string{"blocked_by"},
-			leftOut: []string{"parts", "upstream", "model_change"}},
-		{public: RerunResult{}, internal: ops.RerunResult{},
-			leftOut: []string{"diff", "rebuilt_path", "upstream", "rerun_above", "unsigned_zero", "erased_by"}},
-		{public: ExportResult{}, internal: ops.ExportResult{},
-			leftOut: []string{"files"}},
+			added: []string{"blocked_by"},
+			raw:   []string{"parts"}},
+		{public: RerunResult{}, internal: ops.RerunResult{}},
+		{public: ExportResult{}, internal: ops.ExportResult{}},
+		{public: DiffResult{}, internal: ops.DiffResult{}},
 		{public: LogEntry{}, internal: catalog.LogEntry{}},
 		{public: Packet{}, internal: ops.Shown{}},
 		{public: RollbackResult{}, internal: ops.RollbackResult{}},
@@ -168,4 +168,23 @@ func listed(keys []string, key string) bool {
 		}
 	}
 	return false
+}
+
+// TestConvertKeepsRawBytes: a key carried as raw JSON (a run's or a
+// plan's parts) keeps the bytes the command printed, '<' and '&' as they
+// are, not escaped.
+func TestConvertKeepsRawBytes(t *testing.T) {
+	t.Parallel()
+	src := struct {
+		Parts map[string]string `json:"parts"`
+	}{map[string]string{"config": "a<b&c"}}
+	var dst struct {
+		Parts json.RawMessage `json:"parts"`
+	}
+	if err := convert(src, &dst); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(dst.Parts), `{"config":"a<b&c"}`; got != want {
+		t.Errorf("parts %s, want %s", got, want)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -43,7 +44,12 @@ func Open(ctx context.Context, paths []string, opts ...Option) (*Project, error)
 	if len(paths) == 0 {
 		return nil, jobError("", job.Usage("Open: no job file or folder"))
 	}
-	files, err := project.Files(paths)
+	files, skipped, err := project.FilesSkipping(paths)
+	if s.skipped != nil {
+		for _, f := range skipped {
+			s.skipped(f)
+		}
+	}
 	if err != nil {
 		return nil, jobError("", err)
 	}
@@ -58,14 +64,36 @@ func Open(ctx context.Context, paths []string, opts ...Option) (*Project, error)
 		}
 		jobs = append(jobs, j)
 	}
-	p, err := project.New(jobs)
-	if err == nil {
-		p, err = p.Select(s.selects)
+	all, err := project.New(jobs)
+	if err != nil {
+		return nil, jobError("", err)
 	}
+	p, err := all.Choose(project.Selection{Select: s.selects, Exclude: s.excludes}, func() (map[*job.Job]bool, error) {
+		return modifiedJobs(ctx, all)
+	})
 	if err != nil {
 		return nil, jobError("", err)
 	}
 	return &Project{p: p, s: s}, nil
+}
+
+// modifiedJobs are the jobs the selector state:modified picks: those a
+// plan says would be rebuilt because their definition changed (their
+// key's transform, schema or config part), or that never committed,
+// whatever their inputs do. Each is planned against its own database (the
+// job file's), read-only.
+func modifiedJobs(ctx context.Context, p *project.Project) (map[*job.Job]bool, error) {
+	out := map[*job.Job]bool{}
+	for _, j := range p.Jobs {
+		plan, err := ops.PlanRun(ctx, j.Database, j, run.RunOptions{}, run.OpenOptions{DuckDB: j.DuckDB})
+		if err != nil {
+			return nil, fmt.Errorf("--select state:modified: plan %s: %w", j.Name, err)
+		}
+		out[j] = plan.FirstLoad || slices.ContainsFunc(plan.Changed, func(part string) bool {
+			return part == job.PartTransform || part == job.PartSchema || part == job.PartConfig
+		})
+	}
+	return out, nil
 }
 
 // JobFile is the job file pathOrName names, as every idem command that
@@ -162,10 +190,16 @@ func (p *Project) RunJob(ctx context.Context, name string, b Batch) (*Result, er
 		return nil, jobError(name, err)
 	}
 	res, err := p.runJob(ctx, nil, j, opts)
-	if err != nil {
+	var ce *CloseError
+	if err != nil && !errors.As(err, &ce) {
+		// What a files-mode or chunked run committed before it failed
+		// stands: the hooks follow it.
+		if res != nil && commitOf(res).Committed {
+			return res, errors.Join(jobError(name, err), p.afterCommit(ctx, commitOf(res)))
+		}
 		return res, jobError(name, err)
 	}
-	return res, p.afterCommit(ctx, commitOf(res))
+	return res, errors.Join(jobError(name, err), p.afterCommit(ctx, commitOf(res)))
 }
 
 // commitOf is the Commit of a run's result.
@@ -179,22 +213,55 @@ func commitOf(r *Result) Commit {
 }
 
 // runJob runs j with opts on a database from h (nil: opened and closed
-// here).
+// here). A database that fails to close after a run that succeeded is a
+// *CloseError returned beside the result.
 func (p *Project) runJob(ctx context.Context, h *projectrun.Handles, j *job.Job, opts run.RunOptions) (res *Result, err error) {
 	path, oo, err := p.database(j)
 	if err != nil {
 		return nil, err
 	}
+	// A writable open of an older database migrates it (fault points
+	// migrate_before_commit, migrate_after_commit).
+	oo.Fault = p.faultFor(path)
+	opts.Fault, opts.Progress, opts.SkipHistory = p.faultFor(path), p.s.progress, p.s.skipHistory
+	if p.s.fullRefresh && run.FullRefreshes(j) {
+		opts.FullRefresh = true
+	}
+	doneOpen := timing(p.s.progress, "open")
 	db, done, err := h.Open(ctx, path, oo)
+	doneOpen()
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, done(err)) }()
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, done(err))
+			return
+		}
+		doneClose := timing(p.s.progress, "close")
+		cerr := done(nil)
+		doneClose()
+		if cerr != nil {
+			err = &CloseError{Path: db.Path(), Err: errors.Unwrap(cerr)}
+		}
+	}()
 	res, err = dispatch(ctx, db, j, opts)
+	if p.s.noSHA256 {
+		return res, err
+	}
 	if serr := fillSHA256(ctx, db, j, res); serr != nil && err == nil {
 		err = serr
 	}
 	return res, err
+}
+
+// timing starts a step that only Progress.Timings reports (the open and
+// close of a run's database).
+func timing(p job.Progress, name string) func() {
+	if !p.Timings {
+		return func() {}
+	}
+	return p.Start(name)
 }
 
 // fillSHA256 sets the SHA256 of res and of its Runs that committed a
@@ -240,22 +307,22 @@ func dispatch(ctx context.Context, db *run.DB, j *job.Job, opts run.RunOptions) 
 		}
 		return &Result{Job: sr.Job, Decision: Decision(sr.Decision), Changed: []string{}, JobKey: sr.JobKey, Snapshot: sr.Snapshot,
 			BatchID: sr.BatchID, RowsIn: sr.RowsIn, Outcomes: sr.Outcomes}, nil
-	case j.Input.Mode == job.InputModeFiles:
+	case j.Input.Mode == job.InputModeFiles && !opts.FullRefresh:
 		fr, err := db.RunFiles(ctx, j, opts)
 		if fr == nil {
 			return nil, err
 		}
 		runs, cerr := resultsOf(fr.Runs)
 		return &Result{Job: fr.Job, Decision: Decision(fr.Decision), NewFiles: fr.NewFiles, Runs: runs}, errors.Join(err, cerr)
-	case j.Input.ChunkRows > 0:
+	case j.Input.ChunkRows > 0 && !opts.FullRefresh:
 		cr, err := db.RunChunks(ctx, j, opts)
 		if cr == nil {
 			return nil, err
 		}
 		runs, cerr := resultsOf(cr.Runs)
-		return &Result{Job: cr.Job, Decision: Decision(cr.Decision), Runs: runs}, errors.Join(err, cerr)
+		return &Result{Job: cr.Job, Decision: Decision(cr.Decision), Runs: runs, Watermark: cr.Watermark}, errors.Join(err, cerr)
 	}
-	r, err := db.Run(ctx, j, opts)
+	r, err := ops.Run(ctx, db, j, opts) // an apply job's full refresh: ops.FullRefreshApply
 	if err != nil {
 		return nil, err
 	}
@@ -266,46 +333,61 @@ func dispatch(ctx context.Context, db *run.DB, j *job.Job, opts run.RunOptions) 
 // with the zero Batch would, in its own transaction: a job after the jobs
 // it reads, which it reads as they committed. A job downstream of one that
 // failed or was refused is not run (Decision blocked); the others still
-// run. Jobs of different database files run at once up to WithConcurrency.
-// It returns one Result per job in run order, and, when any job failed or
-// was refused, a *PartialError naming them (ExitCode gives the worst exit
-// code). The jobs that committed stay committed.
+// run. Jobs whose upstreams are done run at once up to WithConcurrency;
+// WithEachJob hears of each in run order as it is done. It returns one
+// Result per job in run order, and, when any job failed or was refused, a
+// *PartialError naming them (ExitCode gives the worst exit code). The jobs
+// that committed stay committed; the AfterCommit hooks follow once every
+// job is done and the databases are closed.
 func (p *Project) Run(ctx context.Context) ([]*Result, error) {
 	h := projectrun.NewHandles()
 	results := make(map[*job.Job]*Result, len(p.p.Jobs))
 	var mu sync.Mutex
+	done := inOrder(p.p.Jobs, func(j *job.Job) {
+		if p.s.each == nil {
+			return
+		}
+		mu.Lock()
+		r := results[j]
+		mu.Unlock()
+		var err error
+		if r.Error != "" {
+			err = &JobError{Job: r.Job, Code: r.ExitCode, Err: r.err}
+		}
+		p.s.each(r, err)
+	})
 	outcomes := projectrun.Run(ctx, p.p, p.s.concurrency, func(ctx context.Context, j *job.Job, _ map[string]string) (string, error) {
 		opts, _ := Batch{}.options()
 		res, err := p.runJob(ctx, h, j, opts)
+		r := failedResult(j, res, err)
 		mu.Lock()
-		results[j] = res
+		results[j] = r
 		mu.Unlock()
-		if res == nil {
+		done(j)
+		if err != nil {
 			return "", err
 		}
-		return string(res.Decision), err
-	}, nil)
+		return string(res.Decision), nil
+	}, func(j *job.Job, by []string) {
+		mu.Lock()
+		results[j] = &Result{Job: j.Name, Decision: DecisionBlocked, Changed: []string{}, BlockedBy: by}
+		mu.Unlock()
+		done(j)
+	})
 	closeErr := h.Close()
 	out := make([]*Result, len(outcomes))
 	var failed []*JobError
 	for i, oc := range outcomes {
-		r := results[oc.Job]
-		if r == nil {
-			r = &Result{Job: oc.Job.Name, Changed: []string{}}
+		out[i] = results[oc.Job]
+		if oc.Err != nil {
+			failed = append(failed, jobError(oc.Job.Name, oc.Err).(*JobError))
 		}
-		switch {
-		case len(oc.BlockedBy) > 0:
-			r.Decision, r.BlockedBy = DecisionBlocked, oc.BlockedBy
-		case oc.Err != nil:
-			je := jobError(oc.Job.Name, oc.Err).(*JobError)
-			failed = append(failed, je)
-			r.Decision, r.Error, r.ExitCode = failedDecision(je.Code), oc.Err.Error(), je.Code
-		}
-		out[i] = r
 	}
 	var hookErrs []error
 	for _, r := range out {
-		if r.Decision != DecisionBlocked && r.Error == "" {
+		// What a files-mode or chunked job committed before it failed
+		// stands: the hooks follow it too.
+		if r.Decision != DecisionBlocked && (r.Error == "" || commitOf(r).Committed) {
 			hookErrs = append(hookErrs, p.afterCommit(ctx, commitOf(r)))
 		}
 	}
@@ -313,6 +395,40 @@ func (p *Project) Run(ctx context.Context) ([]*Result, error) {
 		return out, errors.Join(append([]error{err}, hookErrs...)...)
 	}
 	return out, errors.Join(hookErrs...)
+}
+
+// failedResult is the Result of job j of a project run that returned res
+// and err: res, or when err is not nil, res (or a Result of its own) with
+// the decision, error and exit code err gives.
+func failedResult(j *job.Job, res *Result, err error) *Result {
+	if err == nil {
+		return res
+	}
+	if res == nil {
+		res = &Result{Job: j.Name, Changed: []string{}}
+	}
+	je := jobError(j.Name, err).(*JobError)
+	res.Decision, res.Error, res.ExitCode, res.err = failedDecision(je.Code), err.Error(), je.Code, err
+	return res
+}
+
+// inOrder returns done, which marks a job of jobs finished and calls f
+// for every job not yet passed to it whose predecessors in jobs are all
+// finished, in the order of jobs. done may be called from any goroutine;
+// f is called under a lock.
+func inOrder(jobs []*job.Job, f func(*job.Job)) (done func(*job.Job)) {
+	var mu sync.Mutex
+	finished := map[*job.Job]bool{}
+	next := 0
+	return func(j *job.Job) {
+		mu.Lock()
+		defer mu.Unlock()
+		finished[j] = true
+		for next < len(jobs) && finished[jobs[next]] {
+			f(jobs[next])
+			next++
+		}
+	}
 }
 
 // failedDecision is the decision of a job whose error has exit code code.
@@ -349,57 +465,116 @@ func (p *Project) PlanJob(ctx context.Context, name string, b Batch) (*Plan, err
 	if err != nil {
 		return nil, jobError(name, err)
 	}
-	plan, err := p.planJob(ctx, j, opts, nil)
+	plan, err := p.planJob(ctx, nil, j, opts, nil, nil)
 	return plan, jobError(name, err)
 }
 
-func (p *Project) planJob(ctx context.Context, j *job.Job, opts run.RunOptions, upstream map[string]string) (*Plan, error) {
+// planJob plans j on a database from h (nil: opened and closed here).
+// upstream holds the decisions planned for the jobs of the project j
+// reads: a job whose upstream would write is rebuilt after it. downstream
+// names the project's jobs that read j, which a model's change rebuilds.
+func (p *Project) planJob(ctx context.Context, h *projectrun.Handles, j *job.Job, opts run.RunOptions, upstream map[string]string, downstream []string) (*Plan, error) {
 	path, oo, err := p.database(j)
 	if err != nil {
 		return nil, err
 	}
-	plan, err := ops.PlanRun(ctx, path, j, opts, oo)
+	plan, err := p.planOn(ctx, h, path, j, opts, oo)
 	if err != nil {
 		return nil, err
 	}
 	plan.AfterUpstream(j, upstream)
-	return planOf(plan), plan.Refusal
+	if plan.ModelChange != nil && downstream != nil {
+		plan.ModelChange.Downstream = downstream
+	}
+	out, err := planOf(plan)
+	if err != nil {
+		return nil, err
+	}
+	return out, plan.Refusal
+}
+
+// planOn plans j on the database at path, opened read-only from h; a
+// database that does not exist yet, or holds no idem tables, plans the
+// job from scratch.
+func (p *Project) planOn(ctx context.Context, h *projectrun.Handles, path string, j *job.Job, opts run.RunOptions, oo run.OpenOptions) (plan *ops.Plan, err error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return ops.PlanRunDB(ctx, nil, j, opts)
+	}
+	oo.ReadOnly, oo.Fault = true, p.faultFor(path)
+	db, done, err := h.Open(ctx, path, oo)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, done(err)) }()
+	ok, err := ops.HasCatalog(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		db = nil
+	}
+	return ops.PlanRunDB(ctx, db, j, opts)
 }
 
 // Plan plans every job of the project in run order, as Run would run them,
 // writing nothing: a job whose upstream in the project would commit first
-// is planned as rebuilt. It returns one Plan per job and, when a run would
-// be refused or a plan cannot be made, a *PartialError naming those jobs
-// (their downstream jobs are blocked).
+// is planned as rebuilt. Jobs are planned at once up to WithConcurrency,
+// each database opened once, read-only; WithEachPlan hears of each plan in
+// run order. It returns one Plan per job and, when a run would be refused
+// or a plan cannot be made, a *PartialError naming those jobs (their
+// downstream jobs are blocked).
 func (p *Project) Plan(ctx context.Context) ([]*Plan, error) {
+	h := projectrun.NewHandles()
 	plans := make(map[*job.Job]*Plan, len(p.p.Jobs))
-	opts, _ := Batch{}.options()
-	outcomes := projectrun.Run(ctx, p.p, 1, func(ctx context.Context, j *job.Job, upstream map[string]string) (string, error) {
-		plan, err := p.planJob(ctx, j, opts, upstream)
-		plans[j] = plan
-		if plan == nil {
-			return "", err
+	errs := make(map[*job.Job]error, len(p.p.Jobs))
+	var mu sync.Mutex
+	made := map[*job.Job]bool{}
+	done := inOrder(p.p.Jobs, func(j *job.Job) {
+		if p.s.eachPlan != nil {
+			mu.Lock()
+			pl, err := plans[j], errs[j]
+			if !made[j] {
+				pl = nil
+			}
+			mu.Unlock()
+			p.s.eachPlan(pl, err)
 		}
+	})
+	opts, _ := Batch{}.options()
+	outcomes := projectrun.Run(ctx, p.p, p.s.concurrency, func(ctx context.Context, j *job.Job, upstream map[string]string) (string, error) {
+		plan, err := p.planJob(ctx, h, j, opts, upstream, p.p.Downstream(j))
+		mu.Lock()
+		made[j] = plan != nil
+		mu.Unlock()
+		var je error
+		if err != nil {
+			je = jobError(j.Name, err)
+			if plan == nil {
+				code := je.(*JobError).Code
+				plan = &Plan{Job: j.Name, Mode: j.Pipeline.Mode, Changed: []string{}, Decision: failedDecision(code), Error: err.Error(), ExitCode: code}
+			}
+		}
+		mu.Lock()
+		plans[j], errs[j] = plan, je
+		mu.Unlock()
+		done(j)
 		return string(plan.Decision), err
-	}, nil)
+	}, func(j *job.Job, by []string) {
+		mu.Lock()
+		plans[j], made[j] = &Plan{Job: j.Name, Mode: j.Pipeline.Mode, Changed: []string{}, Decision: DecisionBlocked, BlockedBy: by}, true
+		mu.Unlock()
+		done(j)
+	})
+	closeErr := h.Close()
 	out := make([]*Plan, len(outcomes))
 	var failed []*JobError
 	for i, oc := range outcomes {
-		pl := plans[oc.Job]
-		if pl == nil {
-			pl = &Plan{Job: oc.Job.Name, Mode: oc.Job.Pipeline.Mode, Changed: []string{}}
+		out[i] = plans[oc.Job]
+		if oc.Err != nil {
+			failed = append(failed, jobError(oc.Job.Name, oc.Err).(*JobError))
 		}
-		switch {
-		case len(oc.BlockedBy) > 0:
-			pl.Decision, pl.BlockedBy = DecisionBlocked, oc.BlockedBy
-		case oc.Err != nil:
-			je := jobError(oc.Job.Name, oc.Err).(*JobError)
-			failed = append(failed, je)
-			pl.Decision, pl.Error, pl.ExitCode = failedDecision(je.Code), oc.Err.Error(), je.Code
-		}
-		out[i] = pl
 	}
-	return out, partial(failed, nil)
+	return out, partial(failed, closeErr)
 }
 
 // open opens job name's database, read-only when asked.
@@ -424,40 +599,94 @@ func (p *Project) open(ctx context.Context, name string, readOnly bool) (*job.Jo
 // from its retained inputs and the transform version, config and schema
 // recorded for it, and compares the sha256 of the rebuilt target's
 // canonical export with that of the snapshot as stored, as idem rerun does.
-// The job's database is only read. A snapshot that is not reproduced is
-// returned beside a *JobError wrapping ErrNotReproduced; released SQL
-// edited since, or an expired snapshot, is ErrRefused.
+// It is RerunWith with only a Snapshot.
 func (p *Project) Rerun(ctx context.Context, name string, snapshot int64) (*RerunResult, error) {
+	return p.RerunWith(ctx, name, RerunOptions{Snapshot: snapshot})
+}
+
+// RerunWith is Rerun as opts say, as idem rerun's flags do. The job's
+// database is only read. A snapshot that is not reproduced (with Deep, an
+// upstream snapshot too) is returned beside a *JobError wrapping
+// ErrNotReproduced, with the difference in Diff; released SQL edited
+// since, a changed checkpoint file or an expired snapshot is ErrRefused.
+func (p *Project) RerunWith(ctx context.Context, name string, opts RerunOptions) (*RerunResult, error) {
 	j, db, err := p.open(ctx, name, true)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close() // read-only: nothing to lose
-	res, err := ops.Rerun(ctx, db, j, ops.RerunOptions{Snapshot: snapshot, DuckDB: j.DuckDB})
+	_, oo, _ := p.database(j)
+	ro := ops.RerunOptions{Snapshot: opts.Snapshot, DuckDB: oo.DuckDB, Progress: p.s.progress, Fault: p.faultFor(db.Path()),
+		Deep: opts.Deep, FromStart: opts.FromStart}
+	if opts.Deep {
+		ro.Upstream = upstreamFinder(j)
+	}
+	res, err := ops.Rerun(ctx, db, j, ro)
 	if err != nil {
 		return nil, jobError(name, err)
 	}
-	out := &RerunResult{Job: res.Job, Reproduced: res.Reproduced, Snapshot: res.Snapshot, SHA256: res.SHA256,
-		Rebuilt: res.Rebuilt, Rows: res.Rows, Replayed: res.Replayed, FromCheckpoint: res.FromCheckpoint}
-	if !res.Reproduced {
-		return out, jobError(name, fmt.Errorf("%w: snapshot %d: sha256 %s, rebuilt %s", ErrNotReproduced, res.Snapshot, res.SHA256, res.Rebuilt))
+	var out RerunResult
+	if err := convert(res, &out); err != nil {
+		return nil, jobError(name, err)
 	}
-	return out, nil
+	if !res.Reproduced {
+		return &out, jobError(name, fmt.Errorf("%w: snapshot %d: sha256 %s, rebuilt %s", ErrNotReproduced, res.Snapshot, res.SHA256, res.Rebuilt))
+	}
+	if !res.AllReproduced() {
+		return &out, jobError(name, fmt.Errorf("%w: an upstream snapshot of snapshot %d", ErrNotReproduced, res.Snapshot))
+	}
+	return &out, nil
+}
+
+// upstreamFinder finds an upstream job of j by name among the job files
+// beside j's (same database), read once, on the first upstream looked
+// for.
+func upstreamFinder(j *job.Job) func(string) (*job.Job, error) {
+	dir := filepath.Dir(j.File)
+	var beside []*job.Job
+	loaded := false
+	return func(name string) (*job.Job, error) {
+		if !loaded {
+			loaded = true
+			// project.Files lists the regular *.toml files of the folder
+			// (a FIFO or a pipeline.toml is left out).
+			files, _ := project.Files([]string{dir})
+			for _, f := range files {
+				if uj, err := run.LoadJob(f, idemsql.FS); err == nil {
+					beside = append(beside, uj)
+				}
+			}
+		}
+		for _, uj := range beside {
+			if uj.Name == name && absPath(uj.Database) == absPath(j.Database) {
+				return uj, nil
+			}
+		}
+		return nil, &job.UsageError{Msg: fmt.Sprintf("no job file for %s in %s (with database %s)", name, dir, j.Database)}
+	}
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }
 
 // Export writes a table of job name, pinned at a snapshot, in key order, as
 // idem export does: two exports of one snapshot are byte-identical,
 // whatever the thread count. The file is written beside Out and renamed
-// into place. The database is only read. Errors: no Out or a bad format
+// into place. The database is only read (a given Snapshot from the read
+// replica under WithReplicaReads). Errors: no Out or a bad format
 // (ErrUsage), an expired snapshot (ErrRefused).
 func (p *Project) Export(ctx context.Context, name string, opts ExportOptions) (*ExportResult, error) {
-	return read(ctx, p, name, func(j *job.Job, db *run.DB) (*ExportResult, error) {
+	return readPinned(ctx, p, name, []int64{opts.Snapshot}, func(j *job.Job, db *run.DB) (*ExportResult, error) {
 		res, err := ops.Export(ctx, db, j, ops.ExportOptions{Out: opts.Out, Table: opts.Table, Snapshot: opts.Snapshot,
-			Format: opts.Format, PartitionBy: opts.PartitionBy})
+			Format: opts.Format, PartitionBy: opts.PartitionBy, Progress: p.s.progress, Fault: p.faultFor(db.Path())})
 		if err != nil {
 			return nil, err
 		}
-		return &ExportResult{Job: res.Job, Table: res.Table, Snapshot: res.Snapshot, Format: res.Format, Path: res.Path,
-			Rows: res.Rows, Bytes: res.Bytes, SHA256: res.SHA256, PartitionBy: res.PartitionBy}, nil
+		var out ExportResult
+		return &out, convert(res, &out)
 	})
 }

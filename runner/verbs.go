@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,17 +51,7 @@ func (p *Project) Show(ctx context.Context, name string, snapshot int64) (*Packe
 // read calls f with job name and its database opened read-only, which it
 // closes after: f's error is the job's.
 func read[T any](ctx context.Context, p *Project, name string, f func(*job.Job, *run.DB) (T, error)) (T, error) {
-	var zero T
-	j, db, err := p.open(ctx, name, true)
-	if err != nil {
-		return zero, err
-	}
-	defer db.Close() // read-only: nothing to lose
-	res, err := f(j, db)
-	if err != nil {
-		return zero, jobError(name, err)
-	}
-	return res, nil
+	return readPinned(ctx, p, name, nil, f)
 }
 
 // Fence advances job name's writer epoch and returns the new one: runs,
@@ -106,11 +97,15 @@ func (e *CloseError) Unwrap() error { return e.Err }
 // convert copies src into dst, a public type with the same JSON keys
 // (TestResultsInStep keeps them in step).
 func convert(src, dst any) error {
-	b, err := json.Marshal(src)
-	if err != nil {
+	// Unescaped, as the command prints JSON: a key carried as raw JSON
+	// (parts) keeps its bytes.
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(src); err != nil {
 		return fmt.Errorf("copy %T: %w", src, err)
 	}
-	if err := json.Unmarshal(b, dst); err != nil {
+	if err := json.Unmarshal(b.Bytes(), dst); err != nil {
 		return fmt.Errorf("copy %T: %w", src, err)
 	}
 	return nil

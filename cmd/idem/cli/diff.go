@@ -7,15 +7,14 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
-	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
 )
 
 func (a *app) newDiffCmd() *cobra.Command {
 	var f dbFlags
-	var opts ops.DiffOptions
+	var opts runner.DiffOptions
 	var key []string
 	var format string
 	var envName string
@@ -44,37 +43,24 @@ rows.`,
 			if len(args) > 2 {
 				return a.fail(f.jsonOut, &job.UsageError{Msg: "diff takes one job (--from, --to) or two files; a project folder with --env"})
 			}
-			var res *ops.DiffResult
+			var res *runner.DiffResult
 			var err error
 			if len(args) == 2 {
 				if cmd.Flags().Changed("from") || cmd.Flags().Changed("to") || opts.Table != "" {
 					return a.fail(f.jsonOut, &job.UsageError{Msg: "diff FILE1 FILE2 takes no --from, --to or --table"})
 				}
-				res, err = ops.DiffFiles(cmd.Context(), args[0], args[1], format, key)
+				res, err = runner.DiffFiles(cmd.Context(), args[0], args[1], format, key)
 			} else {
 				if len(key) > 0 {
 					return a.fail(f.jsonOut, &job.UsageError{Msg: "--key applies to diff FILE1 FILE2; a job's key comes from its pipeline"})
 				}
-				var job *job.Job
-				job, err = loadJob(args[0])
-				if err != nil {
-					return a.fail(f.jsonOut, err)
+				// A writer holding the database: snapshots the read
+				// replica holds are read from it.
+				p, name, oerr := f.openOne(cmd.Context(), args[0], a.replicaOption())
+				if oerr != nil {
+					return a.fail(f.jsonOut, oerr)
 				}
-				oo := f.openOptions(job)
-				oo.ReadOnly = true
-				var db *run.DB
-				var dbPath string
-				if dbPath, err = f.dbPath(job); err != nil {
-					return a.fail(f.jsonOut, err)
-				}
-				db, err = a.openReader(cmd.Context(), dbPath, oo, func(n *run.ReplicaNote) bool {
-					return n.Holds(job.Name, opts.From) && n.Holds(job.Name, opts.To)
-				})
-				if err != nil {
-					return a.fail(f.jsonOut, err)
-				}
-				defer db.Close()
-				res, err = ops.Diff(cmd.Context(), db, job, opts)
+				res, err = p.Diff(cmd.Context(), name, opts)
 			}
 			if err != nil {
 				return a.fail(f.jsonOut, err)
@@ -96,9 +82,9 @@ rows.`,
 	return cmd
 }
 
-func (a *app) printDiff(res *ops.DiffResult) {
+func (a *app) printDiff(res *runner.DiffResult) {
 	w := a.stdout
-	name := func(s ops.DiffSide) string {
+	name := func(s runner.DiffSide) string {
 		if s.Path != "" {
 			return s.Path
 		}
@@ -118,21 +104,28 @@ func (a *app) printDiff(res *ops.DiffResult) {
 		fmt.Fprintln(w, "  identical rows")
 		return
 	}
-	printKeyCounts(w, 8, res)
+	printKeyCounts(w, 8, keyCounts{res.Added, res.Removed, res.Changed, res.AddedKeys, res.RemovedKeys, res.ChangedKeys})
 	if len(res.Partitions) > 0 {
 		fmt.Fprintf(w, "  partitions %s\n", escapeCell(strings.Join(res.Partitions, ", ")))
 	}
 	a.printChangedRows(res)
 }
 
+// keyCounts are a diff's rows added, removed and changed, with the first
+// keys of each.
+type keyCounts struct {
+	added, removed, changed             int64
+	addedKeys, removedKeys, changedKeys []string
+}
+
 // printKeyCounts prints a diff's rows added, removed and changed, each
 // with the first keys it lists, the label padded to width.
-func printKeyCounts(w io.Writer, width int, res *ops.DiffResult) {
+func printKeyCounts(w io.Writer, width int, c keyCounts) {
 	for _, part := range []struct {
 		label string
 		n     int64
 		keys  []string
-	}{{"added", res.Added, res.AddedKeys}, {"removed", res.Removed, res.RemovedKeys}, {"changed", res.Changed, res.ChangedKeys}} {
+	}{{"added", c.added, c.addedKeys}, {"removed", c.removed, c.removedKeys}, {"changed", c.changed, c.changedKeys}} {
 		line := fmt.Sprintf("  %-*s %d", width, part.label, part.n)
 		if len(part.keys) > 0 {
 			line += "  " + strings.Join(part.keys, ", ")
@@ -146,7 +139,7 @@ func printKeyCounts(w io.Writer, width int, res *ops.DiffResult) {
 
 // printChangedRows prints the changed rows a diff details, a line per
 // column: from -> to, and the difference when both are numbers.
-func (a *app) printChangedRows(res *ops.DiffResult) {
+func (a *app) printChangedRows(res *runner.DiffResult) {
 	w := a.stdout
 	text := func(v *string) string {
 		if v == nil {
@@ -171,7 +164,7 @@ func (a *app) printChangedRows(res *ops.DiffResult) {
 
 // columnChangesText lists a schema change's columns, "+added, -removed,
 // ~retyped FROM -> TO", escaped for one line; "" for none.
-func columnChangesText(added, removed []string, retyped []ops.ColumnChange) string {
+func columnChangesText(added, removed []string, retyped []runner.ColumnChange) string {
 	var cs []string
 	for _, c := range added {
 		cs = append(cs, "+"+c)

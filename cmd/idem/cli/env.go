@@ -14,6 +14,7 @@ import (
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/project"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/runner"
 )
 
 // envGroup is the jobs of one production database of a project, in run
@@ -229,14 +230,14 @@ func (a *app) diffEnv(cmd *cobra.Command, args []string, f dbFlags, name string)
 		}
 		fmt.Fprintf(a.stdout, "  production   %s  %d rows\n", d.From.SHA256, d.From.Rows)
 		fmt.Fprintf(a.stdout, "  environment  %s  %d rows\n", d.To.SHA256, d.To.Rows)
-		if cs := columnChangesText(d.ColumnsAdded, d.ColumnsRemoved, d.ColumnsRetyped); cs != "" {
+		if cs := columnChangesText(d.ColumnsAdded, d.ColumnsRemoved, publicRetyped(d.ColumnsRetyped)); cs != "" {
 			fmt.Fprintf(a.stdout, "  columns      %s (rows compared on the columns both have)\n", cs)
 		}
 		if d.Identical {
 			fmt.Fprintln(a.stdout, "  identical rows")
 			continue
 		}
-		printKeyCounts(a.stdout, 12, &d.DiffResult) // diff.go
+		printKeyCounts(a.stdout, 12, keyCounts{d.Added, d.Removed, d.Changed, d.AddedKeys, d.RemovedKeys, d.ChangedKeys}) // diff.go
 		for _, n := range d.Numeric {
 			if v, err := strconv.ParseFloat(n.MaxAbs, 64); err == nil && v == 0 {
 				continue
@@ -499,4 +500,14 @@ func orNone(s string) string {
 		return "nothing"
 	}
 	return s
+}
+
+// publicRetyped is runner's copy of retyped columns (until env moves onto
+// runner, issue 46).
+func publicRetyped(cs []ops.ColumnChange) []runner.ColumnChange {
+	out := make([]runner.ColumnChange, len(cs))
+	for i, c := range cs {
+		out[i] = runner.ColumnChange(c)
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -431,4 +432,20 @@ writer epoch is E.`,
 	w.register(cmd)
 	cmd.Flags().Int64Var(&to, "to-snapshot", 0, "the snapshot whose rows become current")
 	return cmd
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
+// closeWritten closes db, a database the command opened for writing, once
+// it has printed its result, and joins a failed close into *err as
+// closeFailed reports it: the close checkpoints the last commit.
+func (a *app) closeWritten(db *run.DB, err *error) {
+	if cerr := db.Close(); cerr != nil {
+		*err = errors.Join(*err, a.closeFailed(fmt.Errorf("close database %s: %w", db.Path(), cerr)))
+	}
 }

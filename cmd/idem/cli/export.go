@@ -5,14 +5,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/internal/ops"
-	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/runner"
 )
 
 func (a *app) newExportCmd() *cobra.Command {
 	var f dbFlags
 	var pf progressFlags
-	var opts ops.ExportOptions
+	var opts runner.ExportOptions
 	cmd := &cobra.Command{
 		Use:   "export JOB --out PATH",
 		Short: "Write a table of a job, pinned at a snapshot, in key order",
@@ -39,30 +38,17 @@ A Parquet export keeps every value exactly; a value Parquet cannot hold
 (a HUGEINT beyond 38 digits, an INTERVAL with a fraction of a millisecond)
 is an error naming the column and the value, and nothing is written:
 
-` + ops.ParquetTypes,
+` + runner.ParquetTypes,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pf.silence(a, f.jsonOut)
-			job, err := loadJob(args[0])
-			if err != nil {
-				return a.fail(f.jsonOut, err)
-			}
-			dbPath, err := f.dbPath(job)
-			if err != nil {
-				return a.fail(f.jsonOut, err)
-			}
 			// A writer holding the database: a pinned snapshot the read
 			// replica holds is read from it.
-			db, err := a.openReader(cmd.Context(), dbPath, f.openOptions(job), func(n *run.ReplicaNote) bool {
-				return n.Holds(job.Name, opts.Snapshot)
-			})
+			p, name, err := f.openOne(cmd.Context(), args[0], a.progressOption(pf), a.replicaOption(), runner.WithFaultHook(a.faultHook))
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			defer db.Close()
-			opts.Progress = a.progress(pf)
-			opts.Fault = a.faultHook(f.path(job))
-			res, err := ops.Export(cmd.Context(), db, job, opts)
+			res, err := p.Export(cmd.Context(), name, opts)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
@@ -75,7 +61,7 @@ is an error naming the column and the value, and nothing is written:
 			fmt.Fprintf(a.stdout, "  rows    %d\n", res.Rows)
 			fmt.Fprintf(a.stdout, "  bytes   %d\n", res.Bytes)
 			if res.PartitionBy != "" {
-				fmt.Fprintf(a.stdout, "  files   %d (by %s, see %s)\n", len(res.Files), res.PartitionBy, ops.ManifestName)
+				fmt.Fprintf(a.stdout, "  files   %d (by %s, see %s)\n", len(res.Files), res.PartitionBy, runner.ExportManifest)
 			}
 			fmt.Fprintf(a.stdout, "  sha256  %s\n", res.SHA256)
 			return nil

@@ -79,10 +79,16 @@ func (a *app) afterCommit(ctx context.Context, db *run.DB, j *job.Job, committed
 		return
 	}
 	if err := a.ext.AfterCommit(ctx, db, j, a.faultHook(db.Path()), a.stdout, a.stderr); err != nil {
-		fmt.Fprintf(a.stderr, "%s: error: %s: the commit stands but publishing to Iceberg failed (the next run or %s publish %s catches up): %v\n", a.name(), j.Name, a.name(), j.File, err)
-		if a.publishErr == nil {
-			a.publishErr = err
-		}
+		a.publishFailed(j, err)
+	}
+}
+
+// publishFailed reports that publishing job j failed after a commit that
+// stands: the process exits with err's code once the command is done.
+func (a *app) publishFailed(j *job.Job, err error) {
+	fmt.Fprintf(a.stderr, "%s: error: %s: the commit stands but publishing to Iceberg failed (the next run or %s publish %s catches up): %v\n", a.name(), j.Name, a.name(), j.File, err)
+	if a.publishErr == nil {
+		a.publishErr = err
 	}
 }
 
@@ -121,6 +127,18 @@ func Reported(code int) error { return &codeError{code: code} }
 // job was not published. What they print on stdout goes to out, which the
 // command prints after its result.
 func (a *app) commitHooks(f dbFlags, out io.Writer) []runner.Option {
+	return a.hooks(f, out, false)
+}
+
+// runHooks are commitHooks for idem run, whose AfterCommit failure is
+// reported as afterCommit reports it: an error, and the process exits
+// with its code once the command is done (a.publishErr).
+func (a *app) runHooks(f dbFlags, out io.Writer) []runner.Option {
+	return a.hooks(f, out, true)
+}
+
+// hooks are commitHooks; with exits, the AfterCommit error is run's.
+func (a *app) hooks(f dbFlags, out io.Writer, exits bool) []runner.Option {
 	opts := []runner.Option{runner.WithFaultHook(a.faultHook), runner.WithAfterCommit(func(ctx context.Context, p *runner.Project, c runner.Commit) error {
 		info, err := p.Job(c.Job)
 		if err != nil || info.Iceberg == nil {
@@ -141,7 +159,12 @@ func (a *app) commitHooks(f dbFlags, out io.Writer) []runner.Option {
 			return err
 		}
 		defer db.Close() // the publisher wrote to its catalog, not here
-		return a.ext.AfterCommit(ctx, db, j, a.faultHook(db.Path()), out, a.stderr)
+		err = a.ext.AfterCommit(ctx, db, j, a.faultHook(db.Path()), out, a.stderr)
+		if err != nil && exits {
+			a.publishFailed(j, err)
+			return nil
+		}
+		return err
 	})}
 	if a.ext.Hook != nil {
 		opts = append(opts, runner.WithAfterCommit(a.ext.Hook))

@@ -6,6 +6,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/runner"
 )
 
 // checkFlags refuses, for every command, the values of the shared flags
@@ -81,4 +82,11 @@ func (b *batchFlags) runOptions(cmd *cobra.Command) (run.RunOptions, error) {
 		opts.Partitions = append([]string{}, b.partitions...)
 	}
 	return opts, nil
+}
+
+// batch is runOptions as the runner.Batch of one run.
+func (b *batchFlags) batch(cmd *cobra.Command) (runner.Batch, error) {
+	o, err := b.runOptions(cmd)
+	return runner.Batch{Input: o.Input, ID: o.BatchID, From: o.From, To: o.To, Epoch: o.Epoch, ExpectParent: o.ExpectParent,
+		Partitions: o.Partitions}, err
 }

@@ -1,17 +1,14 @@
 package cli
 
 import (
-	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
-	"github.com/idem-dev/idem/internal/project"
-	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
 )
@@ -36,7 +33,7 @@ Given several job files or a folder, plan prints each job's decision in the
 order a project run takes them (see idem run --help); a job whose upstream
 in the project would commit first would be rebuilt too.
 
-` + project.SelectorHelp,
+` + runner.SelectorHelp,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if envName != "" {
@@ -52,28 +49,18 @@ in the project would commit first would be rebuilt too.
 			}
 			pf.silence(a, f.jsonOut)
 			if pj.isProject(args) {
-				p, err := a.loadProject(cmd, args, pj)
-				if err != nil {
-					return a.fail(f.jsonOut, err)
-				}
-				opts, err := bf.runOptions(cmd)
-				if err != nil {
-					return a.fail(f.jsonOut, err)
-				}
-				return a.runProject(cmd.Context(), p, runtime.NumCPU(), f.jsonOut, func(sub *app, j *job.Job, upstream map[string]string) (string, error) {
-					return sub.planJob(cmd, j, f, opts, upstream, p.Downstream(j))
-				})
+				return a.planProject(cmd, args, f, pf, pj)
 			}
-			opts, err := bf.runOptions(cmd)
+			b, err := bf.batch(cmd)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			j, err := loadJob(args[0])
+			p, name, err := f.openOne(cmd.Context(), args[0], a.planOptions(pf)...)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			_, err = a.planJob(cmd, j, f, opts, nil, nil)
-			return err
+			plan, err := p.PlanJob(cmd.Context(), name, b)
+			return a.printPlanned(plan, err, f.jsonOut)
 		},
 	}
 	f.register(cmd)
@@ -88,17 +75,17 @@ in the project would commit first would be rebuilt too.
 }
 
 // printPlan prints a plan in the words of the run it announces.
-func (a *app) printPlan(plan *ops.Plan) {
-	what := "would be " + plan.Decision
+func (a *app) printPlan(plan *runner.Plan) {
+	what := "would be " + string(plan.Decision)
 	switch {
-	case plan.Decision == job.DecisionAlreadyCommitted:
+	case plan.Decision == runner.DecisionAlreadyCommitted:
 		what = "already committed: a run would write nothing"
-	case plan.Decision == job.DecisionSkipped:
+	case plan.Decision == runner.DecisionSkipped:
 		what = "would be skipped: nothing changed"
 		if plan.Reason != "" {
 			what = "would be skipped: " + plan.Reason
 		}
-	case plan.Decision == job.DecisionRefused:
+	case plan.Decision == runner.DecisionRefused:
 		what = "would be refused"
 	case plan.FirstLoad:
 		what += " (first load)"
@@ -107,7 +94,7 @@ func (a *app) printPlan(plan *ops.Plan) {
 	}
 	fmt.Fprintf(a.stdout, "%s: %s\n", plan.Job, what)
 	// A refusal's reason is the error printed on stderr, once.
-	if plan.Reason != "" && plan.Decision != job.DecisionSkipped && plan.Decision != job.DecisionRefused {
+	if plan.Reason != "" && plan.Decision != runner.DecisionSkipped && plan.Decision != runner.DecisionRefused {
 		fmt.Fprintf(a.stdout, "  reason    %s\n", plan.Reason)
 	}
 	if len(plan.NewFiles) > 0 {
@@ -135,7 +122,7 @@ func (a *app) printPlan(plan *ops.Plan) {
 			fmt.Fprintf(a.stdout, "  rebuilds  %s (they read it)\n", strings.Join(mc.Downstream, ", "))
 		}
 	}
-	if plan.Decision == job.DecisionLoaded || plan.Decision == job.DecisionApplied {
+	if plan.Decision.Committed() {
 		// What the run does to make the steps' bytes a function of their
 		// inputs (README "Sealed and reproducible").
 		sealed := "sealed; steps on one thread"
@@ -146,60 +133,80 @@ func (a *app) printPlan(plan *ops.Plan) {
 	}
 }
 
-// planJob plans one loaded job and prints the plan. upstream holds the
-// decisions already planned for jobs of the project this one reads: a job
-// whose upstream would write is rebuilt after it, whatever the committed
-// state says now. It returns the plan's decision.
-//
-// downstream names the project's jobs that read this one, which a model's
-// change rebuilds.
-func (a *app) planJob(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOptions, upstream map[string]string, downstream []string) (string, error) {
-	dbPath, err := f.dbPath(j)
-	if err != nil {
-		return "", a.fail(f.jsonOut, err)
+// planOptions are the runner options of idem plan.
+func (a *app) planOptions(pf progressFlags) []runner.Option {
+	return []runner.Option{a.progressOption(pf), runner.WithFaultHook(a.faultHook)}
+}
+
+// printPlanned prints a plan of one job, or why none could be made. A
+// plan the run would be refused prints, and exits as the run would.
+func (a *app) printPlanned(plan *runner.Plan, err error, jsonOut bool) error {
+	if plan == nil {
+		return a.fail(jsonOut, err)
 	}
-	plan, err := a.planOn(cmd.Context(), dbPath, j, opts, f.openOptions(j))
-	if err != nil {
-		return "", a.fail(f.jsonOut, err)
-	}
-	plan.AfterUpstream(j, upstream)
-	if plan.ModelChange != nil && downstream != nil {
-		plan.ModelChange.Downstream = downstream
-	}
-	if f.jsonOut {
-		if err := a.printJSON(plan); err != nil {
-			return "", err
+	if jsonOut {
+		if perr := a.printJSON(plan); perr != nil {
+			return perr
 		}
 	} else {
 		a.printPlan(plan)
 	}
-	if plan.Refusal != nil {
-		// The run would be refused: the plan exits as the run would.
-		fmt.Fprintf(a.stderr, "idem: %v\n", plan.Refusal)
-		return plan.Decision, &codeError{code: plan.ExitCode}
+	var je *runner.JobError
+	if errors.As(err, &je) {
+		fmt.Fprintf(a.stderr, "idem: %v\n", je.Err)
+		return &codeError{code: je.Code}
 	}
-	return plan.Decision, nil
+	return nil
 }
 
-// planOn plans job j on the database at dbPath, opened read-only once for
-// every job of a project that names it (a.openDB); a database that does
-// not exist yet, or holds no idem tables, plans every job from scratch.
-func (a *app) planOn(ctx context.Context, dbPath string, j *job.Job, opts run.RunOptions, open run.OpenOptions) (plan *ops.Plan, err error) {
-	if _, err := os.Stat(dbPath); errors.Is(err, os.ErrNotExist) {
-		return ops.PlanRunDB(ctx, nil, j, opts)
+// planProject is idem plan over a project: runner's Project.Plan, each
+// job printed in run order; with --json one array, an object per job.
+func (a *app) planProject(cmd *cobra.Command, args []string, f dbFlags, pf progressFlags, pj projectFlags) error {
+	if err := oneJobFlag(cmd); err != nil {
+		return a.fail(f.jsonOut, err)
 	}
-	open.ReadOnly = true
-	db, done, err := a.openDB(ctx, dbPath, open)
+	opts := append(f.options(a.planOptions(pf)...), pj.options(a)...)
+	var objs []json.RawMessage
+	worst := 0
+	opts = append(opts, runner.WithConcurrency(runtime.NumCPU()), runner.WithEachPlan(func(pl *runner.Plan, err error) {
+		code := runner.ExitCode(err)
+		worst = max(worst, code)
+		var je *runner.JobError
+		switch {
+		case pl != nil && pl.Decision == runner.DecisionBlocked && f.jsonOut:
+			b, _ := json.Marshal(map[string]any{"job": pl.Job, "decision": "blocked", "blocked_by": pl.BlockedBy})
+			objs = append(objs, b)
+		case pl != nil && pl.Decision == runner.DecisionBlocked:
+			fmt.Fprintf(a.stdout, "%s: blocked by %s (not run)\n", pl.Job, strings.Join(pl.BlockedBy, ", "))
+		case !errors.As(err, &je):
+			if f.jsonOut {
+				objs = append(objs, rawJSON(pl))
+				return
+			}
+			a.printPlan(pl)
+		default:
+			// A plan the run would be refused prints; a plan that could
+			// not be made (pl nil) is its error.
+			if pl != nil && !f.jsonOut {
+				a.printPlan(pl)
+			}
+			fmt.Fprintf(a.stderr, "idem: %v\n", je.Err)
+			if f.jsonOut {
+				var obj any = map[string]any{"error": je.Err.Error(), "exit_code": je.Code}
+				if pl != nil {
+					obj = pl
+				}
+				objs = append(objs, projectFailure(je, obj))
+			}
+		}
+	}))
+	p, err := runner.Open(cmd.Context(), args, opts...)
 	if err != nil {
-		return nil, err
+		return a.fail(f.jsonOut, err)
 	}
-	defer func() { err = errors.Join(err, done(err)) }()
-	ok, err := ops.HasCatalog(ctx, db)
-	if err != nil {
-		return nil, err
+	if len(p.Jobs()) == 0 {
+		pj.pickedNone(a)
 	}
-	if !ok {
-		db = nil
-	}
-	return ops.PlanRunDB(ctx, db, j, opts)
+	_, err = p.Plan(cmd.Context())
+	return a.projectDone(f.jsonOut, objs, err, worst)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/idem-dev/idem/internal/project"
 	"github.com/idem-dev/idem/internal/projectrun"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/runner"
 )
 
 // projectFlags are the flags of run and plan over a project.
@@ -55,15 +56,13 @@ var oneJobFlags = []string{"input", "batch-id", "from", "to", "epoch", "expect-p
 
 // loadProject reads the job files args name and orders them.
 func (a *app) loadProject(cmd *cobra.Command, args []string, pf projectFlags) (*project.Project, error) {
-	for _, name := range oneJobFlags {
-		if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
-			return nil, &job.UsageError{Msg: fmt.Sprintf("--%s names one batch of one job: give one job file, not a project", name)}
-		}
+	if err := oneJobFlag(cmd); err != nil {
+		return nil, err
 	}
 	files, skipped, err := project.FilesSkipping(args)
 	if pf.verbose {
 		for _, f := range skipped {
-			fmt.Fprintf(a.stderr, "idem: %s is not a job file (no top-level pipeline =): not read\n", f)
+			a.notJobFile(f)
 		}
 	}
 	if err != nil {
@@ -85,16 +84,56 @@ func (a *app) loadProject(cmd *cobra.Command, args []string, pf projectFlags) (*
 		return modifiedJobs(cmd.Context(), p)
 	})
 	if err == nil && len(q.Jobs) == 0 {
-		var sel []string
-		if len(pf.selects) > 0 {
-			sel = append(sel, "--select "+strings.Join(pf.selects, " "))
-		}
-		if len(pf.excludes) > 0 {
-			sel = append(sel, "--exclude "+strings.Join(pf.excludes, " "))
-		}
-		fmt.Fprintf(a.stderr, "idem: %s picks no job: nothing to do\n", strings.Join(sel, " "))
+		pf.pickedNone(a)
 	}
 	return q, err
+}
+
+// oneJobFlag refuses, over a project, a flag that names one batch of one
+// job.
+func oneJobFlag(cmd *cobra.Command) error {
+	for _, name := range oneJobFlags {
+		if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
+			return &job.UsageError{Msg: fmt.Sprintf("--%s names one batch of one job: give one job file, not a project", name)}
+		}
+	}
+	return nil
+}
+
+// notJobFile says, under --verbose, that a *.toml file of a folder is not
+// read.
+func (a *app) notJobFile(file string) {
+	fmt.Fprintf(a.stderr, "idem: %s is not a job file (no top-level pipeline =): not read\n", file)
+}
+
+// pickedNone says that --select and --exclude left no job.
+func (p *projectFlags) pickedNone(a *app) {
+	var sel []string
+	if len(p.selects) > 0 {
+		sel = append(sel, "--select "+strings.Join(p.selects, " "))
+	}
+	if len(p.excludes) > 0 {
+		sel = append(sel, "--exclude "+strings.Join(p.excludes, " "))
+	}
+	fmt.Fprintf(a.stderr, "idem: %s picks no job: nothing to do\n", strings.Join(sel, " "))
+}
+
+// options are the runner options of the project flags.
+func (p *projectFlags) options(a *app) []runner.Option {
+	var opts []runner.Option
+	if len(p.selects) > 0 {
+		opts = append(opts, runner.WithSelect(p.selects...))
+	}
+	if len(p.excludes) > 0 {
+		opts = append(opts, runner.WithExclude(p.excludes...))
+	}
+	if p.jobs > 0 {
+		opts = append(opts, runner.WithConcurrency(p.jobs))
+	}
+	if p.verbose {
+		opts = append(opts, runner.WithSkippedFiles(a.notJobFile))
+	}
+	return opts
 }
 
 // modifiedJobs are the jobs --select state:modified picks: those a plan

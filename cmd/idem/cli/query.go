@@ -10,8 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
-	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
 )
@@ -49,11 +48,11 @@ last committed state, named on stderr with the snapshots it holds.
 			if format != "table" && format != "csv" && format != "json" {
 				return a.fail(false, &job.UsageError{Msg: fmt.Sprintf("--format must be table, csv or json, not %q", format)})
 			}
-			var accept func(*run.ReplicaNote) bool
+			opts := f.options()
 			if !primary {
-				accept = func(*run.ReplicaNote) bool { return true }
+				opts = append(opts, a.replicaOption())
 			}
-			rows, err := ops.QueryTextReader(cmd.Context(), f.db, args[0], f.openOptions(nil), a.acceptReplica(accept))
+			rows, err := runner.Query(cmd.Context(), f.db, args[0], opts...)
 			if err != nil {
 				return a.fail(false, err)
 			}
@@ -67,7 +66,7 @@ last committed state, named on stderr with the snapshots it holds.
 	return cmd
 }
 
-func writeRows(w io.Writer, rows *run.Rows, format string) error {
+func writeRows(w io.Writer, rows *runner.Rows, format string) error {
 	switch format {
 	case "csv":
 		cw := csv.NewWriter(w)
@@ -131,7 +130,7 @@ func writeRows(w io.Writer, rows *run.Rows, format string) error {
 	}
 }
 
-// textValue is a value of ops.QueryTextReader: DuckDB's text, or nil for NULL.
+// textValue is a value of runner.Query: DuckDB's text, or nil for NULL.
 func textValue(v any) string {
 	if v == nil {
 		return ""
@@ -142,17 +141,17 @@ func textValue(v any) string {
 // jsonValue writes a number as a JSON number, from DuckDB's exact text (a
 // HUGEINT or a DECIMAL(38,10) keeps every digit), and a boolean as a JSON
 // boolean. inf and nan are not JSON numbers and stay strings.
-func jsonValue(v any, kind run.Kind) any {
+func jsonValue(v any, kind runner.Kind) any {
 	if v == nil {
 		return nil
 	}
 	s := textValue(v)
 	switch kind {
-	case run.KindNumber:
+	case runner.KindNumber:
 		if s != "" && (s[0] == '-' || (s[0] >= '0' && s[0] <= '9')) && json.Valid([]byte(s)) {
 			return json.Number(s)
 		}
-	case run.KindBool:
+	case runner.KindBool:
 		if b, err := strconv.ParseBool(s); err == nil {
 			return b
 		}

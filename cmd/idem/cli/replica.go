@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/runner"
 )
 
@@ -24,31 +22,16 @@ func (a *app) printReplica(r *runner.ReplicaInfo) {
 	fmt.Fprintf(a.stdout, "  replica   %s (%s bytes, %s, %.3fs)\n", r.Path, job.Thousands(r.Bytes), r.Method, r.Seconds)
 }
 
-// openReader opens the database at path read-only or, when a writer holds
-// it, its read replica if accept takes what the replica holds; stderr then
-// names the replica and its snapshots.
-func (a *app) openReader(ctx context.Context, path string, opts run.OpenOptions, accept func(*run.ReplicaNote) bool) (*run.DB, error) {
-	return run.OpenReader(ctx, path, opts, a.acceptReplica(accept))
-}
-
-// acceptReplica wraps accept (nil: never read a replica) so that stderr
-// names the replica it takes.
-func (a *app) acceptReplica(accept func(*run.ReplicaNote) bool) func(*run.ReplicaNote) bool {
-	if accept == nil {
-		return nil
-	}
-	return func(n *run.ReplicaNote) bool {
-		if !accept(n) {
-			return false
-		}
-		a.noteReplica(n)
-		return true
-	}
+// replicaOption lets a read of pinned snapshots fall back on the read
+// replica of a database a writer holds; stderr then names the replica and
+// its snapshots.
+func (a *app) replicaOption() runner.Option {
+	return runner.WithReplicaReads(a.noteReplica)
 }
 
 // noteReplica tells, on stderr, that a command reads a replica and what it
 // holds.
-func (a *app) noteReplica(n *run.ReplicaNote) {
+func (a *app) noteReplica(n runner.ReplicaNote) {
 	held := make([]string, len(n.Snapshots))
 	for i, s := range n.Snapshots {
 		held[i] = fmt.Sprintf("%s snapshot %d", s.Job, s.Snapshot)

@@ -1,12 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
-	"path/filepath"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
-	"github.com/idem-dev/idem/internal/project"
+	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
 )
@@ -48,17 +47,12 @@ instead (exit 1 when an input it needs is gone).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pf.silence(a, f.jsonOut)
-			j, db, err := f.openJob(cmd.Context(), args[0], true)
+			p, name, err := f.openOne(cmd.Context(), args[0], a.progressOption(pf), runner.WithFaultHook(a.faultHook))
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			defer db.Close()
-			opts := ops.RerunOptions{Snapshot: snapshot, DuckDB: f.openOptions(j).DuckDB, Progress: a.progress(pf), Fault: a.faultHook(db.Path()), Deep: deep, FromStart: fromStart}
-			if deep {
-				opts.Upstream = upstreamFinder(j)
-			}
-			res, err := ops.Rerun(cmd.Context(), db, j, opts)
-			if err != nil {
+			res, err := p.RerunWith(cmd.Context(), name, runner.RerunOptions{Snapshot: snapshot, Deep: deep, FromStart: fromStart})
+			if err != nil && (res == nil || !errors.Is(err, runner.ErrNotReproduced)) {
 				return a.fail(f.jsonOut, err)
 			}
 			if f.jsonOut {
@@ -107,7 +101,7 @@ instead (exit 1 when an input it needs is gone).`,
 
 // printUpstreamReruns prints the reruns of --deep, indented under the
 // snapshot that pinned them.
-func (a *app) printUpstreamReruns(ups []*ops.RerunResult, indent string) {
+func (a *app) printUpstreamReruns(ups []*runner.RerunResult, indent string) {
 	for _, u := range ups {
 		verdict := "reproduced"
 		if !u.Reproduced {
@@ -120,38 +114,4 @@ func (a *app) printUpstreamReruns(ups []*ops.RerunResult, indent string) {
 		fmt.Fprintf(a.stdout, "%supstream %s: snapshot %d %s  %s%s\n", indent, u.Job, u.Snapshot, verdict, u.Rebuilt, above)
 		a.printUpstreamReruns(u.Upstream, indent+"  ")
 	}
-}
-
-// upstreamFinder finds an upstream job of j by name among the job files
-// beside j's (same database).
-func upstreamFinder(j *job.Job) func(string) (*job.Job, error) {
-	dir := filepath.Dir(j.File)
-	var beside []*job.Job // loaded once, on the first upstream looked for
-	loaded := false
-	return func(name string) (*job.Job, error) {
-		if !loaded {
-			loaded = true
-			// project.Files lists the regular *.toml files of the folder
-			// (a FIFO or a pipeline.toml is left out).
-			files, _ := project.Files([]string{dir})
-			for _, f := range files {
-				if uj, err := loadJob(f); err == nil {
-					beside = append(beside, uj)
-				}
-			}
-		}
-		for _, uj := range beside {
-			if uj.Name == name && absPath(uj.Database) == absPath(j.Database) {
-				return uj, nil
-			}
-		}
-		return nil, &job.UsageError{Msg: fmt.Sprintf("no job file for %s in %s (with database %s)", name, dir, j.Database)}
-	}
-}
-
-func absPath(p string) string {
-	if a, err := filepath.Abs(p); err == nil {
-		return a
-	}
-	return p
 }

@@ -1,15 +1,14 @@
 package cli
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
-	"github.com/idem-dev/idem/internal/project"
-	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
@@ -57,48 +56,14 @@ per batch (records/s, lag per partition), or with --json one object per batch
 (JSON lines). A source gap (records deleted before they were read) is
 refused (exit 3) unless --allow-gap.
 
-` + project.SelectorHelp,
+` + runner.SelectorHelp,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pf.silence(a, f.jsonOut)
 			if envName != "" {
 				return a.runEnv(cmd, args, f, pf, pj, envName) // env.go
 			}
-			one := func(a *app, j *job.Job, opts run.RunOptions) error {
-				// In a project, --full-refresh rebuilds its models, refresh
-				// jobs and seeds; its other apply jobs run as they would.
-				opts.FullRefresh = fullRefresh && (run.FullRefreshes(j) || !pj.isProject(args))
-				opts.Fault, opts.Progress, opts.Expire = a.faultHookUntil(cmd.Context().Done(), f.path(j)), a.progress(pf), ops.ExpireAfterRun
-				if j.IsStream() {
-					return a.runStream(cmd, j, f, opts, sf) // stream.go
-				}
-				if err := sf.check(j); err != nil {
-					return a.fail(f.jsonOut, err)
-				}
-				return a.runJob(cmd, j, f, opts)
-			}
-			if pj.isProject(args) {
-				p, err := a.loadProject(cmd, args, pj)
-				if err != nil {
-					return a.fail(f.jsonOut, err)
-				}
-				opts, err := bf.runOptions(cmd)
-				if err != nil {
-					return a.fail(f.jsonOut, err)
-				}
-				return a.runProject(cmd.Context(), p, pj.jobs, f.jsonOut, func(sub *app, j *job.Job, _ map[string]string) (string, error) {
-					return "", one(sub, j, opts)
-				})
-			}
-			opts, err := bf.runOptions(cmd)
-			if err != nil {
-				return a.fail(f.jsonOut, err)
-			}
-			j, err := loadJob(args[0])
-			if err != nil {
-				return a.fail(f.jsonOut, err)
-			}
-			return one(a, j, opts)
+			return a.run(cmd, args, runFlags{f: f, pf: pf, bf: bf, pj: pj, sf: sf, fullRefresh: fullRefresh})
 		},
 	}
 	f.register(cmd)
@@ -114,18 +79,18 @@ refused (exit 3) unless --allow-gap.
 	return cmd
 }
 
-func (a *app) printResult(res *run.Result) {
+func (a *app) printResult(res *runner.Result) {
 	w := a.stdout
-	what := res.Decision
+	what := string(res.Decision)
 	switch {
-	case res.Decision == job.DecisionSkipped:
+	case res.Decision == runner.DecisionSkipped:
 		what = "skipped: nothing changed"
 	case res.FullRefresh && len(res.Changed) == 0 && !res.FirstLoad:
-		what = res.Decision + " (full refresh)"
-	case res.FirstLoad && (res.Decision == job.DecisionLoaded || res.Decision == job.DecisionApplied):
-		what = res.Decision + " (first load)"
+		what += " (full refresh)"
+	case res.FirstLoad && res.Decision.Committed():
+		what += " (first load)"
 	case len(res.Changed) > 0:
-		what = res.Decision + " [" + strings.Join(res.Changed, ", ") + " changed]"
+		what += " [" + strings.Join(res.Changed, ", ") + " changed]"
 	}
 	fmt.Fprintf(w, "%s: %s\n", res.Job, what)
 	if res.BatchID != "" {
@@ -187,75 +152,16 @@ func (a *app) printResult(res *run.Result) {
 	if e := res.Expiry; e != nil && e.Error != "" {
 		fmt.Fprintf(a.stderr, "idem: warning: %s: the run committed; expiring old snapshots failed (the next run or idem expire retries): %s\n", res.Job, e.Error)
 	}
-	a.printReplica((*runner.ReplicaInfo)(res.Replica)) // replica.go
+	a.printReplica(res.Replica) // replica.go
 }
 
 // upstreamText reads "trips 4 → 5, zones 1".
-func upstreamText(ups []run.UpstreamChange) string {
+func upstreamText(ups []runner.UpstreamChange) string {
 	parts := make([]string, len(ups))
 	for i, u := range ups {
 		parts[i] = u.String()
 	}
 	return strings.Join(parts, ", ")
-}
-
-// runJob runs one loaded job as `idem run JOB` does and prints its result.
-func (a *app) runJob(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOptions) error {
-	dbPath, err := f.dbPath(j)
-	if err != nil {
-		return a.fail(f.jsonOut, err)
-	}
-	doneOpen := timing(opts.Progress, "open")
-	db, done, err := a.openDB(cmd.Context(), dbPath, f.openOptions(j))
-	doneOpen()
-	if err != nil {
-		return a.fail(f.jsonOut, err)
-	}
-	if (j.Input.Mode == job.InputModeFiles || j.Input.ChunkRows > 0) && !opts.FullRefresh {
-		err := a.runMany(cmd, j, db, opts, f.jsonOut) // runmany.go
-		a.afterCommit(cmd.Context(), db, j, true)
-		if cerr := a.closeFailed(done(err)); err == nil {
-			return cerr
-		}
-		return err
-	}
-	// The floor cmd/idem-bench measures history against; never set in
-	// the idem that ships (benchhistory.go).
-	opts.SkipHistory = a.benchNoHistory()
-	res, err := ops.Run(cmd.Context(), db, j, opts) // an apply job's --full-refresh: ops.FullRefreshApply
-	if err != nil {
-		return a.fail(f.jsonOut, errors.Join(err, done(err)))
-	}
-	if f.jsonOut {
-		if err := a.printJSON(res); err != nil {
-			return errors.Join(err, done(nil))
-		}
-	} else {
-		a.printResult(res)
-	}
-	a.afterCommit(cmd.Context(), db, j, committedDecision(res.Decision)) // extension.go
-	doneClose := timing(opts.Progress, "close")
-	err = done(nil)
-	doneClose()
-	return a.closeFailed(err)
-}
-
-// timing starts a step that only IDEM_TIMINGS prints (the open and close
-// of a run's database, which draw no progress on a terminal).
-func timing(p job.Progress, name string) func() {
-	if !p.Timings {
-		return func() {}
-	}
-	return p.Start(name)
-}
-
-// closeWritten closes db, a database the command opened for writing, once
-// it has printed its result, and joins a failed close into *err as
-// closeFailed reports it: the close checkpoints the last commit.
-func (a *app) closeWritten(db *run.DB, err *error) {
-	if cerr := db.Close(); cerr != nil {
-		*err = errors.Join(*err, a.closeFailed(fmt.Errorf("close database %s: %w", db.Path(), cerr)))
-	}
 }
 
 // closeFailed reports the error of closing a database written to after
@@ -268,4 +174,311 @@ func (a *app) closeFailed(err error) error {
 	}
 	fmt.Fprintf(a.stderr, "idem: %v\n", err)
 	return &codeError{code: job.ExitFailure}
+}
+
+// runFlags are the flags of idem run.
+type runFlags struct {
+	f           dbFlags
+	pf          progressFlags
+	bf          batchFlags
+	pj          projectFlags
+	sf          streamFlags
+	fullRefresh bool
+}
+
+// run is idem run of a job or a project through runner: one call, and
+// the printer. A job reading a stream, a project holding one and the
+// stream flags still take the old path (runmany.go).
+func (a *app) run(cmd *cobra.Command, args []string, rf runFlags) error {
+	f := rf.f
+	if rf.pj.isProject(args) {
+		return a.runProjectCmd(cmd, args, rf)
+	}
+	b, err := rf.bf.batch(cmd)
+	if err != nil {
+		return a.fail(f.jsonOut, err)
+	}
+	var hooked bytes.Buffer
+	p, name, err := f.openOne(cmd.Context(), args[0], a.runOptions(cmd, rf, &hooked)...)
+	if err != nil {
+		return a.fail(f.jsonOut, err)
+	}
+	info, err := p.Job(name)
+	if err != nil {
+		return a.fail(f.jsonOut, err)
+	}
+	if info.Reads == runner.ReadsStream {
+		return a.runLegacy(cmd, args, rf)
+	}
+	if err := rf.sf.check(false, name); err != nil {
+		return a.fail(f.jsonOut, err)
+	}
+	b.FullRefresh = rf.fullRefresh
+	res, err := p.RunJob(cmd.Context(), name, b)
+	if je := runFailure(err); je != nil {
+		// A files-mode or chunked run keeps the batches it committed
+		// before it failed: they are printed with the error.
+		if res == nil || len(res.Runs) == 0 {
+			return a.fail(f.jsonOut, je)
+		}
+		if f.jsonOut {
+			if perr := errors.Join(a.printJSON(runObject(res, info.Reads, je)), a.hooked(&hooked)); perr != nil {
+				return perr
+			}
+			fmt.Fprintf(a.stderr, "idem: %v\n", je.Err)
+			return &codeError{code: je.Code}
+		}
+		for _, r := range res.Runs {
+			a.printResult(r)
+		}
+		return a.fail(f.jsonOut, errors.Join(je, a.hooked(&hooked)))
+	}
+	return a.written(p, f.jsonOut, err, &hooked, func() error {
+		if f.jsonOut {
+			return a.printJSON(runObject(res, info.Reads, nil))
+		}
+		a.printRun(res, info.Reads)
+		return nil
+	})
+}
+
+// hooked prints what the AfterCommit hooks printed.
+func (a *app) hooked(out *bytes.Buffer) error {
+	_, err := a.stdout.Write(out.Bytes())
+	return err
+}
+
+// runOptions are the runner options of idem run: progress, IDEM_FAULT
+// (a block: point also lets go when the command is canceled), no sha256
+// read back, the AfterCommit hooks writing to hooked.
+func (a *app) runOptions(cmd *cobra.Command, rf runFlags, hooked *bytes.Buffer) []runner.Option {
+	opts := append(a.runHooks(rf.f, hooked), a.progressOption(rf.pf), runner.WithoutSHA256(),
+		runner.WithFaultHook(func(path string) func(string) { return a.faultHookUntil(cmd.Context().Done(), path) }))
+	return append(opts, a.benchOptions()...)
+}
+
+// runFailure is the *runner.JobError of a run that failed; nil for a run
+// that committed, even when its database then failed to close or a hook
+// failed.
+func runFailure(err error) *runner.JobError {
+	var je *runner.JobError
+	var ce *runner.CloseError
+	if errors.As(err, &je) && !errors.As(je.Err, &ce) {
+		return je
+	}
+	return nil
+}
+
+// printRun prints a run's result: a batch, or each batch of a files-mode
+// or chunked run and a line for the whole.
+func (a *app) printRun(res *runner.Result, reads string) {
+	if reads != runner.ReadsFiles && reads != runner.ReadsChunks {
+		a.printResult(res)
+		return
+	}
+	for _, r := range res.Runs {
+		a.printResult(r)
+	}
+	summary := fmt.Sprintf("%d new file(s)", len(res.NewFiles))
+	if reads == runner.ReadsChunks {
+		summary = fmt.Sprintf("%d chunk(s)", len(res.Runs))
+		if res.Watermark != nil {
+			summary += fmt.Sprintf(", watermark %d", *res.Watermark)
+		}
+	}
+	if res.Decision == runner.DecisionSkipped {
+		fmt.Fprintf(a.stdout, "%s: skipped: nothing new (%s)\n", res.Job, summary)
+		return
+	}
+	fmt.Fprintf(a.stdout, "%s: %s %s\n", res.Job, res.Decision, summary)
+}
+
+// runObject is a run's --json object: the result of a batch, or the
+// summary of a files-mode or chunked run (its batches in runs), with the
+// error's keys when it failed after committing batches.
+func runObject(res *runner.Result, reads string, je *runner.JobError) any {
+	type failure struct {
+		Error    string `json:"error"`
+		ExitCode int    `json:"exit_code"`
+	}
+	decision := res.Decision
+	var fail *failure
+	if je != nil {
+		decision = runner.DecisionFailed
+		if je.Code == runner.ExitRefused {
+			decision = runner.DecisionRefused
+		}
+		fail = &failure{Error: je.Err.Error(), ExitCode: je.Code}
+	}
+	switch reads {
+	case runner.ReadsFiles:
+		type files struct {
+			Job      string           `json:"job"`
+			Decision runner.Decision  `json:"decision"`
+			NewFiles []string         `json:"new_files"`
+			Runs     []*runner.Result `json:"runs"`
+		}
+		f := files{res.Job, decision, res.NewFiles, res.Runs}
+		if fail != nil {
+			return struct {
+				files
+				*failure
+			}{f, fail}
+		}
+		return f
+	case runner.ReadsChunks:
+		type chunks struct {
+			Job       string           `json:"job"`
+			Decision  runner.Decision  `json:"decision"`
+			Watermark *int64           `json:"watermark"`
+			Runs      []*runner.Result `json:"runs"`
+		}
+		c := chunks{res.Job, decision, res.Watermark, res.Runs}
+		if fail != nil {
+			return struct {
+				chunks
+				*failure
+			}{c, fail}
+		}
+		return c
+	}
+	return res
+}
+
+// runProjectCmd is idem run over a project: runner's Project.Run, each job
+// printed as it is done, in run order; with --json one array, an object
+// per job. The exit code is the worst met.
+func (a *app) runProjectCmd(cmd *cobra.Command, args []string, rf runFlags) error {
+	f, pj := rf.f, rf.pj
+	if err := oneJobFlag(cmd); err != nil {
+		return a.fail(f.jsonOut, err)
+	}
+	var hooked bytes.Buffer
+	opts := append(f.options(a.runOptions(cmd, rf, &hooked)...), pj.options(a)...)
+	if rf.fullRefresh {
+		opts = append(opts, runner.WithFullRefresh())
+	}
+	reads := map[string]string{}
+	var objs []json.RawMessage
+	worst := 0
+	opts = append(opts, runner.WithEachJob(func(r *runner.Result, err error) {
+		code := runner.ExitCode(err)
+		worst = max(worst, code)
+		if f.jsonOut {
+			objs = append(objs, a.projectJSON(r, reads[r.Job], err))
+			return
+		}
+		switch {
+		case r.Decision == runner.DecisionBlocked:
+			fmt.Fprintf(a.stdout, "%s: blocked by %s (not run)\n", r.Job, strings.Join(r.BlockedBy, ", "))
+		case err != nil:
+			for _, run := range r.Runs {
+				a.printResult(run)
+			}
+			fmt.Fprintf(a.stderr, "idem: %v\n", errors.Unwrap(err))
+		default:
+			a.printRun(r, reads[r.Job])
+		}
+	}))
+	p, err := runner.Open(cmd.Context(), args, opts...)
+	if err != nil {
+		return a.fail(f.jsonOut, err)
+	}
+	if len(p.Jobs()) == 0 {
+		pj.pickedNone(a)
+	}
+	for _, name := range p.Jobs() {
+		if info, err := p.Job(name); err == nil {
+			reads[name] = info.Reads
+		}
+		if reads[name] == runner.ReadsStream || rf.sf.given() {
+			return a.runLegacy(cmd, args, rf)
+		}
+	}
+	_, err = p.Run(cmd.Context())
+	var ae *runner.AfterCommitError
+	if errors.As(err, &ae) {
+		defer a.hookFailed(p, ae)
+	}
+	return a.projectDone(f.jsonOut, objs, err, worst, hooked.Bytes()...)
+}
+
+// projectDone ends a project's run or plan: the --json array of objs,
+// what the hooks printed, a database that failed to close (err, a
+// *runner.PartialError, names it), and the worst exit code met.
+func (a *app) projectDone(jsonOut bool, objs []json.RawMessage, err error, worst int, hooked ...byte) error {
+	if jsonOut {
+		if objs == nil {
+			objs = []json.RawMessage{}
+		}
+		if perr := a.printJSON(objs); perr != nil {
+			return perr
+		}
+	}
+	if _, perr := a.stdout.Write(hooked); perr != nil {
+		return perr
+	}
+	var pe *runner.PartialError
+	if errors.As(err, &pe) {
+		for _, je := range pe.Failed {
+			if je.Job == "" { // a database that failed to close
+				fmt.Fprintf(a.stderr, "idem: %v\n", je.Err)
+				worst = max(worst, je.Code)
+			}
+		}
+	}
+	if worst != 0 {
+		return &codeError{code: worst}
+	}
+	return nil
+}
+
+// projectJSON is one job's object in a project's --json array: the single
+// run's object, an error object with the job and its decision (failed or
+// refused), or a blocked job.
+func (a *app) projectJSON(r *runner.Result, reads string, err error) json.RawMessage {
+	if r.Decision == runner.DecisionBlocked {
+		b, _ := json.Marshal(map[string]any{"job": r.Job, "decision": "blocked", "blocked_by": r.BlockedBy})
+		return b
+	}
+	var je *runner.JobError
+	if !errors.As(err, &je) {
+		return rawJSON(runObject(r, reads, nil))
+	}
+	fmt.Fprintf(a.stderr, "idem: %v\n", je.Err)
+	var obj any = map[string]any{"error": je.Err.Error(), "exit_code": je.Code}
+	if len(r.Runs) > 0 {
+		obj = runObject(r, reads, je)
+	}
+	return projectFailure(je, obj)
+}
+
+// projectFailure is the object of a job that failed or was refused in a
+// project's --json array: obj (what the job alone prints with --json: its
+// error object, a refused plan) with the job's name, its decision (failed
+// or refused when obj has none) and exit code.
+func projectFailure(je *runner.JobError, obj any) json.RawMessage {
+	m := map[string]any{}
+	_ = json.Unmarshal(rawJSON(obj), &m)
+	m["job"] = je.Job
+	if d, ok := m["decision"]; !ok || d == "" {
+		m["decision"] = runner.DecisionFailed
+		if je.Code == runner.ExitRefused {
+			m["decision"] = runner.DecisionRefused
+		}
+	}
+	if _, ok := m["exit_code"]; !ok {
+		m["exit_code"] = je.Code
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// rawJSON is v as printJSON writes it, without the newline.
+func rawJSON(v any) json.RawMessage {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	return bytes.TrimSpace(b.Bytes())
 }

@@ -31,9 +31,9 @@ func (sf *streamFlags) register(cmd *cobra.Command) {
 
 // check refuses the stream flags on a job that reads no stream, and the
 // follow limits without --follow.
-func (sf *streamFlags) check(j *job.Job) error {
-	if !j.IsStream() && (sf.follow || sf.allowGap) {
-		return job.Usage("--follow and --allow-gap apply to a job reading a stream ([input] kind = \"kafka\"); %s reads files", j.Name)
+func (sf *streamFlags) check(stream bool, name string) error {
+	if !stream && (sf.follow || sf.allowGap) {
+		return job.Usage("--follow and --allow-gap apply to a job reading a stream ([input] kind = \"kafka\"); %s reads files", name)
 	}
 	if !sf.follow && (sf.maxBatches != 0 || sf.idleExit != 0) {
 		return job.Usage("--max-batches and --idle-exit go with --follow")
@@ -47,7 +47,7 @@ func (sf *streamFlags) check(j *job.Job) error {
 // runStream runs a stream job: one batch, or with --follow batch after
 // batch, each printed as it commits.
 func (a *app) runStream(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOptions, sf streamFlags) error {
-	if err := sf.check(j); err != nil {
+	if err := sf.check(j.IsStream(), j.Name); err != nil {
 		return a.fail(f.jsonOut, err)
 	}
 	dbPath, err := f.dbPath(j)
@@ -65,7 +65,7 @@ func (a *app) runStream(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunO
 				return
 			}
 			if !sf.follow && sr.Run != nil {
-				a.printResult(sr.Run)
+				a.printResult(publicResult(sr.Run))
 			}
 			a.printBatch(sr)
 		},
@@ -81,6 +81,11 @@ func (a *app) runStream(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunO
 		return a.fail(f.jsonOut, errors.Join(err, closeErr))
 	}
 	return a.closeFailed(closeErr)
+}
+
+// given says a stream flag was given.
+func (sf *streamFlags) given() bool {
+	return sf.follow || sf.allowGap || sf.maxBatches != 0 || sf.idleExit != 0
 }
 
 // printBatch prints one line per batch: what it read, the rate, and the
