@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -145,4 +146,36 @@ func TestHistoryWholeProperty(t *testing.T) {
 			require.Equal(t, want, got, "scenario %d (seed %d): pinned read of snapshot %d of targets %v", i, seed, s, states)
 		}
 	}
+}
+
+// TestHistoryPastARowGroup: a history made in a run that writes more than
+// a row group (122,880 rows) is read whole by the next run in the same
+// process before any checkpoint, on two threads, with the target's column
+// types. On DuckDB 2.0 a table made by CREATE TABLE AS ... LIMIT 0 and
+// filled in the same transaction reads empty in such a statement, and
+// every row was opened again.
+func TestHistoryPastARowGroup(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := sql.Open("duckdb", "?threads=2")
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	db.SetMaxOpenConns(1)
+	require.NoError(t, Migrate(ctx, db, "mem", nil))
+	j := testJob("big", "t")
+	for s := int64(1); s <= 2; s++ {
+		tx := begin(t, db)
+		if s == 1 {
+			exec(t, tx, `CREATE TABLE t AS SELECT i AS id, CAST(i AS DECIMAL(38,2)) AS amount, [i, 2] AS l, {'a b': 'x'} AS st FROM range(130000) r(i)`)
+		} else {
+			exec(t, tx, `UPDATE t SET amount = 0 WHERE id = 7`)
+		}
+		_, err := RecordHistory(ctx, tx, j, s)
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit())
+	}
+	require.Equal(t, []string{"1|2|1", "1|∅|129999", "2|∅|1"},
+		rows(t, db, `SELECT idem_from, idem_to, count(*) FROM idem.big__history GROUP BY ALL ORDER BY ALL`))
+	require.Equal(t, rows(t, db, `SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 't' ORDER BY column_index`),
+		rows(t, db, `SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'big__history' AND column_name NOT LIKE 'idem_%' ORDER BY column_index`))
 }
