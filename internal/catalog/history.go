@@ -225,6 +225,18 @@ func compareWhole(ctx context.Context, tx *sql.Tx, j string, names []string, tar
 	if err := run("CREATE OR REPLACE TEMP TABLE idem_diff AS " + rowDiffSQL(list, open, "SELECT "+list+" FROM "+target)); err != nil {
 		return err
 	}
+	if slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, `"rowid"`) }) {
+		// A column named rowid hides the row ids that close some copies of
+		// a row and not others: such a row closes all its open copies and
+		// opens the target's copies again instead (the same rows at every
+		// snapshot, begun later).
+		if err := run(
+			"INSERT INTO idem_diff SELECT "+list+", -idem_nt, idem_nt FROM idem_diff WHERE idem_d > 0 AND idem_nt > 0",
+			"UPDATE idem_diff SET idem_nt = 0 WHERE idem_d > 0",
+		); err != nil {
+			return err
+		}
+	}
 	var gone, fewer, opened, partly int64
 	if err := tx.QueryRowContext(ctx, "SELECT count(*) FILTER (WHERE idem_d > 0 AND idem_nt = 0), count(*) FILTER (WHERE idem_d > 0 AND idem_nt > 0), count(*) FILTER (WHERE idem_d < 0), count(*) FILTER (WHERE idem_d < 0 AND -idem_d < idem_nt) FROM idem_diff").Scan(&gone, &fewer, &opened, &partly); err != nil {
 		return fmt.Errorf("record history of %s: %w", j, TrimSQLError(err))

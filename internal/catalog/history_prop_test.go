@@ -179,3 +179,32 @@ func TestHistoryPastARowGroup(t *testing.T) {
 	require.Equal(t, rows(t, db, `SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 't' ORDER BY column_index`),
 		rows(t, db, `SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'big__history' AND column_name NOT LIKE 'idem_%' ORDER BY column_index`))
 }
+
+// TestHistoryFewerCopies: a row the target holds fewer copies of keeps as
+// many open as the target holds, also when a column named rowid hides
+// DuckDB's row ids.
+func TestHistoryFewerCopies(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newCatalog(t)
+	for _, col := range []string{"id", "rowid"} {
+		table := "t_" + col
+		exec(t, db, "CREATE TABLE "+table+" ("+col+" INTEGER, v VARCHAR)")
+		states := []string{"(1, 'a'), (1, 'a'), (1, 'a'), (2, NULL)", "(1, 'a'), (2, NULL)", "(1, 'a'), (1, 'a'), (2, NULL)"}
+		for i, state := range states {
+			tx := begin(t, db)
+			exec(t, tx, "DELETE FROM "+table, "INSERT INTO "+table+" VALUES "+state)
+			_, err := RecordHistory(ctx, tx, testJob(table, table), int64(i+1))
+			require.NoError(t, err)
+			require.NoError(t, tx.Commit())
+		}
+		cols := []TargetColumn{{Name: col, Type: "INTEGER"}, {Name: "v", Type: "VARCHAR"}}
+		for i, want := range [][]string{{"1|a", "1|a", "1|a", "2|∅"}, {"1|a", "2|∅"}, {"1|a", "1|a", "2|∅"}} {
+			q, err := PinnedSelect(ctx, db, table, cols, int64(i+1))
+			require.NoError(t, err)
+			require.Equal(t, want, rows(t, db, q+" ORDER BY ALL"), "%s: snapshot %d", table, i+1)
+		}
+	}
+	require.Equal(t, []string{"1|a|1|2", "1|a|1|2", "1|a|1|∅", "1|a|3|∅", "2|∅|1|∅"},
+		rows(t, db, `SELECT id, v, idem_from, idem_to FROM idem.t_id__history ORDER BY ALL`))
+}
