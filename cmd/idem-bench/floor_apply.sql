@@ -92,9 +92,15 @@ SET VARIABLE rows_in = (SELECT count(*) FROM staged);
 
 INSERT INTO idem.ledger VALUES (getvariable('job'), getvariable('batch_id'), 'floor', 'floor', NULL, NULL,
     getvariable('rows_in'), getvariable('counts'), getvariable('snap'), current_timestamp);
-INSERT INTO idem.snapshots VALUES (getvariable('job'), getvariable('snap'), getvariable('snap') - 1, 'applied',
+INSERT INTO idem.snapshots (job, snapshot, parent, kind, batch_id, job_key, parts, inputs, rows_in, rows_out,
+    outcomes, columns, key_columns, packet, committed_at)
+VALUES (getvariable('job'), getvariable('snap'), getvariable('snap') - 1, 'applied',
     getvariable('batch_id'), 'floor', '{}', '{}', getvariable('rows_in'), (SELECT count(*) FROM changes),
-    getvariable('counts'), '[]', '["entity_id"]', current_timestamp);
+    getvariable('counts'), '[]', '["entity_id"]', NULL, current_timestamp);
 UPDATE idem.jobs SET snapshot = getvariable('snap'), updated_at = current_timestamp WHERE job = getvariable('job');
-INSERT INTO idem.runs VALUES (getvariable('job'), current_timestamp, getvariable('batch_id'), 'applied', '[]',
-    getvariable('rows_in'), getvariable('counts'), getvariable('snap'), 0, 1, NULL);
+-- The run log row is the commit log's (catalog version 9): it carries
+-- the commit's sequence number and the database's id, as idem's does.
+INSERT INTO idem.runs (job, run_at, batch_id, decision, changed, rows_in, outcomes, snapshot, cursor, epoch, message, seq, db_id)
+VALUES (getvariable('job'), current_timestamp, getvariable('batch_id'), 'applied', '[]',
+    getvariable('rows_in'), getvariable('counts'), getvariable('snap'), 0, 1, NULL,
+    (SELECT max(seq) FROM idem.commits) + 1, (SELECT value FROM idem.meta WHERE key = 'db_id'));

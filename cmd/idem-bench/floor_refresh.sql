@@ -78,9 +78,14 @@ SET VARIABLE counts = (
     SELECT to_json(map(list(outcome ORDER BY outcome), list(n ORDER BY outcome)))::VARCHAR
     FROM (SELECT outcome, count(*) AS n FROM outcomes GROUP BY outcome));
 SET VARIABLE rows_in = (SELECT count(*) FROM staged);
-INSERT INTO idem.snapshots VALUES (getvariable('job'), getvariable('snap'), getvariable('snap') - 1, 'loaded',
+INSERT INTO idem.snapshots (job, snapshot, parent, kind, batch_id, job_key, parts, inputs, rows_in, rows_out,
+    outcomes, columns, key_columns, packet, committed_at)
+VALUES (getvariable('job'), getvariable('snap'), getvariable('snap') - 1, 'loaded',
     NULL, 'floor', '{}', '{}', getvariable('rows_in'), (SELECT count(*) FROM occurrence_sample),
-    getvariable('counts'), '[]', '["id"]', current_timestamp);
+    getvariable('counts'), '[]', '["id"]', NULL, current_timestamp);
 UPDATE idem.jobs SET snapshot = getvariable('snap'), job_key = 'floor', updated_at = current_timestamp WHERE job = getvariable('job');
-INSERT INTO idem.runs VALUES (getvariable('job'), current_timestamp, NULL, 'loaded', '[]',
-    getvariable('rows_in'), getvariable('counts'), getvariable('snap'), 0, 1, NULL);
+-- The run log row is the commit log's (catalog version 9), as idem's.
+INSERT INTO idem.runs (job, run_at, batch_id, decision, changed, rows_in, outcomes, snapshot, cursor, epoch, message, seq, db_id)
+VALUES (getvariable('job'), current_timestamp, NULL, 'loaded', '[]',
+    getvariable('rows_in'), getvariable('counts'), getvariable('snap'), 0, 1, NULL,
+    (SELECT max(seq) FROM idem.commits) + 1, (SELECT value FROM idem.meta WHERE key = 'db_id'));

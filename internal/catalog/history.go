@@ -86,11 +86,7 @@ func writeHistoryFormat(ctx context.Context, tx *sql.Tx, j string, f *historyFor
 // keyMatch is the join condition of key columns between aliases a and b;
 // NULL matches NULL, as GROUP BY groups them.
 func keyMatch(key []string, a, b string) string {
-	m := make([]string, len(key))
-	for i, k := range key {
-		m[i] = a + "." + job.QuoteIdent(k) + " IS NOT DISTINCT FROM " + b + "." + job.QuoteIdent(k)
-	}
-	return strings.Join(m, " AND ")
+	return allMatch(quoteAll(key), a, b)
 }
 
 func quoteAll(names []string) []string {
@@ -131,7 +127,16 @@ func recordHistoryCounted(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot 
 	target := job.QuoteIdent(j.Table)
 	var f *historyFormat
 	if !exists {
-		if _, err := tx.ExecContext(ctx, "CREATE TABLE "+hist+" AS SELECT *, CAST(0 AS BIGINT) AS idem_from, CAST(NULL AS BIGINT) AS idem_to FROM "+target+" LIMIT 0"); err != nil {
+		// Declared, not CREATE TABLE AS ... LIMIT 0: DuckDB 2.0, on more
+		// than one thread, reads no row, in a statement that writes, of a
+		// table made empty by CREATE TABLE AS and then filled past a row
+		// group (122,880 rows) in one transaction, until a checkpoint
+		// (TestHistoryPastARowGroup).
+		defs := make([]string, len(cols))
+		for i, c := range cols {
+			defs[i] = job.QuoteIdent(c.Name) + " " + c.Type
+		}
+		if _, err := tx.ExecContext(ctx, "CREATE TABLE "+hist+" ("+strings.Join(defs, ", ")+", idem_from BIGINT, idem_to BIGINT)"); err != nil {
 			return fmt.Errorf("create history of %s: %w", j.Name, err)
 		}
 		// A format left by a history dropped by hand describes nothing.
@@ -179,29 +184,104 @@ func recordHistoryCounted(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot 
 	if f != nil {
 		return appendHistory(ctx, tx, j, f, cols, target, touched, snapshot, counted)
 	}
+	return compareWhole(ctx, tx, j.Name, names, target, !exists, snapshot)
+}
+
+// rowDiffSQL is a query of the rows, columns list, whose number of copies
+// differs between queries older and newer, with idem_d the copies older
+// holds beyond newer's (negative: newer holds more) and idem_nt newer's
+// copies. It is the two EXCEPT ALLs, older's and newer's, in one grouping
+// of both: a row is in one of them exactly when idem_d is not 0. NULL
+// matches NULL, as EXCEPT ALL matches them.
+func rowDiffSQL(list, older, newer string) string {
+	return "SELECT " + list + ", sum(idem_d) AS idem_d, count(*) FILTER (WHERE idem_d < 0) AS idem_nt FROM (" +
+		"SELECT " + list + ", 1 AS idem_d FROM (" + older + ") UNION ALL SELECT " + list + ", -1 FROM (" + newer + ")" +
+		") GROUP BY " + list + " HAVING sum(idem_d) <> 0"
+}
+
+// compareWhole brings closed history rows up to date with the target
+// (target, a table or parenthesized query, columns names) as snapshot S:
+// of a row the open rows hold more copies of than the target, it closes
+// as many open copies as the target lacks, and of a row the target holds
+// more copies of, it opens the copies beyond the open rows', from the
+// target. A history just created (fresh) holds no row: the target's rows
+// are its rows.
+func compareWhole(ctx context.Context, tx *sql.Tx, j string, names []string, target string, fresh bool, snapshot int64) error {
+	hist := HistoryTable(j)
 	list := strings.Join(names, ", ")
 	s := fmt.Sprint(snapshot)
-	// Whole comparison: close open rows that are no longer in the target,
-	// insert target rows that are not open.
-	stmts := []string{
-		"CREATE OR REPLACE TEMP TABLE idem_gone AS SELECT " + list + " FROM " + hist + " WHERE idem_to IS NULL EXCEPT ALL SELECT " + list + " FROM " + target,
-		"CREATE OR REPLACE TEMP TABLE idem_new AS SELECT " + list + " FROM " + target + " EXCEPT ALL SELECT " + list + " FROM " + hist + " WHERE idem_to IS NULL",
+	run := func(stmts ...string) error {
+		for _, q := range stmts {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("record history of %s: %w", j, TrimSQLError(err))
+			}
+		}
+		return nil
 	}
-	var match []string
-	for _, c := range names {
-		match = append(match, "h."+c+" IS NOT DISTINCT FROM g."+c)
+	if fresh {
+		return run("INSERT INTO " + hist + " (" + list + ", idem_from, idem_to) SELECT " + list + ", " + s + ", NULL FROM " + target)
 	}
-	stmts = append(stmts,
-		"UPDATE "+hist+" AS h SET idem_to = "+s+" FROM idem_gone AS g WHERE h.idem_to IS NULL AND "+strings.Join(match, " AND "),
-		"INSERT INTO "+hist+" ("+list+", idem_from, idem_to) SELECT "+list+", "+s+", NULL FROM idem_new",
-		"DROP TABLE idem_gone", "DROP TABLE idem_new",
-	)
-	for _, q := range stmts {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("record history of %s: %w", j.Name, TrimSQLError(err))
+	open := "SELECT " + list + " FROM " + hist + " WHERE idem_to IS NULL"
+	if err := run("CREATE OR REPLACE TEMP TABLE idem_diff AS " + rowDiffSQL(list, open, "SELECT "+list+" FROM "+target)); err != nil {
+		return err
+	}
+	if slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, `"rowid"`) }) {
+		// A column named rowid hides the row ids that close some copies of
+		// a row and not others: such a row closes all its open copies and
+		// opens the target's copies again instead (the same rows at every
+		// snapshot, begun later).
+		if err := run(
+			"INSERT INTO idem_diff SELECT "+list+", -idem_nt, idem_nt FROM idem_diff WHERE idem_d > 0 AND idem_nt > 0",
+			"UPDATE idem_diff SET idem_nt = 0 WHERE idem_d > 0",
+		); err != nil {
+			return err
 		}
 	}
-	return nil
+	var gone, fewer, opened, partly int64
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FILTER (WHERE idem_d > 0 AND idem_nt = 0), count(*) FILTER (WHERE idem_d > 0 AND idem_nt > 0), count(*) FILTER (WHERE idem_d < 0), count(*) FILTER (WHERE idem_d < 0 AND -idem_d < idem_nt) FROM idem_diff").Scan(&gone, &fewer, &opened, &partly); err != nil {
+		return fmt.Errorf("record history of %s: %w", j, TrimSQLError(err))
+	}
+	var stmts []string
+	if gone > 0 {
+		// Rows the target no longer holds: every open copy closes.
+		stmts = append(stmts, "UPDATE "+hist+" AS h SET idem_to = "+s+" FROM idem_diff AS g WHERE g.idem_d > 0 AND g.idem_nt = 0 AND h.idem_to IS NULL AND "+allMatch(names, "h", "g"))
+	}
+	if fewer > 0 {
+		// Rows the target holds fewer copies of: only the copies beyond
+		// the target's close, those that began latest first, so that the
+		// snapshot reads as many copies as its target held.
+		hl := make([]string, len(names))
+		for i, n := range names {
+			hl[i] = "h." + n
+		}
+		stmts = append(stmts, "UPDATE "+hist+" SET idem_to = "+s+" WHERE rowid IN (SELECT idem_rid FROM (SELECT h.rowid AS idem_rid, g.idem_d, row_number() OVER (PARTITION BY "+strings.Join(hl, ", ")+" ORDER BY h.idem_from DESC) AS idem_n FROM "+hist+" AS h JOIN idem_diff AS g ON g.idem_d > 0 AND g.idem_nt > 0 AND "+allMatch(names, "h", "g")+" WHERE h.idem_to IS NULL) WHERE idem_n <= idem_d)")
+	}
+	if opened > 0 {
+		// The opened copies come from the target's rows, as EXCEPT ALL
+		// returns them (values that group together are not always the same
+		// bytes: -0.0 and 0.0). Where the open rows hold some copies of a
+		// row already, only the target's copies beyond them are opened.
+		tl := make([]string, len(names))
+		for i, n := range names {
+			tl[i] = "t." + n
+		}
+		rows := "SELECT " + strings.Join(tl, ", ") + " FROM " + target + " AS t JOIN idem_diff AS g ON g.idem_d < 0 AND " + allMatch(names, "t", "g")
+		if partly > 0 {
+			rows = "SELECT " + list + " FROM (SELECT " + strings.Join(tl, ", ") + ", g.idem_d, row_number() OVER (PARTITION BY " + strings.Join(tl, ", ") + ") AS idem_n FROM " + target + " AS t JOIN idem_diff AS g ON g.idem_d < 0 AND " + allMatch(names, "t", "g") + ") WHERE idem_n <= -idem_d"
+		}
+		stmts = append(stmts, "INSERT INTO "+hist+" ("+list+", idem_from, idem_to) SELECT "+list+", "+s+", NULL FROM ("+rows+")")
+	}
+	return run(append(stmts, "DROP TABLE idem_diff")...)
+}
+
+// allMatch is the join condition of every column names (quoted) between
+// aliases a and b; NULL matches NULL.
+func allMatch(names []string, a, b string) string {
+	m := make([]string, len(names))
+	for i, n := range names {
+		m[i] = a + "." + n + " IS NOT DISTINCT FROM " + b + "." + n
+	}
+	return strings.Join(m, " AND ")
 }
 
 // appendHistory appends snapshot S to a history of appended rows: every
@@ -223,7 +303,7 @@ func appendHistory(ctx context.Context, tx *sql.Tx, j *job.Job, f *historyFormat
 	changed := "SELECT DISTINCT " + keys + " FROM idem_touched"
 	if !touched {
 		prev := pinnedSQL(j.Name, names, f, snapshot-1)
-		changed = "SELECT DISTINCT " + keys + " FROM ((" + prev + " EXCEPT ALL SELECT " + list + " FROM " + target + ") UNION ALL (SELECT " + list + " FROM " + target + " EXCEPT ALL " + prev + "))"
+		changed = "SELECT DISTINCT " + keys + " FROM (" + rowDiffSQL(list, prev, "SELECT "+list+" FROM "+target) + ")"
 	}
 	if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE idem_changed AS "+changed); err != nil {
 		return fmt.Errorf("record history of %s: %w", j.Name, TrimSQLError(err))
