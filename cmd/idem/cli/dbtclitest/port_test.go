@@ -1,4 +1,4 @@
-package dbttest
+package dbtclitest
 
 import (
 	"database/sql"
