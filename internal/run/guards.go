@@ -31,6 +31,13 @@ func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, op
 	if err != nil {
 		return nil, st, false, false, err
 	}
+	// A run on a handle without a threads setting runs on one thread when
+	// its data is small (threads.go), before it reads any of it.
+	if write {
+		if err := d.fitThreads(ctx, tx, j, p); err != nil {
+			return nil, st, false, false, err
+		}
+	}
 	// Upstream inputs are pinned first: they complete the job key.
 	pins, err := pin(ctx, tx, j, p, st)
 	if err != nil {
