@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/idem-dev/idem/internal/job"
@@ -46,6 +45,8 @@ type adaptiveThreads struct {
 	// first run lowers it); one is true while threads is 1.
 	wide string
 	one  bool
+	// targets are the rows of each job's target, by job name (small).
+	targets map[string]int64
 }
 
 // fitThreads sets the handle's threads for a run of j that writes: 1 when
@@ -58,12 +59,12 @@ func (d *DB) fitThreads(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared
 	if a == nil {
 		return nil
 	}
-	small, err := smallRun(ctx, tx, j, p, a.rows, a.bytes)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	small, err := a.small(ctx, tx, j, p)
 	if err != nil {
 		return err
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	if small == a.one {
 		return nil
 	}
@@ -83,10 +84,14 @@ func (d *DB) fitThreads(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared
 	return nil
 }
 
-// smallRun reports whether a run of j reads little: its input files and
-// the rows of its own target and its upstreams' targets under maxBytes
-// and maxRows. An input of unknown size (a stream, a chunk) is not small.
-func smallRun(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, maxRows, maxBytes int64) (bool, error) {
+// small reports whether a run of j reads little: its input files under
+// a.bytes, and the rows of its own target and its upstreams' targets
+// under a.rows. An input of unknown size (a stream, a chunk) is not
+// small. The targets' rows are DuckDB's estimates as the handle's first
+// run found them (one look at the catalog per handle, not per run): the
+// setting decides no output, and a target that grows within the process
+// grows from input files counted here.
+func (a *adaptiveThreads) small(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared) (bool, error) {
 	var bytes int64
 	switch {
 	case len(p.files) > 0:
@@ -96,16 +101,32 @@ func smallRun(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, maxRows,
 	case len(j.Input.Upstream) == 0:
 		return false, nil
 	}
-	if bytes >= maxBytes {
+	if bytes >= a.bytes {
 		return false, nil
 	}
-	names := append([]string{j.Name}, j.Input.Upstream...)
-	var rows int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(t.estimated_size), 0)::BIGINT FROM duckdb_tables() t
-		WHERE t.database_name = current_database() AND t.schema_name = 'main'
-		AND lower(t.table_name) IN (SELECT lower(target) FROM idem.jobs WHERE list_contains(string_split(?, chr(0)), job))`,
-		strings.Join(names, "\x00")).Scan(&rows); err != nil {
-		return false, fmt.Errorf("estimate the rows of %s: %w", j.Name, err)
+	if a.targets == nil {
+		a.targets = map[string]int64{}
+		rows, err := tx.QueryContext(ctx, `SELECT j.job, t.estimated_size FROM idem.jobs j JOIN duckdb_tables() t
+			ON lower(t.table_name) = lower(j.target) AND t.database_name = current_database() AND t.schema_name = 'main'`)
+		if err != nil {
+			return false, fmt.Errorf("estimate the rows of the targets: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name string
+			var n int64
+			if err := rows.Scan(&name, &n); err != nil {
+				return false, fmt.Errorf("estimate the rows of the targets: %w", err)
+			}
+			a.targets[name] = n
+		}
+		if err := rows.Err(); err != nil {
+			return false, fmt.Errorf("estimate the rows of the targets: %w", err)
+		}
 	}
-	return rows < maxRows, nil
+	n := a.targets[j.Name]
+	for _, u := range j.Input.Upstream {
+		n += a.targets[u]
+	}
+	return n < a.rows, nil
 }
