@@ -96,10 +96,8 @@ func (l *deferredLog) writeIn(ctx context.Context, tx *sql.Tx) error {
 		return nil
 	}
 	l.tx, l.written = tx, 0
-	for _, r := range l.rows {
-		if err := catalog.InsertRun(ctx, tx, r); err != nil {
-			return fmt.Errorf("write run log of %s: %w", r.Job, err)
-		}
+	if err := catalog.InsertRuns(ctx, tx, l.rows); err != nil {
+		return fmt.Errorf("write run log: %w", err)
 	}
 	l.written = len(l.rows)
 	return nil
@@ -144,10 +142,8 @@ func insertRun(ctx context.Context, d *DB, r *catalog.RunRow) error {
 	if err != nil {
 		return fmt.Errorf("write run log: %w", err)
 	}
-	for _, r := range rows {
-		if err := catalog.InsertRun(ctx, tx, r); err != nil {
-			return errors.Join(fmt.Errorf("write run log of %s: %w", r.Job, err), tx.Rollback())
-		}
+	if err := catalog.InsertRuns(ctx, tx, rows); err != nil {
+		return errors.Join(fmt.Errorf("write run log: %w", err), tx.Rollback())
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("write run log: %w", err)
