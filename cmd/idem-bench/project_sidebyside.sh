@@ -30,11 +30,13 @@ for r in $(seq $REPS); do
   for b in $BUILDS; do rm -rf $P/data; t "full $b" $(cmd $b) run $P --quiet $(args $b); rm -rf $W/d12-$b; cp -r $P/data $W/d12-$b; done
   rm -f $W/floor.duckdb*; floor full full; cp $W/floor.duckdb $W/floor12.duckdb
   drop13 in
-  for b in $BUILDS; do rm -rf $P/data; cp -r $W/d12-$b $P/data; t "nightly $b" $(cmd $b) run $P --quiet $(args $b); done
+  for b in $BUILDS; do rm -rf $P/data; cp -r $W/d12-$b $P/data; t "nightly $b" $(cmd $b) run $P --quiet $(args $b); rm -rf $W/d13-$b; cp -r $P/data $W/d13-$b; done
   rm -f $W/floor.duckdb*; cp $W/floor12.duckdb $W/floor.duckdb; floor nightly nightly
-  for b in $BUILDS; do t "noop $b" $(cmd $b) run $P --quiet $(args $b); done
+  # Each build's no-op and plan on its own nightly's database: builds of
+  # other catalog versions cannot read each other's.
+  for b in $BUILDS; do rm -rf $P/data; cp -r $W/d13-$b $P/data; t "noop $b" $(cmd $b) run $P --quiet $(args $b); done
   floor noop noop
-  for b in $BUILDS; do t "plan $b" $(cmd $b) plan $P --quiet; done
+  for b in $BUILDS; do rm -rf $P/data; cp -r $W/d13-$b $P/data; t "plan $b" $(cmd $b) plan $P --quiet; done
   floor plan noop
 done
 for ph in full nightly noop plan; do for b in $BUILDS floor; do

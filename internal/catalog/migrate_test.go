@@ -81,7 +81,7 @@ func TestEmbeddedMigrations(t *testing.T) {
 // idemTables are the tables of the latest catalog version, and idemViews
 // its views (tables before catalog version 9).
 var (
-	idemTables = []string{"checkpoints", "erasures", "files", "inputs", "jobs", "ledger", "meta", "migrations", "model_texts", "owners", "positions", "released", "retention", "runs", "snapshots"}
+	idemTables = []string{"checkpoints", "erasures", "files", "inputs", "jobs", "ledger", "meta", "migrations", "model_texts", "owners", "positions", "released", "retention", "runs", "snapshots", "verdicts"}
 	idemViews  = []string{"commits", "packets"}
 )
 

@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -30,17 +31,45 @@ type RunRow struct {
 
 // InsertRun appends r to the run log.
 func InsertRun(ctx context.Context, q Querier, r RunRow) error {
+	if r.Commit {
+		_, err := q.ExecContext(ctx, commitInsert, runArgs(r)...)
+		return err
+	}
+	return InsertRuns(ctx, q, []RunRow{r})
+}
+
+// InsertRuns appends rows to the run log, in one statement when none is a
+// commit's row: a project run logs a row for each job that wrote nothing.
+func InsertRuns(ctx context.Context, q Querier, rows []RunRow) error {
+	values := make([]string, 0, len(rows))
+	args := make([]any, 0, 11*len(rows))
+	for _, r := range rows {
+		if r.Commit {
+			for _, r := range rows {
+				if err := InsertRun(ctx, q, r); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		values = append(values, "(?, coalesce(CAST(? AS TIMESTAMP), current_timestamp), ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		args = append(args, runArgs(r)...)
+	}
+	if len(values) == 0 {
+		return nil
+	}
+	_, err := q.ExecContext(ctx, `INSERT INTO idem.runs (job, run_at, batch_id, decision, changed, rows_in, outcomes, snapshot, cursor, epoch, message) VALUES `+strings.Join(values, ", "), args...)
+	return err
+}
+
+// runArgs are the values of r's row, in the order of the run log's
+// columns (job, run_at, batch_id, ..., message).
+func runArgs(r RunRow) []any {
 	var at any
 	if !r.At.IsZero() {
 		at = r.At.UTC()
 	}
-	insert := `INSERT INTO idem.runs (job, run_at, batch_id, decision, changed, rows_in, outcomes, snapshot, cursor, epoch, message) VALUES (?, coalesce(CAST(? AS TIMESTAMP), current_timestamp), ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	if r.Commit {
-		insert = commitInsert
-	}
-	_, err := q.ExecContext(ctx, insert,
-		r.Job, at, nullable(r.BatchID), r.Decision, r.Changed, r.RowsIn, r.Outcomes, r.Snapshot, r.Cursor, r.Epoch, nullable(r.Message))
-	return err
+	return []any{r.Job, at, nullable(r.BatchID), r.Decision, r.Changed, r.RowsIn, r.Outcomes, r.Snapshot, r.Cursor, r.Epoch, nullable(r.Message)}
 }
 
 // ScrubRunMessages replaces, in every job's run log, each message that

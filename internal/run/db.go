@@ -63,6 +63,12 @@ type DB struct {
 	// deferred are the run log rows of runs that wrote nothing, written
 	// with the next commit or at Close (runlog.go).
 	deferred *deferredLog
+	// verdictSecret signs the verdicts kept in idem.verdicts
+	// (verdicts.go), as the open found it; nil trusts none.
+	verdictSecret []byte
+	// threads is the threads state of a writable handle opened without a
+	// threads setting (threads.go); nil for any other.
+	threads *adaptiveThreads
 }
 
 // OpenOptions are the settings applied when a database is opened.
@@ -291,6 +297,10 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 		return nil, locked
 	}
 	d := &DB{sql: db, path: path, readOnly: opts.ReadOnly, replica: opts.DuckDB.ReadReplica && !opts.ReadOnly, opts: opts, guards: newGuardCache(), gate: &sync.Mutex{}, deferred: &deferredLog{}}
+	d.verdictSecret = verdictSecret(path, false)
+	if !opts.ReadOnly && opts.DuckDB.Threads == 0 {
+		d.threads = &adaptiveThreads{rows: smallRows, bytes: smallBytes}
+	}
 	// The checks below run one after another on one connection: each new
 	// connection attaches the file and sets the session again, which cost
 	// about a tenth of the open. None of them leaves temp state, and the

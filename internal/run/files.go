@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
@@ -37,7 +38,7 @@ func (d *DB) RunFiles(ctx context.Context, j *job.Job, opts RunOptions) (*FilesR
 	if opts.BatchID != "" || opts.From != nil {
 		return nil, d.logError(j, "", job.Usage("a files-mode job names its batches after its files: --batch-id, --from and --to do not apply"))
 	}
-	fresh, err := source.Pending(ctx, d.sql, j, opts.Input, opts.Progress)
+	fresh, st, err := d.pending(ctx, j, opts)
 	if err != nil {
 		return nil, d.logError(j, "", job.Canceled(ctx, err))
 	}
@@ -46,9 +47,10 @@ func (d *DB) RunFiles(ctx context.Context, j *job.Job, opts RunOptions) (*FilesR
 		out.NewFiles = append(out.NewFiles, f.Path)
 	}
 	if len(fresh) == 0 {
-		if err := d.logInvocation(j, "", job.DecisionSkipped, "nothing new: no file that is not committed"); err != nil {
-			return nil, err
-		}
+		// Logged as a skipped run is: with the handle's next commit or
+		// at Close (deferredLog).
+		d.deferred.add(catalog.RunRow{Job: j.Name, Decision: job.DecisionSkipped, Changed: "[]",
+			Snapshot: st.Snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Message: "nothing new: no file that is not committed", At: time.Now()})
 		return out, nil
 	}
 	batches := [][]source.InputFile{fresh}
@@ -100,4 +102,20 @@ func recordFiles(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, res *
 		}
 	}
 	return nil
+}
+
+// pending lists the files of j's input that no batch committed, and reads
+// j's state row, in one transaction that writes nothing.
+func (d *DB) pending(ctx context.Context, j *job.Job, opts RunOptions) ([]source.InputFile, catalog.State, error) {
+	tx, err := d.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, catalog.State{}, fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	fresh, err := source.Pending(ctx, tx, j, opts.Input, opts.Progress)
+	if err != nil {
+		return nil, catalog.State{}, err
+	}
+	st, err := catalog.ReadState(ctx, tx, j.Name)
+	return fresh, st, err
 }

@@ -22,7 +22,8 @@ import (
 // the kind of verdict and everything it depends on, so that a key a verdict
 // was not computed for can never find it. The seal check's answer is kept
 // whole (a function of its key alone); the others only when they passed. A
-// miss recomputes. The cache lives in memory beside the open handle: no
+// miss recomputes. The passes are also kept across processes, signed, in
+// idem.verdicts (verdicts.go). The cache lives in memory beside the open handle: no
 // other process writes the file while this one holds it (DuckDB's lock),
 // and within the process every change to the catalog is a run whose guards
 // confine it to its own tables. Verdicts learned inside a transaction that
@@ -31,6 +32,9 @@ import (
 type guardCache struct {
 	mu sync.Mutex
 	m  map[[32]byte]any
+	// store is what is kept across processes in idem.verdicts
+	// (verdicts.go).
+	store verdictStore
 }
 
 // guardCacheMax bounds the verdicts a handle keeps: past it the cache is
@@ -43,9 +47,14 @@ func newGuardCache() *guardCache { return &guardCache{m: map[[32]byte]any{}} }
 // guardKey is the sha256 of the engine's version, kind and parts, each
 // length-prefixed so that no two lists of parts share a key.
 func guardKey(kind string, parts ...string) [32]byte {
+	return guardKeyOf(mapping.LibraryVersion(), kind, parts...)
+}
+
+// guardKeyOf is guardKey for the engine of version engine.
+func guardKeyOf(engine, kind string, parts ...string) [32]byte {
 	h := sha256.New()
 	var n [8]byte
-	for _, p := range append([]string{mapping.LibraryVersion(), kind}, parts...) {
+	for _, p := range append([]string{engine, kind}, parts...) {
 		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
 		h.Write(n[:])
 		h.Write([]byte(p))
@@ -71,6 +80,10 @@ func (c *guardCache) put(k [32]byte, v any) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.putLocked(k, v)
+}
+
+func (c *guardCache) putLocked(k [32]byte, v any) {
 	if len(c.m) >= guardCacheMax {
 		clear(c.m)
 	}
@@ -81,12 +94,14 @@ func (c *guardCache) put(k [32]byte, v any) {
 // true only if it commits (a name it claimed, a released version it
 // recorded): keep adds them to the cache after COMMIT.
 type guardLearn struct {
-	keys [][32]byte
+	keys  [][32]byte
+	kinds []string // the kind of each key's verdict
 }
 
-func (l *guardLearn) add(k [32]byte) {
+func (l *guardLearn) add(k [32]byte, kind string) {
 	if l != nil {
 		l.keys = append(l.keys, k)
+		l.kinds = append(l.kinds, kind)
 	}
 }
 
@@ -98,5 +113,5 @@ func (l *guardLearn) keep(c *guardCache) {
 	for _, k := range l.keys {
 		c.put(k, true)
 	}
-	l.keys = nil
+	l.keys, l.kinds = nil, nil
 }

@@ -27,9 +27,20 @@ import (
 // writing run passes (and before it copies the upstreams' rows): a run
 // that finds nothing to write has its whole answer then.
 func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, opts RunOptions, write, head bool, learn *guardLearn) (res *Result, st catalog.State, exists, done bool, err error) {
+	// The verdicts committed runs kept, once per handle (verdicts.go).
+	if err := d.guards.load(ctx, tx, d.verdictSecret); err != nil {
+		return nil, st, false, false, err
+	}
 	st, err = catalog.ReadState(ctx, tx, j.Name)
 	if err != nil {
 		return nil, st, false, false, err
+	}
+	// A run on a handle without a threads setting runs on one thread when
+	// its data is small (threads.go), before it reads any of it.
+	if write {
+		if err := d.fitThreads(ctx, tx, j, p); err != nil {
+			return nil, st, false, false, err
+		}
 	}
 	// Upstream inputs are pinned first: they complete the job key.
 	pins, err := pin(ctx, tx, j, p, st)
@@ -136,7 +147,7 @@ func (d *DB) checkOwners(ctx context.Context, tx *sql.Tx, j *job.Job, write bool
 	for _, st := range j.Steps {
 		parts = append(parts, st.SQL)
 	}
-	return d.learned(guardKey("owners", parts...), write, learn, func() error {
+	return d.learned("owners", guardKey("owners", parts...), write, learn, func() error {
 		owners := write
 		if !write {
 			var err error
@@ -156,12 +167,12 @@ func (d *DB) checkOwners(ctx context.Context, tx *sql.Tx, j *job.Job, write bool
 func (d *DB) checkReleased(ctx context.Context, tx *sql.Tx, j *job.Job, write bool, learn *guardLearn) error {
 	k := guardKey("released", j.Name, j.ReleaseName(), fmt.Sprint(j.TransformVersion, " ", j.SchemaVersion),
 		fmt.Sprint(j.ContentVersioned(), j.IsModel()), job.StepsDigest(j.Steps), job.DigestString(j.DDL), j.TransformPart().SHA256, j.ModelSQL)
-	return d.learned(k, write, learn, func() error { return catalog.CheckReleased(ctx, tx, j, write) })
+	return d.learned("released", k, write, learn, func() error { return catalog.CheckReleased(ctx, tx, j, write) })
 }
 
 // learned runs check unless a committed run kept its verdict under k; a
 // run that writes and passes it has learn keep it once it commits.
-func (d *DB) learned(k [32]byte, write bool, learn *guardLearn, check func() error) error {
+func (d *DB) learned(kind string, k [32]byte, write bool, learn *guardLearn, check func() error) error {
 	if _, ok := d.guards.get(k); ok {
 		return nil
 	}
@@ -169,7 +180,7 @@ func (d *DB) learned(k [32]byte, write bool, learn *guardLearn, check func() err
 		return err
 	}
 	if write {
-		learn.add(k)
+		learn.add(k, kind)
 	}
 	return nil
 }

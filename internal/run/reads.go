@@ -76,6 +76,21 @@ type sealChecked struct {
 	unknown []job.NameAt
 }
 
+// sealKey is the guard cache's key of the seal check of texts.
+func sealKey(seal *job.Seal, texts []job.SealedText) ([32]byte, error) {
+	desc, err := sealDesc(seal, texts)
+	return guardKey("seal", desc), err
+}
+
+// sealDesc is what the seal check of texts depends on, besides the engine.
+func sealDesc(seal *job.Seal, texts []job.SealedText) (string, error) {
+	desc, err := json.Marshal(struct {
+		Seal  *job.Seal
+		Texts []job.SealedText
+	}{seal, texts})
+	return string(desc), err
+}
+
 // sealViolations is SealViolations with the verdict of job.Seal.Check kept
 // in c, keyed by the seal and every text it checked (a function of them
 // and the engine alone); the names it leaves to the database are looked
@@ -85,14 +100,10 @@ func sealViolations(ctx context.Context, q catalog.Querier, j *job.Job, c *guard
 	texts := j.SealedTexts()
 	var k [32]byte
 	if c != nil {
-		desc, err := json.Marshal(struct {
-			Seal  *job.Seal
-			Texts []job.SealedText
-		}{seal, texts})
-		if err != nil {
+		var err error
+		if k, err = sealKey(seal, texts); err != nil {
 			return nil, err
 		}
-		k = guardKey("seal", string(desc))
 	}
 	checked, ok := c.get(k)
 	if !ok {
@@ -115,6 +126,14 @@ func sealViolations(ctx context.Context, q catalog.Querier, j *job.Job, c *guard
 		}
 		checked = sc
 		c.put(k, sc)
+		if len(sc.vs) == 0 {
+			// A pass is kept across processes too (verdicts.go).
+			unknown, err := json.Marshal(sc.unknown)
+			if err != nil {
+				return nil, err
+			}
+			c.learnt(k, "seal", string(unknown))
+		}
 	}
 	sc := checked.(sealChecked)
 	out := slices.Clone(sc.vs)

@@ -39,8 +39,8 @@ import (
 // goes to stderr, where the caller prints it.
 
 // logNoCommit records a run that decided to write nothing (skipped,
-// already_committed) in the run log, in its own short transaction after the
-// rollback. An already-committed batch is logged with what the run reported:
+// already_committed) in the run log: the row is deferred, written with the
+// handle's next commit or at Close (deferredLog). An already-committed batch is logged with what the run reported:
 // the original batch's snapshot, rows in and outcome counts from the ledger.
 // The last, empty chunk of a chunked run that applied chunks is not logged:
 // the invocation is logged by its chunks.
@@ -54,20 +54,16 @@ func (d *DB) logNoCommit(j *job.Job, p *Prepared, res *Result, opts RunOptions) 
 			message = fmt.Sprintf("nothing past watermark %d", *c.From)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	st, err := catalog.ReadState(ctx, d.sql, j.Name)
-	if err != nil {
-		return fmt.Errorf("write run log: %w", err)
-	}
+	// The job's snapshot, cursor and epoch as the decision read them in
+	// its transaction (newResult): no connection and no query of its own.
 	var rowsIn, outcomes any
-	snapshot := st.Snapshot
+	snapshot := res.Parent
 	if res.Decision == job.DecisionAlreadyCommitted {
 		rowsIn, outcomes, snapshot = res.RowsIn, string(job.CanonicalJSON(res.Outcomes)), res.Snapshot
 	}
 	d.deferred.add(catalog.RunRow{Job: j.Name, BatchID: p.batchID, Decision: res.Decision,
 		Changed: string(job.CanonicalJSON(job.NonNil(res.Changed))), RowsIn: rowsIn, Outcomes: outcomes,
-		Snapshot: snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Message: message, At: time.Now()})
+		Snapshot: snapshot, Cursor: res.Cursor, Epoch: res.Epoch, Message: message, At: time.Now()})
 	return nil
 }
 
@@ -100,10 +96,8 @@ func (l *deferredLog) writeIn(ctx context.Context, tx *sql.Tx) error {
 		return nil
 	}
 	l.tx, l.written = tx, 0
-	for _, r := range l.rows {
-		if err := catalog.InsertRun(ctx, tx, r); err != nil {
-			return fmt.Errorf("write run log of %s: %w", r.Job, err)
-		}
+	if err := catalog.InsertRuns(ctx, tx, l.rows); err != nil {
+		return fmt.Errorf("write run log: %w", err)
 	}
 	l.written = len(l.rows)
 	return nil
@@ -148,10 +142,8 @@ func insertRun(ctx context.Context, d *DB, r *catalog.RunRow) error {
 	if err != nil {
 		return fmt.Errorf("write run log: %w", err)
 	}
-	for _, r := range rows {
-		if err := catalog.InsertRun(ctx, tx, r); err != nil {
-			return errors.Join(fmt.Errorf("write run log of %s: %w", r.Job, err), tx.Rollback())
-		}
+	if err := catalog.InsertRuns(ctx, tx, rows); err != nil {
+		return errors.Join(fmt.Errorf("write run log: %w", err), tx.Rollback())
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("write run log: %w", err)

@@ -301,6 +301,7 @@ func (s *sealedRun) explain(ctx context.Context, tx *sql.Tx, step job.Step, line
 	})
 	if bad == "" {
 		s.cache.put(k, root)
+		s.cache.learnt(k, "explain", root)
 		return root, nil
 	}
 	return "", job.Usage("job %s: step %s line %d reads table %s (as DuckDB binds the statement), which is neither the job's nor a declared upstream's; nothing committed: declare the job it belongs to in [input] upstream and read it as {{upstream:NAME}}",

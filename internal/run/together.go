@@ -136,6 +136,11 @@ func (d *DB) RunTogether(ctx context.Context, runs []JobRun) ([]*Result, error) 
 		}
 		return results, nil
 	}
+	// The verdicts learned, kept with the commit (verdicts.go).
+	verdicts, err := d.guards.save(ctx, tx, d.path, learn)
+	if err != nil {
+		return nil, err
+	}
 	fault(last, FaultBeforeCommit)
 	done := last.Progress.Start("commit")
 	err = tx.Commit()
@@ -151,6 +156,7 @@ func (d *DB) RunTogether(ctx context.Context, runs []JobRun) ([]*Result, error) 
 	}
 	fault(last, FaultAfterCommit)
 	learn.keep(d.guards)
+	d.guards.stored(verdicts)
 	d.deferred.committed(tx)
 	sweep(func(i int) bool { return !writes(results[i]) })
 	logErr := logNoCommit()

@@ -286,7 +286,8 @@ func TestEnvironment(t *testing.T) {
 	names, err := filepath.Glob(filepath.Join(db+".envs", "*"))
 	require.NoError(t, err)
 	slices.Sort(names)
-	require.Equal(t, []string{filepath.Join(db+".envs", "dev.duckdb"), filepath.Join(db+".envs", "dev.json")}, names)
+	// dev.duckdb's verdict secret (run/verdicts.go) stays with it.
+	require.Equal(t, []string{filepath.Join(db+".envs", "dev.duckdb"), filepath.Join(db+".envs", "dev.duckdb.verdicts-key"), filepath.Join(db+".envs", "dev.json")}, names)
 }
 
 // TestEnvironmentErase: an erasure in production drops the database's

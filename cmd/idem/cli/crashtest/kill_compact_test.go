@@ -89,8 +89,9 @@ func TestKillCompactAndBackup(t *testing.T) {
 		require.False(t, clitest.FileHolds(t, db(work), clitest.SecretPayload))
 		left, err := filepath.Glob(db(work) + ".*")
 		require.NoError(t, err)
-		// The erasure journal stays: the database's erasures are in it.
-		require.Equal(t, []string{db(work) + ".erasures", db(work) + ".inputs"}, left, "what the killed compact left beside the database outlived the retry")
+		// The erasure journal stays: the database's erasures are in it;
+		// so does the secret its verdicts are signed with (run/verdicts.go).
+		require.Equal(t, []string{db(work) + ".erasures", db(work) + ".inputs", db(work) + ".verdicts-key"}, left, "what the killed compact left beside the database outlived the retry")
 		require.Equal(t, pre, clitest.DumpState(t, db(work)))
 		require.Equal(t, wantExport, latest(t, work))
 	}

@@ -58,7 +58,7 @@ func TestCompact(t *testing.T) {
 	require.False(t, clitest.FileHolds(t, j.DB, clitest.SecretPayload), "the erased payload survives compact in the database file")
 	left, err := filepath.Glob(j.DB + ".*")
 	require.NoError(t, err)
-	require.Equal(t, []string{j.DB + ".erasures", j.DB + ".inputs"}, left, "compact leaves nothing beside the database but the erasure journal and the inputs")
+	require.Equal(t, []string{j.DB + ".erasures", j.DB + ".inputs", j.DB + ".verdicts-key"}, left, "compact leaves nothing beside the database but the erasure journal, the inputs and the verdict secret")
 
 	// The job goes on: a replayed batch is already committed, a new one
 	// applies, and rerun reproduces every snapshot from the new file.

@@ -123,7 +123,9 @@ func DumpDB(ctx context.Context, db queryer) (string, error) {
 		var sel []string
 		for _, c := range columns[st] {
 			name, typ, _ := strings.Cut(c, " ")
-			if strings.HasPrefix(typ, "TIMESTAMP") {
+			// A verdict's MAC is keyed by the database's id and a
+			// secret of its own (run/verdicts.go), as db_id differs.
+			if strings.HasPrefix(typ, "TIMESTAMP") || st == "idem.verdicts" && name == "mac" {
 				continue
 			}
 			sel = append(sel, "coalesce(CAST("+qi(name)+" AS VARCHAR), '<null>')")
