@@ -55,8 +55,8 @@ func Open(ctx context.Context, paths []string, opts ...Option) (*Project, error)
 	}
 	var jobs []*job.Job
 	for _, f := range files {
-		if err := ctx.Err(); err != nil {
-			return nil, jobError("", err)
+		if ctx.Err() != nil {
+			return nil, jobError("", job.ErrCanceled) // nothing was opened
 		}
 		j, err := run.LoadJob(f, idemsql.FS)
 		if err != nil {

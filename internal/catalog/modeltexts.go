@@ -74,6 +74,11 @@ func RecordMacroTexts(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 // sha256 sum, and false when the database kept none (the job used no
 // macro, or ran before idem kept them).
 func MacroTexts(ctx context.Context, q Querier, jobName, sum string) ([]job.MacroText, bool, error) {
+	// A database of a release before catalog version 4, read as it is
+	// (a read-only open does not migrate), has no idem.model_texts.
+	if ok, err := TableExists(ctx, q, "idem", "model_texts"); err != nil || !ok {
+		return nil, false, err
+	}
 	var text string
 	err := q.QueryRowContext(ctx, `SELECT model FROM idem.model_texts WHERE job = ? AND sha256 = ?`, macroTextsJob(jobName), sum).Scan(&text)
 	if errors.Is(err, sql.ErrNoRows) {
