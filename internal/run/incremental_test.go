@@ -68,10 +68,18 @@ func newIncrementalSetup(t *testing.T) *incrementalSetup {
 		require.NoError(t, err)
 		return j
 	}
+	// A model's upstreams are what its SQL reads (upstream names the jobs it
+	// is expected to read; a declared upstream must be read).
 	model := func(name string, upstream []string, key, sql, target string) *job.Job {
 		write("models/"+name+".sql", sql+"\n")
-		return load(name, fmt.Sprintf("name = %q\npipeline = \"select\"\n[input]\nupstream = [\"%s\"]\n[transform]\nsql = \"models/%s.sql\"\n[target]\nkey = %s\n%s",
-			name, strings.Join(upstream, `", "`), name, key, target))
+		j := load(name, fmt.Sprintf("name = %q\npipeline = \"select\"\n[transform]\nsql = \"models/%s.sql\"\n[target]\nkey = %s\n%s",
+			name, name, key, target))
+		for _, u := range upstream {
+			if strings.Contains(sql, "{{upstream:"+u+"}}") {
+				require.Contains(t, j.Input.Upstream, u, name)
+			}
+		}
+		return j
 	}
 	s := &incrementalSetup{dir: dir}
 	s.vc = load("vc", "name = \"vc\"\npipeline = \"versioned_changes\"\ntransform_version = 1\nschema_version = 1\n[input]\nformat = \"jsonl\"\n")
