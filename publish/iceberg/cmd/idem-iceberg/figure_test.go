@@ -49,7 +49,11 @@ func TestPublishMillionRowsFigure(t *testing.T) {
 		median("idem-iceberg publish to "+target.name, func(i int) {
 			text := strings.Replace(string(job), `namespace = "analytics"`, `namespace = "ns`+strings.ReplaceAll(target.name[:2], ":", "")+string(rune('a'+i))+`"`, 1)
 			p.write("big.toml", strings.Replace(text, "file://"+p.lake, target.warehouse, 1))
-			p.publish("big.toml")
+			rep := p.publish("big.toml")
+			require.Len(t, rep.Published, 1)
+			if i == 0 {
+				t.Logf("published: %d file(s), %d bytes", rep.Published[0].Files, rep.Published[0].Bytes)
+			}
 		})
 	}
 }
