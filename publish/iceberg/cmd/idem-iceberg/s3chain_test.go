@@ -26,7 +26,7 @@ import (
 )
 
 // srcTable is an Iceberg table of orders that iceberg-go writes to an
-// s3:// warehouse through a SQLite SQL catalog, as another engine would.
+// s3:// warehouse through a SQL catalog, as another engine would.
 type srcTable struct {
 	t   *testing.T
 	tbl *table.Table
@@ -39,15 +39,20 @@ var ordersArrow = arrow.NewSchema([]arrow.Field{
 	{Name: "updated_at", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 }, nil)
 
-// newSrcTable creates table src.orders in the SQLite catalog p.dir/src.db
-// with its files under warehouse.
-func newSrcTable(t *testing.T, p *project, warehouse string) *srcTable {
+// newSrcTable creates table src.orders in the SQL catalog dsn (a
+// postgres:// URL, else the SQLite file p.dir/src.db) with its files under
+// warehouse.
+func newSrcTable(t *testing.T, p *project, dsn, warehouse string) *srcTable {
 	ctx := context.Background()
-	db, err := sql.Open(sqliteshim.ShimName, "file:"+(&url.URL{Path: filepath.Join(p.dir, "src.db")}).EscapedPath())
+	driver, src, dialect := sqliteshim.ShimName, "file:"+(&url.URL{Path: filepath.Join(p.dir, "src.db")}).EscapedPath(), sqlcat.SQLite
+	if strings.HasPrefix(dsn, "postgres://") {
+		driver, src, dialect = "pgx", dsn, sqlcat.Postgres
+	}
+	db, err := sql.Open(driver, src)
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
 	srv := s3srv.Get(t)
-	cat, err := sqlcat.NewCatalog("src", db, sqlcat.SQLite, iceberg.Properties{"warehouse": warehouse,
+	cat, err := sqlcat.NewCatalog("src", db, dialect, iceberg.Properties{"warehouse": warehouse,
 		icebergio.S3EndpointURL: srv.Endpoint, icebergio.S3Region: s3server.Region,
 		icebergio.S3AccessKeyID: s3server.AccessKey, icebergio.S3SecretAccessKey: s3server.SecretKey})
 	require.NoError(t, err)
@@ -128,7 +133,8 @@ func (p *project) queryStrs(q string) []string {
 
 // TestS3Chain: a chain against a real S3-compatible server. Its first job
 // applies the rows appended to an Iceberg table that iceberg-go writes to
-// the object store (read by idem's own S3 client), a model over it
+// the object store through a PostgreSQL catalog (read by idem's own S3
+// client), a model over it
 // publishes to a second Iceberg table in an s3:// warehouse. Each run
 // applies exactly the rows appended since the last (a run killed while it
 // reads the objects too), every idem snapshot pins its lake snapshot,
@@ -139,14 +145,16 @@ func TestS3Chain(t *testing.T) {
 	t.Parallel()
 	p := newProject(t, "")
 	prefix := p.useS3()
-	src := newSrcTable(t, p, prefix+"/src")
+	// The input's catalog is PostgreSQL (idem reads it with pgx).
+	srcCatalog := startPostgres(t)
+	src := newSrcTable(t, p, srcCatalog, prefix+"/src")
 	orders := `name = "orders"
 pipeline = "merge_by_key"
 transform_version = 1
 schema_version = 1
 database = "idem.duckdb"
 [input]
-iceberg = { catalog = "src.db", table = "src.orders", read = "appends" }
+iceberg = { catalog = "` + srcCatalog + `", table = "src.orders", read = "appends" }
 [input.columns]
 order_id = "BIGINT"
 amount = "BIGINT"
@@ -229,7 +237,7 @@ namespace = "analytics"
 	// The table found by its location: the newest metadata file listed
 	// in its metadata folder on the server, read whole.
 	whole := strings.Replace(orders, `name = "orders"`, `name = "whole"`, 1)
-	p.write("whole.toml", strings.Replace(whole, `{ catalog = "src.db", table = "src.orders", read = "appends" }`, fmt.Sprintf("{ location = %q }", src.tbl.Location()), 1))
+	p.write("whole.toml", strings.Replace(whole, `{ catalog = "`+srcCatalog+`", table = "src.orders", read = "appends" }`, fmt.Sprintf("{ location = %q }", src.tbl.Location()), 1))
 	require.EqualValues(t, 11, p.runJSON("whole.toml").RowsIn, "every row of the current lake snapshot")
 
 	// An erasure in idem reaches the published table's objects.
