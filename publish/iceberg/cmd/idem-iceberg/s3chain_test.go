@@ -5,11 +5,14 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -136,8 +139,8 @@ func (p *project) queryStrs(q string) []string {
 // the object store through a PostgreSQL catalog (read by idem's own S3
 // client), a model over it
 // publishes to a second Iceberg table in an s3:// warehouse. Each run
-// applies exactly the rows appended since the last (a run killed while it
-// reads the objects too), every idem snapshot pins its lake snapshot,
+// applies exactly the rows appended since the last (after a run killed
+// once it read the objects, and one killed at a random moment, too), every idem snapshot pins its lake snapshot,
 // rerun reproduces each (refused once its lake snapshot expired), and an
 // erasure in idem rewrites the published table's snapshots, saying which,
 // and deletes every object that held the subject.
@@ -198,9 +201,30 @@ namespace = "analytics"
 			p.env = p.env[:len(p.env)-1]
 			require.Equal(t, -1, r.code, "killed once it read the lake's objects: %s", r.stderr)
 		}
+		killed := 0
+		if i == 2 {
+			// SIGKILLed at a random moment (while it lists, downloads or
+			// applies): the next run applies the append unless the killed
+			// one committed it, and removes the killed one's copies.
+			cmd := exec.Command(idemIceberg, "run", "orders.toml")
+			cmd.Dir, cmd.Env = p.dir, append(os.Environ(), p.env...)
+			require.NoError(t, cmd.Start())
+			time.Sleep(time.Duration(rand.IntN(1500)) * time.Millisecond)
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			killed = cmd.Process.Pid
+		}
 		r := p.runJSON("orders.toml")
-		require.Equal(t, "applied", r.Decision, "append %d", i+1)
-		require.EqualValues(t, len(ids), r.RowsIn, "append %d: exactly the rows appended", i+1)
+		if killed == 0 || r.Decision != "already_committed" {
+			require.Equal(t, "applied", r.Decision, "append %d", i+1)
+			require.EqualValues(t, len(ids), r.RowsIn, "append %d: exactly the rows appended", i+1)
+		}
+		if killed != 0 {
+			copies, _ := os.ReadDir(filepath.Join(os.TempDir(), "idem-lake"))
+			for _, c := range copies {
+				require.False(t, strings.HasPrefix(c.Name(), fmt.Sprint(killed)+"-"), "the killed reader's copies of the lake's objects outlive it")
+			}
+		}
 		require.Equal(t, fmt.Sprintf("iceberg-%d", lakeSnaps[i]), r.BatchID)
 		require.Contains(t, p.ok(idemIceberg, "run", "subjects.toml"), "iceberg   analytics.subjects: published snapshot")
 	}
@@ -234,6 +258,7 @@ namespace = "analytics"
 	var before publisher.VerifyReport
 	require.NoError(t, json.Unmarshal([]byte(p.ok(idemIceberg, "publish", "subjects.toml", "--verify", "--json")), &before))
 	require.Len(t, before.Verified, 4, "every idem snapshot of the model reads back equal from the s3:// warehouse")
+	require.Equal(t, []string{"11"}, p.queryStrs("SELECT sum(rows_in)::VARCHAR FROM idem.idem.ledger WHERE job = 'orders'"), "every appended row applied once")
 	// The table found by its location: the newest metadata file listed
 	// in its metadata folder on the server, read whole.
 	whole := strings.Replace(orders, `name = "orders"`, `name = "whole"`, 1)
