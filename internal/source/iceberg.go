@@ -85,7 +85,7 @@ func icebergPosition(table string) string { return "iceberg:" + table }
 func (ic *Iceberg) Resolve(ctx context.Context) (*Resolved, error) {
 	spec := ic.Job.Input.Iceberg
 	if ic.Store == nil {
-		ic.Store = lake.LocalStore{}
+		ic.Store = lake.NewStores(nil)
 	}
 	m, err := ReadIcebergMetadata(ctx, ic.Store, spec)
 	if err != nil {

@@ -60,6 +60,15 @@ func (r *Report) line() string {
 	if r.Deleted > 0 {
 		what += fmt.Sprintf(", deleted %d file(s)", r.Deleted)
 	}
+	var rewrote []string
+	for _, p := range r.Published {
+		if p.Rewrote != 0 {
+			rewrote = append(rewrote, fmt.Sprintf("%d (snapshot %d, now %d)", p.Rewrote, p.Snapshot, p.IcebergSnapshot))
+		}
+	}
+	if len(rewrote) > 0 {
+		what += "; rewrote Iceberg snapshot(s) " + strings.Join(rewrote, ", ")
+	}
 	for _, p := range r.Published {
 		for _, n := range p.Notes {
 			what += "; snapshot " + strconv.FormatInt(p.Snapshot, 10) + ": " + n

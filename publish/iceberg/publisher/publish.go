@@ -78,14 +78,17 @@ func (o Options) fault(point string) {
 
 // Published reports one idem snapshot committed as an Iceberg snapshot.
 type Published struct {
-	Snapshot        int64    `json:"snapshot"`
-	IcebergSnapshot int64    `json:"iceberg_snapshot"`
-	Rows            int64    `json:"rows"`
-	SHA256          string   `json:"sha256"`
-	Files           int      `json:"files_added"`
-	Bytes           int64    `json:"bytes_added"`
-	Removed         int      `json:"files_removed"`
-	Partitions      []string `json:"partitions,omitempty"` // the partitions replaced; empty: the whole table
+	Snapshot        int64 `json:"snapshot"`
+	IcebergSnapshot int64 `json:"iceberg_snapshot"`
+	// Rewrote is the Iceberg snapshot that held this idem snapshot before
+	// an erasure published it again without the subject (and expired it).
+	Rewrote    int64    `json:"rewrote_iceberg_snapshot,omitempty"`
+	Rows       int64    `json:"rows"`
+	SHA256     string   `json:"sha256"`
+	Files      int      `json:"files_added"`
+	Bytes      int64    `json:"bytes_added"`
+	Removed    int      `json:"files_removed"`
+	Partitions []string `json:"partitions,omitempty"` // the partitions replaced; empty: the whole table
 	// Notes say what was published differently from idem's snapshot:
 	// a column retyped in a way Iceberg cannot promote.
 	Notes []string `json:"notes,omitempty"`

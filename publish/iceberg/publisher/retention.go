@@ -32,7 +32,19 @@ func (p *publisher) rebuild(ctx context.Context, tbl *table.Table, idem *idemSid
 	if err := tx.AssertRefSnapshotID(""); err != nil {
 		return nil, err
 	}
-	before := len(tbl.Metadata().Snapshots())
+	// old maps each idem snapshot to the Iceberg snapshot that held it
+	// before: the erasure rewrites them.
+	old := map[int64]int64{}
+	var olds []int64
+	for _, sn := range tbl.Metadata().Snapshots() {
+		olds = append(olds, sn.SnapshotID)
+		if sn.Summary == nil {
+			continue
+		}
+		if v, err := strconv.ParseInt(sn.Summary.Properties[PropSnapshot], 10, 64); err == nil {
+			old[v] = sn.SnapshotID
+		}
+	}
 	var remove []string
 	staged := detached
 	var pubs []Published
@@ -56,7 +68,7 @@ func (p *publisher) rebuild(ctx context.Context, tbl *table.Table, idem *idemSid
 		if err := stageFiles(ctx, tx, remove, files.paths, props); err != nil {
 			return nil, fmt.Errorf("publish snapshot %d of %s again after the erasure: %w", s.Snapshot, p.j.Name, err)
 		}
-		pubs = append(pubs, Published{Snapshot: s.Snapshot, Rows: rows, SHA256: sum, Files: len(files.paths), Bytes: files.bytes, Removed: len(remove), Notes: notes, Seconds: time.Since(start).Seconds()})
+		pubs = append(pubs, Published{Snapshot: s.Snapshot, Rewrote: old[s.Snapshot], Rows: rows, SHA256: sum, Files: len(files.paths), Bytes: files.bytes, Removed: len(remove), Notes: notes, Seconds: time.Since(start).Seconds()})
 		remove = files.paths
 		if staged, err = stagedTable(tx); err != nil {
 			return nil, err
@@ -90,8 +102,10 @@ func (p *publisher) rebuild(ctx context.Context, tbl *table.Table, idem *idemSid
 			p.opts.Progress(pubs[i])
 		}
 	}
-	for n := before + len(pubs) - len(meta.Snapshots()); n > 0; n-- {
-		p.rep.Expired = append(p.rep.Expired, 0)
+	for _, id := range olds {
+		if meta.SnapshotByID(id) == nil {
+			p.rep.Expired = append(p.rep.Expired, id)
+		}
 	}
 	return out, nil
 }
@@ -207,5 +221,8 @@ func (p *publisher) cleanOrphans(ctx context.Context, tbl *table.Table, since ti
 		return fmt.Errorf("delete orphan files of Iceberg table %s: %w", strings.Join(Ident(p.j), "."), err)
 	}
 	p.rep.Deleted += len(res.DeletedFiles)
+	if remote(tbl) {
+		return abortUploads(ctx, tbl, since)
+	}
 	return nil
 }

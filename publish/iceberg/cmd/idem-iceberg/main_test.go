@@ -44,6 +44,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	s3srv.Stop()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

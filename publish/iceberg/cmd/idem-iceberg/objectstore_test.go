@@ -1,64 +1,48 @@
 package main
 
 import (
-	"bufio"
+	"database/sql"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
+	"time"
 
 	icebergio "github.com/apache/iceberg-go/io"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/idem-dev/idem/publish/iceberg/internal/s3server"
 	"github.com/idem-dev/idem/publish/iceberg/publisher"
 	"github.com/stretchr/testify/require"
 )
 
-// The object-store tests publish to an S3 API served by
-// internal/fakes3: github.com/johannesboyne/gofakes3, an in-memory FAKE
-// of S3 (not a real S3-compatible server), started as a separate process
-// on 127.0.0.1 and reached over HTTP through the AWS SDK as a real one.
+// The object-store tests publish to and read from a real S3-compatible
+// server, SeaweedFS (internal/s3server), one per test binary on
+// 127.0.0.1, reached over HTTP through the AWS SDK (the publisher) and
+// idem's own S3 client (the Iceberg input). Each test has its own prefix
+// of the server's bucket.
+var s3srv s3server.Shared
 
-var fakeS3 = sync.OnceValues(func() (string, error) {
-	bin := filepath.Join(filepath.Dir(idemIceberg), "fakes3")
-	cmd := exec.Command("go", "build", "-o", bin, "./internal/fakes3")
-	cmd.Dir = "../.."
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", &exec.ExitError{Stderr: out}
-	}
-	return bin, nil
-})
-
-// startS3 starts the fake S3 with bucket and points the project's
-// environment at it as the AWS SDKs read it.
-func (p *project) startS3(bucket string) {
+// useS3 points the project's environment at the server, as the AWS SDKs
+// read it, and returns the test's own s3:// prefix.
+func (p *project) useS3() string {
 	p.t.Helper()
-	bin, err := fakeS3()
-	require.NoError(p.t, err)
-	cmd := exec.Command(bin, bucket)
-	stdin, err := cmd.StdinPipe()
-	require.NoError(p.t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(p.t, err)
-	cmd.Stderr = os.Stderr
-	require.NoError(p.t, cmd.Start())
-	p.t.Cleanup(func() {
-		stdin.Close()
-		_ = cmd.Wait()
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(p.t, err)
-	p.env = append(p.env, "AWS_ENDPOINT_URL_S3="+strings.TrimSpace(line), "AWS_REGION=us-east-1",
-		"AWS_ACCESS_KEY_ID=idem", "AWS_SECRET_ACCESS_KEY=idem-test-secret")
+	srv := s3srv.Get(p.t)
+	p.env = append(p.env, srv.Env()...)
+	return fmt.Sprintf("s3://%s/%s-%d", s3server.Bucket, strings.ReplaceAll(p.t.Name(), "/", "-"), time.Now().UnixNano())
 }
 
-// useWarehouse points the project's job files at warehouse.
-func (p *project) useWarehouse(warehouse string) {
+// useWarehouse points the project's job files (accounts and occ unless
+// named) at warehouse.
+func (p *project) useWarehouse(warehouse string, names ...string) {
 	p.t.Helper()
-	for _, name := range []string{"accounts.toml", "occ.toml"} {
+	if len(names) == 0 {
+		names = []string{"accounts.toml", "occ.toml"}
+	}
+	for _, name := range names {
 		b, err := os.ReadFile(filepath.Join(p.dir, name))
 		require.NoError(p.t, err)
 		p.write(name, strings.Replace(string(b), "file://"+p.lake, warehouse, 1))
@@ -120,8 +104,7 @@ func (p *project) mirror(warehouse string) int {
 func TestObjectStoreWarehouse(t *testing.T) {
 	t.Parallel()
 	p := newProject(t, "")
-	p.startS3("lake")
-	const wh = "s3://lake/warehouse"
+	wh := p.useS3() + "/warehouse"
 	p.useWarehouse(wh)
 	for _, b := range []string{"batch-1", "batch-2", "batch-3"} {
 		require.Contains(t, p.ok(idemIceberg, "run", "accounts.toml", "--input", "changes/"+b+".jsonl"), "iceberg   analytics.accounts: published snapshot")
@@ -146,4 +129,83 @@ func TestObjectStoreWarehouse(t *testing.T) {
 	p.ok(idemIceberg, "run", "occ.toml", "--input", "occ46.csv", "--partitions", "46")
 	require.Equal(t, []int64{1, 2}, p.verify("occ.toml"))
 	require.Empty(t, filesIn(t, filepath.Join(p.dir, "idem.duckdb.publish-tmp")))
+}
+
+// TestMultipartUploadKilled: a snapshot whose Parquet file is larger than
+// one part (IDEM_ICEBERG_PART_SIZE = 5 MiB, the smallest part S3 takes
+// but the last) is uploaded in parts. A publisher killed once it sent its
+// parts, before it completed the upload, leaves an unfinished multipart
+// upload and no object, and no table pointing at one; the next publisher
+// aborts that upload and publishes the snapshot, uploaded in two parts.
+func TestMultipartUploadKilled(t *testing.T) {
+	t.Parallel()
+	p := newProject(t, "")
+	wh := p.useS3() + "/warehouse"
+	// 200,000 rows of 64 hex digits: about 7 MB of Parquet.
+	p.bigJob("md5(i::VARCHAR) || md5((-i)::VARCHAR) AS h FROM range(200000) r(i)", `h = "VARCHAR"`)
+	p.useWarehouse(wh, "big.toml")
+	p.env = append(p.env, "IDEM_ICEBERG_PART_SIZE=5242880", "IDEM_FAULT="+publisher.FaultMidUpload)
+	r := p.run(idemIceberg, "run", "big.toml")
+	p.env = p.env[:len(p.env)-1]
+	require.Equal(t, -1, r.code, r.stdout+r.stderr)
+	require.Contains(t, r.stderr, "killing the process at "+publisher.FaultMidUpload)
+	cl := s3srv.Get(t).Client()
+	bucket, key, _ := strings.Cut(strings.TrimPrefix(wh, "s3://"), "/")
+	ups, err := cl.ListMultipartUploads(t.Context(), &s3.ListMultipartUploadsInput{Bucket: &bucket, Prefix: aws.String(key + "/")})
+	require.NoError(t, err)
+	require.Len(t, ups.Uploads, 1, "the killed publisher's upload is unfinished")
+	require.Empty(t, objects(t, cl, bucket, key+"/analytics.db/big/data/"), "no object before the upload completes")
+
+	rep := p.publish("big.toml")
+	require.Len(t, rep.Published, 1)
+	require.Equal(t, []int64{1}, p.verify("big.toml"))
+	data := objects(t, cl, bucket, key+"/analytics.db/big/data/")
+	require.Len(t, data, 1)
+	for _, etag := range data {
+		require.True(t, strings.HasSuffix(strings.Trim(etag, `"`), "-2"), "uploaded in two parts: ETag %s", etag)
+	}
+	ups, err = cl.ListMultipartUploads(t.Context(), &s3.ListMultipartUploadsInput{Bucket: &bucket, Prefix: aws.String(key + "/")})
+	require.NoError(t, err)
+	require.Empty(t, ups.Uploads, "the killed publisher's upload is aborted")
+}
+
+// bigJob writes job big.toml, merging by id the rows of big.parquet, which
+// holds SELECT i AS id, 1 AS v, <query> (the other columns, and FROM),
+// whose other columns are cols (TOML lines of [input.columns]).
+func (p *project) bigJob(query, cols string) {
+	p.t.Helper()
+	duck, err := sql.Open("duckdb", "")
+	require.NoError(p.t, err)
+	defer duck.Close()
+	_, err = duck.Exec("COPY (SELECT i AS id, 1 AS v, " + query + ") TO '" + filepath.Join(p.dir, "big.parquet") + "'")
+	require.NoError(p.t, err)
+	p.job("big.toml", `name = "big"
+pipeline = "merge_by_key"
+transform_version = 1
+schema_version = 1
+[input]
+path = "big.parquet"
+[input.columns]
+id = "BIGINT"
+v = "INTEGER"
+`+cols+`
+[target]
+key = ["id"]
+order_by = "v"
+`)
+}
+
+// objects maps each object under prefix to its ETag.
+func objects(t *testing.T, cl *s3.Client, bucket, prefix string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	pg := s3.NewListObjectsV2Paginator(cl, &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: &prefix})
+	for pg.HasMorePages() {
+		page, err := pg.NextPage(t.Context())
+		require.NoError(t, err)
+		for _, o := range page.Contents {
+			out[*o.Key] = *o.ETag
+		}
+	}
+	return out
 }
