@@ -52,6 +52,9 @@ func TestResultsInStep(t *testing.T) {
 		{public: DUResult{}, internal: ops.DUResult{}},
 		{public: BackupResult{}, internal: ops.BackupResult{}},
 		{public: CompactResult{}, internal: ops.CompactResult{}},
+		{public: ChainEraseResult{}, internal: ops.ChainEraseResult{}},
+		{public: EraseResult{}, internal: ops.EraseResult{}},
+		{public: JournalReplay{}, internal: ops.JournalReplay{}},
 	} {
 		pubKeys, inKeys := jsonKeys(reflect.TypeOf(tc.public), ""), jsonKeys(reflect.TypeOf(tc.internal), "")
 		pub, in := kinds(pubKeys), kinds(inKeys)
