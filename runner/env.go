@@ -70,20 +70,20 @@ func (p *Project) loadEnvs(name string) ([]*envGroup, error) {
 // Environments lists the environments of the project's databases, as idem
 // env list does: what idem run --env built in each, with the bytes of its
 // file and of production's.
-func (p *Project) Environments() ([]*Environment, error) {
+func (p *Project) Environments() ([]*EnvironmentFile, error) {
 	groups, err := p.envGroups()
 	if err != nil {
 		return nil, jobError("", err)
 	}
-	out := []*Environment{}
+	out := []*EnvironmentFile{}
 	for _, g := range groups {
 		envs, err := ops.ListEnvironments(g.db)
 		if err != nil {
 			return nil, jobError("", err)
 		}
 		for _, e := range envs {
-			var pub Environment
-			if err := convert(e, &pub); err != nil {
+			var pub EnvironmentFile
+			if err := convert(e, &pub.Environment); err != nil {
 				return nil, jobError("", err)
 			}
 			pub.Bytes, pub.Production = ops.EnvironmentBytes(g.db, e.Name), ops.DatabaseBytes(g.db)
@@ -91,6 +91,86 @@ func (p *Project) Environments() ([]*Environment, error) {
 		}
 	}
 	return out, nil
+}
+
+// PlanEnvironment says, for each of the project's databases, what idem
+// run --env name would do, as idem plan --env does: which jobs it builds
+// (a job production never committed, one whose definition changed, and
+// every job downstream of them) and which it reads from production,
+// pinned. The databases are only read.
+func (p *Project) PlanEnvironment(ctx context.Context, name string) ([]*Environment, error) {
+	if err := ops.CheckEnvName(name); err != nil {
+		return nil, jobError("", err)
+	}
+	groups, err := p.envGroups()
+	if err != nil {
+		return nil, jobError("", err)
+	}
+	var out []*Environment
+	for _, g := range groups {
+		env, err := ops.PlanEnvironment(ctx, name, g.jobs, func(j *job.Job) run.OpenOptions {
+			_, oo, _ := p.database(j)
+			return oo
+		})
+		if err != nil {
+			return nil, jobError("", err)
+		}
+		var pub Environment
+		if err := convert(env, &pub); err != nil {
+			return nil, jobError("", err)
+		}
+		out = append(out, &pub)
+	}
+	return out, nil
+}
+
+// DiffEnvironment compares every job environment name built (idem run
+// --env) with production's latest snapshot of it, as idem diff --env
+// does: each side's sha256 (that of its canonical export), the keys
+// added, removed and changed, and the numeric columns' differences. The
+// databases are only read. Errors: a bad name, no such environment, a
+// built job the project no longer has (ErrUsage).
+func (p *Project) DiffEnvironment(ctx context.Context, name string) ([]*EnvDiff, error) {
+	groups, err := p.loadEnvs(name)
+	if err != nil {
+		return nil, jobError("", err)
+	}
+	diffs := []*EnvDiff{}
+	for _, g := range groups {
+		built := g.env.Built()
+		if len(built) == 0 {
+			continue
+		}
+		_, oo, _ := p.database(g.jobs[0])
+		oo = ops.EnvOpenOptions(g.env, oo)
+		oo.ReadOnly = true
+		db, err := run.Open(ctx, ops.EnvPath(g.db, name), oo)
+		if err != nil {
+			return nil, jobError("", err)
+		}
+		for _, e := range built {
+			j := jobNamed(g.jobs, e.Job)
+			if j == nil {
+				db.Close()
+				return nil, jobError("", &job.UsageError{Msg: fmt.Sprintf("environment %s built job %s, which the project no longer has", name, e.Job)})
+			}
+			d, err := ops.DiffEnvironment(ctx, db, g.env, e, j)
+			if err != nil {
+				db.Close()
+				return nil, jobError("", err)
+			}
+			var pub EnvDiff
+			if err := convert(d, &pub); err != nil {
+				db.Close()
+				return nil, jobError("", err)
+			}
+			diffs = append(diffs, &pub)
+		}
+		if err := db.Close(); err != nil {
+			return nil, jobError("", err)
+		}
+	}
+	return diffs, nil
 }
 
 // DropEnvironment removes environment name of each of the project's

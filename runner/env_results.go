@@ -11,8 +11,9 @@ import (
 // step with the internal types by TestResultsInStep.
 
 // Environment is an environment of one database as idem run --env
-// recorded it (<db>.envs/NAME.json), with the bytes of its database file
-// and of production's. The JSON keys are those of idem env list --json.
+// recorded it (<db>.envs/NAME.json), or as it would build it
+// (Project.PlanEnvironment). The JSON keys are those of idem plan --env
+// --json.
 type Environment struct {
 	Name     string    `json:"name"`
 	Database string    `json:"database"`
@@ -20,8 +21,13 @@ type Environment struct {
 	// Complete says every job it builds was built.
 	Complete bool     `json:"complete"`
 	Jobs     []EnvJob `json:"jobs"`
-	// Bytes is the environment's database file's size, Production
-	// production's (each with its WAL).
+}
+
+// EnvironmentFile is an environment with the bytes of its database file
+// and of production's (each with its WAL). The JSON keys are those of idem
+// env list --json.
+type EnvironmentFile struct {
+	Environment
 	Bytes      int64 `json:"bytes"`
 	Production int64 `json:"production_bytes"`
 }
@@ -92,3 +98,34 @@ const (
 	DecisionPromoted        = ops.DecisionPromoted
 	DecisionAlreadyPromoted = ops.DecisionAlreadyPromoted
 )
+
+// EnvDiff compares a job as an environment built it with production's
+// latest snapshot of it. The JSON keys are those of idem diff --env
+// --json.
+type EnvDiff struct {
+	DiffResult
+	Environment string `json:"environment"`
+	// Reason is why the environment built the job.
+	Reason string `json:"reason"`
+	// Numeric sums and bounds, for each numeric column both sides share
+	// (the key aside), the differences environment minus production over
+	// the rows whose key both hold.
+	Numeric []NumericDifference `json:"numeric"`
+	// New says production has no snapshot of the job: every row is added.
+	New bool `json:"new,omitempty"`
+	// Moved names the upstreams read from production that production has
+	// moved past since the environment was built: promote is refused
+	// until it is rebuilt.
+	Moved []string `json:"moved,omitempty"`
+	// Edited names what the job's files now give otherwise than the
+	// environment was built from: promote is refused until it is rebuilt.
+	Edited []string `json:"edited,omitempty"`
+}
+
+// NumericDifference is the sum and the largest absolute value of one
+// numeric column's differences over the rows paired by key, as text.
+type NumericDifference struct {
+	Column string `json:"column"`
+	Sum    string `json:"sum"`
+	MaxAbs string `json:"max_abs"`
+}

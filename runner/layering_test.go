@@ -148,7 +148,6 @@ var cliTODO = map[string][]string{
 	"extension.go": {"internal/run", "sql"}, // the old Extension.AfterCommit, until idem-iceberg uses Extension.Hook
 	"fault.go":     {"internal/run"},
 	"flags.go":     {"internal/ops", "internal/run"},
-	"plan.go":      {"internal/ops"}, // plan --env
 	"project.go":   {"internal/ops", "internal/project", "internal/projectrun", "internal/run"},
 	"root.go":      {"internal/projectrun", "internal/run", "sql"},
 	"runmany.go":   {"internal/ops", "internal/run"}, // the old path of idem run: streams, and the jobs env builds

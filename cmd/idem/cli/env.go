@@ -47,9 +47,9 @@ func envGroups(p *project.Project, f dbFlags) ([]*envGroup, error) {
 	return groups, nil
 }
 
-// planEnv plans environment name for each database of the project args
-// name: which jobs it builds, which it reads from production.
-func (a *app) planEnv(cmd *cobra.Command, args []string, f dbFlags, pj projectFlags, name string) (*project.Project, []*envGroup, error) {
+// planEnvGroups plans environment name for each database of the project
+// args name: which jobs it builds, which it reads from production.
+func (a *app) planEnvGroups(cmd *cobra.Command, args []string, f dbFlags, pj projectFlags, name string) (*project.Project, []*envGroup, error) {
 	return a.envProject(cmd, args, f, pj, name, func(g *envGroup) (err error) {
 		g.env, err = ops.PlanEnvironment(cmd.Context(), name, g.jobs, f.openOptions)
 		return err
@@ -78,21 +78,46 @@ func (a *app) envProject(cmd *cobra.Command, args []string, f dbFlags, pj projec
 	return p, groups, nil
 }
 
-// printEnvPlan prints what an environment builds and reads.
-func (a *app) printEnvPlan(groups []*envGroup) error {
-	var all []*ops.Environment
-	for _, g := range groups {
-		all = append(all, g.env)
+// planEnv is idem plan --env NAME: what idem run --env NAME would build
+// in each database of the project args name, and what it would read from
+// production.
+func (a *app) planEnv(cmd *cobra.Command, args []string, f dbFlags, pj projectFlags, name string) error {
+	p, err := a.openEnvProject(cmd, args, f, pj, name)
+	if err != nil {
+		return a.fail(f.jsonOut, err)
 	}
-	return a.printEnvs(all, false)
+	envs, err := p.PlanEnvironment(cmd.Context(), name)
+	if err != nil {
+		return a.fail(f.jsonOut, err)
+	}
+	return a.printEnvs(envs, f.jsonOut)
 }
 
-func (a *app) printEnvs(envs []*ops.Environment, jsonOut bool) error {
+// openEnvProject opens the project args name for a verb on environment
+// name, as loadProject loads it: the name checked first.
+func (a *app) openEnvProject(cmd *cobra.Command, args []string, f dbFlags, pj projectFlags, name string) (*runner.Project, error) {
+	if err := runner.CheckEnvName(name); err != nil {
+		return nil, err
+	}
+	if err := oneJobFlag(cmd); err != nil {
+		return nil, err
+	}
+	p, err := runner.Open(cmd.Context(), args, append(f.options(), pj.options(a)...)...)
+	if err != nil {
+		return nil, err
+	}
+	if len(p.Jobs()) == 0 {
+		pj.pickedNone(a)
+	}
+	return p, nil
+}
+
+func (a *app) printEnvs(envs []*runner.Environment, jsonOut bool) error {
 	if jsonOut {
 		return a.printJSON(envs)
 	}
 	for _, env := range envs {
-		fmt.Fprintf(a.stdout, "environment %s of %s: %s\n", env.Name, env.Database, ops.EnvPath(env.Database, env.Name))
+		fmt.Fprintf(a.stdout, "environment %s of %s: %s\n", env.Name, env.Database, runner.EnvPath(env.Database, env.Name))
 		for _, e := range env.Jobs {
 			if e.Build {
 				fmt.Fprintf(a.stdout, "  build       %s (%s)\n", e.Job, e.Reason)
@@ -110,7 +135,7 @@ func (a *app) printEnvs(envs []*ops.Environment, jsonOut bool) error {
 // others are not run. What was built is recorded beside the environment
 // (ops.SaveEnvironment) for diff and promote.
 func (a *app) runEnv(cmd *cobra.Command, args []string, f dbFlags, pf progressFlags, pj projectFlags, name string) error {
-	p, groups, err := a.planEnv(cmd, args, f, pj, name)
+	p, groups, err := a.planEnvGroups(cmd, args, f, pj, name)
 	if err != nil {
 		return a.fail(f.jsonOut, err)
 	}
@@ -168,50 +193,16 @@ func (a *app) runEnv(cmd *cobra.Command, args []string, f dbFlags, pf progressFl
 	return runErr
 }
 
-// loadEnvs loads environment name of each database of the project args
-// name.
-func (a *app) loadEnvs(cmd *cobra.Command, args []string, f dbFlags, pj projectFlags, name string) (*project.Project, []*envGroup, error) {
-	return a.envProject(cmd, args, f, pj, name, func(g *envGroup) (err error) {
-		g.env, err = ops.LoadEnvironment(g.db, name)
-		return err
-	})
-}
-
 // diffEnv compares every job environment name built with production's
 // latest snapshot of it.
 func (a *app) diffEnv(cmd *cobra.Command, args []string, f dbFlags, name string) error {
-	_, groups, err := a.loadEnvs(cmd, args, f, projectFlags{}, name)
+	p, err := a.openEnvProject(cmd, args, f, projectFlags{}, name)
 	if err != nil {
 		return a.fail(f.jsonOut, err)
 	}
-	diffs := []*ops.EnvDiff{}
-	for _, g := range groups {
-		built := g.env.Built()
-		if len(built) == 0 {
-			continue
-		}
-		oo := ops.EnvOpenOptions(g.env, f.openOptions(g.jobs[0]))
-		oo.ReadOnly = true
-		db, err := run.Open(cmd.Context(), ops.EnvPath(g.db, name), oo)
-		if err != nil {
-			return a.fail(f.jsonOut, err)
-		}
-		for _, e := range built {
-			j := jobNamed(g.jobs, e.Job)
-			if j == nil {
-				db.Close()
-				return a.fail(f.jsonOut, &job.UsageError{Msg: fmt.Sprintf("environment %s built job %s, which the project no longer has", name, e.Job)})
-			}
-			d, err := ops.DiffEnvironment(cmd.Context(), db, g.env, e, j)
-			if err != nil {
-				db.Close()
-				return a.fail(f.jsonOut, err)
-			}
-			diffs = append(diffs, d)
-		}
-		if err := db.Close(); err != nil {
-			return a.fail(f.jsonOut, err)
-		}
+	diffs, err := p.DiffEnvironment(cmd.Context(), name)
+	if err != nil {
+		return a.fail(f.jsonOut, err)
 	}
 	if f.jsonOut {
 		return a.printJSON(diffs)
@@ -230,7 +221,7 @@ func (a *app) diffEnv(cmd *cobra.Command, args []string, f dbFlags, name string)
 		}
 		fmt.Fprintf(a.stdout, "  production   %s  %d rows\n", d.From.SHA256, d.From.Rows)
 		fmt.Fprintf(a.stdout, "  environment  %s  %d rows\n", d.To.SHA256, d.To.Rows)
-		if cs := columnChangesText(d.ColumnsAdded, d.ColumnsRemoved, publicRetyped(d.ColumnsRetyped)); cs != "" {
+		if cs := columnChangesText(d.ColumnsAdded, d.ColumnsRemoved, d.ColumnsRetyped); cs != "" {
 			fmt.Fprintf(a.stdout, "  columns      %s (rows compared on the columns both have)\n", cs)
 		}
 		if d.Identical {
@@ -418,14 +409,4 @@ func orNone(s string) string {
 		return "nothing"
 	}
 	return s
-}
-
-// publicRetyped is runner's copy of retyped columns (until env moves onto
-// runner, issue 46).
-func publicRetyped(cs []ops.ColumnChange) []runner.ColumnChange {
-	out := make([]runner.ColumnChange, len(cs))
-	for i, c := range cs {
-		out[i] = runner.ColumnChange(c)
-	}
-	return out
 }
