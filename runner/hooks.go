@@ -12,7 +12,8 @@ import (
 type Commit struct {
 	// Job is the job's name; Project.Job describes it.
 	Job string
-	// Verb is the call: "run", "rollback" or "expire".
+	// Verb is the call: "run", "rollback", "expire", "erase" or
+	// "promote".
 	Verb string
 	// Snapshot is the job's latest snapshot after the call.
 	Snapshot int64

@@ -145,11 +145,9 @@ func goList(t *testing.T, args ...string) []string {
 // moved drops out of the list; TestCLIImports fails until it does.
 var cliTODO = map[string][]string{
 	"env.go":       {"internal/ops", "internal/project", "internal/run"},
-	"erase.go":     {"internal/ops", "internal/project", "internal/run"},
 	"extension.go": {"internal/run", "sql"}, // the old Extension.AfterCommit, until idem-iceberg uses Extension.Hook
 	"fault.go":     {"internal/run"},
 	"flags.go":     {"internal/ops", "internal/run"},
-	"plan.go":      {"internal/ops"}, // plan --env
 	"project.go":   {"internal/ops", "internal/project", "internal/projectrun", "internal/run"},
 	"root.go":      {"internal/projectrun", "internal/run", "sql"},
 	"runmany.go":   {"internal/ops", "internal/run"}, // the old path of idem run: streams, and the jobs env builds

@@ -52,6 +52,13 @@ func TestResultsInStep(t *testing.T) {
 		{public: DUResult{}, internal: ops.DUResult{}},
 		{public: BackupResult{}, internal: ops.BackupResult{}},
 		{public: CompactResult{}, internal: ops.CompactResult{}},
+		{public: ChainEraseResult{}, internal: ops.ChainEraseResult{}},
+		{public: EraseResult{}, internal: ops.EraseResult{}},
+		{public: JournalReplay{}, internal: ops.JournalReplay{}},
+		{public: Environment{}, internal: ops.Environment{}},
+		{public: EnvironmentFile{}, internal: ops.Environment{}, added: []string{"bytes", "production_bytes"}},
+		{public: EnvDiff{}, internal: ops.EnvDiff{}},
+		{public: Promoted{}, internal: ops.Promoted{}},
 	} {
 		pubKeys, inKeys := jsonKeys(reflect.TypeOf(tc.public), ""), jsonKeys(reflect.TypeOf(tc.internal), "")
 		pub, in := kinds(pubKeys), kinds(inKeys)

@@ -1,9 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,9 +47,9 @@ func envGroups(p *project.Project, f dbFlags) ([]*envGroup, error) {
 	return groups, nil
 }
 
-// planEnv plans environment name for each database of the project args
-// name: which jobs it builds, which it reads from production.
-func (a *app) planEnv(cmd *cobra.Command, args []string, f dbFlags, pj projectFlags, name string) (*project.Project, []*envGroup, error) {
+// planEnvGroups plans environment name for each database of the project
+// args name: which jobs it builds, which it reads from production.
+func (a *app) planEnvGroups(cmd *cobra.Command, args []string, f dbFlags, pj projectFlags, name string) (*project.Project, []*envGroup, error) {
 	return a.envProject(cmd, args, f, pj, name, func(g *envGroup) (err error) {
 		g.env, err = ops.PlanEnvironment(cmd.Context(), name, g.jobs, f.openOptions)
 		return err
@@ -78,21 +78,46 @@ func (a *app) envProject(cmd *cobra.Command, args []string, f dbFlags, pj projec
 	return p, groups, nil
 }
 
-// printEnvPlan prints what an environment builds and reads.
-func (a *app) printEnvPlan(groups []*envGroup) error {
-	var all []*ops.Environment
-	for _, g := range groups {
-		all = append(all, g.env)
+// planEnv is idem plan --env NAME: what idem run --env NAME would build
+// in each database of the project args name, and what it would read from
+// production.
+func (a *app) planEnv(cmd *cobra.Command, args []string, f dbFlags, pj projectFlags, name string) error {
+	p, err := a.openEnvProject(cmd, args, f, pj, name)
+	if err != nil {
+		return a.fail(f.jsonOut, err)
 	}
-	return a.printEnvs(all, false)
+	envs, err := p.PlanEnvironment(cmd.Context(), name)
+	if err != nil {
+		return a.fail(f.jsonOut, err)
+	}
+	return a.printEnvs(envs, f.jsonOut)
 }
 
-func (a *app) printEnvs(envs []*ops.Environment, jsonOut bool) error {
+// openEnvProject opens the project args name for a verb on environment
+// name, as loadProject loads it: the name checked first.
+func (a *app) openEnvProject(cmd *cobra.Command, args []string, f dbFlags, pj projectFlags, name string) (*runner.Project, error) {
+	if err := runner.CheckEnvName(name); err != nil {
+		return nil, err
+	}
+	if err := oneJobFlag(cmd); err != nil {
+		return nil, err
+	}
+	p, err := runner.Open(cmd.Context(), args, append(f.options(), pj.options(a)...)...)
+	if err != nil {
+		return nil, err
+	}
+	if len(p.Jobs()) == 0 {
+		pj.pickedNone(a)
+	}
+	return p, nil
+}
+
+func (a *app) printEnvs(envs []*runner.Environment, jsonOut bool) error {
 	if jsonOut {
 		return a.printJSON(envs)
 	}
 	for _, env := range envs {
-		fmt.Fprintf(a.stdout, "environment %s of %s: %s\n", env.Name, env.Database, ops.EnvPath(env.Database, env.Name))
+		fmt.Fprintf(a.stdout, "environment %s of %s: %s\n", env.Name, env.Database, runner.EnvPath(env.Database, env.Name))
 		for _, e := range env.Jobs {
 			if e.Build {
 				fmt.Fprintf(a.stdout, "  build       %s (%s)\n", e.Job, e.Reason)
@@ -110,7 +135,7 @@ func (a *app) printEnvs(envs []*ops.Environment, jsonOut bool) error {
 // others are not run. What was built is recorded beside the environment
 // (ops.SaveEnvironment) for diff and promote.
 func (a *app) runEnv(cmd *cobra.Command, args []string, f dbFlags, pf progressFlags, pj projectFlags, name string) error {
-	p, groups, err := a.planEnv(cmd, args, f, pj, name)
+	p, groups, err := a.planEnvGroups(cmd, args, f, pj, name)
 	if err != nil {
 		return a.fail(f.jsonOut, err)
 	}
@@ -168,50 +193,16 @@ func (a *app) runEnv(cmd *cobra.Command, args []string, f dbFlags, pf progressFl
 	return runErr
 }
 
-// loadEnvs loads environment name of each database of the project args
-// name.
-func (a *app) loadEnvs(cmd *cobra.Command, args []string, f dbFlags, pj projectFlags, name string) (*project.Project, []*envGroup, error) {
-	return a.envProject(cmd, args, f, pj, name, func(g *envGroup) (err error) {
-		g.env, err = ops.LoadEnvironment(g.db, name)
-		return err
-	})
-}
-
 // diffEnv compares every job environment name built with production's
 // latest snapshot of it.
 func (a *app) diffEnv(cmd *cobra.Command, args []string, f dbFlags, name string) error {
-	_, groups, err := a.loadEnvs(cmd, args, f, projectFlags{}, name)
+	p, err := a.openEnvProject(cmd, args, f, projectFlags{}, name)
 	if err != nil {
 		return a.fail(f.jsonOut, err)
 	}
-	diffs := []*ops.EnvDiff{}
-	for _, g := range groups {
-		built := g.env.Built()
-		if len(built) == 0 {
-			continue
-		}
-		oo := ops.EnvOpenOptions(g.env, f.openOptions(g.jobs[0]))
-		oo.ReadOnly = true
-		db, err := run.Open(cmd.Context(), ops.EnvPath(g.db, name), oo)
-		if err != nil {
-			return a.fail(f.jsonOut, err)
-		}
-		for _, e := range built {
-			j := jobNamed(g.jobs, e.Job)
-			if j == nil {
-				db.Close()
-				return a.fail(f.jsonOut, &job.UsageError{Msg: fmt.Sprintf("environment %s built job %s, which the project no longer has", name, e.Job)})
-			}
-			d, err := ops.DiffEnvironment(cmd.Context(), db, g.env, e, j)
-			if err != nil {
-				db.Close()
-				return a.fail(f.jsonOut, err)
-			}
-			diffs = append(diffs, d)
-		}
-		if err := db.Close(); err != nil {
-			return a.fail(f.jsonOut, err)
-		}
+	diffs, err := p.DiffEnvironment(cmd.Context(), name)
+	if err != nil {
+		return a.fail(f.jsonOut, err)
 	}
 	if f.jsonOut {
 		return a.printJSON(diffs)
@@ -230,7 +221,7 @@ func (a *app) diffEnv(cmd *cobra.Command, args []string, f dbFlags, name string)
 		}
 		fmt.Fprintf(a.stdout, "  production   %s  %d rows\n", d.From.SHA256, d.From.Rows)
 		fmt.Fprintf(a.stdout, "  environment  %s  %d rows\n", d.To.SHA256, d.To.Rows)
-		if cs := columnChangesText(d.ColumnsAdded, d.ColumnsRemoved, publicRetyped(d.ColumnsRetyped)); cs != "" {
+		if cs := columnChangesText(d.ColumnsAdded, d.ColumnsRemoved, d.ColumnsRetyped); cs != "" {
 			fmt.Fprintf(a.stdout, "  columns      %s (rows compared on the columns both have)\n", cs)
 		}
 		if d.Identical {
@@ -246,19 +237,6 @@ func (a *app) diffEnv(cmd *cobra.Command, args []string, f dbFlags, name string)
 		}
 	}
 	return nil
-}
-
-// jobFault passes each fault point to hook twice: as POINT and as
-// JOB:POINT, so that IDEM_FAULT can name the point of one job of a
-// command that runs several (promote).
-func jobFault(hook func(string), name string) func(string) {
-	if hook == nil {
-		return nil
-	}
-	return func(p string) {
-		hook(p)
-		hook(name + ":" + p)
-	}
 }
 
 func jobNamed(jobs []*job.Job, name string) *job.Job {
@@ -298,90 +276,49 @@ already_promoted. The environment is kept; idem env drop NAME removes it.`,
 			if name == "" {
 				return a.fail(f.jsonOut, &job.UsageError{Msg: "promote needs --env NAME"})
 			}
-			_, groups, err := a.loadEnvs(cmd, args, f, projectFlags{}, name)
+			if err := runner.CheckEnvName(name); err != nil {
+				return a.fail(f.jsonOut, err)
+			}
+			var hooked bytes.Buffer
+			p, err := runner.Open(cmd.Context(), args, f.options(a.runHooks(f, &hooked)...)...)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			done := []*ops.Promoted{}
-			fail := func(err error) error {
+			res, err := p.Promote(cmd.Context(), name, recompute)
+			if res == nil {
+				return a.fail(f.jsonOut, err)
+			}
+			if !f.jsonOut {
+				for _, p := range res.Promoted {
+					fmt.Fprintf(a.stdout, "%s: %s: snapshot %d from environment %s snapshot %d\n", p.Job, strings.ReplaceAll(p.Decision, "_", " "), p.Snapshot, name, p.EnvSnapshot)
+					if p.SHA256 != "" {
+						fmt.Fprintf(a.stdout, "  sha256    %s  %d rows\n", p.SHA256, p.Rows)
+					}
+					fmt.Fprintf(a.stdout, "  job key   %s\n", p.JobKey)
+				}
+			}
+			var ce *runner.CloseError
+			var ae *runner.AfterCommitError
+			if err != nil && !errors.As(err, &ce) && !errors.As(err, &ae) {
+				defer a.stdout.Write(hooked.Bytes()) // what the hooks of the databases promoted printed
 				if f.jsonOut {
-					code := job.ExitCode(err)
-					_ = a.printJSON(map[string]any{"promoted": done, "error": err.Error(), "exit_code": code})
+					code := runner.ExitCode(err)
+					var je *runner.JobError
+					if errors.As(err, &je) {
+						err = je.Err
+					}
+					_ = a.printJSON(map[string]any{"promoted": res.Promoted, "error": err.Error(), "exit_code": code})
 					fmt.Fprintf(a.stderr, "idem: %v\n", err)
 					return &codeError{code: code}
 				}
 				return a.fail(false, err)
 			}
-			for _, g := range groups {
-				built := g.env.Built()
-				if len(built) == 0 {
-					continue
+			return a.written(p, f.jsonOut, err, &hooked, func() error {
+				if f.jsonOut {
+					return a.printJSON(res)
 				}
-				if _, err := os.Stat(ops.EnvPath(g.db, name)); err != nil {
-					return fail(&job.UsageError{Msg: fmt.Sprintf("environment %s has no database %s: build it with idem run --env %s", name, ops.EnvPath(g.db, name), name)})
-				}
-				oo := ops.PromoteOpenOptions(g.env, f.openOptions(g.jobs[0]))
-				oo.Fault = a.faultHook(g.db)
-				db, err := run.Open(cmd.Context(), g.db, oo)
-				if err != nil {
-					return fail(err)
-				}
-				// Every job is checked first, then all of them run in one
-				// transaction: production holds all of them or none.
-				var runs []run.JobRun
-				var pending []*ops.Promoted
-				var envJobs []ops.EnvJob
-				promoted := make([]*ops.Promoted, len(built))
-				for i, e := range built {
-					j := jobNamed(g.jobs, e.Job)
-					if j == nil {
-						db.Close()
-						return fail(&job.UsageError{Msg: fmt.Sprintf("environment %s built job %s, which the project no longer has", name, e.Job)})
-					}
-					p, err := ops.CheckPromote(cmd.Context(), db, g.env, e, j)
-					if err != nil {
-						db.Close()
-						return fail(err)
-					}
-					if p == nil {
-						p = &ops.Promoted{}
-						opts := ops.PromoteRunOptions(g.env, e, j, recompute, run.RunOptions{Fault: jobFault(a.faultHook(g.db), j.Name), Expire: ops.ExpireAfterRun}, p)
-						runs = append(runs, run.JobRun{Job: j, Opts: opts})
-						pending, envJobs = append(pending, p), append(envJobs, e)
-					}
-					promoted[i] = p
-				}
-				results, err := db.RunTogether(cmd.Context(), runs)
-				if err != nil {
-					db.Close()
-					return fail(err)
-				}
-				for i, res := range results {
-					a.afterCommit(cmd.Context(), db, runs[i].Job, pending[i].Decision != "") // extension.go
-					if p := pending[i]; p.Decision == "" {
-						// Nothing to commit: production's latest already has
-						// this job key.
-						*p = ops.Promoted{Job: res.Job, Decision: ops.DecisionAlreadyPromoted, Snapshot: res.Snapshot, EnvSnapshot: envJobs[i].Snapshot, JobKey: res.JobKey}
-					}
-				}
-				for _, p := range promoted {
-					done = append(done, p)
-					if !f.jsonOut {
-						fmt.Fprintf(a.stdout, "%s: %s: snapshot %d from environment %s snapshot %d\n", p.Job, strings.ReplaceAll(p.Decision, "_", " "), p.Snapshot, name, p.EnvSnapshot)
-						if p.SHA256 != "" {
-							fmt.Fprintf(a.stdout, "  sha256    %s  %d rows\n", p.SHA256, p.Rows)
-						}
-						fmt.Fprintf(a.stdout, "  job key   %s\n", p.JobKey)
-					}
-				}
-				if err := db.Close(); err != nil {
-					return fail(fmt.Errorf("close database %s: %w", g.db, err))
-				}
-			}
-			if f.jsonOut {
-				return a.printJSON(map[string]any{"promoted": done})
-			}
-			return nil
+				return nil
+			})
 		},
 	}
 	f.register(cmd)
@@ -408,28 +345,13 @@ commits it there.`,
 		Short: "List the environments of a project's databases",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := a.loadProject(cmd, args, projectFlags{})
+			p, err := runner.Open(cmd.Context(), args, f.options()...)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			groups, err := envGroups(p, f)
+			out, err := p.Environments()
 			if err != nil {
 				return a.fail(f.jsonOut, err)
-			}
-			type listed struct {
-				*ops.Environment
-				Bytes      int64 `json:"bytes"`
-				Production int64 `json:"production_bytes"`
-			}
-			out := []listed{}
-			for _, g := range groups {
-				envs, err := ops.ListEnvironments(g.db)
-				if err != nil {
-					return a.fail(f.jsonOut, err)
-				}
-				for _, e := range envs {
-					out = append(out, listed{Environment: e, Bytes: ops.EnvironmentBytes(g.db, e.Name), Production: ops.DatabaseBytes(g.db)})
-				}
 			}
 			if f.jsonOut {
 				return a.printJSON(out)
@@ -457,32 +379,19 @@ commits it there.`,
 		Args:  cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
-			if err := ops.CheckEnvName(name); err != nil {
+			if err := runner.CheckEnvName(name); err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			p, err := a.loadProject(cmd, args[1:], projectFlags{})
+			p, err := runner.Open(cmd.Context(), args[1:], f.options()...)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}
-			groups, err := envGroups(p, f)
+			dropped, err := p.DropEnvironment(name)
+			for _, db := range dropped {
+				fmt.Fprintf(a.stdout, "dropped environment %s of %s\n", name, db)
+			}
 			if err != nil {
 				return a.fail(f.jsonOut, err)
-			}
-			dropped := 0
-			for _, g := range groups {
-				if _, err := os.Stat(ops.EnvPath(g.db, name)); err != nil {
-					if _, err := ops.LoadEnvironment(g.db, name); err != nil {
-						continue
-					}
-				}
-				if err := ops.DropEnvironment(g.db, name); err != nil {
-					return a.fail(f.jsonOut, err)
-				}
-				dropped++
-				fmt.Fprintf(a.stdout, "dropped environment %s of %s\n", name, g.db)
-			}
-			if dropped == 0 {
-				return a.fail(f.jsonOut, &job.UsageError{Msg: fmt.Sprintf("no environment %s here", name)})
 			}
 			return nil
 		},
@@ -500,14 +409,4 @@ func orNone(s string) string {
 		return "nothing"
 	}
 	return s
-}
-
-// publicRetyped is runner's copy of retyped columns (until env moves onto
-// runner, issue 46).
-func publicRetyped(cs []ops.ColumnChange) []runner.ColumnChange {
-	out := make([]runner.ColumnChange, len(cs))
-	for i, c := range cs {
-		out[i] = runner.ColumnChange(c)
-	}
-	return out
 }

@@ -3,19 +3,14 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
-	"github.com/idem-dev/idem/internal/project"
-	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
@@ -94,67 +89,34 @@ them through the chain (JOB or PROJECT_DIR gives the job files).
 they guard a run: refused (exit 3) unless its latest snapshot is P and
 its writer epoch is E.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) (err error) {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if replay {
 				return a.replayJournal(cmd, args[0], &f, len(keys) > 0 || subject != "" || dryRun, noCompact)
 			}
 			if !cmd.Flags().Changed("key") && !cmd.Flags().Changed("subject") {
 				return a.fail(f.jsonOut, &job.UsageError{Msg: "erase needs --key K or --subject VALUE"})
 			}
-			roots, beside, err := a.eraseJobs(args[0], &f, len(keys) > 0)
-			if err != nil {
-				return a.fail(f.jsonOut, err)
-			}
-			var key string
-			if len(keys) > 0 {
-				if key, err = ops.KeyOf(roots[0], keys); err != nil {
-					return a.fail(f.jsonOut, err)
-				}
-			}
-			dbPath, err := f.dbPath(roots[0])
-			if err != nil {
-				return a.fail(f.jsonOut, err)
-			}
-			db, err := run.Open(cmd.Context(), dbPath, f.openOptions(roots[0]))
-			if err != nil {
-				return a.fail(f.jsonOut, err)
-			}
-			defer a.closeWritten(db, &err)
-			opts := ops.EraseOptions{Key: key, Subject: subject, DryRun: dryRun, AnyRoot: isDir(args[0]), Fault: a.faultHook(db.Path()),
-				Publishes: a.ext.AfterCommit != nil} // extension.go
-			if err := ops.RefuseUnpublished(roots, beside, opts); err != nil {
-				return a.fail(f.jsonOut, err) // before the environments are dropped
-			}
-			if !dryRun {
-				// What environments built from production may hold the
-				// subject: they go first (idem run --env rebuilds them).
-				dropped, err := ops.DropEnvironments(dbPath)
-				if err != nil {
-					return a.fail(f.jsonOut, fmt.Errorf("drop the environments of %s before the erasure: %w", dbPath, err))
-				}
-				if len(dropped) > 0 {
-					fmt.Fprintf(a.stderr, "idem: dropped environment(s) %s of %s: they may hold rows built from the subject's; rebuild them with idem run --env NAME\n", strings.Join(dropped, ", "), dbPath)
-				}
-			}
+			opts := runner.EraseOptions{Key: keys, Subject: subject, DryRun: dryRun, NoCompact: noCompact,
+				Publishes: a.ext.AfterCommit != nil, // extension.go
+				Dropped: func(db string, names []string) {
+					fmt.Fprintf(a.stderr, "idem: dropped environment(s) %s of %s: they may hold rows built from the subject's; rebuild them with idem run --env NAME\n", strings.Join(names, ", "), db)
+				}}
 			opts.ExpectParent, opts.Epoch = w.guards(cmd)
-			res, err := ops.EraseChain(cmd.Context(), db, roots, beside, opts)
-			if err != nil {
-				return a.fail(f.jsonOut, err)
+			var hooked bytes.Buffer
+			res, err := runner.Erase(cmd.Context(), args[0], opts, f.options(a.runHooks(f, &hooked)...)...)
+			if res != nil && res.Changed() && noCompact {
+				a.noCompact(res.Database)
 			}
-			if res.Compact, err = a.compactErased(cmd, db, &f, roots[0], res.Changed(), noCompact); err != nil {
-				return a.fail(f.jsonOut, err)
-			}
-			if !dryRun {
-				defer a.afterErase(cmd.Context(), db, roots, beside) // extension.go
-			}
-			if f.jsonOut {
-				if len(roots) == 1 && !isDir(args[0]) {
-					return a.printJSON(res.Root())
+			return a.written(nil, f.jsonOut, err, &hooked, func() error {
+				if f.jsonOut {
+					if !isDir(args[0]) {
+						return a.printJSON(res.Root())
+					}
+					return a.printJSON(res)
 				}
-				return a.printJSON(res)
-			}
-			a.printChainErase(res)
-			return nil
+				a.printChainErase(res)
+				return nil
+			})
 		},
 	}
 	f.register(cmd)
@@ -167,143 +129,41 @@ its writer epoch is E.`,
 	return cmd
 }
 
-// compactErased compacts the database after an erasure that changed it
-// (ops.CompactAfterErasure), so that no byte of the subject stays in the
-// file's free blocks; with --no-compact it says on stderr that they may.
-func (a *app) compactErased(cmd *cobra.Command, db *run.DB, f *dbFlags, j *job.Job, changed, skip bool) (*ops.CompactResult, error) {
-	if !changed {
-		return nil, nil
-	}
-	if skip {
-		fmt.Fprintf(a.stderr, "idem: warning: --no-compact: the free blocks of %s may still hold the erased rows' bytes until idem compact --db %s\n", db.Path(), db.Path())
-		return nil, nil
-	}
-	return ops.CompactAfterErasure(cmd.Context(), db, ops.CompactOptions{Open: f.openOptions(j), Fault: a.faultHook(db.Path())})
+// noCompact warns that --no-compact left the erased rows' bytes in the
+// free blocks of the database file at path.
+func (a *app) noCompact(path string) {
+	fmt.Fprintf(a.stderr, "idem: warning: --no-compact: the free blocks of %s may still hold the erased rows' bytes until idem compact --db %s\n", path, path)
 }
 
 // replayJournal is idem erase --replay-journal.
-func (a *app) replayJournal(cmd *cobra.Command, path string, f *dbFlags, other, noCompact bool) (err error) {
+func (a *app) replayJournal(cmd *cobra.Command, path string, f *dbFlags, other, noCompact bool) error {
 	if other {
 		return a.fail(f.jsonOut, &job.UsageError{Msg: "erase --replay-journal takes no --key, --subject or --dry-run: it applies the journal's erasures"})
 	}
-	var jobs []*job.Job
-	if isDir(path) {
-		files, err := project.Files([]string{path})
-		if err != nil {
-			return a.fail(f.jsonOut, err)
+	res, err := runner.ReplayJournal(cmd.Context(), path, noCompact, f.options(runner.WithFaultHook(a.faultHook))...)
+	if res != nil && len(res.Replayed) > 0 && noCompact {
+		a.noCompact(res.Database)
+	}
+	return a.written(nil, f.jsonOut, err, nil, func() error {
+		if f.jsonOut {
+			return a.printJSON(res)
 		}
-		for _, file := range files {
-			j, err := loadJob(file)
-			if err != nil {
-				return a.fail(f.jsonOut, err)
+		if len(res.Replayed) == 0 {
+			fmt.Fprintf(a.stdout, "%s: holds every erasure its journal records; nothing to do\n", res.Database)
+			return nil
+		}
+		for _, r := range res.Replayed {
+			fmt.Fprintf(a.stdout, "journal: erasure of job %s at %s\n", r.Job, r.ErasedAt)
+			if r.RecordOnly {
+				fmt.Fprintln(a.stdout, "  nothing of it in the database; recorded")
 			}
-			jobs = append(jobs, j)
+			for _, e := range r.Erasures {
+				a.printChainErase(e)
+			}
 		}
-	} else {
-		roots, beside, err := a.eraseJobs(path, f, false)
-		if err != nil {
-			return a.fail(f.jsonOut, err)
-		}
-		jobs = append(roots, beside...)
-	}
-	for _, j := range jobs {
-		if f.db != "" {
-			j.Database = f.db
-		}
-	}
-	dbPath, err := f.dbPath(jobs[0])
-	if err != nil {
-		return a.fail(f.jsonOut, err)
-	}
-	opts := f.openOptions(jobs[0])
-	opts.Journal = run.JournalSkip
-	db, err := run.Open(cmd.Context(), dbPath, opts)
-	if err != nil {
-		return a.fail(f.jsonOut, err)
-	}
-	defer a.closeWritten(db, &err)
-	res, err := ops.ReplayJournal(cmd.Context(), db, jobs, a.faultHook(db.Path()))
-	if err != nil {
-		return a.fail(f.jsonOut, err)
-	}
-	if res.Compact, err = a.compactErased(cmd, db, f, jobs[0], len(res.Replayed) > 0, noCompact); err != nil {
-		return a.fail(f.jsonOut, err)
-	}
-	if f.jsonOut {
-		return a.printJSON(res)
-	}
-	if len(res.Replayed) == 0 {
-		fmt.Fprintf(a.stdout, "%s: holds every erasure its journal records; nothing to do\n", db.Path())
+		a.printCompacted(res.Compact)
 		return nil
-	}
-	for _, r := range res.Replayed {
-		fmt.Fprintf(a.stdout, "journal: erasure of job %s at %s\n", r.Job, r.ErasedAt)
-		if r.RecordOnly {
-			fmt.Fprintln(a.stdout, "  nothing of it in the database; recorded")
-		}
-		for _, e := range r.Erasures {
-			a.printChainErase(e)
-		}
-	}
-	a.printCompacted(res.Compact)
-	return nil
-}
-
-// eraseJobs are the jobs an erasure starts from and the job files its
-// readers are looked for among: JOB and the job files beside it (those
-// that load), or every job of PROJECT_DIR that declares [privacy] subject
-// and the folder's jobs. With --db every job is taken to be of that
-// database.
-func (a *app) eraseJobs(path string, f *dbFlags, byKey bool) (roots, beside []*job.Job, err error) {
-	if isDir(path) {
-		if byKey {
-			return nil, nil, &job.UsageError{Msg: "erase of a project folder takes --subject VALUE: --key is the key of one job"}
-		}
-		files, err := project.Files([]string{path})
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, file := range files {
-			j, err := loadJob(file)
-			if err != nil {
-				return nil, nil, err
-			}
-			beside = append(beside, j)
-		}
-		for _, j := range beside {
-			if len(j.Privacy.Subject) > 0 {
-				roots = append(roots, j)
-			}
-		}
-		if len(roots) == 0 {
-			return nil, nil, &job.UsageError{Msg: fmt.Sprintf("erase: no job in %s declares [privacy] subject (the columns that name a subject)", path)}
-		}
-	} else {
-		j, err := loadJob(path)
-		if err != nil {
-			return nil, nil, err
-		}
-		roots = []*job.Job{j}
-		files, _ := project.Files([]string{filepath.Dir(path)})
-		for _, file := range files {
-			if uj, err := loadJob(file); err == nil && uj.Name != j.Name {
-				beside = append(beside, uj)
-			}
-		}
-	}
-	dbs := map[string]bool{}
-	for _, j := range slices.Concat(roots, beside) {
-		if f.db != "" {
-			j.Database = f.db
-		}
-	}
-	for _, j := range roots {
-		dbs[absPath(j.Database)] = true
-	}
-	if len(dbs) > 1 {
-		return nil, nil, &job.UsageError{Msg: fmt.Sprintf("erase: the jobs of %s that declare [privacy] subject use %d databases: erase one database at a time (--db, or one job file)", path, len(dbs))}
-	}
-	return roots, beside, nil
+	})
 }
 
 // printPackets names the snapshots whose release packet an erasure
@@ -326,7 +186,7 @@ func isDir(path string) bool {
 
 // printChainErase prints an erasure through the chain: each job erased,
 // each model recomputed, the jobs looked at and left as they were.
-func (a *app) printChainErase(res *ops.ChainEraseResult) {
+func (a *app) printChainErase(res *runner.ChainEraseResult) {
 	if res.DryRun {
 		fmt.Fprintln(a.stdout, "dry run: nothing was committed; the erasure would change:")
 	}
@@ -378,12 +238,12 @@ func (a *app) printChainErase(res *ops.ChainEraseResult) {
 	for _, n := range res.NotHeld {
 		fmt.Fprintf(a.stdout, "%s: declares the subject and holds none of it; nothing erased there\n", n)
 	}
-	a.printReplica((*runner.ReplicaInfo)(res.Replica))
+	a.printReplica(res.Replica)
 	a.printCompacted(res.Compact)
 }
 
 // printCompacted prints the compaction after an erasure.
-func (a *app) printCompacted(c *ops.CompactResult) {
+func (a *app) printCompacted(c *runner.CompactResult) {
 	if c != nil {
 		fmt.Fprintf(a.stdout, "compacted %s: %s -> %s bytes; no byte of the erased rows is left in its free blocks\n", c.Database, job.Thousands(c.BytesBefore), job.Thousands(c.BytesAfter))
 	}
@@ -432,20 +292,4 @@ writer epoch is E.`,
 	w.register(cmd)
 	cmd.Flags().Int64Var(&to, "to-snapshot", 0, "the snapshot whose rows become current")
 	return cmd
-}
-
-func absPath(p string) string {
-	if a, err := filepath.Abs(p); err == nil {
-		return a
-	}
-	return p
-}
-
-// closeWritten closes db, a database the command opened for writing, once
-// it has printed its result, and joins a failed close into *err as
-// closeFailed reports it: the close checkpoints the last commit.
-func (a *app) closeWritten(db *run.DB, err *error) {
-	if cerr := db.Close(); cerr != nil {
-		*err = errors.Join(*err, a.closeFailed(fmt.Errorf("close database %s: %w", db.Path(), cerr)))
-	}
 }

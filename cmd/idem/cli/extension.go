@@ -99,18 +99,6 @@ func (a *app) name() string {
 	return "idem"
 }
 
-// afterErase publishes every job an erasure may have changed: the jobs
-// named and the jobs beside them that read them.
-func (a *app) afterErase(ctx context.Context, db *run.DB, roots, beside []*job.Job) {
-	seen := map[string]bool{}
-	for _, j := range append(append([]*job.Job{}, roots...), beside...) {
-		if !seen[j.Name] {
-			seen[j.Name] = true
-			a.afterCommit(ctx, db, j, true)
-		}
-	}
-}
-
 // committedDecision says a run's decision committed a snapshot.
 func committedDecision(d string) bool {
 	return d == job.DecisionLoaded || d == job.DecisionApplied

@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
@@ -37,15 +36,7 @@ in the project would commit first would be rebuilt too.
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if envName != "" {
-				_, groups, err := a.planEnv(cmd, args, f, pj, envName)
-				if err != nil {
-					return a.fail(f.jsonOut, err)
-				}
-				var envs []*ops.Environment
-				for _, g := range groups {
-					envs = append(envs, g.env)
-				}
-				return a.printEnvs(envs, f.jsonOut)
+				return a.planEnv(cmd, args, f, pj, envName) // env.go
 			}
 			pf.silence(a, f.jsonOut)
 			if pj.isProject(args) {
