@@ -12,7 +12,7 @@ import (
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/project"
 	"github.com/idem-dev/idem/internal/run"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // EraseOptions say what Erase removes and how.
@@ -227,7 +227,7 @@ func loadJob(pathOrName string) (*job.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	return run.LoadJob(file, idemsql.FS)
+	return run.LoadJob(file, pipelines.FS)
 }
 
 func isDir(path string) bool {

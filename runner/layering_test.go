@@ -30,7 +30,7 @@ func TestLayering(t *testing.T) {
 		docs    = module + "/internal/docs"
 		lake    = module + "/internal/lake"
 		runner  = module + "/runner"
-		sqlfs   = module + "/sql"
+		sqlfs   = module + "/pipelines"
 	)
 	pure := []string{"database/sql", "github.com/duckdb/"}
 	layers := []struct {
@@ -145,11 +145,11 @@ func goList(t *testing.T, args ...string) []string {
 // moved drops out of the list; TestCLIImports fails until it does.
 var cliTODO = map[string][]string{
 	"env.go":       {"internal/ops", "internal/project", "internal/run"},
-	"extension.go": {"internal/run", "sql"}, // the old Extension.AfterCommit, until idem-iceberg uses Extension.Hook
+	"extension.go": {"internal/run", "pipelines"}, // the old Extension.AfterCommit, until idem-iceberg uses Extension.Hook
 	"fault.go":     {"internal/run"},
 	"flags.go":     {"internal/ops", "internal/run"},
 	"project.go":   {"internal/ops", "internal/project", "internal/projectrun", "internal/run"},
-	"root.go":      {"internal/projectrun", "internal/run", "sql"},
+	"root.go":      {"internal/projectrun", "internal/run", "pipelines"},
 	"runmany.go":   {"internal/ops", "internal/run"}, // the old path of idem run: streams, and the jobs env builds
 	"stream.go":    {"internal/run"},
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/modeltest"
 	"github.com/idem-dev/idem/internal/ops"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // DuckDBVersion is the version of the DuckDB library idem is built with,
@@ -131,7 +131,7 @@ func (r *TestReport) ExitCode() int {
 // it comes. The error is for tests that could not be found; a test that
 // fails is in the report.
 func Test(ctx context.Context, paths []string, each func(*TestResult)) (*TestReport, error) {
-	opts := modeltest.Options{Builtins: idemsql.FS}
+	opts := modeltest.Options{Builtins: pipelines.FS}
 	results := map[*modeltest.Result]*TestResult{}
 	opts.Each = func(r *modeltest.Result) {
 		results[r] = testResultOf(r)
@@ -204,7 +204,7 @@ type LintReport struct {
 // L001; the SQL is read with DuckDB's own parser. The error is for a
 // report that could not be made.
 func Lint(ctx context.Context, path string) (*LintReport, error) {
-	rep, err := ops.LintJob(ctx, path, idemsql.FS)
+	rep, err := ops.LintJob(ctx, path, pipelines.FS)
 	if err != nil {
 		return nil, jobError("", err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/idem-dev/idem/internal/project"
 	"github.com/idem-dev/idem/internal/projectrun"
 	"github.com/idem-dev/idem/internal/run"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // Project is a set of job files opened together, in run order: each job
@@ -58,7 +58,7 @@ func Open(ctx context.Context, paths []string, opts ...Option) (*Project, error)
 		if ctx.Err() != nil {
 			return nil, jobError("", job.ErrCanceled) // nothing was opened
 		}
-		j, err := run.LoadJob(f, idemsql.FS)
+		j, err := run.LoadJob(f, pipelines.FS)
 		if err != nil {
 			return nil, jobError("", err)
 		}
@@ -113,7 +113,7 @@ func JobFile(pathOrName string) (string, error) {
 	}
 	var found []string
 	for _, f := range files {
-		j, err := run.LoadJob(f, idemsql.FS)
+		j, err := run.LoadJob(f, pipelines.FS)
 		if err != nil {
 			if strings.TrimSuffix(filepath.Base(f), ".toml") == name {
 				return "", jobError("", err) // the job's own file is bad: say why
@@ -652,7 +652,7 @@ func upstreamFinder(j *job.Job) func(string) (*job.Job, error) {
 			// (a FIFO or a pipeline.toml is left out).
 			files, _ := project.Files([]string{dir})
 			for _, f := range files {
-				if uj, err := run.LoadJob(f, idemsql.FS); err == nil {
+				if uj, err := run.LoadJob(f, pipelines.FS); err == nil {
 					beside = append(beside, uj)
 				}
 			}

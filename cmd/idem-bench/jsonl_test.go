@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/run"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // seedPath is the seed whose program the jsonl case runs; it lives beside
@@ -73,7 +73,7 @@ func TestSeedProgramAgreesWithIdem(t *testing.T) {
 	require.True(t, strings.HasPrefix(seed, "2000 rows, sha256 "), seed)
 
 	dbPath := filepath.Join(dir, "idem.duckdb")
-	j, err := run.LoadJob(jobPath, idemsql.FS)
+	j, err := run.LoadJob(jobPath, pipelines.FS)
 	require.NoError(t, err)
 	db, err := run.Open(ctx, dbPath, run.OpenOptions{})
 	require.NoError(t, err)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // TestTooDeep: the nesting of [ and { is counted outside strings and
@@ -94,8 +94,8 @@ func TestJobFileBounds(t *testing.T) {
 			path := filepath.Join(dir, "job.toml")
 			require.NoError(t, os.WriteFile(path, []byte(c.text), 0o644))
 			began := time.Now()
-			_, loadErr := LoadJob(path, idemsql.FS)
-			_, parseErr := ParseJob(path, []byte(c.text), idemsql.FS)
+			_, loadErr := LoadJob(path, pipelines.FS)
+			_, parseErr := ParseJob(path, []byte(c.text), pipelines.FS)
 			took := time.Since(began)
 			t.Logf("%d bytes: LoadJob and ParseJob took %s", len(c.text), took)
 			for _, err := range []error{loadErr, parseErr} {
@@ -136,7 +136,7 @@ func TestPipelineFileBounds(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "p", "pipeline.toml"), []byte(pipe), 0o644))
 	job := "name = \"s\"\npipeline = \"p\"\ntransform_version = 1\nschema_version = 1\n"
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "job.toml"), []byte(job), 0o644))
-	_, err := LoadJob(filepath.Join(dir, "job.toml"), idemsql.FS)
+	_, err := LoadJob(filepath.Join(dir, "job.toml"), pipelines.FS)
 	real, _ := filepath.EvalSymlinks(filepath.Join(dir, "p"))
 	require.EqualError(t, err, filepath.Join(real, "pipeline.toml")+":3: arrays and tables nest deeper than 32 levels, the most idem reads of a job file or pipeline.toml")
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // TestPipelineFilesStayInside: a pipeline or model folder inside the job
@@ -80,7 +80,7 @@ func TestPipelineFilesStayInside(t *testing.T) {
 			}
 			path := filepath.Join(dir, "job.toml")
 			require.NoError(t, os.WriteFile(path, []byte(tc.job), 0o644))
-			j, err := job.LoadJob(path, idemsql.FS)
+			j, err := job.LoadJob(path, pipelines.FS)
 			if tc.want == "" {
 				require.NoError(t, err)
 				require.NotEmpty(t, j.Steps)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // A job file that is a FIFO (or a link to one) is refused at once: opening
@@ -42,7 +42,7 @@ func TestSQLFileFIFO(t *testing.T) {
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "daily.toml"), []byte(job), 0o644))
 			done := make(chan error, 1)
 			go func() {
-				_, err := LoadJob(filepath.Join(dir, "daily.toml"), idemsql.FS)
+				_, err := LoadJob(filepath.Join(dir, "daily.toml"), pipelines.FS)
 				done <- err
 			}()
 			select {

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // The heads of job files for each built-in pipeline, completed by each case.
@@ -32,7 +32,7 @@ func loadJobText(t *testing.T, text string, files map[string]string) (*job.Job, 
 		all[p] = s
 	}
 	dir := writeTree(t, all)
-	j, err := job.LoadJob(filepath.Join(dir, "job.toml"), idemsql.FS)
+	j, err := job.LoadJob(filepath.Join(dir, "job.toml"), pipelines.FS)
 	if err != nil {
 		var jfe *job.JobFileError
 		require.True(t, errors.As(err, &jfe), "a *JobFileError: %v", err)

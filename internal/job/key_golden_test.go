@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -68,7 +68,7 @@ func TestKeyGolden(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			dir := filepath.Join("testdata", "key", c.name)
-			j, err := job.LoadJob(filepath.Join(dir, "job.toml"), idemsql.FS)
+			j, err := job.LoadJob(filepath.Join(dir, "job.toml"), pipelines.FS)
 			require.NoError(t, err)
 			parts := job.Parts{
 				Input:     c.input,

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 const macroModel = "SELECT day, cents_to_dollars(amount) AS amount FROM {{upstream:trips}}"
@@ -31,7 +31,7 @@ func TestMacrosKey(t *testing.T) {
 		for k, v := range extra {
 			files[k] = v
 		}
-		j, err := job.LoadJob(filepath.Join(writeTree(t, files), "daily.toml"), idemsql.FS)
+		j, err := job.LoadJob(filepath.Join(writeTree(t, files), "daily.toml"), pipelines.FS)
 		require.NoError(t, err)
 		return j
 	}
@@ -88,7 +88,7 @@ func TestMacroFileErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			d := writeTree(t, map[string]string{"daily.toml": modelJob, "models/daily/v1.sql": "SELECT day FROM {{upstream:trips}}", "macros/" + tc.file: tc.text})
-			_, err := job.LoadJob(filepath.Join(d, "daily.toml"), idemsql.FS)
+			_, err := job.LoadJob(filepath.Join(d, "daily.toml"), pipelines.FS)
 			var jfe *job.JobFileError
 			require.ErrorAs(t, err, &jfe)
 			require.Equal(t, filepath.Join(d, "macros", tc.file), jfe.File)

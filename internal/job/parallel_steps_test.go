@@ -5,7 +5,7 @@ import (
 	"path"
 	"testing"
 
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 	"github.com/stretchr/testify/require"
 )
 
@@ -17,11 +17,11 @@ func TestParallelSteps(t *testing.T) {
 	vc := "name = \"j\"\npipeline = \"versioned_changes\"\ntransform_version = 1\nschema_version = 1\n[input]\npath = \"in.jsonl\"\n"
 	// The versioned_changes pipeline copied into the job's folder.
 	folder := map[string]string{}
-	require.NoError(t, fs.WalkDir(idemsql.FS, "versioned_changes", func(p string, d fs.DirEntry, err error) error {
+	require.NoError(t, fs.WalkDir(pipelines.FS, "versioned_changes", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		b, err := fs.ReadFile(idemsql.FS, p)
+		b, err := fs.ReadFile(pipelines.FS, p)
 		folder[path.Join("pipelines", p)] = string(b)
 		return err
 	}))

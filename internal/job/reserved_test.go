@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 const reservedFix = "a bare name in the steps would mean that temp relation, not the target: choose another [target] table"
@@ -72,12 +72,12 @@ func TestReservedTableNames(t *testing.T) {
 func TestReservedBuiltinTemps(t *testing.T) {
 	t.Parallel()
 	refused := 0
-	for _, pipeline := range job.BuiltinNames(idemsql.FS) {
+	for _, pipeline := range job.BuiltinNames(pipelines.FS) {
 		if pipeline == "select" || pipeline == "merge_by_key" {
 			continue // a model and a generic pipeline need more keys; cases above and below
 		}
 		dir := writeTree(t, map[string]string{"job.toml": fmt.Sprintf("name = \"s\"\npipeline = %q\ntransform_version = 1\nschema_version = 1\n", pipeline)})
-		j, err := job.LoadJob(dir+"/job.toml", idemsql.FS)
+		j, err := job.LoadJob(dir+"/job.toml", pipelines.FS)
 		require.NoError(t, err)
 		for _, s := range j.Steps {
 			for _, name := range job.CreatedRelations(s.SQL) {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // Shapes the placeholder cases expand against.
@@ -202,11 +202,11 @@ func TestBuiltinPlaceholders(t *testing.T) {
 	t.Parallel()
 	funcs := templateFuncs()
 	var used []string
-	err := fs.WalkDir(idemsql.FS, ".", func(path string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(pipelines.FS, ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".sql") {
 			return err
 		}
-		text, err := fs.ReadFile(idemsql.FS, path)
+		text, err := fs.ReadFile(pipelines.FS, path)
 		if err != nil {
 			return err
 		}

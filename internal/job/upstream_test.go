@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // writeTree writes files (path → text) under a new temporary folder.
@@ -44,7 +44,7 @@ func TestModelJob(t *testing.T) {
 		"daily.toml":          modelJob,
 		"models/daily/v1.sql": "-- per day\nSELECT day, count(*) AS n FROM {{upstream:trips}} GROUP BY day; \n",
 	})
-	j, err := job.LoadJob(filepath.Join(dir, "daily.toml"), idemsql.FS)
+	j, err := job.LoadJob(filepath.Join(dir, "daily.toml"), pipelines.FS)
 	require.NoError(t, err)
 	require.True(t, j.IsModel())
 	require.Equal(t, []string{"trips"}, j.Input.Upstream)
@@ -62,7 +62,7 @@ func TestModelJob(t *testing.T) {
 	// The transform part covers the model's text.
 	before := j.TransformPart()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "models/daily/v1.sql"), []byte("SELECT day, count(*) AS n, 1 AS x FROM {{upstream:trips}} GROUP BY day"), 0o644))
-	j2, err := job.LoadJob(filepath.Join(dir, "daily.toml"), idemsql.FS)
+	j2, err := job.LoadJob(filepath.Join(dir, "daily.toml"), pipelines.FS)
 	require.NoError(t, err)
 	require.NotEqual(t, before.SHA256, j2.TransformPart().SHA256)
 	require.Equal(t, before.Pipeline, j2.TransformPart().Pipeline)
@@ -85,7 +85,7 @@ func TestModelFile(t *testing.T) {
 	fileJob := strings.Replace(strings.Replace(modelJob, "transform_version = 1\n", "", 1), `sql = "models/daily"`, `sql = "models/daily.sql"`, 1)
 	v1 := "SELECT day, count(*) AS n FROM {{upstream:trips}} GROUP BY day"
 	dir := writeTree(t, map[string]string{"daily.toml": fileJob, "models/daily.sql": v1})
-	j, err := job.LoadJob(filepath.Join(dir, "daily.toml"), idemsql.FS)
+	j, err := job.LoadJob(filepath.Join(dir, "daily.toml"), pipelines.FS)
 	require.NoError(t, err)
 	require.True(t, j.ContentVersioned())
 	part := j.TransformPart()
@@ -96,7 +96,7 @@ func TestModelFile(t *testing.T) {
 
 	// Editing the file is a new version; the kept text rebuilds the old.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "models/daily.sql"), []byte(v1+" HAVING count(*) > 1"), 0o644))
-	j2, err := job.LoadJob(filepath.Join(dir, "daily.toml"), idemsql.FS)
+	j2, err := job.LoadJob(filepath.Join(dir, "daily.toml"), pipelines.FS)
 	require.NoError(t, err)
 	require.NotEqual(t, part.SHA256, j2.TransformPart().SHA256)
 	old, err := j2.ModelWith(v1)
@@ -108,7 +108,7 @@ func TestModelFile(t *testing.T) {
 	// A numbered folder keeps working beside it: the folder form still
 	// needs its transform_version.
 	numbered := map[string]string{"daily.toml": modelJob, "models/daily/v1.sql": v1}
-	jn, err := job.LoadJob(filepath.Join(writeTree(t, numbered), "daily.toml"), idemsql.FS)
+	jn, err := job.LoadJob(filepath.Join(writeTree(t, numbered), "daily.toml"), pipelines.FS)
 	require.NoError(t, err)
 	require.False(t, jn.ContentVersioned())
 	require.Equal(t, 1, jn.TransformPart().Version)
@@ -125,7 +125,7 @@ func TestModelFile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			d := writeTree(t, map[string]string{"daily.toml": tc.job, "models/daily.sql": v1, "models/daily/v1.sql": v1})
-			_, err := job.LoadJob(filepath.Join(d, "daily.toml"), idemsql.FS)
+			_, err := job.LoadJob(filepath.Join(d, "daily.toml"), pipelines.FS)
 			var jfe *job.JobFileError
 			require.ErrorAs(t, err, &jfe)
 			require.ErrorContains(t, err, tc.want)
@@ -154,7 +154,7 @@ func TestUpstreamJobFileErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := writeTree(t, map[string]string{"daily.toml": tc.job, "models/daily/v1.sql": tc.model})
-			_, err := job.LoadJob(filepath.Join(dir, "daily.toml"), idemsql.FS)
+			_, err := job.LoadJob(filepath.Join(dir, "daily.toml"), pipelines.FS)
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tc.want)
 			var jfe *job.JobFileError
@@ -174,7 +174,7 @@ func TestModelUpstreamsFromSQL(t *testing.T) {
 	load := func(jobText, model string) *job.Job {
 		t.Helper()
 		d := writeTree(t, map[string]string{"daily.toml": jobText, "models/daily/v1.sql": model})
-		j, err := job.LoadJob(filepath.Join(d, "daily.toml"), idemsql.FS)
+		j, err := job.LoadJob(filepath.Join(d, "daily.toml"), pipelines.FS)
 		require.NoError(t, err)
 		return j
 	}
@@ -220,7 +220,7 @@ func TestDeclaredUpstreamMustBeRead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			d := writeTree(t, map[string]string{"daily.toml": tc.job, "models/daily/v1.sql": tc.model})
-			_, err := job.LoadJob(filepath.Join(d, "daily.toml"), idemsql.FS)
+			_, err := job.LoadJob(filepath.Join(d, "daily.toml"), pipelines.FS)
 			if tc.want == "" {
 				require.NoError(t, err)
 				return

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/modeltest"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -388,7 +388,7 @@ func runIn(t *testing.T, dir string, paths []string) *modeltest.Report {
 	if len(paths) == 0 {
 		paths = []string{dir}
 	}
-	rep, err := modeltest.Run(context.Background(), paths, modeltest.Options{Builtins: idemsql.FS})
+	rep, err := modeltest.Run(context.Background(), paths, modeltest.Options{Builtins: pipelines.FS})
 	require.NoError(t, err)
 	for _, r := range rep.Tests {
 		r.File = strings.TrimPrefix(r.File, dir+string(filepath.Separator))

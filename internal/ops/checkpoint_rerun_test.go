@@ -20,7 +20,7 @@ import (
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // The reruns from checkpoints ([retention] checkpoint_every), tested here
@@ -82,7 +82,7 @@ func ckptJobAt(t *testing.T, dir string) *ckptJob {
 	t.Helper()
 	c := &ckptJob{t: t, dir: dir, db: filepath.Join(dir, "ck.duckdb"), file: filepath.Join(dir, "job.toml")}
 	var err error
-	c.j, err = run.LoadJob(c.file, idemsql.FS)
+	c.j, err = run.LoadJob(c.file, pipelines.FS)
 	require.NoError(t, err)
 	return c
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/idem-dev/idem/internal/ops"
 
 	"github.com/idem-dev/idem/internal/run"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // benchOrders builds an orders database of IDEM_BENCH_ROWS rows (default
@@ -46,7 +46,7 @@ func benchOrders(b *testing.B, dir string) (*run.DB, *job.Job) {
 	if err := os.WriteFile(jobFile, []byte("name = \"orders\"\npipeline = \"orders\"\ntransform_version = 1\nschema_version = 1\n[input]\npath = \""+input+"\"\n"), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	j, err := run.LoadJob(jobFile, idemsql.FS)
+	j, err := run.LoadJob(jobFile, pipelines.FS)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 	"github.com/stretchr/testify/require"
 )
 
@@ -43,7 +43,7 @@ path = %q
 [target]
 table = "devil_target"
 `, pipeline, filepath.Join(dir, "idem.duckdb"), input))
-	j, err := run.LoadJob(path, idemsql.FS)
+	j, err := run.LoadJob(path, pipelines.FS)
 	require.NoError(t, err)
 	return j
 }

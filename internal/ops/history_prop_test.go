@@ -18,7 +18,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // histChain is three jobs in one database: vc (versioned_changes: appended
@@ -44,7 +44,7 @@ func newHistChain(t *testing.T) *histChain {
 		return path
 	}
 	load := func(name, text string) *job.Job {
-		j, err := run.LoadJob(write(name, text), idemsql.FS)
+		j, err := run.LoadJob(write(name, text), pipelines.FS)
 		require.NoError(t, err)
 		return j
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // TestIncrementalAfterUpstreamRollback: incremental models (by partition,
@@ -34,7 +34,7 @@ func TestIncrementalAfterUpstreamRollback(t *testing.T) {
 		return path
 	}
 	load := func(name, text string) *job.Job {
-		j, err := run.LoadJob(write(name+".toml", text), idemsql.FS)
+		j, err := run.LoadJob(write(name+".toml", text), pipelines.FS)
 		require.NoError(t, err)
 		return j
 	}

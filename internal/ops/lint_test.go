@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 func lintSummary(rep *LintReport) []string {
@@ -26,7 +26,7 @@ func lintSummary(rep *LintReport) []string {
 // TestLintFindsEachProblem: the fixture pipeline holds each problem once.
 func TestLintFindsEachProblem(t *testing.T) {
 	t.Parallel()
-	rep, err := LintJob(context.Background(), "testdata/lint/bad.toml", idemsql.FS)
+	rep, err := LintJob(context.Background(), "testdata/lint/bad.toml", pipelines.FS)
 	require.NoError(t, err)
 	require.Equal(t, []string{
 		"L001 error pipeline.toml:0",
@@ -59,7 +59,7 @@ func TestLintFindsEachProblem(t *testing.T) {
 // L001, not a load error.
 func TestLintJobWithoutKey(t *testing.T) {
 	t.Parallel()
-	rep, err := LintJob(context.Background(), "testdata/lint/nokey.toml", idemsql.FS)
+	rep, err := LintJob(context.Background(), "testdata/lint/nokey.toml", pipelines.FS)
 	require.NoError(t, err)
 	require.Equal(t, []string{"L001 error nokey.toml:10"}, lintSummary(rep))
 }
@@ -78,12 +78,12 @@ func TestLintSilentOnBuiltins(t *testing.T) {
 	require.GreaterOrEqual(t, len(jobs), 3)
 	seen := map[string]bool{}
 	for _, j := range jobs {
-		rep, err := LintJob(context.Background(), j, idemsql.FS)
+		rep, err := LintJob(context.Background(), j, pipelines.FS)
 		require.NoError(t, err, j)
 		require.Empty(t, rep.Findings, j)
 		seen[rep.Pipeline] = true
 	}
-	for _, name := range job.BuiltinNames(idemsql.FS) {
+	for _, name := range job.BuiltinNames(pipelines.FS) {
 		require.True(t, seen[name], "no example job lints built-in pipeline %s", name)
 	}
 }
@@ -174,7 +174,7 @@ func TestLintStepContractAndLimit(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			j := tinyPipeline(t, t.TempDir(), c.mode, c.steps)
-			rep, err := LintJob(context.Background(), j, idemsql.FS)
+			rep, err := LintJob(context.Background(), j, pipelines.FS)
 			require.NoError(t, err)
 			require.Equal(t, c.want, lintSummary(rep))
 			if c.message != "" {
@@ -229,7 +229,7 @@ func TestLintModelsAndUndeclaredReads(t *testing.T) {
 	for _, c := range models {
 		t.Run("model "+c.name, func(t *testing.T) {
 			t.Parallel()
-			rep, err := LintJob(context.Background(), tinyModel(t, t.TempDir(), c.model), idemsql.FS)
+			rep, err := LintJob(context.Background(), tinyModel(t, t.TempDir(), c.model), pipelines.FS)
 			require.NoError(t, err)
 			require.Equal(t, "select", rep.Pipeline)
 			require.Equal(t, c.want, lintSummary(rep))
@@ -256,7 +256,7 @@ func TestLintModelsAndUndeclaredReads(t *testing.T) {
 		t.Run("step "+c.name, func(t *testing.T) {
 			t.Parallel()
 			j := tinyPipeline(t, t.TempDir(), "refresh", map[string]string{"01_stage.sql": tinyStage, "02_outcomes.sql": tinyOutcomes, "03_commit.sql": c.commit})
-			rep, err := LintJob(context.Background(), j, idemsql.FS)
+			rep, err := LintJob(context.Background(), j, pipelines.FS)
 			require.NoError(t, err)
 			require.Equal(t, c.want, lintSummary(rep))
 			if len(c.want) > 0 {
@@ -281,7 +281,7 @@ func TestLintStream(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(filepath.Base(tc.file), func(t *testing.T) {
-			rep, err := LintJob(context.Background(), tc.file, idemsql.FS)
+			rep, err := LintJob(context.Background(), tc.file, pipelines.FS)
 			require.NoError(t, err)
 			require.Equal(t, tc.want, lintSummary(rep))
 			for _, f := range rep.Findings {

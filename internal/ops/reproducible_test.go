@@ -21,7 +21,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // The tests of this file hold idem to SPEC 7: "A model's bytes are a
@@ -46,7 +46,7 @@ func reproOpen(t *testing.T, path string, threads int) *run.DB {
 // reproLoad loads the job file at path, with threads as its [duckdb]
 // threads unless threads is 0.
 func reproLoad(path string, threads int) (*job.Job, error) {
-	j, err := run.LoadJob(path, idemsql.FS)
+	j, err := run.LoadJob(path, pipelines.FS)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // exampleJob is one of the example job files (configs/NAME.toml) on a
@@ -28,7 +28,7 @@ type exampleJob struct {
 
 func newExampleJob(t *testing.T, name string) *exampleJob {
 	t.Helper()
-	j, err := run.LoadJob(fixture(t, "configs/"+name+".toml"), idemsql.FS)
+	j, err := run.LoadJob(fixture(t, "configs/"+name+".toml"), pipelines.FS)
 	require.NoError(t, err)
 	j.DuckDB.Threads = 1
 	return &exampleJob{t: t, j: j, db: filepath.Join(t.TempDir(), "idem.duckdb")}

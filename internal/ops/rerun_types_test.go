@@ -11,7 +11,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // TestRerunModelOverModelKeepsTypes: a model over a model whose column is
@@ -45,7 +45,7 @@ func TestRerunModelOverModelKeepsTypes(t *testing.T) {
 	jobs := make([]*job.Job, len(files))
 	for i, f := range files {
 		var err error
-		jobs[i], err = run.LoadJob(f, idemsql.FS)
+		jobs[i], err = run.LoadJob(f, pipelines.FS)
 		require.NoError(t, err)
 	}
 	d, err := run.Open(ctx, filepath.Join(dir, "chain.duckdb"), run.OpenOptions{DuckDB: jobs[0].DuckDB})

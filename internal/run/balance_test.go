@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // A pipeline that declares its outcomes table is held to the rows it
@@ -81,7 +81,7 @@ func TestStoredOutcomesMustBalance(t *testing.T) {
 			data, err := os.ReadFile(file)
 			require.NoError(t, err)
 			require.NoError(t, os.WriteFile(file, append(data, "\n"+tc.edit+"\n"...), 0o644))
-			j, err := run.LoadJob(writeJob(t, dir, balanceJob(t, tc.pipeline, pipe, dir, tc.input)), idemsql.FS)
+			j, err := run.LoadJob(writeJob(t, dir, balanceJob(t, tc.pipeline, pipe, dir, tc.input)), pipelines.FS)
 			require.NoError(t, err)
 			db := openDB(t, j.Database)
 			_, err = db.Run(ctx, j, run.RunOptions{})
@@ -129,7 +129,7 @@ func TestOutcomesTableMustBeASuffix(t *testing.T) {
 	data, err := os.ReadFile(toml)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(toml, []byte(replaceOnce(t, string(data), `outcomes_table = "_outcomes"`, `outcomes_table = "_out comes"`)), 0o644))
-	_, err = run.LoadJob(writeJob(t, dir, balanceJob(t, "versioned_changes", pipe, dir, "fixtures/changes/batch-1.jsonl")), idemsql.FS)
+	_, err = run.LoadJob(writeJob(t, dir, balanceJob(t, "versioned_changes", pipe, dir, "fixtures/changes/batch-1.jsonl")), pipelines.FS)
 	var jf *job.JobFileError
 	require.ErrorAs(t, err, &jf)
 	require.Equal(t, "outcomes_table", jf.Key)

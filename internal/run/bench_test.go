@@ -10,7 +10,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/source"
 
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // Benchmarks of hot runner paths. CI compiles them (go test -bench '^$');
@@ -38,7 +38,7 @@ func BenchmarkHashFile(b *testing.B) {
 // its key is unchanged: the fixed cost of every idem run.
 func BenchmarkRunUpToDate(b *testing.B) {
 	ctx := context.Background()
-	j, err := LoadJob("../../configs/sample.toml", idemsql.FS)
+	j, err := LoadJob("../../configs/sample.toml", pipelines.FS)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/ops"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // A run canceled while it hashes the input, copies it into the store or
@@ -50,7 +50,7 @@ database = %q
 [input]
 path = %q
 `, dbPath, input)), 0o644))
-			j, err := run.LoadJob(jobPath, idemsql.FS)
+			j, err := run.LoadJob(jobPath, pipelines.FS)
 			require.NoError(t, err)
 
 			// The database is opened with the context that gets canceled,

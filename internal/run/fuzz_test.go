@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // The fuzzers run their seed corpus (f.Add and testdata/fuzz/<name>/) in
@@ -30,7 +30,7 @@ func FuzzParseJob(f *testing.F) {
 	}
 	f.Add([]byte("name = \"j\"\npipeline = \"sample\"\ntransform_version = 1\nschema_version = 1\n[params]\ncap = \"x\"\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		j, err := ParseJob("job.toml", data, idemsql.FS)
+		j, err := ParseJob("job.toml", data, pipelines.FS)
 		if err != nil {
 			var jfe *job.JobFileError
 			require.True(t, errors.As(err, &jfe), "not a JobFileError: %T %v", err, err)
@@ -65,7 +65,7 @@ func newStageFuzzer(f *testing.F, config, ext string) *stageFuzzer {
 	db, err := Open(context.Background(), filepath.Join(dir, "fuzz.duckdb"), OpenOptions{DuckDB: job.DuckDBSettings{Threads: 1, MemoryLimit: "1GB"}})
 	require.NoError(f, err)
 	f.Cleanup(func() { db.Close() })
-	j, err := LoadJob(config, idemsql.FS)
+	j, err := LoadJob(config, pipelines.FS)
 	require.NoError(f, err)
 	return &stageFuzzer{db: db, j: j, dir: dir, ext: ext}
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // TestIncrementalLoad: an incremental model whose SELECT cannot be
@@ -83,7 +83,7 @@ func TestIncrementalLoad(t *testing.T) {
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "m.sql"), []byte(c.model+"\n"), 0o644))
 			path := filepath.Join(dir, "m.toml")
 			require.NoError(t, os.WriteFile(path, []byte(head+c.target), 0o644))
-			j, err := LoadJob(path, idemsql.FS)
+			j, err := LoadJob(path, pipelines.FS)
 			if c.want == "" {
 				require.NoError(t, err)
 				mode := job.IncrementalPartition

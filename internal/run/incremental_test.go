@@ -13,7 +13,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // incrementalModels are the models of TestIncrementalProperty, each run
@@ -64,7 +64,7 @@ func newIncrementalSetup(t *testing.T) *incrementalSetup {
 		return path
 	}
 	load := func(name, text string) *job.Job {
-		j, err := LoadJob(write(name+".toml", text), idemsql.FS)
+		j, err := LoadJob(write(name+".toml", text), pipelines.FS)
 		require.NoError(t, err)
 		return j
 	}

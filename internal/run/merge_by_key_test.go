@@ -18,7 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // writeJob writes a job file into dir and loads it.
@@ -26,7 +26,7 @@ func writeJob(t *testing.T, dir, text string) *job.Job {
 	t.Helper()
 	path := filepath.Join(dir, "job.toml")
 	require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
-	j, err := LoadJob(path, idemsql.FS)
+	j, err := LoadJob(path, pipelines.FS)
 	require.NoError(t, err)
 	return j
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 const vcRulesJob = `
@@ -161,7 +161,7 @@ name = "` + c.name + `"
 sql = ` + strconv.Quote(c.sql) + `
 `
 			require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
-			_, err := LoadJob(path, idemsql.FS)
+			_, err := LoadJob(path, pipelines.FS)
 			require.Error(t, err)
 			var jfe *job.JobFileError
 			require.True(t, errors.As(err, &jfe), "%T %v", err, err)
@@ -236,7 +236,7 @@ schema_version = 1
 			t.Parallel()
 			path := filepath.Join(t.TempDir(), "job.toml")
 			require.NoError(t, os.WriteFile(path, []byte(c.text), 0o644))
-			_, err := LoadJob(path, idemsql.FS)
+			_, err := LoadJob(path, pipelines.FS)
 			var jfe *job.JobFileError
 			require.True(t, errors.As(err, &jfe), "%v", err)
 			require.Equal(t, c.key, jfe.Key)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 func fixture(t *testing.T, rel string) string {
@@ -46,7 +46,7 @@ path = %q
 [target]
 table = "devil_target"
 `, pipeline, filepath.Join(dir, "idem.duckdb"), input))
-	j, err := run.LoadJob(path, idemsql.FS)
+	j, err := run.LoadJob(path, pipelines.FS)
 	require.NoError(t, err)
 	return j
 }
@@ -113,7 +113,7 @@ func TestFailureBeforeCommitChangesNothing(t *testing.T) {
 // copyPipeline copies a built-in pipeline to a folder on disk.
 func copyPipeline(t *testing.T, name, dst string) {
 	t.Helper()
-	sub, err := fs.Sub(idemsql.FS, name)
+	sub, err := fs.Sub(pipelines.FS, name)
 	require.NoError(t, err)
 	require.NoError(t, fs.WalkDir(sub, ".", func(p string, d fs.DirEntry, err error) error {
 		require.NoError(t, err)
@@ -185,7 +185,7 @@ cap = 10
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := writeJob(t, dir, c.body)
-			_, err := run.LoadJob(path, idemsql.FS)
+			_, err := run.LoadJob(path, pipelines.FS)
 			require.Error(t, err)
 			var jfe *job.JobFileError
 			require.True(t, errors.As(err, &jfe), "%T %v", err, err)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // batchReader is a stream that gives its batches one per read, then
@@ -74,7 +74,7 @@ max_wait = "20ms"
 [target]
 table = "rides"
 `, path))
-	j, err := run.LoadJob(jobPath, idemsql.FS)
+	j, err := run.LoadJob(jobPath, pipelines.FS)
 	require.NoError(t, err)
 	return path, j, openDB(t, path)
 }

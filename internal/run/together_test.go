@@ -12,7 +12,7 @@ import (
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/stretchr/testify/require"
 
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // TestRunTogether: a loader and a model reading it run in one transaction.
@@ -37,7 +37,7 @@ sql = "models/m.sql"
 [target]
 key = ["n"]
 `), 0o644))
-	m, err := run.LoadJob(mPath, idemsql.FS)
+	m, err := run.LoadJob(mPath, pipelines.FS)
 	require.NoError(t, err)
 	db := openDB(t, src.Database)
 

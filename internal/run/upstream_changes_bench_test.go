@@ -11,7 +11,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/job"
 
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // BenchmarkUpstreamApply is a downstream job over a 1M-row upstream (10M
@@ -46,7 +46,7 @@ func BenchmarkUpstreamApply(b *testing.B) {
 				return path
 			}
 			load := func(name, text string) *job.Job {
-				j, err := LoadJob(write(name, text), idemsql.FS)
+				j, err := LoadJob(write(name, text), pipelines.FS)
 				if err != nil {
 					b.Fatal(err)
 				}

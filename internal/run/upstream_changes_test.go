@@ -16,7 +16,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // changesChain is a chain of three jobs in one database: vc
@@ -58,7 +58,7 @@ func newChangesChain(t testing.TB) *changesChain {
 		return path
 	}
 	load := func(name, text string) *job.Job {
-		j, err := LoadJob(write(name, text), idemsql.FS)
+		j, err := LoadJob(write(name, text), pipelines.FS)
 		require.NoError(t, err)
 		return j
 	}
@@ -327,7 +327,7 @@ func TestUpstreamApplyTombstones(t *testing.T) {
 		path := filepath.Join(dir, name)
 		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
 		require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
-		j, err := LoadJob(path, idemsql.FS)
+		j, err := LoadJob(path, pipelines.FS)
 		require.NoError(t, err)
 		return j
 	}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	sqlfs "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -61,7 +61,7 @@ func vcFixtureOrder(t *testing.T, j *job.Job) []string {
 func TestVersionedChangesFixtures(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	j, err := run.LoadJob(filepath.Join("../..", "configs", "versioned_changes.toml"), sqlfs.FS)
+	j, err := run.LoadJob(filepath.Join("../..", "configs", "versioned_changes.toml"), pipelines.FS)
 	require.NoError(t, err)
 	order := vcFixtureOrder(t, j)
 	db, err := run.Open(ctx, filepath.Join(t.TempDir(), "idem.duckdb"), run.OpenOptions{})

@@ -20,7 +20,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	sqlfs "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // vcTable is the target table of every versioned_changes test job.
@@ -62,7 +62,7 @@ threads = 1
 // files are written beside the job file.
 func newVCEnvAt(t testing.TB, jobPath string) *vcEnv {
 	t.Helper()
-	j, err := run.LoadJob(jobPath, sqlfs.FS)
+	j, err := run.LoadJob(jobPath, pipelines.FS)
 	require.NoError(t, err)
 	db, err := run.Open(context.Background(), j.Database, run.OpenOptions{DuckDB: j.DuckDB})
 	require.NoError(t, err)

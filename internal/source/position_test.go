@@ -44,7 +44,7 @@ func TestPositionRule(t *testing.T) {
 		require.NoError(t, db.QueryRowContext(ctx, "SELECT "+PositionSQL("t")+" FROM (SELECT CAST(? AS VARCHAR) AS t)", c.text).Scan(&got))
 		require.Equal(t, c.want, got, "PositionSQL(%q)", c.text)
 	}
-	stage, err := os.ReadFile("../../sql/versioned_changes/transform/v1/01_stage.sql")
+	stage, err := os.ReadFile("../../pipelines/versioned_changes/transform/v1/01_stage.sql")
 	require.NoError(t, err)
 	require.True(t, strings.Contains(string(stage), "regexp_full_match(raw_version, '"+positionPattern+"')"), "the stage step reads source_version by positionPattern")
 	require.True(t, strings.Contains(string(stage), "regexp_replace(raw_version, '"+positionStrip+"', '', 'g') AS BIGINT)"), "the stage step strips by positionStrip")

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // TestCheckRecord: each way a stream record is not one record the pipeline
@@ -133,7 +133,7 @@ func loadTestJob(t *testing.T, pipeline string) *job.Job {
 	}
 	p := filepath.Join(t.TempDir(), "j.toml")
 	require.NoError(t, os.WriteFile(p, []byte(text), 0o644))
-	j, err := job.LoadJob(p, idemsql.FS)
+	j, err := job.LoadJob(p, pipelines.FS)
 	require.NoError(t, err)
 	return j
 }

@@ -27,7 +27,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/run"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 func main() {
@@ -239,7 +239,7 @@ func human(n int64) string {
 // as it stands (its latest snapshot), in a transaction rolled back each
 // time: the cost a checkpoint adds to a run.
 func measureCheckpoint(ctx context.Context, jobFile string) error {
-	j, err := run.LoadJob(jobFile, idemsql.FS)
+	j, err := run.LoadJob(jobFile, pipelines.FS)
 	if err != nil {
 		return err
 	}

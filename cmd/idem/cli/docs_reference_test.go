@@ -20,7 +20,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/modeltest"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // The documentation is README.md, ARCHITECTURE.md and docs/*.md. These
@@ -256,7 +256,7 @@ func TestDocsJobFileBlocks(t *testing.T) {
 				text = "name = \"docs_block\"\n" + text
 			}
 			path := filepath.Join(dir, "job.toml")
-			_, err = job.ParseJob(path, []byte(text), idemsql.FS)
+			_, err = job.ParseJob(path, []byte(text), pipelines.FS)
 			if err != nil {
 				require.NotContains(t, err.Error(), "unknown key", "%s: a key idem does not know:\n%s", p.path, b.text)
 			}

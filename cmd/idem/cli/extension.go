@@ -10,8 +10,8 @@ import (
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/pipelines"
 	"github.com/idem-dev/idem/runner"
-	idemsql "github.com/idem-dev/idem/sql"
 
 	"github.com/spf13/cobra"
 )
@@ -60,7 +60,7 @@ func RunWith(ext Extension) int {
 func LoadJob(path string) (*job.Job, error) { return loadJob(path) }
 
 // Builtins are the built-in pipelines a job file may name.
-var Builtins = idemsql.FS
+var Builtins = pipelines.FS
 
 // afterCommit publishes what a command committed for job j through the
 // extension's AfterCommit, or, in a binary without one, says on stderr

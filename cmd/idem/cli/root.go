@@ -16,8 +16,8 @@ import (
 
 	"github.com/idem-dev/idem/internal/projectrun"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/pipelines"
 	"github.com/idem-dev/idem/runner"
-	idemsql "github.com/idem-dev/idem/sql"
 )
 
 // version is set at build time with -ldflags "-X github.com/idem-dev/idem/cmd/idem/cli.version=...".
@@ -252,7 +252,7 @@ func loadJob(path string) (*job.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	return run.LoadJob(file, idemsql.FS)
+	return run.LoadJob(file, pipelines.FS)
 }
 
 // printJSON writes v as one JSON object and a newline.

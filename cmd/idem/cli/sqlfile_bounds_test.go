@@ -68,7 +68,7 @@ func TestSQLFileBound(t *testing.T) {
 func writePipelineJob(t *testing.T, p *clitest.Project, root string) {
 	t.Helper()
 	for _, f := range []string{"pipeline.toml", "schema/v1.sql", "transform/v1/01_stage.sql", "transform/v1/02_rank.sql", "transform/v1/03_outcomes.sql", "transform/v1/04_commit.sql"} {
-		b, err := os.ReadFile(filepath.Join(root, "sql", "sample", f))
+		b, err := os.ReadFile(filepath.Join(root, "pipelines", "sample", f))
 		require.NoError(t, err)
 		p.Write("pipe/"+f, string(b))
 	}

@@ -245,7 +245,7 @@ func TestRerunDetectsDifferences(t *testing.T) {
 		e := clitest.NewSnapEnv(t)
 		// A copy of the orders pipeline on disk, beside a job file using it.
 		pipe := filepath.Join(e.Dir, "orders_copy")
-		copyTree(t, filepath.Join(e.Root, "sql", "orders"), pipe)
+		copyTree(t, filepath.Join(e.Root, "pipelines", "orders"), pipe)
 		jobFile := filepath.Join(e.Dir, "orders.toml")
 		require.NoError(t, os.WriteFile(jobFile, []byte(`name = "orders"
 pipeline = "`+pipe+`"
@@ -407,7 +407,7 @@ func TestOrdersBalanceIsCheckedBeforeCommit(t *testing.T) {
 	t.Parallel()
 	e := clitest.NewSnapEnv(t)
 	pipe := filepath.Join(e.Dir, "orders_lossy")
-	copyTree(t, filepath.Join(e.Root, "sql", "orders"), pipe)
+	copyTree(t, filepath.Join(e.Root, "pipelines", "orders"), pipe)
 	stage := filepath.Join(pipe, "transform", "v1", "01_stage.sql")
 	data, err := os.ReadFile(stage)
 	require.NoError(t, err)

@@ -19,7 +19,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // TestStreamKafka: a run applies the records past the committed positions
@@ -156,7 +156,7 @@ func TestStreamBrokerReplay(t *testing.T) {
 	for i := range n {
 		k.Produce(clitest.RideChange(i, 20, 3))
 	}
-	j, err := run.LoadJob(jobPath, idemsql.FS)
+	j, err := run.LoadJob(jobPath, pipelines.FS)
 	require.NoError(t, err)
 	kr, err := source.NewKafkaReader(j.Input.Stream)
 	require.NoError(t, err)
@@ -326,7 +326,7 @@ func TestStreamPositionMovedIsRefused(t *testing.T) {
 	for i := range 20 {
 		k.Produce(clitest.RideChange(i, 5, 1))
 	}
-	j, err := run.LoadJob(jobPath, idemsql.FS)
+	j, err := run.LoadJob(jobPath, pipelines.FS)
 	require.NoError(t, err)
 	ctx := context.Background()
 	db, err := run.Open(ctx, dbPath, run.OpenOptions{})

@@ -76,7 +76,7 @@ func newProject(t *testing.T, catalog string) *project {
 	// A partitioned refresh pipeline: the built-in sample, plus a version 3
 	// that adds a column (decade).
 	pipe := filepath.Join(dir, "pipe")
-	require.NoError(t, os.CopyFS(pipe, os.DirFS(filepath.Join(repo, "sql/sample"))))
+	require.NoError(t, os.CopyFS(pipe, os.DirFS(filepath.Join(repo, "pipelines/sample"))))
 	v1, err := os.ReadFile(filepath.Join(pipe, "schema/v1.sql"))
 	require.NoError(t, err)
 	p.write("pipe/schema/v3.sql", strings.Replace(string(v1), "    license    VARCHAR NOT NULL\n", "    license    VARCHAR NOT NULL,\n    decade     INTEGER\n", 1))

@@ -17,7 +17,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
-	idemsql "github.com/idem-dev/idem/sql"
+	"github.com/idem-dev/idem/pipelines"
 )
 
 // UpdateSnapshotGolden is the -update flag: golden files are rewritten
@@ -156,7 +156,7 @@ var ordersDaysFixture Once[string]
 // every snapshot use it: the CLI's export itself is the export tests'.
 func ExportSnapshots(t *testing.T, dbPath, jobFile, table string, latest int64) (map[int64]*ops.ExportResult, map[int64][]byte) {
 	t.Helper()
-	j, err := run.LoadJob(jobFile, idemsql.FS)
+	j, err := run.LoadJob(jobFile, pipelines.FS)
 	require.NoError(t, err)
 	ctx := context.Background()
 	db, err := run.Open(ctx, dbPath, run.OpenOptions{ReadOnly: true, DuckDB: job.DuckDBSettings{Threads: 1}})

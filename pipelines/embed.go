@@ -1,9 +1,9 @@
-// Package sql holds idem's built-in pipelines as versioned SQL files.
+// Package pipelines holds idem's built-in pipelines as versioned SQL files.
 //
 // Each pipeline is a folder with a pipeline.toml, transform/v<N>/NN_<step>.sql
 // and schema/v<N>.sql. The files of a released version never change: a change
 // of output is a new version.
-package sql
+package pipelines
 
 import "embed"
 
