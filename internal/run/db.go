@@ -46,11 +46,11 @@ type DB struct {
 	// opts are the options it was opened with (Yield opens it again).
 	opts OpenOptions
 	// unsettled counts the commits of this handle that may be in the WAL
-	// only, since the oldest of them; indexes is the index mark (indexMark)
+	// only, since the oldest of them; marks are the catalog marks (readMarks)
 	// when the WAL last held none of its commits (settle.go).
 	unsettled int
 	since     time.Time
-	indexes   int64
+	marks     catalogMarks
 	// guards keeps the verdicts of guards that are a function of content
 	// (guardcache.go).
 	guards *guardCache
@@ -58,7 +58,7 @@ type DB struct {
 	// (RunTogether): DuckDB gives each transaction the snapshot of its
 	// start, and a run's rows that follow the database's (the commit log's
 	// next number, a first released version) must see every commit before
-	// it. It also guards unsettled, since and indexes.
+	// it. It also guards unsettled, since and marks.
 	gate *sync.Mutex
 	// deferred are the run log rows of runs that wrote nothing, written
 	// with the next commit or at Close (runlog.go).
