@@ -289,6 +289,11 @@ func (s *sealedRun) explain(ctx context.Context, tx *sql.Tx, step job.Step, line
 			root, _ = m["name"].(string)
 		}
 	}
+	// DuckDB names a write BATCH_INSERT, BATCH_CREATE_TABLE_AS... when it
+	// plans it for more than one thread: the same operation (planAgrees
+	// takes both), named one way so that the verdict kept for the text
+	// (idem.verdicts) is the same whatever the threads.
+	root = strings.TrimPrefix(root, "BATCH_")
 	var bad string
 	job.WalkJSON(nodes, func(m map[string]any) {
 		info, _ := m["extra_info"].(map[string]any)
