@@ -1,4 +1,4 @@
-package icebergtest
+package streamtest
 
 import (
 	"context"
