@@ -233,16 +233,17 @@ func migrateTx(ctx context.Context, tx *sql.Tx, path string, ms []Migration, fre
 	if err := checkSums(ctx, tx, path, ms, v); err != nil {
 		return err
 	}
-	if v == 0 && fresh != "" {
+	useFresh := v == 0 && fresh != ""
+	if useFresh {
+		// An idem schema without a version is a database from before
+		// catalog versions: its tables take every migration.
 		var schemas int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM duckdb_schemas() WHERE database_name = current_database() AND schema_name = 'idem'`).Scan(&schemas); err != nil {
 			return fmt.Errorf("migrate %s: %w", path, err)
 		}
-		if schemas > 0 {
-			fresh = "" // a database from before catalog versions: its tables take every migration
-		}
+		useFresh = schemas == 0
 	}
-	if v == 0 && fresh != "" {
+	if useFresh {
 		if _, err := tx.ExecContext(ctx, fresh); err != nil {
 			return fmt.Errorf("create idem's tables in %s (catalog version %d): %w", path, latest, TrimSQLError(err))
 		}

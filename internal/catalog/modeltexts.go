@@ -32,6 +32,11 @@ func RecordModelText(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 // ModelText is the text model jobName ran with for the transform part of
 // sha256 sum, and false when the database kept none.
 func ModelText(ctx context.Context, q Querier, jobName, sum string) (string, bool, error) {
+	// A database of a release before catalog version 4, read as it is
+	// (a read-only open does not migrate), has no idem.model_texts.
+	if ok, err := TableExists(ctx, q, "idem", "model_texts"); err != nil || !ok {
+		return "", false, err
+	}
 	var text string
 	err := q.QueryRowContext(ctx, `SELECT model FROM idem.model_texts WHERE job = ? AND sha256 = ?`, jobName, sum).Scan(&text)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -74,17 +79,8 @@ func RecordMacroTexts(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 // sha256 sum, and false when the database kept none (the job used no
 // macro, or ran before idem kept them).
 func MacroTexts(ctx context.Context, q Querier, jobName, sum string) ([]job.MacroText, bool, error) {
-	// A database of a release before catalog version 4, read as it is
-	// (a read-only open does not migrate), has no idem.model_texts.
-	if ok, err := TableExists(ctx, q, "idem", "model_texts"); err != nil || !ok {
-		return nil, false, err
-	}
-	var text string
-	err := q.QueryRowContext(ctx, `SELECT model FROM idem.model_texts WHERE job = ? AND sha256 = ?`, macroTextsJob(jobName), sum).Scan(&text)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, nil
-	}
-	if err != nil {
+	text, kept, err := ModelText(ctx, q, macroTextsJob(jobName), sum)
+	if err != nil || !kept {
 		return nil, false, err
 	}
 	var texts []job.MacroText
