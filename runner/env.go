@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/projectrun"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -122,6 +124,91 @@ func (p *Project) PlanEnvironment(ctx context.Context, name string) ([]*Environm
 		out = append(out, &pub)
 	}
 	return out, nil
+}
+
+// RunEnvironment builds environment name beside each of the project's
+// databases, as idem run --env does: the jobs PlanEnvironment says it
+// builds run as Run would run them, each in its own transaction, in
+// <db>.envs/NAME.duckdb, reading the upstreams it does not build from
+// production's committed snapshots, attached read-only; the others are not
+// run. Production is only read, and no AfterCommit hook is called: nothing
+// of production changed. each, when not nil, hears of every job in run
+// order as Run's WithEachJob does, with its entry in the environment: a
+// job read from production with a nil Result, a job built with its run's
+// Result (blocked when a job it reads failed) and its *JobError. What was
+// built is recorded beside each environment (for DiffEnvironment and
+// Promote), failures too; RunEnvironment returns the environments so
+// recorded and, when a job failed, a *PartialError naming the jobs.
+func (p *Project) RunEnvironment(ctx context.Context, name string, each func(e *EnvJob, r *Result, err error)) ([]*EnvironmentFile, error) {
+	if err := ops.CheckEnvName(name); err != nil {
+		return nil, jobError("", err)
+	}
+	groups, err := p.envGroups()
+	if err != nil {
+		return nil, jobError("", err)
+	}
+	groupOf := map[string]*envGroup{}
+	for _, g := range groups {
+		if g.env, err = ops.PlanEnvironment(ctx, name, g.jobs, func(j *job.Job) run.OpenOptions {
+			_, oo, _ := p.database(j)
+			return oo
+		}); err != nil {
+			return nil, jobError("", err)
+		}
+		for _, j := range g.jobs {
+			groupOf[j.Name] = g
+		}
+	}
+	var mu sync.Mutex
+	errs := map[string]error{}
+	_, failed, closeErr := p.runAll(ctx, func(ctx context.Context, h *projectrun.Handles, j *job.Job) (*Result, error) {
+		g := groupOf[j.Name]
+		if e, _ := g.env.Find(j.Name); !e.Build {
+			return nil, nil
+		}
+		_, oo, err := p.database(j)
+		if err != nil {
+			return nil, err
+		}
+		res, err := p.runOn(ctx, h, j, ops.EnvPath(g.db, name), ops.EnvOpenOptions(g.env, oo), ops.EnvRunOptions(g.env, j, run.RunOptions{}))
+		mu.Lock()
+		errs[j.Name] = err
+		mu.Unlock()
+		return res, err
+	}, func(j *job.Job, r *Result, err error) {
+		if each == nil {
+			return
+		}
+		e, _ := groupOf[j.Name].env.Find(j.Name)
+		var pub EnvJob
+		if cerr := convert(e, &pub); cerr != nil {
+			pub = EnvJob{Job: e.Job, Database: e.Database, Build: e.Build, Reason: e.Reason, Production: e.Production}
+		}
+		each(&pub, r, err)
+	})
+	out := []*EnvironmentFile{}
+	for _, g := range groups {
+		for _, e := range g.env.Built() {
+			if _, ran := errs[e.Job]; !ran {
+				errs[e.Job] = errors.New("not run: an upstream failed or was refused")
+			}
+		}
+		_, oo, _ := p.database(g.jobs[0])
+		oo.Attach = nil
+		if err := ops.RecordEnvBuilds(ctx, g.env, errs, oo); err != nil {
+			return out, jobError("", err)
+		}
+		if err := ops.SaveEnvironment(g.env); err != nil {
+			return out, jobError("", err)
+		}
+		var pub EnvironmentFile
+		if err := convert(g.env, &pub.Environment); err != nil {
+			return out, jobError("", err)
+		}
+		pub.Bytes, pub.Production = ops.EnvironmentBytes(g.db, name), ops.DatabaseBytes(g.db)
+		out = append(out, &pub)
+	}
+	return out, partial(failed, closeErr)
 }
 
 // DiffEnvironment compares every job environment name built (idem run

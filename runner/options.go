@@ -41,6 +41,7 @@ type settings struct {
 	skipped     func(file string)
 	each        func(*Result, error)
 	eachPlan    func(*Plan, error)
+	stream      StreamOptions
 }
 
 // WithEachPlan makes Project.Plan call f with each job's Plan as WithEachJob

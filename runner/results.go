@@ -69,9 +69,10 @@ func (d Decision) Committed() bool { return d == DecisionLoaded || d == Decision
 
 // Result is what one run of a job did. The JSON keys are those of idem run
 // --json, in its order. A job that applies several batches in one run (an
-// [input] mode = "files" or chunk_rows job) has one Result per committed
-// batch in Runs, and its other fields but Job, Decision and NewFiles are
-// zero.
+// [input] mode = "files" or chunk_rows job, a stream job followed with
+// WithStream) has one Result per committed batch in Runs, and its other
+// fields but Job, Decision and NewFiles (a followed stream's Snapshot and
+// JobKey too) are zero.
 type Result struct {
 	Job string `json:"job"`
 	// Pipeline is the job's pipeline, Mode its mode (apply, refresh,

@@ -59,6 +59,7 @@ func TestResultsInStep(t *testing.T) {
 		{public: EnvironmentFile{}, internal: ops.Environment{}, added: []string{"bytes", "production_bytes"}},
 		{public: EnvDiff{}, internal: ops.EnvDiff{}},
 		{public: Promoted{}, internal: ops.Promoted{}},
+		{public: StreamBatch{}, internal: run.StreamResult{}},
 	} {
 		pubKeys, inKeys := jsonKeys(reflect.TypeOf(tc.public), ""), jsonKeys(reflect.TypeOf(tc.internal), "")
 		pub, in := kinds(pubKeys), kinds(inKeys)

@@ -175,7 +175,8 @@ func (p *Project) database(j *job.Job) (string, run.OpenOptions, error) {
 // transaction that commits the target, its outcomes, the ledger, the state
 // and a new snapshot, or commits nothing. A files-mode job applies each new
 // file as its own batch (its own transaction) and a chunked job each
-// chunk; a stream job one batch past its committed positions. The error is
+// chunk; a stream job one batch past its committed positions, or as
+// WithStream says (batch after batch with Follow). The error is
 // a *JobError: ErrRefused for a guard (nothing committed), ErrLocked,
 // ErrUsage for a bad Batch, ErrCanceled when ctx ended. A files-mode or
 // chunked run that fails after committing batches returns its Result (with
@@ -212,21 +213,29 @@ func commitOf(r *Result) Commit {
 	return c
 }
 
-// runJob runs j with opts on a database from h (nil: opened and closed
-// here). A database that fails to close after a run that succeeded is a
-// *CloseError returned beside the result.
-func (p *Project) runJob(ctx context.Context, h *projectrun.Handles, j *job.Job, opts run.RunOptions) (res *Result, err error) {
+// runJob runs j with opts on its database, from h (nil: opened and
+// closed here). A database that fails to close after a run that
+// succeeded is a *CloseError returned beside the result.
+func (p *Project) runJob(ctx context.Context, h *projectrun.Handles, j *job.Job, opts run.RunOptions) (*Result, error) {
+	if err := p.s.stream.check(j.IsStream(), j.Name); err != nil {
+		return nil, err
+	}
 	path, oo, err := p.database(j)
 	if err != nil {
 		return nil, err
 	}
+	if p.s.fullRefresh && run.FullRefreshes(j) {
+		opts.FullRefresh = true
+	}
+	return p.runOn(ctx, h, j, path, oo, opts)
+}
+
+// runOn runs j with opts on the database at path, opened with oo.
+func (p *Project) runOn(ctx context.Context, h *projectrun.Handles, j *job.Job, path string, oo run.OpenOptions, opts run.RunOptions) (res *Result, err error) {
 	// A writable open of an older database migrates it (fault points
 	// migrate_before_commit, migrate_after_commit).
 	oo.Fault = p.faultFor(path)
 	opts.Fault, opts.Progress, opts.SkipHistory = p.faultFor(path), p.s.progress, p.s.skipHistory
-	if p.s.fullRefresh && run.FullRefreshes(j) {
-		opts.FullRefresh = true
-	}
 	doneOpen := timing(p.s.progress, "open")
 	db, done, err := h.Open(ctx, path, oo)
 	doneOpen()
@@ -245,7 +254,7 @@ func (p *Project) runJob(ctx context.Context, h *projectrun.Handles, j *job.Job,
 			err = &CloseError{Path: db.Path(), Err: errors.Unwrap(cerr)}
 		}
 	}()
-	res, err = dispatch(ctx, db, j, opts)
+	res, err = p.dispatch(ctx, db, j, opts)
 	if p.s.noSHA256 {
 		return res, err
 	}
@@ -291,22 +300,13 @@ func fillSHA256(ctx context.Context, db *run.DB, j *job.Job, res *Result) error 
 	return nil
 }
 
-// dispatch runs j with opts on db as its kind of input wants: a stream one
-// batch, a files-mode job each new file, a chunked job each chunk, any
-// other job one batch.
-func dispatch(ctx context.Context, db *run.DB, j *job.Job, opts run.RunOptions) (*Result, error) {
+// dispatch runs j with opts on db as its kind of input wants: a stream as
+// WithStream says (stream.go), a files-mode job each new file, a chunked
+// job each chunk, any other job one batch.
+func (p *Project) dispatch(ctx context.Context, db *run.DB, j *job.Job, opts run.RunOptions) (*Result, error) {
 	switch {
 	case j.IsStream():
-		srs, err := db.RunStream(ctx, j, opts, run.StreamOptions{})
-		if err != nil || len(srs) == 0 {
-			return nil, err
-		}
-		sr := srs[len(srs)-1]
-		if sr.Run != nil {
-			return resultOf(sr.Run)
-		}
-		return &Result{Job: sr.Job, Decision: Decision(sr.Decision), Changed: []string{}, JobKey: sr.JobKey, Snapshot: sr.Snapshot,
-			BatchID: sr.BatchID, RowsIn: sr.RowsIn, Outcomes: sr.Outcomes}, nil
+		return p.runStream(ctx, db, j, opts)
 	case j.Input.Mode == job.InputModeFiles && !opts.FullRefresh:
 		fr, err := db.RunFiles(ctx, j, opts)
 		if fr == nil {
@@ -340,49 +340,14 @@ func dispatch(ctx context.Context, db *run.DB, j *job.Job, opts run.RunOptions) 
 // that committed stay committed; the AfterCommit hooks follow once every
 // job is done and the databases are closed.
 func (p *Project) Run(ctx context.Context) ([]*Result, error) {
-	h := projectrun.NewHandles()
-	results := make(map[*job.Job]*Result, len(p.p.Jobs))
-	var mu sync.Mutex
-	done := inOrder(p.p.Jobs, func(j *job.Job) {
-		if p.s.each == nil {
-			return
-		}
-		mu.Lock()
-		r := results[j]
-		mu.Unlock()
-		var err error
-		if r.Error != "" {
-			err = &JobError{Job: r.Job, Code: r.ExitCode, Err: r.err}
-		}
-		p.s.each(r, err)
-	})
-	outcomes := projectrun.Run(ctx, p.p, p.s.concurrency, func(ctx context.Context, j *job.Job, _ map[string]string) (string, error) {
+	out, failed, closeErr := p.runAll(ctx, func(ctx context.Context, h *projectrun.Handles, j *job.Job) (*Result, error) {
 		opts, _ := Batch{}.options()
-		res, err := p.runJob(ctx, h, j, opts)
-		r := failedResult(j, res, err)
-		mu.Lock()
-		results[j] = r
-		mu.Unlock()
-		done(j)
-		if err != nil {
-			return "", err
+		return p.runJob(ctx, h, j, opts)
+	}, func(_ *job.Job, r *Result, err error) {
+		if p.s.each != nil {
+			p.s.each(r, err)
 		}
-		return string(res.Decision), nil
-	}, func(j *job.Job, by []string) {
-		mu.Lock()
-		results[j] = &Result{Job: j.Name, Decision: DecisionBlocked, Changed: []string{}, BlockedBy: by}
-		mu.Unlock()
-		done(j)
 	})
-	closeErr := h.Close()
-	out := make([]*Result, len(outcomes))
-	var failed []*JobError
-	for i, oc := range outcomes {
-		out[i] = results[oc.Job]
-		if oc.Err != nil {
-			failed = append(failed, jobError(oc.Job.Name, oc.Err).(*JobError))
-		}
-	}
 	var hookErrs []error
 	for _, r := range out {
 		// What a files-mode or chunked job committed before it failed
@@ -395,6 +360,57 @@ func (p *Project) Run(ctx context.Context) ([]*Result, error) {
 		return out, errors.Join(append([]error{err}, hookErrs...)...)
 	}
 	return out, errors.Join(hookErrs...)
+}
+
+// runAll runs every job of the project through one, in its own
+// transaction, as Run says, on the databases of one set of handles,
+// closed before it returns; each hears of every job in run order as soon
+// as it and the jobs before it are done. A job one returns no Result for
+// (nil, nil) is done and left out of out. It returns the jobs' Results
+// in run order, the jobs that failed and the error of closing the
+// databases.
+func (p *Project) runAll(ctx context.Context, one func(context.Context, *projectrun.Handles, *job.Job) (*Result, error),
+	each func(*job.Job, *Result, error)) (out []*Result, failed []*JobError, closeErr error) {
+	h := projectrun.NewHandles()
+	results := make(map[*job.Job]*Result, len(p.p.Jobs))
+	var mu sync.Mutex
+	done := inOrder(p.p.Jobs, func(j *job.Job) {
+		mu.Lock()
+		r := results[j]
+		mu.Unlock()
+		var err error
+		if r != nil && r.Error != "" {
+			err = &JobError{Job: r.Job, Code: r.ExitCode, Err: r.err}
+		}
+		each(j, r, err)
+	})
+	outcomes := projectrun.Run(ctx, p.p, p.s.concurrency, func(ctx context.Context, j *job.Job, _ map[string]string) (string, error) {
+		res, err := one(ctx, h, j)
+		r := failedResult(j, res, err)
+		mu.Lock()
+		results[j] = r
+		mu.Unlock()
+		done(j)
+		if err != nil || res == nil {
+			return "", err
+		}
+		return string(res.Decision), nil
+	}, func(j *job.Job, by []string) {
+		mu.Lock()
+		results[j] = &Result{Job: j.Name, Decision: DecisionBlocked, Changed: []string{}, BlockedBy: by}
+		mu.Unlock()
+		done(j)
+	})
+	closeErr = h.Close()
+	for _, oc := range outcomes {
+		if r := results[oc.Job]; r != nil {
+			out = append(out, r)
+		}
+		if oc.Err != nil {
+			failed = append(failed, jobError(oc.Job.Name, oc.Err).(*JobError))
+		}
+	}
+	return out, failed, closeErr
 }
 
 // failedResult is the Result of job j of a project run that returned res

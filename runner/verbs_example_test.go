@@ -261,21 +261,8 @@ func ExampleTest() {
 	}
 	defer os.RemoveAll(dir)
 	files := map[string]string{
-		"src.toml": sourceJob,
-		"days.toml": `name = "days"
-pipeline = "select"
-transform_version = 1
-database = "data/p.duckdb"
-
-[input]
-upstream = ["src"]
-
-[transform]
-sql = "models/days"
-
-[target]
-key = ["day"]
-`,
+		"src.toml":           sourceJob,
+		"days.toml":          daysJob,
 		"models/days/v1.sql": "SELECT day, count(*) AS ids FROM {{upstream:src}} WHERE idem_status = 'active' GROUP BY day\n",
 		"tests/days.toml": `[[test]]
 name = "ids per day"

@@ -2,81 +2,17 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
-	"github.com/idem-dev/idem/internal/project"
-	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/runner"
 )
-
-// envGroup is the jobs of one production database of a project, in run
-// order, and its environment.
-type envGroup struct {
-	db   string
-	jobs []*job.Job
-	env  *ops.Environment
-}
-
-// envGroups groups the jobs of p by their production database.
-func envGroups(p *project.Project, f dbFlags) ([]*envGroup, error) {
-	var groups []*envGroup
-	byDB := map[string]*envGroup{}
-	for _, j := range p.Jobs {
-		db, err := f.dbPath(j)
-		if err != nil {
-			return nil, err
-		}
-		g := byDB[db]
-		if g == nil {
-			g = &envGroup{db: db}
-			byDB[db] = g
-			groups = append(groups, g)
-		}
-		jj := *j
-		jj.Database = db
-		g.jobs = append(g.jobs, &jj)
-	}
-	return groups, nil
-}
-
-// planEnvGroups plans environment name for each database of the project
-// args name: which jobs it builds, which it reads from production.
-func (a *app) planEnvGroups(cmd *cobra.Command, args []string, f dbFlags, pj projectFlags, name string) (*project.Project, []*envGroup, error) {
-	return a.envProject(cmd, args, f, pj, name, func(g *envGroup) (err error) {
-		g.env, err = ops.PlanEnvironment(cmd.Context(), name, g.jobs, f.openOptions)
-		return err
-	})
-}
-
-// envProject loads the project args name, groups its jobs by database and
-// gives each group its environment (each).
-func (a *app) envProject(cmd *cobra.Command, args []string, f dbFlags, pj projectFlags, name string, each func(g *envGroup) error) (*project.Project, []*envGroup, error) {
-	if err := ops.CheckEnvName(name); err != nil {
-		return nil, nil, err
-	}
-	p, err := a.loadProject(cmd, args, pj)
-	if err != nil {
-		return nil, nil, err
-	}
-	groups, err := envGroups(p, f)
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, g := range groups {
-		if err := each(g); err != nil {
-			return nil, nil, err
-		}
-	}
-	return p, groups, nil
-}
 
 // planEnv is idem plan --env NAME: what idem run --env NAME would build
 // in each database of the project args name, and what it would read from
@@ -95,14 +31,14 @@ func (a *app) planEnv(cmd *cobra.Command, args []string, f dbFlags, pj projectFl
 
 // openEnvProject opens the project args name for a verb on environment
 // name, as loadProject loads it: the name checked first.
-func (a *app) openEnvProject(cmd *cobra.Command, args []string, f dbFlags, pj projectFlags, name string) (*runner.Project, error) {
+func (a *app) openEnvProject(cmd *cobra.Command, args []string, f dbFlags, pj projectFlags, name string, extra ...runner.Option) (*runner.Project, error) {
 	if err := runner.CheckEnvName(name); err != nil {
 		return nil, err
 	}
 	if err := oneJobFlag(cmd); err != nil {
 		return nil, err
 	}
-	p, err := runner.Open(cmd.Context(), args, append(f.options(), pj.options(a)...)...)
+	p, err := runner.Open(cmd.Context(), args, append(f.options(extra...), pj.options(a)...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -129,68 +65,58 @@ func (a *app) printEnvs(envs []*runner.Environment, jsonOut bool) error {
 	return nil
 }
 
-// runEnv builds environment name of the project args name: each job it
-// builds runs as idem run would, in <db>.envs/NAME.duckdb, reading the
-// upstreams it does not build from production, attached read-only; the
-// others are not run. What was built is recorded beside the environment
-// (ops.SaveEnvironment) for diff and promote.
+// runEnv builds environment name of the project args name through
+// runner's RunEnvironment: each job it builds runs as idem run would, in
+// <db>.envs/NAME.duckdb, reading the upstreams it does not build from
+// production, attached read-only; the others are not run, and each job is
+// printed in run order as it is done.
 func (a *app) runEnv(cmd *cobra.Command, args []string, f dbFlags, pf progressFlags, pj projectFlags, name string) error {
-	p, groups, err := a.planEnvGroups(cmd, args, f, pj, name)
+	opts := append([]runner.Option{a.progressOption(pf), runner.WithoutSHA256(),
+		runner.WithFaultHook(func(path string) func(string) { return a.faultHookUntil(cmd.Context().Done(), path) })}, a.benchOptions()...)
+	p, err := a.openEnvProject(cmd, args, f, pj, name, opts...)
 	if err != nil {
 		return a.fail(f.jsonOut, err)
 	}
-	groupOf := map[string]*envGroup{}
-	for _, g := range groups {
-		for _, j := range g.jobs {
-			groupOf[j.Name] = g
+	reads := map[string]string{}
+	for _, job := range p.Jobs() {
+		if info, err := p.Job(job); err == nil {
+			reads[job] = info.Reads
 		}
 	}
-	var mu sync.Mutex
-	errs := map[string]error{}
-	runErr := a.runProject(cmd.Context(), p, pj.jobs, f.jsonOut, func(sub *app, j *job.Job, _ map[string]string) (string, error) {
-		g := groupOf[j.Name]
-		e, _ := g.env.Find(j.Name)
-		if !e.Build {
-			if f.jsonOut {
-				return "", sub.printJSON(map[string]any{"job": j.Name, "decision": "from_production", "environment": name, "snapshot": e.Production, "reason": e.Reason})
+	var objs []json.RawMessage
+	worst := 0
+	envs, err := p.RunEnvironment(cmd.Context(), name, func(e *runner.EnvJob, r *runner.Result, err error) {
+		worst = max(worst, runner.ExitCode(err))
+		switch {
+		case !e.Build && f.jsonOut:
+			objs = append(objs, rawJSON(map[string]any{"job": e.Job, "decision": "from_production", "environment": name, "snapshot": e.Production, "reason": e.Reason}))
+		case !e.Build:
+			fmt.Fprintf(a.stdout, "%s: %s\n", e.Job, e.Reason)
+		case f.jsonOut:
+			objs = append(objs, a.projectJSON(r, reads[e.Job], err))
+		default:
+			if r.Decision != runner.DecisionBlocked {
+				fmt.Fprintf(a.stdout, "%s: built in environment %s (%s)\n", e.Job, name, e.Reason)
 			}
-			fmt.Fprintf(sub.stdout, "%s: %s\n", j.Name, e.Reason)
-			return "", nil
+			a.printProjectJob(r, reads[e.Job], err)
 		}
-		ef := f
-		ef.db = ops.EnvPath(g.db, name)
-		ef.attach = ops.EnvOpenOptions(g.env, run.OpenOptions{}).Attach
-		opts := ops.EnvRunOptions(g.env, j, run.RunOptions{})
-		opts.Fault, opts.Progress = sub.faultHookUntil(cmd.Context().Done(), ef.db), sub.progress(pf)
-		if !f.jsonOut {
-			fmt.Fprintf(sub.stdout, "%s: built in environment %s (%s)\n", j.Name, name, e.Reason)
-		}
-		err := sub.runJob(cmd, j, ef, opts)
-		mu.Lock()
-		errs[j.Name] = err
-		mu.Unlock()
-		return "", err
 	})
-	for _, g := range groups {
-		for _, e := range g.env.Built() {
-			mu.Lock()
-			if _, ran := errs[e.Job]; !ran {
-				errs[e.Job] = errors.New("not run: an upstream failed or was refused")
-			}
-			mu.Unlock()
+	var pe *runner.PartialError
+	if err != nil && !errors.As(err, &pe) {
+		// The environment could not be recorded.
+		if f.jsonOut {
+			_ = a.printJSON(nonNil(objs))
 		}
-		if err := ops.RecordEnvBuilds(cmd.Context(), g.env, errs, f.openOptions(nil)); err != nil {
-			return a.fail(f.jsonOut, err)
-		}
-		if err := ops.SaveEnvironment(g.env); err != nil {
-			return a.fail(f.jsonOut, err)
-		}
+		return a.fail(f.jsonOut, err)
+	}
+	for _, env := range envs {
 		if !f.jsonOut && !pf.quiet {
+			built := len(env.Built())
 			fmt.Fprintf(a.stderr, "idem: environment %s: %d job(s) built, %d read from production (%s, %s); review with idem diff --env %s, promote with idem promote --env %s\n",
-				name, len(g.env.Built()), len(g.env.Jobs)-len(g.env.Built()), ops.EnvPath(g.db, name), byteText(ops.EnvironmentBytes(g.db, name)), name, name)
+				name, built, len(env.Jobs)-built, runner.EnvPath(env.Database, name), byteText(env.Bytes), name, name)
 		}
 	}
-	return runErr
+	return a.projectDone(f.jsonOut, objs, err, worst)
 }
 
 // diffEnv compares every job environment name built with production's
@@ -234,15 +160,6 @@ func (a *app) diffEnv(cmd *cobra.Command, args []string, f dbFlags, name string)
 				continue
 			}
 			fmt.Fprintf(a.stdout, "  %-12s sum of differences %s, largest %s\n", escapeCell(n.Column), n.Sum, n.MaxAbs)
-		}
-	}
-	return nil
-}
-
-func jobNamed(jobs []*job.Job, name string) *job.Job {
-	for _, j := range jobs {
-		if j.Name == name {
-			return j
 		}
 	}
 	return nil

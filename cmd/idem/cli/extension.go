@@ -62,27 +62,6 @@ func LoadJob(path string) (*job.Job, error) { return loadJob(path) }
 // Builtins are the built-in pipelines a job file may name.
 var Builtins = pipelines.FS
 
-// afterCommit publishes what a command committed for job j through the
-// extension's AfterCommit, or, in a binary without one, says on stderr
-// that a job declaring [publish.iceberg] was not published.
-// committed says the command committed a snapshot of j; the publisher is
-// called either way (it catches up what an earlier command left).
-func (a *app) afterCommit(ctx context.Context, db *run.DB, j *job.Job, committed bool) {
-	if j == nil || j.Publish.Iceberg == nil {
-		return
-	}
-	if a.ext.AfterCommit == nil {
-		if !committed {
-			return
-		}
-		fmt.Fprintf(a.stderr, "idem: warning: %s declares [publish.iceberg] but this idem binary does not publish: the snapshot was not published to Iceberg; run idem-iceberg publish %s\n", j.Name, j.File)
-		return
-	}
-	if err := a.ext.AfterCommit(ctx, db, j, a.faultHook(db.Path()), a.stdout, a.stderr); err != nil {
-		a.publishFailed(j, err)
-	}
-}
-
 // publishFailed reports that publishing job j failed after a commit that
 // stands: the process exits with err's code once the command is done.
 func (a *app) publishFailed(j *job.Job, err error) {
@@ -97,11 +76,6 @@ func (a *app) name() string {
 		return a.ext.Name
 	}
 	return "idem"
-}
-
-// committedDecision says a run's decision committed a snapshot.
-func committedDecision(d string) bool {
-	return d == job.DecisionLoaded || d == job.DecisionApplied
 }
 
 // Reported is the error an extension's command returns once it has

@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/internal/projectrun"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/pipelines"
 	"github.com/idem-dev/idem/runner"
@@ -32,9 +31,6 @@ type app struct {
 	// process is held.
 	faultErr io.Writer
 	getenv   func(string) string
-	// handles, in a project run, keeps each database open across the jobs
-	// that use it (see openDB); nil outside one.
-	handles *projectrun.Handles
 	// ext is what the binary adds to the CLI (extension.go).
 	ext Extension
 	// publishErr is the first failure of ext.AfterCommit: the commands'
@@ -149,9 +145,6 @@ type dbFlags struct {
 	threads     int
 	tempDir     string
 	jsonOut     bool
-	// attach, set by an environment's run, attaches production read-only
-	// (ops.EnvOpenOptions).
-	attach []run.Attachment
 }
 
 func (f *dbFlags) register(cmd *cobra.Command) {
@@ -178,37 +171,7 @@ func (f *dbFlags) openOptions(j *job.Job) run.OpenOptions {
 	if f.tempDir != "" {
 		s.TempDirectory = f.tempDir
 	}
-	return run.OpenOptions{DuckDB: s, Wait: f.wait, Attach: f.attach}
-}
-
-// openJob loads the job file at path and opens its database, read-only when
-// asked. The caller closes the database.
-func (f *dbFlags) openJob(ctx context.Context, path string, readOnly bool) (*job.Job, *run.DB, error) {
-	j, err := loadJob(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	dbPath, err := f.dbPath(j)
-	if err != nil {
-		return nil, nil, err
-	}
-	opts := f.openOptions(j)
-	opts.ReadOnly = readOnly
-	db, err := run.Open(ctx, dbPath, opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	return j, db, nil
-}
-
-func (f *dbFlags) path(j *job.Job) string {
-	if f.db != "" {
-		return f.db
-	}
-	if j != nil {
-		return j.Database
-	}
-	return ""
+	return run.OpenOptions{DuckDB: s, Wait: f.wait}
 }
 
 // writerFlags are the guards every writing command takes: the snapshot the
@@ -231,17 +194,6 @@ func (w *writerFlags) guards(cmd *cobra.Command) (parent, epoch *int64) {
 		epoch = &w.epoch
 	}
 	return parent, epoch
-}
-
-// dbPath is the database a command opens: --db, read from the working
-// directory, or the job's database, read from the job file's folder. A job
-// database missing there but present where idem read job-file paths before
-// is an error (exit 2) rather than a new, empty database.
-func (f *dbFlags) dbPath(j *job.Job) (string, error) {
-	if f.db != "" || j == nil {
-		return f.path(j), nil
-	}
-	return j.Database, j.CheckDatabase()
 }
 
 // loadJob loads the job file at path, or, when path is a job's name and

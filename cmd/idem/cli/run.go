@@ -187,8 +187,7 @@ type runFlags struct {
 }
 
 // run is idem run of a job or a project through runner: one call, and
-// the printer. A job reading a stream, a project holding one and the
-// stream flags still take the old path (runmany.go).
+// the printer. A stream job's batches print as they commit.
 func (a *app) run(cmd *cobra.Command, args []string, rf runFlags) error {
 	f := rf.f
 	if rf.pj.isProject(args) {
@@ -199,7 +198,8 @@ func (a *app) run(cmd *cobra.Command, args []string, rf runFlags) error {
 		return a.fail(f.jsonOut, err)
 	}
 	var hooked bytes.Buffer
-	p, name, err := f.openOne(cmd.Context(), args[0], a.runOptions(cmd, rf, &hooked)...)
+	bp := &batchPrinter{a: a, sf: rf.sf, jsonOut: f.jsonOut}
+	p, name, err := f.openOne(cmd.Context(), args[0], append(a.runOptions(cmd, rf, &hooked), bp.option())...)
 	if err != nil {
 		return a.fail(f.jsonOut, err)
 	}
@@ -207,14 +207,15 @@ func (a *app) run(cmd *cobra.Command, args []string, rf runFlags) error {
 	if err != nil {
 		return a.fail(f.jsonOut, err)
 	}
-	if info.Reads == runner.ReadsStream {
-		return a.runLegacy(cmd, args, rf)
-	}
-	if err := rf.sf.check(false, name); err != nil {
-		return a.fail(f.jsonOut, err)
-	}
 	b.FullRefresh = rf.fullRefresh
 	res, err := p.RunJob(cmd.Context(), name, b)
+	if info.Reads == runner.ReadsStream {
+		// Its batches are printed: what the hooks printed follows them.
+		if je := runFailure(err); je != nil {
+			return a.fail(f.jsonOut, errors.Join(je, a.hooked(&hooked)))
+		}
+		return a.written(p, f.jsonOut, err, &hooked, func() error { return nil })
+	}
 	if je := runFailure(err); je != nil {
 		// A files-mode or chunked run keeps the batches it committed
 		// before it failed: they are printed with the error.
@@ -354,7 +355,10 @@ func (a *app) runProjectCmd(cmd *cobra.Command, args []string, rf runFlags) erro
 		return a.fail(f.jsonOut, err)
 	}
 	var hooked bytes.Buffer
-	opts := append(f.options(a.runOptions(cmd, rf, &hooked)...), pj.options(a)...)
+	// With one job at a time and no --json, a stream job's batches print
+	// as they commit; otherwise when the job's turn comes.
+	bp := &batchPrinter{a: a, sf: rf.sf, jsonOut: f.jsonOut, buffered: f.jsonOut || pj.jobs != 1}
+	opts := append(f.options(append(a.runOptions(cmd, rf, &hooked), bp.option())...), pj.options(a)...)
 	if rf.fullRefresh {
 		opts = append(opts, runner.WithFullRefresh())
 	}
@@ -362,23 +366,18 @@ func (a *app) runProjectCmd(cmd *cobra.Command, args []string, rf runFlags) erro
 	var objs []json.RawMessage
 	worst := 0
 	opts = append(opts, runner.WithEachJob(func(r *runner.Result, err error) {
-		code := runner.ExitCode(err)
-		worst = max(worst, code)
+		worst = max(worst, runner.ExitCode(err))
+		batches := bp.take(r.Job)
 		if f.jsonOut {
+			if reads[r.Job] == runner.ReadsStream && err == nil && r.Decision != runner.DecisionBlocked {
+				objs = append(objs, streamObject(batches, r))
+				return
+			}
 			objs = append(objs, a.projectJSON(r, reads[r.Job], err))
 			return
 		}
-		switch {
-		case r.Decision == runner.DecisionBlocked:
-			fmt.Fprintf(a.stdout, "%s: blocked by %s (not run)\n", r.Job, strings.Join(r.BlockedBy, ", "))
-		case err != nil:
-			for _, run := range r.Runs {
-				a.printResult(run)
-			}
-			fmt.Fprintf(a.stderr, "idem: %v\n", errors.Unwrap(err))
-		default:
-			a.printRun(r, reads[r.Job])
-		}
+		a.stdout.Write(batches)
+		a.printProjectJob(r, reads[r.Job], err)
 	}))
 	p, err := runner.Open(cmd.Context(), args, opts...)
 	if err != nil {
@@ -391,9 +390,6 @@ func (a *app) runProjectCmd(cmd *cobra.Command, args []string, rf runFlags) erro
 		if info, err := p.Job(name); err == nil {
 			reads[name] = info.Reads
 		}
-		if reads[name] == runner.ReadsStream || rf.sf.given() {
-			return a.runLegacy(cmd, args, rf)
-		}
 	}
 	_, err = p.Run(cmd.Context())
 	var ae *runner.AfterCommitError
@@ -403,15 +399,31 @@ func (a *app) runProjectCmd(cmd *cobra.Command, args []string, rf runFlags) erro
 	return a.projectDone(f.jsonOut, objs, err, worst, hooked.Bytes()...)
 }
 
+// printProjectJob prints a job of a project's run as it is done: blocked,
+// failed (what it committed before, and the error), or its result. A
+// stream job's batches were printed as they committed.
+func (a *app) printProjectJob(r *runner.Result, reads string, err error) {
+	switch {
+	case r.Decision == runner.DecisionBlocked:
+		fmt.Fprintf(a.stdout, "%s: blocked by %s (not run)\n", r.Job, strings.Join(r.BlockedBy, ", "))
+	case err != nil:
+		if reads != runner.ReadsStream {
+			for _, run := range r.Runs {
+				a.printResult(run)
+			}
+		}
+		fmt.Fprintf(a.stderr, "idem: %v\n", errors.Unwrap(err))
+	case reads != runner.ReadsStream:
+		a.printRun(r, reads)
+	}
+}
+
 // projectDone ends a project's run or plan: the --json array of objs,
 // what the hooks printed, a database that failed to close (err, a
 // *runner.PartialError, names it), and the worst exit code met.
 func (a *app) projectDone(jsonOut bool, objs []json.RawMessage, err error, worst int, hooked ...byte) error {
 	if jsonOut {
-		if objs == nil {
-			objs = []json.RawMessage{}
-		}
-		if perr := a.printJSON(objs); perr != nil {
+		if perr := a.printJSON(nonNil(objs)); perr != nil {
 			return perr
 		}
 	}
@@ -447,7 +459,7 @@ func (a *app) projectJSON(r *runner.Result, reads string, err error) json.RawMes
 	}
 	fmt.Fprintf(a.stderr, "idem: %v\n", je.Err)
 	var obj any = map[string]any{"error": je.Err.Error(), "exit_code": je.Code}
-	if len(r.Runs) > 0 {
+	if len(r.Runs) > 0 && reads != runner.ReadsStream {
 		obj = runObject(r, reads, je)
 	}
 	return projectFailure(je, obj)
@@ -472,6 +484,14 @@ func projectFailure(je *runner.JobError, obj any) json.RawMessage {
 	}
 	b, _ := json.Marshal(m)
 	return b
+}
+
+// nonNil is objs, an empty array when nil.
+func nonNil(objs []json.RawMessage) []json.RawMessage {
+	if objs == nil {
+		return []json.RawMessage{}
+	}
+	return objs
 }
 
 // rawJSON is v as printJSON writes it, without the newline.

@@ -1,15 +1,17 @@
 package cli
 
 import (
-	"errors"
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
 )
@@ -29,69 +31,93 @@ func (sf *streamFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&sf.allowGap, "allow-gap", false, "stream job: accept records the source deleted before they were read, and log the gap")
 }
 
-// check refuses the stream flags on a job that reads no stream, and the
-// follow limits without --follow.
-func (sf *streamFlags) check(stream bool, name string) error {
-	if !stream && (sf.follow || sf.allowGap) {
-		return job.Usage("--follow and --allow-gap apply to a job reading a stream ([input] kind = \"kafka\"); %s reads files", name)
-	}
-	if !sf.follow && (sf.maxBatches != 0 || sf.idleExit != 0) {
-		return job.Usage("--max-batches and --idle-exit go with --follow")
-	}
-	if sf.maxBatches < 0 || sf.idleExit < 0 {
-		return job.Usage("--max-batches and --idle-exit must not be negative")
-	}
-	return nil
+// batchPrinter prints each batch of a stream job as it commits: a line
+// (the batch's result first when not following), or with --json an
+// object; and a follow run's yield. Buffered (a project that runs several
+// jobs at once, or prints one --json array), each job's output is kept
+// until the job's turn comes (take).
+type batchPrinter struct {
+	a        *app
+	sf       streamFlags
+	jsonOut  bool
+	buffered bool
+	mu       sync.Mutex
+	bufs     map[string]*bytes.Buffer
 }
 
-// runStream runs a stream job: one batch, or with --follow batch after
-// batch, each printed as it commits.
-func (a *app) runStream(cmd *cobra.Command, j *job.Job, f dbFlags, opts run.RunOptions, sf streamFlags) error {
-	if err := sf.check(j.IsStream(), j.Name); err != nil {
-		return a.fail(f.jsonOut, err)
-	}
-	dbPath, err := f.dbPath(j)
-	if err != nil {
-		return a.fail(f.jsonOut, err)
-	}
-	db, done, err := a.openDB(cmd.Context(), dbPath, f.openOptions(j))
-	if err != nil {
-		return a.fail(f.jsonOut, err)
-	}
-	so := run.StreamOptions{AllowGap: sf.allowGap, Follow: sf.follow, MaxBatches: sf.maxBatches, IdleExit: sf.idleExit,
-		OnBatch: func(sr *run.StreamResult) {
-			if f.jsonOut {
-				_ = a.printJSON(sr)
-				return
-			}
-			if !sf.follow && sr.Run != nil {
-				a.printResult(publicResult(sr.Run))
-			}
-			a.printBatch(sr)
-		},
-		OnYield: func(took time.Duration) {
-			if !f.jsonOut {
-				fmt.Fprintf(a.stdout, "%s: let a waiting command have the database for %s\n", j.Name, took.Round(time.Millisecond))
-			}
-		}}
-	_, err = db.RunStream(cmd.Context(), j, opts, so)
-	a.afterCommit(cmd.Context(), db, j, true) // extension.go
-	closeErr := done(err)
-	if err != nil {
-		return a.fail(f.jsonOut, errors.Join(err, closeErr))
-	}
-	return a.closeFailed(closeErr)
+// option is the stream flags as a runner option printing through bp.
+func (bp *batchPrinter) option() runner.Option {
+	return runner.WithStream(runner.StreamOptions{Follow: bp.sf.follow, MaxBatches: bp.sf.maxBatches, IdleExit: bp.sf.idleExit,
+		AllowGap: bp.sf.allowGap, OnBatch: bp.batch, OnYield: bp.yield})
 }
 
-// given says a stream flag was given.
-func (sf *streamFlags) given() bool {
-	return sf.follow || sf.allowGap || sf.maxBatches != 0 || sf.idleExit != 0
+// out is where job's output goes, called under bp.mu.
+func (bp *batchPrinter) out(job string) *app {
+	if !bp.buffered {
+		return bp.a
+	}
+	if bp.bufs == nil {
+		bp.bufs = map[string]*bytes.Buffer{}
+	}
+	if bp.bufs[job] == nil {
+		bp.bufs[job] = &bytes.Buffer{}
+	}
+	return &app{stdout: bp.bufs[job], stderr: bp.a.stderr, getenv: bp.a.getenv}
+}
+
+func (bp *batchPrinter) batch(b *runner.StreamBatch) {
+	bp.mu.Lock()
+	defer bp.mu.Unlock()
+	a := bp.out(b.Job)
+	if bp.jsonOut {
+		_ = a.printJSON(b)
+		return
+	}
+	if !bp.sf.follow && b.Run != nil {
+		a.printResult(b.Run)
+	}
+	a.printBatch(b)
+}
+
+func (bp *batchPrinter) yield(job string, took time.Duration) {
+	if bp.jsonOut {
+		return
+	}
+	bp.mu.Lock()
+	defer bp.mu.Unlock()
+	fmt.Fprintf(bp.out(job).stdout, "%s: let a waiting command have the database for %s\n", job, took.Round(time.Millisecond))
+}
+
+// take returns what was kept of job's output, and forgets it.
+func (bp *batchPrinter) take(job string) []byte {
+	bp.mu.Lock()
+	defer bp.mu.Unlock()
+	b := bp.bufs[job]
+	delete(bp.bufs, job)
+	if b == nil {
+		return nil
+	}
+	return b.Bytes()
+}
+
+// streamObject is a stream job's object in a project's --json array: its
+// batch's object, an array of them when it applied several (--follow),
+// or its Result when it applied none.
+func streamObject(batches []byte, r *runner.Result) json.RawMessage {
+	lines := bytes.Split(bytes.TrimSpace(batches), []byte("\n"))
+	switch {
+	case len(batches) == 0:
+		return rawJSON(r)
+	case len(lines) == 1:
+		return lines[0]
+	}
+	return append(append([]byte("["), bytes.Join(lines, []byte(","))...), ']')
 }
 
 // printBatch prints one line per batch: what it read, the rate, and the
 // lag of each partition.
-func (a *app) printBatch(sr *run.StreamResult) {
-	if sr.Decision == job.DecisionSkipped {
+func (a *app) printBatch(sr *runner.StreamBatch) {
+	if sr.Decision == runner.DecisionSkipped {
 		fmt.Fprintf(a.stdout, "%s: skipped: nothing new past the committed positions%s\n", sr.Job, lagText(sr.Lag))
 		return
 	}
@@ -103,7 +129,7 @@ func (a *app) printBatch(sr *run.StreamResult) {
 	if sr.Gap != "" {
 		fmt.Fprintf(a.stdout, "  %s\n", sr.Gap)
 	}
-	if n := run.RejectNote(sr.Rejected); n != "" {
+	if n := sr.RejectNote(); n != "" {
 		fmt.Fprintf(a.stdout, "  %s\n", n)
 	}
 }

@@ -1,6 +1,7 @@
 package streamtest
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -202,4 +203,41 @@ func TestStreamSSEBadEvents(t *testing.T) {
 		clitest.QueryStrs(t, db, `SELECT outcome || ' ' || count(*) FROM rides_outcomes GROUP BY outcome ORDER BY outcome`))
 	require.Equal(t, []int64{7}, clitest.QueryInts(t, db, `SELECT next FROM idem.positions WHERE job = 'rides'`))
 	require.Equal(t, []string{"419"}, clitest.QueryStrs(t, db, `SELECT json_extract_string(inputs, '$.rejects[3].bytes') FROM idem.snapshots WHERE job = 'rides' AND snapshot = 1`))
+}
+
+// TestStreamInProject: a project holding a stream job runs it as the job
+// alone runs: its batch printed (one object of the --json array), then
+// nothing new; --follow fails the project's job that reads no stream
+// (exit 2, naming it) and still follows the stream job, until idle.
+func TestStreamInProject(t *testing.T) {
+	t.Parallel()
+	good := func(i int) string { return string(clitest.RideChange(i, 5, 1).Value) }
+	dir := t.TempDir()
+	sseJobFile(t, dir, serveSSE(t, "id: 1\ndata: "+good(0)+"\n\nid: 2\ndata: "+good(1)+"\n\n"), "")
+	clitest.WriteFile(t, filepath.Join(dir, "in.csv"), "id,v\n1,a\n")
+	clitest.WriteFile(t, filepath.Join(dir, "src.toml"), "name = \"src\"\npipeline = \"merge_by_key\"\ntransform_version = 1\nschema_version = 1\n"+
+		"database = \"rides.duckdb\"\n[input]\npath = \"in.csv\"\n[input.columns]\nid = \"BIGINT\"\nv = \"VARCHAR\"\n[target]\nkey = [\"id\"]\n"+clitest.DuckdbSection)
+
+	code, out, errOut := clitest.InProcess(t, "run", dir, "--json", "--jobs", "2")
+	require.Equal(t, 0, code, out+errOut)
+	var objs []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &objs), out)
+	require.Len(t, objs, 2)
+	byJob := map[string]map[string]any{}
+	for _, o := range objs {
+		byJob[o["job"].(string)] = o
+	}
+	require.Equal(t, "rides::1-2", byJob["rides"]["batch_id"], out)
+	require.EqualValues(t, 2, byJob["rides"]["records"], out)
+	require.Equal(t, "applied", byJob["src"]["decision"], out)
+
+	code, out, errOut = clitest.InProcess(t, "run", dir, "--jobs", "2")
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, "rides: skipped: nothing new past the committed positions\n")
+	require.Contains(t, out, "src: already_committed\n")
+
+	code, out, errOut = clitest.InProcess(t, "run", dir, "--follow", "--idle-exit", "300ms", "--jobs", "1")
+	require.Equal(t, 2, code, out+errOut)
+	require.Contains(t, errOut, `idem: --follow and --allow-gap apply to a job reading a stream ([input] kind = "kafka"); src reads files`)
+	require.NotContains(t, out, "src:")
 }
