@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/run"
 )
 
 // Commit is what a call of a Project committed for one job, as an
@@ -57,6 +58,19 @@ func WithFaultHook(fault func(database string) func(point string)) Option {
 		return nil
 	})
 }
+
+// The fault points of a database's checkpoint, which WithFaultHook's hook
+// hears in order around it: a test that kills the process while DuckDB
+// writes the database file starts watching the file at FaultCheckpoint
+// (after a commit) or FaultSettle (where commits left in the WAL are
+// written into the file, at a close or on an idle follower), and the
+// checkpoint returned by FaultAfterCheckpoint and FaultAfterSettle.
+const (
+	FaultCheckpoint      = run.FaultCheckpoint
+	FaultAfterCheckpoint = run.FaultAfterCheckpoint
+	FaultSettle          = run.FaultSettle
+	FaultAfterSettle     = run.FaultAfterSettle
+)
 
 // AfterCommitError is the error of an AfterCommit hook: the commit it
 // followed stands (ExitCode 0 for the idem command, which warns).

@@ -145,3 +145,33 @@ func (a *app) hookFailed(p *runner.Project, ae *runner.AfterCommitError) {
 	}
 	fmt.Fprintf(a.stderr, "%s: warning: %s: the commit stands but publishing to Iceberg failed (the next run or %s publish %s catches up): %v\n", a.name(), ae.Job, a.name(), file, ae.Err)
 }
+
+// openOptions merges the job's [duckdb] settings with the flags, for the
+// database an Extension.AfterCommit is handed.
+func (f *dbFlags) openOptions(j *job.Job) run.OpenOptions {
+	var s job.DuckDBSettings
+	if j != nil {
+		s = j.DuckDB
+	}
+	if f.memoryLimit != "" {
+		s.MemoryLimit = f.memoryLimit
+	}
+	if f.threads > 0 {
+		s.Threads = f.threads
+	}
+	if f.tempDir != "" {
+		s.TempDirectory = f.tempDir
+	}
+	return run.OpenOptions{DuckDB: s, Wait: f.wait}
+}
+
+// loadJob loads the job file at path, or, when path is a job's name and
+// no such file exists, the job of that name among the job files of the
+// working folder (a project folder): idem show daily.
+func loadJob(path string) (*job.Job, error) {
+	file, err := runner.JobFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return run.LoadJob(file, pipelines.FS)
+}

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/runner"
 )
 
 // faultHook returns the fault-injection hook for IDEM_FAULT, or nil when the
@@ -96,12 +96,12 @@ func (a *app) faultHookUntil(canceled <-chan struct{}, dbPath string) func(strin
 	// settle kills while the CHECKPOINT of the commits a handle left in
 	// the WAL runs (at its close, on an idle follower), as checkpoint does
 	// below; after_settle once it returned.
-	if point == run.FaultSettle {
+	if point == runner.FaultSettle {
 		return func(at string) {
 			switch at {
-			case run.FaultSettle:
+			case runner.FaultSettle:
 				go watchCheckpoint(dbPath, kill)
-			case run.FaultAfterSettle:
+			case runner.FaultAfterSettle:
 				kill("after the settling CHECKPOINT returned (it finished before the fault fired)")
 			}
 		}
@@ -110,9 +110,9 @@ func (a *app) faultHookUntil(canceled <-chan struct{}, dbPath string) func(strin
 	// the commit runs, from a goroutine, since the checkpoint itself is one
 	// call into DuckDB; when the commit is left in the WAL (settle.go),
 	// at after_checkpoint, right after it.
-	if point == run.FaultCheckpoint || strings.HasPrefix(point, run.FaultCheckpoint+":") {
+	if point == runner.FaultCheckpoint || strings.HasPrefix(point, runner.FaultCheckpoint+":") {
 		var delay time.Duration
-		if d, ok := strings.CutPrefix(point, run.FaultCheckpoint+":"); ok {
+		if d, ok := strings.CutPrefix(point, runner.FaultCheckpoint+":"); ok {
 			var err error
 			if delay, err = time.ParseDuration(d); err != nil || delay < 0 {
 				fmt.Fprintf(a.faultOut(), "idem: IDEM_FAULT=%s: want checkpoint:<duration>, e.g. checkpoint:2ms; fault ignored\n", point)
@@ -121,7 +121,7 @@ func (a *app) faultHookUntil(canceled <-chan struct{}, dbPath string) func(strin
 		}
 		return func(at string) {
 			switch at {
-			case run.FaultCheckpoint:
+			case runner.FaultCheckpoint:
 				if delay > 0 {
 					go func() {
 						time.Sleep(delay)
@@ -130,7 +130,7 @@ func (a *app) faultHookUntil(canceled <-chan struct{}, dbPath string) func(strin
 					return
 				}
 				go watchCheckpoint(dbPath, kill)
-			case run.FaultAfterCheckpoint:
+			case runner.FaultAfterCheckpoint:
 				kill("after CHECKPOINT returned (it finished before the fault fired)")
 			}
 		}

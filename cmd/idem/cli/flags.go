@@ -4,8 +4,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
-	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/runner"
 )
 
@@ -30,7 +28,7 @@ func (a *app) checkFlags(cmd *cobra.Command) error {
 		err = job.Usage("--jobs %d: want 1 or more", n)
 	}
 	if name, e := fl.GetString("env"); err == nil && e == nil && fl.Changed("env") {
-		err = ops.CheckEnvName(name)
+		err = runner.CheckEnvName(name)
 	}
 	if err == nil {
 		return nil
@@ -40,7 +38,7 @@ func (a *app) checkFlags(cmd *cobra.Command) error {
 }
 
 // batchFlags are the flags of run and plan that name one batch of one job
-// and guard it. runOptions turns them into the run's options: one function
+// and guard it. batch turns them into the run's Batch: one function
 // for both commands, so a flag is checked the same way by each.
 type batchFlags struct {
 	input, batchID string
@@ -61,32 +59,25 @@ func (b *batchFlags) register(cmd *cobra.Command, batchHelp, fromHelp, toHelp, p
 	cmd.Flags().StringSliceVar(&b.partitions, "partitions", nil, partitionsHelp)
 }
 
-// runOptions checks the batch flags and returns the run's options. A
-// --from without --to (or the reverse) and a --batch-id given but empty
+// batch checks the batch flags and returns the runner.Batch of one run.
+// A --from without --to (or the reverse) and a --batch-id given but empty
 // are usage errors.
-func (b *batchFlags) runOptions(cmd *cobra.Command) (run.RunOptions, error) {
+func (b *batchFlags) batch(cmd *cobra.Command) (runner.Batch, error) {
 	fl := cmd.Flags()
-	opts := run.RunOptions{Input: b.input, BatchID: b.batchID}
+	out := runner.Batch{Input: b.input, ID: b.batchID}
 	if fl.Changed("batch-id") && b.batchID == "" {
-		return opts, job.Usage("--batch-id is empty: give a batch id, or leave the flag out to name the batch after its input file")
+		return out, job.Usage("--batch-id is empty: give a batch id, or leave the flag out to name the batch after its input file")
 	}
 	if fl.Changed("from") || fl.Changed("to") {
 		if !fl.Changed("from") || !fl.Changed("to") {
-			return opts, job.Usage("--from and --to go together")
+			return out, job.Usage("--from and --to go together")
 		}
 		from, to := b.from, b.to
-		opts.From, opts.To = &from, &to
+		out.From, out.To = &from, &to
 	}
-	opts.ExpectParent, opts.Epoch = b.writer.guards(cmd)
+	out.ExpectParent, out.Epoch = b.writer.guards(cmd)
 	if fl.Changed("partitions") {
-		opts.Partitions = append([]string{}, b.partitions...)
+		out.Partitions = append([]string{}, b.partitions...)
 	}
-	return opts, nil
-}
-
-// batch is runOptions as the runner.Batch of one run.
-func (b *batchFlags) batch(cmd *cobra.Command) (runner.Batch, error) {
-	o, err := b.runOptions(cmd)
-	return runner.Batch{Input: o.Input, ID: o.BatchID, From: o.From, To: o.To, Epoch: o.Epoch, ExpectParent: o.ExpectParent,
-		Partitions: o.Partitions}, err
+	return out, nil
 }

@@ -14,8 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/internal/run"
-	"github.com/idem-dev/idem/pipelines"
 	"github.com/idem-dev/idem/runner"
 )
 
@@ -156,24 +154,6 @@ func (f *dbFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.jsonOut, "json", false, "print one JSON object on stdout")
 }
 
-// openOptions merges the job's [duckdb] settings with the flags.
-func (f *dbFlags) openOptions(j *job.Job) run.OpenOptions {
-	var s job.DuckDBSettings
-	if j != nil {
-		s = j.DuckDB
-	}
-	if f.memoryLimit != "" {
-		s.MemoryLimit = f.memoryLimit
-	}
-	if f.threads > 0 {
-		s.Threads = f.threads
-	}
-	if f.tempDir != "" {
-		s.TempDirectory = f.tempDir
-	}
-	return run.OpenOptions{DuckDB: s, Wait: f.wait}
-}
-
 // writerFlags are the guards every writing command takes: the snapshot the
 // writer prepared against and its writer epoch.
 type writerFlags struct {
@@ -194,17 +174,6 @@ func (w *writerFlags) guards(cmd *cobra.Command) (parent, epoch *int64) {
 		epoch = &w.epoch
 	}
 	return parent, epoch
-}
-
-// loadJob loads the job file at path, or, when path is a job's name and
-// no such file exists, the job of that name among the job files of the
-// working folder (a project folder): idem show daily.
-func loadJob(path string) (*job.Job, error) {
-	file, err := runner.JobFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return run.LoadJob(file, pipelines.FS)
 }
 
 // printJSON writes v as one JSON object and a newline.
