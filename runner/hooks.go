@@ -124,6 +124,14 @@ type JobInfo struct {
 	// Reads is what a run of the job reads: ReadsBatch, ReadsFiles,
 	// ReadsChunks or ReadsStream.
 	Reads string
+	// MemoryLimit, Threads and TempDirectory are the DuckDB settings the
+	// project's calls open the job's database with: its job file's
+	// [duckdb], overridden by WithMemoryLimit, WithThreads and
+	// WithTempDirectory (an extension opening the database does as they
+	// do).
+	MemoryLimit   string
+	Threads       int
+	TempDirectory string
 }
 
 // What a job's run reads (JobInfo.Reads): one batch (a file, a glob, its
@@ -154,12 +162,13 @@ func (p *Project) Job(name string) (*JobInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	path, _, err := p.database(j)
+	path, oo, err := p.database(j)
 	if err != nil {
 		return nil, jobError(name, err)
 	}
 	info := &JobInfo{Name: j.Name, File: j.File, Database: path, Pipeline: j.Pipeline.Name, Target: j.Table,
-		Key: j.Pipeline.Key, PartitionBy: j.PartitionBy, Upstream: j.SortedUpstream()}
+		Key: j.Pipeline.Key, PartitionBy: j.PartitionBy, Upstream: j.SortedUpstream(),
+		MemoryLimit: oo.DuckDB.MemoryLimit, Threads: oo.DuckDB.Threads, TempDirectory: oo.DuckDB.TempDirectory}
 	switch {
 	case j.IsStream():
 		info.Reads = ReadsStream

@@ -62,10 +62,9 @@ func TestLayering(t *testing.T) {
 		// with the built-in pipelines; it never reaches source or catalog
 		// itself.
 		{pkg: runner, idem: []string{job, project, run, ops, prun, mtest, docs, sqlfs}, direct: true},
-		// The CLI is a client of the public API: TestCLIImports holds each
-		// of its files to runner and job (its printing helper) but for the
-		// files still on its TODO list.
-		{pkg: module + "/cmd/idem/cli", idem: []string{runner, job, run, sqlfs}, direct: true},
+		// The CLI is a client of the public API: runner, and job, its
+		// printing helper (TestCLIImports holds each of its files to them).
+		{pkg: module + "/cmd/idem/cli", idem: []string{runner, job}, direct: true},
 		// The defaults the test packages share: no idem package.
 		{pkg: module + "/internal/testflags", idem: nil, direct: true},
 		// The kit of the CLI's test packages reads databases and job files
@@ -139,19 +138,10 @@ func goList(t *testing.T, args ...string) []string {
 	return strings.Fields(string(out))
 }
 
-// cliTODO lists the files of cmd/idem/cli that still reach past the public
-// API, with the packages under internal/ (and sql) each imports beside
-// runner and job: the verbs not yet moved onto runner (issue 46). A file
-// moved drops out of the list; TestCLIImports fails until it does.
-var cliTODO = map[string][]string{
-	"extension.go": {"internal/run", "pipelines"}, // the old Extension.AfterCommit, until idem-iceberg uses Extension.Hook
-}
-
 // TestCLIImports: each file of cmd/idem/cli (tests aside) imports, of
 // idem's packages, runner and internal/job (the printing helper: numbers,
-// versions, usage errors) only, but for the files on cliTODO, each held
-// to the packages it lists. It prints the TODO list, and fails on a
-// listed package a file no longer imports, so that the list only shrinks.
+// versions, usage errors) only: every command is a client of the public
+// API (issue 46).
 func TestCLIImports(t *testing.T) {
 	t.Parallel()
 	const module = "github.com/idem-dev/idem/"
@@ -161,7 +151,6 @@ func TestCLIImports(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no Go files in %s: %v", dir, err)
 	}
-	seen := map[string]bool{}
 	for _, path := range files {
 		name := filepath.Base(path)
 		if strings.HasSuffix(name, "_test.go") {
@@ -171,34 +160,11 @@ func TestCLIImports(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var reached []string
 		for _, imp := range f.Imports {
 			p := strings.Trim(imp.Path.Value, `"`)
-			if !strings.HasPrefix(p, module) || slices.Contains(allowed, p) {
-				continue
+			if strings.HasPrefix(p, module) && !slices.Contains(allowed, p) {
+				t.Errorf("cmd/idem/cli/%s imports %s: a command calls runner (add what it needs to the public API)", name, strings.TrimPrefix(p, module))
 			}
-			reached = append(reached, strings.TrimPrefix(p, module))
-		}
-		slices.Sort(reached)
-		todo := cliTODO[name]
-		seen[name] = true
-		for _, p := range reached {
-			if !slices.Contains(todo, p) {
-				t.Errorf("cmd/idem/cli/%s imports %s: a command calls runner (add what it needs to the public API)", name, p)
-			}
-		}
-		for _, p := range todo {
-			if !slices.Contains(reached, p) {
-				t.Errorf("cmd/idem/cli/%s no longer imports %s: take it off cliTODO", name, p)
-			}
-		}
-		if len(reached) > 0 {
-			t.Logf("TODO (issue 46): cmd/idem/cli/%s still imports %s", name, strings.Join(reached, ", "))
-		}
-	}
-	for name := range cliTODO {
-		if !seen[name] {
-			t.Errorf("cliTODO lists %s, which cmd/idem/cli does not have", name)
 		}
 	}
 }

@@ -197,7 +197,7 @@ already_promoted. The environment is kept; idem env drop NAME removes it.`,
 				return a.fail(f.jsonOut, err)
 			}
 			var hooked bytes.Buffer
-			p, err := runner.Open(cmd.Context(), args, f.options(a.runHooks(f, &hooked)...)...)
+			p, err := runner.Open(cmd.Context(), args, f.options(a.runHooks(&hooked)...)...)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}

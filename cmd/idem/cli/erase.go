@@ -97,13 +97,13 @@ its writer epoch is E.`,
 				return a.fail(f.jsonOut, &job.UsageError{Msg: "erase needs --key K or --subject VALUE"})
 			}
 			opts := runner.EraseOptions{Key: keys, Subject: subject, DryRun: dryRun, NoCompact: noCompact,
-				Publishes: a.ext.AfterCommit != nil, // extension.go
+				Publishes: a.ext.Hook != nil, // extension.go
 				Dropped: func(db string, names []string) {
 					fmt.Fprintf(a.stderr, "idem: dropped environment(s) %s of %s: they may hold rows built from the subject's; rebuild them with idem run --env NAME\n", strings.Join(names, ", "), db)
 				}}
 			opts.ExpectParent, opts.Epoch = w.guards(cmd)
 			var hooked bytes.Buffer
-			res, err := runner.Erase(cmd.Context(), args[0], opts, f.options(a.runHooks(f, &hooked)...)...)
+			res, err := runner.Erase(cmd.Context(), args[0], opts, f.options(a.runHooks(&hooked)...)...)
 			if res != nil && res.Changed() && noCompact {
 				a.noCompact(res.Database)
 			}
@@ -269,7 +269,7 @@ writer epoch is E.`,
 				return a.fail(f.jsonOut, &job.UsageError{Msg: "rollback needs --to-snapshot S"})
 			}
 			var hooked bytes.Buffer
-			p, name, err := f.openOne(cmd.Context(), args[0], a.commitHooks(f, &hooked)...)
+			p, name, err := f.openOne(cmd.Context(), args[0], a.commitHooks(&hooked)...)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}

@@ -36,7 +36,7 @@ run, erase and rollback do.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var hooked bytes.Buffer
-			p, name, err := f.openOne(cmd.Context(), args[0], a.commitHooks(f, &hooked)...)
+			p, name, err := f.openOne(cmd.Context(), args[0], a.commitHooks(&hooked)...)
 			if err != nil {
 				return a.fail(f.jsonOut, err)
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"testing"
 
@@ -21,9 +22,11 @@ func TestExtensionHook(t *testing.T) {
 	t.Parallel()
 	j := clitest.AppliedGuardJob(t)
 	var commits []runner.Commit
-	ext := Extension{Name: "idem-test", Hook: func(_ context.Context, p *runner.Project, c runner.Commit) error {
-		commits = append(commits, c)
-		return errors.New("catalog down")
+	ext := Extension{Name: "idem-test", Hook: func(_, _ io.Writer, _ func(string) func(string)) runner.AfterCommit {
+		return func(_ context.Context, p *runner.Project, c runner.Commit) error {
+			commits = append(commits, c)
+			return errors.New("catalog down")
+		}
 	}}
 	var stdout, stderr bytes.Buffer
 	code := mainExt(context.Background(), []string{"expire", j.File, "--keep-snapshots", "1"}, &stdout, &stderr, os.Getenv, ext)

@@ -31,7 +31,7 @@ type app struct {
 	getenv   func(string) string
 	// ext is what the binary adds to the CLI (extension.go).
 	ext Extension
-	// publishErr is the first failure of ext.AfterCommit: the commands'
+	// publishErr is the first failure of ext.Hook in run: the commands'
 	// commits stand, and the process exits with its code (extension.go).
 	publishErr error
 }

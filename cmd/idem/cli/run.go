@@ -253,7 +253,7 @@ func (a *app) hooked(out *bytes.Buffer) error {
 // (a block: point also lets go when the command is canceled), no sha256
 // read back, the AfterCommit hooks writing to hooked.
 func (a *app) runOptions(cmd *cobra.Command, rf runFlags, hooked *bytes.Buffer) []runner.Option {
-	opts := append(a.runHooks(rf.f, hooked), a.progressOption(rf.pf), runner.WithoutSHA256(),
+	opts := append(a.runHooks(hooked), a.progressOption(rf.pf), runner.WithoutSHA256(),
 		runner.WithFaultHook(func(path string) func(string) { return a.faultHookUntil(cmd.Context().Done(), path) }))
 	return append(opts, a.benchOptions()...)
 }

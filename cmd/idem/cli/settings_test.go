@@ -38,9 +38,6 @@ memory_limit = "1GB"
 threads = 1
 temp_directory = %q
 `, filepath.Join(dir, "s.duckdb"), input, filepath.Join(dir, "job-spill"))), 0o644))
-	jobFile, err := loadJob(jobPath)
-	require.NoError(t, err)
-
 	cases := []struct {
 		name string
 		f    dbFlags
@@ -51,7 +48,11 @@ temp_directory = %q
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, tc.f.openOptions(jobFile).DuckDB)
+			p, name, err := tc.f.openOne(context.Background(), jobPath)
+			require.NoError(t, err)
+			info, err := p.Job(name)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, job.DuckDBSettings{MemoryLimit: info.MemoryLimit, Threads: info.Threads, TempDirectory: info.TempDirectory})
 		})
 	}
 

@@ -11,27 +11,64 @@ import (
 	"github.com/idem-dev/idem/cmd/idem/cli"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/pipelines"
+	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
 )
 
 // Extension is the idem CLI extended with the Iceberg publisher: every
 // command that commits a snapshot of a job declaring [publish.iceberg]
-// publishes it after COMMIT, and `publish JOB [--verify]` catches up.
+// publishes it after COMMIT (through the CLI's Extension.Hook, a
+// runner.AfterCommit hook), and `publish JOB [--verify]` catches up.
 func Extension() cli.Extension {
 	return cli.Extension{
 		Name: "idem-iceberg",
-		AfterCommit: func(ctx context.Context, db *run.DB, j *job.Job, fault func(string), stdout, _ io.Writer) error {
-			rep, err := Publish(ctx, db, j, Options{Fault: fault})
-			if rep != nil && (len(rep.Published) > 0 || len(rep.Expired) > 0) {
-				fmt.Fprintf(stdout, "  iceberg   %s\n", rep.line())
+		Hook: func(stdout, _ io.Writer, faultHook func(string) func(string)) runner.AfterCommit {
+			return func(ctx context.Context, p *runner.Project, c runner.Commit) error {
+				return publishAfterCommit(ctx, p, c, stdout, faultHook)
 			}
-			return err
 		},
 		Commands: func(faultHook func(string) func(string)) []*cobra.Command {
 			return []*cobra.Command{newPublishCmd(faultHook)}
 		},
 	}
+}
+
+// publishAfterCommit publishes what a command committed of job c.Job, when
+// it declares [publish.iceberg], reading the database as the command's
+// project opens it, and prints a line of the report on stdout.
+func publishAfterCommit(ctx context.Context, p *runner.Project, c runner.Commit, stdout io.Writer, faultHook func(string) func(string)) error {
+	info, err := p.Job(c.Job)
+	if err != nil || info.Iceberg == nil {
+		return err
+	}
+	j, err := loadJob(info.File)
+	if err != nil {
+		return err
+	}
+	d := j.DuckDB
+	d.MemoryLimit, d.Threads, d.TempDirectory = info.MemoryLimit, info.Threads, info.TempDirectory
+	db, err := run.Open(ctx, info.Database, run.OpenOptions{DuckDB: d})
+	if err != nil {
+		return err
+	}
+	defer db.Close() // the publisher wrote to its catalog, not here
+	rep, err := Publish(ctx, db, j, Options{Fault: faultHook(db.Path())})
+	if rep != nil && (len(rep.Published) > 0 || len(rep.Expired) > 0) {
+		fmt.Fprintf(stdout, "  iceberg   %s\n", rep.line())
+	}
+	return err
+}
+
+// loadJob loads a job file as every idem command does: a path, or the
+// name of a job among the job files of the working folder.
+func loadJob(path string) (*job.Job, error) {
+	file, err := runner.JobFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return run.LoadJob(file, pipelines.FS)
 }
 
 // line is a report in one line of human output.
@@ -116,7 +153,7 @@ exits 1.`,
 				fmt.Fprintf(stderr, "idem-iceberg: %v\n", err)
 				return cli.Reported(code)
 			}
-			j, err := cli.LoadJob(args[0])
+			j, err := loadJob(args[0])
 			if err != nil {
 				return fail(err)
 			}
