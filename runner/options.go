@@ -120,6 +120,16 @@ func WithDatabase(path string) Option {
 	})
 }
 
+// CheckMemoryLimit refuses (ErrUsage) a DuckDB memory_limit that DuckDB
+// would not parse, as WithMemoryLimit does: a size ("2GB", "512MiB") or
+// "none".
+func CheckMemoryLimit(size string) error {
+	if err := job.CheckMemoryLimit(size); err != nil {
+		return jobError("", job.Usage("%v", err))
+	}
+	return nil
+}
+
 // WithMemoryLimit sets DuckDB's memory_limit (e.g. "2GB", "512MiB",
 // "none"), overriding the jobs' [duckdb] memory_limit. A size DuckDB would
 // not parse is an error.

@@ -166,6 +166,13 @@ type Result struct {
 	err error // the error Error says
 }
 
+// How an incremental model's run recomputed it (Result.Incremental):
+// the partitions, or the keys, whose upstream rows changed.
+const (
+	IncrementalPartition = job.IncrementalPartition
+	IncrementalKey       = job.IncrementalKey
+)
+
 // InputFile is an input file a run read: its path, sha256 and size.
 type InputFile struct {
 	Path   string `json:"path"`

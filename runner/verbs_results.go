@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 )
 
@@ -69,6 +70,13 @@ type Packet struct {
 	Requested     int64  `json:"requested_snapshot,omitempty"`
 	RequestedKind string `json:"requested_kind,omitempty"`
 }
+
+// The kinds of a snapshot that writes no packet (Packet.RequestedKind):
+// an erasure and a rollback.
+const (
+	SnapshotErase    = job.KindErase
+	SnapshotRollback = job.KindRollback
+)
 
 // InputRef is an input file of a snapshot: its sha256, size and name.
 type InputRef struct {

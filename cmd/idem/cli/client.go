@@ -45,8 +45,7 @@ func (f *dbFlags) openOne(ctx context.Context, pathOrName string, extra ...runne
 
 // progressOption is a's progress hooks (progress.go) as a runner option.
 func (a *app) progressOption(pf progressFlags) runner.Option {
-	p := a.progress(pf)
-	return runner.WithProgress(runner.Progress{Step: p.Step, Percent: p.Percent, Bytes: p.Bytes, Timings: p.Timings})
+	return runner.WithProgress(a.progress(pf))
 }
 
 // written reports the outcome of a call that commits: err, or its

@@ -20,7 +20,7 @@ func (a *app) checkFlags(cmd *cobra.Command) error {
 		err = job.Usage("--wait %s: must not be negative", w)
 	}
 	if m, e := fl.GetString("memory-limit"); err == nil && e == nil && fl.Changed("memory-limit") {
-		if e := job.CheckMemoryLimit(m); e != nil {
+		if e := runner.CheckMemoryLimit(m); e != nil {
 			err = job.Usage("--memory-limit: %v", e)
 		}
 	}

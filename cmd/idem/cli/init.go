@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
@@ -71,7 +70,7 @@ from its folder).`,
 		},
 	}
 	cmd.Flags().StringVar(&name, "pipeline", "", "pipeline (and job and table) name; default: DIR's base name")
-	cmd.Flags().StringVar(&mode, "mode", job.ModeApply, "apply (change batches from a landing folder), refresh (the whole input replaces the target) or select (a model: one SELECT over a source job)")
+	cmd.Flags().StringVar(&mode, "mode", runner.ModeApply, "apply (change batches from a landing folder), refresh (the whole input replaces the target) or select (a model: one SELECT over a source job)")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print one JSON object on stdout")
 	return cmd
 }

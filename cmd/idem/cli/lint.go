@@ -3,8 +3,6 @@ package cli
 import (
 	"fmt"
 
-	"github.com/idem-dev/idem/internal/job"
-
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/runner"
@@ -51,7 +49,7 @@ Exit 0 when there is no finding of severity error, 1 when there is.`,
 				fmt.Fprintf(a.stdout, "%d error(s), %d warning(s)\n", rep.Errors, rep.Warnings)
 			}
 			if rep.Errors > 0 {
-				return &codeError{code: job.ExitFailure}
+				return &codeError{code: runner.ExitFailure}
 			}
 			return nil
 		},

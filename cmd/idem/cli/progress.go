@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/runner"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -40,10 +40,10 @@ func (f progressFlags) silence(a *app, jsonOut bool) {
 // IDEM_TIMINGS=1 prints, instead, one plain line per step as it ends
 // ("timing run: check outcomes 12ms"), for measuring where a run's time
 // goes.
-func (a *app) progress(f progressFlags) job.Progress {
+func (a *app) progress(f progressFlags) runner.Progress {
 	if os.Getenv("IDEM_TIMINGS") != "" {
 		var mu sync.Mutex
-		return job.Progress{Timings: true, Step: func(name string) func(time.Duration) {
+		return runner.Progress{Timings: true, Step: func(name string) func(time.Duration) {
 			return func(d time.Duration) {
 				mu.Lock()
 				defer mu.Unlock()
@@ -53,7 +53,7 @@ func (a *app) progress(f progressFlags) job.Progress {
 	}
 	file, ok := a.stderr.(*os.File)
 	if f.quiet || !ok || !term.IsTerminal(int(file.Fd())) {
-		return job.Progress{}
+		return runner.Progress{}
 	}
 	return newTermProgress(file).hooks()
 }
@@ -73,8 +73,8 @@ type termProgress struct {
 
 func newTermProgress(w io.Writer) *termProgress { return &termProgress{w: w} }
 
-func (t *termProgress) hooks() job.Progress {
-	return job.Progress{Step: t.startStep, Percent: t.setPercent, Bytes: t.addBytes}
+func (t *termProgress) hooks() runner.Progress {
+	return runner.Progress{Step: t.startStep, Percent: t.setPercent, Bytes: t.addBytes}
 }
 
 func (t *termProgress) startStep(name string) func(time.Duration) {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
@@ -86,7 +85,7 @@ instead (exit 1 when an input it needs is gone).`,
 				a.printUpstreamReruns(res.Upstream, "  ")
 			}
 			if !res.AllReproduced() {
-				return &codeError{code: job.ExitFailure}
+				return &codeError{code: runner.ExitFailure}
 			}
 			return nil
 		},

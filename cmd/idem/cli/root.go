@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idem-dev/idem/internal/job"
-
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/runner"
@@ -67,10 +65,10 @@ func mainExt(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
 	if err == nil && a.publishErr != nil {
-		return max(job.ExitCode(a.publishErr), job.ExitFailure)
+		return max(runner.ExitCode(a.publishErr), runner.ExitFailure)
 	}
 	if err == nil {
-		return job.ExitOK
+		return runner.ExitOK
 	}
 	var ce *codeError
 	if errors.As(err, &ce) {
@@ -78,10 +76,10 @@ func mainExt(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	}
 	if isCobraUsage(err) {
 		fmt.Fprintf(stderr, "idem: %v\n", err)
-		return job.ExitUsage
+		return runner.ExitUsage
 	}
 	fmt.Fprintf(stderr, "idem: %v\n", err)
-	return job.ExitCode(err)
+	return max(runner.ExitCode(err), runner.ExitFailure)
 }
 
 // codeError is an error already reported, carrying its exit code.
@@ -186,7 +184,7 @@ func (a *app) printJSON(v any) error {
 // fail reports err in the requested form and returns its exit code as an
 // error for Main.
 func (a *app) fail(jsonOut bool, err error) error {
-	code := job.ExitCode(err)
+	code := max(runner.ExitCode(err), runner.ExitFailure)
 	// The public API names the job an error is of; the command's messages
 	// name it themselves, as ever.
 	var je *runner.JobError

@@ -105,12 +105,12 @@ func (a *app) printResult(res *runner.Result) {
 		if len(res.Repaired) > 0 {
 			line += " (moved keys removed from " + strings.Join(res.Repaired, ", ") + ")"
 		}
-		if res.Incremental == job.IncrementalPartition {
+		if res.Incremental == runner.IncrementalPartition {
 			line += " (recomputed: their upstream rows changed)"
 		}
 		fmt.Fprintf(w, "  partitions %s\n", escapeCell(line))
 	}
-	if res.Incremental == job.IncrementalKey {
+	if res.Incremental == runner.IncrementalKey {
 		fmt.Fprintf(w, "  keys      %s recomputed (their upstream rows changed)\n", job.Thousands(res.Keys))
 	}
 	if res.IncrementalNote != "" {
@@ -173,7 +173,7 @@ func (a *app) closeFailed(err error) error {
 		return nil
 	}
 	fmt.Fprintf(a.stderr, "idem: %v\n", err)
-	return &codeError{code: job.ExitFailure}
+	return &codeError{code: runner.ExitFailure}
 }
 
 // runFlags are the flags of idem run.

@@ -184,9 +184,9 @@ func versionsText(p *runner.Packet) string {
 // kindText names a snapshot kind that writes no packet.
 func kindText(kind string) string {
 	switch kind {
-	case job.KindErase:
+	case runner.SnapshotErase:
 		return "an erasure"
-	case job.KindRollback:
+	case runner.SnapshotRollback:
 		return "a rollback"
 	}
 	return "a " + kind

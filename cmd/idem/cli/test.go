@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/runner"
 )
 
@@ -64,7 +63,7 @@ Exit 0 when every test passes, 1 when a test fails (or its model fails),
 				}
 				fmt.Fprintf(a.stdout, "%d %s: %d passed, %d failed, %d bad\n", len(rep.Tests), noun, rep.Passed, rep.Failed, rep.Errors)
 			}
-			if code := rep.ExitCode(); code != job.ExitOK {
+			if code := rep.ExitCode(); code != runner.ExitOK {
 				return &codeError{code: code}
 			}
 			return nil
