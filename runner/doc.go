@@ -1,6 +1,7 @@
 // Package runner is idem's public Go API: open a job file or a project of
 // job files, plan, run, rerun a snapshot and export it, read a job's log
-// and release packets, fence, roll back and expire, with typed results;
+// and release packets, fence, roll back and expire, follow a stream, build
+// and promote an environment, with typed results;
 // back up and compact a database; run models' unit tests, lint a job,
 // write a starting project and a project's documentation site.
 //
@@ -20,12 +21,12 @@
 // ExitCode gives the idem command's exit code for any of them.
 //
 // Extensions plug in through WithAfterCommit: a hook called after every
-// commit (run, rollback, expire) with the Project, so that it reads what it
+// commit (run, promote, erase, rollback, expire) with the Project, so that it reads what it
 // publishes through this API (Project.Job names a job's [publish.iceberg],
 // Project.Export writes a snapshot's rows), importing nothing from
 // internal/; its error is an *AfterCommitError beside a result that stands.
-// An extension's own verbs are commands of cmd/idem/cli's Extension that
-// call this package.
+// An extension's own verbs are commands of cmd/idem/cli's Extension, whose
+// Hook makes such a hook for each command.
 //
 // Everything else lives under internal/ and may change between releases:
 //
@@ -45,6 +46,7 @@
 //
 // A package imports only the packages above it in this list
 // (layering_test.go checks it); cmd/idem/cli parses flags, calls this
-// package and prints, but for the commands TestCLIImports still lists.
+// package and prints, with internal/job as its printing helper only
+// (TestCLIImports checks it).
 // internal/lake (beneath source) reads Iceberg tables.
 package runner
