@@ -112,6 +112,8 @@ type JobInfo struct {
 	// (WithDatabase's when given).
 	File, Database string
 	Pipeline       string
+	// Mode is the pipeline's mode (ModeApply, ModeRefresh, ...).
+	Mode string
 	// Target is the table the job writes, Key its key columns and
 	// PartitionBy its partition column ("" for none).
 	Target      string
@@ -166,7 +168,7 @@ func (p *Project) Job(name string) (*JobInfo, error) {
 	if err != nil {
 		return nil, jobError(name, err)
 	}
-	info := &JobInfo{Name: j.Name, File: j.File, Database: path, Pipeline: j.Pipeline.Name, Target: j.Table,
+	info := &JobInfo{Name: j.Name, File: j.File, Database: path, Pipeline: j.Pipeline.Name, Mode: j.Pipeline.Mode, Target: j.Table,
 		Key: j.Pipeline.Key, PartitionBy: j.PartitionBy, Upstream: j.SortedUpstream(),
 		MemoryLimit: oo.DuckDB.MemoryLimit, Threads: oo.DuckDB.Threads, TempDirectory: oo.DuckDB.TempDirectory}
 	switch {

@@ -372,6 +372,10 @@ type ExportOptions struct {
 	// PartitionBy writes one file per value of this column under Out,
 	// with a manifest.json.
 	PartitionBy string
+	// BeforeRename, when set, is called once the file is complete under
+	// its temporary name, before it is renamed to Out (a crash test of an
+	// extension kills the process there).
+	BeforeRename func()
 }
 
 // ExportResult reports an export. The JSON keys are those of idem export

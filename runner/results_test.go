@@ -60,6 +60,8 @@ func TestResultsInStep(t *testing.T) {
 		{public: EnvDiff{}, internal: ops.EnvDiff{}},
 		{public: Promoted{}, internal: ops.Promoted{}},
 		{public: StreamBatch{}, internal: run.StreamResult{}},
+		{public: KeptSnapshots{}, internal: ops.KeptSnapshots{}},
+		{public: SnapshotTable{}, internal: ops.PinnedTable{}},
 	} {
 		pubKeys, inKeys := jsonKeys(reflect.TypeOf(tc.public), ""), jsonKeys(reflect.TypeOf(tc.internal), "")
 		pub, in := kinds(pubKeys), kinds(inKeys)

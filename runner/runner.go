@@ -571,12 +571,6 @@ func absPath(p string) string {
 // (ErrUsage), an expired snapshot (ErrRefused).
 func (p *Project) Export(ctx context.Context, name string, opts ExportOptions) (*ExportResult, error) {
 	return readPinned(ctx, p, name, []int64{opts.Snapshot}, func(j *job.Job, db *run.DB) (*ExportResult, error) {
-		res, err := ops.Export(ctx, db, j, ops.ExportOptions{Out: opts.Out, Table: opts.Table, Snapshot: opts.Snapshot,
-			Format: opts.Format, PartitionBy: opts.PartitionBy, Progress: p.s.progress, Fault: p.faultFor(db.Path())})
-		if err != nil {
-			return nil, err
-		}
-		var out ExportResult
-		return &out, convert(res, &out)
+		return exportOn(ctx, j, db, opts, p.s.progress, p.faultFor(db.Path()))
 	})
 }
