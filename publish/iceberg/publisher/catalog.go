@@ -13,7 +13,7 @@ import (
 	"github.com/apache/iceberg-go/catalog/rest"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/apache/iceberg-go/table"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/runner"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for a PostgreSQL catalog
 	"github.com/uptrace/bun/driver/sqliteshim"
 )
@@ -34,7 +34,7 @@ func (c *Catalog) Close() error { return c.close() }
 
 // OpenCatalog opens the catalog cfg names, creating a SQL catalog's tables
 // when they are missing. Each call gives a fresh handle.
-func OpenCatalog(ctx context.Context, cfg *job.PublishIceberg) (*Catalog, error) {
+func OpenCatalog(ctx context.Context, cfg *runner.IcebergTable) (*Catalog, error) {
 	props := iceberg.Properties{"warehouse": cfg.Warehouse}
 	for k, v := range s3Props(cfg, os.Getenv) {
 		props[k] = v
@@ -87,12 +87,12 @@ func redact(s string) string {
 }
 
 // Ident is the Iceberg table job j publishes to: <namespace>.<target>.
-func Ident(j *job.Job) table.Identifier {
-	return table.Identifier{j.Publish.Iceberg.Namespace, j.Table}
+func Ident(j *runner.JobInfo) table.Identifier {
+	return table.Identifier{j.Iceberg.Namespace, j.Target}
 }
 
 // loadTable loads job j's table, or returns nil when it does not exist.
-func (c *Catalog) loadTable(ctx context.Context, j *job.Job) (*table.Table, error) {
+func (c *Catalog) loadTable(ctx context.Context, j *runner.JobInfo) (*table.Table, error) {
 	t, err := c.LoadTable(ctx, Ident(j))
 	if errors.Is(err, catalog.ErrNoSuchTable) {
 		return nil, nil
@@ -104,8 +104,8 @@ func (c *Catalog) loadTable(ctx context.Context, j *job.Job) (*table.Table, erro
 }
 
 // ensureNamespace creates the job's namespace when it is missing.
-func (c *Catalog) ensureNamespace(ctx context.Context, j *job.Job) error {
-	ns := table.Identifier{j.Publish.Iceberg.Namespace}
+func (c *Catalog) ensureNamespace(ctx context.Context, j *runner.JobInfo) error {
+	ns := table.Identifier{j.Iceberg.Namespace}
 	ok, err := c.CheckNamespaceExists(ctx, ns)
 	if err != nil {
 		return fmt.Errorf("Iceberg namespace %s: %w", ns, err)

@@ -9,9 +9,6 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/cmd/idem/cli"
-	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/run"
-	"github.com/idem-dev/idem/pipelines"
 	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
@@ -43,32 +40,32 @@ func publishAfterCommit(ctx context.Context, p *runner.Project, c runner.Commit,
 	if err != nil || info.Iceberg == nil {
 		return err
 	}
-	j, err := loadJob(info.File)
-	if err != nil {
-		return err
-	}
-	d := j.DuckDB
-	d.MemoryLimit, d.Threads, d.TempDirectory = info.MemoryLimit, info.Threads, info.TempDirectory
-	db, err := run.Open(ctx, info.Database, run.OpenOptions{DuckDB: d})
+	db, err := p.OpenReader(ctx, c.Job, runner.ReaderOptions{})
 	if err != nil {
 		return err
 	}
 	defer db.Close() // the publisher wrote to its catalog, not here
-	rep, err := Publish(ctx, db, j, Options{Fault: faultHook(db.Path())})
+	rep, err := Publish(ctx, db, info, Options{Fault: faultHook(db.Path())})
 	if rep != nil && (len(rep.Published) > 0 || len(rep.Expired) > 0) {
 		fmt.Fprintf(stdout, "  iceberg   %s\n", rep.line())
 	}
 	return err
 }
 
-// loadJob loads a job file as every idem command does: a path, or the
-// name of a job among the job files of the working folder.
-func loadJob(path string) (*job.Job, error) {
-	file, err := runner.JobFile(path)
+// openJob opens the job a verb names as every idem command does (a
+// path, or the name of a job among the job files of the working folder),
+// with opts.
+func openJob(ctx context.Context, pathOrName string, opts ...runner.Option) (*runner.Project, *runner.JobInfo, error) {
+	file, err := runner.JobFile(pathOrName)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return run.LoadJob(file, pipelines.FS)
+	p, err := runner.Open(ctx, []string{file}, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	info, err := p.Job(p.Jobs()[0])
+	return p, info, err
 }
 
 // line is a report in one line of human output.
@@ -83,7 +80,7 @@ func (r *Report) line() string {
 	}
 	what := "nothing new"
 	if len(snaps) > 0 {
-		what = fmt.Sprintf("published snapshot %s (%d file(s), %s bytes)", strings.Join(snaps, ", "), files, job.Thousands(bytes))
+		what = fmt.Sprintf("published snapshot %s (%d file(s), %s bytes)", strings.Join(snaps, ", "), files, runner.Thousands(bytes))
 	}
 	if r.Rebuilt {
 		what += " again without the erased rows"
@@ -146,25 +143,25 @@ exits 1.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			fail := func(err error) error {
-				code := job.ExitCode(err)
+				code := runner.ExitCode(err)
 				if jsonOut {
 					_ = printJSON(stdout, map[string]any{"error": err.Error(), "exit_code": code})
 				}
 				fmt.Fprintf(stderr, "idem-iceberg: %v\n", err)
 				return cli.Reported(code)
 			}
-			j, err := loadJob(args[0])
+			var opts []runner.Option
+			if dbPath != "" {
+				opts = append(opts, runner.WithDatabase(dbPath))
+			}
+			p, j, err := openJob(cmd.Context(), args[0], opts...)
 			if err != nil {
 				return fail(err)
 			}
-			if j.Publish.Iceberg == nil {
-				return fail(job.Usage("%s: job %s declares no [publish.iceberg]", j.File, j.Name))
+			if j.Iceberg == nil {
+				return fail(runner.Usage("%s: job %s declares no [publish.iceberg]", j.File, j.Name))
 			}
-			path := j.Database
-			if dbPath != "" {
-				path = dbPath
-			}
-			db, err := run.Open(cmd.Context(), path, run.OpenOptions{ReadOnly: true, DuckDB: j.DuckDB})
+			db, err := p.OpenReader(cmd.Context(), j.Name, runner.ReaderOptions{ReadOnly: true})
 			if err != nil {
 				return fail(err)
 			}
@@ -178,12 +175,12 @@ exits 1.`,
 					return printJSON(stdout, rep)
 				}
 				for _, v := range rep.Verified {
-					fmt.Fprintf(stdout, "%s: snapshot %d = Iceberg snapshot %d (%s rows, sha256 %s)\n", j.Name, v.Snapshot, v.IcebergSnapshot, job.Thousands(v.Rows), v.SHA256)
+					fmt.Fprintf(stdout, "%s: snapshot %d = Iceberg snapshot %d (%s rows, sha256 %s)\n", j.Name, v.Snapshot, v.IcebergSnapshot, runner.Thousands(v.Rows), v.SHA256)
 				}
 				fmt.Fprintf(stdout, "%s: %d snapshot(s) of %s verified\n", j.Name, len(rep.Verified), rep.Table)
 				return nil
 			}
-			rep, err := Publish(cmd.Context(), db, j, Options{Fault: faultHook(path), Republish: republish})
+			rep, err := Publish(cmd.Context(), db, j, Options{Fault: faultHook(db.Path()), Republish: republish})
 			if err != nil {
 				if jsonOut && rep != nil {
 					_ = printJSON(stdout, rep)
@@ -199,7 +196,7 @@ exits 1.`,
 				if p.Partitions != nil {
 					parts = fmt.Sprintf(", partitions replaced: %s", strings.Join(p.Partitions, ", "))
 				}
-				fmt.Fprintf(stdout, "  snapshot %d -> Iceberg snapshot %d (%s rows, %d file(s) added, %d removed%s, %.3fs)\n", p.Snapshot, p.IcebergSnapshot, job.Thousands(p.Rows), p.Files, p.Removed, parts, p.Seconds)
+				fmt.Fprintf(stdout, "  snapshot %d -> Iceberg snapshot %d (%s rows, %d file(s) added, %d removed%s, %.3fs)\n", p.Snapshot, p.IcebergSnapshot, runner.Thousands(p.Rows), p.Files, p.Removed, parts, p.Seconds)
 			}
 			return nil
 		},

@@ -16,25 +16,23 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
-	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/runner"
 )
 
 // deltaOver says snapshot s can be published as row-level changes over
 // prev, the idem snapshot the table holds: an apply job, unpartitioned,
 // with a key that is the table's identifier, prev kept with the same
 // columns, and a table whose format has delete files (v2).
-func (p *publisher) deltaOver(tbl *table.Table, s *catalog.SnapshotRow, prev int64, idem *idemSide) bool {
-	if p.j.Pipeline.Mode != job.ModeApply || !tbl.Spec().IsUnpartitioned() || len(s.KeyColumns) == 0 || tbl.Metadata().Version() < 2 {
+func (p *publisher) deltaOver(tbl *table.Table, s *runner.KeptSnapshot, prev int64, idem *idemSide) bool {
+	if p.j.Mode != runner.ModeApply || !tbl.Spec().IsUnpartitioned() || len(s.Key) == 0 || tbl.Metadata().Version() < 2 {
 		return false
 	}
-	i := slices.IndexFunc(idem.kept, func(r *catalog.SnapshotRow) bool { return r.Snapshot == prev })
-	if i < 0 || !slices.Equal(idem.kept[i].Columns, s.Columns) || !slices.Equal(idem.kept[i].KeyColumns, s.KeyColumns) {
+	i := slices.IndexFunc(idem.kept, func(r *runner.KeptSnapshot) bool { return r.Snapshot == prev })
+	if i < 0 || !slices.Equal(idem.kept[i].Columns, s.Columns) || !slices.Equal(idem.kept[i].Key, s.Key) {
 		return false
 	}
 	ids := tbl.Schema().IdentifierFieldIDs
-	return len(ids) == len(s.KeyColumns) && ids != nil
+	return len(ids) == len(s.Key) && ids != nil
 }
 
 // delta is what writeDelta wrote: the data file of the new and changed
@@ -74,23 +72,22 @@ func (p *publisher) writeDelta(ctx context.Context, tbl *table.Table, s, prev in
 	if err != nil {
 		return nil, err
 	}
-	conn, tx, err := p.db.BeginPinned(ctx)
+	tx, err := p.db.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
-	defer tx.Rollback()
-	now, err := ops.PinnedRead(ctx, tx, p.j, s)
+	defer tx.Close()
+	now, err := tx.Table(ctx, s)
 	if err != nil {
 		return nil, err
 	}
-	before, err := ops.PinnedRead(ctx, tx, p.j, prev)
+	before, err := tx.Table(ctx, prev)
 	if err != nil {
 		return nil, err
 	}
 	names := make([]string, len(cols))
 	for i, c := range cols {
-		names[i] = job.QuoteIdent(c.name)
+		names[i] = runner.QuoteIdent(c.name)
 	}
 	list := strings.Join(names, ", ")
 	// Rows are compared whole: a row of s not in prev is new or changed;
@@ -114,9 +111,9 @@ func (p *publisher) writeDelta(ctx context.Context, tbl *table.Table, s, prev in
 			sel[i] = c.writeSQL()
 		}
 		path := filepath.Join(st.dir, name)
-		r, err := tx.ExecContext(ctx, "COPY (SELECT "+strings.Join(sel, ", ")+" FROM ("+from+")) TO "+job.SQLString(path)+" (FORMAT parquet, COMPRESSION zstd, FIELD_IDS "+ids+")")
+		r, err := tx.Tx().ExecContext(ctx, "COPY (SELECT "+strings.Join(sel, ", ")+" FROM ("+from+")) TO "+runner.QuoteString(path)+" (FORMAT parquet, COMPRESSION zstd, FIELD_IDS "+ids+")")
 		if err != nil {
-			return "", 0, 0, fmt.Errorf("write the changes of snapshot %d of %s as Parquet: %w", s, p.j.Name, catalog.TrimSQLError(err))
+			return "", 0, 0, fmt.Errorf("write the changes of snapshot %d of %s as Parquet: %w", s, p.j.Name, runner.TrimSQLError(err))
 		}
 		rows, _ := r.RowsAffected()
 		if rows == 0 {
@@ -141,7 +138,7 @@ func (p *publisher) writeDelta(ctx context.Context, tbl *table.Table, s, prev in
 	}
 	keyList := make([]string, len(keyCols))
 	for i, c := range keyCols {
-		keyList[i] = job.QuoteIdent(c.name)
+		keyList[i] = runner.QuoteIdent(c.name)
 	}
 	path, rows, size, err = write(keyCols, "SELECT DISTINCT "+strings.Join(keyList, ", ")+" FROM ("+gone+")", keyIDs, tag+"-deletes.parquet")
 	if err != nil {

@@ -15,9 +15,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
-	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/runner"
 )
 
 // currentFiles are the data files of tbl's current snapshot.
@@ -69,13 +67,12 @@ func (p *publisher) writeFiles(ctx context.Context, tbl *table.Table, s int64, c
 	if err != nil {
 		return nil, err
 	}
-	conn, tx, err := p.db.BeginPinned(ctx)
+	tx, err := p.db.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
-	defer tx.Rollback()
-	read, err := ops.PinnedRead(ctx, tx, p.j, s)
+	defer tx.Close()
+	read, err := tx.Table(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -101,12 +98,12 @@ func (p *publisher) writeFiles(ctx context.Context, tbl *table.Table, s int64, c
 			query += " WHERE " + partValueSQL(p.j.PartitionBy) + " IN (" + quoteList(parts) + ")"
 		}
 		target = filepath.Join(dataDir, tag)
-		opts += ", PARTITION_BY (" + job.QuoteIdent(p.j.PartitionBy) + "), WRITE_PARTITION_COLUMNS true, FILENAME_PATTERN 'part_{i}'"
+		opts += ", PARTITION_BY (" + runner.QuoteIdent(p.j.PartitionBy) + "), WRITE_PARTITION_COLUMNS true, FILENAME_PATTERN 'part_{i}'"
 	} else {
 		target = filepath.Join(dataDir, tag+".parquet")
 	}
-	if _, err := tx.ExecContext(ctx, "COPY ("+query+") TO '"+strings.ReplaceAll(target, "'", "''")+"' ("+opts+")"); err != nil {
-		return nil, fmt.Errorf("write snapshot %d of %s as Parquet: %w", s, p.j.Name, catalog.TrimSQLError(err))
+	if _, err := tx.Tx().ExecContext(ctx, "COPY ("+query+") TO '"+strings.ReplaceAll(target, "'", "''")+"' ("+opts+")"); err != nil {
+		return nil, fmt.Errorf("write snapshot %d of %s as Parquet: %w", s, p.j.Name, runner.TrimSQLError(err))
 	}
 	return listWritten(ctx, st, target, partitioned)
 }
@@ -156,7 +153,7 @@ func listWritten(ctx context.Context, st *staging, target string, dir bool) (*wr
 // partValueSQL is a partition's value as text, NULL included ('=' and
 // the value, or NULL), as changedPartitions and writeFiles compare it.
 func partValueSQL(col string) string {
-	return "coalesce('=' || CAST(" + job.QuoteIdent(col) + " AS VARCHAR), 'NULL')"
+	return "coalesce('=' || CAST(" + runner.QuoteIdent(col) + " AS VARCHAR), 'NULL')"
 }
 
 // partName is a partition's value as partValueSQL gives it, for people.
@@ -180,24 +177,23 @@ func quoteList(vs []string) string {
 // a sum of row hashes) is replaced. It returns those partitions and the
 // table's current files that hold them.
 func (p *publisher) changedPartitions(ctx context.Context, s, prev int64, current []string) (parts, remove []string, err error) {
-	conn, tx, err := p.db.BeginPinned(ctx)
+	tx, err := p.db.Begin(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer conn.Close()
-	defer tx.Rollback()
+	defer tx.Close()
 	finger := func(snapshot int64) (map[string]string, error) {
-		read, err := ops.PinnedRead(ctx, tx, p.j, snapshot)
+		read, err := tx.Table(ctx, snapshot)
 		if err != nil {
 			return nil, err
 		}
 		names := make([]string, len(read.Columns))
 		for i, c := range read.Columns {
-			names[i] = job.QuoteIdent(c.Name)
+			names[i] = runner.QuoteIdent(c.Name)
 		}
-		rows, err := tx.QueryContext(ctx, "SELECT "+partValueSQL(p.j.PartitionBy)+", count(*), CAST(sum(CAST(hash("+strings.Join(names, ", ")+") AS HUGEINT)) AS VARCHAR) FROM ("+read.Query+") GROUP BY ALL")
+		rows, err := tx.Tx().QueryContext(ctx, "SELECT "+partValueSQL(p.j.PartitionBy)+", count(*), CAST(sum(CAST(hash("+strings.Join(names, ", ")+") AS HUGEINT)) AS VARCHAR) FROM ("+read.Query+") GROUP BY ALL")
 		if err != nil {
-			return nil, catalog.TrimSQLError(err)
+			return nil, runner.TrimSQLError(err)
 		}
 		defer rows.Close()
 		out := map[string]string{}
@@ -244,9 +240,9 @@ func (p *publisher) changedPartitions(ctx context.Context, s, prev int64, curren
 	for i, f := range current {
 		local[i] = localPath(f)
 	}
-	rows, err := tx.QueryContext(ctx, "SELECT DISTINCT filename, "+partValueSQL(p.j.PartitionBy)+" FROM read_parquet(["+quoteList(local)+"], filename = true)")
+	rows, err := tx.Tx().QueryContext(ctx, "SELECT DISTINCT filename, "+partValueSQL(p.j.PartitionBy)+" FROM read_parquet(["+quoteList(local)+"], filename = true)")
 	if err != nil {
-		return nil, nil, fmt.Errorf("read the partitions of the published files of %s: %w", p.j.Name, catalog.TrimSQLError(err))
+		return nil, nil, fmt.Errorf("read the partitions of the published files of %s: %w", p.j.Name, runner.TrimSQLError(err))
 	}
 	defer rows.Close()
 	byLocal := map[string]string{}

@@ -1,5 +1,5 @@
 // Object-store warehouses (s3://BUCKET/PREFIX): DuckDB writes each Parquet
-// file to a local staging folder (beside the database, job.PublishTempDir)
+// file to a local staging folder (beside the database, runner.Reader.TempDir)
 // and the publisher uploads it before any metadata names it: through the
 // table's Iceberg FileIO in one PUT, or, for a file larger than one part
 // (IDEM_ICEBERG_PART_SIZE bytes, 8 MiB by default), as a multipart upload
@@ -27,7 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/runner"
 )
 
 // partSizeEnv names the environment variable that sets the part size of
@@ -63,7 +63,7 @@ func remote(tbl *table.Table) bool {
 // server (AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL; path-style
 // addressing then) and the region. Credentials are left to the SDK's
 // default chain (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, profiles ...).
-func s3Props(cfg *job.PublishIceberg, getenv func(string) string) map[string]string {
+func s3Props(cfg *runner.IcebergTable, getenv func(string) string) map[string]string {
 	props := map[string]string{}
 	if !strings.HasPrefix(cfg.Warehouse, "s3://") {
 		return props
@@ -194,7 +194,7 @@ func (p *publisher) newStaging(tbl *table.Table) (*staging, error) {
 		dir := filepath.Join(localPath(tbl.Location()), "data")
 		return &staging{dir: dir, tbl: tbl}, os.MkdirAll(dir, 0o755)
 	}
-	dir, err := tempDir(p.db.Path())
+	dir, err := p.db.TempDir()
 	if err != nil {
 		return nil, err
 	}

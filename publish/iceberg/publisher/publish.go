@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,10 +14,7 @@ import (
 	"github.com/apache/iceberg-go"
 	icecat "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
-	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
-	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/runner"
 )
 
 // Summary and table properties idem writes.
@@ -128,36 +124,18 @@ type Report struct {
 // snapshots, in order, and its last erasure.
 type idemSide struct {
 	dbID        string
-	kept        []*catalog.SnapshotRow
+	kept        []*runner.KeptSnapshot
 	lastErasure int64
 }
 
-func readIdem(ctx context.Context, db *run.DB, j *job.Job) (*idemSide, error) {
-	conn, tx, err := db.BeginPinned(ctx)
+func readIdem(ctx context.Context, db *runner.Reader) (*idemSide, error) {
+	k, err := db.Snapshots(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
-	defer tx.Rollback()
-	snaps, err := catalog.ReadSnapshots(ctx, tx, j.Name, math.MaxInt64)
-	if err != nil {
-		return nil, err
-	}
-	ret, err := catalog.ReadRetention(ctx, tx, j.Name)
-	if err != nil {
-		return nil, err
-	}
-	s := &idemSide{}
-	if s.dbID, _, err = catalog.CommitPoint(ctx, tx); err != nil {
-		return nil, err
-	}
-	for _, r := range snaps {
-		if r.Kind == job.KindErase {
-			s.lastErasure = r.Snapshot
-		}
-		if r.Snapshot >= ret.OldestKept {
-			s.kept = append(s.kept, r)
-		}
+	s := &idemSide{dbID: k.DatabaseID, lastErasure: k.LastErasure}
+	for i := range k.Snapshots {
+		s.kept = append(s.kept, &k.Snapshots[i])
 	}
 	return s, nil
 }
@@ -204,8 +182,8 @@ func readPublished(tbl *table.Table) (*published, error) {
 
 // publisher is one catch-up of one job.
 type publisher struct {
-	db   *run.DB
-	j    *job.Job
+	db   *runner.Reader
+	j    *runner.JobInfo
 	cat  *Catalog
 	opts Options
 	rep  *Report
@@ -220,14 +198,14 @@ type publisher struct {
 // snapshot references any more are deleted. A commit refused because
 // another publisher moved the table is ErrRefused (exit 3); what was
 // committed before it stands.
-func Publish(ctx context.Context, db *run.DB, j *job.Job, opts Options) (rep *Report, err error) {
-	if j.Publish.Iceberg == nil {
-		return nil, job.Usage("%s declares no [publish.iceberg]", j.Name)
+func Publish(ctx context.Context, db *runner.Reader, j *runner.JobInfo, opts Options) (rep *Report, err error) {
+	if j.Iceberg == nil {
+		return nil, runner.Usage("%s declares no [publish.iceberg]", j.Name)
 	}
 	start := time.Now()
 	rep = &Report{Job: j.Name, Table: strings.Join(Ident(j), "."), Published: []Published{}, Expired: []int64{}}
 	defer func() { rep.Seconds = time.Since(start).Seconds() }()
-	cat, err := OpenCatalog(ctx, j.Publish.Iceberg)
+	cat, err := OpenCatalog(ctx, j.Iceberg)
 	if err != nil {
 		return rep, err
 	}
@@ -237,7 +215,7 @@ func Publish(ctx context.Context, db *run.DB, j *job.Job, opts Options) (rep *Re
 }
 
 func (p *publisher) catchUp(ctx context.Context) error {
-	idem, err := readIdem(ctx, p.db, p.j)
+	idem, err := readIdem(ctx, p.db)
 	if err != nil {
 		return err
 	}
@@ -321,8 +299,8 @@ func (p *publisher) checkHistory(idem *idemSide, pub *published) error {
 	latest := idem.kept[len(idem.kept)-1]
 	table := strings.Join(Ident(p.j), ".")
 	refuse := func(theirs string, ours string) error {
-		return &job.RefusedError{Guard: "history", Msg: fmt.Sprintf("%v: Iceberg table %s was published from another history than this database's (restored from a backup, or recreated beside its table?): the table holds %s, this database (id %s) %s; nothing was published. To publish this database's history in place of the table's, run: %s publish %s --republish",
-			ErrDiverged, table, theirs, idem.dbID, ours, "idem-iceberg", p.j.File)}
+		return runner.Refuse("history", "%v: Iceberg table %s was published from another history than this database's (restored from a backup, or recreated beside its table?): the table holds %s, this database (id %s) %s; nothing was published. To publish this database's history in place of the table's, run: %s publish %s --republish",
+			ErrDiverged, table, theirs, idem.dbID, ours, "idem-iceberg", p.j.File)
 	}
 	if pub.max > latest.Snapshot {
 		id := pub.byIdem[pub.max]
@@ -353,7 +331,7 @@ func describePublished(s int64, props iceberg.Properties) string {
 
 // createTable creates the job's table with the columns of its first kept
 // snapshot, partitioned by identity on [target] partition_by.
-func (p *publisher) createTable(ctx context.Context, first *catalog.SnapshotRow) (*table.Table, error) {
+func (p *publisher) createTable(ctx context.Context, first *runner.KeptSnapshot) (*table.Table, error) {
 	if err := p.cat.ensureNamespace(ctx, p.j); err != nil {
 		return nil, err
 	}
@@ -363,7 +341,7 @@ func (p *publisher) createTable(ctx context.Context, first *catalog.SnapshotRow)
 	var keyIDs []int
 	for i, c := range first.Columns {
 		col := columnOf(c)
-		key := slices.Contains(first.KeyColumns, c.Name)
+		key := slices.Contains(first.Key, c.Name)
 		fields[i] = iceberg.NestedField{ID: i + 1, Name: c.Name, Type: col.typ, Required: key}
 		if key {
 			keyIDs = append(keyIDs, i+1)
@@ -405,7 +383,7 @@ func (p *publisher) commit(ctx context.Context, tx *table.Transaction) (*table.T
 	tbl, err := tx.Commit(ctx)
 	if err != nil {
 		if errors.Is(err, table.ErrCommitFailed) || strings.Contains(err.Error(), "requirement failed") {
-			return nil, &job.RefusedError{Guard: "parent", Msg: fmt.Sprintf("Iceberg table %s changed while publishing %s (another publisher committed first); nothing of this commit was published: %v", strings.Join(Ident(p.j), "."), p.j.Name, err)}
+			return nil, runner.Refuse("parent", "Iceberg table %s changed while publishing %s (another publisher committed first); nothing of this commit was published: %v", strings.Join(Ident(p.j), "."), p.j.Name, err)
 		}
 		return nil, fmt.Errorf("commit to Iceberg table %s: %w", strings.Join(Ident(p.j), "."), err)
 	}
@@ -414,7 +392,7 @@ func (p *publisher) commit(ctx context.Context, tx *table.Transaction) (*table.T
 
 // snapshotProps are the summary properties of idem snapshot s of the
 // database idem.
-func snapshotProps(j *job.Job, idem *idemSide, s *catalog.SnapshotRow, sum string) iceberg.Properties {
+func snapshotProps(j *runner.JobInfo, idem *idemSide, s *runner.KeptSnapshot, sum string) iceberg.Properties {
 	return iceberg.Properties{
 		PropSnapshot: strconv.FormatInt(s.Snapshot, 10),
 		PropSHA256:   sum,
@@ -428,7 +406,7 @@ func snapshotProps(j *job.Job, idem *idemSide, s *catalog.SnapshotRow, sum strin
 // is tbl's current one. prev is the idem snapshot tbl holds (0: none):
 // a partitioned job whose prev is still kept replaces only the partitions
 // whose rows differ.
-func (p *publisher) publishOne(ctx context.Context, tbl *table.Table, s *catalog.SnapshotRow, prev int64, idem *idemSide) (*table.Table, error) {
+func (p *publisher) publishOne(ctx context.Context, tbl *table.Table, s *runner.KeptSnapshot, prev int64, idem *idemSide) (*table.Table, error) {
 	start := time.Now()
 	tx := tbl.NewTransaction()
 	if err := tx.AssertRefSnapshotID(""); err != nil {
@@ -441,7 +419,7 @@ func (p *publisher) publishOne(ctx context.Context, tbl *table.Table, s *catalog
 	pb := Published{Snapshot: s.Snapshot, Notes: notes, Operation: "overwrite"}
 	var stage func(props iceberg.Properties) error
 	if prev > 0 && len(notes) == 0 && p.deltaOver(tbl, s, prev, idem) {
-		d, err := p.writeDelta(ctx, tbl, s.Snapshot, prev, cols, schema, s.KeyColumns)
+		d, err := p.writeDelta(ctx, tbl, s.Snapshot, prev, cols, schema, s.Key)
 		if err != nil {
 			return nil, err
 		}
@@ -502,7 +480,7 @@ func (p *publisher) publishOne(ctx context.Context, tbl *table.Table, s *catalog
 }
 
 func keptSnapshot(idem *idemSide, s int64) bool {
-	return slices.ContainsFunc(idem.kept, func(r *catalog.SnapshotRow) bool { return r.Snapshot == s })
+	return slices.ContainsFunc(idem.kept, func(r *runner.KeptSnapshot) bool { return r.Snapshot == s })
 }
 
 // evolve brings the staged schema of tx to the columns of snapshot s:
@@ -513,7 +491,7 @@ func keptSnapshot(idem *idemSide, s int64) bool {
 // their schema and read the old column with its old type, s and later
 // ones read the new column; notes say so. A partition column is never
 // retyped so (its partition spec names it): that is an error.
-func (p *publisher) evolve(tx *table.Transaction, tbl *table.Table, s *catalog.SnapshotRow) (cols []column, schema *iceberg.Schema, notes []string, err error) {
+func (p *publisher) evolve(tx *table.Transaction, tbl *table.Table, s *runner.KeptSnapshot) (cols []column, schema *iceberg.Schema, notes []string, err error) {
 	cols = make([]column, len(s.Columns))
 	for i, c := range s.Columns {
 		cols[i] = columnOf(c)
@@ -584,17 +562,13 @@ func stageFiles(ctx context.Context, tx *table.Transaction, remove, add []string
 // (CSV), written to a temporary file beside the database (tempDir) and
 // removed.
 func (p *publisher) exportSHA(ctx context.Context, s int64) (string, int64, error) {
-	dir, err := tempDir(p.db.Path())
+	dir, err := p.db.TempDir()
 	if err != nil {
 		return "", 0, err
 	}
 	defer os.RemoveAll(dir)
-	fault := func(point string) {
-		if point == ops.FaultExportBeforeSwap {
-			p.opts.fault(FaultWhileHashing)
-		}
-	}
-	res, err := ops.Export(ctx, p.db, p.j, ops.ExportOptions{Snapshot: s, Out: filepath.Join(dir, "export.csv"), Format: job.FormatCSV, Fault: fault})
+	res, err := p.db.Export(ctx, runner.ExportOptions{Snapshot: s, Out: filepath.Join(dir, "export.csv"), Format: "csv",
+		BeforeRename: func() { p.opts.fault(FaultWhileHashing) }})
 	if err != nil {
 		return "", 0, fmt.Errorf("export snapshot %d of %s: %w", s, p.j.Name, err)
 	}

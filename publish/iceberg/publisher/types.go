@@ -7,8 +7,7 @@ import (
 	"strings"
 
 	"github.com/apache/iceberg-go"
-	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/runner"
 )
 
 // column is one column of a published snapshot: its idem name and DuckDB
@@ -26,7 +25,7 @@ type column struct {
 var decimalType = regexp.MustCompile(`^DECIMAL\((\d+),\s*(\d+)\)$`)
 
 // columnOf maps a DuckDB column to its Iceberg type.
-func columnOf(c catalog.TargetColumn) column {
+func columnOf(c runner.Column) column {
 	t := strings.ToUpper(strings.TrimSpace(c.Type))
 	col := column{name: c.Name, duckType: c.Type}
 	switch t {
@@ -67,7 +66,7 @@ func columnOf(c catalog.TargetColumn) column {
 // writeSQL is the column as the Parquet file holds it: the physical type
 // Iceberg expects for its type.
 func (c column) writeSQL() string {
-	q := job.QuoteIdent(c.name)
+	q := runner.QuoteIdent(c.name)
 	switch {
 	case c.asText:
 		return "CAST(" + q + " AS VARCHAR) AS " + q
@@ -84,7 +83,7 @@ func (c column) writeSQL() string {
 // readSQL is the column read back from a Parquet file Iceberg returned,
 // in the DuckDB type idem holds.
 func (c column) readSQL() string {
-	q := job.QuoteIdent(c.name)
+	q := runner.QuoteIdent(c.name)
 	return "CAST(" + q + " AS " + c.duckType + ") AS " + q
 }
 
@@ -112,7 +111,7 @@ func fieldIDs(cols []column, schema *iceberg.Schema) (string, error) {
 		if !ok {
 			return "", fmt.Errorf("column %s is not in the Iceberg schema", c.name)
 		}
-		parts[i] = job.QuoteIdent(c.name) + ": " + strconv.Itoa(f.ID)
+		parts[i] = runner.QuoteIdent(c.name) + ": " + strconv.Itoa(f.ID)
 	}
 	return "{" + strings.Join(parts, ", ") + "}", nil
 }

@@ -16,10 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/apache/iceberg-go/table"
 	_ "github.com/duckdb/duckdb-go/v2" // database/sql driver "duckdb" for reading back
-	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
-	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/runner"
 )
 
 // Verified is one idem snapshot whose Iceberg snapshot read back equal.
@@ -44,12 +41,12 @@ type VerifyReport struct {
 // difference (a snapshot not published, one published that idem no longer
 // keeps, rows that differ, with the first differing line) is an error
 // (exit 1); the snapshots verified before it are in the report.
-func Verify(ctx context.Context, db *run.DB, j *job.Job) (*VerifyReport, error) {
-	if j.Publish.Iceberg == nil {
-		return nil, job.Usage("%s declares no [publish.iceberg]", j.Name)
+func Verify(ctx context.Context, db *runner.Reader, j *runner.JobInfo) (*VerifyReport, error) {
+	if j.Iceberg == nil {
+		return nil, runner.Usage("%s declares no [publish.iceberg]", j.Name)
 	}
 	rep := &VerifyReport{Job: j.Name, Table: strings.Join(Ident(j), "."), Verified: []Verified{}}
-	cat, err := OpenCatalog(ctx, j.Publish.Iceberg)
+	cat, err := OpenCatalog(ctx, j.Iceberg)
 	if err != nil {
 		return rep, err
 	}
@@ -58,7 +55,7 @@ func Verify(ctx context.Context, db *run.DB, j *job.Job) (*VerifyReport, error) 
 	if err != nil {
 		return rep, err
 	}
-	idem, err := readIdem(ctx, db, j)
+	idem, err := readIdem(ctx, db)
 	if err != nil {
 		return rep, err
 	}
@@ -99,7 +96,7 @@ func Verify(ctx context.Context, db *run.DB, j *job.Job) (*VerifyReport, error) 
 			return rep, fmt.Errorf("verify %s: Iceberg snapshot %d holds idem snapshot %d, which idem no longer keeps (expired or rebuilt after an erasure): run publish to expire it", j.Name, id, s)
 		}
 	}
-	dir, err := tempDir(db.Path())
+	dir, err := db.TempDir()
 	if err != nil {
 		return rep, err
 	}
@@ -114,7 +111,7 @@ func Verify(ctx context.Context, db *run.DB, j *job.Job) (*VerifyReport, error) 
 		if !ok {
 			return rep, fmt.Errorf("verify %s: idem snapshot %d is not published in %s (run publish to catch up)", j.Name, s.Snapshot, rep.Table)
 		}
-		want, err := ops.Export(ctx, db, j, ops.ExportOptions{Snapshot: s.Snapshot, Out: filepath.Join(dir, fmt.Sprintf("want-%d.csv", s.Snapshot)), Format: job.FormatCSV})
+		want, err := db.Export(ctx, runner.ExportOptions{Snapshot: s.Snapshot, Out: filepath.Join(dir, fmt.Sprintf("want-%d.csv", s.Snapshot)), Format: "csv"})
 		if err != nil {
 			return rep, fmt.Errorf("verify %s: export snapshot %d: %w", j.Name, s.Snapshot, err)
 		}
@@ -142,7 +139,7 @@ func Verify(ctx context.Context, db *run.DB, j *job.Job) (*VerifyReport, error) 
 // with idem snapshot s of database dbID, whose export has sha256 sum (""
 // when not known yet: not compared). A snapshot published before idem
 // recorded the database id has none.
-func checkProps(props map[string]string, dbID string, s *catalog.SnapshotRow, sum string) error {
+func checkProps(props map[string]string, dbID string, s *runner.KeptSnapshot, sum string) error {
 	for _, c := range []struct{ key, want string }{{PropSHA256, sum}, {PropJobKey, s.JobKey}, {PropDatabase, dbID}} {
 		got, ok := props[c.key]
 		if (c.key == PropDatabase && !ok) || c.want == "" {
@@ -158,7 +155,7 @@ func checkProps(props map[string]string, dbID string, s *catalog.SnapshotRow, su
 // readBack scans Iceberg snapshot id of tbl, projected on the columns of
 // idem snapshot s, and writes its rows as idem export writes them (CSV,
 // key order, the idem types). It returns the CSV's path.
-func readBack(ctx context.Context, duck *sql.DB, tbl *table.Table, id int64, s *catalog.SnapshotRow, dir string) (string, error) {
+func readBack(ctx context.Context, duck *sql.DB, tbl *table.Table, id int64, s *runner.KeptSnapshot, dir string) (string, error) {
 	names := make([]string, len(s.Columns))
 	for i, c := range s.Columns {
 		names[i] = c.Name
@@ -182,22 +179,18 @@ func readBack(ctx context.Context, duck *sql.DB, tbl *table.Table, id int64, s *
 	for i, c := range s.Columns {
 		sel[i] = columnOf(c).readSQL()
 	}
-	key := s.KeyColumns
+	key := s.Key
 	if len(key) == 0 {
 		key = names
 	}
 	order := make([]string, len(key))
 	for i, k := range key {
-		order[i] = job.QuoteIdent(k)
+		order[i] = runner.QuoteIdent(k)
 	}
 	out := filepath.Join(dir, fmt.Sprintf("got-%d.csv", s.Snapshot))
-	rowsQuery, err := catalog.CanonicalCSVQuery(ctx, duck, "SELECT "+strings.Join(sel, ", ")+" FROM read_parquet('"+strings.ReplaceAll(pq, "'", "''")+"') ORDER BY "+strings.Join(order, ", "))
-	if err != nil {
+	query := "SELECT " + strings.Join(sel, ", ") + " FROM read_parquet(" + runner.QuoteString(pq) + ") ORDER BY " + strings.Join(order, ", ")
+	if err := runner.CanonicalCSV(ctx, duck, query, out); err != nil {
 		return "", err
-	}
-	q := "COPY (" + rowsQuery + ") TO '" + strings.ReplaceAll(out, "'", "''") + "' " + catalog.CSVCopyOptions
-	if _, err := duck.ExecContext(ctx, q); err != nil {
-		return "", catalog.TrimSQLError(err)
 	}
 	return out, nil
 }

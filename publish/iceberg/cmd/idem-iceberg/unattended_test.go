@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/publish/iceberg/publisher"
+	"github.com/idem-dev/idem/runner"
 	"github.com/stretchr/testify/require"
 )
 
@@ -282,7 +282,7 @@ func TestApplyJobPublishedAsRowChanges(t *testing.T) {
 	require.Zero(t, rep.Published[0].Removed, "no data file rewritten")
 	require.Equal(t, []int64{1, 2, 3}, p.verify("accounts.toml"))
 
-	cat, err := publisher.OpenCatalog(t.Context(), &job.PublishIceberg{Catalog: p.catalog, Warehouse: "file://" + p.lake, Namespace: "analytics"})
+	cat, err := publisher.OpenCatalog(t.Context(), &runner.IcebergTable{Catalog: p.catalog, Warehouse: "file://" + p.lake, Namespace: "analytics"})
 	require.NoError(t, err)
 	defer cat.Close()
 	tbl, err := cat.LoadTable(t.Context(), []string{"analytics", "accounts"})
