@@ -3,6 +3,7 @@ package runner
 import (
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -166,5 +167,50 @@ func TestCLIImports(t *testing.T) {
 				t.Errorf("cmd/idem/cli/%s imports %s: a command calls runner (add what it needs to the public API)", name, strings.TrimPrefix(p, module))
 			}
 		}
+	}
+}
+
+// TestExtensionImports: the Iceberg publisher (publish/iceberg, its own
+// module) is an extension on the public API: each of its Go files imports,
+// of idem's packages, runner and cmd/idem/cli (the Extension its commands
+// plug into) and its own module's packages only, nothing under internal/
+// (issue 46). A test that checks an internal package against what the
+// publisher writes is the one exception, named here with its reason.
+func TestExtensionImports(t *testing.T) {
+	t.Parallel()
+	const module = "github.com/idem-dev/idem/"
+	allowed := []string{module + "runner", module + "cmd/idem/cli"}
+	testOnly := map[string]string{
+		// idem's own Iceberg reader read against tables iceberg-go wrote
+		// (iceberg-go is a dependency of that module only).
+		"inputtest/input_test.go " + module + "internal/lake": "test-only",
+	}
+	root := filepath.Join("..", "publish", "iceberg")
+	n := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return err
+		}
+		n++
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		for _, imp := range f.Imports {
+			p := strings.Trim(imp.Path.Value, `"`)
+			if !strings.HasPrefix(p, module) || strings.HasPrefix(p, module+"publish/iceberg/") || slices.Contains(allowed, p) || testOnly[rel+" "+p] != "" {
+				continue
+			}
+			t.Errorf("publish/iceberg/%s imports %s: an extension reads idem through runner (add what it needs to the public API)", rel, strings.TrimPrefix(p, module))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatalf("no Go files under %s", root)
 	}
 }
