@@ -23,10 +23,13 @@
 // Extensions plug in through WithAfterCommit: a hook called after every
 // commit (run, promote, erase, rollback, expire) with the Project, so that it reads what it
 // publishes through this API (Project.Job names a job's [publish.iceberg],
-// Project.Export writes a snapshot's rows), importing nothing from
-// internal/; its error is an *AfterCommitError beside a result that stands.
-// An extension's own verbs are commands of cmd/idem/cli's Extension, whose
-// Hook makes such a hook for each command.
+// Project.Export writes a snapshot's rows, Project.OpenReader opens a
+// Reader on the job's database: its kept snapshots, pinned reads of them
+// as SQL, the canonical export), importing nothing from internal/; its
+// error is an *AfterCommitError beside a result that stands. An
+// extension's own verbs are commands of cmd/idem/cli's Extension, whose
+// Hook makes such a hook for each command. The Iceberg publisher
+// (publish/iceberg) is one, on this package alone (TestExtensionImports).
 //
 // Everything else lives under internal/ and may change between releases:
 //
