@@ -4,7 +4,9 @@
 // local folder or an s3:// object store, so that Spark, Trino and other
 // engines read what idem committed. It is the library of the idem-iceberg
 // binary and lives in a Go module of its own (publish/iceberg) so that the
-// idem binary does not carry iceberg-go.
+// idem binary does not carry iceberg-go. It reads idem through the public
+// package runner alone, as any extension may: Publish and Verify take a
+// runner.Reader on the job's database and the job's runner.JobInfo.
 //
 // Publishing is a catch-up: Publish reads which idem snapshots the table's
 // Iceberg snapshots already carry (summary properties idem.snapshot,
