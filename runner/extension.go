@@ -27,6 +27,11 @@ type ReaderOptions struct {
 // Reader is an open handle on the database of one job of a project, for
 // an extension that reads what the job committed (an AfterCommit hook, an
 // extension's verb). It writes nothing to the database. Close it.
+//
+// The errors of OpenReader and of a Reader's methods are *JobError whose
+// Job is empty, so that their text does not name the job: the extension
+// names it in its own messages (ExitCode and errors.Is work as for any
+// other error of this package).
 type Reader struct {
 	j  *job.Job
 	db *run.DB
@@ -38,7 +43,7 @@ type Reader struct {
 func (p *Project) OpenReader(ctx context.Context, name string, opts ReaderOptions) (*Reader, error) {
 	j, db, err := p.open(ctx, name, opts.ReadOnly)
 	if err != nil {
-		return nil, err
+		return nil, readerError(err)
 	}
 	return &Reader{j: j, db: db}, nil
 }
@@ -79,7 +84,7 @@ type Column struct {
 func (r *Reader) Snapshots(ctx context.Context) (*KeptSnapshots, error) {
 	k, err := ops.ReadKept(ctx, r.db, r.j)
 	if err != nil {
-		return nil, jobError(r.j.Name, err)
+		return nil, readerError(err)
 	}
 	var out KeptSnapshots
 	return &out, convert(k, &out)
@@ -91,7 +96,7 @@ func (r *Reader) Snapshots(ctx context.Context) (*KeptSnapshots, error) {
 // WithFaultHook do not hear it: the extension reports its own work.
 func (r *Reader) Export(ctx context.Context, opts ExportOptions) (*ExportResult, error) {
 	res, err := exportOn(ctx, r.j, r.db, opts, job.Progress{}, nil)
-	return res, jobError(r.j.Name, err)
+	return res, readerError(err)
 }
 
 // TempDir makes a new folder for this process's temporary files (the
@@ -100,7 +105,7 @@ func (r *Reader) Export(ctx context.Context, opts ExportOptions) (*ExportResult,
 // after removing those of processes that are gone. The caller removes it.
 func (r *Reader) TempDir() (string, error) {
 	dir, err := ops.PublishTemp(r.db.Path())
-	return dir, jobError(r.j.Name, err)
+	return dir, readerError(err)
 }
 
 // ReadTx is one read transaction on a Reader's database, on one pinned
@@ -117,7 +122,7 @@ type ReadTx struct {
 func (r *Reader) Begin(ctx context.Context) (*ReadTx, error) {
 	conn, tx, err := r.db.BeginPinned(ctx)
 	if err != nil {
-		return nil, jobError(r.j.Name, err)
+		return nil, readerError(err)
 	}
 	return &ReadTx{j: r.j, conn: conn, tx: tx}, nil
 }
@@ -149,13 +154,23 @@ type SnapshotTable struct {
 func (t *ReadTx) Table(ctx context.Context, snapshot int64) (*SnapshotTable, error) {
 	pt, err := ops.PinnedRead(ctx, t.tx, t.j, snapshot)
 	if err != nil {
-		return nil, jobError(t.j.Name, err)
+		return nil, readerError(err)
 	}
 	out := &SnapshotTable{Snapshot: pt.Snapshot, Query: pt.Query, Columns: make([]Column, len(pt.Columns)), Key: pt.Key}
 	for i, c := range pt.Columns {
 		out.Columns[i] = Column(c)
 	}
 	return out, nil
+}
+
+// readerError is err (nil stays nil) as a Reader returns it: a *JobError
+// whose Job is empty.
+func readerError(err error) error {
+	var je *JobError
+	if errors.As(err, &je) {
+		return &JobError{Code: je.Code, Err: je.Err}
+	}
+	return jobError("", err)
 }
 
 // CanonicalCSV writes the rows of query, run on the DuckDB database db,

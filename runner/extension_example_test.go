@@ -75,12 +75,18 @@ func ExampleProject_OpenReader() {
 		log.Fatal(err)
 	}
 	fmt.Printf("snapshot %d: %d rows; read back equal: %v\n", want.Snapshot, want.Rows, fmt.Sprintf("%x", sha256.Sum256(b)) == want.SHA256)
+	// An error's text is idem's, no job's name put before it: the
+	// extension names the job in its own messages.
+	if _, err := tx.Table(ctx, 9); err != nil {
+		fmt.Printf("exit %d: %v\n", runner.ExitCode(err), err)
+	}
 	// Output:
 	// snapshot 1 applied job key set: true columns [{id BIGINT} {day DATE} {idem_status VARCHAR}] key [id]
 	// snapshot 2 applied job key set: true columns [{id BIGINT} {day DATE} {idem_status VARCHAR}] key [id]
 	// database id set: true last erasure 0
 	// export complete, not yet renamed
 	// snapshot 1: 2 rows; read back equal: true
+	// exit 2: job src has no snapshot 9 (latest is 2)
 }
 
 // ExampleRefuse makes an extension's refusal, which the idem command
