@@ -11,6 +11,7 @@ import (
 	"database/sql"
 	"errors"
 
+	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
@@ -152,7 +153,7 @@ type SnapshotTable struct {
 // Table is the read of the job's target at snapshot (0: the latest). An
 // expired snapshot is refused (ErrRefused).
 func (t *ReadTx) Table(ctx context.Context, snapshot int64) (*SnapshotTable, error) {
-	pt, err := ops.PinnedRead(ctx, t.tx, t.j, snapshot)
+	pt, err := export.PinnedRead(ctx, t.tx, t.j, snapshot)
 	if err != nil {
 		return nil, readerError(err)
 	}
@@ -229,7 +230,7 @@ func exportOn(ctx context.Context, j *job.Job, db *run.DB, opts ExportOptions, p
 	if opts.BeforeRename != nil {
 		outer := fault
 		fault = func(point string) {
-			if point == ops.FaultExportBeforeSwap {
+			if point == export.FaultExportBeforeSwap {
 				opts.BeforeRename()
 			}
 			if outer != nil {
@@ -237,7 +238,7 @@ func exportOn(ctx context.Context, j *job.Job, db *run.DB, opts ExportOptions, p
 			}
 		}
 	}
-	res, err := ops.Export(ctx, db, j, ops.ExportOptions{Out: opts.Out, Table: opts.Table, Snapshot: opts.Snapshot,
+	res, err := export.Export(ctx, db, j, export.ExportOptions{Out: opts.Out, Table: opts.Table, Snapshot: opts.Snapshot,
 		Format: opts.Format, PartitionBy: opts.PartitionBy, Progress: progress, Fault: fault})
 	if err != nil {
 		return nil, err

@@ -26,6 +26,7 @@ func TestLayering(t *testing.T) {
 		source  = module + "/internal/source"
 		run     = module + "/internal/run"
 		ops     = module + "/internal/ops"
+		export  = module + "/internal/export"
 		prun    = module + "/internal/projectrun"
 		mtest   = module + "/internal/modeltest"
 		docs    = module + "/internal/docs"
@@ -49,7 +50,10 @@ func TestLayering(t *testing.T) {
 		{pkg: lake + "/laketest", idem: []string{lake}},
 		{pkg: source, idem: []string{job, catalog, lake}},
 		{pkg: run, idem: []string{job, catalog, source, lake}},
-		{pkg: ops, idem: []string{job, catalog, source, run, lake}},
+		// Pinned reads of a job's tables and the export: the lowest of the
+		// command packages, under every other.
+		{pkg: export, idem: []string{job, catalog, source, run, lake}},
+		{pkg: ops, idem: []string{job, catalog, source, run, lake, export}},
 		// Unit tests of models (idem test): a replay in a scratch
 		// database, beside ops, with the project's job files.
 		{pkg: mtest, idem: []string{job, project, catalog, source, run, lake}},
@@ -62,7 +66,7 @@ func TestLayering(t *testing.T) {
 		// The public API is a thin layer over run, ops and projectrun,
 		// with the built-in pipelines; it never reaches source or catalog
 		// itself.
-		{pkg: runner, idem: []string{job, project, run, ops, prun, mtest, docs, sqlfs}, direct: true},
+		{pkg: runner, idem: []string{job, project, run, export, ops, prun, mtest, docs, sqlfs}, direct: true},
 		// The CLI is a client of the public API: runner, and job, its
 		// printing helper (TestCLIImports holds each of its files to them).
 		{pkg: module + "/cmd/idem/cli", idem: []string{runner, job}, direct: true},
@@ -71,7 +75,7 @@ func TestLayering(t *testing.T) {
 		// The kit of the CLI's test packages reads databases and job files
 		// through the library; it never imports the CLI, whose own tests
 		// use it (each test package hands it the CLI from its TestMain).
-		{pkg: module + "/cmd/idem/cli/internal/clitest", idem: []string{job, catalog, run, ops, sqlfs, module + "/internal/testflags"}, direct: true},
+		{pkg: module + "/cmd/idem/cli/internal/clitest", idem: []string{job, catalog, run, export, ops, sqlfs, module + "/internal/testflags"}, direct: true},
 		// The command is main and one call.
 		{pkg: module + "/cmd/idem", idem: []string{module + "/cmd/idem/cli"}, direct: true},
 	}

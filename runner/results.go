@@ -3,6 +3,7 @@ package runner
 import (
 	"encoding/json"
 
+	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
@@ -398,11 +399,11 @@ type ExportResult struct {
 
 // ExportManifest is the file of a partitioned export's folder that lists
 // its files (ExportFile), written last.
-const ExportManifest = ops.ManifestName
+const ExportManifest = export.ManifestName
 
 // ParquetTypes is the table of the Parquet type a Parquet export writes
 // for each DuckDB type.
-const ParquetTypes = ops.ParquetTypes
+const ParquetTypes = export.ParquetTypes
 
 // ExportFile is one file of a partitioned export: its path relative to
 // the export folder (with /), the partition's value as text (nil for

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/modeltest"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
@@ -40,13 +41,13 @@ func TestResultsInStep(t *testing.T) {
 			added: []string{"blocked_by"},
 			raw:   []string{"parts"}},
 		{public: RerunResult{}, internal: ops.RerunResult{}},
-		{public: ExportResult{}, internal: ops.ExportResult{}},
+		{public: ExportResult{}, internal: export.ExportResult{}},
 		{public: DiffResult{}, internal: ops.DiffResult{}},
 		{public: LogEntry{}, internal: catalog.LogEntry{}},
 		{public: Packet{}, internal: ops.Shown{}},
 		{public: RollbackResult{}, internal: ops.RollbackResult{}},
 		{public: ExpireResult{}, internal: ops.ExpireResult{}},
-		{public: AuditResult{}, internal: ops.AuditResult{}},
+		{public: AuditResult{}, internal: export.AuditResult{}},
 		{public: TestReport{}, internal: modeltest.Report{}},
 		{public: LintReport{}, internal: ops.LintReport{}},
 		{public: DUResult{}, internal: ops.DUResult{}},
@@ -61,7 +62,7 @@ func TestResultsInStep(t *testing.T) {
 		{public: Promoted{}, internal: ops.Promoted{}},
 		{public: StreamBatch{}, internal: run.StreamResult{}},
 		{public: KeptSnapshots{}, internal: ops.KeptSnapshots{}},
-		{public: SnapshotTable{}, internal: ops.PinnedTable{}},
+		{public: SnapshotTable{}, internal: export.PinnedTable{}},
 	} {
 		pubKeys, inKeys := jsonKeys(reflect.TypeOf(tc.public), ""), jsonKeys(reflect.TypeOf(tc.internal), "")
 		pub, in := kinds(pubKeys), kinds(inKeys)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/project"
@@ -292,7 +293,7 @@ func fillSHA256(ctx context.Context, db *run.DB, j *job.Job, res *Result) error 
 		return fmt.Errorf("sha256 of snapshot %d: %w", res.Snapshot, err)
 	}
 	defer release()
-	ex, err := ops.Export(ctx, db, j, ops.ExportOptions{Snapshot: res.Snapshot, Out: filepath.Join(dir, "snapshot.csv"), Format: job.FormatCSV})
+	ex, err := export.Export(ctx, db, j, export.ExportOptions{Snapshot: res.Snapshot, Out: filepath.Join(dir, "snapshot.csv"), Format: job.FormatCSV})
 	if err != nil {
 		return fmt.Errorf("sha256 of snapshot %d: %w", res.Snapshot, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
@@ -179,7 +180,7 @@ func (p *Project) Audit(ctx context.Context, name, dir, predicate string) (*Audi
 	if err != nil {
 		return nil, err
 	}
-	res, err := ops.Audit(ctx, j, dir, predicate)
+	res, err := export.Audit(ctx, j, dir, predicate)
 	if err != nil {
 		return nil, jobError(name, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
@@ -76,43 +77,43 @@ func Diff(ctx context.Context, d *run.DB, j *job.Job, opts DiffOptions) (*DiffRe
 	}
 	defer conn.Close()
 	defer tx.Rollback()
-	from, err := pinnedSource(ctx, tx, j, opts.Table, opts.From)
+	from, err := export.PinnedSource(ctx, tx, j, opts.Table, opts.From)
 	if err != nil {
 		return nil, err
 	}
-	to, err := pinnedSource(ctx, tx, j, opts.Table, opts.To)
+	to, err := export.PinnedSource(ctx, tx, j, opts.Table, opts.To)
 	if err != nil {
 		return nil, err
 	}
-	res := &DiffResult{Job: j.Name, Table: from.table, From: DiffSide{Snapshot: from.snapshot}, To: DiffSide{Snapshot: to.snapshot}}
+	res := &DiffResult{Job: j.Name, Table: from.Table, From: DiffSide{Snapshot: from.Snapshot}, To: DiffSide{Snapshot: to.Snapshot}}
 	dir, err := os.MkdirTemp("", "idem-diff-*")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	for _, side := range []struct {
-		src *tableSource
+		src *export.TableSource
 		out *DiffSide
 	}{{from, &res.From}, {to, &res.To}} {
-		n, sum, _, err := copyTo(ctx, tx, side.src.ordered(), filepath.Join(dir, fmt.Sprintf("%d.csv", side.src.snapshot)), job.FormatCSV, "", job.Progress{}, nil)
+		n, sum, _, err := export.CopyTo(ctx, tx, side.src.Ordered(), filepath.Join(dir, fmt.Sprintf("%d.csv", side.src.Snapshot)), job.FormatCSV, "", job.Progress{}, nil)
 		if err != nil {
 			return nil, err
 		}
 		side.out.Rows, side.out.SHA256 = n, sum
 	}
-	if !slices.Equal(from.columns, to.columns) || !slices.Equal(from.types, to.types) {
+	if !slices.Equal(from.Columns, to.Columns) || !slices.Equal(from.Types, to.Types) {
 		if err := commonColumns(from, to, res); err != nil {
 			return nil, err
 		}
 	}
-	key := from.key
-	if err := compareRows(ctx, tx, from.query, to.query, from.columns, key, 0, res); err != nil {
+	key := from.Key
+	if err := compareRows(ctx, tx, from.Query, to.Query, from.Columns, key, 0, res); err != nil {
 		return nil, err
 	}
-	if col := j.PartitionBy; col != "" && from.table == j.Table && slices.Contains(from.columns, col) {
+	if col := j.PartitionBy; col != "" && from.Table == j.Table && slices.Contains(from.Columns, col) {
 		qc := job.QuoteIdent(col)
-		q := "SELECT CAST(v AS VARCHAR) FROM (SELECT DISTINCT " + qc + " AS v FROM (((" + from.query + ") EXCEPT ALL (" + to.query + ")) UNION ALL ((" +
-			to.query + ") EXCEPT ALL (" + from.query + ")))) ORDER BY v NULLS LAST"
+		q := "SELECT CAST(v AS VARCHAR) FROM (SELECT DISTINCT " + qc + " AS v FROM (((" + from.Query + ") EXCEPT ALL (" + to.Query + ")) UNION ALL ((" +
+			to.Query + ") EXCEPT ALL (" + from.Query + ")))) ORDER BY v NULLS LAST"
 		rows, err := tx.QueryContext(ctx, q)
 		if err != nil {
 			return nil, fmt.Errorf("diff: partitions: %w", catalog.TrimSQLError(err))
@@ -153,7 +154,7 @@ func diffFiles(ctx context.Context, file1, file2, format string, key []string, d
 		if st.IsDir() {
 			return nil, job.Usage("diff %s: is a folder; compare its files or manifests", p)
 		}
-		f, err := ExportFormat(format, p)
+		f, err := export.ExportFormat(format, p)
 		if err != nil {
 			return nil, err
 		}
@@ -245,7 +246,7 @@ func requireUniqueKey(ctx context.Context, q catalog.Querier, files [2]string, c
 	}
 	for i, table := range []string{"idem_diff_a", "idem_diff_b"} {
 		var rows, distinct int64
-		err := q.QueryRowContext(ctx, "SELECT (SELECT count(*) FROM "+table+"), (SELECT count(*) FROM (SELECT DISTINCT "+identList(key)+" FROM "+table+"))").Scan(&rows, &distinct)
+		err := q.QueryRowContext(ctx, "SELECT (SELECT count(*) FROM "+table+"), (SELECT count(*) FROM (SELECT DISTINCT "+export.IdentList(key)+" FROM "+table+"))").Scan(&rows, &distinct)
 		if err != nil {
 			return fmt.Errorf("diff: %w", catalog.TrimSQLError(err))
 		}
@@ -350,7 +351,7 @@ func columnNames(ctx context.Context, q catalog.Querier, temp string) ([]string,
 func compareRows(ctx context.Context, q catalog.Querier, from, to string, cols, key []string, detail int, res *DiffResult) error {
 	res.Key = key
 	keyText := keyTextOf(key, "")
-	order := " ORDER BY " + identList(key)
+	order := " ORDER BY " + export.IdentList(key)
 	var added, removed, changed string
 	if len(key) == len(cols) {
 		added = "(" + to + ") EXCEPT ALL (" + from + ")"
@@ -444,17 +445,17 @@ func columnChanges(before, after []catalog.TargetColumn) (added, removed []strin
 // records the columns added, removed and retyped. A retyped column is
 // compared as DOUBLE when both its types are numeric, else as text. The
 // key must be shared and keep its types.
-func commonColumns(from, to *tableSource, res *DiffResult) error {
-	res.ColumnsAdded, res.ColumnsRemoved, res.ColumnsRetyped = columnChanges(from.targetColumns(), to.targetColumns())
+func commonColumns(from, to *export.TableSource, res *DiffResult) error {
+	res.ColumnsAdded, res.ColumnsRemoved, res.ColumnsRetyped = columnChanges(from.TargetColumns(), to.TargetColumns())
 	retyped := map[string]ColumnChange{}
 	for _, c := range res.ColumnsRetyped {
-		if slices.Contains(from.key, c.Name) {
-			return job.Usage("diff %s: key column %s is %s at snapshot %d and %s at snapshot %d; diff pairs rows by a key of one type", from.table, c.Name, c.From, from.snapshot, c.To, to.snapshot)
+		if slices.Contains(from.Key, c.Name) {
+			return job.Usage("diff %s: key column %s is %s at snapshot %d and %s at snapshot %d; diff pairs rows by a key of one type", from.Table, c.Name, c.From, from.Snapshot, c.To, to.Snapshot)
 		}
 		retyped[c.Name] = c
 	}
 	var sel, common, types []string
-	for i, c := range from.columns {
+	for i, c := range from.Columns {
 		if slices.Contains(res.ColumnsRemoved, c) {
 			continue
 		}
@@ -466,24 +467,24 @@ func commonColumns(from, to *tableSource, res *DiffResult) error {
 			}
 			e = "CAST(" + e + " AS " + as + ") AS " + e
 		}
-		sel, common, types = append(sel, e), append(common, c), append(types, from.types[i])
+		sel, common, types = append(sel, e), append(common, c), append(types, from.Types[i])
 	}
-	for _, k := range from.key {
-		if !slices.Contains(common, k) || !slices.Contains(to.key, k) || len(from.key) != len(to.key) {
-			return job.Usage("diff %s: snapshots %d and %d have different keys (%s / %s); diff pairs rows by one key", from.table, from.snapshot, to.snapshot,
-				strings.Join(from.key, ", "), strings.Join(to.key, ", "))
+	for _, k := range from.Key {
+		if !slices.Contains(common, k) || !slices.Contains(to.Key, k) || len(from.Key) != len(to.Key) {
+			return job.Usage("diff %s: snapshots %d and %d have different keys (%s / %s); diff pairs rows by one key", from.Table, from.Snapshot, to.Snapshot,
+				strings.Join(from.Key, ", "), strings.Join(to.Key, ", "))
 		}
 	}
 	if len(common) == 0 {
-		return job.Usage("diff %s: snapshots %d and %d share no column (%s / %s)", from.table, from.snapshot, to.snapshot,
-			strings.Join(from.columns, ", "), strings.Join(to.columns, ", "))
+		return job.Usage("diff %s: snapshots %d and %d share no column (%s / %s)", from.Table, from.Snapshot, to.Snapshot,
+			strings.Join(from.Columns, ", "), strings.Join(to.Columns, ", "))
 	}
-	from.query = "SELECT " + strings.Join(sel, ", ") + " FROM (" + from.query + ")"
-	to.query = "SELECT " + strings.Join(sel, ", ") + " FROM (" + to.query + ")"
-	from.columns, to.columns, from.types, to.types = common, common, types, types
-	if !from.unique {
+	from.Query = "SELECT " + strings.Join(sel, ", ") + " FROM (" + from.Query + ")"
+	to.Query = "SELECT " + strings.Join(sel, ", ") + " FROM (" + to.Query + ")"
+	from.Columns, to.Columns, from.Types, to.Types = common, common, types, types
+	if !from.Unique {
 		// Without a key every column is: the shared ones.
-		from.key, to.key = common, common
+		from.Key, to.Key = common, common
 	}
 	return nil
 }

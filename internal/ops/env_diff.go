@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
 )
@@ -57,12 +58,12 @@ func DiffEnvironment(ctx context.Context, d *run.DB, env *Environment, e EnvJob,
 	}
 	defer conn.Close()
 	defer tx.Rollback()
-	to, err := pinnedSource(ctx, tx, j, "", 0)
+	to, err := export.PinnedSource(ctx, tx, j, "", 0)
 	if err != nil {
 		return nil, fmt.Errorf("environment %s: %w", env.Name, err)
 	}
-	if to.snapshot != e.Snapshot {
-		return nil, job.Refuse("environment", "environment %s holds snapshot %d of %s, not the %d its build recorded: run --env %s again", env.Name, to.snapshot, j.Name, e.Snapshot, env.Name)
+	if to.Snapshot != e.Snapshot {
+		return nil, job.Refuse("environment", "environment %s holds snapshot %d of %s, not the %d its build recorded: run --env %s again", env.Name, to.Snapshot, j.Name, e.Snapshot, env.Name)
 	}
 	from, err := attachedSource(ctx, tx, ProductionCatalog, j, to)
 	if err != nil {
@@ -70,8 +71,8 @@ func DiffEnvironment(ctx context.Context, d *run.DB, env *Environment, e EnvJob,
 	}
 	res := &EnvDiff{Environment: env.Name, Reason: e.Reason, Numeric: []NumericDifference{}}
 	res.Job, res.Table = j.Name, j.Table
-	res.From, res.To = DiffSide{Snapshot: from.snapshot}, DiffSide{Snapshot: to.snapshot}
-	res.New = from.snapshot == 0
+	res.From, res.To = DiffSide{Snapshot: from.Snapshot}, DiffSide{Snapshot: to.Snapshot}
+	res.New = from.Snapshot == 0
 	built, err := catalog.ReadState(ctx, tx, j.Name)
 	if err != nil {
 		return nil, err
@@ -97,30 +98,30 @@ func DiffEnvironment(ctx context.Context, d *run.DB, env *Environment, e EnvJob,
 			res.Moved = append(res.Moved, fmt.Sprintf("%s %d → %d", ref.Job, ref.Snapshot, st.Snapshot))
 		}
 	}
-	if err := canonicalSums(ctx, tx, [2]*tableSource{from, to}, [2]*DiffSide{&res.From, &res.To}); err != nil {
+	if err := canonicalSums(ctx, tx, [2]*export.TableSource{from, to}, [2]*DiffSide{&res.From, &res.To}); err != nil {
 		return nil, err
 	}
-	if !slices.Equal(from.columns, to.columns) || !slices.Equal(from.types, to.types) {
+	if !slices.Equal(from.Columns, to.Columns) || !slices.Equal(from.Types, to.Types) {
 		if res.New {
-			from.columns, from.types = to.columns, to.types
-			from.query = "SELECT " + identList(to.columns) + " FROM (" + from.query + ")"
+			from.Columns, from.Types = to.Columns, to.Types
+			from.Query = "SELECT " + export.IdentList(to.Columns) + " FROM (" + from.Query + ")"
 		} else if err := commonColumns(from, to, &res.DiffResult); err != nil {
 			return nil, err
 		}
 	}
-	if err := compareRows(ctx, tx, from.query, to.query, from.columns, from.key, 0, &res.DiffResult); err != nil {
+	if err := compareRows(ctx, tx, from.Query, to.Query, from.Columns, from.Key, 0, &res.DiffResult); err != nil {
 		return nil, err
 	}
-	if len(from.key) < len(from.columns) {
-		on, _ := pairConditions(from.columns, from.key)
-		for i, c := range from.columns {
-			if slices.Contains(from.key, c) || !numericType(from.types[i]) {
+	if len(from.Key) < len(from.Columns) {
+		on, _ := pairConditions(from.Columns, from.Key)
+		for i, c := range from.Columns {
+			if slices.Contains(from.Key, c) || !numericType(from.Types[i]) {
 				continue
 			}
 			qc := job.QuoteIdent(c)
 			delta := "(b." + qc + " - a." + qc + ")"
 			var sum, maxAbs sql.NullString
-			q := "SELECT CAST(sum(" + delta + ") AS VARCHAR), CAST(max(abs(" + delta + ")) AS VARCHAR) FROM (" + from.query + ") AS a JOIN (" + to.query + ") AS b ON " + on
+			q := "SELECT CAST(sum(" + delta + ") AS VARCHAR), CAST(max(abs(" + delta + ")) AS VARCHAR) FROM (" + from.Query + ") AS a JOIN (" + to.Query + ") AS b ON " + on
 			if err := tx.QueryRowContext(ctx, q).Scan(&sum, &maxAbs); err != nil {
 				return nil, fmt.Errorf("diff %s: column %s: %w", j.Name, c, catalog.TrimSQLError(err))
 			}
@@ -141,43 +142,43 @@ func nullOr(s sql.NullString, dflt string) string {
 // idem database attached as cat (production in an environment, the
 // environment in promote), keyed as the other side (like): an empty read
 // of like's columns when that database has no snapshot of j.
-func attachedSource(ctx context.Context, q catalog.Querier, cat string, j *job.Job, like *tableSource) (*tableSource, error) {
+func attachedSource(ctx context.Context, q catalog.Querier, cat string, j *job.Job, like *export.TableSource) (*export.TableSource, error) {
 	st, err := catalog.ReadStateIn(ctx, q, cat, j.Name)
 	if err != nil {
 		return nil, err
 	}
-	src := &tableSource{table: j.Table, key: like.key, unique: like.unique}
+	src := &export.TableSource{Table: j.Table, Key: like.Key, Unique: like.Unique}
 	if !st.Exists || st.Snapshot == 0 || st.Target == "" {
-		src.columns, src.types = like.columns, like.types
-		src.query = "SELECT " + identList(like.columns) + " FROM (" + like.query + ") WHERE false"
+		src.Columns, src.Types = like.Columns, like.Types
+		src.Query = "SELECT " + export.IdentList(like.Columns) + " FROM (" + like.Query + ") WHERE false"
 		return src, nil
 	}
-	src.snapshot = st.Snapshot
+	src.Snapshot = st.Snapshot
 	table := job.QuoteIdent(cat) + ".main." + job.QuoteIdent(st.Target)
 	cols, err := catalog.AttachedColumns(ctx, q, cat, st.Target)
 	if err != nil {
 		return nil, err
 	}
 	for _, c := range cols {
-		src.columns, src.types = append(src.columns, c.Name), append(src.types, c.Type)
+		src.Columns, src.Types = append(src.Columns, c.Name), append(src.Types, c.Type)
 	}
-	if !like.unique {
-		src.key = src.columns
+	if !like.Unique {
+		src.Key = src.Columns
 	}
-	src.query = "SELECT " + identList(src.columns) + " FROM " + table
+	src.Query = "SELECT " + export.IdentList(src.Columns) + " FROM " + table
 	return src, nil
 }
 
 // canonicalSums fills each side's rows and sha256: those of its canonical
 // export (csv in key order), the bytes idem export writes.
-func canonicalSums(ctx context.Context, q catalog.Querier, srcs [2]*tableSource, sides [2]*DiffSide) error {
+func canonicalSums(ctx context.Context, q catalog.Querier, srcs [2]*export.TableSource, sides [2]*DiffSide) error {
 	dir, err := os.MkdirTemp("", "idem-env-*")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
 	for i, src := range srcs {
-		n, sum, _, err := copyTo(ctx, q, src.ordered(), filepath.Join(dir, fmt.Sprintf("%d.csv", i)), job.FormatCSV, "", job.Progress{}, nil)
+		n, sum, _, err := export.CopyTo(ctx, q, src.Ordered(), filepath.Join(dir, fmt.Sprintf("%d.csv", i)), job.FormatCSV, "", job.Progress{}, nil)
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
 )
@@ -171,7 +172,7 @@ type promotedSums struct {
 // the environment's: the same columns and types, and the same canonical
 // export (sha256).
 func sameAsEnvironment(ctx context.Context, q catalog.Querier, j *job.Job) (*promotedSums, bool, error) {
-	prod, err := pinnedSource(ctx, q, j, "", 0)
+	prod, err := export.PinnedSource(ctx, q, j, "", 0)
 	if err != nil {
 		return nil, false, err
 	}
@@ -180,10 +181,10 @@ func sameAsEnvironment(ctx context.Context, q catalog.Querier, j *job.Job) (*pro
 		return nil, false, err
 	}
 	var sides [2]DiffSide
-	if err := canonicalSums(ctx, q, [2]*tableSource{prod, env}, [2]*DiffSide{&sides[0], &sides[1]}); err != nil {
+	if err := canonicalSums(ctx, q, [2]*export.TableSource{prod, env}, [2]*DiffSide{&sides[0], &sides[1]}); err != nil {
 		return nil, false, err
 	}
 	p := &promotedSums{Promoted: Promoted{Job: j.Name, SHA256: sides[0].SHA256, Rows: sides[0].Rows}, envSHA: sides[1].SHA256}
-	same := env.snapshot > 0 && slices.Equal(prod.columns, env.columns) && slices.Equal(prod.types, env.types) && sides[0].SHA256 == sides[1].SHA256
+	same := env.Snapshot > 0 && slices.Equal(prod.Columns, env.Columns) && slices.Equal(prod.Types, env.Types) && sides[0].SHA256 == sides[1].SHA256
 	return p, same, nil
 }

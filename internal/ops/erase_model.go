@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
 )
@@ -74,7 +75,7 @@ func recomputeModel(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, faul
 	if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+all+" (idem_snap BIGINT, "+strings.Join(defs, ", ")+")"); err != nil {
 		return nil, fmt.Errorf("recompute %s: %w", j.Name, catalog.TrimSQLError(err))
 	}
-	list := identList(hnames)
+	list := export.IdentList(hnames)
 	res := &RecomputeResult{Job: j.Name, Parent: st.Snapshot, Snapshot: st.Snapshot + 1}
 	computed := map[int64]bool{} // run snapshots whose rows are in all
 	changed := false
@@ -123,13 +124,13 @@ func recomputeModel(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, faul
 	for i, c := range cols {
 		names[i] = c.Name
 	}
-	order := identList(names)
+	order := export.IdentList(names)
 	if key := job.NonNil(j.Key); len(key) > 0 {
-		order = identList(key)
+		order = export.IdentList(key)
 	}
 	for _, q := range []string{
 		"DELETE FROM " + target,
-		fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s WHERE idem_snap = %d ORDER BY %s", target, identList(names), readBack(cols, hcols), all, st.Snapshot, order),
+		fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s WHERE idem_snap = %d ORDER BY %s", target, export.IdentList(names), readBack(cols, hcols), all, st.Snapshot, order),
 		"DROP TABLE " + all,
 	} {
 		if _, err := tx.ExecContext(ctx, q); err != nil {

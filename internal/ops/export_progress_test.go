@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/stretchr/testify/require"
@@ -66,7 +66,7 @@ func TestExportReportsProgress(t *testing.T) {
 			if tc.partition != "" {
 				out = filepath.Join(t.TempDir(), "parts")
 			}
-			res, err := ops.Export(ctx, db, j, ops.ExportOptions{Out: out, PartitionBy: tc.partition, Progress: p})
+			res, err := export.Export(ctx, db, j, export.ExportOptions{Out: out, PartitionBy: tc.partition, Progress: p})
 			require.NoError(t, err)
 			mu.Lock()
 			defer mu.Unlock()

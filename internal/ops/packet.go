@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
 )
@@ -54,7 +55,7 @@ func completePacket(ctx context.Context, q catalog.Querier, j *job.Job, p *catal
 	}
 	done := progress.Start("packet sha256")
 	defer done()
-	src, err := pinnedSource(ctx, q, j, j.Table, p.Snapshot)
+	src, err := export.PinnedSource(ctx, q, j, j.Table, p.Snapshot)
 	if err != nil {
 		return err
 	}
@@ -69,7 +70,7 @@ func completePacket(ctx context.Context, q catalog.Querier, j *job.Job, p *catal
 			// Only a whole target's entry is ever left pending.
 			return fmt.Errorf("release packet of snapshot %d of %s: entry %d has no sha256", p.Snapshot, j.Name, i)
 		}
-		facts, err := run.PacketFactsOf(ctx, q, j, "("+src.query+")", src.targetColumns(), nil, true)
+		facts, err := run.PacketFactsOf(ctx, q, j, "("+src.Query+")", src.TargetColumns(), nil, true)
 		if err != nil {
 			return err
 		}
@@ -78,7 +79,7 @@ func completePacket(ctx context.Context, q catalog.Querier, j *job.Job, p *catal
 		}
 		e.DistinctKeys = facts.DistinctKeys
 		out := filepath.Join(dir, "whole.csv")
-		rows, sum, size, err := copyTo(ctx, q, src.ordered(), out, job.FormatCSV, "packet sha256", progress, nil)
+		rows, sum, size, err := export.CopyTo(ctx, q, src.Ordered(), out, job.FormatCSV, "packet sha256", progress, nil)
 		if err != nil {
 			return fmt.Errorf("release packet of snapshot %d of %s: %w", p.Snapshot, j.Name, err)
 		}

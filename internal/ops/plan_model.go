@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
 )
@@ -133,11 +134,11 @@ func rowsChanged(ctx context.Context, tx *sql.Tx, before, after string, cols, ke
 	if _, err := tx.ExecContext(ctx, "SET threads = 1"); err != nil {
 		return 0, err
 	}
-	list := identList(cols)
+	list := export.IdentList(cols)
 	a := "SELECT " + list + " FROM (\n" + before + "\n)"
 	b := "SELECT " + list + " FROM (\n" + after + "\n)"
 	var n int64
-	cmp := "SELECT count(*) FROM (SELECT DISTINCT " + identList(key) + " FROM ((" + a + ") EXCEPT ALL (" + b + ") UNION ALL ((" + b + ") EXCEPT ALL (" + a + "))))"
+	cmp := "SELECT count(*) FROM (SELECT DISTINCT " + export.IdentList(key) + " FROM ((" + a + ") EXCEPT ALL (" + b + ") UNION ALL ((" + b + ") EXCEPT ALL (" + a + "))))"
 	if err := run.OneStatement(cmp); err != nil {
 		return 0, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
@@ -70,7 +71,7 @@ func reproWriteTree(t *testing.T, dir string, files map[string]string) {
 // CSV into dir and returns the file's sha256.
 func reproExport(t *testing.T, d *run.DB, j *job.Job, s int64, dir string) string {
 	t.Helper()
-	res, err := ops.Export(context.Background(), d, j, ops.ExportOptions{Snapshot: s, Format: job.FormatCSV,
+	res, err := export.Export(context.Background(), d, j, export.ExportOptions{Snapshot: s, Format: job.FormatCSV,
 		Out: filepath.Join(dir, fmt.Sprintf("%s-%d.csv", j.Name, s))})
 	require.NoError(t, err, "export %s snapshot %d", j.Name, s)
 	return res.SHA256

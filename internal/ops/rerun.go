@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
@@ -179,11 +180,11 @@ func Rerun(ctx context.Context, d *run.DB, j *job.Job, opts RerunOptions) (*Reru
 	}
 	want := filepath.Join(dir, "snapshot.csv")
 	got := filepath.Join(dir, "rebuilt.csv")
-	exp, err := Export(ctx, d, j, ExportOptions{Snapshot: s, Out: want, Format: job.FormatCSV})
+	exp, err := export.Export(ctx, d, j, export.ExportOptions{Snapshot: s, Out: want, Format: job.FormatCSV})
 	if err != nil {
 		return nil, err
 	}
-	reb, err := Export(ctx, scratch, last, ExportOptions{Out: got, Format: job.FormatCSV})
+	reb, err := export.Export(ctx, scratch, last, export.ExportOptions{Out: got, Format: job.FormatCSV})
 	if err != nil {
 		return nil, fmt.Errorf("rerun: export the rebuilt target: %w", err)
 	}
@@ -200,7 +201,7 @@ func Rerun(ctx context.Context, d *run.DB, j *job.Job, opts RerunOptions) (*Reru
 		}
 		if old {
 			zeros := filepath.Join(dir, "rebuilt-unsigned-zero.csv")
-			unsigned, err := Export(ctx, scratch, last, ExportOptions{Out: zeros, Format: job.FormatCSV, unsignedZero: true})
+			unsigned, err := export.Export(ctx, scratch, last, export.ExportOptions{Out: zeros, Format: job.FormatCSV, UnsignedZero: true})
 			if err != nil {
 				return nil, fmt.Errorf("rerun: export the rebuilt target: %w", err)
 			}

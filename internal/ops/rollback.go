@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
 )
@@ -133,7 +134,7 @@ func rollbackTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, to int64
 	for i, c := range cols {
 		names[i] = c.Name
 	}
-	list := identList(names)
+	list := export.IdentList(names)
 	target := job.QuoteIdent(j.Table)
 	for _, q := range []string{
 		"CREATE OR REPLACE TEMP TABLE idem_rollback AS " + pinned,

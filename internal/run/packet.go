@@ -119,7 +119,7 @@ func packetEntry(ctx context.Context, tx *sql.Tx, j *job.Job, cols []catalog.Tar
 
 // packetOrder is the columns an entry's rows are written with and the
 // key they are ordered by: the export's total order
-// (ops.tableSource.orderBy), the key or, without one, every column.
+// (export.TableSource.orderBy), the key or, without one, every column.
 func packetOrder(j *job.Job, cols []catalog.TargetColumn) (names, key []string) {
 	names = make([]string, len(cols))
 	for i, c := range cols {

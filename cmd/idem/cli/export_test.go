@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
-	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/export"
 )
 
 // Every value of the partition column, NULL and the string Hive names NULL
@@ -53,7 +53,7 @@ func TestExportPartitionNames(t *testing.T) {
 			out := filepath.Join(j.Dir, "by-value-"+format)
 			r := clitest.CallIdem(t, "export", j.File, "--out", out, "--partition-by", "value", "--format", format, "--json")
 			require.Equal(t, 0, r.Code, r.Stderr)
-			var res ops.ExportResult
+			var res export.ExportResult
 			require.NoError(t, json.Unmarshal([]byte(r.Stdout), &res))
 			m := clitest.ReadManifest(t, out)
 			require.Len(t, m.Files, len(values), "one partition per distinct value")

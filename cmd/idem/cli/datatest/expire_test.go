@@ -15,6 +15,7 @@ import (
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
+	"github.com/idem-dev/idem/internal/export"
 	"github.com/stretchr/testify/require"
 )
 
@@ -120,7 +121,7 @@ func exportSHA(t *testing.T, jobFile, dir string, snapshot int64) string {
 	t.Helper()
 	r := clitest.CallIdem(t, "export", jobFile, "--snapshot", fmt.Sprint(snapshot), "--out", filepath.Join(dir, fmt.Sprintf("s%d.csv", snapshot)), "--json")
 	require.Equal(t, 0, r.Code, "export snapshot %d: %s", snapshot, r.Stderr)
-	var res ops.ExportResult
+	var res export.ExportResult
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &res), r.Stdout)
 	return res.SHA256
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/stretchr/testify/require"
@@ -74,7 +75,7 @@ func (j *partJob) export(s int64) map[string]string {
 	out := filepath.Join(j.dir, fmt.Sprintf("export-%d", s))
 	code, stdout, stderr := clitest.InProcess(j.t, "export", j.job, "--snapshot", fmt.Sprint(s), "--format", "csv", "--partition-by", "year", "--out", out, "--json")
 	require.Equal(j.t, 0, code, "stderr: %s", stderr)
-	var res ops.ExportResult
+	var res export.ExportResult
 	require.NoError(j.t, json.Unmarshal([]byte(stdout), &res))
 	sums := map[string]string{}
 	for _, f := range res.Files {
@@ -309,7 +310,7 @@ func TestAuditOneDayOfThirty(t *testing.T) {
 
 	code, stdout, stderr := clitest.InProcess(t, "show", j.job, "--audit", "year = 47", "--export", out, "--json")
 	require.Equal(t, 0, code, stderr)
-	var a ops.AuditResult
+	var a export.AuditResult
 	require.NoError(t, json.Unmarshal([]byte(stdout), &a), stdout)
 	t.Logf("audit of one day of 30: %s", stdout)
 	require.Equal(t, int64(200), a.Audit.Rows)

@@ -16,6 +16,7 @@ import (
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
+	"github.com/idem-dev/idem/internal/export"
 	"github.com/stretchr/testify/require"
 )
 
@@ -111,7 +112,7 @@ func TestReplicaReadDuringWrite(t *testing.T) {
 	r = clitest.CallIdem(t, "export", j.File, "--snapshot", "1", "--out", out, "--json")
 	require.Equal(t, 0, r.Code, r.Stderr)
 	require.Contains(t, r.Stderr, "reading its read replica")
-	var ex ops.ExportResult
+	var ex export.ExportResult
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &ex))
 	require.Equal(t, int64(2), ex.Rows)
 	r = clitest.CallIdem(t, "diff", j.File, "--from", "1", "--to", "2")

@@ -18,6 +18,7 @@ import (
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
+	"github.com/idem-dev/idem/internal/export"
 	"github.com/stretchr/testify/require"
 )
 
@@ -150,7 +151,7 @@ func TestOrdersStaleParentCannotResurrect(t *testing.T) {
 	a := e.Idem("run", e.Config("orders"), "--input", e.Fixture("orders/writer-a-correction.jsonl"), "--expect-parent", fmt.Sprint(s))
 	require.Equal(t, job.ExitRefused, a.Code, a.Stderr)
 	require.Contains(t, a.Stderr, fmt.Sprintf("stale parent: expected %d, latest is %d", s, s+1))
-	var latest ops.ExportResult
+	var latest export.ExportResult
 	e.Ok(&latest, "export", e.Config("orders"), "--out", filepath.Join(e.Dir, "after-refusal.csv"))
 	require.Equal(t, int64(s+1), latest.Snapshot, "the refused candidate committed nothing")
 
@@ -369,7 +370,7 @@ func TestRollbackOverErasureIsRefused(t *testing.T) {
 	res := e.Idem("rollback", e.Config("orders"), "--to-snapshot", "2")
 	require.Equal(t, job.ExitRefused, res.Code, res.Stderr)
 	require.Contains(t, res.Stderr, "rollback over an erasure")
-	var latest ops.ExportResult
+	var latest export.ExportResult
 	e.Ok(&latest, "export", e.Config("orders"), "--out", filepath.Join(e.Dir, "latest.csv"))
 	require.Equal(t, int64(4), latest.Snapshot, "nothing committed")
 
@@ -545,7 +546,7 @@ func TestRollbackWriterGuards(t *testing.T) {
 		res := e.Idem(append([]string{"rollback", e.Config("orders"), "--to-snapshot", "1"}, tc.args...)...)
 		require.Equal(t, job.ExitRefused, res.Code, "%s: %s", tc.name, res.Stderr)
 		require.Contains(t, res.Stderr, tc.want, tc.name)
-		var latest ops.ExportResult
+		var latest export.ExportResult
 		e.Ok(&latest, "export", e.Config("orders"), "--out", filepath.Join(e.Dir, "latest.csv"))
 		require.Equal(t, int64(3), latest.Snapshot, "%s: nothing committed", tc.name)
 	}

@@ -12,20 +12,20 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/export"
 )
 
 // ReadManifest reads the manifest of a partitioned export in dir and
 // requires that every entry's file exists with the recorded size and
 // sha256, that no two entries share a path and that the folder holds no
 // file the manifest does not list.
-func ReadManifest(t *testing.T, dir string) ops.Manifest {
+func ReadManifest(t *testing.T, dir string) export.Manifest {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, ops.ManifestName))
+	data, err := os.ReadFile(filepath.Join(dir, export.ManifestName))
 	require.NoError(t, err)
-	var m ops.Manifest
+	var m export.Manifest
 	require.NoError(t, json.Unmarshal(data, &m))
-	listed := map[string]bool{ops.ManifestName: true}
+	listed := map[string]bool{export.ManifestName: true}
 	var rows int64
 	for _, f := range m.Files {
 		require.False(t, listed[f.Path], "two manifest entries name %s", f.Path)

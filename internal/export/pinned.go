@@ -1,6 +1,6 @@
 // Pinned reads of a job's tables at a snapshot, shared by export and diff.
 
-package ops
+package export
 
 import (
 	"context"
@@ -11,33 +11,33 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 )
 
-// tableSource is a pinned read of one of a job's tables: its SELECT, its
+// TableSource is a pinned read of one of a job's tables: its SELECT, its
 // columns and the columns that identify a row.
-type tableSource struct {
-	table    string
-	query    string
-	columns  []string
-	types    []string // DuckDB type of each column
-	key      []string
-	snapshot int64
+type TableSource struct {
+	Table    string
+	Query    string
+	Columns  []string
+	Types    []string // DuckDB type of each column
+	Key      []string
+	Snapshot int64
 	// unique says the key identifies a row: a target holds one row per key
 	// (the rank step guarantees it, the tests assert it), and so does a
 	// pinned read of its history.
-	unique bool
+	Unique bool
 }
 
 // orderBy is the total order of an export: the key columns, then, unless
 // the key is unique, every other column, so that rows equal in the key
 // still have one order. Sorting on the key alone where it is unique keeps
 // an export within a few percent of a raw COPY.
-func (s *tableSource) orderBy() string {
+func (s *TableSource) orderBy() string {
 	var order []string
-	for _, k := range s.key {
+	for _, k := range s.Key {
 		order = append(order, job.QuoteIdent(k))
 	}
-	if !s.unique {
-		for _, c := range s.columns {
-			if !slices.Contains(s.key, c) {
+	if !s.Unique {
+		for _, c := range s.Columns {
+			if !slices.Contains(s.Key, c) {
 				order = append(order, job.QuoteIdent(c))
 			}
 		}
@@ -45,22 +45,23 @@ func (s *tableSource) orderBy() string {
 	return " ORDER BY " + strings.Join(order, ", ")
 }
 
-func (s *tableSource) ordered() string { return s.query + s.orderBy() }
+// Ordered is the source's SELECT in its total order (orderBy).
+func (s *TableSource) Ordered() string { return s.Query + s.orderBy() }
 
-// targetColumns are the source's columns with their types.
-func (s *tableSource) targetColumns() []catalog.TargetColumn {
-	out := make([]catalog.TargetColumn, len(s.columns))
-	for i, c := range s.columns {
-		out[i] = catalog.TargetColumn{Name: c, Type: s.types[i]}
+// TargetColumns are the source's columns with their types.
+func (s *TableSource) TargetColumns() []catalog.TargetColumn {
+	out := make([]catalog.TargetColumn, len(s.Columns))
+	for i, c := range s.Columns {
+		out[i] = catalog.TargetColumn{Name: c, Type: s.Types[i]}
 	}
 	return out
 }
 
-// pinnedSource builds the read of table as committed at snapshot (0: the
+// PinnedSource builds the read of table as committed at snapshot (0: the
 // latest). The target is read from its history (or, at the latest snapshot,
 // from the table itself, which holds the same rows); <target>_outcomes holds
 // the outcomes of the batches committed at or before the snapshot.
-func pinnedSource(ctx context.Context, q catalog.Querier, j *job.Job, table string, snapshot int64) (*tableSource, error) {
+func PinnedSource(ctx context.Context, q catalog.Querier, j *job.Job, table string, snapshot int64) (*TableSource, error) {
 	if table == "" {
 		table = j.Table
 	}
@@ -72,21 +73,21 @@ func pinnedSource(ctx context.Context, q catalog.Querier, j *job.Job, table stri
 	if err != nil {
 		return nil, err
 	}
-	src := &tableSource{table: table, snapshot: s, key: row.KeyColumns}
+	src := &TableSource{Table: table, Snapshot: s, Key: row.KeyColumns}
 	switch table {
 	case j.Table:
 		for _, c := range row.Columns {
-			src.columns = append(src.columns, c.Name)
-			src.types = append(src.types, c.Type)
+			src.Columns = append(src.Columns, c.Name)
+			src.Types = append(src.Types, c.Type)
 		}
-		src.unique = len(src.key) > 0
-		if !src.unique {
-			src.key = src.columns
+		src.Unique = len(src.Key) > 0
+		if !src.Unique {
+			src.Key = src.Columns
 		}
 		if s == latest {
-			src.query = "SELECT " + identList(src.columns) + " FROM " + job.QuoteIdent(j.Table)
+			src.Query = "SELECT " + IdentList(src.Columns) + " FROM " + job.QuoteIdent(j.Table)
 		} else {
-			if src.query, err = catalog.PinnedSelect(ctx, q, j.Name, row.Columns, s); err != nil {
+			if src.Query, err = catalog.PinnedSelect(ctx, q, j.Name, row.Columns, s); err != nil {
 				return nil, err
 			}
 		}
@@ -100,16 +101,16 @@ func pinnedSource(ctx context.Context, q catalog.Querier, j *job.Job, table stri
 		}
 		hasBatch := false
 		for _, c := range cols {
-			src.columns = append(src.columns, c.Name)
-			src.types = append(src.types, c.Type)
+			src.Columns = append(src.Columns, c.Name)
+			src.Types = append(src.Types, c.Type)
 			hasBatch = hasBatch || c.Name == "batch_id"
 		}
 		// Outcomes are a log: no column identifies a row, so all of them do.
-		src.key = src.columns
-		src.query = "SELECT " + identList(src.columns) + " FROM " + job.QuoteIdent(table)
+		src.Key = src.Columns
+		src.Query = "SELECT " + IdentList(src.Columns) + " FROM " + job.QuoteIdent(table)
 		switch {
 		case hasBatch:
-			src.query += " WHERE batch_id IN (" + catalog.LedgerBatchesUpTo(j.Name, s) + ")"
+			src.Query += " WHERE batch_id IN (" + catalog.LedgerBatchesUpTo(j.Name, s) + ")"
 		case s != latest:
 			return nil, job.Usage("%s keeps the outcomes of the latest snapshot only (%d); it has no batch_id to pin snapshot %d", table, latest, s)
 		}
@@ -119,7 +120,8 @@ func pinnedSource(ctx context.Context, q catalog.Querier, j *job.Job, table stri
 	return src, nil
 }
 
-func identList(cols []string) string {
+// IdentList is cols quoted and joined by commas, for a SELECT list.
+func IdentList(cols []string) string {
 	q := make([]string, len(cols))
 	for i, c := range cols {
 		q[i] = job.QuoteIdent(c)
@@ -142,9 +144,9 @@ type PinnedTable struct {
 // through q (a read transaction, so that the query sees the commit the
 // columns were read from). An expired snapshot is refused (exit 3).
 func PinnedRead(ctx context.Context, q catalog.Querier, j *job.Job, snapshot int64) (*PinnedTable, error) {
-	src, err := pinnedSource(ctx, q, j, j.Table, snapshot)
+	src, err := PinnedSource(ctx, q, j, j.Table, snapshot)
 	if err != nil {
 		return nil, err
 	}
-	return &PinnedTable{Snapshot: src.snapshot, Query: src.ordered(), Columns: src.targetColumns(), Key: src.key}, nil
+	return &PinnedTable{Snapshot: src.Snapshot, Query: src.Ordered(), Columns: src.TargetColumns(), Key: src.Key}, nil
 }

@@ -1,4 +1,4 @@
-package ops_test
+package export_test
 
 import (
 	"bufio"
@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 
+	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/pipelines"
 )
@@ -74,7 +74,7 @@ func BenchmarkExport(b *testing.B) {
 		out := filepath.Join(dir, "out."+format)
 		b.Run(format+"/idem", func(b *testing.B) {
 			for b.Loop() {
-				if _, err := ops.Export(ctx, db, j, ops.ExportOptions{Out: out, Format: format}); err != nil {
+				if _, err := export.Export(ctx, db, j, export.ExportOptions{Out: out, Format: format}); err != nil {
 					b.Fatal(err)
 				}
 			}

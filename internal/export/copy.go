@@ -1,6 +1,6 @@
 // Writing a query to a file with its sha256, shared by export and diff.
 
-package ops
+package export
 
 import (
 	"context"
@@ -14,16 +14,16 @@ import (
 	"github.com/idem-dev/idem/internal/source"
 )
 
-// copyTo runs COPY (query) TO a temporary file beside out, renames it to out
+// CopyTo runs COPY (query) TO a temporary file beside out, renames it to out
 // and returns the rows written and the file's sha256 and size. progress
 // sees the bytes written so far under label; fault, if not nil, is called
 // before the rename. Temporary files that killed exports to out left are
 // removed first.
-func copyTo(ctx context.Context, q catalog.Querier, query, out, format, label string, progress job.Progress, fault func(string)) (int64, string, int64, error) {
+func CopyTo(ctx context.Context, q catalog.Querier, query, out, format, label string, progress job.Progress, fault func(string)) (int64, string, int64, error) {
 	return copyQuery(ctx, q, query, out, format, label, progress, fault, false)
 }
 
-// copyQuery is copyTo; with unsignedZero a CSV writes -0.0 as 0.0
+// copyQuery is CopyTo; with unsignedZero a CSV writes -0.0 as 0.0
 // (catalog.UnsignedZeroCSVQuery).
 func copyQuery(ctx context.Context, q catalog.Querier, query, out, format, label string, progress job.Progress, fault func(string), unsignedZero bool) (int64, string, int64, error) {
 	dir := filepath.Dir(out)

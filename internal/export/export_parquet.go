@@ -1,7 +1,7 @@
 // How idem export writes each DuckDB type to Parquet so that it keeps its
 // values.
 
-package ops
+package export
 
 import (
 	"context"

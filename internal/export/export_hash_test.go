@@ -1,4 +1,4 @@
-package ops
+package export
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 // The sha256 an export reports must equal the sha256 of the finished file,
 // for every format and for a file of many row groups and write buffers,
-// which DuckDB 2.0 writes from several threads at once (copyTo).
+// which DuckDB 2.0 writes from several threads at once (CopyTo).
 func TestCopyToReportsTheFileSHA256(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -25,7 +25,7 @@ func TestCopyToReportsTheFileSHA256(t *testing.T) {
 	for _, format := range []string{"csv", "parquet", "jsonl"} {
 		t.Run(format, func(t *testing.T) {
 			out := filepath.Join(dir, "export."+format)
-			rows, sum, size, err := copyTo(context.Background(), db.SQL(), query, out, format, "", job.Progress{}, nil)
+			rows, sum, size, err := CopyTo(context.Background(), db.SQL(), query, out, format, "", job.Progress{}, nil)
 			require.NoError(t, err)
 			require.EqualValues(t, 400000, rows)
 			want, wantSize, err := source.FileSHA256(out)

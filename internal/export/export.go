@@ -1,4 +1,4 @@
-package ops
+package export
 
 import (
 	"context"
@@ -26,7 +26,7 @@ type ExportOptions struct {
 	// unsignedZero writes -0.0 as 0.0 in the DOUBLE and REAL columns of a
 	// CSV (catalog.UnsignedZeroCSVQuery): a rerun of a snapshot committed
 	// on DuckDB 1.5.
-	unsignedZero bool
+	UnsignedZero bool
 }
 
 // ExportResult reports an export. SHA256 and Bytes are the file's, or, for a
@@ -129,11 +129,11 @@ func Export(ctx context.Context, d *run.DB, j *job.Job, opts ExportOptions) (*Ex
 	}
 	defer conn.Close()
 	defer tx.Rollback()
-	src, err := pinnedSource(ctx, tx, j, opts.Table, opts.Snapshot)
+	src, err := PinnedSource(ctx, tx, j, opts.Table, opts.Snapshot)
 	if err != nil {
 		return nil, err
 	}
-	res := &ExportResult{Job: j.Name, Table: src.table, Snapshot: src.snapshot, Format: format, Path: opts.Out}
+	res := &ExportResult{Job: j.Name, Table: src.Table, Snapshot: src.Snapshot, Format: format, Path: opts.Out}
 	done := opts.Progress.Start("export")
 	defer done()
 	fault := func(point string) {
@@ -144,7 +144,7 @@ func Export(ctx context.Context, d *run.DB, j *job.Job, opts ExportOptions) (*Ex
 	if opts.PartitionBy != "" {
 		return res, exportPartitioned(ctx, tx, j, src, opts, res, fault)
 	}
-	rows, sum, size, err := copyQuery(ctx, tx, src.ordered(), opts.Out, format, filepath.Base(opts.Out), opts.Progress, fault, opts.unsignedZero)
+	rows, sum, size, err := copyQuery(ctx, tx, src.Ordered(), opts.Out, format, filepath.Base(opts.Out), opts.Progress, fault, opts.UnsignedZero)
 	if err != nil {
 		return nil, err
 	}

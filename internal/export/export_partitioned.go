@@ -1,4 +1,4 @@
-package ops
+package export
 
 import (
 	"context"
@@ -79,10 +79,10 @@ func escapePartition(s string) string {
 
 // exportPartitioned writes every partition and the manifest into a fresh
 // temporary folder beside opts.Out, then swaps it into place (swapDir).
-func exportPartitioned(ctx context.Context, q catalog.Querier, j *job.Job, src *tableSource, opts ExportOptions, res *ExportResult, fault func(string)) error {
+func exportPartitioned(ctx context.Context, q catalog.Querier, j *job.Job, src *TableSource, opts ExportOptions, res *ExportResult, fault func(string)) error {
 	col := opts.PartitionBy
-	if !slices.Contains(src.columns, col) {
-		return job.Usage("--partition-by %s: table %s has no such column (columns: %s)", col, src.table, strings.Join(src.columns, ", "))
+	if !slices.Contains(src.Columns, col) {
+		return job.Usage("--partition-by %s: table %s has no such column (columns: %s)", col, src.Table, strings.Join(src.Columns, ", "))
 	}
 	out := opts.Out
 	// A symlinked export folder keeps its link: the swap happens where it
@@ -106,20 +106,20 @@ func exportPartitioned(ctx context.Context, q catalog.Querier, j *job.Job, src *
 		return fmt.Errorf("export to %s: %w", opts.Out, err)
 	}
 	defer os.RemoveAll(tmp)
-	key := src.key
-	if len(j.Pipeline.Key) > 0 && containsAll(src.columns, j.Pipeline.Key) {
+	key := src.Key
+	if len(j.Pipeline.Key) > 0 && containsAll(src.Columns, j.Pipeline.Key) {
 		key = j.Pipeline.Key
 	}
 	keyExpr := job.QuoteIdent(key[0])
 	if len(key) > 1 {
-		keyExpr = "row(" + identList(key) + ")"
+		keyExpr = "row(" + IdentList(key) + ")"
 	}
 	qc := job.QuoteIdent(col)
-	colType := src.types[slices.Index(src.columns, col)]
+	colType := src.Types[slices.Index(src.Columns, col)]
 	// One pass for the manifest's figures, in partition order.
-	rows, err := q.QueryContext(ctx, "SELECT CAST("+qc+" AS VARCHAR), count(*), count(DISTINCT "+keyExpr+"), CAST(min("+qc+") AS VARCHAR), CAST(max("+qc+") AS VARCHAR) FROM ("+src.query+") GROUP BY "+qc+" ORDER BY "+qc+" NULLS LAST")
+	rows, err := q.QueryContext(ctx, "SELECT CAST("+qc+" AS VARCHAR), count(*), count(DISTINCT "+keyExpr+"), CAST(min("+qc+") AS VARCHAR), CAST(max("+qc+") AS VARCHAR) FROM ("+src.Query+") GROUP BY "+qc+" ORDER BY "+qc+" NULLS LAST")
 	if err != nil {
-		return fmt.Errorf("export %s: partitions: %w", src.table, catalog.TrimSQLError(err))
+		return fmt.Errorf("export %s: partitions: %w", src.Table, catalog.TrimSQLError(err))
 	}
 	var files []ManifestFile
 	seen := map[string]bool{}
@@ -136,14 +136,14 @@ func exportPartitioned(ctx context.Context, q catalog.Querier, j *job.Job, src *
 		// file that holds only the second: refuse rather than write it.
 		if seen[f.Path] {
 			rows.Close()
-			return fmt.Errorf("export %s: two values of %s give the partition %s", src.table, col, f.Path)
+			return fmt.Errorf("export %s: two values of %s give the partition %s", src.Table, col, f.Path)
 		}
 		seen[f.Path] = true
 		files = append(files, f)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("export %s: partitions: %w", src.table, catalog.TrimSQLError(err))
+		return fmt.Errorf("export %s: partitions: %w", src.Table, catalog.TrimSQLError(err))
 	}
 	for i := range files {
 		f := &files[i]
@@ -157,19 +157,19 @@ func exportPartitioned(ctx context.Context, q catalog.Querier, j *job.Job, src *
 		if err := os.Mkdir(filepath.Dir(path), 0o755); err != nil {
 			return fmt.Errorf("export to %s: %w", opts.Out, err)
 		}
-		n, sum, size, err := copyTo(ctx, q, "SELECT * FROM ("+src.query+")"+where+src.orderBy(), path, res.Format, f.Path, opts.Progress, nil)
+		n, sum, size, err := CopyTo(ctx, q, "SELECT * FROM ("+src.Query+")"+where+src.orderBy(), path, res.Format, f.Path, opts.Progress, nil)
 		if err != nil {
 			return err
 		}
 		if n != f.Rows {
-			return fmt.Errorf("export %s: partition %s wrote %d rows, expected %d", src.table, f.Path, n, f.Rows)
+			return fmt.Errorf("export %s: partition %s wrote %d rows, expected %d", src.Table, f.Path, n, f.Rows)
 		}
 		f.SHA256, f.Bytes = sum, size
 		res.Rows += n
 		res.Bytes += size
 		fault(fmt.Sprintf("%s%d", FaultExportPart, i+1))
 	}
-	m := Manifest{Job: j.Name, Table: src.table, Snapshot: src.snapshot, Format: res.Format, PartitionBy: col,
+	m := Manifest{Job: j.Name, Table: src.Table, Snapshot: src.Snapshot, Format: res.Format, PartitionBy: col,
 		Key: key, Rows: res.Rows, Files: files}
 	if m.Files == nil {
 		m.Files = []ManifestFile{}

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package ops
+package export
 
 // exchangePaths reports that this system has no atomic exchange: the swap
 // falls back to two renames.
