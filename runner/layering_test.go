@@ -27,6 +27,8 @@ func TestLayering(t *testing.T) {
 		run     = module + "/internal/run"
 		ops     = module + "/internal/ops"
 		export  = module + "/internal/export"
+		lint    = module + "/internal/lint"
+		scaf    = module + "/internal/scaffold"
 		prun    = module + "/internal/projectrun"
 		mtest   = module + "/internal/modeltest"
 		docs    = module + "/internal/docs"
@@ -53,6 +55,11 @@ func TestLayering(t *testing.T) {
 		// Pinned reads of a job's tables and the export: the lowest of the
 		// command packages, under every other.
 		{pkg: export, idem: []string{job, catalog, source, run, lake}},
+		// idem lint: a job's SQL through DuckDB's parser, on a scratch
+		// database (run opens it); no job's database, no other command.
+		{pkg: lint, idem: []string{job, catalog, source, run, lake}},
+		// idem init: the files it writes, from templates; job alone.
+		{pkg: scaf, idem: []string{job}, forbidden: pure},
 		{pkg: ops, idem: []string{job, catalog, source, run, lake, export}},
 		// Unit tests of models (idem test): a replay in a scratch
 		// database, beside ops, with the project's job files.
@@ -66,7 +73,7 @@ func TestLayering(t *testing.T) {
 		// The public API is a thin layer over run, ops and projectrun,
 		// with the built-in pipelines; it never reaches source or catalog
 		// itself.
-		{pkg: runner, idem: []string{job, project, run, export, ops, prun, mtest, docs, sqlfs}, direct: true},
+		{pkg: runner, idem: []string{job, project, run, export, lint, scaf, ops, prun, mtest, docs, sqlfs}, direct: true},
 		// The CLI is a client of the public API: runner, and job, its
 		// printing helper (TestCLIImports holds each of its files to them).
 		{pkg: module + "/cmd/idem/cli", idem: []string{runner, job}, direct: true},

@@ -8,8 +8,10 @@ import (
 
 	"github.com/idem-dev/idem/internal/docs"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/lint"
 	"github.com/idem-dev/idem/internal/modeltest"
 	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/scaffold"
 	"github.com/idem-dev/idem/pipelines"
 )
 
@@ -164,7 +166,7 @@ func testResultOf(r *modeltest.Result) *TestResult {
 const (
 	ModeApply   = job.ModeApply
 	ModeRefresh = job.ModeRefresh
-	ModeSelect  = ops.ScaffoldSelect
+	ModeSelect  = scaffold.ScaffoldSelect
 )
 
 // Init writes a starting project into dir, as idem init does: a pipeline
@@ -173,7 +175,7 @@ const (
 // returns the files written and overwrites none: a file already there is
 // an error (ErrUsage), and so is an unknown mode.
 func Init(dir, name, mode string) ([]string, error) {
-	written, err := ops.Scaffold(dir, name, mode)
+	written, err := scaffold.Scaffold(dir, name, mode)
 	return written, jobError("", err)
 }
 
@@ -204,7 +206,7 @@ type LintReport struct {
 // L001; the SQL is read with DuckDB's own parser. The error is for a
 // report that could not be made.
 func Lint(ctx context.Context, path string) (*LintReport, error) {
-	rep, err := ops.LintJob(ctx, path, pipelines.FS)
+	rep, err := lint.LintJob(ctx, path, pipelines.FS)
 	if err != nil {
 		return nil, jobError("", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/export"
+	"github.com/idem-dev/idem/internal/lint"
 	"github.com/idem-dev/idem/internal/modeltest"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
@@ -49,7 +50,7 @@ func TestResultsInStep(t *testing.T) {
 		{public: ExpireResult{}, internal: ops.ExpireResult{}},
 		{public: AuditResult{}, internal: export.AuditResult{}},
 		{public: TestReport{}, internal: modeltest.Report{}},
-		{public: LintReport{}, internal: ops.LintReport{}},
+		{public: LintReport{}, internal: lint.LintReport{}},
 		{public: DUResult{}, internal: ops.DUResult{}},
 		{public: BackupResult{}, internal: ops.BackupResult{}},
 		{public: CompactResult{}, internal: ops.CompactResult{}},

@@ -13,7 +13,7 @@ import (
 // 0, a job file that cannot be loaded exits 2.
 func TestLintExitCodes(t *testing.T) {
 	t.Parallel()
-	code, out, _ := clitest.InProcess(t, "lint", filepath.Join("..", "..", "..", "internal", "ops", "testdata", "lint", "bad.toml"), "--json")
+	code, out, _ := clitest.InProcess(t, "lint", filepath.Join("..", "..", "..", "internal", "lint", "testdata", "lint", "bad.toml"), "--json")
 	require.Equal(t, 1, code)
 	var rep struct {
 		Findings []struct{ ID, Severity, Fix string }

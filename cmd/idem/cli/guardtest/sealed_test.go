@@ -18,7 +18,7 @@ import (
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/lint"
 )
 
 // sealedSecret is the value of sec's first row. No job but sec declares
@@ -369,7 +369,7 @@ func TestSealedSQL(t *testing.T) {
 				assert.Regexp(t, names, r.Stderr, "lint: stderr does not name /%s/", tc.names)
 			} else {
 				assert.Equal(t, job.ExitFailure, r.Code, "lint: exit code; stdout %s stderr %s", r.Stdout, r.Stderr)
-				var rep ops.LintReport
+				var rep lint.LintReport
 				if assert.NoError(t, json.Unmarshal([]byte(r.Stdout), &rep), "lint: --json output %s stderr %s", r.Stdout, r.Stderr) {
 					assert.True(t, lintNames(rep, names), "lint: no error finding names /%s/: %s", tc.names, r.Stdout)
 				}
@@ -498,7 +498,7 @@ format = "csv"
 }
 
 // lintNames reports whether an error finding of rep names the construct.
-func lintNames(rep ops.LintReport, names *regexp.Regexp) bool {
+func lintNames(rep lint.LintReport, names *regexp.Regexp) bool {
 	for _, f := range rep.Findings {
 		if f.Severity == "error" && names.MatchString(f.Message) {
 			return true

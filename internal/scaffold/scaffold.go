@@ -1,4 +1,4 @@
-package ops
+package scaffold
 
 import (
 	"embed"
@@ -13,11 +13,11 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 )
 
-// scaffold holds the files idem init writes, one folder per mode: a
+// templates holds the files idem init writes, one folder per mode: a
 // pipeline folder, a job file that runs it and an example input.
 //
-//go:embed scaffold
-var scaffold embed.FS
+//go:embed templates
+var templates embed.FS
 
 // ScaffoldSelect is the mode of idem init that writes a model (pipeline
 // "select") and the source job it reads, instead of a pipeline folder.
@@ -44,7 +44,7 @@ func Scaffold(dir, name, mode string) ([]string, error) {
 		src, dst string
 	}
 	var files []file
-	root := "scaffold/" + mode
+	root := "templates/" + mode
 	switch mode {
 	case job.ModeApply, job.ModeRefresh:
 		example := map[string]string{job.ModeApply: "landing/example.jsonl", job.ModeRefresh: "input/example.csv"}[mode]
@@ -52,7 +52,7 @@ func Scaffold(dir, name, mode string) ([]string, error) {
 			{root + "/job.toml", name + ".toml"},
 			{root + "/" + path.Base(example), example},
 		}
-		err := fs.WalkDir(scaffold, root+"/pipeline", func(p string, d fs.DirEntry, err error) error {
+		err := fs.WalkDir(templates, root+"/pipeline", func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err
 			}
@@ -86,7 +86,7 @@ func Scaffold(dir, name, mode string) ([]string, error) {
 		if f.src == "" {
 			continue
 		}
-		data, err := scaffold.ReadFile(f.src)
+		data, err := templates.ReadFile(f.src)
 		if err != nil {
 			return nil, err
 		}
