@@ -29,6 +29,7 @@ func TestLayering(t *testing.T) {
 		export  = module + "/internal/export"
 		lint    = module + "/internal/lint"
 		scaf    = module + "/internal/scaffold"
+		diff    = module + "/internal/diff"
 		prun    = module + "/internal/projectrun"
 		mtest   = module + "/internal/modeltest"
 		docs    = module + "/internal/docs"
@@ -60,7 +61,10 @@ func TestLayering(t *testing.T) {
 		{pkg: lint, idem: []string{job, catalog, source, run, lake}},
 		// idem init: the files it writes, from templates; job alone.
 		{pkg: scaf, idem: []string{job}, forbidden: pure},
-		{pkg: ops, idem: []string{job, catalog, source, run, lake, export}},
+		// idem diff: two reads of a table compared by key, through
+		// export's pinned reads.
+		{pkg: diff, idem: []string{job, catalog, source, run, lake, export}},
+		{pkg: ops, idem: []string{job, catalog, source, run, lake, export, diff}},
 		// Unit tests of models (idem test): a replay in a scratch
 		// database, beside ops, with the project's job files.
 		{pkg: mtest, idem: []string{job, project, catalog, source, run, lake}},
@@ -73,7 +77,7 @@ func TestLayering(t *testing.T) {
 		// The public API is a thin layer over run, ops and projectrun,
 		// with the built-in pipelines; it never reaches source or catalog
 		// itself.
-		{pkg: runner, idem: []string{job, project, run, export, lint, scaf, ops, prun, mtest, docs, sqlfs}, direct: true},
+		{pkg: runner, idem: []string{job, project, run, export, lint, scaf, diff, ops, prun, mtest, docs, sqlfs}, direct: true},
 		// The CLI is a client of the public API: runner, and job, its
 		// printing helper (TestCLIImports holds each of its files to them).
 		{pkg: module + "/cmd/idem/cli", idem: []string{runner, job}, direct: true},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/idem-dev/idem/internal/diff"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
@@ -165,7 +166,7 @@ type ColumnChange struct {
 // (ErrRefused).
 func (p *Project) Diff(ctx context.Context, name string, opts DiffOptions) (*DiffResult, error) {
 	return readPinned(ctx, p, name, []int64{opts.From, opts.To}, func(j *job.Job, db *run.DB) (*DiffResult, error) {
-		res, err := ops.Diff(ctx, db, j, ops.DiffOptions{From: opts.From, To: opts.To, Table: opts.Table})
+		res, err := diff.Diff(ctx, db, j, diff.DiffOptions{From: opts.From, To: opts.To, Table: opts.Table})
 		if err != nil {
 			return nil, err
 		}
@@ -180,7 +181,7 @@ func (p *Project) Diff(ctx context.Context, name string, opts DiffOptions) (*Dif
 // different headers, a key not unique in either file (naming the columns
 // that are).
 func DiffFiles(ctx context.Context, file1, file2, format string, key []string) (*DiffResult, error) {
-	res, err := ops.DiffFiles(ctx, file1, file2, format, key)
+	res, err := diff.DiffFiles(ctx, file1, file2, format, key)
 	if err != nil {
 		return nil, jobError("", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/diff"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/lint"
 	"github.com/idem-dev/idem/internal/modeltest"
@@ -43,7 +44,7 @@ func TestResultsInStep(t *testing.T) {
 			raw:   []string{"parts"}},
 		{public: RerunResult{}, internal: ops.RerunResult{}},
 		{public: ExportResult{}, internal: export.ExportResult{}},
-		{public: DiffResult{}, internal: ops.DiffResult{}},
+		{public: DiffResult{}, internal: diff.DiffResult{}},
 		{public: LogEntry{}, internal: catalog.LogEntry{}},
 		{public: Packet{}, internal: ops.Shown{}},
 		{public: RollbackResult{}, internal: ops.RollbackResult{}},

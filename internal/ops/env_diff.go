@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/diff"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
@@ -17,7 +18,7 @@ import (
 // EnvDiff compares what an environment built of one job with production's
 // latest snapshot of it: From is production, To the environment.
 type EnvDiff struct {
-	DiffResult
+	diff.DiffResult
 	Environment string `json:"environment"`
 	// Reason is why the environment built the job.
 	Reason string `json:"reason"`
@@ -71,7 +72,7 @@ func DiffEnvironment(ctx context.Context, d *run.DB, env *Environment, e EnvJob,
 	}
 	res := &EnvDiff{Environment: env.Name, Reason: e.Reason, Numeric: []NumericDifference{}}
 	res.Job, res.Table = j.Name, j.Table
-	res.From, res.To = DiffSide{Snapshot: from.Snapshot}, DiffSide{Snapshot: to.Snapshot}
+	res.From, res.To = diff.DiffSide{Snapshot: from.Snapshot}, diff.DiffSide{Snapshot: to.Snapshot}
 	res.New = from.Snapshot == 0
 	built, err := catalog.ReadState(ctx, tx, j.Name)
 	if err != nil {
@@ -98,24 +99,24 @@ func DiffEnvironment(ctx context.Context, d *run.DB, env *Environment, e EnvJob,
 			res.Moved = append(res.Moved, fmt.Sprintf("%s %d → %d", ref.Job, ref.Snapshot, st.Snapshot))
 		}
 	}
-	if err := canonicalSums(ctx, tx, [2]*export.TableSource{from, to}, [2]*DiffSide{&res.From, &res.To}); err != nil {
+	if err := canonicalSums(ctx, tx, [2]*export.TableSource{from, to}, [2]*diff.DiffSide{&res.From, &res.To}); err != nil {
 		return nil, err
 	}
 	if !slices.Equal(from.Columns, to.Columns) || !slices.Equal(from.Types, to.Types) {
 		if res.New {
 			from.Columns, from.Types = to.Columns, to.Types
 			from.Query = "SELECT " + export.IdentList(to.Columns) + " FROM (" + from.Query + ")"
-		} else if err := commonColumns(from, to, &res.DiffResult); err != nil {
+		} else if err := diff.CommonColumns(from, to, &res.DiffResult); err != nil {
 			return nil, err
 		}
 	}
-	if err := compareRows(ctx, tx, from.Query, to.Query, from.Columns, from.Key, 0, &res.DiffResult); err != nil {
+	if err := diff.CompareRows(ctx, tx, from.Query, to.Query, from.Columns, from.Key, 0, &res.DiffResult); err != nil {
 		return nil, err
 	}
 	if len(from.Key) < len(from.Columns) {
-		on, _ := pairConditions(from.Columns, from.Key)
+		on, _ := diff.PairConditions(from.Columns, from.Key)
 		for i, c := range from.Columns {
-			if slices.Contains(from.Key, c) || !numericType(from.Types[i]) {
+			if slices.Contains(from.Key, c) || !diff.NumericType(from.Types[i]) {
 				continue
 			}
 			qc := job.QuoteIdent(c)
@@ -171,7 +172,7 @@ func attachedSource(ctx context.Context, q catalog.Querier, cat string, j *job.J
 
 // canonicalSums fills each side's rows and sha256: those of its canonical
 // export (csv in key order), the bytes idem export writes.
-func canonicalSums(ctx context.Context, q catalog.Querier, srcs [2]*export.TableSource, sides [2]*DiffSide) error {
+func canonicalSums(ctx context.Context, q catalog.Querier, srcs [2]*export.TableSource, sides [2]*diff.DiffSide) error {
 	dir, err := os.MkdirTemp("", "idem-env-*")
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/diff"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
@@ -180,8 +181,8 @@ func sameAsEnvironment(ctx context.Context, q catalog.Querier, j *job.Job) (*pro
 	if err != nil {
 		return nil, false, err
 	}
-	var sides [2]DiffSide
-	if err := canonicalSums(ctx, q, [2]*export.TableSource{prod, env}, [2]*DiffSide{&sides[0], &sides[1]}); err != nil {
+	var sides [2]diff.DiffSide
+	if err := canonicalSums(ctx, q, [2]*export.TableSource{prod, env}, [2]*diff.DiffSide{&sides[0], &sides[1]}); err != nil {
 		return nil, false, err
 	}
 	p := &promotedSums{Promoted: Promoted{Job: j.Name, SHA256: sides[0].SHA256, Rows: sides[0].Rows}, envSHA: sides[1].SHA256}

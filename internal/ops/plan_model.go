@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/diff"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
@@ -36,10 +37,10 @@ const (
 // model (directly or not): each is rebuilt after it, since the model's new
 // snapshot is their input.
 type ModelChange struct {
-	Class          string         `json:"class"`
-	ColumnsAdded   []string       `json:"columns_added"`
-	ColumnsRemoved []string       `json:"columns_removed"`
-	ColumnsRetyped []ColumnChange `json:"columns_retyped"`
+	Class          string              `json:"class"`
+	ColumnsAdded   []string            `json:"columns_added"`
+	ColumnsRemoved []string            `json:"columns_removed"`
+	ColumnsRetyped []diff.ColumnChange `json:"columns_retyped"`
 	// RowsCompared says both SQL texts were run on the same upstream rows;
 	// RowsChanged then counts the keys whose rows differ in the columns
 	// both results have.
@@ -56,19 +57,19 @@ func classifyModel(ctx context.Context, tx *sql.Tx, j *job.Job, latest int64) (*
 	if err != nil {
 		return nil, err
 	}
-	mc := &ModelChange{ColumnsAdded: []string{}, ColumnsRemoved: []string{}, ColumnsRetyped: []ColumnChange{}, Downstream: []string{}}
+	mc := &ModelChange{ColumnsAdded: []string{}, ColumnsRemoved: []string{}, ColumnsRetyped: []diff.ColumnChange{}, Downstream: []string{}}
 	now := j.Expand(j.ModelSQL)
 	newCols, err := run.DescribeColumns(ctx, tx, now)
 	if err != nil {
 		return nil, fmt.Errorf("plan: model %s: %w", j.ModelFile, err)
 	}
-	added, removed, retyped := columnChanges(row.Columns, newCols)
+	added, removed, retyped := diff.ColumnChanges(row.Columns, newCols)
 	mc.ColumnsAdded = append(mc.ColumnsAdded, added...)
 	mc.ColumnsRemoved = append(mc.ColumnsRemoved, removed...)
 	mc.ColumnsRetyped = append(mc.ColumnsRetyped, retyped...)
 	var common []string
 	for _, c := range row.Columns {
-		if !slices.Contains(removed, c.Name) && !slices.ContainsFunc(retyped, func(r ColumnChange) bool { return r.Name == c.Name }) {
+		if !slices.Contains(removed, c.Name) && !slices.ContainsFunc(retyped, func(r diff.ColumnChange) bool { return r.Name == c.Name }) {
 			common = append(common, c.Name)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/diff"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
@@ -56,8 +57,8 @@ type RerunResult struct {
 	// FromCheckpoint is the snapshot of the checkpoint the rebuild
 	// started from (verified, then loaded); 0 when it replayed from the
 	// start.
-	FromCheckpoint int64       `json:"from_checkpoint"`
-	Diff           *DiffResult `json:"diff,omitempty"`
+	FromCheckpoint int64            `json:"from_checkpoint"`
+	Diff           *diff.DiffResult `json:"diff,omitempty"`
 	// RebuiltPath, when the rebuild did not reproduce the snapshot, is the
 	// file that keeps the rebuilt rows (canonical CSV, key order) beside
 	// the database: RerunKeptPath.
@@ -216,7 +217,7 @@ func Rerun(ctx context.Context, d *run.DB, j *job.Job, opts RerunOptions) (*Reru
 		}
 	}
 	if !res.Reproduced {
-		diff, err := diffFiles(ctx, want, got, job.FormatCSV, j.Pipeline.Key, RerunRowsShown)
+		diff, err := diff.DiffFilesDetail(ctx, want, got, job.FormatCSV, j.Pipeline.Key, diff.RerunRowsShown)
 		if err != nil {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/diff"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
@@ -45,7 +46,7 @@ func TestRerunSaysWhy(t *testing.T) {
 	require.NoError(t, err)
 	stored, rebuilt, delta := strconv.FormatInt(v+1000, 10), version, -1000.0
 	tampered := "tampered"
-	require.Equal(t, []ops.RowDifference{{Key: key, Columns: []ops.ColumnDifference{
+	require.Equal(t, []diff.RowDifference{{Key: key, Columns: []diff.ColumnDifference{
 		{Column: "source_version", From: &stored, To: &rebuilt, Delta: &delta},
 		{Column: "value", From: &tampered, To: &value},
 	}}}, res.Diff.ChangedRows)

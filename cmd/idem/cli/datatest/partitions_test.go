@@ -10,6 +10,7 @@ import (
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/diff"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
@@ -151,7 +152,7 @@ func TestPartitionsReplaceExactlyTheDeclared(t *testing.T) {
 	require.Equal(t, res.Inputs[0].SHA256, parts.Input)
 	require.Equal(t, res.Inputs[0].SHA256, p.Inputs[0].SHA256)
 
-	var diff ops.DiffResult
+	var diff diff.DiffResult
 	code, stdout, stderr := clitest.InProcess(t, "diff", j.job, "--from", "1", "--to", "2", "--json")
 	require.Equal(t, 0, code, stderr)
 	require.NoError(t, json.Unmarshal([]byte(stdout), &diff))

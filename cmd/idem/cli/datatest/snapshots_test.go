@@ -18,6 +18,7 @@ import (
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
+	"github.com/idem-dev/idem/internal/diff"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/stretchr/testify/require"
 )
@@ -171,7 +172,7 @@ func TestDiffNamesRemovedOrder(t *testing.T) {
 	e.OrdersDays()
 	e.Orders("day-52-delete.jsonl")
 
-	var d ops.DiffResult
+	var d diff.DiffResult
 	e.Ok(&d, "diff", e.Config("orders"), "--from", "3", "--to", "4")
 	require.Equal(t, []string{"ord-47"}, d.RemovedKeys)
 	require.Equal(t, int64(1), d.Removed)
@@ -187,7 +188,7 @@ func TestDiffNamesRemovedOrder(t *testing.T) {
 	require.Equal(t, []string{"ord-48", "ord-49", "ord-50"}, d.AddedKeys)
 	require.Equal(t, []string{"ord-12", "ord-83"}, d.ChangedKeys, "the late corrections of day 47")
 
-	var files ops.DiffResult
+	var files diff.DiffResult
 	e.Ok(&files, "diff", from.Path, to.Path)
 	require.Equal(t, []string{"ord-47"}, files.RemovedKeys)
 	require.Equal(t, []string{"order_id"}, files.Key)

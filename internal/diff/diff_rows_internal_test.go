@@ -1,4 +1,4 @@
-package ops
+package diff
 
 import (
 	"context"
@@ -74,7 +74,7 @@ func TestDiffChangedRows(t *testing.T) {
 			from, to := filepath.Join(dir, "from.csv"), filepath.Join(dir, "to.csv")
 			require.NoError(t, os.WriteFile(from, []byte(tc.from), 0o644))
 			require.NoError(t, os.WriteFile(to, []byte(tc.to), 0o644))
-			res, err := diffFiles(context.Background(), from, to, job.FormatCSV, tc.key, tc.limit)
+			res, err := DiffFilesDetail(context.Background(), from, to, job.FormatCSV, tc.key, tc.limit)
 			require.NoError(t, err)
 			require.Equal(t, tc.changed, res.Changed)
 			require.Equal(t, tc.want, res.ChangedRows)

@@ -1,4 +1,4 @@
-package ops
+package diff
 
 import (
 	"context"
@@ -53,10 +53,10 @@ func keyTextOf(key []string, alias string) string {
 	return "concat_ws('|', " + strings.Join(parts, ", ") + ")"
 }
 
-// pairConditions are the conditions of a diff's join of sides a and b on
+// PairConditions are the conditions of a diff's join of sides a and b on
 // the key (NULL pairs with NULL) and of a pair that differs in another
 // column ("" when every column is the key).
-func pairConditions(cols, key []string) (on, differ string) {
+func PairConditions(cols, key []string) (on, differ string) {
 	var ons, differs []string
 	for _, k := range key {
 		ons = append(ons, "a."+job.QuoteIdent(k)+" IS NOT DISTINCT FROM b."+job.QuoteIdent(k))
@@ -72,7 +72,7 @@ func pairConditions(cols, key []string) (on, differ string) {
 // changedRows returns the first limit rows, in key order, whose key is in
 // both from and to with other values, each with the columns that differ.
 func changedRows(ctx context.Context, q catalog.Querier, from, to string, cols, key []string, limit int) ([]RowDifference, error) {
-	on, differ := pairConditions(cols, key)
+	on, differ := PairConditions(cols, key)
 	var other, values []string
 	for _, c := range cols {
 		if slices.Contains(key, c) {

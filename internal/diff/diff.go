@@ -1,4 +1,4 @@
-package ops
+package diff
 
 import (
 	"context"
@@ -102,12 +102,12 @@ func Diff(ctx context.Context, d *run.DB, j *job.Job, opts DiffOptions) (*DiffRe
 		side.out.Rows, side.out.SHA256 = n, sum
 	}
 	if !slices.Equal(from.Columns, to.Columns) || !slices.Equal(from.Types, to.Types) {
-		if err := commonColumns(from, to, res); err != nil {
+		if err := CommonColumns(from, to, res); err != nil {
 			return nil, err
 		}
 	}
 	key := from.Key
-	if err := compareRows(ctx, tx, from.Query, to.Query, from.Columns, key, 0, res); err != nil {
+	if err := CompareRows(ctx, tx, from.Query, to.Query, from.Columns, key, 0, res); err != nil {
 		return nil, err
 	}
 	if col := j.PartitionBy; col != "" && from.Table == j.Table && slices.Contains(from.Columns, col) {
@@ -138,12 +138,12 @@ func Diff(ctx context.Context, d *run.DB, j *job.Job, opts DiffOptions) (*DiffRe
 // extension unless format is given) by key: the first column unless key
 // names others. Values are compared as text.
 func DiffFiles(ctx context.Context, file1, file2, format string, key []string) (*DiffResult, error) {
-	return diffFiles(ctx, file1, file2, format, key, 0)
+	return DiffFilesDetail(ctx, file1, file2, format, key, 0)
 }
 
-// diffFiles is DiffFiles that also details the first detail changed rows
+// DiffFilesDetail is DiffFiles that also details the first detail changed rows
 // column by column (ChangedRows).
-func diffFiles(ctx context.Context, file1, file2, format string, key []string, detail int) (*DiffResult, error) {
+func DiffFilesDetail(ctx context.Context, file1, file2, format string, key []string, detail int) (*DiffResult, error) {
 	res := &DiffResult{From: DiffSide{Path: file1}, To: DiffSide{Path: file2}}
 	readers := make([]string, 2)
 	for i, p := range []string{file1, file2} {
@@ -225,7 +225,7 @@ func diffFiles(ctx context.Context, file1, file2, format string, key []string, d
 			return nil, err
 		}
 	}
-	if err := compareRows(ctx, conn, "SELECT * FROM idem_diff_a", "SELECT * FROM idem_diff_b", cols[0], key, detail, res); err != nil {
+	if err := CompareRows(ctx, conn, "SELECT * FROM idem_diff_a", "SELECT * FROM idem_diff_b", cols[0], key, detail, res); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -344,11 +344,11 @@ func columnNames(ctx context.Context, q catalog.Querier, temp string) ([]string,
 	return out, rows.Err()
 }
 
-// compareRows fills the counts and first keys of res from two queries with
+// CompareRows fills the counts and first keys of res from two queries with
 // the same columns, and with detail above zero the first detail changed
 // rows column by column. When the key is every column (a log such as
 // outcomes), rows are compared as multisets: only added and removed.
-func compareRows(ctx context.Context, q catalog.Querier, from, to string, cols, key []string, detail int, res *DiffResult) error {
+func CompareRows(ctx context.Context, q catalog.Querier, from, to string, cols, key []string, detail int, res *DiffResult) error {
 	res.Key = key
 	keyText := keyTextOf(key, "")
 	order := " ORDER BY " + export.IdentList(key)
@@ -357,7 +357,7 @@ func compareRows(ctx context.Context, q catalog.Querier, from, to string, cols, 
 		added = "(" + to + ") EXCEPT ALL (" + from + ")"
 		removed = "(" + from + ") EXCEPT ALL (" + to + ")"
 	} else {
-		on, differ := pairConditions(cols, key)
+		on, differ := PairConditions(cols, key)
 		join := " ON " + on
 		added = "SELECT b.* FROM (" + to + ") AS b ANTI JOIN (" + from + ") AS a" + join
 		removed = "SELECT a.* FROM (" + from + ") AS a ANTI JOIN (" + to + ") AS b" + join
@@ -414,10 +414,10 @@ type ColumnChange struct {
 	To   string `json:"to"`
 }
 
-// columnChanges compares the columns of an earlier and a later snapshot:
+// ColumnChanges compares the columns of an earlier and a later snapshot:
 // those only the later has (added), only the earlier has (removed), and
 // those whose type changed, each in its side's order.
-func columnChanges(before, after []catalog.TargetColumn) (added, removed []string, retyped []ColumnChange) {
+func ColumnChanges(before, after []catalog.TargetColumn) (added, removed []string, retyped []ColumnChange) {
 	afterType := map[string]string{}
 	for _, c := range after {
 		afterType[c.Name] = c.Type
@@ -440,13 +440,13 @@ func columnChanges(before, after []catalog.TargetColumn) (added, removed []strin
 	return added, removed, retyped
 }
 
-// commonColumns narrows both sides of a diff of snapshots with different
+// CommonColumns narrows both sides of a diff of snapshots with different
 // columns to the columns they share, in the earlier side's order, and
 // records the columns added, removed and retyped. A retyped column is
 // compared as DOUBLE when both its types are numeric, else as text. The
 // key must be shared and keep its types.
-func commonColumns(from, to *export.TableSource, res *DiffResult) error {
-	res.ColumnsAdded, res.ColumnsRemoved, res.ColumnsRetyped = columnChanges(from.TargetColumns(), to.TargetColumns())
+func CommonColumns(from, to *export.TableSource, res *DiffResult) error {
+	res.ColumnsAdded, res.ColumnsRemoved, res.ColumnsRetyped = ColumnChanges(from.TargetColumns(), to.TargetColumns())
 	retyped := map[string]ColumnChange{}
 	for _, c := range res.ColumnsRetyped {
 		if slices.Contains(from.Key, c.Name) {
@@ -462,7 +462,7 @@ func commonColumns(from, to *export.TableSource, res *DiffResult) error {
 		e := job.QuoteIdent(c)
 		if rc, ok := retyped[c]; ok {
 			as := "VARCHAR"
-			if numericType(rc.From) && numericType(rc.To) {
+			if NumericType(rc.From) && NumericType(rc.To) {
 				as = "DOUBLE"
 			}
 			e = "CAST(" + e + " AS " + as + ") AS " + e
@@ -489,8 +489,8 @@ func commonColumns(from, to *export.TableSource, res *DiffResult) error {
 	return nil
 }
 
-// numericType says a DuckDB type is a number.
-func numericType(t string) bool {
+// NumericType says a DuckDB type is a number.
+func NumericType(t string) bool {
 	switch t {
 	case "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE":
 		return true
