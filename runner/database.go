@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 
-	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/dbfile"
 	"github.com/idem-dev/idem/internal/run"
 )
 
 // BackupManifest is the file of a backup folder that lists every other
 // file with its sha256.
-const BackupManifest = ops.BackupManifestName
+const BackupManifest = dbfile.BackupManifestName
 
 // BackupResult reports a backup or its verification. The JSON keys are
 // those of idem backup --json.
@@ -81,7 +81,7 @@ func Backup(ctx context.Context, path, out string, opts ...Option) (*BackupResul
 	if err != nil {
 		return nil, err
 	}
-	res, err := ops.Backup(ctx, db, out, ops.BackupOptions{Fault: p.faultFor(db.Path())})
+	res, err := dbfile.Backup(ctx, db, out, dbfile.BackupOptions{Fault: p.faultFor(db.Path())})
 	if err != nil {
 		return nil, jobError("", errors.Join(err, db.Close()))
 	}
@@ -91,7 +91,7 @@ func Backup(ctx context.Context, path, out string, opts ...Option) (*BackupResul
 // VerifyBackup checks the backup in folder dir against its manifest: a
 // file missing, extra or different is an error (exit 1).
 func VerifyBackup(ctx context.Context, dir string) (*BackupResult, error) {
-	res, err := ops.VerifyBackup(ctx, dir)
+	res, err := dbfile.VerifyBackup(ctx, dir)
 	if err != nil {
 		return nil, jobError("", err)
 	}
@@ -110,7 +110,7 @@ func Compact(ctx context.Context, path string, opts ...Option) (*CompactResult, 
 		return nil, err
 	}
 	oo := run.OpenOptions{DuckDB: p.s.duckdb, Wait: p.s.wait}
-	res, err := ops.Compact(ctx, db, ops.CompactOptions{Open: oo, Fault: p.faultFor(db.Path())}) // closes db
+	res, err := dbfile.Compact(ctx, db, dbfile.CompactOptions{Open: oo, Fault: p.faultFor(db.Path())}) // closes db
 	if err != nil {
 		return nil, jobError("", err)
 	}

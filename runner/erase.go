@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/idem-dev/idem/internal/dbfile"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/project"
@@ -147,11 +148,11 @@ func (p *Project) eraseOn(ctx context.Context, db *run.DB, dbPath string, roots,
 // compactErased compacts the database after an erasure that changed it
 // (ops.CompactAfterErasure), so that no byte of the subject stays in the
 // file's free blocks; not with skip.
-func (p *Project) compactErased(ctx context.Context, db *run.DB, oo run.OpenOptions, changed, skip bool) (*ops.CompactResult, error) {
+func (p *Project) compactErased(ctx context.Context, db *run.DB, oo run.OpenOptions, changed, skip bool) (*dbfile.CompactResult, error) {
 	if !changed || skip {
 		return nil, nil
 	}
-	return ops.CompactAfterErasure(ctx, db, ops.CompactOptions{Open: oo, Fault: p.faultFor(db.Path())})
+	return ops.CompactAfterErasure(ctx, db, dbfile.CompactOptions{Open: oo, Fault: p.faultFor(db.Path())})
 }
 
 // eraseJobs are the jobs an erasure starts from and the job files its

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/dbfile"
 	"github.com/idem-dev/idem/internal/diff"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/lint"
@@ -53,8 +54,8 @@ func TestResultsInStep(t *testing.T) {
 		{public: TestReport{}, internal: modeltest.Report{}},
 		{public: LintReport{}, internal: lint.LintReport{}},
 		{public: DUResult{}, internal: ops.DUResult{}},
-		{public: BackupResult{}, internal: ops.BackupResult{}},
-		{public: CompactResult{}, internal: ops.CompactResult{}},
+		{public: BackupResult{}, internal: dbfile.BackupResult{}},
+		{public: CompactResult{}, internal: dbfile.CompactResult{}},
 		{public: ChainEraseResult{}, internal: ops.ChainEraseResult{}},
 		{public: EraseResult{}, internal: ops.EraseResult{}},
 		{public: JournalReplay{}, internal: ops.JournalReplay{}},

@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/dbfile"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
@@ -101,7 +102,7 @@ type EraseResult struct {
 	Replica *run.ReplicaInfo `json:"replica,omitempty"`
 	// Compact reports the compaction of the database file after the
 	// erasure (idem erase without --no-compact).
-	Compact *CompactResult `json:"compact,omitempty"`
+	Compact *dbfile.CompactResult `json:"compact,omitempty"`
 }
 
 // Erase removes one subject (a value of the job's key column) in ONE

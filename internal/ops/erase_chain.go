@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/dbfile"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
 )
@@ -36,7 +37,7 @@ type ChainEraseResult struct {
 	// Replica reports the read replica published after the erasure.
 	Replica *run.ReplicaInfo `json:"replica,omitempty"`
 	// Compact reports the compaction after it (CompactAfterErasure).
-	Compact *CompactResult `json:"compact,omitempty"`
+	Compact *dbfile.CompactResult `json:"compact,omitempty"`
 }
 
 // RecomputeResult is one model rebuilt by an erasure: its new snapshot and,

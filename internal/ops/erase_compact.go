@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/idem-dev/idem/internal/dbfile"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -20,9 +21,9 @@ import (
 // goes on with it (publishers, the close). The erasure stands whatever
 // happens here: an error says the file was not compacted (run idem compact)
 // or could not be opened again.
-func CompactAfterErasure(ctx context.Context, d *run.DB, opts CompactOptions) (*CompactResult, error) {
+func CompactAfterErasure(ctx context.Context, d *run.DB, opts dbfile.CompactOptions) (*dbfile.CompactResult, error) {
 	path := d.Path()
-	res, err := Compact(ctx, d, opts)
+	res, err := dbfile.Compact(ctx, d, opts)
 	if err != nil {
 		err = fmt.Errorf("the erasure is committed, but the database file was not compacted, so its free blocks may still hold the erased rows' bytes (run idem compact --db %s): %w", path, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/dbfile"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
 )
@@ -20,7 +21,7 @@ import (
 type JournalReplay struct {
 	Replayed []JournalReplayed `json:"replayed"`
 	// Compact reports the compaction after it (CompactAfterErasure).
-	Compact *CompactResult `json:"compact,omitempty"`
+	Compact *dbfile.CompactResult `json:"compact,omitempty"`
 }
 
 // JournalReplayed is one journal erasure applied again: the erasures

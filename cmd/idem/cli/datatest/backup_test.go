@@ -8,17 +8,17 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
+	"github.com/idem-dev/idem/internal/dbfile"
 	"github.com/stretchr/testify/require"
 )
 
-func backupOK(t *testing.T, db, out string) ops.BackupResult {
+func backupOK(t *testing.T, db, out string) dbfile.BackupResult {
 	t.Helper()
 	r := clitest.CallIdem(t, "backup", "--db", db, "--out", out, "--json")
 	require.Equal(t, 0, r.Code, "backup: %s", r.Stderr)
-	var res ops.BackupResult
+	var res dbfile.BackupResult
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &res), r.Stdout)
 	return res
 }
@@ -38,8 +38,8 @@ func TestBackupRestore(t *testing.T) {
 	require.Equal(t, "idem.duckdb", res.Database)
 	require.Equal(t, commitPoint(t, j), fmt.Sprint([][]any{{res.DatabaseID, res.Commit}}))
 
-	var m ops.BackupManifest
-	b, err := os.ReadFile(filepath.Join(out, ops.BackupManifestName))
+	var m dbfile.BackupManifest
+	b, err := os.ReadFile(filepath.Join(out, dbfile.BackupManifestName))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, &m))
 	stored := clitest.StoreFiles(t, j.DB)
@@ -208,7 +208,7 @@ func TestReplicaPublicationKeepsTheLock(t *testing.T) {
 // editManifest rewrites a backup's manifest after edit.
 func editManifest(t *testing.T, dir string, edit func(map[string]any)) {
 	t.Helper()
-	p := filepath.Join(dir, ops.BackupManifestName)
+	p := filepath.Join(dir, dbfile.BackupManifestName)
 	b, err := os.ReadFile(p)
 	require.NoError(t, err)
 	var m map[string]any

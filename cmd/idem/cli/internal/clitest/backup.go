@@ -5,9 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/idem-dev/idem/internal/ops"
-
 	"github.com/stretchr/testify/require"
+
+	"github.com/idem-dev/idem/internal/dbfile"
 )
 
 // Restore copies a backup folder's files, the manifest aside, into a new
@@ -16,6 +16,6 @@ func Restore(t *testing.T, backup string) string {
 	t.Helper()
 	to := filepath.Join(t.TempDir(), "restored")
 	CopyDir(t, backup, to)
-	require.NoError(t, os.Remove(filepath.Join(to, ops.BackupManifestName)))
+	require.NoError(t, os.Remove(filepath.Join(to, dbfile.BackupManifestName)))
 	return filepath.Join(to, "idem.duckdb")
 }

@@ -9,8 +9,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/idem-dev/idem/internal/dbfile"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 
 	"github.com/stretchr/testify/require"
 )
@@ -84,11 +84,11 @@ func RawDB(t *testing.T, path string) *sql.DB {
 
 // CompactOK runs `idem compact --json` on the database at db, requires
 // exit 0 and returns its report.
-func CompactOK(t *testing.T, db string) ops.CompactResult {
+func CompactOK(t *testing.T, db string) dbfile.CompactResult {
 	t.Helper()
 	r := CallIdem(t, "compact", "--db", db, "--json")
 	require.Equal(t, 0, r.Code, "compact: %s", r.Stderr)
-	var res ops.CompactResult
+	var res dbfile.CompactResult
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &res), r.Stdout)
 	return res
 }
