@@ -12,8 +12,8 @@ import (
 	"errors"
 
 	"github.com/idem-dev/idem/internal/export"
+	"github.com/idem-dev/idem/internal/inspect"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -83,7 +83,7 @@ type Column struct {
 
 // Snapshots reads the job's kept snapshots, in one read transaction.
 func (r *Reader) Snapshots(ctx context.Context) (*KeptSnapshots, error) {
-	k, err := ops.ReadKept(ctx, r.db, r.j)
+	k, err := inspect.ReadKept(ctx, r.db, r.j)
 	if err != nil {
 		return nil, readerError(err)
 	}
@@ -105,7 +105,7 @@ func (r *Reader) Export(ctx context.Context, opts ExportOptions) (*ExportResult,
 // erasure removes whole (a temporary export may hold an erased subject),
 // after removing those of processes that are gone. The caller removes it.
 func (r *Reader) TempDir() (string, error) {
-	dir, err := ops.PublishTemp(r.db.Path())
+	dir, err := inspect.PublishTemp(r.db.Path())
 	return dir, readerError(err)
 }
 
@@ -180,7 +180,7 @@ func readerError(err error) error {
 // sha256 is comparable with an ExportResult's (a table read back from
 // elsewhere and checked against idem's snapshot).
 func CanonicalCSV(ctx context.Context, db *sql.DB, query, out string) error {
-	return ops.CanonicalCSV(ctx, db, query, out)
+	return inspect.CanonicalCSV(ctx, db, query, out)
 }
 
 // QuoteIdent quotes a SQL identifier for DuckDB: "name", a double quote
@@ -198,7 +198,7 @@ func TrimSQLError(err error) error {
 	if err == nil {
 		return nil
 	}
-	return ops.TrimSQLError(err)
+	return inspect.TrimSQLError(err)
 }
 
 // Usage is an extension's usage error: ErrUsage (exit 2) with the

@@ -31,6 +31,7 @@ func TestLayering(t *testing.T) {
 		scaf    = module + "/internal/scaffold"
 		diff    = module + "/internal/diff"
 		dbfile  = module + "/internal/dbfile"
+		inspect = module + "/internal/inspect"
 		prun    = module + "/internal/projectrun"
 		mtest   = module + "/internal/modeltest"
 		docs    = module + "/internal/docs"
@@ -67,6 +68,9 @@ func TestLayering(t *testing.T) {
 		{pkg: diff, idem: []string{job, catalog, source, run, lake, export}},
 		// compact and backup: the database file as a whole.
 		{pkg: dbfile, idem: []string{job, catalog, source, run, lake, export}},
+		// The read-only looks into a job's database: query, show (release
+		// packets), what an extension reads.
+		{pkg: inspect, idem: []string{job, catalog, source, run, lake, export}},
 		{pkg: ops, idem: []string{job, catalog, source, run, lake, export, diff, dbfile}},
 		// Unit tests of models (idem test): a replay in a scratch
 		// database, beside ops, with the project's job files.
@@ -76,11 +80,11 @@ func TestLayering(t *testing.T) {
 		{pkg: prun, idem: []string{job, project, run}, direct: true},
 		// idem docs: a project's site, read-only through catalog and ops
 		// (run opens the databases); no source, no projectrun.
-		{pkg: docs, idem: []string{job, project, catalog, run, ops}, direct: true},
+		{pkg: docs, idem: []string{job, project, catalog, run, inspect, ops}, direct: true},
 		// The public API is a thin layer over run, ops and projectrun,
 		// with the built-in pipelines; it never reaches source or catalog
 		// itself.
-		{pkg: runner, idem: []string{job, project, run, export, lint, scaf, diff, dbfile, ops, prun, mtest, docs, sqlfs}, direct: true},
+		{pkg: runner, idem: []string{job, project, run, export, lint, scaf, diff, dbfile, inspect, ops, prun, mtest, docs, sqlfs}, direct: true},
 		// The CLI is a client of the public API: runner, and job, its
 		// printing helper (TestCLIImports holds each of its files to them).
 		{pkg: module + "/cmd/idem/cli", idem: []string{runner, job}, direct: true},
@@ -89,7 +93,7 @@ func TestLayering(t *testing.T) {
 		// The kit of the CLI's test packages reads databases and job files
 		// through the library; it never imports the CLI, whose own tests
 		// use it (each test package hands it the CLI from its TestMain).
-		{pkg: module + "/cmd/idem/cli/internal/clitest", idem: []string{job, catalog, run, export, dbfile, ops, sqlfs, module + "/internal/testflags"}, direct: true},
+		{pkg: module + "/cmd/idem/cli/internal/clitest", idem: []string{job, catalog, run, export, dbfile, inspect, ops, sqlfs, module + "/internal/testflags"}, direct: true},
 		// The command is main and one call.
 		{pkg: module + "/cmd/idem", idem: []string{module + "/cmd/idem/cli"}, direct: true},
 	}

@@ -7,10 +7,10 @@ import (
 	"path/filepath"
 
 	"github.com/idem-dev/idem/internal/docs"
+	"github.com/idem-dev/idem/internal/inspect"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/lint"
 	"github.com/idem-dev/idem/internal/modeltest"
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/scaffold"
 	"github.com/idem-dev/idem/pipelines"
 )
@@ -18,7 +18,7 @@ import (
 // DuckDBVersion is the version of the DuckDB library idem is built with,
 // as DuckDB reports it (v2.0.0).
 func DuckDBVersion(ctx context.Context) (string, error) {
-	v, err := ops.DuckDBVersion(ctx)
+	v, err := inspect.DuckDBVersion(ctx)
 	return v, jobError("", err)
 }
 

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/diff"
+	"github.com/idem-dev/idem/internal/inspect"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -232,7 +232,7 @@ func Query(ctx context.Context, path, query string, opts ...Option) (*Rows, erro
 			return true
 		}
 	}
-	rows, err := ops.QueryTextReader(ctx, path, query, run.OpenOptions{DuckDB: s.duckdb, Wait: s.wait}, accept)
+	rows, err := inspect.QueryTextReader(ctx, path, query, run.OpenOptions{DuckDB: s.duckdb, Wait: s.wait}, accept)
 	if err != nil {
 		return nil, jobError("", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/idem-dev/idem/internal/dbfile"
 	"github.com/idem-dev/idem/internal/diff"
 	"github.com/idem-dev/idem/internal/export"
+	"github.com/idem-dev/idem/internal/inspect"
 	"github.com/idem-dev/idem/internal/lint"
 	"github.com/idem-dev/idem/internal/modeltest"
 	"github.com/idem-dev/idem/internal/ops"
@@ -47,7 +48,7 @@ func TestResultsInStep(t *testing.T) {
 		{public: ExportResult{}, internal: export.ExportResult{}},
 		{public: DiffResult{}, internal: diff.DiffResult{}},
 		{public: LogEntry{}, internal: catalog.LogEntry{}},
-		{public: Packet{}, internal: ops.Shown{}},
+		{public: Packet{}, internal: inspect.Shown{}},
 		{public: RollbackResult{}, internal: ops.RollbackResult{}},
 		{public: ExpireResult{}, internal: ops.ExpireResult{}},
 		{public: AuditResult{}, internal: export.AuditResult{}},
@@ -64,7 +65,7 @@ func TestResultsInStep(t *testing.T) {
 		{public: EnvDiff{}, internal: ops.EnvDiff{}},
 		{public: Promoted{}, internal: ops.Promoted{}},
 		{public: StreamBatch{}, internal: run.StreamResult{}},
-		{public: KeptSnapshots{}, internal: ops.KeptSnapshots{}},
+		{public: KeptSnapshots{}, internal: inspect.KeptSnapshots{}},
 		{public: SnapshotTable{}, internal: export.PinnedTable{}},
 	} {
 		pubKeys, inKeys := jsonKeys(reflect.TypeOf(tc.public), ""), jsonKeys(reflect.TypeOf(tc.internal), "")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/idem-dev/idem/internal/export"
+	"github.com/idem-dev/idem/internal/inspect"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
@@ -40,7 +41,7 @@ func (p *Project) Log(ctx context.Context, name string) ([]LogEntry, error) {
 // snapshot committed before packets existed.
 func (p *Project) Show(ctx context.Context, name string, snapshot int64) (*Packet, error) {
 	return read(ctx, p, name, func(j *job.Job, db *run.DB) (*Packet, error) {
-		shown, err := ops.Show(ctx, db, j, snapshot, p.s.progress)
+		shown, err := inspect.Show(ctx, db, j, snapshot, p.s.progress)
 		if err != nil {
 			return nil, err
 		}

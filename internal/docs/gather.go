@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/inspect"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/project"
@@ -478,7 +479,7 @@ func readSnapshot(ctx context.Context, db *run.DB, j *job.Job, s *catalog.Snapsh
 		return out, err
 	}
 	if computeHashes(p, hashRows) {
-		if p, err = ops.Packet(ctx, db, j, s.Snapshot, job.Progress{}); err != nil {
+		if p, err = inspect.Packet(ctx, db, j, s.Snapshot, job.Progress{}); err != nil {
 			return out, err
 		}
 	}

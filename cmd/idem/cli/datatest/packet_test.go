@@ -12,7 +12,7 @@ import (
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/export"
-	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/inspect"
 	"github.com/stretchr/testify/require"
 )
 
@@ -46,11 +46,11 @@ func exportCSV(t *testing.T, job string, s int64) (*export.ExportResult, string)
 }
 
 // showPacket is `idem show JOB --snapshot S --json`, and its human output.
-func showPacket(t *testing.T, job string, s int64) (*ops.Shown, string) {
+func showPacket(t *testing.T, job string, s int64) (*inspect.Shown, string) {
 	t.Helper()
 	code, stdout, stderr := clitest.InProcess(t, "show", job, "--snapshot", strconv.FormatInt(s, 10), "--json")
 	require.Equal(t, 0, code, stdout+stderr)
-	var p ops.Shown
+	var p inspect.Shown
 	require.NoError(t, json.Unmarshal([]byte(stdout), &p), stdout)
 	code, human, stderr := clitest.InProcess(t, "show", job, "--snapshot", strconv.FormatInt(s, 10))
 	require.Equal(t, 0, code, human+stderr)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/idem-dev/idem/internal/export"
+	"github.com/idem-dev/idem/internal/inspect"
 	"github.com/stretchr/testify/require"
 )
 
@@ -62,7 +63,7 @@ func appliedReplicaJob(t *testing.T) *clitest.GuardJob {
 // (the record and the rows are of one commit).
 func replicaSnapshot(t *testing.T, replica string) int64 {
 	t.Helper()
-	rows, err := ops.Query(context.Background(), replica, `SELECT r.snapshot, j.snapshot FROM idem_replica.snapshots r JOIN idem.jobs j USING (job) WHERE job = '`+clitest.ApplyJobName+`'`, run.OpenOptions{})
+	rows, err := inspect.Query(context.Background(), replica, `SELECT r.snapshot, j.snapshot FROM idem_replica.snapshots r JOIN idem.jobs j USING (job) WHERE job = '`+clitest.ApplyJobName+`'`, run.OpenOptions{})
 	require.NoError(t, err)
 	require.Len(t, rows.Values, 1)
 	require.Equal(t, rows.Values[0][1], rows.Values[0][0], "the replica's record and its rows disagree")

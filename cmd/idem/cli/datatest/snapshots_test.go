@@ -20,6 +20,7 @@ import (
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/idem-dev/idem/internal/diff"
 	"github.com/idem-dev/idem/internal/export"
+	"github.com/idem-dev/idem/internal/inspect"
 	"github.com/stretchr/testify/require"
 )
 
@@ -101,7 +102,7 @@ func TestOrdersDecodeBothPayloadVersions(t *testing.T) {
 
 	// One bad row of each kind, each with its reason.
 	var outcomes [][]any
-	rows, err := ops.Query(context.Background(), e.DB, `SELECT order_id, outcome FROM orders_outcomes WHERE batch_id = 'day-48.jsonl' AND outcome LIKE 'invalid%' ORDER BY line`, run.OpenOptions{})
+	rows, err := inspect.Query(context.Background(), e.DB, `SELECT order_id, outcome FROM orders_outcomes WHERE batch_id = 'day-48.jsonl' AND outcome LIKE 'invalid%' ORDER BY line`, run.OpenOptions{})
 	require.NoError(t, err)
 	outcomes = rows.Values
 	require.Equal(t, [][]any{
@@ -128,7 +129,7 @@ func TestOrdersGolden(t *testing.T) {
 	_, outcomes := e.Export("orders", "--table", "orders_outcomes")
 	clitest.SnapGolden(t, "orders/outcomes.csv", outcomes)
 	_, tombstones := func() (any, []byte) {
-		rows, err := ops.Query(context.Background(), e.DB, `SELECT order_id, position FROM orders_tombstones ORDER BY order_id`, run.OpenOptions{})
+		rows, err := inspect.Query(context.Background(), e.DB, `SELECT order_id, position FROM orders_tombstones ORDER BY order_id`, run.OpenOptions{})
 		require.NoError(t, err)
 		return nil, []byte(fmt.Sprint(rows.Values))
 	}()
@@ -425,7 +426,7 @@ path = "`+e.Fixture("orders/day-47.jsonl")+`"
 	res := e.Idem("run", jobFile)
 	require.Equal(t, job.ExitFailure, res.Code, res.Stderr)
 	require.Contains(t, res.Stderr, "outcomes do not balance the rows read; nothing committed")
-	rows, err := ops.Query(context.Background(), e.DB, `SELECT count(*) FROM idem.snapshots`, run.OpenOptions{})
+	rows, err := inspect.Query(context.Background(), e.DB, `SELECT count(*) FROM idem.snapshots`, run.OpenOptions{})
 	require.NoError(t, err)
 	require.Equal(t, [][]any{{int64(0)}}, rows.Values)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
+	"github.com/idem-dev/idem/internal/inspect"
 	"github.com/stretchr/testify/require"
 )
 
@@ -139,7 +140,7 @@ func TestOwnersOfAnOlderDatabase(t *testing.T) {
 		require.Equal(t, job.ExitRefused, r.Code, r.Stderr)
 		require.Contains(t, r.Stderr, want)
 	}
-	rows, err := ops.Query(context.Background(), db, "SELECT name FROM idem.owners WHERE job = 'joba' ORDER BY name", run.OpenOptions{})
+	rows, err := inspect.Query(context.Background(), db, "SELECT name FROM idem.owners WHERE job = 'joba' ORDER BY name", run.OpenOptions{})
 	require.NoError(t, err)
 	require.Equal(t, [][]any{{"idem.joba__history"}, {"main.cs"}, {"main.cs_active"}, {"main.cs_outcomes"}}, rows.Values)
 	// The owner itself runs on.

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/inspect"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/stretchr/testify/require"
@@ -80,7 +80,7 @@ func (j *GuardJob) Refused(args ...string) string {
 // Query runs read-only SQL against the job's database.
 func (j *GuardJob) Query(sql string) [][]any {
 	j.t.Helper()
-	rows, err := ops.Query(context.Background(), j.DB, sql, run.OpenOptions{})
+	rows, err := inspect.Query(context.Background(), j.DB, sql, run.OpenOptions{})
 	require.NoError(j.t, err)
 	return rows.Values
 }

@@ -3,7 +3,7 @@
 // folder for its temporary exports, and the canonical CSV of a query it
 // reads back.
 
-package ops
+package inspect
 
 import (
 	"context"
