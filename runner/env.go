@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/projectrun"
@@ -365,7 +366,7 @@ func (p *Project) promoteGroup(ctx context.Context, g *envGroup, name string, re
 		}
 		if done == nil {
 			done = &ops.Promoted{}
-			opts := ops.PromoteRunOptions(g.env, e, j, recompute, run.RunOptions{Fault: jobFault(p.faultFor(g.db), j.Name), Expire: ops.ExpireAfterRun}, done)
+			opts := ops.PromoteRunOptions(g.env, e, j, recompute, run.RunOptions{Fault: jobFault(p.faultFor(g.db), j.Name), Expire: history.ExpireAfterRun}, done)
 			runs = append(runs, run.JobRun{Job: j, Opts: opts})
 			pending, envJobs = append(pending, done), append(envJobs, e)
 		}

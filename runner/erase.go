@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/idem-dev/idem/internal/dbfile"
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/project"
@@ -75,7 +76,7 @@ func Erase(ctx context.Context, path string, eo EraseOptions, opts ...Option) (*
 	p.p = &project.Project{Jobs: slices.Concat(roots, beside)}
 	var key string
 	if len(eo.Key) > 0 {
-		if key, err = ops.KeyOf(roots[0], eo.Key); err != nil {
+		if key, err = history.KeyOf(roots[0], eo.Key); err != nil {
 			return nil, jobError("", err)
 		}
 	}
@@ -87,7 +88,7 @@ func Erase(ctx context.Context, path string, eo EraseOptions, opts ...Option) (*
 	if err != nil {
 		return nil, jobError("", err)
 	}
-	opts2 := ops.EraseOptions{Key: key, Subject: eo.Subject, DryRun: eo.DryRun, AnyRoot: dir, Fault: p.faultFor(db.Path()),
+	opts2 := history.EraseOptions{Key: key, Subject: eo.Subject, DryRun: eo.DryRun, AnyRoot: dir, Fault: p.faultFor(db.Path()),
 		Publishes: eo.Publishes, ExpectParent: eo.ExpectParent, Epoch: eo.Epoch}
 	res, err := p.eraseOn(ctx, db, dbPath, roots, beside, opts2, eo)
 	if err != nil {
@@ -116,8 +117,8 @@ func Erase(ctx context.Context, path string, eo EraseOptions, opts ...Option) (*
 
 // eraseOn is Erase on db, the database opened for writing: the
 // environments dropped, the erasure, the compaction.
-func (p *Project) eraseOn(ctx context.Context, db *run.DB, dbPath string, roots, beside []*job.Job, opts ops.EraseOptions, eo EraseOptions) (*ChainEraseResult, error) {
-	if err := ops.RefuseUnpublished(roots, beside, opts); err != nil {
+func (p *Project) eraseOn(ctx context.Context, db *run.DB, dbPath string, roots, beside []*job.Job, opts history.EraseOptions, eo EraseOptions) (*ChainEraseResult, error) {
+	if err := history.RefuseUnpublished(roots, beside, opts); err != nil {
 		return nil, err // before the environments are dropped
 	}
 	if !eo.DryRun {
@@ -131,7 +132,7 @@ func (p *Project) eraseOn(ctx context.Context, db *run.DB, dbPath string, roots,
 			eo.Dropped(dbPath, dropped)
 		}
 	}
-	res, err := ops.EraseChain(ctx, db, roots, beside, opts)
+	res, err := history.EraseChain(ctx, db, roots, beside, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -146,13 +147,13 @@ func (p *Project) eraseOn(ctx context.Context, db *run.DB, dbPath string, roots,
 }
 
 // compactErased compacts the database after an erasure that changed it
-// (ops.CompactAfterErasure), so that no byte of the subject stays in the
+// (history.CompactAfterErasure), so that no byte of the subject stays in the
 // file's free blocks; not with skip.
 func (p *Project) compactErased(ctx context.Context, db *run.DB, oo run.OpenOptions, changed, skip bool) (*dbfile.CompactResult, error) {
 	if !changed || skip {
 		return nil, nil
 	}
-	return ops.CompactAfterErasure(ctx, db, dbfile.CompactOptions{Open: oo, Fault: p.faultFor(db.Path())})
+	return history.CompactAfterErasure(ctx, db, dbfile.CompactOptions{Open: oo, Fault: p.faultFor(db.Path())})
 }
 
 // eraseJobs are the jobs an erasure starts from and the job files its
@@ -278,7 +279,7 @@ func ReplayJournal(ctx context.Context, path string, noCompact bool, opts ...Opt
 	if err != nil {
 		return nil, jobError("", err)
 	}
-	res, err := ops.ReplayJournal(ctx, db, jobs, p.faultFor(db.Path()))
+	res, err := history.ReplayJournal(ctx, db, jobs, p.faultFor(db.Path()))
 	if err == nil {
 		oo.Journal = run.JournalCheck // the compacted file is opened as any other
 		res.Compact, err = p.compactErased(ctx, db, oo, len(res.Replayed) > 0, noCompact)

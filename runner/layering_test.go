@@ -32,6 +32,7 @@ func TestLayering(t *testing.T) {
 		diff    = module + "/internal/diff"
 		dbfile  = module + "/internal/dbfile"
 		inspect = module + "/internal/inspect"
+		history = module + "/internal/history"
 		prun    = module + "/internal/projectrun"
 		mtest   = module + "/internal/modeltest"
 		docs    = module + "/internal/docs"
@@ -71,20 +72,26 @@ func TestLayering(t *testing.T) {
 		// The read-only looks into a job's database: query, show (release
 		// packets), what an extension reads.
 		{pkg: inspect, idem: []string{job, catalog, source, run, lake, export}},
-		{pkg: ops, idem: []string{job, catalog, source, run, lake, export, diff, dbfile}},
+		// What rewrites or replays a job's history of snapshots: rerun,
+		// erase (and its chain and journal), rollback, expire and
+		// checkpoints, log and fence. Rerun replays erasures and an
+		// erasure recomputes models as they ran: one package.
+		{pkg: history, idem: []string{job, catalog, source, run, lake, export, diff, dbfile}},
+		{pkg: ops, idem: []string{job, catalog, source, run, lake, export, diff, dbfile, history}},
 		// Unit tests of models (idem test): a replay in a scratch
 		// database, beside ops, with the project's job files.
 		{pkg: mtest, idem: []string{job, project, catalog, source, run, lake}},
 		// Running a project: order, blocking, concurrent groups, shared
 		// handles; what a job's run is stays its caller's.
 		{pkg: prun, idem: []string{job, project, run}, direct: true},
-		// idem docs: a project's site, read-only through catalog and ops
-		// (run opens the databases); no source, no projectrun.
-		{pkg: docs, idem: []string{job, project, catalog, run, inspect, ops}, direct: true},
+		// idem docs: a project's site, read-only through catalog, inspect
+		// and history's log (run opens the databases); no source, no
+		// projectrun.
+		{pkg: docs, idem: []string{job, project, catalog, run, inspect, history}, direct: true},
 		// The public API is a thin layer over run, ops and projectrun,
 		// with the built-in pipelines; it never reaches source or catalog
 		// itself.
-		{pkg: runner, idem: []string{job, project, run, export, lint, scaf, diff, dbfile, inspect, ops, prun, mtest, docs, sqlfs}, direct: true},
+		{pkg: runner, idem: []string{job, project, run, export, lint, scaf, diff, dbfile, inspect, history, ops, prun, mtest, docs, sqlfs}, direct: true},
 		// The CLI is a client of the public API: runner, and job, its
 		// printing helper (TestCLIImports holds each of its files to them).
 		{pkg: module + "/cmd/idem/cli", idem: []string{runner, job}, direct: true},
@@ -93,7 +100,7 @@ func TestLayering(t *testing.T) {
 		// The kit of the CLI's test packages reads databases and job files
 		// through the library; it never imports the CLI, whose own tests
 		// use it (each test package hands it the CLI from its TestMain).
-		{pkg: module + "/cmd/idem/cli/internal/clitest", idem: []string{job, catalog, run, export, dbfile, inspect, ops, sqlfs, module + "/internal/testflags"}, direct: true},
+		{pkg: module + "/cmd/idem/cli/internal/clitest", idem: []string{job, catalog, run, export, dbfile, inspect, history, ops, sqlfs, module + "/internal/testflags"}, direct: true},
 		// The command is main and one call.
 		{pkg: module + "/cmd/idem", idem: []string{module + "/cmd/idem/cli"}, direct: true},
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/idem-dev/idem/internal/export"
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
@@ -42,7 +43,7 @@ func (b Batch) options() (run.RunOptions, error) {
 		return run.RunOptions{}, job.Usage("Batch: From and To go together")
 	}
 	return run.RunOptions{Input: b.Input, BatchID: b.ID, From: b.From, To: b.To, Epoch: b.Epoch,
-		ExpectParent: b.ExpectParent, Partitions: b.Partitions, FullRefresh: b.FullRefresh, Expire: ops.ExpireAfterRun}, nil
+		ExpectParent: b.ExpectParent, Partitions: b.Partitions, FullRefresh: b.FullRefresh, Expire: history.ExpireAfterRun}, nil
 }
 
 // The decisions of a Result or a Plan. A run reports loaded (a refresh

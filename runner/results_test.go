@@ -12,6 +12,7 @@ import (
 	"github.com/idem-dev/idem/internal/dbfile"
 	"github.com/idem-dev/idem/internal/diff"
 	"github.com/idem-dev/idem/internal/export"
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/inspect"
 	"github.com/idem-dev/idem/internal/lint"
 	"github.com/idem-dev/idem/internal/modeltest"
@@ -44,22 +45,22 @@ func TestResultsInStep(t *testing.T) {
 		{public: Plan{}, internal: ops.Plan{},
 			added: []string{"blocked_by"},
 			raw:   []string{"parts"}},
-		{public: RerunResult{}, internal: ops.RerunResult{}},
+		{public: RerunResult{}, internal: history.RerunResult{}},
 		{public: ExportResult{}, internal: export.ExportResult{}},
 		{public: DiffResult{}, internal: diff.DiffResult{}},
 		{public: LogEntry{}, internal: catalog.LogEntry{}},
 		{public: Packet{}, internal: inspect.Shown{}},
-		{public: RollbackResult{}, internal: ops.RollbackResult{}},
-		{public: ExpireResult{}, internal: ops.ExpireResult{}},
+		{public: RollbackResult{}, internal: history.RollbackResult{}},
+		{public: ExpireResult{}, internal: history.ExpireResult{}},
 		{public: AuditResult{}, internal: export.AuditResult{}},
 		{public: TestReport{}, internal: modeltest.Report{}},
 		{public: LintReport{}, internal: lint.LintReport{}},
 		{public: DUResult{}, internal: ops.DUResult{}},
 		{public: BackupResult{}, internal: dbfile.BackupResult{}},
 		{public: CompactResult{}, internal: dbfile.CompactResult{}},
-		{public: ChainEraseResult{}, internal: ops.ChainEraseResult{}},
-		{public: EraseResult{}, internal: ops.EraseResult{}},
-		{public: JournalReplay{}, internal: ops.JournalReplay{}},
+		{public: ChainEraseResult{}, internal: history.ChainEraseResult{}},
+		{public: EraseResult{}, internal: history.EraseResult{}},
+		{public: JournalReplay{}, internal: history.JournalReplay{}},
 		{public: Environment{}, internal: ops.Environment{}},
 		{public: EnvironmentFile{}, internal: ops.Environment{}, added: []string{"bytes", "production_bytes"}},
 		{public: EnvDiff{}, internal: ops.EnvDiff{}},

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/idem-dev/idem/internal/export"
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/project"
@@ -323,7 +324,7 @@ func (p *Project) dispatch(ctx context.Context, db *run.DB, j *job.Job, opts run
 		runs, cerr := resultsOf(cr.Runs)
 		return &Result{Job: cr.Job, Decision: Decision(cr.Decision), Runs: runs, Watermark: cr.Watermark}, errors.Join(err, cerr)
 	}
-	r, err := ops.Run(ctx, db, j, opts) // an apply job's full refresh: ops.FullRefreshApply
+	r, err := history.Run(ctx, db, j, opts) // an apply job's full refresh: history.FullRefreshApply
 	if err != nil {
 		return nil, err
 	}
@@ -507,12 +508,12 @@ func (p *Project) RerunWith(ctx context.Context, name string, opts RerunOptions)
 	}
 	defer db.Close() // read-only: nothing to lose
 	_, oo, _ := p.database(j)
-	ro := ops.RerunOptions{Snapshot: opts.Snapshot, DuckDB: oo.DuckDB, Progress: p.s.progress, Fault: p.faultFor(db.Path()),
+	ro := history.RerunOptions{Snapshot: opts.Snapshot, DuckDB: oo.DuckDB, Progress: p.s.progress, Fault: p.faultFor(db.Path()),
 		Deep: opts.Deep, FromStart: opts.FromStart}
 	if opts.Deep {
 		ro.Upstream = upstreamFinder(j)
 	}
-	res, err := ops.Rerun(ctx, db, j, ro)
+	res, err := history.Rerun(ctx, db, j, ro)
 	if err != nil {
 		return nil, jobError(name, err)
 	}

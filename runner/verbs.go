@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/idem-dev/idem/internal/export"
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/inspect"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/ops"
@@ -20,7 +21,7 @@ import (
 // only read; a job that never ran has none (an empty slice).
 func (p *Project) Log(ctx context.Context, name string) ([]LogEntry, error) {
 	return read(ctx, p, name, func(j *job.Job, db *run.DB) ([]LogEntry, error) {
-		entries, err := ops.Log(ctx, db, j.Name)
+		entries, err := history.Log(ctx, db, j.Name)
 		out := make([]LogEntry, len(entries))
 		for i, e := range entries {
 			out[i] = LogEntry{Time: e.Time, BatchID: e.BatchID, Decision: e.Decision, Changed: e.Changed, RowsIn: e.RowsIn,
@@ -66,7 +67,7 @@ func (p *Project) Fence(ctx context.Context, name string) (*FenceResult, error) 
 	if err != nil {
 		return nil, err
 	}
-	epoch, err := ops.Fence(ctx, db, j.Name)
+	epoch, err := history.Fence(ctx, db, j.Name)
 	if err != nil {
 		return nil, jobError(name, errors.Join(err, db.Close()))
 	}
@@ -121,7 +122,7 @@ func convert(src, dst any) error {
 // *CloseError or an *AfterCommitError).
 func (p *Project) Rollback(ctx context.Context, name string, opts RollbackOptions) (*RollbackResult, error) {
 	return write(ctx, p, name, "rollback", false, func(j *job.Job, db *run.DB) (*RollbackResult, int64, error) {
-		res, err := ops.Rollback(ctx, db, j, opts.To, ops.RollbackOptions{ExpectParent: opts.ExpectParent, Epoch: opts.Epoch, Fault: p.faultFor(db.Path())})
+		res, err := history.Rollback(ctx, db, j, opts.To, history.RollbackOptions{ExpectParent: opts.ExpectParent, Epoch: opts.Epoch, Fault: p.faultFor(db.Path())})
 		if err != nil {
 			return nil, 0, err
 		}
@@ -139,7 +140,7 @@ func (p *Project) Rollback(ctx context.Context, name string, opts RollbackOption
 // error is committed, as for Rollback.
 func (p *Project) Expire(ctx context.Context, name string, opts ExpireOptions) (*ExpireResult, error) {
 	return write(ctx, p, name, "expire", opts.DryRun, func(j *job.Job, db *run.DB) (*ExpireResult, int64, error) {
-		res, err := ops.Expire(ctx, db, j, ops.ExpireOptions{Keep: opts.Keep, DryRun: opts.DryRun, Epoch: opts.Epoch, Fault: p.faultFor(db.Path())})
+		res, err := history.Expire(ctx, db, j, history.ExpireOptions{Keep: opts.Keep, DryRun: opts.DryRun, Epoch: opts.Epoch, Fault: p.faultFor(db.Path())})
 		if err != nil {
 			return nil, 0, err
 		}

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 )
 
 // The results of the verbs on a job's committed state (log, show, fence,
@@ -215,7 +215,7 @@ type Pin struct {
 }
 
 // String says why the pin holds its snapshot.
-func (p Pin) String() string { return ops.Pin(p).String() }
+func (p Pin) String() string { return history.Pin(p).String() }
 
 // AuditResult reports what an audit read of a partitioned Parquet export
 // and what a full scan of it read. The JSON keys are those of idem show

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/inspect"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/project"
 	"github.com/idem-dev/idem/internal/run"
 )
@@ -399,7 +399,7 @@ func readJob(ctx context.Context, db *run.DB, j *job.Job, d *Job, opts Options) 
 	if err != nil {
 		return err
 	}
-	entries, err := ops.Log(ctx, db, j.Name)
+	entries, err := history.Log(ctx, db, j.Name)
 	if err != nil {
 		return err
 	}

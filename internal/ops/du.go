@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
 )
@@ -92,7 +93,7 @@ type DUResult struct {
 	Snapshots []DUSnapshot `json:"snapshots"`
 	// Pins are the holds downstream jobs have on the job's kept snapshots
 	// (DownstreamPins): expiry keeps each pinned snapshot.
-	Pins []Pin `json:"pins"`
+	Pins []history.Pin `json:"pins"`
 }
 
 // DUBytes are the bytes of what a job keeps.
@@ -130,7 +131,7 @@ type DUSnapshot struct {
 	// HeldBy are the pins (DUResult.Pins) on this snapshot or an older
 	// kept one: while they hold, expiry stops below them and frees none
 	// of this.
-	HeldBy []Pin `json:"held_by,omitempty"`
+	HeldBy []history.Pin `json:"held_by,omitempty"`
 }
 
 // DU reports the storage of job j in the database d: bytes of its target,
@@ -151,7 +152,7 @@ func DU(ctx context.Context, d *run.DB, j *job.Job) (*DUResult, error) {
 		return nil, err
 	}
 	res := &DUResult{Job: j.Name, Database: d.Path(), Estimate: DUEstimate, Latest: st.Snapshot,
-		OldestKept: ret.OldestKept, KeepSnapshots: j.Retention.KeepSnapshots, Snapshots: []DUSnapshot{}, Pins: []Pin{},
+		OldestKept: ret.OldestKept, KeepSnapshots: j.Retention.KeepSnapshots, Snapshots: []DUSnapshot{}, Pins: []history.Pin{},
 		UsedBytes: stor.UsedBlocks * stor.BlockSize, FreeBytes: stor.FreeBlocks * stor.BlockSize}
 	for _, n := range stor.Tables {
 		res.TablesBytes += n
@@ -168,7 +169,7 @@ func DU(ctx context.Context, d *run.DB, j *job.Job) (*DUResult, error) {
 		table = st.Target
 	}
 	res.Iceberg = warehouseBytes(j, table)
-	outTable := outcomesTable(j)
+	outTable := history.OutcomesTable(j)
 	b, r := &res.Bytes, &res.Rows
 	b.Target = stor.TableBytes("main", table)
 	b.History = stor.TableBytes("idem", j.Name+"__history")
@@ -214,7 +215,7 @@ func DU(ctx context.Context, d *run.DB, j *job.Job) (*DUResult, error) {
 	if st.Snapshot == 0 {
 		return res, nil
 	}
-	pins, err := DownstreamPins(ctx, q, j.Name)
+	pins, err := history.DownstreamPins(ctx, q, j.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +241,7 @@ func expiryFrees(ctx context.Context, q catalog.Querier, j *job.Job, latest int6
 	if err != nil {
 		return nil, err
 	}
-	outcomes, err := catalog.OutcomeRowsBySnapshot(ctx, q, j.Name, outcomesTable(j))
+	outcomes, err := catalog.OutcomeRowsBySnapshot(ctx, q, j.Name, history.OutcomesTable(j))
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +263,7 @@ func expiryFrees(ctx context.Context, q catalog.Querier, j *job.Job, latest int6
 	if err != nil {
 		return nil, err
 	}
-	needed := neededFrom(j, snaps, cps)
+	needed := history.NeededFrom(j, snaps, cps)
 	out := []DUSnapshot{}
 	for s := ret.OldestKept; s < latest; s++ {
 		e := DUSnapshot{Snapshot: s}
@@ -277,7 +278,7 @@ func expiryFrees(ctx context.Context, q catalog.Querier, j *job.Job, latest int6
 			}
 		}
 		from := max(needed(s+1), ret.InputsFrom)
-		forget, bytes := expirableInputs(snaps, from, elsewhere, sizes)
+		forget, bytes := history.ExpirableInputs(snaps, from, elsewhere, sizes)
 		e.Inputs, e.InputBytes = len(forget), bytes
 		e.FreesBytes = perRow(res.Bytes.History, res.Rows.History, e.HistoryRows) +
 			perRow(res.Bytes.Outcomes, res.Rows.Outcomes, e.OutcomeRows) + e.InputBytes

@@ -12,6 +12,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/diff"
 	"github.com/idem-dev/idem/internal/export"
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
 )
@@ -82,7 +83,7 @@ func classifyModel(ctx context.Context, tx *sql.Tx, j *job.Job, latest int64) (*
 	}
 	previous := ""
 	if parts, err := row.Parts(); err == nil {
-		if at, err := modelAt(ctx, tx, j, row, parts); err == nil {
+		if at, err := history.ModelAt(ctx, tx, j, row, parts); err == nil {
 			previous = at.Expand(at.ModelSQL)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/pipelines"
 )
 
@@ -103,7 +103,7 @@ path = %q
 				require.Empty(t, left, "an interrupted copy left files in the store")
 			}
 
-			entries, err := ops.Log(check, db, "customer_state")
+			entries, err := history.Log(check, db, "customer_state")
 			require.NoError(t, err)
 			require.Len(t, entries, 1)
 			require.Equal(t, job.DecisionFailed, entries[0].Decision)

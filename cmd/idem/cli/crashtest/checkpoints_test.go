@@ -12,8 +12,8 @@ import (
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
 	"github.com/stretchr/testify/require"
@@ -117,11 +117,11 @@ func (j *ckptJob) apply(b int, id string) run.Result {
 }
 
 // rerun runs idem rerun --json with args and decodes a successful result.
-func (j *ckptJob) rerun(args ...string) ops.RerunResult {
+func (j *ckptJob) rerun(args ...string) history.RerunResult {
 	j.t.Helper()
 	r := clitest.CallIdem(j.t, append([]string{"rerun", j.file, "--json"}, args...)...)
 	require.Equal(j.t, 0, r.Code, "rerun %v: %s %s", args, r.Stdout, r.Stderr)
-	var res ops.RerunResult
+	var res history.RerunResult
 	require.NoError(j.t, json.Unmarshal([]byte(r.Stdout), &res))
 	require.True(j.t, res.Reproduced, "rerun %v did not reproduce", args)
 	return res

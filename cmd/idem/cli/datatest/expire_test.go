@@ -16,6 +16,7 @@ import (
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/idem-dev/idem/internal/export"
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/stretchr/testify/require"
 )
 
@@ -180,7 +181,7 @@ func TestExpireManyBatches(t *testing.T) {
 	state := clitest.CaptureState(t, db)
 	r := clitest.CallIdem(t, "expire", jobFile, "--keep-snapshots", fmt.Sprint(keep), "--dry-run", "--json")
 	require.Equal(t, 0, r.Code, r.Stderr)
-	var dry ops.ExpireResult
+	var dry history.ExpireResult
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &dry))
 	require.True(t, dry.DryRun)
 	require.Equal(t, oldest, dry.OldestKept)
@@ -198,7 +199,7 @@ func TestExpireManyBatches(t *testing.T) {
 	expireJob(t, jobFile, db, int(keep))
 	r = clitest.CallIdem(t, "expire", jobFile, "--json")
 	require.Equal(t, 0, r.Code, r.Stderr)
-	var done ops.ExpireResult
+	var done history.ExpireResult
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &done))
 	dry.DryRun = false
 	require.Equal(t, dry, done, "the expiry did what its dry run said")
@@ -325,10 +326,10 @@ func TestExpireKeepsDownstreamPin(t *testing.T) {
 		if keep {
 			r := clitest.CallIdem(t, "expire", src, "--json")
 			require.Equal(t, 0, r.Code, r.Stderr)
-			var res ops.ExpireResult
+			var res history.ExpireResult
 			require.NoError(t, json.Unmarshal([]byte(r.Stdout), &res))
 			require.Equal(t, map[string]int64{"down": 1}, res.HeldBy)
-			require.Equal(t, []ops.Pin{{Job: "down", Snapshot: 1}}, res.Pins)
+			require.Equal(t, []history.Pin{{Job: "down", Snapshot: 1}}, res.Pins)
 			require.Equal(t, int64(1), res.OldestKept, "down's next read starts at src snapshot 1")
 			require.Equal(t, int64(3), res.Latest)
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/diff"
 	"github.com/idem-dev/idem/internal/export"
-	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/stretchr/testify/require"
 )
@@ -172,7 +172,7 @@ func TestPartitionsReplaceExactlyTheDeclared(t *testing.T) {
 	for s := 1; s <= 3; s++ {
 		code, stdout, stderr = clitest.InProcess(t, "rerun", j.job, "--snapshot", fmt.Sprint(s), "--json")
 		require.Equal(t, 0, code, stderr)
-		var rr ops.RerunResult
+		var rr history.RerunResult
 		require.NoError(t, json.Unmarshal([]byte(stdout), &rr))
 		require.True(t, rr.Reproduced, "rerun of snapshot %d: %s", s, stdout)
 	}

@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/idem-dev/idem/internal/export"
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/inspect"
 	"github.com/stretchr/testify/require"
 )
@@ -163,7 +163,7 @@ func TestReplicaErase(t *testing.T) {
 
 	r := clitest.CallIdem(t, "erase", j.File, "--key", "subject-9", "--json")
 	require.Equal(t, 0, r.Code, r.Stderr)
-	var er ops.EraseResult
+	var er history.EraseResult
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &er))
 	require.NotNil(t, er.Replica)
 	require.Empty(t, er.Replica.Error)

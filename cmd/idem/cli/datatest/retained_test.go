@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/stretchr/testify/require"
 )
 
@@ -134,7 +134,7 @@ func TestErasePositionFromValidRowsOnly(t *testing.T) {
 			require.Equal(t, int64(1), res.Outcomes["invalid_version"], res.Outcomes)
 			r := clitest.CallIdem(t, "erase", j.File, "--key", "alice", "--json")
 			require.Equal(t, 0, r.Code, r.Stderr)
-			var er ops.EraseResult
+			var er history.EraseResult
 			require.NoError(t, json.Unmarshal([]byte(r.Stdout), &er))
 			require.NotNil(t, er.Position)
 			require.Equal(t, int64(5), *er.Position)

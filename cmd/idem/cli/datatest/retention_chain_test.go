@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/stretchr/testify/require"
 )
 
@@ -67,11 +67,11 @@ func TestExpireKeepsRerunPins(t *testing.T) {
 	require.Equal(t, []string{"down 2"}, clitest.QueryStrs(t, db, `SELECT job || ' ' || snapshot FROM idem.checkpoints ORDER BY ALL`),
 		"the apply job over src's changes keeps the checkpoints checkpoint_every asks for")
 
-	expire := func(args ...string) ops.ExpireResult {
+	expire := func(args ...string) history.ExpireResult {
 		t.Helper()
 		r := clitest.CallIdem(t, append([]string{"expire"}, append(args, "--json")...)...)
 		require.Equal(t, 0, r.Code, r.Stderr)
-		var res ops.ExpireResult
+		var res history.ExpireResult
 		require.NoError(t, json.Unmarshal([]byte(r.Stdout), &res))
 		return res
 	}
@@ -118,7 +118,7 @@ func TestExpireKeepsRerunPins(t *testing.T) {
 	require.Contains(t, out, "  held by      down (the rerun of its kept snapshot 3 reads snapshot 2)\n")
 	res = expire(path("src"), "--keep-snapshots", "1")
 	require.Equal(t, int64(2), res.OldestKept)
-	require.Equal(t, []ops.Pin{{Job: "down", Snapshot: 2, Rerun: 3}, {Job: "ip", Snapshot: 2, Rerun: 2}}, res.Pins)
+	require.Equal(t, []history.Pin{{Job: "down", Snapshot: 2, Rerun: 3}, {Job: "ip", Snapshot: 2, Rerun: 2}}, res.Pins)
 	reruns("down", 2, 3)
 	reruns("ip", 2, 2)
 	r := clitest.CallIdem(t, "export", path("src"), "--snapshot", "1", "--out", filepath.Join(dir, "src1.csv"))

@@ -13,10 +13,10 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/stretchr/testify/require"
 )
 
@@ -152,7 +152,7 @@ func TestRetentionWithCheckpoints(t *testing.T) {
 	for s := oldest; s <= last; s++ {
 		r := clitest.CallIdem(t, "rerun", jobFile, "--snapshot", fmt.Sprint(s), "--json")
 		require.Equal(t, 0, r.Code, "rerun %d: %s", s, r.Stderr)
-		var res ops.RerunResult
+		var res history.RerunResult
 		require.NoError(t, json.Unmarshal([]byte(r.Stdout), &res))
 		require.True(t, res.Reproduced, "rerun of snapshot %d", s)
 		require.Equal(t, shas[s], res.SHA256)

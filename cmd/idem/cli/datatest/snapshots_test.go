@@ -14,12 +14,12 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/idem-dev/idem/internal/diff"
 	"github.com/idem-dev/idem/internal/export"
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/inspect"
 	"github.com/stretchr/testify/require"
 )
@@ -216,7 +216,7 @@ func TestRerunDetectsDifferences(t *testing.T) {
 		require.NoError(t, db.Close())
 		res := e.Idem("rerun", e.Config("orders"), "--snapshot", "2", "--json")
 		require.Equal(t, job.ExitFailure, res.Code, res.Stderr)
-		var r ops.RerunResult
+		var r history.RerunResult
 		require.NoError(t, json.Unmarshal([]byte(res.Stdout), &r))
 		require.False(t, r.Reproduced)
 		require.NotNil(t, r.Diff)
@@ -304,7 +304,7 @@ func TestEraseSurvivesReplayAndRollback(t *testing.T) {
 	_, before := e.Export("orders", "--snapshot", "3")
 	require.Contains(t, csvRows(t, before), subject)
 
-	var er ops.EraseResult
+	var er history.EraseResult
 	e.Ok(&er, "erase", e.Config("orders"), "--key", subject)
 	require.Equal(t, int64(5), er.Snapshot)
 	require.Equal(t, int64(301), *er.Position, "the highest position seen for the key")
@@ -325,7 +325,7 @@ func TestEraseSurvivesReplayAndRollback(t *testing.T) {
 	absentEverywhere(5)
 
 	// Erasing again changes nothing.
-	var again ops.EraseResult
+	var again history.EraseResult
 	e.Ok(&again, "erase", e.Config("orders"), "--key", subject)
 	require.True(t, again.AlreadyErased)
 	require.Equal(t, int64(5), again.Snapshot)
@@ -338,7 +338,7 @@ func TestEraseSurvivesReplayAndRollback(t *testing.T) {
 	absentEverywhere(7)
 
 	// Rollback to a snapshot taken before the erasure.
-	var rb ops.RollbackResult
+	var rb history.RollbackResult
 	e.Ok(&rb, "rollback", e.Config("orders"), "--to-snapshot", "3")
 	require.Equal(t, int64(8), rb.Snapshot)
 	_, data := e.Export("orders")
@@ -377,7 +377,7 @@ func TestRollbackOverErasureIsRefused(t *testing.T) {
 	require.Equal(t, int64(4), latest.Snapshot, "nothing committed")
 
 	// Snapshot 3 lies outside the restored row's range (1, 2): allowed.
-	var rb ops.RollbackResult
+	var rb history.RollbackResult
 	e.Ok(&rb, "rollback", e.Config("orders"), "--to-snapshot", "3")
 	require.Equal(t, int64(5), rb.Snapshot)
 }
@@ -456,7 +456,7 @@ func TestEraseRewritesCSVAndParquetInputs(t *testing.T) {
 			for _, in := range inputs {
 				e.Ok(nil, "run", jobFile, "--input", in)
 			}
-			var er ops.EraseResult
+			var er history.EraseResult
 			e.Ok(&er, "erase", jobFile, "--key", "ord-83")
 			require.Len(t, er.Inputs, 2)
 			require.Equal(t, int64(301), *er.Position)
@@ -483,7 +483,7 @@ func TestEraseRewritesCSVAndParquetInputs(t *testing.T) {
 			}
 			require.NoError(t, db.Close())
 			for _, s := range []string{"1", "2", "3"} {
-				var rr ops.RerunResult
+				var rr history.RerunResult
 				e.Ok(&rr, "rerun", jobFile, "--snapshot", s)
 				require.True(t, rr.Reproduced, "snapshot %s", s)
 			}
@@ -502,7 +502,7 @@ func TestVersionedChangesErase(t *testing.T) {
 		e.Ok(nil, "run", jobFile, "--input", e.Fixture("changes/"+b+".jsonl"))
 	}
 	const subject = "account-4"
-	var er ops.EraseResult
+	var er history.EraseResult
 	e.Ok(&er, "erase", jobFile, "--key", subject)
 	require.Equal(t, int64(4), er.Snapshot)
 	require.Equal(t, int64(4), *er.Position, "account-4's highest source_version")
@@ -552,7 +552,7 @@ func TestRollbackWriterGuards(t *testing.T) {
 		e.Ok(&latest, "export", e.Config("orders"), "--out", filepath.Join(e.Dir, "latest.csv"))
 		require.Equal(t, int64(3), latest.Snapshot, "%s: nothing committed", tc.name)
 	}
-	var rb ops.RollbackResult
+	var rb history.RollbackResult
 	e.Ok(&rb, "rollback", e.Config("orders"), "--to-snapshot", "1", "--expect-parent", "3", "--epoch", fmt.Sprint(fence.Epoch))
 	require.Equal(t, int64(4), rb.Snapshot)
 }

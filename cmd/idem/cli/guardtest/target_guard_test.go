@@ -9,6 +9,7 @@ import (
 	"github.com/idem-dev/idem/internal/ops"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/stretchr/testify/require"
 )
 
@@ -56,7 +57,7 @@ func TestChangedTargetIsRefused(t *testing.T) {
 			require.Equal(t, int64(4), third.Snapshot)
 			r = clitest.CallIdem(t, "rerun", j.File, "--json")
 			require.Equal(t, 0, r.Code, r.Stdout+r.Stderr)
-			var rr ops.RerunResult
+			var rr history.RerunResult
 			require.NoError(t, json.Unmarshal([]byte(r.Stdout), &rr))
 			require.True(t, rr.Reproduced)
 		})

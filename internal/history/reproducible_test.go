@@ -1,4 +1,4 @@
-package ops_test
+package history_test
 
 import (
 	"context"
@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/export"
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/pipelines"
 )
@@ -381,7 +381,7 @@ var reproVolatile = []reproModel{
 type reproOutcome struct {
 	err      error  // the load's or the run's
 	sha      string // the export of the model's snapshot
-	rerun    *ops.RerunResult
+	rerun    *history.RerunResult
 	rerunErr error
 }
 
@@ -585,7 +585,7 @@ func reproBuild(t *testing.T, c reproConfig, template, proj string, models []rep
 		require.Equal(t, job.DecisionLoaded, res.Decision, m.name)
 		o.sha = reproExport(t, d, j, res.Snapshot, exports)
 		if c.rerunThreads > 0 && !m.volatile {
-			o.rerun, o.rerunErr = ops.Rerun(ctx, d, j, ops.RerunOptions{Snapshot: res.Snapshot, DuckDB: job.DuckDBSettings{Threads: c.rerunThreads}})
+			o.rerun, o.rerunErr = history.Rerun(ctx, d, j, history.RerunOptions{Snapshot: res.Snapshot, DuckDB: job.DuckDBSettings{Threads: c.rerunThreads}})
 		}
 	}
 	t.Logf("%s: %d models in %v", c.name, len(models), time.Since(begin))
@@ -593,7 +593,7 @@ func reproBuild(t *testing.T, c reproConfig, template, proj string, models []rep
 }
 
 // reproDiff describes a rerun's difference briefly.
-func reproDiff(r *ops.RerunResult) string {
+func reproDiff(r *history.RerunResult) string {
 	if r == nil || r.Diff == nil {
 		return "no diff"
 	}
@@ -860,7 +860,7 @@ threads = 4
 	for _, s := range snaps {
 		t.Run(fmt.Sprintf("snapshot-%d", s), func(t *testing.T) {
 			want := reproExport(t, d, mart, s, exports)
-			res, err := ops.Rerun(ctx, d, mart, ops.RerunOptions{Snapshot: s, DuckDB: mart.DuckDB})
+			res, err := history.Rerun(ctx, d, mart, history.RerunOptions{Snapshot: s, DuckDB: mart.DuckDB})
 			require.NoError(t, err)
 			assert.Equal(t, s, res.Snapshot)
 			assert.Equal(t, want, res.SHA256, "the rerun's sha256 of the stored snapshot is the export's")

@@ -1,4 +1,4 @@
-package ops_test
+package history_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/diff"
-	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
 )
@@ -36,7 +36,7 @@ func TestRerunSaysWhy(t *testing.T) {
 		}
 	})
 
-	res, err := c.rerunErr(ops.RerunOptions{Snapshot: 7})
+	res, err := c.rerunErr(history.RerunOptions{Snapshot: 7})
 	require.NoError(t, err)
 	require.False(t, res.Reproduced)
 	require.NotNil(t, res.Diff)
@@ -51,7 +51,7 @@ func TestRerunSaysWhy(t *testing.T) {
 		{Column: "value", From: &tampered, To: &value},
 	}}}, res.Diff.ChangedRows)
 
-	require.Equal(t, ops.RerunKeptPath(c.db, "cs", 7), res.RebuiltPath)
+	require.Equal(t, history.RerunKeptPath(c.db, "cs", 7), res.RebuiltPath)
 	sum, _, err := source.FileSHA256(res.RebuiltPath)
 	require.NoError(t, err)
 	require.Equal(t, res.Rebuilt, sum, "the kept file is the rebuilt export")
@@ -59,7 +59,7 @@ func TestRerunSaysWhy(t *testing.T) {
 	// The erasure removes the kept rows.
 	c.erase(key)
 	require.NoFileExists(t, res.RebuiltPath, "an erasure left the rows a rerun kept")
-	entries, err := os.ReadDir(ops.RerunKeptDir(c.db))
+	entries, err := os.ReadDir(history.RerunKeptDir(c.db))
 	require.NoError(t, err)
 	require.Empty(t, entries)
 }

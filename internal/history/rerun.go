@@ -1,4 +1,4 @@
-package ops
+package history
 
 import (
 	"bytes"
@@ -384,7 +384,7 @@ func jobAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.Snap
 		return nil, job.Refuse("rerun", "snapshot %d of %s was built by pipeline %s; the job now names pipeline %s", row.Snapshot, j.Name, parts.Transform.Pipeline, p.Name)
 	}
 	if j.IsModel() {
-		return modelAt(ctx, q, j, row, parts)
+		return ModelAt(ctx, q, j, row, parts)
 	}
 	steps, err := p.Transform(parts.Transform.Version)
 	if err != nil {

@@ -1,4 +1,4 @@
-package ops
+package history
 
 import (
 	"context"
@@ -228,7 +228,7 @@ func modelRows(ctx context.Context, tx *sql.Tx, j *job.Job, row *catalog.Snapsho
 	if err != nil {
 		return fmt.Errorf("recompute %s: snapshot %d: %w", j.Name, row.Snapshot, err)
 	}
-	at, err := modelAt(ctx, tx, j, row, parts)
+	at, err := ModelAt(ctx, tx, j, row, parts)
 	if err != nil {
 		return err
 	}

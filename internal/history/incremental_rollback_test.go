@@ -1,4 +1,4 @@
-package ops_test
+package history_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/pipelines"
 )
@@ -119,7 +119,7 @@ func TestIncrementalAfterUpstreamRollback(t *testing.T) {
 		}
 	}
 	rollback := func(to int64) {
-		_, err := ops.Rollback(ctx, db, vc, to, ops.RollbackOptions{})
+		_, err := history.Rollback(ctx, db, vc, to, history.RollbackOptions{})
 		require.NoError(t, err)
 	}
 

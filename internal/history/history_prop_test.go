@@ -1,4 +1,4 @@
-package ops_test
+package history_test
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/pipelines"
 )
@@ -339,7 +339,7 @@ func TestHistoryProperty(t *testing.T) {
 					c.apply(t, changes)
 				case r < 7:
 					e := entities[rng.IntN(len(entities))]
-					res, err := ops.Erase(ctx, c.db, c.jobs["vc"], ops.EraseOptions{Key: e})
+					res, err := history.Erase(ctx, c.db, c.jobs["vc"], history.EraseOptions{Key: e})
 					if err != nil {
 						continue // a key found nowhere
 					}
@@ -356,7 +356,7 @@ func TestHistoryProperty(t *testing.T) {
 					if st.Snapshot < 2 {
 						continue
 					}
-					res, err := ops.Rollback(ctx, c.db, c.jobs[name], 1+rng.Int64N(st.Snapshot-1), ops.RollbackOptions{})
+					res, err := history.Rollback(ctx, c.db, c.jobs[name], 1+rng.Int64N(st.Snapshot-1), history.RollbackOptions{})
 					if err != nil {
 						require.Equal(t, 3, job.ExitCode(err), "%s: rollback: %v", label, err)
 						continue // over an erasure

@@ -1,4 +1,4 @@
-package ops_test
+package history_test
 
 import (
 	"bufio"
@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/export"
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/pipelines"
 )
@@ -53,7 +53,7 @@ func (e *exampleJob) run(rel string, opts run.RunOptions) *run.Result {
 func (e *exampleJob) runFile(path string, opts run.RunOptions) *run.Result {
 	e.t.Helper()
 	opts.Input = path
-	opts.Expire = ops.ExpireAfterRun
+	opts.Expire = history.ExpireAfterRun
 	var res *run.Result
 	e.open(false, func(d *run.DB) {
 		var err error
@@ -78,7 +78,7 @@ func (e *exampleJob) export(threads int, opts export.ExportOptions) *export.Expo
 func (e *exampleJob) erase(key string) {
 	e.t.Helper()
 	e.open(false, func(d *run.DB) {
-		_, err := ops.Erase(context.Background(), d, e.j, ops.EraseOptions{Key: key})
+		_, err := history.Erase(context.Background(), d, e.j, history.EraseOptions{Key: key})
 		require.NoError(e.t, err)
 	})
 }
@@ -86,7 +86,7 @@ func (e *exampleJob) erase(key string) {
 func (e *exampleJob) rollback(to int64) {
 	e.t.Helper()
 	e.open(false, func(d *run.DB) {
-		_, err := ops.Rollback(context.Background(), d, e.j, to, ops.RollbackOptions{})
+		_, err := history.Rollback(context.Background(), d, e.j, to, history.RollbackOptions{})
 		require.NoError(e.t, err)
 	})
 }
@@ -136,7 +136,7 @@ func TestRerunReproducesSnapshots(t *testing.T) {
 			c.setup(e)
 			e.open(true, func(d *run.DB) {
 				for _, s := range c.check {
-					res, err := ops.Rerun(context.Background(), d, e.j, ops.RerunOptions{Snapshot: s, DuckDB: e.j.DuckDB})
+					res, err := history.Rerun(context.Background(), d, e.j, history.RerunOptions{Snapshot: s, DuckDB: e.j.DuckDB})
 					require.NoError(t, err, "rerun of snapshot %d", s)
 					require.True(t, res.Reproduced, "snapshot %d: %+v", s, res.Diff)
 					require.Equal(t, s, res.Snapshot)

@@ -1,4 +1,4 @@
-package ops
+package history
 
 import (
 	"context"
@@ -66,7 +66,7 @@ type ExpireResult struct {
 	HeldBy map[string]int64 `json:"held_by"`
 	Pins   []Pin            `json:"pins"`
 	// InputsFrom is the first snapshot whose retained inputs a rerun of a
-	// kept snapshot needs (neededFrom).
+	// kept snapshot needs (NeededFrom).
 	InputsFrom  int64 `json:"inputs_from"`
 	HistoryRows int64 `json:"history_rows"`
 	OutcomeRows int64 `json:"outcome_rows"`
@@ -97,7 +97,7 @@ func ExpireAfterRun(ctx context.Context, d *run.DB, j *job.Job, fault func(strin
 // transaction: the history rows visible only in expired snapshots
 // (catalog.ExpireHistory), the outcome rows of expired batches, their
 // release packets, and the records of retained inputs that no kept
-// snapshot's rerun needs (neededFrom) and no other job keeps; it records
+// snapshot's rerun needs (NeededFrom) and no other job keeps; it records
 // the oldest kept snapshot in idem.retention, from which every pinned read
 // of an older one is refused (exit 3). The ledger, the snapshot rows, the
 // run log, tombstones and erasures stay, so an expired batch id is still
@@ -221,7 +221,7 @@ func planExpiry(ctx context.Context, q catalog.Querier, j *job.Job, keep int64) 
 	if err != nil {
 		return nil, err
 	}
-	inputsFrom := max(neededFrom(j, snaps, cps)(oldest), prev.InputsFrom)
+	inputsFrom := max(NeededFrom(j, snaps, cps)(oldest), prev.InputsFrom)
 	pl.next = catalog.Retention{OldestKept: oldest, InputsFrom: inputsFrom}
 	res.OldestKept, res.InputsFrom, res.Expired = oldest, inputsFrom, oldest-prev.OldestKept
 	if pl.next == prev {
@@ -241,7 +241,7 @@ func planExpiry(ctx context.Context, q catalog.Querier, j *job.Job, keep int64) 
 			res.HistoryRows += n
 		}
 	}
-	outcomes, err := catalog.OutcomeRowsBySnapshot(ctx, q, j.Name, outcomesTable(j))
+	outcomes, err := catalog.OutcomeRowsBySnapshot(ctx, q, j.Name, OutcomesTable(j))
 	if err != nil {
 		return nil, err
 	}
@@ -261,7 +261,7 @@ func planExpiry(ctx context.Context, q catalog.Querier, j *job.Job, keep int64) 
 	if err != nil {
 		return nil, err
 	}
-	pl.forget, res.InputBytes = expirableInputs(snaps, inputsFrom, elsewhere, sizes)
+	pl.forget, res.InputBytes = ExpirableInputs(snaps, inputsFrom, elsewhere, sizes)
 	res.Inputs = len(pl.forget)
 	pl.checkpoints = expirableCheckpoints(j, snaps, cps, oldest)
 	for _, c := range pl.checkpoints {
@@ -277,7 +277,7 @@ func (pl *expiryPlan) apply(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 	if err := catalog.ExpireHistory(ctx, tx, j.Name, oldest); err != nil {
 		return err
 	}
-	if err := catalog.ExpireOutcomes(ctx, tx, j.Name, outcomesTable(j), oldest); err != nil {
+	if err := catalog.ExpireOutcomes(ctx, tx, j.Name, OutcomesTable(j), oldest); err != nil {
 		return err
 	}
 	if _, err := catalog.ExpirePackets(ctx, tx, j.Name, oldest); err != nil {
@@ -313,7 +313,7 @@ func (pl *expiryPlan) apply(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 	return nil
 }
 
-// neededFrom says, for an oldest kept snapshot K, the first snapshot of
+// NeededFrom says, for an oldest kept snapshot K, the first snapshot of
 // the job whose retained inputs a rerun of some kept snapshot (K and
 // after) still replays: the start of the replay chain of each kept
 // snapshot, at the lowest. A rerun of an apply job that reads files starts
@@ -323,7 +323,7 @@ func (pl *expiryPlan) apply(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 // follows it). This is the one place that rule lives. The returned
 // function answers any K in constant time (du asks for every kept
 // snapshot).
-func neededFrom(j *job.Job, snaps []*catalog.SnapshotRow, cps []*catalog.Checkpoint) func(oldestKept int64) int64 {
+func NeededFrom(j *job.Job, snaps []*catalog.SnapshotRow, cps []*catalog.Checkpoint) func(oldestKept int64) int64 {
 	// fromAt[i]: the lowest chain start of snaps[i:].
 	fromAt := make([]int64, len(snaps)+1)
 	fromAt[len(snaps)] = -1
@@ -411,11 +411,11 @@ func forgetCheckpoints(ctx context.Context, tx *sql.Tx, j *job.Job, cps []*catal
 	return catalog.ForgetInputs(ctx, tx, forget)
 }
 
-// expirableInputs are the retained inputs (recorded in sizes) that
+// ExpirableInputs are the retained inputs (recorded in sizes) that
 // snapshots of the job below inputsFrom name and that no snapshot of the
 // job at or above it, and no other job (elsewhere, see
 // catalog.InputsNamedElsewhere), needs; with their bytes.
-func expirableInputs(snaps []*catalog.SnapshotRow, inputsFrom int64, elsewhere map[string]bool, sizes map[string]int64) ([]string, int64) {
+func ExpirableInputs(snaps []*catalog.SnapshotRow, inputsFrom int64, elsewhere map[string]bool, sizes map[string]int64) ([]string, int64) {
 	keep := map[string]bool{}
 	for _, s := range snaps {
 		if s.Snapshot >= inputsFrom {
@@ -445,8 +445,8 @@ func expirableInputs(snaps []*catalog.SnapshotRow, inputsFrom int64, elsewhere m
 	return out, bytes
 }
 
-// outcomesTable is the job's outcomes table, "" for a pipeline without one.
-func outcomesTable(j *job.Job) string {
+// OutcomesTable is the job's outcomes table, "" for a pipeline without one.
+func OutcomesTable(j *job.Job) string {
 	if j.Pipeline.OutcomesTable == "" {
 		return ""
 	}

@@ -2,7 +2,7 @@
 // input of every batch it applied, with the job as it is now, committed
 // as a new snapshot that idem rerun proves.
 
-package ops
+package history
 
 import (
 	"context"

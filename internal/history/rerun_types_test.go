@@ -1,4 +1,4 @@
-package ops_test
+package history_test
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/pipelines"
 )
@@ -60,7 +60,7 @@ func TestRerunModelOverModelKeepsTypes(t *testing.T) {
 	require.Equal(t, "HUGEINT", typ)
 	require.Equal(t, "18014452552677516445964", total, "(2^53+1 + 2^53+3) × 1000003, exactly")
 	for _, j := range jobs[1:] {
-		res, err := ops.Rerun(ctx, d, j, ops.RerunOptions{DuckDB: j.DuckDB})
+		res, err := history.Rerun(ctx, d, j, history.RerunOptions{DuckDB: j.DuckDB})
 		require.NoError(t, err, j.Name)
 		require.True(t, res.Reproduced, "%s: %+v", j.Name, res.Diff)
 	}

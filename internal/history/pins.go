@@ -2,7 +2,7 @@
 // upstream's expiry keeps so that no kept downstream snapshot becomes
 // unprovable.
 
-package ops
+package history
 
 import (
 	"context"

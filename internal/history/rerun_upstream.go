@@ -1,7 +1,7 @@
 // Rerun of a job that reads upstream jobs: the upstreams' rows at the
 // snapshots it pinned come from their history.
 
-package ops
+package history
 
 import (
 	"context"
@@ -16,11 +16,11 @@ import (
 	"github.com/idem-dev/idem/internal/source"
 )
 
-// modelAt is a model job as it ran for a snapshot: the model text the
+// ModelAt is a model job as it ran for a snapshot: the model text the
 // database kept for the recorded transform part (catalog.ModelText), or
 // else the model file of the recorded transform version, with the macros
 // it ran with (macrosAt); either is checked against the recorded sha256.
-func modelAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.SnapshotRow, parts job.Parts) (*job.Job, error) {
+func ModelAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.SnapshotRow, parts job.Parts) (*job.Job, error) {
 	text, kept, err := catalog.ModelText(ctx, q, j.Name, parts.Transform.SHA256)
 	if err != nil {
 		return nil, err

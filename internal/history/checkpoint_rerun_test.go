@@ -1,4 +1,4 @@
-package ops_test
+package history_test
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
 	"github.com/idem-dev/idem/pipelines"
@@ -176,7 +176,7 @@ func (c *ckptJob) apply(b int, id string) *run.Result {
 	var res *run.Result
 	c.open(false, func(d *run.DB) {
 		var err error
-		res, err = d.Run(context.Background(), c.j, run.RunOptions{Input: filepath.Join(c.dir, fmt.Sprintf("b%d.jsonl", b)), BatchID: id, Expire: ops.ExpireAfterRun})
+		res, err = d.Run(context.Background(), c.j, run.RunOptions{Input: filepath.Join(c.dir, fmt.Sprintf("b%d.jsonl", b)), BatchID: id, Expire: history.ExpireAfterRun})
 		require.NoError(c.t, err, "run batch %d", b)
 	})
 	require.Equal(c.t, job.DecisionApplied, res.Decision)
@@ -187,7 +187,7 @@ func (c *ckptJob) apply(b int, id string) *run.Result {
 func (c *ckptJob) erase(key string) {
 	c.t.Helper()
 	c.open(false, func(d *run.DB) {
-		_, err := ops.Erase(context.Background(), d, c.j, ops.EraseOptions{Key: key})
+		_, err := history.Erase(context.Background(), d, c.j, history.EraseOptions{Key: key})
 		require.NoError(c.t, err, "erase %s", key)
 	})
 }
@@ -196,26 +196,26 @@ func (c *ckptJob) erase(key string) {
 func (c *ckptJob) rollback(to int64) {
 	c.t.Helper()
 	c.open(false, func(d *run.DB) {
-		_, err := ops.Rollback(context.Background(), d, c.j, to, ops.RollbackOptions{})
+		_, err := history.Rollback(context.Background(), d, c.j, to, history.RollbackOptions{})
 		require.NoError(c.t, err, "rollback to %d", to)
 	})
 }
 
 // rerunErr reruns with opts on the database opened read-only, as idem rerun
 // does.
-func (c *ckptJob) rerunErr(opts ops.RerunOptions) (*ops.RerunResult, error) {
+func (c *ckptJob) rerunErr(opts history.RerunOptions) (*history.RerunResult, error) {
 	c.t.Helper()
 	opts.DuckDB = c.j.DuckDB
-	var res *ops.RerunResult
+	var res *history.RerunResult
 	var err error
 	c.open(true, func(d *run.DB) {
-		res, err = ops.Rerun(context.Background(), d, c.j, opts)
+		res, err = history.Rerun(context.Background(), d, c.j, opts)
 	})
 	return res, err
 }
 
 // rerun reruns with opts and requires that it reproduced the snapshot.
-func (c *ckptJob) rerun(opts ops.RerunOptions) *ops.RerunResult {
+func (c *ckptJob) rerun(opts history.RerunOptions) *history.RerunResult {
 	c.t.Helper()
 	res, err := c.rerunErr(opts)
 	require.NoError(c.t, err, "rerun %+v", opts)
@@ -335,7 +335,7 @@ func TestRerunFromCheckpoint(t *testing.T) {
 		{15, true, 15, 0},
 	} {
 		t.Run(fmt.Sprintf("snapshot%d_fromstart%v", tc.snapshot, tc.fromStart), func(t *testing.T) {
-			res := c.rerun(ops.RerunOptions{Snapshot: tc.snapshot, FromStart: tc.fromStart})
+			res := c.rerun(history.RerunOptions{Snapshot: tc.snapshot, FromStart: tc.fromStart})
 			require.Equal(t, tc.snapshot, res.Snapshot)
 			require.Equal(t, tc.replayed, res.Replayed)
 			require.Equal(t, tc.from, res.FromCheckpoint)
@@ -343,7 +343,7 @@ func TestRerunFromCheckpoint(t *testing.T) {
 	}
 	// What a rerun of 12 reads: checkpoint 10 and the inputs of 11 and 12.
 	c.open(true, func(d *run.DB) {
-		cp, inputs, err := ops.RerunNeeds(t.Context(), d.SQL(), c.j, 12)
+		cp, inputs, err := history.RerunNeeds(t.Context(), d.SQL(), c.j, 12)
 		require.NoError(t, err)
 		require.Equal(t, int64(10), cp.Snapshot)
 		require.Len(t, inputs, 2)
@@ -390,7 +390,7 @@ func TestRerunCheckpointTampered(t *testing.T) {
 			}
 			tc.tamper(t, path)
 			before := c.state()
-			_, err := c.rerunErr(ops.RerunOptions{Snapshot: 12})
+			_, err := c.rerunErr(history.RerunOptions{Snapshot: 12})
 			require.Error(t, err)
 			require.Equal(t, job.ExitRefused, job.ExitCode(err), "%v", err)
 			require.Contains(t, err.Error(), "checkpoint 10 of cs: file "+path)
@@ -399,12 +399,12 @@ func TestRerunCheckpointTampered(t *testing.T) {
 			require.Equal(t, before, c.state(), "a refused rerun changed the database")
 
 			if tc.part == "target" {
-				res := c.rerun(ops.RerunOptions{Snapshot: 12, FromStart: true})
+				res := c.rerun(history.RerunOptions{Snapshot: 12, FromStart: true})
 				require.Equal(t, 12, res.Replayed)
 				require.Zero(t, res.FromCheckpoint)
 			}
 			// An older checkpoint is untouched and still used.
-			res := c.rerun(ops.RerunOptions{Snapshot: 7})
+			res := c.rerun(history.RerunOptions{Snapshot: 7})
 			require.Equal(t, int64(5), res.FromCheckpoint)
 			require.Equal(t, before, c.state())
 		})
@@ -419,11 +419,11 @@ func TestRerunFromStartMissingInput(t *testing.T) {
 	c := checkpointChain(t, 7)
 	sum := c.query(`SELECT json_extract_string(inputs, '$.files[0].sha256') FROM idem.snapshots WHERE snapshot = 2`)[0]
 	require.NoError(t, os.Remove(source.RetainedPath(c.db, sum)))
-	_, err := c.rerunErr(ops.RerunOptions{FromStart: true})
+	_, err := c.rerunErr(history.RerunOptions{FromStart: true})
 	require.Error(t, err)
 	require.Equal(t, job.ExitFailure, job.ExitCode(err), "%v", err)
 	require.Contains(t, err.Error(), "rerun: snapshot 2 of cs: retained input b2.jsonl ("+job.Short(sum)+") is missing")
-	res := c.rerun(ops.RerunOptions{})
+	res := c.rerun(history.RerunOptions{})
 	require.Equal(t, 2, res.Replayed)
 	require.Equal(t, int64(5), res.FromCheckpoint)
 }
@@ -478,12 +478,12 @@ func TestRerunCheckpointErasureRollback(t *testing.T) {
 			continue
 		}
 		t.Run(fmt.Sprint(tc.snapshot), func(t *testing.T) {
-			res := c.rerun(ops.RerunOptions{Snapshot: tc.snapshot})
+			res := c.rerun(history.RerunOptions{Snapshot: tc.snapshot})
 			require.Equal(t, tc.replayed, res.Replayed)
 			require.Equal(t, tc.from, res.FromCheckpoint)
 		})
 	}
-	res := c.rerun(ops.RerunOptions{FromStart: true})
+	res := c.rerun(history.RerunOptions{FromStart: true})
 	require.Equal(t, 19, res.Replayed)
 	require.Equal(t, before, c.state())
 }
@@ -500,10 +500,10 @@ func TestEraseDropsBrokenCheckpoint(t *testing.T) {
 	require.Len(t, cs, 1)
 	require.Equal(t, int64(10), cs[0].Snapshot)
 	c.requireWhole()
-	res := c.rerun(ops.RerunOptions{Snapshot: 7})
+	res := c.rerun(history.RerunOptions{Snapshot: 7})
 	require.Equal(t, 7, res.Replayed)
 	require.Zero(t, res.FromCheckpoint)
-	res = c.rerun(ops.RerunOptions{})
+	res = c.rerun(history.RerunOptions{})
 	require.Equal(t, 1, res.Replayed)
 	require.Equal(t, int64(10), res.FromCheckpoint)
 }

@@ -1,4 +1,4 @@
-package ops_test
+package history_test
 
 import (
 	"fmt"
