@@ -33,6 +33,7 @@ func TestLayering(t *testing.T) {
 		dbfile  = module + "/internal/dbfile"
 		inspect = module + "/internal/inspect"
 		history = module + "/internal/history"
+		planner = module + "/internal/planner"
 		prun    = module + "/internal/projectrun"
 		mtest   = module + "/internal/modeltest"
 		docs    = module + "/internal/docs"
@@ -77,7 +78,10 @@ func TestLayering(t *testing.T) {
 		// checkpoints, log and fence. Rerun replays erasures and an
 		// erasure recomputes models as they ran: one package.
 		{pkg: history, idem: []string{job, catalog, source, run, lake, export, diff, dbfile}},
-		{pkg: ops, idem: []string{job, catalog, source, run, lake, export, diff, dbfile, history}},
+		// idem plan: a run's decision through its own guards, rolled back;
+		// a model's column changes.
+		{pkg: planner, idem: []string{job, catalog, source, run, lake, export, diff, dbfile, history}},
+		{pkg: ops, idem: []string{job, catalog, source, run, lake, export, diff, dbfile, history, planner}},
 		// Unit tests of models (idem test): a replay in a scratch
 		// database, beside ops, with the project's job files.
 		{pkg: mtest, idem: []string{job, project, catalog, source, run, lake}},
@@ -91,7 +95,7 @@ func TestLayering(t *testing.T) {
 		// The public API is a thin layer over run, ops and projectrun,
 		// with the built-in pipelines; it never reaches source or catalog
 		// itself.
-		{pkg: runner, idem: []string{job, project, run, export, lint, scaf, diff, dbfile, inspect, history, ops, prun, mtest, docs, sqlfs}, direct: true},
+		{pkg: runner, idem: []string{job, project, run, export, lint, scaf, diff, dbfile, inspect, history, planner, ops, prun, mtest, docs, sqlfs}, direct: true},
 		// The CLI is a client of the public API: runner, and job, its
 		// printing helper (TestCLIImports holds each of its files to them).
 		{pkg: module + "/cmd/idem/cli", idem: []string{runner, job}, direct: true},

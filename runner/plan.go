@@ -10,7 +10,7 @@ import (
 	"sync"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/planner"
 	"github.com/idem-dev/idem/internal/projectrun"
 	"github.com/idem-dev/idem/internal/run"
 )
@@ -60,9 +60,9 @@ func (p *Project) planJob(ctx context.Context, h *projectrun.Handles, j *job.Job
 // planOn plans j on the database at path, opened read-only from h; a
 // database that does not exist yet, or holds no idem tables, plans the
 // job from scratch.
-func (p *Project) planOn(ctx context.Context, h *projectrun.Handles, path string, j *job.Job, opts run.RunOptions, oo run.OpenOptions) (plan *ops.Plan, err error) {
+func (p *Project) planOn(ctx context.Context, h *projectrun.Handles, path string, j *job.Job, opts run.RunOptions, oo run.OpenOptions) (plan *planner.Plan, err error) {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return ops.PlanRunDB(ctx, nil, j, opts)
+		return planner.PlanRunDB(ctx, nil, j, opts)
 	}
 	oo.ReadOnly, oo.Fault = true, p.faultFor(path)
 	db, done, err := h.Open(ctx, path, oo)
@@ -70,14 +70,14 @@ func (p *Project) planOn(ctx context.Context, h *projectrun.Handles, path string
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, done(err)) }()
-	ok, err := ops.HasCatalog(ctx, db)
+	ok, err := planner.HasCatalog(ctx, db)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		db = nil
 	}
-	return ops.PlanRunDB(ctx, db, j, opts)
+	return planner.PlanRunDB(ctx, db, j, opts)
 }
 
 // Plan plans every job of the project in run order, as Run would run them,

@@ -6,7 +6,7 @@ import (
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/planner"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -287,7 +287,7 @@ type ModelChange struct {
 	Downstream     []string       `json:"downstream"`
 }
 
-func planOf(p *ops.Plan) (*Plan, error) {
+func planOf(p *planner.Plan) (*Plan, error) {
 	var out Plan
 	if err := convert(p, &out); err != nil {
 		return nil, err

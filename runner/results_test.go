@@ -17,6 +17,7 @@ import (
 	"github.com/idem-dev/idem/internal/lint"
 	"github.com/idem-dev/idem/internal/modeltest"
 	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/planner"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -42,7 +43,7 @@ func TestResultsInStep(t *testing.T) {
 		// Result's (its runs are Results, checked above).
 		{public: Result{}, internal: run.FilesResult{}, summary: true, leftOut: []string{"runs."}},
 		{public: Result{}, internal: run.ChunksResult{}, summary: true, leftOut: []string{"runs."}},
-		{public: Plan{}, internal: ops.Plan{},
+		{public: Plan{}, internal: planner.Plan{},
 			added: []string{"blocked_by"},
 			raw:   []string{"parts"}},
 		{public: RerunResult{}, internal: history.RerunResult{}},

@@ -13,7 +13,7 @@ import (
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/planner"
 	"github.com/idem-dev/idem/internal/project"
 	"github.com/idem-dev/idem/internal/projectrun"
 	"github.com/idem-dev/idem/internal/run"
@@ -87,7 +87,7 @@ func Open(ctx context.Context, paths []string, opts ...Option) (*Project, error)
 func modifiedJobs(ctx context.Context, p *project.Project) (map[*job.Job]bool, error) {
 	out := map[*job.Job]bool{}
 	for _, j := range p.Jobs {
-		plan, err := ops.PlanRun(ctx, j.Database, j, run.RunOptions{}, run.OpenOptions{DuckDB: j.DuckDB})
+		plan, err := planner.PlanRun(ctx, j.Database, j, run.RunOptions{}, run.OpenOptions{DuckDB: j.DuckDB})
 		if err != nil {
 			return nil, fmt.Errorf("--select state:modified: plan %s: %w", j.Name, err)
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/planner"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -342,7 +343,7 @@ func definitionChanged(ctx context.Context, j *job.Job, st catalog.State, open r
 		now.Transform, now.Schema = j.TransformPart(), j.SchemaPart()
 		changed = now.Changed(st.Parts)
 	} else {
-		plan, err := PlanRun(ctx, j.Database, j, run.RunOptions{}, open)
+		plan, err := planner.PlanRun(ctx, j.Database, j, run.RunOptions{}, open)
 		if err != nil {
 			return nil, fmt.Errorf("plan %s against production: %w", j.Name, err)
 		}

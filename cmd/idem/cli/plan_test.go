@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
+	"github.com/idem-dev/idem/internal/planner"
 	"github.com/stretchr/testify/require"
 )
 
@@ -17,12 +17,12 @@ import (
 // the plan changed nothing, then runs them, and requires the two to agree:
 // the same decision in the same words, the same exit code, the same
 // refusal text, and for a run that would write the job key the run uses.
-func planThenRun(t *testing.T, db, jobFile string, args ...string) (ops.Plan, clitest.CLIResult) {
+func planThenRun(t *testing.T, db, jobFile string, args ...string) (planner.Plan, clitest.CLIResult) {
 	t.Helper()
 	before := clitest.CaptureState(t, db)
 	p := clitest.CallIdem(t, append([]string{"plan", jobFile, "--json"}, args...)...)
 	require.Equal(t, before, clitest.CaptureState(t, db), "plan %v changed the database", args)
-	var plan ops.Plan
+	var plan planner.Plan
 	require.NoError(t, json.Unmarshal([]byte(p.Stdout), &plan), "plan %v: %s %s", args, p.Stdout, p.Stderr)
 
 	r := clitest.CallIdem(t, append([]string{"run", jobFile, "--json"}, args...)...)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/planner"
 )
 
 // TestJobIdentity: a second job file that names a job the database holds
@@ -59,7 +59,7 @@ table = %q
 
 			r = clitest.CallIdem(t, "plan", other, "--json")
 			require.Equal(t, job.ExitRefused, r.Code, r.Stderr)
-			var plan ops.Plan
+			var plan planner.Plan
 			require.NoError(t, json.Unmarshal([]byte(r.Stdout), &plan), r.Stdout)
 			require.Equal(t, job.DecisionRefused, plan.Decision)
 			require.Contains(t, plan.Reason, want)

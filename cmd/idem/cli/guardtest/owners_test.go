@@ -10,11 +10,11 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/idem-dev/idem/internal/inspect"
+	"github.com/idem-dev/idem/internal/planner"
 	"github.com/stretchr/testify/require"
 )
 
@@ -97,7 +97,7 @@ func TestTablesBelongToOneJob(t *testing.T) {
 				// plan says so too, without writing.
 				r = clitest.CallIdem(t, "plan", args[1], "--json")
 				require.Equal(t, job.ExitRefused, r.Code, "plan exits as the run would: %s", r.Stderr)
-				var plan ops.Plan
+				var plan planner.Plan
 				require.NoError(t, json.Unmarshal([]byte(r.Stdout), &plan), r.Stdout)
 				require.Equal(t, job.DecisionRefused, plan.Decision)
 				require.Contains(t, "refused: "+plan.Reason, tc.want)

@@ -6,10 +6,10 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/idem-dev/idem/internal/history"
+	"github.com/idem-dev/idem/internal/planner"
 	"github.com/stretchr/testify/require"
 )
 
@@ -44,7 +44,7 @@ func TestChangedTargetIsRefused(t *testing.T) {
 
 			r := clitest.CallIdem(t, "plan", j.File, "--input", clitest.ChangesFixture(t, "batch-3.jsonl"), "--json")
 			require.Equal(t, job.ExitRefused, r.Code, "plan exits as the run would: %s", r.Stderr)
-			var plan ops.Plan
+			var plan planner.Plan
 			require.NoError(t, json.Unmarshal([]byte(r.Stdout), &plan), r.Stdout)
 			require.Equal(t, job.DecisionRefused, plan.Decision)
 			require.Contains(t, plan.Reason, tc.want)

@@ -1,4 +1,4 @@
-package ops
+package planner
 
 import (
 	"context"
