@@ -39,8 +39,16 @@
 //	internal/catalog    idem's own tables: every SQL text on idem.*
 //	internal/source     inputs: resolve, hash, retain, stage; files, chunks, streams
 //	internal/run        the database handle and the transaction of one run
-//	internal/ops        the commands that are not a run (export, diff, rerun,
-//	                    erase, rollback, lint, plan, query, fence, log, ...)
+//	internal/export     pinned reads of a job's tables; idem export
+//	internal/lint       idem lint
+//	internal/scaffold   idem init
+//	internal/diff       idem diff: two reads of a table compared by key
+//	internal/dbfile     the database file: idem compact, idem backup
+//	internal/inspect    read-only looks: idem query, idem show, a Reader's reads
+//	internal/history    rerun, erase, rollback, expire, checkpoints, log, fence
+//	internal/planner    idem plan
+//	internal/env        environments: run, diff and promote --env
+//	internal/storage    idem du
 //	internal/projectrun running a project: each job once its upstreams are
 //	                    done, up to a limit; blocking; one open handle per
 //	                    database file

@@ -7,27 +7,27 @@ import (
 	"os"
 	"sync"
 
+	"github.com/idem-dev/idem/internal/env"
 	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/projectrun"
 	"github.com/idem-dev/idem/internal/run"
 )
 
 // CheckEnvName refuses (ErrUsage) an environment name that is not a
 // plain file name: 1 to 64 letters, digits, _ and -.
-func CheckEnvName(name string) error { return jobError("", ops.CheckEnvName(name)) }
+func CheckEnvName(name string) error { return jobError("", env.CheckEnvName(name)) }
 
 // EnvPath is the database file of environment name of the database file
 // db: <db>.envs/NAME.duckdb.
-func EnvPath(db, name string) string { return ops.EnvPath(db, name) }
+func EnvPath(db, name string) string { return env.EnvPath(db, name) }
 
 // envGroup is the jobs of one production database of a project, in run
 // order (each with Database set to it), and its environment.
 type envGroup struct {
 	db   string
 	jobs []*job.Job
-	env  *ops.Environment
+	env  *env.Environment
 }
 
 // envGroups groups the project's jobs by their production database.
@@ -55,7 +55,7 @@ func (p *Project) envGroups() ([]*envGroup, error) {
 // loadEnvs is environment name of each database of the project, as idem
 // run --env recorded it.
 func (p *Project) loadEnvs(name string) ([]*envGroup, error) {
-	if err := ops.CheckEnvName(name); err != nil {
+	if err := env.CheckEnvName(name); err != nil {
 		return nil, err
 	}
 	groups, err := p.envGroups()
@@ -63,7 +63,7 @@ func (p *Project) loadEnvs(name string) ([]*envGroup, error) {
 		return nil, err
 	}
 	for _, g := range groups {
-		if g.env, err = ops.LoadEnvironment(g.db, name); err != nil {
+		if g.env, err = env.LoadEnvironment(g.db, name); err != nil {
 			return nil, err
 		}
 	}
@@ -80,7 +80,7 @@ func (p *Project) Environments() ([]*EnvironmentFile, error) {
 	}
 	out := []*EnvironmentFile{}
 	for _, g := range groups {
-		envs, err := ops.ListEnvironments(g.db)
+		envs, err := env.ListEnvironments(g.db)
 		if err != nil {
 			return nil, jobError("", err)
 		}
@@ -89,7 +89,7 @@ func (p *Project) Environments() ([]*EnvironmentFile, error) {
 			if err := convert(e, &pub.Environment); err != nil {
 				return nil, jobError("", err)
 			}
-			pub.Bytes, pub.Production = ops.EnvironmentBytes(g.db, e.Name), ops.DatabaseBytes(g.db)
+			pub.Bytes, pub.Production = env.EnvironmentBytes(g.db, e.Name), env.DatabaseBytes(g.db)
 			out = append(out, &pub)
 		}
 	}
@@ -102,7 +102,7 @@ func (p *Project) Environments() ([]*EnvironmentFile, error) {
 // every job downstream of them) and which it reads from production,
 // pinned. The databases are only read.
 func (p *Project) PlanEnvironment(ctx context.Context, name string) ([]*Environment, error) {
-	if err := ops.CheckEnvName(name); err != nil {
+	if err := env.CheckEnvName(name); err != nil {
 		return nil, jobError("", err)
 	}
 	groups, err := p.envGroups()
@@ -111,7 +111,7 @@ func (p *Project) PlanEnvironment(ctx context.Context, name string) ([]*Environm
 	}
 	var out []*Environment
 	for _, g := range groups {
-		env, err := ops.PlanEnvironment(ctx, name, g.jobs, func(j *job.Job) run.OpenOptions {
+		env, err := env.PlanEnvironment(ctx, name, g.jobs, func(j *job.Job) run.OpenOptions {
 			_, oo, _ := p.database(j)
 			return oo
 		})
@@ -141,7 +141,7 @@ func (p *Project) PlanEnvironment(ctx context.Context, name string) ([]*Environm
 // Promote), failures too; RunEnvironment returns the environments so
 // recorded and, when a job failed, a *PartialError naming the jobs.
 func (p *Project) RunEnvironment(ctx context.Context, name string, each func(e *EnvJob, r *Result, err error)) ([]*EnvironmentFile, error) {
-	if err := ops.CheckEnvName(name); err != nil {
+	if err := env.CheckEnvName(name); err != nil {
 		return nil, jobError("", err)
 	}
 	groups, err := p.envGroups()
@@ -150,7 +150,7 @@ func (p *Project) RunEnvironment(ctx context.Context, name string, each func(e *
 	}
 	groupOf := map[string]*envGroup{}
 	for _, g := range groups {
-		if g.env, err = ops.PlanEnvironment(ctx, name, g.jobs, func(j *job.Job) run.OpenOptions {
+		if g.env, err = env.PlanEnvironment(ctx, name, g.jobs, func(j *job.Job) run.OpenOptions {
 			_, oo, _ := p.database(j)
 			return oo
 		}); err != nil {
@@ -171,7 +171,7 @@ func (p *Project) RunEnvironment(ctx context.Context, name string, each func(e *
 		if err != nil {
 			return nil, err
 		}
-		res, err := p.runOn(ctx, h, j, ops.EnvPath(g.db, name), ops.EnvOpenOptions(g.env, oo), ops.EnvRunOptions(g.env, j, run.RunOptions{}))
+		res, err := p.runOn(ctx, h, j, env.EnvPath(g.db, name), env.EnvOpenOptions(g.env, oo), env.EnvRunOptions(g.env, j, run.RunOptions{}))
 		mu.Lock()
 		errs[j.Name] = err
 		mu.Unlock()
@@ -196,17 +196,17 @@ func (p *Project) RunEnvironment(ctx context.Context, name string, each func(e *
 		}
 		_, oo, _ := p.database(g.jobs[0])
 		oo.Attach = nil
-		if err := ops.RecordEnvBuilds(ctx, g.env, errs, oo); err != nil {
+		if err := env.RecordEnvBuilds(ctx, g.env, errs, oo); err != nil {
 			return out, jobError("", err)
 		}
-		if err := ops.SaveEnvironment(g.env); err != nil {
+		if err := env.SaveEnvironment(g.env); err != nil {
 			return out, jobError("", err)
 		}
 		var pub EnvironmentFile
 		if err := convert(g.env, &pub.Environment); err != nil {
 			return out, jobError("", err)
 		}
-		pub.Bytes, pub.Production = ops.EnvironmentBytes(g.db, name), ops.DatabaseBytes(g.db)
+		pub.Bytes, pub.Production = env.EnvironmentBytes(g.db, name), env.DatabaseBytes(g.db)
 		out = append(out, &pub)
 	}
 	return out, partial(failed, closeErr)
@@ -230,9 +230,9 @@ func (p *Project) DiffEnvironment(ctx context.Context, name string) ([]*EnvDiff,
 			continue
 		}
 		_, oo, _ := p.database(g.jobs[0])
-		oo = ops.EnvOpenOptions(g.env, oo)
+		oo = env.EnvOpenOptions(g.env, oo)
 		oo.ReadOnly = true
-		db, err := run.Open(ctx, ops.EnvPath(g.db, name), oo)
+		db, err := run.Open(ctx, env.EnvPath(g.db, name), oo)
 		if err != nil {
 			return nil, jobError("", err)
 		}
@@ -242,7 +242,7 @@ func (p *Project) DiffEnvironment(ctx context.Context, name string) ([]*EnvDiff,
 				db.Close()
 				return nil, jobError("", &job.UsageError{Msg: fmt.Sprintf("environment %s built job %s, which the project no longer has", name, e.Job)})
 			}
-			d, err := ops.DiffEnvironment(ctx, db, g.env, e, j)
+			d, err := env.DiffEnvironment(ctx, db, g.env, e, j)
 			if err != nil {
 				db.Close()
 				return nil, jobError("", err)
@@ -266,7 +266,7 @@ func (p *Project) DiffEnvironment(ctx context.Context, name string) ([]*EnvDiff,
 // databases. Errors: a bad name, no database with the environment
 // (ErrUsage).
 func (p *Project) DropEnvironment(name string) ([]string, error) {
-	if err := ops.CheckEnvName(name); err != nil {
+	if err := env.CheckEnvName(name); err != nil {
 		return nil, jobError("", err)
 	}
 	groups, err := p.envGroups()
@@ -275,12 +275,12 @@ func (p *Project) DropEnvironment(name string) ([]string, error) {
 	}
 	var dropped []string
 	for _, g := range groups {
-		if _, err := os.Stat(ops.EnvPath(g.db, name)); err != nil {
-			if _, err := ops.LoadEnvironment(g.db, name); err != nil {
+		if _, err := os.Stat(env.EnvPath(g.db, name)); err != nil {
+			if _, err := env.LoadEnvironment(g.db, name); err != nil {
 				continue
 			}
 		}
-		if err := ops.DropEnvironment(g.db, name); err != nil {
+		if err := env.DropEnvironment(g.db, name); err != nil {
 			return dropped, jobError("", err)
 		}
 		dropped = append(dropped, g.db)
@@ -337,36 +337,36 @@ func (p *Project) Promote(ctx context.Context, name string, recompute bool) (*Pr
 // every job is checked first, then all of them run in one transaction, so
 // that production holds all of them or none. commits are the jobs run,
 // for the AfterCommit hooks.
-func (p *Project) promoteGroup(ctx context.Context, g *envGroup, name string, recompute bool) (promoted []*ops.Promoted, commits []Commit, err error) {
+func (p *Project) promoteGroup(ctx context.Context, g *envGroup, name string, recompute bool) (promoted []*env.Promoted, commits []Commit, err error) {
 	built := g.env.Built()
-	if _, err := os.Stat(ops.EnvPath(g.db, name)); err != nil {
-		return nil, nil, &job.UsageError{Msg: fmt.Sprintf("environment %s has no database %s: build it with idem run --env %s", name, ops.EnvPath(g.db, name), name)}
+	if _, err := os.Stat(env.EnvPath(g.db, name)); err != nil {
+		return nil, nil, &job.UsageError{Msg: fmt.Sprintf("environment %s has no database %s: build it with idem run --env %s", name, env.EnvPath(g.db, name), name)}
 	}
 	_, oo, _ := p.database(g.jobs[0])
-	oo = ops.PromoteOpenOptions(g.env, oo)
+	oo = env.PromoteOpenOptions(g.env, oo)
 	oo.Fault = p.faultFor(g.db)
 	db, err := run.Open(ctx, g.db, oo)
 	if err != nil {
 		return nil, nil, err
 	}
 	var runs []run.JobRun
-	var pending []*ops.Promoted
-	var envJobs []ops.EnvJob
-	promoted = make([]*ops.Promoted, len(built))
+	var pending []*env.Promoted
+	var envJobs []env.EnvJob
+	promoted = make([]*env.Promoted, len(built))
 	for i, e := range built {
 		j := jobNamed(g.jobs, e.Job)
 		if j == nil {
 			db.Close()
 			return nil, nil, &job.UsageError{Msg: fmt.Sprintf("environment %s built job %s, which the project no longer has", name, e.Job)}
 		}
-		done, err := ops.CheckPromote(ctx, db, g.env, e, j)
+		done, err := env.CheckPromote(ctx, db, g.env, e, j)
 		if err != nil {
 			db.Close()
 			return nil, nil, err
 		}
 		if done == nil {
-			done = &ops.Promoted{}
-			opts := ops.PromoteRunOptions(g.env, e, j, recompute, run.RunOptions{Fault: jobFault(p.faultFor(g.db), j.Name), Expire: history.ExpireAfterRun}, done)
+			done = &env.Promoted{}
+			opts := env.PromoteRunOptions(g.env, e, j, recompute, run.RunOptions{Fault: jobFault(p.faultFor(g.db), j.Name), Expire: history.ExpireAfterRun}, done)
 			runs = append(runs, run.JobRun{Job: j, Opts: opts})
 			pending, envJobs = append(pending, done), append(envJobs, e)
 		}
@@ -381,7 +381,7 @@ func (p *Project) promoteGroup(ctx context.Context, g *envGroup, name string, re
 		if pending[i].Decision == "" {
 			// Nothing to commit: production's latest already has this
 			// job key.
-			*pending[i] = ops.Promoted{Job: res.Job, Decision: ops.DecisionAlreadyPromoted, Snapshot: res.Snapshot, EnvSnapshot: envJobs[i].Snapshot, JobKey: res.JobKey}
+			*pending[i] = env.Promoted{Job: res.Job, Decision: env.DecisionAlreadyPromoted, Snapshot: res.Snapshot, EnvSnapshot: envJobs[i].Snapshot, JobKey: res.JobKey}
 		}
 	}
 	if err := db.Close(); err != nil {

@@ -3,7 +3,7 @@ package runner
 import (
 	"time"
 
-	"github.com/idem-dev/idem/internal/ops"
+	"github.com/idem-dev/idem/internal/env"
 )
 
 // The results of the environment verbs (Environments, Promote): the JSON
@@ -95,8 +95,8 @@ type Promoted struct {
 
 // The decisions of a Promoted.
 const (
-	DecisionPromoted        = ops.DecisionPromoted
-	DecisionAlreadyPromoted = ops.DecisionAlreadyPromoted
+	DecisionPromoted        = env.DecisionPromoted
+	DecisionAlreadyPromoted = env.DecisionAlreadyPromoted
 )
 
 // EnvDiff compares a job as an environment built it with production's

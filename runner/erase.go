@@ -9,9 +9,9 @@ import (
 	"slices"
 
 	"github.com/idem-dev/idem/internal/dbfile"
+	"github.com/idem-dev/idem/internal/env"
 	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/project"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/pipelines"
@@ -124,7 +124,7 @@ func (p *Project) eraseOn(ctx context.Context, db *run.DB, dbPath string, roots,
 	if !eo.DryRun {
 		// What environments built from production may hold the subject:
 		// they go first (idem run --env rebuilds them).
-		dropped, err := ops.DropEnvironments(dbPath)
+		dropped, err := env.DropEnvironments(dbPath)
 		if err != nil {
 			return nil, fmt.Errorf("drop the environments of %s before the erasure: %w", dbPath, err)
 		}

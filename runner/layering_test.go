@@ -25,7 +25,6 @@ func TestLayering(t *testing.T) {
 		catalog = module + "/internal/catalog"
 		source  = module + "/internal/source"
 		run     = module + "/internal/run"
-		ops     = module + "/internal/ops"
 		export  = module + "/internal/export"
 		lint    = module + "/internal/lint"
 		scaf    = module + "/internal/scaffold"
@@ -34,6 +33,8 @@ func TestLayering(t *testing.T) {
 		inspect = module + "/internal/inspect"
 		history = module + "/internal/history"
 		planner = module + "/internal/planner"
+		env     = module + "/internal/env"
+		storage = module + "/internal/storage"
 		prun    = module + "/internal/projectrun"
 		mtest   = module + "/internal/modeltest"
 		docs    = module + "/internal/docs"
@@ -81,9 +82,14 @@ func TestLayering(t *testing.T) {
 		// idem plan: a run's decision through its own guards, rolled back;
 		// a model's column changes.
 		{pkg: planner, idem: []string{job, catalog, source, run, lake, export, diff, dbfile, history}},
-		{pkg: ops, idem: []string{job, catalog, source, run, lake, export, diff, dbfile, history, planner}},
+		// Environments: a change built beside production, diffed against
+		// it and promoted; it plans each job to know which to build.
+		{pkg: env, idem: []string{job, catalog, source, run, lake, export, diff, dbfile, history, planner}},
+		// idem du: the database, its environments, tables and retained
+		// inputs, and what expire would free.
+		{pkg: storage, idem: []string{job, catalog, source, run, lake, export, diff, dbfile, history, planner, env}},
 		// Unit tests of models (idem test): a replay in a scratch
-		// database, beside ops, with the project's job files.
+		// database, beside history, with the project's job files.
 		{pkg: mtest, idem: []string{job, project, catalog, source, run, lake}},
 		// Running a project: order, blocking, concurrent groups, shared
 		// handles; what a job's run is stays its caller's.
@@ -92,10 +98,10 @@ func TestLayering(t *testing.T) {
 		// and history's log (run opens the databases); no source, no
 		// projectrun.
 		{pkg: docs, idem: []string{job, project, catalog, run, inspect, history}, direct: true},
-		// The public API is a thin layer over run, ops and projectrun,
-		// with the built-in pipelines; it never reaches source or catalog
-		// itself.
-		{pkg: runner, idem: []string{job, project, run, export, lint, scaf, diff, dbfile, inspect, history, planner, ops, prun, mtest, docs, sqlfs}, direct: true},
+		// The public API is a thin layer over run, the command packages
+		// and projectrun, with the built-in pipelines; it never reaches
+		// source or catalog itself.
+		{pkg: runner, idem: []string{job, project, run, export, lint, scaf, diff, dbfile, inspect, history, planner, env, storage, prun, mtest, docs, sqlfs}, direct: true},
 		// The CLI is a client of the public API: runner, and job, its
 		// printing helper (TestCLIImports holds each of its files to them).
 		{pkg: module + "/cmd/idem/cli", idem: []string{runner, job}, direct: true},
@@ -104,7 +110,7 @@ func TestLayering(t *testing.T) {
 		// The kit of the CLI's test packages reads databases and job files
 		// through the library; it never imports the CLI, whose own tests
 		// use it (each test package hands it the CLI from its TestMain).
-		{pkg: module + "/cmd/idem/cli/internal/clitest", idem: []string{job, catalog, run, export, dbfile, inspect, history, ops, sqlfs, module + "/internal/testflags"}, direct: true},
+		{pkg: module + "/cmd/idem/cli/internal/clitest", idem: []string{job, catalog, run, export, dbfile, inspect, sqlfs, module + "/internal/testflags"}, direct: true},
 		// The command is main and one call.
 		{pkg: module + "/cmd/idem", idem: []string{module + "/cmd/idem/cli"}, direct: true},
 	}

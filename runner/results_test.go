@@ -11,14 +11,15 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/dbfile"
 	"github.com/idem-dev/idem/internal/diff"
+	"github.com/idem-dev/idem/internal/env"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/inspect"
 	"github.com/idem-dev/idem/internal/lint"
 	"github.com/idem-dev/idem/internal/modeltest"
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/planner"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/storage"
 )
 
 // TestResultsInStep: each public result type and the internal one it is
@@ -56,16 +57,16 @@ func TestResultsInStep(t *testing.T) {
 		{public: AuditResult{}, internal: export.AuditResult{}},
 		{public: TestReport{}, internal: modeltest.Report{}},
 		{public: LintReport{}, internal: lint.LintReport{}},
-		{public: DUResult{}, internal: ops.DUResult{}},
+		{public: DUResult{}, internal: storage.DUResult{}},
 		{public: BackupResult{}, internal: dbfile.BackupResult{}},
 		{public: CompactResult{}, internal: dbfile.CompactResult{}},
 		{public: ChainEraseResult{}, internal: history.ChainEraseResult{}},
 		{public: EraseResult{}, internal: history.EraseResult{}},
 		{public: JournalReplay{}, internal: history.JournalReplay{}},
-		{public: Environment{}, internal: ops.Environment{}},
-		{public: EnvironmentFile{}, internal: ops.Environment{}, added: []string{"bytes", "production_bytes"}},
-		{public: EnvDiff{}, internal: ops.EnvDiff{}},
-		{public: Promoted{}, internal: ops.Promoted{}},
+		{public: Environment{}, internal: env.Environment{}},
+		{public: EnvironmentFile{}, internal: env.Environment{}, added: []string{"bytes", "production_bytes"}},
+		{public: EnvDiff{}, internal: env.EnvDiff{}},
+		{public: Promoted{}, internal: env.Promoted{}},
 		{public: StreamBatch{}, internal: run.StreamResult{}},
 		{public: KeptSnapshots{}, internal: inspect.KeptSnapshots{}},
 		{public: SnapshotTable{}, internal: export.PinnedTable{}},

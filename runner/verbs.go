@@ -11,8 +11,8 @@ import (
 	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/inspect"
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/storage"
 )
 
 // Log returns job name's runs, newest first, as idem log prints them:
@@ -196,7 +196,7 @@ func (p *Project) Audit(ctx context.Context, name, dir, predicate string) (*Audi
 // expiring through it would free. The database is only read.
 func (p *Project) DU(ctx context.Context, name string) (*DUResult, error) {
 	return read(ctx, p, name, func(j *job.Job, db *run.DB) (*DUResult, error) {
-		res, err := ops.DU(ctx, db, j)
+		res, err := storage.DU(ctx, db, j)
 		if err != nil {
 			return nil, err
 		}

@@ -24,7 +24,7 @@ import (
 //     2.0 quotes strings as a LIST does (['', 'x,y'] where 1.5.6 wrote
 //     [, x,y]).
 //
-// Every other type was checked byte for byte (internal/ops,
+// Every other type was checked byte for byte (internal/export,
 // TestExportGoldenPerType). A value of these two types nested in a LIST,
 // STRUCT, MAP or UNION is refused (ErrEngineText) rather than written
 // with other bytes.
@@ -57,7 +57,7 @@ func CanonicalCSVQuery(ctx context.Context, q Querier, query string) (string, er
 // in every DOUBLE and REAL column, as DuckDB 1.5 wrote the rows of EXCEPT
 // ALL and INTERSECT ALL (and so idem's history rows): a rerun compares the
 // rows it rebuilt on DuckDB 2.0 written so with a snapshot committed on
-// 1.5 (ops.Rerun).
+// 1.5 (history.Rerun).
 func UnsignedZeroCSVQuery(ctx context.Context, q Querier, query string) (string, error) {
 	return canonicalCSVQuery(ctx, q, query, true)
 }

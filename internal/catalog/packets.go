@@ -78,7 +78,7 @@ type PacketEntry struct {
 
 // Pending says the entry's sha256, bytes and distinct keys were not
 // computed when it was written: the run that committed a whole target
-// leaves them to its readers (ops.Show), who compute them from the
+// leaves them to its readers (inspect.Show), who compute them from the
 // snapshot's pinned rows, so that a commit costs in proportion to its
 // change. An erasure leaves a pending entry pending, so no stored sha256
 // ever covers erased rows.

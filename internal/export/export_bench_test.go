@@ -64,7 +64,7 @@ func benchOrders(b *testing.B, dir string) (*run.DB, *job.Job) {
 // COPY of the target in key order, per format. Not run in CI; the target is
 // at most 1.1x the raw COPY:
 //
-//	IDEM_BENCH_ROWS=2000000 go test ./internal/ops -run '^$' -bench Export -benchtime 3x
+//	IDEM_BENCH_ROWS=2000000 go test ./internal/export -run '^$' -bench Export -benchtime 3x
 func BenchmarkExport(b *testing.B) {
 	dir := b.TempDir()
 	db, j := benchOrders(b, dir)

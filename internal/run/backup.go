@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 )
 
-// Fault points of idem backup (ops.Backup): the database file is copied
+// Fault points of idem backup (dbfile.Backup): the database file is copied
 // into the partial folder; every file is copied and the manifest is not
 // yet written; the manifest is written and the partial folder not yet
 // renamed into place.

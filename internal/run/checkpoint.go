@@ -28,7 +28,7 @@ const FaultCheckpointFiles = "checkpoint_files"
 // retained inputs nor its upstream's history before the checkpoint are
 // needed. A refresh job and a model keep none: the rerun of a snapshot is
 // one load, from its retained input or from the upstream rows it pinned,
-// which the upstream's expiry keeps (ops.RerunPins); a checkpoint at that
+// which the upstream's expiry keeps (history.RerunPins); a checkpoint at that
 // snapshot would stand in for the proof instead of shortening it.
 func Checkpointed(j *job.Job, snapshot int64) bool {
 	n := j.Retention.CheckpointEvery

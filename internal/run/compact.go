@@ -11,7 +11,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 )
 
-// Fault points of idem compact (see SwapIn and ops.Compact): the new file
+// Fault points of idem compact (see SwapIn and dbfile.Compact): the new file
 // is written and synced in the scratch folder; it is verified against the
 // database; the database is closed and held by compact's own lock, the old
 // file linked into the scratch folder; the new file has been renamed over

@@ -24,7 +24,7 @@ import (
 // a CSV export writes them, a cost in proportion to what the run replaced.
 // The whole target's entry gets its row count and key bounds (a count and
 // a min/max scan) and leaves its distinct keys, sha256 and bytes to be
-// computed when asked (ops.Show, from the snapshot's pinned rows): a
+// computed when asked (inspect.Show, from the snapshot's pinned rows): a
 // count(DISTINCT) of the whole target is a hash of every key, and its CSV
 // a sort and a write of every row, on every commit however small the
 // change (12.8 s of an 18.9 s run of a 10M-row model, docs/benchmarks.md).

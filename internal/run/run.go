@@ -97,7 +97,7 @@ type RunOptions struct {
 
 	// Expire, when set, is called after a run of a job with [retention]
 	// keep_snapshots that committed or found nothing to commit, to expire
-	// its old snapshots in a transaction of its own (ops.ExpireAfterRun;
+	// its old snapshots in a transaction of its own (history.ExpireAfterRun;
 	// a replay in a scratch database sets none). A kill between the run's
 	// COMMIT and the expiry's loses nothing: the next run finishes it.
 	Expire Expirer

@@ -38,7 +38,7 @@ type Upstream struct {
 	Job *job.Job
 	// Recorded, when set, pins the snapshots a snapshot recorded instead of
 	// the upstreams' latest, and Rows reads each upstream's rows from the
-	// file it was exported to (a rerun: see ops.Rerun).
+	// file it was exported to (a rerun: see history.Rerun).
 	Recorded []job.UpstreamRef
 	Rows     map[string]string // upstream job → Parquet file of its pinned rows
 	// Columns, for Rows, are each upstream's columns and types at the

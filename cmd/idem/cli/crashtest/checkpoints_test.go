@@ -70,7 +70,7 @@ func ckptJobAt(t *testing.T, dir string) *ckptJob {
 }
 
 // ckptChainAt are the points of the shared checkpoint chain a test can
-// start from: the number of batches applied. (internal/ops tests the
+// start from: the number of batches applied. (internal/history tests the
 // reruns of a longer chain through the library.)
 var ckptChainAt = []int{4, 7}
 
@@ -179,7 +179,7 @@ func (j *ckptJob) requireWhole() {
 // TestRerunFromCheckpointCLI: idem rerun of a job with checkpoints says
 // where it started (human and JSON), --from-start replays the whole chain,
 // a changed checkpoint file is refused with exit 3 naming it and the way
-// out, and nothing is written. internal/ops tests the reruns of longer
+// out, and nothing is written. internal/history tests the reruns of longer
 // chains, with erasures and rollbacks, through the library.
 func TestRerunFromCheckpointCLI(t *testing.T) {
 	t.Parallel()

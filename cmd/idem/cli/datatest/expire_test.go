@@ -11,12 +11,12 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/job"
-	"github.com/idem-dev/idem/internal/ops"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/history"
+	"github.com/idem-dev/idem/internal/storage"
 	"github.com/stretchr/testify/require"
 )
 
@@ -127,11 +127,11 @@ func exportSHA(t *testing.T, jobFile, dir string, snapshot int64) string {
 	return res.SHA256
 }
 
-func duJSON(t *testing.T, jobFile string) ops.DUResult {
+func duJSON(t *testing.T, jobFile string) storage.DUResult {
 	t.Helper()
 	r := clitest.CallIdem(t, "du", jobFile, "--json")
 	require.Equal(t, 0, r.Code, r.Stderr)
-	var res ops.DUResult
+	var res storage.DUResult
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &res), r.Stdout)
 	return res
 }

@@ -149,7 +149,7 @@ func (o *Once[T]) Get(t *testing.T, f func(t *testing.T) T) T {
 // these tests make ([duckdb] threads, --threads): one, since the tests run
 // side by side and each DuckDB would start a thread per core. The tests of
 // thread-count independence (TestQueryCSVIsByteIdenticalAcrossThreads,
-// TestRulesSameOutcomesAnyThreads, and internal/ops' TestExportIsByteStable)
+// TestRulesSameOutcomesAnyThreads, and internal/history's TestExportIsByteStable)
 // set their own.
 const TestThreads = "1"
 

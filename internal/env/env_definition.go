@@ -1,7 +1,7 @@
 // Promote's check of the definition: the job file promote runs must be
 // the one the environment was built from, part by part.
 
-package ops
+package env
 
 import (
 	"context"

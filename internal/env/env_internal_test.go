@@ -1,6 +1,6 @@
 //go:build unix
 
-package ops
+package env
 
 import (
 	"os"

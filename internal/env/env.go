@@ -2,7 +2,7 @@
 // reviewed against it (idem diff --env NAME) and promoted into it (idem
 // promote --env NAME).
 
-package ops
+package env
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package ops
+package storage
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/idem-dev/idem/internal/catalog"
+	"github.com/idem-dev/idem/internal/env"
 	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
@@ -157,11 +158,11 @@ func DU(ctx context.Context, d *run.DB, j *job.Job) (*DUResult, error) {
 	for _, n := range stor.Tables {
 		res.TablesBytes += n
 	}
-	res.FileBytes = DatabaseBytes(d.Path()) // env.go
+	res.FileBytes = env.DatabaseBytes(d.Path()) // env.go
 	res.Environments = []EnvBytes{}
-	if envs, err := ListEnvironments(d.Path()); err == nil {
+	if envs, err := env.ListEnvironments(d.Path()); err == nil {
 		for _, e := range envs {
-			res.Environments = append(res.Environments, EnvBytes{Name: e.Name, Bytes: EnvironmentBytes(d.Path(), e.Name)})
+			res.Environments = append(res.Environments, EnvBytes{Name: e.Name, Bytes: env.EnvironmentBytes(d.Path(), e.Name)})
 		}
 	}
 	table := j.Table
