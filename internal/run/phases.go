@@ -122,8 +122,10 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 	sealed.cache = r.d.guards
 	restore := func() {}
 	parallel := j.ParallelSteps()
-	if !parallel && r.opts.RowsFrom == "" {
-		if parallel, _, err = ModelOrderFree(ctx, tx, j); err != nil {
+	if !parallel {
+		if _, pinned := r.p.input.(source.Pinner); pinned {
+			parallel = r.p.orderFree // decided before the upstreams were copied (decide)
+		} else if parallel, err = modelOrderFree(ctx, tx, j, r.opts); err != nil {
 			return false, err
 		}
 	}

@@ -237,6 +237,10 @@ type Prepared struct {
 	// unchanged is set by an apply run over upstream changes when no
 	// upstream moved past the snapshot its state pinned: it skips.
 	unchanged bool
+	// orderFree is set by the decision of a run that writes when the job is
+	// a model ModelOrderFree proves order-free: its steps read the
+	// upstreams' views and run on the job's threads.
+	orderFree bool
 }
 
 // FullRefreshes says whether RunOptions.FullRefresh rebuilds j: a refresh

@@ -320,6 +320,16 @@ func (d *DB) SingleThread(ctx context.Context, tx *sql.Tx) (func(), error) {
 	return singleThread(ctx, d.sql, tx)
 }
 
+// modelOrderFree is ModelOrderFree's answer for a run of j with opts:
+// false for a run that takes its rows from another database (RowsFrom).
+func modelOrderFree(ctx context.Context, q catalog.Querier, j *job.Job, opts RunOptions) (bool, error) {
+	if opts.RowsFrom != "" || !j.IsModel() {
+		return false, nil
+	}
+	ok, _, err := ModelOrderFree(ctx, q, j)
+	return ok, err
+}
+
 // ModelOrderFree reports whether job j is a model whose SELECT gives the
 // same rows whatever the order its input rows arrive in, as DuckDB's bound
 // plan of it shows (job.OrderFree: no sum of DOUBLE, no order-dependent
