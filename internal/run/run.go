@@ -101,6 +101,11 @@ type RunOptions struct {
 	// a replay in a scratch database sets none). A kill between the run's
 	// COMMIT and the expiry's loses nothing: the next run finishes it.
 	Expire Expirer
+
+	// pending is set by RunFiles on the batch of a file it found not
+	// committed: the run writes unless a guard refuses, so it waits for the
+	// gate without deciding first in a transaction of its own (RunTogether).
+	pending bool
 }
 
 // Expirer expires the old snapshots of job j ([retention] keep_snapshots)
