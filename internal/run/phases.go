@@ -277,9 +277,13 @@ func (r *txRun) history(ctx context.Context) (bool, error) {
 	if err := r.d.scrubErased(ctx, tx, j, r.p, r.counts); err != nil {
 		return false, err
 	}
+	tables, err := catalog.ReadRunTables(ctx, tx, j.Name)
+	if err != nil {
+		return false, err
+	}
 	// Keys idem deleted itself before the steps (replaceAll, a realigned
 	// upstream) are changed keys too.
-	if err := catalog.MergeReplaced(ctx, tx); err != nil {
+	if err := catalog.MergeReplaced(ctx, tx, tables); err != nil {
 		return false, err
 	}
 	if err := dropScratch(ctx, tx); err != nil {
@@ -292,13 +296,12 @@ func (r *txRun) history(ctx context.Context) (bool, error) {
 			return false, err
 		}
 		done := r.opts.Progress.Start("history")
-		touched, err = catalog.RecordHistoryOf(ctx, tx, j, r.snapshot, cols)
+		touched, err = catalog.RecordHistoryOf(ctx, tx, j, r.snapshot, cols, tables)
 		done()
 		if err != nil {
 			return false, err
 		}
 	}
-	var err error
 	res.RowsOut, err = catalog.CountRows(ctx, tx, j.Table)
 	if err != nil {
 		return false, err
