@@ -417,7 +417,7 @@ func closeAppended(ctx context.Context, tx *sql.Tx, j string, f *historyFormat) 
 // reads its own columns. A key column's type cannot change: history finds
 // a key's rows by its values.
 func alignHistory(ctx context.Context, tx *sql.Tx, j string, key []string, cols []TargetColumn) (retyped map[string]bool, err error) {
-	have, err := existingColumns(ctx, tx, "idem", j+"__history")
+	have, err := ExistingColumns(ctx, tx, "idem", j+"__history")
 	if err != nil {
 		return nil, err
 	}

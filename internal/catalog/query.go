@@ -79,13 +79,13 @@ func AttachedColumns(ctx context.Context, q Querier, cat, table string) ([]Targe
 	return columnsOf(ctx, q, job.SQLString(cat), "main", table, cat+".main")
 }
 
-// existingColumns are the columns, in order, of table schema.table of the
+// ExistingColumns are the columns, in order, of table schema.table of the
 // current database, which the caller knows exists (a missing one is an
 // error, where TargetColumnsIn finds none): pragma_table_info looks the
 // one table up, where duckdb_columns() lists every column of every
 // database (0.7 ms against 1.8-1.9 ms in the project case's database), with
 // the same type names.
-func existingColumns(ctx context.Context, q Querier, schema, table string) ([]TargetColumn, error) {
+func ExistingColumns(ctx context.Context, q Querier, schema, table string) ([]TargetColumn, error) {
 	rows, err := q.QueryContext(ctx, `SELECT name, type FROM pragma_table_info('"' || replace(current_database(), '"', '""') || '"' || ?) ORDER BY cid`,
 		"."+job.QuoteIdent(schema)+"."+job.QuoteIdent(table))
 	if err != nil {

@@ -37,9 +37,10 @@ type txRun struct {
 // change them (steps, partitions): history, the release packet and the
 // snapshot row take the same list (duckdb_columns() lists every column of
 // the database: about 2 ms a read in the project case, three a commit).
+// The steps left the target, so it is looked up alone (ExistingColumns).
 func (r *txRun) columns(ctx context.Context) ([]catalog.TargetColumn, error) {
 	if r.cols == nil {
-		cols, err := catalog.TargetColumns(ctx, r.tx, r.j.Table)
+		cols, err := catalog.ExistingColumns(ctx, r.tx, "main", r.j.Table)
 		if err != nil {
 			return nil, err
 		}
