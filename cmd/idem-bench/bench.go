@@ -33,7 +33,10 @@ type bench struct {
 	// projectBatch, when set, is the project's files sources' [input]
 	// batch.
 	projectBatch string
-	rows         []row
+	// applyTransform is the versioned_changes transform version of the
+	// apply and history cases.
+	applyTransform int
+	rows           []row
 }
 
 // measure is one child process: its wall time and peak RSS.

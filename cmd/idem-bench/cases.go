@@ -11,9 +11,11 @@ import (
 	"time"
 )
 
+// applyJob is the apply and history cases' job; %d is its transform
+// version (-apply-transform).
 const applyJob = `name = "bench_changes"
 pipeline = "versioned_changes"
-transform_version = 1
+transform_version = %d
 schema_version = 1
 database = "unused.duckdb"
 
@@ -44,7 +46,9 @@ func (b *bench) prepareApply(ctx context.Context) (dir, job, prepared, batch str
 	base := filepath.Join(dir, "base.parquet")
 	batch = filepath.Join(dir, "batch.parquet")
 	job = filepath.Join(dir, "job.toml")
-	prepared = filepath.Join(dir, "prepared.duckdb")
+	// The base is loaded by the job of the measured transform version, so
+	// each version has its prepared database.
+	prepared = filepath.Join(dir, fmt.Sprintf("prepared-v%d.duckdb", b.applyTransform))
 	logf("apply N=%d: generating inputs in %s", b.n, dir)
 	if err = b.generate(ctx, "base", b.n, base); err != nil {
 		return
@@ -52,7 +56,7 @@ func (b *bench) prepareApply(ctx context.Context) (dir, job, prepared, batch str
 	if err = b.generate(ctx, "batch", b.n, batch); err != nil {
 		return
 	}
-	if err = writeFile(job, applyJob); err != nil {
+	if err = writeFile(job, fmt.Sprintf(applyJob, b.applyTransform)); err != nil {
 		return
 	}
 	if _, err = os.Stat(prepared); err == nil {

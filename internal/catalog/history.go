@@ -109,21 +109,52 @@ func quoteAll(names []string) []string {
 // what it wrote from that instead of reading idem_touched a second time.
 // Otherwise touched is -1.
 func RecordHistory(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot int64) (touched int64, err error) {
+	cols, err := TargetColumns(ctx, tx, j.Table)
+	if err != nil {
+		return -1, err
+	}
+	tables, err := ReadRunTables(ctx, tx, j.Name)
+	if err != nil {
+		return -1, err
+	}
+	return RecordHistoryOf(ctx, tx, j, snapshot, cols, tables)
+}
+
+// RecordHistoryOf is RecordHistory with the target's columns as the caller
+// read them in tx after the target's last change (a run reads them once
+// for its history, packet and snapshot row: each read of duckdb_columns()
+// lists every column of the database, about 2 ms in the project case), and
+// the tables history looks for as ReadRunTables found them since.
+func RecordHistoryOf(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot int64, cols []TargetColumn, tables RunTables) (touched int64, err error) {
 	touched = -1
-	err = recordHistoryCounted(ctx, tx, j, snapshot, &touched)
+	err = recordHistoryCounted(ctx, tx, j, snapshot, cols, tables, &touched)
 	return touched, err
 }
 
-func recordHistoryCounted(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot int64, counted *int64) error {
-	cols, err := TargetColumns(ctx, tx, j.Table)
+// RunTables says which of the tables a run's history reads exist: the
+// job's history table, and the temp tables idem_touched (the steps' keys)
+// and idem_replaced (the keys idem deleted before them, noteReplaced).
+type RunTables struct{ History, Touched, Replaced bool }
+
+// ReadRunTables looks the RunTables of job j up in one statement (listing
+// tables costs about 8 us a table of the database, and a statement about
+// 0.4 ms however small: a run looked each up apart).
+func ReadRunTables(ctx context.Context, q Querier, j string) (RunTables, error) {
+	var t RunTables
+	err := q.QueryRowContext(ctx, `SELECT
+		count(*) FILTER (WHERE database_name = current_database() AND schema_name = 'idem' AND table_name = ?) > 0,
+		count(*) FILTER (WHERE database_name = 'temp' AND table_name = 'idem_touched') > 0,
+		count(*) FILTER (WHERE database_name = 'temp' AND table_name = 'idem_replaced') > 0
+		FROM duckdb_tables()`, j+"__history").Scan(&t.History, &t.Touched, &t.Replaced)
 	if err != nil {
-		return err
+		return t, fmt.Errorf("look up the history tables of %s: %w", j, err)
 	}
+	return t, nil
+}
+
+func recordHistoryCounted(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot int64, cols []TargetColumn, tables RunTables, counted *int64) error {
 	hist := HistoryTable(j.Name)
-	exists, err := TableExists(ctx, tx, "idem", j.Name+"__history")
-	if err != nil {
-		return err
-	}
+	exists := tables.History
 	target := job.QuoteIdent(j.Table)
 	var f *historyFormat
 	if !exists {
@@ -165,10 +196,7 @@ func recordHistoryCounted(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot 
 			key = nil // a key the target lacks names no row: compare whole
 		}
 	}
-	touched, err := TableExists(ctx, tx, "temp", "idem_touched")
-	if err != nil {
-		return err
-	}
+	touched := tables.Touched
 	if f != nil && !slices.Equal(f.Key, key) {
 		if err := closeAppended(ctx, tx, j.Name, f); err != nil {
 			return err
@@ -389,7 +417,7 @@ func closeAppended(ctx context.Context, tx *sql.Tx, j string, f *historyFormat) 
 // reads its own columns. A key column's type cannot change: history finds
 // a key's rows by its values.
 func alignHistory(ctx context.Context, tx *sql.Tx, j string, key []string, cols []TargetColumn) (retyped map[string]bool, err error) {
-	have, err := TargetColumnsIn(ctx, tx, "idem", j+"__history")
+	have, err := ExistingColumns(ctx, tx, "idem", j+"__history")
 	if err != nil {
 		return nil, err
 	}
@@ -580,22 +608,18 @@ func noteReplaced(ctx context.Context, tx *sql.Tx, target string, keys []string,
 
 // MergeReplaced adds the keys noteReplaced recorded to the steps'
 // idem_touched (when the steps made one: otherwise history compares the
-// whole target) and drops idem_replaced.
-func MergeReplaced(ctx context.Context, tx *sql.Tx) error {
-	replaced, err := TableExists(ctx, tx, "temp", "idem_replaced")
-	if err != nil || !replaced {
-		return err
+// whole target) and drops idem_replaced; tables are as ReadRunTables found
+// them.
+func MergeReplaced(ctx context.Context, tx *sql.Tx, tables RunTables) error {
+	if !tables.Replaced {
+		return nil
 	}
-	touched, err := TableExists(ctx, tx, "temp", "idem_touched")
-	if err != nil {
-		return err
-	}
-	if touched {
+	if tables.Touched {
 		if _, err := tx.ExecContext(ctx, "INSERT INTO idem_touched BY NAME SELECT * FROM idem_replaced"); err != nil {
 			return fmt.Errorf("history: the keys replaced: %w", TrimSQLError(err))
 		}
 	}
-	_, err = tx.ExecContext(ctx, "DROP TABLE idem_replaced")
+	_, err := tx.ExecContext(ctx, "DROP TABLE idem_replaced")
 	return err
 }
 

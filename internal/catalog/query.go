@@ -79,14 +79,23 @@ func AttachedColumns(ctx context.Context, q Querier, cat, table string) ([]Targe
 	return columnsOf(ctx, q, job.SQLString(cat), "main", table, cat+".main")
 }
 
-// columnsOf reads from duckdb_columns the columns of table schema.table of
-// the database the SQL expression database names; where names it in
-// errors.
-func columnsOf(ctx context.Context, q Querier, database, schema, table, where string) ([]TargetColumn, error) {
-	rows, err := q.QueryContext(ctx, `SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = `+database+` AND schema_name = ? AND table_name = ? ORDER BY column_index`, schema, table)
+// ExistingColumns are the columns, in order, of table schema.table of the
+// current database, which the caller knows exists (a missing one is an
+// error, where TargetColumnsIn finds none): pragma_table_info looks the
+// one table up, where duckdb_columns() lists every column of every
+// database (0.7 ms against 1.8-1.9 ms in the project case's database), with
+// the same type names.
+func ExistingColumns(ctx context.Context, q Querier, schema, table string) ([]TargetColumn, error) {
+	rows, err := q.QueryContext(ctx, `SELECT name, type FROM pragma_table_info('"' || replace(current_database(), '"', '""') || '"' || ?) ORDER BY cid`,
+		"."+job.QuoteIdent(schema)+"."+job.QuoteIdent(table))
 	if err != nil {
-		return nil, fmt.Errorf("columns of %s.%s: %w", where, table, err)
+		return nil, fmt.Errorf("columns of %s.%s: %w", schema, table, TrimSQLError(err))
 	}
+	return scanColumns(rows)
+}
+
+// scanColumns reads rows of (name, type) as columns, and closes rows.
+func scanColumns(rows *sql.Rows) ([]TargetColumn, error) {
 	defer rows.Close()
 	var cols []TargetColumn
 	for rows.Next() {
@@ -97,6 +106,17 @@ func columnsOf(ctx context.Context, q Querier, database, schema, table, where st
 		cols = append(cols, c)
 	}
 	return cols, rows.Err()
+}
+
+// columnsOf reads from duckdb_columns the columns of table schema.table of
+// the database the SQL expression database names; where names it in
+// errors.
+func columnsOf(ctx context.Context, q Querier, database, schema, table, where string) ([]TargetColumn, error) {
+	rows, err := q.QueryContext(ctx, `SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = `+database+` AND schema_name = ? AND table_name = ? ORDER BY column_index`, schema, table)
+	if err != nil {
+		return nil, fmt.Errorf("columns of %s.%s: %w", where, table, err)
+	}
+	return scanColumns(rows)
 }
 
 // ColumnSet is the set of column names of relation from (a table name, or

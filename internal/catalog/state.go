@@ -79,22 +79,66 @@ func ReadStateIn(ctx context.Context, q Querier, cat, j string) (State, error) {
 }
 
 func readState(ctx context.Context, q Querier, table, j string) (State, error) {
-	var st State
-	var key, parts, pipeline, target sql.NullString
+	var r stateRow
 	err := q.QueryRowContext(ctx,
 		`SELECT job_key, parts, pipeline, target, snapshot, cursor, epoch FROM `+table+` WHERE job = ?`, j).
-		Scan(&key, &parts, &pipeline, &target, &st.Snapshot, &st.Cursor, &st.Epoch)
+		Scan(&r.key, &r.parts, &r.pipeline, &r.target, &r.snapshot, &r.cursor, &r.epoch)
 	if errors.Is(err, sql.ErrNoRows) {
 		return State{Epoch: 1}, nil
 	}
 	if err != nil {
-		return st, fmt.Errorf("read state of job %s: %w", j, err)
+		return State{}, fmt.Errorf("read state of job %s: %w", j, err)
 	}
-	st.Exists = true
-	st.Key = key.String
-	st.Pipeline, st.Target = pipeline.String, target.String
-	if parts.Valid && parts.String != "" {
-		p, err := job.ParseParts(parts.String)
+	return r.state(j)
+}
+
+// ReadStates reads the state rows of jobs in one statement (a statement
+// costs DuckDB 2.0 about 0.4 ms however small, and a mart reads several
+// upstreams), keyed by job; a job without a row has ReadState's zero
+// state.
+func ReadStates(ctx context.Context, q Querier, jobs []string) (map[string]State, error) {
+	out := make(map[string]State, len(jobs))
+	for _, j := range jobs {
+		out[j] = State{Epoch: 1}
+	}
+	if len(jobs) == 0 {
+		return out, nil
+	}
+	rows, err := q.QueryContext(ctx,
+		`SELECT job, job_key, parts, pipeline, target, snapshot, cursor, epoch FROM idem.jobs WHERE list_contains(?::VARCHAR[], job)`, jobs)
+	if err != nil {
+		return nil, fmt.Errorf("read state of jobs %s: %w", strings.Join(jobs, ", "), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var j string
+		var r stateRow
+		if err := rows.Scan(&j, &r.key, &r.parts, &r.pipeline, &r.target, &r.snapshot, &r.cursor, &r.epoch); err != nil {
+			return nil, fmt.Errorf("read state of job %s: %w", j, err)
+		}
+		st, err := r.state(j)
+		if err != nil {
+			return nil, err
+		}
+		out[j] = st
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read state of jobs %s: %w", strings.Join(jobs, ", "), err)
+	}
+	return out, nil
+}
+
+// stateRow is a row of idem.jobs as read.
+type stateRow struct {
+	key, parts, pipeline, target sql.NullString
+	snapshot, cursor, epoch      int64
+}
+
+func (r stateRow) state(j string) (State, error) {
+	st := State{Exists: true, Key: r.key.String, Pipeline: r.pipeline.String, Target: r.target.String,
+		Snapshot: r.snapshot, Cursor: r.cursor, Epoch: r.epoch}
+	if r.parts.Valid && r.parts.String != "" {
+		p, err := job.ParseParts(r.parts.String)
 		if err != nil {
 			return st, fmt.Errorf("read state of job %s: parts: %w", j, err)
 		}

@@ -51,6 +51,19 @@ func TestStateRow(t *testing.T) {
 		require.Equal(t, c.want, epoch)
 	}
 	require.Equal(t, []string{"a|t|3|3", "b|∅|0|2"}, rows(t, db, `SELECT job, target, snapshot, epoch FROM idem.jobs ORDER BY job`))
+
+	// ReadStates reads in one statement what ReadState reads row by row,
+	// a job without a row included.
+	states, err := ReadStates(ctx, db, []string{"a", "b", "missing"})
+	require.NoError(t, err)
+	require.Len(t, states, 3)
+	for _, name := range []string{"a", "b", "missing"} {
+		st, err := ReadState(ctx, db, name)
+		require.NoError(t, err)
+		require.Equal(t, st, states[name], name)
+	}
+	require.True(t, states["a"].HasParts)
+	require.False(t, states["missing"].Exists)
 	require.Equal(t, []string{"0|∅|created", "1|b|fenced", "2|a|fenced", "3|a|fenced"}, rows(t, db, `SELECT seq, job, kind FROM idem.commits ORDER BY seq`))
 
 	log, err := ReadLog(ctx, db, "a")

@@ -14,8 +14,9 @@ import (
 
 // writeCommitRows writes the ledger row (apply), the snapshot row, the state
 // row and the run log row, all inside the run's transaction, after the run
-// log rows this handle deferred (runlog.go).
-func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, st catalog.State, res *Result, opts RunOptions) error {
+// log rows this handle deferred (runlog.go). cols are the target's columns
+// as the run left them.
+func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, st catalog.State, res *Result, opts RunOptions, cols []catalog.TargetColumn) error {
 	if err := d.deferred.writeIn(ctx, tx); err != nil {
 		return err
 	}
@@ -30,10 +31,6 @@ func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *Pre
 	inputs := make([]map[string]any, len(p.files))
 	for i, f := range p.files {
 		inputs[i] = map[string]any{"sha256": f.SHA256, "bytes": f.Size, "name": filepath.Base(f.Path)}
-	}
-	cols, err := catalog.TargetColumns(ctx, tx, j.Table)
-	if err != nil {
-		return err
 	}
 	from, to := bounds(opts, p.chunk)
 	bounds := map[string]any{"from": from, "to": to}

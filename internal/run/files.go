@@ -63,6 +63,7 @@ func (d *DB) RunFiles(ctx context.Context, j *job.Job, opts RunOptions) (*FilesR
 	for _, b := range batches {
 		o := opts
 		o.Source = &source.Files{Job: j, Listed: b}
+		o.pending = true
 		o.BatchID = filepath.Base(b[0].Path)
 		if len(b) > 1 {
 			o.BatchID += ".." + filepath.Base(b[len(b)-1].Path)

@@ -32,7 +32,7 @@ func (r *txRun) packet(ctx context.Context) (bool, error) {
 	j, tx, res, p := r.j, r.tx, r.res, r.p
 	done := r.opts.Progress.Start("release packet")
 	defer done()
-	cols, err := catalog.TargetColumns(ctx, tx, j.Table)
+	cols, err := r.columns(ctx)
 	if err != nil {
 		return false, err
 	}

@@ -29,6 +29,24 @@ type txRun struct {
 	counts   map[string]int64
 	part     *partitionRun   // a partitioned job's run (partitions.go)
 	incr     *incrementalRun // an incremental model's run (incremental.go)
+	// cols are the target's columns once the steps are done (columns).
+	cols []catalog.TargetColumn
+}
+
+// columns reads the target's columns once, after every phase that may
+// change them (steps, partitions): history, the release packet and the
+// snapshot row take the same list (duckdb_columns() lists every column of
+// the database: about 2 ms a read in the project case, three a commit).
+// The steps left the target, so it is looked up alone (ExistingColumns).
+func (r *txRun) columns(ctx context.Context) ([]catalog.TargetColumn, error) {
+	if r.cols == nil {
+		cols, err := catalog.ExistingColumns(ctx, r.tx, "main", r.j.Table)
+		if err != nil {
+			return nil, err
+		}
+		r.cols = cols
+	}
+	return r.cols, nil
 }
 
 // guards reads the job's state row and runs every guard (decide).
@@ -105,8 +123,10 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 	sealed.cache = r.d.guards
 	restore := func() {}
 	parallel := j.ParallelSteps()
-	if !parallel && r.opts.RowsFrom == "" {
-		if parallel, _, err = ModelOrderFree(ctx, tx, j); err != nil {
+	if !parallel {
+		if _, pinned := r.p.input.(source.Pinner); pinned {
+			parallel = r.p.orderFree // decided before the upstreams were copied (decide)
+		} else if parallel, err = modelOrderFree(ctx, tx, j, r.opts); err != nil {
 			return false, err
 		}
 	}
@@ -258,9 +278,13 @@ func (r *txRun) history(ctx context.Context) (bool, error) {
 	if err := r.d.scrubErased(ctx, tx, j, r.p, r.counts); err != nil {
 		return false, err
 	}
+	tables, err := catalog.ReadRunTables(ctx, tx, j.Name)
+	if err != nil {
+		return false, err
+	}
 	// Keys idem deleted itself before the steps (replaceAll, a realigned
 	// upstream) are changed keys too.
-	if err := catalog.MergeReplaced(ctx, tx); err != nil {
+	if err := catalog.MergeReplaced(ctx, tx, tables); err != nil {
 		return false, err
 	}
 	if err := dropScratch(ctx, tx); err != nil {
@@ -268,15 +292,17 @@ func (r *txRun) history(ctx context.Context) (bool, error) {
 	}
 	touched := int64(-1)
 	if !r.opts.SkipHistory {
+		cols, err := r.columns(ctx)
+		if err != nil {
+			return false, err
+		}
 		done := r.opts.Progress.Start("history")
-		var err error
-		touched, err = catalog.RecordHistory(ctx, tx, j, r.snapshot)
+		touched, err = catalog.RecordHistoryOf(ctx, tx, j, r.snapshot, cols, tables)
 		done()
 		if err != nil {
 			return false, err
 		}
 	}
-	var err error
 	res.RowsOut, err = catalog.CountRows(ctx, tx, j.Table)
 	if err != nil {
 		return false, err
@@ -313,7 +339,11 @@ func (r *txRun) commitRows(ctx context.Context) (bool, error) {
 	} else {
 		res.Decision = job.DecisionLoaded
 	}
-	if err := r.d.writeCommitRows(ctx, r.tx, r.j, p, r.st, res, r.opts); err != nil {
+	cols, err := r.columns(ctx)
+	if err != nil {
+		return false, err
+	}
+	if err := r.d.writeCommitRows(ctx, r.tx, r.j, p, r.st, res, r.opts, cols); err != nil {
 		return false, err
 	}
 	return true, nil

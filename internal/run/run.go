@@ -101,6 +101,11 @@ type RunOptions struct {
 	// a replay in a scratch database sets none). A kill between the run's
 	// COMMIT and the expiry's loses nothing: the next run finishes it.
 	Expire Expirer
+
+	// pending is set by RunFiles on the batch of a file it found not
+	// committed: the run writes unless a guard refuses, so it waits for the
+	// gate without deciding first in a transaction of its own (RunTogether).
+	pending bool
 }
 
 // Expirer expires the old snapshots of job j ([retention] keep_snapshots)
@@ -237,6 +242,10 @@ type Prepared struct {
 	// unchanged is set by an apply run over upstream changes when no
 	// upstream moved past the snapshot its state pinned: it skips.
 	unchanged bool
+	// orderFree is set by the decision of a run that writes when the job is
+	// a model ModelOrderFree proves order-free: its steps read the
+	// upstreams' views and run on the job's threads.
+	orderFree bool
 }
 
 // FullRefreshes says whether RunOptions.FullRefresh rebuilds j: a refresh

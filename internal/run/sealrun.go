@@ -69,13 +69,15 @@ func newSealedRun(ctx context.Context, tx *sql.Tx, j *job.Job) (*sealedRun, erro
 	for n := range s.seal.Own {
 		s.scans[storeCatalog+".main."+n] = true
 	}
-	for _, u := range j.Input.Upstream {
-		st, err := catalog.ReadState(ctx, tx, u)
+	if len(j.Input.Upstream) > 0 {
+		// The upstreams' targets in one statement (a statement costs about
+		// 0.4 ms however small; a mart reads up to four upstreams).
+		targets, err := catalog.Strings(ctx, tx, `SELECT target FROM idem.jobs WHERE list_contains(?::VARCHAR[], job) AND target IS NOT NULL AND target <> ''`, j.Input.Upstream)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("read the targets of the upstreams of %s: %w", j.Name, err)
 		}
-		if st.Target != "" {
-			s.scans[storeCatalog+".main."+strings.ToLower(st.Target)] = true
+		for _, t := range targets {
+			s.scans[storeCatalog+".main."+strings.ToLower(t)] = true
 		}
 	}
 	var err error
@@ -318,6 +320,16 @@ func (s *sealedRun) explain(ctx context.Context, tx *sql.Tx, step job.Step, line
 // recomputing a model) gives the bytes a run gives.
 func (d *DB) SingleThread(ctx context.Context, tx *sql.Tx) (func(), error) {
 	return singleThread(ctx, d.sql, tx)
+}
+
+// modelOrderFree is ModelOrderFree's answer for a run of j with opts:
+// false for a run that takes its rows from another database (RowsFrom).
+func modelOrderFree(ctx context.Context, q catalog.Querier, j *job.Job, opts RunOptions) (bool, error) {
+	if opts.RowsFrom != "" || !j.IsModel() {
+		return false, nil
+	}
+	ok, _, err := ModelOrderFree(ctx, q, j)
+	return ok, err
 }
 
 // ModelOrderFree reports whether job j is a model whose SELECT gives the

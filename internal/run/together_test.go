@@ -4,15 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/stretchr/testify/require"
-
-	"github.com/idem-dev/idem/pipelines"
 )
 
 // TestRunTogether: a loader and a model reading it run in one transaction.
@@ -24,21 +20,7 @@ func TestRunTogether(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	src := sampleJob(t, dir, "sample", fixture(t, "fixtures/sample/occurrences-a.csv"))
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "models"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "models", "m.sql"), []byte("SELECT count(*) AS n FROM {{upstream:devil}}\n"), 0o644))
-	mPath := filepath.Join(dir, "m.toml")
-	require.NoError(t, os.WriteFile(mPath, []byte(`name = "m"
-pipeline = "select"
-database = "idem.duckdb"
-[input]
-upstream = ["devil"]
-[transform]
-sql = "models/m.sql"
-[target]
-key = ["n"]
-`), 0o644))
-	m, err := run.LoadJob(mPath, pipelines.FS)
-	require.NoError(t, err)
+	m := writeModel(t, dir, "m", "devil", "n", "SELECT count(*) AS n FROM {{upstream:devil}}")
 	db := openDB(t, src.Database)
 
 	results, err := db.RunTogether(ctx, []run.JobRun{{Job: src}, {Job: m}})

@@ -107,6 +107,16 @@ func (u *Upstream) Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, erro
 		return u.pinRecorded(ctx, tx)
 	}
 	var refs []job.UpstreamRef
+	var local []string
+	for _, name := range u.Job.SortedUpstream() {
+		if _, ok := u.External[name]; !ok {
+			local = append(local, name)
+		}
+	}
+	read, err := catalog.ReadStates(ctx, tx, local)
+	if err != nil {
+		return nil, err
+	}
 	states := map[string]catalog.State{}
 	for _, name := range u.Job.SortedUpstream() {
 		if cat, ok := u.External[name]; ok {
@@ -117,10 +127,7 @@ func (u *Upstream) Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, erro
 			refs = append(refs, ref)
 			continue
 		}
-		st, err := catalog.ReadState(ctx, tx, name)
-		if err != nil {
-			return nil, err
-		}
+		st := read[name]
 		if !st.Exists || st.Snapshot == 0 || st.Target == "" {
 			return nil, &NoUpstreamError{Job: u.Job.Name, Upstream: name, Database: filepath.Base(u.Job.Database)}
 		}
