@@ -110,20 +110,28 @@ func TestStreamGap(t *testing.T) {
 		clitest.QueryStrs(t, db, `SELECT message FROM idem.runs WHERE batch_id = 'rides:0:15-19'`))
 }
 
-// replayReader is a broker replaying: at its replayAt-th read it first
-// re-delivers every partition from offset 0 (a consumer reset), then what
-// was asked for.
+// replayReader is a broker replaying: at its replayAt-th read, or the
+// first after it once a batch committed (a read of max_wait may return
+// nothing on a loaded machine, and then nothing is committed to replay),
+// it first re-delivers every partition from offset 0 (a consumer reset),
+// then what was asked for.
 type replayReader struct {
 	inner    source.StreamReader
 	n        int
 	replayAt int
+	done     bool
 }
 
 func (r *replayReader) Read(ctx context.Context, next map[string]int64, max int, wait time.Duration) ([]source.Record, []source.Gap, error) {
 	r.n++
-	if r.n != r.replayAt {
+	committed := false
+	for _, pos := range next {
+		committed = committed || pos > 0
+	}
+	if r.done || r.n < r.replayAt || !committed {
 		return r.inner.Read(ctx, next, max, wait)
 	}
+	r.done = true
 	zero := map[string]int64{}
 	for p := range next {
 		zero[p] = 0
