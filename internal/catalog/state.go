@@ -80,9 +80,7 @@ func ReadStateIn(ctx context.Context, q Querier, cat, j string) (State, error) {
 
 func readState(ctx context.Context, q Querier, table, j string) (State, error) {
 	var r stateRow
-	err := q.QueryRowContext(ctx,
-		`SELECT job_key, parts, pipeline, target, snapshot, cursor, epoch FROM `+table+` WHERE job = ?`, j).
-		Scan(&r.key, &r.parts, &r.pipeline, &r.target, &r.snapshot, &r.cursor, &r.epoch)
+	err := q.QueryRowContext(ctx, `SELECT `+stateColumns+` FROM `+table+` WHERE job = ?`, j).Scan(r.dest()...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return State{Epoch: 1}, nil
 	}
@@ -105,7 +103,7 @@ func ReadStates(ctx context.Context, q Querier, jobs []string) (map[string]State
 		return out, nil
 	}
 	rows, err := q.QueryContext(ctx,
-		`SELECT job, job_key, parts, pipeline, target, snapshot, cursor, epoch FROM idem.jobs WHERE list_contains(?::VARCHAR[], job)`, jobs)
+		`SELECT job, `+stateColumns+` FROM idem.jobs WHERE list_contains(?::VARCHAR[], job)`, jobs)
 	if err != nil {
 		return nil, fmt.Errorf("read state of jobs %s: %w", strings.Join(jobs, ", "), err)
 	}
@@ -113,7 +111,7 @@ func ReadStates(ctx context.Context, q Querier, jobs []string) (map[string]State
 	for rows.Next() {
 		var j string
 		var r stateRow
-		if err := rows.Scan(&j, &r.key, &r.parts, &r.pipeline, &r.target, &r.snapshot, &r.cursor, &r.epoch); err != nil {
+		if err := rows.Scan(append([]any{&j}, r.dest()...)...); err != nil {
 			return nil, fmt.Errorf("read state of job %s: %w", j, err)
 		}
 		st, err := r.state(j)
@@ -128,10 +126,17 @@ func ReadStates(ctx context.Context, q Querier, jobs []string) (map[string]State
 	return out, nil
 }
 
-// stateRow is a row of idem.jobs as read.
+// stateRow is a row of idem.jobs as read: stateColumns, scanned into
+// dest.
 type stateRow struct {
 	key, parts, pipeline, target sql.NullString
 	snapshot, cursor, epoch      int64
+}
+
+const stateColumns = "job_key, parts, pipeline, target, snapshot, cursor, epoch"
+
+func (r *stateRow) dest() []any {
+	return []any{&r.key, &r.parts, &r.pipeline, &r.target, &r.snapshot, &r.cursor, &r.epoch}
 }
 
 func (r stateRow) state(j string) (State, error) {

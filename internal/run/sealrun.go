@@ -72,12 +72,14 @@ func newSealedRun(ctx context.Context, tx *sql.Tx, j *job.Job) (*sealedRun, erro
 	if len(j.Input.Upstream) > 0 {
 		// The upstreams' targets in one statement (a statement costs about
 		// 0.4 ms however small; a mart reads up to four upstreams).
-		targets, err := catalog.Strings(ctx, tx, `SELECT target FROM idem.jobs WHERE list_contains(?::VARCHAR[], job) AND target IS NOT NULL AND target <> ''`, j.Input.Upstream)
+		states, err := catalog.ReadStates(ctx, tx, j.Input.Upstream)
 		if err != nil {
 			return nil, fmt.Errorf("read the targets of the upstreams of %s: %w", j.Name, err)
 		}
-		for _, t := range targets {
-			s.scans[storeCatalog+".main."+strings.ToLower(t)] = true
+		for _, st := range states {
+			if st.Target != "" {
+				s.scans[storeCatalog+".main."+strings.ToLower(st.Target)] = true
+			}
 		}
 	}
 	var err error
