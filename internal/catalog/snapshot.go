@@ -12,23 +12,40 @@ import (
 // SnapshotCounts reads the rows in and the outcomes JSON that snapshot S of
 // job recorded; both are empty when there is no such row.
 func SnapshotCounts(ctx context.Context, q Querier, j string, snapshot int64) (rowsIn int64, outcomes string, err error) {
-	var o sql.NullString
-	if err := q.QueryRowContext(ctx, `SELECT rows_in, outcomes FROM idem.snapshots WHERE job = ? AND snapshot = ?`,
-		j, snapshot).Scan(&rowsIn, &o); err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return rowsIn, o.String, fmt.Errorf("read snapshot %d of job %s: %w", snapshot, j, err)
-	}
-	return rowsIn, o.String, nil
+	c, err := ReadSnapshotCounts(ctx, q, j, snapshot)
+	return c.RowsIn, c.Outcomes, err
 }
 
 // SnapshotRowsOut reads the target row count snapshot S of job recorded;
 // not valid when there is no such row or it recorded none.
 func SnapshotRowsOut(ctx context.Context, q Querier, j string, snapshot int64) (sql.NullInt64, error) {
-	var want sql.NullInt64
-	err := q.QueryRowContext(ctx, `SELECT rows_out FROM idem.snapshots WHERE job = ? AND snapshot = ?`, j, snapshot).Scan(&want)
+	c, err := ReadSnapshotCounts(ctx, q, j, snapshot)
+	return c.RowsOut, err
+}
+
+// SnapshotCountsRow is what snapshot S of a job recorded of its rows: the
+// rows in, the outcomes JSON and the target's rows out. Zero (RowsOut not
+// valid) when there is no such row.
+type SnapshotCountsRow struct {
+	RowsIn   int64
+	Outcomes string
+	RowsOut  sql.NullInt64
+}
+
+// ReadSnapshotCounts reads the counts snapshot S of job recorded, in one
+// statement: a run's decision checks the target's rows against them and
+// reports them when it skips.
+func ReadSnapshotCounts(ctx context.Context, q Querier, j string, snapshot int64) (SnapshotCountsRow, error) {
+	var c SnapshotCountsRow
+	var in sql.NullInt64
+	var o sql.NullString
+	err := q.QueryRowContext(ctx, `SELECT rows_in, outcomes, rows_out FROM idem.snapshots WHERE job = ? AND snapshot = ?`,
+		j, snapshot).Scan(&in, &o, &c.RowsOut)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return want, fmt.Errorf("read snapshot %d of job %s: %w", snapshot, j, err)
+		return SnapshotCountsRow{}, fmt.Errorf("read snapshot %d of job %s: %w", snapshot, j, err)
 	}
-	return want, nil
+	c.RowsIn, c.Outcomes = in.Int64, o.String
+	return c, nil
 }
 
 // SetSnapshotInputs replaces the inputs JSON of snapshot S of job.

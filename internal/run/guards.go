@@ -31,7 +31,7 @@ func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, op
 	if err := d.guards.load(ctx, tx, d.verdictSecret); err != nil {
 		return nil, st, false, false, err
 	}
-	st, err = catalog.ReadState(ctx, tx, j.Name)
+	st, upstates, err := readStates(ctx, tx, j, p.input)
 	if err != nil {
 		return nil, st, false, false, err
 	}
@@ -43,7 +43,7 @@ func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, op
 		}
 	}
 	// Upstream inputs are pinned first: they complete the job key.
-	pins, err := pin(ctx, tx, j, p, st)
+	pins, err := pin(ctx, tx, j, p, st, upstates, d.guards)
 	if err != nil {
 		return nil, st, false, false, err
 	}
@@ -69,15 +69,21 @@ func (d *DB) decide(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, op
 		FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main'`, j.Table, st.Target).Scan(&exists, &stored); err != nil {
 		return nil, st, false, false, fmt.Errorf("look up table %s: %w", j.Table, err)
 	}
-	rows, err := checkTarget(ctx, tx, j, st, stored)
+	rows, counts, err := checkTarget(ctx, tx, j, st, stored)
 	if err != nil {
 		return nil, st, false, false, err
 	}
-	if res, done, err := d.decideMode(ctx, tx, j, p, opts, st, exists, rows, res); err != nil || done {
+	if res, done, err := d.decideMode(ctx, tx, j, p, opts, st, exists, rows, counts, res); err != nil || done {
 		if err != nil && res == nil {
 			return nil, st, false, false, err
 		}
 		return res, st, exists, true, err
+	}
+	// The run writes (or plans to): what it pinned is read from here on.
+	if pinner, ok := p.input.(source.Pinner); ok {
+		if err := pinner.Views(ctx, tx); err != nil {
+			return nil, st, false, false, err
+		}
 	}
 	if head {
 		return res, st, exists, false, nil
@@ -203,8 +209,9 @@ func (d *DB) learned(kind string, k [32]byte, write bool, learn *guardLearn, che
 // run has nothing to write.
 //
 // rows is the target's row count when checkTarget counted it (-1 when
-// not): a run with nothing to write reports it.
-func (d *DB) decideMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, opts RunOptions, st catalog.State, exists bool, rows int64, res *Result) (*Result, bool, error) {
+// not): a run with nothing to write reports it; counts, when not nil, is
+// what the state's snapshot recorded, as checkTarget read it.
+func (d *DB) decideMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, opts RunOptions, st catalog.State, exists bool, rows int64, counts *catalog.SnapshotCountsRow, res *Result) (*Result, bool, error) {
 	var err error
 	countRows := func() (int64, error) {
 		if rows >= 0 {
@@ -217,11 +224,15 @@ func (d *DB) decideMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared
 		if st.Exists && st.Key == p.key && exists && !opts.FullRefresh {
 			// The target already holds this snapshot: report its counts.
 			res.Decision = job.DecisionSkipped
-			var outcomes string
-			if res.RowsIn, outcomes, err = catalog.SnapshotCounts(ctx, tx, j.Name, st.Snapshot); err != nil {
-				return nil, false, err
+			if counts == nil {
+				c, err := catalog.ReadSnapshotCounts(ctx, tx, j.Name, st.Snapshot)
+				if err != nil {
+					return nil, false, err
+				}
+				counts = &c
 			}
-			if err := json.Unmarshal([]byte(outcomes), &res.Outcomes); err != nil {
+			res.RowsIn = counts.RowsIn
+			if err := json.Unmarshal([]byte(counts.Outcomes), &res.Outcomes); err != nil {
 				return nil, false, fmt.Errorf("read outcomes of snapshot %d of %s: %w", st.Snapshot, j.Name, err)
 			}
 			res.RowsOut, err = countRows()
@@ -272,36 +283,38 @@ func (d *DB) decideMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared
 // already-committed answer or a batch applied over the wrong rows would hide
 // it. The refusal says how to repair: a rollback to S rebuilds the table
 // from its history. exists says whether the state's target table is in
-// the database. It returns the rows it counted, -1 when it counted none.
-func checkTarget(ctx context.Context, tx catalog.Querier, j *job.Job, st catalog.State, exists bool) (int64, error) {
+// the database. It returns the rows it counted, -1 when it counted none,
+// and the counts the snapshot recorded when it read them.
+func checkTarget(ctx context.Context, tx catalog.Querier, j *job.Job, st catalog.State, exists bool) (int64, *catalog.SnapshotCountsRow, error) {
 	if !st.Exists || st.Snapshot == 0 || !strings.EqualFold(st.Target, j.Table) {
-		return -1, nil
+		return -1, nil, nil
 	}
-	want, err := catalog.SnapshotRowsOut(ctx, tx, j.Name, st.Snapshot)
+	counts, err := catalog.ReadSnapshotCounts(ctx, tx, j.Name, st.Snapshot)
 	if err != nil {
-		return -1, err
+		return -1, nil, err
 	}
+	want := counts.RowsOut
 	ref := j.File
 	if ref == "" {
 		ref = j.Name
 	}
 	repair := fmt.Sprintf("nothing was changed; repair with `idem rollback %s --to-snapshot %d` (rebuilds the table from its history), then `idem rerun %s` proves it", ref, st.Snapshot, ref)
 	if !exists {
-		return -1, job.Refuse("target", "table %q of job %q is missing, but the job's state says it holds snapshot %d (%d rows): %s",
+		return -1, nil, job.Refuse("target", "table %q of job %q is missing, but the job's state says it holds snapshot %d (%d rows): %s",
 			st.Target, j.Name, st.Snapshot, want.Int64, repair)
 	}
 	if !want.Valid {
-		return -1, nil
+		return -1, &counts, nil
 	}
 	n, err := catalog.CountRows(ctx, tx, st.Target)
 	if err != nil {
-		return -1, err
+		return -1, nil, err
 	}
 	if n != want.Int64 {
-		return -1, job.Refuse("target", "table %q of job %q holds %d rows, but snapshot %d, which the job's state says it holds, has %d: it was changed outside idem; %s",
+		return -1, nil, job.Refuse("target", "table %q of job %q holds %d rows, but snapshot %d, which the job's state says it holds, has %d: it was changed outside idem; %s",
 			st.Target, j.Name, n, st.Snapshot, want.Int64, repair)
 	}
-	return n, nil
+	return n, &counts, nil
 }
 
 // checkLedger applies the batch identity guard. It reports done when the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
@@ -34,7 +35,10 @@ func (c UpstreamChange) String() string {
 // key's input part gains each upstream's {job, snapshot, job_key}, and a
 // model's schema part its SELECT's result columns, so that the job key the
 // run compares names exactly the rows it reads.
-func pin(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, st catalog.State) ([]UpstreamChange, error) {
+//
+// states, when not nil, holds the state rows of the upstreams read in tx
+// with the job's own (readStates).
+func pin(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, st catalog.State, states map[string]catalog.State, cache *guardCache) ([]UpstreamChange, error) {
 	pinner, ok := p.input.(source.Pinner)
 	if !ok {
 		return nil, nil
@@ -49,7 +53,13 @@ func pin(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, st catalog.St
 		up.Since = pinnedSnapshots(st)
 	}
 	incrementalPins(j, p, st) // incremental.go
-	refs, err := pinner.Pin(ctx, tx)
+	var refs []job.UpstreamRef
+	var err error
+	if states != nil && up != nil {
+		refs, err = up.PinStates(ctx, tx, states)
+	} else {
+		refs, err = pinner.Pin(ctx, tx)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +68,7 @@ func pin(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, st catalog.St
 		changesBatch(p, up, st, refs) // upstream_changes.go
 	}
 	if j.IsModel() {
-		cols, err := modelColumns(ctx, tx, j)
+		cols, err := modelColumns(ctx, tx, j, pinner, describeKey(j, p.input, refs, st), cache)
 		if err != nil {
 			return nil, err
 		}
@@ -89,10 +99,46 @@ func pin(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, st catalog.St
 	return changes, nil
 }
 
+// readStates reads the job's own state row and, for a job whose input is
+// its upstreams' targets, theirs, in one statement (a statement costs
+// DuckDB about 0.4 ms however small): the upstreams' are nil when not
+// read.
+func readStates(ctx context.Context, tx *sql.Tx, j *job.Job, input any) (catalog.State, map[string]catalog.State, error) {
+	up, ok := input.(*source.Upstream)
+	if !ok || up.Recorded != nil {
+		st, err := catalog.ReadState(ctx, tx, j.Name)
+		return st, nil, err
+	}
+	local := up.Local()
+	read, err := catalog.ReadStates(ctx, tx, append([]string{j.Name}, local...))
+	if err != nil {
+		return catalog.State{}, nil, err
+	}
+	st := read[j.Name]
+	if slices.Contains(local, j.Name) {
+		return st, nil, nil
+	}
+	delete(read, j.Name)
+	return st, read, nil
+}
+
 // modelColumns describes a model's SELECT as "name TYPE", in order. A
 // model that does not bind (a missing column, a type error) fails here,
 // before anything is written, with the model file's name.
-func modelColumns(ctx context.Context, tx *sql.Tx, j *job.Job) ([]string, error) {
+//
+// The answer is a function of what key names (describeKey): with cache it
+// is kept (and, signed, across processes: verdicts.go), so a model whose
+// SQL and pinned upstream snapshots did not move is not described again:
+// a no-op run's statement, its parse and the parser's open.
+func modelColumns(ctx context.Context, tx *sql.Tx, j *job.Job, pinner source.Pinner, key *[32]byte, cache *guardCache) ([]string, error) {
+	if key != nil {
+		if v, ok := cache.get(*key); ok {
+			return v.([]string), nil
+		}
+	}
+	if err := pinner.Views(ctx, tx); err != nil {
+		return nil, err
+	}
 	cols, err := DescribeColumns(ctx, tx, j.Expand(j.ModelSQL))
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", j.ModelFile, err)
@@ -101,7 +147,38 @@ func modelColumns(ctx context.Context, tx *sql.Tx, j *job.Job) ([]string, error)
 	for i, c := range cols {
 		out[i] = c.Name + " " + c.Type
 	}
+	if key != nil {
+		cache.put(*key, out)
+		cache.learnt(*key, "describe", string(job.CanonicalJSON(out)))
+	}
 	return out, nil
+}
+
+// describeKey is the guard key of a model's described columns, or nil
+// where they are not kept. DuckDB binds the model's SELECT against its
+// macros and the relations Pin made, each a view of an upstream's target
+// as its state row names it, and the job's own tables, which a model may
+// read too: the engine (in every guard key), the expanded SQL, the
+// macros' texts, each upstream's job, snapshot and job key, and the
+// schema part of the job's own committed state (its target's columns) fix
+// the answer. Only plain pins qualify; incremental
+// pins (changes, partitions), upstreams in another database and the
+// recorded pins of a rerun build their relations otherwise and are
+// described every run.
+func describeKey(j *job.Job, input any, refs []job.UpstreamRef, st catalog.State) *[32]byte {
+	up, ok := input.(*source.Upstream)
+	if !ok || up.Recorded != nil || up.Changes || up.Partitions != nil || len(up.External) > 0 {
+		return nil
+	}
+	parts := []string{j.Expand(j.ModelSQL), st.Target, st.Parts.Schema.SHA256, fmt.Sprint(st.Parts.Schema.Version)}
+	for _, m := range j.Macros {
+		parts = append(parts, m.Name, m.Create)
+	}
+	for _, r := range refs {
+		parts = append(parts, r.Job, fmt.Sprint(r.Snapshot), r.JobKey)
+	}
+	k := guardKey("describe", parts...)
+	return &k
 }
 
 // DescribeColumns names and types the result columns of a SELECT, in

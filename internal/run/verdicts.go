@@ -111,6 +111,12 @@ func decodeVerdict(r verdictRow) (any, bool) {
 		return sealChecked{unknown: unknown}, true
 	case "explain":
 		return r.value, true
+	case "describe":
+		var cols []string
+		if err := json.Unmarshal([]byte(r.value), &cols); err != nil || cols == nil {
+			return nil, false
+		}
+		return cols, true
 	case "owners", "released":
 		return true, true
 	}

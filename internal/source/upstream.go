@@ -103,19 +103,36 @@ func (u *Upstream) Stage(ctx context.Context, tx *sql.Tx, _ *Resolved) (*Staged,
 // idem_upstream_<JOB> hold that job's target's rows. An upstream that has never
 // committed is a usage error (exit 2): run it first, or run the project.
 func (u *Upstream) Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, error) {
-	if u.Recorded != nil {
-		return u.pinRecorded(ctx, tx)
-	}
-	var refs []job.UpstreamRef
+	return u.PinStates(ctx, tx, nil)
+}
+
+// Local names the upstreams read from the job's own database (not in
+// External), in the order Pin pins them.
+func (u *Upstream) Local() []string {
 	var local []string
 	for _, name := range u.Job.SortedUpstream() {
 		if _, ok := u.External[name]; !ok {
 			local = append(local, name)
 		}
 	}
-	read, err := catalog.ReadStates(ctx, tx, local)
-	if err != nil {
-		return nil, err
+	return local
+}
+
+// PinStates is Pin with the state rows of the Local upstreams already read
+// in tx by the caller (read holds each of them; nil: Pin reads them), so a
+// run reads its own state row and its upstreams' in one statement. The
+// recorded pins of a rerun read no state row.
+func (u *Upstream) PinStates(ctx context.Context, tx *sql.Tx, read map[string]catalog.State) ([]job.UpstreamRef, error) {
+	if u.Recorded != nil {
+		return u.pinRecorded(ctx, tx)
+	}
+	u.deferred = nil
+	var refs []job.UpstreamRef
+	if read == nil {
+		var err error
+		if read, err = catalog.ReadStates(ctx, tx, u.Local()); err != nil {
+			return nil, err
+		}
 	}
 	states := map[string]catalog.State{}
 	for _, name := range u.Job.SortedUpstream() {
@@ -151,18 +168,39 @@ func (u *Upstream) Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, erro
 			if err := u.pinChanges(ctx, tx, name, st.Snapshot); err != nil {
 				return nil, err
 			}
-		} else if err := relation(ctx, tx, name, "VIEW", query); err != nil {
-			return nil, err
 		} else {
-			u.deferred = append(u.deferred, deferredRelation{name, query})
+			u.deferred = append(u.deferred, deferredRelation{name: name, query: query})
 		}
 		refs = append(refs, job.UpstreamRef{Job: name, Snapshot: st.Snapshot, JobKey: st.Key})
 	}
 	return refs, nil
 }
 
-// deferredRelation is an upstream relation Pin made a view of.
-type deferredRelation struct{ name, query string }
+// deferredRelation is an upstream relation Pin left to Views (a view
+// over the committed target, made once something reads it) and to
+// Materialize (a sorted copy).
+type deferredRelation struct {
+	name, query string
+	made        bool // the view exists in the transaction
+}
+
+// Views makes the upstream relations Pin deferred readable, as views over
+// the committed targets, once something reads them: the model's DESCRIBE,
+// a run that writes, a plan. A run its job key shows skipped never makes
+// them (a statement each).
+func (u *Upstream) Views(ctx context.Context, tx *sql.Tx) error {
+	for i := range u.deferred {
+		d := &u.deferred[i]
+		if d.made {
+			continue
+		}
+		if err := relation(ctx, tx, d.name, "VIEW", d.query); err != nil {
+			return err
+		}
+		d.made = true
+	}
+	return nil
+}
 
 // Materialize copies the upstream relations Pin left as views over the
 // committed targets into TEMP tables in canonical order (ORDER BY ALL), as
@@ -260,6 +298,8 @@ func relation(ctx context.Context, tx *sql.Tx, name, kind, query string) error {
 // decides (Upstream).
 type Pinner interface {
 	Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, error)
+	// Views makes what Pin pinned readable, before anything reads it.
+	Views(ctx context.Context, tx *sql.Tx) error
 	// Materialize makes the pinned rows what the steps read, once the run
 	// has decided to write.
 	Materialize(ctx context.Context, tx *sql.Tx) error
