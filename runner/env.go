@@ -20,7 +20,7 @@ func CheckEnvName(name string) error { return jobError("", env.CheckEnvName(name
 
 // EnvPath is the database file of environment name of the database file
 // db: <db>.envs/NAME.duckdb.
-func EnvPath(db, name string) string { return env.EnvPath(db, name) }
+func EnvPath(db, name string) string { return env.Path(db, name) }
 
 // envGroup is the jobs of one production database of a project, in run
 // order (each with Database set to it), and its environment.
@@ -171,7 +171,7 @@ func (p *Project) RunEnvironment(ctx context.Context, name string, each func(e *
 		if err != nil {
 			return nil, err
 		}
-		res, err := p.runOn(ctx, h, j, env.EnvPath(g.db, name), env.EnvOpenOptions(g.env, oo), env.EnvRunOptions(g.env, j, run.RunOptions{}))
+		res, err := p.runOn(ctx, h, j, env.Path(g.db, name), env.OpenOptions(g.env, oo), env.RunOptions(g.env, j, run.RunOptions{}))
 		mu.Lock()
 		errs[j.Name] = err
 		mu.Unlock()
@@ -230,9 +230,9 @@ func (p *Project) DiffEnvironment(ctx context.Context, name string) ([]*EnvDiff,
 			continue
 		}
 		_, oo, _ := p.database(g.jobs[0])
-		oo = env.EnvOpenOptions(g.env, oo)
+		oo = env.OpenOptions(g.env, oo)
 		oo.ReadOnly = true
-		db, err := run.Open(ctx, env.EnvPath(g.db, name), oo)
+		db, err := run.Open(ctx, env.Path(g.db, name), oo)
 		if err != nil {
 			return nil, jobError("", err)
 		}
@@ -275,7 +275,7 @@ func (p *Project) DropEnvironment(name string) ([]string, error) {
 	}
 	var dropped []string
 	for _, g := range groups {
-		if _, err := os.Stat(env.EnvPath(g.db, name)); err != nil {
+		if _, err := os.Stat(env.Path(g.db, name)); err != nil {
 			if _, err := env.LoadEnvironment(g.db, name); err != nil {
 				continue
 			}
@@ -339,8 +339,8 @@ func (p *Project) Promote(ctx context.Context, name string, recompute bool) (*Pr
 // for the AfterCommit hooks.
 func (p *Project) promoteGroup(ctx context.Context, g *envGroup, name string, recompute bool) (promoted []*env.Promoted, commits []Commit, err error) {
 	built := g.env.Built()
-	if _, err := os.Stat(env.EnvPath(g.db, name)); err != nil {
-		return nil, nil, &job.UsageError{Msg: fmt.Sprintf("environment %s has no database %s: build it with idem run --env %s", name, env.EnvPath(g.db, name), name)}
+	if _, err := os.Stat(env.Path(g.db, name)); err != nil {
+		return nil, nil, &job.UsageError{Msg: fmt.Sprintf("environment %s has no database %s: build it with idem run --env %s", name, env.Path(g.db, name), name)}
 	}
 	_, oo, _ := p.database(g.jobs[0])
 	oo = env.PromoteOpenOptions(g.env, oo)
@@ -351,7 +351,7 @@ func (p *Project) promoteGroup(ctx context.Context, g *envGroup, name string, re
 	}
 	var runs []run.JobRun
 	var pending []*env.Promoted
-	var envJobs []env.EnvJob
+	var envJobs []env.Job
 	promoted = make([]*env.Promoted, len(built))
 	for i, e := range built {
 		j := jobNamed(g.jobs, e.Job)

@@ -238,7 +238,7 @@ func exportOn(ctx context.Context, j *job.Job, db *run.DB, opts ExportOptions, p
 			}
 		}
 	}
-	res, err := export.Export(ctx, db, j, export.ExportOptions{Out: opts.Out, Table: opts.Table, Snapshot: opts.Snapshot,
+	res, err := export.Export(ctx, db, j, export.Options{Out: opts.Out, Table: opts.Table, Snapshot: opts.Snapshot,
 		Format: opts.Format, PartitionBy: opts.PartitionBy, Progress: progress, Fault: fault})
 	if err != nil {
 		return nil, err

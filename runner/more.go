@@ -206,7 +206,7 @@ type LintReport struct {
 // L001; the SQL is read with DuckDB's own parser. The error is for a
 // report that could not be made.
 func Lint(ctx context.Context, path string) (*LintReport, error) {
-	rep, err := lint.LintJob(ctx, path, pipelines.FS)
+	rep, err := lint.Check(ctx, path, pipelines.FS)
 	if err != nil {
 		return nil, jobError("", err)
 	}

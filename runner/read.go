@@ -166,7 +166,7 @@ type ColumnChange struct {
 // (ErrRefused).
 func (p *Project) Diff(ctx context.Context, name string, opts DiffOptions) (*DiffResult, error) {
 	return readPinned(ctx, p, name, []int64{opts.From, opts.To}, func(j *job.Job, db *run.DB) (*DiffResult, error) {
-		res, err := diff.Diff(ctx, db, j, diff.DiffOptions{From: opts.From, To: opts.To, Table: opts.Table})
+		res, err := diff.Diff(ctx, db, j, diff.Options{From: opts.From, To: opts.To, Table: opts.Table})
 		if err != nil {
 			return nil, err
 		}

@@ -294,7 +294,7 @@ func fillSHA256(ctx context.Context, db *run.DB, j *job.Job, res *Result) error 
 		return fmt.Errorf("sha256 of snapshot %d: %w", res.Snapshot, err)
 	}
 	defer release()
-	ex, err := export.Export(ctx, db, j, export.ExportOptions{Snapshot: res.Snapshot, Out: filepath.Join(dir, "snapshot.csv"), Format: job.FormatCSV})
+	ex, err := export.Export(ctx, db, j, export.Options{Snapshot: res.Snapshot, Out: filepath.Join(dir, "snapshot.csv"), Format: job.FormatCSV})
 	if err != nil {
 		return fmt.Errorf("sha256 of snapshot %d: %w", res.Snapshot, err)
 	}

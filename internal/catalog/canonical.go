@@ -169,7 +169,7 @@ const duckDB2Version = 7
 // (an idem on 2.0 migrates at its first writable open), else one at or
 // before the last that migration recorded for the job.
 func Committed15(ctx context.Context, q Querier, jobName string, snapshot int64) (bool, error) {
-	if v, err := CatalogVersion(ctx, q); err != nil || v < duckDB2Version {
+	if v, err := Version(ctx, q); err != nil || v < duckDB2Version {
 		return err == nil, err
 	}
 	var last sql.NullString

@@ -82,7 +82,7 @@ func TestFreshSchema(t *testing.T) {
 	fresh := open("fresh")
 	require.NoError(t, Migrate(ctx, fresh, "fresh", nil))
 	require.Equal(t, catalogDump(t, migrated), catalogDump(t, fresh))
-	v, err := CatalogVersion(ctx, fresh)
+	v, err := Version(ctx, fresh)
 	require.NoError(t, err)
 	require.Equal(t, ms[len(ms)-1].Version, v)
 	require.Len(t, one[string](t, fresh, `SELECT value FROM idem.meta WHERE key = 'db_id'`), 32)

@@ -345,10 +345,10 @@ func checkSums(ctx context.Context, q Querier, path string, ms []Migration, v in
 	return rows.Err()
 }
 
-// CatalogVersion is the catalog version of the database q reads: 0 for
+// Version is the catalog version of the database q reads: 0 for
 // one without idem.meta or without a catalog_version row (a new database,
 // or one from before catalog versions).
-func CatalogVersion(ctx context.Context, q Querier) (int, error) { return readVersion(ctx, q, "") }
+func Version(ctx context.Context, q Querier) (int, error) { return readVersion(ctx, q, "") }
 
 func readVersion(ctx context.Context, q Querier, path string) (int, error) {
 	where := ""

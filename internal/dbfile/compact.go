@@ -147,7 +147,7 @@ func compactCheck(ctx context.Context, d *run.DB, dir string) (*catalog.Database
 	out := make([]CompactedJob, 0, len(jobs))
 	for i, jt := range jobs {
 		j := &job.Job{Name: jt[0], Table: jt[1]}
-		res, err := export.Export(ctx, d, j, export.ExportOptions{Out: filepath.Join(dir, fmt.Sprintf("%d.csv", i)), Format: job.FormatCSV})
+		res, err := export.Export(ctx, d, j, export.Options{Out: filepath.Join(dir, fmt.Sprintf("%d.csv", i)), Format: job.FormatCSV})
 		if err != nil {
 			return nil, nil, fmt.Errorf("export %s: %w", j.Name, err)
 		}

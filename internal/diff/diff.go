@@ -16,27 +16,27 @@ import (
 	"github.com/idem-dev/idem/internal/source"
 )
 
-// DiffKeysShown is how many keys of each kind a diff lists.
-const DiffKeysShown = 10
+// KeysShown is how many keys of each kind a diff lists.
+const KeysShown = 10
 
-// DiffSide is one side of a diff: a snapshot or a file, and the sha256 of
+// Side is one side of a diff: a snapshot or a file, and the sha256 of
 // its canonical export (a snapshot) or its bytes (a file).
-type DiffSide struct {
+type Side struct {
 	Snapshot int64  `json:"snapshot,omitempty"`
 	Path     string `json:"path,omitempty"`
 	SHA256   string `json:"sha256"`
 	Rows     int64  `json:"rows"`
 }
 
-// DiffResult compares two sides by key: rows whose key is only in To are
+// Result compares two sides by key: rows whose key is only in To are
 // added, only in From removed, in both with other values changed. The key
-// lists hold the first DiffKeysShown keys of each kind, in key order.
-type DiffResult struct {
+// lists hold the first KeysShown keys of each kind, in key order.
+type Result struct {
 	Job         string   `json:"job,omitempty"`
 	Table       string   `json:"table,omitempty"`
 	Key         []string `json:"key"`
-	From        DiffSide `json:"from"`
-	To          DiffSide `json:"to"`
+	From        Side     `json:"from"`
+	To          Side     `json:"to"`
 	Identical   bool     `json:"identical"`
 	Added       int64    `json:"added"`
 	Removed     int64    `json:"removed"`
@@ -59,15 +59,15 @@ type DiffResult struct {
 	Partitions []string `json:"partitions,omitempty"`
 }
 
-// DiffOptions say which snapshots and table idem diff compares.
-type DiffOptions struct {
+// Options say which snapshots and table idem diff compares.
+type Options struct {
 	From, To int64
 	Table    string
 }
 
 // Diff compares a table of job at two snapshots. Each side's sha256 is that
 // of its canonical export (csv, key order), the one idem export writes.
-func Diff(ctx context.Context, d *run.DB, j *job.Job, opts DiffOptions) (*DiffResult, error) {
+func Diff(ctx context.Context, d *run.DB, j *job.Job, opts Options) (*Result, error) {
 	if opts.From == 0 || opts.To == 0 {
 		return nil, job.Usage("diff needs --from S1 and --to S2")
 	}
@@ -85,7 +85,7 @@ func Diff(ctx context.Context, d *run.DB, j *job.Job, opts DiffOptions) (*DiffRe
 	if err != nil {
 		return nil, err
 	}
-	res := &DiffResult{Job: j.Name, Table: from.Table, From: DiffSide{Snapshot: from.Snapshot}, To: DiffSide{Snapshot: to.Snapshot}}
+	res := &Result{Job: j.Name, Table: from.Table, From: Side{Snapshot: from.Snapshot}, To: Side{Snapshot: to.Snapshot}}
 	dir, err := os.MkdirTemp("", "idem-diff-*")
 	if err != nil {
 		return nil, err
@@ -93,7 +93,7 @@ func Diff(ctx context.Context, d *run.DB, j *job.Job, opts DiffOptions) (*DiffRe
 	defer os.RemoveAll(dir)
 	for _, side := range []struct {
 		src *export.TableSource
-		out *DiffSide
+		out *Side
 	}{{from, &res.From}, {to, &res.To}} {
 		n, sum, _, err := export.CopyTo(ctx, tx, side.src.Ordered(), filepath.Join(dir, fmt.Sprintf("%d.csv", side.src.Snapshot)), job.FormatCSV, "", job.Progress{}, nil)
 		if err != nil {
@@ -137,14 +137,14 @@ func Diff(ctx context.Context, d *run.DB, j *job.Job, opts DiffOptions) (*DiffRe
 // DiffFiles compares two exported files (csv, parquet or jsonl, by
 // extension unless format is given) by key: the first column unless key
 // names others. Values are compared as text.
-func DiffFiles(ctx context.Context, file1, file2, format string, key []string) (*DiffResult, error) {
+func DiffFiles(ctx context.Context, file1, file2, format string, key []string) (*Result, error) {
 	return DiffFilesDetail(ctx, file1, file2, format, key, 0)
 }
 
 // DiffFilesDetail is DiffFiles that also details the first detail changed rows
 // column by column (ChangedRows).
-func DiffFilesDetail(ctx context.Context, file1, file2, format string, key []string, detail int) (*DiffResult, error) {
-	res := &DiffResult{From: DiffSide{Path: file1}, To: DiffSide{Path: file2}}
+func DiffFilesDetail(ctx context.Context, file1, file2, format string, key []string, detail int) (*Result, error) {
+	res := &Result{From: Side{Path: file1}, To: Side{Path: file2}}
 	readers := make([]string, 2)
 	for i, p := range []string{file1, file2} {
 		st, err := os.Stat(p)
@@ -154,7 +154,7 @@ func DiffFilesDetail(ctx context.Context, file1, file2, format string, key []str
 		if st.IsDir() {
 			return nil, job.Usage("diff %s: is a folder; compare its files or manifests", p)
 		}
-		f, err := export.ExportFormat(format, p)
+		f, err := export.Format(format, p)
 		if err != nil {
 			return nil, err
 		}
@@ -216,7 +216,7 @@ func DiffFilesDetail(ctx context.Context, file1, file2, format string, key []str
 	if err := requireUniqueKey(ctx, conn, [2]string{file1, file2}, cols[0], key, keyGiven); err != nil {
 		return nil, err
 	}
-	for _, side := range []*DiffSide{&res.From, &res.To} {
+	for _, side := range []*Side{&res.From, &res.To} {
 		name := "idem_diff_a"
 		if side == &res.To {
 			name = "idem_diff_b"
@@ -348,7 +348,7 @@ func columnNames(ctx context.Context, q catalog.Querier, temp string) ([]string,
 // the same columns, and with detail above zero the first detail changed
 // rows column by column. When the key is every column (a log such as
 // outcomes), rows are compared as multisets: only added and removed.
-func CompareRows(ctx context.Context, q catalog.Querier, from, to string, cols, key []string, detail int, res *DiffResult) error {
+func CompareRows(ctx context.Context, q catalog.Querier, from, to string, cols, key []string, detail int, res *Result) error {
 	res.Key = key
 	keyText := keyTextOf(key, "")
 	order := " ORDER BY " + export.IdentList(key)
@@ -378,7 +378,7 @@ func CompareRows(ctx context.Context, q catalog.Querier, from, to string, cols, 
 		if err != nil {
 			return fmt.Errorf("diff: %w", catalog.TrimSQLError(err))
 		}
-		rows, err := q.QueryContext(ctx, fmt.Sprintf("SELECT %s FROM (%s)%s LIMIT %d", keyText, part.query, order, DiffKeysShown))
+		rows, err := q.QueryContext(ctx, fmt.Sprintf("SELECT %s FROM (%s)%s LIMIT %d", keyText, part.query, order, KeysShown))
 		if err != nil {
 			return fmt.Errorf("diff: %w", catalog.TrimSQLError(err))
 		}
@@ -445,7 +445,7 @@ func ColumnChanges(before, after []catalog.TargetColumn) (added, removed []strin
 // records the columns added, removed and retyped. A retyped column is
 // compared as DOUBLE when both its types are numeric, else as text. The
 // key must be shared and keep its types.
-func CommonColumns(from, to *export.TableSource, res *DiffResult) error {
+func CommonColumns(from, to *export.TableSource, res *Result) error {
 	res.ColumnsAdded, res.ColumnsRemoved, res.ColumnsRetyped = ColumnChanges(from.TargetColumns(), to.TargetColumns())
 	retyped := map[string]ColumnChange{}
 	for _, c := range res.ColumnsRetyped {

@@ -42,13 +42,13 @@ func CheckEnvName(name string) error {
 	return nil
 }
 
-// EnvDir is the folder of the environments of database db.
-func EnvDir(db string) string { return db + ".envs" }
+// Dir is the folder of the environments of database db.
+func Dir(db string) string { return db + ".envs" }
 
-// EnvPath is the database file of environment name of database db.
-func EnvPath(db, name string) string { return filepath.Join(EnvDir(db), name+".duckdb") }
+// Path is the database file of environment name of database db.
+func Path(db, name string) string { return filepath.Join(Dir(db), name+".duckdb") }
 
-func envManifestPath(db, name string) string { return filepath.Join(EnvDir(db), name+".json") }
+func envManifestPath(db, name string) string { return filepath.Join(Dir(db), name+".json") }
 
 // ProductionReadPath is the file an environment reads production from: its
 // read replica when it has one ([duckdb] read_replica), which production's
@@ -65,9 +65,9 @@ func ProductionReadPath(db string) string {
 	return ""
 }
 
-// EnvJob is one job of an environment: built in it, or read from
+// Job is one job of an environment: built in it, or read from
 // production.
-type EnvJob struct {
+type Job struct {
 	Job      string `json:"job"`
 	Database string `json:"database"`
 	// Build says the environment builds the job; otherwise it reads
@@ -96,12 +96,12 @@ type Environment struct {
 	Database string    `json:"database"`
 	BuiltAt  time.Time `json:"built_at"`
 	Complete bool      `json:"complete"`
-	Jobs     []EnvJob  `json:"jobs"`
+	Jobs     []Job     `json:"jobs"`
 }
 
 // Built are the jobs the environment built, in run order.
-func (e *Environment) Built() []EnvJob {
-	var out []EnvJob
+func (e *Environment) Built() []Job {
+	var out []Job
 	for _, j := range e.Jobs {
 		if j.Build {
 			out = append(out, j)
@@ -111,13 +111,13 @@ func (e *Environment) Built() []EnvJob {
 }
 
 // Find returns the environment's entry of job name.
-func (e *Environment) Find(name string) (EnvJob, bool) {
+func (e *Environment) Find(name string) (Job, bool) {
 	for _, j := range e.Jobs {
 		if j.Job == name {
 			return j, true
 		}
 	}
-	return EnvJob{}, false
+	return Job{}, false
 }
 
 // SaveEnvironment writes e atomically (a temporary file renamed over it).
@@ -169,7 +169,7 @@ func LoadEnvironment(db, name string) (*Environment, error) {
 
 // ListEnvironments lists the environments of database db by name.
 func ListEnvironments(db string) ([]*Environment, error) {
-	files, err := filepath.Glob(filepath.Join(EnvDir(db), "*.json"))
+	files, err := filepath.Glob(filepath.Join(Dir(db), "*.json"))
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +186,7 @@ func ListEnvironments(db string) ([]*Environment, error) {
 
 // EnvironmentBytes is the size of environment name's files.
 func EnvironmentBytes(db, name string) int64 {
-	return DatabaseBytes(EnvPath(db, name)) + filesBytes(envManifestPath(db, name))
+	return DatabaseBytes(Path(db, name)) + filesBytes(envManifestPath(db, name))
 }
 
 // DatabaseBytes is the size on disk of the database file at path and its
@@ -216,7 +216,7 @@ func DropEnvironment(db, name string) error {
 	}
 	// The database, its WAL, and what a run beside it keeps (retained
 	// inputs, the erasure journal, a replica).
-	files, err := filepath.Glob(EnvPath(db, name) + "*")
+	files, err := filepath.Glob(Path(db, name) + "*")
 	if err != nil {
 		return err
 	}
@@ -225,7 +225,7 @@ func DropEnvironment(db, name string) error {
 			return err
 		}
 	}
-	_ = os.Remove(EnvDir(db)) // only when empty
+	_ = os.Remove(Dir(db)) // only when empty
 	return nil
 }
 
@@ -246,7 +246,7 @@ func DropEnvironments(db string) ([]string, error) {
 		names = append(names, e.Name)
 	}
 	// A database left by a drop cut short after its record went.
-	if files, _ := filepath.Glob(filepath.Join(EnvDir(db), "*.duckdb")); len(files) > 0 {
+	if files, _ := filepath.Glob(filepath.Join(Dir(db), "*.duckdb")); len(files) > 0 {
 		for _, f := range files {
 			name := strings.TrimSuffix(filepath.Base(f), ".duckdb")
 			if err := DropEnvironment(db, name); err != nil && !errors.Is(err, job.ErrUsage) {
@@ -293,7 +293,7 @@ func PlanEnvironment(ctx context.Context, name string, jobs []*job.Job, open fun
 	built := map[string]bool{}
 	for _, j := range jobs {
 		st := states[j.Name]
-		e := EnvJob{Job: j.Name, Database: j.Database, Production: st.Snapshot, ProductionKey: st.Key}
+		e := Job{Job: j.Name, Database: j.Database, Production: st.Snapshot, ProductionKey: st.Key}
 		var ups []string
 		for _, u := range j.SortedUpstream() {
 			if built[u] {
@@ -378,9 +378,9 @@ func canBuild(j *job.Job, built map[string]bool) error {
 	return nil
 }
 
-// EnvRunOptions are the options of an environment's run of job j: the
+// RunOptions are the options of an environment's run of job j: the
 // upstreams it did not build are read from production.
-func EnvRunOptions(env *Environment, j *job.Job, opts run.RunOptions) run.RunOptions {
+func RunOptions(env *Environment, j *job.Job, opts run.RunOptions) run.RunOptions {
 	// The jobs its relationships audits check against too (run.runAudit).
 	for _, u := range append(j.SortedUpstream(), j.AuditUpstream()...) {
 		// An upstream the environment does not build (or that --select
@@ -395,9 +395,9 @@ func EnvRunOptions(env *Environment, j *job.Job, opts run.RunOptions) run.RunOpt
 	return opts
 }
 
-// EnvOpenOptions are the options of an environment's open: production
+// OpenOptions are the options of an environment's open: production
 // attached read-only, when it has a database.
-func EnvOpenOptions(env *Environment, opts run.OpenOptions) run.OpenOptions {
+func OpenOptions(env *Environment, opts run.OpenOptions) run.OpenOptions {
 	if path := ProductionReadPath(env.Database); path != "" {
 		opts.Attach = []run.Attachment{{Alias: ProductionCatalog, Path: path}}
 	}
@@ -411,9 +411,9 @@ func EnvOpenOptions(env *Environment, opts run.OpenOptions) run.OpenOptions {
 func RecordEnvBuilds(ctx context.Context, env *Environment, errs map[string]error, open run.OpenOptions) error {
 	env.Complete = true
 	var states map[string]catalog.State
-	if _, err := os.Stat(EnvPath(env.Database, env.Name)); err == nil {
+	if _, err := os.Stat(Path(env.Database, env.Name)); err == nil {
 		open.ReadOnly, open.Attach = true, nil
-		d, err := run.Open(ctx, EnvPath(env.Database, env.Name), open)
+		d, err := run.Open(ctx, Path(env.Database, env.Name), open)
 		if err != nil {
 			return err
 		}

@@ -34,7 +34,7 @@ func checkDefinition(env *Environment, j *job.Job, built, now job.Parts) error {
 // input format the environment recorded) and, but for a model (whose
 // schema part is its result's columns), its schema. The environment's
 // state row is read through q (production, the environment attached).
-func checkFileDefinition(ctx context.Context, q catalog.Querier, env *Environment, e EnvJob, j *job.Job) error {
+func checkFileDefinition(ctx context.Context, q catalog.Querier, env *Environment, e Job, j *job.Job) error {
 	est, err := catalog.ReadStateIn(ctx, q, EnvironmentCatalog, e.Job)
 	if err != nil || !est.HasParts {
 		return err

@@ -15,10 +15,10 @@ import (
 	"github.com/idem-dev/idem/internal/run"
 )
 
-// EnvDiff compares what an environment built of one job with production's
+// Diff compares what an environment built of one job with production's
 // latest snapshot of it: From is production, To the environment.
-type EnvDiff struct {
-	diff.DiffResult
+type Diff struct {
+	diff.Result
 	Environment string `json:"environment"`
 	// Reason is why the environment built the job.
 	Reason string `json:"reason"`
@@ -49,10 +49,10 @@ type NumericDifference struct {
 }
 
 // DiffEnvironment compares job j as built in the environment open in d
-// (production attached as ProductionCatalog: EnvOpenOptions) with
+// (production attached as ProductionCatalog: OpenOptions) with
 // production's latest snapshot of it. Each side's sha256 is that of its
 // canonical export, as idem export writes it.
-func DiffEnvironment(ctx context.Context, d *run.DB, env *Environment, e EnvJob, j *job.Job) (*EnvDiff, error) {
+func DiffEnvironment(ctx context.Context, d *run.DB, env *Environment, e Job, j *job.Job) (*Diff, error) {
 	conn, tx, err := d.BeginPinned(ctx)
 	if err != nil {
 		return nil, err
@@ -70,9 +70,9 @@ func DiffEnvironment(ctx context.Context, d *run.DB, env *Environment, e EnvJob,
 	if err != nil {
 		return nil, err
 	}
-	res := &EnvDiff{Environment: env.Name, Reason: e.Reason, Numeric: []NumericDifference{}}
+	res := &Diff{Environment: env.Name, Reason: e.Reason, Numeric: []NumericDifference{}}
 	res.Job, res.Table = j.Name, j.Table
-	res.From, res.To = diff.DiffSide{Snapshot: from.Snapshot}, diff.DiffSide{Snapshot: to.Snapshot}
+	res.From, res.To = diff.Side{Snapshot: from.Snapshot}, diff.Side{Snapshot: to.Snapshot}
 	res.New = from.Snapshot == 0
 	built, err := catalog.ReadState(ctx, tx, j.Name)
 	if err != nil {
@@ -99,18 +99,18 @@ func DiffEnvironment(ctx context.Context, d *run.DB, env *Environment, e EnvJob,
 			res.Moved = append(res.Moved, fmt.Sprintf("%s %d → %d", ref.Job, ref.Snapshot, st.Snapshot))
 		}
 	}
-	if err := canonicalSums(ctx, tx, [2]*export.TableSource{from, to}, [2]*diff.DiffSide{&res.From, &res.To}); err != nil {
+	if err := canonicalSums(ctx, tx, [2]*export.TableSource{from, to}, [2]*diff.Side{&res.From, &res.To}); err != nil {
 		return nil, err
 	}
 	if !slices.Equal(from.Columns, to.Columns) || !slices.Equal(from.Types, to.Types) {
 		if res.New {
 			from.Columns, from.Types = to.Columns, to.Types
 			from.Query = "SELECT " + export.IdentList(to.Columns) + " FROM (" + from.Query + ")"
-		} else if err := diff.CommonColumns(from, to, &res.DiffResult); err != nil {
+		} else if err := diff.CommonColumns(from, to, &res.Result); err != nil {
 			return nil, err
 		}
 	}
-	if err := diff.CompareRows(ctx, tx, from.Query, to.Query, from.Columns, from.Key, 0, &res.DiffResult); err != nil {
+	if err := diff.CompareRows(ctx, tx, from.Query, to.Query, from.Columns, from.Key, 0, &res.Result); err != nil {
 		return nil, err
 	}
 	if len(from.Key) < len(from.Columns) {
@@ -172,7 +172,7 @@ func attachedSource(ctx context.Context, q catalog.Querier, cat string, j *job.J
 
 // canonicalSums fills each side's rows and sha256: those of its canonical
 // export (csv in key order), the bytes idem export writes.
-func canonicalSums(ctx context.Context, q catalog.Querier, srcs [2]*export.TableSource, sides [2]*diff.DiffSide) error {
+func canonicalSums(ctx context.Context, q catalog.Querier, srcs [2]*export.TableSource, sides [2]*diff.Side) error {
 	dir, err := os.MkdirTemp("", "idem-env-*")
 	if err != nil {
 		return err

@@ -19,7 +19,7 @@ func TestLoadEnvironmentRefuses(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "p.duckdb")
-	require.NoError(t, os.MkdirAll(EnvDir(db), 0o755))
+	require.NoError(t, os.MkdirAll(Dir(db), 0o755))
 	_, err := LoadEnvironment(db, "none")
 	require.ErrorIs(t, err, job.ErrUsage)
 	require.ErrorContains(t, err, "no environment none")

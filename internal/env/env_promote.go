@@ -46,7 +46,7 @@ const (
 // holds the environment's rows on top of that one (an earlier promote
 // committed it). Anything else is refused (exit 3): production or the
 // job's files moved, rebuild and review again.
-func CheckPromote(ctx context.Context, d *run.DB, env *Environment, e EnvJob, j *job.Job) (done *Promoted, err error) {
+func CheckPromote(ctx context.Context, d *run.DB, env *Environment, e Job, j *job.Job) (done *Promoted, err error) {
 	q := d.SQL()
 	if !env.Complete {
 		return nil, job.Refuse("environment", "environment %s is incomplete (%s): run --env %s again", env.Name, envErrors(env), env.Name)
@@ -118,7 +118,7 @@ func envErrors(env *Environment) string {
 // PromoteOpenOptions are the options of production's open for promote:
 // the environment attached read-only.
 func PromoteOpenOptions(env *Environment, opts run.OpenOptions) run.OpenOptions {
-	opts.Attach = []run.Attachment{{Alias: EnvironmentCatalog, Path: EnvPath(env.Database, env.Name)}}
+	opts.Attach = []run.Attachment{{Alias: EnvironmentCatalog, Path: Path(env.Database, env.Name)}}
 	return opts
 }
 
@@ -130,7 +130,7 @@ func PromoteOpenOptions(env *Environment, opts run.OpenOptions) run.OpenOptions 
 // environment unless recompute, which runs its SELECT again in production
 // over the same pinned upstream snapshots and so proves the environment's
 // rows. got receives what was committed.
-func PromoteRunOptions(env *Environment, e EnvJob, j *job.Job, recompute bool, opts run.RunOptions, got *Promoted) run.RunOptions {
+func PromoteRunOptions(env *Environment, e Job, j *job.Job, recompute bool, opts run.RunOptions, got *Promoted) run.RunOptions {
 	opts.Note = fmt.Sprintf("promoted from environment %s (its snapshot %d)", env.Name, e.Snapshot)
 	if j.IsModel() && !recompute {
 		// A model's rows are copied from the environment, not computed
@@ -181,8 +181,8 @@ func sameAsEnvironment(ctx context.Context, q catalog.Querier, j *job.Job) (*pro
 	if err != nil {
 		return nil, false, err
 	}
-	var sides [2]diff.DiffSide
-	if err := canonicalSums(ctx, q, [2]*export.TableSource{prod, env}, [2]*diff.DiffSide{&sides[0], &sides[1]}); err != nil {
+	var sides [2]diff.Side
+	if err := canonicalSums(ctx, q, [2]*export.TableSource{prod, env}, [2]*diff.Side{&sides[0], &sides[1]}); err != nil {
 		return nil, false, err
 	}
 	p := &promotedSums{Promoted: Promoted{Job: j.Name, SHA256: sides[0].SHA256, Rows: sides[0].Rows}, envSHA: sides[1].SHA256}

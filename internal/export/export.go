@@ -10,8 +10,8 @@ import (
 	"github.com/idem-dev/idem/internal/run"
 )
 
-// ExportOptions say what idem export writes.
-type ExportOptions struct {
+// Options say what idem export writes.
+type Options struct {
 	Table       string // the job's target (default) or <target>_outcomes
 	Snapshot    int64  // 0: the latest
 	Out         string // file, or folder with PartitionBy
@@ -29,9 +29,9 @@ type ExportOptions struct {
 	UnsignedZero bool
 }
 
-// ExportResult reports an export. SHA256 and Bytes are the file's, or, for a
+// Result reports an export. SHA256 and Bytes are the file's, or, for a
 // partitioned export, the manifest's sha256 and the files' total bytes.
-type ExportResult struct {
+type Result struct {
 	Job         string         `json:"job"`
 	Table       string         `json:"table"`
 	Snapshot    int64          `json:"snapshot"`
@@ -69,9 +69,9 @@ type ManifestFile struct {
 	SHA256       string  `json:"sha256"`
 }
 
-// ExportFormat names the format of an export: the given one, or the one
+// Format names the format of an export: the given one, or the one
 // out's extension implies, or csv.
-func ExportFormat(format, out string) (string, error) {
+func Format(format, out string) (string, error) {
 	switch strings.ToLower(format) {
 	case job.FormatCSV, job.FormatParquet, job.FormatJSONL:
 		return strings.ToLower(format), nil
@@ -114,11 +114,11 @@ func extension(format string) string {
 // temporary file (or, partitioned, folder) beside the output and renames it
 // into place, so a reader sees the previous export or the new one; it first
 // removes the temporary files that killed exports to the same output left.
-func Export(ctx context.Context, d *run.DB, j *job.Job, opts ExportOptions) (*ExportResult, error) {
+func Export(ctx context.Context, d *run.DB, j *job.Job, opts Options) (*Result, error) {
 	if opts.Out == "" {
 		return nil, job.Usage("export needs --out PATH")
 	}
-	format, err := ExportFormat(opts.Format, opts.Out)
+	format, err := Format(opts.Format, opts.Out)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +133,7 @@ func Export(ctx context.Context, d *run.DB, j *job.Job, opts ExportOptions) (*Ex
 	if err != nil {
 		return nil, err
 	}
-	res := &ExportResult{Job: j.Name, Table: src.Table, Snapshot: src.Snapshot, Format: format, Path: opts.Out}
+	res := &Result{Job: j.Name, Table: src.Table, Snapshot: src.Snapshot, Format: format, Path: opts.Out}
 	done := opts.Progress.Start("export")
 	defer done()
 	fault := func(point string) {

@@ -74,7 +74,7 @@ func BenchmarkExport(b *testing.B) {
 		out := filepath.Join(dir, "out."+format)
 		b.Run(format+"/idem", func(b *testing.B) {
 			for b.Loop() {
-				if _, err := export.Export(ctx, db, j, export.ExportOptions{Out: out, Format: format}); err != nil {
+				if _, err := export.Export(ctx, db, j, export.Options{Out: out, Format: format}); err != nil {
 					b.Fatal(err)
 				}
 			}

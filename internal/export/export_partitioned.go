@@ -79,7 +79,7 @@ func escapePartition(s string) string {
 
 // exportPartitioned writes every partition and the manifest into a fresh
 // temporary folder beside opts.Out, then swaps it into place (swapDir).
-func exportPartitioned(ctx context.Context, q catalog.Querier, j *job.Job, src *TableSource, opts ExportOptions, res *ExportResult, fault func(string)) error {
+func exportPartitioned(ctx context.Context, q catalog.Querier, j *job.Job, src *TableSource, opts Options, res *Result, fault func(string)) error {
 	col := opts.PartitionBy
 	if !slices.Contains(src.Columns, col) {
 		return job.Usage("--partition-by %s: table %s has no such column (columns: %s)", col, src.Table, strings.Join(src.Columns, ", "))

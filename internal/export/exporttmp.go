@@ -15,7 +15,7 @@ import (
 	"github.com/idem-dev/idem/internal/run"
 )
 
-// Fault points of an export: an ExportOptions.Fault hook is called with
+// Fault points of an export: an Options.Fault hook is called with
 // each name as the export reaches it (the CLI's IDEM_FAULT kills the
 // process there; see docs/reliability.md).
 const (

@@ -66,7 +66,7 @@ func TestExportReportsProgress(t *testing.T) {
 			if tc.partition != "" {
 				out = filepath.Join(t.TempDir(), "parts")
 			}
-			res, err := export.Export(ctx, db, j, export.ExportOptions{Out: out, PartitionBy: tc.partition, Progress: p})
+			res, err := export.Export(ctx, db, j, export.Options{Out: out, PartitionBy: tc.partition, Progress: p})
 			require.NoError(t, err)
 			mu.Lock()
 			defer mu.Unlock()

@@ -71,7 +71,7 @@ func reproWriteTree(t *testing.T, dir string, files map[string]string) {
 // CSV into dir and returns the file's sha256.
 func reproExport(t *testing.T, d *run.DB, j *job.Job, s int64, dir string) string {
 	t.Helper()
-	res, err := export.Export(context.Background(), d, j, export.ExportOptions{Snapshot: s, Format: job.FormatCSV,
+	res, err := export.Export(context.Background(), d, j, export.Options{Snapshot: s, Format: job.FormatCSV,
 		Out: filepath.Join(dir, fmt.Sprintf("%s-%d.csv", j.Name, s))})
 	require.NoError(t, err, "export %s snapshot %d", j.Name, s)
 	return res.SHA256

@@ -57,8 +57,8 @@ type RerunResult struct {
 	// FromCheckpoint is the snapshot of the checkpoint the rebuild
 	// started from (verified, then loaded); 0 when it replayed from the
 	// start.
-	FromCheckpoint int64            `json:"from_checkpoint"`
-	Diff           *diff.DiffResult `json:"diff,omitempty"`
+	FromCheckpoint int64        `json:"from_checkpoint"`
+	Diff           *diff.Result `json:"diff,omitempty"`
 	// RebuiltPath, when the rebuild did not reproduce the snapshot, is the
 	// file that keeps the rebuilt rows (canonical CSV, key order) beside
 	// the database: RerunKeptPath.
@@ -181,11 +181,11 @@ func Rerun(ctx context.Context, d *run.DB, j *job.Job, opts RerunOptions) (*Reru
 	}
 	want := filepath.Join(dir, "snapshot.csv")
 	got := filepath.Join(dir, "rebuilt.csv")
-	exp, err := export.Export(ctx, d, j, export.ExportOptions{Snapshot: s, Out: want, Format: job.FormatCSV})
+	exp, err := export.Export(ctx, d, j, export.Options{Snapshot: s, Out: want, Format: job.FormatCSV})
 	if err != nil {
 		return nil, err
 	}
-	reb, err := export.Export(ctx, scratch, last, export.ExportOptions{Out: got, Format: job.FormatCSV})
+	reb, err := export.Export(ctx, scratch, last, export.Options{Out: got, Format: job.FormatCSV})
 	if err != nil {
 		return nil, fmt.Errorf("rerun: export the rebuilt target: %w", err)
 	}
@@ -202,7 +202,7 @@ func Rerun(ctx context.Context, d *run.DB, j *job.Job, opts RerunOptions) (*Reru
 		}
 		if old {
 			zeros := filepath.Join(dir, "rebuilt-unsigned-zero.csv")
-			unsigned, err := export.Export(ctx, scratch, last, export.ExportOptions{Out: zeros, Format: job.FormatCSV, UnsignedZero: true})
+			unsigned, err := export.Export(ctx, scratch, last, export.Options{Out: zeros, Format: job.FormatCSV, UnsignedZero: true})
 			if err != nil {
 				return nil, fmt.Errorf("rerun: export the rebuilt target: %w", err)
 			}

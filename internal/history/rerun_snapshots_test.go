@@ -65,7 +65,7 @@ func (e *exampleJob) runFile(path string, opts run.RunOptions) *run.Result {
 
 // export exports with opts from the database opened with threads DuckDB
 // threads, as idem export --threads N does.
-func (e *exampleJob) export(threads int, opts export.ExportOptions) *export.ExportResult {
+func (e *exampleJob) export(threads int, opts export.Options) *export.Result {
 	e.t.Helper()
 	d, err := run.Open(context.Background(), e.db, run.OpenOptions{ReadOnly: true, DuckDB: job.DuckDBSettings{Threads: threads}})
 	require.NoError(e.t, err)
@@ -140,7 +140,7 @@ func TestRerunReproducesSnapshots(t *testing.T) {
 					require.NoError(t, err, "rerun of snapshot %d", s)
 					require.True(t, res.Reproduced, "snapshot %d: %+v", s, res.Diff)
 					require.Equal(t, s, res.Snapshot)
-					exp, err := export.Export(context.Background(), d, e.j, export.ExportOptions{Snapshot: s, Format: job.FormatCSV,
+					exp, err := export.Export(context.Background(), d, e.j, export.Options{Snapshot: s, Format: job.FormatCSV,
 						Out: filepath.Join(t.TempDir(), fmt.Sprintf("s%d.csv", s))})
 					require.NoError(t, err)
 					require.Equal(t, exp.SHA256, res.SHA256, "the pinned export of the snapshot")
@@ -182,7 +182,7 @@ func TestExportIsByteStable(t *testing.T) {
 				var sums []string
 				for i, threads := range []int{1, 2, 4, 1} {
 					out := filepath.Join(dir, fmt.Sprintf("s%d-%d.%s", snap, i, format))
-					res := e.export(threads, export.ExportOptions{Snapshot: snap, Out: out})
+					res := e.export(threads, export.Options{Snapshot: snap, Out: out})
 					require.Equal(t, int64(n)+map[int64]int64{1: 0, 2: 3}[snap], res.Rows)
 					st, err := os.Stat(out)
 					require.NoError(t, err)
@@ -198,10 +198,10 @@ func TestExportIsByteStable(t *testing.T) {
 
 	t.Run("partitioned", func(t *testing.T) {
 		var sums []string
-		var last *export.ExportResult
+		var last *export.Result
 		for i, threads := range []int{1, 2} {
 			out := filepath.Join(dir, fmt.Sprintf("parts-%d", i))
-			last = e.export(threads, export.ExportOptions{Out: out, PartitionBy: "event_day", Format: job.FormatParquet})
+			last = e.export(threads, export.Options{Out: out, PartitionBy: "event_day", Format: job.FormatParquet})
 			sums = append(sums, last.SHA256)
 		}
 		require.Equal(t, sums[0], sums[1])

@@ -24,18 +24,18 @@ import (
 
 // Lint finding ids.
 const (
-	LintNoKey             = "L001"       // apply job or pipeline without key columns
-	LintWindowOrder       = "L002"       // order-sensitive window whose ORDER BY is not total
-	LintNondeterministic  = "L003"       // now(), random(), uuid() ...
-	LintUnorderedOutput   = "L004"       // COPY, INSERT or order-sensitive aggregate without ORDER BY
-	LintUnusedParam       = "L005"       // param declared, never read with getvariable
-	LintOutcomesNotStored = "L006"       // outcomes_table declared, no step stores rows in it
-	LintLimitOrder        = "L007"       // LIMIT without an ORDER BY that is total
-	LintStepContract      = "L008"       // a step does not create staged, outcomes or idem_touched
-	LintUndeclaredRead    = "L009"       // a step or model reads a table that is not a declared upstream
-	LintSealed            = "L010"       // a step reads or writes outside the job (other schemas, files, COPY, SET ...)
-	LintStreamNoKey       = "STREAM-001" // an apply job on a stream whose pipeline has no key
-	LintStreamFastPoll    = "STREAM-002" // a stream's max_wait under 100 ms
+	NoKey             = "L001"       // apply job or pipeline without key columns
+	WindowOrder       = "L002"       // order-sensitive window whose ORDER BY is not total
+	Nondeterministic  = "L003"       // now(), random(), uuid() ...
+	UnorderedOutput   = "L004"       // COPY, INSERT or order-sensitive aggregate without ORDER BY
+	UnusedParam       = "L005"       // param declared, never read with getvariable
+	OutcomesNotStored = "L006"       // outcomes_table declared, no step stores rows in it
+	LimitOrder        = "L007"       // LIMIT without an ORDER BY that is total
+	StepContract      = "L008"       // a step does not create staged, outcomes or idem_touched
+	UndeclaredRead    = "L009"       // a step or model reads a table that is not a declared upstream
+	Sealed            = "L010"       // a step reads or writes outside the job (other schemas, files, COPY, SET ...)
+	StreamNoKey       = "STREAM-001" // an apply job on a stream whose pipeline has no key
+	StreamFastPoll    = "STREAM-002" // a stream's max_wait under 100 ms
 )
 
 // Severities of a finding. Errors make idem lint exit 1.
@@ -54,8 +54,8 @@ type Finding struct {
 	Fix      string `json:"fix"`
 }
 
-// LintReport is idem lint's result for one job.
-type LintReport struct {
+// Report is idem lint's result for one job.
+type Report struct {
 	Job      string    `json:"job"`
 	Pipeline string    `json:"pipeline"`
 	Findings []Finding `json:"findings"`
@@ -63,7 +63,7 @@ type LintReport struct {
 	Warnings int       `json:"warnings"`
 }
 
-// LintJob loads the job file at path and checks its pipeline's transform
+// Check loads the job file at path and checks its pipeline's transform
 // and schema SQL for plans that would not re-run safely. A job file that
 // cannot be loaded is returned as an error (exit 2), except a missing key,
 // which is finding L001.
@@ -72,12 +72,12 @@ type LintReport struct {
 // query inside a statement. Conventions the checks rely on: the columns
 // named by the key, and _row (the stage step's row number), are unique per
 // row; row_number() OVER () numbers rows in input order.
-func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, error) {
+func Check(ctx context.Context, jobPath string, builtins fs.FS) (*Report, error) {
 	data, err := job.ReadJobFile(jobPath)
 	if err != nil {
 		return nil, err
 	}
-	rep := &LintReport{Findings: []Finding{}}
+	rep := &Report{Findings: []Finding{}}
 	j, err := run.ParseJobLenient(jobPath, data, builtins)
 	if err != nil {
 		if errors.Is(err, job.ErrNoKey) {
@@ -89,7 +89,7 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 			}
 			_, _ = toml.Decode(string(data), &head)
 			rep.Job, rep.Pipeline = head.Name, head.Pipeline
-			rep.add(Finding{ID: LintNoKey, Severity: SeverityError, File: jfe.File, Line: jfe.Line,
+			rep.add(Finding{ID: NoKey, Severity: SeverityError, File: jfe.File, Line: jfe.Line,
 				Message: "the job applies batches without key columns: a replayed batch would double its rows",
 				Fix:     `declare the key: key = ["..."] in [target]`})
 			if head.Input.Kind == job.KindKafka || head.Input.Kind == job.KindSSE {
@@ -102,7 +102,7 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 	rep.Job, rep.Pipeline = j.Name, j.Pipeline.Name
 	origin := lintPath(j.Pipeline.Origin())
 	if j.Pipeline.Mode == job.ModeApply && len(j.Pipeline.Key) == 0 {
-		rep.add(Finding{ID: LintNoKey, Severity: SeverityError, File: path.Join(origin, "pipeline.toml"),
+		rep.add(Finding{ID: NoKey, Severity: SeverityError, File: path.Join(origin, "pipeline.toml"),
 			Message: fmt.Sprintf("apply pipeline %s declares no key columns: a replayed batch would double its rows, and history cannot track rows", j.Pipeline.Name),
 			Fix:     `declare key = ["..."] in pipeline.toml`})
 	}
@@ -148,7 +148,7 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 		return nil, err
 	}
 	for _, v := range shadowed {
-		rep.add(Finding{ID: LintSealed, Severity: SeverityError, File: v.File, Line: v.Line, Message: v.Message, Fix: v.Fix})
+		rep.add(Finding{ID: Sealed, Severity: SeverityError, File: v.File, Line: v.Line, Message: v.Message, Fix: v.Fix})
 	}
 
 	// Params declared and never read.
@@ -159,7 +159,7 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 			used = used || read.MatchString(f.text)
 		}
 		if !used {
-			rep.add(Finding{ID: LintUnusedParam, Severity: SeverityWarning, File: path.Join(origin, "pipeline.toml"),
+			rep.add(Finding{ID: UnusedParam, Severity: SeverityWarning, File: path.Join(origin, "pipeline.toml"),
 				Message: fmt.Sprintf("param %s is declared but no step reads it with getvariable('%s'): it changes the job key without changing rows", name, name),
 				Fix:     fmt.Sprintf("read it with getvariable('%s') or remove it from pipeline.toml", name)})
 		}
@@ -173,7 +173,7 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 			stored = stored || stores.MatchString(f.text)
 		}
 		if !stored {
-			rep.add(Finding{ID: LintOutcomesNotStored, Severity: SeverityError, File: path.Join(origin, "pipeline.toml"),
+			rep.add(Finding{ID: OutcomesNotStored, Severity: SeverityError, File: path.Join(origin, "pipeline.toml"),
 				Message: fmt.Sprintf("outcomes_table %q is declared but no step stores rows in %s: idem counts the stored rows, so every run would fail its balance check", t, j.Table+t),
 				Fix:     fmt.Sprintf("insert every input row's outcome into {{table:%s}} in the commit step, or remove outcomes_table", t)})
 		}
@@ -194,7 +194,7 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 	return rep, nil
 }
 
-func (r *LintReport) add(f Finding) {
+func (r *Report) add(f Finding) {
 	r.Findings = append(r.Findings, f)
 	if f.Severity == SeverityError {
 		r.Errors++
@@ -224,7 +224,7 @@ type linter struct {
 	ctx  context.Context
 	db   *sql.DB
 	j    *job.Job
-	rep  *LintReport
+	rep  *Report
 	seal *job.Seal
 	// parsed holds each query's parse (parse).
 	parsed map[string]parsedQuery
@@ -264,14 +264,14 @@ func (l *linter) file(f lintFile) error {
 	// lint has no database to look it up in, so every such name is a read
 	// of a table outside the job key, as run finds it in the database.
 	for _, n := range unknown {
-		l.rep.add(Finding{ID: LintUndeclaredRead, Severity: SeverityError, File: f.name, Line: n.Line,
+		l.rep.add(Finding{ID: UndeclaredRead, Severity: SeverityError, File: f.name, Line: n.Line,
 			Message: fmt.Sprintf("%s reads table %s, which is not a declared upstream: its rows are outside the job key, so a change to them would not rerun the job (skipped, stale rows)", path.Base(f.name), n.Written),
 			Fix:     fmt.Sprintf("declare it in [input] upstream and read it as {{upstream:%s}}", n.Name)})
 	}
 	for _, v := range vs {
-		id := LintSealed
+		id := Sealed
 		if v.Volatile {
-			id = LintNondeterministic
+			id = Nondeterministic
 		}
 		l.rep.add(Finding{ID: id, Severity: SeverityError, File: f.name, Line: v.Line, Message: v.Message, Fix: v.Fix})
 	}
@@ -300,12 +300,12 @@ func (l *linter) file(f lintFile) error {
 		switch {
 		case copyStatement.MatchString(mtext):
 			if outer == nil || !hasOrderBy(outer) {
-				l.rep.add(Finding{ID: LintUnorderedOutput, Severity: SeverityError, File: f.name, Line: line(first),
+				l.rep.add(Finding{ID: UnorderedOutput, Severity: SeverityError, File: f.name, Line: line(first),
 					Message: "COPY writes rows in whatever order the query yields: two runs can write different bytes",
 					Fix:     "COPY (SELECT ... ORDER BY <key columns>) TO ..."})
 			}
 		case insertStatement.MatchString(mtext) && outer != nil && !hasOrderBy(outer):
-			l.rep.add(Finding{ID: LintUnorderedOutput, Severity: SeverityWarning, File: f.name, Line: line(first),
+			l.rep.add(Finding{ID: UnorderedOutput, Severity: SeverityWarning, File: f.name, Line: line(first),
 				Message: "INSERT ... SELECT without ORDER BY: the rows' order in the table (and in anything that reads it without sorting) can change between runs",
 				Fix:     "end the SELECT with ORDER BY <key columns> (or _row for outcomes)"})
 		}
@@ -371,7 +371,7 @@ func (l *linter) query(file string, lineAt func(int) int, node map[string]any) {
 			sensitive := orderSensitiveWindows[typ]
 			argOrders, _ := m["arg_orders"].([]any)
 			if typ == "WINDOW_AGGREGATE" && orderSensitiveAggregates[strings.ToLower(name)] && len(orders) == 0 && len(argOrders) == 0 {
-				l.rep.add(Finding{ID: LintUnorderedOutput, Severity: SeverityWarning, File: file, Line: line,
+				l.rep.add(Finding{ID: UnorderedOutput, Severity: SeverityWarning, File: file, Line: line,
 					Message: fmt.Sprintf("%s() OVER (...) without ORDER BY collects values in the order rows arrive: "+madeReproducible, name),
 					Fix:     fmt.Sprintf("%s(x ORDER BY <unique columns>) OVER (...)", name)})
 				return
@@ -416,7 +416,7 @@ func (l *linter) query(file string, lineAt func(int) int, node map[string]any) {
 			if keys == "" {
 				keys = "the key columns"
 			}
-			l.rep.add(Finding{ID: LintWindowOrder, Severity: SeverityWarning, File: file, Line: line,
+			l.rep.add(Finding{ID: WindowOrder, Severity: SeverityWarning, File: file, Line: line,
 				Message: fmt.Sprintf("%s() OVER (...) depends on the order of rows that tie on its ORDER BY, and that ORDER BY is not total over the partition: ties are broken by the order rows arrive in; "+madeReproducible, name),
 				Fix:     fmt.Sprintf("end the ORDER BY with the columns that make a row unique (%s, or _row), or use rank()/dense_rank(), which give ties one value", keys)})
 		case "FUNCTION":
@@ -429,7 +429,7 @@ func (l *linter) query(file string, lineAt func(int) int, node map[string]any) {
 			if len(orders) > 0 {
 				return
 			}
-			l.rep.add(Finding{ID: LintUnorderedOutput, Severity: SeverityWarning, File: file, Line: line,
+			l.rep.add(Finding{ID: UnorderedOutput, Severity: SeverityWarning, File: file, Line: line,
 				Message: fmt.Sprintf("%s() without ORDER BY collects values in the order rows arrive: "+madeReproducible, name),
 				Fix:     fmt.Sprintf("%s(x ORDER BY <unique columns>)", name)})
 		}
@@ -488,7 +488,7 @@ func (l *linter) limit(file string, lineAt func(int) int, mods []any) {
 	if len(orders) > 0 {
 		msg = "LIMIT/OFFSET with an ORDER BY that is not total keeps whichever of the rows that tie on it arrive first: " + madeReproducible
 	}
-	l.rep.add(Finding{ID: LintLimitOrder, Severity: SeverityWarning, File: file, Line: lineAt(at), Message: msg,
+	l.rep.add(Finding{ID: LimitOrder, Severity: SeverityWarning, File: file, Line: lineAt(at), Message: msg,
 		Fix: fmt.Sprintf("ORDER BY columns that make a row unique (%s, or _row) before the LIMIT, or rank with row_number() OVER (PARTITION BY ... ORDER BY <total order>)", keys)})
 }
 
@@ -515,19 +515,19 @@ var (
 // lintStream checks a job reading a stream: its pipeline needs a key
 // (STREAM-001), and a max_wait under 100 ms polls the source nearly
 // without pause while following (STREAM-002).
-func lintStream(j *job.Job, data []byte, rep *LintReport) {
+func lintStream(j *job.Job, data []byte, rep *Report) {
 	if j.Pipeline.Mode == job.ModeApply && len(j.Pipeline.Key) == 0 {
 		rep.add(streamNoKey(j.File, data, j.Input.Stream.Kind))
 	}
 	if w := j.Input.Stream.MaxWait; w < 100*time.Millisecond {
-		rep.add(Finding{ID: LintStreamFastPoll, Severity: SeverityWarning, File: j.File, Line: job.KeyLine(data, "input", "max_wait"),
+		rep.add(Finding{ID: StreamFastPoll, Severity: SeverityWarning, File: j.File, Line: job.KeyLine(data, "input", "max_wait"),
 			Message: fmt.Sprintf("max_wait = %q: run --follow closes a batch every %s, an always-on cost (a transaction and a snapshot per batch) even when few records come", w, w),
 			Fix:     `raise max_wait to 100ms or more (default "2s")`})
 	}
 }
 
 func streamNoKey(file string, data []byte, kind string) Finding {
-	return Finding{ID: LintStreamNoKey, Severity: SeverityError, File: file, Line: job.KeyLine(data, "input", "kind"),
+	return Finding{ID: StreamNoKey, Severity: SeverityError, File: file, Line: job.KeyLine(data, "input", "kind"),
 		Message: fmt.Sprintf("the job applies a %s stream without key columns: a source that replays records (a reset consumer, a reconnect) would double rows", kind),
 		Fix:     `use a pipeline with key columns, or declare key = ["..."] in [target]`}
 }

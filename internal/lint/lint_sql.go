@@ -42,7 +42,7 @@ func (l *linter) contract(origin string, steps []lintFile) {
 	j := l.j
 	dir := path.Join(origin, fmt.Sprintf("transform/v%d", j.TransformVersion))
 	add := func(sev, file, msg, fix string) {
-		l.rep.add(Finding{ID: LintStepContract, Severity: sev, File: file, Message: msg, Fix: fix})
+		l.rep.add(Finding{ID: StepContract, Severity: sev, File: file, Message: msg, Fix: fix})
 	}
 	if len(steps) == 0 {
 		return

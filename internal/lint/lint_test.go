@@ -15,7 +15,7 @@ import (
 	"github.com/idem-dev/idem/pipelines"
 )
 
-func lintSummary(rep *LintReport) []string {
+func lintSummary(rep *Report) []string {
 	out := []string{}
 	for _, f := range rep.Findings {
 		out = append(out, fmt.Sprintf("%s %s %s:%d", f.ID, f.Severity, filepath.Base(f.File), f.Line))
@@ -26,7 +26,7 @@ func lintSummary(rep *LintReport) []string {
 // TestLintFindsEachProblem: the fixture pipeline holds each problem once.
 func TestLintFindsEachProblem(t *testing.T) {
 	t.Parallel()
-	rep, err := LintJob(context.Background(), "testdata/lint/bad.toml", pipelines.FS)
+	rep, err := Check(context.Background(), "testdata/lint/bad.toml", pipelines.FS)
 	require.NoError(t, err)
 	require.Equal(t, []string{
 		"L001 error pipeline.toml:0",
@@ -59,7 +59,7 @@ func TestLintFindsEachProblem(t *testing.T) {
 // L001, not a load error.
 func TestLintJobWithoutKey(t *testing.T) {
 	t.Parallel()
-	rep, err := LintJob(context.Background(), "testdata/lint/nokey.toml", pipelines.FS)
+	rep, err := Check(context.Background(), "testdata/lint/nokey.toml", pipelines.FS)
 	require.NoError(t, err)
 	require.Equal(t, []string{"L001 error nokey.toml:10"}, lintSummary(rep))
 }
@@ -78,7 +78,7 @@ func TestLintSilentOnBuiltins(t *testing.T) {
 	require.GreaterOrEqual(t, len(jobs), 3)
 	seen := map[string]bool{}
 	for _, j := range jobs {
-		rep, err := LintJob(context.Background(), j, pipelines.FS)
+		rep, err := Check(context.Background(), j, pipelines.FS)
 		require.NoError(t, err, j)
 		require.Empty(t, rep.Findings, j)
 		seen[rep.Pipeline] = true
@@ -174,7 +174,7 @@ func TestLintStepContractAndLimit(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			j := tinyPipeline(t, t.TempDir(), c.mode, c.steps)
-			rep, err := LintJob(context.Background(), j, pipelines.FS)
+			rep, err := Check(context.Background(), j, pipelines.FS)
 			require.NoError(t, err)
 			require.Equal(t, c.want, lintSummary(rep))
 			if c.message != "" {
@@ -229,7 +229,7 @@ func TestLintModelsAndUndeclaredReads(t *testing.T) {
 	for _, c := range models {
 		t.Run("model "+c.name, func(t *testing.T) {
 			t.Parallel()
-			rep, err := LintJob(context.Background(), tinyModel(t, t.TempDir(), c.model), pipelines.FS)
+			rep, err := Check(context.Background(), tinyModel(t, t.TempDir(), c.model), pipelines.FS)
 			require.NoError(t, err)
 			require.Equal(t, "select", rep.Pipeline)
 			require.Equal(t, c.want, lintSummary(rep))
@@ -239,7 +239,7 @@ func TestLintModelsAndUndeclaredReads(t *testing.T) {
 			if c.message != "" {
 				require.Contains(t, rep.Findings[0].Message, c.message)
 			}
-			if len(c.want) > 0 && c.want[0][:4] == LintUndeclaredRead {
+			if len(c.want) > 0 && c.want[0][:4] == UndeclaredRead {
 				require.Equal(t, "declare it in [input] upstream and read it as {{upstream:zones}}", rep.Findings[0].Fix)
 			}
 		})
@@ -256,7 +256,7 @@ func TestLintModelsAndUndeclaredReads(t *testing.T) {
 		t.Run("step "+c.name, func(t *testing.T) {
 			t.Parallel()
 			j := tinyPipeline(t, t.TempDir(), "refresh", map[string]string{"01_stage.sql": tinyStage, "02_outcomes.sql": tinyOutcomes, "03_commit.sql": c.commit})
-			rep, err := LintJob(context.Background(), j, pipelines.FS)
+			rep, err := Check(context.Background(), j, pipelines.FS)
 			require.NoError(t, err)
 			require.Equal(t, c.want, lintSummary(rep))
 			if len(c.want) > 0 {
@@ -281,7 +281,7 @@ func TestLintStream(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(filepath.Base(tc.file), func(t *testing.T) {
-			rep, err := LintJob(context.Background(), tc.file, pipelines.FS)
+			rep, err := Check(context.Background(), tc.file, pipelines.FS)
 			require.NoError(t, err)
 			require.Equal(t, tc.want, lintSummary(rep))
 			for _, f := range rep.Findings {

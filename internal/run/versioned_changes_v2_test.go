@@ -177,7 +177,7 @@ func vc2RunScenario(t *testing.T, seed uint64) map[string]int64 {
 		var sums [2]string
 		for k, e := range envs {
 			out := filepath.Join(e.dir, fmt.Sprintf("export-%d.csv", snap))
-			r, err := export.Export(context.Background(), e.db, e.j, export.ExportOptions{Out: out, Snapshot: snap})
+			r, err := export.Export(context.Background(), e.db, e.j, export.Options{Out: out, Snapshot: snap})
 			require.NoError(t, err)
 			sums[k] = r.SHA256
 		}

@@ -55,7 +55,7 @@ func TestDiffFilesKey(t *testing.T) {
 		args   []string
 		code   int
 		stderr []string // substrings of the message
-		check  func(t *testing.T, d diff.DiffResult)
+		check  func(t *testing.T, d diff.Result)
 	}{
 		{"first column not unique", []string{flightsA, flightsB}, 2,
 			[]string{"the first column, dep_time, is not unique in " + flightsA + " (4 rows, 2 distinct keys)", "columns unique in both files: id; pass one as --key"}, nil},
@@ -69,17 +69,17 @@ func TestDiffFilesKey(t *testing.T) {
 			[]string{"the first column, id, is not unique in " + onceB}, nil},
 		{"different columns", []string{flightsA, other}, 2,
 			[]string{"have different columns"}, nil},
-		{"unique key", []string{flightsA, flightsB, "--key", "id"}, 0, nil, func(t *testing.T, d diff.DiffResult) {
+		{"unique key", []string{flightsA, flightsB, "--key", "id"}, 0, nil, func(t *testing.T, d diff.Result) {
 			require.Equal(t, []string{"id"}, d.Key)
 			require.Equal(t, int64(1), d.Added)
 			require.Equal(t, int64(1), d.Removed)
 			require.Equal(t, []string{"1", "3"}, d.ChangedKeys)
 		}},
-		{"unique pair", []string{pairsA, pairsB, "--key", "carrier,flight"}, 0, nil, func(t *testing.T, d diff.DiffResult) {
+		{"unique pair", []string{pairsA, pairsB, "--key", "carrier,flight"}, 0, nil, func(t *testing.T, d diff.Result) {
 			require.Equal(t, []string{"AA|11"}, d.ChangedKeys)
 			require.Equal(t, int64(0), d.Added+d.Removed)
 		}},
-		{"every column: rows as sets", []string{dupA, dupB, "--key", "a,b,c"}, 0, nil, func(t *testing.T, d diff.DiffResult) {
+		{"every column: rows as sets", []string{dupA, dupB, "--key", "a,b,c"}, 0, nil, func(t *testing.T, d diff.Result) {
 			require.Equal(t, int64(1), d.Removed, "the repeated row")
 			require.Equal(t, int64(0), d.Added+d.Changed)
 		}},
@@ -93,7 +93,7 @@ func TestDiffFilesKey(t *testing.T) {
 			if tc.code != 0 {
 				return
 			}
-			var d diff.DiffResult
+			var d diff.Result
 			require.NoError(t, json.Unmarshal([]byte(stdout), &d), stdout)
 			require.LessOrEqual(t, d.Changed+d.Removed, d.From.Rows, "never more changes than rows")
 			require.LessOrEqual(t, d.Changed+d.Added, d.To.Rows, "never more changes than rows")

@@ -53,7 +53,7 @@ func TestExportPartitionNames(t *testing.T) {
 			out := filepath.Join(j.Dir, "by-value-"+format)
 			r := clitest.CallIdem(t, "export", j.File, "--out", out, "--partition-by", "value", "--format", format, "--json")
 			require.Equal(t, 0, r.Code, r.Stderr)
-			var res export.ExportResult
+			var res export.Result
 			require.NoError(t, json.Unmarshal([]byte(r.Stdout), &res))
 			m := clitest.ReadManifest(t, out)
 			require.Len(t, m.Files, len(values), "one partition per distinct value")

@@ -122,7 +122,7 @@ func exportSHA(t *testing.T, jobFile, dir string, snapshot int64) string {
 	t.Helper()
 	r := clitest.CallIdem(t, "export", jobFile, "--snapshot", fmt.Sprint(snapshot), "--out", filepath.Join(dir, fmt.Sprintf("s%d.csv", snapshot)), "--json")
 	require.Equal(t, 0, r.Code, "export snapshot %d: %s", snapshot, r.Stderr)
-	var res export.ExportResult
+	var res export.Result
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &res), r.Stdout)
 	return res.SHA256
 }

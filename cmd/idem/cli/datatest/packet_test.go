@@ -33,12 +33,12 @@ func packetJob(t *testing.T) (job, db string) {
 }
 
 // exportCSV is `idem export JOB --snapshot S --format csv` and its file.
-func exportCSV(t *testing.T, job string, s int64) (*export.ExportResult, string) {
+func exportCSV(t *testing.T, job string, s int64) (*export.Result, string) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "snapshot.csv")
 	code, stdout, stderr := clitest.InProcess(t, "export", job, "--snapshot", strconv.FormatInt(s, 10), "--format", "csv", "--out", out, "--json")
 	require.Equal(t, 0, code, stdout+stderr)
-	var res export.ExportResult
+	var res export.Result
 	require.NoError(t, json.Unmarshal([]byte(stdout), &res), stdout)
 	data, err := os.ReadFile(out)
 	require.NoError(t, err)

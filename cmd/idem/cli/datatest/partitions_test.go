@@ -76,7 +76,7 @@ func (j *partJob) export(s int64) map[string]string {
 	out := filepath.Join(j.dir, fmt.Sprintf("export-%d", s))
 	code, stdout, stderr := clitest.InProcess(j.t, "export", j.job, "--snapshot", fmt.Sprint(s), "--format", "csv", "--partition-by", "year", "--out", out, "--json")
 	require.Equal(j.t, 0, code, "stderr: %s", stderr)
-	var res export.ExportResult
+	var res export.Result
 	require.NoError(j.t, json.Unmarshal([]byte(stdout), &res))
 	sums := map[string]string{}
 	for _, f := range res.Files {
@@ -152,7 +152,7 @@ func TestPartitionsReplaceExactlyTheDeclared(t *testing.T) {
 	require.Equal(t, res.Inputs[0].SHA256, parts.Input)
 	require.Equal(t, res.Inputs[0].SHA256, p.Inputs[0].SHA256)
 
-	var diff diff.DiffResult
+	var diff diff.Result
 	code, stdout, stderr := clitest.InProcess(t, "diff", j.job, "--from", "1", "--to", "2", "--json")
 	require.Equal(t, 0, code, stderr)
 	require.NoError(t, json.Unmarshal([]byte(stdout), &diff))

@@ -113,7 +113,7 @@ func TestReplicaReadDuringWrite(t *testing.T) {
 	r = clitest.CallIdem(t, "export", j.File, "--snapshot", "1", "--out", out, "--json")
 	require.Equal(t, 0, r.Code, r.Stderr)
 	require.Contains(t, r.Stderr, "reading its read replica")
-	var ex export.ExportResult
+	var ex export.Result
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &ex))
 	require.Equal(t, int64(2), ex.Rows)
 	r = clitest.CallIdem(t, "diff", j.File, "--from", "1", "--to", "2")

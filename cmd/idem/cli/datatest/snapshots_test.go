@@ -153,7 +153,7 @@ func TestOrdersStaleParentCannotResurrect(t *testing.T) {
 	a := e.Idem("run", e.Config("orders"), "--input", e.Fixture("orders/writer-a-correction.jsonl"), "--expect-parent", fmt.Sprint(s))
 	require.Equal(t, job.ExitRefused, a.Code, a.Stderr)
 	require.Contains(t, a.Stderr, fmt.Sprintf("stale parent: expected %d, latest is %d", s, s+1))
-	var latest export.ExportResult
+	var latest export.Result
 	e.Ok(&latest, "export", e.Config("orders"), "--out", filepath.Join(e.Dir, "after-refusal.csv"))
 	require.Equal(t, int64(s+1), latest.Snapshot, "the refused candidate committed nothing")
 
@@ -173,7 +173,7 @@ func TestDiffNamesRemovedOrder(t *testing.T) {
 	e.OrdersDays()
 	e.Orders("day-52-delete.jsonl")
 
-	var d diff.DiffResult
+	var d diff.Result
 	e.Ok(&d, "diff", e.Config("orders"), "--from", "3", "--to", "4")
 	require.Equal(t, []string{"ord-47"}, d.RemovedKeys)
 	require.Equal(t, int64(1), d.Removed)
@@ -189,7 +189,7 @@ func TestDiffNamesRemovedOrder(t *testing.T) {
 	require.Equal(t, []string{"ord-48", "ord-49", "ord-50"}, d.AddedKeys)
 	require.Equal(t, []string{"ord-12", "ord-83"}, d.ChangedKeys, "the late corrections of day 47")
 
-	var files diff.DiffResult
+	var files diff.Result
 	e.Ok(&files, "diff", from.Path, to.Path)
 	require.Equal(t, []string{"ord-47"}, files.RemovedKeys)
 	require.Equal(t, []string{"order_id"}, files.Key)
@@ -372,7 +372,7 @@ func TestRollbackOverErasureIsRefused(t *testing.T) {
 	res := e.Idem("rollback", e.Config("orders"), "--to-snapshot", "2")
 	require.Equal(t, job.ExitRefused, res.Code, res.Stderr)
 	require.Contains(t, res.Stderr, "rollback over an erasure")
-	var latest export.ExportResult
+	var latest export.Result
 	e.Ok(&latest, "export", e.Config("orders"), "--out", filepath.Join(e.Dir, "latest.csv"))
 	require.Equal(t, int64(4), latest.Snapshot, "nothing committed")
 
@@ -548,7 +548,7 @@ func TestRollbackWriterGuards(t *testing.T) {
 		res := e.Idem(append([]string{"rollback", e.Config("orders"), "--to-snapshot", "1"}, tc.args...)...)
 		require.Equal(t, job.ExitRefused, res.Code, "%s: %s", tc.name, res.Stderr)
 		require.Contains(t, res.Stderr, tc.want, tc.name)
-		var latest export.ExportResult
+		var latest export.Result
 		e.Ok(&latest, "export", e.Config("orders"), "--out", filepath.Join(e.Dir, "latest.csv"))
 		require.Equal(t, int64(3), latest.Snapshot, "%s: nothing committed", tc.name)
 	}

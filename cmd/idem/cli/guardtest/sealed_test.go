@@ -369,7 +369,7 @@ func TestSealedSQL(t *testing.T) {
 				assert.Regexp(t, names, r.Stderr, "lint: stderr does not name /%s/", tc.names)
 			} else {
 				assert.Equal(t, job.ExitFailure, r.Code, "lint: exit code; stdout %s stderr %s", r.Stdout, r.Stderr)
-				var rep lint.LintReport
+				var rep lint.Report
 				if assert.NoError(t, json.Unmarshal([]byte(r.Stdout), &rep), "lint: --json output %s stderr %s", r.Stdout, r.Stderr) {
 					assert.True(t, lintNames(rep, names), "lint: no error finding names /%s/: %s", tc.names, r.Stdout)
 				}
@@ -498,7 +498,7 @@ format = "csv"
 }
 
 // lintNames reports whether an error finding of rep names the construct.
-func lintNames(rep lint.LintReport, names *regexp.Regexp) bool {
+func lintNames(rep lint.Report, names *regexp.Regexp) bool {
 	for _, f := range rep.Findings {
 		if f.Severity == "error" && names.MatchString(f.Message) {
 			return true

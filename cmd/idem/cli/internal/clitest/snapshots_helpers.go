@@ -99,7 +99,7 @@ func (e *SnapEnv) runOrdersDays() {
 }
 
 // Export writes a pinned export and returns its report and bytes.
-func (e *SnapEnv) Export(job string, args ...string) (*export.ExportResult, []byte) {
+func (e *SnapEnv) Export(job string, args ...string) (*export.Result, []byte) {
 	e.t.Helper()
 	out := filepath.Join(e.Dir, "export-"+strings.NewReplacer("/", "_", " ", "_", "-", "").Replace(strings.Join(args, "_")))
 	hasOut := false
@@ -118,7 +118,7 @@ func (e *SnapEnv) Export(job string, args ...string) (*export.ExportResult, []by
 		out += "." + format
 		args = append(args, "--out", out)
 	}
-	var res export.ExportResult
+	var res export.Result
 	e.Ok(&res, append([]string{"export", e.Config(job)}, args...)...)
 	data, err := os.ReadFile(res.Path)
 	if err != nil {
@@ -154,7 +154,7 @@ var ordersDaysFixture Once[string]
 // at dbPath, as `idem export JOB --snapshot S --table T` does one at a time,
 // and returns each export's report and bytes by snapshot. Tests that read
 // every snapshot use it: the CLI's export itself is the export tests'.
-func ExportSnapshots(t *testing.T, dbPath, jobFile, table string, latest int64) (map[int64]*export.ExportResult, map[int64][]byte) {
+func ExportSnapshots(t *testing.T, dbPath, jobFile, table string, latest int64) (map[int64]*export.Result, map[int64][]byte) {
 	t.Helper()
 	j, err := run.LoadJob(jobFile, pipelines.FS)
 	require.NoError(t, err)
@@ -163,9 +163,9 @@ func ExportSnapshots(t *testing.T, dbPath, jobFile, table string, latest int64) 
 	require.NoError(t, err)
 	defer db.Close()
 	dir := t.TempDir()
-	results, data := map[int64]*export.ExportResult{}, map[int64][]byte{}
+	results, data := map[int64]*export.Result{}, map[int64][]byte{}
 	for s := int64(1); s <= latest; s++ {
-		res, err := export.Export(ctx, db, j, export.ExportOptions{Table: table, Snapshot: s, Format: job.FormatCSV,
+		res, err := export.Export(ctx, db, j, export.Options{Table: table, Snapshot: s, Format: job.FormatCSV,
 			Out: filepath.Join(dir, fmt.Sprintf("%s-%d.csv", table, s))})
 		require.NoError(t, err, "export snapshot %d of %s", s, table)
 		b, err := os.ReadFile(res.Path)
