@@ -92,11 +92,15 @@ func (d *DB) RunStream(ctx context.Context, j *job.Job, opts RunOptions, so Stre
 	}
 	var out []*StreamResult
 	idleSince := time.Now()
+	// known is the job's committed stream state as the follower's last
+	// batch left it (source.Committed); nil reads it from the database.
+	var known *source.Committed
 	for {
 		if so.Follow && ctx.Err() != nil {
 			return out, nil
 		}
-		sr, err := d.streamBatch(ctx, j, opts, r, so.AllowGap, !so.Follow)
+		sr, after, err := d.streamBatch(ctx, j, opts, r, so.AllowGap, !so.Follow, known)
+		known = after
 		if err != nil {
 			if so.Follow && ctx.Err() != nil && errors.Is(err, job.ErrCanceled) {
 				return out, nil // stopped: the batch in flight rolled back whole
@@ -135,8 +139,12 @@ func (d *DB) RunStream(ctx context.Context, j *job.Job, opts RunOptions, so Stre
 				return out, nil
 			}
 			return out, fmt.Errorf("follow %s: open the database again after letting another command have it: %w", j.Name, err)
-		} else if took > 0 && so.OnYield != nil {
-			so.OnYield(took)
+		} else if took > 0 {
+			// Another command had the database: read the state again.
+			known = nil
+			if so.OnYield != nil {
+				so.OnYield(took)
+			}
 		}
 	}
 }
@@ -150,16 +158,35 @@ func (d *DB) settleFollower(idle bool) bool {
 	return d.unsettled > 0 && (idle || time.Since(d.since) >= followSettleAfter)
 }
 
-// streamBatch reads and applies one batch. An empty read writes nothing;
-// logEmpty records it in the run log (a single run, not each idle poll of
-// a follow run).
-func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r source.StreamReader, allowGap, logEmpty bool) (*StreamResult, error) {
+// streamBatch reads and applies one batch, from the committed stream
+// state known (nil: read from the database). An empty read writes
+// nothing; logEmpty records it in the run log (a single run, not each idle
+// poll of a follow run). after is the committed stream state once it
+// returns, when it is known without reading it: the batch's own after a
+// commit, the one read from after an empty read; nil otherwise.
+func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r source.StreamReader, allowGap, logEmpty bool, known *source.Committed) (sr *StreamResult, after *source.Committed, err error) {
+	sr, b, err := d.streamBatchRun(ctx, j, opts, r, allowGap, logEmpty, known)
+	if err != nil || b == nil {
+		return sr, nil, err
+	}
+	switch {
+	case sr.Decision == job.DecisionSkipped:
+		return sr, b.Before(), nil
+	case sr.Decision == job.DecisionApplied && (sr.Run == nil || sr.Run.Expiry == nil || sr.Run.Expiry.Expired == 0):
+		// An expiry may have deleted the snapshots that recorded the
+		// first identity: read it again then.
+		return sr, b.After(), nil
+	}
+	return sr, nil, nil
+}
+
+func (d *DB) streamBatchRun(ctx context.Context, j *job.Job, opts RunOptions, r source.StreamReader, allowGap, logEmpty bool, known *source.Committed) (*StreamResult, *source.StreamBatch, error) {
 	start := time.Now()
 	doneRead := opts.Progress.Start("read batch")
-	b, err := source.ReadStreamBatch(ctx, d.sql, j, r, source.StreamDir(d.path), allowGap)
+	b, err := source.ReadStreamBatchKnown(ctx, d.sql, j, r, source.StreamDir(d.path), allowGap, known)
 	doneRead()
 	if err != nil {
-		return nil, d.logError(j, "", job.Canceled(ctx, err))
+		return nil, nil, d.logError(j, "", job.Canceled(ctx, err))
 	}
 	defer b.Remove()
 	sr := &StreamResult{Job: j.Name, BatchID: b.ID, Records: b.Records, Replayed: b.Skipped, Ranges: b.Ranges,
@@ -172,7 +199,7 @@ func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r sou
 		sr.BatchID = ""
 		if logEmpty {
 			if err := d.logInvocation(j, "", job.DecisionSkipped, "nothing new past the committed stream positions"); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		sr.Positions = b.From
@@ -180,7 +207,7 @@ func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r sou
 		if st, err := catalog.ReadState(ctx, d.sql, j.Name); err == nil {
 			sr.Snapshot, sr.JobKey = st.Snapshot, st.Key
 		}
-		return sr, nil
+		return sr, b, nil
 	}
 	if b.Records == 0 {
 		// Only a gap, or partitions started where nothing was read yet:
@@ -188,7 +215,7 @@ func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r sou
 		// once and the positions move past it, and what is produced after
 		// a start at the log end is read by the next run.
 		if err := b.WriteEmpty(source.StreamDir(d.path)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	o := opts
@@ -207,7 +234,7 @@ func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r sou
 	}
 	res, err := d.Run(ctx, j, o)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sr.Decision, sr.Snapshot, sr.RowsIn, sr.Outcomes, sr.JobKey, sr.Run = res.Decision, res.Snapshot, res.RowsIn, res.Outcomes, res.JobKey, res
 	sr.Positions = maps.Clone(b.From)
@@ -216,7 +243,7 @@ func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r sou
 	if el := time.Since(start).Seconds(); el > 0 {
 		sr.RecordsPerSec = float64(b.Records) / el
 	}
-	return sr, nil
+	return sr, b, nil
 }
 
 // pinnedNote is how the run log records partitions a batch started
