@@ -103,8 +103,11 @@ func (d *DB) RunStream(ctx context.Context, j *job.Job, opts RunOptions, so Stre
 		if so.Follow && ctx.Err() != nil {
 			return out, nil
 		}
-		// The last batch a follower may run is not read ahead of.
-		readNext := so.Follow && kafka && (so.MaxBatches <= 0 || len(out)+1 < so.MaxBatches)
+		// The last batch a follower may run is not read ahead of, nor a
+		// batch an expiry follows: its sweep of the store would take the
+		// file of the batch read ahead.
+		readNext := so.Follow && kafka && (so.MaxBatches <= 0 || len(out)+1 < so.MaxBatches) &&
+			(opts.Expire == nil || j.Retention.KeepSnapshots <= 0)
 		sr, after, next, err := d.streamBatch(ctx, j, opts, r, so.AllowGap, !so.Follow, known, ahead, readNext)
 		known, ahead = after, next
 		if err != nil {

@@ -1,7 +1,6 @@
 package source
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -12,7 +11,7 @@ import (
 	"maps"
 	"math"
 	"os"
-
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -329,28 +328,48 @@ func readStreamBatch(ctx context.Context, q catalog.Querier, j *job.Job, r Strea
 	if b.Records == 0 {
 		return b, nil
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("write stream batch: %w", err)
+	sum := sha256.Sum256(buf.Bytes())
+	hexSum := hex.EncodeToString(sum[:])
+	path, err := writeStored(dir, hexSum, buf.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	b.File = InputFile{Path: path, SHA256: hexSum, Size: int64(buf.Len())}
+	return b, nil
+}
+
+// writeStored writes a batch's bytes, whose sha256 is sum, to a new
+// temporary file in dir (the store's folder), synced, and links it where
+// the store keeps them once the batch commits (RetainedPath): the run's
+// retain then finds its copy there (Retain checks its bytes again) instead
+// of copying the file. Until a committed idem.inputs row names it, the
+// store's sweep (Sweep: after a run that did not commit, at the next open
+// after a kill) removes the link, as it removes a copy Retain made. The
+// batch's file is the temporary name (the snapshot records its base name,
+// never a sha256, which would count as a reference to that input).
+func writeStored(dir, sum string, data []byte) (string, error) {
+	if err := os.MkdirAll(filepath.Join(dir, sum[:2]), 0o755); err != nil {
+		return "", fmt.Errorf("write stream batch: %w", err)
 	}
 	f, err := os.CreateTemp(dir, tempPrefix+"stream-*.jsonl")
 	if err != nil {
-		return nil, fmt.Errorf("write stream batch: %w", err)
+		return "", fmt.Errorf("write stream batch: %w", err)
 	}
-	sum := sha256.Sum256(buf.Bytes())
-	w := bufio.NewWriter(f)
-	_, err = w.Write(buf.Bytes())
+	_, err = f.Write(data)
 	if err == nil {
-		err = w.Flush()
+		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		_ = os.Remove(f.Name())
-		return nil, fmt.Errorf("write stream batch %s: %w", f.Name(), err)
+		return "", fmt.Errorf("write stream batch %s: %w", f.Name(), err)
 	}
-	b.File = InputFile{Path: f.Name(), SHA256: hex.EncodeToString(sum[:]), Size: int64(buf.Len())}
-	return b, nil
+	// A copy already there (the same bytes in another batch) is Retain's
+	// to check; a link that fails leaves Retain to copy.
+	_ = os.Link(f.Name(), filepath.Join(dir, sum[:2], sum))
+	return f.Name(), nil
 }
 
 // WriteEmpty gives a batch of no records (a gap alone, or partitions
@@ -372,15 +391,17 @@ func (b *StreamBatch) WriteEmpty(dir string) error {
 	return nil
 }
 
-// Remove deletes the batch's file (the run retained its own copy).
+// Remove deletes the batch's file (its link in the store stays: the
+// store's sweep removes it unless a committed row names it).
 func (b *StreamBatch) Remove() {
 	if b != nil && b.File.Path != "" {
 		_ = os.Remove(b.File.Path)
 	}
 }
 
-// StreamDir is where a run writes its stream batches before retaining
-// them: the store's folder, where a killed run's leftovers are swept.
+// StreamDir is where a run writes its stream batches: the store's folder,
+// where a batch with records is also linked as its retained copy
+// (writeStored) and a killed run's leftovers are swept.
 func StreamDir(dbPath string) string { return StoreDir(dbPath) }
 
 // streamName is the first part of a stream's batch ids: the Kafka topic,
