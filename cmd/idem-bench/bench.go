@@ -36,7 +36,10 @@ type bench struct {
 	// applyTransform is the versioned_changes transform version of the
 	// apply and history cases.
 	applyTransform int
-	rows           []row
+	// streamTransform is the versioned_changes transform version of the
+	// stream case (both sides).
+	streamTransform int
+	rows            []row
 }
 
 // measure is one child process: its wall time and peak RSS.

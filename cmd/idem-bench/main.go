@@ -55,6 +55,7 @@ func main() {
 	flag.IntVar(&b.projectThreads, "project-threads", 0, "project case: DuckDB threads of idem (--threads) and the floor (0: DuckDB's default, the cores)")
 	flag.StringVar(&b.projectBatch, "project-batch", "", "project case: the monthly sources' [input] batch, per_file or all (default: idem's, per_file)")
 	flag.IntVar(&b.applyTransform, "apply-transform", 2, "apply and history cases: transform_version of the versioned_changes job (1: the released v1)")
+	flag.IntVar(&b.streamTransform, "stream-transform", 2, "stream case: transform_version of the versioned_changes jobs, both sides (1: the released v1)")
 	flag.StringVar(&b.idem, "idem", "", "idem binary (default: go build -tags idembench ./cmd/idem into the work folder; the history case needs that tag)")
 	flag.Parse()
 	b.limits = strings.Split(*limits, ",")

@@ -35,9 +35,11 @@ func streamRecord(i, entities int) []byte {
 	return fmt.Appendf(nil, `{"change_id":"c%d","entity_id":"e%d","source_version":%d,"operation":"upsert","value":"v%d"}`, i, e, i+1, i)
 }
 
+// streamJobHead is both jobs' head; %d is the transform version
+// (-stream-transform: 2, what a new project gets, or 1, the released v1).
 const streamJobHead = `name = "rides"
 pipeline = "versioned_changes"
-transform_version = 1
+transform_version = %d
 schema_version = 1
 database = "unused.duckdb"
 `
@@ -75,10 +77,11 @@ func (b *bench) streamCase(ctx context.Context) error {
 	}
 	input := filepath.Join(dir, "all.jsonl")
 	streamJob, fileJob := filepath.Join(dir, "stream.toml"), filepath.Join(dir, "file.toml")
+	head := fmt.Sprintf(streamJobHead, b.streamTransform)
 	for p, text := range map[string]string{
 		input:     file.String(),
-		streamJob: streamJobHead + fmt.Sprintf("[input]\nkind = \"kafka\"\nbrokers = [%q]\ntopic = \"rides\"\nmax_records = %d\nmax_wait = \"300ms\"\n[target]\ntable = \"rides\"\n", addr, streamBatch),
-		fileJob:   streamJobHead + fmt.Sprintf("[input]\npath = %q\nformat = \"jsonl\"\n[target]\ntable = \"rides\"\n", input),
+		streamJob: head + fmt.Sprintf("[input]\nkind = \"kafka\"\nbrokers = [%q]\ntopic = \"rides\"\nmax_records = %d\nmax_wait = \"300ms\"\n[target]\ntable = \"rides\"\n", addr, streamBatch),
+		fileJob:   head + fmt.Sprintf("[input]\npath = %q\nformat = \"jsonl\"\n[target]\ntable = \"rides\"\n", input),
 	} {
 		if err := writeFile(p, text); err != nil {
 			return err
@@ -86,7 +89,7 @@ func (b *bench) streamCase(ctx context.Context) error {
 	}
 	batches := (streamRecords + streamBatch - 1) / streamBatch
 	followDB, fileDB := filepath.Join(dir, "follow.duckdb"), filepath.Join(dir, "file.duckdb")
-	r := &row{name: fmt.Sprintf("run --follow, %d batches of %d from Kafka (kfake)", batches, streamBatch), n: streamRecords, limit: "none",
+	r := &row{name: fmt.Sprintf("run --follow, %d batches of %d from Kafka (kfake), transform v%d", batches, streamBatch, b.streamTransform), n: streamRecords, limit: "none",
 		floorName: fmt.Sprintf("idem run of one JSONL file of %d", streamRecords)}
 	runFollow := func(int) (measure, error) {
 		removeDB(followDB)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // idem.positions holds, per job reading a stream and per source partition
@@ -38,21 +39,37 @@ func ReadPositions(ctx context.Context, q Querier, job string) (map[string]int64
 
 // WritePositions sets job's next position of each partition in next,
 // committed by snapshot; partitions not in next keep their rows. It runs in
-// the run's transaction.
+// the run's transaction: one UPDATE of the rows in place (a batch of a
+// follower moves partitions it committed before), and an INSERT only for
+// partitions without a row yet.
 func WritePositions(ctx context.Context, q Querier, job string, next map[string]int64, snapshot int64) error {
+	if len(next) == 0 {
+		return nil
+	}
 	parts := make([]string, 0, len(next))
 	for p := range next {
 		parts = append(parts, p)
 	}
 	sort.Strings(parts)
+	values := strings.TrimSuffix(strings.Repeat("(CAST(? AS VARCHAR), CAST(? AS BIGINT)), ", len(parts)), ", ")
+	args := make([]any, 0, 2*len(parts)+3)
 	for _, p := range parts {
-		if _, err := q.ExecContext(ctx, `DELETE FROM idem.positions WHERE job = ? AND partition = ?`, job, p); err != nil {
-			return fmt.Errorf("write stream position %s of %s: %w", p, job, err)
-		}
-		if _, err := q.ExecContext(ctx, `INSERT INTO idem.positions (job, partition, next, snapshot, updated_at) VALUES (?, ?, ?, ?, current_timestamp)`,
-			job, p, next[p], snapshot); err != nil {
-			return fmt.Errorf("write stream position %s of %s: %w", p, job, err)
-		}
+		args = append(args, p, next[p])
+	}
+	res, err := q.ExecContext(ctx, `UPDATE idem.positions SET next = v.next, snapshot = ?, updated_at = current_timestamp
+		FROM (VALUES `+values+`) AS v(partition, next) WHERE positions.job = ? AND positions.partition = v.partition`,
+		append(append([]any{snapshot}, args...), job)...)
+	if err != nil {
+		return fmt.Errorf("write the stream positions of %s: %w", job, err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == int64(len(parts)) {
+		return nil
+	}
+	if _, err := q.ExecContext(ctx, `INSERT INTO idem.positions (job, partition, next, snapshot, updated_at)
+		SELECT ?, v.partition, v.next, ?, current_timestamp FROM (VALUES `+values+`) AS v(partition, next)
+		WHERE v.partition NOT IN (SELECT partition FROM idem.positions WHERE job = ?) ORDER BY v.partition`,
+		append(append([]any{job, snapshot}, args...), job)...); err != nil {
+		return fmt.Errorf("write the stream positions of %s: %w", job, err)
 	}
 	return nil
 }

@@ -266,6 +266,10 @@ func TestPositions(t *testing.T) {
 	got, err = ReadPositions(ctx, db, "other")
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{"": 3}, got)
+	// A batch that moves a partition with a row (updated in place) and
+	// reads a new one (inserted): one row per partition, other jobs' kept.
+	require.NoError(t, WritePositions(ctx, db, "s", map[string]int64{"1": 9, "2": 4}, 3))
+	require.Equal(t, []string{"other||3|1", "s|0|10|1", "s|1|9|3", "s|2|4|3"}, rows(t, db, `SELECT job, partition, next, snapshot FROM idem.positions ORDER BY ALL`))
 }
 
 func TestCommitsAndWAL(t *testing.T) {

@@ -51,6 +51,9 @@ type DB struct {
 	unsettled int
 	since     time.Time
 	marks     catalogMarks
+	// tablesSeen is the largest table oid the last commit's checkpointNow
+	// saw: tables at or below it were not created by a later commit.
+	tablesSeen int64
 	// guards keeps the verdicts of guards that are a function of content
 	// (guardcache.go).
 	guards *guardCache

@@ -68,22 +68,26 @@ const (
 // every later transaction until a checkpoint (TestBigNewTableCheckpointed):
 // an upsert older than a delete would then find no tombstone. So a commit
 // that created a table holding more than bigNewTableRows is checkpointed.
+//
+// Only tables this commit created count: a table an earlier commit made is
+// at or below d.tablesSeen, the largest table oid the previous commit's
+// check saw, and a follower's outcomes table that grows past a row group
+// over many batches does not make every later batch checkpoint. The marks
+// and the new tables' sizes are read in one statement.
 func (d *DB) checkpointNow(ctx context.Context, conn *sql.Conn) bool {
 	if d.replica {
 		return true
 	}
-	m, err := readMarks(ctx, conn)
+	var m catalogMarks
+	var big bool
+	err := conn.QueryRowContext(ctx, marksQuery+`,
+		(SELECT count(*) > 0 FROM duckdb_tables() WHERE database_name = current_database() AND NOT temporary AND table_oid > ? AND estimated_size > ?)`,
+		max(d.marks.tables, d.tablesSeen), bigNewTableRows).Scan(&m.indexes, &m.tables, &big)
 	if err != nil || m.indexes > d.marks.indexes {
 		return true
 	}
-	if m.tables > d.marks.tables {
-		var big bool
-		err := conn.QueryRowContext(ctx, `SELECT count(*) > 0 FROM duckdb_tables()
-			WHERE database_name = current_database() AND NOT temporary AND table_oid > ? AND estimated_size > ?`,
-			d.marks.tables, bigNewTableRows).Scan(&big)
-		return err != nil || big
-	}
-	return false
+	d.tablesSeen = max(d.tablesSeen, m.tables)
+	return big
 }
 
 // bigNewTableRows is the size past which a table created by a commit
@@ -99,11 +103,14 @@ type catalogMarks struct{ indexes, tables int64 }
 
 func readMarks(ctx context.Context, q catalog.Querier) (catalogMarks, error) {
 	var m catalogMarks
-	err := q.QueryRowContext(ctx, `SELECT
-		(SELECT coalesce(max(index_oid), 0) FROM duckdb_indexes() WHERE database_name = current_database()),
-		(SELECT coalesce(max(table_oid), 0) FROM duckdb_tables() WHERE database_name = current_database() AND NOT temporary)`).Scan(&m.indexes, &m.tables)
+	err := q.QueryRowContext(ctx, marksQuery).Scan(&m.indexes, &m.tables)
 	return m, err
 }
+
+// marksQuery reads the catalog marks: the largest index oid, then table oid.
+const marksQuery = `SELECT
+		(SELECT coalesce(max(index_oid), 0) FROM duckdb_indexes() WHERE database_name = current_database()),
+		(SELECT coalesce(max(table_oid), 0) FROM duckdb_tables() WHERE database_name = current_database() AND NOT temporary)`
 
 // settled records that the WAL holds no commit of this handle.
 func (d *DB) settled(ctx context.Context, q catalog.Querier) {

@@ -51,4 +51,11 @@ func TestBigNewTableCheckpointed(t *testing.T) {
 	require.NoError(t, conn.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT id FROM big GROUP BY id)`).Scan(&n))
 	require.Equal(t, int64(130000), n, "the new table's rows read whole after its commit")
 	require.False(t, commit(`INSERT INTO small SELECT range FROM range(5)`), "a commit that created no table")
+	// A table an earlier commit created (a follower's outcomes table)
+	// that a later commit fills past a row group: that commit created no
+	// table and stays in the WAL, and the rows are all read.
+	require.False(t, commit(`CREATE TABLE later AS SELECT * FROM src LIMIT 0`), "an empty new table")
+	require.False(t, commit(`INSERT INTO later SELECT * FROM src`), "a table an earlier commit created, filled past a row group")
+	require.NoError(t, conn.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT id FROM later GROUP BY id)`).Scan(&n))
+	require.Equal(t, int64(130000), n, "the rows of a table filled in a later commit read whole")
 }

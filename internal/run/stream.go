@@ -92,11 +92,24 @@ func (d *DB) RunStream(ctx context.Context, j *job.Job, opts RunOptions, so Stre
 	}
 	var out []*StreamResult
 	idleSince := time.Now()
+	// known is the job's committed stream state as the follower's last
+	// batch left it (source.Committed); nil reads it from the database.
+	var known *source.Committed
+	// ahead is the next batch, read while the last was applied (readAhead).
+	var ahead *readAhead
+	defer func() { ahead.drop() }()
+	_, kafka := r.(*source.KafkaReader)
 	for {
 		if so.Follow && ctx.Err() != nil {
 			return out, nil
 		}
-		sr, err := d.streamBatch(ctx, j, opts, r, so.AllowGap, !so.Follow)
+		// The last batch a follower may run is not read ahead of, nor a
+		// batch an expiry follows: its sweep of the store would take the
+		// file of the batch read ahead.
+		readNext := so.Follow && kafka && (so.MaxBatches <= 0 || len(out)+1 < so.MaxBatches) &&
+			(opts.Expire == nil || j.Retention.KeepSnapshots <= 0)
+		sr, after, next, err := d.streamBatch(ctx, j, opts, r, so.AllowGap, !so.Follow, known, ahead, readNext)
+		known, ahead = after, next
 		if err != nil {
 			if so.Follow && ctx.Err() != nil && errors.Is(err, job.ErrCanceled) {
 				return out, nil // stopped: the batch in flight rolled back whole
@@ -135,8 +148,12 @@ func (d *DB) RunStream(ctx context.Context, j *job.Job, opts RunOptions, so Stre
 				return out, nil
 			}
 			return out, fmt.Errorf("follow %s: open the database again after letting another command have it: %w", j.Name, err)
-		} else if took > 0 && so.OnYield != nil {
-			so.OnYield(took)
+		} else if took > 0 {
+			// Another command had the database: read the state again.
+			known = nil
+			if so.OnYield != nil {
+				so.OnYield(took)
+			}
 		}
 	}
 }
@@ -150,19 +167,87 @@ func (d *DB) settleFollower(idle bool) bool {
 	return d.unsettled > 0 && (idle || time.Since(d.since) >= followSettleAfter)
 }
 
-// streamBatch reads and applies one batch. An empty read writes nothing;
-// logEmpty records it in the run log (a single run, not each idle poll of
-// a follow run).
-func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r source.StreamReader, allowGap, logEmpty bool) (*StreamResult, error) {
+// streamBatch reads and applies one batch, from the committed stream
+// state known (nil: read from the database). An empty read writes
+// nothing; logEmpty records it in the run log (a single run, not each idle
+// poll of a follow run). after is the committed stream state once it
+// returns, when it is known without reading it: the batch's own after a
+// commit, the one read from after an empty read; nil otherwise.
+//
+// pre is the batch read ahead while the last one was applied: it is this
+// batch when it was read from known, and is dropped otherwise. With
+// readNext, a batch that holds records starts reading the next one from
+// the state its commit will leave (next) while it is applied.
+func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r source.StreamReader, allowGap, logEmpty bool, known *source.Committed, pre *readAhead, readNext bool) (sr *StreamResult, after *source.Committed, next *readAhead, err error) {
+	sr, b, assumed, next, err := d.streamBatchRun(ctx, j, opts, r, allowGap, logEmpty, known, pre, readNext)
+	if err != nil || b == nil {
+		return sr, nil, next, err
+	}
+	switch {
+	case sr.Decision == job.DecisionSkipped:
+		return sr, b.Before(), next, nil
+	case sr.Decision == job.DecisionApplied && (sr.Run == nil || sr.Run.Expiry == nil || sr.Run.Expiry.Expired == 0):
+		// An expiry may have deleted the snapshots that recorded the
+		// first identity: read it again then.
+		return sr, assumed, next, nil
+	}
+	return sr, nil, next, nil
+}
+
+// readAhead is a follower's next batch, read from the Kafka topic while the
+// batch before it is applied (the read, its records' checks and its file
+// take about a fifth of a 10,000-record batch's time, on another core). It
+// is read from the positions the batch before it commits (from); when that
+// batch does not commit, or another command has had the database since,
+// it is dropped, and the next batch is read as usual. A batch read ahead is
+// committed like any other: its transaction checks the positions it was
+// read from (Stream.Stage), and a kill leaves no more than its file in the
+// store, which the next open sweeps.
+type readAhead struct {
+	from *source.Committed
+	done chan struct{}
+	b    *source.StreamBatch
+	ends map[string]int64
+	err  error
+}
+
+func startAhead(ctx context.Context, q catalog.Querier, j *job.Job, r source.StreamReader, dir string, allowGap bool, from *source.Committed) *readAhead {
+	a := &readAhead{from: from, done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		a.b, a.err = source.ReadStreamBatchKnown(ctx, q, j, r, dir, allowGap, from)
+		a.ends = readerEnds(ctx, r)
+	}()
+	return a
+}
+
+// drop waits for the read to end and removes its file.
+func (a *readAhead) drop() {
+	if a == nil {
+		return
+	}
+	<-a.done
+	a.b.Remove()
+}
+
+func (d *DB) streamBatchRun(ctx context.Context, j *job.Job, opts RunOptions, r source.StreamReader, allowGap, logEmpty bool, known *source.Committed, pre *readAhead, readNext bool) (sr *StreamResult, b *source.StreamBatch, assumed *source.Committed, next *readAhead, err error) {
 	start := time.Now()
-	doneRead := opts.Progress.Start("read batch")
-	b, err := source.ReadStreamBatch(ctx, d.sql, j, r, source.StreamDir(d.path), allowGap)
-	doneRead()
+	var ends map[string]int64
+	if pre != nil && known != nil && pre.from == known {
+		<-pre.done
+		b, ends, err = pre.b, pre.ends, pre.err
+	} else {
+		pre.drop()
+		doneRead := opts.Progress.Start("read batch")
+		b, err = source.ReadStreamBatchKnown(ctx, d.sql, j, r, source.StreamDir(d.path), allowGap, known)
+		doneRead()
+		ends = readerEnds(ctx, r)
+	}
 	if err != nil {
-		return nil, d.logError(j, "", job.Canceled(ctx, err))
+		return nil, nil, nil, nil, d.logError(j, "", job.Canceled(ctx, err))
 	}
 	defer b.Remove()
-	sr := &StreamResult{Job: j.Name, BatchID: b.ID, Records: b.Records, Replayed: b.Skipped, Ranges: b.Ranges,
+	sr = &StreamResult{Job: j.Name, BatchID: b.ID, Records: b.Records, Replayed: b.Skipped, Ranges: b.Ranges,
 		Outcomes: map[string]int64{}, Gap: source.GapNote(b.Gaps), Rejected: b.Rejects, Deletes: b.Deletes}
 	if sr.Ranges == nil {
 		sr.Ranges = []source.StreamRange{}
@@ -172,15 +257,15 @@ func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r sou
 		sr.BatchID = ""
 		if logEmpty {
 			if err := d.logInvocation(j, "", job.DecisionSkipped, "nothing new past the committed stream positions"); err != nil {
-				return nil, err
+				return nil, nil, nil, next, err
 			}
 		}
 		sr.Positions = b.From
-		sr.Lag = lag(ctx, r, b.From)
+		sr.Lag = lag(ends, b.From)
 		if st, err := catalog.ReadState(ctx, d.sql, j.Name); err == nil {
 			sr.Snapshot, sr.JobKey = st.Snapshot, st.Key
 		}
-		return sr, nil
+		return sr, b, nil, nil, nil
 	}
 	if b.Records == 0 {
 		// Only a gap, or partitions started where nothing was read yet:
@@ -188,7 +273,7 @@ func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r sou
 		// once and the positions move past it, and what is produced after
 		// a start at the log end is read by the next run.
 		if err := b.WriteEmpty(source.StreamDir(d.path)); err != nil {
-			return nil, err
+			return nil, nil, nil, next, err
 		}
 	}
 	o := opts
@@ -205,18 +290,22 @@ func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r sou
 	if n := RejectNote(b.Rejects); n != "" {
 		o.Note = strings.TrimPrefix(o.Note+"; "+n, "; ")
 	}
+	assumed = b.After()
+	if readNext && b.Records > 0 {
+		next = startAhead(ctx, d.sql, j, r, source.StreamDir(d.path), allowGap, assumed)
+	}
 	res, err := d.Run(ctx, j, o)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, next, err
 	}
 	sr.Decision, sr.Snapshot, sr.RowsIn, sr.Outcomes, sr.JobKey, sr.Run = res.Decision, res.Snapshot, res.RowsIn, res.Outcomes, res.JobKey, res
 	sr.Positions = maps.Clone(b.From)
 	maps.Copy(sr.Positions, b.Next)
-	sr.Lag = lag(ctx, r, sr.Positions)
+	sr.Lag = lag(ends, sr.Positions)
 	if el := time.Since(start).Seconds(); el > 0 {
 		sr.RecordsPerSec = float64(b.Records) / el
 	}
-	return sr, nil
+	return sr, b, assumed, next, nil
 }
 
 // pinnedNote is how the run log records partitions a batch started
@@ -229,14 +318,19 @@ func pinnedNote(b *source.StreamBatch) string {
 	return "positions pinned where the stream starts: " + strings.Join(parts, ", ")
 }
 
-// lag is, per partition, how far the reader's known log end is past the
-// positions; nil when the reader does not know its ends.
-func lag(ctx context.Context, r source.StreamReader, pos map[string]int64) map[string]int64 {
+// readerEnds are the reader's known log ends (nil when it knows none), as
+// its last read left them.
+func readerEnds(ctx context.Context, r source.StreamReader) map[string]int64 {
 	e, ok := r.(source.StreamEnds)
 	if !ok {
 		return nil
 	}
-	ends := e.Ends(ctx)
+	return e.Ends(ctx)
+}
+
+// lag is, per partition, how far the reader's known log ends are past the
+// positions; nil when the reader does not know its ends.
+func lag(ends, pos map[string]int64) map[string]int64 {
 	if len(ends) == 0 {
 		return nil
 	}

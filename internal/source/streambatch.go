@@ -1,7 +1,6 @@
 package source
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -12,7 +11,7 @@ import (
 	"maps"
 	"math"
 	"os"
-
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,6 +59,47 @@ type StreamBatch struct {
 	// name is the first part of the batch's id (streamName, tagged with
 	// the source's identity after a reset).
 	name string
+	// first and last are the source identities the job's snapshots
+	// recorded first and last before this batch (catalog.StreamIdentity).
+	first, last string
+}
+
+// Committed is what a follower knows of its job's committed stream state:
+// the positions (catalog.ReadPositions) and the first and last source
+// identity its snapshots recorded (catalog.StreamIdentity), as the batch it
+// committed last left them (StreamBatch.After). While it holds the
+// database nothing else commits a batch of the job, so its next read
+// starts from them instead of reading them again (two statements, each on
+// a connection of its own, and a scan of every snapshot of the job); the
+// run's transaction still reads the positions and refuses the batch if
+// they moved (Stream.Stage), so a stale Committed cannot apply a batch
+// twice.
+type Committed struct {
+	Positions   map[string]int64
+	First, Last string
+}
+
+// After is the job's committed stream state once b has committed: its
+// positions moved to Next, and its source identity the last recorded (the
+// first too, when none was before).
+func (b *StreamBatch) After() *Committed {
+	c := &Committed{Positions: maps.Clone(b.From), First: b.first, Last: b.last}
+	if c.Positions == nil {
+		c.Positions = map[string]int64{}
+	}
+	maps.Copy(c.Positions, b.Next)
+	if b.StreamID != "" {
+		c.Last = b.StreamID
+		if c.First == "" {
+			c.First = b.StreamID
+		}
+	}
+	return c
+}
+
+// Before is the job's committed stream state b was read from.
+func (b *StreamBatch) Before() *Committed {
+	return &Committed{Positions: maps.Clone(b.From), First: b.first, Last: b.last}
 }
 
 // StreamRange is the positions of one partition a batch read.
@@ -123,8 +163,15 @@ func GapNote(gaps []Gap) string {
 // the batch read again, which then meets the new identity (refused, or
 // read from its start with allowGap).
 func ReadStreamBatch(ctx context.Context, q catalog.Querier, j *job.Job, r StreamReader, dir string, allowGap bool) (*StreamBatch, error) {
+	return ReadStreamBatchKnown(ctx, q, j, r, dir, allowGap, nil)
+}
+
+// ReadStreamBatchKnown is ReadStreamBatch from the committed stream state
+// known (a follower's, see Committed) instead of reading it through q; nil
+// reads it.
+func ReadStreamBatchKnown(ctx context.Context, q catalog.Querier, j *job.Job, r StreamReader, dir string, allowGap bool, known *Committed) (*StreamBatch, error) {
 	for try := 1; ; try++ {
-		b, err := readStreamBatch(ctx, q, j, r, dir, allowGap)
+		b, err := readStreamBatch(ctx, q, j, r, dir, allowGap, known)
 		if err == nil || !errors.Is(err, errIdentityMoved) {
 			return b, err
 		}
@@ -137,9 +184,12 @@ func ReadStreamBatch(ctx context.Context, q catalog.Querier, j *job.Job, r Strea
 // errIdentityMoved is a read during which the source's identity changed.
 var errIdentityMoved = errors.New("the source's identity changed during the read")
 
-func readStreamBatch(ctx context.Context, q catalog.Querier, j *job.Job, r StreamReader, dir string, allowGap bool) (*StreamBatch, error) {
-	from, err := catalog.ReadPositions(ctx, q, j.Name)
-	if err != nil {
+func readStreamBatch(ctx context.Context, q catalog.Querier, j *job.Job, r StreamReader, dir string, allowGap bool, known *Committed) (*StreamBatch, error) {
+	var from map[string]int64
+	var err error
+	if known != nil {
+		from = maps.Clone(known.Positions)
+	} else if from, err = catalog.ReadPositions(ctx, q, j.Name); err != nil {
 		return nil, err
 	}
 	spec := j.Input.Stream
@@ -148,7 +198,7 @@ func readStreamBatch(ctx context.Context, q catalog.Querier, j *job.Job, r Strea
 	// source that is another log than theirs, its start.
 	readFrom := from
 	if id, ok := r.(StreamIdentity); ok {
-		if readFrom, err = checkIdentity(ctx, q, j, id, b, allowGap); err != nil {
+		if readFrom, err = checkIdentity(ctx, q, j, id, b, allowGap, known); err != nil {
 			return nil, err
 		}
 	}
@@ -278,28 +328,48 @@ func readStreamBatch(ctx context.Context, q catalog.Querier, j *job.Job, r Strea
 	if b.Records == 0 {
 		return b, nil
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("write stream batch: %w", err)
+	sum := sha256.Sum256(buf.Bytes())
+	hexSum := hex.EncodeToString(sum[:])
+	path, err := writeStored(dir, hexSum, buf.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	b.File = InputFile{Path: path, SHA256: hexSum, Size: int64(buf.Len())}
+	return b, nil
+}
+
+// writeStored writes a batch's bytes, whose sha256 is sum, to a new
+// temporary file in dir (the store's folder), synced, and links it where
+// the store keeps them once the batch commits (RetainedPath): the run's
+// retain then finds its copy there (Retain checks its bytes again) instead
+// of copying the file. Until a committed idem.inputs row names it, the
+// store's sweep (Sweep: after a run that did not commit, at the next open
+// after a kill) removes the link, as it removes a copy Retain made. The
+// batch's file is the temporary name (the snapshot records its base name,
+// never a sha256, which would count as a reference to that input).
+func writeStored(dir, sum string, data []byte) (string, error) {
+	if err := os.MkdirAll(filepath.Join(dir, sum[:2]), 0o755); err != nil {
+		return "", fmt.Errorf("write stream batch: %w", err)
 	}
 	f, err := os.CreateTemp(dir, tempPrefix+"stream-*.jsonl")
 	if err != nil {
-		return nil, fmt.Errorf("write stream batch: %w", err)
+		return "", fmt.Errorf("write stream batch: %w", err)
 	}
-	sum := sha256.Sum256(buf.Bytes())
-	w := bufio.NewWriter(f)
-	_, err = w.Write(buf.Bytes())
+	_, err = f.Write(data)
 	if err == nil {
-		err = w.Flush()
+		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		_ = os.Remove(f.Name())
-		return nil, fmt.Errorf("write stream batch %s: %w", f.Name(), err)
+		return "", fmt.Errorf("write stream batch %s: %w", f.Name(), err)
 	}
-	b.File = InputFile{Path: f.Name(), SHA256: hex.EncodeToString(sum[:]), Size: int64(buf.Len())}
-	return b, nil
+	// A copy already there (the same bytes in another batch) is Retain's
+	// to check; a link that fails leaves Retain to copy.
+	_ = os.Link(f.Name(), filepath.Join(dir, sum[:2], sum))
+	return f.Name(), nil
 }
 
 // WriteEmpty gives a batch of no records (a gap alone, or partitions
@@ -321,15 +391,17 @@ func (b *StreamBatch) WriteEmpty(dir string) error {
 	return nil
 }
 
-// Remove deletes the batch's file (the run retained its own copy).
+// Remove deletes the batch's file (its link in the store stays: the
+// store's sweep removes it unless a committed row names it).
 func (b *StreamBatch) Remove() {
 	if b != nil && b.File.Path != "" {
 		_ = os.Remove(b.File.Path)
 	}
 }
 
-// StreamDir is where a run writes its stream batches before retaining
-// them: the store's folder, where a killed run's leftovers are swept.
+// StreamDir is where a run writes its stream batches: the store's folder,
+// where a batch with records is also linked as its retained copy
+// (writeStored) and a killed run's leftovers are swept.
 func StreamDir(dbPath string) string { return StoreDir(dbPath) }
 
 // streamName is the first part of a stream's batch ids: the Kafka topic,
@@ -422,16 +494,19 @@ func mergeKeys(a, b map[string]int64) map[string]int64 {
 // log's, unless allowGap: then every partition is read from its start
 // (position 0, a gap up to its first record) and b.Reset says so, for the
 // run log.
-func checkIdentity(ctx context.Context, q catalog.Querier, j *job.Job, r StreamIdentity, b *StreamBatch, allowGap bool) (map[string]int64, error) {
+func checkIdentity(ctx context.Context, q catalog.Querier, j *job.Job, r StreamIdentity, b *StreamBatch, allowGap bool, known *Committed) (map[string]int64, error) {
 	cur, err := r.Identity(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", streamName(j), err)
 	}
 	b.StreamID = cur
-	first, prev, err := catalog.StreamIdentity(ctx, q, j.Name)
-	if err != nil {
+	first, prev := "", ""
+	if known != nil {
+		first, prev = known.First, known.Last
+	} else if first, prev, err = catalog.StreamIdentity(ctx, q, j.Name); err != nil {
 		return nil, err
 	}
+	b.first, b.last = first, prev
 	if first != "" && cur != "" && cur != first {
 		// Batch ids of another log than the job's first name it, so that
 		// its offsets are never taken for a batch of the first.

@@ -1,11 +1,13 @@
 package source
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -153,4 +155,54 @@ func TestCheckRecordLine(t *testing.T) {
 	_, got, why := checkRecord(at(maxRecordLine+1), rules)
 	require.Equal(t, RejectTooLarge, got)
 	require.Equal(t, "16777217 bytes as one JSON line, more than the 16777216 of DuckDB's maximum_object_size", why)
+}
+
+// fixedReader gives its records on every read.
+type fixedReader struct{ recs []Record }
+
+func (r fixedReader) Read(context.Context, map[string]int64, int, time.Duration) ([]Record, []Gap, error) {
+	return r.recs, nil, nil
+}
+func (fixedReader) Close() error { return nil }
+
+// TestStreamBatchLinkedIntoStore: a batch read from the committed state a
+// follower knows (no database read) is written once, under a temporary
+// name (which the snapshot records), and linked where the store keeps it:
+// Retain finds that copy and makes none, and removing the batch's file
+// leaves the store's.
+func TestStreamBatchLinkedIntoStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbPath := filepath.Join(t.TempDir(), "x.duckdb")
+	j := loadTestJob(t, "versioned_changes")
+	var recs []Record
+	for i := range 3 {
+		recs = append(recs, Record{Partition: "0", Position: int64(10 + i), Value: fmt.Appendf(nil, `{"change_id":"c%d","entity_id":"e","source_version":%d,"operation":"upsert","value":"v"}`, i, i)})
+	}
+	known := &Committed{Positions: map[string]int64{"0": 10}}
+	b, err := ReadStreamBatchKnown(ctx, nil, j, fixedReader{recs}, StreamDir(dbPath), false, known)
+	require.NoError(t, err)
+	require.Equal(t, "t:0:10-12", b.ID)
+	require.Equal(t, map[string]int64{"0": 10}, b.From)
+	require.Equal(t, &Committed{Positions: map[string]int64{"0": 13}}, b.After())
+	require.True(t, strings.HasPrefix(filepath.Base(b.File.Path), tempPrefix+"stream-"), b.File.Path)
+	stored := RetainedPath(dbPath, b.File.SHA256)
+	same := func() bool {
+		a, err := os.Stat(b.File.Path)
+		require.NoError(t, err)
+		s, err := os.Stat(stored)
+		require.NoError(t, err)
+		return os.SameFile(a, s)
+	}
+	require.True(t, same(), "the batch's file is linked into the store")
+	files := []InputFile{b.File}
+	require.NoError(t, Retain(ctx, dbPath, files, job.Progress{}))
+	require.Equal(t, stored, files[0].Retained)
+	require.True(t, same(), "Retain kept the linked copy")
+	b.Remove()
+	require.NoFileExists(t, b.File.Path)
+	data, err := os.ReadFile(stored)
+	require.NoError(t, err)
+	require.Equal(t, b.File.Size, int64(len(data)))
+	require.Equal(t, 3, strings.Count(string(data), "\n"))
 }
