@@ -67,14 +67,6 @@ func Usage(format string, args ...any) error {
 // given, and 100000 of them took minutes before the first query ran.
 const MaxThreads = 1024
 
-// QuoteIdent quotes a SQL identifier.
-func QuoteIdent(s string) string {
-	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
-}
-
-// SQLString quotes a SQL string literal.
-func SQLString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-
 // FatalError wraps a DuckDB error that invalidated the database. It wraps
 // ErrFatal and the original error.
 type FatalError struct{ Err error }

@@ -77,3 +77,18 @@ func typeName(te map[string]any) string {
 	}
 	return name
 }
+
+// WalkJSON calls f on every object in a decoded JSON tree.
+func WalkJSON(v any, f func(map[string]any)) {
+	switch x := v.(type) {
+	case map[string]any:
+		f(x)
+		for _, k := range SortedKeys(x) {
+			WalkJSON(x[k], f)
+		}
+	case []any:
+		for _, e := range x {
+			WalkJSON(e, f)
+		}
+	}
+}

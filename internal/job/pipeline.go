@@ -395,15 +395,6 @@ func describe(v any) string {
 	}
 }
 
-func SortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // ParallelSteps reports whether the job's steps may run on DuckDB's
 // threads instead of one: when every statement of the run is idem's own
 // (a built-in pipeline that is not a model, with no [[quality.rules]] and

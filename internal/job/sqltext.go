@@ -298,3 +298,11 @@ func createdRelations(text string, temp bool) []string {
 	}
 	return out
 }
+
+// QuoteIdent quotes a SQL identifier.
+func QuoteIdent(s string) string {
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}
+
+// SQLString quotes a SQL string literal.
+func SQLString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
