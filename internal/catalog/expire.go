@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // Retention is a job's row of idem.retention: what expiry has removed so
@@ -53,7 +54,7 @@ func WriteRetention(ctx context.Context, tx *sql.Tx, j string, r Retention) erro
 
 // ExpiredError is the refusal of a read of an expired snapshot (exit 3).
 func ExpiredError(j string, snapshot, oldestKept int64) error {
-	return job.Refuse("expired", "snapshot %d of %s expired (oldest kept: %d)", snapshot, j, oldestKept)
+	return report.Refuse("expired", "snapshot %d of %s expired (oldest kept: %d)", snapshot, j, oldestKept)
 }
 
 // CheckNotExpired refuses (exit 3, ExpiredError) a read of snapshot S of

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // History: every committed version of every target row, in
@@ -413,7 +414,7 @@ func alignHistory(ctx context.Context, tx *sql.Tx, j string, key []string, cols 
 			}
 		case t == c.Type:
 		case slices.Contains(key, c.Name):
-			return nil, job.Refuse("schema", "%s", KeyRetypeMessage(j, c.Name, t, c.Type))
+			return nil, report.Refuse("schema", "%s", KeyRetypeMessage(j, c.Name, t, c.Type))
 		default:
 			if t != "VARCHAR" {
 				if _, err := tx.ExecContext(ctx, "ALTER TABLE "+HistoryTable(j)+" ALTER COLUMN "+job.QuoteIdent(c.Name)+" SET DATA TYPE VARCHAR"); err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // RecordModelText keeps the text of model j's version (keyed by its
@@ -85,7 +86,7 @@ func MacroTexts(ctx context.Context, q Querier, jobName, sum string) ([]job.Macr
 	}
 	var texts []job.MacroText
 	if err := json.Unmarshal([]byte(text), &texts); err != nil {
-		return nil, false, fmt.Errorf("read the macros %s ran with (transform sha256 %s): %w", jobName, job.Short(sum), err)
+		return nil, false, fmt.Errorf("read the macros %s ran with (transform sha256 %s): %w", jobName, report.Short(sum), err)
 	}
 	return texts, true, nil
 }

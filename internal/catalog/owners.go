@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // Ownership: a job's target, its companions (the {{table:_suffix}} objects
@@ -84,7 +85,7 @@ func CheckOwners(ctx context.Context, tx Querier, j *job.Job, claim bool) error 
 			}
 			owners[n.key] = j.Name
 		case owner != j.Name:
-			return job.Refuse("owner", "%s belongs to job %q; job %q may not create or write it: give job %q another [target] table (or name)",
+			return report.Refuse("owner", "%s belongs to job %q; job %q may not create or write it: give job %q another [target] table (or name)",
 				n.display, owner, j.Name, j.Name)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // CheckReleased refuses a run whose transform or schema version's files no
@@ -32,10 +33,10 @@ func CheckReleased(ctx context.Context, tx *sql.Tx, j *job.Job, record bool) err
 			return err
 		}
 		if recorded != sum && j.IsModel() {
-			return job.Refuse("released", "model %s v%d (%s) was edited after release (sha256 %s, recorded %s): released SQL never changes; add %s and set transform_version = %d instead", j.Name, version, j.ModelFile, sum[:12], recorded[:12], what, version+1)
+			return report.Refuse("released", "model %s v%d (%s) was edited after release (sha256 %s, recorded %s): released SQL never changes; add %s and set transform_version = %d instead", j.Name, version, j.ModelFile, sum[:12], recorded[:12], what, version+1)
 		}
 		if recorded != sum {
-			return job.Refuse("released", "%s v%d of pipeline %s was edited after release (sha256 %s, recorded %s): released SQL never changes; add a new version (%s) instead", kind, version, j.Pipeline.Name, sum[:12], recorded[:12], what)
+			return report.Refuse("released", "%s v%d of pipeline %s was edited after release (sha256 %s, recorded %s): released SQL never changes; add a new version (%s) instead", kind, version, j.Pipeline.Name, sum[:12], recorded[:12], what)
 		}
 		return nil
 	}

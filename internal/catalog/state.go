@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // State is the job's state row.
@@ -42,7 +43,7 @@ func (st State) CheckIdentity(j *job.Job) error {
 	if file == "" {
 		file = "the job given"
 	}
-	return job.Refuse("identity", "job %s in this database is pipeline %s into table %s (snapshot %d), but %s is pipeline %s into table %s: two jobs share the name %s; nothing was changed. Give one of them another name, or its own database",
+	return report.Refuse("identity", "job %s in this database is pipeline %s into table %s (snapshot %d), but %s is pipeline %s into table %s: two jobs share the name %s; nothing was changed. Give one of them another name, or its own database",
 		j.Name, st.Pipeline, st.Target, st.Snapshot, file, j.Pipeline.Name, j.Table, j.Name)
 }
 
@@ -51,10 +52,10 @@ func (st State) CheckIdentity(j *job.Job) error {
 // fencing.
 func (st State) CheckEpoch(j *job.Job, epoch *int64) error {
 	if epoch == nil && j.Fencing == job.FencingRequired {
-		return job.Refuse("epoch", "job %s requires fencing ([job] fencing = \"required\"): pass --epoch %d, the job's current epoch (see idem fence)", j.Name, st.Epoch)
+		return report.Refuse("epoch", "job %s requires fencing ([job] fencing = \"required\"): pass --epoch %d, the job's current epoch (see idem fence)", j.Name, st.Epoch)
 	}
 	if epoch != nil && *epoch != st.Epoch {
-		return job.Refuse("epoch", "stale writer: epoch %d is not the job's current epoch %d", *epoch, st.Epoch)
+		return report.Refuse("epoch", "stale writer: epoch %d is not the job's current epoch %d", *epoch, st.Epoch)
 	}
 	return nil
 }
@@ -63,7 +64,7 @@ func (st State) CheckEpoch(j *job.Job, epoch *int64) error {
 // snapshot than the job's latest (when it named one).
 func (st State) CheckParent(parent *int64) error {
 	if parent != nil && *parent != st.Snapshot {
-		return job.Refuse("parent", "stale parent: expected %d, latest is %d", *parent, st.Snapshot)
+		return report.Refuse("parent", "stale parent: expected %d, latest is %d", *parent, st.Snapshot)
 	}
 	return nil
 }
@@ -247,7 +248,7 @@ func ReadLog(ctx context.Context, q Querier, j string) ([]LogEntry, error) {
 			e.Message = &msg.String
 		}
 		e.Snapshot, e.Cursor, e.Epoch = snap.Int64, cursor.Int64, epoch.Int64
-		e.FirstLoad = e.Snapshot == 1 && (e.Decision == job.DecisionLoaded || e.Decision == job.DecisionApplied)
+		e.FirstLoad = e.Snapshot == 1 && (e.Decision == report.DecisionLoaded || e.Decision == report.DecisionApplied)
 		e.Changed = []string{}
 		if changed.Valid {
 			if err := json.Unmarshal([]byte(changed.String), &e.Changed); err != nil {

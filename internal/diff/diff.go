@@ -12,6 +12,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
 )
@@ -69,7 +70,7 @@ type DiffOptions struct {
 // of its canonical export (csv, key order), the one idem export writes.
 func Diff(ctx context.Context, d *run.DB, j *job.Job, opts DiffOptions) (*DiffResult, error) {
 	if opts.From == 0 || opts.To == 0 {
-		return nil, job.Usage("diff needs --from S1 and --to S2")
+		return nil, report.Usage("diff needs --from S1 and --to S2")
 	}
 	conn, tx, err := d.BeginPinned(ctx)
 	if err != nil {
@@ -95,7 +96,7 @@ func Diff(ctx context.Context, d *run.DB, j *job.Job, opts DiffOptions) (*DiffRe
 		src *export.TableSource
 		out *DiffSide
 	}{{from, &res.From}, {to, &res.To}} {
-		n, sum, _, err := export.CopyTo(ctx, tx, side.src.Ordered(), filepath.Join(dir, fmt.Sprintf("%d.csv", side.src.Snapshot)), job.FormatCSV, "", job.Progress{}, nil)
+		n, sum, _, err := export.CopyTo(ctx, tx, side.src.Ordered(), filepath.Join(dir, fmt.Sprintf("%d.csv", side.src.Snapshot)), job.FormatCSV, "", report.Progress{}, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -152,7 +153,7 @@ func DiffFilesDetail(ctx context.Context, file1, file2, format string, key []str
 			return nil, fmt.Errorf("diff %s: %w", p, err)
 		}
 		if st.IsDir() {
-			return nil, job.Usage("diff %s: is a folder; compare its files or manifests", p)
+			return nil, report.Usage("diff %s: is a folder; compare its files or manifests", p)
 		}
 		f, err := export.ExportFormat(format, p)
 		if err != nil {
@@ -199,7 +200,7 @@ func DiffFilesDetail(ctx context.Context, file1, file2, format string, key []str
 		cols[i] = c
 	}
 	if !slices.Equal(cols[0], cols[1]) {
-		return nil, job.Usage("diff: %s and %s have different columns (%s / %s); diff compares files of one layout", file1, file2, strings.Join(cols[0], ", "), strings.Join(cols[1], ", "))
+		return nil, report.Usage("diff: %s and %s have different columns (%s / %s); diff compares files of one layout", file1, file2, strings.Join(cols[0], ", "), strings.Join(cols[1], ", "))
 	}
 	if len(cols[0]) == 0 {
 		return nil, fmt.Errorf("diff: %s has no columns", file1)
@@ -210,7 +211,7 @@ func DiffFilesDetail(ctx context.Context, file1, file2, format string, key []str
 	}
 	for _, k := range key {
 		if !slices.Contains(cols[0], k) {
-			return nil, job.Usage("--key %s: the files have no such column (columns: %s)", k, strings.Join(cols[0], ", "))
+			return nil, report.Usage("--key %s: the files have no such column (columns: %s)", k, strings.Join(cols[0], ", "))
 		}
 	}
 	if err := requireUniqueKey(ctx, conn, [2]string{file1, file2}, cols[0], key, keyGiven); err != nil {
@@ -261,7 +262,7 @@ func requireUniqueKey(ctx context.Context, q catalog.Querier, files [2]string, c
 		if err != nil {
 			return err
 		}
-		return job.Usage("diff: %s is not unique in %s (%d rows, %d distinct keys), so it cannot pair the rows of the two files; %s", what, files[i], rows, distinct, hint)
+		return report.Usage("diff: %s is not unique in %s (%d rows, %d distinct keys), so it cannot pair the rows of the two files; %s", what, files[i], rows, distinct, hint)
 	}
 	return nil
 }
@@ -450,7 +451,7 @@ func CommonColumns(from, to *export.TableSource, res *DiffResult) error {
 	retyped := map[string]ColumnChange{}
 	for _, c := range res.ColumnsRetyped {
 		if slices.Contains(from.Key, c.Name) {
-			return job.Usage("diff %s: key column %s is %s at snapshot %d and %s at snapshot %d; diff pairs rows by a key of one type", from.Table, c.Name, c.From, from.Snapshot, c.To, to.Snapshot)
+			return report.Usage("diff %s: key column %s is %s at snapshot %d and %s at snapshot %d; diff pairs rows by a key of one type", from.Table, c.Name, c.From, from.Snapshot, c.To, to.Snapshot)
 		}
 		retyped[c.Name] = c
 	}
@@ -471,12 +472,12 @@ func CommonColumns(from, to *export.TableSource, res *DiffResult) error {
 	}
 	for _, k := range from.Key {
 		if !slices.Contains(common, k) || !slices.Contains(to.Key, k) || len(from.Key) != len(to.Key) {
-			return job.Usage("diff %s: snapshots %d and %d have different keys (%s / %s); diff pairs rows by one key", from.Table, from.Snapshot, to.Snapshot,
+			return report.Usage("diff %s: snapshots %d and %d have different keys (%s / %s); diff pairs rows by one key", from.Table, from.Snapshot, to.Snapshot,
 				strings.Join(from.Key, ", "), strings.Join(to.Key, ", "))
 		}
 	}
 	if len(common) == 0 {
-		return job.Usage("diff %s: snapshots %d and %d share no column (%s / %s)", from.Table, from.Snapshot, to.Snapshot,
+		return report.Usage("diff %s: snapshots %d and %d share no column (%s / %s)", from.Table, from.Snapshot, to.Snapshot,
 			strings.Join(from.Columns, ", "), strings.Join(to.Columns, ", "))
 	}
 	from.Query = "SELECT " + strings.Join(sel, ", ") + " FROM (" + from.Query + ")"

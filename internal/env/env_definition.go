@@ -11,6 +11,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // checkDefinition refuses (exit 3) a promote of job j whose definition now
@@ -25,7 +26,7 @@ func checkDefinition(env *Environment, j *job.Job, built, now job.Parts) error {
 	if len(changed) == 0 {
 		return nil
 	}
-	return job.Refuse("environment", "job %s changed since environment %s was built from it: %s; nothing promoted: run --env %s again and review its diff, or restore the job's files",
+	return report.Refuse("environment", "job %s changed since environment %s was built from it: %s; nothing promoted: run --env %s again and review its diff, or restore the job's files",
 		j.Name, env.Name, strings.Join(changed, "; "), env.Name)
 }
 
@@ -69,9 +70,9 @@ func definitionChanges(j *job.Job, built, now job.Parts) []string {
 	case bt.Version != nt.Version:
 		out = append(out, fmt.Sprintf("transform_version (built from %d, now %d)", bt.Version, nt.Version))
 	case bt.SHA256 != nt.SHA256 && j.IsModel():
-		out = append(out, fmt.Sprintf("model SQL %s (built from sha256 %s, now %s)", j.ModelFile, job.Short(bt.SHA256), job.Short(nt.SHA256)))
+		out = append(out, fmt.Sprintf("model SQL %s (built from sha256 %s, now %s)", j.ModelFile, report.Short(bt.SHA256), report.Short(nt.SHA256)))
 	case bt.SHA256 != nt.SHA256:
-		out = append(out, fmt.Sprintf("transform SQL of pipeline %s v%d (built from sha256 %s, now %s)", nt.Pipeline, nt.Version, job.Short(bt.SHA256), job.Short(nt.SHA256)))
+		out = append(out, fmt.Sprintf("transform SQL of pipeline %s v%d (built from sha256 %s, now %s)", nt.Pipeline, nt.Version, report.Short(bt.SHA256), report.Short(nt.SHA256)))
 	}
 	out = append(out, configChanges(built.Config, now.Config)...)
 	bs, ns := built.Schema, now.Schema
@@ -81,7 +82,7 @@ func definitionChanges(j *job.Job, built, now job.Parts) []string {
 	case bs.SHA256 != ns.SHA256 && j.IsModel():
 		out = append(out, "the model's result columns")
 	case bs.SHA256 != ns.SHA256:
-		out = append(out, fmt.Sprintf("schema DDL v%d (built from sha256 %s, now %s)", ns.Version, job.Short(bs.SHA256), job.Short(ns.SHA256)))
+		out = append(out, fmt.Sprintf("schema DDL v%d (built from sha256 %s, now %s)", ns.Version, report.Short(bs.SHA256), report.Short(ns.SHA256)))
 	}
 	return out
 }
@@ -110,8 +111,8 @@ func configChanges(built, now map[string]any) []string {
 }
 
 func unionKeys(a, b map[string]any) []string {
-	keys := job.SortedKeys(a)
-	for _, k := range job.SortedKeys(b) {
+	keys := report.SortedKeys(a)
+	for _, k := range report.SortedKeys(b) {
 		if _, ok := a[k]; !ok {
 			keys = append(keys, k)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/idem-dev/idem/internal/diff"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -64,7 +65,7 @@ func DiffEnvironment(ctx context.Context, d *run.DB, env *Environment, e EnvJob,
 		return nil, fmt.Errorf("environment %s: %w", env.Name, err)
 	}
 	if to.Snapshot != e.Snapshot {
-		return nil, job.Refuse("environment", "environment %s holds snapshot %d of %s, not the %d its build recorded: run --env %s again", env.Name, to.Snapshot, j.Name, e.Snapshot, env.Name)
+		return nil, report.Refuse("environment", "environment %s holds snapshot %d of %s, not the %d its build recorded: run --env %s again", env.Name, to.Snapshot, j.Name, e.Snapshot, env.Name)
 	}
 	from, err := attachedSource(ctx, tx, ProductionCatalog, j, to)
 	if err != nil {
@@ -93,7 +94,7 @@ func DiffEnvironment(ctx context.Context, d *run.DB, env *Environment, e EnvJob,
 			var oldest int64
 			err := tx.QueryRowContext(ctx, "SELECT oldest_kept FROM "+job.QuoteIdent(ProductionCatalog)+".idem.retention WHERE job = ?", ref.Job).Scan(&oldest)
 			if err == nil && oldest > ref.Snapshot {
-				return nil, job.Refuse("environment", "environment %s is older than production's retention: %s read upstream %s at snapshot %d, which production has expired (its oldest kept snapshot is %d); rebuild it with idem run --env %s",
+				return nil, report.Refuse("environment", "environment %s is older than production's retention: %s read upstream %s at snapshot %d, which production has expired (its oldest kept snapshot is %d); rebuild it with idem run --env %s",
 					env.Name, e.Job, ref.Job, ref.Snapshot, oldest, env.Name)
 			}
 			res.Moved = append(res.Moved, fmt.Sprintf("%s %d → %d", ref.Job, ref.Snapshot, st.Snapshot))
@@ -179,7 +180,7 @@ func canonicalSums(ctx context.Context, q catalog.Querier, srcs [2]*export.Table
 	}
 	defer os.RemoveAll(dir)
 	for i, src := range srcs {
-		n, sum, _, err := export.CopyTo(ctx, q, src.Ordered(), filepath.Join(dir, fmt.Sprintf("%d.csv", i)), job.FormatCSV, "", job.Progress{}, nil)
+		n, sum, _, err := export.CopyTo(ctx, q, src.Ordered(), filepath.Join(dir, fmt.Sprintf("%d.csv", i)), job.FormatCSV, "", report.Progress{}, nil)
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -51,24 +52,24 @@ type ScanFigure struct {
 // where is the user's own SQL predicate, as in idem query.
 func Audit(ctx context.Context, j *job.Job, dir, where string) (*AuditResult, error) {
 	if strings.TrimSpace(where) == "" {
-		return nil, job.Usage("--audit needs a predicate, e.g. --audit \"event_day = 47\"")
+		return nil, report.Usage("--audit needs a predicate, e.g. --audit \"event_day = 47\"")
 	}
 	data, err := os.ReadFile(filepath.Join(dir, ManifestName))
 	if err != nil {
-		return nil, job.Usage("--export %s: no %s: audit reads a partitioned export (idem export --format parquet --partition-by COL)", dir, ManifestName)
+		return nil, report.Usage("--export %s: no %s: audit reads a partitioned export (idem export --format parquet --partition-by COL)", dir, ManifestName)
 	}
 	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("audit: %s: %w", ManifestName, err)
 	}
 	if m.Format != job.FormatParquet {
-		return nil, job.Usage("--export %s: is a %s export; audit reads Parquet (--format parquet)", dir, m.Format)
+		return nil, report.Usage("--export %s: is a %s export; audit reads Parquet (--format parquet)", dir, m.Format)
 	}
 	if m.Job != j.Name {
-		return nil, job.Usage("--export %s: is an export of job %s, not %s", dir, m.Job, j.Name)
+		return nil, report.Usage("--export %s: is an export of job %s, not %s", dir, m.Job, j.Name)
 	}
 	if len(m.Files) == 0 {
-		return nil, job.Usage("--export %s: holds no partition", dir)
+		return nil, report.Usage("--export %s: holds no partition", dir)
 	}
 	files := make([]string, len(m.Files))
 	for i, f := range m.Files {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/stretchr/testify/require"
@@ -197,7 +198,7 @@ func TestExportGoldenPerType(t *testing.T) {
 				require.NoError(t, err)
 			}
 			out := filepath.Join(dir, c.name+".csv")
-			_, sum, _, err := CopyTo(ctx, conn, "SELECT * FROM "+table+" ORDER BY id", out, job.FormatCSV, "", job.Progress{}, nil)
+			_, sum, _, err := CopyTo(ctx, conn, "SELECT * FROM "+table+" ORDER BY id", out, job.FormatCSV, "", report.Progress{}, nil)
 			require.NoError(t, err)
 			got, err := os.ReadFile(out)
 			require.NoError(t, err)
@@ -255,7 +256,7 @@ func TestExportRefusesNestedEngineText(t *testing.T) {
 		"[TIMETZ '10:00:00+00:00:01']",
 		"{'t': TIMETZ '10:00:00+00'}",
 	} {
-		_, _, _, err := CopyTo(ctx, db.SQL(), "SELECT 1 AS id, "+expr+" AS nested", filepath.Join(dir, "out.csv"), job.FormatCSV, "", job.Progress{}, nil)
+		_, _, _, err := CopyTo(ctx, db.SQL(), "SELECT 1 AS id, "+expr+" AS nested", filepath.Join(dir, "out.csv"), job.FormatCSV, "", report.Progress{}, nil)
 		require.ErrorIs(t, err, catalog.ErrEngineText, expr)
 		require.ErrorContains(t, err, "column nested", expr)
 	}
@@ -273,7 +274,7 @@ func TestCanonicalExportKeepsOrder(t *testing.T) {
 	_, err = db.SQL().ExecContext(ctx, `CREATE TABLE t AS SELECT hash(i) AS id, [CAST(i AS VARCHAR), '']::VARCHAR[2] AS a FROM range(300000) r(i)`)
 	require.NoError(t, err)
 	out := filepath.Join(dir, "out.csv")
-	_, _, _, err = CopyTo(ctx, db.SQL(), "SELECT * FROM t ORDER BY id", out, job.FormatCSV, "", job.Progress{}, nil)
+	_, _, _, err = CopyTo(ctx, db.SQL(), "SELECT * FROM t ORDER BY id", out, job.FormatCSV, "", report.Progress{}, nil)
 	require.NoError(t, err)
 	want := filepath.Join(dir, "want.csv")
 	_, err = db.SQL().ExecContext(ctx, `COPY (SELECT id, '[' || a[1] || ', ]' AS a FROM t ORDER BY id) TO `+job.SQLString(want)+" "+catalog.CSVCopyOptions)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // nullPartition is the value part of the NULL partition's folder name,
@@ -82,7 +83,7 @@ func escapePartition(s string) string {
 func exportPartitioned(ctx context.Context, q catalog.Querier, j *job.Job, src *TableSource, opts ExportOptions, res *ExportResult, fault func(string)) error {
 	col := opts.PartitionBy
 	if !slices.Contains(src.Columns, col) {
-		return job.Usage("--partition-by %s: table %s has no such column (columns: %s)", col, src.Table, strings.Join(src.Columns, ", "))
+		return report.Usage("--partition-by %s: table %s has no such column (columns: %s)", col, src.Table, strings.Join(src.Columns, ", "))
 	}
 	out := opts.Out
 	// A symlinked export folder keeps its link: the swap happens where it
@@ -200,7 +201,7 @@ func checkExportDir(out string) error {
 		return fmt.Errorf("export to %s: %w", out, err)
 	}
 	if !st.IsDir() {
-		return job.Usage("export to %s: is a file; --partition-by writes a folder", out)
+		return report.Usage("export to %s: is a file; --partition-by writes a folder", out)
 	}
 	entries, err := os.ReadDir(out)
 	if err != nil {
@@ -210,13 +211,13 @@ func checkExportDir(out string) error {
 		return nil
 	}
 	if _, err := os.Stat(filepath.Join(out, ManifestName)); err != nil {
-		return job.Usage("export to %s: folder is not empty and holds no previous export (%s)", out, ManifestName)
+		return report.Usage("export to %s: folder is not empty and holds no previous export (%s)", out, ManifestName)
 	}
 	for _, e := range entries {
 		if e.Name() == ManifestName || (e.IsDir() && strings.ContainsAny(e.Name(), "=~")) {
 			continue
 		}
-		return job.Usage("export to %s: folder holds %s, which is not part of a previous export", out, e.Name())
+		return report.Usage("export to %s: folder holds %s, which is not part of a previous export", out, e.Name())
 	}
 	return nil
 }

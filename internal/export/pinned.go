@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // TableSource is a pinned read of one of a job's tables: its SELECT, its
@@ -97,7 +98,7 @@ func PinnedSource(ctx context.Context, q catalog.Querier, j *job.Job, table stri
 			return nil, err
 		}
 		if len(cols) == 0 {
-			return nil, job.Usage("job %s has no table %s", j.Name, table)
+			return nil, report.Usage("job %s has no table %s", j.Name, table)
 		}
 		hasBatch := false
 		for _, c := range cols {
@@ -112,10 +113,10 @@ func PinnedSource(ctx context.Context, q catalog.Querier, j *job.Job, table stri
 		case hasBatch:
 			src.Query += " WHERE batch_id IN (" + catalog.LedgerBatchesUpTo(j.Name, s) + ")"
 		case s != latest:
-			return nil, job.Usage("%s keeps the outcomes of the latest snapshot only (%d); it has no batch_id to pin snapshot %d", table, latest, s)
+			return nil, report.Usage("%s keeps the outcomes of the latest snapshot only (%d); it has no batch_id to pin snapshot %d", table, latest, s)
 		}
 	default:
-		return nil, job.Usage("table %s: export reads the job's target %s or %s_outcomes", table, j.Table, j.Table)
+		return nil, report.Usage("table %s: export reads the job's target %s or %s_outcomes", table, j.Table, j.Table)
 	}
 	return src, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/dbfile"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -367,7 +368,7 @@ func modelHoldsError(j *job.Job, m *eraseMatch) error {
 	if m.subject != nil {
 		what = fmt.Sprintf("subject %s (in %s)", m.value, strings.Join(m.subject, ", "))
 	}
-	return job.Usage("erase: model %s is computed from its upstreams (%s), and recomputed without what this erasure removed it still holds %s: the upstreams hold it. Erase it there: declare [privacy] subject in the upstream that holds it and erase the project folder (idem erase PROJECT_DIR --subject VALUE); nothing committed",
+	return report.Usage("erase: model %s is computed from its upstreams (%s), and recomputed without what this erasure removed it still holds %s: the upstreams hold it. Erase it there: declare [privacy] subject in the upstream that holds it and erase the project folder (idem erase PROJECT_DIR --subject VALUE); nothing committed",
 		j.Name, strings.Join(j.Input.Upstream, ", "), what)
 }
 
@@ -400,7 +401,7 @@ func readerMatch(ctx context.Context, tx *sql.Tx, j *job.Job, opts EraseOptions,
 		keys := slices.Sorted(maps.Keys(tuple))
 		for _, c := range keys {
 			if !cols[c] {
-				return nil, job.Usage("erase: job %s reads an erased job and keeps its rows in %s, but lacks column %s of the composite key (%s) erased: its copy of the key could not be found",
+				return nil, report.Usage("erase: job %s reads an erased job and keeps its rows in %s, but lacks column %s of the composite key (%s) erased: its copy of the key could not be found",
 					j.Name, j.Table, c, strings.Join(keys, ", "))
 			}
 		}
@@ -428,11 +429,11 @@ func readerMatch(ctx context.Context, tx *sql.Tx, j *job.Job, opts EraseOptions,
 		}
 	}
 	if len(m.values) == 0 && opts.Subject == "" {
-		return nil, job.Usage("erase: job %s reads an erased job and keeps its rows in %s, but has none of the columns %s the erased key's rows are found by (a key is never looked for in another job's [privacy] subject columns): its copy of them could not be found. Erase by --subject, or give %s those columns",
+		return nil, report.Usage("erase: job %s reads an erased job and keeps its rows in %s, but has none of the columns %s the erased key's rows are found by (a key is never looked for in another job's [privacy] subject columns): its copy of them could not be found. Erase by --subject, or give %s those columns",
 			j.Name, j.Table, strings.Join(slices.Sorted(maps.Keys(values)), ", "), j.Name)
 	}
 	if len(m.values) == 0 {
-		return nil, job.Usage("erase: job %s reads an erased job and keeps its rows in %s, but has none of the columns %s and declares no [privacy] subject: its copy of the subject could not be found. Declare [privacy] subject in %s",
+		return nil, report.Usage("erase: job %s reads an erased job and keeps its rows in %s, but has none of the columns %s and declares no [privacy] subject: its copy of the subject could not be found. Declare [privacy] subject in %s",
 			j.Name, j.Table, strings.Join(slices.Sorted(maps.Keys(values)), ", "), j.File)
 	}
 	slices.Sort(m.subject)
@@ -478,7 +479,7 @@ func chainOrder(ctx context.Context, tx *sql.Tx, roots, beside []*job.Job) ([]*j
 		for _, n := range names {
 			j, ok := byName[n]
 			if !ok {
-				return nil, job.Usage("erase: job %s of this database has read %s, but no job file for it was given (looked beside %s): its copy of the subject would outlive the erasure. Give the project folder, or the job files of every job that reads %s",
+				return nil, report.Usage("erase: job %s of this database has read %s, but no job file for it was given (looked beside %s): its copy of the subject would outlive the erasure. Give the project folder, or the job files of every job that reads %s",
 					n, up.Name, up.File, up.Name)
 			}
 			add(j)
@@ -521,7 +522,7 @@ func runOrder(jobs []*job.Job) ([]*job.Job, error) {
 			for i, j := range next {
 				names[i] = j.Name
 			}
-			return nil, job.Usage("erase: the jobs %s read each other in a cycle", strings.Join(names, ", "))
+			return nil, report.Usage("erase: the jobs %s read each other in a cycle", strings.Join(names, ", "))
 		}
 		left = next
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/dbfile"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -72,13 +73,13 @@ func ReplayJournal(ctx context.Context, d *run.DB, jobs []*job.Job, fault func(s
 		}
 		i := slices.IndexFunc(jobs, func(j *job.Job) bool { return j.Name == e.Job })
 		if i < 0 {
-			return res, job.Usage("erase --replay-journal: the journal records an erasure of job %s, and no job file of it was given", e.Job)
+			return res, report.Usage("erase --replay-journal: the journal records an erasure of job %s, and no job file of it was given", e.Job)
 		}
 		j := jobs[i]
 		cols := e.Subject
 		if len(cols) == 0 {
 			if cols = keyColumns(j); len(cols) == 0 {
-				return res, job.Usage("erase --replay-journal: the journal records an erasure of a key of job %s, which has no key", e.Job)
+				return res, report.Usage("erase --replay-journal: the journal records an erasure of a key of job %s, which has no key", e.Job)
 			}
 		}
 		values, err := journalValues(ctx, d, j, cols, e, len(e.Subject) == 0 && len(cols) > 1)

@@ -11,6 +11,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -125,7 +126,7 @@ func recomputeModel(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, faul
 		names[i] = c.Name
 	}
 	order := export.IdentList(names)
-	if key := job.NonNil(j.Key); len(key) > 0 {
+	if key := report.NonNil(j.Key); len(key) > 0 {
 		order = export.IdentList(key)
 	}
 	for _, q := range []string{
@@ -153,7 +154,7 @@ func recomputeModel(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, faul
 	if err != nil {
 		return nil, err
 	}
-	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, res.Snapshot, job.KindErase, catalog.SnapshotInputs{Files: []catalog.InputRef{}}, key, parts); err != nil {
+	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, res.Snapshot, report.KindErase, catalog.SnapshotInputs{Files: []catalog.InputRef{}}, key, parts); err != nil {
 		return nil, err
 	}
 	if _, err := run.WriteCheckpoint(ctx, d, tx, j, res.Snapshot, fault); err != nil {
@@ -186,7 +187,7 @@ func repinErased(ctx context.Context, tx *sql.Tx, st catalog.State) (string, str
 		if err != nil {
 			return "", "", err
 		}
-		if row.Kind == job.KindErase && row.Parent == ref.Snapshot {
+		if row.Kind == report.KindErase && row.Parent == ref.Snapshot {
 			parts.Upstream[i] = job.UpstreamRef{Job: ref.Job, Snapshot: ust.Snapshot, JobKey: ust.Key}
 			moved = true
 		}
@@ -206,9 +207,9 @@ func sourceRun(bySnap map[int64]*catalog.SnapshotRow, s int64) (int64, error) {
 			return 0, fmt.Errorf("snapshot %d has no snapshot row", s)
 		}
 		switch row.Kind {
-		case job.KindErase:
+		case report.KindErase:
 			s = row.Parent
-		case job.KindRollback:
+		case report.KindRollback:
 			if row.Inputs.RollbackTo == nil {
 				return 0, fmt.Errorf("snapshot %d is a rollback without a target snapshot", s)
 			}
@@ -279,7 +280,7 @@ func modelRows(ctx context.Context, tx *sql.Tx, j *job.Job, row *catalog.Snapsho
 // erasure's or rollback's rows out.
 func recountModelSnapshot(ctx context.Context, tx *sql.Tx, name string, row *catalog.SnapshotRow, rows int64) error {
 	q, args := `UPDATE idem.snapshots SET rows_out = ? WHERE job = ? AND snapshot = ?`, []any{rows, name, row.Snapshot}
-	if row.Kind != job.KindErase && row.Kind != job.KindRollback {
+	if row.Kind != report.KindErase && row.Kind != report.KindRollback {
 		outcomes, err := json.Marshal(map[string]int64{"accepted": rows})
 		if err != nil {
 			return err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
 )
@@ -25,7 +26,7 @@ import (
 func Run(ctx context.Context, d *run.DB, j *job.Job, opts run.RunOptions) (*run.Result, error) {
 	if opts.FullRefresh && !run.FullRefreshes(j) && j.Pipeline.Mode == job.ModeApply {
 		res, err := FullRefreshApply(ctx, d, j, opts)
-		return res, job.Fatal(err)
+		return res, report.Fatal(err)
 	}
 	return d.Run(ctx, j, opts)
 }
@@ -51,16 +52,16 @@ func Run(ctx context.Context, d *run.DB, j *job.Job, opts run.RunOptions) (*run.
 func FullRefreshApply(ctx context.Context, d *run.DB, j *job.Job, opts run.RunOptions) (*run.Result, error) {
 	switch {
 	case j.IsStream():
-		return nil, job.Usage("--full-refresh: job %s reads a %s stream, whose batches idem does not keep: it cannot be rebuilt", j.Name, j.Input.Stream.Kind)
+		return nil, report.Usage("--full-refresh: job %s reads a %s stream, whose batches idem does not keep: it cannot be rebuilt", j.Name, j.Input.Stream.Kind)
 	case opts.Input != "" || opts.Source != nil || opts.From != nil || opts.BatchID != "" || opts.Partitions != nil:
-		return nil, job.Usage("--full-refresh of apply job %s rebuilds it from the batches it applied: it takes no input, batch or bounds", j.Name)
+		return nil, report.Usage("--full-refresh of apply job %s rebuilds it from the batches it applied: it takes no input, batch or bounds", j.Name)
 	}
 	st, err := catalog.ReadState(ctx, d.SQL(), j.Name)
 	if err != nil {
 		return nil, err
 	}
 	if !st.Exists || st.Snapshot == 0 {
-		return nil, job.Usage("--full-refresh: job %s has applied no batch to rebuild it from", j.Name)
+		return nil, report.Usage("--full-refresh: job %s has applied no batch to rebuild it from", j.Name)
 	}
 	snaps, err := catalog.ReadSnapshots(ctx, d.SQL(), j.Name, st.Snapshot)
 	if err != nil {
@@ -115,7 +116,7 @@ func checkBatchesRetained(ctx context.Context, d *run.DB, j *job.Job, snaps []*c
 			continue
 		}
 		missing := func(why string) error {
-			return job.Refuse("full refresh", "--full-refresh cannot rebuild %s: batch %s (snapshot %d) %s; its batches are all needed to rebuild the target (idem rollback or a new batch instead)", j.Name, row.BatchID, row.Snapshot, why)
+			return report.Refuse("full refresh", "--full-refresh cannot rebuild %s: batch %s (snapshot %d) %s; its batches are all needed to rebuild the target (idem rollback or a new batch instead)", j.Name, row.BatchID, row.Snapshot, why)
 		}
 		if len(row.Inputs.Files) == 0 && j.ReadsFiles() && !j.ReadsIceberg() {
 			return nil, missing("records no retained input")
@@ -126,7 +127,7 @@ func checkBatchesRetained(ctx context.Context, d *run.DB, j *job.Job, snaps []*c
 				return nil, err
 			}
 			if path == "" {
-				return nil, missing(fmt.Sprintf("has lost its retained input %s (sha256 %s), and the landing folder holds no file of that name and sha256", f.Name, job.Short(f.SHA256)))
+				return nil, missing(fmt.Sprintf("has lost its retained input %s (sha256 %s), and the landing folder holds no file of that name and sha256", f.Name, report.Short(f.SHA256)))
 			}
 			if path != source.RetainedPath(d.Path(), f.SHA256) && !slices.ContainsFunc(landed, func(l source.InputFile) bool { return l.SHA256 == f.SHA256 }) {
 				landed = append(landed, source.InputFile{Path: path, SHA256: f.SHA256, Size: f.Bytes})
@@ -139,7 +140,7 @@ func checkBatchesRetained(ctx context.Context, d *run.DB, j *job.Job, snaps []*c
 // isBatch says whether row is a batch a rebuild replays from its input,
 // not an erasure, rollback or earlier full refresh.
 func isBatch(row *catalog.SnapshotRow) bool {
-	return row.Kind != job.KindErase && row.Kind != job.KindRollback && row.Kind != job.KindFullRefresh
+	return row.Kind != report.KindErase && row.Kind != report.KindRollback && row.Kind != report.KindFullRefresh
 }
 
 // rebuildApply replays snaps (every snapshot of apply job j from the
@@ -155,7 +156,7 @@ func rebuildApply(ctx context.Context, d *run.DB, j *job.Job, snaps []*catalog.S
 	jobs := make([]*job.Job, len(snaps))
 	for i, row := range snaps {
 		switch {
-		case row.Kind == job.KindFullRefresh:
+		case row.Kind == report.KindFullRefresh:
 			jobs[i] = j
 		case isBatch(row):
 			if jobs[i], err = batchJob(j, row); err != nil {
@@ -268,7 +269,7 @@ func commitRebuilt(ctx context.Context, d *run.DB, j *job.Job, rows *rebuiltRows
 		return fail(err)
 	}
 	if st.Snapshot != parent {
-		return fail(job.Refuse("stale parent", "job %s committed snapshot %d while its full refresh rebuilt snapshot %d: run it again", j.Name, st.Snapshot, parent))
+		return fail(report.Refuse("stale parent", "job %s committed snapshot %d while its full refresh rebuilt snapshot %d: run it again", j.Name, st.Snapshot, parent))
 	}
 	if err := catalog.CheckOwners(ctx, tx, j, true); err != nil {
 		return fail(err)
@@ -284,7 +285,7 @@ func commitRebuilt(ctx context.Context, d *run.DB, j *job.Job, rows *rebuiltRows
 		return fail(err)
 	}
 	if !slices.Equal(cols, rows.columns) {
-		return fail(job.Refuse("full refresh", "the rebuilt target of %s has other columns than the target (%s): a schema change is a new batch, not a full refresh", j.Name, j.Table))
+		return fail(report.Refuse("full refresh", "the rebuilt target of %s has other columns than the target (%s): a schema change is a new batch, not a full refresh", j.Name, j.Table))
 	}
 	names := make([]string, len(cols))
 	casts := make([]string, len(cols))
@@ -305,7 +306,7 @@ func commitRebuilt(ctx context.Context, d *run.DB, j *job.Job, rows *rebuiltRows
 	if n, err := catalog.ErasedIn(ctx, tx, j, "SELECT * FROM "+target); err != nil {
 		return fail(err)
 	} else if n > 0 {
-		return fail(job.Refuse("erasure", "the rebuilt target of %s holds %d row(s) of erased keys: nothing committed", j.Name, n))
+		return fail(report.Refuse("erasure", "the rebuilt target of %s holds %d row(s) of erased keys: nothing committed", j.Name, n))
 	}
 	for _, f := range retained {
 		if err := catalog.RecordInput(ctx, tx, f.SHA256, f.Size); err != nil {
@@ -317,7 +318,7 @@ func commitRebuilt(ctx context.Context, d *run.DB, j *job.Job, rows *rebuiltRows
 		return fail(err)
 	}
 	hit(run.FaultAfterTarget)
-	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, snapshot, job.KindFullRefresh, catalog.SnapshotInputs{}, key, parts); err != nil {
+	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, snapshot, report.KindFullRefresh, catalog.SnapshotInputs{}, key, parts); err != nil {
 		return fail(err)
 	}
 	if _, err := run.WriteCheckpoint(ctx, d, tx, j, snapshot, fault); err != nil {
@@ -333,7 +334,7 @@ func commitRebuilt(ctx context.Context, d *run.DB, j *job.Job, rows *rebuiltRows
 	}
 	hit(run.FaultAfterCommit)
 	_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
-	return &run.Result{Job: j.Name, Decision: job.DecisionLoaded, JobKey: key, Snapshot: snapshot, Parent: st.Snapshot,
+	return &run.Result{Job: j.Name, Decision: report.DecisionLoaded, JobKey: key, Snapshot: snapshot, Parent: st.Snapshot,
 		RowsOut: out, Outcomes: map[string]int64{}, Cursor: st.Cursor, Epoch: st.Epoch, Target: j.Table, FullRefresh: true,
 		Inputs: []source.InputFile{}, Replica: d.PublishReplica(ctx, fault)}, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // Pin is a downstream job's hold on one snapshot of an upstream job: the
@@ -149,7 +150,7 @@ func rerunPin(ctx context.Context, q catalog.Querier, upstream string, r catalog
 // when the replay reads nothing of upstream (an erasure, a rollback, a run
 // that did not read it).
 func upstreamRead(upstream, mode string, s *catalog.SnapshotRow) (int64, error) {
-	if s.Kind == job.KindErase || s.Kind == job.KindRollback || s.PartsJSON == "" {
+	if s.Kind == report.KindErase || s.Kind == report.KindRollback || s.PartsJSON == "" {
 		return 0, nil
 	}
 	parts, err := decodeParts(s.PartsJSON)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // TestUpstreamRead: the oldest snapshot of an upstream that the replay of
@@ -38,8 +39,8 @@ func TestUpstreamRead(t *testing.T) {
 		{"two upstreams", job.ModeApply, catalog.SnapshotRow{Kind: "applied", BatchID: "upstream:other:1-9,up:4-6", PartsJSON: parts("other", 9, "up", 6)}, 4},
 		{"model load", job.ModeRefresh, catalog.SnapshotRow{Kind: "loaded", PartsJSON: parts("up", 7)}, 7},
 		{"other upstream", job.ModeRefresh, catalog.SnapshotRow{Kind: "loaded", PartsJSON: parts("other", 7)}, 0},
-		{"erasure", job.ModeApply, catalog.SnapshotRow{Kind: job.KindErase, PartsJSON: parts("up", 5)}, 0},
-		{"rollback", job.ModeApply, catalog.SnapshotRow{Kind: job.KindRollback, PartsJSON: parts("up", 5)}, 0},
+		{"erasure", job.ModeApply, catalog.SnapshotRow{Kind: report.KindErase, PartsJSON: parts("up", 5)}, 0},
+		{"rollback", job.ModeApply, catalog.SnapshotRow{Kind: report.KindRollback, PartsJSON: parts("up", 5)}, 0},
 		{"batch of files", job.ModeApply, catalog.SnapshotRow{Kind: "applied", BatchID: "b1.jsonl", PartsJSON: parts()}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

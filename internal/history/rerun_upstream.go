@@ -12,6 +12,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
 )
@@ -29,7 +30,7 @@ func ModelAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.Sn
 	switch {
 	case kept:
 		if at, err = j.ModelWith(text); err != nil {
-			return nil, job.Refuse("rerun", "snapshot %d of %s: the model text this database kept: %v", row.Snapshot, j.Name, err)
+			return nil, report.Refuse("rerun", "snapshot %d of %s: the model text this database kept: %v", row.Snapshot, j.Name, err)
 		}
 		at.TransformVersion = parts.Transform.Version
 	case parts.Transform.Version == 0:
@@ -37,13 +38,13 @@ func ModelAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.Sn
 			return nil, err
 		}
 		if got := at.TransformPart().SHA256; got != parts.Transform.SHA256 {
-			return nil, job.Refuse("rerun", "snapshot %d of %s was built with model text sha256 %s, which this database does not keep and %s no longer holds (sha256 %s): cannot rebuild it with other SQL",
-				row.Snapshot, j.Name, job.Short(parts.Transform.SHA256), j.ModelFile, job.Short(got))
+			return nil, report.Refuse("rerun", "snapshot %d of %s was built with model text sha256 %s, which this database does not keep and %s no longer holds (sha256 %s): cannot rebuild it with other SQL",
+				row.Snapshot, j.Name, report.Short(parts.Transform.SHA256), j.ModelFile, report.Short(got))
 		}
 		at.TransformVersion = 0 // the file still holds that text
 	default:
 		if at, err = j.ModelAt(parts.Transform.Version); err != nil {
-			return nil, job.Refuse("rerun", "snapshot %d of %s: %v", row.Snapshot, j.Name, err)
+			return nil, report.Refuse("rerun", "snapshot %d of %s: %v", row.Snapshot, j.Name, err)
 		}
 	}
 	if at, err = macrosAt(ctx, q, at, row, parts); err != nil {
@@ -52,8 +53,8 @@ func ModelAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.Sn
 	at.Fencing = ""
 	at.Retention = job.Retention{}
 	if got := at.TransformPart(); got.SHA256 != parts.Transform.SHA256 {
-		return nil, job.Refuse("rerun", "snapshot %d of %s was built with model v%d with sha256 %s; %s now has sha256 %s: cannot rebuild it with other SQL",
-			row.Snapshot, j.Name, parts.Transform.Version, job.Short(parts.Transform.SHA256), at.ModelFile, job.Short(got.SHA256))
+		return nil, report.Refuse("rerun", "snapshot %d of %s was built with model v%d with sha256 %s; %s now has sha256 %s: cannot rebuild it with other SQL",
+			row.Snapshot, j.Name, parts.Transform.Version, report.Short(parts.Transform.SHA256), at.ModelFile, report.Short(got.SHA256))
 	}
 	if t, ok := parts.Config["target"].(string); ok && t != "" {
 		at.Table = t
@@ -84,7 +85,7 @@ func macrosAt(ctx context.Context, q catalog.Querier, at *job.Job, row *catalog.
 	}
 	with, err := at.WithMacros(texts)
 	if err != nil {
-		return nil, job.Refuse("rerun", "snapshot %d of %s: the macro text this database kept: %v", row.Snapshot, at.Name, err)
+		return nil, report.Refuse("rerun", "snapshot %d of %s: the macro text this database kept: %v", row.Snapshot, at.Name, err)
 	}
 	return with, nil
 }
@@ -137,11 +138,11 @@ func replayUpstream(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job,
 	if err != nil {
 		return fmt.Errorf("rerun: replay snapshot %d of %s: %w", row.Snapshot, j.Name, err)
 	}
-	if res.Decision != job.DecisionLoaded && res.Decision != job.DecisionApplied {
+	if res.Decision != report.DecisionLoaded && res.Decision != report.DecisionApplied {
 		return fmt.Errorf("rerun: replay of snapshot %d of %s was %s, not a commit", row.Snapshot, j.Name, res.Decision)
 	}
 	if res.JobKey != row.JobKey {
-		return fmt.Errorf("rerun: replay of snapshot %d of %s has job key %s, recorded %s: the upstream rows or the model's result columns differ", row.Snapshot, j.Name, job.Short(res.JobKey), job.Short(row.JobKey))
+		return fmt.Errorf("rerun: replay of snapshot %d of %s has job key %s, recorded %s: the upstream rows or the model's result columns differ", row.Snapshot, j.Name, report.Short(res.JobKey), report.Short(row.JobKey))
 	}
 	return nil
 }
@@ -165,7 +166,7 @@ func exportUpstream(ctx context.Context, d *run.DB, ref job.UpstreamRef, from in
 		return nil, fmt.Errorf("upstream %s: %w", ref.Job, err)
 	}
 	if up.JobKey != ref.JobKey {
-		return nil, fmt.Errorf("upstream %s snapshot %d has job key %s, but %s was pinned", ref.Job, ref.Snapshot, job.Short(up.JobKey), job.Short(ref.JobKey))
+		return nil, fmt.Errorf("upstream %s snapshot %d has job key %s, but %s was pinned", ref.Job, ref.Snapshot, report.Short(up.JobKey), report.Short(ref.JobKey))
 	}
 	var q string
 	if from < 0 {

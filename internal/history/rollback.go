@@ -10,6 +10,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -79,7 +80,7 @@ func rollbackTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, to int64
 		return nil, err
 	}
 	if to < 1 || to > st.Snapshot {
-		return nil, job.Usage("job %s has no snapshot %d to roll back to (latest is %d)", j.Name, to, st.Snapshot)
+		return nil, report.Usage("job %s has no snapshot %d to roll back to (latest is %d)", j.Name, to, st.Snapshot)
 	}
 	// The writer guards of a run: a rollback prepared against snapshot P
 	// must not discard a commit made since.
@@ -119,7 +120,7 @@ func rollbackTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, to int64
 		return nil, err
 	}
 	if !slices.Equal(cols, row.Columns) {
-		return nil, job.Refuse("rollback", "snapshot %d of %s has other columns than the target now (a schema change since): roll forward with a new batch instead", to, j.Name)
+		return nil, report.Refuse("rollback", "snapshot %d of %s has other columns than the target now (a schema change since): roll forward with a new batch instead", to, j.Name)
 	}
 	pinned, err := catalog.PinnedSelect(ctx, tx, j.Name, row.Columns, to)
 	if err != nil {
@@ -128,7 +129,7 @@ func rollbackTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, to int64
 	if n, err := catalog.ErasedIn(ctx, tx, j, pinned); err != nil {
 		return nil, err
 	} else if n > 0 {
-		return nil, job.Refuse("erasure", "rollback over an erasure: snapshot %d of %s holds %d row(s) of erased keys; repair forward instead", to, j.Name, n)
+		return nil, report.Refuse("erasure", "rollback over an erasure: snapshot %d of %s holds %d row(s) of erased keys; repair forward instead", to, j.Name, n)
 	}
 	names := make([]string, len(cols))
 	for i, c := range cols {
@@ -153,7 +154,7 @@ func rollbackTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, to int64
 	}
 	opts.fault(run.FaultAfterTarget)
 	inputs := catalog.SnapshotInputs{Files: []catalog.InputRef{}, RollbackTo: &to}
-	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, snapshot, job.KindRollback, inputs, row.JobKey, row.PartsJSON); err != nil {
+	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, snapshot, report.KindRollback, inputs, row.JobKey, row.PartsJSON); err != nil {
 		return nil, err
 	}
 	if _, err := run.WriteCheckpoint(ctx, d, tx, j, snapshot, opts.Fault); err != nil {

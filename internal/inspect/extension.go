@@ -17,6 +17,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -59,7 +60,7 @@ func ReadKept(ctx context.Context, db *run.DB, j *job.Job) (*KeptSnapshots, erro
 		return nil, err
 	}
 	for _, r := range snaps {
-		if r.Kind == job.KindErase {
+		if r.Kind == report.KindErase {
 			k.LastErasure = r.Snapshot
 		}
 		if r.Snapshot >= ret.OldestKept {

@@ -2,6 +2,7 @@ package job
 
 import (
 	"fmt"
+	"github.com/idem-dev/idem/internal/report"
 	"slices"
 	"strings"
 )
@@ -60,7 +61,7 @@ func (j *Job) applyAudits(data []byte, audits []Audit) error {
 	for i, a := range audits {
 		a.Line = arrayTableLine(data, "audit", i)
 		bad := func(msg string, args ...any) error {
-			return &JobFileError{File: j.File, Line: a.Line, Key: fmt.Sprintf("audit[%d]", i+1), Msg: fmt.Sprintf(msg, args...)}
+			return &report.JobFileError{File: j.File, Line: a.Line, Key: fmt.Sprintf("audit[%d]", i+1), Msg: fmt.Sprintf(msg, args...)}
 		}
 		switch a.Severity {
 		case "":

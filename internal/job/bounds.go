@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/idem-dev/idem/internal/report"
 	"io"
 	"io/fs"
 	"os"
@@ -27,11 +28,11 @@ const (
 // where the bound was passed. It reads data once, in linear time.
 func checkTOMLBounds(path string, data []byte) error {
 	if len(data) > MaxTOMLBytes {
-		return &JobFileError{File: path, Line: 1 + bytes.Count(data[:MaxTOMLBytes], []byte("\n")),
+		return &report.JobFileError{File: path, Line: 1 + bytes.Count(data[:MaxTOMLBytes], []byte("\n")),
 			Msg: fmt.Sprintf("the file is larger than %d bytes (1 MiB), the most idem reads of a job file or pipeline.toml", MaxTOMLBytes)}
 	}
 	if line := tooDeep(data, MaxTOMLDepth); line > 0 {
-		return &JobFileError{File: path, Line: line,
+		return &report.JobFileError{File: path, Line: line,
 			Msg: fmt.Sprintf("arrays and tables nest deeper than %d levels, the most idem reads of a job file or pipeline.toml", MaxTOMLDepth)}
 	}
 	return nil
@@ -150,7 +151,7 @@ func readSQLFile(fsys fs.FS, name, display string) ([]byte, error) {
 var errSQLTooLarge = errors.New("SQL file too large")
 
 func sqlTooLarge(file, size string) error {
-	return &JobFileError{File: file, Err: errSQLTooLarge,
+	return &report.JobFileError{File: file, Err: errSQLTooLarge,
 		Msg: fmt.Sprintf("the file is %s, larger than %d bytes (4 MiB), the most idem reads of a SQL file (a model, a pipeline's step or schema)", size, MaxSQLBytes)}
 }
 
@@ -169,7 +170,7 @@ func ReadJobFile(path string) ([]byte, error) {
 		if errors.As(err, &pe) {
 			reason = pe.Err
 		}
-		return nil, &JobFileError{File: path, Msg: "cannot read job file: " + reason.Error(), Err: err}
+		return nil, &report.JobFileError{File: path, Msg: "cannot read job file: " + reason.Error(), Err: err}
 	}
 	if len(data) > MaxTOMLBytes {
 		return nil, checkTOMLBounds(path, data)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/pipelines"
 )
 
@@ -104,7 +105,7 @@ func TestJobFileBounds(t *testing.T) {
 					continue
 				}
 				require.EqualError(t, err, filepath.Join(dir, c.err))
-				require.Equal(t, ExitUsage, ExitCode(err))
+				require.Equal(t, report.ExitUsage, report.ExitCode(err))
 			}
 			if c.err != "" {
 				require.Less(t, took, time.Second, "refused before decoding")

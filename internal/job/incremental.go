@@ -2,6 +2,7 @@ package job
 
 import (
 	"fmt"
+	"github.com/idem-dev/idem/internal/report"
 	"slices"
 	"strings"
 )
@@ -76,7 +77,7 @@ func (j *Job) incrementalError(line int, why string) error {
 	if j.Incremental == IncrementalKey {
 		by = "key (" + strings.Join(j.Key, ", ") + ")"
 	}
-	return &JobFileError{File: j.File, Line: j.incrementalLine, Key: "target.incremental",
+	return &report.JobFileError{File: j.File, Line: j.incrementalLine, Key: "target.incremental",
 		Msg: fmt.Sprintf("model %s cannot be recomputed by %s: %s; refused (remove incremental to rebuild the whole model on every run)", at, by, why)}
 }
 
@@ -457,7 +458,7 @@ func (c *restrictCheck) walkOutsideWindows(v any, f func(map[string]any)) {
 			return
 		}
 		f(x)
-		for _, k := range SortedKeys(x) {
+		for _, k := range report.SortedKeys(x) {
 			c.walkOutsideWindows(x[k], f)
 		}
 	case []any:

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // Identifier is what idem accepts as a job, table or column name. Names are
@@ -342,7 +343,7 @@ func decodeJobFile(path string, data []byte) (jobFile, toml.MetaData, error) {
 		if k[0] == ColumnsTable {
 			continue // column descriptions, checked below (columns_doc.go)
 		}
-		return jf, md, &JobFileError{File: path, Line: keyLine(data, k), Key: k.String(), Msg: "unknown key"}
+		return jf, md, &report.JobFileError{File: path, Line: keyLine(data, k), Key: k.String(), Msg: "unknown key"}
 	}
 	if _, err := ColumnDocs(path, data); err != nil {
 		return jf, md, err
@@ -352,7 +353,7 @@ func decodeJobFile(path string, data []byte) (jobFile, toml.MetaData, error) {
 	// result's columns, and whose one file is versioned by its text).
 	for _, req := range []string{"name", "pipeline"} {
 		if !md.IsDefined(req) {
-			return jf, md, &JobFileError{File: path, Key: req, Msg: "missing required key"}
+			return jf, md, &report.JobFileError{File: path, Key: req, Msg: "missing required key"}
 		}
 	}
 	return jf, md, nil
@@ -421,8 +422,8 @@ func checkOperation(jf *jobFile, md toml.MetaData, bad keyErrorFunc) error {
 	if err := CheckMemoryLimit(jf.DuckDB.MemoryLimit); jf.DuckDB.MemoryLimit != "" && err != nil {
 		return bad("duckdb.memory_limit", "%v", err)
 	}
-	if jf.DuckDB.Threads < 0 || jf.DuckDB.Threads > MaxThreads {
-		return bad("duckdb.threads", "must be a positive integer of at most %d (got %d)", MaxThreads, jf.DuckDB.Threads)
+	if jf.DuckDB.Threads < 0 || jf.DuckDB.Threads > report.MaxThreads {
+		return bad("duckdb.threads", "must be a positive integer of at most %d (got %d)", report.MaxThreads, jf.DuckDB.Threads)
 	}
 	return nil
 }
@@ -434,17 +435,17 @@ func bindPipeline(path string, data []byte, jf *jobFile, md toml.MetaData, built
 	bad := keyErrors(path, data)
 	p, err = resolvePipeline(path, jf.Pipeline, builtins, lenient)
 	if err != nil {
-		var jfe *JobFileError
+		var jfe *report.JobFileError
 		if errors.As(err, &jfe) {
 			return nil, nil, "", err
 		}
 		return nil, nil, "", bad("pipeline", "%v", err)
 	}
 	if !md.IsDefined("schema_version") && !p.Model {
-		return nil, nil, "", &JobFileError{File: path, Key: "schema_version", Msg: "missing required key"}
+		return nil, nil, "", &report.JobFileError{File: path, Key: "schema_version", Msg: "missing required key"}
 	}
 	if !md.IsDefined("transform_version") && !p.Model {
-		return nil, nil, "", &JobFileError{File: path, Key: "transform_version", Msg: "missing required key"}
+		return nil, nil, "", &report.JobFileError{File: path, Key: "transform_version", Msg: "missing required key"}
 	}
 	if md.IsDefined("transform") && !p.Model {
 		return nil, nil, "", bad("transform", "[transform] sql names a model folder; pipeline %s is not a model pipeline (pipeline = \"select\")", p.Name)
@@ -467,10 +468,10 @@ func bindPipeline(path string, data []byte, jf *jobFile, md toml.MetaData, built
 // declared type, or the declared default.
 func bindParams(path string, p *Pipeline, given map[string]any, bad keyErrorFunc) (map[string]any, error) {
 	params := map[string]any{}
-	for _, name := range SortedKeys(given) {
+	for _, name := range report.SortedKeys(given) {
 		decl, ok := p.Params[name]
 		if !ok {
-			declared := strings.Join(SortedKeys(p.Params), ", ")
+			declared := strings.Join(report.SortedKeys(p.Params), ", ")
 			if declared == "" {
 				declared = "none"
 			}
@@ -487,7 +488,7 @@ func bindParams(path string, p *Pipeline, given map[string]any, bad keyErrorFunc
 			continue
 		}
 		if decl.Default == nil {
-			return nil, &JobFileError{File: path, Key: "params." + name, Msg: fmt.Sprintf("pipeline %s requires this parameter (%s)", p.Name, decl.Type)}
+			return nil, &report.JobFileError{File: path, Key: "params." + name, Msg: fmt.Sprintf("pipeline %s requires this parameter (%s)", p.Name, decl.Type)}
 		}
 		v, _ := ConvertParam(decl.Type, decl.Default)
 		params[name] = v

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/pipelines"
 )
 
@@ -34,9 +35,9 @@ func loadJobText(t *testing.T, text string, files map[string]string) (*job.Job, 
 	dir := writeTree(t, all)
 	j, err := job.LoadJob(filepath.Join(dir, "job.toml"), pipelines.FS)
 	if err != nil {
-		var jfe *job.JobFileError
+		var jfe *report.JobFileError
 		require.True(t, errors.As(err, &jfe), "a *JobFileError: %v", err)
-		require.Equal(t, job.ExitUsage, job.ExitCode(err))
+		require.Equal(t, report.ExitUsage, report.ExitCode(err))
 		return nil, strings.ReplaceAll(err.Error(), dir+string(filepath.Separator), "")
 	}
 	return j, ""

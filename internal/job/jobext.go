@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // Input modes and batch shapes of [input] mode = "files".
@@ -72,8 +73,8 @@ func (j *Job) applyGenericShape(data []byte, md toml.MetaData, jf *jobFile, bad 
 	}
 	j.Columns = cols
 	if len(jf.Target.Key) == 0 {
-		return &JobFileError{File: j.File, Line: keyLine(data, []string{"target"}), Key: "target.key",
-			Msg: fmt.Sprintf("pipeline %s needs the key columns: add key = [\"...\"] to [target] (rows would double on replay)", p.Name), Err: ErrNoKey}
+		return &report.JobFileError{File: j.File, Line: keyLine(data, []string{"target"}), Key: "target.key",
+			Msg: fmt.Sprintf("pipeline %s needs the key columns: add key = [\"...\"] to [target] (rows would double on replay)", p.Name), Err: report.ErrNoKey}
 	}
 	seen := map[string]bool{}
 	shape := &tableShape{columns: j.Columns}
@@ -235,7 +236,7 @@ func (j *Job) applyRules(data []byte, jf *jobFile) error {
 	names := map[string]bool{}
 	for i, r := range jf.Quality.Rules {
 		loc := func(msg string, args ...any) error {
-			return &JobFileError{File: j.File, Line: RuleLine(data, i), Key: fmt.Sprintf("quality.rules[%d]", i+1), Msg: fmt.Sprintf(msg, args...)}
+			return &report.JobFileError{File: j.File, Line: RuleLine(data, i), Key: fmt.Sprintf("quality.rules[%d]", i+1), Msg: fmt.Sprintf(msg, args...)}
 		}
 		if !Identifier.MatchString(r.Name) {
 			return loc("rule name %q must be letters, digits and underscores, starting with a letter", r.Name)

@@ -3,6 +3,7 @@ package job
 import (
 	"errors"
 	"fmt"
+	"github.com/idem-dev/idem/internal/report"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -135,7 +136,7 @@ func (j *Job) CheckDatabase() error {
 		return nil
 	}
 	if h := oldRuleHint(j.File, j.written.database, false, "--db"); h != "" {
-		return Usage("database %s (read from the job file's folder) does not exist%s", j.Database, h)
+		return report.Usage("database %s (read from the job file's folder) does not exist%s", j.Database, h)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package job
 import (
 	"errors"
 	"fmt"
+	"github.com/idem-dev/idem/internal/report"
 	"io/fs"
 	"os"
 	"path"
@@ -57,7 +58,7 @@ func loadMacros(jobPath string) (map[string]Macro, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, &JobFileError{File: dir, Msg: fmt.Sprintf("read the macros folder: %v", err)}
+		return nil, &report.JobFileError{File: dir, Msg: fmt.Sprintf("read the macros folder: %v", err)}
 	}
 	out := map[string]Macro{}
 	for _, e := range entries {
@@ -70,11 +71,11 @@ func loadMacros(jobPath string) (map[string]Macro, error) {
 			return nil, err
 		}
 		if err != nil {
-			return nil, &JobFileError{File: filepath.Join(dir, e.Name()), Msg: fmt.Sprintf("read macro: %v", err)}
+			return nil, &report.JobFileError{File: filepath.Join(dir, e.Name()), Msg: fmt.Sprintf("read macro: %v", err)}
 		}
 		m, err := parseMacro(strings.TrimSuffix(e.Name(), filepath.Ext(e.Name())), file, string(text))
 		if err != nil {
-			return nil, &JobFileError{File: filepath.Join(dir, e.Name()), Line: 1, Msg: err.Error()}
+			return nil, &report.JobFileError{File: filepath.Join(dir, e.Name()), Line: 1, Msg: err.Error()}
 		}
 		out[strings.ToLower(m.Name)] = m
 	}

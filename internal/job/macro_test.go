@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/pipelines"
 )
 
@@ -89,7 +90,7 @@ func TestMacroFileErrors(t *testing.T) {
 			t.Parallel()
 			d := writeTree(t, map[string]string{"daily.toml": modelJob, "models/daily/v1.sql": "SELECT day FROM {{upstream:trips}}", "macros/" + tc.file: tc.text})
 			_, err := job.LoadJob(filepath.Join(d, "daily.toml"), pipelines.FS)
-			var jfe *job.JobFileError
+			var jfe *report.JobFileError
 			require.ErrorAs(t, err, &jfe)
 			require.Equal(t, filepath.Join(d, "macros", tc.file), jfe.File)
 			require.ErrorContains(t, err, tc.want)

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // transformTable is the job file's [transform] table: the folder of a
@@ -44,7 +45,7 @@ func modelSteps(path string, data []byte, p *Pipeline, jf *jobFile, md toml.Meta
 	case file != "" && versioned:
 		return nil, bad("transform_version", "model %s is one file, whose version is its text's sha256: remove transform_version (or keep numbered versions v1.sql, v2.sql... in a folder)", ref)
 	case file == "" && !versioned:
-		return nil, &JobFileError{File: path, Key: "transform_version", Msg: fmt.Sprintf("missing required key: model folder %s holds numbered versions (%s); set transform_version, or name one file: sql = \"%s.sql\"", ref, modelVersions(dir), strings.TrimSuffix(ref, "/"))}
+		return nil, &report.JobFileError{File: path, Key: "transform_version", Msg: fmt.Sprintf("missing required key: model folder %s holds numbered versions (%s); set transform_version, or name one file: sql = \"%s.sql\"", ref, modelVersions(dir), strings.TrimSuffix(ref, "/"))}
 	}
 	var text []byte
 	if file != "" {
@@ -65,7 +66,7 @@ func modelSteps(path string, data []byte, p *Pipeline, jf *jobFile, md toml.Meta
 	}
 	model, err := modelText(string(text))
 	if err != nil {
-		return nil, &JobFileError{File: file, Msg: err.Error()}
+		return nil, &report.JobFileError{File: file, Msg: err.Error()}
 	}
 	wrap, err := p.Transform(1)
 	if err != nil {
@@ -104,7 +105,7 @@ func (j *Job) ModelAt(v int) (*Job, error) {
 	}
 	at, err := j.ModelWith(string(text))
 	if err != nil {
-		return nil, &JobFileError{File: file, Msg: err.Error()}
+		return nil, &report.JobFileError{File: file, Msg: err.Error()}
 	}
 	at.TransformVersion, at.ModelFile = v, file
 	return at, nil
@@ -301,7 +302,7 @@ func (j *Job) modelKey(data []byte, jf *jobFile) error {
 	case jf.Target.OrderBy != "":
 		return bad("target.order_by", "a model is written in key order: remove order_by")
 	case len(jf.Target.Key) == 0:
-		return &JobFileError{File: j.File, Line: keyLine(data, []string{"target"}), Key: "target.key",
+		return &report.JobFileError{File: j.File, Line: keyLine(data, []string{"target"}), Key: "target.key",
 			Msg: "a model names the columns that identify one row of its result: add key = [\"...\"] to [target]"}
 	}
 	seen := map[string]bool{}

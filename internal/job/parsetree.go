@@ -2,6 +2,7 @@ package job
 
 import (
 	"fmt"
+	"github.com/idem-dev/idem/internal/report"
 	"strings"
 )
 
@@ -83,7 +84,7 @@ func WalkJSON(v any, f func(map[string]any)) {
 	switch x := v.(type) {
 	case map[string]any:
 		f(x)
-		for _, k := range SortedKeys(x) {
+		for _, k := range report.SortedKeys(x) {
 			WalkJSON(x[k], f)
 		}
 	case []any:

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // Modes of a pipeline.
@@ -119,7 +120,7 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 		if !errors.Is(err, fs.ErrNotExist) {
 			msg += ": " + err.Error()
 		}
-		return nil, &JobFileError{File: file, Msg: msg, Err: err}
+		return nil, &report.JobFileError{File: file, Msg: msg, Err: err}
 	}
 	if err := checkTOMLBounds(file, data); err != nil {
 		return nil, err
@@ -130,7 +131,7 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 		return nil, tomlError(file, data, err)
 	}
 	if un := md.Undecoded(); len(un) > 0 {
-		return nil, &JobFileError{File: file, Line: keyLine(data, un[0]), Key: un[0].String(), Msg: "unknown key"}
+		return nil, &report.JobFileError{File: file, Line: keyLine(data, un[0]), Key: un[0].String(), Msg: "unknown key"}
 	}
 	bad := keyErrors(file, data)
 	if !Identifier.MatchString(p.Name) {
@@ -172,11 +173,11 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 		}
 	}
 	if p.Mode == ModeApply && len(p.Key) == 0 && !p.Generic && !lenient {
-		return nil, &JobFileError{File: file, Key: "key", Msg: "an apply pipeline declares its key columns (rows would double on replay)", Err: ErrNoKey}
+		return nil, &report.JobFileError{File: file, Key: "key", Msg: "an apply pipeline declares its key columns (rows would double on replay)", Err: report.ErrNoKey}
 	}
 	for name, prm := range p.Params {
 		if !paramTypes[prm.Type] {
-			return nil, bad("params."+name+".type", "unknown parameter type %q (want one of %s)", prm.Type, strings.Join(SortedKeys(paramTypes), ", "))
+			return nil, bad("params."+name+".type", "unknown parameter type %q (want one of %s)", prm.Type, strings.Join(report.SortedKeys(paramTypes), ", "))
 		}
 		if prm.Default != nil {
 			if _, err := ConvertParam(prm.Type, prm.Default); err != nil {
@@ -196,7 +197,7 @@ func (p *Pipeline) checkTombstone(bad keyErrorFunc) error {
 	if p.Mode != ModeApply || p.Generic || p.Model {
 		return bad("tombstone", "a delete marker belongs to an apply pipeline that declares its columns (a tombstone is a delete of a change batch)")
 	}
-	for _, name := range SortedKeys(p.Tombstone) {
+	for _, name := range report.SortedKeys(p.Tombstone) {
 		if !slices.Contains(p.ColumnNames(), name) {
 			return bad("tombstone."+name, "%q is not one of the pipeline's columns (%s)", name, strings.Join(p.ColumnNames(), ", "))
 		}

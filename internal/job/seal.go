@@ -3,6 +3,7 @@ package job
 import (
 	"errors"
 	"fmt"
+	"github.com/idem-dev/idem/internal/report"
 	"maps"
 	"path/filepath"
 	"regexp"
@@ -403,7 +404,7 @@ func (s *Seal) checkQuery(node map[string]any, temp map[string]bool) ([]Violatio
 				}
 			}
 			s.checkNode(x, scope, temp, refuse, &unknown)
-			for _, k := range SortedKeys(x) {
+			for _, k := range report.SortedKeys(x) {
 				if k == "cte_map" && hasCTEs {
 					continue
 				}

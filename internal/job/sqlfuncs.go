@@ -1,6 +1,7 @@
 package job
 
 import (
+	"github.com/idem-dev/idem/internal/report"
 	"strings"
 )
 
@@ -187,5 +188,5 @@ type FunctionsRecord struct {
 
 // Record is f as enginefuncs_gen.go records it for version.
 func (f *Functions) Record(version string) FunctionsRecord {
-	return FunctionsRecord{Version: version, Volatile: SortedKeys(f.Volatile), Session: SortedKeys(f.Session), Views: SortedKeys(f.Views)}
+	return FunctionsRecord{Version: version, Volatile: report.SortedKeys(f.Volatile), Session: report.SortedKeys(f.Session), Views: report.SortedKeys(f.Views)}
 }

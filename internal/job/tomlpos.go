@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // keyErrorFunc makes the *JobFileError of a key of a job file, key dotted
@@ -18,7 +19,7 @@ type keyErrorFunc func(key, format string, args ...any) error
 // keyErrors returns the keyErrorFunc of the job file at path holding data.
 func keyErrors(path string, data []byte) keyErrorFunc {
 	return func(key, format string, args ...any) error {
-		return &JobFileError{File: path, Line: keyLine(data, strings.Split(key, ".")), Key: key, Msg: fmt.Sprintf(format, args...)}
+		return &report.JobFileError{File: path, Line: keyLine(data, strings.Split(key, ".")), Key: key, Msg: fmt.Sprintf(format, args...)}
 	}
 }
 
@@ -34,7 +35,7 @@ func tomlError(path string, data []byte, err error) error {
 		if msg == "" {
 			msg = pe.Error()
 		}
-		return &JobFileError{File: path, Line: pe.Position.Line, Key: key, Msg: msg, Err: err}
+		return &report.JobFileError{File: path, Line: pe.Position.Line, Key: key, Msg: msg, Err: err}
 	}
 	// Type mismatches ("toml: line 3 (last key "x"): incompatible types ...")
 	msg := strings.TrimPrefix(err.Error(), "toml: ")
@@ -42,7 +43,7 @@ func tomlError(path string, data []byte, err error) error {
 	if m := regexp.MustCompile(`^line (\d+)`).FindStringSubmatch(msg); m != nil {
 		fmt.Sscanf(m[1], "%d", &line)
 	}
-	return &JobFileError{File: path, Line: line, Msg: msg, Err: err}
+	return &report.JobFileError{File: path, Line: line, Msg: msg, Err: err}
 }
 
 // keyLine finds the line that defines key in a TOML document: it follows

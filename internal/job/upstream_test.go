@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/pipelines"
 )
 
@@ -126,7 +127,7 @@ func TestModelFile(t *testing.T) {
 			t.Parallel()
 			d := writeTree(t, map[string]string{"daily.toml": tc.job, "models/daily.sql": v1, "models/daily/v1.sql": v1})
 			_, err := job.LoadJob(filepath.Join(d, "daily.toml"), pipelines.FS)
-			var jfe *job.JobFileError
+			var jfe *report.JobFileError
 			require.ErrorAs(t, err, &jfe)
 			require.ErrorContains(t, err, tc.want)
 		})
@@ -157,7 +158,7 @@ func TestUpstreamJobFileErrors(t *testing.T) {
 			_, err := job.LoadJob(filepath.Join(dir, "daily.toml"), pipelines.FS)
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tc.want)
-			var jfe *job.JobFileError
+			var jfe *report.JobFileError
 			require.ErrorAs(t, err, &jfe)
 		})
 	}
@@ -225,10 +226,10 @@ func TestDeclaredUpstreamMustBeRead(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			var jfe *job.JobFileError
+			var jfe *report.JobFileError
 			require.ErrorAs(t, err, &jfe)
 			require.ErrorContains(t, err, tc.want)
-			require.Equal(t, job.ExitUsage, job.ExitCode(err))
+			require.Equal(t, report.ExitUsage, report.ExitCode(err))
 		})
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/BurntSushi/toml"
@@ -80,8 +81,8 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 	rep := &LintReport{Findings: []Finding{}}
 	j, err := run.ParseJobLenient(jobPath, data, builtins)
 	if err != nil {
-		if errors.Is(err, job.ErrNoKey) {
-			var jfe *job.JobFileError
+		if errors.Is(err, report.ErrNoKey) {
+			var jfe *report.JobFileError
 			errors.As(err, &jfe)
 			var head struct {
 				Name, Pipeline string
@@ -152,7 +153,7 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 	}
 
 	// Params declared and never read.
-	for _, name := range job.SortedKeys(j.Pipeline.Params) {
+	for _, name := range report.SortedKeys(j.Pipeline.Params) {
 		read := regexp.MustCompile(`(?i)getvariable\s*\(\s*'` + regexp.QuoteMeta(name) + `'\s*\)`)
 		used := false
 		for _, f := range files {

@@ -13,6 +13,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/project"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
 )
@@ -63,7 +64,7 @@ type Report struct {
 // ExitCode is idem test's exit code: 0 when every test passed, 1 when a
 // test failed, 2 when a test or test file is bad (the worst met).
 func (r *Report) ExitCode() int {
-	code := job.ExitOK
+	code := report.ExitOK
 	for _, t := range r.Tests {
 		code = max(code, t.ExitCode)
 	}
@@ -118,8 +119,8 @@ func Run(ctx context.Context, paths []string, opts Options) (*Report, error) {
 		for _, f := range s.Files {
 			tests, err := ReadFile(f)
 			if err != nil {
-				r := &Result{File: f, Status: StatusError, ExitCode: job.ExitCode(err), Error: err.Error()}
-				var jfe *job.JobFileError
+				r := &Result{File: f, Status: StatusError, ExitCode: report.ExitCode(err), Error: err.Error()}
+				var jfe *report.JobFileError
 				if errors.As(err, &jfe) {
 					r.Line = jfe.Line
 				}
@@ -128,7 +129,7 @@ func Run(ctx context.Context, paths []string, opts Options) (*Report, error) {
 			}
 			for _, t := range tests {
 				if err := ctx.Err(); err != nil {
-					return rep, job.Canceled(ctx, err)
+					return rep, report.Canceled(ctx, err)
 				}
 				if sc == nil {
 					if sc, err = newScratch(ctx); err != nil {
@@ -146,7 +147,7 @@ func Run(ctx context.Context, paths []string, opts Options) (*Report, error) {
 func loadJobs(dir string, builtins fs.FS) ([]*job.Job, error) {
 	files, err := project.Files([]string{dir})
 	if err != nil {
-		return nil, job.Usage("the tests' project folder %s: %v", dir, err)
+		return nil, report.Usage("the tests' project folder %s: %v", dir, err)
 	}
 	jobs := make([]*job.Job, 0, len(files))
 	for _, f := range files {
@@ -176,13 +177,13 @@ func (s *scratch) runTest(ctx context.Context, jobs []*job.Job, t *Test) *Result
 	case err == nil && len(r.Missing)+len(r.Unexpected) == 0:
 		r.Status = StatusPass
 	case err == nil:
-		r.Status, r.ExitCode = StatusFail, job.ExitFailure
+		r.Status, r.ExitCode = StatusFail, report.ExitFailure
 	case errors.As(err, &f):
-		r.Status, r.ExitCode, r.Error = StatusFail, job.ExitFailure, err.Error()
+		r.Status, r.ExitCode, r.Error = StatusFail, report.ExitFailure, err.Error()
 	default:
-		r.ExitCode, r.Error = job.ExitCode(err), err.Error()
+		r.ExitCode, r.Error = report.ExitCode(err), err.Error()
 		r.Status = StatusFail
-		if r.ExitCode != job.ExitFailure {
+		if r.ExitCode != report.ExitFailure {
 			r.Status = StatusError
 		}
 	}
@@ -262,7 +263,7 @@ func checkGiven(m *job.Job, t *Test) error {
 			return t.bad("given", "model %s reads upstream %s ({{upstream:%s}}): give its rows in [test.given.%s]", m.Name, u, u, u)
 		}
 	}
-	for _, g := range job.SortedKeys(t.Given) {
+	for _, g := range report.SortedKeys(t.Given) {
 		if !slices.Contains(ups, g) {
 			return t.bad("given."+g, "model %s does not read %s: its upstreams are %s ([input] upstream of %s)", m.Name, g, strings.Join(ups, ", "), m.File)
 		}
@@ -399,7 +400,7 @@ func upstreamTable(ctx context.Context, db *run.DB, j *job.Job, name string, t *
 		for _, c := range append(slices.Clone(committed), described...) {
 			names = append(names, c.Name)
 		}
-		for _, c := range append(slices.Clone(tb.Columns), job.SortedKeys(tb.Types)...) {
+		for _, c := range append(slices.Clone(tb.Columns), report.SortedKeys(tb.Types)...) {
 			if !slices.Contains(names, c) {
 				names = append(names, c)
 			}

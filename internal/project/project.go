@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // Project is a set of jobs in run order: every job comes after the jobs of
@@ -55,7 +56,7 @@ func FilesSkipping(paths []string) (files, skipped []string, err error) {
 		}
 		entries, err := os.ReadDir(p)
 		if err != nil {
-			return nil, nil, &job.UsageError{Msg: fmt.Sprintf("read folder %s: %v", p, err)}
+			return nil, nil, &report.UsageError{Msg: fmt.Sprintf("read folder %s: %v", p, err)}
 		}
 		n := 0
 		for _, e := range entries {
@@ -74,7 +75,7 @@ func FilesSkipping(paths []string) (files, skipped []string, err error) {
 			n++
 		}
 		if n == 0 {
-			return nil, skipped, &job.UsageError{Msg: fmt.Sprintf("folder %s holds no job files (*.toml with pipeline = ...)", p)}
+			return nil, skipped, &report.UsageError{Msg: fmt.Sprintf("folder %s holds no job files (*.toml with pipeline = ...)", p)}
 		}
 	}
 	return out, skipped, nil
@@ -91,7 +92,7 @@ func New(jobs []*job.Job) (*Project, error) {
 	for _, j := range jobs {
 		k := nameKey(j, j.Name)
 		if other, ok := byName[k]; ok {
-			return nil, &job.UsageError{Msg: fmt.Sprintf("job %s is defined twice for database %s: in %s and in %s", j.Name, j.Database, other.File, j.File)}
+			return nil, &report.UsageError{Msg: fmt.Sprintf("job %s is defined twice for database %s: in %s and in %s", j.Name, j.Database, other.File, j.File)}
 		}
 		byName[k] = j
 	}
@@ -169,7 +170,7 @@ func (p *Project) order(jobs []*job.Job) ([]*job.Job, error) {
 			left[j] = true
 		}
 	}
-	return nil, &job.UsageError{Msg: "upstream references form a cycle: " + p.cycle(left, less)}
+	return nil, &report.UsageError{Msg: "upstream references form a cycle: " + p.cycle(left, less)}
 }
 
 // cycle walks upstream links among the jobs left from the smallest one

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // AuditResult is what one [[audit]] of a job found in the target as the
@@ -168,7 +169,7 @@ func runAudit(ctx context.Context, tx *sql.Tx, j *job.Job, a job.Audit, sealed *
 			return res, err
 		}
 		if !planAgrees(job.Statement{Kind: job.StmtQuery}, root) {
-			return res, job.Usage("job %s: audit %s line %d: an audit is one query, and DuckDB plans %s; nothing committed", j.Name, a.Name, a.Line, root)
+			return res, report.Usage("job %s: audit %s line %d: an audit is one query, and DuckDB plans %s; nothing committed", j.Name, a.Name, a.Line, root)
 		}
 	}
 	for _, q := range []string{violating, "SELECT count(*) FROM (" + violating + ")"} {
@@ -247,7 +248,7 @@ func relationshipsTarget(ctx context.Context, tx *sql.Tx, j *job.Job, other stri
 		return "", err
 	}
 	if !st.Exists || st.Snapshot == 0 || st.Target == "" {
-		return "", job.Usage("job %s has no committed snapshot in %s to check against: run it first, or run the project (it runs %s before %s)", other, where, other, j.Name)
+		return "", report.Usage("job %s has no committed snapshot in %s to check against: run it first, or run the project (it runs %s before %s)", other, where, other, j.Name)
 	}
 	if ext {
 		return job.QuoteIdent(cat) + ".main." + job.QuoteIdent(st.Target), nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
 
@@ -63,7 +64,7 @@ func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *Pre
 		JobKey: p.key, Parts: p.parts.JSON(),
 		Inputs: string(job.CanonicalJSON(recorded)),
 		RowsIn: res.RowsIn, RowsOut: res.RowsOut, Outcomes: outcomes,
-		Columns: string(job.CanonicalJSON(cols)), KeyColumns: string(job.CanonicalJSON(job.NonNil(j.Pipeline.Key))),
+		Columns: string(job.CanonicalJSON(cols)), KeyColumns: string(job.CanonicalJSON(report.NonNil(j.Pipeline.Key))),
 		Packet: res.packet,
 	}); err != nil {
 		return err

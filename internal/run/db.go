@@ -20,6 +20,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
@@ -160,7 +161,7 @@ func OpenReader(ctx context.Context, path string, opts OpenOptions, accept func(
 
 func open(ctx context.Context, path string, opts OpenOptions, accept func(*ReplicaNote) bool) (*DB, error) {
 	if path == "" {
-		return nil, job.Usage("no database: set database in the job file or pass --db")
+		return nil, report.Usage("no database: set database in the job file or pass --db")
 	}
 	if dir := filepath.Dir(path); dir != "" {
 		st, err := os.Stat(dir)
@@ -175,8 +176,8 @@ func open(ctx context.Context, path string, opts OpenOptions, accept func(*Repli
 			return nil, fmt.Errorf("open database %s: folder %s does not exist", path, dir)
 		}
 	}
-	if opts.DuckDB.Threads > job.MaxThreads {
-		return nil, job.Usage("threads %d: at most %d", opts.DuckDB.Threads, job.MaxThreads)
+	if opts.DuckDB.Threads > report.MaxThreads {
+		return nil, report.Usage("threads %d: at most %d", opts.DuckDB.Threads, report.MaxThreads)
 	}
 	if opts.ReadOnly {
 		if _, err := os.Stat(path); err != nil {
@@ -226,7 +227,7 @@ func open(ctx context.Context, path string, opts OpenOptions, accept func(*Repli
 	waited := false
 	for {
 		d, err := openOnce(ctx, dsn, path, opts)
-		var locked *job.LockedError
+		var locked *report.LockedError
 		if err == nil || !errors.As(err, &locked) {
 			return d, err
 		}
@@ -288,9 +289,9 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 			if wal {
 				err = fmt.Errorf("%w (%s is beside it and DuckDB replays it on open: if it comes from another database or an older copy, move it away)", err, walPath(path))
 			}
-			return nil, job.Canceled(ctx, job.Fatal(err))
+			return nil, report.Canceled(ctx, report.Fatal(err))
 		}
-		locked := &job.LockedError{Path: path, Err: err}
+		locked := &report.LockedError{Path: path, Err: err}
 		if m := lockPID.FindStringSubmatch(err.Error()); m != nil {
 			locked.PID, _ = strconv.Atoi(m[1])
 		}
@@ -467,7 +468,7 @@ func (d *DB) BeginPinned(ctx context.Context) (*sql.Conn, *sql.Tx, error) {
 
 // BeginPinnedProgress is beginPinned that also turns on DuckDB's query
 // progress for *progress on the pinned connection (see withQueryProgress).
-func (d *DB) BeginPinnedProgress(ctx context.Context, progress *job.Progress) (*sql.Conn, *sql.Tx, error) {
+func (d *DB) BeginPinnedProgress(ctx context.Context, progress *report.Progress) (*sql.Conn, *sql.Tx, error) {
 	conn, err := d.sql.Conn(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect %s: %w", d.path, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
 
@@ -206,7 +207,7 @@ func guardErased(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 	// A column staged lacks (a target column the steps compute) is looked
 	// for by the key's erasures alone, which an erasure by subject records
 	// for every key the subject's rows had.
-	wanted := append(slices.Clone(m.wanted), job.SortedKeys(m.Values)...)
+	wanted := append(slices.Clone(m.wanted), report.SortedKeys(m.Values)...)
 	if len(wanted) > 0 && !slices.ContainsFunc(wanted, func(c string) bool { return present[c] }) {
 		slices.Sort(wanted)
 		return fmt.Errorf("pipeline %s: staged has none of the columns %s that hold what was erased from job %s: a replay of it could not be told apart; nothing committed", j.Pipeline.Name, strings.Join(slices.Compact(wanted), ", "), j.Name)

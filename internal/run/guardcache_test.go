@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/stretchr/testify/require"
 )
 
@@ -71,7 +72,7 @@ func TestGuardCacheCannotPassBadSQL(t *testing.T) {
 		require.NoError(t, exec(j, "n"))
 		// The same statement in a run that may not scan n.
 		err := exec(j)
-		require.ErrorIs(t, err, job.ErrUsage)
+		require.ErrorIs(t, err, report.ErrUsage)
 		require.ErrorContains(t, err, "reads table idem_store.main.n")
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // LoadJob reads and validates the job file at path (see job.LoadJob), and
@@ -51,7 +52,7 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*job.Job,
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if i, err := validateRules(ctx, j); err != nil {
-			return nil, &job.JobFileError{File: j.File, Line: job.RuleLine(data, i), Key: fmt.Sprintf("quality.rules[%d]", i+1), Msg: err.Error()}
+			return nil, &report.JobFileError{File: j.File, Line: job.RuleLine(data, i), Key: fmt.Sprintf("quality.rules[%d]", i+1), Msg: err.Error()}
 		}
 	}
 	return j, nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // CreateMacros creates the macros job j uses (job.Macro) on q, the run's
@@ -15,7 +16,7 @@ import (
 // anything binds them (a model's columns are described before the run's
 // seal check, which checks them again with the rest of the job's SQL),
 // and a macro named like one of DuckDB's functions is refused
-// (ShadowedMacros): either is a *job.UsageError (exit 2), nothing created.
+// (ShadowedMacros): either is a *report.UsageError (exit 2), nothing created.
 func CreateMacros(ctx context.Context, q catalog.Querier, j *job.Job) error {
 	if len(j.Macros) == 0 {
 		return nil
@@ -48,10 +49,10 @@ func CreateMacros(ctx context.Context, q catalog.Querier, j *job.Job) error {
 	}
 	for _, m := range j.Macros {
 		if err := OneStatement(m.Create); err != nil {
-			return job.Usage("job %s: macro %s (%s): %v", j.Name, m.Name, m.File, err)
+			return report.Usage("job %s: macro %s (%s): %v", j.Name, m.Name, m.File, err)
 		}
 		if _, err := q.ExecContext(ctx, m.Create); err != nil {
-			return job.Usage("job %s: macro %s (%s): %v", j.Name, m.Name, m.File, catalog.TrimSQLError(err))
+			return report.Usage("job %s: macro %s (%s): %v", j.Name, m.Name, m.File, catalog.TrimSQLError(err))
 		}
 	}
 	return nil

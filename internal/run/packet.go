@@ -12,6 +12,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
 
@@ -39,7 +40,7 @@ func (r *txRun) packet(ctx context.Context) (bool, error) {
 	pk := &catalog.Packet{
 		Job: j.Name, Snapshot: r.snapshot, Parent: r.st.Snapshot, JobKey: p.key, Parts: json.RawMessage(p.parts.JSON()),
 		Pipeline: j.Pipeline.Name, TransformVersion: j.TransformVersion, SchemaVersion: j.SchemaVersion,
-		Inputs: []catalog.InputRef{}, RowsIn: res.RowsIn, Outcomes: res.Outcomes, Key: job.NonNil(j.Pipeline.Key),
+		Inputs: []catalog.InputRef{}, RowsIn: res.RowsIn, Outcomes: res.Outcomes, Key: report.NonNil(j.Pipeline.Key),
 		PartitionBy: j.PartitionBy,
 	}
 	for _, f := range p.files {

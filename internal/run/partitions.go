@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // Partition replacement ([target] partition_by). The steps of a refresh
@@ -79,7 +80,7 @@ func (r *txRun) replacePartitions(ctx context.Context) error {
 		}
 	}
 	if typ == "" {
-		return job.Usage("job %s: [target] partition_by = %q is not a column of %s (columns: %s)", j.Name, pr.column, j.Table, strings.Join(names, ", "))
+		return report.Usage("job %s: [target] partition_by = %q is not a column of %s (columns: %s)", j.Name, pr.column, j.Table, strings.Join(names, ", "))
 	}
 	qc := job.QuoteIdent(pr.column)
 	var nulls int64
@@ -87,7 +88,7 @@ func (r *txRun) replacePartitions(ctx context.Context) error {
 		return fmt.Errorf("partitions of %s: %w", j.Table, catalog.TrimSQLError(err))
 	}
 	if nulls > 0 {
-		return job.Refuse("partition", "%d staged rows of %s have no %s (NULL): every row must belong to a partition; nothing committed", nulls, j.Table, pr.column)
+		return report.Refuse("partition", "%d staged rows of %s have no %s (NULL): every row must belong to a partition; nothing committed", nulls, j.Table, pr.column)
 	}
 	staged, err := textColumn(ctx, tx, "SELECT CAST(v AS VARCHAR) FROM (SELECT DISTINCT "+qc+" AS v FROM "+target+") ORDER BY v")
 	if err != nil {
@@ -106,7 +107,7 @@ func (r *txRun) replacePartitions(ctx context.Context) error {
 			return fmt.Errorf("partitions of %s: %w", j.Table, catalog.TrimSQLError(err))
 		}
 		if bad > 0 {
-			return job.Usage("--partitions %s: a value is not a %s (the type of %s.%s)", strings.Join(r.opts.Partitions, ","), typ, j.Table, pr.column)
+			return report.Usage("--partitions %s: a value is not a %s (the type of %s.%s)", strings.Join(r.opts.Partitions, ","), typ, j.Table, pr.column)
 		}
 		var outside []string
 		for _, s := range staged {
@@ -115,7 +116,7 @@ func (r *txRun) replacePartitions(ctx context.Context) error {
 			}
 		}
 		if len(outside) > 0 {
-			return job.Refuse("partition", "staged rows of %s lie in partition %s = %s, outside --partitions %s: a run replaces only the partitions it declares; nothing committed",
+			return report.Refuse("partition", "staged rows of %s lie in partition %s = %s, outside --partitions %s: a run replaces only the partitions it declares; nothing committed",
 				j.Table, pr.column, strings.Join(outside, ", "), strings.Join(declared, ","))
 		}
 		pr.declared = declared

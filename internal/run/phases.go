@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
 
@@ -90,7 +91,7 @@ func (r *txRun) stage(ctx context.Context) (bool, error) {
 	}
 	r.res.IgnoredColumns = in.IgnoredColumns
 	if in.Empty {
-		r.res.Decision = job.DecisionSkipped // the input holds nothing past the cursor
+		r.res.Decision = report.DecisionSkipped // the input holds nothing past the cursor
 		return false, nil
 	}
 	return true, nil
@@ -329,7 +330,7 @@ func (r *txRun) commitRows(ctx context.Context) (bool, error) {
 	res, p := r.res, r.p
 	res.Snapshot = r.snapshot
 	if r.j.Pipeline.Mode == job.ModeApply {
-		res.Decision = job.DecisionApplied
+		res.Decision = report.DecisionApplied
 		if r.opts.To != nil {
 			res.Cursor = *r.opts.To
 		}
@@ -337,7 +338,7 @@ func (r *txRun) commitRows(ctx context.Context) (bool, error) {
 			res.Cursor = *p.chunk.To
 		}
 	} else {
-		res.Decision = job.DecisionLoaded
+		res.Decision = report.DecisionLoaded
 	}
 	cols, err := r.columns(ctx)
 	if err != nil {

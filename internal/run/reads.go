@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // ParseQuery parses one query with DuckDB's json_serialize_sql on q: the
@@ -155,7 +156,7 @@ func sealViolations(ctx context.Context, q catalog.Querier, j *job.Job, c *guard
 	return out, nil
 }
 
-// checkSealed refuses (a *job.UsageError, exit 2) a job whose SQL reads or
+// checkSealed refuses (a *report.UsageError, exit 2) a job whose SQL reads or
 // writes outside its declared relations, or calls a volatile function
 // (SealViolations), naming every construct refused.
 func checkSealed(ctx context.Context, q catalog.Querier, j *job.Job, c *guardCache) error {
@@ -171,6 +172,6 @@ func sealError(j *job.Job, vs []job.Violation) error {
 	for _, v := range vs {
 		lines = append(lines, v.Error())
 	}
-	return job.Usage("job %s: its SQL reaches outside its declared inputs and tables, or gives other bytes on every run; refused:\n  %s",
+	return report.Usage("job %s: its SQL reaches outside its declared inputs and tables, or gives other bytes on every run; refused:\n  %s",
 		j.Name, strings.Join(lines, "\n  "))
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // Quality rules.
@@ -252,7 +253,7 @@ func checkRuleNode(v any) error {
 	default:
 		return fmt.Errorf("a rule may not hold a %s expression", strings.ToLower(class))
 	}
-	for _, k := range job.SortedKeys(m) {
+	for _, k := range report.SortedKeys(m) {
 		if err := checkRuleNode(m[k]); err != nil {
 			return err
 		}
@@ -378,7 +379,7 @@ func DryStage(ctx context.Context, conn *sql.Conn, j *job.Job) ([]string, error)
 	for k, v := range j.Params {
 		vars[k] = v
 	}
-	for _, k := range job.SortedKeys(vars) {
+	for _, k := range report.SortedKeys(vars) {
 		if _, err := conn.ExecContext(ctx, "SET VARIABLE "+job.QuoteIdent(k)+" = ?", vars[k]); err != nil {
 			return nil, err
 		}

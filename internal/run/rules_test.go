@@ -12,6 +12,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 
 	"github.com/stretchr/testify/require"
 
@@ -163,9 +164,9 @@ sql = ` + strconv.Quote(c.sql) + `
 			require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
 			_, err := LoadJob(path, pipelines.FS)
 			require.Error(t, err)
-			var jfe *job.JobFileError
+			var jfe *report.JobFileError
 			require.True(t, errors.As(err, &jfe), "%T %v", err, err)
-			require.Equal(t, job.ExitUsage, job.ExitCode(err))
+			require.Equal(t, report.ExitUsage, report.ExitCode(err))
 			require.Equal(t, 10, jfe.Line)
 			require.Equal(t, "quality.rules[2]", jfe.Key)
 			prefix := path + ":10: quality.rules[2]: rule " + c.name + ": "
@@ -237,11 +238,11 @@ schema_version = 1
 			path := filepath.Join(t.TempDir(), "job.toml")
 			require.NoError(t, os.WriteFile(path, []byte(c.text), 0o644))
 			_, err := LoadJob(path, pipelines.FS)
-			var jfe *job.JobFileError
+			var jfe *report.JobFileError
 			require.True(t, errors.As(err, &jfe), "%v", err)
 			require.Equal(t, c.key, jfe.Key)
 			require.Contains(t, err.Error(), c.want)
-			require.Equal(t, c.noKey, errors.Is(err, job.ErrNoKey))
+			require.Equal(t, c.noKey, errors.Is(err, report.ErrNoKey))
 		})
 	}
 }

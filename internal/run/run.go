@@ -10,6 +10,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
 
@@ -44,7 +45,7 @@ type RunOptions struct {
 	// (--partitions); nil: the partitions its staged rows hold.
 	Partitions []string
 	Fault      func(point string)
-	Progress   job.Progress
+	Progress   report.Progress
 	// FailAfterTarget injects an error after the target is written and
 	// before COMMIT (tests of the all-or-nothing commit).
 	FailAfterTarget bool
@@ -260,24 +261,24 @@ func FullRefreshes(j *job.Job) bool {
 // the input and derives the job key, the batch id and the batch digest.
 func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error) {
 	if (opts.From == nil) != (opts.To == nil) {
-		return nil, job.Usage("--from and --to go together")
+		return nil, report.Usage("--from and --to go together")
 	}
 	if opts.FullRefresh && !FullRefreshes(j) {
-		return nil, job.Usage("--full-refresh rebuilds a refresh job, a model or a seed ([input] mode = \"replace\"); %s is an apply job, whose target is the fold of its batches (idem rerun %s --from-start rebuilds and proves it)", j.Name, j.Name)
+		return nil, report.Usage("--full-refresh rebuilds a refresh job, a model or a seed ([input] mode = \"replace\"); %s is an apply job, whose target is the fold of its batches (idem rerun %s --from-start rebuilds and proves it)", j.Name, j.Name)
 	}
 	if opts.From != nil {
 		if j.Pipeline.Mode != job.ModeApply {
-			return nil, job.Usage("--from/--to apply to apply-mode jobs; %s is a %s job", j.Name, j.Pipeline.Mode)
+			return nil, report.Usage("--from/--to apply to apply-mode jobs; %s is a %s job", j.Name, j.Pipeline.Mode)
 		}
 		if *opts.To <= *opts.From {
-			return nil, job.Usage("--to %d must be greater than --from %d: a batch covers (from, to]", *opts.To, *opts.From)
+			return nil, report.Usage("--to %d must be greater than --from %d: a batch covers (from, to]", *opts.To, *opts.From)
 		}
 	}
 	if opts.Partitions != nil && j.PartitionBy == "" {
-		return nil, job.Usage("--partitions: job %s declares no [target] partition_by", j.Name)
+		return nil, report.Usage("--partitions: job %s declares no [target] partition_by", j.Name)
 	}
 	if opts.Partitions != nil && j.Incremental != "" && opts.Source == nil {
-		return nil, job.Usage("--partitions: job %s is an incremental model: each run recomputes the partitions whose upstream rows changed", j.Name)
+		return nil, report.Usage("--partitions: job %s is an incremental model: each run recomputes the partitions whose upstream rows changed", j.Name)
 	}
 	if opts.Partitions != nil {
 		var list []string
@@ -287,7 +288,7 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 			}
 		}
 		if len(list) == 0 {
-			return nil, job.Usage("--partitions names no partition")
+			return nil, report.Usage("--partitions names no partition")
 		}
 		slices.Sort(list)
 		opts.Partitions = list
@@ -296,15 +297,15 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 	switch {
 	case input != nil:
 	case j.IsStream():
-		return nil, job.Usage("job %s reads a %s stream: only idem run reads it, a batch at a time from the committed positions", j.Name, j.Input.Stream.Kind)
+		return nil, report.Usage("job %s reads a %s stream: only idem run reads it, a batch at a time from the committed positions", j.Name, j.Input.Stream.Kind)
 	case j.ReadsIceberg():
 		if opts.Input != "" {
-			return nil, job.Usage("--input: job %s reads an Iceberg table ([input] iceberg), not files", j.Name)
+			return nil, report.Usage("--input: job %s reads an Iceberg table ([input] iceberg), not files", j.Name)
 		}
 		input = &source.Iceberg{Job: j}
 	case !j.ReadsFiles():
 		if opts.Input != "" {
-			return nil, job.Usage("--input: job %s reads upstream jobs ([input] upstream), not files", j.Name)
+			return nil, report.Usage("--input: job %s reads upstream jobs ([input] upstream), not files", j.Name)
 		}
 		up := &source.Upstream{Job: j, External: opts.External}
 		if j.Pipeline.Mode == job.ModeApply {
@@ -367,7 +368,7 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 // Result and no error.
 func (d *DB) Run(ctx context.Context, j *job.Job, opts RunOptions) (*Result, error) {
 	res, err := d.run(ctx, j, opts)
-	return res, job.Fatal(err)
+	return res, report.Fatal(err)
 }
 
 func (d *DB) run(ctx context.Context, j *job.Job, opts RunOptions) (*Result, error) {
@@ -399,7 +400,7 @@ func (d *DB) logOutside(j *job.Job, p *Prepared, decision string, runErr error) 
 		changed = p.parts.Changed(st.Parts)
 	}
 	return insertRun(ctx, d, &catalog.RunRow{Job: j.Name, BatchID: p.batchID, Decision: decision,
-		Changed: string(job.CanonicalJSON(job.NonNil(changed))), Snapshot: st.Snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Message: logMessage(runErr)})
+		Changed: string(job.CanonicalJSON(report.NonNil(changed))), Snapshot: st.Snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Message: logMessage(runErr)})
 }
 
 // phaseNames name runTx's phases for IDEM_TIMINGS.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/stretchr/testify/require"
 )
 
@@ -158,7 +159,7 @@ func TestSealedRunCatches(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			require.ErrorIs(t, err, job.ErrUsage)
+			require.ErrorIs(t, err, report.ErrUsage)
 			require.Contains(t, err.Error(), tc.want)
 		})
 	}

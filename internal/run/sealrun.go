@@ -11,6 +11,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // What the run adds to the checks of a job's SQL at load (reads.go): the
@@ -148,8 +149,8 @@ func (s *sealedRun) verify(ctx context.Context, tx *sql.Tx) error {
 	if err != nil {
 		return err
 	}
-	names := job.SortedKeys(after)
-	for _, n := range job.SortedKeys(s.before) {
+	names := report.SortedKeys(after)
+	for _, n := range report.SortedKeys(s.before) {
 		if _, ok := after[n]; !ok {
 			names = append(names, n)
 		}
@@ -169,7 +170,7 @@ func (s *sealedRun) verify(ctx context.Context, tx *sql.Tx) error {
 		default:
 			continue
 		}
-		return job.Usage("job %s: its steps %s, which the job does not own; nothing committed: a step writes only the job's target ({{table}}), its companions ({{table:_suffix}}) and TEMP relations", s.j.Name, what)
+		return report.Usage("job %s: its steps %s, which the job does not own; nothing committed: a step writes only the job's target ({{table}}), its companions ({{table:_suffix}}) and TEMP relations", s.j.Name, what)
 	}
 	return nil
 }
@@ -182,7 +183,7 @@ func (s *sealedRun) exec(ctx context.Context, tx *sql.Tx, step job.Step) error {
 	masked := job.MaskSQL(text)
 	spans, err := job.Statements(text, CountStatements)
 	if err != nil {
-		return job.Usage("job %s: step %s: %v; nothing ran: end every statement with ; outside strings and comments", s.j.Name, step.Name, err)
+		return report.Usage("job %s: step %s: %v; nothing ran: end every statement with ; outside strings and comments", s.j.Name, step.Name, err)
 	}
 	for _, sp := range spans {
 		stmt := text[sp.Start:sp.End]
@@ -190,7 +191,7 @@ func (s *sealedRun) exec(ctx context.Context, tx *sql.Tx, step job.Step) error {
 		// What the statement writes, judged again as it runs (the load
 		// judged the same text): its plan must then agree (planAgrees).
 		if v, ok := s.seal.CheckWrite(st, s.temp); !ok {
-			return job.Usage("job %s: step %s line %d: %s; nothing committed: %s", s.j.Name, step.Name, 1+strings.Count(text[:sp.Start+st.At], "\n"), v.Message, v.Fix)
+			return report.Usage("job %s: step %s line %d: %s; nothing committed: %s", s.j.Name, step.Name, 1+strings.Count(text[:sp.Start+st.At], "\n"), v.Message, v.Fix)
 		}
 		job.TrackTemp(st, s.temp)
 		switch st.Kind {
@@ -201,7 +202,7 @@ func (s *sealedRun) exec(ctx context.Context, tx *sql.Tx, step job.Step) error {
 				return err
 			}
 			if !planAgrees(st, root) {
-				return job.Usage("job %s: step %s line %d: idem reads %s, DuckDB plans %s; nothing committed: write the statement so that its first keywords say what it does",
+				return report.Usage("job %s: step %s line %d: idem reads %s, DuckDB plans %s; nothing committed: write the statement so that its first keywords say what it does",
 					s.j.Name, step.Name, line, kindName(st), root)
 			}
 		}
@@ -271,11 +272,11 @@ func kindName(st job.Statement) string {
 func (s *sealedRun) explain(ctx context.Context, tx *sql.Tx, step job.Step, line int, stmt string) (string, error) {
 	var plan, kind string
 	if err := OneStatement(stmt); err != nil {
-		return "", job.Usage("job %s: step %s line %d: %v", s.j.Name, step.Name, line, err)
+		return "", report.Usage("job %s: step %s line %d: %v", s.j.Name, step.Name, line, err)
 	}
 	var k [32]byte
 	if s.cache != nil {
-		k = guardKey("explain", stmt, strings.Join(job.SortedKeys(s.scans), "\x00"))
+		k = guardKey("explain", stmt, strings.Join(report.SortedKeys(s.scans), "\x00"))
 		if root, ok := s.cache.get(k); ok {
 			return root.(string), nil
 		}
@@ -313,7 +314,7 @@ func (s *sealedRun) explain(ctx context.Context, tx *sql.Tx, step job.Step, line
 		s.cache.learnt(k, "explain", root)
 		return root, nil
 	}
-	return "", job.Usage("job %s: step %s line %d reads table %s (as DuckDB binds the statement), which is neither the job's nor a declared upstream's; nothing committed: declare the job it belongs to in [input] upstream and read it as {{upstream:NAME}}",
+	return "", report.Usage("job %s: step %s line %d reads table %s (as DuckDB binds the statement), which is neither the job's nor a declared upstream's; nothing committed: declare the job it belongs to in [input] upstream and read it as {{upstream:NAME}}",
 		s.j.Name, step.Name, line, bad)
 }
 

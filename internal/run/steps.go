@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
 
@@ -23,7 +24,7 @@ func bindVariables(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, sna
 	for k, v := range j.Params {
 		vars[k] = v
 	}
-	for _, k := range job.SortedKeys(vars) {
+	for _, k := range report.SortedKeys(vars) {
 		if _, err := tx.ExecContext(ctx, "SET VARIABLE "+job.QuoteIdent(k)+" = ?", vars[k]); err != nil {
 			return fmt.Errorf("bind %s: %w", k, err)
 		}

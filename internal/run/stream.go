@@ -10,6 +10,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
 
@@ -77,10 +78,10 @@ type StreamResult struct {
 // It returns the results of the batches it ran; an error stops it.
 func (d *DB) RunStream(ctx context.Context, j *job.Job, opts RunOptions, so StreamOptions) ([]*StreamResult, error) {
 	if !j.IsStream() {
-		return nil, job.Usage("job %s reads no stream ([input] kind = \"kafka\" or \"sse\")", j.Name)
+		return nil, report.Usage("job %s reads no stream ([input] kind = \"kafka\" or \"sse\")", j.Name)
 	}
 	if opts.Input != "" || opts.BatchID != "" || opts.From != nil || opts.Partitions != nil {
-		return nil, d.logError(j, "", job.Usage("a stream job reads its %s from the committed positions and names its batches after the ranges read: --input, --batch-id, --from/--to and --partitions do not apply", j.Input.Stream.Kind))
+		return nil, d.logError(j, "", report.Usage("a stream job reads its %s from the committed positions and names its batches after the ranges read: --input, --batch-id, --from/--to and --partitions do not apply", j.Input.Stream.Kind))
 	}
 	r := so.Reader
 	if r == nil {
@@ -98,12 +99,12 @@ func (d *DB) RunStream(ctx context.Context, j *job.Job, opts RunOptions, so Stre
 		}
 		sr, err := d.streamBatch(ctx, j, opts, r, so.AllowGap, !so.Follow)
 		if err != nil {
-			if so.Follow && ctx.Err() != nil && errors.Is(err, job.ErrCanceled) {
+			if so.Follow && ctx.Err() != nil && errors.Is(err, report.ErrCanceled) {
 				return out, nil // stopped: the batch in flight rolled back whole
 			}
 			return out, err
 		}
-		if sr.Decision != job.DecisionSkipped || !so.Follow {
+		if sr.Decision != report.DecisionSkipped || !so.Follow {
 			out = append(out, sr)
 			if so.OnBatch != nil {
 				so.OnBatch(sr)
@@ -159,7 +160,7 @@ func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r sou
 	b, err := source.ReadStreamBatch(ctx, d.sql, j, r, source.StreamDir(d.path), allowGap)
 	doneRead()
 	if err != nil {
-		return nil, d.logError(j, "", job.Canceled(ctx, err))
+		return nil, d.logError(j, "", report.Canceled(ctx, err))
 	}
 	defer b.Remove()
 	sr := &StreamResult{Job: j.Name, BatchID: b.ID, Records: b.Records, Replayed: b.Skipped, Ranges: b.Ranges,
@@ -168,10 +169,10 @@ func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r sou
 		sr.Ranges = []source.StreamRange{}
 	}
 	if b.Records == 0 && len(b.Gaps) == 0 && len(b.Pinned) == 0 && b.Reset == "" {
-		sr.Decision = job.DecisionSkipped
+		sr.Decision = report.DecisionSkipped
 		sr.BatchID = ""
 		if logEmpty {
-			if err := d.logInvocation(j, "", job.DecisionSkipped, "nothing new past the committed stream positions"); err != nil {
+			if err := d.logInvocation(j, "", report.DecisionSkipped, "nothing new past the committed stream positions"); err != nil {
 				return nil, err
 			}
 		}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
 
@@ -21,11 +22,11 @@ import (
 func checkChangesRun(j *job.Job, opts RunOptions) error {
 	switch {
 	case opts.BatchID != "":
-		return job.Usage("--batch-id: job %s applies the changes of its upstream jobs; its batch is named from their snapshots", j.Name)
+		return report.Usage("--batch-id: job %s applies the changes of its upstream jobs; its batch is named from their snapshots", j.Name)
 	case opts.From != nil:
-		return job.Usage("--from/--to: job %s applies the changes of its upstream jobs, between the snapshots it pinned and their latest", j.Name)
+		return report.Usage("--from/--to: job %s applies the changes of its upstream jobs, between the snapshots it pinned and their latest", j.Name)
 	case j.Pipeline.Generic && len(j.Input.Upstream) != 1:
-		return job.Usage("job %s: pipeline %s applies the changes of one upstream job; [input] upstream names %d", j.Name, j.Pipeline.Name, len(j.Input.Upstream))
+		return report.Usage("job %s: pipeline %s applies the changes of one upstream job; [input] upstream names %d", j.Name, j.Pipeline.Name, len(j.Input.Upstream))
 	}
 	return nil
 }

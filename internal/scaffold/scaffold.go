@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // templates holds the files idem init writes, one folder per mode: a
@@ -38,7 +39,7 @@ const ScaffoldSelect = "select"
 // returns the paths written.
 func Scaffold(dir, name, mode string) ([]string, error) {
 	if !job.Identifier.MatchString(name) || strings.HasPrefix(strings.ToLower(name), "idem") {
-		return nil, job.Usage("pipeline name %q: want letters, digits and underscores, starting with a letter, not starting with idem", name)
+		return nil, report.Usage("pipeline name %q: want letters, digits and underscores, starting with a letter, not starting with idem", name)
 	}
 	type file struct {
 		src, dst string
@@ -72,11 +73,11 @@ func Scaffold(dir, name, mode string) ([]string, error) {
 			{root + "/test.toml", path.Join("tests", name+".toml")},
 		}
 	default:
-		return nil, job.Usage("mode %q: want %s, %s or %s", mode, job.ModeApply, job.ModeRefresh, ScaffoldSelect)
+		return nil, report.Usage("mode %q: want %s, %s or %s", mode, job.ModeApply, job.ModeRefresh, ScaffoldSelect)
 	}
 	for _, f := range files {
 		if _, err := os.Stat(filepath.Join(dir, f.dst)); err == nil {
-			return nil, job.Usage("%s already exists: idem init writes only new files", filepath.Join(dir, f.dst))
+			return nil, report.Usage("%s already exists: idem init writes only new files", filepath.Join(dir, f.dst))
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // Chunked backfill: [input] chunk_rows = N, watermark = "<column>".
@@ -64,11 +65,11 @@ func CheckChunk(ctx context.Context, tx *sql.Tx, j *job.Job, st catalog.State, c
 	}
 	switch {
 	case started && c.From == nil:
-		return job.Refuse("cursor", "job %s has committed chunks up to watermark %d: a chunk from the start would read rows twice", j.Name, cursor)
+		return report.Refuse("cursor", "job %s has committed chunks up to watermark %d: a chunk from the start would read rows twice", j.Name, cursor)
 	case !started && c.From != nil:
-		return job.Refuse("cursor", "job %s has no committed chunk: the first chunk starts at the start of the input", j.Name)
+		return report.Refuse("cursor", "job %s has no committed chunk: the first chunk starts at the start of the input", j.Name)
 	case started && *c.From != cursor:
-		return job.Refuse("cursor", "chunk starts after watermark %d but the job's watermark is %d", *c.From, cursor)
+		return report.Refuse("cursor", "chunk starts after watermark %d but the job's watermark is %d", *c.From, cursor)
 	}
 	return nil
 }

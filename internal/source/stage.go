@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // stageInput defines the temp view "input" over the retained files: the
@@ -53,7 +54,7 @@ func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format strin
 	case job.FormatParquet:
 		reader, err = s.parquetReader(ctx, tx, files)
 	default:
-		return nil, job.Usage("unknown input format %q", format)
+		return nil, report.Usage("unknown input format %q", format)
 	}
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // RowsFileColumns is the select list that writes columns cols to an
@@ -275,4 +276,4 @@ func (e *NoUpstreamError) Error() string {
 		e.Job, e.Upstream, e.Database, e.Upstream)
 }
 
-func (e *NoUpstreamError) Unwrap() error { return job.ErrUsage }
+func (e *NoUpstreamError) Unwrap() error { return report.ErrUsage }

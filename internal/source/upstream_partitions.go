@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // PartitionsTable is the temp table of the partitions (or keys) an
@@ -84,10 +85,10 @@ func (u *Upstream) pinPartitions(ctx context.Context, tx *sql.Tx, states map[str
 				continue
 			}
 			if p.ByKey {
-				return job.Usage("job %s: key column %q must be a column of every upstream, read as is (incremental = %q); upstream %s has none (columns: %s)",
+				return report.Usage("job %s: key column %q must be a column of every upstream, read as is (incremental = %q); upstream %s has none (columns: %s)",
 					u.Job.Name, col, job.IncrementalKey, name, columnNames(row.Columns))
 			}
-			return job.Usage("job %s: [target] partition_by = %q must be a column of every upstream, read as is (incremental = %q); upstream %s has none (columns: %s)",
+			return report.Usage("job %s: [target] partition_by = %q must be a column of every upstream, read as is (incremental = %q); upstream %s has none (columns: %s)",
 				u.Job.Name, col, job.IncrementalPartition, name, columnNames(row.Columns))
 		}
 		switch {
