@@ -13,10 +13,6 @@ import (
 	"github.com/idem-dev/idem/internal/report"
 )
 
-// Identifier is what idem accepts as a job, table or column name. Names are
-// also quoted wherever they reach SQL; the pattern keeps them readable.
-var Identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
-
 // Input formats.
 const (
 	FormatCSV     = "csv"

@@ -30,7 +30,7 @@ func (j *Job) checkTableName(bad keyErrorFunc, jf *jobFile) error {
 		reserved[r] = ""
 	}
 	for _, s := range j.Steps {
-		for _, r := range createdRelations(s.SQL, true) {
+		for _, r := range TempRelations(s.SQL) {
 			if _, ok := reserved[r]; !ok {
 				reserved[r] = s.Name
 			}

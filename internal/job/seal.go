@@ -3,12 +3,12 @@ package job
 import (
 	"errors"
 	"fmt"
-	"github.com/idem-dev/idem/internal/report"
 	"maps"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // A job's SQL is sealed: a step reads only its declared relations (its
@@ -69,51 +69,6 @@ type Seal struct {
 	macro   bool // Check is reading a macro (checkMacro): no relation by name
 }
 
-// idemTemp are the temporary relations idem or the step contract makes
-// that a step may read and write.
-var idemTemp = []string{"input", "staged", "outcomes", "idem_erased", "idem_touched"}
-
-// Seal returns what the job's SQL may read and write.
-func (j *Job) Seal() *Seal {
-	s := &Seal{Own: map[string]bool{strings.ToLower(j.Table): true}, Temp: map[string]bool{},
-		Upstream: map[string]bool{}, Declared: map[string]bool{}}
-	if j.Pipeline != nil && j.Pipeline.Mode == ModeRefresh && j.PartitionBy == "" && j.Incremental == "" {
-		s.Fresh = strings.ToLower(j.Table)
-	}
-	if t := j.Pipeline.OutcomesTable; t != "" {
-		s.Own[strings.ToLower(j.Table+t)] = true
-	}
-	for _, n := range idemTemp {
-		s.Temp[n] = true
-	}
-	for _, text := range j.sealTexts() {
-		for _, m := range Companion.FindAllStringSubmatch(text, -1) {
-			s.Own[strings.ToLower(j.Table+m[1])] = true
-		}
-		for _, n := range createdRelations(j.Expand(text), true) {
-			s.Temp[n] = true
-		}
-	}
-	for _, u := range j.Input.Upstream {
-		s.Upstream[strings.ToLower(UpstreamRelation(u))] = true
-		s.Declared[strings.ToLower(u)] = true
-	}
-	for n := range s.Upstream {
-		s.Declared[n] = true
-	}
-	s.Macros = j.macroNames()
-	return s
-}
-
-// sealTexts are the job's SQL texts: its schema file and its steps.
-func (j *Job) sealTexts() []string {
-	texts := []string{j.DDL}
-	for _, st := range j.Steps {
-		texts = append(texts, st.SQL)
-	}
-	return texts
-}
-
 // SealedText is one SQL text of a job to check, with the file it names.
 type SealedText struct {
 	File string
@@ -129,31 +84,6 @@ type SealedText struct {
 	// Macro is set for a macro of the job's macros folder (macro.go): its
 	// CREATE TEMP MACRO as the run executes it.
 	Macro bool
-}
-
-// SealedTexts are the job's SQL texts as the run executes them: the schema
-// file and each step, expanded.
-func (j *Job) SealedTexts() []SealedText {
-	var out []SealedText
-	if strings.TrimSpace(j.DDL) != "" && !j.IsModel() {
-		out = append(out, SealedText{File: "schema v" + fmt.Sprint(j.SchemaVersion), SQL: j.Expand(j.DDL)})
-	}
-	for _, st := range j.Steps {
-		t := SealedText{File: st.Name, SQL: j.Expand(st.SQL), Step: true}
-		if j.ModelSQL != "" {
-			model := j.Expand(j.ModelSQL)
-			if i := strings.Index(t.SQL, model); i >= 0 {
-				t.Model, t.ModelFile = Span{i, i + len(model)}, j.modelFileShown()
-			}
-		}
-		out = append(out, t)
-	}
-	for _, a := range j.Audits {
-		if a.Kind == AuditSQL {
-			out = append(out, SealedText{File: "audit " + a.Name, SQL: j.Expand(a.SQL)})
-		}
-	}
-	return append(out, j.macroTexts()...)
 }
 
 // where names the file and line of offset off in t.
@@ -532,13 +462,7 @@ func (s *Seal) checkNode(x map[string]any, scope []string, temp map[string]bool,
 // StoreCatalog is the name idem attaches the database file under.
 const StoreCatalog = "idem_store"
 
-// modelFileShown is the model's file as messages name it: relative to the
-// job file's folder when it lies below it.
-func (j *Job) modelFileShown() string {
-	if j.File != "" {
-		if rel, err := filepath.Rel(filepath.Dir(j.File), j.ModelFile); err == nil && !strings.HasPrefix(rel, "..") {
-			return filepath.ToSlash(rel)
-		}
-	}
-	return j.ModelFile
-}
+// UpstreamRelation is the temporary relation a step reads upstream job
+// name's rows from: {{upstream:NAME}} expands to it. The run makes it hold
+// that job's target as committed at the snapshot pinned for the run.
+func UpstreamRelation(name string) string { return "idem_upstream_" + name }

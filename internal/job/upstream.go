@@ -21,11 +21,6 @@ type UpstreamRef struct {
 	JobKey   string `json:"job_key"`
 }
 
-// UpstreamRelation is the temporary relation a step reads upstream job
-// name's rows from: {{upstream:NAME}} expands to it. The run makes it hold
-// that job's target as committed at the snapshot pinned for the run.
-func UpstreamRelation(name string) string { return "idem_upstream_" + name }
-
 // applyUpstream validates [input] upstream: names of other jobs, each once,
 // and not together with a file input unless the pipeline reads both.
 func (j *Job) applyUpstream(data []byte, jf *jobFile) error {
