@@ -16,6 +16,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // ReaderOptions say how OpenReader opens a job's database.
@@ -186,11 +187,11 @@ func CanonicalCSV(ctx context.Context, db *sql.DB, query, out string) error {
 
 // QuoteIdent quotes a SQL identifier for DuckDB: "name", a double quote
 // doubled.
-func QuoteIdent(name string) string { return job.QuoteIdent(name) }
+func QuoteIdent(name string) string { return sqltext.QuoteIdent(name) }
 
 // QuoteString quotes a SQL string literal for DuckDB: 'text', a single
 // quote doubled.
-func QuoteString(s string) string { return job.SQLString(s) }
+func QuoteString(s string) string { return sqltext.SQLString(s) }
 
 // TrimSQLError shortens a DuckDB error to its first paragraph (the
 // message without the LINE excerpt of the query), wrapping err; nil stays

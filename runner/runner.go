@@ -18,6 +18,7 @@ import (
 	"github.com/idem-dev/idem/internal/projectrun"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 	"github.com/idem-dev/idem/pipelines"
 )
 
@@ -106,7 +107,7 @@ func modifiedJobs(ctx context.Context, p *project.Project) (map[*job.Job]bool, e
 // such file and no such job, a job defined by several files; a job file of
 // that name that cannot be used is its own error (ErrJobFile).
 func JobFile(pathOrName string) (string, error) {
-	if _, err := os.Stat(pathOrName); err == nil || !job.Identifier.MatchString(pathOrName) {
+	if _, err := os.Stat(pathOrName); err == nil || !sqltext.Identifier.MatchString(pathOrName) {
 		return pathOrName, nil
 	}
 	name := pathOrName

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Retention is a job's row of idem.retention: what expiry has removed so
@@ -158,7 +159,7 @@ func ExpireOutcomes(ctx context.Context, tx *sql.Tx, j, table string, oldestKept
 	if err != nil || !ok {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, "DELETE FROM "+job.QuoteIdent(table)+" WHERE batch_id IN (SELECT batch_id FROM idem.ledger WHERE job = ? AND snapshot < ?)", j, oldestKept); err != nil {
+	if _, err := tx.ExecContext(ctx, "DELETE FROM "+sqltext.QuoteIdent(table)+" WHERE batch_id IN (SELECT batch_id FROM idem.ledger WHERE job = ? AND snapshot < ?)", j, oldestKept); err != nil {
 		return fmt.Errorf("expire outcomes of %s: %w", j, TrimSQLError(err))
 	}
 	return nil
@@ -172,7 +173,7 @@ func OutcomeRowsBySnapshot(ctx context.Context, q Querier, j, table string) (map
 	if err != nil || !ok {
 		return out, err
 	}
-	rows, err := q.QueryContext(ctx, "SELECT l.snapshot, count(*) FROM "+job.QuoteIdent(table)+" AS o JOIN idem.ledger AS l ON l.job = ? AND l.batch_id = o.batch_id GROUP BY l.snapshot", j)
+	rows, err := q.QueryContext(ctx, "SELECT l.snapshot, count(*) FROM "+sqltext.QuoteIdent(table)+" AS o JOIN idem.ledger AS l ON l.job = ? AND l.batch_id = o.batch_id GROUP BY l.snapshot", j)
 	if err != nil {
 		return nil, fmt.Errorf("count outcomes of %s: %w", j, TrimSQLError(err))
 	}

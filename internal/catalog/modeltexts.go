@@ -50,7 +50,7 @@ func ModelText(ctx context.Context, q Querier, jobName, sum string) (string, boo
 }
 
 // macroTextsJob is the job column of the row of idem.model_texts that
-// holds the macros job ran with: no job is named so (job.Identifier has no
+// holds the macros job ran with: no job is named so (sqltext.Identifier has no
 // slash), so the model rows of the job (ModelText) stay as they were.
 func macroTextsJob(jobName string) string { return "macros/" + jobName }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // State is the job's state row.
@@ -76,7 +77,7 @@ func ReadState(ctx context.Context, q Querier, j string) (State, error) {
 // ReadStateIn reads job j's state row from the idem database attached as
 // catalog cat (an environment reading production: see run.Attachment).
 func ReadStateIn(ctx context.Context, q Querier, cat, j string) (State, error) {
-	return readState(ctx, q, job.QuoteIdent(cat)+".idem.jobs", j)
+	return readState(ctx, q, sqltext.QuoteIdent(cat)+".idem.jobs", j)
 }
 
 func readState(ctx context.Context, q Querier, table, j string) (State, error) {

@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // BackupManifestName is the file a backup writes last: a folder without
@@ -364,7 +364,7 @@ func backupCommitPoint(ctx context.Context, path string) (string, int64, error) 
 		return "", 0, err
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "ATTACH "+job.SQLString(path)+" AS idem_backup (READ_ONLY)"); err != nil {
+	if _, err := conn.ExecContext(ctx, "ATTACH "+sqltext.SQLString(path)+" AS idem_backup (READ_ONLY)"); err != nil {
 		return "", 0, fmt.Errorf("open: %w", catalog.TrimSQLError(err))
 	}
 	if _, err := conn.ExecContext(ctx, "USE idem_backup"); err != nil {

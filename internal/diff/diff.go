@@ -15,6 +15,7 @@ import (
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // DiffKeysShown is how many keys of each kind a diff lists.
@@ -112,7 +113,7 @@ func Diff(ctx context.Context, d *run.DB, j *job.Job, opts DiffOptions) (*DiffRe
 		return nil, err
 	}
 	if col := j.PartitionBy; col != "" && from.Table == j.Table && slices.Contains(from.Columns, col) {
-		qc := job.QuoteIdent(col)
+		qc := sqltext.QuoteIdent(col)
 		q := "SELECT CAST(v AS VARCHAR) FROM (SELECT DISTINCT " + qc + " AS v FROM (((" + from.Query + ") EXCEPT ALL (" + to.Query + ")) UNION ALL ((" +
 			to.Query + ") EXCEPT ALL (" + from.Query + ")))) ORDER BY v NULLS LAST"
 		rows, err := tx.QueryContext(ctx, q)
@@ -170,11 +171,11 @@ func DiffFilesDetail(ctx context.Context, file1, file2, format string, key []str
 		side.SHA256 = sum
 		switch f {
 		case job.FormatCSV:
-			readers[i] = "read_csv(" + job.SQLString(p) + ", header = true, all_varchar = true)"
+			readers[i] = "read_csv(" + sqltext.SQLString(p) + ", header = true, all_varchar = true)"
 		case job.FormatParquet:
-			readers[i] = "read_parquet(" + job.SQLString(p) + ")"
+			readers[i] = "read_parquet(" + sqltext.SQLString(p) + ")"
 		default:
-			readers[i] = "read_json(" + job.SQLString(p) + ", format = 'newline_delimited')"
+			readers[i] = "read_json(" + sqltext.SQLString(p) + ", format = 'newline_delimited')"
 		}
 	}
 	db, err := run.OpenMemory(ctx, "?autoinstall_known_extensions=false")
@@ -274,7 +275,7 @@ func uniqueKeyHint(ctx context.Context, q catalog.Querier, cols []string) (strin
 	var pairCols [][2]string
 	var exprs []string
 	for _, c := range cols {
-		qc := job.QuoteIdent(c)
+		qc := sqltext.QuoteIdent(c)
 		// NULL counts as one value, as the diff's join takes it.
 		exprs = append(exprs, "count(DISTINCT "+qc+") + coalesce(max(CASE WHEN "+qc+" IS NULL THEN 1 ELSE 0 END), 0)")
 	}
@@ -282,7 +283,7 @@ func uniqueKeyHint(ctx context.Context, q catalog.Querier, cols []string) (strin
 	for i := 0; i < n; i++ {
 		for j := i + 1; j < n; j++ {
 			pairCols = append(pairCols, [2]string{cols[i], cols[j]})
-			exprs = append(exprs, "count(DISTINCT row("+job.QuoteIdent(cols[i])+", "+job.QuoteIdent(cols[j])+"))")
+			exprs = append(exprs, "count(DISTINCT row("+sqltext.QuoteIdent(cols[i])+", "+sqltext.QuoteIdent(cols[j])+"))")
 		}
 	}
 	unique := make([]bool, len(exprs))
@@ -460,7 +461,7 @@ func CommonColumns(from, to *export.TableSource, res *DiffResult) error {
 		if slices.Contains(res.ColumnsRemoved, c) {
 			continue
 		}
-		e := job.QuoteIdent(c)
+		e := sqltext.QuoteIdent(c)
 		if rc, ok := retyped[c]; ok {
 			as := "VARCHAR"
 			if NumericType(rc.From) && NumericType(rc.To) {

@@ -14,6 +14,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // EnvDiff compares what an environment built of one job with production's
@@ -92,7 +93,7 @@ func DiffEnvironment(ctx context.Context, d *run.DB, env *Environment, e EnvJob,
 		}
 		if st.Snapshot != ref.Snapshot {
 			var oldest int64
-			err := tx.QueryRowContext(ctx, "SELECT oldest_kept FROM "+job.QuoteIdent(ProductionCatalog)+".idem.retention WHERE job = ?", ref.Job).Scan(&oldest)
+			err := tx.QueryRowContext(ctx, "SELECT oldest_kept FROM "+sqltext.QuoteIdent(ProductionCatalog)+".idem.retention WHERE job = ?", ref.Job).Scan(&oldest)
 			if err == nil && oldest > ref.Snapshot {
 				return nil, report.Refuse("environment", "environment %s is older than production's retention: %s read upstream %s at snapshot %d, which production has expired (its oldest kept snapshot is %d); rebuild it with idem run --env %s",
 					env.Name, e.Job, ref.Job, ref.Snapshot, oldest, env.Name)
@@ -120,7 +121,7 @@ func DiffEnvironment(ctx context.Context, d *run.DB, env *Environment, e EnvJob,
 			if slices.Contains(from.Key, c) || !diff.NumericType(from.Types[i]) {
 				continue
 			}
-			qc := job.QuoteIdent(c)
+			qc := sqltext.QuoteIdent(c)
 			delta := "(b." + qc + " - a." + qc + ")"
 			var sum, maxAbs sql.NullString
 			q := "SELECT CAST(sum(" + delta + ") AS VARCHAR), CAST(max(abs(" + delta + ")) AS VARCHAR) FROM (" + from.Query + ") AS a JOIN (" + to.Query + ") AS b ON " + on
@@ -156,7 +157,7 @@ func attachedSource(ctx context.Context, q catalog.Querier, cat string, j *job.J
 		return src, nil
 	}
 	src.Snapshot = st.Snapshot
-	table := job.QuoteIdent(cat) + ".main." + job.QuoteIdent(st.Target)
+	table := sqltext.QuoteIdent(cat) + ".main." + sqltext.QuoteIdent(st.Target)
 	cols, err := catalog.AttachedColumns(ctx, q, cat, st.Target)
 	if err != nil {
 		return nil, err

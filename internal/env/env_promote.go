@@ -12,6 +12,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Promoted is what idem promote did with one job an environment built.
@@ -136,7 +137,7 @@ func PromoteRunOptions(env *Environment, e EnvJob, j *job.Job, recompute bool, o
 	if j.IsModel() && !recompute {
 		// A model's rows are copied from the environment, not computed
 		// again; other jobs run as they ran there.
-		opts.RowsFrom = job.QuoteIdent(EnvironmentCatalog) + ".main." + job.QuoteIdent(j.Table)
+		opts.RowsFrom = sqltext.QuoteIdent(EnvironmentCatalog) + ".main." + sqltext.QuoteIdent(j.Table)
 	}
 	opts.BeforeCommit = func(ctx context.Context, tx *sql.Tx, res *run.Result) error {
 		// The key production commits under must be the environment's but

@@ -15,6 +15,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // AuditResult compares what an audit query reads from a partitioned
@@ -92,7 +93,7 @@ func Audit(ctx context.Context, j *job.Job, dir, where string) (*AuditResult, er
 	defer os.RemoveAll(tmp)
 	list := make([]string, len(files))
 	for i, f := range files {
-		list[i] = job.SQLString(f)
+		list[i] = sqltext.SQLString(f)
 	}
 	src := "read_parquet([" + strings.Join(list, ", ") + "], hive_partitioning = true)"
 	res := &AuditResult{Job: j.Name, Export: dir, Snapshot: m.Snapshot, PartitionBy: m.PartitionBy, Where: where}
@@ -130,7 +131,7 @@ func Audit(ctx context.Context, j *job.Job, dir, where string) (*AuditResult, er
 func profileScan(ctx context.Context, conn *sql.Conn, query, path string, out *ScanFigure) error {
 	for _, q := range []string{
 		"PRAGMA enable_profiling = 'json'",
-		"PRAGMA profiling_output = " + job.SQLString(path),
+		"PRAGMA profiling_output = " + sqltext.SQLString(path),
 		// DuckDB 2.0's default metrics hold the bytes read and each
 		// operator's extra info (1.5 needed custom_profiling_settings,
 		// which 2.0 no longer has).
@@ -233,7 +234,7 @@ func rowGroups(ctx context.Context, conn *sql.Conn, files []string, out *ScanFig
 	}
 	list := make([]string, len(files))
 	for i, f := range files {
-		list[i] = job.SQLString(f)
+		list[i] = sqltext.SQLString(f)
 	}
 	err := conn.QueryRowContext(ctx, "SELECT count(DISTINCT (file_name, row_group_id)), coalesce(sum(total_compressed_size), 0) FROM parquet_metadata(["+strings.Join(list, ", ")+"])").
 		Scan(&out.RowGroups, &out.Bytes)

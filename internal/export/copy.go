@@ -13,6 +13,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // CopyTo runs COPY (query) TO a temporary file beside out, renames it to out
@@ -70,7 +71,7 @@ func copyQuery(ctx context.Context, q catalog.Querier, query, out, format, label
 		defer close(polled)
 		pollSize(tmpName, done, func(n int64) { progress.Count(label, n, -1) })
 	}()
-	r, err := q.ExecContext(ctx, "COPY ("+query+") TO "+job.SQLString(tmpName)+" "+copyOptions(format))
+	r, err := q.ExecContext(ctx, "COPY ("+query+") TO "+sqltext.SQLString(tmpName)+" "+copyOptions(format))
 	close(done)
 	<-polled
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // nullPartition is the value part of the NULL partition's folder name,
@@ -111,11 +112,11 @@ func exportPartitioned(ctx context.Context, q catalog.Querier, j *job.Job, src *
 	if len(j.Pipeline.Key) > 0 && containsAll(src.Columns, j.Pipeline.Key) {
 		key = j.Pipeline.Key
 	}
-	keyExpr := job.QuoteIdent(key[0])
+	keyExpr := sqltext.QuoteIdent(key[0])
 	if len(key) > 1 {
 		keyExpr = "row(" + IdentList(key) + ")"
 	}
-	qc := job.QuoteIdent(col)
+	qc := sqltext.QuoteIdent(col)
 	colType := src.Types[slices.Index(src.Columns, col)]
 	// One pass for the manifest's figures, in partition order.
 	rows, err := q.QueryContext(ctx, "SELECT CAST("+qc+" AS VARCHAR), count(*), count(DISTINCT "+keyExpr+"), CAST(min("+qc+") AS VARCHAR), CAST(max("+qc+") AS VARCHAR) FROM ("+src.Query+") GROUP BY "+qc+" ORDER BY "+qc+" NULLS LAST")
@@ -152,7 +153,7 @@ func exportPartitioned(ctx context.Context, q catalog.Querier, j *job.Job, src *
 		// pushes into the scan.
 		where := " WHERE " + qc + " IS NULL"
 		if f.Value != nil {
-			where = " WHERE " + qc + " = CAST(" + job.SQLString(*f.Value) + " AS " + colType + ")"
+			where = " WHERE " + qc + " = CAST(" + sqltext.SQLString(*f.Value) + " AS " + colType + ")"
 		}
 		path := filepath.Join(tmp, filepath.FromSlash(f.Path))
 		if err := os.Mkdir(filepath.Dir(path), 0o755); err != nil {

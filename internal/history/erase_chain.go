@@ -14,6 +14,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // ChainEraseResult reports an erasure through the chain of jobs: the
@@ -393,7 +394,7 @@ func addValues(into, from map[string][]string) {
 // The erasure of a composite key (tuple) reaches a reader that has every
 // column of the key, by all of them at once.
 func readerMatch(ctx context.Context, tx *sql.Tx, j *job.Job, opts EraseOptions, values, tuple map[string][]string) (*eraseMatch, error) {
-	cols, err := columnsOf(ctx, tx, job.QuoteIdent(j.Table))
+	cols, err := columnsOf(ctx, tx, sqltext.QuoteIdent(j.Table))
 	if err != nil {
 		return nil, err
 	}

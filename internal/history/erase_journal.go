@@ -14,6 +14,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // JournalReplay reports idem erase --replay-journal: each erasure the
@@ -122,7 +123,7 @@ func journalValues(ctx context.Context, d *run.DB, j *job.Job, cols []string, e 
 		var sel []string
 		for _, c := range cols {
 			if p.cols[c] {
-				sel = append(sel, "CAST("+job.QuoteIdent(c)+" AS VARCHAR)")
+				sel = append(sel, "CAST("+sqltext.QuoteIdent(c)+" AS VARCHAR)")
 			}
 		}
 		var queries []string
@@ -133,7 +134,7 @@ func journalValues(ctx context.Context, d *run.DB, j *job.Job, cols []string, e 
 			queries = []string{"SELECT DISTINCT CAST(to_json([" + strings.Join(sel, ", ") + "]) AS VARCHAR) FROM " + p.name + " WHERE " + strings.Join(sel, " IS NOT NULL AND ") + " IS NOT NULL"}
 		case !tuple:
 			for _, v := range sel {
-				queries = append(queries, "SELECT DISTINCT "+v+" FROM "+p.name+" WHERE sha256("+job.SQLString(e.Salt)+" || "+v+") = "+job.SQLString(e.SHA256))
+				queries = append(queries, "SELECT DISTINCT "+v+" FROM "+p.name+" WHERE sha256("+sqltext.SQLString(e.Salt)+" || "+v+") = "+sqltext.SQLString(e.SHA256))
 			}
 		}
 		for _, q := range queries {

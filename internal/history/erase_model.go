@@ -13,6 +13,8 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/seal"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // recomputeModel rebuilds model j inside an erasure's transaction tx, for
@@ -70,7 +72,7 @@ func recomputeModel(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, faul
 	defs := make([]string, len(hcols))
 	hnames := make([]string, len(hcols))
 	for i, c := range hcols {
-		defs[i], hnames[i] = job.QuoteIdent(c.Name)+" "+c.Type, c.Name
+		defs[i], hnames[i] = sqltext.QuoteIdent(c.Name)+" "+c.Type, c.Name
 	}
 	const all = "idem_recomputed"
 	if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+all+" (idem_snap BIGINT, "+strings.Join(defs, ", ")+")"); err != nil {
@@ -120,7 +122,7 @@ func recomputeModel(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, faul
 	if err := catalog.RebuildHistory(ctx, tx, j.Name, hcols, all, st.Snapshot); err != nil {
 		return nil, err
 	}
-	target := job.QuoteIdent(j.Table)
+	target := sqltext.QuoteIdent(j.Table)
 	names := make([]string, len(cols))
 	for i, c := range cols {
 		names[i] = c.Name
@@ -245,7 +247,7 @@ func modelRows(ctx context.Context, tx *sql.Tx, j *job.Job, row *catalog.Snapsho
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+job.QuoteIdent(job.UpstreamRelation(ref.Job))+" AS SELECT * FROM ("+pinned+") ORDER BY ALL"); err != nil {
+		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+sqltext.QuoteIdent(seal.UpstreamRelation(ref.Job))+" AS SELECT * FROM ("+pinned+") ORDER BY ALL"); err != nil {
 			return fmt.Errorf("recompute %s: upstream %s at snapshot %d: %w", j.Name, ref.Job, ref.Snapshot, catalog.TrimSQLError(err))
 		}
 	}
@@ -258,7 +260,7 @@ func modelRows(ctx context.Context, tx *sql.Tx, j *job.Job, row *catalog.Snapsho
 	for i, c := range hcols {
 		sel[i] = "NULL"
 		if have[c.Name] {
-			sel[i] = "CAST(" + job.QuoteIdent(c.Name) + " AS " + c.Type + ")"
+			sel[i] = "CAST(" + sqltext.QuoteIdent(c.Name) + " AS " + c.Type + ")"
 		}
 	}
 	insert := fmt.Sprintf("INSERT INTO %s SELECT %d, %s FROM (%s\n) AS idem_model", all, -row.Snapshot, strings.Join(sel, ", "), model)

@@ -15,6 +15,7 @@ import (
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // What an erasure matches (eraseMatch) and how it finds and removes the
@@ -240,7 +241,7 @@ func jobPlaces(ctx context.Context, q catalog.Querier, j *job.Job, keyCol string
 	if err != nil {
 		return nil, err
 	}
-	places := []place{{label: j.Table, name: job.QuoteIdent(j.Table)}}
+	places := []place{{label: j.Table, name: sqltext.QuoteIdent(j.Table)}}
 	if ok, err := catalog.TableExists(ctx, q, "idem", j.Name+"__history"); err != nil {
 		return nil, err
 	} else if ok {
@@ -248,7 +249,7 @@ func jobPlaces(ctx context.Context, q catalog.Querier, j *job.Job, keyCol string
 	}
 	for _, t := range tables {
 		if t != j.Table {
-			places = append(places, place{label: t, name: job.QuoteIdent(t)})
+			places = append(places, place{label: t, name: sqltext.QuoteIdent(t)})
 		}
 	}
 	for i := range places {
@@ -274,7 +275,7 @@ func (e *eraser) resolveKeys(ctx context.Context, tx *sql.Tx, places []place) er
 		if where == "" || !p.cols[e.m.keyCol] {
 			continue
 		}
-		rows, err := tx.QueryContext(ctx, "SELECT DISTINCT CAST("+job.QuoteIdent(e.m.keyCol)+" AS VARCHAR) FROM "+p.name+" WHERE "+where+" AND "+job.QuoteIdent(e.m.keyCol)+" IS NOT NULL")
+		rows, err := tx.QueryContext(ctx, "SELECT DISTINCT CAST("+sqltext.QuoteIdent(e.m.keyCol)+" AS VARCHAR) FROM "+p.name+" WHERE "+where+" AND "+sqltext.QuoteIdent(e.m.keyCol)+" IS NOT NULL")
 		if err != nil {
 			return fmt.Errorf("erase from %s: %w", p.label, catalog.TrimSQLError(err))
 		}
@@ -331,7 +332,7 @@ func (e *eraser) fromTables(ctx context.Context, tx *sql.Tx, places []place) err
 // positions reads the highest valid position of each key among the rows
 // of p that match where.
 func (e *eraser) positions(ctx context.Context, tx *sql.Tx, p place, where string) error {
-	rows, err := tx.QueryContext(ctx, "SELECT CAST("+job.QuoteIdent(e.m.keyCol)+" AS VARCHAR), max("+source.PositionSQL("CAST("+job.QuoteIdent(e.posCol)+" AS VARCHAR)")+") FROM "+p.name+" WHERE "+where+" GROUP BY 1")
+	rows, err := tx.QueryContext(ctx, "SELECT CAST("+sqltext.QuoteIdent(e.m.keyCol)+" AS VARCHAR), max("+source.PositionSQL("CAST("+sqltext.QuoteIdent(e.posCol)+" AS VARCHAR)")+") FROM "+p.name+" WHERE "+where+" GROUP BY 1")
 	if err != nil {
 		return fmt.Errorf("erase from %s: %w", p.label, catalog.TrimSQLError(err))
 	}

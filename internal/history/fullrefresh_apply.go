@@ -18,6 +18,7 @@ import (
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Run is d.Run, but for run --full-refresh of an apply job whose target is
@@ -172,8 +173,8 @@ func rebuildApply(ctx context.Context, d *run.DB, j *job.Job, snaps []*catalog.S
 		return nil, err
 	}
 	out := &rebuiltRows{path: filepath.Join(dir, "rebuilt.parquet"), columns: cols}
-	q := "SELECT " + strings.Join(source.RowsFileColumns(cols), ", ") + " FROM main." + job.QuoteIdent(j.Table)
-	if _, err := scratch.SQL().ExecContext(ctx, "COPY ("+q+") TO "+job.SQLString(out.path)+" (FORMAT parquet)"); err != nil {
+	q := "SELECT " + strings.Join(source.RowsFileColumns(cols), ", ") + " FROM main." + sqltext.QuoteIdent(j.Table)
+	if _, err := scratch.SQL().ExecContext(ctx, "COPY ("+q+") TO "+sqltext.SQLString(out.path)+" (FORMAT parquet)"); err != nil {
 		return nil, fmt.Errorf("full refresh: write the rebuilt target: %w", catalog.TrimSQLError(err))
 	}
 	return out, nil
@@ -290,13 +291,13 @@ func commitRebuilt(ctx context.Context, d *run.DB, j *job.Job, rows *rebuiltRows
 	names := make([]string, len(cols))
 	casts := make([]string, len(cols))
 	for i, c := range cols {
-		names[i] = job.QuoteIdent(c.Name)
+		names[i] = sqltext.QuoteIdent(c.Name)
 		casts[i] = "CAST(" + names[i] + " AS " + c.Type + ")"
 	}
-	list, target := strings.Join(names, ", "), job.QuoteIdent(j.Table)
+	list, target := strings.Join(names, ", "), sqltext.QuoteIdent(j.Table)
 	for _, q := range []string{
 		"DELETE FROM " + target,
-		"INSERT INTO " + target + " (" + list + ") SELECT " + strings.Join(casts, ", ") + " FROM read_parquet(" + job.SQLString(rows.path) + ") ORDER BY ALL",
+		"INSERT INTO " + target + " (" + list + ") SELECT " + strings.Join(casts, ", ") + " FROM read_parquet(" + sqltext.SQLString(rows.path) + ") ORDER BY ALL",
 		"DROP TABLE IF EXISTS idem_touched",
 	} {
 		if _, err := tx.ExecContext(ctx, q); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 	"github.com/idem-dev/idem/pipelines"
 )
 
@@ -109,7 +110,7 @@ func (c *histChain) capture(t *testing.T, name string, s int64) {
 	if c.captured[name] == nil {
 		c.captured[name] = map[int64][]string{}
 	}
-	c.captured[name][s] = c.rows(t, "SELECT * FROM "+job.QuoteIdent(c.jobs[name].Table))
+	c.captured[name][s] = c.rows(t, "SELECT * FROM "+sqltext.QuoteIdent(c.jobs[name].Table))
 }
 
 func (c *histChain) run(t *testing.T, name string, opts run.RunOptions) {

@@ -15,6 +15,7 @@ import (
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // ModelAt is a model job as it ran for a snapshot: the model text the
@@ -179,10 +180,10 @@ func exportUpstream(ctx context.Context, d *run.DB, ref job.UpstreamRef, from in
 	}
 	list := source.RowsFileColumns(up.Columns)
 	if from >= 0 {
-		list = append(list, job.QuoteIdent(source.OpColumn))
+		list = append(list, sqltext.QuoteIdent(source.OpColumn))
 	}
 	q = "SELECT " + strings.Join(list, ", ") + " FROM (" + q + ")"
-	if _, err := d.SQL().ExecContext(ctx, "COPY ("+q+") TO "+job.SQLString(out)+" (FORMAT parquet)"); err != nil {
+	if _, err := d.SQL().ExecContext(ctx, "COPY ("+q+") TO "+sqltext.SQLString(out)+" (FORMAT parquet)"); err != nil {
 		return nil, fmt.Errorf("read upstream %s at snapshot %d: %w", ref.Job, ref.Snapshot, catalog.TrimSQLError(err))
 	}
 	return up.Columns, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // RollbackResult reports a rollback.
@@ -136,7 +137,7 @@ func rollbackTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, to int64
 		names[i] = c.Name
 	}
 	list := export.IdentList(names)
-	target := job.QuoteIdent(j.Table)
+	target := sqltext.QuoteIdent(j.Table)
 	for _, q := range []string{
 		"CREATE OR REPLACE TEMP TABLE idem_rollback AS " + pinned,
 		"DELETE FROM " + target,
@@ -187,7 +188,7 @@ func recreateTarget(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 			continue
 		}
 		keep := fmt.Sprintf("idem_keep_%d", len(kept))
-		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+keep+" AS SELECT * FROM "+job.QuoteIdent(name)); err != nil {
+		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+keep+" AS SELECT * FROM "+sqltext.QuoteIdent(name)); err != nil {
 			return fmt.Errorf("keep rows of %s: %w", name, catalog.TrimSQLError(err))
 		}
 		kept = append(kept, name)
@@ -198,8 +199,8 @@ func recreateTarget(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 	for i, name := range kept {
 		keep := fmt.Sprintf("idem_keep_%d", i)
 		for _, q := range []string{
-			"DELETE FROM " + job.QuoteIdent(name),
-			"INSERT INTO " + job.QuoteIdent(name) + " BY NAME SELECT * FROM " + keep,
+			"DELETE FROM " + sqltext.QuoteIdent(name),
+			"INSERT INTO " + sqltext.QuoteIdent(name) + " BY NAME SELECT * FROM " + keep,
 			"DROP TABLE " + keep,
 		} {
 			if _, err := tx.ExecContext(ctx, q); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // KeptSnapshots are the snapshots of a job its database keeps (not
@@ -79,7 +80,7 @@ func CanonicalCSV(ctx context.Context, q catalog.Querier, query, out string) err
 	if err != nil {
 		return err
 	}
-	if _, err := q.ExecContext(ctx, "COPY ("+rows+") TO "+job.SQLString(out)+" "+catalog.CSVCopyOptions); err != nil {
+	if _, err := q.ExecContext(ctx, "COPY ("+rows+") TO "+sqltext.SQLString(out)+" "+catalog.CSVCopyOptions); err != nil {
 		return catalog.TrimSQLError(err)
 	}
 	return nil

@@ -3,6 +3,8 @@ package job
 import (
 	"fmt"
 	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/seal"
+	"github.com/idem-dev/idem/internal/sqltext"
 	"slices"
 	"strings"
 )
@@ -101,9 +103,9 @@ func (j *Job) applyAudits(data []byte, audits []Audit) error {
 			if strings.TrimSpace(a.SQL) == "" {
 				return bad("a sql audit gives sql = \"SELECT ...\" (its rows are the violations)")
 			}
-			masked := MaskSQL(a.SQL)
-			stmts := SplitStatements(masked)
-			if len(stmts) != 1 || ClassifyStatement(a.SQL[stmts[0].Start:stmts[0].End], masked[stmts[0].Start:stmts[0].End]).Kind != StmtQuery {
+			masked := sqltext.MaskSQL(a.SQL)
+			stmts := sqltext.SplitStatements(masked)
+			if len(stmts) != 1 || seal.ClassifyStatement(a.SQL[stmts[0].Start:stmts[0].End], masked[stmts[0].Start:stmts[0].End]).Kind != seal.StmtQuery {
 				return bad("a sql audit is one SELECT (its rows are the violations)")
 			}
 		case "":
@@ -122,7 +124,7 @@ func (j *Job) applyAudits(data []byte, audits []Audit) error {
 		if a.Name == "" {
 			a.Name = strings.Join(append([]string{a.Kind}, cols...), "_")
 		}
-		if !Identifier.MatchString(a.Name) {
+		if !sqltext.Identifier.MatchString(a.Name) {
 			return bad("audit name %q must be letters, digits and underscores, starting with a letter", a.Name)
 		}
 		if names[a.Name] {

@@ -1,13 +1,15 @@
 // Package job owns what a job is before any database sees it: reading and
 // validating a job file and the pipeline folder it names (built-in or on
 // disk), params, the [[quality.rules]] as written, the SQL templates of
-// pipeline steps, and the four parts of the job key with their canonical
-// JSON. The error kinds, decisions and Progress every layer shares are in
-// internal/report, below it.
+// pipeline steps, a project's macros folder, the Seal and SealedTexts of a
+// job (jobseal.go), and the four parts of the job key with their
+// canonical JSON. Below it: internal/report (the error kinds, decisions
+// and Progress every layer shares), internal/sqltext (SQL text) and
+// internal/seal (which SQL a step may run).
 //
 // It is pure: it must not import database/sql, DuckDB, or any idem
-// package but internal/report. What needs a database stays above it:
-// proving quality rules on a scratch DuckDB (run.ParseJob), hashing and
-// staging input (source), and every command. runner/layering_test.go
-// enforces this.
+// package but those three. What needs a database stays above it: proving
+// quality rules on a scratch DuckDB (run.ParseJob), hashing and staging
+// input (source), and every command. runner/layering_test.go enforces
+// this.
 package job

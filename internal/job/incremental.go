@@ -3,6 +3,8 @@ package job
 import (
 	"fmt"
 	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/seal"
+	"github.com/idem-dev/idem/internal/sqltext"
 	"slices"
 	"strings"
 )
@@ -101,7 +103,7 @@ func (j *Job) incrementalError(line int, why string) error {
 // a join not on C, a subquery in an expression, a set operation, a table
 // function, a sample. The error is a *JobFileError naming the job file's
 // [target] incremental and the model's line.
-func (j *Job) CheckIncremental(parse ParseFunc, aggregates map[string]bool) error {
+func (j *Job) CheckIncremental(parse sqltext.ParseFunc, aggregates map[string]bool) error {
 	cols := j.IncrementalColumns()
 	if len(cols) == 0 {
 		return nil
@@ -116,7 +118,7 @@ func (j *Job) CheckIncremental(parse ParseFunc, aggregates map[string]bool) erro
 	}
 	up := map[string]bool{}
 	for _, u := range j.Input.Upstream {
-		up[strings.ToLower(UpstreamRelation(u))] = true
+		up[strings.ToLower(seal.UpstreamRelation(u))] = true
 	}
 	c := &restrictCheck{aggregates: aggregates, upstream: up, unit: "partition"}
 	if j.Incremental == IncrementalKey {
@@ -194,7 +196,7 @@ func (c *restrictCheck) query(n map[string]any, ctes map[string]bool) (string, i
 			if al, _ := val["aliases"].([]any); len(al) > 0 {
 				return "common table expression " + name + " renames its columns", -1
 			}
-			inner := CTEQuery(val)
+			inner := sqltext.CTEQuery(val)
 			if why, at := c.query(inner, scope); why != "" {
 				return "in common table expression " + name + ": " + why, at
 			}
@@ -366,7 +368,7 @@ func (c *restrictCheck) equiJoin(cond map[string]any, col string, left, right []
 // partitioned by the columns.
 func (c *restrictCheck) expressions(v any) refusal {
 	out := refusal{}
-	WalkJSON(v, func(m map[string]any) {
+	sqltext.WalkJSON(v, func(m map[string]any) {
 		if out.why != "" {
 			return
 		}
@@ -519,7 +521,7 @@ func starKeeps(m map[string]any, col string, single bool) bool {
 // firstLocation is the first query location found under v.
 func (c *restrictCheck) firstLocation(v any) int {
 	at := -1
-	WalkJSON(v, func(m map[string]any) {
+	sqltext.WalkJSON(v, func(m map[string]any) {
 		if l := location(m); at < 0 && l >= 0 {
 			at = l
 		}

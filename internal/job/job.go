@@ -11,6 +11,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/seal"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Input formats.
@@ -97,8 +99,8 @@ type Job struct {
 	// Macros are the macros of the job file's macros folder that its SQL
 	// calls, each after those it calls (macro.go); macroDefs are all of
 	// that folder's.
-	Macros    []Macro
-	macroDefs map[string]Macro
+	Macros    []seal.Macro
+	macroDefs map[string]seal.Macro
 
 	// written are the paths as the job file spells them, for messages
 	// about the rule before job-file-relative paths (see oldRuleHint).
@@ -359,7 +361,7 @@ func decodeJobFile(path string, data []byte) (jobFile, toml.MetaData, error) {
 // returns the target table (the job's name when [target] table is absent)
 // and the input format, lower case.
 func checkJobKeys(jf *jobFile, md toml.MetaData, bad keyErrorFunc) (table, format string, err error) {
-	if !Identifier.MatchString(jf.Name) {
+	if !sqltext.Identifier.MatchString(jf.Name) {
 		return "", "", bad("name", "must be letters, digits and underscores, starting with a letter (got %q)", jf.Name)
 	}
 	if md.IsDefined("transform_version") && jf.TransformVersion < 1 {
@@ -372,7 +374,7 @@ func checkJobKeys(jf *jobFile, md toml.MetaData, bad keyErrorFunc) (table, forma
 	if table == "" {
 		table = jf.Name
 	}
-	if !Identifier.MatchString(table) {
+	if !sqltext.Identifier.MatchString(table) {
 		return "", "", bad("target.table", "must be a table name of letters, digits and underscores, starting with a letter (got %q)", table)
 	}
 	if strings.HasPrefix(strings.ToLower(table), "idem") {
@@ -531,7 +533,7 @@ func (j *Job) applyPartition(bad keyErrorFunc, jf *jobFile) error {
 		return nil
 	}
 	switch {
-	case !Identifier.MatchString(c):
+	case !sqltext.Identifier.MatchString(c):
 		return bad("target.partition_by", "must be a column name of letters, digits and underscores (got %q)", c)
 	case j.Pipeline.Mode != ModeRefresh:
 		return bad("target.partition_by", "partitions are replaced by refresh pipelines; pipeline %s is an %s pipeline", j.Pipeline.Name, j.Pipeline.Mode)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Input modes and batch shapes of [input] mode = "files".
@@ -120,7 +121,7 @@ func declaredColumns(md toml.MetaData, jf *jobFile, p *Pipeline, bad keyErrorFun
 		}
 		name := k[2]
 		key := "input.columns." + name
-		if !Identifier.MatchString(name) {
+		if !sqltext.Identifier.MatchString(name) {
 			return nil, bad(key, "column name %q must be letters, digits and underscores, starting with a letter", name)
 		}
 		if name[0] == '_' || strings.HasPrefix(strings.ToLower(name), "idem") {
@@ -238,7 +239,7 @@ func (j *Job) applyRules(data []byte, jf *jobFile) error {
 		loc := func(msg string, args ...any) error {
 			return &report.JobFileError{File: j.File, Line: RuleLine(data, i), Key: fmt.Sprintf("quality.rules[%d]", i+1), Msg: fmt.Sprintf(msg, args...)}
 		}
-		if !Identifier.MatchString(r.Name) {
+		if !sqltext.Identifier.MatchString(r.Name) {
 			return loc("rule name %q must be letters, digits and underscores, starting with a letter", r.Name)
 		}
 		if names[r.Name] {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -18,7 +19,7 @@ func resolvePipeline(jobPath, ref string, builtins fs.FS, lenient bool) (*Pipeli
 	if ref == "" {
 		return nil, errors.New("missing pipeline name or path")
 	}
-	if Identifier.MatchString(ref) && builtins != nil {
+	if sqltext.Identifier.MatchString(ref) && builtins != nil {
 		if sub, err := fs.Sub(builtins, ref); err == nil {
 			if _, err := fs.Stat(sub, "pipeline.toml"); err == nil {
 				return loadPipeline(sub, "builtin:"+ref, lenient)
@@ -27,7 +28,7 @@ func resolvePipeline(jobPath, ref string, builtins fs.FS, lenient bool) (*Pipeli
 	}
 	dir, err := allowedPipelineDir(jobPath, ref)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) && Identifier.MatchString(ref) {
+		if errors.Is(err, fs.ErrNotExist) && sqltext.Identifier.MatchString(ref) {
 			return nil, fmt.Errorf("no built-in pipeline named %q (built-ins: %s) and %v", ref, strings.Join(BuiltinNames(builtins), ", "), err)
 		}
 		return nil, err

@@ -2,6 +2,8 @@ package job
 
 import (
 	"fmt"
+	"github.com/idem-dev/idem/internal/seal"
+	"github.com/idem-dev/idem/internal/sqltext"
 	"path/filepath"
 	"strings"
 )
@@ -11,8 +13,8 @@ import (
 var idemTemp = []string{"input", "staged", "outcomes", "idem_erased", "idem_touched"}
 
 // Seal returns what the job's SQL may read and write.
-func (j *Job) Seal() *Seal {
-	s := &Seal{Own: map[string]bool{strings.ToLower(j.Table): true}, Temp: map[string]bool{},
+func (j *Job) Seal() *seal.Seal {
+	s := &seal.Seal{Own: map[string]bool{strings.ToLower(j.Table): true}, Temp: map[string]bool{},
 		Upstream: map[string]bool{}, Declared: map[string]bool{}}
 	if j.Pipeline != nil && j.Pipeline.Mode == ModeRefresh && j.PartitionBy == "" && j.Incremental == "" {
 		s.Fresh = strings.ToLower(j.Table)
@@ -27,12 +29,12 @@ func (j *Job) Seal() *Seal {
 		for _, m := range Companion.FindAllStringSubmatch(text, -1) {
 			s.Own[strings.ToLower(j.Table+m[1])] = true
 		}
-		for _, n := range TempRelations(j.Expand(text)) {
+		for _, n := range sqltext.TempRelations(j.Expand(text)) {
 			s.Temp[n] = true
 		}
 	}
 	for _, u := range j.Input.Upstream {
-		s.Upstream[strings.ToLower(UpstreamRelation(u))] = true
+		s.Upstream[strings.ToLower(seal.UpstreamRelation(u))] = true
 		s.Declared[strings.ToLower(u)] = true
 	}
 	for n := range s.Upstream {
@@ -53,24 +55,24 @@ func (j *Job) sealTexts() []string {
 
 // SealedTexts are the job's SQL texts as the run executes them: the schema
 // file and each step, expanded.
-func (j *Job) SealedTexts() []SealedText {
-	var out []SealedText
+func (j *Job) SealedTexts() []seal.SealedText {
+	var out []seal.SealedText
 	if strings.TrimSpace(j.DDL) != "" && !j.IsModel() {
-		out = append(out, SealedText{File: "schema v" + fmt.Sprint(j.SchemaVersion), SQL: j.Expand(j.DDL)})
+		out = append(out, seal.SealedText{File: "schema v" + fmt.Sprint(j.SchemaVersion), SQL: j.Expand(j.DDL)})
 	}
 	for _, st := range j.Steps {
-		t := SealedText{File: st.Name, SQL: j.Expand(st.SQL), Step: true}
+		t := seal.SealedText{File: st.Name, SQL: j.Expand(st.SQL), Step: true}
 		if j.ModelSQL != "" {
 			model := j.Expand(j.ModelSQL)
 			if i := strings.Index(t.SQL, model); i >= 0 {
-				t.Model, t.ModelFile = Span{i, i + len(model)}, j.modelFileShown()
+				t.Model, t.ModelFile = sqltext.Span{Start: i, End: i + len(model)}, j.modelFileShown()
 			}
 		}
 		out = append(out, t)
 	}
 	for _, a := range j.Audits {
 		if a.Kind == AuditSQL {
-			out = append(out, SealedText{File: "audit " + a.Name, SQL: j.Expand(a.SQL)})
+			out = append(out, seal.SealedText{File: "audit " + a.Name, SQL: j.Expand(a.SQL)})
 		}
 	}
 	return append(out, j.macroTexts()...)

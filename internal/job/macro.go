@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/seal"
 )
 
 // MacroDir is the folder of SQL macros beside a project's job files: each
@@ -38,7 +39,7 @@ const MacroDir = "macros"
 
 // loadMacros reads the macros folder of the job file at jobPath: none when
 // there is no such folder.
-func loadMacros(jobPath string) (map[string]Macro, error) {
+func loadMacros(jobPath string) (map[string]seal.Macro, error) {
 	dir := filepath.Join(filepath.Dir(jobPath), MacroDir)
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -47,7 +48,7 @@ func loadMacros(jobPath string) (map[string]Macro, error) {
 	if err != nil {
 		return nil, &report.JobFileError{File: dir, Msg: fmt.Sprintf("read the macros folder: %v", err)}
 	}
-	out := map[string]Macro{}
+	out := map[string]seal.Macro{}
 	for _, e := range entries {
 		if e.IsDir() || !strings.HasSuffix(strings.ToLower(e.Name()), ".sql") {
 			continue
@@ -60,7 +61,7 @@ func loadMacros(jobPath string) (map[string]Macro, error) {
 		if err != nil {
 			return nil, &report.JobFileError{File: filepath.Join(dir, e.Name()), Msg: fmt.Sprintf("read macro: %v", err)}
 		}
-		m, err := ParseMacro(strings.TrimSuffix(e.Name(), filepath.Ext(e.Name())), file, string(text))
+		m, err := seal.ParseMacro(strings.TrimSuffix(e.Name(), filepath.Ext(e.Name())), file, string(text))
 		if err != nil {
 			return nil, &report.JobFileError{File: filepath.Join(dir, e.Name()), Line: 1, Msg: err.Error()}
 		}
@@ -72,7 +73,7 @@ func loadMacros(jobPath string) (map[string]Macro, error) {
 // useMacros binds the macros of all (the job's macros folder) that the
 // job's SQL calls, and those they call, each after the macros it calls
 // (then by name).
-func (j *Job) useMacros(all map[string]Macro) {
+func (j *Job) useMacros(all map[string]seal.Macro) {
 	j.macroDefs = all
 	j.Macros = nil
 	if len(all) == 0 {
@@ -92,7 +93,7 @@ func (j *Job) useMacros(all map[string]Macro) {
 	var visit func(text string)
 	visit = func(text string) {
 		var called []string
-		for _, c := range CalledNames(text) {
+		for _, c := range seal.CalledNames(text) {
 			if _, ok := all[c.Name]; ok && c.Call && !seen[c.Name] && !slices.Contains(called, c.Name) {
 				called = append(called, c.Name)
 			}
@@ -132,10 +133,10 @@ func (j *Job) macroNames() map[string]bool {
 }
 
 // macroTexts are the used macros as the seal checks them.
-func (j *Job) macroTexts() []SealedText {
-	out := make([]SealedText, len(j.Macros))
+func (j *Job) macroTexts() []seal.SealedText {
+	out := make([]seal.SealedText, len(j.Macros))
 	for i, m := range j.Macros {
-		out[i] = SealedText{File: m.File, SQL: m.Create, Macro: true}
+		out[i] = seal.SealedText{File: m.File, SQL: m.Create, Macro: true}
 	}
 	return out
 }
@@ -165,10 +166,10 @@ func (j *Job) MacroTexts() []MacroText {
 // the macro's file.
 func (j *Job) WithMacros(texts []MacroText) (*Job, error) {
 	at := *j
-	at.Macros = make([]Macro, len(texts))
+	at.Macros = make([]seal.Macro, len(texts))
 	for i, t := range texts {
 		base := strings.TrimSuffix(path.Base(t.File), path.Ext(t.File))
-		m, err := ParseMacro(base, t.File, t.SQL)
+		m, err := seal.ParseMacro(base, t.File, t.SQL)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", t.File, err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // transformTable is the job file's [transform] table: the folder of a
@@ -307,7 +308,7 @@ func (j *Job) modelKey(data []byte, jf *jobFile) error {
 	}
 	seen := map[string]bool{}
 	for _, k := range jf.Target.Key {
-		if !Identifier.MatchString(k) {
+		if !sqltext.Identifier.MatchString(k) {
 			return bad("target.key", "key column %q is not a column name of letters, digits and underscores", k)
 		}
 		if seen[k] {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Modes of a pipeline.
@@ -134,7 +135,7 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 		return nil, &report.JobFileError{File: file, Line: keyLine(data, un[0]), Key: un[0].String(), Msg: "unknown key"}
 	}
 	bad := keyErrors(file, data)
-	if !Identifier.MatchString(p.Name) {
+	if !sqltext.Identifier.MatchString(p.Name) {
 		return nil, bad("name", "must be a name of letters, digits and underscores")
 	}
 	if p.Mode != ModeRefresh && p.Mode != ModeApply {
@@ -156,7 +157,7 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 	}
 	seen := map[string]bool{}
 	for _, c := range p.Columns {
-		if !Identifier.MatchString(c.Name) || seen[c.Name] {
+		if !sqltext.Identifier.MatchString(c.Name) || seen[c.Name] {
 			return nil, bad("columns", "column name %q is not a unique identifier", c.Name)
 		}
 		seen[c.Name] = true
@@ -168,7 +169,7 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 		return nil, bad("outcomes_table", "must be a table-name suffix of letters, digits and underscores, like \"_outcomes\"")
 	}
 	for _, k := range p.Key {
-		if !Identifier.MatchString(k) {
+		if !sqltext.Identifier.MatchString(k) {
 			return nil, bad("key", "key column %q is not an identifier", k)
 		}
 	}

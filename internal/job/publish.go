@@ -1,6 +1,7 @@
 package job
 
 import (
+	"github.com/idem-dev/idem/internal/sqltext"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -55,7 +56,7 @@ func checkPublish(p *Publish, dir string, bad keyErrorFunc) error {
 			return bad("publish.iceberg."+k.key, "missing: [publish.iceberg] needs catalog, warehouse and namespace")
 		}
 	}
-	if !Identifier.MatchString(ice.Namespace) {
+	if !sqltext.Identifier.MatchString(ice.Namespace) {
 		return bad("publish.iceberg.namespace", "must be letters, digits and underscores, starting with a letter (got %q)", ice.Namespace)
 	}
 	switch c := ice.Catalog; {

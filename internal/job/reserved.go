@@ -2,6 +2,7 @@ package job
 
 import (
 	"fmt"
+	"github.com/idem-dev/idem/internal/sqltext"
 	"slices"
 	"strings"
 )
@@ -30,7 +31,7 @@ func (j *Job) checkTableName(bad keyErrorFunc, jf *jobFile) error {
 		reserved[r] = ""
 	}
 	for _, s := range j.Steps {
-		for _, r := range TempRelations(s.SQL) {
+		for _, r := range sqltext.TempRelations(s.SQL) {
 			if _, ok := reserved[r]; !ok {
 				reserved[r] = s.Name
 			}

@@ -3,6 +3,7 @@ package job
 import (
 	"errors"
 	"fmt"
+	"github.com/idem-dev/idem/internal/sqltext"
 	"regexp"
 	"strings"
 )
@@ -139,7 +140,7 @@ func (x *expansion) expand(funcs map[string]templateFunc, name string, args []st
 func quoteRef(ref string) string {
 	parts := strings.Split(ref, ".")
 	for i, p := range parts {
-		parts[i] = QuoteIdent(p)
+		parts[i] = sqltext.QuoteIdent(p)
 	}
 	return strings.Join(parts, ".")
 }

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"github.com/idem-dev/idem/internal/sqltext"
 	"slices"
 	"strings"
 )
@@ -29,7 +30,7 @@ func (j *Job) applyUpstream(data []byte, jf *jobFile) error {
 	seen := map[string]bool{}
 	for _, u := range ups {
 		switch {
-		case !Identifier.MatchString(u):
+		case !sqltext.Identifier.MatchString(u):
 			return bad("input.upstream", "upstream %q is not a job name (letters, digits and underscores, starting with a letter)", u)
 		case u == j.Name:
 			return bad("input.upstream", "job %s cannot read itself as an upstream", u)

@@ -19,6 +19,8 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/seal"
+	"github.com/idem-dev/idem/internal/sqltext"
 
 	"github.com/BurntSushi/toml"
 )
@@ -138,7 +140,7 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 			return nil, err
 		}
 	}
-	// The macros it calls, sealed like its SQL (job.Macro).
+	// The macros it calls, sealed like its SQL (seal.Macro).
 	for _, m := range j.Macros {
 		if err := l.file(lintFile{name: m.File, text: m.Create, macro: true}); err != nil {
 			return nil, err
@@ -168,7 +170,7 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 	// A declared outcomes table that no step writes: every run would fail
 	// its balance check (the stored rows are what is counted).
 	if t := j.Pipeline.OutcomesTable; t != "" && !j.IsModel() {
-		stores := regexp.MustCompile(`(?i)\b(INSERT|MERGE)\s+INTO\s+` + regexp.QuoteMeta(job.QuoteIdent(j.Table+t)))
+		stores := regexp.MustCompile(`(?i)\b(INSERT|MERGE)\s+INTO\s+` + regexp.QuoteMeta(sqltext.QuoteIdent(j.Table+t)))
 		stored := false
 		for _, f := range files[:len(files)-1] {
 			stored = stored || stores.MatchString(f.text)
@@ -217,8 +219,8 @@ func lintPath(p string) string {
 
 type lintFile struct {
 	name, text string
-	step       bool // a step or the model, read in order (job.SealedText.Step)
-	macro      bool // a macro the job calls (job.SealedText.Macro)
+	step       bool // a step or the model, read in order (seal.SealedText.Step)
+	macro      bool // a macro the job calls (seal.SealedText.Macro)
 }
 
 type linter struct {
@@ -226,7 +228,7 @@ type linter struct {
 	db   *sql.DB
 	j    *job.Job
 	rep  *LintReport
-	seal *job.Seal
+	seal *seal.Seal
 	// parsed holds each query's parse (parse).
 	parsed map[string]parsedQuery
 }
@@ -251,12 +253,12 @@ var orderSensitiveWindows = map[string]bool{
 
 func (l *linter) file(f lintFile) error {
 	// What the run refuses: volatile functions (L003), reads and writes
-	// outside the job (job.Seal).
+	// outside the job (seal.Seal).
 	funcs, err := run.EngineFunctions(l.ctx, l.db)
 	if err != nil {
 		return err
 	}
-	vs, unknown, err := l.seal.Check(job.SealedText{File: f.name, SQL: f.text, Step: f.step, Macro: f.macro}, job.Parser{Parse: l.parse, Count: run.CountStatements, Funcs: funcs})
+	vs, unknown, err := l.seal.Check(seal.SealedText{File: f.name, SQL: f.text, Step: f.step, Macro: f.macro}, seal.Parser{Parse: l.parse, Count: run.CountStatements, Funcs: funcs})
 	if err != nil {
 		return err
 	}
@@ -276,17 +278,17 @@ func (l *linter) file(f lintFile) error {
 		}
 		l.rep.add(Finding{ID: id, Severity: SeverityError, File: f.name, Line: v.Line, Message: v.Message, Fix: v.Fix})
 	}
-	masked := job.MaskSQL(f.text)
-	spans, err := job.Statements(f.text, run.CountStatements)
+	masked := sqltext.MaskSQL(f.text)
+	spans, err := sqltext.Statements(f.text, run.CountStatements)
 	if err != nil {
-		return nil // refused above (a *job.SplitError): its statements are not what idem reads
+		return nil // refused above (a *sqltext.SplitError): its statements are not what idem reads
 	}
 	for _, st := range spans {
 		text := f.text[st.Start:st.End]
 		mtext := masked[st.Start:st.End]
 		line := func(off int) int { return 1 + strings.Count(f.text[:st.Start+off], "\n") }
 		first := len(mtext) - len(strings.TrimLeft(mtext, " \t\r\n"))
-		queries, err := job.StatementQueries(text, mtext, l.parse)
+		queries, err := sqltext.StatementQueries(text, mtext, l.parse)
 		if err != nil {
 			return err
 		}
@@ -349,7 +351,7 @@ func (l *linter) query(file string, lineAt func(int) int, node map[string]any) {
 	// EXISTS (SELECT ... LIMIT 1) asks whether any row exists: which row
 	// comes first does not matter there.
 	exists := map[uintptr]bool{}
-	job.WalkJSON(node, func(m map[string]any) {
+	sqltext.WalkJSON(node, func(m map[string]any) {
 		if t, _ := m["subquery_type"].(string); m["class"] == "SUBQUERY" && (t == "EXISTS" || t == "NOT_EXISTS") {
 			if sq, ok := m["subquery"].(map[string]any); ok {
 				if n, ok := sq["node"].(map[string]any); ok {
@@ -358,8 +360,8 @@ func (l *linter) query(file string, lineAt func(int) int, node map[string]any) {
 			}
 		}
 	})
-	job.WalkJSON(node, func(m map[string]any) {
-		line := lineAt(job.QueryLocation(m))
+	sqltext.WalkJSON(node, func(m map[string]any) {
+		line := lineAt(seal.QueryLocation(m))
 		if mods, ok := m["modifiers"].([]any); ok && !exists[reflect.ValueOf(m).Pointer()] {
 			l.limit(file, lineAt, mods)
 		}
@@ -461,7 +463,7 @@ func (l *linter) limit(file string, lineAt func(int) int, mods []any) {
 		if e == nil {
 			continue
 		}
-		if v, ok := job.ConstantText(e); k == "limit" && ok && v == "0" && lim["offset"] == nil {
+		if v, ok := sqltext.ConstantText(e); k == "limit" && ok && v == "0" && lim["offset"] == nil {
 			return // LIMIT 0 keeps no row
 		}
 		if loc, ok := e["query_location"].(float64); ok && loc >= 0 && loc < 1<<40 && at == 0 {

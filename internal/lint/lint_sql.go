@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // The step contract: the relations idem and the later steps read, by the
@@ -25,7 +26,7 @@ func createsRelation(name string) *regexp.Regexp {
 // creates reports whether text creates the relation re matches, outside
 // comments and string literals.
 func creates(re *regexp.Regexp, text string) bool {
-	masked := job.MaskSQL(text)
+	masked := sqltext.MaskSQL(text)
 	for _, m := range re.FindAllStringIndex(text, -1) {
 		if strings.EqualFold(masked[m[0]:m[0]+6], "CREATE") {
 			return true

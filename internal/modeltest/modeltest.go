@@ -16,6 +16,7 @@ import (
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Statuses of a test.
@@ -344,7 +345,7 @@ func shell(ctx context.Context, db *run.DB, j *job.Job) {
 			return
 		}
 	}
-	_, _ = db.SQL().ExecContext(ctx, "CREATE TABLE IF NOT EXISTS main."+job.QuoteIdent(j.Table)+" ("+shellColumn+" BOOLEAN)")
+	_, _ = db.SQL().ExecContext(ctx, "CREATE TABLE IF NOT EXISTS main."+sqltext.QuoteIdent(j.Table)+" ("+shellColumn+" BOOLEAN)")
 }
 
 // shellColumn is the one column of a shell target.
@@ -436,9 +437,9 @@ func upstreamTable(ctx context.Context, db *run.DB, j *job.Job, name string, t *
 				}
 			}
 			cols = append(cols, catalog.TargetColumn{Name: c, Type: typ})
-			defs[i] = job.QuoteIdent(c) + " " + typ
+			defs[i] = sqltext.QuoteIdent(c) + " " + typ
 		}
-		if _, err := q.ExecContext(ctx, "CREATE OR REPLACE TABLE main."+job.QuoteIdent(table)+" ("+strings.Join(defs, ", ")+")"); err != nil {
+		if _, err := q.ExecContext(ctx, "CREATE OR REPLACE TABLE main."+sqltext.QuoteIdent(table)+" ("+strings.Join(defs, ", ")+")"); err != nil {
 			return nil, t.bad(tb.Key+".types", "%v", catalog.TrimSQLError(err))
 		}
 		// The types DuckDB gives them, spelled its way (INT becomes INTEGER).
@@ -467,7 +468,7 @@ func insertRows(ctx context.Context, db *run.DB, table string, cols []catalog.Ta
 	names := make([]string, len(cols))
 	casts := make([]string, len(cols))
 	for i, c := range cols {
-		names[i] = job.QuoteIdent(c.Name)
+		names[i] = sqltext.QuoteIdent(c.Name)
 		casts[i] = "CAST(?::VARCHAR AS " + c.Type + ")"
 	}
 	values := "(" + strings.Join(casts, ", ") + ")"
@@ -486,7 +487,7 @@ func insertRows(ctx context.Context, db *run.DB, table string, cols []catalog.Ta
 				args = append(args, v.arg())
 			}
 		}
-		q := "INSERT INTO main." + job.QuoteIdent(table) + " (" + strings.Join(names, ", ") + ") VALUES " + strings.Join(list, ", ")
+		q := "INSERT INTO main." + sqltext.QuoteIdent(table) + " (" + strings.Join(names, ", ") + ") VALUES " + strings.Join(list, ", ")
 		if _, err := db.SQL().ExecContext(ctx, q, args...); err != nil {
 			if bad := castError(ctx, db, cols, t, tb, from, rows); bad != nil {
 				return bad
@@ -536,7 +537,7 @@ func rowWord(tb *Table, i int) string {
 // to read, as a rerun writes an upstream's history: a type Parquet cannot
 // hold exactly (HUGEINT, UHUGEINT) goes as its text, cast back on read.
 func exportTable(ctx context.Context, db *run.DB, table string, cols []catalog.TargetColumn, file string) error {
-	q := "COPY (SELECT " + strings.Join(source.RowsFileColumns(cols), ", ") + " FROM main." + job.QuoteIdent(table) + ") TO " + job.SQLString(file) + " (FORMAT parquet)"
+	q := "COPY (SELECT " + strings.Join(source.RowsFileColumns(cols), ", ") + " FROM main." + sqltext.QuoteIdent(table) + ") TO " + sqltext.SQLString(file) + " (FORMAT parquet)"
 	if _, err := db.SQL().ExecContext(ctx, q); err != nil {
 		return catalog.TrimSQLError(err)
 	}

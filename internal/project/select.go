@@ -11,6 +11,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // SelectorHelp says, for --select and --exclude in run --help and plan
@@ -215,7 +216,7 @@ func (c *chooser) base(flag, e, method, arg string) ([]*job.Job, error) {
 	var found []*job.Job
 	switch method {
 	case "name":
-		if !job.Identifier.MatchString(arg) {
+		if !sqltext.Identifier.MatchString(arg) {
 			return nil, &report.UsageError{Msg: fmt.Sprintf("%s %q: %s", flag, e, selectorForm)}
 		}
 		for _, j := range p.Jobs {

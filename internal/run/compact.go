@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Fault points of idem compact (see SwapIn and dbfile.Compact): the new file
@@ -49,7 +49,7 @@ func (d *DB) RewriteTo(ctx context.Context, out string) error {
 		return fmt.Errorf("rewrite %s: %w", d.path, err)
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "ATTACH "+job.SQLString(out)+" AS "+compactCatalog); err != nil {
+	if _, err := conn.ExecContext(ctx, "ATTACH "+sqltext.SQLString(out)+" AS "+compactCatalog); err != nil {
 		return fmt.Errorf("rewrite %s: attach %s: %w", d.path, out, err)
 	}
 	_, err = conn.ExecContext(ctx, "COPY FROM DATABASE "+storeCatalog+" TO "+compactCatalog)

@@ -21,7 +21,9 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/seal"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 )
@@ -355,18 +357,18 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 // storeCatalog is the name the database file is attached under. A file's
 // default catalog name is its base name, so a file named idem.duckdb would
 // make the schema name idem ambiguous; a fixed alias avoids that.
-const storeCatalog = job.StoreCatalog
+const storeCatalog = seal.StoreCatalog
 
 // openFile opens an in-memory DuckDB with the given settings and attaches
 // the file as storeCatalog, the default catalog of every connection.
 func openFile(ctx context.Context, dsn, path string, readOnly bool, others ...Attachment) (*sql.DB, error) {
-	attach := "ATTACH IF NOT EXISTS " + job.SQLString(path) + " AS " + storeCatalog
+	attach := "ATTACH IF NOT EXISTS " + sqltext.SQLString(path) + " AS " + storeCatalog
 	if readOnly {
 		attach += " (READ_ONLY)"
 	}
 	attaches := []string{attach}
 	for _, o := range others {
-		attaches = append(attaches, "ATTACH IF NOT EXISTS "+job.SQLString(o.Path)+" AS "+job.QuoteIdent(o.Alias)+" (READ_ONLY)")
+		attaches = append(attaches, "ATTACH IF NOT EXISTS "+sqltext.SQLString(o.Path)+" AS "+sqltext.QuoteIdent(o.Alias)+" (READ_ONLY)")
 	}
 	// The pool opens a connection for every query (idle ones are closed), so
 	// this runs long after Open returned: it must not inherit Open's

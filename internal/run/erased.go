@@ -13,6 +13,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // The replay guard of a pipeline without a position column.
@@ -128,7 +129,7 @@ func readErasedMatch(ctx context.Context, q catalog.Querier, j *job.Job, from st
 				texts = nil
 				break
 			}
-			texts[i] = "CAST(" + job.QuoteIdent(c) + " AS VARCHAR)"
+			texts[i] = "CAST(" + sqltext.QuoteIdent(c) + " AS VARCHAR)"
 		}
 		if texts == nil {
 			continue // the guard refuses a staged without the columns (guardErased)
@@ -197,7 +198,7 @@ func guardErased(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 	for _, c := range cols {
 		present[c] = true
 		if c != "_row" && c != "reason" {
-			blank = append(blank, job.QuoteIdent(c)+" = NULL")
+			blank = append(blank, sqltext.QuoteIdent(c)+" = NULL")
 		}
 	}
 	m, err := readErasedMatch(ctx, tx, j, "staged", present)
@@ -243,7 +244,7 @@ func guardErased(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 		return fmt.Errorf("pipeline %s: %w", j.Pipeline.Name, ErrNoReason)
 	}
 	// The erasure values are quoted literals, as the erasure's own deletes.
-	q := "UPDATE staged SET " + strings.Join(append(blank, "reason = "+job.SQLString(erasedOutcome)), ", ") + " WHERE " + strings.Join(or, " OR ")
+	q := "UPDATE staged SET " + strings.Join(append(blank, "reason = "+sqltext.SQLString(erasedOutcome)), ", ") + " WHERE " + strings.Join(or, " OR ")
 	if _, err := tx.ExecContext(ctx, q); err != nil {
 		return fmt.Errorf("guard erased subjects of job %s: %w", j.Name, contractError(j, "idem's erasure guard", catalog.TrimSQLError(err)))
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 
 	"github.com/stretchr/testify/require"
 
@@ -40,8 +41,8 @@ func FuzzParseJob(f *testing.F) {
 			require.Equal(t, report.ExitUsage, report.ExitCode(err))
 			return
 		}
-		require.Regexp(t, job.Identifier, j.Name)
-		require.Regexp(t, job.Identifier, j.Table)
+		require.Regexp(t, sqltext.Identifier, j.Name)
+		require.Regexp(t, sqltext.Identifier, j.Table)
 		require.NotNil(t, j.Pipeline)
 		require.NotEmpty(t, j.Steps)
 		require.NotEmpty(t, j.DDL)

@@ -14,6 +14,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // packet writes the release packet of the snapshot this run commits
@@ -47,7 +48,7 @@ func (r *txRun) packet(ctx context.Context) (bool, error) {
 		pk.Inputs = append(pk.Inputs, catalog.InputRef{SHA256: f.SHA256, Bytes: f.Size, Name: filepath.Base(f.Path)})
 	}
 	if r.part == nil {
-		e, err := PacketFactsOf(ctx, tx, j, job.QuoteIdent(j.Table), cols, nil, false)
+		e, err := PacketFactsOf(ctx, tx, j, sqltext.QuoteIdent(j.Table), cols, nil, false)
 		if err != nil {
 			return false, err
 		}
@@ -98,7 +99,7 @@ func PacketFactsOf(ctx context.Context, q catalog.Querier, j *job.Job, table str
 // packetEntry describes the target's rows of one partition (value nil: all
 // rows) and hashes them written as a CSV export writes them, to path.
 func packetEntry(ctx context.Context, tx *sql.Tx, j *job.Job, cols []catalog.TargetColumn, value *string, path string) (*catalog.PacketEntry, error) {
-	e, from, err := packetFacts(ctx, tx, j, job.QuoteIdent(j.Table), cols, value, true)
+	e, from, err := packetFacts(ctx, tx, j, sqltext.QuoteIdent(j.Table), cols, value, true)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +108,7 @@ func packetEntry(ctx context.Context, tx *sql.Tx, j *job.Job, cols []catalog.Tar
 	if err != nil {
 		return nil, fmt.Errorf("release packet of %s: %w", j.Table, err)
 	}
-	if _, err := tx.ExecContext(ctx, "COPY ("+query+") TO "+job.SQLString(path)+" "+catalog.CSVCopyOptions); err != nil {
+	if _, err := tx.ExecContext(ctx, "COPY ("+query+") TO "+sqltext.SQLString(path)+" "+catalog.CSVCopyOptions); err != nil {
 		return nil, fmt.Errorf("release packet of %s: %w", j.Table, catalog.TrimSQLError(err))
 	}
 	sum, size, err := source.FileSHA256(path)
@@ -148,10 +149,10 @@ func packetFacts(ctx context.Context, q catalog.Querier, j *job.Job, table strin
 			}
 		}
 		// The filter a partitioned export uses (export_partitioned.go).
-		where = " WHERE " + job.QuoteIdent(j.PartitionBy) + " = CAST(" + job.SQLString(*value) + " AS " + typ + ")"
+		where = " WHERE " + sqltext.QuoteIdent(j.PartitionBy) + " = CAST(" + sqltext.SQLString(*value) + " AS " + typ + ")"
 	}
 	from := " FROM " + table + where
-	keyExpr := job.QuoteIdent(key[0])
+	keyExpr := sqltext.QuoteIdent(key[0])
 	if len(key) > 1 {
 		keyExpr = "row(" + identList(key) + ")"
 	}
@@ -165,7 +166,7 @@ func packetFacts(ctx context.Context, q catalog.Querier, j *job.Job, table strin
 	}
 	sel := []string{"count(*)", distinctExpr}
 	for _, c := range bounded {
-		qc := job.QuoteIdent(c)
+		qc := sqltext.QuoteIdent(c)
 		sel = append(sel, "CAST(min("+qc+") AS VARCHAR)", "CAST(max("+qc+") AS VARCHAR)")
 	}
 	e := &catalog.PacketEntry{Partition: value, Bounds: map[string][2]*string{}}
@@ -205,7 +206,7 @@ func payloadVersions(ctx context.Context, tx *sql.Tx, j *job.Job) (map[string]in
 	if !slices.ContainsFunc(cols, func(c catalog.TargetColumn) bool { return c.Name == "schema_version" }) {
 		return nil, nil
 	}
-	q := "SELECT coalesce('v' || CAST(schema_version AS VARCHAR), 'none'), count(*) FROM " + job.QuoteIdent(j.Table+t)
+	q := "SELECT coalesce('v' || CAST(schema_version AS VARCHAR), 'none'), count(*) FROM " + sqltext.QuoteIdent(j.Table+t)
 	if j.Pipeline.Mode == job.ModeApply {
 		q += " WHERE batch_id = getvariable('idem_batch_id')"
 	}

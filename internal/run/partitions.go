@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Partition replacement ([target] partition_by). The steps of a refresh
@@ -49,7 +49,7 @@ func (r *txRun) keepPartitions(ctx context.Context) error {
 	if !r.exists || !r.st.HasParts || r.st.Target != r.j.Table {
 		return nil // a first load: nothing committed to keep
 	}
-	if _, err := r.tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE idem_part_prev AS SELECT * FROM "+job.QuoteIdent(r.j.Table)); err != nil {
+	if _, err := r.tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE idem_part_prev AS SELECT * FROM "+sqltext.QuoteIdent(r.j.Table)); err != nil {
 		return fmt.Errorf("keep the partitions of %s: %w", r.j.Table, catalog.TrimSQLError(err))
 	}
 	r.part.kept = true
@@ -66,7 +66,7 @@ func (r *txRun) replacePartitions(ctx context.Context) error {
 		return nil
 	}
 	j, tx := r.j, r.tx
-	target := job.QuoteIdent(j.Table)
+	target := sqltext.QuoteIdent(j.Table)
 	cols, err := catalog.TargetColumns(ctx, tx, j.Table)
 	if err != nil {
 		return err
@@ -82,7 +82,7 @@ func (r *txRun) replacePartitions(ctx context.Context) error {
 	if typ == "" {
 		return report.Usage("job %s: [target] partition_by = %q is not a column of %s (columns: %s)", j.Name, pr.column, j.Table, strings.Join(names, ", "))
 	}
-	qc := job.QuoteIdent(pr.column)
+	qc := sqltext.QuoteIdent(pr.column)
 	var nulls int64
 	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+target+" WHERE "+qc+" IS NULL").Scan(&nulls); err != nil {
 		return fmt.Errorf("partitions of %s: %w", j.Table, catalog.TrimSQLError(err))
@@ -173,7 +173,7 @@ func (r *txRun) replacePartitions(ctx context.Context) error {
 func identList(cols []string) string {
 	q := make([]string, len(cols))
 	for i, c := range cols {
-		q[i] = job.QuoteIdent(c)
+		q[i] = sqltext.QuoteIdent(c)
 	}
 	return strings.Join(q, ", ")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // seedConflictKeys is how many conflicting keys a seed's refusal names.
@@ -29,8 +30,8 @@ func refuseSeedConflicts(ctx context.Context, tx *sql.Tx, j *job.Job, files []st
 	}
 	var keyCols, keyText []string
 	for _, k := range j.Key {
-		keyCols = append(keyCols, "s."+job.QuoteIdent(k))
-		keyText = append(keyText, "CAST(s."+job.QuoteIdent(k)+" AS VARCHAR)")
+		keyCols = append(keyCols, "s."+sqltext.QuoteIdent(k))
+		keyText = append(keyText, "CAST(s."+sqltext.QuoteIdent(k)+" AS VARCHAR)")
 	}
 	q := `SELECT ` + strings.Join(keyText, ", ") + `,
        string_agg(CAST(s._row AS VARCHAR), ', ' ORDER BY s._row),

@@ -9,6 +9,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // UpstreamChange is one upstream a run pinned: the snapshot the job's
@@ -137,12 +138,12 @@ func checkModelKey(ctx context.Context, tx *sql.Tx, j *job.Job, table string) er
 	text := make([]string, len(j.Key))
 	nulls := make([]string, len(j.Key))
 	for i, k := range j.Key {
-		keys[i] = job.QuoteIdent(k)
+		keys[i] = sqltext.QuoteIdent(k)
 		text[i] = "coalesce(CAST(" + keys[i] + " AS VARCHAR), 'NULL')"
 		nulls[i] = keys[i] + " IS NULL"
 	}
 	q := "SELECT " + strings.Join(text, " || ', ' || ") + " AS k, count(*) AS n, bool_or(" + strings.Join(nulls, " OR ") + ") AS has_null" +
-		" FROM " + job.QuoteIdent(table) + " GROUP BY ALL HAVING count(*) > 1 OR bool_or(" + strings.Join(nulls, " OR ") + ")" +
+		" FROM " + sqltext.QuoteIdent(table) + " GROUP BY ALL HAVING count(*) > 1 OR bool_or(" + strings.Join(nulls, " OR ") + ")" +
 		" ORDER BY has_null DESC, n DESC, k LIMIT 4"
 	rows, err := tx.QueryContext(ctx, q)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // templates holds the files idem init writes, one folder per mode: a
@@ -38,7 +39,7 @@ const ScaffoldSelect = "select"
 // first run. It refuses to overwrite anything (a *UsageError, exit 2) and
 // returns the paths written.
 func Scaffold(dir, name, mode string) ([]string, error) {
-	if !job.Identifier.MatchString(name) || strings.HasPrefix(strings.ToLower(name), "idem") {
+	if !sqltext.Identifier.MatchString(name) || strings.HasPrefix(strings.ToLower(name), "idem") {
 		return nil, report.Usage("pipeline name %q: want letters, digits and underscores, starting with a letter, not starting with idem", name)
 	}
 	type file struct {

@@ -10,6 +10,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Chunked backfill: [input] chunk_rows = N, watermark = "<column>".
@@ -82,7 +83,7 @@ func filterChunk(ctx context.Context, tx *sql.Tx, j *job.Job, c *Chunk) (bool, e
 	if c == nil {
 		return true, nil
 	}
-	w := "TRY_CAST(" + job.QuoteIdent(j.Input.Watermark) + " AS BIGINT)"
+	w := "TRY_CAST(" + sqltext.QuoteIdent(j.Input.Watermark) + " AS BIGINT)"
 	if _, err := tx.ExecContext(ctx, `ALTER VIEW input RENAME TO idem_input_all`); err != nil {
 		return false, fmt.Errorf("chunk input: %w", err)
 	}

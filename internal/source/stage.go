@@ -11,6 +11,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // stageInput defines the temp view "input" over the retained files: the
@@ -31,12 +32,12 @@ func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format strin
 	}
 	selectList := make([]string, len(columns))
 	for i, c := range columns {
-		selectList[i] = job.QuoteIdent(c)
+		selectList[i] = sqltext.QuoteIdent(c)
 	}
 	if len(paths) == 0 {
 		empty := make([]string, len(columns))
 		for i, c := range columns {
-			empty[i] = "CAST(NULL AS VARCHAR) AS " + job.QuoteIdent(c)
+			empty[i] = "CAST(NULL AS VARCHAR) AS " + sqltext.QuoteIdent(c)
 		}
 		_, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP VIEW input AS SELECT "+strings.Join(empty, ", ")+" WHERE false")
 		return nil, err
@@ -108,7 +109,7 @@ func (s *stager) csvReader(files []InputFile) (string, error) {
 	}
 	cols := make([]string, len(header))
 	for i, c := range header {
-		cols[i] = job.SQLString(c) + ": 'VARCHAR'"
+		cols[i] = sqltext.SQLString(c) + ": 'VARCHAR'"
 	}
 	// An unquoted empty field is NULL and a quoted one ("") the empty
 	// string, as in PostgreSQL's COPY ... CSV, so a CSV batch can carry
@@ -121,7 +122,7 @@ func (s *stager) csvReader(files []InputFile) (string, error) {
 func (s *stager) jsonlReader(ctx context.Context, tx *sql.Tx, files []InputFile) (string, error) {
 	cols := make([]string, len(s.columns))
 	for i, c := range s.columns {
-		cols[i] = job.SQLString(c) + ": 'VARCHAR'"
+		cols[i] = sqltext.SQLString(c) + ": 'VARCHAR'"
 	}
 	// The first unexpected field refuses the input; ignored ones are
 	// all named (one per file and field, in file then field order).

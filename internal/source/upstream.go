@@ -11,6 +11,8 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/seal"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // RowsFileColumns is the select list that writes columns cols to an
@@ -20,7 +22,7 @@ import (
 func RowsFileColumns(cols []catalog.TargetColumn) []string {
 	list := make([]string, len(cols), len(cols)+1)
 	for i, c := range cols {
-		list[i] = job.QuoteIdent(c.Name)
+		list[i] = sqltext.QuoteIdent(c.Name)
 		if t := strings.ToUpper(c.Type); t == "HUGEINT" || t == "UHUGEINT" {
 			list[i] = "CAST(" + list[i] + " AS VARCHAR) AS " + list[i]
 		}
@@ -144,7 +146,7 @@ func (u *Upstream) Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, erro
 		if !ok {
 			continue // read from another database (pinExternal)
 		}
-		query := "SELECT * FROM main." + job.QuoteIdent(st.Target)
+		query := "SELECT * FROM main." + sqltext.QuoteIdent(st.Target)
 		if u.Partitions != nil && u.Partitions.Restricted {
 			query = u.partitionRelation(st.Target)
 		}
@@ -171,7 +173,7 @@ type deferredRelation struct{ name, query string }
 // a run skipped or already committed never copies a row.
 func (u *Upstream) Materialize(ctx context.Context, tx *sql.Tx) error {
 	for _, d := range u.deferred {
-		if _, err := tx.ExecContext(ctx, "DROP VIEW IF EXISTS "+job.QuoteIdent(job.UpstreamRelation(d.name))); err != nil {
+		if _, err := tx.ExecContext(ctx, "DROP VIEW IF EXISTS "+sqltext.QuoteIdent(seal.UpstreamRelation(d.name))); err != nil {
 			return fmt.Errorf("pin upstream %s: %w", d.name, catalog.TrimSQLError(err))
 		}
 		if err := relation(ctx, tx, d.name, "TABLE", d.query); err != nil {
@@ -197,7 +199,7 @@ func (u *Upstream) pinExternal(ctx context.Context, tx *sql.Tx, cat, name string
 	if !st.Exists || st.Snapshot == 0 || st.Target == "" {
 		return job.UpstreamRef{}, &NoUpstreamError{Job: u.Job.Name, Upstream: name, Database: filepath.Base(u.Job.Database)}
 	}
-	if err := relation(ctx, tx, name, "TABLE", "SELECT * FROM "+job.QuoteIdent(cat)+".main."+job.QuoteIdent(st.Target)); err != nil {
+	if err := relation(ctx, tx, name, "TABLE", "SELECT * FROM "+sqltext.QuoteIdent(cat)+".main."+sqltext.QuoteIdent(st.Target)); err != nil {
 		return job.UpstreamRef{}, err
 	}
 	return job.UpstreamRef{Job: name, Snapshot: st.Snapshot, JobKey: st.Key}, nil
@@ -216,11 +218,11 @@ func (u *Upstream) pinRecorded(ctx context.Context, tx *sql.Tx) ([]job.UpstreamR
 		if cols := u.Columns[ref.Job]; len(cols) > 0 {
 			casts := make([]string, len(cols))
 			for i, c := range cols {
-				casts[i] = "CAST(" + job.QuoteIdent(c.Name) + " AS " + c.Type + ") AS " + job.QuoteIdent(c.Name)
+				casts[i] = "CAST(" + sqltext.QuoteIdent(c.Name) + " AS " + c.Type + ") AS " + sqltext.QuoteIdent(c.Name)
 			}
 			list = "* REPLACE (" + strings.Join(casts, ", ") + ")"
 		}
-		if err := relation(ctx, tx, ref.Job, "TABLE", "SELECT "+list+" FROM read_parquet("+job.SQLString(file)+")"); err != nil {
+		if err := relation(ctx, tx, ref.Job, "TABLE", "SELECT "+list+" FROM read_parquet("+sqltext.SQLString(file)+")"); err != nil {
 			return nil, err
 		}
 		if u.Changes {
@@ -250,7 +252,7 @@ func relation(ctx context.Context, tx *sql.Tx, name, kind, query string) error {
 	if kind == "VIEW" {
 		order = "" // no rows are read through it: the job key and DESCRIBE
 	}
-	q := "CREATE OR REPLACE TEMP " + kind + " " + job.QuoteIdent(job.UpstreamRelation(name)) + " AS SELECT * FROM (" + query + ")" + order
+	q := "CREATE OR REPLACE TEMP " + kind + " " + sqltext.QuoteIdent(seal.UpstreamRelation(name)) + " AS SELECT * FROM (" + query + ")" + order
 	if _, err := tx.ExecContext(ctx, q); err != nil {
 		return fmt.Errorf("pin upstream %s: %w", name, catalog.TrimSQLError(err))
 	}

@@ -8,8 +8,9 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/seal"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Range is the part of one upstream's history an apply run reads: the rows
@@ -123,10 +124,10 @@ func (u *Upstream) stageChanges(ctx context.Context, tx *sql.Tx) error {
 		if !have[c.Name] {
 			return report.Usage("job %s: [input.columns] %s is not a column of upstream %s (it has %s)", u.Job.Name, c.Name, name, strings.Join(names, ", "))
 		}
-		list = append(list, job.QuoteIdent(c.Name))
+		list = append(list, sqltext.QuoteIdent(c.Name))
 	}
-	list = append(list, job.QuoteIdent(OpColumn))
-	q := "CREATE OR REPLACE TEMP VIEW input AS SELECT " + strings.Join(list, ", ") + " FROM temp." + job.QuoteIdent(job.UpstreamRelation(name))
+	list = append(list, sqltext.QuoteIdent(OpColumn))
+	q := "CREATE OR REPLACE TEMP VIEW input AS SELECT " + strings.Join(list, ", ") + " FROM temp." + sqltext.QuoteIdent(seal.UpstreamRelation(name))
 	if _, err := tx.ExecContext(ctx, q); err != nil {
 		return fmt.Errorf("stage upstream %s: %w", name, catalog.TrimSQLError(err))
 	}
@@ -179,10 +180,10 @@ func (u *Upstream) realignKeys(ctx context.Context, tx *sql.Tx) error {
 	}
 	conds := make([]string, len(keys))
 	for i, k := range keys {
-		conds[i] = "c." + job.QuoteIdent(k) + " IS NOT DISTINCT FROM t." + job.QuoteIdent(k)
+		conds[i] = "c." + sqltext.QuoteIdent(k) + " IS NOT DISTINCT FROM t." + sqltext.QuoteIdent(k)
 	}
 	for _, name := range u.realign {
-		where := "EXISTS (SELECT 1 FROM temp." + job.QuoteIdent(job.UpstreamRelation(name)) + " AS c WHERE " + strings.Join(conds, " AND ") + ")"
+		where := "EXISTS (SELECT 1 FROM temp." + sqltext.QuoteIdent(seal.UpstreamRelation(name)) + " AS c WHERE " + strings.Join(conds, " AND ") + ")"
 		if err := catalog.DeleteKeyedRows(ctx, tx, u.Job.Table, keys, where); err != nil {
 			return fmt.Errorf("realign with upstream %s: %w", name, err)
 		}

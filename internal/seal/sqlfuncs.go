@@ -1,7 +1,8 @@
-package job
+package seal
 
 import (
 	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 	"strings"
 )
 
@@ -143,7 +144,7 @@ type CalledName struct {
 // plain or quoted name, lower case, and whether a parenthesis follows it
 // (a call: random(), "random" (), main.random()).
 func CalledNames(text string) []CalledName {
-	masked := MaskSQL(text)
+	masked := sqltext.MaskSQL(text)
 	toks := sqlTokens(text, masked)
 	var out []CalledName
 	for i, t := range toks {

@@ -1,7 +1,8 @@
-package job
+package seal
 
 import (
 	"fmt"
+	"github.com/idem-dev/idem/internal/sqltext"
 	"strings"
 )
 
@@ -25,10 +26,10 @@ type Macro struct {
 func ParseMacro(base, file, text string) (Macro, error) {
 	t := strings.TrimSpace(text)
 	t = strings.TrimSpace(strings.TrimSuffix(t, ";"))
-	if !Identifier.MatchString(base) {
+	if !sqltext.Identifier.MatchString(base) {
 		return Macro{}, fmt.Errorf("macro file name %s is not a macro name (letters, digits and underscores, starting with a letter)", base+".sql")
 	}
-	masked := MaskSQL(t)
+	masked := sqltext.MaskSQL(t)
 	toks := sqlTokens(t, masked)
 	p := &tokParser{toks: toks}
 	ok := p.accept("create")
@@ -57,7 +58,7 @@ func ParseMacro(base, file, text string) (Macro, error) {
 	// idem's, and it names the macro as the file does, on the name's line
 	// (a violation names the file's line).
 	create := strings.Repeat("\n", strings.Count(t[:name.start], "\n")) +
-		"CREATE OR REPLACE TEMP MACRO " + QuoteIdent(name.word) + t[name.start+len(name.word):]
+		"CREATE OR REPLACE TEMP MACRO " + sqltext.QuoteIdent(name.word) + t[name.start+len(name.word):]
 	return Macro{Name: name.word, File: file, SQL: t, Create: create}, nil
 }
 
@@ -70,7 +71,7 @@ func checkMacro(t SealedText, p Parser, macros map[string]bool) ([]Violation, er
 	if err != nil {
 		return nil, err
 	}
-	spans, _ := Statements(t.SQL, p.Count)
+	spans, _ := sqltext.Statements(t.SQL, p.Count)
 	if len(spans) > 1 {
 		file, line := t.where(0)
 		vs = append(vs, Violation{File: file, Line: line, Construct: "statements",

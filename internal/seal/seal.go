@@ -1,4 +1,4 @@
-package job
+package seal
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // A job's SQL is sealed: a step reads only its declared relations (its
@@ -75,7 +76,7 @@ type SealedText struct {
 	SQL  string // expanded (placeholders replaced)
 	// Model is where the model's SELECT lies in SQL (a model job's step),
 	// and ModelFile its file, so that findings there name that file.
-	Model     Span
+	Model     sqltext.Span
 	ModelFile string
 	// Step is set for a step of the pipeline or a model (not a schema
 	// file, not an audit): steps run in order, each over what the one
@@ -108,8 +109,8 @@ type NameAt struct {
 // statements a text holds, and what its function catalog says of each
 // function.
 type Parser struct {
-	Parse ParseFunc
-	Count CountFunc
+	Parse sqltext.ParseFunc
+	Count sqltext.CountFunc
 	Funcs *Functions
 }
 
@@ -123,13 +124,13 @@ func (s *Seal) Check(t SealedText, p Parser) ([]Violation, []NameAt, error) {
 		vs, err := checkMacro(t, p, s.Macros)
 		return vs, nil, err
 	}
-	masked := MaskSQL(t.SQL)
+	masked := sqltext.MaskSQL(t.SQL)
 	funcs := p.Funcs
 	if funcs == nil {
 		funcs = DefaultFunctions()
 	}
-	spans, err := Statements(t.SQL, p.Count)
-	var split *SplitError
+	spans, err := sqltext.Statements(t.SQL, p.Count)
+	var split *sqltext.SplitError
 	if errors.As(err, &split) {
 		// DuckDB's parser makes a PIVOT several statements of its own
 		// (the enum types of its columns): refused for what it is.
@@ -155,7 +156,7 @@ func (s *Seal) Check(t SealedText, p Parser) ([]Violation, []NameAt, error) {
 		// be one query that closes every parenthesis it opens.
 		model := t.SQL[t.Model.Start:t.Model.End]
 		n, err := p.Count(model)
-		if ClosingParen(MaskSQL(model), 0) < len(model) || (err == nil && n != 1) {
+		if sqltext.ClosingParen(sqltext.MaskSQL(model), 0) < len(model) || (err == nil && n != 1) {
 			file, line := t.where(t.Model.Start)
 			return []Violation{{File: file, Line: line, Construct: "model",
 				Message: "the model is not one SELECT to DuckDB's parser (a ; or an unopened ) outside strings and comments): idem runs it inside queries of its own",
@@ -191,7 +192,7 @@ func (s *Seal) Check(t SealedText, p Parser) ([]Violation, []NameAt, error) {
 		for _, m := range unparsed.FindAllStringIndex(mtext, -1) {
 			out = append(out, pivotViolation(t, sp.Start+m[0], strings.ToUpper(mtext[m[0]:m[1]])))
 		}
-		queries, err := StatementQueries(text, mtext, p.Parse)
+		queries, err := sqltext.StatementQueries(text, mtext, p.Parse)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -359,7 +360,7 @@ func (s *Seal) importCTE(name string, body any) bool {
 		return false // idem_upstream_x itself, never a CTE's name
 	}
 	found := false
-	WalkJSON(body, func(m map[string]any) {
+	sqltext.WalkJSON(body, func(m map[string]any) {
 		if t, _ := m["table_name"].(string); m["type"] == "BASE_TABLE" && strings.ToLower(t) == rel {
 			found = true
 		}
