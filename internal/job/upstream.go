@@ -1,9 +1,10 @@
 package job
 
 import (
-	"github.com/idem-dev/idem/internal/sqltext"
 	"slices"
 	"strings"
+
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // What a pipeline may read together (pipeline.toml reads).
@@ -11,16 +12,6 @@ const (
 	ReadsFiles    = "files"
 	ReadsUpstream = "upstream"
 )
-
-// UpstreamRef is one upstream input in the input part of a job key: the
-// upstream job, the snapshot of it this run pinned, and that snapshot's job
-// key. A run whose upstreams all name the snapshots its state row pinned
-// reads the same rows again.
-type UpstreamRef struct {
-	Job      string `json:"job"`
-	Snapshot int64  `json:"snapshot"`
-	JobKey   string `json:"job_key"`
-}
 
 // applyUpstream validates [input] upstream: names of other jobs, each once,
 // and not together with a file input unless the pipeline reads both.
