@@ -23,6 +23,7 @@ func TestLayering(t *testing.T) {
 		report  = module + "/internal/report"
 		sqltext = module + "/internal/sqltext"
 		seal    = module + "/internal/seal"
+		jobkey  = module + "/internal/jobkey"
 		job     = module + "/internal/job"
 		project = module + "/internal/project"
 		catalog = module + "/internal/catalog"
@@ -59,48 +60,50 @@ func TestLayering(t *testing.T) {
 		// tree), and the seal over it: which SQL a step may run.
 		{pkg: sqltext, idem: []string{report}, forbidden: pure},
 		{pkg: seal, idem: []string{report, sqltext}, forbidden: pure},
-		{pkg: job, idem: []string{report, sqltext, seal}, forbidden: pure},
-		{pkg: project, idem: []string{report, sqltext, seal, job}, forbidden: pure},
-		{pkg: catalog, idem: []string{report, sqltext, seal, job}},
+		// The job key: its parts, their canonical JSON, the sha256.
+		{pkg: jobkey, forbidden: pure},
+		{pkg: job, idem: []string{report, sqltext, seal, jobkey, jobkey}, forbidden: pure},
+		{pkg: project, idem: []string{report, sqltext, seal, jobkey, job}, forbidden: pure},
+		{pkg: catalog, idem: []string{report, sqltext, seal, jobkey, job}},
 		// Iceberg tables read natively (metadata, manifests, files): no idem
 		// package; source reads a table through it.
 		{pkg: lake},
 		{pkg: lake + "/laketest", idem: []string{lake}},
-		{pkg: source, idem: []string{report, sqltext, seal, job, catalog, lake}},
-		{pkg: run, idem: []string{report, sqltext, seal, job, catalog, source, lake}},
+		{pkg: source, idem: []string{report, sqltext, seal, jobkey, job, catalog, lake}},
+		{pkg: run, idem: []string{report, sqltext, seal, jobkey, job, catalog, source, lake}},
 		// Pinned reads of a job's tables and the export: the lowest of the
 		// command packages, under every other.
-		{pkg: export, idem: []string{report, sqltext, seal, job, catalog, source, run, lake}},
+		{pkg: export, idem: []string{report, sqltext, seal, jobkey, job, catalog, source, run, lake}},
 		// idem lint: a job's SQL through DuckDB's parser, on a scratch
 		// database (run opens it); no job's database, no other command.
-		{pkg: lint, idem: []string{report, sqltext, seal, job, catalog, source, run, lake}},
+		{pkg: lint, idem: []string{report, sqltext, seal, jobkey, job, catalog, source, run, lake}},
 		// idem init: the files it writes, from templates; job alone.
-		{pkg: scaf, idem: []string{report, sqltext, seal, job}, forbidden: pure},
+		{pkg: scaf, idem: []string{report, sqltext, seal, jobkey, job}, forbidden: pure},
 		// idem diff: two reads of a table compared by key, through
 		// export's pinned reads.
-		{pkg: diff, idem: []string{report, sqltext, seal, job, catalog, source, run, lake, export}},
+		{pkg: diff, idem: []string{report, sqltext, seal, jobkey, job, catalog, source, run, lake, export}},
 		// compact and backup: the database file as a whole.
-		{pkg: dbfile, idem: []string{report, sqltext, seal, job, catalog, source, run, lake, export}},
+		{pkg: dbfile, idem: []string{report, sqltext, seal, jobkey, job, catalog, source, run, lake, export}},
 		// The read-only looks into a job's database: query, show (release
 		// packets), what an extension reads.
-		{pkg: inspect, idem: []string{report, sqltext, seal, job, catalog, source, run, lake, export}},
+		{pkg: inspect, idem: []string{report, sqltext, seal, jobkey, job, catalog, source, run, lake, export}},
 		// What rewrites or replays a job's history of snapshots: rerun,
 		// erase (and its chain and journal), rollback, expire and
 		// checkpoints, log and fence. Rerun replays erasures and an
 		// erasure recomputes models as they ran: one package.
-		{pkg: history, idem: []string{report, sqltext, seal, job, catalog, source, run, lake, export, diff, dbfile}},
+		{pkg: history, idem: []string{report, sqltext, seal, jobkey, job, catalog, source, run, lake, export, diff, dbfile}},
 		// idem plan: a run's decision through its own guards, rolled back;
 		// a model's column changes.
-		{pkg: planner, idem: []string{report, sqltext, seal, job, catalog, source, run, lake, export, diff, dbfile, history}},
+		{pkg: planner, idem: []string{report, sqltext, seal, jobkey, job, catalog, source, run, lake, export, diff, dbfile, history}},
 		// Environments: a change built beside production, diffed against
 		// it and promoted; it plans each job to know which to build.
-		{pkg: env, idem: []string{report, sqltext, seal, job, catalog, source, run, lake, export, diff, dbfile, history, planner}},
+		{pkg: env, idem: []string{report, sqltext, seal, jobkey, job, catalog, source, run, lake, export, diff, dbfile, history, planner}},
 		// idem du: the database, its environments, tables and retained
 		// inputs, and what expire would free.
-		{pkg: storage, idem: []string{report, sqltext, seal, job, catalog, source, run, lake, export, diff, dbfile, history, planner, env}},
+		{pkg: storage, idem: []string{report, sqltext, seal, jobkey, job, catalog, source, run, lake, export, diff, dbfile, history, planner, env}},
 		// Unit tests of models (idem test): a replay in a scratch
 		// database, beside history, with the project's job files.
-		{pkg: mtest, idem: []string{report, sqltext, seal, job, project, catalog, source, run, lake}},
+		{pkg: mtest, idem: []string{report, sqltext, seal, jobkey, job, project, catalog, source, run, lake}},
 		// Running a project: order, blocking, concurrent groups, shared
 		// handles; what a job's run is stays its caller's.
 		{pkg: prun, idem: []string{job, project, run}, direct: true},
@@ -111,7 +114,7 @@ func TestLayering(t *testing.T) {
 		// The public API is a thin layer over run, the command packages
 		// and projectrun, with the built-in pipelines; it never reaches
 		// source or catalog itself.
-		{pkg: runner, idem: []string{report, sqltext, job, project, run, export, lint, scaf, diff, dbfile, inspect, history, planner, env, storage, prun, mtest, docs, sqlfs}, direct: true},
+		{pkg: runner, idem: []string{report, sqltext, jobkey, job, project, run, export, lint, scaf, diff, dbfile, inspect, history, planner, env, storage, prun, mtest, docs, sqlfs}, direct: true},
 		// The CLI is a client of the public API: runner, and report, its
 		// printing helper (TestCLIImports holds each of its files to them).
 		{pkg: module + "/cmd/idem/cli", idem: []string{runner, report}, direct: true},

@@ -13,6 +13,7 @@ import (
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/planner"
 	"github.com/idem-dev/idem/internal/project"
 	"github.com/idem-dev/idem/internal/projectrun"
@@ -94,7 +95,7 @@ func modifiedJobs(ctx context.Context, p *project.Project) (map[*job.Job]bool, e
 			return nil, fmt.Errorf("--select state:modified: plan %s: %w", j.Name, err)
 		}
 		out[j] = plan.FirstLoad || slices.ContainsFunc(plan.Changed, func(part string) bool {
-			return part == job.PartTransform || part == job.PartSchema || part == job.PartConfig
+			return part == jobkey.PartTransform || part == jobkey.PartSchema || part == jobkey.PartConfig
 		})
 	}
 	return out, nil

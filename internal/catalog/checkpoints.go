@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/sqltext"
 )
 
@@ -47,7 +48,7 @@ func CheckpointManifest(jobName string, snapshot int64, files []CheckpointFile) 
 	for i, f := range files {
 		list[i] = map[string]any{"part": f.Part, "sha256": f.SHA256, "bytes": f.Bytes}
 	}
-	return job.CanonicalJSON(map[string]any{"job": jobName, "snapshot": snapshot, "files": list})
+	return jobkey.CanonicalJSON(map[string]any{"job": jobName, "snapshot": snapshot, "files": list})
 }
 
 // CopyIdemRows writes the job's rows of idem.<table> (one of

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/sqltext"
 )
@@ -88,7 +89,7 @@ func DownstreamPins(ctx context.Context, q Querier, j string) (map[string]int64,
 		if err := rows.Scan(&name, &parts); err != nil {
 			return nil, err
 		}
-		p, err := job.ParseParts(parts)
+		p, err := jobkey.ParseParts(parts)
 		if err != nil {
 			return nil, fmt.Errorf("read state of job %s: parts: %w", name, err)
 		}
@@ -116,7 +117,7 @@ type Reader struct {
 func Readers(ctx context.Context, q Querier, upstream string) ([]Reader, error) {
 	rows, err := q.QueryContext(ctx, `SELECT j.job, coalesce(j.mode, ''), j.snapshot FROM idem.jobs AS j
 		WHERE j.job <> ? AND EXISTS (SELECT 1 FROM idem.snapshots AS s WHERE s.job = j.job AND contains(s.parts, ?))
-		ORDER BY j.job`, upstream, `"job":`+string(job.CanonicalJSON(upstream)))
+		ORDER BY j.job`, upstream, `"job":`+string(jobkey.CanonicalJSON(upstream)))
 	if err != nil {
 		return nil, fmt.Errorf("read the jobs downstream of %s: %w", upstream, err)
 	}

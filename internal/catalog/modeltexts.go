@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/report"
 )
 
@@ -69,7 +70,7 @@ func RecordMacroTexts(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO idem.model_texts (job, sha256, model, recorded_at)
 		SELECT ?, ?, ?, current_timestamp
 		WHERE NOT EXISTS (SELECT 1 FROM idem.model_texts WHERE job = ? AND sha256 = ?)`,
-		name, sum, string(job.CanonicalJSON(texts)), name, sum)
+		name, sum, string(jobkey.CanonicalJSON(texts)), name, sum)
 	if err != nil {
 		return fmt.Errorf("record the macros of %s: %w", j.Name, err)
 	}

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/report"
 )
 
@@ -88,7 +88,7 @@ type InputRef struct {
 }
 
 // Parts decodes the snapshot's job key parts.
-func (s *SnapshotRow) Parts() (job.Parts, error) { return job.ParseParts(s.PartsJSON) }
+func (s *SnapshotRow) Parts() (jobkey.Parts, error) { return jobkey.ParseParts(s.PartsJSON) }
 
 const snapshotColumns = `job, snapshot, parent, kind, batch_id, job_key, parts, inputs, columns, key_columns`
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/sqltext"
 )
@@ -18,7 +19,7 @@ import (
 type State struct {
 	Exists   bool
 	Key      string
-	Parts    job.Parts
+	Parts    jobkey.Parts
 	HasParts bool
 	Pipeline string
 	Target   string
@@ -145,7 +146,7 @@ func (r stateRow) state(j string) (State, error) {
 	st := State{Exists: true, Key: r.key.String, Pipeline: r.pipeline.String, Target: r.target.String,
 		Snapshot: r.snapshot, Cursor: r.cursor, Epoch: r.epoch}
 	if r.parts.Valid && r.parts.String != "" {
-		p, err := job.ParseParts(r.parts.String)
+		p, err := jobkey.ParseParts(r.parts.String)
 		if err != nil {
 			return st, fmt.Errorf("read state of job %s: parts: %w", j, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/stretchr/testify/require"
 )
@@ -29,7 +30,7 @@ func TestStateRow(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, State{Epoch: 1}, st, "a job never run is at epoch 1, snapshot 0")
 
-	parts := job.Parts{Input: "in", Upstream: []job.UpstreamRef{{Job: "up", Snapshot: 3, JobKey: "k"}}}
+	parts := jobkey.Parts{Input: "in", Upstream: []jobkey.UpstreamRef{{Job: "up", Snapshot: 3, JobKey: "k"}}}
 	require.NoError(t, WriteState(ctx, db, j, "key1", parts.JSON(), 2, 10, 1))
 	require.NoError(t, WriteState(ctx, db, j, "key2", parts.JSON(), 3, 12, 1))
 	st, err = ReadState(ctx, db, "a")
@@ -177,7 +178,7 @@ func TestSnapshotRows(t *testing.T) {
 	in := SnapshotInputs{Files: []InputRef{{SHA256: "s1", Bytes: 10, Name: "a.csv"}}, Format: "csv", Bounds: Bounds{From: &from, To: &to}}
 	for s := int64(1); s <= 2; s++ {
 		require.NoError(t, InsertSnapshot(ctx, db, NewSnapshot{Job: "a", Snapshot: s, Parent: s - 1, Kind: report.DecisionApplied,
-			BatchID: "b", JobKey: "k", Parts: `{"input":"i"}`, Inputs: string(job.CanonicalJSON(in)),
+			BatchID: "b", JobKey: "k", Parts: `{"input":"i"}`, Inputs: string(jobkey.CanonicalJSON(in)),
 			RowsIn: 5, RowsOut: 2, Outcomes: `{"accepted":5}`, Columns: `[{"name":"id","type":"INTEGER"}]`, KeyColumns: `["id"]`}))
 	}
 	require.NoError(t, WriteState(ctx, db, j, "k", `{"input":"i"}`, 2, 7, 1))

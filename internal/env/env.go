@@ -19,6 +19,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/planner"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
@@ -83,11 +84,11 @@ type EnvJob struct {
 	// Snapshot is the environment's snapshot of a built job, Upstream the
 	// upstream snapshots it pinned (production's for the jobs read from
 	// there), Decision its run's decision and Error why it failed.
-	Snapshot int64             `json:"snapshot,omitempty"`
-	JobKey   string            `json:"job_key,omitempty"`
-	Upstream []job.UpstreamRef `json:"upstream,omitempty"`
-	Decision string            `json:"decision,omitempty"`
-	Error    string            `json:"error,omitempty"`
+	Snapshot int64                `json:"snapshot,omitempty"`
+	JobKey   string               `json:"job_key,omitempty"`
+	Upstream []jobkey.UpstreamRef `json:"upstream,omitempty"`
+	Decision string               `json:"decision,omitempty"`
+	Error    string               `json:"error,omitempty"`
 }
 
 // Environment is what idem run --env recorded of an environment of one
@@ -338,7 +339,7 @@ func definitionChanged(ctx context.Context, j *job.Job, st catalog.State, open r
 	var changed []string
 	if j.IsStream() || (j.Pipeline.Mode == job.ModeApply && j.ReadsFiles()) {
 		if !st.HasParts {
-			return []string{job.PartTransform}, nil
+			return []string{jobkey.PartTransform}, nil
 		}
 		now := st.Parts
 		now.Transform, now.Schema = j.TransformPart(), j.SchemaPart()
@@ -354,11 +355,11 @@ func definitionChanged(ctx context.Context, j *job.Job, st catalog.State, open r
 			return nil, plan.Refusal
 		}
 		if plan.FirstLoad {
-			return []string{job.PartTransform}, nil
+			return []string{jobkey.PartTransform}, nil
 		}
 		changed = plan.Changed
 	}
-	return slices.DeleteFunc(slices.Clone(changed), func(p string) bool { return p == job.PartInput }), nil
+	return slices.DeleteFunc(slices.Clone(changed), func(p string) bool { return p == jobkey.PartInput }), nil
 }
 
 // canBuild refuses a job an environment cannot build from production's

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/report"
 )
 
@@ -21,7 +22,7 @@ import (
 // text, and run and plan would then see nothing to do. The input part is
 // not compared: promote pins other upstream snapshots than the
 // environment's build by design.
-func checkDefinition(env *Environment, j *job.Job, built, now job.Parts) error {
+func checkDefinition(env *Environment, j *job.Job, built, now jobkey.Parts) error {
 	changed := definitionChanges(j, built, now)
 	if len(changed) == 0 {
 		return nil
@@ -47,7 +48,7 @@ func checkFileDefinition(ctx context.Context, q catalog.Querier, env *Environmen
 // transform, its config (read with the input format built recorded) and,
 // but for a model (whose schema part is its result's columns), its
 // schema.
-func fileParts(j *job.Job, built job.Parts) job.Parts {
+func fileParts(j *job.Job, built jobkey.Parts) jobkey.Parts {
 	now := built
 	now.Transform = j.TransformPart()
 	format, _ := built.Config["format"].(string)
@@ -61,7 +62,7 @@ func fileParts(j *job.Job, built job.Parts) job.Parts {
 // definitionChanges names what differs between the transform, config and
 // schema parts of built and now, as a reader of the job's files would
 // say it: the model's SQL, a param, the schema version.
-func definitionChanges(j *job.Job, built, now job.Parts) []string {
+func definitionChanges(j *job.Job, built, now jobkey.Parts) []string {
 	var out []string
 	bt, nt := built.Transform, now.Transform
 	switch {
@@ -124,7 +125,7 @@ func unionKeys(a, b map[string]any) []string {
 // sameValue compares two values of a key part as its key does: by their
 // canonical JSON (an int and the float64 read back from JSON are equal).
 func sameValue(a, b any) bool {
-	return string(job.CanonicalJSON(a)) == string(job.CanonicalJSON(b))
+	return string(jobkey.CanonicalJSON(a)) == string(jobkey.CanonicalJSON(b))
 }
 
 func valueText(m map[string]any, k string) string {
@@ -132,7 +133,7 @@ func valueText(m map[string]any, k string) string {
 	if !ok {
 		return "absent"
 	}
-	s := string(job.CanonicalJSON(v))
+	s := string(jobkey.CanonicalJSON(v))
 	if len(s) > 60 {
 		s = s[:57] + "..."
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/sqltext"
 )
@@ -176,7 +177,7 @@ func exportPartitioned(ctx context.Context, q catalog.Querier, j *job.Job, src *
 	if m.Files == nil {
 		m.Files = []ManifestFile{}
 	}
-	data := append(job.CanonicalJSON(m), '\n')
+	data := append(jobkey.CanonicalJSON(m), '\n')
 	if err := os.WriteFile(filepath.Join(tmp, ManifestName), data, 0o644); err != nil {
 		return fmt.Errorf("export to %s: manifest: %w", opts.Out, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/dbfile"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/sqltext"
@@ -545,7 +546,7 @@ func readersByUpstream(ctx context.Context, q catalog.Querier) (map[string][]str
 		if err := rows.Scan(&name, &parts); err != nil {
 			return nil, err
 		}
-		p, err := job.ParseParts(parts.String)
+		p, err := jobkey.ParseParts(parts.String)
 		if err != nil {
 			continue // not a key this idem reads: no upstream to follow
 		}

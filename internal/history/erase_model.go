@@ -11,6 +11,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/seal"
@@ -190,7 +191,7 @@ func repinErased(ctx context.Context, tx *sql.Tx, st catalog.State) (string, str
 			return "", "", err
 		}
 		if row.Kind == report.KindErase && row.Parent == ref.Snapshot {
-			parts.Upstream[i] = job.UpstreamRef{Job: ref.Job, Snapshot: ust.Snapshot, JobKey: ust.Key}
+			parts.Upstream[i] = jobkey.UpstreamRef{Job: ref.Job, Snapshot: ust.Snapshot, JobKey: ust.Key}
 			moved = true
 		}
 	}

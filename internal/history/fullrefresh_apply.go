@@ -15,6 +15,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
@@ -91,7 +92,7 @@ func FullRefreshApply(ctx context.Context, d *run.DB, j *job.Job, opts run.RunOp
 	if err != nil {
 		return nil, err
 	}
-	partsJSON := string(job.CanonicalJSON(parts))
+	partsJSON := string(jobkey.CanonicalJSON(parts))
 	// The landing files that stood in for lost retained copies are
 	// retained again, as a run retains its input, so that a rerun of the
 	// new snapshot finds every batch's input in the store.
@@ -215,10 +216,10 @@ type rebuiltRows struct {
 // its transform, config and schema as they are now; its input part names
 // the batches it replayed (each snapshot's job key), and it pins the
 // upstream snapshots its last batch pinned, so that a rerun reads them.
-func fullRefreshParts(j *job.Job, snaps []*catalog.SnapshotRow) (job.Parts, error) {
+func fullRefreshParts(j *job.Job, snaps []*catalog.SnapshotRow) (jobkey.Parts, error) {
 	var replayed []string
 	format := j.Input.Format
-	var upstream []job.UpstreamRef
+	var upstream []jobkey.UpstreamRef
 	for _, row := range snaps {
 		replayed = append(replayed, fmt.Sprintf("%d %s %s", row.Snapshot, row.Kind, row.JobKey))
 		if !isBatch(row) {
@@ -229,11 +230,11 @@ func fullRefreshParts(j *job.Job, snaps []*catalog.SnapshotRow) (job.Parts, erro
 		}
 		p, err := decodeParts(row.PartsJSON)
 		if err != nil {
-			return job.Parts{}, fmt.Errorf("full refresh: snapshot %d of %s: parts: %w", row.Snapshot, j.Name, err)
+			return jobkey.Parts{}, fmt.Errorf("full refresh: snapshot %d of %s: parts: %w", row.Snapshot, j.Name, err)
 		}
 		upstream = p.Upstream
 	}
-	return job.Parts{
+	return jobkey.Parts{
 		Input:     job.DigestString(strings.Join(replayed, "\n")),
 		Upstream:  upstream,
 		Transform: j.TransformPart(),

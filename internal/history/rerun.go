@@ -13,6 +13,7 @@ import (
 	"github.com/idem-dev/idem/internal/diff"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
@@ -469,8 +470,8 @@ func jobAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.Snap
 }
 
 // decodeParts decodes parts JSON keeping numbers exact.
-func decodeParts(s string) (job.Parts, error) {
-	var p job.Parts
+func decodeParts(s string) (jobkey.Parts, error) {
+	var p jobkey.Parts
 	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
 	dec.UseNumber()
 	err := dec.Decode(&p)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
@@ -22,7 +23,7 @@ import (
 // database kept for the recorded transform part (catalog.ModelText), or
 // else the model file of the recorded transform version, with the macros
 // it ran with (macrosAt); either is checked against the recorded sha256.
-func ModelAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.SnapshotRow, parts job.Parts) (*job.Job, error) {
+func ModelAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.SnapshotRow, parts jobkey.Parts) (*job.Job, error) {
 	text, kept, err := catalog.ModelText(ctx, q, j.Name, parts.Transform.SHA256)
 	if err != nil {
 		return nil, err
@@ -78,7 +79,7 @@ func ModelAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.Sn
 // of that part's sha256, so a snapshot built before a macro file was
 // edited reruns with the text it ran with. at is returned as it is when
 // none were kept (it used no macro); the caller checks the sha256.
-func macrosAt(ctx context.Context, q catalog.Querier, at *job.Job, row *catalog.SnapshotRow, parts job.Parts) (*job.Job, error) {
+func macrosAt(ctx context.Context, q catalog.Querier, at *job.Job, row *catalog.SnapshotRow, parts jobkey.Parts) (*job.Job, error) {
 	texts, kept, err := catalog.MacroTexts(ctx, q, at.Name, parts.Transform.SHA256)
 	if err != nil || !kept {
 		c := *at
@@ -158,7 +159,7 @@ func replayUpstream(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job,
 // With from at 0 or above it writes the upstream's changes after snapshot
 // from up to ref.Snapshot instead (catalog.ChangesSelect, with idem_op),
 // as an apply job over upstream changes read them.
-func exportUpstream(ctx context.Context, d *run.DB, ref job.UpstreamRef, from int64, out string) ([]catalog.TargetColumn, error) {
+func exportUpstream(ctx context.Context, d *run.DB, ref jobkey.UpstreamRef, from int64, out string) ([]catalog.TargetColumn, error) {
 	if err := catalog.CheckNotExpired(ctx, d.SQL(), ref.Job, ref.Snapshot); err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", ref.Job, err)
 	}

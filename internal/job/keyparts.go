@@ -1,6 +1,9 @@
 package job
 
-import "slices"
+import (
+	"github.com/idem-dev/idem/internal/jobkey"
+	"slices"
+)
 
 // TransformPart is the transform part of job's key. Run, plan and rerun
 // all compute it here, so a rerun checks exactly what a run recorded.
@@ -8,19 +11,19 @@ import "slices"
 // The macros the job uses (macro.go) are hashed after the steps, as files
 // named macros/NAME.sql; a job that uses none hashes its steps alone, so
 // its key is what it was before macros existed.
-func (j *Job) TransformPart() TransformPart {
+func (j *Job) TransformPart() jobkey.TransformPart {
 	steps := j.Steps
 	if len(j.Macros) > 0 {
 		steps = append(slices.Clip(steps), j.macroSteps()...)
 	}
-	return TransformPart{Pipeline: j.Pipeline.Name, Version: j.TransformVersion, SHA256: StepsDigest(steps)}
+	return jobkey.TransformPart{Pipeline: j.Pipeline.Name, Version: j.TransformVersion, SHA256: StepsDigest(steps)}
 }
 
 // SchemaPart is the schema part of job's key (see schemaDigest: a generic
 // pipeline's DDL is hashed as expanded with the job's columns). Run, plan
 // and rerun all compute it here.
-func (j *Job) SchemaPart() SchemaPart {
-	return SchemaPart{Version: j.SchemaVersion, SHA256: j.schemaDigest()}
+func (j *Job) SchemaPart() jobkey.SchemaPart {
+	return jobkey.SchemaPart{Version: j.SchemaVersion, SHA256: j.schemaDigest()}
 }
 
 // Config is the config part of the key: everything in the job that shapes

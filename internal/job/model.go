@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/sqltext"
 )
@@ -289,8 +290,8 @@ func (j *Job) NextVersionHint() string {
 
 // ModelSchemaPart is the schema part of a model's key: the names and
 // types of its SELECT's result columns, in order (each "name TYPE").
-func (j *Job) ModelSchemaPart(columns []string) SchemaPart {
-	return SchemaPart{Version: j.SchemaVersion, SHA256: DigestString(strings.Join(columns, "\n"))}
+func (j *Job) ModelSchemaPart(columns []string) jobkey.SchemaPart {
+	return jobkey.SchemaPart{Version: j.SchemaVersion, SHA256: DigestString(strings.Join(columns, "\n"))}
 }
 
 // modelKey binds a model's [target] key: the columns that name one row of

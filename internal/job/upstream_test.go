@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/pipelines"
 )
@@ -70,12 +71,12 @@ func TestModelJob(t *testing.T) {
 
 	// An upstream is part of the key's input part; advancing it changes
 	// the input part.
-	p1 := job.Parts{Upstream: []job.UpstreamRef{{Job: "trips", Snapshot: 4, JobKey: "a"}}}
-	p2 := job.Parts{Upstream: []job.UpstreamRef{{Job: "trips", Snapshot: 5, JobKey: "b"}}}
-	require.Equal(t, []string{job.PartInput}, p2.Changed(p1))
+	p1 := jobkey.Parts{Upstream: []jobkey.UpstreamRef{{Job: "trips", Snapshot: 4, JobKey: "a"}}}
+	p2 := jobkey.Parts{Upstream: []jobkey.UpstreamRef{{Job: "trips", Snapshot: 5, JobKey: "b"}}}
+	require.Equal(t, []string{jobkey.PartInput}, p2.Changed(p1))
 	require.NotEqual(t, p1.Key(), p2.Key())
 	// A job without upstreams keeps the key it had (no "upstream" field).
-	require.NotContains(t, job.Parts{Input: "x"}.JSON(), "upstream")
+	require.NotContains(t, jobkey.Parts{Input: "x"}.JSON(), "upstream")
 }
 
 // TestModelFile: a model written as one file has no transform_version: its

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/project"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
@@ -313,7 +314,7 @@ func given(ctx context.Context, db *run.DB, dir string, jobs []*job.Job, m *job.
 			return nil, fmt.Errorf("given %s: %w", u, err)
 		}
 		src.Rows[u], src.Columns[u] = file, cols
-		src.Recorded = append(src.Recorded, job.UpstreamRef{Job: u, Snapshot: 1, JobKey: fixtureDigest(cols, tb)})
+		src.Recorded = append(src.Recorded, jobkey.UpstreamRef{Job: u, Snapshot: 1, JobKey: fixtureDigest(cols, tb)})
 	}
 	return src, nil
 }
@@ -555,7 +556,7 @@ func fixtureDigest(cols []catalog.TargetColumn, tb *Table) string {
 		}
 		rows[i] = m
 	}
-	return job.DigestString(string(job.CanonicalJSON(map[string]any{"columns": cols, "rows": rows})))
+	return job.DigestString(string(jobkey.CanonicalJSON(map[string]any{"columns": cols, "rows": rows})))
 }
 
 // committedColumns are the columns of upstream name's target as committed

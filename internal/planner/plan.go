@@ -10,6 +10,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
@@ -19,19 +20,19 @@ import (
 // decision is in the words a run reports: loaded, applied, skipped,
 // already_committed, or refused (with the guard's message as the reason).
 type Plan struct {
-	Job       string    `json:"job"`
-	Mode      string    `json:"mode"`
-	Decision  string    `json:"decision"`
-	Changed   []string  `json:"changed"`
-	FirstLoad bool      `json:"first_load"`
-	JobKey    string    `json:"job_key"`
-	BatchID   string    `json:"batch_id,omitempty"`
-	Snapshot  int64     `json:"snapshot"`
-	Cursor    int64     `json:"cursor"`
-	Epoch     int64     `json:"epoch"`
-	Reason    string    `json:"reason,omitempty"`
-	NewFiles  []string  `json:"new_files,omitempty"` // files-mode jobs
-	Parts     job.Parts `json:"parts"`
+	Job       string       `json:"job"`
+	Mode      string       `json:"mode"`
+	Decision  string       `json:"decision"`
+	Changed   []string     `json:"changed"`
+	FirstLoad bool         `json:"first_load"`
+	JobKey    string       `json:"job_key"`
+	BatchID   string       `json:"batch_id,omitempty"`
+	Snapshot  int64        `json:"snapshot"`
+	Cursor    int64        `json:"cursor"`
+	Epoch     int64        `json:"epoch"`
+	Reason    string       `json:"reason,omitempty"`
+	NewFiles  []string     `json:"new_files,omitempty"` // files-mode jobs
+	Parts     jobkey.Parts `json:"parts"`
 	// Upstream lists the upstream jobs a run would pin (see run.Result).
 	Upstream []run.UpstreamChange `json:"upstream,omitempty"`
 	// ModelChange classifies a change of a model's SQL or columns against
@@ -155,7 +156,7 @@ func PlanRunDB(ctx context.Context, db *run.DB, j *job.Job, opts run.RunOptions)
 		if chunked {
 			plan.Reason = fmt.Sprintf("chunks of %d rows by %s after watermark %d; skipped when nothing lies past it", j.Input.ChunkRows, j.Input.Watermark, st.Cursor)
 		}
-		if j.IsModel() && st.HasParts && (slices.Contains(plan.Changed, job.PartTransform) || slices.Contains(plan.Changed, job.PartSchema)) {
+		if j.IsModel() && st.HasParts && (slices.Contains(plan.Changed, jobkey.PartTransform) || slices.Contains(plan.Changed, jobkey.PartSchema)) {
 			if plan.ModelChange, err = classifyModel(ctx, tx, j, st.Snapshot); err != nil {
 				return nil, err
 			}
@@ -182,7 +183,7 @@ func (p *Plan) AfterUpstream(j *job.Job, upstream map[string]string) {
 	for _, u := range j.SortedUpstream() {
 		if d := upstream[u]; d == report.DecisionLoaded || d == report.DecisionApplied {
 			p.Decision = map[string]string{job.ModeRefresh: report.DecisionLoaded, job.ModeApply: report.DecisionApplied}[j.Pipeline.Mode]
-			p.Changed = []string{job.PartInput}
+			p.Changed = []string{jobkey.PartInput}
 			p.Reason = fmt.Sprintf("upstream %s would commit first", u)
 			p.JobKey = ""
 			return

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/source"
 	"github.com/idem-dev/idem/internal/sqltext"
 )
@@ -119,7 +120,7 @@ func incrementalPins(j *job.Job, p *Prepared, st catalog.State) {
 	}
 	up.Partitions = nil
 	if !st.HasParts || st.Snapshot == 0 || st.Target != j.Table || st.Parts.Transform != p.parts.Transform ||
-		string(job.CanonicalJSON(st.Parts.Config)) != string(job.CanonicalJSON(p.parts.Config)) {
+		string(jobkey.CanonicalJSON(st.Parts.Config)) != string(jobkey.CanonicalJSON(p.parts.Config)) {
 		return
 	}
 	up.Partitions = &source.Partitions{Columns: j.IncrementalColumns(), ByKey: j.Incremental == job.IncrementalKey, Since: pinnedSnapshots(st)}

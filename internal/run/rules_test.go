@@ -12,6 +12,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/report"
 
 	"github.com/stretchr/testify/require"
@@ -84,7 +85,7 @@ name = "value_short"
 sql = "length(value) <= 5"
 `)])
 	require.Len(t, without.Rules, 1)
-	require.NotEqual(t, string(job.CanonicalJSON(with.Config("jsonl"))), string(job.CanonicalJSON(without.Config("jsonl"))))
+	require.NotEqual(t, string(jobkey.CanonicalJSON(with.Config("jsonl"))), string(jobkey.CanonicalJSON(without.Config("jsonl"))))
 }
 
 // TestRuleValidation: a rule that is not a deterministic expression of the
@@ -294,7 +295,7 @@ key = ["id"]
 	require.NoError(t, os.WriteFile(in2, []byte(`{"id": 3, "price": 1, "day": null, "note": "n"}`+"\n"), 0o644))
 	res, err = db.Run(context.Background(), changed, RunOptions{Input: in2})
 	require.NoError(t, err)
-	require.Contains(t, res.Changed, job.PartSchema)
+	require.Contains(t, res.Changed, jobkey.PartSchema)
 	require.Equal(t, []string{"1 12.35 ", "3 1.00 n"}, queryStrings(t, db.SQL(), `SELECT id || ' ' || price || ' ' || coalesce(note, '') FROM t ORDER BY id`))
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
@@ -164,7 +165,7 @@ type Result struct {
 	Target      string             `json:"target"`
 	InputSHA256 string             `json:"input_sha256"`
 	Inputs      []source.InputFile `json:"inputs"`
-	Parts       job.Parts          `json:"parts"`
+	Parts       jobkey.Parts       `json:"parts"`
 	// IgnoredColumns names, as "file: column", the input columns that
 	// [input] extra_columns = "ignore" skipped.
 	IgnoredColumns []string `json:"ignored_columns,omitempty"`
@@ -226,7 +227,7 @@ type Prepared struct {
 	files   []source.InputFile // in.Files
 	format  string             // in.Format
 	chunk   *source.Chunk      // in.Chunk
-	parts   job.Parts
+	parts   jobkey.Parts
 	key     string
 	batchID string
 	digest  string // the ledger's batch digest: input digest plus bounds
@@ -323,7 +324,7 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 		return nil, err
 	}
 	files, format := in.Files, in.Format
-	parts := job.Parts{
+	parts := jobkey.Parts{
 		Input:     in.Digest,
 		Transform: j.TransformPart(),
 		Config:    j.Config(format),
@@ -347,7 +348,7 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 			}
 		}
 		if opts.From != nil {
-			p.digest = job.DigestString(string(job.CanonicalJSON(map[string]any{
+			p.digest = job.DigestString(string(jobkey.CanonicalJSON(map[string]any{
 				"input": parts.Input, "from": *opts.From, "to": *opts.To,
 			})))
 		}
@@ -400,7 +401,7 @@ func (d *DB) logOutside(j *job.Job, p *Prepared, decision string, runErr error) 
 		changed = p.parts.Changed(st.Parts)
 	}
 	return insertRun(ctx, d, &catalog.RunRow{Job: j.Name, BatchID: p.batchID, Decision: decision,
-		Changed: string(job.CanonicalJSON(report.NonNil(changed))), Snapshot: st.Snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Message: logMessage(runErr)})
+		Changed: string(jobkey.CanonicalJSON(report.NonNil(changed))), Snapshot: st.Snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Message: logMessage(runErr)})
 }
 
 // phaseNames name runTx's phases for IDEM_TIMINGS.

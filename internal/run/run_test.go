@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 
@@ -107,7 +108,7 @@ func TestFailureBeforeCommitChangesNothing(t *testing.T) {
 	res, err = db.Run(ctx, j, run.RunOptions{Input: fixture(t, "fixtures/sample/occurrences-b.csv")})
 	require.NoError(t, err)
 	require.Equal(t, report.DecisionLoaded, res.Decision)
-	require.Equal(t, []string{job.PartInput}, res.Changed)
+	require.Equal(t, []string{jobkey.PartInput}, res.Changed)
 	require.EqualValues(t, 2, res.Snapshot)
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/report"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
@@ -60,10 +61,10 @@ func (d *DB) logNoCommit(j *job.Job, p *Prepared, res *Result, opts RunOptions) 
 	var rowsIn, outcomes any
 	snapshot := res.Parent
 	if res.Decision == report.DecisionAlreadyCommitted {
-		rowsIn, outcomes, snapshot = res.RowsIn, string(job.CanonicalJSON(res.Outcomes)), res.Snapshot
+		rowsIn, outcomes, snapshot = res.RowsIn, string(jobkey.CanonicalJSON(res.Outcomes)), res.Snapshot
 	}
 	d.deferred.add(catalog.RunRow{Job: j.Name, BatchID: p.batchID, Decision: res.Decision,
-		Changed: string(job.CanonicalJSON(report.NonNil(res.Changed))), RowsIn: rowsIn, Outcomes: outcomes,
+		Changed: string(jobkey.CanonicalJSON(report.NonNil(res.Changed))), RowsIn: rowsIn, Outcomes: outcomes,
 		Snapshot: snapshot, Cursor: res.Cursor, Epoch: res.Epoch, Message: message, At: time.Now()})
 	return nil
 }

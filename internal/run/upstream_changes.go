@@ -5,6 +5,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
@@ -47,7 +48,7 @@ func pinnedSnapshots(st catalog.State) map[string]int64 {
 // the ranges it pinned ("upstream:a:0-3,b:2-4", sorted by job), and derives
 // its ledger digest from the refs it starts from and the refs it pinned.
 // A run in which no upstream moved is marked unchanged (it skips).
-func changesBatch(p *Prepared, up *source.Upstream, st catalog.State, refs []job.UpstreamRef) {
+func changesBatch(p *Prepared, up *source.Upstream, st catalog.State, refs []jobkey.UpstreamRef) {
 	ranges := up.Ranges()
 	names := make([]string, len(ranges))
 	p.unchanged = st.HasParts
@@ -58,11 +59,11 @@ func changesBatch(p *Prepared, up *source.Upstream, st catalog.State, refs []job
 		}
 	}
 	p.batchID = "upstream:" + strings.Join(names, ",")
-	from := []job.UpstreamRef{}
+	from := []jobkey.UpstreamRef{}
 	if st.HasParts && st.Parts.Upstream != nil {
 		from = st.Parts.Upstream
 	}
-	p.digest = job.DigestString(string(job.CanonicalJSON(map[string]any{
+	p.digest = job.DigestString(string(jobkey.CanonicalJSON(map[string]any{
 		"from": from, "to": refs,
 	})))
 }

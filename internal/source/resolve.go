@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/report"
 )
 
@@ -170,7 +171,7 @@ func Digest(files []InputFile) string {
 		digests[i] = f.SHA256
 	}
 	sort.Strings(digests)
-	sum := sha256.Sum256(job.CanonicalJSON(digests))
+	sum := sha256.Sum256(jobkey.CanonicalJSON(digests))
 	return hex.EncodeToString(sum[:])
 }
 

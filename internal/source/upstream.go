@@ -10,6 +10,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/seal"
 	"github.com/idem-dev/idem/internal/sqltext"
@@ -42,7 +43,7 @@ type Upstream struct {
 	// Recorded, when set, pins the snapshots a snapshot recorded instead of
 	// the upstreams' latest, and Rows reads each upstream's rows from the
 	// file it was exported to (a rerun: see history.Rerun).
-	Recorded []job.UpstreamRef
+	Recorded []jobkey.UpstreamRef
 	Rows     map[string]string // upstream job → Parquet file of its pinned rows
 	// Columns, for Rows, are each upstream's columns and types at the
 	// pinned snapshot: the file's columns are cast back to them, so the
@@ -105,11 +106,11 @@ func (u *Upstream) Stage(ctx context.Context, tx *sql.Tx, _ *Resolved) (*Staged,
 // the key's input part, by job name; and makes temp table
 // idem_upstream_<JOB> hold that job's target's rows. An upstream that has never
 // committed is a usage error (exit 2): run it first, or run the project.
-func (u *Upstream) Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, error) {
+func (u *Upstream) Pin(ctx context.Context, tx *sql.Tx) ([]jobkey.UpstreamRef, error) {
 	if u.Recorded != nil {
 		return u.pinRecorded(ctx, tx)
 	}
-	var refs []job.UpstreamRef
+	var refs []jobkey.UpstreamRef
 	var local []string
 	for _, name := range u.Job.SortedUpstream() {
 		if _, ok := u.External[name]; !ok {
@@ -159,7 +160,7 @@ func (u *Upstream) Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, erro
 		} else {
 			u.deferred = append(u.deferred, deferredRelation{name, query})
 		}
-		refs = append(refs, job.UpstreamRef{Job: name, Snapshot: st.Snapshot, JobKey: st.Key})
+		refs = append(refs, jobkey.UpstreamRef{Job: name, Snapshot: st.Snapshot, JobKey: st.Key})
 	}
 	return refs, nil
 }
@@ -188,26 +189,26 @@ func (u *Upstream) Materialize(ctx context.Context, tx *sql.Tx) error {
 // cat: its target there holds exactly the snapshot its state row names.
 // Changes of an upstream are read from history, which only the job's own
 // database holds for it.
-func (u *Upstream) pinExternal(ctx context.Context, tx *sql.Tx, cat, name string) (job.UpstreamRef, error) {
+func (u *Upstream) pinExternal(ctx context.Context, tx *sql.Tx, cat, name string) (jobkey.UpstreamRef, error) {
 	if u.Changes {
-		return job.UpstreamRef{}, fmt.Errorf("job %s applies the changes of upstream %s, which is read from another database (%s): changes are read from the history of the job's own database", u.Job.Name, name, cat)
+		return jobkey.UpstreamRef{}, fmt.Errorf("job %s applies the changes of upstream %s, which is read from another database (%s): changes are read from the history of the job's own database", u.Job.Name, name, cat)
 	}
 	st, err := catalog.ReadStateIn(ctx, tx, cat, name)
 	if err != nil {
-		return job.UpstreamRef{}, err
+		return jobkey.UpstreamRef{}, err
 	}
 	if !st.Exists || st.Snapshot == 0 || st.Target == "" {
-		return job.UpstreamRef{}, &NoUpstreamError{Job: u.Job.Name, Upstream: name, Database: filepath.Base(u.Job.Database)}
+		return jobkey.UpstreamRef{}, &NoUpstreamError{Job: u.Job.Name, Upstream: name, Database: filepath.Base(u.Job.Database)}
 	}
 	if err := relation(ctx, tx, name, "TABLE", "SELECT * FROM "+sqltext.QuoteIdent(cat)+".main."+sqltext.QuoteIdent(st.Target)); err != nil {
-		return job.UpstreamRef{}, err
+		return jobkey.UpstreamRef{}, err
 	}
-	return job.UpstreamRef{Job: name, Snapshot: st.Snapshot, JobKey: st.Key}, nil
+	return jobkey.UpstreamRef{Job: name, Snapshot: st.Snapshot, JobKey: st.Key}, nil
 }
 
 // pinRecorded pins the recorded refs, reading each upstream's rows from
 // its exported file.
-func (u *Upstream) pinRecorded(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, error) {
+func (u *Upstream) pinRecorded(ctx context.Context, tx *sql.Tx) ([]jobkey.UpstreamRef, error) {
 	u.realign = slices.Clone(u.Realign)
 	for _, ref := range u.Recorded {
 		file, ok := u.Rows[ref.Job]
@@ -262,7 +263,7 @@ func relation(ctx context.Context, tx *sql.Tx, name, kind, query string) error {
 // A Pinner is an input the run pins inside its transaction before it
 // decides (Upstream).
 type Pinner interface {
-	Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, error)
+	Pin(ctx context.Context, tx *sql.Tx) ([]jobkey.UpstreamRef, error)
 	// Materialize makes the pinned rows what the steps read, once the run
 	// has decided to write.
 	Materialize(ctx context.Context, tx *sql.Tx) error
