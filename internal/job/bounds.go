@@ -122,10 +122,10 @@ func CheckTOMLBounds(path string, data []byte) error { return checkTOMLBounds(pa
 // and a hand-written or generated SELECT is a few kilobytes.
 const MaxSQLBytes = 4 << 20
 
-// readSQLFile reads SQL file name of fsys, refusing one larger than
+// ReadSQLFile reads SQL file name of fsys, refusing one larger than
 // MaxSQLBytes before it holds more than that: a *JobFileError naming the
 // file as display, its size and the bound (exit 2).
-func readSQLFile(fsys fs.FS, name, display string) ([]byte, error) {
+func ReadSQLFile(fsys fs.FS, name, display string) ([]byte, error) {
 	f, err := fsys.Open(name)
 	if err != nil {
 		return nil, err
@@ -146,7 +146,7 @@ func readSQLFile(fsys fs.FS, name, display string) ([]byte, error) {
 	return data, nil
 }
 
-// errSQLTooLarge is wrapped by readSQLFile's refusal, which names the
+// errSQLTooLarge is wrapped by ReadSQLFile's refusal, which names the
 // file itself: callers return it as it is.
 var errSQLTooLarge = errors.New("SQL file too large")
 
@@ -155,9 +155,9 @@ func sqlTooLarge(file, size string) error {
 		Msg: fmt.Sprintf("the file is %s, larger than %d bytes (4 MiB), the most idem reads of a SQL file (a model, a pipeline's step or schema)", size, MaxSQLBytes)}
 }
 
-// isSQLTooLarge says err is readSQLFile's refusal of a file past
+// IsSQLTooLarge says err is ReadSQLFile's refusal of a file past
 // MaxSQLBytes.
-func isSQLTooLarge(err error) bool { return errors.Is(err, errSQLTooLarge) }
+func IsSQLTooLarge(err error) bool { return errors.Is(err, errSQLTooLarge) }
 
 // ReadJobFile reads a job file; an error is a *JobFileError that says why.
 // A file larger than MaxTOMLBytes is refused once that many bytes are read,

@@ -54,7 +54,7 @@ func (j *Job) applyIceberg(data []byte, md toml.MetaData, jf *jobFile) error {
 	if ice == nil {
 		return nil
 	}
-	bad := keyErrors(j.File, data)
+	bad := KeyErrors(j.File, data)
 	in := jf.Input
 	n := 0
 	for _, set := range []bool{ice.Location != "", ice.Metadata != "", ice.Catalog != "" || ice.Table != ""} {

@@ -36,7 +36,7 @@ func (j *Job) applyIncremental(data []byte, jf *jobFile) error {
 	if mode == "" {
 		return nil
 	}
-	bad := keyErrors(j.File, data)
+	bad := KeyErrors(j.File, data)
 	switch {
 	case !j.Pipeline.Model:
 		return bad("target.incremental", "only a model (pipeline = \"select\") is updated incrementally; pipeline %s is not a model", j.Pipeline.Name)
@@ -50,7 +50,7 @@ func (j *Job) applyIncremental(data []byte, jf *jobFile) error {
 			strings.Join(j.Key, ", "), j.PartitionBy)
 	}
 	j.Incremental = mode
-	j.incrementalLine = keyLine(data, []string{"target", "incremental"})
+	j.incrementalLine = KeyLine(data, "target", "incremental")
 	return nil
 }
 

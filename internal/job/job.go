@@ -265,14 +265,14 @@ func ParseJobLenient(path string, data []byte, builtins fs.FS) (*Job, error) {
 // parseJob is ParseJob; lenient accepts an apply pipeline without key
 // columns, for idem lint to report.
 func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, error) {
-	if err := checkTOMLBounds(path, data); err != nil {
+	if err := CheckTOMLBounds(path, data); err != nil {
 		return nil, err
 	}
 	jf, md, err := decodeJobFile(path, data)
 	if err != nil {
 		return nil, err
 	}
-	bad := keyErrors(path, data)
+	bad := KeyErrors(path, data)
 	table, format, err := checkJobKeys(&jf, md, bad)
 	if err != nil {
 		return nil, err
@@ -332,7 +332,7 @@ func decodeJobFile(path string, data []byte) (jobFile, toml.MetaData, error) {
 	var jf jobFile
 	md, err := toml.Decode(string(data), &jf)
 	if err != nil {
-		return jf, md, tomlError(path, data, err)
+		return jf, md, TOMLError(path, data, err)
 	}
 	for _, k := range md.Undecoded() {
 		if len(k) >= 2 && k[0] == "params" {
@@ -341,7 +341,7 @@ func decodeJobFile(path string, data []byte) (jobFile, toml.MetaData, error) {
 		if k[0] == ColumnsTable {
 			continue // column descriptions, checked below (columns_doc.go)
 		}
-		return jf, md, &report.JobFileError{File: path, Line: keyLine(data, k), Key: k.String(), Msg: "unknown key"}
+		return jf, md, &report.JobFileError{File: path, Line: KeyLine(data, k...), Key: k.String(), Msg: "unknown key"}
 	}
 	if _, err := ColumnDocs(path, data); err != nil {
 		return jf, md, err
@@ -360,7 +360,7 @@ func decodeJobFile(path string, data []byte) (jobFile, toml.MetaData, error) {
 // checkJobKeys checks the keys of a job file that need no pipeline, and
 // returns the target table (the job's name when [target] table is absent)
 // and the input format, lower case.
-func checkJobKeys(jf *jobFile, md toml.MetaData, bad keyErrorFunc) (table, format string, err error) {
+func checkJobKeys(jf *jobFile, md toml.MetaData, bad KeyErrorFunc) (table, format string, err error) {
 	if !sqltext.Identifier.MatchString(jf.Name) {
 		return "", "", bad("name", "must be letters, digits and underscores, starting with a letter (got %q)", jf.Name)
 	}
@@ -394,7 +394,7 @@ func checkJobKeys(jf *jobFile, md toml.MetaData, bad keyErrorFunc) (table, forma
 
 // checkOperation checks the keys that say how the job is operated, never
 // what its rows are: [job], [retention] and [duckdb] threads.
-func checkOperation(jf *jobFile, md toml.MetaData, bad keyErrorFunc) error {
+func checkOperation(jf *jobFile, md toml.MetaData, bad KeyErrorFunc) error {
 	switch jf.Job.Fencing {
 	case "", FencingOptional, FencingRequired:
 	default:
@@ -430,7 +430,7 @@ func checkOperation(jf *jobFile, md toml.MetaData, bad keyErrorFunc) error {
 // steps and its schema version's DDL; a model's steps wrap the model file
 // its [transform] sql folder holds for the transform version (model.go).
 func bindPipeline(path string, data []byte, jf *jobFile, md toml.MetaData, builtins fs.FS, lenient bool) (p *Pipeline, steps []Step, ddl string, err error) {
-	bad := keyErrors(path, data)
+	bad := KeyErrors(path, data)
 	p, err = resolvePipeline(path, jf.Pipeline, builtins, lenient)
 	if err != nil {
 		var jfe *report.JobFileError
@@ -464,7 +464,7 @@ func bindPipeline(path string, data []byte, jf *jobFile, md toml.MetaData, built
 // bindParams checks the job's [params] against the pipeline's declaration
 // and returns every declared param: the job's value, converted to its
 // declared type, or the declared default.
-func bindParams(path string, p *Pipeline, given map[string]any, bad keyErrorFunc) (map[string]any, error) {
+func bindParams(path string, p *Pipeline, given map[string]any, bad KeyErrorFunc) (map[string]any, error) {
 	params := map[string]any{}
 	for _, name := range report.SortedKeys(given) {
 		decl, ok := p.Params[name]
@@ -527,7 +527,7 @@ func newJob(path string, jf *jobFile, p *Pipeline, table, format string, params 
 
 // applyPartition binds [target] partition_by: a column of a refresh
 // pipeline's target.
-func (j *Job) applyPartition(bad keyErrorFunc, jf *jobFile) error {
+func (j *Job) applyPartition(bad KeyErrorFunc, jf *jobFile) error {
 	c := jf.Target.PartitionBy
 	if c == "" {
 		return nil
@@ -545,7 +545,7 @@ func (j *Job) applyPartition(bad keyErrorFunc, jf *jobFile) error {
 // checkPrivacy checks [privacy] subject: a non-empty list of distinct
 // column names. That they are columns of the target is checked where the
 // target is known (a run, an erasure).
-func checkPrivacy(p Privacy, md toml.MetaData, bad keyErrorFunc) error {
+func checkPrivacy(p Privacy, md toml.MetaData, bad KeyErrorFunc) error {
 	if !md.IsDefined("privacy", "subject") {
 		return nil
 	}

@@ -36,7 +36,7 @@ type qualityTable struct {
 // core: job-declared columns of a generic pipeline, the files and chunked
 // input modes, and quality rules. Errors are *JobFileError.
 func (j *Job) applyExtensions(data []byte, md toml.MetaData, jf *jobFile) error {
-	bad := keyErrors(j.File, data)
+	bad := KeyErrors(j.File, data)
 	switch {
 	case j.Pipeline.Generic:
 		if err := j.applyGenericShape(data, md, jf, bad); err != nil {
@@ -66,7 +66,7 @@ func (j *Job) applyExtensions(data []byte, md toml.MetaData, jf *jobFile) error 
 // [input.columns] in file order, [target] key and order_by. The job gets
 // its own copy of the pipeline carrying its columns and key, so staging and
 // history read them like a built-in's.
-func (j *Job) applyGenericShape(data []byte, md toml.MetaData, jf *jobFile, bad keyErrorFunc) error {
+func (j *Job) applyGenericShape(data []byte, md toml.MetaData, jf *jobFile, bad KeyErrorFunc) error {
 	p := j.Pipeline
 	cols, err := declaredColumns(md, jf, p, bad)
 	if err != nil {
@@ -74,7 +74,7 @@ func (j *Job) applyGenericShape(data []byte, md toml.MetaData, jf *jobFile, bad 
 	}
 	j.Columns = cols
 	if len(jf.Target.Key) == 0 {
-		return &report.JobFileError{File: j.File, Line: keyLine(data, []string{"target"}), Key: "target.key",
+		return &report.JobFileError{File: j.File, Line: KeyLine(data, "target"), Key: "target.key",
 			Msg: fmt.Sprintf("pipeline %s needs the key columns: add key = [\"...\"] to [target] (rows would double on replay)", p.Name), Err: report.ErrNoKey}
 	}
 	seen := map[string]bool{}
@@ -110,7 +110,7 @@ func (j *Job) applyGenericShape(data []byte, md toml.MetaData, jf *jobFile, bad 
 
 // declaredColumns reads [input.columns] in file order: names that are
 // identifiers and not reserved, types from the whitelist (canonicalType).
-func declaredColumns(md toml.MetaData, jf *jobFile, p *Pipeline, bad keyErrorFunc) ([]Column, error) {
+func declaredColumns(md toml.MetaData, jf *jobFile, p *Pipeline, bad KeyErrorFunc) ([]Column, error) {
 	if len(jf.Input.Columns) == 0 {
 		return nil, bad("input.columns", "pipeline %s takes its input columns from the job: add [input.columns] name = \"TYPE\"", p.Name)
 	}
@@ -138,7 +138,7 @@ func declaredColumns(md toml.MetaData, jf *jobFile, p *Pipeline, bad keyErrorFun
 
 // checkTemplates expands every file of the job once, so that a bad
 // placeholder is a job-file error rather than a failed run.
-func (j *Job) checkTemplates(bad keyErrorFunc) error {
+func (j *Job) checkTemplates(bad KeyErrorFunc) error {
 	for _, s := range j.Steps {
 		if _, err := expandTemplate(s.SQL, j.Table, j.shape(), j.Input.Upstream); err != nil {
 			return bad("pipeline", "step %s: %v", s.Name, err)
@@ -152,7 +152,7 @@ func (j *Job) checkTemplates(bad keyErrorFunc) error {
 
 // applyInputMode binds [input] mode and batch (files mode) and chunk_rows
 // and watermark (chunked input), each for an apply pipeline only.
-func (j *Job) applyInputMode(md toml.MetaData, jf *jobFile, bad keyErrorFunc) error {
+func (j *Job) applyInputMode(md toml.MetaData, jf *jobFile, bad KeyErrorFunc) error {
 	p := j.Pipeline
 	in := jf.Input
 	switch in.Mode {
@@ -203,7 +203,7 @@ func (j *Job) applyInputMode(md toml.MetaData, jf *jobFile, bad keyErrorFunc) er
 // checkChunks checks chunked input: a positive chunk_rows, an integer
 // watermark column of the pipeline's input, an apply pipeline, no files
 // mode.
-func checkChunks(p *Pipeline, in inputTable, bad keyErrorFunc) error {
+func checkChunks(p *Pipeline, in inputTable, bad KeyErrorFunc) error {
 	if in.ChunkRows < 1 {
 		return bad("input.chunk_rows", "must be a positive number of rows")
 	}

@@ -22,7 +22,7 @@ func resolvePipeline(jobPath, ref string, builtins fs.FS, lenient bool) (*Pipeli
 	if sqltext.Identifier.MatchString(ref) && builtins != nil {
 		if sub, err := fs.Sub(builtins, ref); err == nil {
 			if _, err := fs.Stat(sub, "pipeline.toml"); err == nil {
-				return loadPipeline(sub, "builtin:"+ref, lenient)
+				return Load(sub, "builtin:"+ref, lenient)
 			}
 		}
 	}
@@ -33,7 +33,7 @@ func resolvePipeline(jobPath, ref string, builtins fs.FS, lenient bool) (*Pipeli
 		}
 		return nil, err
 	}
-	return loadPipeline(confinedFS{dir}, dir, lenient)
+	return Load(ConfinedFS{dir}, dir, lenient)
 }
 
 // allowedPipelineDir resolves a pipeline folder from the job file's folder
@@ -62,7 +62,7 @@ func allowedPipelineDir(jobPath, ref string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !within(root, real) {
+	if !Within(root, real) {
 		return "", fmt.Errorf("pipeline folder %s lies outside the job file's folder %s: a job file sits beside or above the pipelines it runs", ref, filepath.Dir(jobPath))
 	}
 	return real, nil

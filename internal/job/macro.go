@@ -54,8 +54,8 @@ func loadMacros(jobPath string) (map[string]seal.Macro, error) {
 			continue
 		}
 		file := MacroDir + "/" + e.Name()
-		text, err := readConfined(dir, e.Name())
-		if isSQLTooLarge(err) {
+		text, err := ReadConfined(dir, e.Name())
+		if IsSQLTooLarge(err) {
 			return nil, err
 		}
 		if err != nil {

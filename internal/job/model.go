@@ -33,7 +33,7 @@ const ModelPlaceholder = "{{model}}"
 // pipeline's transform/v1 steps wrap it: {{model}} in them is replaced by
 // the model's text, so the transform part's sha256 covers the model.
 func modelSteps(path string, data []byte, p *Pipeline, jf *jobFile, md toml.MetaData) ([]Step, error) {
-	bad := keyErrors(path, data)
+	bad := KeyErrors(path, data)
 	ref := jf.Transform.SQL
 	if ref == "" {
 		return nil, bad("transform.sql", "pipeline %s runs one SELECT from a model file or folder: add [transform] sql = \"models/%s.sql\"", p.Name, jf.Name)
@@ -52,15 +52,15 @@ func modelSteps(path string, data []byte, p *Pipeline, jf *jobFile, md toml.Meta
 	var text []byte
 	if file != "" {
 		dir = filepath.Dir(file)
-		text, err = readConfined(dir, filepath.Base(file))
+		text, err = ReadConfined(dir, filepath.Base(file))
 	} else {
 		file = filepath.Join(dir, fmt.Sprintf("v%d.sql", jf.TransformVersion))
-		text, err = readConfined(dir, fmt.Sprintf("v%d.sql", jf.TransformVersion))
+		text, err = ReadConfined(dir, fmt.Sprintf("v%d.sql", jf.TransformVersion))
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, bad("transform_version", "model folder %s has no v%d.sql (%s)", resolveJobPath(filepath.Dir(path), ref), jf.TransformVersion, modelVersions(dir))
 		}
 	}
-	if isSQLTooLarge(err) {
+	if IsSQLTooLarge(err) {
 		return nil, err
 	}
 	if err != nil {
@@ -95,11 +95,11 @@ func (j *Job) ModelAt(v int) (*Job, error) {
 		return nil, fmt.Errorf("model %s is one file, versioned by its text's sha256, not numbered", j.ModelFile)
 	}
 	file := filepath.Join(j.ModelDir, fmt.Sprintf("v%d.sql", v))
-	text, err := readConfined(j.ModelDir, fmt.Sprintf("v%d.sql", v))
+	text, err := ReadConfined(j.ModelDir, fmt.Sprintf("v%d.sql", v))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("model folder %s has no v%d.sql (%s)", j.ModelDir, v, modelVersions(j.ModelDir))
 	}
-	if isSQLTooLarge(err) {
+	if IsSQLTooLarge(err) {
 		return nil, err
 	}
 	if err != nil {
@@ -202,7 +202,7 @@ func modelVersions(dir string) string {
 			vs = append(vs, n)
 		}
 	}
-	return versionList(vs)
+	return VersionList(vs)
 }
 
 // insideJobDir resolves a folder written in a job file from the job
@@ -231,7 +231,7 @@ func insideJobDir(jobPath, ref string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !within(root, real) {
+	if !Within(root, real) {
 		return "", fmt.Errorf("model folder %s lies outside the job file's folder %s", ref, filepath.Dir(jobPath))
 	}
 	return real, nil
@@ -297,14 +297,14 @@ func (j *Job) ModelSchemaPart(columns []string) jobkey.SchemaPart {
 // modelKey binds a model's [target] key: the columns that name one row of
 // its result, which the run checks are unique and never NULL.
 func (j *Job) modelKey(data []byte, jf *jobFile) error {
-	bad := keyErrors(j.File, data)
+	bad := KeyErrors(j.File, data)
 	switch {
 	case len(jf.Input.Columns) > 0:
 		return bad("input.columns", "a model's columns are its SELECT's: remove [input.columns]")
 	case jf.Target.OrderBy != "":
 		return bad("target.order_by", "a model is written in key order: remove order_by")
 	case len(jf.Target.Key) == 0:
-		return &report.JobFileError{File: j.File, Line: keyLine(data, []string{"target"}), Key: "target.key",
+		return &report.JobFileError{File: j.File, Line: KeyLine(data, "target"), Key: "target.key",
 			Msg: "a model names the columns that identify one row of its result: add key = [\"...\"] to [target]"}
 	}
 	seen := map[string]bool{}

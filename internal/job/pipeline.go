@@ -111,9 +111,9 @@ func (p *Pipeline) ColumnNames() []string {
 	return names
 }
 
-// loadPipeline reads pipeline.toml; lenient accepts an apply pipeline
+// Load reads pipeline.toml; lenient accepts an apply pipeline
 // without key columns, so that idem lint can report it as a finding.
-func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
+func Load(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 	file := path.Join(origin, "pipeline.toml")
 	data, err := fs.ReadFile(fsys, "pipeline.toml")
 	if err != nil {
@@ -123,18 +123,18 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 		}
 		return nil, &report.JobFileError{File: file, Msg: msg, Err: err}
 	}
-	if err := checkTOMLBounds(file, data); err != nil {
+	if err := CheckTOMLBounds(file, data); err != nil {
 		return nil, err
 	}
 	p := &Pipeline{fsys: fsys, origin: origin}
 	md, err := toml.Decode(string(data), p)
 	if err != nil {
-		return nil, tomlError(file, data, err)
+		return nil, TOMLError(file, data, err)
 	}
 	if un := md.Undecoded(); len(un) > 0 {
-		return nil, &report.JobFileError{File: file, Line: keyLine(data, un[0]), Key: un[0].String(), Msg: "unknown key"}
+		return nil, &report.JobFileError{File: file, Line: KeyLine(data, un[0]...), Key: un[0].String(), Msg: "unknown key"}
 	}
-	bad := keyErrors(file, data)
+	bad := KeyErrors(file, data)
 	if !sqltext.Identifier.MatchString(p.Name) {
 		return nil, bad("name", "must be a name of letters, digits and underscores")
 	}
@@ -165,7 +165,7 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 	if err := p.checkTombstone(bad); err != nil {
 		return nil, err
 	}
-	if p.OutcomesTable != "" && !suffixRef.MatchString(p.OutcomesTable) {
+	if p.OutcomesTable != "" && !SuffixRef.MatchString(p.OutcomesTable) {
 		return nil, bad("outcomes_table", "must be a table-name suffix of letters, digits and underscores, like \"_outcomes\"")
 	}
 	for _, k := range p.Key {
@@ -191,7 +191,7 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 
 // checkTombstone checks [tombstone]: an apply pipeline's own input
 // columns, each given a string, integer or boolean.
-func (p *Pipeline) checkTombstone(bad keyErrorFunc) error {
+func (p *Pipeline) checkTombstone(bad KeyErrorFunc) error {
 	if len(p.Tombstone) == 0 {
 		return nil
 	}
@@ -235,8 +235,8 @@ func (p *Pipeline) Transform(v int) ([]Step, error) {
 			return nil, fmt.Errorf("pipeline %s: step files %s and %s share number %s", p.Name, other, e.Name(), m[1])
 		}
 		byNumber[m[1]] = e.Name()
-		data, err := readSQLFile(p.fsys, path.Join(dir, e.Name()), path.Join(p.origin, dir, e.Name()))
-		if isSQLTooLarge(err) {
+		data, err := ReadSQLFile(p.fsys, path.Join(dir, e.Name()), path.Join(p.origin, dir, e.Name()))
+		if IsSQLTooLarge(err) {
 			return nil, err
 		}
 		if err != nil {
@@ -254,8 +254,8 @@ func (p *Pipeline) Transform(v int) ([]Step, error) {
 // Schema returns the DDL of schema version v.
 func (p *Pipeline) Schema(v int) (string, error) {
 	name := fmt.Sprintf("schema/v%d.sql", v)
-	data, err := readSQLFile(p.fsys, name, path.Join(p.origin, name))
-	if isSQLTooLarge(err) {
+	data, err := ReadSQLFile(p.fsys, name, path.Join(p.origin, name))
+	if IsSQLTooLarge(err) {
 		return "", err
 	}
 	if err != nil {
@@ -277,7 +277,7 @@ func (p *Pipeline) TransformVersions() string {
 			vs = append(vs, n)
 		}
 	}
-	return versionList(vs)
+	return VersionList(vs)
 }
 
 // SchemaVersions lists the schema versions present, for messages.
@@ -290,10 +290,10 @@ func (p *Pipeline) SchemaVersions() string {
 			vs = append(vs, n)
 		}
 	}
-	return versionList(vs)
+	return VersionList(vs)
 }
 
-func versionList(vs []int) string {
+func VersionList(vs []int) string {
 	if len(vs) == 0 {
 		return "none present"
 	}
@@ -397,24 +397,10 @@ func describe(v any) string {
 	}
 }
 
-// ParallelSteps reports whether the job's steps may run on DuckDB's
-// threads instead of one: when every statement of the run is idem's own
-// (a built-in pipeline that is not a model, with no [[quality.rules]] and
-// no sql audits), whose output is the same whatever the order rows reach
-// it (keys and ranks with no tie left to chance, any_value only of one
-// row, input row numbers from a scan in file order), as the tests of each
-// built-in with 1, 2 and 4 threads and shuffled inputs show. A model, a
-// pipeline from a folder, a rule or an audit is the user's SQL, whose
-// aggregates (a sum of DOUBLE) can depend on that order: those steps run
-// on one thread (internal/run, sealrun.go).
-func (j *Job) ParallelSteps() bool {
-	if !strings.HasPrefix(j.Pipeline.origin, "builtin:") || j.Pipeline.Model || len(j.Rules) > 0 {
-		return false
-	}
-	for _, a := range j.Audits {
-		if a.SQL != "" {
-			return false
-		}
-	}
-	return true
-}
+// What a pipeline may read together (pipeline.toml reads).
+const (
+	ReadsFiles    = "files"
+	ReadsUpstream = "upstream"
+)
+
+var SuffixRef = regexp.MustCompile(`^[A-Za-z0-9_]+$`)

@@ -46,7 +46,7 @@ func (p *PublishIceberg) CatalogKind() string {
 
 // checkPublish checks [publish.iceberg] and resolves its paths from dir,
 // the job file's folder.
-func checkPublish(p *Publish, dir string, bad keyErrorFunc) error {
+func checkPublish(p *Publish, dir string, bad KeyErrorFunc) error {
 	if p == nil || p.Iceberg == nil {
 		return nil
 	}

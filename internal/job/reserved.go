@@ -20,7 +20,7 @@ func runRelations() []string { return []string{"input", "staged", "outcomes"} }
 // tables and views the job's steps create, compared without case as DuckDB
 // compares names. When [target] table is absent the name is the job's, and
 // the error names key name.
-func (j *Job) checkTableName(bad keyErrorFunc, jf *jobFile) error {
+func (j *Job) checkTableName(bad KeyErrorFunc, jf *jobFile) error {
 	key := "target.table"
 	if jf.Target.Table == "" {
 		key = "name"

@@ -72,7 +72,7 @@ type streamTable struct {
 // refresh pipeline would replace its target with the last batch alone.
 // Errors are *JobFileError naming the key.
 func (j *Job) applyStream(data []byte, md toml.MetaData, jf *jobFile) error {
-	bad := keyErrors(j.File, data)
+	bad := KeyErrors(j.File, data)
 	in := jf.Input
 	s := in.streamTable
 	if s.Kind == "" {

@@ -3,9 +3,10 @@ package job
 import (
 	"errors"
 	"fmt"
-	"github.com/idem-dev/idem/internal/sqltext"
 	"regexp"
 	"strings"
+
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // placeholder matches a placeholder of the template language:
@@ -13,8 +14,6 @@ import (
 var placeholder = regexp.MustCompile(`\{\{\s*([a-z_]+)((?::[^:}\s]*)*)\s*\}\}`)
 
 var aliasRef = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
-
-var suffixRef = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 
 // Expand expands the placeholders of a step or schema file for this job.
 // The job's files were expanded once when it was loaded, so an unknown

@@ -12,12 +12,12 @@ import (
 	"github.com/idem-dev/idem/internal/report"
 )
 
-// keyErrorFunc makes the *JobFileError of a key of a job file, key dotted
+// KeyErrorFunc makes the *JobFileError of a key of a job file, key dotted
 // ("target.table"), at the line that defines it.
-type keyErrorFunc func(key, format string, args ...any) error
+type KeyErrorFunc func(key, format string, args ...any) error
 
-// keyErrors returns the keyErrorFunc of the job file at path holding data.
-func keyErrors(path string, data []byte) keyErrorFunc {
+// KeyErrors returns the KeyErrorFunc of the job file at path holding data.
+func KeyErrors(path string, data []byte) KeyErrorFunc {
 	return func(key, format string, args ...any) error {
 		return &report.JobFileError{File: path, Line: keyLine(data, strings.Split(key, ".")), Key: key, Msg: fmt.Sprintf(format, args...)}
 	}
@@ -107,10 +107,10 @@ func EqualKeys(a, b []string) bool {
 }
 
 // RuleLine finds the line of the i-th [[quality.rules]] header (0-based).
-func RuleLine(data []byte, i int) int { return arrayTableLine(data, "quality.rules", i) }
+func RuleLine(data []byte, i int) int { return ArrayTableLine(data, "quality.rules", i) }
 
-// arrayTableLine is the line of the i-th (from 0) [[name]] header.
-func arrayTableLine(data []byte, name string, i int) int {
+// ArrayTableLine is the line of the i-th (from 0) [[name]] header.
+func ArrayTableLine(data []byte, name string, i int) int {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
 	n, seen := 0, 0

@@ -7,16 +7,10 @@ import (
 	"github.com/idem-dev/idem/internal/sqltext"
 )
 
-// What a pipeline may read together (pipeline.toml reads).
-const (
-	ReadsFiles    = "files"
-	ReadsUpstream = "upstream"
-)
-
 // applyUpstream validates [input] upstream: names of other jobs, each once,
 // and not together with a file input unless the pipeline reads both.
 func (j *Job) applyUpstream(data []byte, jf *jobFile) error {
-	bad := keyErrors(j.File, data)
+	bad := KeyErrors(j.File, data)
 	ups := jf.Input.Upstream
 	seen := map[string]bool{}
 	for _, u := range ups {
@@ -104,7 +98,7 @@ func (j *Job) checkDeclaredReads(data []byte, jf *jobFile) error {
 	}
 	for _, u := range jf.Input.Upstream {
 		if !slices.Contains(reads, u) {
-			return keyErrors(j.File, data)("input.upstream", "upstream %s is declared but model %s never reads it: read it with {{upstream:%s}} (or {{ ref('%s') }}), or drop it from [input] upstream (a model's upstreams come from its SQL when [input] upstream is left out)",
+			return KeyErrors(j.File, data)("input.upstream", "upstream %s is declared but model %s never reads it: read it with {{upstream:%s}} (or {{ ref('%s') }}), or drop it from [input] upstream (a model's upstreams come from its SQL when [input] upstream is left out)",
 				u, j.Name, u, u)
 		}
 	}
