@@ -24,6 +24,8 @@ func TestLayering(t *testing.T) {
 		sqltext = module + "/internal/sqltext"
 		seal    = module + "/internal/seal"
 		jobkey  = module + "/internal/jobkey"
+		jobfs   = module + "/internal/jobfs"
+		pipe    = module + "/internal/pipeline"
 		job     = module + "/internal/job"
 		project = module + "/internal/project"
 		catalog = module + "/internal/catalog"
@@ -47,6 +49,10 @@ func TestLayering(t *testing.T) {
 		sqlfs   = module + "/pipelines"
 	)
 	pure := []string{"database/sql", "github.com/duckdb/"}
+	// jobLayer is internal/job and the pure packages below it, which
+	// every package above may reach.
+	jobLayer := []string{report, sqltext, seal, jobkey, jobfs, pipe, job}
+	with := func(base []string, more ...string) []string { return append(slices.Clip(base), more...) }
 	layers := []struct {
 		pkg       string
 		idem      []string // idem packages it may depend on
@@ -62,59 +68,64 @@ func TestLayering(t *testing.T) {
 		{pkg: seal, idem: []string{report, sqltext}, forbidden: pure},
 		// The job key: its parts, their canonical JSON, the sha256.
 		{pkg: jobkey, forbidden: pure},
-		{pkg: job, idem: []string{report, sqltext, seal, jobkey, jobkey}, forbidden: pure},
-		{pkg: project, idem: []string{report, sqltext, seal, jobkey, job}, forbidden: pure},
-		{pkg: catalog, idem: []string{report, sqltext, seal, jobkey, job}},
+		// A job's files read within bounds, inside their folder, with
+		// errors at a TOML key's line; and a pipeline's folder.
+		{pkg: jobfs, idem: []string{report}, forbidden: pure},
+		{pkg: pipe, idem: []string{report, sqltext, jobfs}, forbidden: pure},
+		// The job file, and everything a job is before a database sees it.
+		{pkg: job, idem: []string{report, sqltext, seal, jobkey, jobfs, pipe}, forbidden: pure},
+		{pkg: project, idem: jobLayer, forbidden: pure},
+		{pkg: catalog, idem: jobLayer},
 		// Iceberg tables read natively (metadata, manifests, files): no idem
 		// package; source reads a table through it.
 		{pkg: lake},
 		{pkg: lake + "/laketest", idem: []string{lake}},
-		{pkg: source, idem: []string{report, sqltext, seal, jobkey, job, catalog, lake}},
-		{pkg: run, idem: []string{report, sqltext, seal, jobkey, job, catalog, source, lake}},
+		{pkg: source, idem: with(jobLayer, catalog, lake)},
+		{pkg: run, idem: with(jobLayer, catalog, source, lake)},
 		// Pinned reads of a job's tables and the export: the lowest of the
 		// command packages, under every other.
-		{pkg: export, idem: []string{report, sqltext, seal, jobkey, job, catalog, source, run, lake}},
+		{pkg: export, idem: with(jobLayer, catalog, source, run, lake)},
 		// idem lint: a job's SQL through DuckDB's parser, on a scratch
 		// database (run opens it); no job's database, no other command.
-		{pkg: lint, idem: []string{report, sqltext, seal, jobkey, job, catalog, source, run, lake}},
+		{pkg: lint, idem: with(jobLayer, catalog, source, run, lake)},
 		// idem init: the files it writes, from templates; job alone.
-		{pkg: scaf, idem: []string{report, sqltext, seal, jobkey, job}, forbidden: pure},
+		{pkg: scaf, idem: jobLayer, forbidden: pure},
 		// idem diff: two reads of a table compared by key, through
 		// export's pinned reads.
-		{pkg: diff, idem: []string{report, sqltext, seal, jobkey, job, catalog, source, run, lake, export}},
+		{pkg: diff, idem: with(jobLayer, catalog, source, run, lake, export)},
 		// compact and backup: the database file as a whole.
-		{pkg: dbfile, idem: []string{report, sqltext, seal, jobkey, job, catalog, source, run, lake, export}},
+		{pkg: dbfile, idem: with(jobLayer, catalog, source, run, lake, export)},
 		// The read-only looks into a job's database: query, show (release
 		// packets), what an extension reads.
-		{pkg: inspect, idem: []string{report, sqltext, seal, jobkey, job, catalog, source, run, lake, export}},
+		{pkg: inspect, idem: with(jobLayer, catalog, source, run, lake, export)},
 		// What rewrites or replays a job's history of snapshots: rerun,
 		// erase (and its chain and journal), rollback, expire and
 		// checkpoints, log and fence. Rerun replays erasures and an
 		// erasure recomputes models as they ran: one package.
-		{pkg: history, idem: []string{report, sqltext, seal, jobkey, job, catalog, source, run, lake, export, diff, dbfile}},
+		{pkg: history, idem: with(jobLayer, catalog, source, run, lake, export, diff, dbfile)},
 		// idem plan: a run's decision through its own guards, rolled back;
 		// a model's column changes.
-		{pkg: planner, idem: []string{report, sqltext, seal, jobkey, job, catalog, source, run, lake, export, diff, dbfile, history}},
+		{pkg: planner, idem: with(jobLayer, catalog, source, run, lake, export, diff, dbfile, history)},
 		// Environments: a change built beside production, diffed against
 		// it and promoted; it plans each job to know which to build.
-		{pkg: env, idem: []string{report, sqltext, seal, jobkey, job, catalog, source, run, lake, export, diff, dbfile, history, planner}},
+		{pkg: env, idem: with(jobLayer, catalog, source, run, lake, export, diff, dbfile, history, planner)},
 		// idem du: the database, its environments, tables and retained
 		// inputs, and what expire would free.
-		{pkg: storage, idem: []string{report, sqltext, seal, jobkey, job, catalog, source, run, lake, export, diff, dbfile, history, planner, env}},
+		{pkg: storage, idem: with(jobLayer, catalog, source, run, lake, export, diff, dbfile, history, planner, env)},
 		// Unit tests of models (idem test): a replay in a scratch
 		// database, beside history, with the project's job files.
-		{pkg: mtest, idem: []string{report, sqltext, seal, jobkey, job, project, catalog, source, run, lake}},
+		{pkg: mtest, idem: with(jobLayer, project, catalog, source, run, lake)},
 		// Running a project: order, blocking, concurrent groups, shared
 		// handles; what a job's run is stays its caller's.
 		{pkg: prun, idem: []string{job, project, run}, direct: true},
 		// idem docs: a project's site, read-only through catalog, inspect
 		// and history's log (run opens the databases); no source, no
 		// projectrun.
-		{pkg: docs, idem: []string{report, sqltext, job, project, catalog, run, inspect, history}, direct: true},
+		{pkg: docs, idem: []string{report, sqltext, jobfs, job, project, catalog, run, inspect, history}, direct: true},
 		// The public API is a thin layer over run, the command packages
 		// and projectrun, with the built-in pipelines; it never reaches
 		// source or catalog itself.
-		{pkg: runner, idem: []string{report, sqltext, jobkey, job, project, run, export, lint, scaf, diff, dbfile, inspect, history, planner, env, storage, prun, mtest, docs, sqlfs}, direct: true},
+		{pkg: runner, idem: []string{report, sqltext, jobkey, pipe, job, project, run, export, lint, scaf, diff, dbfile, inspect, history, planner, env, storage, prun, mtest, docs, sqlfs}, direct: true},
 		// The CLI is a client of the public API: runner, and report, its
 		// printing helper (TestCLIImports holds each of its files to them).
 		{pkg: module + "/cmd/idem/cli", idem: []string{runner, report}, direct: true},

@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/sqltext"
 )
@@ -78,7 +78,7 @@ func CheckNotExpired(ctx context.Context, q Querier, j string, snapshot int64) e
 // incremental read starts there (ChangesSelect from that snapshot), so
 // expiry of j keeps it.
 func DownstreamPins(ctx context.Context, q Querier, j string) (map[string]int64, error) {
-	rows, err := q.QueryContext(ctx, `SELECT job, parts FROM idem.jobs WHERE mode = ? AND parts IS NOT NULL AND contains(parts, ?) ORDER BY job`, job.ModeApply, j)
+	rows, err := q.QueryContext(ctx, `SELECT job, parts FROM idem.jobs WHERE mode = ? AND parts IS NOT NULL AND contains(parts, ?) ORDER BY job`, pipeline.ModeApply, j)
 	if err != nil {
 		return nil, fmt.Errorf("read the jobs downstream of %s: %w", j, err)
 	}

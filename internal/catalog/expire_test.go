@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/stretchr/testify/require"
 )
@@ -208,7 +208,7 @@ func TestReleased(t *testing.T) {
 	db := newCatalog(t)
 	j := testJob("a", "t")
 	j.TransformVersion, j.SchemaVersion = 1, 1
-	j.Steps = []job.Step{{Name: "01_stage.sql", SQL: "SELECT 1"}}
+	j.Steps = []pipeline.Step{{Name: "01_stage.sql", SQL: "SELECT 1"}}
 	j.DDL = "CREATE TABLE t (x INT)"
 	check := func(record bool) error {
 		tx := begin(t, db)

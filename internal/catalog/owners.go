@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 )
 
@@ -48,7 +49,7 @@ func ownedNames(j *job.Job) []ownedName {
 	return names
 }
 
-func stepTexts(steps []job.Step) []string {
+func stepTexts(steps []pipeline.Step) []string {
 	out := make([]string, len(steps))
 	for i, s := range steps {
 		out[i] = s.SQL

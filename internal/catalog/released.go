@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 )
 
@@ -51,11 +52,11 @@ func CheckReleased(ctx context.Context, tx *sql.Tx, j *job.Job, record bool) err
 	if j.ContentVersioned() {
 		return nil // its version is its text's sha256: an edit is a new version
 	}
-	if err := check("transform", j.TransformVersion, job.StepsDigest(j.Steps), j.NextVersionHint()); err != nil {
+	if err := check("transform", j.TransformVersion, pipeline.StepsDigest(j.Steps), j.NextVersionHint()); err != nil {
 		return err
 	}
 	if j.IsModel() {
 		return nil // a model's schema is its SELECT's result, in the key's schema part
 	}
-	return check("schema", j.SchemaVersion, job.DigestString(j.DDL), "schema/v<N+1>.sql")
+	return check("schema", j.SchemaVersion, pipeline.DigestString(j.DDL), "schema/v<N+1>.sql")
 }

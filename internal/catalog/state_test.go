@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/stretchr/testify/require"
 )
@@ -17,7 +18,7 @@ func ptr[T any](v T) *T { return &v }
 
 // testJob is a job of the given name writing table, with key columns.
 func testJob(name, table string, key ...string) *job.Job {
-	return &job.Job{Name: name, Table: table, Pipeline: &job.Pipeline{Name: "p", Mode: job.ModeApply, Key: key}}
+	return &job.Job{Name: name, Table: table, Pipeline: &pipeline.Pipeline{Name: "p", Mode: pipeline.ModeApply, Key: key}}
 }
 
 func TestStateRow(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/inspect"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobfs"
 	"github.com/idem-dev/idem/internal/project"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
@@ -254,7 +255,7 @@ func describe(j *job.Job, dir string) (*Job, error) {
 			d.Steps = append(d.Steps, s.Name)
 		}
 	}
-	text, err := job.ReadJobFile(j.File)
+	text, err := jobfs.ReadJobFile(j.File)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/planner"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
@@ -337,7 +338,7 @@ func PlanEnvironment(ctx context.Context, name string, jobs []*job.Job, open fun
 // parts its file defines.
 func definitionChanged(ctx context.Context, j *job.Job, st catalog.State, open run.OpenOptions) ([]string, error) {
 	var changed []string
-	if j.IsStream() || (j.Pipeline.Mode == job.ModeApply && j.ReadsFiles()) {
+	if j.IsStream() || (j.Pipeline.Mode == pipeline.ModeApply && j.ReadsFiles()) {
 		if !st.HasParts {
 			return []string{jobkey.PartTransform}, nil
 		}
@@ -368,9 +369,9 @@ func canBuild(j *job.Job, built map[string]bool) error {
 	switch {
 	case j.IsStream():
 		return report.Refuse("environment", "job %s reads a %s stream: its target is every batch production applied, which an environment cannot rebuild; change it in production", j.Name, j.Input.Stream.Kind)
-	case j.Pipeline.Mode == job.ModeApply && j.ReadsFiles():
+	case j.Pipeline.Mode == pipeline.ModeApply && j.ReadsFiles():
 		return report.Refuse("environment", "job %s applies batches of files: its target is every batch production applied, which an environment cannot rebuild; change it in production", j.Name)
-	case j.Pipeline.Mode == job.ModeApply:
+	case j.Pipeline.Mode == pipeline.ModeApply:
 		for _, u := range j.SortedUpstream() {
 			if !built[u] {
 				return report.Refuse("environment", "job %s applies the changes of upstream %s, which the environment reads from production: changes are read from the history of the job's own database; change it in production", j.Name, u)

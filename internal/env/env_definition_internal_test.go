@@ -7,6 +7,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
 )
 
 // TestDefinitionChanges: each part of a key's definition that differs is
@@ -21,8 +22,8 @@ func TestDefinitionChanges(t *testing.T) {
 		Config:    map[string]any{"params": map[string]any{"cap": float64(10), "mode": "x"}, "target": "t", "format": "csv"},
 		Schema:    jobkey.SchemaPart{Version: 1, SHA256: "cccccccccccccccc"},
 	}
-	pipe := &job.Job{Name: "j", Pipeline: &job.Pipeline{Name: "p"}}
-	model := &job.Job{Name: "m", Pipeline: &job.Pipeline{Name: "select", Model: true}, ModelFile: "models/m.sql"}
+	pipe := &job.Job{Name: "j", Pipeline: &pipeline.Pipeline{Name: "p"}}
+	model := &job.Job{Name: "m", Pipeline: &pipeline.Pipeline{Name: "select", Model: true}, ModelFile: "models/m.sql"}
 	same := built
 	same.Input = "in-2"
 	same.Upstream = []jobkey.UpstreamRef{{Job: "u", Snapshot: 9}}

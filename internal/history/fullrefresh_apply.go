@@ -16,6 +16,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
@@ -26,7 +27,7 @@ import (
 // the fold of its batches (run.FullRefreshes says no), which FullRefreshApply
 // rebuilds.
 func Run(ctx context.Context, d *run.DB, j *job.Job, opts run.RunOptions) (*run.Result, error) {
-	if opts.FullRefresh && !run.FullRefreshes(j) && j.Pipeline.Mode == job.ModeApply {
+	if opts.FullRefresh && !run.FullRefreshes(j) && j.Pipeline.Mode == pipeline.ModeApply {
 		res, err := FullRefreshApply(ctx, d, j, opts)
 		return res, report.Fatal(err)
 	}
@@ -235,7 +236,7 @@ func fullRefreshParts(j *job.Job, snaps []*catalog.SnapshotRow) (jobkey.Parts, e
 		upstream = p.Upstream
 	}
 	return jobkey.Parts{
-		Input:     job.DigestString(strings.Join(replayed, "\n")),
+		Input:     pipeline.DigestString(strings.Join(replayed, "\n")),
 		Upstream:  upstream,
 		Transform: j.TransformPart(),
 		Config:    j.Config(format),

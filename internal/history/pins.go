@@ -10,7 +10,7 @@ import (
 	"sort"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 )
 
@@ -106,7 +106,7 @@ func rerunPin(ctx context.Context, q catalog.Querier, upstream string, r catalog
 		return Pin{}, false, err
 	}
 	var cps []*catalog.Checkpoint
-	if r.Mode == job.ModeApply {
+	if r.Mode == pipeline.ModeApply {
 		if cps, err = catalog.Checkpoints(ctx, q, r.Job); err != nil {
 			return Pin{}, false, err
 		}
@@ -163,7 +163,7 @@ func upstreamRead(upstream, mode string, s *catalog.SnapshotRow) (int64, error) 
 			n = ref.Snapshot
 		}
 	}
-	if n == 0 || mode != job.ModeApply || len(s.Inputs.Files) > 0 {
+	if n == 0 || mode != pipeline.ModeApply || len(s.Inputs.Files) > 0 {
 		return n, nil
 	}
 	ranges, err := batchRanges(s.BatchID)

@@ -14,6 +14,7 @@ import (
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
@@ -338,7 +339,7 @@ func replayChain(j *job.Job, snaps []*catalog.SnapshotRow) []*catalog.SnapshotRo
 
 // replayChainOf is replayChain for a job of mode (its idem.jobs row's).
 func replayChainOf(mode string, snaps []*catalog.SnapshotRow) []*catalog.SnapshotRow {
-	if mode == job.ModeApply {
+	if mode == pipeline.ModeApply {
 		return snaps
 	}
 	start := 0
@@ -460,7 +461,7 @@ func jobAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.Snap
 		if !ok {
 			return nil, fmt.Errorf("rerun: snapshot %d of %s: no recorded value for param %s", row.Snapshot, j.Name, name)
 		}
-		cv, err := job.ConvertParam(decl.Type, fromJSON(v))
+		cv, err := pipeline.ConvertParam(decl.Type, fromJSON(v))
 		if err != nil {
 			return nil, fmt.Errorf("rerun: snapshot %d of %s: param %s: %w", row.Snapshot, j.Name, name, err)
 		}
@@ -545,7 +546,7 @@ func replayRun(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job, row 
 	}
 	opts := run.RunOptions{Input: input, BatchID: row.BatchID, From: row.Inputs.Bounds.From, To: row.Inputs.Bounds.To, Progress: progress, Fault: ropts.Fault, SkipAudits: true,
 		Partitions: row.Inputs.Partitions}
-	if j.Pipeline.Mode != job.ModeApply {
+	if j.Pipeline.Mode != pipeline.ModeApply {
 		opts.BatchID = ""
 	}
 	if j.Input.ChunkRows > 0 {
@@ -568,7 +569,7 @@ func replayRun(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job, row 
 	if res.Decision != report.DecisionApplied && res.Decision != report.DecisionLoaded {
 		return fmt.Errorf("rerun: replay of snapshot %d of %s was %s, not a commit", row.Snapshot, j.Name, res.Decision)
 	}
-	if j.Pipeline.Mode == job.ModeApply && res.Snapshot != row.Snapshot {
+	if j.Pipeline.Mode == pipeline.ModeApply && res.Snapshot != row.Snapshot {
 		return fmt.Errorf("rerun: replay of snapshot %d of %s committed snapshot %d", row.Snapshot, j.Name, res.Snapshot)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
@@ -49,7 +50,7 @@ func replayIceberg(ctx context.Context, d, scratch *run.DB, j *job.Job, row *cat
 	}
 	opts := run.RunOptions{BatchID: row.BatchID, Progress: ropts.Progress, Fault: ropts.Fault, SkipAudits: true,
 		Partitions: row.Inputs.Partitions, Source: in}
-	if j.Pipeline.Mode != job.ModeApply {
+	if j.Pipeline.Mode != pipeline.ModeApply {
 		opts.BatchID = ""
 	}
 	res, err := scratch.Run(ctx, j, opts)
@@ -59,7 +60,7 @@ func replayIceberg(ctx context.Context, d, scratch *run.DB, j *job.Job, row *cat
 	if res.Decision != report.DecisionApplied && res.Decision != report.DecisionLoaded {
 		return fmt.Errorf("rerun: replay of snapshot %d of %s was %s, not a commit", row.Snapshot, j.Name, res.Decision)
 	}
-	if j.Pipeline.Mode == job.ModeApply && res.Snapshot != row.Snapshot {
+	if j.Pipeline.Mode == pipeline.ModeApply && res.Snapshot != row.Snapshot {
 		return fmt.Errorf("rerun: replay of snapshot %d of %s committed snapshot %d", row.Snapshot, j.Name, res.Snapshot)
 	}
 	return nil

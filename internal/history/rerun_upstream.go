@@ -13,6 +13,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
@@ -65,7 +66,7 @@ func ModelAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.Sn
 	at.Params = map[string]any{}
 	recorded, _ := parts.Config["params"].(map[string]any)
 	for name, decl := range j.Pipeline.Params {
-		cv, err := job.ConvertParam(decl.Type, fromJSON(recorded[name]))
+		cv, err := pipeline.ConvertParam(decl.Type, fromJSON(recorded[name]))
 		if err != nil {
 			return nil, fmt.Errorf("rerun: snapshot %d of %s: param %s: %w", row.Snapshot, j.Name, name, err)
 		}
@@ -110,7 +111,7 @@ func replayUpstream(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job,
 	}
 	// An apply job read the changes of its upstreams between the snapshots
 	// its batch names ("upstream:a:0-3,b:2-4"); any other, their rows.
-	changes := j.Pipeline.Mode == job.ModeApply
+	changes := j.Pipeline.Mode == pipeline.ModeApply
 	var ranges map[string]source.Range
 	if changes {
 		if ranges, err = batchRanges(row.BatchID); err != nil {

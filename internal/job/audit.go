@@ -2,6 +2,7 @@ package job
 
 import (
 	"fmt"
+	"github.com/idem-dev/idem/internal/jobfs"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/seal"
 	"github.com/idem-dev/idem/internal/sqltext"
@@ -61,7 +62,7 @@ var auditKinds = strings.Join([]string{AuditUnique, AuditNotNull, AuditAcceptedV
 func (j *Job) applyAudits(data []byte, audits []Audit) error {
 	names := map[string]bool{}
 	for i, a := range audits {
-		a.Line = ArrayTableLine(data, "audit", i)
+		a.Line = jobfs.ArrayTableLine(data, "audit", i)
 		bad := func(msg string, args ...any) error {
 			return &report.JobFileError{File: j.File, Line: a.Line, Key: fmt.Sprintf("audit[%d]", i+1), Msg: fmt.Sprintf(msg, args...)}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idem-dev/idem/internal/jobfs"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/pipelines"
 )
@@ -38,7 +39,7 @@ func TestJobFileBounds(t *testing.T) {
 		}
 		return b.String()
 	}
-	over := padded(MaxTOMLBytes + 1)
+	over := padded(jobfs.MaxTOMLBytes + 1)
 	cases := []struct {
 		name, text string
 		err        string // "" loads
@@ -46,8 +47,8 @@ func TestJobFileBounds(t *testing.T) {
 		{"100,000 deep", deep(100000), "job.toml:6: arrays and tables nest deeper than 32 levels, the most idem reads of a job file or pipeline.toml"},
 		{"6,000 deep", deep(6000), "job.toml:6: arrays and tables nest deeper than 32 levels, the most idem reads of a job file or pipeline.toml"},
 		{"one past the depth", boundsHead + "[params]\nlicenses = " + strings.Repeat("[", 33) + "]", "job.toml:6: arrays and tables nest deeper than 32 levels, the most idem reads of a job file or pipeline.toml"},
-		{"at the size bound", padded(MaxTOMLBytes), ""},
-		{"one past the size", over, "job.toml:" + itoa(1+bytes.Count([]byte(over[:MaxTOMLBytes]), []byte("\n"))) + ": the file is larger than 1048576 bytes (1 MiB), the most idem reads of a job file or pipeline.toml"},
+		{"at the size bound", padded(jobfs.MaxTOMLBytes), ""},
+		{"one past the size", over, "job.toml:" + itoa(1+bytes.Count([]byte(over[:jobfs.MaxTOMLBytes]), []byte("\n"))) + ": the file is larger than 1048576 bytes (1 MiB), the most idem reads of a job file or pipeline.toml"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -84,7 +85,7 @@ func TestReadJobFileLarge(t *testing.T) {
 	require.NoError(t, f.Truncate(4<<30)) // sparse: 4 GiB of NUL, one line
 	require.NoError(t, f.Close())
 	began := time.Now()
-	_, err = ReadJobFile(path)
+	_, err = jobfs.ReadJobFile(path)
 	require.EqualError(t, err, path+":1: the file is larger than 1048576 bytes (1 MiB), the most idem reads of a job file or pipeline.toml")
 	require.Less(t, time.Since(began), time.Second)
 }

@@ -2,6 +2,7 @@ package job
 
 import (
 	"fmt"
+	"github.com/idem-dev/idem/internal/jobfs"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/seal"
 	"github.com/idem-dev/idem/internal/sqltext"
@@ -36,7 +37,7 @@ func (j *Job) applyIncremental(data []byte, jf *jobFile) error {
 	if mode == "" {
 		return nil
 	}
-	bad := KeyErrors(j.File, data)
+	bad := jobfs.KeyErrors(j.File, data)
 	switch {
 	case !j.Pipeline.Model:
 		return bad("target.incremental", "only a model (pipeline = \"select\") is updated incrementally; pipeline %s is not a model", j.Pipeline.Name)
@@ -50,7 +51,7 @@ func (j *Job) applyIncremental(data []byte, jf *jobFile) error {
 			strings.Join(j.Key, ", "), j.PartitionBy)
 	}
 	j.Incremental = mode
-	j.incrementalLine = KeyLine(data, "target", "incremental")
+	j.incrementalLine = jobfs.KeyLine(data, "target", "incremental")
 	return nil
 }
 

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/seal"
 	"github.com/idem-dev/idem/internal/sqltext"
@@ -65,8 +67,8 @@ type Job struct {
 	// not part of the key.
 	Tags []string
 
-	Pipeline *Pipeline
-	Steps    []Step
+	Pipeline *pipeline.Pipeline
+	Steps    []pipeline.Step
 	DDL      string
 	// ModelSQL is a model's SELECT (pipeline = "select"), as its steps
 	// embed it, and ModelFile the file it was read from.
@@ -76,7 +78,7 @@ type Job struct {
 	// Job-declared shape of a generic pipeline (pipeline.toml generic =
 	// true): the input columns in file order, the key and the ordering
 	// column. Empty for pipelines that declare their own columns.
-	Columns []Column
+	Columns []pipeline.Column
 	Key     []string
 	OrderBy string
 	// PartitionBy is [target] partition_by: a column of a refresh job's
@@ -242,7 +244,7 @@ type targetTable struct {
 // lie inside the current directory or the job file's directory. Every error
 // is a *JobFileError naming the file, the line and the key.
 func LoadJob(path string, builtins fs.FS) (*Job, error) {
-	data, err := ReadJobFile(path)
+	data, err := jobfs.ReadJobFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -265,14 +267,14 @@ func ParseJobLenient(path string, data []byte, builtins fs.FS) (*Job, error) {
 // parseJob is ParseJob; lenient accepts an apply pipeline without key
 // columns, for idem lint to report.
 func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, error) {
-	if err := CheckTOMLBounds(path, data); err != nil {
+	if err := jobfs.CheckTOMLBounds(path, data); err != nil {
 		return nil, err
 	}
 	jf, md, err := decodeJobFile(path, data)
 	if err != nil {
 		return nil, err
 	}
-	bad := KeyErrors(path, data)
+	bad := jobfs.KeyErrors(path, data)
 	table, format, err := checkJobKeys(&jf, md, bad)
 	if err != nil {
 		return nil, err
@@ -332,7 +334,7 @@ func decodeJobFile(path string, data []byte) (jobFile, toml.MetaData, error) {
 	var jf jobFile
 	md, err := toml.Decode(string(data), &jf)
 	if err != nil {
-		return jf, md, TOMLError(path, data, err)
+		return jf, md, jobfs.TOMLError(path, data, err)
 	}
 	for _, k := range md.Undecoded() {
 		if len(k) >= 2 && k[0] == "params" {
@@ -341,7 +343,7 @@ func decodeJobFile(path string, data []byte) (jobFile, toml.MetaData, error) {
 		if k[0] == ColumnsTable {
 			continue // column descriptions, checked below (columns_doc.go)
 		}
-		return jf, md, &report.JobFileError{File: path, Line: KeyLine(data, k...), Key: k.String(), Msg: "unknown key"}
+		return jf, md, &report.JobFileError{File: path, Line: jobfs.KeyLine(data, k...), Key: k.String(), Msg: "unknown key"}
 	}
 	if _, err := ColumnDocs(path, data); err != nil {
 		return jf, md, err
@@ -360,7 +362,7 @@ func decodeJobFile(path string, data []byte) (jobFile, toml.MetaData, error) {
 // checkJobKeys checks the keys of a job file that need no pipeline, and
 // returns the target table (the job's name when [target] table is absent)
 // and the input format, lower case.
-func checkJobKeys(jf *jobFile, md toml.MetaData, bad KeyErrorFunc) (table, format string, err error) {
+func checkJobKeys(jf *jobFile, md toml.MetaData, bad jobfs.KeyErrorFunc) (table, format string, err error) {
 	if !sqltext.Identifier.MatchString(jf.Name) {
 		return "", "", bad("name", "must be letters, digits and underscores, starting with a letter (got %q)", jf.Name)
 	}
@@ -394,7 +396,7 @@ func checkJobKeys(jf *jobFile, md toml.MetaData, bad KeyErrorFunc) (table, forma
 
 // checkOperation checks the keys that say how the job is operated, never
 // what its rows are: [job], [retention] and [duckdb] threads.
-func checkOperation(jf *jobFile, md toml.MetaData, bad KeyErrorFunc) error {
+func checkOperation(jf *jobFile, md toml.MetaData, bad jobfs.KeyErrorFunc) error {
 	switch jf.Job.Fencing {
 	case "", FencingOptional, FencingRequired:
 	default:
@@ -429,8 +431,8 @@ func checkOperation(jf *jobFile, md toml.MetaData, bad KeyErrorFunc) error {
 // bindPipeline loads the job's pipeline and reads its transform version's
 // steps and its schema version's DDL; a model's steps wrap the model file
 // its [transform] sql folder holds for the transform version (model.go).
-func bindPipeline(path string, data []byte, jf *jobFile, md toml.MetaData, builtins fs.FS, lenient bool) (p *Pipeline, steps []Step, ddl string, err error) {
-	bad := KeyErrors(path, data)
+func bindPipeline(path string, data []byte, jf *jobFile, md toml.MetaData, builtins fs.FS, lenient bool) (p *pipeline.Pipeline, steps []pipeline.Step, ddl string, err error) {
+	bad := jobfs.KeyErrors(path, data)
 	p, err = resolvePipeline(path, jf.Pipeline, builtins, lenient)
 	if err != nil {
 		var jfe *report.JobFileError
@@ -464,7 +466,7 @@ func bindPipeline(path string, data []byte, jf *jobFile, md toml.MetaData, built
 // bindParams checks the job's [params] against the pipeline's declaration
 // and returns every declared param: the job's value, converted to its
 // declared type, or the declared default.
-func bindParams(path string, p *Pipeline, given map[string]any, bad KeyErrorFunc) (map[string]any, error) {
+func bindParams(path string, p *pipeline.Pipeline, given map[string]any, bad jobfs.KeyErrorFunc) (map[string]any, error) {
 	params := map[string]any{}
 	for _, name := range report.SortedKeys(given) {
 		decl, ok := p.Params[name]
@@ -475,7 +477,7 @@ func bindParams(path string, p *Pipeline, given map[string]any, bad KeyErrorFunc
 			}
 			return nil, bad("params."+name, "pipeline %s does not declare this parameter (declared: %s)", p.Name, declared)
 		}
-		v, err := ConvertParam(decl.Type, given[name])
+		v, err := pipeline.ConvertParam(decl.Type, given[name])
 		if err != nil {
 			return nil, bad("params."+name, "%v", err)
 		}
@@ -488,7 +490,7 @@ func bindParams(path string, p *Pipeline, given map[string]any, bad KeyErrorFunc
 		if decl.Default == nil {
 			return nil, &report.JobFileError{File: path, Key: "params." + name, Msg: fmt.Sprintf("pipeline %s requires this parameter (%s)", p.Name, decl.Type)}
 		}
-		v, _ := ConvertParam(decl.Type, decl.Default)
+		v, _ := pipeline.ConvertParam(decl.Type, decl.Default)
 		params[name] = v
 	}
 	return params, nil
@@ -496,7 +498,7 @@ func bindParams(path string, p *Pipeline, given map[string]any, bad KeyErrorFunc
 
 // newJob is the job of a checked job file, its paths resolved from the
 // job file's folder.
-func newJob(path string, jf *jobFile, p *Pipeline, table, format string, params map[string]any) *Job {
+func newJob(path string, jf *jobFile, p *pipeline.Pipeline, table, format string, params map[string]any) *Job {
 	dir := filepath.Dir(path)
 	duck := jf.DuckDB
 	duck.TempDirectory = resolveJobPath(dir, duck.TempDirectory)
@@ -527,7 +529,7 @@ func newJob(path string, jf *jobFile, p *Pipeline, table, format string, params 
 
 // applyPartition binds [target] partition_by: a column of a refresh
 // pipeline's target.
-func (j *Job) applyPartition(bad KeyErrorFunc, jf *jobFile) error {
+func (j *Job) applyPartition(bad jobfs.KeyErrorFunc, jf *jobFile) error {
 	c := jf.Target.PartitionBy
 	if c == "" {
 		return nil
@@ -535,7 +537,7 @@ func (j *Job) applyPartition(bad KeyErrorFunc, jf *jobFile) error {
 	switch {
 	case !sqltext.Identifier.MatchString(c):
 		return bad("target.partition_by", "must be a column name of letters, digits and underscores (got %q)", c)
-	case j.Pipeline.Mode != ModeRefresh:
+	case j.Pipeline.Mode != pipeline.ModeRefresh:
 		return bad("target.partition_by", "partitions are replaced by refresh pipelines; pipeline %s is an %s pipeline", j.Pipeline.Name, j.Pipeline.Mode)
 	}
 	j.PartitionBy = c
@@ -545,7 +547,7 @@ func (j *Job) applyPartition(bad KeyErrorFunc, jf *jobFile) error {
 // checkPrivacy checks [privacy] subject: a non-empty list of distinct
 // column names. That they are columns of the target is checked where the
 // target is known (a run, an erasure).
-func checkPrivacy(p Privacy, md toml.MetaData, bad KeyErrorFunc) error {
+func checkPrivacy(p Privacy, md toml.MetaData, bad jobfs.KeyErrorFunc) error {
 	if !md.IsDefined("privacy", "subject") {
 		return nil
 	}

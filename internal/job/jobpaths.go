@@ -3,6 +3,8 @@ package job
 import (
 	"errors"
 	"fmt"
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/sqltext"
 	"io/fs"
@@ -15,14 +17,14 @@ import (
 // path, read from the job file's folder. The folder must lie inside the job
 // file's folder: a path that climbs out with .. (or an absolute path
 // elsewhere) is refused, so a job file reads only SQL of its own project.
-func resolvePipeline(jobPath, ref string, builtins fs.FS, lenient bool) (*Pipeline, error) {
+func resolvePipeline(jobPath, ref string, builtins fs.FS, lenient bool) (*pipeline.Pipeline, error) {
 	if ref == "" {
 		return nil, errors.New("missing pipeline name or path")
 	}
 	if sqltext.Identifier.MatchString(ref) && builtins != nil {
 		if sub, err := fs.Sub(builtins, ref); err == nil {
 			if _, err := fs.Stat(sub, "pipeline.toml"); err == nil {
-				return Load(sub, "builtin:"+ref, lenient)
+				return pipeline.Load(sub, "builtin:"+ref, lenient)
 			}
 		}
 	}
@@ -33,7 +35,7 @@ func resolvePipeline(jobPath, ref string, builtins fs.FS, lenient bool) (*Pipeli
 		}
 		return nil, err
 	}
-	return Load(ConfinedFS{dir}, dir, lenient)
+	return pipeline.Load(jobfs.ConfinedFS{Dir: dir}, dir, lenient)
 }
 
 // allowedPipelineDir resolves a pipeline folder from the job file's folder
@@ -62,7 +64,7 @@ func allowedPipelineDir(jobPath, ref string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !Within(root, real) {
+	if !jobfs.Within(root, real) {
 		return "", fmt.Errorf("pipeline folder %s lies outside the job file's folder %s: a job file sits beside or above the pipelines it runs", ref, filepath.Dir(jobPath))
 	}
 	return real, nil

@@ -2,6 +2,7 @@ package job
 
 import (
 	"fmt"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/seal"
 	"github.com/idem-dev/idem/internal/sqltext"
 	"path/filepath"
@@ -16,7 +17,7 @@ var idemTemp = []string{"input", "staged", "outcomes", "idem_erased", "idem_touc
 func (j *Job) Seal() *seal.Seal {
 	s := &seal.Seal{Own: map[string]bool{strings.ToLower(j.Table): true}, Temp: map[string]bool{},
 		Upstream: map[string]bool{}, Declared: map[string]bool{}}
-	if j.Pipeline != nil && j.Pipeline.Mode == ModeRefresh && j.PartitionBy == "" && j.Incremental == "" {
+	if j.Pipeline != nil && j.Pipeline.Mode == pipeline.ModeRefresh && j.PartitionBy == "" && j.Incremental == "" {
 		s.Fresh = strings.ToLower(j.Table)
 	}
 	if t := j.Pipeline.OutcomesTable; t != "" {

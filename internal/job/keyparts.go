@@ -2,6 +2,7 @@ package job
 
 import (
 	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"slices"
 )
 
@@ -16,7 +17,7 @@ func (j *Job) TransformPart() jobkey.TransformPart {
 	if len(j.Macros) > 0 {
 		steps = append(slices.Clip(steps), j.macroSteps()...)
 	}
-	return jobkey.TransformPart{Pipeline: j.Pipeline.Name, Version: j.TransformVersion, SHA256: StepsDigest(steps)}
+	return jobkey.TransformPart{Pipeline: j.Pipeline.Name, Version: j.TransformVersion, SHA256: pipeline.StepsDigest(steps)}
 }
 
 // SchemaPart is the schema part of job's key (see schemaDigest: a generic

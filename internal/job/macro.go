@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/seal"
 )
@@ -54,8 +56,8 @@ func loadMacros(jobPath string) (map[string]seal.Macro, error) {
 			continue
 		}
 		file := MacroDir + "/" + e.Name()
-		text, err := ReadConfined(dir, e.Name())
-		if IsSQLTooLarge(err) {
+		text, err := jobfs.ReadConfined(dir, e.Name())
+		if jobfs.IsSQLTooLarge(err) {
 			return nil, err
 		}
 		if err != nil {
@@ -115,10 +117,10 @@ func (j *Job) useMacros(all map[string]seal.Macro) {
 
 // macroSteps are the used macros as the transform part's digest reads
 // them, after the steps.
-func (j *Job) macroSteps() []Step {
-	out := make([]Step, len(j.Macros))
+func (j *Job) macroSteps() []pipeline.Step {
+	out := make([]pipeline.Step, len(j.Macros))
 	for i, m := range j.Macros {
-		out[i] = Step{Name: m.File, SQL: m.SQL}
+		out[i] = pipeline.Step{Name: m.File, SQL: m.SQL}
 	}
 	return out
 }

@@ -12,7 +12,9 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/idem-dev/idem/internal/jobfs"
 	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/sqltext"
 )
@@ -32,8 +34,8 @@ const ModelPlaceholder = "{{model}}"
 // v<transform_version>.sql in its [transform] sql folder, one SELECT. The
 // pipeline's transform/v1 steps wrap it: {{model}} in them is replaced by
 // the model's text, so the transform part's sha256 covers the model.
-func modelSteps(path string, data []byte, p *Pipeline, jf *jobFile, md toml.MetaData) ([]Step, error) {
-	bad := KeyErrors(path, data)
+func modelSteps(path string, data []byte, p *pipeline.Pipeline, jf *jobFile, md toml.MetaData) ([]pipeline.Step, error) {
+	bad := jobfs.KeyErrors(path, data)
 	ref := jf.Transform.SQL
 	if ref == "" {
 		return nil, bad("transform.sql", "pipeline %s runs one SELECT from a model file or folder: add [transform] sql = \"models/%s.sql\"", p.Name, jf.Name)
@@ -52,15 +54,15 @@ func modelSteps(path string, data []byte, p *Pipeline, jf *jobFile, md toml.Meta
 	var text []byte
 	if file != "" {
 		dir = filepath.Dir(file)
-		text, err = ReadConfined(dir, filepath.Base(file))
+		text, err = jobfs.ReadConfined(dir, filepath.Base(file))
 	} else {
 		file = filepath.Join(dir, fmt.Sprintf("v%d.sql", jf.TransformVersion))
-		text, err = ReadConfined(dir, fmt.Sprintf("v%d.sql", jf.TransformVersion))
+		text, err = jobfs.ReadConfined(dir, fmt.Sprintf("v%d.sql", jf.TransformVersion))
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, bad("transform_version", "model folder %s has no v%d.sql (%s)", resolveJobPath(filepath.Dir(path), ref), jf.TransformVersion, modelVersions(dir))
 		}
 	}
-	if IsSQLTooLarge(err) {
+	if jobfs.IsSQLTooLarge(err) {
 		return nil, err
 	}
 	if err != nil {
@@ -79,10 +81,10 @@ func modelSteps(path string, data []byte, p *Pipeline, jf *jobFile, md toml.Meta
 }
 
 // wrapModel puts a model's text into the wrapper steps.
-func wrapModel(wrap []Step, model string) []Step {
-	steps := make([]Step, len(wrap))
+func wrapModel(wrap []pipeline.Step, model string) []pipeline.Step {
+	steps := make([]pipeline.Step, len(wrap))
 	for i, s := range wrap {
-		steps[i] = Step{Name: s.Name, SQL: strings.ReplaceAll(s.SQL, ModelPlaceholder, model)}
+		steps[i] = pipeline.Step{Name: s.Name, SQL: strings.ReplaceAll(s.SQL, ModelPlaceholder, model)}
 	}
 	return steps
 }
@@ -95,11 +97,11 @@ func (j *Job) ModelAt(v int) (*Job, error) {
 		return nil, fmt.Errorf("model %s is one file, versioned by its text's sha256, not numbered", j.ModelFile)
 	}
 	file := filepath.Join(j.ModelDir, fmt.Sprintf("v%d.sql", v))
-	text, err := ReadConfined(j.ModelDir, fmt.Sprintf("v%d.sql", v))
+	text, err := jobfs.ReadConfined(j.ModelDir, fmt.Sprintf("v%d.sql", v))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("model folder %s has no v%d.sql (%s)", j.ModelDir, v, modelVersions(j.ModelDir))
 	}
-	if IsSQLTooLarge(err) {
+	if jobfs.IsSQLTooLarge(err) {
 		return nil, err
 	}
 	if err != nil {
@@ -202,7 +204,7 @@ func modelVersions(dir string) string {
 			vs = append(vs, n)
 		}
 	}
-	return VersionList(vs)
+	return pipeline.VersionList(vs)
 }
 
 // insideJobDir resolves a folder written in a job file from the job
@@ -231,7 +233,7 @@ func insideJobDir(jobPath, ref string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !Within(root, real) {
+	if !jobfs.Within(root, real) {
 		return "", fmt.Errorf("model folder %s lies outside the job file's folder %s", ref, filepath.Dir(jobPath))
 	}
 	return real, nil
@@ -291,20 +293,20 @@ func (j *Job) NextVersionHint() string {
 // ModelSchemaPart is the schema part of a model's key: the names and
 // types of its SELECT's result columns, in order (each "name TYPE").
 func (j *Job) ModelSchemaPart(columns []string) jobkey.SchemaPart {
-	return jobkey.SchemaPart{Version: j.SchemaVersion, SHA256: DigestString(strings.Join(columns, "\n"))}
+	return jobkey.SchemaPart{Version: j.SchemaVersion, SHA256: pipeline.DigestString(strings.Join(columns, "\n"))}
 }
 
 // modelKey binds a model's [target] key: the columns that name one row of
 // its result, which the run checks are unique and never NULL.
 func (j *Job) modelKey(data []byte, jf *jobFile) error {
-	bad := KeyErrors(j.File, data)
+	bad := jobfs.KeyErrors(j.File, data)
 	switch {
 	case len(jf.Input.Columns) > 0:
 		return bad("input.columns", "a model's columns are its SELECT's: remove [input.columns]")
 	case jf.Target.OrderBy != "":
 		return bad("target.order_by", "a model is written in key order: remove order_by")
 	case len(jf.Target.Key) == 0:
-		return &report.JobFileError{File: j.File, Line: KeyLine(data, "target"), Key: "target.key",
+		return &report.JobFileError{File: j.File, Line: jobfs.KeyLine(data, "target"), Key: "target.key",
 			Msg: "a model names the columns that identify one row of its result: add key = [\"...\"] to [target]"}
 	}
 	seen := map[string]bool{}

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"github.com/idem-dev/idem/internal/jobfs"
 	"github.com/idem-dev/idem/internal/sqltext"
 	"net/url"
 	"path/filepath"
@@ -46,7 +47,7 @@ func (p *PublishIceberg) CatalogKind() string {
 
 // checkPublish checks [publish.iceberg] and resolves its paths from dir,
 // the job file's folder.
-func checkPublish(p *Publish, dir string, bad KeyErrorFunc) error {
+func checkPublish(p *Publish, dir string, bad jobfs.KeyErrorFunc) error {
 	if p == nil || p.Iceberg == nil {
 		return nil
 	}

@@ -2,6 +2,8 @@ package job
 
 import (
 	"fmt"
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/sqltext"
 	"slices"
 	"strings"
@@ -20,7 +22,7 @@ func runRelations() []string { return []string{"input", "staged", "outcomes"} }
 // tables and views the job's steps create, compared without case as DuckDB
 // compares names. When [target] table is absent the name is the job's, and
 // the error names key name.
-func (j *Job) checkTableName(bad KeyErrorFunc, jf *jobFile) error {
+func (j *Job) checkTableName(bad jobfs.KeyErrorFunc, jf *jobFile) error {
 	key := "target.table"
 	if jf.Target.Table == "" {
 		key = "name"
@@ -64,7 +66,7 @@ func (j *Job) checkTableName(bad KeyErrorFunc, jf *jobFile) error {
 }
 
 // stepTexts lists the steps' SQL.
-func stepTexts(steps []Step) []string {
+func stepTexts(steps []pipeline.Step) []string {
 	out := make([]string, len(steps))
 	for i, s := range steps {
 		out[i] = s.SQL

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/sqltext"
 )
 
@@ -36,7 +37,7 @@ func (j *Job) shape() *tableShape {
 }
 
 type tableShape struct {
-	columns []Column
+	columns []pipeline.Column
 	key     []string
 	order   string
 }

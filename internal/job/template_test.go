@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/pipelines"
 )
 
@@ -15,14 +16,14 @@ import (
 var (
 	// full: a composite key, an ordering column and two payload columns.
 	shapeFull = &tableShape{
-		columns: []Column{{"id", "BIGINT"}, {"region", "VARCHAR"}, {"v", "BIGINT"}, {"amount", "DECIMAL(18,3)"}, {"note", "VARCHAR"}},
+		columns: []pipeline.Column{{Name: "id", Type: "BIGINT"}, {Name: "region", Type: "VARCHAR"}, {Name: "v", Type: "BIGINT"}, {Name: "amount", Type: "DECIMAL(18,3)"}, {Name: "note", Type: "VARCHAR"}},
 		key:     []string{"id", "region"},
 		order:   "v",
 	}
 	// noOrder: no ordering column.
-	shapeNoOrder = &tableShape{columns: []Column{{"id", "BIGINT"}, {"val", "VARCHAR"}}, key: []string{"id"}}
+	shapeNoOrder = &tableShape{columns: []pipeline.Column{{Name: "id", Type: "BIGINT"}, {Name: "val", Type: "VARCHAR"}}, key: []string{"id"}}
 	// noPayload: key and ordering column only.
-	shapeNoPayload = &tableShape{columns: []Column{{"id", "BIGINT"}, {"v", "BIGINT"}}, key: []string{"id"}, order: "v"}
+	shapeNoPayload = &tableShape{columns: []pipeline.Column{{Name: "id", Type: "BIGINT"}, {Name: "v", Type: "BIGINT"}}, key: []string{"id"}, order: "v"}
 	// model: a model knows only its key.
 	shapeModel = &tableShape{key: []string{"k"}}
 )

@@ -4,13 +4,15 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // applyUpstream validates [input] upstream: names of other jobs, each once,
 // and not together with a file input unless the pipeline reads both.
 func (j *Job) applyUpstream(data []byte, jf *jobFile) error {
-	bad := KeyErrors(j.File, data)
+	bad := jobfs.KeyErrors(j.File, data)
 	ups := jf.Input.Upstream
 	seen := map[string]bool{}
 	for _, u := range ups {
@@ -28,9 +30,9 @@ func (j *Job) applyUpstream(data []byte, jf *jobFile) error {
 		ups = j.modelUpstreams(jf)
 	}
 	p := j.Pipeline
-	if len(ups) > 0 && jf.Input.Path != "" && !(slices.Contains(p.Reads, ReadsFiles) && slices.Contains(p.Reads, ReadsUpstream)) {
+	if len(ups) > 0 && jf.Input.Path != "" && !(slices.Contains(p.Reads, pipeline.ReadsFiles) && slices.Contains(p.Reads, pipeline.ReadsUpstream)) {
 		return bad("input.upstream", "a job reads files ([input] path) or upstream jobs, not both, unless its pipeline declares reads = [%q, %q] (pipeline %s does not)",
-			ReadsFiles, ReadsUpstream, p.Name)
+			pipeline.ReadsFiles, pipeline.ReadsUpstream, p.Name)
 	}
 	if p.Model && len(ups) == 0 && jf.Input.Path != "" {
 		return bad("input.path", "a model reads upstream jobs, not files: declare [input] upstream = [\"JOB\"] and read it with {{upstream:JOB}}")
@@ -98,7 +100,7 @@ func (j *Job) checkDeclaredReads(data []byte, jf *jobFile) error {
 	}
 	for _, u := range jf.Input.Upstream {
 		if !slices.Contains(reads, u) {
-			return KeyErrors(j.File, data)("input.upstream", "upstream %s is declared but model %s never reads it: read it with {{upstream:%s}} (or {{ ref('%s') }}), or drop it from [input] upstream (a model's upstreams come from its SQL when [input] upstream is left out)",
+			return jobfs.KeyErrors(j.File, data)("input.upstream", "upstream %s is declared but model %s never reads it: read it with {{upstream:%s}} (or {{ ref('%s') }}), or drop it from [input] upstream (a model's upstreams come from its SQL when [input] upstream is left out)",
 				u, j.Name, u, u)
 		}
 	}

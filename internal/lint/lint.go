@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/seal"
@@ -76,7 +78,7 @@ type LintReport struct {
 // named by the key, and _row (the stage step's row number), are unique per
 // row; row_number() OVER () numbers rows in input order.
 func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, error) {
-	data, err := job.ReadJobFile(jobPath)
+	data, err := jobfs.ReadJobFile(jobPath)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +106,7 @@ func LintJob(ctx context.Context, jobPath string, builtins fs.FS) (*LintReport, 
 	}
 	rep.Job, rep.Pipeline = j.Name, j.Pipeline.Name
 	origin := lintPath(j.Pipeline.Origin())
-	if j.Pipeline.Mode == job.ModeApply && len(j.Pipeline.Key) == 0 {
+	if j.Pipeline.Mode == pipeline.ModeApply && len(j.Pipeline.Key) == 0 {
 		rep.add(Finding{ID: LintNoKey, Severity: SeverityError, File: path.Join(origin, "pipeline.toml"),
 			Message: fmt.Sprintf("apply pipeline %s declares no key columns: a replayed batch would double its rows, and history cannot track rows", j.Pipeline.Name),
 			Fix:     `declare key = ["..."] in pipeline.toml`})
@@ -519,18 +521,18 @@ var (
 // (STREAM-001), and a max_wait under 100 ms polls the source nearly
 // without pause while following (STREAM-002).
 func lintStream(j *job.Job, data []byte, rep *LintReport) {
-	if j.Pipeline.Mode == job.ModeApply && len(j.Pipeline.Key) == 0 {
+	if j.Pipeline.Mode == pipeline.ModeApply && len(j.Pipeline.Key) == 0 {
 		rep.add(streamNoKey(j.File, data, j.Input.Stream.Kind))
 	}
 	if w := j.Input.Stream.MaxWait; w < 100*time.Millisecond {
-		rep.add(Finding{ID: LintStreamFastPoll, Severity: SeverityWarning, File: j.File, Line: job.KeyLine(data, "input", "max_wait"),
+		rep.add(Finding{ID: LintStreamFastPoll, Severity: SeverityWarning, File: j.File, Line: jobfs.KeyLine(data, "input", "max_wait"),
 			Message: fmt.Sprintf("max_wait = %q: run --follow closes a batch every %s, an always-on cost (a transaction and a snapshot per batch) even when few records come", w, w),
 			Fix:     `raise max_wait to 100ms or more (default "2s")`})
 	}
 }
 
 func streamNoKey(file string, data []byte, kind string) Finding {
-	return Finding{ID: LintStreamNoKey, Severity: SeverityError, File: file, Line: job.KeyLine(data, "input", "kind"),
+	return Finding{ID: LintStreamNoKey, Severity: SeverityError, File: file, Line: jobfs.KeyLine(data, "input", "kind"),
 		Message: fmt.Sprintf("the job applies a %s stream without key columns: a source that replays records (a reset consumer, a reconnect) would double rows", kind),
 		Fix:     `use a pipeline with key columns, or declare key = ["..."] in [target]`}
 }

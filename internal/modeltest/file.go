@@ -12,7 +12,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobfs"
 	"github.com/idem-dev/idem/internal/report"
 )
 
@@ -71,7 +71,7 @@ type tableDoc struct {
 }
 
 // ReadFile reads and parses the test file at path (see ParseFile). A file
-// that is not a regular file, or is larger than job.MaxTOMLBytes, is
+// that is not a regular file, or is larger than jobfs.MaxTOMLBytes, is
 // refused without being read whole.
 func ReadFile(path string) ([]*Test, error) {
 	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
@@ -82,7 +82,7 @@ func ReadFile(path string) ([]*Test, error) {
 		return nil, &report.JobFileError{File: path, Msg: "cannot read test file: " + unwrapPath(err).Error(), Err: err}
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, job.MaxTOMLBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, jobfs.MaxTOMLBytes+1))
 	if err != nil {
 		return nil, &report.JobFileError{File: path, Msg: "cannot read test file: " + unwrapPath(err).Error(), Err: err}
 	}
@@ -103,7 +103,7 @@ func unwrapPath(err error) error {
 // expect, a table with both rows and csv or neither, a value that is no
 // scalar, a CSV that does not parse.
 func ParseFile(path string, data []byte) ([]*Test, error) {
-	if err := job.CheckTOMLBounds(path, data); err != nil {
+	if err := jobfs.CheckTOMLBounds(path, data); err != nil {
 		var jfe *report.JobFileError
 		if errors.As(err, &jfe) {
 			jfe.Msg = strings.Replace(jfe.Msg, "a job file or pipeline.toml", "a TOML file", 1)
@@ -113,12 +113,12 @@ func ParseFile(path string, data []byte) ([]*Test, error) {
 	var doc fileDoc
 	md, err := toml.Decode(string(data), &doc)
 	if err != nil {
-		return nil, job.TOMLError(path, data, err)
+		return nil, jobfs.TOMLError(path, data, err)
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		k := und[0]
 		msg := "unknown key: a test file holds [[test]] tables of name, model, [test.given.UPSTREAM] (rows or csv, types) and [test.expect] (rows or csv, columns)"
-		return nil, &report.JobFileError{File: path, Line: job.KeyLine(data, k...), Key: k.String(), Msg: msg}
+		return nil, &report.JobFileError{File: path, Line: jobfs.KeyLine(data, k...), Key: k.String(), Msg: msg}
 	}
 	pos := newPositions(data)
 	if len(doc.Test) == 0 {
@@ -280,7 +280,7 @@ type positions struct {
 func newPositions(data []byte) *positions {
 	p := &positions{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64<<10), job.MaxTOMLBytes+1)
+	sc.Buffer(make([]byte, 64<<10), jobfs.MaxTOMLBytes+1)
 	for sc.Scan() {
 		p.lines = append(p.lines, sc.Text())
 		h := strings.TrimSpace(strings.SplitN(sc.Text(), "#", 2)[0])
@@ -311,7 +311,7 @@ func (p *positions) line(i int, key []string) int {
 		end = p.starts[i+1] - 1
 	}
 	block := strings.Join(p.lines[start-1:end], "\n")
-	if l := job.KeyLine([]byte(block), append([]string{"test"}, key...)...); l > 0 {
+	if l := jobfs.KeyLine([]byte(block), append([]string{"test"}, key...)...); l > 0 {
 		return start - 1 + l
 	}
 	return start

@@ -13,6 +13,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/project"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
@@ -556,7 +557,7 @@ func fixtureDigest(cols []catalog.TargetColumn, tb *Table) string {
 		}
 		rows[i] = m
 	}
-	return job.DigestString(string(jobkey.CanonicalJSON(map[string]any{"columns": cols, "rows": rows})))
+	return pipeline.DigestString(string(jobkey.CanonicalJSON(map[string]any{"columns": cols, "rows": rows})))
 }
 
 // committedColumns are the columns of upstream name's target as committed

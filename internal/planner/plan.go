@@ -11,6 +11,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
@@ -98,7 +99,7 @@ func PlanRunDB(ctx context.Context, db *run.DB, j *job.Job, opts run.RunOptions)
 	if chunked {
 		plan.BatchID = ""
 	}
-	wouldWrite := map[string]string{job.ModeRefresh: report.DecisionLoaded, job.ModeApply: report.DecisionApplied}[j.Pipeline.Mode]
+	wouldWrite := map[string]string{pipeline.ModeRefresh: report.DecisionLoaded, pipeline.ModeApply: report.DecisionApplied}[j.Pipeline.Mode]
 	if db == nil {
 		plan.FirstLoad, plan.Decision = true, wouldWrite
 		if j.ReadsUpstream() {
@@ -133,7 +134,7 @@ func PlanRunDB(ctx context.Context, db *run.DB, j *job.Job, opts run.RunOptions)
 	if res != nil {
 		// Pinning upstreams completed the key inside the transaction.
 		plan.JobKey, plan.Parts, plan.Upstream = p.Key(), p.Parts(), res.Upstream
-		if j.ReadsUpstream() && j.Pipeline.Mode == job.ModeApply {
+		if j.ReadsUpstream() && j.Pipeline.Mode == pipeline.ModeApply {
 			plan.BatchID = res.BatchID // named from the upstream range it pinned
 		}
 		if st.HasParts {
@@ -182,7 +183,7 @@ func (p *Plan) AfterUpstream(j *job.Job, upstream map[string]string) {
 	}
 	for _, u := range j.SortedUpstream() {
 		if d := upstream[u]; d == report.DecisionLoaded || d == report.DecisionApplied {
-			p.Decision = map[string]string{job.ModeRefresh: report.DecisionLoaded, job.ModeApply: report.DecisionApplied}[j.Pipeline.Mode]
+			p.Decision = map[string]string{pipeline.ModeRefresh: report.DecisionLoaded, pipeline.ModeApply: report.DecisionApplied}[j.Pipeline.Mode]
 			p.Changed = []string{jobkey.PartInput}
 			p.Reason = fmt.Sprintf("upstream %s would commit first", u)
 			p.JobKey = ""

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobfs"
 	"github.com/idem-dev/idem/internal/report"
 )
 
@@ -293,8 +294,8 @@ func isJobFile(path string) bool {
 		return true
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(io.LimitReader(f, job.MaxTOMLBytes))
-	sc.Buffer(make([]byte, 64<<10), int(job.MaxTOMLBytes))
+	sc := bufio.NewScanner(io.LimitReader(f, jobfs.MaxTOMLBytes))
+	sc.Buffer(make([]byte, 64<<10), int(jobfs.MaxTOMLBytes))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		if strings.HasPrefix(line, "[") {

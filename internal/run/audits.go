@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/seal"
 	"github.com/idem-dev/idem/internal/sqltext"
@@ -166,7 +167,7 @@ func runAudit(ctx context.Context, tx *sql.Tx, j *job.Job, a job.Audit, sealed *
 		violating = "SELECT t." + list + ", count(*) AS idem_rows FROM " + target + " AS t WHERE t." + list + " IS NOT NULL AND NOT EXISTS (SELECT 1 FROM " + to + " AS o WHERE o." + sqltext.QuoteIdent(col) + " = t." + list + ") GROUP BY ALL"
 	case job.AuditSQL:
 		violating = j.Expand(a.SQL)
-		root, err := sealed.explain(ctx, tx, job.Step{Name: "audit " + a.Name}, a.Line, violating)
+		root, err := sealed.explain(ctx, tx, pipeline.Step{Name: "audit " + a.Name}, a.Line, violating)
 		if err != nil {
 			return res, err
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/source"
 	"github.com/idem-dev/idem/internal/sqltext"
 )
@@ -39,7 +40,7 @@ func Checkpointed(j *job.Job, snapshot int64) bool {
 // CheckpointsKept says whether job j keeps checkpoints at all when it sets
 // [retention] checkpoint_every: an apply job that is not a model.
 func CheckpointsKept(j *job.Job) bool {
-	return j.Pipeline.Mode == job.ModeApply && !j.IsModel()
+	return j.Pipeline.Mode == pipeline.ModeApply && !j.IsModel()
 }
 
 // checkpoint writes the checkpoint of the snapshot this run commits

@@ -10,6 +10,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
@@ -23,7 +24,7 @@ func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *Pre
 		return err
 	}
 	outcomes := string(jobkey.CanonicalJSON(res.Outcomes))
-	if j.Pipeline.Mode == job.ModeApply {
+	if j.Pipeline.Mode == pipeline.ModeApply {
 		from, to := bounds(opts, p.chunk)
 		if err := catalog.InsertLedger(ctx, tx, catalog.NewBatch{Job: j.Name, BatchID: p.batchID, Digest: p.digest, InputDigest: p.parts.Input,
 			From: from, To: to, RowsIn: res.RowsIn, Outcomes: outcomes, Snapshot: res.Snapshot}); err != nil {

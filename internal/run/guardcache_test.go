@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/stretchr/testify/require"
 )
@@ -27,8 +28,8 @@ func TestGuardCacheCannotPassBadSQL(t *testing.T) {
 	}
 	c := newGuardCache()
 	model := func(name, sql string) *job.Job {
-		return &job.Job{Name: name, Table: name, Pipeline: &job.Pipeline{Name: "custom"},
-			Steps: []job.Step{{Name: "01_model.sql", SQL: sql + ";\n"}}}
+		return &job.Job{Name: name, Table: name, Pipeline: &pipeline.Pipeline{Name: "custom"},
+			Steps: []pipeline.Step{{Name: "01_model.sql", SQL: sql + ";\n"}}}
 	}
 
 	t.Run("seal", func(t *testing.T) {
@@ -54,7 +55,7 @@ func TestGuardCacheCannotPassBadSQL(t *testing.T) {
 	})
 
 	t.Run("explain", func(t *testing.T) {
-		step := job.Step{Name: "01.sql", SQL: "INSERT INTO m SELECT k FROM n"}
+		step := pipeline.Step{Name: "01.sql", SQL: "INSERT INTO m SELECT k FROM n"}
 		exec := func(j *job.Job, scans ...string) error {
 			tx, err := d.SQL().BeginTx(ctx, nil)
 			require.NoError(t, err)
@@ -67,7 +68,7 @@ func TestGuardCacheCannotPassBadSQL(t *testing.T) {
 			}
 			return s.exec(ctx, tx, step)
 		}
-		j := &job.Job{Name: "m", Table: "m", Pipeline: &job.Pipeline{Name: "custom"}}
+		j := &job.Job{Name: "m", Table: "m", Pipeline: &pipeline.Pipeline{Name: "custom"}}
 		require.NoError(t, exec(j, "n")) // as if n were an upstream's target
 		require.NoError(t, exec(j, "n"))
 		// The same statement in a run that may not scan n.

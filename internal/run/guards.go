@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
@@ -179,7 +180,7 @@ func (d *DB) checkOwners(ctx context.Context, tx *sql.Tx, j *job.Job, write bool
 // still there (learned).
 func (d *DB) checkReleased(ctx context.Context, tx *sql.Tx, j *job.Job, write bool, learn *guardLearn) error {
 	k := guardKey("released", j.Name, j.ReleaseName(), fmt.Sprint(j.TransformVersion, " ", j.SchemaVersion),
-		fmt.Sprint(j.ContentVersioned(), j.IsModel()), job.StepsDigest(j.Steps), job.DigestString(j.DDL), j.TransformPart().SHA256, j.ModelSQL)
+		fmt.Sprint(j.ContentVersioned(), j.IsModel()), pipeline.StepsDigest(j.Steps), pipeline.DigestString(j.DDL), j.TransformPart().SHA256, j.ModelSQL)
 	return d.learned("released", k, write, learn, func() error { return catalog.CheckReleased(ctx, tx, j, write) })
 }
 
@@ -214,7 +215,7 @@ func (d *DB) decideMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared
 		return catalog.CountRows(ctx, tx, j.Table)
 	}
 	switch j.Pipeline.Mode {
-	case job.ModeRefresh:
+	case pipeline.ModeRefresh:
 		if st.Exists && st.Key == p.key && exists && !opts.FullRefresh {
 			// The target already holds this snapshot: report its counts.
 			res.Decision = report.DecisionSkipped
@@ -228,7 +229,7 @@ func (d *DB) decideMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared
 			res.RowsOut, err = countRows()
 			return res, true, err
 		}
-	case job.ModeApply:
+	case pipeline.ModeApply:
 		if p.unchanged {
 			// No upstream moved since the snapshots the job applied.
 			res.Decision = report.DecisionSkipped

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 	"github.com/idem-dev/idem/internal/sqltext"
@@ -207,7 +208,7 @@ func payloadVersions(ctx context.Context, tx *sql.Tx, j *job.Job) (map[string]in
 		return nil, nil
 	}
 	q := "SELECT coalesce('v' || CAST(schema_version AS VARCHAR), 'none'), count(*) FROM " + sqltext.QuoteIdent(j.Table+t)
-	if j.Pipeline.Mode == job.ModeApply {
+	if j.Pipeline.Mode == pipeline.ModeApply {
 		q += " WHERE batch_id = getvariable('idem_batch_id')"
 	}
 	rows, err := tx.QueryContext(ctx, q+" GROUP BY 1 ORDER BY 1")

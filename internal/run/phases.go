@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
@@ -153,7 +154,7 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		steps, exec = cp.Steps, func(ctx context.Context, tx *sql.Tx, step job.Step) error {
+		steps, exec = cp.Steps, func(ctx context.Context, tx *sql.Tx, step pipeline.Step) error {
 			if err := ExecStatements(ctx, tx, cp.Expand(step.SQL)); err != nil {
 				return &stepFailure{err: err}
 			}
@@ -329,7 +330,7 @@ func (r *txRun) history(ctx context.Context) (bool, error) {
 func (r *txRun) commitRows(ctx context.Context) (bool, error) {
 	res, p := r.res, r.p
 	res.Snapshot = r.snapshot
-	if r.j.Pipeline.Mode == job.ModeApply {
+	if r.j.Pipeline.Mode == pipeline.ModeApply {
 		res.Decision = report.DecisionApplied
 		if r.opts.To != nil {
 			res.Cursor = *r.opts.To

@@ -11,6 +11,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
@@ -255,7 +256,7 @@ type Prepared struct {
 // whose file is the whole table). Other apply jobs' targets are the fold
 // of their batches.
 func FullRefreshes(j *job.Job) bool {
-	return j.Pipeline.Mode == job.ModeRefresh || j.Input.Mode == job.InputModeReplace
+	return j.Pipeline.Mode == pipeline.ModeRefresh || j.Input.Mode == job.InputModeReplace
 }
 
 // Prepare is what a run of j computes before its transaction: it resolves
@@ -268,7 +269,7 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 		return nil, report.Usage("--full-refresh rebuilds a refresh job, a model or a seed ([input] mode = \"replace\"); %s is an apply job, whose target is the fold of its batches (idem rerun %s --from-start rebuilds and proves it)", j.Name, j.Name)
 	}
 	if opts.From != nil {
-		if j.Pipeline.Mode != job.ModeApply {
+		if j.Pipeline.Mode != pipeline.ModeApply {
 			return nil, report.Usage("--from/--to apply to apply-mode jobs; %s is a %s job", j.Name, j.Pipeline.Mode)
 		}
 		if *opts.To <= *opts.From {
@@ -309,7 +310,7 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 			return nil, report.Usage("--input: job %s reads upstream jobs ([input] upstream), not files", j.Name)
 		}
 		up := &source.Upstream{Job: j, External: opts.External}
-		if j.Pipeline.Mode == job.ModeApply {
+		if j.Pipeline.Mode == pipeline.ModeApply {
 			if err := checkChangesRun(j, opts); err != nil {
 				return nil, err
 			}
@@ -337,7 +338,7 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 	// them, inside its transaction (pinChanges).
 	if up, ok := input.(*source.Upstream); ok && up.Changes {
 		p.digest = ""
-	} else if j.Pipeline.Mode == job.ModeApply {
+	} else if j.Pipeline.Mode == pipeline.ModeApply {
 		p.batchID = opts.BatchID
 		if p.batchID == "" && len(files) == 0 {
 			p.batchID = in.BatchID // an input without files names its batch
@@ -348,7 +349,7 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 			}
 		}
 		if opts.From != nil {
-			p.digest = job.DigestString(string(jobkey.CanonicalJSON(map[string]any{
+			p.digest = pipeline.DigestString(string(jobkey.CanonicalJSON(map[string]any{
 				"input": parts.Input, "from": *opts.From, "to": *opts.To,
 			})))
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/source"
 	"github.com/idem-dev/idem/internal/sqltext"
 )
@@ -74,7 +75,7 @@ func blankErasedOutcomes(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 		set[i] = sqltext.QuoteIdent(c) + " = NULL"
 	}
 	where := "outcome = " + sqltext.SQLString(erasedOutcome)
-	if j.Pipeline.Mode == job.ModeApply {
+	if j.Pipeline.Mode == pipeline.ModeApply {
 		where += " AND batch_id = getvariable('idem_batch_id')"
 	}
 	if _, err := tx.ExecContext(ctx, "UPDATE "+sqltext.QuoteIdent(table)+" SET "+strings.Join(set, ", ")+" WHERE "+where); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/seal"
 	"github.com/idem-dev/idem/internal/sqltext"
@@ -180,7 +181,7 @@ func (s *sealedRun) verify(ctx context.Context, tx *sql.Tx) error {
 // exec runs one step statement by statement. Before each, DuckDB's binder
 // names the tables it scans (EXPLAIN): each must be the job's own, an
 // upstream's target or a temporary relation.
-func (s *sealedRun) exec(ctx context.Context, tx *sql.Tx, step job.Step) error {
+func (s *sealedRun) exec(ctx context.Context, tx *sql.Tx, step pipeline.Step) error {
 	text := s.j.Expand(step.SQL)
 	masked := sqltext.MaskSQL(text)
 	spans, err := sqltext.Statements(text, CountStatements)
@@ -271,7 +272,7 @@ func kindName(st seal.Statement) string {
 // to its own tables (a name bound once keeps binding to the same relation:
 // a new table cannot shadow one that bound, and a step that fails to bind
 // is not kept).
-func (s *sealedRun) explain(ctx context.Context, tx *sql.Tx, step job.Step, line int, stmt string) (string, error) {
+func (s *sealedRun) explain(ctx context.Context, tx *sql.Tx, step pipeline.Step, line int, stmt string) (string, error) {
 	var plan, kind string
 	if err := OneStatement(stmt); err != nil {
 		return "", report.Usage("job %s: step %s line %d: %v", s.j.Name, step.Name, line, err)

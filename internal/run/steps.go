@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 	"github.com/idem-dev/idem/internal/sqltext"
@@ -39,7 +40,7 @@ func (d *DB) buildTarget(ctx context.Context, tx *sql.Tx, j *job.Job, existed bo
 	if j.IsModel() {
 		return nil // a model's step creates the target from its SELECT
 	}
-	carry := existed && j.Pipeline.Mode == job.ModeApply
+	carry := existed && j.Pipeline.Mode == pipeline.ModeApply
 	if carry {
 		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE idem_prev AS SELECT * FROM "+sqltext.QuoteIdent(j.Table)); err != nil {
 			return fmt.Errorf("keep rows of %s for the schema change: %w", j.Table, err)
@@ -83,7 +84,7 @@ func commonColumns(ctx context.Context, tx *sql.Tx, table string) ([]string, err
 	return cols, rows.Err()
 }
 
-func stepError(j *job.Job, step job.Step, err error, p *Prepared) error {
+func stepError(j *job.Job, step pipeline.Step, err error, p *Prepared) error {
 	msg := err.Error()
 	if strings.Contains(msg, "Malformed JSON") || strings.Contains(msg, "CSV Error") || strings.Contains(msg, "Invalid unicode") ||
 		strings.Contains(msg, "Invalid Input Error") || strings.Contains(msg, "Conversion Error") {
@@ -100,7 +101,7 @@ func outcomeCounts(ctx context.Context, tx *sql.Tx, j *job.Job, batchID string) 
 	from, where := "outcomes", "in the outcomes relation"
 	if t := j.Pipeline.OutcomesTable; t != "" {
 		from, where = sqltext.QuoteIdent(j.Table+t), "stored in "+j.Table+t
-		if j.Pipeline.Mode == job.ModeApply {
+		if j.Pipeline.Mode == pipeline.ModeApply {
 			from += " WHERE batch_id = getvariable('idem_batch_id')"
 			where += " for batch " + batchID
 		}

@@ -6,6 +6,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
@@ -63,7 +64,7 @@ func changesBatch(p *Prepared, up *source.Upstream, st catalog.State, refs []job
 	if st.HasParts && st.Parts.Upstream != nil {
 		from = st.Parts.Upstream
 	}
-	p.digest = job.DigestString(string(jobkey.CanonicalJSON(map[string]any{
+	p.digest = pipeline.DigestString(string(jobkey.CanonicalJSON(map[string]any{
 		"from": from, "to": refs,
 	})))
 }

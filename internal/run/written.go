@@ -8,6 +8,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/sqltext"
 )
 
@@ -26,7 +27,7 @@ import (
 func countWritten(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot, touchedKeys int64, res *Result) error {
 	res.RowsWritten = res.RowsOut
 	switch {
-	case j.Pipeline.Mode != job.ModeApply:
+	case j.Pipeline.Mode != pipeline.ModeApply:
 	case touchedKeys >= 0:
 		res.RowsWritten = touchedKeys
 	default:

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/sqltext"
 )
@@ -48,8 +48,8 @@ func Scaffold(dir, name, mode string) ([]string, error) {
 	var files []file
 	root := "templates/" + mode
 	switch mode {
-	case job.ModeApply, job.ModeRefresh:
-		example := map[string]string{job.ModeApply: "landing/example.jsonl", job.ModeRefresh: "input/example.csv"}[mode]
+	case pipeline.ModeApply, pipeline.ModeRefresh:
+		example := map[string]string{pipeline.ModeApply: "landing/example.jsonl", pipeline.ModeRefresh: "input/example.csv"}[mode]
 		files = []file{
 			{root + "/job.toml", name + ".toml"},
 			{root + "/" + path.Base(example), example},
@@ -74,7 +74,7 @@ func Scaffold(dir, name, mode string) ([]string, error) {
 			{root + "/test.toml", path.Join("tests", name+".toml")},
 		}
 	default:
-		return nil, report.Usage("mode %q: want %s, %s or %s", mode, job.ModeApply, job.ModeRefresh, ScaffoldSelect)
+		return nil, report.Usage("mode %q: want %s, %s or %s", mode, pipeline.ModeApply, pipeline.ModeRefresh, ScaffoldSelect)
 	}
 	for _, f := range files {
 		if _, err := os.Stat(filepath.Join(dir, f.dst)); err == nil {

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 )
 
@@ -56,7 +56,7 @@ func StoreFile(ctx context.Context, dbPath, path string) (string, int64, error) 
 // the file: nothing is read from a checkpoint that is not the one recorded.
 func VerifyCheckpoint(ctx context.Context, dbPath string, c *catalog.Checkpoint) error {
 	manifest := catalog.CheckpointManifest(c.Job, c.Snapshot, c.Files)
-	if got := job.DigestString(string(manifest)); got != c.SHA256 {
+	if got := pipeline.DigestString(string(manifest)); got != c.SHA256 {
 		return report.Refuse("checkpoint", "checkpoint %d of %s: its recorded files have manifest sha256 %s, recorded %s", c.Snapshot, c.Job, report.Short(got), report.Short(c.SHA256))
 	}
 	files := append([]catalog.CheckpointFile{{Part: "manifest", SHA256: c.SHA256, Bytes: int64(len(manifest))}}, c.Files...)

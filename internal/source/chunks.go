@@ -10,6 +10,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/sqltext"
 )
@@ -52,7 +53,7 @@ func (c *Chunk) Name(input string, files []InputFile) (batchID, digest string) {
 	}
 	c.Input = input
 	batchID = filepath.Base(files[0].Path) + "@" + start
-	digest = job.DigestString(string(jobkey.CanonicalJSON(map[string]any{
+	digest = pipeline.DigestString(string(jobkey.CanonicalJSON(map[string]any{
 		"input": input, "from": start, "rows": c.Rows,
 	})))
 	return batchID, digest

@@ -11,6 +11,7 @@ import (
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/lake"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 )
 
@@ -120,7 +121,7 @@ func (ic *Iceberg) Resolve(ctx context.Context) (*Resolved, error) {
 	if spec.Read == job.IcebergReadAppends {
 		id["read"] = spec.Read
 	}
-	r := &Resolved{Format: job.FormatIceberg, Digest: job.DigestString(string(jobkey.CanonicalJSON(map[string]any{"iceberg": id}))),
+	r := &Resolved{Format: job.FormatIceberg, Digest: pipeline.DigestString(string(jobkey.CanonicalJSON(map[string]any{"iceberg": id}))),
 		StreamID: ic.pin.String(), BatchID: "iceberg-" + strconv.FormatInt(ic.pin.Snapshot, 10)}
 	if spec.Read == job.IcebergReadAppends {
 		r.Positions = map[string]int64{icebergPosition(m.TableUUID): ic.pin.Snapshot}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobfs"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/sqltext"
 )
@@ -102,7 +103,7 @@ func (s *stager) csvReader(files []InputFile) (string, error) {
 		if err := s.check(f.Path, h); err != nil {
 			return "", err
 		}
-		if header != nil && !job.EqualKeys(header, h) {
+		if header != nil && !jobfs.EqualKeys(header, h) {
 			return "", fmt.Errorf("input %s: header %s differs from the first file's %s", f.Path, strings.Join(h, ","), strings.Join(header, ","))
 		}
 		header = h

@@ -12,7 +12,7 @@ import (
 	"github.com/idem-dev/idem/internal/report"
 )
 
-// TestSQLFileBound: a SQL file past job.MaxSQLBytes (a one-file model, a
+// TestSQLFileBound: a SQL file past jobfs.MaxSQLBytes (a one-file model, a
 // model folder's version, a pipeline's step, its schema DDL; here 200 MB,
 // sparse) is a usage error (exit 2) for run, plan and lint, naming the
 // file, its size and the bound, given at once without reading it (a

@@ -1,4 +1,4 @@
-package job
+package pipeline
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/idem-dev/idem/internal/jobfs"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/sqltext"
 )
@@ -123,18 +124,18 @@ func Load(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 		}
 		return nil, &report.JobFileError{File: file, Msg: msg, Err: err}
 	}
-	if err := CheckTOMLBounds(file, data); err != nil {
+	if err := jobfs.CheckTOMLBounds(file, data); err != nil {
 		return nil, err
 	}
 	p := &Pipeline{fsys: fsys, origin: origin}
 	md, err := toml.Decode(string(data), p)
 	if err != nil {
-		return nil, TOMLError(file, data, err)
+		return nil, jobfs.TOMLError(file, data, err)
 	}
 	if un := md.Undecoded(); len(un) > 0 {
-		return nil, &report.JobFileError{File: file, Line: KeyLine(data, un[0]...), Key: un[0].String(), Msg: "unknown key"}
+		return nil, &report.JobFileError{File: file, Line: jobfs.KeyLine(data, un[0]...), Key: un[0].String(), Msg: "unknown key"}
 	}
-	bad := KeyErrors(file, data)
+	bad := jobfs.KeyErrors(file, data)
 	if !sqltext.Identifier.MatchString(p.Name) {
 		return nil, bad("name", "must be a name of letters, digits and underscores")
 	}
@@ -191,7 +192,7 @@ func Load(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 
 // checkTombstone checks [tombstone]: an apply pipeline's own input
 // columns, each given a string, integer or boolean.
-func (p *Pipeline) checkTombstone(bad KeyErrorFunc) error {
+func (p *Pipeline) checkTombstone(bad jobfs.KeyErrorFunc) error {
 	if len(p.Tombstone) == 0 {
 		return nil
 	}
@@ -235,8 +236,8 @@ func (p *Pipeline) Transform(v int) ([]Step, error) {
 			return nil, fmt.Errorf("pipeline %s: step files %s and %s share number %s", p.Name, other, e.Name(), m[1])
 		}
 		byNumber[m[1]] = e.Name()
-		data, err := ReadSQLFile(p.fsys, path.Join(dir, e.Name()), path.Join(p.origin, dir, e.Name()))
-		if IsSQLTooLarge(err) {
+		data, err := jobfs.ReadSQLFile(p.fsys, path.Join(dir, e.Name()), path.Join(p.origin, dir, e.Name()))
+		if jobfs.IsSQLTooLarge(err) {
 			return nil, err
 		}
 		if err != nil {
@@ -254,8 +255,8 @@ func (p *Pipeline) Transform(v int) ([]Step, error) {
 // Schema returns the DDL of schema version v.
 func (p *Pipeline) Schema(v int) (string, error) {
 	name := fmt.Sprintf("schema/v%d.sql", v)
-	data, err := ReadSQLFile(p.fsys, name, path.Join(p.origin, name))
-	if IsSQLTooLarge(err) {
+	data, err := jobfs.ReadSQLFile(p.fsys, name, path.Join(p.origin, name))
+	if jobfs.IsSQLTooLarge(err) {
 		return "", err
 	}
 	if err != nil {
