@@ -80,9 +80,9 @@ func (j *Job) applyGenericShape(data []byte, md toml.MetaData, jf *jobFile, bad 
 			Msg: fmt.Sprintf("pipeline %s needs the key columns: add key = [\"...\"] to [target] (rows would double on replay)", p.Name), Err: report.ErrNoKey}
 	}
 	seen := map[string]bool{}
-	shape := &tableShape{columns: j.Columns}
+	shape := &Shape{Columns: j.Columns}
 	for _, k := range jf.Target.Key {
-		if shape.typeOf(k) == "" {
+		if shape.TypeOf(k) == "" {
 			return bad("target.key", "key column %q is not one of [input.columns]", k)
 		}
 		if seen[k] {
@@ -92,7 +92,7 @@ func (j *Job) applyGenericShape(data []byte, md toml.MetaData, jf *jobFile, bad 
 	}
 	j.Key = jf.Target.Key
 	if o := jf.Target.OrderBy; o != "" {
-		if shape.typeOf(o) == "" {
+		if shape.TypeOf(o) == "" {
 			return bad("target.order_by", "ordering column %q is not one of [input.columns]", o)
 		}
 		if seen[o] {
@@ -100,7 +100,7 @@ func (j *Job) applyGenericShape(data []byte, md toml.MetaData, jf *jobFile, bad 
 		}
 		j.OrderBy = o
 	}
-	if len(j.shape().payload()) == 0 {
+	if len(j.shape().Payload()) == 0 {
 		return bad("input.columns", "declare at least one column besides the key and the ordering column")
 	}
 	cp := *p
@@ -142,11 +142,11 @@ func declaredColumns(md toml.MetaData, jf *jobFile, p *pipeline.Pipeline, bad jo
 // placeholder is a job-file error rather than a failed run.
 func (j *Job) checkTemplates(bad jobfs.KeyErrorFunc) error {
 	for _, s := range j.Steps {
-		if _, err := expandTemplate(s.SQL, j.Table, j.shape(), j.Input.Upstream); err != nil {
+		if _, err := ExpandTemplate(s.SQL, j.Table, j.shape(), j.Input.Upstream); err != nil {
 			return bad("pipeline", "step %s: %v", s.Name, err)
 		}
 	}
-	if _, err := expandTemplate(j.DDL, j.Table, j.shape(), j.Input.Upstream); err != nil {
+	if _, err := ExpandTemplate(j.DDL, j.Table, j.shape(), j.Input.Upstream); err != nil {
 		return bad("pipeline", "schema v%d: %v", j.SchemaVersion, err)
 	}
 	return nil

@@ -27,9 +27,6 @@ type transformTable struct {
 
 var modelFile = regexp.MustCompile(`^v([1-9][0-9]*)\.sql$`)
 
-// ModelPlaceholder is where a model pipeline's steps take the model.
-const ModelPlaceholder = "{{model}}"
-
 // modelSteps reads the model a job of a model pipeline names: the file
 // v<transform_version>.sql in its [transform] sql folder, one SELECT. The
 // pipeline's transform/v1 steps wrap it: {{model}} in them is replaced by
@@ -162,7 +159,7 @@ func RefsAsUpstream(text string) string {
 // {{upstream:NAME}}, in order of first reading.
 func ModelUpstreams(text string) []string {
 	var out []string
-	for _, m := range placeholder.FindAllStringSubmatch(text, -1) {
+	for _, m := range Placeholder.FindAllStringSubmatch(text, -1) {
 		if m[1] == "upstream" && len(m[2]) > 1 {
 			if name := m[2][1:]; !slices.Contains(out, name) {
 				out = append(out, name)
@@ -184,7 +181,7 @@ func modelText(text string) (string, error) {
 		return "", fmt.Errorf("the model is empty: write one SELECT")
 	}
 	t = RefsAsUpstream(t)
-	for _, m := range placeholder.FindAllStringSubmatch(t, -1) {
+	for _, m := range Placeholder.FindAllStringSubmatch(t, -1) {
 		if m[1] != "upstream" {
 			return "", fmt.Errorf("placeholder %s: a model reads its upstream jobs with {{upstream:NAME}} and nothing else", m[0])
 		}

@@ -61,9 +61,9 @@ func templateFuncs() map[string]templateFunc {
 	return map[string]templateFunc{
 		"table":            {expand: expandTable},
 		"upstream":         {expand: expandUpstream},
-		"columns":          shaped(columnList((*tableShape).names)),
-		"key":              shaped(columnList(func(s *tableShape) []string { return s.key })),
-		"nonkey":           shaped(columnList((*tableShape).nonKey)),
+		"columns":          shaped(columnList((*Shape).names)),
+		"key":              shaped(columnList(func(s *Shape) []string { return s.Key })),
+		"nonkey":           shaped(columnList((*Shape).nonKey)),
 		"order":            shaped(expandOrder),
 		"order_is_null":    shaped(expandOrderIsNull),
 		"key_is_null":      shaped(expandKeyIsNull),
@@ -140,7 +140,7 @@ func expandUpstream(x *expansion, args []string) (string, error) {
 
 // columnList expands to the columns names picks, quoted, each after the
 // optional alias.
-func columnList(names func(*tableShape) []string) func(x *expansion, args []string) (string, error) {
+func columnList(names func(*Shape) []string) func(x *expansion, args []string) (string, error) {
 	return func(x *expansion, args []string) (string, error) {
 		p, err := optionalAlias(args)
 		if err != nil {
@@ -155,27 +155,27 @@ func expandOrder(x *expansion, args []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if x.shape.order == "" {
+	if x.shape.Order == "" {
 		return "CAST(NULL AS BIGINT)", nil
 	}
-	return p + sqltext.QuoteIdent(x.shape.order), nil
+	return p + sqltext.QuoteIdent(x.shape.Order), nil
 }
 
 func expandOrderIsNull(x *expansion, args []string) (string, error) {
 	if err := wantAliases(args, 0); err != nil {
 		return "", err
 	}
-	if x.shape.order == "" {
+	if x.shape.Order == "" {
 		return "FALSE", nil
 	}
-	return sqltext.QuoteIdent(x.shape.order) + " IS NULL", nil
+	return sqltext.QuoteIdent(x.shape.Order) + " IS NULL", nil
 }
 
 func expandKeyIsNull(x *expansion, args []string) (string, error) {
 	if err := wantAliases(args, 0); err != nil {
 		return "", err
 	}
-	return "(" + joinEach(x.shape.key, " OR ", func(n string) string { return sqltext.QuoteIdent(n) + " IS NULL" }) + ")", nil
+	return "(" + joinEach(x.shape.Key, " OR ", func(n string) string { return sqltext.QuoteIdent(n) + " IS NULL" }) + ")", nil
 }
 
 func expandKeyMatch(x *expansion, args []string) (string, error) {
@@ -183,7 +183,7 @@ func expandKeyMatch(x *expansion, args []string) (string, error) {
 		return "", err
 	}
 	a, b := quoteRef(args[0]), quoteRef(args[1])
-	return joinEach(x.shape.key, " AND ", func(n string) string {
+	return joinEach(x.shape.Key, " AND ", func(n string) string {
 		return a + "." + sqltext.QuoteIdent(n) + " = " + b + "." + sqltext.QuoteIdent(n)
 	}), nil
 }
@@ -193,7 +193,7 @@ func expandPayloadSame(x *expansion, args []string) (string, error) {
 		return "", err
 	}
 	a, b := quoteRef(args[0]), quoteRef(args[1])
-	payload := x.shape.payload()
+	payload := x.shape.Payload()
 	if len(payload) == 0 {
 		return "TRUE", nil
 	}
@@ -208,7 +208,7 @@ func expandTypedColumns(x *expansion, args []string) (string, error) {
 	}
 	s := x.shape
 	return joinEach(s.names(), ", ", func(n string) string {
-		return "TRY_CAST(" + sqltext.QuoteIdent(n) + " AS " + s.typeOf(n) + ") AS " + sqltext.QuoteIdent(n)
+		return "TRY_CAST(" + sqltext.QuoteIdent(n) + " AS " + s.TypeOf(n) + ") AS " + sqltext.QuoteIdent(n)
 	}), nil
 }
 
@@ -218,7 +218,7 @@ func expandTypeError(x *expansion, args []string) (string, error) {
 	}
 	s := x.shape
 	return "CASE " + joinEach(s.names(), " ", func(n string) string {
-		return "WHEN " + sqltext.QuoteIdent(n) + " IS NOT NULL AND TRY_CAST(" + sqltext.QuoteIdent(n) + " AS " + s.typeOf(n) + ") IS NULL THEN " + sqltext.SQLString(n)
+		return "WHEN " + sqltext.QuoteIdent(n) + " IS NOT NULL AND TRY_CAST(" + sqltext.QuoteIdent(n) + " AS " + s.TypeOf(n) + ") IS NULL THEN " + sqltext.SQLString(n)
 	}) + " END", nil
 }
 
@@ -247,7 +247,7 @@ func expandAggNonKey(x *expansion, args []string) (string, error) {
 	}
 	s := x.shape
 	return joinEach(s.nonKey(), ", ", func(n string) string {
-		if n == s.order {
+		if n == s.Order {
 			return "any_value(" + sqltext.QuoteIdent(n) + ") AS " + sqltext.QuoteIdent(n)
 		}
 		return "CASE WHEN count(*) = 1 THEN any_value(" + sqltext.QuoteIdent(n) + ") END AS " + sqltext.QuoteIdent(n)
@@ -258,7 +258,7 @@ func expandNullPayload(x *expansion, args []string) (string, error) {
 	if err := wantAliases(args, 0); err != nil {
 		return "", err
 	}
-	return joinEach(x.shape.payload(), ", ", func(n string) string { return sqltext.QuoteIdent(n) + " = NULL" }), nil
+	return joinEach(x.shape.Payload(), ", ", func(n string) string { return sqltext.QuoteIdent(n) + " = NULL" }), nil
 }
 
 func expandSetNonKey(x *expansion, args []string) (string, error) {
@@ -281,7 +281,7 @@ func columnDefs(text bool) func(x *expansion, args []string) (string, error) {
 			if text {
 				return sqltext.QuoteIdent(n) + " VARCHAR"
 			}
-			return sqltext.QuoteIdent(n) + " " + s.typeOf(n)
+			return sqltext.QuoteIdent(n) + " " + s.TypeOf(n)
 		}), nil
 	}
 }
