@@ -39,9 +39,10 @@
 //	internal/seal       which SQL a step may run (pure)
 //	internal/jobkey     the job key: parts, canonical JSON, sha256 (pure)
 //	internal/jobfs      a job's files read within bounds, inside their folder (pure)
-//	internal/pipeline   a pipeline's folder: pipeline.toml, steps, schema (pure)
-//	internal/job        the job file, params, rules as written, templates,
-//	                    models, macros, a job's seal and key parts (pure)
+//	internal/pipeline   a pipeline's folder: pipeline.toml, steps, schema,
+//	                    the template language of the steps (pure)
+//	internal/job        the job file, params, rules as written, models,
+//	                    macros, a job's seal, expansion and key parts (pure)
 //	internal/project    a set of jobs linked by their upstreams, in run order (pure)
 //	internal/catalog    idem's own tables: every SQL text on idem.*
 //	internal/source     inputs: resolve, hash, retain, stage; files, chunks, streams

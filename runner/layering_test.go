@@ -69,9 +69,10 @@ func TestLayering(t *testing.T) {
 		// The job key: its parts, their canonical JSON, the sha256.
 		{pkg: jobkey, forbidden: pure},
 		// A job's files read within bounds, inside their folder, with
-		// errors at a TOML key's line; and a pipeline's folder.
+		// errors at a TOML key's line; and a pipeline's folder and the
+		// template language of its steps.
 		{pkg: jobfs, idem: []string{report}, forbidden: pure},
-		{pkg: pipe, idem: []string{report, sqltext, jobfs}, forbidden: pure},
+		{pkg: pipe, idem: []string{report, sqltext, seal, jobfs}, forbidden: pure},
 		// The job file, and everything a job is before a database sees it.
 		{pkg: job, idem: []string{report, sqltext, seal, jobkey, jobfs, pipe}, forbidden: pure},
 		{pkg: project, idem: jobLayer, forbidden: pure},

@@ -30,7 +30,7 @@ func ownedNames(j *job.Job) []ownedName {
 	names := []ownedName{{key: ownerKey("main", j.Table), display: fmt.Sprintf("table %q", j.Table)}}
 	suffixes := map[string]bool{}
 	for _, text := range append([]string{j.DDL}, stepTexts(j.Steps)...) {
-		for _, m := range job.Companion.FindAllStringSubmatch(text, -1) {
+		for _, m := range pipeline.Companion.FindAllStringSubmatch(text, -1) {
 			suffixes[m[1]] = true
 		}
 	}

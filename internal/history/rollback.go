@@ -10,6 +10,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/sqltext"
@@ -174,7 +175,7 @@ func rollbackTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, to int64
 func recreateTarget(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 	seen := map[string]bool{}
 	var kept []string
-	for _, m := range job.Companion.FindAllStringSubmatch(j.DDL, -1) {
+	for _, m := range pipeline.Companion.FindAllStringSubmatch(j.DDL, -1) {
 		name := j.Table + m[1]
 		if seen[name] {
 			continue

@@ -1,7 +1,7 @@
 // Package job owns what a job is before any database sees it: reading and
 // validating a job file and which pipeline it names (built-in or on disk),
-// params, the [[quality.rules]] as written, the SQL templates of pipeline
-// steps and their placeholders, models, a project's macros folder, the
+// params, the [[quality.rules]] as written, a step's SQL expanded for the
+// job (expand.go), models, a project's macros folder, the
 // Seal and SealedTexts of a job (jobseal.go), and a job's key parts
 // (keyparts.go). Below it: internal/report (the error kinds, decisions and
 // Progress every layer shares), internal/sqltext (SQL text),

@@ -80,7 +80,7 @@ func (j *Job) applyGenericShape(data []byte, md toml.MetaData, jf *jobFile, bad 
 			Msg: fmt.Sprintf("pipeline %s needs the key columns: add key = [\"...\"] to [target] (rows would double on replay)", p.Name), Err: report.ErrNoKey}
 	}
 	seen := map[string]bool{}
-	shape := &Shape{Columns: j.Columns}
+	shape := &pipeline.Shape{Columns: j.Columns}
 	for _, k := range jf.Target.Key {
 		if shape.TypeOf(k) == "" {
 			return bad("target.key", "key column %q is not one of [input.columns]", k)
@@ -142,11 +142,11 @@ func declaredColumns(md toml.MetaData, jf *jobFile, p *pipeline.Pipeline, bad jo
 // placeholder is a job-file error rather than a failed run.
 func (j *Job) checkTemplates(bad jobfs.KeyErrorFunc) error {
 	for _, s := range j.Steps {
-		if _, err := ExpandTemplate(s.SQL, j.Table, j.shape(), j.Input.Upstream); err != nil {
+		if _, err := pipeline.ExpandTemplate(s.SQL, j.Table, j.shape(), j.Input.Upstream); err != nil {
 			return bad("pipeline", "step %s: %v", s.Name, err)
 		}
 	}
-	if _, err := ExpandTemplate(j.DDL, j.Table, j.shape(), j.Input.Upstream); err != nil {
+	if _, err := pipeline.ExpandTemplate(j.DDL, j.Table, j.shape(), j.Input.Upstream); err != nil {
 		return bad("pipeline", "schema v%d: %v", j.SchemaVersion, err)
 	}
 	return nil

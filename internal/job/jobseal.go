@@ -27,7 +27,7 @@ func (j *Job) Seal() *seal.Seal {
 		s.Temp[n] = true
 	}
 	for _, text := range j.sealTexts() {
-		for _, m := range Companion.FindAllStringSubmatch(text, -1) {
+		for _, m := range pipeline.Companion.FindAllStringSubmatch(text, -1) {
 			s.Own[strings.ToLower(j.Table+m[1])] = true
 		}
 		for _, n := range sqltext.TempRelations(j.Expand(text)) {

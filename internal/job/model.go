@@ -81,7 +81,7 @@ func modelSteps(path string, data []byte, p *pipeline.Pipeline, jf *jobFile, md 
 func wrapModel(wrap []pipeline.Step, model string) []pipeline.Step {
 	steps := make([]pipeline.Step, len(wrap))
 	for i, s := range wrap {
-		steps[i] = pipeline.Step{Name: s.Name, SQL: strings.ReplaceAll(s.SQL, ModelPlaceholder, model)}
+		steps[i] = pipeline.Step{Name: s.Name, SQL: strings.ReplaceAll(s.SQL, pipeline.ModelPlaceholder, model)}
 	}
 	return steps
 }
@@ -159,7 +159,7 @@ func RefsAsUpstream(text string) string {
 // {{upstream:NAME}}, in order of first reading.
 func ModelUpstreams(text string) []string {
 	var out []string
-	for _, m := range Placeholder.FindAllStringSubmatch(text, -1) {
+	for _, m := range pipeline.Placeholder.FindAllStringSubmatch(text, -1) {
 		if m[1] == "upstream" && len(m[2]) > 1 {
 			if name := m[2][1:]; !slices.Contains(out, name) {
 				out = append(out, name)
@@ -181,7 +181,7 @@ func modelText(text string) (string, error) {
 		return "", fmt.Errorf("the model is empty: write one SELECT")
 	}
 	t = RefsAsUpstream(t)
-	for _, m := range Placeholder.FindAllStringSubmatch(t, -1) {
+	for _, m := range pipeline.Placeholder.FindAllStringSubmatch(t, -1) {
 		if m[1] != "upstream" {
 			return "", fmt.Errorf("placeholder %s: a model reads its upstream jobs with {{upstream:NAME}} and nothing else", m[0])
 		}

@@ -41,7 +41,7 @@ func (j *Job) checkTableName(bad jobfs.KeyErrorFunc, jf *jobFile) error {
 	}
 	suffixes := []string{""}
 	for _, text := range append([]string{j.DDL}, stepTexts(j.Steps)...) {
-		for _, m := range Companion.FindAllStringSubmatch(text, -1) {
+		for _, m := range pipeline.Companion.FindAllStringSubmatch(text, -1) {
 			if !slices.Contains(suffixes, m[1]) {
 				suffixes = append(suffixes, m[1])
 			}

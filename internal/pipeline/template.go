@@ -1,4 +1,4 @@
-package job
+package pipeline
 
 import (
 	"errors"
@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/sqltext"
 )
 
@@ -19,7 +18,7 @@ var aliasRef = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9
 // Shape is what a generic pipeline's placeholders expand against: a job's
 // declared columns, key and ordering column (a model's, its key alone).
 type Shape struct {
-	Columns []pipeline.Column
+	Columns []Column
 	Key     []string
 	Order   string
 }

@@ -1,9 +1,8 @@
-package job
+package pipeline
 
 import (
 	"errors"
 	"fmt"
-	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/seal"
 	"github.com/idem-dev/idem/internal/sqltext"
 	"slices"
@@ -122,7 +121,7 @@ func expandTable(x *expansion, args []string) (string, error) {
 	switch {
 	case len(args) == 0:
 		return sqltext.QuoteIdent(x.table), nil
-	case len(args) == 1 && pipeline.SuffixRef.MatchString(args[0]):
+	case len(args) == 1 && SuffixRef.MatchString(args[0]):
 		return sqltext.QuoteIdent(x.table + args[0]), nil
 	}
 	return "", errors.New("want {{table}} or {{table:_suffix}}")
@@ -287,7 +286,7 @@ func columnDefs(text bool) func(x *expansion, args []string) (string, error) {
 }
 
 func expandAddTextColumns(x *expansion, args []string) (string, error) {
-	if len(args) != 1 || !pipeline.SuffixRef.MatchString(args[0]) {
+	if len(args) != 1 || !SuffixRef.MatchString(args[0]) {
 		return "", errors.New("want {{add_text_columns:_suffix}}")
 	}
 	t := sqltext.QuoteIdent(x.table + args[0])

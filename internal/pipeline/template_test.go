@@ -1,4 +1,4 @@
-package job
+package pipeline
 
 import (
 	"io/fs"
@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/pipelines"
 )
 
@@ -16,14 +15,14 @@ import (
 var (
 	// full: a composite key, an ordering column and two payload columns.
 	shapeFull = &Shape{
-		Columns: []pipeline.Column{{Name: "id", Type: "BIGINT"}, {Name: "region", Type: "VARCHAR"}, {Name: "v", Type: "BIGINT"}, {Name: "amount", Type: "DECIMAL(18,3)"}, {Name: "note", Type: "VARCHAR"}},
+		Columns: []Column{{Name: "id", Type: "BIGINT"}, {Name: "region", Type: "VARCHAR"}, {Name: "v", Type: "BIGINT"}, {Name: "amount", Type: "DECIMAL(18,3)"}, {Name: "note", Type: "VARCHAR"}},
 		Key:     []string{"id", "region"},
 		Order:   "v",
 	}
 	// noOrder: no ordering column.
-	shapeNoOrder = &Shape{Columns: []pipeline.Column{{Name: "id", Type: "BIGINT"}, {Name: "val", Type: "VARCHAR"}}, Key: []string{"id"}}
+	shapeNoOrder = &Shape{Columns: []Column{{Name: "id", Type: "BIGINT"}, {Name: "val", Type: "VARCHAR"}}, Key: []string{"id"}}
 	// noPayload: key and ordering column only.
-	shapeNoPayload = &Shape{Columns: []pipeline.Column{{Name: "id", Type: "BIGINT"}, {Name: "v", Type: "BIGINT"}}, Key: []string{"id"}, Order: "v"}
+	shapeNoPayload = &Shape{Columns: []Column{{Name: "id", Type: "BIGINT"}, {Name: "v", Type: "BIGINT"}}, Key: []string{"id"}, Order: "v"}
 	// model: a model knows only its key.
 	shapeModel = &Shape{Key: []string{"k"}}
 )
