@@ -33,8 +33,16 @@
 //
 // Everything else lives under internal/ and may change between releases:
 //
-//	internal/job        the job file, pipeline, params, rules as written,
-//	                    templates, key parts, error kinds and exit codes (pure)
+//	internal/report     error kinds and exit codes, decisions, progress,
+//	                    the CLI's printing helpers (pure)
+//	internal/sqltext    SQL text read without a database (pure)
+//	internal/seal       which SQL a step may run (pure)
+//	internal/jobkey     the job key: parts, canonical JSON, sha256 (pure)
+//	internal/jobfs      a job's files read within bounds, inside their folder (pure)
+//	internal/pipeline   a pipeline's folder: pipeline.toml, steps, schema,
+//	                    the template language of the steps (pure)
+//	internal/job        the job file, params, rules as written, models,
+//	                    macros, a job's seal, expansion and key parts (pure)
 //	internal/project    a set of jobs linked by their upstreams, in run order (pure)
 //	internal/catalog    idem's own tables: every SQL text on idem.*
 //	internal/source     inputs: resolve, hash, retain, stage; files, chunks, streams
@@ -57,7 +65,7 @@
 //
 // A package imports only the packages above it in this list
 // (layering_test.go checks it); cmd/idem/cli parses flags, calls this
-// package and prints, with internal/job as its printing helper only
+// package and prints, with internal/report as its printing helper only
 // (TestCLIImports checks it).
 // internal/lake (beneath source) reads Iceberg tables.
 package runner

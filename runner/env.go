@@ -11,6 +11,7 @@ import (
 	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/projectrun"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -240,7 +241,7 @@ func (p *Project) DiffEnvironment(ctx context.Context, name string) ([]*EnvDiff,
 			j := jobNamed(g.jobs, e.Job)
 			if j == nil {
 				db.Close()
-				return nil, jobError("", &job.UsageError{Msg: fmt.Sprintf("environment %s built job %s, which the project no longer has", name, e.Job)})
+				return nil, jobError("", &report.UsageError{Msg: fmt.Sprintf("environment %s built job %s, which the project no longer has", name, e.Job)})
 			}
 			d, err := env.DiffEnvironment(ctx, db, g.env, e, j)
 			if err != nil {
@@ -286,7 +287,7 @@ func (p *Project) DropEnvironment(name string) ([]string, error) {
 		dropped = append(dropped, g.db)
 	}
 	if len(dropped) == 0 {
-		return nil, jobError("", &job.UsageError{Msg: fmt.Sprintf("no environment %s here", name)})
+		return nil, jobError("", &report.UsageError{Msg: fmt.Sprintf("no environment %s here", name)})
 	}
 	return dropped, nil
 }
@@ -340,7 +341,7 @@ func (p *Project) Promote(ctx context.Context, name string, recompute bool) (*Pr
 func (p *Project) promoteGroup(ctx context.Context, g *envGroup, name string, recompute bool) (promoted []*env.Promoted, commits []Commit, err error) {
 	built := g.env.Built()
 	if _, err := os.Stat(env.Path(g.db, name)); err != nil {
-		return nil, nil, &job.UsageError{Msg: fmt.Sprintf("environment %s has no database %s: build it with idem run --env %s", name, env.Path(g.db, name), name)}
+		return nil, nil, &report.UsageError{Msg: fmt.Sprintf("environment %s has no database %s: build it with idem run --env %s", name, env.Path(g.db, name), name)}
 	}
 	_, oo, _ := p.database(g.jobs[0])
 	oo = env.PromoteOpenOptions(g.env, oo)
@@ -357,7 +358,7 @@ func (p *Project) promoteGroup(ctx context.Context, g *envGroup, name string, re
 		j := jobNamed(g.jobs, e.Job)
 		if j == nil {
 			db.Close()
-			return nil, nil, &job.UsageError{Msg: fmt.Sprintf("environment %s built job %s, which the project no longer has", name, e.Job)}
+			return nil, nil, &report.UsageError{Msg: fmt.Sprintf("environment %s built job %s, which the project no longer has", name, e.Job)}
 		}
 		done, err := env.CheckPromote(ctx, db, g.env, e, j)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/project"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/pipelines"
 )
@@ -164,7 +165,7 @@ func (p *Project) compactErased(ctx context.Context, db *run.DB, oo run.OpenOpti
 func (p *Project) eraseJobs(path string, byKey bool) (roots, beside []*job.Job, err error) {
 	if isDir(path) {
 		if byKey {
-			return nil, nil, &job.UsageError{Msg: "erase of a project folder takes --subject VALUE: --key is the key of one job"}
+			return nil, nil, &report.UsageError{Msg: "erase of a project folder takes --subject VALUE: --key is the key of one job"}
 		}
 		if beside, err = loadFolder(path); err != nil {
 			return nil, nil, err
@@ -175,7 +176,7 @@ func (p *Project) eraseJobs(path string, byKey bool) (roots, beside []*job.Job, 
 			}
 		}
 		if len(roots) == 0 {
-			return nil, nil, &job.UsageError{Msg: fmt.Sprintf("erase: no job in %s declares [privacy] subject (the columns that name a subject)", path)}
+			return nil, nil, &report.UsageError{Msg: fmt.Sprintf("erase: no job in %s declares [privacy] subject (the columns that name a subject)", path)}
 		}
 	} else {
 		j, err := loadJob(path)
@@ -200,7 +201,7 @@ func (p *Project) eraseJobs(path string, byKey bool) (roots, beside []*job.Job, 
 		dbs[absPath(j.Database)] = true
 	}
 	if len(dbs) > 1 {
-		return nil, nil, &job.UsageError{Msg: fmt.Sprintf("erase: the jobs of %s that declare [privacy] subject use %d databases: erase one database at a time (--db, or one job file)", path, len(dbs))}
+		return nil, nil, &report.UsageError{Msg: fmt.Sprintf("erase: the jobs of %s that declare [privacy] subject use %d databases: erase one database at a time (--db, or one job file)", path, len(dbs))}
 	}
 	return roots, beside, nil
 }

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // The exit codes of the idem command, which ExitCode maps errors to.
@@ -23,7 +23,7 @@ const (
 var (
 	// ErrUsage marks a bad option, an unknown job name or a bad Batch
 	// (exit 2). Nothing was opened.
-	ErrUsage = job.ErrUsage
+	ErrUsage = report.ErrUsage
 	// ErrJobFile marks a job file that cannot be used: unknown key,
 	// missing pipeline or version, bad param (exit 2). The message names
 	// the file, the line and the key.
@@ -31,13 +31,13 @@ var (
 	// ErrRefused marks a run refused by a guard: batch identity, cursor,
 	// epoch, stale parent, edited released SQL, an expired snapshot
 	// (exit 3). Nothing was committed.
-	ErrRefused = job.ErrRefused
+	ErrRefused = report.ErrRefused
 	// ErrLocked means another process holds the database for writing
 	// (exit 4). Nothing was committed; WithWait waits for it.
-	ErrLocked = job.ErrLocked
+	ErrLocked = report.ErrLocked
 	// ErrCanceled means ctx ended during a run, which rolled back
 	// (exit 1).
-	ErrCanceled = job.ErrCanceled
+	ErrCanceled = report.ErrCanceled
 	// ErrNotReproduced means a rerun rebuilt a snapshot whose sha256
 	// differs from the one recorded (exit 1); the RerunResult says which.
 	ErrNotReproduced = errors.New("snapshot not reproduced")
@@ -65,7 +65,7 @@ func (e *JobError) Unwrap() error { return e.Err }
 
 // Is reports a job-file error as ErrJobFile.
 func (e *JobError) Is(target error) bool {
-	var jfe *job.JobFileError
+	var jfe *report.JobFileError
 	return target == ErrJobFile && errors.As(e.Err, &jfe)
 }
 
@@ -78,7 +78,7 @@ func jobError(name string, err error) error {
 	if errors.As(err, &je) {
 		return err
 	}
-	return &JobError{Job: name, Code: job.ExitCode(err), Err: err}
+	return &JobError{Job: name, Code: report.ExitCode(err), Err: err}
 }
 
 // PartialError is returned by Project.Run and Project.Plan when some jobs
@@ -125,5 +125,5 @@ func ExitCode(err error) int {
 	case errors.As(err, &ae):
 		return ExitOK // the commit stands; the command warns
 	}
-	return job.ExitCode(err)
+	return report.ExitCode(err)
 }

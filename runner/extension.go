@@ -14,7 +14,9 @@ import (
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/inspect"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // ReaderOptions say how OpenReader opens a job's database.
@@ -96,7 +98,7 @@ func (r *Reader) Snapshots(ctx context.Context) (*KeptSnapshots, error) {
 // bytes and sha256 as idem export. The project's WithProgress and
 // WithFaultHook do not hear it: the extension reports its own work.
 func (r *Reader) Export(ctx context.Context, opts ExportOptions) (*ExportResult, error) {
-	res, err := exportOn(ctx, r.j, r.db, opts, job.Progress{}, nil)
+	res, err := exportOn(ctx, r.j, r.db, opts, report.Progress{}, nil)
 	return res, readerError(err)
 }
 
@@ -185,11 +187,11 @@ func CanonicalCSV(ctx context.Context, db *sql.DB, query, out string) error {
 
 // QuoteIdent quotes a SQL identifier for DuckDB: "name", a double quote
 // doubled.
-func QuoteIdent(name string) string { return job.QuoteIdent(name) }
+func QuoteIdent(name string) string { return sqltext.QuoteIdent(name) }
 
 // QuoteString quotes a SQL string literal for DuckDB: 'text', a single
 // quote doubled.
-func QuoteString(s string) string { return job.SQLString(s) }
+func QuoteString(s string) string { return sqltext.SQLString(s) }
 
 // TrimSQLError shortens a DuckDB error to its first paragraph (the
 // message without the LINE excerpt of the query), wrapping err; nil stays
@@ -204,19 +206,19 @@ func TrimSQLError(err error) error {
 // Usage is an extension's usage error: ErrUsage (exit 2) with the
 // formatted message.
 func Usage(format string, args ...any) error {
-	return jobError("", job.Usage(format, args...))
+	return jobError("", report.Usage(format, args...))
 }
 
 // Refuse is an extension's refusal by its guard: ErrRefused (exit 3),
 // whose message is "refused: " and the formatted message. Nothing may
 // have been committed.
 func Refuse(guard, format string, args ...any) error {
-	return jobError("", job.Refuse(guard, format, args...))
+	return jobError("", report.Refuse(guard, format, args...))
 }
 
 // Thousands writes n in decimal with a comma between each group of three
 // digits, as the idem command prints counts.
-func Thousands(n int64) string { return job.Thousands(n) }
+func Thousands(n int64) string { return report.Thousands(n) }
 
 // CatalogKind names the kind of catalog t.Catalog is: "postgres",
 // "sqlite" or "rest" (an Iceberg REST catalog at an http(s):// URL).
@@ -226,7 +228,7 @@ func (t *IcebergTable) CatalogKind() string {
 
 // exportOn is Export of job j through the open db, telling progress and
 // fault (nil: none) of its work.
-func exportOn(ctx context.Context, j *job.Job, db *run.DB, opts ExportOptions, progress job.Progress, fault func(string)) (*ExportResult, error) {
+func exportOn(ctx context.Context, j *job.Job, db *run.DB, opts ExportOptions, progress report.Progress, fault func(string)) (*ExportResult, error) {
 	if opts.BeforeRename != nil {
 		outer := fault
 		fault = func(point string) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -40,7 +41,7 @@ type AfterCommit func(ctx context.Context, p *Project, c Commit) error
 func WithAfterCommit(h AfterCommit) Option {
 	return optionFunc(func(s *settings) error {
 		if h == nil {
-			return job.Usage("WithAfterCommit: nil hook")
+			return report.Usage("WithAfterCommit: nil hook")
 		}
 		s.hooks = append(s.hooks, h)
 		return nil

@@ -20,6 +20,12 @@ func TestLayering(t *testing.T) {
 	t.Parallel()
 	const module = "github.com/idem-dev/idem"
 	const (
+		report  = module + "/internal/report"
+		sqltext = module + "/internal/sqltext"
+		seal    = module + "/internal/seal"
+		jobkey  = module + "/internal/jobkey"
+		jobfs   = module + "/internal/jobfs"
+		pipe    = module + "/internal/pipeline"
 		job     = module + "/internal/job"
 		project = module + "/internal/project"
 		catalog = module + "/internal/catalog"
@@ -43,74 +49,93 @@ func TestLayering(t *testing.T) {
 		sqlfs   = module + "/pipelines"
 	)
 	pure := []string{"database/sql", "github.com/duckdb/"}
+	// jobLayer is internal/job and the pure packages below it, which
+	// every package above may reach.
+	jobLayer := []string{report, sqltext, seal, jobkey, jobfs, pipe, job}
+	with := func(base []string, more ...string) []string { return append(slices.Clip(base), more...) }
 	layers := []struct {
 		pkg       string
 		idem      []string // idem packages it may depend on
 		forbidden []string // import path prefixes it must not depend on
 		direct    bool     // check its own imports only (they bring the layers below)
 	}{
-		{pkg: job, forbidden: pure},
-		{pkg: project, idem: []string{job}, forbidden: pure},
-		{pkg: catalog, idem: []string{job}},
+		// What every layer shares: error kinds and exit codes, decisions,
+		// progress, the CLI's printing helpers. The floor: no idem package.
+		{pkg: report, forbidden: pure},
+		// SQL text as idem reads it (masking, statements, DuckDB's parse
+		// tree), and the seal over it: which SQL a step may run.
+		{pkg: sqltext, idem: []string{report}, forbidden: pure},
+		{pkg: seal, idem: []string{report, sqltext}, forbidden: pure},
+		// The job key: its parts, their canonical JSON, the sha256.
+		{pkg: jobkey, forbidden: pure},
+		// A job's files read within bounds, inside their folder, with
+		// errors at a TOML key's line; and a pipeline's folder and the
+		// template language of its steps.
+		{pkg: jobfs, idem: []string{report}, forbidden: pure},
+		{pkg: pipe, idem: []string{report, sqltext, seal, jobfs}, forbidden: pure},
+		// The job file, and everything a job is before a database sees it.
+		{pkg: job, idem: []string{report, sqltext, seal, jobkey, jobfs, pipe}, forbidden: pure},
+		{pkg: project, idem: jobLayer, forbidden: pure},
+		{pkg: catalog, idem: jobLayer},
 		// Iceberg tables read natively (metadata, manifests, files): no idem
 		// package; source reads a table through it.
 		{pkg: lake},
 		{pkg: lake + "/laketest", idem: []string{lake}},
-		{pkg: source, idem: []string{job, catalog, lake}},
-		{pkg: run, idem: []string{job, catalog, source, lake}},
+		{pkg: source, idem: with(jobLayer, catalog, lake)},
+		{pkg: run, idem: with(jobLayer, catalog, source, lake)},
 		// Pinned reads of a job's tables and the export: the lowest of the
 		// command packages, under every other.
-		{pkg: export, idem: []string{job, catalog, source, run, lake}},
+		{pkg: export, idem: with(jobLayer, catalog, source, run, lake)},
 		// idem lint: a job's SQL through DuckDB's parser, on a scratch
 		// database (run opens it); no job's database, no other command.
-		{pkg: lint, idem: []string{job, catalog, source, run, lake}},
+		{pkg: lint, idem: with(jobLayer, catalog, source, run, lake)},
 		// idem init: the files it writes, from templates; job alone.
-		{pkg: scaf, idem: []string{job}, forbidden: pure},
+		{pkg: scaf, idem: jobLayer, forbidden: pure},
 		// idem diff: two reads of a table compared by key, through
 		// export's pinned reads.
-		{pkg: diff, idem: []string{job, catalog, source, run, lake, export}},
+		{pkg: diff, idem: with(jobLayer, catalog, source, run, lake, export)},
 		// compact and backup: the database file as a whole.
-		{pkg: dbfile, idem: []string{job, catalog, source, run, lake, export}},
+		{pkg: dbfile, idem: with(jobLayer, catalog, source, run, lake, export)},
 		// The read-only looks into a job's database: query, show (release
 		// packets), what an extension reads.
-		{pkg: inspect, idem: []string{job, catalog, source, run, lake, export}},
+		{pkg: inspect, idem: with(jobLayer, catalog, source, run, lake, export)},
 		// What rewrites or replays a job's history of snapshots: rerun,
 		// erase (and its chain and journal), rollback, expire and
 		// checkpoints, log and fence. Rerun replays erasures and an
 		// erasure recomputes models as they ran: one package.
-		{pkg: history, idem: []string{job, catalog, source, run, lake, export, diff, dbfile}},
+		{pkg: history, idem: with(jobLayer, catalog, source, run, lake, export, diff, dbfile)},
 		// idem plan: a run's decision through its own guards, rolled back;
 		// a model's column changes.
-		{pkg: planner, idem: []string{job, catalog, source, run, lake, export, diff, dbfile, history}},
+		{pkg: planner, idem: with(jobLayer, catalog, source, run, lake, export, diff, dbfile, history)},
 		// Environments: a change built beside production, diffed against
 		// it and promoted; it plans each job to know which to build.
-		{pkg: env, idem: []string{job, catalog, source, run, lake, export, diff, dbfile, history, planner}},
+		{pkg: env, idem: with(jobLayer, catalog, source, run, lake, export, diff, dbfile, history, planner)},
 		// idem du: the database, its environments, tables and retained
 		// inputs, and what expire would free.
-		{pkg: storage, idem: []string{job, catalog, source, run, lake, export, diff, dbfile, history, planner, env}},
+		{pkg: storage, idem: with(jobLayer, catalog, source, run, lake, export, diff, dbfile, history, planner, env)},
 		// Unit tests of models (idem test): a replay in a scratch
 		// database, beside history, with the project's job files.
-		{pkg: mtest, idem: []string{job, project, catalog, source, run, lake}},
+		{pkg: mtest, idem: with(jobLayer, project, catalog, source, run, lake)},
 		// Running a project: order, blocking, concurrent groups, shared
 		// handles; what a job's run is stays its caller's.
 		{pkg: prun, idem: []string{job, project, run}, direct: true},
 		// idem docs: a project's site, read-only through catalog, inspect
 		// and history's log (run opens the databases); no source, no
 		// projectrun.
-		{pkg: docs, idem: []string{job, project, catalog, run, inspect, history}, direct: true},
+		{pkg: docs, idem: []string{report, sqltext, jobfs, job, project, catalog, run, inspect, history}, direct: true},
 		// The public API is a thin layer over run, the command packages
 		// and projectrun, with the built-in pipelines; it never reaches
 		// source or catalog itself.
-		{pkg: runner, idem: []string{job, project, run, export, lint, scaf, diff, dbfile, inspect, history, planner, env, storage, prun, mtest, docs, sqlfs}, direct: true},
-		// The CLI is a client of the public API: runner, and job, its
+		{pkg: runner, idem: []string{report, sqltext, jobkey, pipe, job, project, run, export, lint, scaf, diff, dbfile, inspect, history, planner, env, storage, prun, mtest, docs, sqlfs}, direct: true},
+		// The CLI is a client of the public API: runner, and report, its
 		// printing helper (TestCLIImports holds each of its files to them).
-		{pkg: module + "/cmd/idem/cli", idem: []string{runner, job}, direct: true},
+		{pkg: module + "/cmd/idem/cli", idem: []string{runner, report}, direct: true},
 		// The defaults the test packages share: no idem package.
 		{pkg: module + "/internal/testflags", idem: nil, direct: true},
 		// The kit of the CLI's test packages reads databases and job files
 		// through the library; it never imports the CLI, whose own tests
 		// use it (each test package hands it the CLI from its TestMain).
-		{pkg: module + "/cmd/idem/cli/internal/clitest", idem: []string{job, catalog, run, export, dbfile, inspect, sqlfs, module + "/internal/testflags"}, direct: true},
+		{pkg: module + "/cmd/idem/cli/internal/clitest", idem: []string{report, sqltext, job, catalog, run, export, dbfile, inspect, sqlfs, module + "/internal/testflags"}, direct: true},
 		// The command is main and one call.
 		{pkg: module + "/cmd/idem", idem: []string{module + "/cmd/idem/cli"}, direct: true},
 	}
@@ -179,13 +204,13 @@ func goList(t *testing.T, args ...string) []string {
 }
 
 // TestCLIImports: each file of cmd/idem/cli (tests aside) imports, of
-// idem's packages, runner and internal/job (the printing helper: numbers,
-// versions, usage errors) only: every command is a client of the public
+// idem's packages, runner and internal/report (the printing helper:
+// numbers, versions, usage errors) only: every command is a client of the public
 // API (issue 46).
 func TestCLIImports(t *testing.T) {
 	t.Parallel()
 	const module = "github.com/idem-dev/idem/"
-	allowed := []string{module + "runner", module + "internal/job"}
+	allowed := []string{module + "runner", module + "internal/report"}
 	dir := filepath.Join("..", "cmd", "idem", "cli")
 	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil || len(files) == 0 {

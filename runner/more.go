@@ -8,9 +8,9 @@ import (
 
 	"github.com/idem-dev/idem/internal/docs"
 	"github.com/idem-dev/idem/internal/inspect"
-	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/lint"
 	"github.com/idem-dev/idem/internal/modeltest"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/scaffold"
 	"github.com/idem-dev/idem/pipelines"
 )
@@ -164,8 +164,8 @@ func testResultOf(r *modeltest.Result) *TestResult {
 // folder, one whose whole input replaces its target, or a model (one
 // SELECT over a source job, written beside it).
 const (
-	ModeApply   = job.ModeApply
-	ModeRefresh = job.ModeRefresh
+	ModeApply   = pipeline.ModeApply
+	ModeRefresh = pipeline.ModeRefresh
 	ModeSelect  = scaffold.ScaffoldSelect
 )
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/project"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // Option configures Open, as the With functions make them. Each checks
@@ -30,7 +31,7 @@ type settings struct {
 	wait        time.Duration
 	selects     []string
 	concurrency int
-	progress    job.Progress
+	progress    report.Progress
 	hooks       []AfterCommit
 	fault       func(database string) func(point string)
 	replica     func(ReplicaNote)
@@ -113,7 +114,7 @@ func WithFullRefresh() Option {
 func WithDatabase(path string) Option {
 	return optionFunc(func(s *settings) error {
 		if path == "" {
-			return job.Usage("WithDatabase: empty path")
+			return report.Usage("WithDatabase: empty path")
 		}
 		s.database = path
 		return nil
@@ -125,7 +126,7 @@ func WithDatabase(path string) Option {
 // "none".
 func CheckMemoryLimit(size string) error {
 	if err := job.CheckMemoryLimit(size); err != nil {
-		return jobError("", job.Usage("%v", err))
+		return jobError("", report.Usage("%v", err))
 	}
 	return nil
 }
@@ -136,7 +137,7 @@ func CheckMemoryLimit(size string) error {
 func WithMemoryLimit(size string) Option {
 	return optionFunc(func(s *settings) error {
 		if err := job.CheckMemoryLimit(size); err != nil {
-			return job.Usage("WithMemoryLimit: %v", err)
+			return report.Usage("WithMemoryLimit: %v", err)
 		}
 		s.duckdb.MemoryLimit = size
 		return nil
@@ -148,10 +149,10 @@ func WithMemoryLimit(size string) Option {
 func WithThreads(n int) Option {
 	return optionFunc(func(s *settings) error {
 		if n < 1 {
-			return job.Usage("threads %d: want 1 or more", n)
+			return report.Usage("threads %d: want 1 or more", n)
 		}
-		if n > job.MaxThreads {
-			return job.Usage("threads %d: at most %d", n, job.MaxThreads)
+		if n > report.MaxThreads {
+			return report.Usage("threads %d: at most %d", n, report.MaxThreads)
 		}
 		s.duckdb.Threads = n
 		return nil
@@ -163,7 +164,7 @@ func WithThreads(n int) Option {
 func WithTempDirectory(dir string) Option {
 	return optionFunc(func(s *settings) error {
 		if dir == "" {
-			return job.Usage("WithTempDirectory: empty path")
+			return report.Usage("WithTempDirectory: empty path")
 		}
 		s.duckdb.TempDirectory = dir
 		return nil
@@ -175,7 +176,7 @@ func WithTempDirectory(dir string) Option {
 func WithWait(d time.Duration) Option {
 	return optionFunc(func(s *settings) error {
 		if d < 0 {
-			return job.Usage("WithWait(%s): must not be negative", d)
+			return report.Usage("WithWait(%s): must not be negative", d)
 		}
 		s.wait = d
 		return nil
@@ -190,7 +191,7 @@ func WithSelect(patterns ...string) Option {
 	return optionFunc(func(s *settings) error {
 		for _, p := range patterns {
 			if p == "" {
-				return job.Usage("WithSelect: empty pattern")
+				return report.Usage("WithSelect: empty pattern")
 			}
 		}
 		s.selects = append(s.selects, patterns...)
@@ -205,7 +206,7 @@ func WithSelect(patterns ...string) Option {
 func WithConcurrency(n int) Option {
 	return optionFunc(func(s *settings) error {
 		if n < 1 {
-			return job.Usage("WithConcurrency(%d): want 1 or more", n)
+			return report.Usage("WithConcurrency(%d): want 1 or more", n)
 		}
 		s.concurrency = n
 		return nil
@@ -233,7 +234,7 @@ type Progress struct {
 // WithProgress sends the progress of long work to p.
 func WithProgress(p Progress) Option {
 	return optionFunc(func(s *settings) error {
-		s.progress = job.Progress{Step: p.Step, Percent: p.Percent, Bytes: p.Bytes, Timings: p.Timings}
+		s.progress = report.Progress{Step: p.Step, Percent: p.Percent, Bytes: p.Bytes, Timings: p.Timings}
 		return nil
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/idem-dev/idem/internal/diff"
 	"github.com/idem-dev/idem/internal/inspect"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -35,7 +36,7 @@ type ReplicaSnapshot struct {
 func WithReplicaReads(note func(ReplicaNote)) Option {
 	return optionFunc(func(s *settings) error {
 		if note == nil {
-			return job.Usage("WithReplicaReads: nil func")
+			return report.Usage("WithReplicaReads: nil func")
 		}
 		s.replica = note
 		return nil

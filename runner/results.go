@@ -7,6 +7,7 @@ import (
 	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/planner"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -40,7 +41,7 @@ type Batch struct {
 // options checks b and returns the run's options.
 func (b Batch) options() (run.RunOptions, error) {
 	if (b.From == nil) != (b.To == nil) {
-		return run.RunOptions{}, job.Usage("Batch: From and To go together")
+		return run.RunOptions{}, report.Usage("Batch: From and To go together")
 	}
 	return run.RunOptions{Input: b.Input, BatchID: b.ID, From: b.From, To: b.To, Epoch: b.Epoch,
 		ExpectParent: b.ExpectParent, Partitions: b.Partitions, FullRefresh: b.FullRefresh, Expire: history.ExpireAfterRun}, nil
@@ -221,7 +222,7 @@ func resultOf(r *run.Result) (*Result, error) {
 	if err := convert(r, &out); err != nil {
 		return nil, err
 	}
-	out.Changed = job.NonNil(out.Changed)
+	out.Changed = report.NonNil(out.Changed)
 	return &out, nil
 }
 
@@ -292,7 +293,7 @@ func planOf(p *planner.Plan) (*Plan, error) {
 	if err := convert(p, &out); err != nil {
 		return nil, err
 	}
-	out.Changed = job.NonNil(out.Changed)
+	out.Changed = report.NonNil(out.Changed)
 	return &out, nil
 }
 

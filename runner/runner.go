@@ -13,10 +13,13 @@ import (
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/planner"
 	"github.com/idem-dev/idem/internal/project"
 	"github.com/idem-dev/idem/internal/projectrun"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 	"github.com/idem-dev/idem/pipelines"
 )
 
@@ -44,7 +47,7 @@ func Open(ctx context.Context, paths []string, opts ...Option) (*Project, error)
 		}
 	}
 	if len(paths) == 0 {
-		return nil, jobError("", job.Usage("Open: no job file or folder"))
+		return nil, jobError("", report.Usage("Open: no job file or folder"))
 	}
 	files, skipped, err := project.FilesSkipping(paths)
 	if s.skipped != nil {
@@ -58,7 +61,7 @@ func Open(ctx context.Context, paths []string, opts ...Option) (*Project, error)
 	var jobs []*job.Job
 	for _, f := range files {
 		if ctx.Err() != nil {
-			return nil, jobError("", job.ErrCanceled) // nothing was opened
+			return nil, jobError("", report.ErrCanceled) // nothing was opened
 		}
 		j, err := run.LoadJob(f, pipelines.FS)
 		if err != nil {
@@ -92,7 +95,7 @@ func modifiedJobs(ctx context.Context, p *project.Project) (map[*job.Job]bool, e
 			return nil, fmt.Errorf("--select state:modified: plan %s: %w", j.Name, err)
 		}
 		out[j] = plan.FirstLoad || slices.ContainsFunc(plan.Changed, func(part string) bool {
-			return part == job.PartTransform || part == job.PartSchema || part == job.PartConfig
+			return part == jobkey.PartTransform || part == jobkey.PartSchema || part == jobkey.PartConfig
 		})
 	}
 	return out, nil
@@ -105,13 +108,13 @@ func modifiedJobs(ctx context.Context, p *project.Project) (map[*job.Job]bool, e
 // such file and no such job, a job defined by several files; a job file of
 // that name that cannot be used is its own error (ErrJobFile).
 func JobFile(pathOrName string) (string, error) {
-	if _, err := os.Stat(pathOrName); err == nil || !job.Identifier.MatchString(pathOrName) {
+	if _, err := os.Stat(pathOrName); err == nil || !sqltext.Identifier.MatchString(pathOrName) {
 		return pathOrName, nil
 	}
 	name := pathOrName
 	files, err := project.Files([]string{"."})
 	if err != nil {
-		return "", jobError("", &job.UsageError{Msg: fmt.Sprintf("no job file %s, and no job named %s here: %v", name, name, err)})
+		return "", jobError("", &report.UsageError{Msg: fmt.Sprintf("no job file %s, and no job named %s here: %v", name, name, err)})
 	}
 	var found []string
 	for _, f := range files {
@@ -128,11 +131,11 @@ func JobFile(pathOrName string) (string, error) {
 	}
 	switch len(found) {
 	case 0:
-		return "", jobError("", &job.UsageError{Msg: fmt.Sprintf("no job file %s, and no job named %s among the job files of this folder: give a job file's path", name, name)})
+		return "", jobError("", &report.UsageError{Msg: fmt.Sprintf("no job file %s, and no job named %s among the job files of this folder: give a job file's path", name, name)})
 	case 1:
 		return found[0], nil
 	}
-	return "", jobError("", &job.UsageError{Msg: fmt.Sprintf("job %s is defined by several job files of this folder (%s): give one's path", name, strings.Join(found, ", "))})
+	return "", jobError("", &report.UsageError{Msg: fmt.Sprintf("job %s is defined by several job files of this folder (%s): give one's path", name, strings.Join(found, ", "))})
 }
 
 // Jobs names the project's jobs in run order.
@@ -151,7 +154,7 @@ func (p *Project) job(name string) (*job.Job, error) {
 			return j, nil
 		}
 	}
-	return nil, jobError(name, job.Usage("no job %q in the project (jobs: %s)", name, strings.Join(p.Jobs(), ", ")))
+	return nil, jobError(name, report.Usage("no job %q in the project (jobs: %s)", name, strings.Join(p.Jobs(), ", ")))
 }
 
 // database is the database file job j uses, and how it is opened.
@@ -268,7 +271,7 @@ func (p *Project) runOn(ctx context.Context, h *projectrun.Handles, j *job.Job, 
 
 // timing starts a step that only Progress.Timings reports (the open and
 // close of a run's database).
-func timing(p job.Progress, name string) func() {
+func timing(p report.Progress, name string) func() {
 	if !p.Timings {
 		return func() {}
 	}
@@ -554,7 +557,7 @@ func upstreamFinder(j *job.Job) func(string) (*job.Job, error) {
 				return uj, nil
 			}
 		}
-		return nil, &job.UsageError{Msg: fmt.Sprintf("no job file for %s in %s (with database %s)", name, dir, j.Database)}
+		return nil, &report.UsageError{Msg: fmt.Sprintf("no job file for %s in %s (with database %s)", name, dir, j.Database)}
 	}
 }
 

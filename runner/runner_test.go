@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/runner"
 )
 
@@ -185,9 +185,9 @@ func TestErrorsIs(t *testing.T) {
 // internal packages report.
 func TestConstants(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, []int{job.ExitOK, job.ExitFailure, job.ExitUsage, job.ExitRefused, job.ExitLocked},
+	require.Equal(t, []int{report.ExitOK, report.ExitFailure, report.ExitUsage, report.ExitRefused, report.ExitLocked},
 		[]int{runner.ExitOK, runner.ExitFailure, runner.ExitUsage, runner.ExitRefused, runner.ExitLocked})
-	require.Equal(t, []string{job.DecisionLoaded, job.DecisionApplied, job.DecisionSkipped, job.DecisionAlreadyCommitted, job.DecisionFailed, job.DecisionRefused},
+	require.Equal(t, []string{report.DecisionLoaded, report.DecisionApplied, report.DecisionSkipped, report.DecisionAlreadyCommitted, report.DecisionFailed, report.DecisionRefused},
 		[]string{string(runner.DecisionLoaded), string(runner.DecisionApplied), string(runner.DecisionSkipped), string(runner.DecisionAlreadyCommitted), string(runner.DecisionFailed), string(runner.DecisionRefused)})
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -48,13 +49,13 @@ func WithStream(o StreamOptions) Option {
 // says the job reads a stream. The words are the idem command's flags.
 func (o StreamOptions) check(stream bool, name string) error {
 	if !stream && (o.Follow || o.AllowGap) {
-		return job.Usage("--follow and --allow-gap apply to a job reading a stream ([input] kind = \"kafka\"); %s reads files", name)
+		return report.Usage("--follow and --allow-gap apply to a job reading a stream ([input] kind = \"kafka\"); %s reads files", name)
 	}
 	if !o.Follow && (o.MaxBatches != 0 || o.IdleExit != 0) {
-		return job.Usage("--max-batches and --idle-exit go with --follow")
+		return report.Usage("--max-batches and --idle-exit go with --follow")
 	}
 	if o.MaxBatches < 0 || o.IdleExit < 0 {
-		return job.Usage("--max-batches and --idle-exit must not be negative")
+		return report.Usage("--max-batches and --idle-exit must not be negative")
 	}
 	return nil
 }

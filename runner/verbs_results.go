@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/history"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // The results of the verbs on a job's committed state (log, show, fence,
@@ -74,8 +74,8 @@ type Packet struct {
 // The kinds of a snapshot that writes no packet (Packet.RequestedKind):
 // an erasure and a rollback.
 const (
-	SnapshotErase    = job.KindErase
-	SnapshotRollback = job.KindRollback
+	SnapshotErase    = report.KindErase
+	SnapshotRollback = report.KindRollback
 )
 
 // InputRef is an input file of a snapshot: its sha256, size and name.

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // The canonical export: a snapshot's sha256 is that of its rows written as
@@ -98,7 +98,7 @@ func canonicalSelectList(cols []TargetColumn, unsignedZero bool) (string, bool, 
 	sel := make([]string, len(cols))
 	changed := false
 	for i, c := range cols {
-		id := job.QuoteIdent(c.Name)
+		id := sqltext.QuoteIdent(c.Name)
 		expr, ok, err := canonicalText(id, c.Type, 0)
 		if t := strings.TrimSpace(c.Type); unsignedZero && !ok && err == nil && (t == "DOUBLE" || t == "FLOAT" || t == "REAL") {
 			// -0.0 = 0 holds: the CASE writes it +0.0.

@@ -8,6 +8,8 @@ import (
 	"fmt"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Checkpoints: an image of a job's state at one snapshot, from which a
@@ -46,7 +48,7 @@ func CheckpointManifest(jobName string, snapshot int64, files []CheckpointFile) 
 	for i, f := range files {
 		list[i] = map[string]any{"part": f.Part, "sha256": f.SHA256, "bytes": f.Bytes}
 	}
-	return job.CanonicalJSON(map[string]any{"job": jobName, "snapshot": snapshot, "files": list})
+	return jobkey.CanonicalJSON(map[string]any{"job": jobName, "snapshot": snapshot, "files": list})
 }
 
 // CopyIdemRows writes the job's rows of idem.<table> (one of
@@ -62,7 +64,7 @@ func CopyIdemRows(ctx context.Context, q Querier, table, jobName, out string) er
 		// as before packets were a column of the snapshot row.
 		cols = "* EXCLUDE (packet)"
 	}
-	_, err := q.ExecContext(ctx, "COPY (SELECT "+cols+" FROM idem."+job.QuoteIdent(table)+" WHERE job = "+job.SQLString(jobName)+" ORDER BY ALL) TO "+job.SQLString(out)+" (FORMAT parquet)")
+	_, err := q.ExecContext(ctx, "COPY (SELECT "+cols+" FROM idem."+sqltext.QuoteIdent(table)+" WHERE job = "+sqltext.SQLString(jobName)+" ORDER BY ALL) TO "+sqltext.SQLString(out)+" (FORMAT parquet)")
 	if err != nil {
 		return fmt.Errorf("checkpoint idem.%s of %s: %w", table, jobName, TrimSQLError(err))
 	}
@@ -75,7 +77,7 @@ func LoadIdemRows(ctx context.Context, q Querier, table, path string) error {
 	if !isCheckpointTable(table) {
 		return fmt.Errorf("checkpoint: idem.%s is not a checkpointed table", table)
 	}
-	if _, err := q.ExecContext(ctx, "INSERT INTO idem."+job.QuoteIdent(table)+" BY NAME SELECT * FROM read_parquet("+job.SQLString(path)+")"); err != nil {
+	if _, err := q.ExecContext(ctx, "INSERT INTO idem."+sqltext.QuoteIdent(table)+" BY NAME SELECT * FROM read_parquet("+sqltext.SQLString(path)+")"); err != nil {
 		return fmt.Errorf("load idem.%s from checkpoint: %w", table, TrimSQLError(err))
 	}
 	return nil
@@ -99,11 +101,11 @@ func isCheckpointTable(t string) bool {
 // rows name no input file: their inputs are in the other database's store,
 // and a replayed erasure must not look for them in this one's.
 func SettleCheckpoint(ctx context.Context, q Querier, j *job.Job, snapshot int64) error {
-	target := job.QuoteIdent(j.Table)
+	target := sqltext.QuoteIdent(j.Table)
 	for _, stmt := range []string{
 		"CREATE OR REPLACE TABLE " + HistoryTable(j.Name) + " AS SELECT *, CAST(" + fmt.Sprint(snapshot) + " AS BIGINT) AS idem_from, CAST(NULL AS BIGINT) AS idem_to FROM " + target,
-		"UPDATE idem.snapshots SET inputs = json_merge_patch(inputs, '{\"files\": []}') WHERE job = " + job.SQLString(j.Name) + " AND inputs IS NOT NULL",
-		"UPDATE idem.snapshots SET rows_out = (SELECT count(*) FROM " + target + ") WHERE job = " + job.SQLString(j.Name) + " AND snapshot = " + fmt.Sprint(snapshot),
+		"UPDATE idem.snapshots SET inputs = json_merge_patch(inputs, '{\"files\": []}') WHERE job = " + sqltext.SQLString(j.Name) + " AND inputs IS NOT NULL",
+		"UPDATE idem.snapshots SET rows_out = (SELECT count(*) FROM " + target + ") WHERE job = " + sqltext.SQLString(j.Name) + " AND snapshot = " + fmt.Sprint(snapshot),
 	} {
 		if _, err := q.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("load checkpoint %d of %s: %w", snapshot, j.Name, TrimSQLError(err))

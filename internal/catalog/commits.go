@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // The commit log: every committing transaction writes one run log row
@@ -49,7 +49,7 @@ func CheckWAL(ctx context.Context, q Querier, path, wal string) error {
 		return fmt.Errorf("check WAL of %s: %w", path, err)
 	}
 	if ids > 1 || !ok {
-		return job.Refuse("wal", "%s does not belong to database %s: it holds commits made in another database or in an older copy of this one, "+
+		return report.Refuse("wal", "%s does not belong to database %s: it holds commits made in another database or in an older copy of this one, "+
 			"and replaying it would apply them here; nothing was written. Move %s away (keep it if it may belong elsewhere) and run again",
 			wal, path, wal)
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // DatabaseDigest describes what a database holds, for comparing two copies
@@ -75,7 +75,7 @@ func Digest(ctx context.Context, q Querier) (*DatabaseDigest, error) {
 		var count int64
 		var sum string
 		if err := q.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(hash(t)::HUGEINT), 0)::VARCHAR FROM `+
-			job.QuoteIdent(n[0])+"."+job.QuoteIdent(n[1])+` AS t`).Scan(&count, &sum); err != nil {
+			sqltext.QuoteIdent(n[0])+"."+sqltext.QuoteIdent(n[1])+` AS t`).Scan(&count, &sum); err != nil {
 			return nil, fmt.Errorf("digest table %s.%s: %w", n[0], n[1], err)
 		}
 		d.Tables[n[0]+"."+n[1]] = fmt.Sprintf("%d rows, hash sum %s", count, sum)

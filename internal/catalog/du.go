@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Storage is an estimate of the bytes each table of the database takes in
@@ -62,7 +62,7 @@ func ReadStorage(ctx context.Context, q Querier) (*Storage, error) {
 		name := t[0] + "." + t[1]
 		s.Tables[name] += 0
 		r, err := q.QueryContext(ctx, `SELECT block_id, block_offset, len(additional_block_ids) FROM pragma_storage_info(`+
-			job.SQLString(job.QuoteIdent(t[0])+"."+job.QuoteIdent(t[1]))+`) WHERE persistent AND block_id >= 0`)
+			sqltext.SQLString(sqltext.QuoteIdent(t[0])+"."+sqltext.QuoteIdent(t[1]))+`) WHERE persistent AND block_id >= 0`)
 		if err != nil {
 			return nil, fmt.Errorf("storage of %s: %w", name, TrimSQLError(err))
 		}
@@ -146,7 +146,7 @@ func CheckpointBytes(ctx context.Context, q Querier, j string) (int64, error) {
 // CountWhere counts the rows of table (in main) where column equals value.
 func CountWhere(ctx context.Context, q Querier, table, column, value string) (int64, error) {
 	var n int64
-	if err := q.QueryRowContext(ctx, "SELECT count(*) FROM "+job.QuoteIdent(table)+" WHERE "+job.QuoteIdent(column)+" = ?", value).Scan(&n); err != nil {
+	if err := q.QueryRowContext(ctx, "SELECT count(*) FROM "+sqltext.QuoteIdent(table)+" WHERE "+sqltext.QuoteIdent(column)+" = ?", value).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count rows of %s: %w", table, TrimSQLError(err))
 	}
 	return n, nil
@@ -160,7 +160,7 @@ func CountQualified(ctx context.Context, q Querier, schema, table string) (int64
 		return 0, err
 	}
 	var n int64
-	if err := q.QueryRowContext(ctx, "SELECT count(*) FROM "+job.QuoteIdent(schema)+"."+job.QuoteIdent(table)).Scan(&n); err != nil {
+	if err := q.QueryRowContext(ctx, "SELECT count(*) FROM "+sqltext.QuoteIdent(schema)+"."+sqltext.QuoteIdent(table)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count rows of %s.%s: %w", schema, table, TrimSQLError(err))
 	}
 	return n, nil

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // SubjectColumnsSQL is the SQL of idem.erasures' subject_columns: NULL in a
@@ -167,10 +168,10 @@ func ErasedIn(ctx context.Context, q Querier, j *job.Job, pinned string) (int64,
 	if len(j.Pipeline.Key) != 1 {
 		return 0, nil
 	}
-	key := "CAST(p." + job.QuoteIdent(j.Pipeline.Key[0]) + " AS VARCHAR)"
+	key := "CAST(p." + sqltext.QuoteIdent(j.Pipeline.Key[0]) + " AS VARCHAR)"
 	cond := "TRUE"
 	if j.Pipeline.Position != "" {
-		cond = "e.position IS NULL OR TRY_CAST(p." + job.QuoteIdent(j.Pipeline.Position) + " AS BIGINT) <= e.position"
+		cond = "e.position IS NULL OR TRY_CAST(p." + sqltext.QuoteIdent(j.Pipeline.Position) + " AS BIGINT) <= e.position"
 	}
 	var n int64
 	err := q.QueryRowContext(ctx, "SELECT count(*) FROM ("+pinned+") AS p JOIN ("+erasedKeysSQL("SELECT DISTINCT "+key+" AS key FROM ("+pinned+") AS p")+") AS e ON "+key+" = e.key WHERE "+cond, j.Name, j.Name).Scan(&n)
@@ -212,7 +213,7 @@ func PrepareErasures(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 	}
 	texts := make([]string, len(keys))
 	for i, k := range keys {
-		texts[i] = "CAST(" + job.QuoteIdent(k) + " AS VARCHAR)"
+		texts[i] = "CAST(" + sqltext.QuoteIdent(k) + " AS VARCHAR)"
 	}
 	text := texts[0]
 	if len(keys) > 1 {

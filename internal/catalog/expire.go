@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Retention is a job's row of idem.retention: what expiry has removed so
@@ -53,7 +56,7 @@ func WriteRetention(ctx context.Context, tx *sql.Tx, j string, r Retention) erro
 
 // ExpiredError is the refusal of a read of an expired snapshot (exit 3).
 func ExpiredError(j string, snapshot, oldestKept int64) error {
-	return job.Refuse("expired", "snapshot %d of %s expired (oldest kept: %d)", snapshot, j, oldestKept)
+	return report.Refuse("expired", "snapshot %d of %s expired (oldest kept: %d)", snapshot, j, oldestKept)
 }
 
 // CheckNotExpired refuses (exit 3, ExpiredError) a read of snapshot S of
@@ -75,7 +78,7 @@ func CheckNotExpired(ctx context.Context, q Querier, j string, snapshot int64) e
 // incremental read starts there (ChangesSelect from that snapshot), so
 // expiry of j keeps it.
 func DownstreamPins(ctx context.Context, q Querier, j string) (map[string]int64, error) {
-	rows, err := q.QueryContext(ctx, `SELECT job, parts FROM idem.jobs WHERE mode = ? AND parts IS NOT NULL AND contains(parts, ?) ORDER BY job`, job.ModeApply, j)
+	rows, err := q.QueryContext(ctx, `SELECT job, parts FROM idem.jobs WHERE mode = ? AND parts IS NOT NULL AND contains(parts, ?) ORDER BY job`, pipeline.ModeApply, j)
 	if err != nil {
 		return nil, fmt.Errorf("read the jobs downstream of %s: %w", j, err)
 	}
@@ -86,7 +89,7 @@ func DownstreamPins(ctx context.Context, q Querier, j string) (map[string]int64,
 		if err := rows.Scan(&name, &parts); err != nil {
 			return nil, err
 		}
-		p, err := job.ParseParts(parts)
+		p, err := jobkey.ParseParts(parts)
 		if err != nil {
 			return nil, fmt.Errorf("read state of job %s: parts: %w", name, err)
 		}
@@ -114,7 +117,7 @@ type Reader struct {
 func Readers(ctx context.Context, q Querier, upstream string) ([]Reader, error) {
 	rows, err := q.QueryContext(ctx, `SELECT j.job, coalesce(j.mode, ''), j.snapshot FROM idem.jobs AS j
 		WHERE j.job <> ? AND EXISTS (SELECT 1 FROM idem.snapshots AS s WHERE s.job = j.job AND contains(s.parts, ?))
-		ORDER BY j.job`, upstream, `"job":`+string(job.CanonicalJSON(upstream)))
+		ORDER BY j.job`, upstream, `"job":`+string(jobkey.CanonicalJSON(upstream)))
 	if err != nil {
 		return nil, fmt.Errorf("read the jobs downstream of %s: %w", upstream, err)
 	}
@@ -157,7 +160,7 @@ func ExpireOutcomes(ctx context.Context, tx *sql.Tx, j, table string, oldestKept
 	if err != nil || !ok {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, "DELETE FROM "+job.QuoteIdent(table)+" WHERE batch_id IN (SELECT batch_id FROM idem.ledger WHERE job = ? AND snapshot < ?)", j, oldestKept); err != nil {
+	if _, err := tx.ExecContext(ctx, "DELETE FROM "+sqltext.QuoteIdent(table)+" WHERE batch_id IN (SELECT batch_id FROM idem.ledger WHERE job = ? AND snapshot < ?)", j, oldestKept); err != nil {
 		return fmt.Errorf("expire outcomes of %s: %w", j, TrimSQLError(err))
 	}
 	return nil
@@ -171,7 +174,7 @@ func OutcomeRowsBySnapshot(ctx context.Context, q Querier, j, table string) (map
 	if err != nil || !ok {
 		return out, err
 	}
-	rows, err := q.QueryContext(ctx, "SELECT l.snapshot, count(*) FROM "+job.QuoteIdent(table)+" AS o JOIN idem.ledger AS l ON l.job = ? AND l.batch_id = o.batch_id GROUP BY l.snapshot", j)
+	rows, err := q.QueryContext(ctx, "SELECT l.snapshot, count(*) FROM "+sqltext.QuoteIdent(table)+" AS o JOIN idem.ledger AS l ON l.job = ? AND l.batch_id = o.batch_id GROUP BY l.snapshot", j)
 	if err != nil {
 		return nil, fmt.Errorf("count outcomes of %s: %w", j, TrimSQLError(err))
 	}

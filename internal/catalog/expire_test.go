@@ -6,7 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/stretchr/testify/require"
 )
 
@@ -53,7 +54,7 @@ func TestRetention(t *testing.T) {
 	}
 	require.NoError(t, CheckNotExpired(ctx, db, "c", 2))
 	err := CheckNotExpired(ctx, db, "c", 1)
-	require.ErrorIs(t, err, job.ErrRefused)
+	require.ErrorIs(t, err, report.ErrRefused)
 	require.EqualError(t, err, "refused: snapshot 1 of c expired (oldest kept: 2)")
 
 	tx := begin(t, db)
@@ -207,7 +208,7 @@ func TestReleased(t *testing.T) {
 	db := newCatalog(t)
 	j := testJob("a", "t")
 	j.TransformVersion, j.SchemaVersion = 1, 1
-	j.Steps = []job.Step{{Name: "01_stage.sql", SQL: "SELECT 1"}}
+	j.Steps = []pipeline.Step{{Name: "01_stage.sql", SQL: "SELECT 1"}}
 	j.DDL = "CREATE TABLE t (x INT)"
 	check := func(record bool) error {
 		tx := begin(t, db)
@@ -226,7 +227,7 @@ func TestReleased(t *testing.T) {
 
 	j.Steps[0].SQL = "SELECT 2"
 	err := check(true)
-	var re *job.RefusedError
+	var re *report.RefusedError
 	require.ErrorAs(t, err, &re)
 	require.Equal(t, "released", re.Guard)
 	require.ErrorContains(t, err, "transform v1 of pipeline p was edited after release")

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // History: every committed version of every target row, in
@@ -37,7 +39,7 @@ import (
 // is then all closed rows again.
 
 // HistoryTable is the quoted name of a job's history table.
-func HistoryTable(j string) string { return "idem." + job.QuoteIdent(j+"__history") }
+func HistoryTable(j string) string { return "idem." + sqltext.QuoteIdent(j+"__history") }
 
 // historyFormat says how a job's history is kept: nil for closed rows,
 // else the key and the first snapshot of appended rows.
@@ -92,7 +94,7 @@ func keyMatch(key []string, a, b string) string {
 func quoteAll(names []string) []string {
 	out := make([]string, len(names))
 	for i, n := range names {
-		out[i] = job.QuoteIdent(n)
+		out[i] = sqltext.QuoteIdent(n)
 	}
 	return out
 }
@@ -134,7 +136,7 @@ func RecordHistoryOf(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot int64
 func recordHistoryCounted(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot int64, cols []TargetColumn, tables RunTables, counted *int64) error {
 	hist := HistoryTable(j.Name)
 	exists := tables.History
-	target := job.QuoteIdent(j.Table)
+	target := sqltext.QuoteIdent(j.Table)
 	var f *historyFormat
 	if !exists {
 		// Declared, not CREATE TABLE AS ... LIMIT 0: DuckDB 2.0, on more
@@ -144,7 +146,7 @@ func recordHistoryCounted(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot 
 		// (TestHistoryPastARowGroup).
 		defs := make([]string, len(cols))
 		for i, c := range cols {
-			defs[i] = job.QuoteIdent(c.Name) + " " + c.Type
+			defs[i] = sqltext.QuoteIdent(c.Name) + " " + c.Type
 		}
 		if _, err := tx.ExecContext(ctx, "CREATE TABLE "+hist+" ("+strings.Join(defs, ", ")+", idem_from BIGINT, idem_to BIGINT)"); err != nil {
 			return fmt.Errorf("create history of %s: %w", j.Name, err)
@@ -166,7 +168,7 @@ func recordHistoryCounted(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot 
 	names := make([]string, len(cols))
 	have := map[string]bool{}
 	for i, c := range cols {
-		names[i] = job.QuoteIdent(c.Name)
+		names[i] = sqltext.QuoteIdent(c.Name)
 		have[c.Name] = true
 	}
 	key := j.Pipeline.Key
@@ -300,7 +302,7 @@ func appendHistory(ctx context.Context, tx *sql.Tx, j *job.Job, f *historyFormat
 	hist := HistoryTable(j.Name)
 	names := make([]string, len(cols))
 	for i, c := range cols {
-		names[i] = job.QuoteIdent(c.Name)
+		names[i] = sqltext.QuoteIdent(c.Name)
 	}
 	list := strings.Join(names, ", ")
 	keys := strings.Join(quoteAll(f.Key), ", ")
@@ -328,7 +330,7 @@ func appendHistory(ctx context.Context, tx *sql.Tx, j *job.Job, f *historyFormat
 	// (-0.0 and 0.0).
 	sel := make([]string, len(cols))
 	for i, c := range cols {
-		n := job.QuoteIdent(c.Name)
+		n := sqltext.QuoteIdent(c.Name)
 		if slices.Contains(f.Key, c.Name) {
 			sel[i] = "CASE WHEN t.idem_hit THEN t." + n + " ELSE u." + n + " END"
 		} else {
@@ -408,15 +410,15 @@ func alignHistory(ctx context.Context, tx *sql.Tx, j string, key []string, cols 
 		t, ok := types[c.Name]
 		switch {
 		case !ok:
-			if _, err := tx.ExecContext(ctx, "ALTER TABLE "+HistoryTable(j)+" ADD COLUMN "+job.QuoteIdent(c.Name)+" "+c.Type); err != nil {
+			if _, err := tx.ExecContext(ctx, "ALTER TABLE "+HistoryTable(j)+" ADD COLUMN "+sqltext.QuoteIdent(c.Name)+" "+c.Type); err != nil {
 				return nil, fmt.Errorf("add column %s to history of %s: %w", c.Name, j, err)
 			}
 		case t == c.Type:
 		case slices.Contains(key, c.Name):
-			return nil, job.Refuse("schema", "%s", KeyRetypeMessage(j, c.Name, t, c.Type))
+			return nil, report.Refuse("schema", "%s", KeyRetypeMessage(j, c.Name, t, c.Type))
 		default:
 			if t != "VARCHAR" {
-				if _, err := tx.ExecContext(ctx, "ALTER TABLE "+HistoryTable(j)+" ALTER COLUMN "+job.QuoteIdent(c.Name)+" SET DATA TYPE VARCHAR"); err != nil {
+				if _, err := tx.ExecContext(ctx, "ALTER TABLE "+HistoryTable(j)+" ALTER COLUMN "+sqltext.QuoteIdent(c.Name)+" SET DATA TYPE VARCHAR"); err != nil {
 					return nil, fmt.Errorf("keep retyped column %s of %s in its history as text: %w", c.Name, j, TrimSQLError(err))
 				}
 			}
@@ -442,7 +444,7 @@ func historySource(target string, cols []TargetColumn, retyped map[string]bool) 
 	}
 	sel := make([]string, len(cols))
 	for i, c := range cols {
-		q := job.QuoteIdent(c.Name)
+		q := sqltext.QuoteIdent(c.Name)
 		sel[i] = q
 		if retyped[c.Name] {
 			sel[i] = "CAST(" + q + " AS VARCHAR) AS " + q
@@ -476,7 +478,7 @@ func ReadBack(cols, kept []TargetColumn) (sel string, cast bool) {
 	}
 	list := make([]string, len(cols))
 	for i, c := range cols {
-		n := job.QuoteIdent(c.Name)
+		n := sqltext.QuoteIdent(c.Name)
 		list[i] = n
 		if t, ok := types[c.Name]; ok && t != c.Type {
 			list[i], cast = "CAST("+n+" AS "+c.Type+") AS "+n, true
@@ -495,7 +497,7 @@ func PinnedSelect(ctx context.Context, q Querier, j string, cols []TargetColumn,
 	}
 	names := make([]string, len(cols))
 	for i, c := range cols {
-		names[i] = job.QuoteIdent(c.Name)
+		names[i] = sqltext.QuoteIdent(c.Name)
 	}
 	casts, err := historyCasts(ctx, q, j, cols)
 	if err != nil || casts == "" {
@@ -538,7 +540,7 @@ func RebuildHistory(ctx context.Context, tx *sql.Tx, j string, cols []TargetColu
 	}
 	names := make([]string, len(cols))
 	for i, c := range cols {
-		names[i] = job.QuoteIdent(c.Name)
+		names[i] = sqltext.QuoteIdent(c.Name)
 	}
 	list := strings.Join(names, ", ")
 	hist := HistoryTable(j)

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // ChangesSelect returns a SELECT of the rows of job j's target that differ
@@ -33,7 +33,7 @@ func ChangesSelect(ctx context.Context, q Querier, j string, cols []TargetColumn
 	}
 	names := make([]string, len(cols))
 	for i, c := range cols {
-		names[i] = job.QuoteIdent(c.Name)
+		names[i] = sqltext.QuoteIdent(c.Name)
 	}
 	text := changesSQL(j, names, f, key, from, to)
 	casts, err := historyCasts(ctx, q, j, cols)
@@ -92,7 +92,7 @@ func changesSQL(j string, names []string, f *historyFormat, key []string, from, 
 	keys := make([]string, len(key))
 	match := make([]string, len(key))
 	for i, k := range key {
-		keys[i] = job.QuoteIdent(k)
+		keys[i] = sqltext.QuoteIdent(k)
 		match[i] = "c." + keys[i] + " = u." + keys[i]
 	}
 	// A key cannot hold two rows at one snapshot, so a key with a row

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // ChangedValuesSelect returns a SELECT of the distinct values of columns
@@ -32,7 +32,7 @@ func ChangedValuesSelect(ctx context.Context, q Querier, j string, cols []Target
 	}
 	names := make([]string, len(cols))
 	for i, c := range cols {
-		names[i] = job.QuoteIdent(c.Name)
+		names[i] = sqltext.QuoteIdent(c.Name)
 	}
 	list := strings.Join(names, ", ")
 	// differ keeps the rows (of list, each with idem_w: 1 for a row at

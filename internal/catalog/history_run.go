@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // What a run's history reads beside its target: which of its tables exist
@@ -44,7 +44,7 @@ func ReadRunTables(ctx context.Context, q Querier, j string) (RunTables, error) 
 func noteReplaced(ctx context.Context, tx *sql.Tx, target string, keys []string, where string) error {
 	cols := make([]string, len(keys))
 	for i, k := range keys {
-		cols[i] = "t." + job.QuoteIdent(k)
+		cols[i] = "t." + sqltext.QuoteIdent(k)
 	}
 	sel := "SELECT " + strings.Join(cols, ", ") + " FROM " + target + " AS t"
 	if where != "" {
@@ -94,7 +94,7 @@ func DeleteKeyedRows(ctx context.Context, tx *sql.Tx, target string, keys []stri
 		if !ok {
 			continue
 		}
-		quoted := "main." + job.QuoteIdent(table)
+		quoted := "main." + sqltext.QuoteIdent(table)
 		if i == 0 {
 			if err := noteReplaced(ctx, tx, quoted, keys, where); err != nil {
 				return err

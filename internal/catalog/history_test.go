@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/stretchr/testify/require"
 )
 
@@ -289,7 +289,7 @@ func TestHistorySchemaChange(t *testing.T) {
 			before := rows(t, db, `SELECT * FROM idem.j__history ORDER BY ALL`)
 			exec(t, db, `ALTER TABLE t ALTER id TYPE BIGINT`)
 			err = record(5)
-			require.ErrorIs(t, err, job.ErrRefused)
+			require.ErrorIs(t, err, report.ErrRefused)
 			require.ErrorContains(t, err, "schema change turns key column id of j from INTEGER into BIGINT")
 			require.Equal(t, before, rows(t, db, `SELECT * FROM idem.j__history ORDER BY ALL`))
 		})

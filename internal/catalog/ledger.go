@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // LedgerRow is a committed batch as the ledger recorded it.
@@ -52,7 +52,7 @@ func InsertLedger(ctx context.Context, q Querier, b NewBatch) error {
 // LedgerBatchesUpTo is a subquery of the batch ids job committed up to and
 // including snapshot S.
 func LedgerBatchesUpTo(j string, snapshot int64) string {
-	return fmt.Sprintf("SELECT batch_id FROM idem.ledger WHERE job = %s AND snapshot <= %d", job.SQLString(j), snapshot)
+	return fmt.Sprintf("SELECT batch_id FROM idem.ledger WHERE job = %s AND snapshot <= %d", sqltext.SQLString(j), snapshot)
 }
 
 // ReadInput reports whether job committed a batch read from the input with

@@ -15,7 +15,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // idem's own tables are versioned: migrations/NNNN_<name>.sql are the
@@ -59,7 +59,7 @@ type Migration struct {
 }
 
 // VersionError refuses a database written by a newer idem: its catalog
-// version is above the last this idem knows. It wraps job.ErrRefused (exit
+// version is above the last this idem knows. It wraps report.ErrRefused (exit
 // 3).
 type VersionError struct {
 	Path    string
@@ -71,13 +71,13 @@ func (e *VersionError) Error() string {
 	return fmt.Sprintf("database %s has catalog version %d; this idem reads up to %d: upgrade idem", e.Path, e.Version, e.Latest)
 }
 
-func (e *VersionError) Unwrap() error { return job.ErrRefused }
+func (e *VersionError) Unwrap() error { return report.ErrRefused }
 
 // SumError refuses a database that recorded, for a migration it took, a
 // sha256 other than that of this idem's embedded file of that version: it
 // was migrated by a build whose migration differs (edited after release),
 // so its tables may not be what this idem's files make. It wraps
-// job.ErrRefused (exit 3).
+// report.ErrRefused (exit 3).
 type SumError struct {
 	Path               string
 	Version            int
@@ -96,7 +96,7 @@ func (e *SumError) Error() string {
 		e.Path, file, e.Version, e.Recorded, e.Embedded)
 }
 
-func (e *SumError) Unwrap() error { return job.ErrRefused }
+func (e *SumError) Unwrap() error { return report.ErrRefused }
 
 // ParseMigrations reads the migrations in folder dir of fsys, ordered by
 // version. Every file there must be named as migrationName says, and the

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/stretchr/testify/require"
 )
 
@@ -81,8 +81,8 @@ func TestMigrationSumRefused(t *testing.T) {
 			err := migrate(ctx, db, "db.duckdb", c.list, nil)
 			var se *SumError
 			require.ErrorAs(t, err, &se)
-			require.ErrorIs(t, err, job.ErrRefused)
-			require.Equal(t, 3, job.ExitCode(err))
+			require.ErrorIs(t, err, report.ErrRefused)
+			require.Equal(t, 3, report.ExitCode(err))
 			require.EqualError(t, err, "database db.duckdb took migration 0003_erasure_subject.sql (catalog version 3) with sha256 "+other+
 				", but this idem's file has sha256 "+ms[2].SHA256+": it was migrated by another build of idem whose migration differs; "+
 				"nothing was changed. Open it with the idem that migrated it")

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/stretchr/testify/require"
 )
 
@@ -228,8 +228,8 @@ func TestMigrateRefusesOrRollsBack(t *testing.T) {
 			list: ms, check: func(t *testing.T, err error) {
 				var ve *VersionError
 				require.ErrorAs(t, err, &ve)
-				require.ErrorIs(t, err, job.ErrRefused)
-				require.Equal(t, 3, job.ExitCode(err))
+				require.ErrorIs(t, err, report.ErrRefused)
+				require.Equal(t, 3, report.ExitCode(err))
 				require.EqualError(t, err, "database db.duckdb has catalog version "+strconv.Itoa(latest+1)+"; this idem reads up to "+strconv.Itoa(latest)+": upgrade idem")
 			}},
 		{name: "duplicate batch", setup: []string{ms[0].SQL,

@@ -8,6 +8,8 @@ import (
 	"fmt"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // RecordModelText keeps the text of model j's version (keyed by its
@@ -49,7 +51,7 @@ func ModelText(ctx context.Context, q Querier, jobName, sum string) (string, boo
 }
 
 // macroTextsJob is the job column of the row of idem.model_texts that
-// holds the macros job ran with: no job is named so (job.Identifier has no
+// holds the macros job ran with: no job is named so (sqltext.Identifier has no
 // slash), so the model rows of the job (ModelText) stay as they were.
 func macroTextsJob(jobName string) string { return "macros/" + jobName }
 
@@ -68,7 +70,7 @@ func RecordMacroTexts(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO idem.model_texts (job, sha256, model, recorded_at)
 		SELECT ?, ?, ?, current_timestamp
 		WHERE NOT EXISTS (SELECT 1 FROM idem.model_texts WHERE job = ? AND sha256 = ?)`,
-		name, sum, string(job.CanonicalJSON(texts)), name, sum)
+		name, sum, string(jobkey.CanonicalJSON(texts)), name, sum)
 	if err != nil {
 		return fmt.Errorf("record the macros of %s: %w", j.Name, err)
 	}
@@ -85,7 +87,7 @@ func MacroTexts(ctx context.Context, q Querier, jobName, sum string) ([]job.Macr
 	}
 	var texts []job.MacroText
 	if err := json.Unmarshal([]byte(text), &texts); err != nil {
-		return nil, false, fmt.Errorf("read the macros %s ran with (transform sha256 %s): %w", jobName, job.Short(sum), err)
+		return nil, false, fmt.Errorf("read the macros %s ran with (transform sha256 %s): %w", jobName, report.Short(sum), err)
 	}
 	return texts, true, nil
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // Ownership: a job's target, its companions (the {{table:_suffix}} objects
@@ -28,7 +30,7 @@ func ownedNames(j *job.Job) []ownedName {
 	names := []ownedName{{key: ownerKey("main", j.Table), display: fmt.Sprintf("table %q", j.Table)}}
 	suffixes := map[string]bool{}
 	for _, text := range append([]string{j.DDL}, stepTexts(j.Steps)...) {
-		for _, m := range job.Companion.FindAllStringSubmatch(text, -1) {
+		for _, m := range pipeline.Companion.FindAllStringSubmatch(text, -1) {
 			suffixes[m[1]] = true
 		}
 	}
@@ -47,7 +49,7 @@ func ownedNames(j *job.Job) []ownedName {
 	return names
 }
 
-func stepTexts(steps []job.Step) []string {
+func stepTexts(steps []pipeline.Step) []string {
 	out := make([]string, len(steps))
 	for i, s := range steps {
 		out[i] = s.SQL
@@ -84,7 +86,7 @@ func CheckOwners(ctx context.Context, tx Querier, j *job.Job, claim bool) error 
 			}
 			owners[n.key] = j.Name
 		case owner != j.Name:
-			return job.Refuse("owner", "%s belongs to job %q; job %q may not create or write it: give job %q another [target] table (or name)",
+			return report.Refuse("owner", "%s belongs to job %q; job %q may not create or write it: give job %q another [target] table (or name)",
 				n.display, owner, j.Name, j.Name)
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 type Querier interface {
@@ -27,7 +27,7 @@ func TableExists(ctx context.Context, q Querier, schema, table string) (bool, er
 
 func CountRows(ctx context.Context, q Querier, table string) (int64, error) {
 	var n int64
-	if err := q.QueryRowContext(ctx, "SELECT count(*) FROM "+job.QuoteIdent(table)).Scan(&n); err != nil {
+	if err := q.QueryRowContext(ctx, "SELECT count(*) FROM "+sqltext.QuoteIdent(table)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count rows of %s: %w", table, err)
 	}
 	return n, nil
@@ -76,7 +76,7 @@ func TargetColumnsIn(ctx context.Context, q Querier, schema, table string) ([]Ta
 // database attached as cat (an environment's production, promote's
 // environment).
 func AttachedColumns(ctx context.Context, q Querier, cat, table string) ([]TargetColumn, error) {
-	return columnsOf(ctx, q, job.SQLString(cat), "main", table, cat+".main")
+	return columnsOf(ctx, q, sqltext.SQLString(cat), "main", table, cat+".main")
 }
 
 // ExistingColumns are the columns, in order, of table schema.table of the
@@ -87,7 +87,7 @@ func AttachedColumns(ctx context.Context, q Querier, cat, table string) ([]Targe
 // the same type names.
 func ExistingColumns(ctx context.Context, q Querier, schema, table string) ([]TargetColumn, error) {
 	rows, err := q.QueryContext(ctx, `SELECT name, type FROM pragma_table_info('"' || replace(current_database(), '"', '""') || '"' || ?) ORDER BY cid`,
-		"."+job.QuoteIdent(schema)+"."+job.QuoteIdent(table))
+		"."+sqltext.QuoteIdent(schema)+"."+sqltext.QuoteIdent(table))
 	if err != nil {
 		return nil, fmt.Errorf("columns of %s.%s: %w", schema, table, TrimSQLError(err))
 	}

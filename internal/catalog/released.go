@@ -6,6 +6,8 @@ import (
 	"errors"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // CheckReleased refuses a run whose transform or schema version's files no
@@ -32,10 +34,10 @@ func CheckReleased(ctx context.Context, tx *sql.Tx, j *job.Job, record bool) err
 			return err
 		}
 		if recorded != sum && j.IsModel() {
-			return job.Refuse("released", "model %s v%d (%s) was edited after release (sha256 %s, recorded %s): released SQL never changes; add %s and set transform_version = %d instead", j.Name, version, j.ModelFile, sum[:12], recorded[:12], what, version+1)
+			return report.Refuse("released", "model %s v%d (%s) was edited after release (sha256 %s, recorded %s): released SQL never changes; add %s and set transform_version = %d instead", j.Name, version, j.ModelFile, sum[:12], recorded[:12], what, version+1)
 		}
 		if recorded != sum {
-			return job.Refuse("released", "%s v%d of pipeline %s was edited after release (sha256 %s, recorded %s): released SQL never changes; add a new version (%s) instead", kind, version, j.Pipeline.Name, sum[:12], recorded[:12], what)
+			return report.Refuse("released", "%s v%d of pipeline %s was edited after release (sha256 %s, recorded %s): released SQL never changes; add a new version (%s) instead", kind, version, j.Pipeline.Name, sum[:12], recorded[:12], what)
 		}
 		return nil
 	}
@@ -50,11 +52,11 @@ func CheckReleased(ctx context.Context, tx *sql.Tx, j *job.Job, record bool) err
 	if j.ContentVersioned() {
 		return nil // its version is its text's sha256: an edit is a new version
 	}
-	if err := check("transform", j.TransformVersion, job.StepsDigest(j.Steps), j.NextVersionHint()); err != nil {
+	if err := check("transform", j.TransformVersion, pipeline.StepsDigest(j.Steps), j.NextVersionHint()); err != nil {
 		return err
 	}
 	if j.IsModel() {
 		return nil // a model's schema is its SELECT's result, in the key's schema part
 	}
-	return check("schema", j.SchemaVersion, job.DigestString(j.DDL), "schema/v<N+1>.sql")
+	return check("schema", j.SchemaVersion, pipeline.DigestString(j.DDL), "schema/v<N+1>.sql")
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // SnapshotCounts reads the rows in and the outcomes JSON that snapshot S of
@@ -51,7 +53,7 @@ func ReadSnapshotCounts(ctx context.Context, q Querier, j string, snapshot int64
 // SetSnapshotInputs replaces the inputs JSON of snapshot S of job.
 func SetSnapshotInputs(ctx context.Context, q Querier, j string, snapshot int64, inputs SnapshotInputs) error {
 	_, err := q.ExecContext(ctx, `UPDATE idem.snapshots SET inputs = ? WHERE job = ? AND snapshot = ?`,
-		string(job.CanonicalJSON(inputs)), j, snapshot)
+		string(jobkey.CanonicalJSON(inputs)), j, snapshot)
 	return err
 }
 
@@ -96,15 +98,15 @@ func WriteSnapshotOnly(ctx context.Context, tx *sql.Tx, j *job.Job, st State, sn
 		inputs.Files = []InputRef{}
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO idem.snapshots (job, snapshot, parent, kind, batch_id, job_key, parts, inputs, rows_in, rows_out, outcomes, columns, key_columns, committed_at) VALUES (?, ?, ?, ?, NULL, ?, ?, ?, 0, ?, '{}', ?, ?, current_timestamp)`,
-		j.Name, snapshot, st.Snapshot, kind, nullable(key), nullable(parts), string(job.CanonicalJSON(inputs)),
-		rowsOut, string(job.CanonicalJSON(cols)), string(job.CanonicalJSON(job.NonNil(j.Pipeline.Key)))); err != nil {
+		j.Name, snapshot, st.Snapshot, kind, nullable(key), nullable(parts), string(jobkey.CanonicalJSON(inputs)),
+		rowsOut, string(jobkey.CanonicalJSON(cols)), string(jobkey.CanonicalJSON(report.NonNil(j.Pipeline.Key)))); err != nil {
 		return fmt.Errorf("write snapshot row: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE idem.jobs SET snapshot = ?, job_key = ?, parts = ?, updated_at = current_timestamp WHERE job = ?`,
 		snapshot, nullable(key), nullable(parts), j.Name); err != nil {
 		return fmt.Errorf("write state row: %w", err)
 	}
-	decision := map[string]string{job.KindErase: "erased", job.KindRollback: "rolled_back", job.KindFullRefresh: job.KindFullRefresh}[kind]
+	decision := map[string]string{report.KindErase: "erased", report.KindRollback: "rolled_back", report.KindFullRefresh: report.KindFullRefresh}[kind]
 	if err := InsertRun(ctx, tx, RunRow{Job: j.Name, Decision: decision, Changed: "[]", RowsIn: 0, Outcomes: "{}",
 		Snapshot: snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Commit: true}); err != nil {
 		return fmt.Errorf("write run log: %w", err)

@@ -7,7 +7,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // SnapshotRow is one row of idem.snapshots, decoded.
@@ -87,7 +88,7 @@ type InputRef struct {
 }
 
 // Parts decodes the snapshot's job key parts.
-func (s *SnapshotRow) Parts() (job.Parts, error) { return job.ParseParts(s.PartsJSON) }
+func (s *SnapshotRow) Parts() (jobkey.Parts, error) { return jobkey.ParseParts(s.PartsJSON) }
 
 const snapshotColumns = `job, snapshot, parent, kind, batch_id, job_key, parts, inputs, columns, key_columns`
 
@@ -126,7 +127,7 @@ func ReadSnapshot(ctx context.Context, q Querier, j string, snapshot int64) (*Sn
 		if serr != nil {
 			return nil, serr
 		}
-		return nil, job.Usage("job %s has no snapshot %d (latest is %d)", j, snapshot, st.Snapshot)
+		return nil, report.Usage("job %s has no snapshot %d (latest is %d)", j, snapshot, st.Snapshot)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read snapshot %d of %s: %w", snapshot, j, err)
@@ -162,13 +163,13 @@ func ResolveSnapshot(ctx context.Context, q Querier, j string, want int64) (snap
 		return 0, 0, err
 	}
 	if st.Snapshot == 0 {
-		return 0, 0, job.Usage("job %s has no snapshot yet: run it first", j)
+		return 0, 0, report.Usage("job %s has no snapshot yet: run it first", j)
 	}
 	if want == 0 {
 		return st.Snapshot, st.Snapshot, nil
 	}
 	if want < 0 || want > st.Snapshot {
-		return 0, 0, job.Usage("job %s has no snapshot %d (latest is %d)", j, want, st.Snapshot)
+		return 0, 0, report.Usage("job %s has no snapshot %d (latest is %d)", j, want, st.Snapshot)
 	}
 	if err := CheckNotExpired(ctx, q, j, want); err != nil {
 		return 0, 0, err

@@ -10,13 +10,16 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // State is the job's state row.
 type State struct {
 	Exists   bool
 	Key      string
-	Parts    job.Parts
+	Parts    jobkey.Parts
 	HasParts bool
 	Pipeline string
 	Target   string
@@ -42,7 +45,7 @@ func (st State) CheckIdentity(j *job.Job) error {
 	if file == "" {
 		file = "the job given"
 	}
-	return job.Refuse("identity", "job %s in this database is pipeline %s into table %s (snapshot %d), but %s is pipeline %s into table %s: two jobs share the name %s; nothing was changed. Give one of them another name, or its own database",
+	return report.Refuse("identity", "job %s in this database is pipeline %s into table %s (snapshot %d), but %s is pipeline %s into table %s: two jobs share the name %s; nothing was changed. Give one of them another name, or its own database",
 		j.Name, st.Pipeline, st.Target, st.Snapshot, file, j.Pipeline.Name, j.Table, j.Name)
 }
 
@@ -51,10 +54,10 @@ func (st State) CheckIdentity(j *job.Job) error {
 // fencing.
 func (st State) CheckEpoch(j *job.Job, epoch *int64) error {
 	if epoch == nil && j.Fencing == job.FencingRequired {
-		return job.Refuse("epoch", "job %s requires fencing ([job] fencing = \"required\"): pass --epoch %d, the job's current epoch (see idem fence)", j.Name, st.Epoch)
+		return report.Refuse("epoch", "job %s requires fencing ([job] fencing = \"required\"): pass --epoch %d, the job's current epoch (see idem fence)", j.Name, st.Epoch)
 	}
 	if epoch != nil && *epoch != st.Epoch {
-		return job.Refuse("epoch", "stale writer: epoch %d is not the job's current epoch %d", *epoch, st.Epoch)
+		return report.Refuse("epoch", "stale writer: epoch %d is not the job's current epoch %d", *epoch, st.Epoch)
 	}
 	return nil
 }
@@ -63,7 +66,7 @@ func (st State) CheckEpoch(j *job.Job, epoch *int64) error {
 // snapshot than the job's latest (when it named one).
 func (st State) CheckParent(parent *int64) error {
 	if parent != nil && *parent != st.Snapshot {
-		return job.Refuse("parent", "stale parent: expected %d, latest is %d", *parent, st.Snapshot)
+		return report.Refuse("parent", "stale parent: expected %d, latest is %d", *parent, st.Snapshot)
 	}
 	return nil
 }
@@ -75,7 +78,7 @@ func ReadState(ctx context.Context, q Querier, j string) (State, error) {
 // ReadStateIn reads job j's state row from the idem database attached as
 // catalog cat (an environment reading production: see run.Attachment).
 func ReadStateIn(ctx context.Context, q Querier, cat, j string) (State, error) {
-	return readState(ctx, q, job.QuoteIdent(cat)+".idem.jobs", j)
+	return readState(ctx, q, sqltext.QuoteIdent(cat)+".idem.jobs", j)
 }
 
 func readState(ctx context.Context, q Querier, table, j string) (State, error) {
@@ -143,7 +146,7 @@ func (r stateRow) state(j string) (State, error) {
 	st := State{Exists: true, Key: r.key.String, Pipeline: r.pipeline.String, Target: r.target.String,
 		Snapshot: r.snapshot, Cursor: r.cursor, Epoch: r.epoch}
 	if r.parts.Valid && r.parts.String != "" {
-		p, err := job.ParseParts(r.parts.String)
+		p, err := jobkey.ParseParts(r.parts.String)
 		if err != nil {
 			return st, fmt.Errorf("read state of job %s: parts: %w", j, err)
 		}
@@ -247,7 +250,7 @@ func ReadLog(ctx context.Context, q Querier, j string) ([]LogEntry, error) {
 			e.Message = &msg.String
 		}
 		e.Snapshot, e.Cursor, e.Epoch = snap.Int64, cursor.Int64, epoch.Int64
-		e.FirstLoad = e.Snapshot == 1 && (e.Decision == job.DecisionLoaded || e.Decision == job.DecisionApplied)
+		e.FirstLoad = e.Snapshot == 1 && (e.Decision == report.DecisionLoaded || e.Decision == report.DecisionApplied)
 		e.Changed = []string{}
 		if changed.Valid {
 			if err := json.Unmarshal([]byte(changed.String), &e.Changed); err != nil {

@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/stretchr/testify/require"
 )
 
@@ -15,7 +18,7 @@ func ptr[T any](v T) *T { return &v }
 
 // testJob is a job of the given name writing table, with key columns.
 func testJob(name, table string, key ...string) *job.Job {
-	return &job.Job{Name: name, Table: table, Pipeline: &job.Pipeline{Name: "p", Mode: job.ModeApply, Key: key}}
+	return &job.Job{Name: name, Table: table, Pipeline: &pipeline.Pipeline{Name: "p", Mode: pipeline.ModeApply, Key: key}}
 }
 
 func TestStateRow(t *testing.T) {
@@ -28,7 +31,7 @@ func TestStateRow(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, State{Epoch: 1}, st, "a job never run is at epoch 1, snapshot 0")
 
-	parts := job.Parts{Input: "in", Upstream: []job.UpstreamRef{{Job: "up", Snapshot: 3, JobKey: "k"}}}
+	parts := jobkey.Parts{Input: "in", Upstream: []jobkey.UpstreamRef{{Job: "up", Snapshot: 3, JobKey: "k"}}}
 	require.NoError(t, WriteState(ctx, db, j, "key1", parts.JSON(), 2, 10, 1))
 	require.NoError(t, WriteState(ctx, db, j, "key2", parts.JSON(), 3, 12, 1))
 	st, err = ReadState(ctx, db, "a")
@@ -106,10 +109,10 @@ func TestStateGuards(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			var re *job.RefusedError
+			var re *report.RefusedError
 			require.ErrorAs(t, err, &re)
 			require.Equal(t, c.want, re.Guard)
-			require.Equal(t, job.ExitRefused, job.ExitCode(err))
+			require.Equal(t, report.ExitRefused, report.ExitCode(err))
 		})
 	}
 }
@@ -175,21 +178,21 @@ func TestSnapshotRows(t *testing.T) {
 	from, to := int64(0), int64(7)
 	in := SnapshotInputs{Files: []InputRef{{SHA256: "s1", Bytes: 10, Name: "a.csv"}}, Format: "csv", Bounds: Bounds{From: &from, To: &to}}
 	for s := int64(1); s <= 2; s++ {
-		require.NoError(t, InsertSnapshot(ctx, db, NewSnapshot{Job: "a", Snapshot: s, Parent: s - 1, Kind: job.DecisionApplied,
-			BatchID: "b", JobKey: "k", Parts: `{"input":"i"}`, Inputs: string(job.CanonicalJSON(in)),
+		require.NoError(t, InsertSnapshot(ctx, db, NewSnapshot{Job: "a", Snapshot: s, Parent: s - 1, Kind: report.DecisionApplied,
+			BatchID: "b", JobKey: "k", Parts: `{"input":"i"}`, Inputs: string(jobkey.CanonicalJSON(in)),
 			RowsIn: 5, RowsOut: 2, Outcomes: `{"accepted":5}`, Columns: `[{"name":"id","type":"INTEGER"}]`, KeyColumns: `["id"]`}))
 	}
 	require.NoError(t, WriteState(ctx, db, j, "k", `{"input":"i"}`, 2, 7, 1))
 
 	s, err := ReadSnapshot(ctx, db, "a", 2)
 	require.NoError(t, err)
-	require.Equal(t, &SnapshotRow{Job: "a", Snapshot: 2, Parent: 1, Kind: job.DecisionApplied, BatchID: "b", JobKey: "k", PartsJSON: `{"input":"i"}`,
+	require.Equal(t, &SnapshotRow{Job: "a", Snapshot: 2, Parent: 1, Kind: report.DecisionApplied, BatchID: "b", JobKey: "k", PartsJSON: `{"input":"i"}`,
 		Inputs: in, Columns: []TargetColumn{{Name: "id", Type: "INTEGER"}}, KeyColumns: []string{"id"}}, s)
 	p, err := s.Parts()
 	require.NoError(t, err)
 	require.Equal(t, "i", p.Input)
 	_, err = ReadSnapshot(ctx, db, "a", 3)
-	require.ErrorIs(t, err, job.ErrUsage)
+	require.ErrorIs(t, err, report.ErrUsage)
 	require.ErrorContains(t, err, "job a has no snapshot 3 (latest is 2)")
 	all, err := ReadSnapshots(ctx, db, "a", 1)
 	require.NoError(t, err)
@@ -219,7 +222,7 @@ func TestSnapshotRows(t *testing.T) {
 	tx := begin(t, db)
 	st, err := ReadState(ctx, tx, "a")
 	require.NoError(t, err)
-	require.NoError(t, WriteSnapshotOnly(ctx, tx, j, st, 3, job.KindErase, SnapshotInputs{}, "k", `{"input":"i"}`))
+	require.NoError(t, WriteSnapshotOnly(ctx, tx, j, st, 3, report.KindErase, SnapshotInputs{}, "k", `{"input":"i"}`))
 	require.NoError(t, tx.Commit())
 	require.Equal(t, []string{`3|2|erase|∅|2|{"bounds":{"from":null,"to":null},"files":[]}|[{"name":"id","type":"INTEGER"},{"name":"v","type":"VARCHAR"}]|["id"]`},
 		rows(t, db, `SELECT snapshot, parent, kind, batch_id, rows_out, inputs, columns, key_columns FROM idem.snapshots WHERE snapshot = 3`))
@@ -230,7 +233,7 @@ func TestSnapshotRows(t *testing.T) {
 	for _, c := range []struct {
 		want, got int64
 		err       error
-	}{{0, 3, nil}, {2, 2, nil}, {4, 0, job.ErrUsage}, {-1, 0, job.ErrUsage}, {1, 0, job.ErrRefused}} {
+	}{{0, 3, nil}, {2, 2, nil}, {4, 0, report.ErrUsage}, {-1, 0, report.ErrUsage}, {1, 0, report.ErrRefused}} {
 		if c.want == 1 {
 			tx := begin(t, db)
 			require.NoError(t, WriteRetention(ctx, tx, "a", Retention{OldestKept: 2, InputsFrom: 2}))
@@ -305,7 +308,7 @@ func TestCommitsAndWAL(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			var re *job.RefusedError
+			var re *report.RefusedError
 			require.ErrorAs(t, err, &re)
 			require.Equal(t, "wal", re.Guard)
 			require.ErrorContains(t, err, "db.duckdb.wal does not belong to database db.duckdb")
@@ -340,7 +343,7 @@ func TestOwners(t *testing.T) {
 	require.NoError(t, claim(a, true), "a job writes its own names")
 
 	err := claim(b, true)
-	var re *job.RefusedError
+	var re *report.RefusedError
 	require.ErrorAs(t, err, &re)
 	require.Equal(t, "owner", re.Guard)
 	require.ErrorContains(t, err, `table "t_outcomes" belongs to job "a"; job "b" may not create or write it`)
@@ -452,7 +455,7 @@ func TestCheckIdentity(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			require.ErrorIs(t, err, job.ErrRefused)
+			require.ErrorIs(t, err, report.ErrRefused)
 			require.ErrorContains(t, err, tc.want)
 		})
 	}

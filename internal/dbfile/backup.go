@@ -16,9 +16,10 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // BackupManifestName is the file a backup writes last: a folder without
@@ -87,7 +88,7 @@ func Backup(ctx context.Context, d *run.DB, out string, opts BackupOptions) (_ *
 	}
 	start := time.Now()
 	if out == "" {
-		return nil, job.Usage("backup needs --out DIR")
+		return nil, report.Usage("backup needs --out DIR")
 	}
 	out = filepath.Clean(out)
 	if err := emptyOrMissing(out); err != nil {
@@ -96,7 +97,7 @@ func Backup(ctx context.Context, d *run.DB, out string, opts BackupOptions) (_ *
 	abs, aerr := filepath.Abs(out)
 	dbDir, derr := filepath.Abs(filepath.Dir(d.Path()))
 	if aerr == nil && derr == nil && strings.HasPrefix(abs+string(filepath.Separator), source.StoreDir(filepath.Join(dbDir, filepath.Base(d.Path())))+string(filepath.Separator)) {
-		return nil, job.Usage("backup folder %s is inside the retained-input store of %s", out, d.Path())
+		return nil, report.Usage("backup folder %s is inside the retained-input store of %s", out, d.Path())
 	}
 	if err := d.Checkpoint(ctx); err != nil {
 		return nil, err
@@ -163,7 +164,7 @@ func emptyOrMissing(out string) error {
 	st, err := os.Stat(out)
 	if errors.Is(err, fs.ErrNotExist) {
 		if pst, perr := os.Stat(filepath.Dir(out)); perr != nil || !pst.IsDir() {
-			return job.Usage("backup folder %s: folder %s does not exist", out, filepath.Dir(out))
+			return report.Usage("backup folder %s: folder %s does not exist", out, filepath.Dir(out))
 		}
 		return nil
 	}
@@ -171,14 +172,14 @@ func emptyOrMissing(out string) error {
 		return fmt.Errorf("backup folder %s: %w", out, err)
 	}
 	if !st.IsDir() {
-		return job.Usage("backup folder %s exists and is not a folder", out)
+		return report.Usage("backup folder %s exists and is not a folder", out)
 	}
 	entries, err := os.ReadDir(out)
 	if err != nil {
 		return fmt.Errorf("backup folder %s: %w", out, err)
 	}
 	if len(entries) > 0 {
-		return job.Usage("backup folder %s is not empty: a backup goes into a new or empty folder", out)
+		return report.Usage("backup folder %s is not empty: a backup goes into a new or empty folder", out)
 	}
 	return nil
 }
@@ -286,35 +287,35 @@ func VerifyBackup(ctx context.Context, dir string) (*BackupResult, error) {
 	b, err := os.ReadFile(filepath.Join(dir, BackupManifestName))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, job.Fatal(fmt.Errorf("verify backup %s: no %s: it is not a complete backup", dir, BackupManifestName))
+			return nil, report.Fatal(fmt.Errorf("verify backup %s: no %s: it is not a complete backup", dir, BackupManifestName))
 		}
 		return nil, fmt.Errorf("verify backup %s: %w", dir, err)
 	}
 	var m BackupManifest
 	if err := json.Unmarshal(b, &m); err != nil || m.Format != backupFormat {
-		return nil, job.Fatal(fmt.Errorf("verify backup %s: %s is not an idem backup manifest (%s)", dir, BackupManifestName, backupFormat))
+		return nil, report.Fatal(fmt.Errorf("verify backup %s: %s is not an idem backup manifest (%s)", dir, BackupManifestName, backupFormat))
 	}
 	// The manifest names its database file, a plain name, and lists it.
 	if m.Database == "" || m.Database != filepath.Base(m.Database) || !slices.ContainsFunc(m.Files, func(f BackupFile) bool { return f.Path == m.Database }) {
-		return nil, job.Fatal(fmt.Errorf("verify backup %s: the manifest does not list its database file %q: it is not a complete backup", dir, m.Database))
+		return nil, report.Fatal(fmt.Errorf("verify backup %s: the manifest does not list its database file %q: it is not a complete backup", dir, m.Database))
 	}
 	listed := map[string]bool{BackupManifestName: true}
 	for _, f := range m.Files {
 		if !filepath.IsLocal(filepath.FromSlash(f.Path)) {
-			return nil, job.Fatal(fmt.Errorf("verify backup %s: the manifest names %s, outside the folder", dir, f.Path))
+			return nil, report.Fatal(fmt.Errorf("verify backup %s: the manifest names %s, outside the folder", dir, f.Path))
 		}
 		listed[f.Path] = true
 		// A backup holds copies: a symbolic link (to the live database,
 		// say) would change with what it points to.
 		if st, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(f.Path))); err == nil && !st.Mode().IsRegular() {
-			return nil, job.Fatal(fmt.Errorf("verify backup %s: %s is not a regular file (%s): a backup holds copies", dir, f.Path, st.Mode().Type()))
+			return nil, report.Fatal(fmt.Errorf("verify backup %s: %s is not a regular file (%s): a backup holds copies", dir, f.Path, st.Mode().Type()))
 		}
 		sum, size, err := source.SumFile(ctx, filepath.Join(dir, filepath.FromSlash(f.Path)), nil)
 		if err != nil {
-			return nil, job.Fatal(fmt.Errorf("verify backup %s: %w", dir, err))
+			return nil, report.Fatal(fmt.Errorf("verify backup %s: %w", dir, err))
 		}
 		if size != f.Bytes || sum != f.SHA256 {
-			return nil, job.Fatal(fmt.Errorf("verify backup %s: %s has %d bytes, sha256 %s; the manifest says %d bytes, sha256 %s", dir, f.Path, size, sum, f.Bytes, f.SHA256))
+			return nil, report.Fatal(fmt.Errorf("verify backup %s: %s has %d bytes, sha256 %s; the manifest says %d bytes, sha256 %s", dir, f.Path, size, sum, f.Bytes, f.SHA256))
 		}
 	}
 	var extra []string
@@ -333,16 +334,16 @@ func VerifyBackup(ctx context.Context, dir string) (*BackupResult, error) {
 	}
 	if len(extra) > 0 {
 		slices.Sort(extra)
-		return nil, job.Fatal(fmt.Errorf("verify backup %s: %s is not in the manifest", dir, extra[0]))
+		return nil, report.Fatal(fmt.Errorf("verify backup %s: %s is not in the manifest", dir, extra[0]))
 	}
 	// The database file is the one the manifest names: its id and commit
 	// are the manifest's.
 	id, commit, err := backupCommitPoint(ctx, filepath.Join(dir, m.Database))
 	if err != nil {
-		return nil, job.Fatal(fmt.Errorf("verify backup %s: %s: %w", dir, m.Database, err))
+		return nil, report.Fatal(fmt.Errorf("verify backup %s: %s: %w", dir, m.Database, err))
 	}
 	if id != m.DatabaseID || commit != m.Commit {
-		return nil, job.Fatal(fmt.Errorf("verify backup %s: %s is database %s at commit %d; the manifest says database %s at commit %d", dir, m.Database, id, commit, m.DatabaseID, m.Commit))
+		return nil, report.Fatal(fmt.Errorf("verify backup %s: %s is database %s at commit %d; the manifest says database %s at commit %d", dir, m.Database, id, commit, m.DatabaseID, m.Commit))
 	}
 	res := summarize(dir, &m)
 	res.Seconds = time.Since(start).Seconds()
@@ -363,7 +364,7 @@ func backupCommitPoint(ctx context.Context, path string) (string, int64, error) 
 		return "", 0, err
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "ATTACH "+job.SQLString(path)+" AS idem_backup (READ_ONLY)"); err != nil {
+	if _, err := conn.ExecContext(ctx, "ATTACH "+sqltext.SQLString(path)+" AS idem_backup (READ_ONLY)"); err != nil {
 		return "", 0, fmt.Errorf("open: %w", catalog.TrimSQLError(err))
 	}
 	if _, err := conn.ExecContext(ctx, "USE idem_backup"); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -108,11 +109,11 @@ func Compact(ctx context.Context, d *run.DB, opts CompactOptions) (_ *CompactRes
 		return nil, fmt.Errorf("compact %s: read the new file: %w", d.Path(), err)
 	}
 	if diff := want.Diff(got); diff != "" {
-		return nil, job.Fatal(fmt.Errorf("compact %s: the new file does not hold what the database holds (%s); nothing was changed", d.Path(), diff))
+		return nil, report.Fatal(fmt.Errorf("compact %s: the new file does not hold what the database holds (%s); nothing was changed", d.Path(), diff))
 	}
 	for i, e := range exports {
 		if g := gotExports[i]; g != e {
-			return nil, job.Fatal(fmt.Errorf("compact %s: job %s exports sha256 %s from the new file, %s from the database; nothing was changed", d.Path(), e.Job, g.SHA256, e.SHA256))
+			return nil, report.Fatal(fmt.Errorf("compact %s: job %s exports sha256 %s from the new file, %s from the database; nothing was changed", d.Path(), e.Job, g.SHA256, e.SHA256))
 		}
 	}
 	res.Tables, res.Jobs = len(want.Tables), exports

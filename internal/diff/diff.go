@@ -12,8 +12,10 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // KeysShown is how many keys of each kind a diff lists.
@@ -69,7 +71,7 @@ type Options struct {
 // of its canonical export (csv, key order), the one idem export writes.
 func Diff(ctx context.Context, d *run.DB, j *job.Job, opts Options) (*Result, error) {
 	if opts.From == 0 || opts.To == 0 {
-		return nil, job.Usage("diff needs --from S1 and --to S2")
+		return nil, report.Usage("diff needs --from S1 and --to S2")
 	}
 	conn, tx, err := d.BeginPinned(ctx)
 	if err != nil {
@@ -95,7 +97,7 @@ func Diff(ctx context.Context, d *run.DB, j *job.Job, opts Options) (*Result, er
 		src *export.TableSource
 		out *Side
 	}{{from, &res.From}, {to, &res.To}} {
-		n, sum, _, err := export.CopyTo(ctx, tx, side.src.Ordered(), filepath.Join(dir, fmt.Sprintf("%d.csv", side.src.Snapshot)), job.FormatCSV, "", job.Progress{}, nil)
+		n, sum, _, err := export.CopyTo(ctx, tx, side.src.Ordered(), filepath.Join(dir, fmt.Sprintf("%d.csv", side.src.Snapshot)), job.FormatCSV, "", report.Progress{}, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -111,7 +113,7 @@ func Diff(ctx context.Context, d *run.DB, j *job.Job, opts Options) (*Result, er
 		return nil, err
 	}
 	if col := j.PartitionBy; col != "" && from.Table == j.Table && slices.Contains(from.Columns, col) {
-		qc := job.QuoteIdent(col)
+		qc := sqltext.QuoteIdent(col)
 		q := "SELECT CAST(v AS VARCHAR) FROM (SELECT DISTINCT " + qc + " AS v FROM (((" + from.Query + ") EXCEPT ALL (" + to.Query + ")) UNION ALL ((" +
 			to.Query + ") EXCEPT ALL (" + from.Query + ")))) ORDER BY v NULLS LAST"
 		rows, err := tx.QueryContext(ctx, q)
@@ -152,7 +154,7 @@ func DiffFilesDetail(ctx context.Context, file1, file2, format string, key []str
 			return nil, fmt.Errorf("diff %s: %w", p, err)
 		}
 		if st.IsDir() {
-			return nil, job.Usage("diff %s: is a folder; compare its files or manifests", p)
+			return nil, report.Usage("diff %s: is a folder; compare its files or manifests", p)
 		}
 		f, err := export.Format(format, p)
 		if err != nil {
@@ -169,11 +171,11 @@ func DiffFilesDetail(ctx context.Context, file1, file2, format string, key []str
 		side.SHA256 = sum
 		switch f {
 		case job.FormatCSV:
-			readers[i] = "read_csv(" + job.SQLString(p) + ", header = true, all_varchar = true)"
+			readers[i] = "read_csv(" + sqltext.SQLString(p) + ", header = true, all_varchar = true)"
 		case job.FormatParquet:
-			readers[i] = "read_parquet(" + job.SQLString(p) + ")"
+			readers[i] = "read_parquet(" + sqltext.SQLString(p) + ")"
 		default:
-			readers[i] = "read_json(" + job.SQLString(p) + ", format = 'newline_delimited')"
+			readers[i] = "read_json(" + sqltext.SQLString(p) + ", format = 'newline_delimited')"
 		}
 	}
 	db, err := run.OpenMemory(ctx, "?autoinstall_known_extensions=false")
@@ -199,7 +201,7 @@ func DiffFilesDetail(ctx context.Context, file1, file2, format string, key []str
 		cols[i] = c
 	}
 	if !slices.Equal(cols[0], cols[1]) {
-		return nil, job.Usage("diff: %s and %s have different columns (%s / %s); diff compares files of one layout", file1, file2, strings.Join(cols[0], ", "), strings.Join(cols[1], ", "))
+		return nil, report.Usage("diff: %s and %s have different columns (%s / %s); diff compares files of one layout", file1, file2, strings.Join(cols[0], ", "), strings.Join(cols[1], ", "))
 	}
 	if len(cols[0]) == 0 {
 		return nil, fmt.Errorf("diff: %s has no columns", file1)
@@ -210,7 +212,7 @@ func DiffFilesDetail(ctx context.Context, file1, file2, format string, key []str
 	}
 	for _, k := range key {
 		if !slices.Contains(cols[0], k) {
-			return nil, job.Usage("--key %s: the files have no such column (columns: %s)", k, strings.Join(cols[0], ", "))
+			return nil, report.Usage("--key %s: the files have no such column (columns: %s)", k, strings.Join(cols[0], ", "))
 		}
 	}
 	if err := requireUniqueKey(ctx, conn, [2]string{file1, file2}, cols[0], key, keyGiven); err != nil {
@@ -261,7 +263,7 @@ func requireUniqueKey(ctx context.Context, q catalog.Querier, files [2]string, c
 		if err != nil {
 			return err
 		}
-		return job.Usage("diff: %s is not unique in %s (%d rows, %d distinct keys), so it cannot pair the rows of the two files; %s", what, files[i], rows, distinct, hint)
+		return report.Usage("diff: %s is not unique in %s (%d rows, %d distinct keys), so it cannot pair the rows of the two files; %s", what, files[i], rows, distinct, hint)
 	}
 	return nil
 }
@@ -273,7 +275,7 @@ func uniqueKeyHint(ctx context.Context, q catalog.Querier, cols []string) (strin
 	var pairCols [][2]string
 	var exprs []string
 	for _, c := range cols {
-		qc := job.QuoteIdent(c)
+		qc := sqltext.QuoteIdent(c)
 		// NULL counts as one value, as the diff's join takes it.
 		exprs = append(exprs, "count(DISTINCT "+qc+") + coalesce(max(CASE WHEN "+qc+" IS NULL THEN 1 ELSE 0 END), 0)")
 	}
@@ -281,7 +283,7 @@ func uniqueKeyHint(ctx context.Context, q catalog.Querier, cols []string) (strin
 	for i := 0; i < n; i++ {
 		for j := i + 1; j < n; j++ {
 			pairCols = append(pairCols, [2]string{cols[i], cols[j]})
-			exprs = append(exprs, "count(DISTINCT row("+job.QuoteIdent(cols[i])+", "+job.QuoteIdent(cols[j])+"))")
+			exprs = append(exprs, "count(DISTINCT row("+sqltext.QuoteIdent(cols[i])+", "+sqltext.QuoteIdent(cols[j])+"))")
 		}
 	}
 	unique := make([]bool, len(exprs))
@@ -450,7 +452,7 @@ func CommonColumns(from, to *export.TableSource, res *Result) error {
 	retyped := map[string]ColumnChange{}
 	for _, c := range res.ColumnsRetyped {
 		if slices.Contains(from.Key, c.Name) {
-			return job.Usage("diff %s: key column %s is %s at snapshot %d and %s at snapshot %d; diff pairs rows by a key of one type", from.Table, c.Name, c.From, from.Snapshot, c.To, to.Snapshot)
+			return report.Usage("diff %s: key column %s is %s at snapshot %d and %s at snapshot %d; diff pairs rows by a key of one type", from.Table, c.Name, c.From, from.Snapshot, c.To, to.Snapshot)
 		}
 		retyped[c.Name] = c
 	}
@@ -459,7 +461,7 @@ func CommonColumns(from, to *export.TableSource, res *Result) error {
 		if slices.Contains(res.ColumnsRemoved, c) {
 			continue
 		}
-		e := job.QuoteIdent(c)
+		e := sqltext.QuoteIdent(c)
 		if rc, ok := retyped[c]; ok {
 			as := "VARCHAR"
 			if NumericType(rc.From) && NumericType(rc.To) {
@@ -471,12 +473,12 @@ func CommonColumns(from, to *export.TableSource, res *Result) error {
 	}
 	for _, k := range from.Key {
 		if !slices.Contains(common, k) || !slices.Contains(to.Key, k) || len(from.Key) != len(to.Key) {
-			return job.Usage("diff %s: snapshots %d and %d have different keys (%s / %s); diff pairs rows by one key", from.Table, from.Snapshot, to.Snapshot,
+			return report.Usage("diff %s: snapshots %d and %d have different keys (%s / %s); diff pairs rows by one key", from.Table, from.Snapshot, to.Snapshot,
 				strings.Join(from.Key, ", "), strings.Join(to.Key, ", "))
 		}
 	}
 	if len(common) == 0 {
-		return job.Usage("diff %s: snapshots %d and %d share no column (%s / %s)", from.Table, from.Snapshot, to.Snapshot,
+		return report.Usage("diff %s: snapshots %d and %d share no column (%s / %s)", from.Table, from.Snapshot, to.Snapshot,
 			strings.Join(from.Columns, ", "), strings.Join(to.Columns, ", "))
 	}
 	from.Query = "SELECT " + strings.Join(sel, ", ") + " FROM (" + from.Query + ")"

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // RerunRowsShown is how many changed rows a rerun that does not reproduce
@@ -39,9 +39,9 @@ type ColumnDifference struct {
 func keyTextOf(key []string, alias string) string {
 	col := func(k string) string {
 		if alias == "" {
-			return job.QuoteIdent(k)
+			return sqltext.QuoteIdent(k)
 		}
-		return alias + "." + job.QuoteIdent(k)
+		return alias + "." + sqltext.QuoteIdent(k)
 	}
 	if len(key) == 1 {
 		return "CAST(" + col(key[0]) + " AS VARCHAR)"
@@ -59,11 +59,11 @@ func keyTextOf(key []string, alias string) string {
 func PairConditions(cols, key []string) (on, differ string) {
 	var ons, differs []string
 	for _, k := range key {
-		ons = append(ons, "a."+job.QuoteIdent(k)+" IS NOT DISTINCT FROM b."+job.QuoteIdent(k))
+		ons = append(ons, "a."+sqltext.QuoteIdent(k)+" IS NOT DISTINCT FROM b."+sqltext.QuoteIdent(k))
 	}
 	for _, c := range cols {
 		if !slices.Contains(key, c) {
-			differs = append(differs, "a."+job.QuoteIdent(c)+" IS DISTINCT FROM b."+job.QuoteIdent(c))
+			differs = append(differs, "a."+sqltext.QuoteIdent(c)+" IS DISTINCT FROM b."+sqltext.QuoteIdent(c))
 		}
 	}
 	return strings.Join(ons, " AND "), strings.Join(differs, " OR ")
@@ -78,13 +78,13 @@ func changedRows(ctx context.Context, q catalog.Querier, from, to string, cols, 
 		if slices.Contains(key, c) {
 			continue
 		}
-		qc := job.QuoteIdent(c)
+		qc := sqltext.QuoteIdent(c)
 		other = append(other, c)
 		values = append(values, "CAST(a."+qc+" AS VARCHAR)", "CAST(b."+qc+" AS VARCHAR)")
 	}
 	order := make([]string, len(key))
 	for i, k := range key {
-		order[i] = "a." + job.QuoteIdent(k)
+		order[i] = "a." + sqltext.QuoteIdent(k)
 	}
 	query := fmt.Sprintf("SELECT %s, %s FROM (%s) AS a JOIN (%s) AS b ON %s WHERE %s ORDER BY %s LIMIT %d",
 		keyTextOf(key, "a"), strings.Join(values, ", "), from, to, on, differ, strings.Join(order, ", "), limit)

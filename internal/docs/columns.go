@@ -4,7 +4,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // The descriptions of a job's columns come from the job file's [columns]
@@ -25,17 +25,17 @@ var selectItemName = regexp.MustCompile(`(?i)(?:^|[\s.,(])("(?:[^"]|"")+"|[A-Za-
 // its FROM (outside parentheses), each with code before the comment that
 // ends in a column's name. A later SELECT list (the model's own, after its
 // WITH) wins over an earlier one. Quotes and comments are read as the job
-// package's lexer reads them (job.MaskSQL): a -- inside a string, a
+// package's lexer reads them (sqltext.MaskSQL): a -- inside a string, a
 // dollar-quoted string or an E'...' string is no comment, and a FROM or a --
 // inside a /* */ comment is neither.
 func modelColumnDocs(sql string) map[string]string {
 	sql = strings.ReplaceAll(sql, "\r\n", "\n")
-	masked := job.MaskSQL(sql) // strings and comments blanked: the code
+	masked := sqltext.MaskSQL(sql) // strings and comments blanked: the code
 	// code is sql with its comments blanked: the items as written, their
 	// quoted names kept; lineComment the -- comments, by where they begin.
 	code := []byte(sql)
 	lineComment := map[int]int{}
-	for _, c := range job.SQLComments(sql) {
+	for _, c := range sqltext.SQLComments(sql) {
 		if strings.HasPrefix(sql[c.Start:], "--") {
 			lineComment[c.Start] = c.End
 		}
@@ -106,7 +106,7 @@ func hasWordPrefix(masked, word string) bool {
 }
 
 // listEnds reads masked code of a line of a SELECT list (strings and
-// comments blanked by job.MaskSQL): whether it holds the keyword FROM
+// comments blanked by sqltext.MaskSQL): whether it holds the keyword FROM
 // outside parentheses; depth carries the parentheses left open by earlier
 // lines.
 func listEnds(masked string, depth *int) bool {

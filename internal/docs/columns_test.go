@@ -41,7 +41,7 @@ GROUP BY ALL
 }
 
 // TestModelColumnDocsLexer: quotes and comments are read as DuckDB's
-// lexer reads them (job.MaskSQL): a -- inside a dollar-quoted string or
+// lexer reads them (sqltext.MaskSQL): a -- inside a dollar-quoted string or
 // an E'...' string with an escaped quote is no comment, and a parenthesis
 // there leaves the list's depth alone; a FROM or a -- inside a /* */
 // comment neither ends the list nor starts a description.

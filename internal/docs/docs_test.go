@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // chain is a site of five jobs: a and b feed c, c feeds d, e stands
@@ -161,13 +161,13 @@ func TestAuditResults(t *testing.T) {
 		want    map[string]string  // audit -> class
 	}{
 		{"never run", nil, map[string]string{"uniq": "none", "few_rows": "none"}},
-		{"one clean commit", []catalog.LogEntry{entry(job.DecisionLoaded, 1, nil)}, map[string]string{"uniq": "passed", "few_rows": "passed"}},
-		{"a warn noted", []catalog.LogEntry{entry(job.DecisionLoaded, 2, msg("upstream realigned; "+warnNote))}, map[string]string{"uniq": "passed", "few_rows": "warn"}},
-		{"an error audit failed the last run", []catalog.LogEntry{entry(job.DecisionFailed, 1, msg(failMsg)), entry(job.DecisionLoaded, 1, msg(warnNote))},
+		{"one clean commit", []catalog.LogEntry{entry(report.DecisionLoaded, 1, nil)}, map[string]string{"uniq": "passed", "few_rows": "passed"}},
+		{"a warn noted", []catalog.LogEntry{entry(report.DecisionLoaded, 2, msg("upstream realigned; "+warnNote))}, map[string]string{"uniq": "passed", "few_rows": "warn"}},
+		{"an error audit failed the last run", []catalog.LogEntry{entry(report.DecisionFailed, 1, msg(failMsg)), entry(report.DecisionLoaded, 1, msg(warnNote))},
 			map[string]string{"uniq": "failed", "few_rows": "warn"}},
-		{"skips ran no audit", []catalog.LogEntry{entry(job.DecisionSkipped, 1, nil), entry(job.DecisionAlreadyCommitted, 1, nil), entry(job.DecisionApplied, 1, msg(warnNote))},
+		{"skips ran no audit", []catalog.LogEntry{entry(report.DecisionSkipped, 1, nil), entry(report.DecisionAlreadyCommitted, 1, nil), entry(report.DecisionApplied, 1, msg(warnNote))},
 			map[string]string{"uniq": "passed", "few_rows": "warn"}},
-		{"a failure before the audits", []catalog.LogEntry{entry(job.DecisionFailed, 1, msg("stage x.csv: no such file")), entry(job.DecisionLoaded, 1, nil)},
+		{"a failure before the audits", []catalog.LogEntry{entry(report.DecisionFailed, 1, msg("stage x.csv: no such file")), entry(report.DecisionLoaded, 1, nil)},
 			map[string]string{"uniq": "passed", "few_rows": "passed"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -230,7 +230,7 @@ func TestWrite(t *testing.T) {
 			if c.refused != "" {
 				require.Error(t, err)
 				require.Contains(t, err.Error(), c.refused)
-				require.Equal(t, job.ExitUsage, job.ExitCode(err))
+				require.Equal(t, report.ExitUsage, report.ExitCode(err))
 				require.Equal(t, before, tree(t, root), "nothing changed")
 				return
 			}

@@ -17,7 +17,9 @@ import (
 	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/inspect"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobfs"
 	"github.com/idem-dev/idem/internal/project"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -238,7 +240,7 @@ func describe(j *job.Job, dir string) (*Job, error) {
 	d := &Job{
 		Name: j.Name, File: rel(dir, j.File), Database: rel(dir, j.Database), Table: j.Table,
 		Pipeline: j.Pipeline.Name, Mode: j.Pipeline.Mode, Model: j.Pipeline.Model,
-		Transform: j.TransformVersion, Schema: j.SchemaVersion, Version: job.VersionText(j.TransformVersion, j.SchemaVersion, j.TransformPart().SHA256, j.IsModel()),
+		Transform: j.TransformVersion, Schema: j.SchemaVersion, Version: report.VersionText(j.TransformVersion, j.SchemaVersion, j.TransformPart().SHA256, j.IsModel()),
 		Key: j.Pipeline.Key, PartitionBy: j.PartitionBy,
 		Status: StatusNotRun, NotRun: "not run yet",
 	}
@@ -253,7 +255,7 @@ func describe(j *job.Job, dir string) (*Job, error) {
 			d.Steps = append(d.Steps, s.Name)
 		}
 	}
-	text, err := job.ReadJobFile(j.File)
+	text, err := jobfs.ReadJobFile(j.File)
 	if err != nil {
 		return nil, err
 	}
@@ -360,7 +362,7 @@ func rowsText(n int64) string {
 	if n == 1 {
 		return "1 row"
 	}
-	return job.Thousands(n) + " rows"
+	return report.Thousands(n) + " rows"
 }
 
 // readDatabase reads what the database of group (jobs of one database
@@ -413,11 +415,11 @@ func readJob(ctx context.Context, db *run.DB, j *job.Job, d *Job, opts Options) 
 		if i < opts.Runs {
 			d.Runs = append(d.Runs, r)
 		}
-		if d.LastFailure == nil && (e.Decision == job.DecisionFailed || e.Decision == job.DecisionRefused) {
+		if d.LastFailure == nil && (e.Decision == report.DecisionFailed || e.Decision == report.DecisionRefused) {
 			d.LastFailure = &r
 		}
 	}
-	if len(entries) > 0 && (entries[0].Decision == job.DecisionFailed || entries[0].Decision == job.DecisionRefused) {
+	if len(entries) > 0 && (entries[0].Decision == report.DecisionFailed || entries[0].Decision == report.DecisionRefused) {
 		d.Status = StatusFailed
 	}
 	auditResults(d, entries)
@@ -469,7 +471,7 @@ func readSnapshot(ctx context.Context, db *run.DB, j *job.Job, s *catalog.Snapsh
 		return out, err
 	}
 	if rows.Valid {
-		out.Rows = job.Thousands(rows.Int64)
+		out.Rows = report.Thousands(rows.Int64)
 	}
 	p, err := catalog.ReadPacket(ctx, db.SQL(), name, s.Snapshot)
 	if errors.Is(err, catalog.ErrNoPacket) {
@@ -479,7 +481,7 @@ func readSnapshot(ctx context.Context, db *run.DB, j *job.Job, s *catalog.Snapsh
 		return out, err
 	}
 	if computeHashes(p, hashRows) {
-		if p, err = inspect.Packet(ctx, db, j, s.Snapshot, job.Progress{}); err != nil {
+		if p, err = inspect.Packet(ctx, db, j, s.Snapshot, report.Progress{}); err != nil {
 			return out, err
 		}
 	}
@@ -488,9 +490,9 @@ func readSnapshot(ctx context.Context, db *run.DB, j *job.Job, s *catalog.Snapsh
 		if e.Partition != nil {
 			part = p.PartitionBy + " = " + *e.Partition
 		}
-		h := Hash{Part: part, Rows: job.Thousands(e.Rows), SHA256: e.SHA256}
+		h := Hash{Part: part, Rows: report.Thousands(e.Rows), SHA256: e.SHA256}
 		if e.Pending() {
-			h.Note = fmt.Sprintf("not computed here (over %s rows): idem show %s --snapshot %d", job.Thousands(hashRows), name, s.Snapshot)
+			h.Note = fmt.Sprintf("not computed here (over %s rows): idem show %s --snapshot %d", report.Thousands(hashRows), name, s.Snapshot)
 		}
 		out.Hashes = append(out.Hashes, h)
 	}
@@ -516,7 +518,7 @@ func logRun(e catalog.LogEntry) Run {
 		r.BatchID = *e.BatchID
 	}
 	if e.RowsIn != nil {
-		r.RowsIn = job.Thousands(*e.RowsIn)
+		r.RowsIn = report.Thousands(*e.RowsIn)
 	}
 	changed := slices.Clone(e.Changed)
 	if e.FirstLoad {
@@ -525,7 +527,7 @@ func logRun(e catalog.LogEntry) Run {
 	r.Changed = strings.Join(changed, ", ")
 	var oc []string
 	for _, k := range slices.Sorted(maps.Keys(e.Outcomes)) {
-		oc = append(oc, fmt.Sprintf("%s %s", k, job.Thousands(e.Outcomes[k])))
+		oc = append(oc, fmt.Sprintf("%s %s", k, report.Thousands(e.Outcomes[k])))
 	}
 	r.Outcomes = strings.Join(oc, ", ")
 	if e.Message != nil {
@@ -549,8 +551,8 @@ func auditResults(d *Job, entries []catalog.LogEntry) {
 			if e.Message != nil {
 				msg = *e.Message
 			}
-			failed := e.Decision == job.DecisionFailed || e.Decision == job.DecisionRefused
-			committed := e.Decision == job.DecisionLoaded || e.Decision == job.DecisionApplied
+			failed := e.Decision == report.DecisionFailed || e.Decision == report.DecisionRefused
+			committed := e.Decision == report.DecisionLoaded || e.Decision == report.DecisionApplied
 			if failed && strings.Contains(msg, mark) {
 				a.Result, a.ResultClass = fmt.Sprintf("failed the run of %s UTC: %s", e.Time.UTC().Format("2006-01-02 15:04:05"), msg), "failed"
 				break

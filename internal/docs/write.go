@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // Write puts page in folder dir as index.html, creating the folder. It
@@ -22,7 +22,7 @@ func Write(dir string, page []byte) error {
 	st, err := os.Stat(dir)
 	switch {
 	case err == nil && !st.IsDir():
-		return &job.UsageError{Msg: fmt.Sprintf("--out %s is a file: give a folder for the site", dir)}
+		return &report.UsageError{Msg: fmt.Sprintf("--out %s is a file: give a folder for the site", dir)}
 	case err == nil:
 		if err := checkOwned(dir); err != nil {
 			return err
@@ -85,7 +85,7 @@ func checkOwned(dir string) error {
 	if len(shown) > 5 {
 		shown = append(slices.Clone(shown[:5]), fmt.Sprintf("and %d more", len(foreign)-5))
 	}
-	return &job.UsageError{Msg: fmt.Sprintf("--out %s holds files idem docs did not write (%s): give a new or empty folder, or one an earlier idem docs wrote; nothing was changed",
+	return &report.UsageError{Msg: fmt.Sprintf("--out %s holds files idem docs did not write (%s): give a new or empty folder, or one an earlier idem docs wrote; nothing was changed",
 		dir, strings.Join(shown, ", "))}
 }
 

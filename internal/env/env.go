@@ -19,7 +19,10 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/planner"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -37,7 +40,7 @@ var envName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 // CheckEnvName refuses an environment name that is not a plain file name.
 func CheckEnvName(name string) error {
 	if !envName.MatchString(name) {
-		return job.Usage("--env %q: an environment name is 1 to 64 letters, digits, _ and -, starting with a letter or digit", name)
+		return report.Usage("--env %q: an environment name is 1 to 64 letters, digits, _ and -, starting with a letter or digit", name)
 	}
 	return nil
 }
@@ -82,11 +85,11 @@ type Job struct {
 	// Snapshot is the environment's snapshot of a built job, Upstream the
 	// upstream snapshots it pinned (production's for the jobs read from
 	// there), Decision its run's decision and Error why it failed.
-	Snapshot int64             `json:"snapshot,omitempty"`
-	JobKey   string            `json:"job_key,omitempty"`
-	Upstream []job.UpstreamRef `json:"upstream,omitempty"`
-	Decision string            `json:"decision,omitempty"`
-	Error    string            `json:"error,omitempty"`
+	Snapshot int64                `json:"snapshot,omitempty"`
+	JobKey   string               `json:"job_key,omitempty"`
+	Upstream []jobkey.UpstreamRef `json:"upstream,omitempty"`
+	Decision string               `json:"decision,omitempty"`
+	Error    string               `json:"error,omitempty"`
 }
 
 // Environment is what idem run --env recorded of an environment of one
@@ -146,7 +149,7 @@ func LoadEnvironment(db, name string) (*Environment, error) {
 	path := envManifestPath(db, name)
 	st, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, job.Usage("no environment %s of database %s: build it with idem run DIR --env %s", name, db, name)
+		return nil, report.Usage("no environment %s of database %s: build it with idem run DIR --env %s", name, db, name)
 	}
 	if err != nil {
 		return nil, err
@@ -249,7 +252,7 @@ func DropEnvironments(db string) ([]string, error) {
 	if files, _ := filepath.Glob(filepath.Join(Dir(db), "*.duckdb")); len(files) > 0 {
 		for _, f := range files {
 			name := strings.TrimSuffix(filepath.Base(f), ".duckdb")
-			if err := DropEnvironment(db, name); err != nil && !errors.Is(err, job.ErrUsage) {
+			if err := DropEnvironment(db, name); err != nil && !errors.Is(err, report.ErrUsage) {
 				return names, err
 			}
 		}
@@ -267,7 +270,7 @@ func DropEnvironments(db string) ([]string, error) {
 // apply job reading the changes of an upstream that production holds.
 func PlanEnvironment(ctx context.Context, name string, jobs []*job.Job, open func(*job.Job) run.OpenOptions) (*Environment, error) {
 	if len(jobs) == 0 {
-		return nil, job.Usage("no job to build in environment %s", name)
+		return nil, report.Usage("no job to build in environment %s", name)
 	}
 	env := &Environment{Name: name, Database: jobs[0].Database, BuiltAt: time.Now().UTC()}
 	states := map[string]catalog.State{}
@@ -335,9 +338,9 @@ func PlanEnvironment(ctx context.Context, name string, jobs []*job.Job, open fun
 // parts its file defines.
 func definitionChanged(ctx context.Context, j *job.Job, st catalog.State, open run.OpenOptions) ([]string, error) {
 	var changed []string
-	if j.IsStream() || (j.Pipeline.Mode == job.ModeApply && j.ReadsFiles()) {
+	if j.IsStream() || (j.Pipeline.Mode == pipeline.ModeApply && j.ReadsFiles()) {
 		if !st.HasParts {
-			return []string{job.PartTransform}, nil
+			return []string{jobkey.PartTransform}, nil
 		}
 		now := st.Parts
 		now.Transform, now.Schema = j.TransformPart(), j.SchemaPart()
@@ -353,11 +356,11 @@ func definitionChanged(ctx context.Context, j *job.Job, st catalog.State, open r
 			return nil, plan.Refusal
 		}
 		if plan.FirstLoad {
-			return []string{job.PartTransform}, nil
+			return []string{jobkey.PartTransform}, nil
 		}
 		changed = plan.Changed
 	}
-	return slices.DeleteFunc(slices.Clone(changed), func(p string) bool { return p == job.PartInput }), nil
+	return slices.DeleteFunc(slices.Clone(changed), func(p string) bool { return p == jobkey.PartInput }), nil
 }
 
 // canBuild refuses a job an environment cannot build from production's
@@ -365,13 +368,13 @@ func definitionChanged(ctx context.Context, j *job.Job, st catalog.State, open r
 func canBuild(j *job.Job, built map[string]bool) error {
 	switch {
 	case j.IsStream():
-		return job.Refuse("environment", "job %s reads a %s stream: its target is every batch production applied, which an environment cannot rebuild; change it in production", j.Name, j.Input.Stream.Kind)
-	case j.Pipeline.Mode == job.ModeApply && j.ReadsFiles():
-		return job.Refuse("environment", "job %s applies batches of files: its target is every batch production applied, which an environment cannot rebuild; change it in production", j.Name)
-	case j.Pipeline.Mode == job.ModeApply:
+		return report.Refuse("environment", "job %s reads a %s stream: its target is every batch production applied, which an environment cannot rebuild; change it in production", j.Name, j.Input.Stream.Kind)
+	case j.Pipeline.Mode == pipeline.ModeApply && j.ReadsFiles():
+		return report.Refuse("environment", "job %s applies batches of files: its target is every batch production applied, which an environment cannot rebuild; change it in production", j.Name)
+	case j.Pipeline.Mode == pipeline.ModeApply:
 		for _, u := range j.SortedUpstream() {
 			if !built[u] {
-				return job.Refuse("environment", "job %s applies the changes of upstream %s, which the environment reads from production: changes are read from the history of the job's own database; change it in production", j.Name, u)
+				return report.Refuse("environment", "job %s applies the changes of upstream %s, which the environment reads from production: changes are read from the history of the job's own database; change it in production", j.Name, u)
 			}
 		}
 	}

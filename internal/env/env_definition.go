@@ -11,6 +11,8 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // checkDefinition refuses (exit 3) a promote of job j whose definition now
@@ -20,12 +22,12 @@ import (
 // text, and run and plan would then see nothing to do. The input part is
 // not compared: promote pins other upstream snapshots than the
 // environment's build by design.
-func checkDefinition(env *Environment, j *job.Job, built, now job.Parts) error {
+func checkDefinition(env *Environment, j *job.Job, built, now jobkey.Parts) error {
 	changed := definitionChanges(j, built, now)
 	if len(changed) == 0 {
 		return nil
 	}
-	return job.Refuse("environment", "job %s changed since environment %s was built from it: %s; nothing promoted: run --env %s again and review its diff, or restore the job's files",
+	return report.Refuse("environment", "job %s changed since environment %s was built from it: %s; nothing promoted: run --env %s again and review its diff, or restore the job's files",
 		j.Name, env.Name, strings.Join(changed, "; "), env.Name)
 }
 
@@ -46,7 +48,7 @@ func checkFileDefinition(ctx context.Context, q catalog.Querier, env *Environmen
 // transform, its config (read with the input format built recorded) and,
 // but for a model (whose schema part is its result's columns), its
 // schema.
-func fileParts(j *job.Job, built job.Parts) job.Parts {
+func fileParts(j *job.Job, built jobkey.Parts) jobkey.Parts {
 	now := built
 	now.Transform = j.TransformPart()
 	format, _ := built.Config["format"].(string)
@@ -60,7 +62,7 @@ func fileParts(j *job.Job, built job.Parts) job.Parts {
 // definitionChanges names what differs between the transform, config and
 // schema parts of built and now, as a reader of the job's files would
 // say it: the model's SQL, a param, the schema version.
-func definitionChanges(j *job.Job, built, now job.Parts) []string {
+func definitionChanges(j *job.Job, built, now jobkey.Parts) []string {
 	var out []string
 	bt, nt := built.Transform, now.Transform
 	switch {
@@ -69,9 +71,9 @@ func definitionChanges(j *job.Job, built, now job.Parts) []string {
 	case bt.Version != nt.Version:
 		out = append(out, fmt.Sprintf("transform_version (built from %d, now %d)", bt.Version, nt.Version))
 	case bt.SHA256 != nt.SHA256 && j.IsModel():
-		out = append(out, fmt.Sprintf("model SQL %s (built from sha256 %s, now %s)", j.ModelFile, job.Short(bt.SHA256), job.Short(nt.SHA256)))
+		out = append(out, fmt.Sprintf("model SQL %s (built from sha256 %s, now %s)", j.ModelFile, report.Short(bt.SHA256), report.Short(nt.SHA256)))
 	case bt.SHA256 != nt.SHA256:
-		out = append(out, fmt.Sprintf("transform SQL of pipeline %s v%d (built from sha256 %s, now %s)", nt.Pipeline, nt.Version, job.Short(bt.SHA256), job.Short(nt.SHA256)))
+		out = append(out, fmt.Sprintf("transform SQL of pipeline %s v%d (built from sha256 %s, now %s)", nt.Pipeline, nt.Version, report.Short(bt.SHA256), report.Short(nt.SHA256)))
 	}
 	out = append(out, configChanges(built.Config, now.Config)...)
 	bs, ns := built.Schema, now.Schema
@@ -81,7 +83,7 @@ func definitionChanges(j *job.Job, built, now job.Parts) []string {
 	case bs.SHA256 != ns.SHA256 && j.IsModel():
 		out = append(out, "the model's result columns")
 	case bs.SHA256 != ns.SHA256:
-		out = append(out, fmt.Sprintf("schema DDL v%d (built from sha256 %s, now %s)", ns.Version, job.Short(bs.SHA256), job.Short(ns.SHA256)))
+		out = append(out, fmt.Sprintf("schema DDL v%d (built from sha256 %s, now %s)", ns.Version, report.Short(bs.SHA256), report.Short(ns.SHA256)))
 	}
 	return out
 }
@@ -110,8 +112,8 @@ func configChanges(built, now map[string]any) []string {
 }
 
 func unionKeys(a, b map[string]any) []string {
-	keys := job.SortedKeys(a)
-	for _, k := range job.SortedKeys(b) {
+	keys := report.SortedKeys(a)
+	for _, k := range report.SortedKeys(b) {
 		if _, ok := a[k]; !ok {
 			keys = append(keys, k)
 		}
@@ -123,7 +125,7 @@ func unionKeys(a, b map[string]any) []string {
 // sameValue compares two values of a key part as its key does: by their
 // canonical JSON (an int and the float64 read back from JSON are equal).
 func sameValue(a, b any) bool {
-	return string(job.CanonicalJSON(a)) == string(job.CanonicalJSON(b))
+	return string(jobkey.CanonicalJSON(a)) == string(jobkey.CanonicalJSON(b))
 }
 
 func valueText(m map[string]any, k string) string {
@@ -131,7 +133,7 @@ func valueText(m map[string]any, k string) string {
 	if !ok {
 		return "absent"
 	}
-	s := string(job.CanonicalJSON(v))
+	s := string(jobkey.CanonicalJSON(v))
 	if len(s) > 60 {
 		s = s[:57] + "..."
 	}

@@ -6,6 +6,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
 )
 
 // TestDefinitionChanges: each part of a key's definition that differs is
@@ -14,17 +16,17 @@ import (
 // int) are equal.
 func TestDefinitionChanges(t *testing.T) {
 	t.Parallel()
-	built := job.Parts{
+	built := jobkey.Parts{
 		Input:     "in-1",
-		Transform: job.TransformPart{Pipeline: "p", Version: 1, SHA256: "aaaaaaaaaaaaaaaa"},
+		Transform: jobkey.TransformPart{Pipeline: "p", Version: 1, SHA256: "aaaaaaaaaaaaaaaa"},
 		Config:    map[string]any{"params": map[string]any{"cap": float64(10), "mode": "x"}, "target": "t", "format": "csv"},
-		Schema:    job.SchemaPart{Version: 1, SHA256: "cccccccccccccccc"},
+		Schema:    jobkey.SchemaPart{Version: 1, SHA256: "cccccccccccccccc"},
 	}
-	pipe := &job.Job{Name: "j", Pipeline: &job.Pipeline{Name: "p"}}
-	model := &job.Job{Name: "m", Pipeline: &job.Pipeline{Name: "select", Model: true}, ModelFile: "models/m.sql"}
+	pipe := &job.Job{Name: "j", Pipeline: &pipeline.Pipeline{Name: "p"}}
+	model := &job.Job{Name: "m", Pipeline: &pipeline.Pipeline{Name: "select", Model: true}, ModelFile: "models/m.sql"}
 	same := built
 	same.Input = "in-2"
-	same.Upstream = []job.UpstreamRef{{Job: "u", Snapshot: 9}}
+	same.Upstream = []jobkey.UpstreamRef{{Job: "u", Snapshot: 9}}
 	same.Config = map[string]any{"params": map[string]any{"cap": 10, "mode": "x"}, "target": "t", "format": "csv"}
 	require.Empty(t, definitionChanges(pipe, built, same))
 

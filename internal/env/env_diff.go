@@ -12,7 +12,9 @@ import (
 	"github.com/idem-dev/idem/internal/diff"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Diff compares what an environment built of one job with production's
@@ -64,7 +66,7 @@ func DiffEnvironment(ctx context.Context, d *run.DB, env *Environment, e Job, j 
 		return nil, fmt.Errorf("environment %s: %w", env.Name, err)
 	}
 	if to.Snapshot != e.Snapshot {
-		return nil, job.Refuse("environment", "environment %s holds snapshot %d of %s, not the %d its build recorded: run --env %s again", env.Name, to.Snapshot, j.Name, e.Snapshot, env.Name)
+		return nil, report.Refuse("environment", "environment %s holds snapshot %d of %s, not the %d its build recorded: run --env %s again", env.Name, to.Snapshot, j.Name, e.Snapshot, env.Name)
 	}
 	from, err := attachedSource(ctx, tx, ProductionCatalog, j, to)
 	if err != nil {
@@ -91,9 +93,9 @@ func DiffEnvironment(ctx context.Context, d *run.DB, env *Environment, e Job, j 
 		}
 		if st.Snapshot != ref.Snapshot {
 			var oldest int64
-			err := tx.QueryRowContext(ctx, "SELECT oldest_kept FROM "+job.QuoteIdent(ProductionCatalog)+".idem.retention WHERE job = ?", ref.Job).Scan(&oldest)
+			err := tx.QueryRowContext(ctx, "SELECT oldest_kept FROM "+sqltext.QuoteIdent(ProductionCatalog)+".idem.retention WHERE job = ?", ref.Job).Scan(&oldest)
 			if err == nil && oldest > ref.Snapshot {
-				return nil, job.Refuse("environment", "environment %s is older than production's retention: %s read upstream %s at snapshot %d, which production has expired (its oldest kept snapshot is %d); rebuild it with idem run --env %s",
+				return nil, report.Refuse("environment", "environment %s is older than production's retention: %s read upstream %s at snapshot %d, which production has expired (its oldest kept snapshot is %d); rebuild it with idem run --env %s",
 					env.Name, e.Job, ref.Job, ref.Snapshot, oldest, env.Name)
 			}
 			res.Moved = append(res.Moved, fmt.Sprintf("%s %d → %d", ref.Job, ref.Snapshot, st.Snapshot))
@@ -119,7 +121,7 @@ func DiffEnvironment(ctx context.Context, d *run.DB, env *Environment, e Job, j 
 			if slices.Contains(from.Key, c) || !diff.NumericType(from.Types[i]) {
 				continue
 			}
-			qc := job.QuoteIdent(c)
+			qc := sqltext.QuoteIdent(c)
 			delta := "(b." + qc + " - a." + qc + ")"
 			var sum, maxAbs sql.NullString
 			q := "SELECT CAST(sum(" + delta + ") AS VARCHAR), CAST(max(abs(" + delta + ")) AS VARCHAR) FROM (" + from.Query + ") AS a JOIN (" + to.Query + ") AS b ON " + on
@@ -155,7 +157,7 @@ func attachedSource(ctx context.Context, q catalog.Querier, cat string, j *job.J
 		return src, nil
 	}
 	src.Snapshot = st.Snapshot
-	table := job.QuoteIdent(cat) + ".main." + job.QuoteIdent(st.Target)
+	table := sqltext.QuoteIdent(cat) + ".main." + sqltext.QuoteIdent(st.Target)
 	cols, err := catalog.AttachedColumns(ctx, q, cat, st.Target)
 	if err != nil {
 		return nil, err
@@ -179,7 +181,7 @@ func canonicalSums(ctx context.Context, q catalog.Querier, srcs [2]*export.Table
 	}
 	defer os.RemoveAll(dir)
 	for i, src := range srcs {
-		n, sum, _, err := export.CopyTo(ctx, q, src.Ordered(), filepath.Join(dir, fmt.Sprintf("%d.csv", i)), job.FormatCSV, "", job.Progress{}, nil)
+		n, sum, _, err := export.CopyTo(ctx, q, src.Ordered(), filepath.Join(dir, fmt.Sprintf("%d.csv", i)), job.FormatCSV, "", report.Progress{}, nil)
 		if err != nil {
 			return err
 		}

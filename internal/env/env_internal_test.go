@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,7 +21,7 @@ func TestLoadEnvironmentRefuses(t *testing.T) {
 	db := filepath.Join(dir, "p.duckdb")
 	require.NoError(t, os.MkdirAll(Dir(db), 0o755))
 	_, err := LoadEnvironment(db, "none")
-	require.ErrorIs(t, err, job.ErrUsage)
+	require.ErrorIs(t, err, report.ErrUsage)
 	require.ErrorContains(t, err, "no environment none")
 
 	require.NoError(t, syscall.Mkfifo(envManifestPath(db, "fifo"), 0o644))
@@ -35,7 +35,7 @@ func TestLoadEnvironmentRefuses(t *testing.T) {
 	require.ErrorContains(t, err, "is not a regular file")
 
 	_, err = LoadEnvironment(db, "../p")
-	require.ErrorIs(t, err, job.ErrUsage)
+	require.ErrorIs(t, err, report.ErrUsage)
 
 	require.NoError(t, os.WriteFile(envManifestPath(db, "bad"), []byte("{"), 0o644))
 	_, err = LoadEnvironment(db, "bad")

@@ -10,7 +10,9 @@ import (
 	"github.com/idem-dev/idem/internal/diff"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Promoted is what idem promote did with one job an environment built.
@@ -49,14 +51,14 @@ const (
 func CheckPromote(ctx context.Context, d *run.DB, env *Environment, e Job, j *job.Job) (done *Promoted, err error) {
 	q := d.SQL()
 	if !env.Complete {
-		return nil, job.Refuse("environment", "environment %s is incomplete (%s): run --env %s again", env.Name, envErrors(env), env.Name)
+		return nil, report.Refuse("environment", "environment %s is incomplete (%s): run --env %s again", env.Name, envErrors(env), env.Name)
 	}
 	est, err := catalog.ReadStateIn(ctx, q, EnvironmentCatalog, e.Job)
 	if err != nil {
 		return nil, err
 	}
 	if est.Snapshot != e.Snapshot || est.Key != e.JobKey {
-		return nil, job.Refuse("environment", "environment %s holds snapshot %d of %s, not the %d its build recorded: run --env %s again", env.Name, est.Snapshot, e.Job, e.Snapshot, env.Name)
+		return nil, report.Refuse("environment", "environment %s holds snapshot %d of %s, not the %d its build recorded: run --env %s again", env.Name, est.Snapshot, e.Job, e.Snapshot, env.Name)
 	}
 	for _, ref := range e.Upstream {
 		if u, ok := env.Find(ref.Job); ok && u.Build {
@@ -71,7 +73,7 @@ func CheckPromote(ctx context.Context, d *run.DB, env *Environment, e Job, j *jo
 			if catalog.CheckNotExpired(ctx, q, ref.Job, ref.Snapshot) != nil {
 				why = fmt.Sprintf("; production has expired snapshot %d ([retention])", ref.Snapshot)
 			}
-			return nil, job.Refuse("environment", "production moved since environment %s was built: %s read upstream %s at snapshot %d, production's latest is %d%s; run --env %s again and review its diff",
+			return nil, report.Refuse("environment", "production moved since environment %s was built: %s read upstream %s at snapshot %d, production's latest is %d%s; run --env %s again and review its diff",
 				env.Name, e.Job, ref.Job, ref.Snapshot, st.Snapshot, why, env.Name)
 		}
 	}
@@ -98,7 +100,7 @@ func CheckPromote(ctx context.Context, d *run.DB, env *Environment, e Job, j *jo
 			}
 		}
 	}
-	return nil, job.Refuse("environment", "production moved since environment %s was built: its latest snapshot of %s is %d, the environment was built against %d; run --env %s again and review its diff",
+	return nil, report.Refuse("environment", "production moved since environment %s was built: its latest snapshot of %s is %d, the environment was built against %d; run --env %s again and review its diff",
 		env.Name, e.Job, st.Snapshot, e.Production, env.Name)
 }
 
@@ -135,7 +137,7 @@ func PromoteRunOptions(env *Environment, e Job, j *job.Job, recompute bool, opts
 	if j.IsModel() && !recompute {
 		// A model's rows are copied from the environment, not computed
 		// again; other jobs run as they ran there.
-		opts.RowsFrom = job.QuoteIdent(EnvironmentCatalog) + ".main." + job.QuoteIdent(j.Table)
+		opts.RowsFrom = sqltext.QuoteIdent(EnvironmentCatalog) + ".main." + sqltext.QuoteIdent(j.Table)
 	}
 	opts.BeforeCommit = func(ctx context.Context, tx *sql.Tx, res *run.Result) error {
 		// The key production commits under must be the environment's but
@@ -156,7 +158,7 @@ func PromoteRunOptions(env *Environment, e Job, j *job.Job, recompute bool, opts
 			return err
 		}
 		if !same {
-			return job.Refuse("environment", "%s built in production gives sha256 %s (%d rows), environment %s showed %s: nothing promoted", j.Name, p.SHA256, p.Rows, env.Name, p.envSHA)
+			return report.Refuse("environment", "%s built in production gives sha256 %s (%d rows), environment %s showed %s: nothing promoted", j.Name, p.SHA256, p.Rows, env.Name, p.envSHA)
 		}
 		*got = Promoted{Job: j.Name, Decision: DecisionPromoted, Snapshot: res.Snapshot, EnvSnapshot: e.Snapshot, SHA256: p.SHA256, JobKey: res.JobKey, Rows: p.Rows}
 		return nil

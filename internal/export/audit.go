@@ -13,7 +13,9 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // AuditResult compares what an audit query reads from a partitioned
@@ -51,24 +53,24 @@ type ScanFigure struct {
 // where is the user's own SQL predicate, as in idem query.
 func Audit(ctx context.Context, j *job.Job, dir, where string) (*AuditResult, error) {
 	if strings.TrimSpace(where) == "" {
-		return nil, job.Usage("--audit needs a predicate, e.g. --audit \"event_day = 47\"")
+		return nil, report.Usage("--audit needs a predicate, e.g. --audit \"event_day = 47\"")
 	}
 	data, err := os.ReadFile(filepath.Join(dir, ManifestName))
 	if err != nil {
-		return nil, job.Usage("--export %s: no %s: audit reads a partitioned export (idem export --format parquet --partition-by COL)", dir, ManifestName)
+		return nil, report.Usage("--export %s: no %s: audit reads a partitioned export (idem export --format parquet --partition-by COL)", dir, ManifestName)
 	}
 	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("audit: %s: %w", ManifestName, err)
 	}
 	if m.Format != job.FormatParquet {
-		return nil, job.Usage("--export %s: is a %s export; audit reads Parquet (--format parquet)", dir, m.Format)
+		return nil, report.Usage("--export %s: is a %s export; audit reads Parquet (--format parquet)", dir, m.Format)
 	}
 	if m.Job != j.Name {
-		return nil, job.Usage("--export %s: is an export of job %s, not %s", dir, m.Job, j.Name)
+		return nil, report.Usage("--export %s: is an export of job %s, not %s", dir, m.Job, j.Name)
 	}
 	if len(m.Files) == 0 {
-		return nil, job.Usage("--export %s: holds no partition", dir)
+		return nil, report.Usage("--export %s: holds no partition", dir)
 	}
 	files := make([]string, len(m.Files))
 	for i, f := range m.Files {
@@ -91,7 +93,7 @@ func Audit(ctx context.Context, j *job.Job, dir, where string) (*AuditResult, er
 	defer os.RemoveAll(tmp)
 	list := make([]string, len(files))
 	for i, f := range files {
-		list[i] = job.SQLString(f)
+		list[i] = sqltext.SQLString(f)
 	}
 	src := "read_parquet([" + strings.Join(list, ", ") + "], hive_partitioning = true)"
 	res := &AuditResult{Job: j.Name, Export: dir, Snapshot: m.Snapshot, PartitionBy: m.PartitionBy, Where: where}
@@ -129,7 +131,7 @@ func Audit(ctx context.Context, j *job.Job, dir, where string) (*AuditResult, er
 func profileScan(ctx context.Context, conn *sql.Conn, query, path string, out *ScanFigure) error {
 	for _, q := range []string{
 		"PRAGMA enable_profiling = 'json'",
-		"PRAGMA profiling_output = " + job.SQLString(path),
+		"PRAGMA profiling_output = " + sqltext.SQLString(path),
 		// DuckDB 2.0's default metrics hold the bytes read and each
 		// operator's extra info (1.5 needed custom_profiling_settings,
 		// which 2.0 no longer has).
@@ -232,7 +234,7 @@ func rowGroups(ctx context.Context, conn *sql.Conn, files []string, out *ScanFig
 	}
 	list := make([]string, len(files))
 	for i, f := range files {
-		list[i] = job.SQLString(f)
+		list[i] = sqltext.SQLString(f)
 	}
 	err := conn.QueryRowContext(ctx, "SELECT count(DISTINCT (file_name, row_group_id)), coalesce(sum(total_compressed_size), 0) FROM parquet_metadata(["+strings.Join(list, ", ")+"])").
 		Scan(&out.RowGroups, &out.Bytes)

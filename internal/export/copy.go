@@ -11,7 +11,9 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // CopyTo runs COPY (query) TO a temporary file beside out, renames it to out
@@ -19,13 +21,13 @@ import (
 // sees the bytes written so far under label; fault, if not nil, is called
 // before the rename. Temporary files that killed exports to out left are
 // removed first.
-func CopyTo(ctx context.Context, q catalog.Querier, query, out, format, label string, progress job.Progress, fault func(string)) (int64, string, int64, error) {
+func CopyTo(ctx context.Context, q catalog.Querier, query, out, format, label string, progress report.Progress, fault func(string)) (int64, string, int64, error) {
 	return copyQuery(ctx, q, query, out, format, label, progress, fault, false)
 }
 
 // copyQuery is CopyTo; with unsignedZero a CSV writes -0.0 as 0.0
 // (catalog.UnsignedZeroCSVQuery).
-func copyQuery(ctx context.Context, q catalog.Querier, query, out, format, label string, progress job.Progress, fault func(string), unsignedZero bool) (int64, string, int64, error) {
+func copyQuery(ctx context.Context, q catalog.Querier, query, out, format, label string, progress report.Progress, fault func(string), unsignedZero bool) (int64, string, int64, error) {
 	dir := filepath.Dir(out)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return 0, "", 0, fmt.Errorf("export to %s: folder %s does not exist", out, dir)
@@ -69,7 +71,7 @@ func copyQuery(ctx context.Context, q catalog.Querier, query, out, format, label
 		defer close(polled)
 		pollSize(tmpName, done, func(n int64) { progress.Count(label, n, -1) })
 	}()
-	r, err := q.ExecContext(ctx, "COPY ("+query+") TO "+job.SQLString(tmpName)+" "+copyOptions(format))
+	r, err := q.ExecContext(ctx, "COPY ("+query+") TO "+sqltext.SQLString(tmpName)+" "+copyOptions(format))
 	close(done)
 	<-polled
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -19,7 +20,7 @@ type Options struct {
 	PartitionBy string // one file per value of this column under Out, plus manifest.json
 	// Progress shows the export as a step ("export"): DuckDB's percentage
 	// while it sorts, then the bytes written.
-	Progress job.Progress
+	Progress report.Progress
 	// Fault, when set, is called at each fault point (FaultExport*) for
 	// kill tests.
 	Fault func(point string)
@@ -77,7 +78,7 @@ func Format(format, out string) (string, error) {
 		return strings.ToLower(format), nil
 	case "":
 	default:
-		return "", job.Usage("--format must be csv, parquet or jsonl, not %q", format)
+		return "", report.Usage("--format must be csv, parquet or jsonl, not %q", format)
 	}
 	switch strings.ToLower(filepath.Ext(out)) {
 	case ".parquet":
@@ -116,7 +117,7 @@ func extension(format string) string {
 // removes the temporary files that killed exports to the same output left.
 func Export(ctx context.Context, d *run.DB, j *job.Job, opts Options) (*Result, error) {
 	if opts.Out == "" {
-		return nil, job.Usage("export needs --out PATH")
+		return nil, report.Usage("export needs --out PATH")
 	}
 	format, err := Format(opts.Format, opts.Out)
 	if err != nil {

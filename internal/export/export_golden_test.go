@@ -9,7 +9,9 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 
 	"github.com/stretchr/testify/require"
 )
@@ -189,15 +191,15 @@ func TestExportGoldenPerType(t *testing.T) {
 				_, err = conn.ExecContext(ctx, c.setup)
 				require.NoError(t, err)
 			}
-			table := job.QuoteIdent("golden_" + c.name)
+			table := sqltext.QuoteIdent("golden_" + c.name)
 			_, err = conn.ExecContext(ctx, "CREATE TABLE "+table+" AS "+c.query)
 			require.NoError(t, err)
 			if c.timeZone != "" {
-				_, err = conn.ExecContext(ctx, "SET TimeZone = "+job.SQLString(c.timeZone))
+				_, err = conn.ExecContext(ctx, "SET TimeZone = "+sqltext.SQLString(c.timeZone))
 				require.NoError(t, err)
 			}
 			out := filepath.Join(dir, c.name+".csv")
-			_, sum, _, err := CopyTo(ctx, conn, "SELECT * FROM "+table+" ORDER BY id", out, job.FormatCSV, "", job.Progress{}, nil)
+			_, sum, _, err := CopyTo(ctx, conn, "SELECT * FROM "+table+" ORDER BY id", out, job.FormatCSV, "", report.Progress{}, nil)
 			require.NoError(t, err)
 			got, err := os.ReadFile(out)
 			require.NoError(t, err)
@@ -209,7 +211,7 @@ func TestExportGoldenPerType(t *testing.T) {
 				require.NoError(t, conn.QueryRowContext(ctx, `SELECT version()`).Scan(&version))
 				require.Equal(t, "v1.5.6", version, "the goldens are DuckDB 1.5.6's bytes: rewrite them only on 1.5.6")
 				raw := filepath.Join(dir, c.name+"-raw.csv")
-				_, err = conn.ExecContext(ctx, "COPY (SELECT * FROM "+table+" ORDER BY id) TO "+job.SQLString(raw)+" "+catalog.CSVCopyOptions)
+				_, err = conn.ExecContext(ctx, "COPY (SELECT * FROM "+table+" ORDER BY id) TO "+sqltext.SQLString(raw)+" "+catalog.CSVCopyOptions)
 				require.NoError(t, err)
 				data, err := os.ReadFile(raw)
 				require.NoError(t, err)
@@ -255,7 +257,7 @@ func TestExportRefusesNestedEngineText(t *testing.T) {
 		"[TIMETZ '10:00:00+00:00:01']",
 		"{'t': TIMETZ '10:00:00+00'}",
 	} {
-		_, _, _, err := CopyTo(ctx, db.SQL(), "SELECT 1 AS id, "+expr+" AS nested", filepath.Join(dir, "out.csv"), job.FormatCSV, "", job.Progress{}, nil)
+		_, _, _, err := CopyTo(ctx, db.SQL(), "SELECT 1 AS id, "+expr+" AS nested", filepath.Join(dir, "out.csv"), job.FormatCSV, "", report.Progress{}, nil)
 		require.ErrorIs(t, err, catalog.ErrEngineText, expr)
 		require.ErrorContains(t, err, "column nested", expr)
 	}
@@ -273,10 +275,10 @@ func TestCanonicalExportKeepsOrder(t *testing.T) {
 	_, err = db.SQL().ExecContext(ctx, `CREATE TABLE t AS SELECT hash(i) AS id, [CAST(i AS VARCHAR), '']::VARCHAR[2] AS a FROM range(300000) r(i)`)
 	require.NoError(t, err)
 	out := filepath.Join(dir, "out.csv")
-	_, _, _, err = CopyTo(ctx, db.SQL(), "SELECT * FROM t ORDER BY id", out, job.FormatCSV, "", job.Progress{}, nil)
+	_, _, _, err = CopyTo(ctx, db.SQL(), "SELECT * FROM t ORDER BY id", out, job.FormatCSV, "", report.Progress{}, nil)
 	require.NoError(t, err)
 	want := filepath.Join(dir, "want.csv")
-	_, err = db.SQL().ExecContext(ctx, `COPY (SELECT id, '[' || a[1] || ', ]' AS a FROM t ORDER BY id) TO `+job.SQLString(want)+" "+catalog.CSVCopyOptions)
+	_, err = db.SQL().ExecContext(ctx, `COPY (SELECT id, '[' || a[1] || ', ]' AS a FROM t ORDER BY id) TO `+sqltext.SQLString(want)+" "+catalog.CSVCopyOptions)
 	require.NoError(t, err)
 	got, err := os.ReadFile(out)
 	require.NoError(t, err)

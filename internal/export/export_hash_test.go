@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
 
@@ -25,7 +25,7 @@ func TestCopyToReportsTheFileSHA256(t *testing.T) {
 	for _, format := range []string{"csv", "parquet", "jsonl"} {
 		t.Run(format, func(t *testing.T) {
 			out := filepath.Join(dir, "export."+format)
-			rows, sum, size, err := CopyTo(context.Background(), db.SQL(), query, out, format, "", job.Progress{}, nil)
+			rows, sum, size, err := CopyTo(context.Background(), db.SQL(), query, out, format, "", report.Progress{}, nil)
 			require.NoError(t, err)
 			require.EqualValues(t, 400000, rows)
 			want, wantSize, err := source.FileSHA256(out)

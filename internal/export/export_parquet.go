@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // ParquetTypes documents the Parquet type idem export --format parquet
@@ -85,7 +85,7 @@ func exactParquetQuery(ctx context.Context, q catalog.Querier, query string) (st
 	var checked []struct{ col, problem string }
 	rewritten := false
 	for _, c := range cols {
-		name := job.QuoteIdent(c.Name)
+		name := sqltext.QuoteIdent(c.Name)
 		switch t := strings.ToUpper(c.Type); {
 		case t == "HUGEINT" || t == "UHUGEINT":
 			list = append(list, "CAST("+name+" AS DECIMAL(38,0)) AS "+name)

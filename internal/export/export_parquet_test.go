@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -79,7 +80,7 @@ func TestParquetRoundTripPerType(t *testing.T) {
 			_, err := db.SQL().ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s AS SELECT * FROM (VALUES %s) AS v(id, v)", table, strings.Join(rows, ", ")))
 			require.NoError(t, err)
 			out := filepath.Join(dir, table+".parquet")
-			n, _, _, err := CopyTo(ctx, db.SQL(), "SELECT * FROM "+table+" ORDER BY id", out, job.FormatParquet, "", job.Progress{}, nil)
+			n, _, _, err := CopyTo(ctx, db.SQL(), "SELECT * FROM "+table+" ORDER BY id", out, job.FormatParquet, "", report.Progress{}, nil)
 			require.NoError(t, err)
 			require.EqualValues(t, len(rows), n)
 			var parquet, back string
@@ -120,14 +121,14 @@ func TestParquetRefusesInexact(t *testing.T) {
 		{"SELECT 1 AS id, {'t': TIMETZ '12:00:00+01'} AS s", "column s (STRUCT(t TIME WITH TIME ZONE)): parquet cannot hold this value exactly"},
 	} {
 		out := filepath.Join(dir, "out.parquet")
-		_, _, _, err := CopyTo(ctx, db.SQL(), tc.query, out, job.FormatParquet, "", job.Progress{}, nil)
+		_, _, _, err := CopyTo(ctx, db.SQL(), tc.query, out, job.FormatParquet, "", report.Progress{}, nil)
 		require.ErrorIs(t, err, ErrInexactParquet, tc.query)
 		require.ErrorContains(t, err, "export to "+out+": "+tc.want)
 		require.NoFileExists(t, out)
 	}
 	// An ENUM label that spells a type is no nested type.
 	out := filepath.Join(dir, "enum.parquet")
-	_, _, _, err := CopyTo(ctx, db.SQL(), "SELECT CAST('INTERVAL' AS ENUM('INTERVAL', 'HUGEINT')) AS e", out, job.FormatParquet, "", job.Progress{}, nil)
+	_, _, _, err := CopyTo(ctx, db.SQL(), "SELECT CAST('INTERVAL' AS ENUM('INTERVAL', 'HUGEINT')) AS e", out, job.FormatParquet, "", report.Progress{}, nil)
 	require.NoError(t, err)
 }
 

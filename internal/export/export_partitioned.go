@@ -13,6 +13,9 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // nullPartition is the value part of the NULL partition's folder name,
@@ -82,7 +85,7 @@ func escapePartition(s string) string {
 func exportPartitioned(ctx context.Context, q catalog.Querier, j *job.Job, src *TableSource, opts Options, res *Result, fault func(string)) error {
 	col := opts.PartitionBy
 	if !slices.Contains(src.Columns, col) {
-		return job.Usage("--partition-by %s: table %s has no such column (columns: %s)", col, src.Table, strings.Join(src.Columns, ", "))
+		return report.Usage("--partition-by %s: table %s has no such column (columns: %s)", col, src.Table, strings.Join(src.Columns, ", "))
 	}
 	out := opts.Out
 	// A symlinked export folder keeps its link: the swap happens where it
@@ -110,11 +113,11 @@ func exportPartitioned(ctx context.Context, q catalog.Querier, j *job.Job, src *
 	if len(j.Pipeline.Key) > 0 && containsAll(src.Columns, j.Pipeline.Key) {
 		key = j.Pipeline.Key
 	}
-	keyExpr := job.QuoteIdent(key[0])
+	keyExpr := sqltext.QuoteIdent(key[0])
 	if len(key) > 1 {
 		keyExpr = "row(" + IdentList(key) + ")"
 	}
-	qc := job.QuoteIdent(col)
+	qc := sqltext.QuoteIdent(col)
 	colType := src.Types[slices.Index(src.Columns, col)]
 	// One pass for the manifest's figures, in partition order.
 	rows, err := q.QueryContext(ctx, "SELECT CAST("+qc+" AS VARCHAR), count(*), count(DISTINCT "+keyExpr+"), CAST(min("+qc+") AS VARCHAR), CAST(max("+qc+") AS VARCHAR) FROM ("+src.Query+") GROUP BY "+qc+" ORDER BY "+qc+" NULLS LAST")
@@ -151,7 +154,7 @@ func exportPartitioned(ctx context.Context, q catalog.Querier, j *job.Job, src *
 		// pushes into the scan.
 		where := " WHERE " + qc + " IS NULL"
 		if f.Value != nil {
-			where = " WHERE " + qc + " = CAST(" + job.SQLString(*f.Value) + " AS " + colType + ")"
+			where = " WHERE " + qc + " = CAST(" + sqltext.SQLString(*f.Value) + " AS " + colType + ")"
 		}
 		path := filepath.Join(tmp, filepath.FromSlash(f.Path))
 		if err := os.Mkdir(filepath.Dir(path), 0o755); err != nil {
@@ -174,7 +177,7 @@ func exportPartitioned(ctx context.Context, q catalog.Querier, j *job.Job, src *
 	if m.Files == nil {
 		m.Files = []ManifestFile{}
 	}
-	data := append(job.CanonicalJSON(m), '\n')
+	data := append(jobkey.CanonicalJSON(m), '\n')
 	if err := os.WriteFile(filepath.Join(tmp, ManifestName), data, 0o644); err != nil {
 		return fmt.Errorf("export to %s: manifest: %w", opts.Out, err)
 	}
@@ -200,7 +203,7 @@ func checkExportDir(out string) error {
 		return fmt.Errorf("export to %s: %w", out, err)
 	}
 	if !st.IsDir() {
-		return job.Usage("export to %s: is a file; --partition-by writes a folder", out)
+		return report.Usage("export to %s: is a file; --partition-by writes a folder", out)
 	}
 	entries, err := os.ReadDir(out)
 	if err != nil {
@@ -210,13 +213,13 @@ func checkExportDir(out string) error {
 		return nil
 	}
 	if _, err := os.Stat(filepath.Join(out, ManifestName)); err != nil {
-		return job.Usage("export to %s: folder is not empty and holds no previous export (%s)", out, ManifestName)
+		return report.Usage("export to %s: folder is not empty and holds no previous export (%s)", out, ManifestName)
 	}
 	for _, e := range entries {
 		if e.Name() == ManifestName || (e.IsDir() && strings.ContainsAny(e.Name(), "=~")) {
 			continue
 		}
-		return job.Usage("export to %s: folder holds %s, which is not part of a previous export", out, e.Name())
+		return report.Usage("export to %s: folder holds %s, which is not part of a previous export", out, e.Name())
 	}
 	return nil
 }

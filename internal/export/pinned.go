@@ -9,6 +9,8 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // TableSource is a pinned read of one of a job's tables: its SELECT, its
@@ -33,12 +35,12 @@ type TableSource struct {
 func (s *TableSource) orderBy() string {
 	var order []string
 	for _, k := range s.Key {
-		order = append(order, job.QuoteIdent(k))
+		order = append(order, sqltext.QuoteIdent(k))
 	}
 	if !s.Unique {
 		for _, c := range s.Columns {
 			if !slices.Contains(s.Key, c) {
-				order = append(order, job.QuoteIdent(c))
+				order = append(order, sqltext.QuoteIdent(c))
 			}
 		}
 	}
@@ -85,7 +87,7 @@ func PinnedSource(ctx context.Context, q catalog.Querier, j *job.Job, table stri
 			src.Key = src.Columns
 		}
 		if s == latest {
-			src.Query = "SELECT " + IdentList(src.Columns) + " FROM " + job.QuoteIdent(j.Table)
+			src.Query = "SELECT " + IdentList(src.Columns) + " FROM " + sqltext.QuoteIdent(j.Table)
 		} else {
 			if src.Query, err = catalog.PinnedSelect(ctx, q, j.Name, row.Columns, s); err != nil {
 				return nil, err
@@ -97,7 +99,7 @@ func PinnedSource(ctx context.Context, q catalog.Querier, j *job.Job, table stri
 			return nil, err
 		}
 		if len(cols) == 0 {
-			return nil, job.Usage("job %s has no table %s", j.Name, table)
+			return nil, report.Usage("job %s has no table %s", j.Name, table)
 		}
 		hasBatch := false
 		for _, c := range cols {
@@ -107,15 +109,15 @@ func PinnedSource(ctx context.Context, q catalog.Querier, j *job.Job, table stri
 		}
 		// Outcomes are a log: no column identifies a row, so all of them do.
 		src.Key = src.Columns
-		src.Query = "SELECT " + IdentList(src.Columns) + " FROM " + job.QuoteIdent(table)
+		src.Query = "SELECT " + IdentList(src.Columns) + " FROM " + sqltext.QuoteIdent(table)
 		switch {
 		case hasBatch:
 			src.Query += " WHERE batch_id IN (" + catalog.LedgerBatchesUpTo(j.Name, s) + ")"
 		case s != latest:
-			return nil, job.Usage("%s keeps the outcomes of the latest snapshot only (%d); it has no batch_id to pin snapshot %d", table, latest, s)
+			return nil, report.Usage("%s keeps the outcomes of the latest snapshot only (%d); it has no batch_id to pin snapshot %d", table, latest, s)
 		}
 	default:
-		return nil, job.Usage("table %s: export reads the job's target %s or %s_outcomes", table, j.Table, j.Table)
+		return nil, report.Usage("table %s: export reads the job's target %s or %s_outcomes", table, j.Table, j.Table)
 	}
 	return src, nil
 }
@@ -124,7 +126,7 @@ func PinnedSource(ctx context.Context, q catalog.Querier, j *job.Job, table stri
 func IdentList(cols []string) string {
 	q := make([]string, len(cols))
 	for i, c := range cols {
-		q[i] = job.QuoteIdent(c)
+		q[i] = sqltext.QuoteIdent(c)
 	}
 	return strings.Join(q, ", ")
 }

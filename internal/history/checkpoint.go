@@ -5,6 +5,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -49,7 +50,7 @@ func rerunStartIn(cs []*catalog.Checkpoint, chain []*catalog.SnapshotRow, snapsh
 		}
 		ok := true
 		for _, row := range chain {
-			if row.Snapshot > c.Snapshot && row.Snapshot <= snapshot && row.Kind == job.KindRollback && row.Inputs.RollbackTo != nil && *row.Inputs.RollbackTo < c.Snapshot {
+			if row.Snapshot > c.Snapshot && row.Snapshot <= snapshot && row.Kind == report.KindRollback && row.Inputs.RollbackTo != nil && *row.Inputs.RollbackTo < c.Snapshot {
 				ok = false
 				break
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
 	"github.com/idem-dev/idem/pipelines"
@@ -179,7 +180,7 @@ func (c *ckptJob) apply(b int, id string) *run.Result {
 		res, err = d.Run(context.Background(), c.j, run.RunOptions{Input: filepath.Join(c.dir, fmt.Sprintf("b%d.jsonl", b)), BatchID: id, Expire: history.ExpireAfterRun})
 		require.NoError(c.t, err, "run batch %d", b)
 	})
-	require.Equal(c.t, job.DecisionApplied, res.Decision)
+	require.Equal(c.t, report.DecisionApplied, res.Decision)
 	return res
 }
 
@@ -392,7 +393,7 @@ func TestRerunCheckpointTampered(t *testing.T) {
 			before := c.state()
 			_, err := c.rerunErr(history.RerunOptions{Snapshot: 12})
 			require.Error(t, err)
-			require.Equal(t, job.ExitRefused, job.ExitCode(err), "%v", err)
+			require.Equal(t, report.ExitRefused, report.ExitCode(err), "%v", err)
 			require.Contains(t, err.Error(), "checkpoint 10 of cs: file "+path)
 			require.Contains(t, err.Error(), tc.want)
 			require.Contains(t, err.Error(), "--from-start")
@@ -421,8 +422,8 @@ func TestRerunFromStartMissingInput(t *testing.T) {
 	require.NoError(t, os.Remove(source.RetainedPath(c.db, sum)))
 	_, err := c.rerunErr(history.RerunOptions{FromStart: true})
 	require.Error(t, err)
-	require.Equal(t, job.ExitFailure, job.ExitCode(err), "%v", err)
-	require.Contains(t, err.Error(), "rerun: snapshot 2 of cs: retained input b2.jsonl ("+job.Short(sum)+") is missing")
+	require.Equal(t, report.ExitFailure, report.ExitCode(err), "%v", err)
+	require.Contains(t, err.Error(), "rerun: snapshot 2 of cs: retained input b2.jsonl ("+report.Short(sum)+") is missing")
 	res := c.rerun(history.RerunOptions{})
 	require.Equal(t, 2, res.Replayed)
 	require.Equal(t, int64(5), res.FromCheckpoint)

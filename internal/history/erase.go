@@ -12,6 +12,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/dbfile"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
 )
@@ -224,7 +225,7 @@ func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, m *eraseMat
 		}
 	}
 	if st.Snapshot == 0 {
-		return nil, nil, job.Usage("job %s has no snapshot yet: nothing to erase", j.Name)
+		return nil, nil, report.Usage("job %s has no snapshot yet: nothing to erase", j.Name)
 	}
 	// Another job's table first, then this job's own pipeline and target.
 	if err := catalog.CheckOwners(ctx, tx, j, true); err != nil {
@@ -348,7 +349,7 @@ func eraseTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, m *eraseMat
 			return nil, nil, err
 		}
 	}
-	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, res.Snapshot, job.KindErase, catalog.SnapshotInputs{Files: []catalog.InputRef{}}, key, parts); err != nil {
+	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, res.Snapshot, report.KindErase, catalog.SnapshotInputs{Files: []catalog.InputRef{}}, key, parts); err != nil {
 		return nil, nil, err
 	}
 	if _, err := run.WriteCheckpoint(ctx, d, tx, j, res.Snapshot, opts.Fault); err != nil {

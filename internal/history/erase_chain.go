@@ -12,7 +12,10 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/dbfile"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // ChainEraseResult reports an erasure through the chain of jobs: the
@@ -367,7 +370,7 @@ func modelHoldsError(j *job.Job, m *eraseMatch) error {
 	if m.subject != nil {
 		what = fmt.Sprintf("subject %s (in %s)", m.value, strings.Join(m.subject, ", "))
 	}
-	return job.Usage("erase: model %s is computed from its upstreams (%s), and recomputed without what this erasure removed it still holds %s: the upstreams hold it. Erase it there: declare [privacy] subject in the upstream that holds it and erase the project folder (idem erase PROJECT_DIR --subject VALUE); nothing committed",
+	return report.Usage("erase: model %s is computed from its upstreams (%s), and recomputed without what this erasure removed it still holds %s: the upstreams hold it. Erase it there: declare [privacy] subject in the upstream that holds it and erase the project folder (idem erase PROJECT_DIR --subject VALUE); nothing committed",
 		j.Name, strings.Join(j.Input.Upstream, ", "), what)
 }
 
@@ -392,7 +395,7 @@ func addValues(into, from map[string][]string) {
 // The erasure of a composite key (tuple) reaches a reader that has every
 // column of the key, by all of them at once.
 func readerMatch(ctx context.Context, tx *sql.Tx, j *job.Job, opts EraseOptions, values, tuple map[string][]string) (*eraseMatch, error) {
-	cols, err := columnsOf(ctx, tx, job.QuoteIdent(j.Table))
+	cols, err := columnsOf(ctx, tx, sqltext.QuoteIdent(j.Table))
 	if err != nil {
 		return nil, err
 	}
@@ -400,7 +403,7 @@ func readerMatch(ctx context.Context, tx *sql.Tx, j *job.Job, opts EraseOptions,
 		keys := slices.Sorted(maps.Keys(tuple))
 		for _, c := range keys {
 			if !cols[c] {
-				return nil, job.Usage("erase: job %s reads an erased job and keeps its rows in %s, but lacks column %s of the composite key (%s) erased: its copy of the key could not be found",
+				return nil, report.Usage("erase: job %s reads an erased job and keeps its rows in %s, but lacks column %s of the composite key (%s) erased: its copy of the key could not be found",
 					j.Name, j.Table, c, strings.Join(keys, ", "))
 			}
 		}
@@ -428,11 +431,11 @@ func readerMatch(ctx context.Context, tx *sql.Tx, j *job.Job, opts EraseOptions,
 		}
 	}
 	if len(m.values) == 0 && opts.Subject == "" {
-		return nil, job.Usage("erase: job %s reads an erased job and keeps its rows in %s, but has none of the columns %s the erased key's rows are found by (a key is never looked for in another job's [privacy] subject columns): its copy of them could not be found. Erase by --subject, or give %s those columns",
+		return nil, report.Usage("erase: job %s reads an erased job and keeps its rows in %s, but has none of the columns %s the erased key's rows are found by (a key is never looked for in another job's [privacy] subject columns): its copy of them could not be found. Erase by --subject, or give %s those columns",
 			j.Name, j.Table, strings.Join(slices.Sorted(maps.Keys(values)), ", "), j.Name)
 	}
 	if len(m.values) == 0 {
-		return nil, job.Usage("erase: job %s reads an erased job and keeps its rows in %s, but has none of the columns %s and declares no [privacy] subject: its copy of the subject could not be found. Declare [privacy] subject in %s",
+		return nil, report.Usage("erase: job %s reads an erased job and keeps its rows in %s, but has none of the columns %s and declares no [privacy] subject: its copy of the subject could not be found. Declare [privacy] subject in %s",
 			j.Name, j.Table, strings.Join(slices.Sorted(maps.Keys(values)), ", "), j.File)
 	}
 	slices.Sort(m.subject)
@@ -478,7 +481,7 @@ func chainOrder(ctx context.Context, tx *sql.Tx, roots, beside []*job.Job) ([]*j
 		for _, n := range names {
 			j, ok := byName[n]
 			if !ok {
-				return nil, job.Usage("erase: job %s of this database has read %s, but no job file for it was given (looked beside %s): its copy of the subject would outlive the erasure. Give the project folder, or the job files of every job that reads %s",
+				return nil, report.Usage("erase: job %s of this database has read %s, but no job file for it was given (looked beside %s): its copy of the subject would outlive the erasure. Give the project folder, or the job files of every job that reads %s",
 					n, up.Name, up.File, up.Name)
 			}
 			add(j)
@@ -521,7 +524,7 @@ func runOrder(jobs []*job.Job) ([]*job.Job, error) {
 			for i, j := range next {
 				names[i] = j.Name
 			}
-			return nil, job.Usage("erase: the jobs %s read each other in a cycle", strings.Join(names, ", "))
+			return nil, report.Usage("erase: the jobs %s read each other in a cycle", strings.Join(names, ", "))
 		}
 		left = next
 	}
@@ -543,7 +546,7 @@ func readersByUpstream(ctx context.Context, q catalog.Querier) (map[string][]str
 		if err := rows.Scan(&name, &parts); err != nil {
 			return nil, err
 		}
-		p, err := job.ParseParts(parts.String)
+		p, err := jobkey.ParseParts(parts.String)
 		if err != nil {
 			continue // not a key this idem reads: no upstream to follow
 		}

@@ -12,7 +12,9 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/dbfile"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // JournalReplay reports idem erase --replay-journal: each erasure the
@@ -72,13 +74,13 @@ func ReplayJournal(ctx context.Context, d *run.DB, jobs []*job.Job, fault func(s
 		}
 		i := slices.IndexFunc(jobs, func(j *job.Job) bool { return j.Name == e.Job })
 		if i < 0 {
-			return res, job.Usage("erase --replay-journal: the journal records an erasure of job %s, and no job file of it was given", e.Job)
+			return res, report.Usage("erase --replay-journal: the journal records an erasure of job %s, and no job file of it was given", e.Job)
 		}
 		j := jobs[i]
 		cols := e.Subject
 		if len(cols) == 0 {
 			if cols = keyColumns(j); len(cols) == 0 {
-				return res, job.Usage("erase --replay-journal: the journal records an erasure of a key of job %s, which has no key", e.Job)
+				return res, report.Usage("erase --replay-journal: the journal records an erasure of a key of job %s, which has no key", e.Job)
 			}
 		}
 		values, err := journalValues(ctx, d, j, cols, e, len(e.Subject) == 0 && len(cols) > 1)
@@ -121,7 +123,7 @@ func journalValues(ctx context.Context, d *run.DB, j *job.Job, cols []string, e 
 		var sel []string
 		for _, c := range cols {
 			if p.cols[c] {
-				sel = append(sel, "CAST("+job.QuoteIdent(c)+" AS VARCHAR)")
+				sel = append(sel, "CAST("+sqltext.QuoteIdent(c)+" AS VARCHAR)")
 			}
 		}
 		var queries []string
@@ -132,7 +134,7 @@ func journalValues(ctx context.Context, d *run.DB, j *job.Job, cols []string, e 
 			queries = []string{"SELECT DISTINCT CAST(to_json([" + strings.Join(sel, ", ") + "]) AS VARCHAR) FROM " + p.name + " WHERE " + strings.Join(sel, " IS NOT NULL AND ") + " IS NOT NULL"}
 		case !tuple:
 			for _, v := range sel {
-				queries = append(queries, "SELECT DISTINCT "+v+" FROM "+p.name+" WHERE sha256("+job.SQLString(e.Salt)+" || "+v+") = "+job.SQLString(e.SHA256))
+				queries = append(queries, "SELECT DISTINCT "+v+" FROM "+p.name+" WHERE sha256("+sqltext.SQLString(e.Salt)+" || "+v+") = "+sqltext.SQLString(e.SHA256))
 			}
 		}
 		for _, q := range queries {

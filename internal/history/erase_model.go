@@ -11,7 +11,11 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/seal"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // recomputeModel rebuilds model j inside an erasure's transaction tx, for
@@ -69,7 +73,7 @@ func recomputeModel(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, faul
 	defs := make([]string, len(hcols))
 	hnames := make([]string, len(hcols))
 	for i, c := range hcols {
-		defs[i], hnames[i] = job.QuoteIdent(c.Name)+" "+c.Type, c.Name
+		defs[i], hnames[i] = sqltext.QuoteIdent(c.Name)+" "+c.Type, c.Name
 	}
 	const all = "idem_recomputed"
 	if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+all+" (idem_snap BIGINT, "+strings.Join(defs, ", ")+")"); err != nil {
@@ -119,13 +123,13 @@ func recomputeModel(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, faul
 	if err := catalog.RebuildHistory(ctx, tx, j.Name, hcols, all, st.Snapshot); err != nil {
 		return nil, err
 	}
-	target := job.QuoteIdent(j.Table)
+	target := sqltext.QuoteIdent(j.Table)
 	names := make([]string, len(cols))
 	for i, c := range cols {
 		names[i] = c.Name
 	}
 	order := export.IdentList(names)
-	if key := job.NonNil(j.Key); len(key) > 0 {
+	if key := report.NonNil(j.Key); len(key) > 0 {
 		order = export.IdentList(key)
 	}
 	for _, q := range []string{
@@ -153,7 +157,7 @@ func recomputeModel(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, faul
 	if err != nil {
 		return nil, err
 	}
-	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, res.Snapshot, job.KindErase, catalog.SnapshotInputs{Files: []catalog.InputRef{}}, key, parts); err != nil {
+	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, res.Snapshot, report.KindErase, catalog.SnapshotInputs{Files: []catalog.InputRef{}}, key, parts); err != nil {
 		return nil, err
 	}
 	if _, err := run.WriteCheckpoint(ctx, d, tx, j, res.Snapshot, fault); err != nil {
@@ -186,8 +190,8 @@ func repinErased(ctx context.Context, tx *sql.Tx, st catalog.State) (string, str
 		if err != nil {
 			return "", "", err
 		}
-		if row.Kind == job.KindErase && row.Parent == ref.Snapshot {
-			parts.Upstream[i] = job.UpstreamRef{Job: ref.Job, Snapshot: ust.Snapshot, JobKey: ust.Key}
+		if row.Kind == report.KindErase && row.Parent == ref.Snapshot {
+			parts.Upstream[i] = jobkey.UpstreamRef{Job: ref.Job, Snapshot: ust.Snapshot, JobKey: ust.Key}
 			moved = true
 		}
 	}
@@ -206,9 +210,9 @@ func sourceRun(bySnap map[int64]*catalog.SnapshotRow, s int64) (int64, error) {
 			return 0, fmt.Errorf("snapshot %d has no snapshot row", s)
 		}
 		switch row.Kind {
-		case job.KindErase:
+		case report.KindErase:
 			s = row.Parent
-		case job.KindRollback:
+		case report.KindRollback:
 			if row.Inputs.RollbackTo == nil {
 				return 0, fmt.Errorf("snapshot %d is a rollback without a target snapshot", s)
 			}
@@ -244,7 +248,7 @@ func modelRows(ctx context.Context, tx *sql.Tx, j *job.Job, row *catalog.Snapsho
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+job.QuoteIdent(job.UpstreamRelation(ref.Job))+" AS SELECT * FROM ("+pinned+") ORDER BY ALL"); err != nil {
+		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+sqltext.QuoteIdent(seal.UpstreamRelation(ref.Job))+" AS SELECT * FROM ("+pinned+") ORDER BY ALL"); err != nil {
 			return fmt.Errorf("recompute %s: upstream %s at snapshot %d: %w", j.Name, ref.Job, ref.Snapshot, catalog.TrimSQLError(err))
 		}
 	}
@@ -257,7 +261,7 @@ func modelRows(ctx context.Context, tx *sql.Tx, j *job.Job, row *catalog.Snapsho
 	for i, c := range hcols {
 		sel[i] = "NULL"
 		if have[c.Name] {
-			sel[i] = "CAST(" + job.QuoteIdent(c.Name) + " AS " + c.Type + ")"
+			sel[i] = "CAST(" + sqltext.QuoteIdent(c.Name) + " AS " + c.Type + ")"
 		}
 	}
 	insert := fmt.Sprintf("INSERT INTO %s SELECT %d, %s FROM (%s\n) AS idem_model", all, -row.Snapshot, strings.Join(sel, ", "), model)
@@ -279,7 +283,7 @@ func modelRows(ctx context.Context, tx *sql.Tx, j *job.Job, row *catalog.Snapsho
 // erasure's or rollback's rows out.
 func recountModelSnapshot(ctx context.Context, tx *sql.Tx, name string, row *catalog.SnapshotRow, rows int64) error {
 	q, args := `UPDATE idem.snapshots SET rows_out = ? WHERE job = ? AND snapshot = ?`, []any{rows, name, row.Snapshot}
-	if row.Kind != job.KindErase && row.Kind != job.KindRollback {
+	if row.Kind != report.KindErase && row.Kind != report.KindRollback {
 		outcomes, err := json.Marshal(map[string]int64{"accepted": rows})
 		if err != nil {
 			return err

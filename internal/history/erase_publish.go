@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -20,7 +21,7 @@ func RefuseUnpublished(roots, beside []*job.Job, opts EraseOptions) error {
 	}
 	for _, j := range append(append([]*job.Job{}, roots...), beside...) {
 		if j.Publish.Iceberg != nil {
-			return job.Refuse("publish", "%s declares [publish.iceberg] and this idem binary does not publish: after the erasure the Iceberg table would keep serving the subject until a publisher ran; nothing was erased. Erase with idem-iceberg erase (same arguments), which publishes the table again without the subject in the same command", j.Name)
+			return report.Refuse("publish", "%s declares [publish.iceberg] and this idem binary does not publish: after the erasure the Iceberg table would keep serving the subject until a publisher ran; nothing was erased. Erase with idem-iceberg erase (same arguments), which publishes the table again without the subject in the same command", j.Name)
 		}
 	}
 	return nil

@@ -12,8 +12,11 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // What an erasure matches (eraseMatch) and how it finds and removes the
@@ -25,7 +28,7 @@ import (
 func companionTables(ctx context.Context, q catalog.Querier, j *job.Job, keyCol string) ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
-	for _, m := range job.Companion.FindAllStringSubmatch(j.DDL, -1) {
+	for _, m := range pipeline.Companion.FindAllStringSubmatch(j.DDL, -1) {
 		name := j.Table + m[1]
 		if seen[name] {
 			continue
@@ -74,10 +77,10 @@ func KeyOf(j *job.Job, parts []string) (string, error) {
 	keys := keyColumns(j)
 	switch {
 	case len(keys) == 0:
-		return "", job.Usage("erase --key: job %s has no key; declare [privacy] subject and erase with --subject", j.Name)
+		return "", report.Usage("erase --key: job %s has no key; declare [privacy] subject and erase with --subject", j.Name)
 	case len(keys) == 1:
 		if len(parts) != 1 {
-			return "", job.Usage("erase --key: job %s has one key column (%s): give one --key VALUE, not %d", j.Name, keys[0], len(parts))
+			return "", report.Usage("erase --key: job %s has one key column (%s): give one --key VALUE, not %d", j.Name, keys[0], len(parts))
 		}
 		return parts[0], nil
 	}
@@ -85,10 +88,10 @@ func KeyOf(j *job.Job, parts []string) (string, error) {
 	for _, p := range parts {
 		col, v, ok := strings.Cut(p, "=")
 		if !ok || !slices.Contains(keys, col) {
-			return "", job.Usage("erase --key %q: job %s has the composite key (%s): give each column as --key COLUMN=VALUE", p, j.Name, strings.Join(keys, ", "))
+			return "", report.Usage("erase --key %q: job %s has the composite key (%s): give each column as --key COLUMN=VALUE", p, j.Name, strings.Join(keys, ", "))
 		}
 		if _, dup := byCol[col]; dup {
-			return "", job.Usage("erase --key: column %s of job %s's key is given twice", col, j.Name)
+			return "", report.Usage("erase --key: column %s of job %s's key is given twice", col, j.Name)
 		}
 		byCol[col] = v
 	}
@@ -96,7 +99,7 @@ func KeyOf(j *job.Job, parts []string) (string, error) {
 	for i, k := range keys {
 		v, ok := byCol[k]
 		if !ok {
-			return "", job.Usage("erase --key: job %s's key is (%s); --key %s=VALUE is missing", j.Name, strings.Join(keys, ", "), k)
+			return "", report.Usage("erase --key: job %s's key is (%s); --key %s=VALUE is missing", j.Name, strings.Join(keys, ", "), k)
 		}
 		values[i] = v
 	}
@@ -109,7 +112,7 @@ func keyTuple(j *job.Job, key string) (map[string][]string, error) {
 	keys := keyColumns(j)
 	var values []string
 	if err := json.Unmarshal([]byte(key), &values); err != nil || len(values) != len(keys) {
-		return nil, job.Usage("erase --key %s: job %s has the composite key (%s): give each column as --key COLUMN=VALUE", key, j.Name, strings.Join(keys, ", "))
+		return nil, report.Usage("erase --key %s: job %s has the composite key (%s): give each column as --key COLUMN=VALUE", key, j.Name, strings.Join(keys, ", "))
 	}
 	out := map[string][]string{}
 	for i, k := range keys {
@@ -141,14 +144,14 @@ func eraseMatchOf(j *job.Job, opts EraseOptions) (*eraseMatch, error) {
 	m := &eraseMatch{values: map[string][]string{}, keyCol: oneKeyColumn(j)}
 	switch {
 	case opts.Key != "" && opts.Subject != "":
-		return nil, job.Usage("erase takes --key K or --subject VALUE, not both")
+		return nil, report.Usage("erase takes --key K or --subject VALUE, not both")
 	case opts.Subject != "":
 		m.value, m.subject = opts.Subject, opts.SubjectColumns
 		if m.subject == nil {
 			m.subject = j.Privacy.Subject
 		}
 		if len(m.subject) == 0 {
-			return nil, job.Usage("erase --subject needs the job to name its subject columns: %s has no [privacy] subject (for example subject = [\"customer_id\"]); or erase a key with --key", j.Name)
+			return nil, report.Usage("erase --subject needs the job to name its subject columns: %s has no [privacy] subject (for example subject = [\"customer_id\"]); or erase a key with --key", j.Name)
 		}
 		for _, c := range m.subject {
 			m.values[c] = []string{opts.Subject}
@@ -161,12 +164,12 @@ func eraseMatchOf(j *job.Job, opts EraseOptions) (*eraseMatch, error) {
 		m.value, m.values, m.all = opts.Key, tuple, true
 	case opts.Key != "":
 		if m.keyCol == "" {
-			return nil, job.Usage("erase --key needs a job with a key; %s has none: declare [privacy] subject and erase with --subject", j.Name)
+			return nil, report.Usage("erase --key needs a job with a key; %s has none: declare [privacy] subject and erase with --subject", j.Name)
 		}
 		m.value = opts.Key
 		m.values[m.keyCol] = []string{opts.Key}
 	default:
-		return nil, job.Usage("erase needs --key K or --subject VALUE")
+		return nil, report.Usage("erase needs --key K or --subject VALUE")
 	}
 	return m, nil
 }
@@ -226,7 +229,7 @@ func (e *eraser) places(ctx context.Context, tx *sql.Tx, j *job.Job) ([]place, e
 		return nil, err
 	}
 	if e.m.where(places[0].cols) == "" {
-		return nil, job.Usage("erase from job %s: target %s has none of the columns %s", j.Name, j.Table, strings.Join(slices.Sorted(maps.Keys(e.m.values)), ", "))
+		return nil, report.Usage("erase from job %s: target %s has none of the columns %s", j.Name, j.Table, strings.Join(slices.Sorted(maps.Keys(e.m.values)), ", "))
 	}
 	return places, nil
 }
@@ -239,7 +242,7 @@ func jobPlaces(ctx context.Context, q catalog.Querier, j *job.Job, keyCol string
 	if err != nil {
 		return nil, err
 	}
-	places := []place{{label: j.Table, name: job.QuoteIdent(j.Table)}}
+	places := []place{{label: j.Table, name: sqltext.QuoteIdent(j.Table)}}
 	if ok, err := catalog.TableExists(ctx, q, "idem", j.Name+"__history"); err != nil {
 		return nil, err
 	} else if ok {
@@ -247,7 +250,7 @@ func jobPlaces(ctx context.Context, q catalog.Querier, j *job.Job, keyCol string
 	}
 	for _, t := range tables {
 		if t != j.Table {
-			places = append(places, place{label: t, name: job.QuoteIdent(t)})
+			places = append(places, place{label: t, name: sqltext.QuoteIdent(t)})
 		}
 	}
 	for i := range places {
@@ -273,7 +276,7 @@ func (e *eraser) resolveKeys(ctx context.Context, tx *sql.Tx, places []place) er
 		if where == "" || !p.cols[e.m.keyCol] {
 			continue
 		}
-		rows, err := tx.QueryContext(ctx, "SELECT DISTINCT CAST("+job.QuoteIdent(e.m.keyCol)+" AS VARCHAR) FROM "+p.name+" WHERE "+where+" AND "+job.QuoteIdent(e.m.keyCol)+" IS NOT NULL")
+		rows, err := tx.QueryContext(ctx, "SELECT DISTINCT CAST("+sqltext.QuoteIdent(e.m.keyCol)+" AS VARCHAR) FROM "+p.name+" WHERE "+where+" AND "+sqltext.QuoteIdent(e.m.keyCol)+" IS NOT NULL")
 		if err != nil {
 			return fmt.Errorf("erase from %s: %w", p.label, catalog.TrimSQLError(err))
 		}
@@ -330,7 +333,7 @@ func (e *eraser) fromTables(ctx context.Context, tx *sql.Tx, places []place) err
 // positions reads the highest valid position of each key among the rows
 // of p that match where.
 func (e *eraser) positions(ctx context.Context, tx *sql.Tx, p place, where string) error {
-	rows, err := tx.QueryContext(ctx, "SELECT CAST("+job.QuoteIdent(e.m.keyCol)+" AS VARCHAR), max("+source.PositionSQL("CAST("+job.QuoteIdent(e.posCol)+" AS VARCHAR)")+") FROM "+p.name+" WHERE "+where+" GROUP BY 1")
+	rows, err := tx.QueryContext(ctx, "SELECT CAST("+sqltext.QuoteIdent(e.m.keyCol)+" AS VARCHAR), max("+source.PositionSQL("CAST("+sqltext.QuoteIdent(e.posCol)+" AS VARCHAR)")+") FROM "+p.name+" WHERE "+where+" GROUP BY 1")
 	if err != nil {
 		return fmt.Errorf("erase from %s: %w", p.label, catalog.TrimSQLError(err))
 	}

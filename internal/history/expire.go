@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
 )
@@ -116,7 +117,7 @@ func Expire(ctx context.Context, d *run.DB, j *job.Job, opts ExpireOptions) (*Ex
 		keep = j.Retention.KeepSnapshots
 	}
 	if keep < 1 {
-		return nil, job.Usage("expire %s: say how many snapshots to keep: --keep-snapshots N, or [retention] keep_snapshots in the job file", j.Name)
+		return nil, report.Usage("expire %s: say how many snapshots to keep: --keep-snapshots N, or [retention] keep_snapshots in the job file", j.Name)
 	}
 	if d.ReadOnly() && !opts.DryRun {
 		return nil, errors.New("database opened read-only")

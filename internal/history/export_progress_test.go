@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/export"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/stretchr/testify/require"
@@ -36,7 +36,7 @@ func TestExportReportsProgress(t *testing.T) {
 			last := map[string]int64{}
 			ended := false
 			var problems []string
-			p := job.Progress{
+			p := report.Progress{
 				Step: func(name string) func(time.Duration) {
 					mu.Lock()
 					steps = append(steps, name)

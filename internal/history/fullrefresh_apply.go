@@ -15,17 +15,21 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Run is d.Run, but for run --full-refresh of an apply job whose target is
 // the fold of its batches (run.FullRefreshes says no), which FullRefreshApply
 // rebuilds.
 func Run(ctx context.Context, d *run.DB, j *job.Job, opts run.RunOptions) (*run.Result, error) {
-	if opts.FullRefresh && !run.FullRefreshes(j) && j.Pipeline.Mode == job.ModeApply {
+	if opts.FullRefresh && !run.FullRefreshes(j) && j.Pipeline.Mode == pipeline.ModeApply {
 		res, err := FullRefreshApply(ctx, d, j, opts)
-		return res, job.Fatal(err)
+		return res, report.Fatal(err)
 	}
 	return d.Run(ctx, j, opts)
 }
@@ -51,16 +55,16 @@ func Run(ctx context.Context, d *run.DB, j *job.Job, opts run.RunOptions) (*run.
 func FullRefreshApply(ctx context.Context, d *run.DB, j *job.Job, opts run.RunOptions) (*run.Result, error) {
 	switch {
 	case j.IsStream():
-		return nil, job.Usage("--full-refresh: job %s reads a %s stream, whose batches idem does not keep: it cannot be rebuilt", j.Name, j.Input.Stream.Kind)
+		return nil, report.Usage("--full-refresh: job %s reads a %s stream, whose batches idem does not keep: it cannot be rebuilt", j.Name, j.Input.Stream.Kind)
 	case opts.Input != "" || opts.Source != nil || opts.From != nil || opts.BatchID != "" || opts.Partitions != nil:
-		return nil, job.Usage("--full-refresh of apply job %s rebuilds it from the batches it applied: it takes no input, batch or bounds", j.Name)
+		return nil, report.Usage("--full-refresh of apply job %s rebuilds it from the batches it applied: it takes no input, batch or bounds", j.Name)
 	}
 	st, err := catalog.ReadState(ctx, d.SQL(), j.Name)
 	if err != nil {
 		return nil, err
 	}
 	if !st.Exists || st.Snapshot == 0 {
-		return nil, job.Usage("--full-refresh: job %s has applied no batch to rebuild it from", j.Name)
+		return nil, report.Usage("--full-refresh: job %s has applied no batch to rebuild it from", j.Name)
 	}
 	snaps, err := catalog.ReadSnapshots(ctx, d.SQL(), j.Name, st.Snapshot)
 	if err != nil {
@@ -89,7 +93,7 @@ func FullRefreshApply(ctx context.Context, d *run.DB, j *job.Job, opts run.RunOp
 	if err != nil {
 		return nil, err
 	}
-	partsJSON := string(job.CanonicalJSON(parts))
+	partsJSON := string(jobkey.CanonicalJSON(parts))
 	// The landing files that stood in for lost retained copies are
 	// retained again, as a run retains its input, so that a rerun of the
 	// new snapshot finds every batch's input in the store.
@@ -115,7 +119,7 @@ func checkBatchesRetained(ctx context.Context, d *run.DB, j *job.Job, snaps []*c
 			continue
 		}
 		missing := func(why string) error {
-			return job.Refuse("full refresh", "--full-refresh cannot rebuild %s: batch %s (snapshot %d) %s; its batches are all needed to rebuild the target (idem rollback or a new batch instead)", j.Name, row.BatchID, row.Snapshot, why)
+			return report.Refuse("full refresh", "--full-refresh cannot rebuild %s: batch %s (snapshot %d) %s; its batches are all needed to rebuild the target (idem rollback or a new batch instead)", j.Name, row.BatchID, row.Snapshot, why)
 		}
 		if len(row.Inputs.Files) == 0 && j.ReadsFiles() && !j.ReadsIceberg() {
 			return nil, missing("records no retained input")
@@ -126,7 +130,7 @@ func checkBatchesRetained(ctx context.Context, d *run.DB, j *job.Job, snaps []*c
 				return nil, err
 			}
 			if path == "" {
-				return nil, missing(fmt.Sprintf("has lost its retained input %s (sha256 %s), and the landing folder holds no file of that name and sha256", f.Name, job.Short(f.SHA256)))
+				return nil, missing(fmt.Sprintf("has lost its retained input %s (sha256 %s), and the landing folder holds no file of that name and sha256", f.Name, report.Short(f.SHA256)))
 			}
 			if path != source.RetainedPath(d.Path(), f.SHA256) && !slices.ContainsFunc(landed, func(l source.InputFile) bool { return l.SHA256 == f.SHA256 }) {
 				landed = append(landed, source.InputFile{Path: path, SHA256: f.SHA256, Size: f.Bytes})
@@ -139,7 +143,7 @@ func checkBatchesRetained(ctx context.Context, d *run.DB, j *job.Job, snaps []*c
 // isBatch says whether row is a batch a rebuild replays from its input,
 // not an erasure, rollback or earlier full refresh.
 func isBatch(row *catalog.SnapshotRow) bool {
-	return row.Kind != job.KindErase && row.Kind != job.KindRollback && row.Kind != job.KindFullRefresh
+	return row.Kind != report.KindErase && row.Kind != report.KindRollback && row.Kind != report.KindFullRefresh
 }
 
 // rebuildApply replays snaps (every snapshot of apply job j from the
@@ -155,7 +159,7 @@ func rebuildApply(ctx context.Context, d *run.DB, j *job.Job, snaps []*catalog.S
 	jobs := make([]*job.Job, len(snaps))
 	for i, row := range snaps {
 		switch {
-		case row.Kind == job.KindFullRefresh:
+		case row.Kind == report.KindFullRefresh:
 			jobs[i] = j
 		case isBatch(row):
 			if jobs[i], err = batchJob(j, row); err != nil {
@@ -171,8 +175,8 @@ func rebuildApply(ctx context.Context, d *run.DB, j *job.Job, snaps []*catalog.S
 		return nil, err
 	}
 	out := &rebuiltRows{path: filepath.Join(dir, "rebuilt.parquet"), columns: cols}
-	q := "SELECT " + strings.Join(source.RowsFileColumns(cols), ", ") + " FROM main." + job.QuoteIdent(j.Table)
-	if _, err := scratch.SQL().ExecContext(ctx, "COPY ("+q+") TO "+job.SQLString(out.path)+" (FORMAT parquet)"); err != nil {
+	q := "SELECT " + strings.Join(source.RowsFileColumns(cols), ", ") + " FROM main." + sqltext.QuoteIdent(j.Table)
+	if _, err := scratch.SQL().ExecContext(ctx, "COPY ("+q+") TO "+sqltext.SQLString(out.path)+" (FORMAT parquet)"); err != nil {
 		return nil, fmt.Errorf("full refresh: write the rebuilt target: %w", catalog.TrimSQLError(err))
 	}
 	return out, nil
@@ -213,10 +217,10 @@ type rebuiltRows struct {
 // its transform, config and schema as they are now; its input part names
 // the batches it replayed (each snapshot's job key), and it pins the
 // upstream snapshots its last batch pinned, so that a rerun reads them.
-func fullRefreshParts(j *job.Job, snaps []*catalog.SnapshotRow) (job.Parts, error) {
+func fullRefreshParts(j *job.Job, snaps []*catalog.SnapshotRow) (jobkey.Parts, error) {
 	var replayed []string
 	format := j.Input.Format
-	var upstream []job.UpstreamRef
+	var upstream []jobkey.UpstreamRef
 	for _, row := range snaps {
 		replayed = append(replayed, fmt.Sprintf("%d %s %s", row.Snapshot, row.Kind, row.JobKey))
 		if !isBatch(row) {
@@ -227,12 +231,12 @@ func fullRefreshParts(j *job.Job, snaps []*catalog.SnapshotRow) (job.Parts, erro
 		}
 		p, err := decodeParts(row.PartsJSON)
 		if err != nil {
-			return job.Parts{}, fmt.Errorf("full refresh: snapshot %d of %s: parts: %w", row.Snapshot, j.Name, err)
+			return jobkey.Parts{}, fmt.Errorf("full refresh: snapshot %d of %s: parts: %w", row.Snapshot, j.Name, err)
 		}
 		upstream = p.Upstream
 	}
-	return job.Parts{
-		Input:     job.DigestString(strings.Join(replayed, "\n")),
+	return jobkey.Parts{
+		Input:     pipeline.DigestString(strings.Join(replayed, "\n")),
 		Upstream:  upstream,
 		Transform: j.TransformPart(),
 		Config:    j.Config(format),
@@ -268,7 +272,7 @@ func commitRebuilt(ctx context.Context, d *run.DB, j *job.Job, rows *rebuiltRows
 		return fail(err)
 	}
 	if st.Snapshot != parent {
-		return fail(job.Refuse("stale parent", "job %s committed snapshot %d while its full refresh rebuilt snapshot %d: run it again", j.Name, st.Snapshot, parent))
+		return fail(report.Refuse("stale parent", "job %s committed snapshot %d while its full refresh rebuilt snapshot %d: run it again", j.Name, st.Snapshot, parent))
 	}
 	if err := catalog.CheckOwners(ctx, tx, j, true); err != nil {
 		return fail(err)
@@ -284,18 +288,18 @@ func commitRebuilt(ctx context.Context, d *run.DB, j *job.Job, rows *rebuiltRows
 		return fail(err)
 	}
 	if !slices.Equal(cols, rows.columns) {
-		return fail(job.Refuse("full refresh", "the rebuilt target of %s has other columns than the target (%s): a schema change is a new batch, not a full refresh", j.Name, j.Table))
+		return fail(report.Refuse("full refresh", "the rebuilt target of %s has other columns than the target (%s): a schema change is a new batch, not a full refresh", j.Name, j.Table))
 	}
 	names := make([]string, len(cols))
 	casts := make([]string, len(cols))
 	for i, c := range cols {
-		names[i] = job.QuoteIdent(c.Name)
+		names[i] = sqltext.QuoteIdent(c.Name)
 		casts[i] = "CAST(" + names[i] + " AS " + c.Type + ")"
 	}
-	list, target := strings.Join(names, ", "), job.QuoteIdent(j.Table)
+	list, target := strings.Join(names, ", "), sqltext.QuoteIdent(j.Table)
 	for _, q := range []string{
 		"DELETE FROM " + target,
-		"INSERT INTO " + target + " (" + list + ") SELECT " + strings.Join(casts, ", ") + " FROM read_parquet(" + job.SQLString(rows.path) + ") ORDER BY ALL",
+		"INSERT INTO " + target + " (" + list + ") SELECT " + strings.Join(casts, ", ") + " FROM read_parquet(" + sqltext.SQLString(rows.path) + ") ORDER BY ALL",
 		"DROP TABLE IF EXISTS idem_touched",
 	} {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
@@ -305,7 +309,7 @@ func commitRebuilt(ctx context.Context, d *run.DB, j *job.Job, rows *rebuiltRows
 	if n, err := catalog.ErasedIn(ctx, tx, j, "SELECT * FROM "+target); err != nil {
 		return fail(err)
 	} else if n > 0 {
-		return fail(job.Refuse("erasure", "the rebuilt target of %s holds %d row(s) of erased keys: nothing committed", j.Name, n))
+		return fail(report.Refuse("erasure", "the rebuilt target of %s holds %d row(s) of erased keys: nothing committed", j.Name, n))
 	}
 	for _, f := range retained {
 		if err := catalog.RecordInput(ctx, tx, f.SHA256, f.Size); err != nil {
@@ -317,7 +321,7 @@ func commitRebuilt(ctx context.Context, d *run.DB, j *job.Job, rows *rebuiltRows
 		return fail(err)
 	}
 	hit(run.FaultAfterTarget)
-	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, snapshot, job.KindFullRefresh, catalog.SnapshotInputs{}, key, parts); err != nil {
+	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, snapshot, report.KindFullRefresh, catalog.SnapshotInputs{}, key, parts); err != nil {
 		return fail(err)
 	}
 	if _, err := run.WriteCheckpoint(ctx, d, tx, j, snapshot, fault); err != nil {
@@ -333,7 +337,7 @@ func commitRebuilt(ctx context.Context, d *run.DB, j *job.Job, rows *rebuiltRows
 	}
 	hit(run.FaultAfterCommit)
 	_, _ = conn.ExecContext(context.WithoutCancel(ctx), "CHECKPOINT")
-	return &run.Result{Job: j.Name, Decision: job.DecisionLoaded, JobKey: key, Snapshot: snapshot, Parent: st.Snapshot,
+	return &run.Result{Job: j.Name, Decision: report.DecisionLoaded, JobKey: key, Snapshot: snapshot, Parent: st.Snapshot,
 		RowsOut: out, Outcomes: map[string]int64{}, Cursor: st.Cursor, Epoch: st.Epoch, Target: j.Table, FullRefresh: true,
 		Inputs: []source.InputFile{}, Replica: d.PublishReplica(ctx, fault)}, nil
 }

@@ -17,7 +17,9 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 	"github.com/idem-dev/idem/pipelines"
 )
 
@@ -108,13 +110,13 @@ func (c *histChain) capture(t *testing.T, name string, s int64) {
 	if c.captured[name] == nil {
 		c.captured[name] = map[int64][]string{}
 	}
-	c.captured[name][s] = c.rows(t, "SELECT * FROM "+job.QuoteIdent(c.jobs[name].Table))
+	c.captured[name][s] = c.rows(t, "SELECT * FROM "+sqltext.QuoteIdent(c.jobs[name].Table))
 }
 
 func (c *histChain) run(t *testing.T, name string, opts run.RunOptions) {
 	res, err := c.db.Run(context.Background(), c.jobs[name], opts)
 	require.NoError(t, err, name)
-	if res.Decision != job.DecisionSkipped {
+	if res.Decision != report.DecisionSkipped {
 		c.capture(t, name, res.Snapshot)
 	}
 }
@@ -358,7 +360,7 @@ func TestHistoryProperty(t *testing.T) {
 					}
 					res, err := history.Rollback(ctx, c.db, c.jobs[name], 1+rng.Int64N(st.Snapshot-1), history.RollbackOptions{})
 					if err != nil {
-						require.Equal(t, 3, job.ExitCode(err), "%s: rollback: %v", label, err)
+						require.Equal(t, 3, report.ExitCode(err), "%s: rollback: %v", label, err)
 						continue // over an erasure
 					}
 					c.capture(t, name, res.Snapshot)

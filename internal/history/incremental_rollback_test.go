@@ -14,6 +14,7 @@ import (
 	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 	"github.com/idem-dev/idem/pipelines"
 )
 
@@ -83,7 +84,7 @@ func TestIncrementalAfterUpstreamRollback(t *testing.T) {
 		require.NoError(t, err)
 	}
 	rows := func(table string) string {
-		r, err := db.SQL().QueryContext(ctx, "SELECT CAST(COLUMNS(*) AS VARCHAR) FROM "+job.QuoteIdent(table)+" ORDER BY ALL")
+		r, err := db.SQL().QueryContext(ctx, "SELECT CAST(COLUMNS(*) AS VARCHAR) FROM "+sqltext.QuoteIdent(table)+" ORDER BY ALL")
 		require.NoError(t, err)
 		defer r.Close()
 		cols, err := r.Columns()

@@ -10,7 +10,8 @@ import (
 	"sort"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // Pin is a downstream job's hold on one snapshot of an upstream job: the
@@ -105,7 +106,7 @@ func rerunPin(ctx context.Context, q catalog.Querier, upstream string, r catalog
 		return Pin{}, false, err
 	}
 	var cps []*catalog.Checkpoint
-	if r.Mode == job.ModeApply {
+	if r.Mode == pipeline.ModeApply {
 		if cps, err = catalog.Checkpoints(ctx, q, r.Job); err != nil {
 			return Pin{}, false, err
 		}
@@ -149,7 +150,7 @@ func rerunPin(ctx context.Context, q catalog.Querier, upstream string, r catalog
 // when the replay reads nothing of upstream (an erasure, a rollback, a run
 // that did not read it).
 func upstreamRead(upstream, mode string, s *catalog.SnapshotRow) (int64, error) {
-	if s.Kind == job.KindErase || s.Kind == job.KindRollback || s.PartsJSON == "" {
+	if s.Kind == report.KindErase || s.Kind == report.KindRollback || s.PartsJSON == "" {
 		return 0, nil
 	}
 	parts, err := decodeParts(s.PartsJSON)
@@ -162,7 +163,7 @@ func upstreamRead(upstream, mode string, s *catalog.SnapshotRow) (int64, error) 
 			n = ref.Snapshot
 		}
 	}
-	if n == 0 || mode != job.ModeApply || len(s.Inputs.Files) > 0 {
+	if n == 0 || mode != pipeline.ModeApply || len(s.Inputs.Files) > 0 {
 		return n, nil
 	}
 	ranges, err := batchRanges(s.BatchID)

@@ -8,7 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // TestUpstreamRead: the oldest snapshot of an upstream that the replay of
@@ -32,15 +33,15 @@ func TestUpstreamRead(t *testing.T) {
 		row        catalog.SnapshotRow
 		want       int64
 	}{
-		{"first batch of changes", job.ModeApply, catalog.SnapshotRow{Kind: "applied", BatchID: "upstream:up:0-3", PartsJSON: parts("up", 3)}, 3},
-		{"batch of changes", job.ModeApply, catalog.SnapshotRow{Kind: "applied", BatchID: "upstream:up:2-5", PartsJSON: parts("up", 5)}, 2},
-		{"realigned after a rollback upstream", job.ModeApply, catalog.SnapshotRow{Kind: "applied", BatchID: "upstream:up:5-3", PartsJSON: parts("up", 3)}, 3},
-		{"two upstreams", job.ModeApply, catalog.SnapshotRow{Kind: "applied", BatchID: "upstream:other:1-9,up:4-6", PartsJSON: parts("other", 9, "up", 6)}, 4},
-		{"model load", job.ModeRefresh, catalog.SnapshotRow{Kind: "loaded", PartsJSON: parts("up", 7)}, 7},
-		{"other upstream", job.ModeRefresh, catalog.SnapshotRow{Kind: "loaded", PartsJSON: parts("other", 7)}, 0},
-		{"erasure", job.ModeApply, catalog.SnapshotRow{Kind: job.KindErase, PartsJSON: parts("up", 5)}, 0},
-		{"rollback", job.ModeApply, catalog.SnapshotRow{Kind: job.KindRollback, PartsJSON: parts("up", 5)}, 0},
-		{"batch of files", job.ModeApply, catalog.SnapshotRow{Kind: "applied", BatchID: "b1.jsonl", PartsJSON: parts()}, 0},
+		{"first batch of changes", pipeline.ModeApply, catalog.SnapshotRow{Kind: "applied", BatchID: "upstream:up:0-3", PartsJSON: parts("up", 3)}, 3},
+		{"batch of changes", pipeline.ModeApply, catalog.SnapshotRow{Kind: "applied", BatchID: "upstream:up:2-5", PartsJSON: parts("up", 5)}, 2},
+		{"realigned after a rollback upstream", pipeline.ModeApply, catalog.SnapshotRow{Kind: "applied", BatchID: "upstream:up:5-3", PartsJSON: parts("up", 3)}, 3},
+		{"two upstreams", pipeline.ModeApply, catalog.SnapshotRow{Kind: "applied", BatchID: "upstream:other:1-9,up:4-6", PartsJSON: parts("other", 9, "up", 6)}, 4},
+		{"model load", pipeline.ModeRefresh, catalog.SnapshotRow{Kind: "loaded", PartsJSON: parts("up", 7)}, 7},
+		{"other upstream", pipeline.ModeRefresh, catalog.SnapshotRow{Kind: "loaded", PartsJSON: parts("other", 7)}, 0},
+		{"erasure", pipeline.ModeApply, catalog.SnapshotRow{Kind: report.KindErase, PartsJSON: parts("up", 5)}, 0},
+		{"rollback", pipeline.ModeApply, catalog.SnapshotRow{Kind: report.KindRollback, PartsJSON: parts("up", 5)}, 0},
+		{"batch of files", pipeline.ModeApply, catalog.SnapshotRow{Kind: "applied", BatchID: "b1.jsonl", PartsJSON: parts()}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := upstreamRead("up", tc.mode, &tc.row)

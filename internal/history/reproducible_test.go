@@ -21,6 +21,7 @@ import (
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/pipelines"
 )
@@ -93,7 +94,7 @@ func reproModelJob(name string, upstream []string, key []string) string {
 
 // isRefusal says err is a refusal of the SQL at load: a usage or job-file
 // error (exit 2).
-func isRefusal(err error) bool { return err != nil && job.ExitCode(err) == job.ExitUsage }
+func isRefusal(err error) bool { return err != nil && report.ExitCode(err) == report.ExitUsage }
 
 // namesConstruct says msg names one of the constructs: a function as
 // "name(" (or "name()"), or a keyword as a whole word, in any case.
@@ -528,7 +529,7 @@ func TestGeneratedModelsReproduce(t *testing.T) {
 					case err == nil:
 						t.Errorf("%s: the model ran, where %s refused it: %v%s", c.name, ref.name, base.err, sql)
 					case !isRefusal(err):
-						t.Errorf("%s: the model failed (exit %d), it was not refused: %v%s", c.name, job.ExitCode(err), err, sql)
+						t.Errorf("%s: the model failed (exit %d), it was not refused: %v%s", c.name, report.ExitCode(err), err, sql)
 					case !namesConstruct(err.Error(), m.constructs):
 						t.Errorf("%s: the refusal names none of the model's constructs %q: %v%s", c.name, m.constructs, err, sql)
 					}
@@ -582,7 +583,7 @@ func reproBuild(t *testing.T, c reproConfig, template, proj string, models []rep
 			o.err = err
 			continue
 		}
-		require.Equal(t, job.DecisionLoaded, res.Decision, m.name)
+		require.Equal(t, report.DecisionLoaded, res.Decision, m.name)
 		o.sha = reproExport(t, d, j, res.Snapshot, exports)
 		if c.rerunThreads > 0 && !m.volatile {
 			o.rerun, o.rerunErr = history.Rerun(ctx, d, j, history.RerunOptions{Snapshot: res.Snapshot, DuckDB: job.DuckDBSettings{Threads: c.rerunThreads}})
@@ -597,7 +598,7 @@ func reproDiff(r *history.RerunResult) string {
 	if r == nil || r.Diff == nil {
 		return "no diff"
 	}
-	return fmt.Sprintf("stored %s, rebuilt %s, changed %d (keys %v)", job.Short(r.SHA256), job.Short(r.Rebuilt), r.Diff.Changed, r.Diff.ChangedKeys)
+	return fmt.Sprintf("stored %s, rebuilt %s, changed %d (keys %v)", report.Short(r.SHA256), report.Short(r.Rebuilt), r.Diff.Changed, r.Diff.ChangedKeys)
 }
 
 // ---------------------------------------------------------------------
@@ -671,14 +672,14 @@ func chainBuild(t *testing.T, proj string, batches []string, threads int) map[st
 	for i, b := range batches {
 		res, err := d.Run(ctx, jobs["vc"], run.RunOptions{Input: b})
 		require.NoError(t, err, "vc %s", b)
-		require.Equal(t, job.DecisionApplied, res.Decision, "vc %s", b)
+		require.Equal(t, report.DecisionApplied, res.Decision, "vc %s", b)
 		if i != len(batches)/2 && i != len(batches)-1 {
 			continue
 		}
 		for _, m := range []string{"m1", "m2"} {
 			res, err := d.Run(ctx, jobs[m], run.RunOptions{})
 			require.NoError(t, err, "%s after %s", m, filepath.Base(b))
-			require.Equal(t, job.DecisionLoaded, res.Decision, m)
+			require.Equal(t, report.DecisionLoaded, res.Decision, m)
 		}
 	}
 	out := t.TempDir()
@@ -848,10 +849,10 @@ threads = 4
 	for _, b := range weatherBatches(t, t.TempDir()) {
 		res, err := d.Run(ctx, up, run.RunOptions{Input: b})
 		require.NoError(t, err, b)
-		require.Equal(t, job.DecisionApplied, res.Decision)
+		require.Equal(t, report.DecisionApplied, res.Decision)
 		res, err = d.Run(ctx, mart, run.RunOptions{})
 		require.NoError(t, err, "the mart after %s", filepath.Base(b))
-		require.Equal(t, job.DecisionLoaded, res.Decision)
+		require.Equal(t, report.DecisionLoaded, res.Decision)
 		snaps = append(snaps, res.Snapshot)
 	}
 	require.Len(t, snaps, 3)

@@ -13,6 +13,9 @@ import (
 	"github.com/idem-dev/idem/internal/diff"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
 )
@@ -23,7 +26,7 @@ type RerunOptions struct {
 	Snapshot int64 // 0: the latest
 	DuckDB   job.DuckDBSettings
 	// Progress receives the replayed runs' progress.
-	Progress job.Progress
+	Progress report.Progress
 	// Fault is passed the fault points of the replayed runs (in the scratch
 	// database) and FaultRerunExport (crash tests).
 	Fault func(point string)
@@ -135,7 +138,7 @@ func Rerun(ctx context.Context, d *run.DB, j *job.Job, opts RerunOptions) (*Reru
 	// Check every version before any work.
 	jobs := make([]*job.Job, len(chain))
 	for i, row := range chain {
-		if row.Kind == job.KindErase || row.Kind == job.KindRollback {
+		if row.Kind == report.KindErase || row.Kind == report.KindRollback {
 			continue
 		}
 		if jobs[i], err = jobAt(ctx, d.SQL(), j, row); err != nil {
@@ -279,7 +282,7 @@ func removeRerunKept(dbPath, jobName string) error {
 func replayChainIn(ctx context.Context, d, scratch *run.DB, chain []*catalog.SnapshotRow, jobs []*job.Job, erasures map[int64][]catalog.Erasure, dir string, last *job.Job, opts RerunOptions) (*job.Job, error) {
 	for i, row := range chain {
 		switch row.Kind {
-		case job.KindErase:
+		case report.KindErase:
 			if last == nil {
 				return nil, fmt.Errorf("rerun: snapshot %d is an erasure before any batch", row.Snapshot)
 			}
@@ -288,14 +291,14 @@ func replayChainIn(ctx context.Context, d, scratch *run.DB, chain []*catalog.Sna
 					return nil, fmt.Errorf("rerun: replay erasure of snapshot %d: %w", row.Snapshot, err)
 				}
 			}
-		case job.KindRollback:
+		case report.KindRollback:
 			if last == nil || row.Inputs.RollbackTo == nil {
 				return nil, fmt.Errorf("rerun: snapshot %d is a rollback without a target snapshot", row.Snapshot)
 			}
 			if _, err := Rollback(ctx, scratch, last, *row.Inputs.RollbackTo, RollbackOptions{}); err != nil {
 				return nil, fmt.Errorf("rerun: replay rollback of snapshot %d: %w", row.Snapshot, err)
 			}
-		case job.KindFullRefresh:
+		case report.KindFullRefresh:
 			if err := replayFullRefresh(ctx, d, scratch, jobs[i], row, erasures, filepath.Join(dir, fmt.Sprintf("refresh-%d", row.Snapshot)), opts); err != nil { // fullrefresh_apply.go
 				return nil, err
 			}
@@ -336,19 +339,19 @@ func replayChain(j *job.Job, snaps []*catalog.SnapshotRow) []*catalog.SnapshotRo
 
 // replayChainOf is replayChain for a job of mode (its idem.jobs row's).
 func replayChainOf(mode string, snaps []*catalog.SnapshotRow) []*catalog.SnapshotRow {
-	if mode == job.ModeApply {
+	if mode == pipeline.ModeApply {
 		return snaps
 	}
 	start := 0
 	for i, s := range snaps {
 		// A load that replaced some partitions builds on the loads before
 		// it: the chain starts at the last load of the whole target.
-		if s.Kind == job.DecisionLoaded && !partitionedLoad(s) {
+		if s.Kind == report.DecisionLoaded && !partitionedLoad(s) {
 			start = i
 		}
 	}
 	for _, s := range snaps[start:] {
-		if s.Kind == job.KindRollback {
+		if s.Kind == report.KindRollback {
 			return snaps
 		}
 	}
@@ -381,18 +384,18 @@ func jobAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.Snap
 	}
 	p := j.Pipeline
 	if parts.Transform.Pipeline != p.Name {
-		return nil, job.Refuse("rerun", "snapshot %d of %s was built by pipeline %s; the job now names pipeline %s", row.Snapshot, j.Name, parts.Transform.Pipeline, p.Name)
+		return nil, report.Refuse("rerun", "snapshot %d of %s was built by pipeline %s; the job now names pipeline %s", row.Snapshot, j.Name, parts.Transform.Pipeline, p.Name)
 	}
 	if j.IsModel() {
 		return ModelAt(ctx, q, j, row, parts)
 	}
 	steps, err := p.Transform(parts.Transform.Version)
 	if err != nil {
-		return nil, job.Refuse("rerun", "snapshot %d of %s: %v", row.Snapshot, j.Name, err)
+		return nil, report.Refuse("rerun", "snapshot %d of %s: %v", row.Snapshot, j.Name, err)
 	}
 	ddl, err := p.Schema(parts.Schema.Version)
 	if err != nil {
-		return nil, job.Refuse("rerun", "snapshot %d of %s: %v", row.Snapshot, j.Name, err)
+		return nil, report.Refuse("rerun", "snapshot %d of %s: %v", row.Snapshot, j.Name, err)
 	}
 	at := *j
 	// A rebuild in a scratch database replays the job's writes; it is not
@@ -417,12 +420,12 @@ func jobAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.Snap
 	// The same functions as a run's key parts: a generic pipeline's schema
 	// part hashes the DDL expanded with the recorded columns.
 	if got := at.TransformPart(); got.SHA256 != parts.Transform.SHA256 {
-		return nil, job.Refuse("rerun", "snapshot %d of %s was built with transform v%d of %s with sha256 %s; its files now have sha256 %s: cannot rebuild it with other SQL",
-			row.Snapshot, j.Name, parts.Transform.Version, p.Name, job.Short(parts.Transform.SHA256), job.Short(got.SHA256))
+		return nil, report.Refuse("rerun", "snapshot %d of %s was built with transform v%d of %s with sha256 %s; its files now have sha256 %s: cannot rebuild it with other SQL",
+			row.Snapshot, j.Name, parts.Transform.Version, p.Name, report.Short(parts.Transform.SHA256), report.Short(got.SHA256))
 	}
 	if got := at.SchemaPart(); got.SHA256 != parts.Schema.SHA256 {
-		return nil, job.Refuse("rerun", "snapshot %d of %s was built with schema v%d of %s with sha256 %s; its file now has sha256 %s: cannot rebuild it with other DDL",
-			row.Snapshot, j.Name, parts.Schema.Version, p.Name, job.Short(parts.Schema.SHA256), job.Short(got.SHA256))
+		return nil, report.Refuse("rerun", "snapshot %d of %s was built with schema v%d of %s with sha256 %s; its file now has sha256 %s: cannot rebuild it with other DDL",
+			row.Snapshot, j.Name, parts.Schema.Version, p.Name, report.Short(parts.Schema.SHA256), report.Short(got.SHA256))
 	}
 	format := row.Inputs.Format
 	if f, ok := parts.Config["format"].(string); ok && f != "" {
@@ -458,7 +461,7 @@ func jobAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.Snap
 		if !ok {
 			return nil, fmt.Errorf("rerun: snapshot %d of %s: no recorded value for param %s", row.Snapshot, j.Name, name)
 		}
-		cv, err := job.ConvertParam(decl.Type, fromJSON(v))
+		cv, err := pipeline.ConvertParam(decl.Type, fromJSON(v))
 		if err != nil {
 			return nil, fmt.Errorf("rerun: snapshot %d of %s: param %s: %w", row.Snapshot, j.Name, name, err)
 		}
@@ -468,8 +471,8 @@ func jobAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.Snap
 }
 
 // decodeParts decodes parts JSON keeping numbers exact.
-func decodeParts(s string) (job.Parts, error) {
-	var p job.Parts
+func decodeParts(s string) (jobkey.Parts, error) {
+	var p jobkey.Parts
 	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
 	dec.UseNumber()
 	err := dec.Decode(&p)
@@ -519,7 +522,7 @@ func replayRun(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job, row 
 			return fmt.Errorf("rerun: snapshot %d of %s: %w", row.Snapshot, j.Name, err)
 		}
 		if p == "" {
-			return fmt.Errorf("rerun: snapshot %d of %s: retained input %s (%s) is missing", row.Snapshot, j.Name, f.Name, job.Short(f.SHA256))
+			return fmt.Errorf("rerun: snapshot %d of %s: retained input %s (%s) is missing", row.Snapshot, j.Name, f.Name, report.Short(f.SHA256))
 		}
 		paths[i] = p
 	}
@@ -543,7 +546,7 @@ func replayRun(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job, row 
 	}
 	opts := run.RunOptions{Input: input, BatchID: row.BatchID, From: row.Inputs.Bounds.From, To: row.Inputs.Bounds.To, Progress: progress, Fault: ropts.Fault, SkipAudits: true,
 		Partitions: row.Inputs.Partitions}
-	if j.Pipeline.Mode != job.ModeApply {
+	if j.Pipeline.Mode != pipeline.ModeApply {
 		opts.BatchID = ""
 	}
 	if j.Input.ChunkRows > 0 {
@@ -560,13 +563,13 @@ func replayRun(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job, row 
 	}
 	for i, f := range res.Inputs {
 		if i < len(files) && f.SHA256 != files[i].SHA256 {
-			return fmt.Errorf("rerun: snapshot %d of %s: retained input %s has sha256 %s, recorded %s", row.Snapshot, j.Name, files[i].Name, job.Short(f.SHA256), job.Short(files[i].SHA256))
+			return fmt.Errorf("rerun: snapshot %d of %s: retained input %s has sha256 %s, recorded %s", row.Snapshot, j.Name, files[i].Name, report.Short(f.SHA256), report.Short(files[i].SHA256))
 		}
 	}
-	if res.Decision != job.DecisionApplied && res.Decision != job.DecisionLoaded {
+	if res.Decision != report.DecisionApplied && res.Decision != report.DecisionLoaded {
 		return fmt.Errorf("rerun: replay of snapshot %d of %s was %s, not a commit", row.Snapshot, j.Name, res.Decision)
 	}
-	if j.Pipeline.Mode == job.ModeApply && res.Snapshot != row.Snapshot {
+	if j.Pipeline.Mode == pipeline.ModeApply && res.Snapshot != row.Snapshot {
 		return fmt.Errorf("rerun: replay of snapshot %d of %s committed snapshot %d", row.Snapshot, j.Name, res.Snapshot)
 	}
 	return nil
@@ -578,7 +581,7 @@ func replayRun(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job, row 
 // again with FullRefresh.
 func runReplay(ctx context.Context, scratch *run.DB, j *job.Job, opts run.RunOptions) (*run.Result, error) {
 	res, err := scratch.Run(ctx, j, opts)
-	if err == nil && res.Decision == job.DecisionSkipped && run.FullRefreshes(j) && !opts.FullRefresh {
+	if err == nil && res.Decision == report.DecisionSkipped && run.FullRefreshes(j) && !opts.FullRefresh {
 		opts.FullRefresh = true
 		return scratch.Run(ctx, j, opts)
 	}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
 )
@@ -27,7 +29,7 @@ func replayIceberg(ctx context.Context, d, scratch *run.DB, j *job.Job, row *cat
 		}
 		for e := range erasures {
 			if e > ropts.Snapshot {
-				return job.Refuse("lake", "snapshot %d of %s read Iceberg snapshot %d of table %s, and erasure snapshot %d removed rows from it since, which the lake still holds: a rebuild from the lake would bring erased rows back; erase them in the lake too, then rerun the job's latest snapshot",
+				return report.Refuse("lake", "snapshot %d of %s read Iceberg snapshot %d of table %s, and erasure snapshot %d removed rows from it since, which the lake still holds: a rebuild from the lake would bring erased rows back; erase them in the lake too, then rerun the job's latest snapshot",
 					row.Snapshot, j.Name, pin.Snapshot, pin.Table, e)
 			}
 		}
@@ -48,17 +50,17 @@ func replayIceberg(ctx context.Context, d, scratch *run.DB, j *job.Job, row *cat
 	}
 	opts := run.RunOptions{BatchID: row.BatchID, Progress: ropts.Progress, Fault: ropts.Fault, SkipAudits: true,
 		Partitions: row.Inputs.Partitions, Source: in}
-	if j.Pipeline.Mode != job.ModeApply {
+	if j.Pipeline.Mode != pipeline.ModeApply {
 		opts.BatchID = ""
 	}
 	res, err := scratch.Run(ctx, j, opts)
 	if err != nil {
 		return fmt.Errorf("rerun: replay snapshot %d of %s: %w", row.Snapshot, j.Name, err)
 	}
-	if res.Decision != job.DecisionApplied && res.Decision != job.DecisionLoaded {
+	if res.Decision != report.DecisionApplied && res.Decision != report.DecisionLoaded {
 		return fmt.Errorf("rerun: replay of snapshot %d of %s was %s, not a commit", row.Snapshot, j.Name, res.Decision)
 	}
-	if j.Pipeline.Mode == job.ModeApply && res.Snapshot != row.Snapshot {
+	if j.Pipeline.Mode == pipeline.ModeApply && res.Snapshot != row.Snapshot {
 		return fmt.Errorf("rerun: replay of snapshot %d of %s committed snapshot %d", row.Snapshot, j.Name, res.Snapshot)
 	}
 	return nil

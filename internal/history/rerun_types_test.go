@@ -10,6 +10,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/pipelines"
 )
@@ -53,7 +54,7 @@ func TestRerunModelOverModelKeepsTypes(t *testing.T) {
 	for _, j := range jobs {
 		res, err := d.Run(ctx, j, run.RunOptions{})
 		require.NoError(t, err, j.Name)
-		require.Contains(t, []string{job.DecisionApplied, job.DecisionLoaded}, res.Decision, j.Name)
+		require.Contains(t, []string{report.DecisionApplied, report.DecisionLoaded}, res.Decision, j.Name)
 	}
 	var typ, total string
 	require.NoError(t, d.SQL().QueryRowContext(ctx, `SELECT typeof(total), CAST(total AS VARCHAR) FROM m2`).Scan(&typ, &total))

@@ -12,15 +12,19 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // ModelAt is a model job as it ran for a snapshot: the model text the
 // database kept for the recorded transform part (catalog.ModelText), or
 // else the model file of the recorded transform version, with the macros
 // it ran with (macrosAt); either is checked against the recorded sha256.
-func ModelAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.SnapshotRow, parts job.Parts) (*job.Job, error) {
+func ModelAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.SnapshotRow, parts jobkey.Parts) (*job.Job, error) {
 	text, kept, err := catalog.ModelText(ctx, q, j.Name, parts.Transform.SHA256)
 	if err != nil {
 		return nil, err
@@ -29,7 +33,7 @@ func ModelAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.Sn
 	switch {
 	case kept:
 		if at, err = j.ModelWith(text); err != nil {
-			return nil, job.Refuse("rerun", "snapshot %d of %s: the model text this database kept: %v", row.Snapshot, j.Name, err)
+			return nil, report.Refuse("rerun", "snapshot %d of %s: the model text this database kept: %v", row.Snapshot, j.Name, err)
 		}
 		at.TransformVersion = parts.Transform.Version
 	case parts.Transform.Version == 0:
@@ -37,13 +41,13 @@ func ModelAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.Sn
 			return nil, err
 		}
 		if got := at.TransformPart().SHA256; got != parts.Transform.SHA256 {
-			return nil, job.Refuse("rerun", "snapshot %d of %s was built with model text sha256 %s, which this database does not keep and %s no longer holds (sha256 %s): cannot rebuild it with other SQL",
-				row.Snapshot, j.Name, job.Short(parts.Transform.SHA256), j.ModelFile, job.Short(got))
+			return nil, report.Refuse("rerun", "snapshot %d of %s was built with model text sha256 %s, which this database does not keep and %s no longer holds (sha256 %s): cannot rebuild it with other SQL",
+				row.Snapshot, j.Name, report.Short(parts.Transform.SHA256), j.ModelFile, report.Short(got))
 		}
 		at.TransformVersion = 0 // the file still holds that text
 	default:
 		if at, err = j.ModelAt(parts.Transform.Version); err != nil {
-			return nil, job.Refuse("rerun", "snapshot %d of %s: %v", row.Snapshot, j.Name, err)
+			return nil, report.Refuse("rerun", "snapshot %d of %s: %v", row.Snapshot, j.Name, err)
 		}
 	}
 	if at, err = macrosAt(ctx, q, at, row, parts); err != nil {
@@ -52,8 +56,8 @@ func ModelAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.Sn
 	at.Fencing = ""
 	at.Retention = job.Retention{}
 	if got := at.TransformPart(); got.SHA256 != parts.Transform.SHA256 {
-		return nil, job.Refuse("rerun", "snapshot %d of %s was built with model v%d with sha256 %s; %s now has sha256 %s: cannot rebuild it with other SQL",
-			row.Snapshot, j.Name, parts.Transform.Version, job.Short(parts.Transform.SHA256), at.ModelFile, job.Short(got.SHA256))
+		return nil, report.Refuse("rerun", "snapshot %d of %s was built with model v%d with sha256 %s; %s now has sha256 %s: cannot rebuild it with other SQL",
+			row.Snapshot, j.Name, parts.Transform.Version, report.Short(parts.Transform.SHA256), at.ModelFile, report.Short(got.SHA256))
 	}
 	if t, ok := parts.Config["target"].(string); ok && t != "" {
 		at.Table = t
@@ -62,7 +66,7 @@ func ModelAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.Sn
 	at.Params = map[string]any{}
 	recorded, _ := parts.Config["params"].(map[string]any)
 	for name, decl := range j.Pipeline.Params {
-		cv, err := job.ConvertParam(decl.Type, fromJSON(recorded[name]))
+		cv, err := pipeline.ConvertParam(decl.Type, fromJSON(recorded[name]))
 		if err != nil {
 			return nil, fmt.Errorf("rerun: snapshot %d of %s: param %s: %w", row.Snapshot, j.Name, name, err)
 		}
@@ -76,7 +80,7 @@ func ModelAt(ctx context.Context, q catalog.Querier, j *job.Job, row *catalog.Sn
 // of that part's sha256, so a snapshot built before a macro file was
 // edited reruns with the text it ran with. at is returned as it is when
 // none were kept (it used no macro); the caller checks the sha256.
-func macrosAt(ctx context.Context, q catalog.Querier, at *job.Job, row *catalog.SnapshotRow, parts job.Parts) (*job.Job, error) {
+func macrosAt(ctx context.Context, q catalog.Querier, at *job.Job, row *catalog.SnapshotRow, parts jobkey.Parts) (*job.Job, error) {
 	texts, kept, err := catalog.MacroTexts(ctx, q, at.Name, parts.Transform.SHA256)
 	if err != nil || !kept {
 		c := *at
@@ -84,7 +88,7 @@ func macrosAt(ctx context.Context, q catalog.Querier, at *job.Job, row *catalog.
 	}
 	with, err := at.WithMacros(texts)
 	if err != nil {
-		return nil, job.Refuse("rerun", "snapshot %d of %s: the macro text this database kept: %v", row.Snapshot, at.Name, err)
+		return nil, report.Refuse("rerun", "snapshot %d of %s: the macro text this database kept: %v", row.Snapshot, at.Name, err)
 	}
 	return with, nil
 }
@@ -107,7 +111,7 @@ func replayUpstream(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job,
 	}
 	// An apply job read the changes of its upstreams between the snapshots
 	// its batch names ("upstream:a:0-3,b:2-4"); any other, their rows.
-	changes := j.Pipeline.Mode == job.ModeApply
+	changes := j.Pipeline.Mode == pipeline.ModeApply
 	var ranges map[string]source.Range
 	if changes {
 		if ranges, err = batchRanges(row.BatchID); err != nil {
@@ -137,11 +141,11 @@ func replayUpstream(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job,
 	if err != nil {
 		return fmt.Errorf("rerun: replay snapshot %d of %s: %w", row.Snapshot, j.Name, err)
 	}
-	if res.Decision != job.DecisionLoaded && res.Decision != job.DecisionApplied {
+	if res.Decision != report.DecisionLoaded && res.Decision != report.DecisionApplied {
 		return fmt.Errorf("rerun: replay of snapshot %d of %s was %s, not a commit", row.Snapshot, j.Name, res.Decision)
 	}
 	if res.JobKey != row.JobKey {
-		return fmt.Errorf("rerun: replay of snapshot %d of %s has job key %s, recorded %s: the upstream rows or the model's result columns differ", row.Snapshot, j.Name, job.Short(res.JobKey), job.Short(row.JobKey))
+		return fmt.Errorf("rerun: replay of snapshot %d of %s has job key %s, recorded %s: the upstream rows or the model's result columns differ", row.Snapshot, j.Name, report.Short(res.JobKey), report.Short(row.JobKey))
 	}
 	return nil
 }
@@ -156,7 +160,7 @@ func replayUpstream(ctx context.Context, d *run.DB, scratch *run.DB, j *job.Job,
 // With from at 0 or above it writes the upstream's changes after snapshot
 // from up to ref.Snapshot instead (catalog.ChangesSelect, with idem_op),
 // as an apply job over upstream changes read them.
-func exportUpstream(ctx context.Context, d *run.DB, ref job.UpstreamRef, from int64, out string) ([]catalog.TargetColumn, error) {
+func exportUpstream(ctx context.Context, d *run.DB, ref jobkey.UpstreamRef, from int64, out string) ([]catalog.TargetColumn, error) {
 	if err := catalog.CheckNotExpired(ctx, d.SQL(), ref.Job, ref.Snapshot); err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", ref.Job, err)
 	}
@@ -165,7 +169,7 @@ func exportUpstream(ctx context.Context, d *run.DB, ref job.UpstreamRef, from in
 		return nil, fmt.Errorf("upstream %s: %w", ref.Job, err)
 	}
 	if up.JobKey != ref.JobKey {
-		return nil, fmt.Errorf("upstream %s snapshot %d has job key %s, but %s was pinned", ref.Job, ref.Snapshot, job.Short(up.JobKey), job.Short(ref.JobKey))
+		return nil, fmt.Errorf("upstream %s snapshot %d has job key %s, but %s was pinned", ref.Job, ref.Snapshot, report.Short(up.JobKey), report.Short(ref.JobKey))
 	}
 	var q string
 	if from < 0 {
@@ -178,10 +182,10 @@ func exportUpstream(ctx context.Context, d *run.DB, ref job.UpstreamRef, from in
 	}
 	list := source.RowsFileColumns(up.Columns)
 	if from >= 0 {
-		list = append(list, job.QuoteIdent(source.OpColumn))
+		list = append(list, sqltext.QuoteIdent(source.OpColumn))
 	}
 	q = "SELECT " + strings.Join(list, ", ") + " FROM (" + q + ")"
-	if _, err := d.SQL().ExecContext(ctx, "COPY ("+q+") TO "+job.SQLString(out)+" (FORMAT parquet)"); err != nil {
+	if _, err := d.SQL().ExecContext(ctx, "COPY ("+q+") TO "+sqltext.SQLString(out)+" (FORMAT parquet)"); err != nil {
 		return nil, fmt.Errorf("read upstream %s at snapshot %d: %w", ref.Job, ref.Snapshot, catalog.TrimSQLError(err))
 	}
 	return up.Columns, nil

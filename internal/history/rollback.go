@@ -10,7 +10,10 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // RollbackResult reports a rollback.
@@ -79,7 +82,7 @@ func rollbackTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, to int64
 		return nil, err
 	}
 	if to < 1 || to > st.Snapshot {
-		return nil, job.Usage("job %s has no snapshot %d to roll back to (latest is %d)", j.Name, to, st.Snapshot)
+		return nil, report.Usage("job %s has no snapshot %d to roll back to (latest is %d)", j.Name, to, st.Snapshot)
 	}
 	// The writer guards of a run: a rollback prepared against snapshot P
 	// must not discard a commit made since.
@@ -119,7 +122,7 @@ func rollbackTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, to int64
 		return nil, err
 	}
 	if !slices.Equal(cols, row.Columns) {
-		return nil, job.Refuse("rollback", "snapshot %d of %s has other columns than the target now (a schema change since): roll forward with a new batch instead", to, j.Name)
+		return nil, report.Refuse("rollback", "snapshot %d of %s has other columns than the target now (a schema change since): roll forward with a new batch instead", to, j.Name)
 	}
 	pinned, err := catalog.PinnedSelect(ctx, tx, j.Name, row.Columns, to)
 	if err != nil {
@@ -128,14 +131,14 @@ func rollbackTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, to int64
 	if n, err := catalog.ErasedIn(ctx, tx, j, pinned); err != nil {
 		return nil, err
 	} else if n > 0 {
-		return nil, job.Refuse("erasure", "rollback over an erasure: snapshot %d of %s holds %d row(s) of erased keys; repair forward instead", to, j.Name, n)
+		return nil, report.Refuse("erasure", "rollback over an erasure: snapshot %d of %s holds %d row(s) of erased keys; repair forward instead", to, j.Name, n)
 	}
 	names := make([]string, len(cols))
 	for i, c := range cols {
 		names[i] = c.Name
 	}
 	list := export.IdentList(names)
-	target := job.QuoteIdent(j.Table)
+	target := sqltext.QuoteIdent(j.Table)
 	for _, q := range []string{
 		"CREATE OR REPLACE TEMP TABLE idem_rollback AS " + pinned,
 		"DELETE FROM " + target,
@@ -153,7 +156,7 @@ func rollbackTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, to int64
 	}
 	opts.fault(run.FaultAfterTarget)
 	inputs := catalog.SnapshotInputs{Files: []catalog.InputRef{}, RollbackTo: &to}
-	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, snapshot, job.KindRollback, inputs, row.JobKey, row.PartsJSON); err != nil {
+	if err := catalog.WriteSnapshotOnly(ctx, tx, j, st, snapshot, report.KindRollback, inputs, row.JobKey, row.PartsJSON); err != nil {
 		return nil, err
 	}
 	if _, err := run.WriteCheckpoint(ctx, d, tx, j, snapshot, opts.Fault); err != nil {
@@ -172,7 +175,7 @@ func rollbackTx(ctx context.Context, d *run.DB, tx *sql.Tx, j *job.Job, to int64
 func recreateTarget(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 	seen := map[string]bool{}
 	var kept []string
-	for _, m := range job.Companion.FindAllStringSubmatch(j.DDL, -1) {
+	for _, m := range pipeline.Companion.FindAllStringSubmatch(j.DDL, -1) {
 		name := j.Table + m[1]
 		if seen[name] {
 			continue
@@ -186,7 +189,7 @@ func recreateTarget(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 			continue
 		}
 		keep := fmt.Sprintf("idem_keep_%d", len(kept))
-		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+keep+" AS SELECT * FROM "+job.QuoteIdent(name)); err != nil {
+		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+keep+" AS SELECT * FROM "+sqltext.QuoteIdent(name)); err != nil {
 			return fmt.Errorf("keep rows of %s: %w", name, catalog.TrimSQLError(err))
 		}
 		kept = append(kept, name)
@@ -197,8 +200,8 @@ func recreateTarget(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 	for i, name := range kept {
 		keep := fmt.Sprintf("idem_keep_%d", i)
 		for _, q := range []string{
-			"DELETE FROM " + job.QuoteIdent(name),
-			"INSERT INTO " + job.QuoteIdent(name) + " BY NAME SELECT * FROM " + keep,
+			"DELETE FROM " + sqltext.QuoteIdent(name),
+			"INSERT INTO " + sqltext.QuoteIdent(name) + " BY NAME SELECT * FROM " + keep,
 			"DROP TABLE " + keep,
 		} {
 			if _, err := tx.ExecContext(ctx, q); err != nil {

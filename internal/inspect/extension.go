@@ -17,7 +17,9 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // KeptSnapshots are the snapshots of a job its database keeps (not
@@ -59,7 +61,7 @@ func ReadKept(ctx context.Context, db *run.DB, j *job.Job) (*KeptSnapshots, erro
 		return nil, err
 	}
 	for _, r := range snaps {
-		if r.Kind == job.KindErase {
+		if r.Kind == report.KindErase {
 			k.LastErasure = r.Snapshot
 		}
 		if r.Snapshot >= ret.OldestKept {
@@ -78,7 +80,7 @@ func CanonicalCSV(ctx context.Context, q catalog.Querier, query, out string) err
 	if err != nil {
 		return err
 	}
-	if _, err := q.ExecContext(ctx, "COPY ("+rows+") TO "+job.SQLString(out)+" "+catalog.CSVCopyOptions); err != nil {
+	if _, err := q.ExecContext(ctx, "COPY ("+rows+") TO "+sqltext.SQLString(out)+" "+catalog.CSVCopyOptions); err != nil {
 		return catalog.TrimSQLError(err)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/export"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -19,7 +20,7 @@ import (
 // reads in one transaction, so the rows hashed are those of the commit the
 // packet was read from. A snapshot without a packet gives an error
 // wrapping catalog.ErrNoPacket.
-func Packet(ctx context.Context, d *run.DB, j *job.Job, s int64, progress job.Progress) (*catalog.Packet, error) {
+func Packet(ctx context.Context, d *run.DB, j *job.Job, s int64, progress report.Progress) (*catalog.Packet, error) {
 	conn, tx, err := d.BeginPinnedProgress(ctx, &progress)
 	if err != nil {
 		return nil, err
@@ -43,7 +44,7 @@ func Packet(ctx context.Context, d *run.DB, j *job.Job, s int64, progress job.Pr
 // csv` writes them, into a temporary file that is removed. It stores
 // nothing: a reader holds no writer lock, and a stored value would be one
 // more copy for an erasure to keep right.
-func completePacket(ctx context.Context, q catalog.Querier, j *job.Job, p *catalog.Packet, progress job.Progress) error {
+func completePacket(ctx context.Context, q catalog.Querier, j *job.Job, p *catalog.Packet, progress report.Progress) error {
 	var pending []int
 	for i := range p.Entries {
 		if p.Entries[i].Pending() {

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 )
@@ -88,7 +88,7 @@ func runQuery(ctx context.Context, path, query string, opts run.OpenOptions, tex
 		// DuckDB renders the values itself; query() takes the text as it
 		// stands, trailing semicolon and comments included, and refuses
 		// what is not a SELECT (PRAGMA table_info), which falls through.
-		wrapped := "SELECT CAST(COLUMNS(*) AS VARCHAR) FROM query(" + job.SQLString(query) + ")"
+		wrapped := "SELECT CAST(COLUMNS(*) AS VARCHAR) FROM query(" + sqltext.SQLString(query) + ")"
 		if w, err := inspect(ctx, conn, wrapped); err == nil && len(w.names) == len(info.names) {
 			rows, err := queryRows(ctx, conn, wrapped)
 			if err != nil {

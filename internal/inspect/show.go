@@ -6,6 +6,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -26,7 +27,7 @@ type Shown struct {
 // (completePacket; progress shows that work, a full CSV write of the
 // target). A snapshot committed before packets existed gives an error
 // wrapping catalog.ErrNoPacket.
-func Show(ctx context.Context, d *run.DB, j *job.Job, snapshot int64, progress job.Progress) (*Shown, error) {
+func Show(ctx context.Context, d *run.DB, j *job.Job, snapshot int64, progress report.Progress) (*Shown, error) {
 	conn, tx, err := d.BeginPinnedProgress(ctx, &progress)
 	if err != nil {
 		return nil, err
@@ -59,9 +60,9 @@ func Show(ctx context.Context, d *run.DB, j *job.Job, snapshot int64, progress j
 		}
 		next := at
 		switch {
-		case row.Kind == job.KindErase:
+		case row.Kind == report.KindErase:
 			next = row.Parent
-		case row.Kind == job.KindRollback && row.Inputs.RollbackTo != nil:
+		case row.Kind == report.KindRollback && row.Inputs.RollbackTo != nil:
 			next = *row.Inputs.RollbackTo
 		}
 		if next <= 0 || next >= at {

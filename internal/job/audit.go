@@ -2,6 +2,10 @@ package job
 
 import (
 	"fmt"
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/seal"
+	"github.com/idem-dev/idem/internal/sqltext"
 	"slices"
 	"strings"
 )
@@ -58,9 +62,9 @@ var auditKinds = strings.Join([]string{AuditUnique, AuditNotNull, AuditAcceptedV
 func (j *Job) applyAudits(data []byte, audits []Audit) error {
 	names := map[string]bool{}
 	for i, a := range audits {
-		a.Line = arrayTableLine(data, "audit", i)
+		a.Line = jobfs.ArrayTableLine(data, "audit", i)
 		bad := func(msg string, args ...any) error {
-			return &JobFileError{File: j.File, Line: a.Line, Key: fmt.Sprintf("audit[%d]", i+1), Msg: fmt.Sprintf(msg, args...)}
+			return &report.JobFileError{File: j.File, Line: a.Line, Key: fmt.Sprintf("audit[%d]", i+1), Msg: fmt.Sprintf(msg, args...)}
 		}
 		switch a.Severity {
 		case "":
@@ -100,9 +104,9 @@ func (j *Job) applyAudits(data []byte, audits []Audit) error {
 			if strings.TrimSpace(a.SQL) == "" {
 				return bad("a sql audit gives sql = \"SELECT ...\" (its rows are the violations)")
 			}
-			masked := MaskSQL(a.SQL)
-			stmts := SplitStatements(masked)
-			if len(stmts) != 1 || ClassifyStatement(a.SQL[stmts[0].Start:stmts[0].End], masked[stmts[0].Start:stmts[0].End]).Kind != StmtQuery {
+			masked := sqltext.MaskSQL(a.SQL)
+			stmts := sqltext.SplitStatements(masked)
+			if len(stmts) != 1 || seal.ClassifyStatement(a.SQL[stmts[0].Start:stmts[0].End], masked[stmts[0].Start:stmts[0].End]).Kind != seal.StmtQuery {
 				return bad("a sql audit is one SELECT (its rows are the violations)")
 			}
 		case "":
@@ -121,7 +125,7 @@ func (j *Job) applyAudits(data []byte, audits []Audit) error {
 		if a.Name == "" {
 			a.Name = strings.Join(append([]string{a.Kind}, cols...), "_")
 		}
-		if !Identifier.MatchString(a.Name) {
+		if !sqltext.Identifier.MatchString(a.Name) {
 			return bad("audit name %q must be letters, digits and underscores, starting with a letter", a.Name)
 		}
 		if names[a.Name] {

@@ -11,47 +11,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/pipelines"
 )
-
-// TestTooDeep: the nesting of [ and { is counted outside strings and
-// comments, and the line where it passes the bound is named.
-func TestTooDeep(t *testing.T) {
-	t.Parallel()
-	open := func(s string, n int) string { return strings.Repeat(s, n) }
-	cases := []struct {
-		name string
-		toml string
-		want int // the line, 0 within the bound
-	}{
-		{"flat", "name = \"x\"\n[input]\npath = \"a.csv\"\n[[quality.rules]]\nname = \"r\"\n", 0},
-		{"arrays at the bound", "a = " + open("[", 4) + "1" + open("]", 4), 0},
-		{"arrays past the bound", "x = 1\n\na = " + open("[", 5) + "1" + open("]", 5), 3},
-		{"inline tables past the bound", "a = " + open("{b = ", 5) + "1" + open("}", 5), 1},
-		{"mixed past the bound", "a = [{b = [{c = [1]}]}]\n", 1},
-		{"closed levels do not count", "a = [[[1]]]\nb = [[[2]]]\nc = [[[[[3]]]]]\n", 3},
-		{"table header", "[a]\nb = [[[1]]]\n", 0},
-		{"array of tables header", "[[a]]\nb = [[1]]\n", 0},
-		{"basic string", `a = "` + open("[", 40) + `"`, 0},
-		{"escaped quote in a basic string", `a = "\"` + open("[", 40) + `"`, 0},
-		{"escaped backslash ends a basic string", `a = "\\"` + "\nb = " + open("[", 5), 2},
-		{"literal string", "a = '" + open("{", 40) + "'", 0},
-		{"literal string has no escapes", `a = '\'` + "\nb = " + open("[", 5), 2},
-		{"multi-line basic string", "a = \"\"\"\n" + open("[", 40) + "\n\"\"\"\nb = " + open("[", 5), 4},
-		{"multi-line basic string with quotes inside", "a = \"\"\"\"x\"\" " + open("[", 40) + "\"\"\"\"\nb = " + open("[", 5), 2},
-		{"multi-line basic string line-ending backslash", "a = \"\"\"x \\\n" + open("[", 40) + "\"\"\"\nb = " + open("[", 5), 3},
-		{"multi-line literal string", "a = '''\n" + open("{", 40) + "\n'''\nb = " + open("[", 5), 4},
-		{"comment", "# " + open("[", 40) + "\na = 1 # " + open("{", 40) + "\nb = " + open("[", 5), 3},
-		{"unterminated string ends at its line", "a = \"" + open("[", 40) + "\nb = " + open("[", 5), 2},
-		{"crlf", "a = 1\r\n\r\nb = " + open("[", 5) + "\r\n", 3},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			require.Equal(t, c.want, tooDeep([]byte(c.toml), 4))
-		})
-	}
-}
 
 // boundsHead is a valid job file; the cases append to it.
 const boundsHead = "name = \"s\"\npipeline = \"sample\"\ntransform_version = 1\nschema_version = 1\n"
@@ -76,7 +39,7 @@ func TestJobFileBounds(t *testing.T) {
 		}
 		return b.String()
 	}
-	over := padded(MaxTOMLBytes + 1)
+	over := padded(jobfs.MaxTOMLBytes + 1)
 	cases := []struct {
 		name, text string
 		err        string // "" loads
@@ -84,8 +47,8 @@ func TestJobFileBounds(t *testing.T) {
 		{"100,000 deep", deep(100000), "job.toml:6: arrays and tables nest deeper than 32 levels, the most idem reads of a job file or pipeline.toml"},
 		{"6,000 deep", deep(6000), "job.toml:6: arrays and tables nest deeper than 32 levels, the most idem reads of a job file or pipeline.toml"},
 		{"one past the depth", boundsHead + "[params]\nlicenses = " + strings.Repeat("[", 33) + "]", "job.toml:6: arrays and tables nest deeper than 32 levels, the most idem reads of a job file or pipeline.toml"},
-		{"at the size bound", padded(MaxTOMLBytes), ""},
-		{"one past the size", over, "job.toml:" + itoa(1+bytes.Count([]byte(over[:MaxTOMLBytes]), []byte("\n"))) + ": the file is larger than 1048576 bytes (1 MiB), the most idem reads of a job file or pipeline.toml"},
+		{"at the size bound", padded(jobfs.MaxTOMLBytes), ""},
+		{"one past the size", over, "job.toml:" + itoa(1+bytes.Count([]byte(over[:jobfs.MaxTOMLBytes]), []byte("\n"))) + ": the file is larger than 1048576 bytes (1 MiB), the most idem reads of a job file or pipeline.toml"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -104,7 +67,7 @@ func TestJobFileBounds(t *testing.T) {
 					continue
 				}
 				require.EqualError(t, err, filepath.Join(dir, c.err))
-				require.Equal(t, ExitUsage, ExitCode(err))
+				require.Equal(t, report.ExitUsage, report.ExitCode(err))
 			}
 			if c.err != "" {
 				require.Less(t, took, time.Second, "refused before decoding")
@@ -122,7 +85,7 @@ func TestReadJobFileLarge(t *testing.T) {
 	require.NoError(t, f.Truncate(4<<30)) // sparse: 4 GiB of NUL, one line
 	require.NoError(t, f.Close())
 	began := time.Now()
-	_, err = ReadJobFile(path)
+	_, err = jobfs.ReadJobFile(path)
 	require.EqualError(t, err, path+":1: the file is larger than 1048576 bytes (1 MiB), the most idem reads of a job file or pipeline.toml")
 	require.Less(t, time.Since(began), time.Second)
 }

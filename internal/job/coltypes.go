@@ -2,6 +2,7 @@ package job
 
 import (
 	"fmt"
+	"github.com/idem-dev/idem/internal/report"
 	"regexp"
 	"strings"
 )
@@ -61,5 +62,5 @@ func sortedStrings(s []string) []string {
 	for _, x := range s {
 		m[x] = true
 	}
-	return SortedKeys(m)
+	return report.SortedKeys(m)
 }

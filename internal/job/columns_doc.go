@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // ColumnsTable is the job file's top-level table of column descriptions:
@@ -23,7 +25,7 @@ const ColumnsTable = "columns"
 func ColumnDocs(path string, data []byte) (map[string]string, error) {
 	var doc map[string]any
 	if _, err := toml.Decode(string(data), &doc); err != nil {
-		return nil, tomlError(path, data, err)
+		return nil, jobfs.TOMLError(path, data, err)
 	}
 	v, ok := doc[ColumnsTable]
 	if !ok {
@@ -31,7 +33,7 @@ func ColumnDocs(path string, data []byte) (map[string]string, error) {
 	}
 	columns, ok := v.(map[string]any)
 	if !ok {
-		return nil, &JobFileError{File: path, Line: keyLine(data, []string{ColumnsTable}), Key: ColumnsTable,
+		return nil, &report.JobFileError{File: path, Line: jobfs.KeyLine(data, ColumnsTable), Key: ColumnsTable,
 			Msg: `is a table of column descriptions: [columns] then name = "what the column holds"`}
 	}
 	out := make(map[string]string, len(columns))
@@ -40,10 +42,10 @@ func ColumnDocs(path string, data []byte) (map[string]string, error) {
 		s, ok := v.(string)
 		switch {
 		case !ok:
-			return nil, &JobFileError{File: path, Line: keyLine(data, key), Key: ColumnsTable + "." + name,
+			return nil, &report.JobFileError{File: path, Line: jobfs.KeyLine(data, key...), Key: ColumnsTable + "." + name,
 				Msg: `a column's description is a string: [columns] ` + name + ` = "what the column holds"`}
 		case strings.TrimSpace(s) == "":
-			return nil, &JobFileError{File: path, Line: keyLine(data, key), Key: ColumnsTable + "." + name,
+			return nil, &report.JobFileError{File: path, Line: jobfs.KeyLine(data, key...), Key: ColumnsTable + "." + name,
 				Msg: "a column's description is empty: say what the column holds, or leave the column out"}
 		}
 		out[name] = strings.TrimSpace(s)

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 )
 
 // TestColumnDocs: [columns] gives each column's description; a value that
@@ -29,9 +30,9 @@ func TestColumnDocs(t *testing.T) {
 	// The key's parts are the same with and without descriptions.
 	p, msg := loadJobText(t, plain, nil)
 	require.Empty(t, msg)
-	require.Equal(t, job.CanonicalJSON(p.Config("csv")), job.CanonicalJSON(j.Config("csv")))
-	require.Equal(t, job.CanonicalJSON(p.TransformPart()), job.CanonicalJSON(j.TransformPart()))
-	require.Equal(t, job.CanonicalJSON(p.SchemaPart()), job.CanonicalJSON(j.SchemaPart()))
+	require.Equal(t, jobkey.CanonicalJSON(p.Config("csv")), jobkey.CanonicalJSON(j.Config("csv")))
+	require.Equal(t, jobkey.CanonicalJSON(p.TransformPart()), jobkey.CanonicalJSON(j.TransformPart()))
+	require.Equal(t, jobkey.CanonicalJSON(p.SchemaPart()), jobkey.CanonicalJSON(j.SchemaPart()))
 
 	for _, c := range []struct{ name, tail, want string }{
 		{"a number", "[columns]\nid = 3\n", "job.toml:14: columns.id: a column's description is a string"},

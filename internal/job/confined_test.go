@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/pipelines"
 )
 
@@ -87,7 +88,7 @@ func TestPipelineFilesStayInside(t *testing.T) {
 				return
 			}
 			require.Error(t, err)
-			require.Equal(t, job.ExitUsage, job.ExitCode(err), "a job-file error: exit 2")
+			require.Equal(t, report.ExitUsage, report.ExitCode(err), "a job-file error: exit 2")
 			require.Contains(t, err.Error(), strings.Replace(tc.want, "OUT/", out+"/", 1))
 		})
 	}

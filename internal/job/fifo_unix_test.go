@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idem-dev/idem/internal/jobfs"
 	"github.com/idem-dev/idem/pipelines"
 )
 
@@ -21,7 +22,7 @@ func TestJobFileFIFO(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "j.toml")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
-	_, err := ReadJobFile(fifo)
+	_, err := jobfs.ReadJobFile(fifo)
 	require.ErrorContains(t, err, "cannot read job file: not a regular file")
 }
 

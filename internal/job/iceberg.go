@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/pipeline"
 )
 
 // Iceberg reads of [input] iceberg = { read = ... }.
@@ -54,7 +56,7 @@ func (j *Job) applyIceberg(data []byte, md toml.MetaData, jf *jobFile) error {
 	if ice == nil {
 		return nil
 	}
-	bad := keyErrors(j.File, data)
+	bad := jobfs.KeyErrors(j.File, data)
 	in := jf.Input
 	n := 0
 	for _, set := range []bool{ice.Location != "", ice.Metadata != "", ice.Catalog != "" || ice.Table != ""} {
@@ -85,7 +87,7 @@ func (j *Job) applyIceberg(data []byte, md toml.MetaData, jf *jobFile) error {
 	switch ice.Read {
 	case "", IcebergReadSnapshot:
 	case IcebergReadAppends:
-		if j.Pipeline.Mode != ModeApply {
+		if j.Pipeline.Mode != pipeline.ModeApply {
 			return bad("input.iceberg", "read = %q feeds an apply pipeline (each batch the rows appended since the last); %s is a %s pipeline: read the whole snapshot (read = %q)", IcebergReadAppends, j.Pipeline.Name, j.Pipeline.Mode, IcebergReadSnapshot)
 		}
 		spec.Read = IcebergReadAppends

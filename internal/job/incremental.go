@@ -2,6 +2,10 @@ package job
 
 import (
 	"fmt"
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/seal"
+	"github.com/idem-dev/idem/internal/sqltext"
 	"slices"
 	"strings"
 )
@@ -33,7 +37,7 @@ func (j *Job) applyIncremental(data []byte, jf *jobFile) error {
 	if mode == "" {
 		return nil
 	}
-	bad := keyErrors(j.File, data)
+	bad := jobfs.KeyErrors(j.File, data)
 	switch {
 	case !j.Pipeline.Model:
 		return bad("target.incremental", "only a model (pipeline = \"select\") is updated incrementally; pipeline %s is not a model", j.Pipeline.Name)
@@ -47,7 +51,7 @@ func (j *Job) applyIncremental(data []byte, jf *jobFile) error {
 			strings.Join(j.Key, ", "), j.PartitionBy)
 	}
 	j.Incremental = mode
-	j.incrementalLine = keyLine(data, []string{"target", "incremental"})
+	j.incrementalLine = jobfs.KeyLine(data, "target", "incremental")
 	return nil
 }
 
@@ -76,7 +80,7 @@ func (j *Job) incrementalError(line int, why string) error {
 	if j.Incremental == IncrementalKey {
 		by = "key (" + strings.Join(j.Key, ", ") + ")"
 	}
-	return &JobFileError{File: j.File, Line: j.incrementalLine, Key: "target.incremental",
+	return &report.JobFileError{File: j.File, Line: j.incrementalLine, Key: "target.incremental",
 		Msg: fmt.Sprintf("model %s cannot be recomputed by %s: %s; refused (remove incremental to rebuild the whole model on every run)", at, by, why)}
 }
 
@@ -100,7 +104,7 @@ func (j *Job) incrementalError(line int, why string) error {
 // a join not on C, a subquery in an expression, a set operation, a table
 // function, a sample. The error is a *JobFileError naming the job file's
 // [target] incremental and the model's line.
-func (j *Job) CheckIncremental(parse ParseFunc, aggregates map[string]bool) error {
+func (j *Job) CheckIncremental(parse sqltext.ParseFunc, aggregates map[string]bool) error {
 	cols := j.IncrementalColumns()
 	if len(cols) == 0 {
 		return nil
@@ -115,7 +119,7 @@ func (j *Job) CheckIncremental(parse ParseFunc, aggregates map[string]bool) erro
 	}
 	up := map[string]bool{}
 	for _, u := range j.Input.Upstream {
-		up[strings.ToLower(UpstreamRelation(u))] = true
+		up[strings.ToLower(seal.UpstreamRelation(u))] = true
 	}
 	c := &restrictCheck{aggregates: aggregates, upstream: up, unit: "partition"}
 	if j.Incremental == IncrementalKey {
@@ -193,7 +197,7 @@ func (c *restrictCheck) query(n map[string]any, ctes map[string]bool) (string, i
 			if al, _ := val["aliases"].([]any); len(al) > 0 {
 				return "common table expression " + name + " renames its columns", -1
 			}
-			inner := CTEQuery(val)
+			inner := sqltext.CTEQuery(val)
 			if why, at := c.query(inner, scope); why != "" {
 				return "in common table expression " + name + ": " + why, at
 			}
@@ -365,7 +369,7 @@ func (c *restrictCheck) equiJoin(cond map[string]any, col string, left, right []
 // partitioned by the columns.
 func (c *restrictCheck) expressions(v any) refusal {
 	out := refusal{}
-	WalkJSON(v, func(m map[string]any) {
+	sqltext.WalkJSON(v, func(m map[string]any) {
 		if out.why != "" {
 			return
 		}
@@ -457,7 +461,7 @@ func (c *restrictCheck) walkOutsideWindows(v any, f func(map[string]any)) {
 			return
 		}
 		f(x)
-		for _, k := range SortedKeys(x) {
+		for _, k := range report.SortedKeys(x) {
 			c.walkOutsideWindows(x[k], f)
 		}
 	case []any:
@@ -518,7 +522,7 @@ func starKeeps(m map[string]any, col string, single bool) bool {
 // firstLocation is the first query location found under v.
 func (c *restrictCheck) firstLocation(v any) int {
 	at := -1
-	WalkJSON(v, func(m map[string]any) {
+	sqltext.WalkJSON(v, func(m map[string]any) {
 		if l := location(m); at < 0 && l >= 0 {
 			at = l
 		}

@@ -10,11 +10,12 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/seal"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
-
-// Identifier is what idem accepts as a job, table or column name. Names are
-// also quoted wherever they reach SQL; the pattern keeps them readable.
-var Identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
 // Input formats.
 const (
@@ -66,8 +67,8 @@ type Job struct {
 	// not part of the key.
 	Tags []string
 
-	Pipeline *Pipeline
-	Steps    []Step
+	Pipeline *pipeline.Pipeline
+	Steps    []pipeline.Step
 	DDL      string
 	// ModelSQL is a model's SELECT (pipeline = "select"), as its steps
 	// embed it, and ModelFile the file it was read from.
@@ -77,7 +78,7 @@ type Job struct {
 	// Job-declared shape of a generic pipeline (pipeline.toml generic =
 	// true): the input columns in file order, the key and the ordering
 	// column. Empty for pipelines that declare their own columns.
-	Columns []Column
+	Columns []pipeline.Column
 	Key     []string
 	OrderBy string
 	// PartitionBy is [target] partition_by: a column of a refresh job's
@@ -100,8 +101,8 @@ type Job struct {
 	// Macros are the macros of the job file's macros folder that its SQL
 	// calls, each after those it calls (macro.go); macroDefs are all of
 	// that folder's.
-	Macros    []Macro
-	macroDefs map[string]Macro
+	Macros    []seal.Macro
+	macroDefs map[string]seal.Macro
 
 	// written are the paths as the job file spells them, for messages
 	// about the rule before job-file-relative paths (see oldRuleHint).
@@ -243,7 +244,7 @@ type targetTable struct {
 // lie inside the current directory or the job file's directory. Every error
 // is a *JobFileError naming the file, the line and the key.
 func LoadJob(path string, builtins fs.FS) (*Job, error) {
-	data, err := ReadJobFile(path)
+	data, err := jobfs.ReadJobFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -266,14 +267,14 @@ func ParseJobLenient(path string, data []byte, builtins fs.FS) (*Job, error) {
 // parseJob is ParseJob; lenient accepts an apply pipeline without key
 // columns, for idem lint to report.
 func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*Job, error) {
-	if err := checkTOMLBounds(path, data); err != nil {
+	if err := jobfs.CheckTOMLBounds(path, data); err != nil {
 		return nil, err
 	}
 	jf, md, err := decodeJobFile(path, data)
 	if err != nil {
 		return nil, err
 	}
-	bad := keyErrors(path, data)
+	bad := jobfs.KeyErrors(path, data)
 	table, format, err := checkJobKeys(&jf, md, bad)
 	if err != nil {
 		return nil, err
@@ -333,7 +334,7 @@ func decodeJobFile(path string, data []byte) (jobFile, toml.MetaData, error) {
 	var jf jobFile
 	md, err := toml.Decode(string(data), &jf)
 	if err != nil {
-		return jf, md, tomlError(path, data, err)
+		return jf, md, jobfs.TOMLError(path, data, err)
 	}
 	for _, k := range md.Undecoded() {
 		if len(k) >= 2 && k[0] == "params" {
@@ -342,7 +343,7 @@ func decodeJobFile(path string, data []byte) (jobFile, toml.MetaData, error) {
 		if k[0] == ColumnsTable {
 			continue // column descriptions, checked below (columns_doc.go)
 		}
-		return jf, md, &JobFileError{File: path, Line: keyLine(data, k), Key: k.String(), Msg: "unknown key"}
+		return jf, md, &report.JobFileError{File: path, Line: jobfs.KeyLine(data, k...), Key: k.String(), Msg: "unknown key"}
 	}
 	if _, err := ColumnDocs(path, data); err != nil {
 		return jf, md, err
@@ -352,7 +353,7 @@ func decodeJobFile(path string, data []byte) (jobFile, toml.MetaData, error) {
 	// result's columns, and whose one file is versioned by its text).
 	for _, req := range []string{"name", "pipeline"} {
 		if !md.IsDefined(req) {
-			return jf, md, &JobFileError{File: path, Key: req, Msg: "missing required key"}
+			return jf, md, &report.JobFileError{File: path, Key: req, Msg: "missing required key"}
 		}
 	}
 	return jf, md, nil
@@ -361,8 +362,8 @@ func decodeJobFile(path string, data []byte) (jobFile, toml.MetaData, error) {
 // checkJobKeys checks the keys of a job file that need no pipeline, and
 // returns the target table (the job's name when [target] table is absent)
 // and the input format, lower case.
-func checkJobKeys(jf *jobFile, md toml.MetaData, bad keyErrorFunc) (table, format string, err error) {
-	if !Identifier.MatchString(jf.Name) {
+func checkJobKeys(jf *jobFile, md toml.MetaData, bad jobfs.KeyErrorFunc) (table, format string, err error) {
+	if !sqltext.Identifier.MatchString(jf.Name) {
 		return "", "", bad("name", "must be letters, digits and underscores, starting with a letter (got %q)", jf.Name)
 	}
 	if md.IsDefined("transform_version") && jf.TransformVersion < 1 {
@@ -375,7 +376,7 @@ func checkJobKeys(jf *jobFile, md toml.MetaData, bad keyErrorFunc) (table, forma
 	if table == "" {
 		table = jf.Name
 	}
-	if !Identifier.MatchString(table) {
+	if !sqltext.Identifier.MatchString(table) {
 		return "", "", bad("target.table", "must be a table name of letters, digits and underscores, starting with a letter (got %q)", table)
 	}
 	if strings.HasPrefix(strings.ToLower(table), "idem") {
@@ -395,7 +396,7 @@ func checkJobKeys(jf *jobFile, md toml.MetaData, bad keyErrorFunc) (table, forma
 
 // checkOperation checks the keys that say how the job is operated, never
 // what its rows are: [job], [retention] and [duckdb] threads.
-func checkOperation(jf *jobFile, md toml.MetaData, bad keyErrorFunc) error {
+func checkOperation(jf *jobFile, md toml.MetaData, bad jobfs.KeyErrorFunc) error {
 	switch jf.Job.Fencing {
 	case "", FencingOptional, FencingRequired:
 	default:
@@ -421,8 +422,8 @@ func checkOperation(jf *jobFile, md toml.MetaData, bad keyErrorFunc) error {
 	if err := CheckMemoryLimit(jf.DuckDB.MemoryLimit); jf.DuckDB.MemoryLimit != "" && err != nil {
 		return bad("duckdb.memory_limit", "%v", err)
 	}
-	if jf.DuckDB.Threads < 0 || jf.DuckDB.Threads > MaxThreads {
-		return bad("duckdb.threads", "must be a positive integer of at most %d (got %d)", MaxThreads, jf.DuckDB.Threads)
+	if jf.DuckDB.Threads < 0 || jf.DuckDB.Threads > report.MaxThreads {
+		return bad("duckdb.threads", "must be a positive integer of at most %d (got %d)", report.MaxThreads, jf.DuckDB.Threads)
 	}
 	return nil
 }
@@ -430,21 +431,21 @@ func checkOperation(jf *jobFile, md toml.MetaData, bad keyErrorFunc) error {
 // bindPipeline loads the job's pipeline and reads its transform version's
 // steps and its schema version's DDL; a model's steps wrap the model file
 // its [transform] sql folder holds for the transform version (model.go).
-func bindPipeline(path string, data []byte, jf *jobFile, md toml.MetaData, builtins fs.FS, lenient bool) (p *Pipeline, steps []Step, ddl string, err error) {
-	bad := keyErrors(path, data)
+func bindPipeline(path string, data []byte, jf *jobFile, md toml.MetaData, builtins fs.FS, lenient bool) (p *pipeline.Pipeline, steps []pipeline.Step, ddl string, err error) {
+	bad := jobfs.KeyErrors(path, data)
 	p, err = resolvePipeline(path, jf.Pipeline, builtins, lenient)
 	if err != nil {
-		var jfe *JobFileError
+		var jfe *report.JobFileError
 		if errors.As(err, &jfe) {
 			return nil, nil, "", err
 		}
 		return nil, nil, "", bad("pipeline", "%v", err)
 	}
 	if !md.IsDefined("schema_version") && !p.Model {
-		return nil, nil, "", &JobFileError{File: path, Key: "schema_version", Msg: "missing required key"}
+		return nil, nil, "", &report.JobFileError{File: path, Key: "schema_version", Msg: "missing required key"}
 	}
 	if !md.IsDefined("transform_version") && !p.Model {
-		return nil, nil, "", &JobFileError{File: path, Key: "transform_version", Msg: "missing required key"}
+		return nil, nil, "", &report.JobFileError{File: path, Key: "transform_version", Msg: "missing required key"}
 	}
 	if md.IsDefined("transform") && !p.Model {
 		return nil, nil, "", bad("transform", "[transform] sql names a model folder; pipeline %s is not a model pipeline (pipeline = \"select\")", p.Name)
@@ -465,18 +466,18 @@ func bindPipeline(path string, data []byte, jf *jobFile, md toml.MetaData, built
 // bindParams checks the job's [params] against the pipeline's declaration
 // and returns every declared param: the job's value, converted to its
 // declared type, or the declared default.
-func bindParams(path string, p *Pipeline, given map[string]any, bad keyErrorFunc) (map[string]any, error) {
+func bindParams(path string, p *pipeline.Pipeline, given map[string]any, bad jobfs.KeyErrorFunc) (map[string]any, error) {
 	params := map[string]any{}
-	for _, name := range SortedKeys(given) {
+	for _, name := range report.SortedKeys(given) {
 		decl, ok := p.Params[name]
 		if !ok {
-			declared := strings.Join(SortedKeys(p.Params), ", ")
+			declared := strings.Join(report.SortedKeys(p.Params), ", ")
 			if declared == "" {
 				declared = "none"
 			}
 			return nil, bad("params."+name, "pipeline %s does not declare this parameter (declared: %s)", p.Name, declared)
 		}
-		v, err := ConvertParam(decl.Type, given[name])
+		v, err := pipeline.ConvertParam(decl.Type, given[name])
 		if err != nil {
 			return nil, bad("params."+name, "%v", err)
 		}
@@ -487,9 +488,9 @@ func bindParams(path string, p *Pipeline, given map[string]any, bad keyErrorFunc
 			continue
 		}
 		if decl.Default == nil {
-			return nil, &JobFileError{File: path, Key: "params." + name, Msg: fmt.Sprintf("pipeline %s requires this parameter (%s)", p.Name, decl.Type)}
+			return nil, &report.JobFileError{File: path, Key: "params." + name, Msg: fmt.Sprintf("pipeline %s requires this parameter (%s)", p.Name, decl.Type)}
 		}
-		v, _ := ConvertParam(decl.Type, decl.Default)
+		v, _ := pipeline.ConvertParam(decl.Type, decl.Default)
 		params[name] = v
 	}
 	return params, nil
@@ -497,7 +498,7 @@ func bindParams(path string, p *Pipeline, given map[string]any, bad keyErrorFunc
 
 // newJob is the job of a checked job file, its paths resolved from the
 // job file's folder.
-func newJob(path string, jf *jobFile, p *Pipeline, table, format string, params map[string]any) *Job {
+func newJob(path string, jf *jobFile, p *pipeline.Pipeline, table, format string, params map[string]any) *Job {
 	dir := filepath.Dir(path)
 	duck := jf.DuckDB
 	duck.TempDirectory = resolveJobPath(dir, duck.TempDirectory)
@@ -528,15 +529,15 @@ func newJob(path string, jf *jobFile, p *Pipeline, table, format string, params 
 
 // applyPartition binds [target] partition_by: a column of a refresh
 // pipeline's target.
-func (j *Job) applyPartition(bad keyErrorFunc, jf *jobFile) error {
+func (j *Job) applyPartition(bad jobfs.KeyErrorFunc, jf *jobFile) error {
 	c := jf.Target.PartitionBy
 	if c == "" {
 		return nil
 	}
 	switch {
-	case !Identifier.MatchString(c):
+	case !sqltext.Identifier.MatchString(c):
 		return bad("target.partition_by", "must be a column name of letters, digits and underscores (got %q)", c)
-	case j.Pipeline.Mode != ModeRefresh:
+	case j.Pipeline.Mode != pipeline.ModeRefresh:
 		return bad("target.partition_by", "partitions are replaced by refresh pipelines; pipeline %s is an %s pipeline", j.Pipeline.Name, j.Pipeline.Mode)
 	}
 	j.PartitionBy = c
@@ -546,7 +547,7 @@ func (j *Job) applyPartition(bad keyErrorFunc, jf *jobFile) error {
 // checkPrivacy checks [privacy] subject: a non-empty list of distinct
 // column names. That they are columns of the target is checked where the
 // target is known (a run, an erasure).
-func checkPrivacy(p Privacy, md toml.MetaData, bad keyErrorFunc) error {
+func checkPrivacy(p Privacy, md toml.MetaData, bad jobfs.KeyErrorFunc) error {
 	if !md.IsDefined("privacy", "subject") {
 		return nil
 	}

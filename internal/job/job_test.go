@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/pipelines"
 )
 
@@ -34,9 +36,9 @@ func loadJobText(t *testing.T, text string, files map[string]string) (*job.Job, 
 	dir := writeTree(t, all)
 	j, err := job.LoadJob(filepath.Join(dir, "job.toml"), pipelines.FS)
 	if err != nil {
-		var jfe *job.JobFileError
+		var jfe *report.JobFileError
 		require.True(t, errors.As(err, &jfe), "a *JobFileError: %v", err)
-		require.Equal(t, job.ExitUsage, job.ExitCode(err))
+		require.Equal(t, report.ExitUsage, report.ExitCode(err))
 		return nil, strings.ReplaceAll(err.Error(), dir+string(filepath.Separator), "")
 	}
 	return j, ""
@@ -148,7 +150,7 @@ func TestLoadJob(t *testing.T) {
 		t.Parallel()
 		j, msg := loadJobText(t, mergeHead+mergeCols+"[target]\ntable = \"t\"\nkey = [\"id\"]\norder_by = \"v\"\n", nil)
 		require.Empty(t, msg)
-		require.Equal(t, []job.Column{{Name: "id", Type: "BIGINT"}, {Name: "v", Type: "BIGINT"}, {Name: "name", Type: "VARCHAR"}}, j.Columns)
+		require.Equal(t, []pipeline.Column{{Name: "id", Type: "BIGINT"}, {Name: "v", Type: "BIGINT"}, {Name: "name", Type: "VARCHAR"}}, j.Columns)
 		require.Equal(t, []string{"id"}, j.Key)
 		require.Equal(t, "v", j.OrderBy)
 		require.Equal(t, j.Columns, j.Pipeline.Columns, "the job's own copy of the pipeline")

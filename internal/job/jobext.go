@@ -6,6 +6,10 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Input modes and batch shapes of [input] mode = "files".
@@ -34,7 +38,7 @@ type qualityTable struct {
 // core: job-declared columns of a generic pipeline, the files and chunked
 // input modes, and quality rules. Errors are *JobFileError.
 func (j *Job) applyExtensions(data []byte, md toml.MetaData, jf *jobFile) error {
-	bad := keyErrors(j.File, data)
+	bad := jobfs.KeyErrors(j.File, data)
 	switch {
 	case j.Pipeline.Generic:
 		if err := j.applyGenericShape(data, md, jf, bad); err != nil {
@@ -64,7 +68,7 @@ func (j *Job) applyExtensions(data []byte, md toml.MetaData, jf *jobFile) error 
 // [input.columns] in file order, [target] key and order_by. The job gets
 // its own copy of the pipeline carrying its columns and key, so staging and
 // history read them like a built-in's.
-func (j *Job) applyGenericShape(data []byte, md toml.MetaData, jf *jobFile, bad keyErrorFunc) error {
+func (j *Job) applyGenericShape(data []byte, md toml.MetaData, jf *jobFile, bad jobfs.KeyErrorFunc) error {
 	p := j.Pipeline
 	cols, err := declaredColumns(md, jf, p, bad)
 	if err != nil {
@@ -72,13 +76,13 @@ func (j *Job) applyGenericShape(data []byte, md toml.MetaData, jf *jobFile, bad 
 	}
 	j.Columns = cols
 	if len(jf.Target.Key) == 0 {
-		return &JobFileError{File: j.File, Line: keyLine(data, []string{"target"}), Key: "target.key",
-			Msg: fmt.Sprintf("pipeline %s needs the key columns: add key = [\"...\"] to [target] (rows would double on replay)", p.Name), Err: ErrNoKey}
+		return &report.JobFileError{File: j.File, Line: jobfs.KeyLine(data, "target"), Key: "target.key",
+			Msg: fmt.Sprintf("pipeline %s needs the key columns: add key = [\"...\"] to [target] (rows would double on replay)", p.Name), Err: report.ErrNoKey}
 	}
 	seen := map[string]bool{}
-	shape := &tableShape{columns: j.Columns}
+	shape := &pipeline.Shape{Columns: j.Columns}
 	for _, k := range jf.Target.Key {
-		if shape.typeOf(k) == "" {
+		if shape.TypeOf(k) == "" {
 			return bad("target.key", "key column %q is not one of [input.columns]", k)
 		}
 		if seen[k] {
@@ -88,7 +92,7 @@ func (j *Job) applyGenericShape(data []byte, md toml.MetaData, jf *jobFile, bad 
 	}
 	j.Key = jf.Target.Key
 	if o := jf.Target.OrderBy; o != "" {
-		if shape.typeOf(o) == "" {
+		if shape.TypeOf(o) == "" {
 			return bad("target.order_by", "ordering column %q is not one of [input.columns]", o)
 		}
 		if seen[o] {
@@ -96,7 +100,7 @@ func (j *Job) applyGenericShape(data []byte, md toml.MetaData, jf *jobFile, bad 
 		}
 		j.OrderBy = o
 	}
-	if len(j.shape().payload()) == 0 {
+	if len(j.shape().Payload()) == 0 {
 		return bad("input.columns", "declare at least one column besides the key and the ordering column")
 	}
 	cp := *p
@@ -108,18 +112,18 @@ func (j *Job) applyGenericShape(data []byte, md toml.MetaData, jf *jobFile, bad 
 
 // declaredColumns reads [input.columns] in file order: names that are
 // identifiers and not reserved, types from the whitelist (canonicalType).
-func declaredColumns(md toml.MetaData, jf *jobFile, p *Pipeline, bad keyErrorFunc) ([]Column, error) {
+func declaredColumns(md toml.MetaData, jf *jobFile, p *pipeline.Pipeline, bad jobfs.KeyErrorFunc) ([]pipeline.Column, error) {
 	if len(jf.Input.Columns) == 0 {
 		return nil, bad("input.columns", "pipeline %s takes its input columns from the job: add [input.columns] name = \"TYPE\"", p.Name)
 	}
-	var cols []Column
+	var cols []pipeline.Column
 	for _, k := range md.Keys() {
 		if len(k) != 3 || k[0] != "input" || k[1] != "columns" {
 			continue
 		}
 		name := k[2]
 		key := "input.columns." + name
-		if !Identifier.MatchString(name) {
+		if !sqltext.Identifier.MatchString(name) {
 			return nil, bad(key, "column name %q must be letters, digits and underscores, starting with a letter", name)
 		}
 		if name[0] == '_' || strings.HasPrefix(strings.ToLower(name), "idem") {
@@ -129,20 +133,20 @@ func declaredColumns(md toml.MetaData, jf *jobFile, p *Pipeline, bad keyErrorFun
 		if err != nil {
 			return nil, bad(key, "%v", err)
 		}
-		cols = append(cols, Column{Name: name, Type: typ})
+		cols = append(cols, pipeline.Column{Name: name, Type: typ})
 	}
 	return cols, nil
 }
 
 // checkTemplates expands every file of the job once, so that a bad
 // placeholder is a job-file error rather than a failed run.
-func (j *Job) checkTemplates(bad keyErrorFunc) error {
+func (j *Job) checkTemplates(bad jobfs.KeyErrorFunc) error {
 	for _, s := range j.Steps {
-		if _, err := expandTemplate(s.SQL, j.Table, j.shape(), j.Input.Upstream); err != nil {
+		if _, err := pipeline.ExpandTemplate(s.SQL, j.Table, j.shape(), j.Input.Upstream); err != nil {
 			return bad("pipeline", "step %s: %v", s.Name, err)
 		}
 	}
-	if _, err := expandTemplate(j.DDL, j.Table, j.shape(), j.Input.Upstream); err != nil {
+	if _, err := pipeline.ExpandTemplate(j.DDL, j.Table, j.shape(), j.Input.Upstream); err != nil {
 		return bad("pipeline", "schema v%d: %v", j.SchemaVersion, err)
 	}
 	return nil
@@ -150,7 +154,7 @@ func (j *Job) checkTemplates(bad keyErrorFunc) error {
 
 // applyInputMode binds [input] mode and batch (files mode) and chunk_rows
 // and watermark (chunked input), each for an apply pipeline only.
-func (j *Job) applyInputMode(md toml.MetaData, jf *jobFile, bad keyErrorFunc) error {
+func (j *Job) applyInputMode(md toml.MetaData, jf *jobFile, bad jobfs.KeyErrorFunc) error {
 	p := j.Pipeline
 	in := jf.Input
 	switch in.Mode {
@@ -159,7 +163,7 @@ func (j *Job) applyInputMode(md toml.MetaData, jf *jobFile, bad keyErrorFunc) er
 			return bad("input.batch", "batch applies to mode = \"files\"")
 		}
 	case InputModeFiles:
-		if p.Mode != ModeApply {
+		if p.Mode != pipeline.ModeApply {
 			return bad("input.mode", "mode = \"files\" needs an apply pipeline; %s is a %s pipeline", p.Name, p.Mode)
 		}
 		switch in.Batch {
@@ -170,7 +174,7 @@ func (j *Job) applyInputMode(md toml.MetaData, jf *jobFile, bad keyErrorFunc) er
 			return bad("input.batch", "must be %q or %q (got %q)", BatchPerFile, BatchAll, in.Batch)
 		}
 	case InputModeReplace:
-		if p.Mode != ModeApply || !p.Generic {
+		if p.Mode != pipeline.ModeApply || !p.Generic {
 			return bad("input.mode", "mode = \"replace\" takes a generic apply pipeline such as merge_by_key, not %s", p.Name)
 		}
 		if in.Batch != "" {
@@ -201,7 +205,7 @@ func (j *Job) applyInputMode(md toml.MetaData, jf *jobFile, bad keyErrorFunc) er
 // checkChunks checks chunked input: a positive chunk_rows, an integer
 // watermark column of the pipeline's input, an apply pipeline, no files
 // mode.
-func checkChunks(p *Pipeline, in inputTable, bad keyErrorFunc) error {
+func checkChunks(p *pipeline.Pipeline, in inputTable, bad jobfs.KeyErrorFunc) error {
 	if in.ChunkRows < 1 {
 		return bad("input.chunk_rows", "must be a positive number of rows")
 	}
@@ -211,7 +215,7 @@ func checkChunks(p *Pipeline, in inputTable, bad keyErrorFunc) error {
 	if in.Mode != "" {
 		return bad("input.chunk_rows", "chunked input and mode = \"files\" do not combine")
 	}
-	if p.Mode != ModeApply {
+	if p.Mode != pipeline.ModeApply {
 		return bad("input.chunk_rows", "chunked input needs an apply pipeline; %s is a %s pipeline", p.Name, p.Mode)
 	}
 	typ := ""
@@ -235,9 +239,9 @@ func (j *Job) applyRules(data []byte, jf *jobFile) error {
 	names := map[string]bool{}
 	for i, r := range jf.Quality.Rules {
 		loc := func(msg string, args ...any) error {
-			return &JobFileError{File: j.File, Line: RuleLine(data, i), Key: fmt.Sprintf("quality.rules[%d]", i+1), Msg: fmt.Sprintf(msg, args...)}
+			return &report.JobFileError{File: j.File, Line: jobfs.RuleLine(data, i), Key: fmt.Sprintf("quality.rules[%d]", i+1), Msg: fmt.Sprintf(msg, args...)}
 		}
-		if !Identifier.MatchString(r.Name) {
+		if !sqltext.Identifier.MatchString(r.Name) {
 			return loc("rule name %q must be letters, digits and underscores, starting with a letter", r.Name)
 		}
 		if names[r.Name] {
@@ -303,9 +307,9 @@ func (j *Job) schemaDigest() string {
 		return "" // the run describes the SELECT's result (ModelSchemaPart)
 	}
 	if j.Pipeline.Generic {
-		return DigestString(j.Expand(j.DDL))
+		return pipeline.DigestString(j.Expand(j.DDL))
 	}
-	return DigestString(j.DDL)
+	return pipeline.DigestString(j.DDL)
 }
 
 // RestoreShape sets a generic pipeline's columns, key and ordering column
@@ -319,7 +323,7 @@ func (j *Job) RestoreShape(config map[string]any) error {
 	if !ok {
 		return errors.New("no recorded columns for a generic pipeline")
 	}
-	j.Columns = make([]Column, 0, len(cols))
+	j.Columns = make([]pipeline.Column, 0, len(cols))
 	for _, c := range cols {
 		pair, ok := c.([]any)
 		if !ok || len(pair) != 2 {
@@ -327,7 +331,7 @@ func (j *Job) RestoreShape(config map[string]any) error {
 		}
 		name, _ := pair[0].(string)
 		typ, _ := pair[1].(string)
-		j.Columns = append(j.Columns, Column{Name: name, Type: typ})
+		j.Columns = append(j.Columns, pipeline.Column{Name: name, Type: typ})
 	}
 	j.Key = nil
 	keys, _ := config["key"].([]any)

@@ -3,6 +3,10 @@ package job
 import (
 	"errors"
 	"fmt"
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,25 +17,25 @@ import (
 // path, read from the job file's folder. The folder must lie inside the job
 // file's folder: a path that climbs out with .. (or an absolute path
 // elsewhere) is refused, so a job file reads only SQL of its own project.
-func resolvePipeline(jobPath, ref string, builtins fs.FS, lenient bool) (*Pipeline, error) {
+func resolvePipeline(jobPath, ref string, builtins fs.FS, lenient bool) (*pipeline.Pipeline, error) {
 	if ref == "" {
 		return nil, errors.New("missing pipeline name or path")
 	}
-	if Identifier.MatchString(ref) && builtins != nil {
+	if sqltext.Identifier.MatchString(ref) && builtins != nil {
 		if sub, err := fs.Sub(builtins, ref); err == nil {
 			if _, err := fs.Stat(sub, "pipeline.toml"); err == nil {
-				return loadPipeline(sub, "builtin:"+ref, lenient)
+				return pipeline.Load(sub, "builtin:"+ref, lenient)
 			}
 		}
 	}
 	dir, err := allowedPipelineDir(jobPath, ref)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) && Identifier.MatchString(ref) {
+		if errors.Is(err, fs.ErrNotExist) && sqltext.Identifier.MatchString(ref) {
 			return nil, fmt.Errorf("no built-in pipeline named %q (built-ins: %s) and %v", ref, strings.Join(BuiltinNames(builtins), ", "), err)
 		}
 		return nil, err
 	}
-	return loadPipeline(confinedFS{dir}, dir, lenient)
+	return pipeline.Load(jobfs.ConfinedFS{Dir: dir}, dir, lenient)
 }
 
 // allowedPipelineDir resolves a pipeline folder from the job file's folder
@@ -60,7 +64,7 @@ func allowedPipelineDir(jobPath, ref string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !within(root, real) {
+	if !jobfs.Within(root, real) {
 		return "", fmt.Errorf("pipeline folder %s lies outside the job file's folder %s: a job file sits beside or above the pipelines it runs", ref, filepath.Dir(jobPath))
 	}
 	return real, nil
@@ -135,7 +139,7 @@ func (j *Job) CheckDatabase() error {
 		return nil
 	}
 	if h := oldRuleHint(j.File, j.written.database, false, "--db"); h != "" {
-		return Usage("database %s (read from the job file's folder) does not exist%s", j.Database, h)
+		return report.Usage("database %s (read from the job file's folder) does not exist%s", j.Database, h)
 	}
 	return nil
 }

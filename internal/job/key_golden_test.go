@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/pipelines"
 )
 
@@ -32,13 +34,13 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // database.
 func TestKeyGolden(t *testing.T) {
 	t.Parallel()
-	input := func(name string) string { return job.DigestString("the input bytes of " + name) }
+	input := func(name string) string { return pipeline.DigestString("the input bytes of " + name) }
 	cases := []struct {
 		name   string
 		format string // the input format source resolves: the job's, or the file extension's
 		input  string
 		// upstream, partitions and modelColumns are what the run adds.
-		upstream     []job.UpstreamRef
+		upstream     []jobkey.UpstreamRef
 		partitions   []string
 		modelColumns []string
 	}{
@@ -46,16 +48,16 @@ func TestKeyGolden(t *testing.T) {
 		{name: "versioned_changes", format: "jsonl", input: input("versioned_changes")},
 		{name: "orders", format: "jsonl", input: input("orders")},
 		{name: "merge_by_key", format: "csv", input: input("merge_by_key")},
-		{name: "select_model", upstream: []job.UpstreamRef{
-			{Job: "trips", Snapshot: 7, JobKey: job.DigestString("trips key")},
-			{Job: "zones", Snapshot: 2, JobKey: job.DigestString("zones key")},
+		{name: "select_model", upstream: []jobkey.UpstreamRef{
+			{Job: "trips", Snapshot: 7, JobKey: pipeline.DigestString("trips key")},
+			{Job: "zones", Snapshot: 2, JobKey: pipeline.DigestString("zones key")},
 		}, modelColumns: []string{"day DATE", "zone VARCHAR", "n BIGINT"}},
 		// A macro beside a model that does not call it leaves its key
 		// as it was (select_model holds one); the macros a model calls
 		// are part of its transform part.
-		{name: "select_model_macros", upstream: []job.UpstreamRef{
-			{Job: "trips", Snapshot: 7, JobKey: job.DigestString("trips key")},
-			{Job: "zones", Snapshot: 2, JobKey: job.DigestString("zones key")},
+		{name: "select_model_macros", upstream: []jobkey.UpstreamRef{
+			{Job: "trips", Snapshot: 7, JobKey: pipeline.DigestString("trips key")},
+			{Job: "zones", Snapshot: 2, JobKey: pipeline.DigestString("zones key")},
 		}, modelColumns: []string{"day DATE", "zone VARCHAR", "n BIGINT"}},
 		{name: "partitioned", format: "csv", input: input("partitioned"), partitions: []string{"2019", "2020"}},
 		{name: "files_mode", format: "jsonl", input: input("files_mode")},
@@ -70,7 +72,7 @@ func TestKeyGolden(t *testing.T) {
 			dir := filepath.Join("testdata", "key", c.name)
 			j, err := job.LoadJob(filepath.Join(dir, "job.toml"), pipelines.FS)
 			require.NoError(t, err)
-			parts := job.Parts{
+			parts := jobkey.Parts{
 				Input:     c.input,
 				Transform: j.TransformPart(),
 				Config:    j.Config(c.format),
@@ -96,11 +98,11 @@ func TestKeyGolden(t *testing.T) {
 // keyGolden is the golden text of parts: the key, then the canonical JSON
 // it is the sha256 of, indented one field a line so that a diff names the
 // field that changed.
-func keyGolden(t *testing.T, name string, parts job.Parts) string {
+func keyGolden(t *testing.T, name string, parts jobkey.Parts) string {
 	t.Helper()
-	canonical := job.CanonicalJSON(parts)
+	canonical := jobkey.CanonicalJSON(parts)
 	require.Equal(t, parts.JSON(), string(canonical))
-	require.Equal(t, job.DigestString(string(canonical)), parts.Key(), "the key is the sha256 of the canonical JSON")
+	require.Equal(t, pipeline.DigestString(string(canonical)), parts.Key(), "the key is the sha256 of the canonical JSON")
 	var indented bytes.Buffer
 	require.NoError(t, json.Indent(&indented, canonical, "", "  "))
 	return fmt.Sprintf("# The job key of testdata/key/%s/job.toml and the canonical JSON of its\n"+

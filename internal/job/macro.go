@@ -9,6 +9,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/seal"
 )
 
 // MacroDir is the folder of SQL macros beside a project's job files: each
@@ -16,20 +21,6 @@ import (
 // macro) or AS TABLE ... (a table macro), which any model, step, quality
 // rule or audit of the jobs of that folder may call.
 const MacroDir = "macros"
-
-// Macro is one macro of a job's macros folder that the job uses.
-type Macro struct {
-	Name string
-	File string // the file, as messages name it: macros/NAME.sql
-	// SQL is the file's text (trimmed, without its final ;): what the key
-	// covers.
-	SQL string
-	// Create is the statement a run executes on its connection before the
-	// steps: the file's CREATE with its head written CREATE OR REPLACE
-	// TEMP MACRO, so the macro lives only in the run's transaction and
-	// connection, never in the database.
-	Create string
-}
 
 // A macro's rules, each the text of an error:
 //   - the file holds one CREATE MACRO (or FUNCTION) statement, whose name is
@@ -50,83 +41,41 @@ type Macro struct {
 
 // loadMacros reads the macros folder of the job file at jobPath: none when
 // there is no such folder.
-func loadMacros(jobPath string) (map[string]Macro, error) {
+func loadMacros(jobPath string) (map[string]seal.Macro, error) {
 	dir := filepath.Join(filepath.Dir(jobPath), MacroDir)
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, &JobFileError{File: dir, Msg: fmt.Sprintf("read the macros folder: %v", err)}
+		return nil, &report.JobFileError{File: dir, Msg: fmt.Sprintf("read the macros folder: %v", err)}
 	}
-	out := map[string]Macro{}
+	out := map[string]seal.Macro{}
 	for _, e := range entries {
 		if e.IsDir() || !strings.HasSuffix(strings.ToLower(e.Name()), ".sql") {
 			continue
 		}
 		file := MacroDir + "/" + e.Name()
-		text, err := readConfined(dir, e.Name())
-		if isSQLTooLarge(err) {
+		text, err := jobfs.ReadConfined(dir, e.Name())
+		if jobfs.IsSQLTooLarge(err) {
 			return nil, err
 		}
 		if err != nil {
-			return nil, &JobFileError{File: filepath.Join(dir, e.Name()), Msg: fmt.Sprintf("read macro: %v", err)}
+			return nil, &report.JobFileError{File: filepath.Join(dir, e.Name()), Msg: fmt.Sprintf("read macro: %v", err)}
 		}
-		m, err := parseMacro(strings.TrimSuffix(e.Name(), filepath.Ext(e.Name())), file, string(text))
+		m, err := seal.ParseMacro(strings.TrimSuffix(e.Name(), filepath.Ext(e.Name())), file, string(text))
 		if err != nil {
-			return nil, &JobFileError{File: filepath.Join(dir, e.Name()), Line: 1, Msg: err.Error()}
+			return nil, &report.JobFileError{File: filepath.Join(dir, e.Name()), Line: 1, Msg: err.Error()}
 		}
 		out[strings.ToLower(m.Name)] = m
 	}
 	return out, nil
 }
 
-// parseMacro reads the head of a macro file: CREATE [OR REPLACE] [TEMP]
-// MACRO|FUNCTION name (. The rest (its parameters and body) is DuckDB's to
-// parse, and the seal's to check.
-func parseMacro(base, file, text string) (Macro, error) {
-	t := strings.TrimSpace(text)
-	t = strings.TrimSpace(strings.TrimSuffix(t, ";"))
-	if !Identifier.MatchString(base) {
-		return Macro{}, fmt.Errorf("macro file name %s is not a macro name (letters, digits and underscores, starting with a letter)", base+".sql")
-	}
-	masked := MaskSQL(t)
-	toks := sqlTokens(t, masked)
-	p := &tokParser{toks: toks}
-	ok := p.accept("create")
-	if ok && p.accept("or") {
-		ok = p.accept("replace")
-	}
-	if ok && !p.accept("temp") {
-		p.accept("temporary")
-	}
-	ok = ok && (p.accept("macro") || p.accept("function"))
-	var name token
-	if ok && p.i < len(toks) {
-		name = toks[p.i]
-		p.i++
-	}
-	if !ok || name.word == "" || masked[name.start] == '"' || p.i >= len(toks) || toks[p.i].punct != '(' {
-		return Macro{}, fmt.Errorf("a macro file holds one CREATE MACRO %s(...) AS ... (or AS TABLE SELECT ...)", base)
-	}
-	if name.word != strings.ToLower(base) {
-		return Macro{}, fmt.Errorf("the file creates macro %s: a macro file is named for its macro (%s.sql)", t[name.start:name.start+len(name.word)], name.word)
-	}
-	if strings.HasPrefix(name.word, "idem") {
-		return Macro{}, fmt.Errorf("macro %s: names starting with idem are reserved", base)
-	}
-	// Every byte after the name is the file's own; only the head is
-	// idem's, and it names the macro as the file does, on the name's line
-	// (a violation names the file's line).
-	create := strings.Repeat("\n", strings.Count(t[:name.start], "\n")) +
-		"CREATE OR REPLACE TEMP MACRO " + QuoteIdent(name.word) + t[name.start+len(name.word):]
-	return Macro{Name: name.word, File: file, SQL: t, Create: create}, nil
-}
-
 // useMacros binds the macros of all (the job's macros folder) that the
 // job's SQL calls, and those they call, each after the macros it calls
 // (then by name).
-func (j *Job) useMacros(all map[string]Macro) {
+func (j *Job) useMacros(all map[string]seal.Macro) {
 	j.macroDefs = all
 	j.Macros = nil
 	if len(all) == 0 {
@@ -146,7 +95,7 @@ func (j *Job) useMacros(all map[string]Macro) {
 	var visit func(text string)
 	visit = func(text string) {
 		var called []string
-		for _, c := range CalledNames(text) {
+		for _, c := range seal.CalledNames(text) {
 			if _, ok := all[c.Name]; ok && c.Call && !seen[c.Name] && !slices.Contains(called, c.Name) {
 				called = append(called, c.Name)
 			}
@@ -168,10 +117,10 @@ func (j *Job) useMacros(all map[string]Macro) {
 
 // macroSteps are the used macros as the transform part's digest reads
 // them, after the steps.
-func (j *Job) macroSteps() []Step {
-	out := make([]Step, len(j.Macros))
+func (j *Job) macroSteps() []pipeline.Step {
+	out := make([]pipeline.Step, len(j.Macros))
 	for i, m := range j.Macros {
-		out[i] = Step{Name: m.File, SQL: m.SQL}
+		out[i] = pipeline.Step{Name: m.File, SQL: m.SQL}
 	}
 	return out
 }
@@ -186,36 +135,12 @@ func (j *Job) macroNames() map[string]bool {
 }
 
 // macroTexts are the used macros as the seal checks them.
-func (j *Job) macroTexts() []SealedText {
-	out := make([]SealedText, len(j.Macros))
+func (j *Job) macroTexts() []seal.SealedText {
+	out := make([]seal.SealedText, len(j.Macros))
 	for i, m := range j.Macros {
-		out[i] = SealedText{File: m.File, SQL: m.Create, Macro: true}
+		out[i] = seal.SealedText{File: m.File, SQL: m.Create, Macro: true}
 	}
 	return out
-}
-
-// checkMacro is the seal of a macro's text: one CREATE TEMP MACRO that
-// reads no relation by name. Every name its queries read that is not one
-// of its own common table expressions is refused.
-func checkMacro(t SealedText, p Parser, macros map[string]bool) ([]Violation, error) {
-	s := &Seal{Own: map[string]bool{}, Temp: map[string]bool{}, Upstream: map[string]bool{}, Declared: map[string]bool{}, Macros: macros, macro: true}
-	vs, names, err := s.Check(t, p)
-	if err != nil {
-		return nil, err
-	}
-	spans, _ := Statements(t.SQL, p.Count)
-	if len(spans) > 1 {
-		file, line := t.where(0)
-		vs = append(vs, Violation{File: file, Line: line, Construct: "statements",
-			Message: fmt.Sprintf("a macro file holds one CREATE MACRO statement, not %d", len(spans)),
-			Fix:     "put each macro in a file of its own"})
-	}
-	for _, n := range names {
-		vs = append(vs, Violation{File: n.File, Line: n.Line, Construct: n.Written,
-			Message: fmt.Sprintf("macro reads %s: a macro reads no relation by name, so that what it reads is declared by the job that calls it", n.Written),
-			Fix:     "pass the values as arguments, or read the relation in the job's SQL and call a scalar macro on its columns"})
-	}
-	return vs, nil
 }
 
 // MacroText is one macro a job used as its key covers it: the file, as
@@ -243,10 +168,10 @@ func (j *Job) MacroTexts() []MacroText {
 // the macro's file.
 func (j *Job) WithMacros(texts []MacroText) (*Job, error) {
 	at := *j
-	at.Macros = make([]Macro, len(texts))
+	at.Macros = make([]seal.Macro, len(texts))
 	for i, t := range texts {
 		base := strings.TrimSuffix(path.Base(t.File), path.Ext(t.File))
-		m, err := parseMacro(base, t.File, t.SQL)
+		m, err := seal.ParseMacro(base, t.File, t.SQL)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", t.File, err)
 		}

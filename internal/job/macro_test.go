@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/pipelines"
 )
 
@@ -40,7 +42,7 @@ func TestMacrosKey(t *testing.T) {
 	beside := load("SELECT day FROM {{upstream:trips}}", macros)
 	require.Empty(t, beside.Macros, "a macro no SQL calls is not used")
 	require.Equal(t, plain.TransformPart(), beside.TransformPart(), "a job that calls no macro keeps its key")
-	require.Equal(t, job.StepsDigest(plain.Steps), plain.TransformPart().SHA256)
+	require.Equal(t, pipeline.StepsDigest(plain.Steps), plain.TransformPart().SHA256)
 
 	used := load(macroModel, macros)
 	var names []string
@@ -61,7 +63,7 @@ func TestMacrosKey(t *testing.T) {
 	changed := load(macroModel, edited)
 	require.Equal(t, used.TransformPart(), again.TransformPart())
 	require.NotEqual(t, used.TransformPart().SHA256, changed.TransformPart().SHA256, "a macro it calls through another changed")
-	require.Equal(t, job.StepsDigest(used.Steps), job.StepsDigest(changed.Steps), "the released SQL is the steps': a macro edit is no edit of a released version")
+	require.Equal(t, pipeline.StepsDigest(used.Steps), pipeline.StepsDigest(changed.Steps), "the released SQL is the steps': a macro edit is no edit of a released version")
 	edited["macros/unused.sql"] = "CREATE MACRO unused(x) AS TABLE SELECT x AS z"
 	require.Equal(t, changed.TransformPart(), load(macroModel, edited).TransformPart(), "a macro it does not call changed")
 
@@ -89,7 +91,7 @@ func TestMacroFileErrors(t *testing.T) {
 			t.Parallel()
 			d := writeTree(t, map[string]string{"daily.toml": modelJob, "models/daily/v1.sql": "SELECT day FROM {{upstream:trips}}", "macros/" + tc.file: tc.text})
 			_, err := job.LoadJob(filepath.Join(d, "daily.toml"), pipelines.FS)
-			var jfe *job.JobFileError
+			var jfe *report.JobFileError
 			require.ErrorAs(t, err, &jfe)
 			require.Equal(t, filepath.Join(d, "macros", tc.file), jfe.File)
 			require.ErrorContains(t, err, tc.want)

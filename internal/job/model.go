@@ -12,6 +12,11 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // transformTable is the job file's [transform] table: the folder of a
@@ -22,15 +27,12 @@ type transformTable struct {
 
 var modelFile = regexp.MustCompile(`^v([1-9][0-9]*)\.sql$`)
 
-// ModelPlaceholder is where a model pipeline's steps take the model.
-const ModelPlaceholder = "{{model}}"
-
 // modelSteps reads the model a job of a model pipeline names: the file
 // v<transform_version>.sql in its [transform] sql folder, one SELECT. The
 // pipeline's transform/v1 steps wrap it: {{model}} in them is replaced by
 // the model's text, so the transform part's sha256 covers the model.
-func modelSteps(path string, data []byte, p *Pipeline, jf *jobFile, md toml.MetaData) ([]Step, error) {
-	bad := keyErrors(path, data)
+func modelSteps(path string, data []byte, p *pipeline.Pipeline, jf *jobFile, md toml.MetaData) ([]pipeline.Step, error) {
+	bad := jobfs.KeyErrors(path, data)
 	ref := jf.Transform.SQL
 	if ref == "" {
 		return nil, bad("transform.sql", "pipeline %s runs one SELECT from a model file or folder: add [transform] sql = \"models/%s.sql\"", p.Name, jf.Name)
@@ -44,20 +46,20 @@ func modelSteps(path string, data []byte, p *Pipeline, jf *jobFile, md toml.Meta
 	case file != "" && versioned:
 		return nil, bad("transform_version", "model %s is one file, whose version is its text's sha256: remove transform_version (or keep numbered versions v1.sql, v2.sql... in a folder)", ref)
 	case file == "" && !versioned:
-		return nil, &JobFileError{File: path, Key: "transform_version", Msg: fmt.Sprintf("missing required key: model folder %s holds numbered versions (%s); set transform_version, or name one file: sql = \"%s.sql\"", ref, modelVersions(dir), strings.TrimSuffix(ref, "/"))}
+		return nil, &report.JobFileError{File: path, Key: "transform_version", Msg: fmt.Sprintf("missing required key: model folder %s holds numbered versions (%s); set transform_version, or name one file: sql = \"%s.sql\"", ref, modelVersions(dir), strings.TrimSuffix(ref, "/"))}
 	}
 	var text []byte
 	if file != "" {
 		dir = filepath.Dir(file)
-		text, err = readConfined(dir, filepath.Base(file))
+		text, err = jobfs.ReadConfined(dir, filepath.Base(file))
 	} else {
 		file = filepath.Join(dir, fmt.Sprintf("v%d.sql", jf.TransformVersion))
-		text, err = readConfined(dir, fmt.Sprintf("v%d.sql", jf.TransformVersion))
+		text, err = jobfs.ReadConfined(dir, fmt.Sprintf("v%d.sql", jf.TransformVersion))
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, bad("transform_version", "model folder %s has no v%d.sql (%s)", resolveJobPath(filepath.Dir(path), ref), jf.TransformVersion, modelVersions(dir))
 		}
 	}
-	if isSQLTooLarge(err) {
+	if jobfs.IsSQLTooLarge(err) {
 		return nil, err
 	}
 	if err != nil {
@@ -65,7 +67,7 @@ func modelSteps(path string, data []byte, p *Pipeline, jf *jobFile, md toml.Meta
 	}
 	model, err := modelText(string(text))
 	if err != nil {
-		return nil, &JobFileError{File: file, Msg: err.Error()}
+		return nil, &report.JobFileError{File: file, Msg: err.Error()}
 	}
 	wrap, err := p.Transform(1)
 	if err != nil {
@@ -76,10 +78,10 @@ func modelSteps(path string, data []byte, p *Pipeline, jf *jobFile, md toml.Meta
 }
 
 // wrapModel puts a model's text into the wrapper steps.
-func wrapModel(wrap []Step, model string) []Step {
-	steps := make([]Step, len(wrap))
+func wrapModel(wrap []pipeline.Step, model string) []pipeline.Step {
+	steps := make([]pipeline.Step, len(wrap))
 	for i, s := range wrap {
-		steps[i] = Step{Name: s.Name, SQL: strings.ReplaceAll(s.SQL, ModelPlaceholder, model)}
+		steps[i] = pipeline.Step{Name: s.Name, SQL: strings.ReplaceAll(s.SQL, pipeline.ModelPlaceholder, model)}
 	}
 	return steps
 }
@@ -92,11 +94,11 @@ func (j *Job) ModelAt(v int) (*Job, error) {
 		return nil, fmt.Errorf("model %s is one file, versioned by its text's sha256, not numbered", j.ModelFile)
 	}
 	file := filepath.Join(j.ModelDir, fmt.Sprintf("v%d.sql", v))
-	text, err := readConfined(j.ModelDir, fmt.Sprintf("v%d.sql", v))
+	text, err := jobfs.ReadConfined(j.ModelDir, fmt.Sprintf("v%d.sql", v))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("model folder %s has no v%d.sql (%s)", j.ModelDir, v, modelVersions(j.ModelDir))
 	}
-	if isSQLTooLarge(err) {
+	if jobfs.IsSQLTooLarge(err) {
 		return nil, err
 	}
 	if err != nil {
@@ -104,7 +106,7 @@ func (j *Job) ModelAt(v int) (*Job, error) {
 	}
 	at, err := j.ModelWith(string(text))
 	if err != nil {
-		return nil, &JobFileError{File: file, Msg: err.Error()}
+		return nil, &report.JobFileError{File: file, Msg: err.Error()}
 	}
 	at.TransformVersion, at.ModelFile = v, file
 	return at, nil
@@ -157,7 +159,7 @@ func RefsAsUpstream(text string) string {
 // {{upstream:NAME}}, in order of first reading.
 func ModelUpstreams(text string) []string {
 	var out []string
-	for _, m := range placeholder.FindAllStringSubmatch(text, -1) {
+	for _, m := range pipeline.Placeholder.FindAllStringSubmatch(text, -1) {
 		if m[1] == "upstream" && len(m[2]) > 1 {
 			if name := m[2][1:]; !slices.Contains(out, name) {
 				out = append(out, name)
@@ -179,7 +181,7 @@ func modelText(text string) (string, error) {
 		return "", fmt.Errorf("the model is empty: write one SELECT")
 	}
 	t = RefsAsUpstream(t)
-	for _, m := range placeholder.FindAllStringSubmatch(t, -1) {
+	for _, m := range pipeline.Placeholder.FindAllStringSubmatch(t, -1) {
 		if m[1] != "upstream" {
 			return "", fmt.Errorf("placeholder %s: a model reads its upstream jobs with {{upstream:NAME}} and nothing else", m[0])
 		}
@@ -199,7 +201,7 @@ func modelVersions(dir string) string {
 			vs = append(vs, n)
 		}
 	}
-	return versionList(vs)
+	return pipeline.VersionList(vs)
 }
 
 // insideJobDir resolves a folder written in a job file from the job
@@ -228,7 +230,7 @@ func insideJobDir(jobPath, ref string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !within(root, real) {
+	if !jobfs.Within(root, real) {
 		return "", fmt.Errorf("model folder %s lies outside the job file's folder %s", ref, filepath.Dir(jobPath))
 	}
 	return real, nil
@@ -287,26 +289,26 @@ func (j *Job) NextVersionHint() string {
 
 // ModelSchemaPart is the schema part of a model's key: the names and
 // types of its SELECT's result columns, in order (each "name TYPE").
-func (j *Job) ModelSchemaPart(columns []string) SchemaPart {
-	return SchemaPart{Version: j.SchemaVersion, SHA256: DigestString(strings.Join(columns, "\n"))}
+func (j *Job) ModelSchemaPart(columns []string) jobkey.SchemaPart {
+	return jobkey.SchemaPart{Version: j.SchemaVersion, SHA256: pipeline.DigestString(strings.Join(columns, "\n"))}
 }
 
 // modelKey binds a model's [target] key: the columns that name one row of
 // its result, which the run checks are unique and never NULL.
 func (j *Job) modelKey(data []byte, jf *jobFile) error {
-	bad := keyErrors(j.File, data)
+	bad := jobfs.KeyErrors(j.File, data)
 	switch {
 	case len(jf.Input.Columns) > 0:
 		return bad("input.columns", "a model's columns are its SELECT's: remove [input.columns]")
 	case jf.Target.OrderBy != "":
 		return bad("target.order_by", "a model is written in key order: remove order_by")
 	case len(jf.Target.Key) == 0:
-		return &JobFileError{File: j.File, Line: keyLine(data, []string{"target"}), Key: "target.key",
+		return &report.JobFileError{File: j.File, Line: jobfs.KeyLine(data, "target"), Key: "target.key",
 			Msg: "a model names the columns that identify one row of its result: add key = [\"...\"] to [target]"}
 	}
 	seen := map[string]bool{}
 	for _, k := range jf.Target.Key {
-		if !Identifier.MatchString(k) {
+		if !sqltext.Identifier.MatchString(k) {
 			return bad("target.key", "key column %q is not a column name of letters, digits and underscores", k)
 		}
 		if seen[k] {

@@ -1,6 +1,8 @@
 package job
 
 import (
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/sqltext"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -45,7 +47,7 @@ func (p *PublishIceberg) CatalogKind() string {
 
 // checkPublish checks [publish.iceberg] and resolves its paths from dir,
 // the job file's folder.
-func checkPublish(p *Publish, dir string, bad keyErrorFunc) error {
+func checkPublish(p *Publish, dir string, bad jobfs.KeyErrorFunc) error {
 	if p == nil || p.Iceberg == nil {
 		return nil
 	}
@@ -55,7 +57,7 @@ func checkPublish(p *Publish, dir string, bad keyErrorFunc) error {
 			return bad("publish.iceberg."+k.key, "missing: [publish.iceberg] needs catalog, warehouse and namespace")
 		}
 	}
-	if !Identifier.MatchString(ice.Namespace) {
+	if !sqltext.Identifier.MatchString(ice.Namespace) {
 		return bad("publish.iceberg.namespace", "must be letters, digits and underscores, starting with a letter (got %q)", ice.Namespace)
 	}
 	switch c := ice.Catalog; {

@@ -2,6 +2,9 @@ package job
 
 import (
 	"fmt"
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/sqltext"
 	"slices"
 	"strings"
 )
@@ -19,7 +22,7 @@ func runRelations() []string { return []string{"input", "staged", "outcomes"} }
 // tables and views the job's steps create, compared without case as DuckDB
 // compares names. When [target] table is absent the name is the job's, and
 // the error names key name.
-func (j *Job) checkTableName(bad keyErrorFunc, jf *jobFile) error {
+func (j *Job) checkTableName(bad jobfs.KeyErrorFunc, jf *jobFile) error {
 	key := "target.table"
 	if jf.Target.Table == "" {
 		key = "name"
@@ -30,7 +33,7 @@ func (j *Job) checkTableName(bad keyErrorFunc, jf *jobFile) error {
 		reserved[r] = ""
 	}
 	for _, s := range j.Steps {
-		for _, r := range createdRelations(s.SQL, true) {
+		for _, r := range sqltext.TempRelations(s.SQL) {
 			if _, ok := reserved[r]; !ok {
 				reserved[r] = s.Name
 			}
@@ -38,7 +41,7 @@ func (j *Job) checkTableName(bad keyErrorFunc, jf *jobFile) error {
 	}
 	suffixes := []string{""}
 	for _, text := range append([]string{j.DDL}, stepTexts(j.Steps)...) {
-		for _, m := range Companion.FindAllStringSubmatch(text, -1) {
+		for _, m := range pipeline.Companion.FindAllStringSubmatch(text, -1) {
 			if !slices.Contains(suffixes, m[1]) {
 				suffixes = append(suffixes, m[1])
 			}
@@ -63,7 +66,7 @@ func (j *Job) checkTableName(bad keyErrorFunc, jf *jobFile) error {
 }
 
 // stepTexts lists the steps' SQL.
-func stepTexts(steps []Step) []string {
+func stepTexts(steps []pipeline.Step) []string {
 	out := make([]string, len(steps))
 	for i, s := range steps {
 		out[i] = s.SQL

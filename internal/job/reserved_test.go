@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/sqltext"
 	"github.com/idem-dev/idem/pipelines"
 )
 
@@ -80,7 +81,7 @@ func TestReservedBuiltinTemps(t *testing.T) {
 		j, err := job.LoadJob(dir+"/job.toml", pipelines.FS)
 		require.NoError(t, err)
 		for _, s := range j.Steps {
-			for _, name := range job.CreatedRelations(s.SQL) {
+			for _, name := range sqltext.CreatedRelations(s.SQL) {
 				if strings.HasPrefix(name, "idem") {
 					continue // refused for any job: names starting with idem
 				}

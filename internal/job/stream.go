@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/pipeline"
 )
 
 // Stream input kinds ([input] kind). Files stay the default (kind absent).
@@ -72,7 +74,7 @@ type streamTable struct {
 // refresh pipeline would replace its target with the last batch alone.
 // Errors are *JobFileError naming the key.
 func (j *Job) applyStream(data []byte, md toml.MetaData, jf *jobFile) error {
-	bad := keyErrors(j.File, data)
+	bad := jobfs.KeyErrors(j.File, data)
 	in := jf.Input
 	s := in.streamTable
 	if s.Kind == "" {
@@ -120,7 +122,7 @@ func (j *Job) applyStream(data []byte, md toml.MetaData, jf *jobFile) error {
 	default:
 		return bad("input.kind", "must be %q or %q, or absent for files (got %q)", KindKafka, KindSSE, s.Kind)
 	}
-	if j.Pipeline.Mode != ModeApply {
+	if j.Pipeline.Mode != pipeline.ModeApply {
 		return bad("input.kind", "a stream input needs an apply pipeline (each batch is a set of changes applied once); %s is a %s pipeline, which would replace its target with the last batch alone", j.Pipeline.Name, j.Pipeline.Mode)
 	}
 	switch {

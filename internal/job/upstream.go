@@ -3,38 +3,21 @@ package job
 import (
 	"slices"
 	"strings"
+
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
-
-// What a pipeline may read together (pipeline.toml reads).
-const (
-	ReadsFiles    = "files"
-	ReadsUpstream = "upstream"
-)
-
-// UpstreamRef is one upstream input in the input part of a job key: the
-// upstream job, the snapshot of it this run pinned, and that snapshot's job
-// key. A run whose upstreams all name the snapshots its state row pinned
-// reads the same rows again.
-type UpstreamRef struct {
-	Job      string `json:"job"`
-	Snapshot int64  `json:"snapshot"`
-	JobKey   string `json:"job_key"`
-}
-
-// UpstreamRelation is the temporary relation a step reads upstream job
-// name's rows from: {{upstream:NAME}} expands to it. The run makes it hold
-// that job's target as committed at the snapshot pinned for the run.
-func UpstreamRelation(name string) string { return "idem_upstream_" + name }
 
 // applyUpstream validates [input] upstream: names of other jobs, each once,
 // and not together with a file input unless the pipeline reads both.
 func (j *Job) applyUpstream(data []byte, jf *jobFile) error {
-	bad := keyErrors(j.File, data)
+	bad := jobfs.KeyErrors(j.File, data)
 	ups := jf.Input.Upstream
 	seen := map[string]bool{}
 	for _, u := range ups {
 		switch {
-		case !Identifier.MatchString(u):
+		case !sqltext.Identifier.MatchString(u):
 			return bad("input.upstream", "upstream %q is not a job name (letters, digits and underscores, starting with a letter)", u)
 		case u == j.Name:
 			return bad("input.upstream", "job %s cannot read itself as an upstream", u)
@@ -47,9 +30,9 @@ func (j *Job) applyUpstream(data []byte, jf *jobFile) error {
 		ups = j.modelUpstreams(jf)
 	}
 	p := j.Pipeline
-	if len(ups) > 0 && jf.Input.Path != "" && !(slices.Contains(p.Reads, ReadsFiles) && slices.Contains(p.Reads, ReadsUpstream)) {
+	if len(ups) > 0 && jf.Input.Path != "" && !(slices.Contains(p.Reads, pipeline.ReadsFiles) && slices.Contains(p.Reads, pipeline.ReadsUpstream)) {
 		return bad("input.upstream", "a job reads files ([input] path) or upstream jobs, not both, unless its pipeline declares reads = [%q, %q] (pipeline %s does not)",
-			ReadsFiles, ReadsUpstream, p.Name)
+			pipeline.ReadsFiles, pipeline.ReadsUpstream, p.Name)
 	}
 	if p.Model && len(ups) == 0 && jf.Input.Path != "" {
 		return bad("input.path", "a model reads upstream jobs, not files: declare [input] upstream = [\"JOB\"] and read it with {{upstream:JOB}}")
@@ -117,7 +100,7 @@ func (j *Job) checkDeclaredReads(data []byte, jf *jobFile) error {
 	}
 	for _, u := range jf.Input.Upstream {
 		if !slices.Contains(reads, u) {
-			return keyErrors(j.File, data)("input.upstream", "upstream %s is declared but model %s never reads it: read it with {{upstream:%s}} (or {{ ref('%s') }}), or drop it from [input] upstream (a model's upstreams come from its SQL when [input] upstream is left out)",
+			return jobfs.KeyErrors(j.File, data)("input.upstream", "upstream %s is declared but model %s never reads it: read it with {{upstream:%s}} (or {{ ref('%s') }}), or drop it from [input] upstream (a model's upstreams come from its SQL when [input] upstream is left out)",
 				u, j.Name, u, u)
 		}
 	}

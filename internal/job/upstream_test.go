@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/pipelines"
 )
 
@@ -69,12 +71,12 @@ func TestModelJob(t *testing.T) {
 
 	// An upstream is part of the key's input part; advancing it changes
 	// the input part.
-	p1 := job.Parts{Upstream: []job.UpstreamRef{{Job: "trips", Snapshot: 4, JobKey: "a"}}}
-	p2 := job.Parts{Upstream: []job.UpstreamRef{{Job: "trips", Snapshot: 5, JobKey: "b"}}}
-	require.Equal(t, []string{job.PartInput}, p2.Changed(p1))
+	p1 := jobkey.Parts{Upstream: []jobkey.UpstreamRef{{Job: "trips", Snapshot: 4, JobKey: "a"}}}
+	p2 := jobkey.Parts{Upstream: []jobkey.UpstreamRef{{Job: "trips", Snapshot: 5, JobKey: "b"}}}
+	require.Equal(t, []string{jobkey.PartInput}, p2.Changed(p1))
 	require.NotEqual(t, p1.Key(), p2.Key())
 	// A job without upstreams keeps the key it had (no "upstream" field).
-	require.NotContains(t, job.Parts{Input: "x"}.JSON(), "upstream")
+	require.NotContains(t, jobkey.Parts{Input: "x"}.JSON(), "upstream")
 }
 
 // TestModelFile: a model written as one file has no transform_version: its
@@ -126,7 +128,7 @@ func TestModelFile(t *testing.T) {
 			t.Parallel()
 			d := writeTree(t, map[string]string{"daily.toml": tc.job, "models/daily.sql": v1, "models/daily/v1.sql": v1})
 			_, err := job.LoadJob(filepath.Join(d, "daily.toml"), pipelines.FS)
-			var jfe *job.JobFileError
+			var jfe *report.JobFileError
 			require.ErrorAs(t, err, &jfe)
 			require.ErrorContains(t, err, tc.want)
 		})
@@ -157,7 +159,7 @@ func TestUpstreamJobFileErrors(t *testing.T) {
 			_, err := job.LoadJob(filepath.Join(dir, "daily.toml"), pipelines.FS)
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tc.want)
-			var jfe *job.JobFileError
+			var jfe *report.JobFileError
 			require.ErrorAs(t, err, &jfe)
 		})
 	}
@@ -225,10 +227,10 @@ func TestDeclaredUpstreamMustBeRead(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			var jfe *job.JobFileError
+			var jfe *report.JobFileError
 			require.ErrorAs(t, err, &jfe)
 			require.ErrorContains(t, err, tc.want)
-			require.Equal(t, job.ExitUsage, job.ExitCode(err))
+			require.Equal(t, report.ExitUsage, report.ExitCode(err))
 		})
 	}
 }

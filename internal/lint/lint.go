@@ -17,7 +17,12 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/seal"
+	"github.com/idem-dev/idem/internal/sqltext"
 
 	"github.com/BurntSushi/toml"
 )
@@ -73,15 +78,15 @@ type Report struct {
 // named by the key, and _row (the stage step's row number), are unique per
 // row; row_number() OVER () numbers rows in input order.
 func Check(ctx context.Context, jobPath string, builtins fs.FS) (*Report, error) {
-	data, err := job.ReadJobFile(jobPath)
+	data, err := jobfs.ReadJobFile(jobPath)
 	if err != nil {
 		return nil, err
 	}
 	rep := &Report{Findings: []Finding{}}
 	j, err := run.ParseJobLenient(jobPath, data, builtins)
 	if err != nil {
-		if errors.Is(err, job.ErrNoKey) {
-			var jfe *job.JobFileError
+		if errors.Is(err, report.ErrNoKey) {
+			var jfe *report.JobFileError
 			errors.As(err, &jfe)
 			var head struct {
 				Name, Pipeline string
@@ -101,7 +106,7 @@ func Check(ctx context.Context, jobPath string, builtins fs.FS) (*Report, error)
 	}
 	rep.Job, rep.Pipeline = j.Name, j.Pipeline.Name
 	origin := lintPath(j.Pipeline.Origin())
-	if j.Pipeline.Mode == job.ModeApply && len(j.Pipeline.Key) == 0 {
+	if j.Pipeline.Mode == pipeline.ModeApply && len(j.Pipeline.Key) == 0 {
 		rep.add(Finding{ID: NoKey, Severity: SeverityError, File: path.Join(origin, "pipeline.toml"),
 			Message: fmt.Sprintf("apply pipeline %s declares no key columns: a replayed batch would double its rows, and history cannot track rows", j.Pipeline.Name),
 			Fix:     `declare key = ["..."] in pipeline.toml`})
@@ -137,7 +142,7 @@ func Check(ctx context.Context, jobPath string, builtins fs.FS) (*Report, error)
 			return nil, err
 		}
 	}
-	// The macros it calls, sealed like its SQL (job.Macro).
+	// The macros it calls, sealed like its SQL (seal.Macro).
 	for _, m := range j.Macros {
 		if err := l.file(lintFile{name: m.File, text: m.Create, macro: true}); err != nil {
 			return nil, err
@@ -152,7 +157,7 @@ func Check(ctx context.Context, jobPath string, builtins fs.FS) (*Report, error)
 	}
 
 	// Params declared and never read.
-	for _, name := range job.SortedKeys(j.Pipeline.Params) {
+	for _, name := range report.SortedKeys(j.Pipeline.Params) {
 		read := regexp.MustCompile(`(?i)getvariable\s*\(\s*'` + regexp.QuoteMeta(name) + `'\s*\)`)
 		used := false
 		for _, f := range files {
@@ -167,7 +172,7 @@ func Check(ctx context.Context, jobPath string, builtins fs.FS) (*Report, error)
 	// A declared outcomes table that no step writes: every run would fail
 	// its balance check (the stored rows are what is counted).
 	if t := j.Pipeline.OutcomesTable; t != "" && !j.IsModel() {
-		stores := regexp.MustCompile(`(?i)\b(INSERT|MERGE)\s+INTO\s+` + regexp.QuoteMeta(job.QuoteIdent(j.Table+t)))
+		stores := regexp.MustCompile(`(?i)\b(INSERT|MERGE)\s+INTO\s+` + regexp.QuoteMeta(sqltext.QuoteIdent(j.Table+t)))
 		stored := false
 		for _, f := range files[:len(files)-1] {
 			stored = stored || stores.MatchString(f.text)
@@ -216,8 +221,8 @@ func lintPath(p string) string {
 
 type lintFile struct {
 	name, text string
-	step       bool // a step or the model, read in order (job.SealedText.Step)
-	macro      bool // a macro the job calls (job.SealedText.Macro)
+	step       bool // a step or the model, read in order (seal.SealedText.Step)
+	macro      bool // a macro the job calls (seal.SealedText.Macro)
 }
 
 type linter struct {
@@ -225,7 +230,7 @@ type linter struct {
 	db   *sql.DB
 	j    *job.Job
 	rep  *Report
-	seal *job.Seal
+	seal *seal.Seal
 	// parsed holds each query's parse (parse).
 	parsed map[string]parsedQuery
 }
@@ -250,12 +255,12 @@ var orderSensitiveWindows = map[string]bool{
 
 func (l *linter) file(f lintFile) error {
 	// What the run refuses: volatile functions (L003), reads and writes
-	// outside the job (job.Seal).
+	// outside the job (seal.Seal).
 	funcs, err := run.EngineFunctions(l.ctx, l.db)
 	if err != nil {
 		return err
 	}
-	vs, unknown, err := l.seal.Check(job.SealedText{File: f.name, SQL: f.text, Step: f.step, Macro: f.macro}, job.Parser{Parse: l.parse, Count: run.CountStatements, Funcs: funcs})
+	vs, unknown, err := l.seal.Check(seal.SealedText{File: f.name, SQL: f.text, Step: f.step, Macro: f.macro}, seal.Parser{Parse: l.parse, Count: run.CountStatements, Funcs: funcs})
 	if err != nil {
 		return err
 	}
@@ -275,17 +280,17 @@ func (l *linter) file(f lintFile) error {
 		}
 		l.rep.add(Finding{ID: id, Severity: SeverityError, File: f.name, Line: v.Line, Message: v.Message, Fix: v.Fix})
 	}
-	masked := job.MaskSQL(f.text)
-	spans, err := job.Statements(f.text, run.CountStatements)
+	masked := sqltext.MaskSQL(f.text)
+	spans, err := sqltext.Statements(f.text, run.CountStatements)
 	if err != nil {
-		return nil // refused above (a *job.SplitError): its statements are not what idem reads
+		return nil // refused above (a *sqltext.SplitError): its statements are not what idem reads
 	}
 	for _, st := range spans {
 		text := f.text[st.Start:st.End]
 		mtext := masked[st.Start:st.End]
 		line := func(off int) int { return 1 + strings.Count(f.text[:st.Start+off], "\n") }
 		first := len(mtext) - len(strings.TrimLeft(mtext, " \t\r\n"))
-		queries, err := job.StatementQueries(text, mtext, l.parse)
+		queries, err := sqltext.StatementQueries(text, mtext, l.parse)
 		if err != nil {
 			return err
 		}
@@ -348,7 +353,7 @@ func (l *linter) query(file string, lineAt func(int) int, node map[string]any) {
 	// EXISTS (SELECT ... LIMIT 1) asks whether any row exists: which row
 	// comes first does not matter there.
 	exists := map[uintptr]bool{}
-	job.WalkJSON(node, func(m map[string]any) {
+	sqltext.WalkJSON(node, func(m map[string]any) {
 		if t, _ := m["subquery_type"].(string); m["class"] == "SUBQUERY" && (t == "EXISTS" || t == "NOT_EXISTS") {
 			if sq, ok := m["subquery"].(map[string]any); ok {
 				if n, ok := sq["node"].(map[string]any); ok {
@@ -357,8 +362,8 @@ func (l *linter) query(file string, lineAt func(int) int, node map[string]any) {
 			}
 		}
 	})
-	job.WalkJSON(node, func(m map[string]any) {
-		line := lineAt(job.QueryLocation(m))
+	sqltext.WalkJSON(node, func(m map[string]any) {
+		line := lineAt(seal.QueryLocation(m))
 		if mods, ok := m["modifiers"].([]any); ok && !exists[reflect.ValueOf(m).Pointer()] {
 			l.limit(file, lineAt, mods)
 		}
@@ -460,7 +465,7 @@ func (l *linter) limit(file string, lineAt func(int) int, mods []any) {
 		if e == nil {
 			continue
 		}
-		if v, ok := job.ConstantText(e); k == "limit" && ok && v == "0" && lim["offset"] == nil {
+		if v, ok := sqltext.ConstantText(e); k == "limit" && ok && v == "0" && lim["offset"] == nil {
 			return // LIMIT 0 keeps no row
 		}
 		if loc, ok := e["query_location"].(float64); ok && loc >= 0 && loc < 1<<40 && at == 0 {
@@ -516,18 +521,18 @@ var (
 // (STREAM-001), and a max_wait under 100 ms polls the source nearly
 // without pause while following (STREAM-002).
 func lintStream(j *job.Job, data []byte, rep *Report) {
-	if j.Pipeline.Mode == job.ModeApply && len(j.Pipeline.Key) == 0 {
+	if j.Pipeline.Mode == pipeline.ModeApply && len(j.Pipeline.Key) == 0 {
 		rep.add(streamNoKey(j.File, data, j.Input.Stream.Kind))
 	}
 	if w := j.Input.Stream.MaxWait; w < 100*time.Millisecond {
-		rep.add(Finding{ID: StreamFastPoll, Severity: SeverityWarning, File: j.File, Line: job.KeyLine(data, "input", "max_wait"),
+		rep.add(Finding{ID: StreamFastPoll, Severity: SeverityWarning, File: j.File, Line: jobfs.KeyLine(data, "input", "max_wait"),
 			Message: fmt.Sprintf("max_wait = %q: run --follow closes a batch every %s, an always-on cost (a transaction and a snapshot per batch) even when few records come", w, w),
 			Fix:     `raise max_wait to 100ms or more (default "2s")`})
 	}
 }
 
 func streamNoKey(file string, data []byte, kind string) Finding {
-	return Finding{ID: StreamNoKey, Severity: SeverityError, File: file, Line: job.KeyLine(data, "input", "kind"),
+	return Finding{ID: StreamNoKey, Severity: SeverityError, File: file, Line: jobfs.KeyLine(data, "input", "kind"),
 		Message: fmt.Sprintf("the job applies a %s stream without key columns: a source that replays records (a reset consumer, a reconnect) would double rows", kind),
 		Fix:     `use a pipeline with key columns, or declare key = ["..."] in [target]`}
 }

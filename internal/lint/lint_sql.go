@@ -7,8 +7,9 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // The step contract: the relations idem and the later steps read, by the
@@ -25,7 +26,7 @@ func createsRelation(name string) *regexp.Regexp {
 // creates reports whether text creates the relation re matches, outside
 // comments and string literals.
 func creates(re *regexp.Regexp, text string) bool {
-	masked := job.MaskSQL(text)
+	masked := sqltext.MaskSQL(text)
 	for _, m := range re.FindAllStringIndex(text, -1) {
 		if strings.EqualFold(masked[m[0]:m[0]+6], "CREATE") {
 			return true
@@ -75,7 +76,7 @@ func (l *linter) contract(origin string, steps []lintFile) {
 		add(SeverityError, dir, "no step creates temp table outcomes and the pipeline declares no outcomes_table: idem counts each row's outcome there, so every run would fail",
 			"create temp table (or view) outcomes in the outcomes step: one row per staged row, with a column outcome")
 	}
-	if j.Pipeline.Mode == job.ModeApply && !hasTouched {
+	if j.Pipeline.Mode == pipeline.ModeApply && !hasTouched {
 		add(SeverityWarning, dir, "no step creates temp table idem_touched: every run compares the whole target with its history instead of the keys the batch touched",
 			fmt.Sprintf("in the commit step, CREATE OR REPLACE TEMP TABLE idem_touched AS the key columns (%s) of every row written or deleted", strings.Join(j.Pipeline.Key, ", ")))
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // compare compares the model's result (its target in the scratch
@@ -151,7 +152,7 @@ func diff(ctx context.Context, q *sql.DB, table string, cols []string, keys int,
 	var order []string
 	for i, c := range cols {
 		alias[i] = fmt.Sprintf("c%d", i)
-		texts[i] = "CAST(" + job.QuoteIdent(c) + " AS VARCHAR) AS " + alias[i]
+		texts[i] = "CAST(" + sqltext.QuoteIdent(c) + " AS VARCHAR) AS " + alias[i]
 		match[i] = "e." + alias[i] + " IS NOT DISTINCT FROM r." + alias[i]
 		pick[i] = "coalesce(e." + alias[i] + ", r." + alias[i] + ") AS " + alias[i]
 		if ordered(types[c]) {
@@ -193,7 +194,7 @@ func diff(ctx context.Context, q *sql.DB, table string, cols []string, keys int,
 	}
 	all := strings.Join(alias, ", ")
 	stmt := "WITH e AS (SELECT " + all + ", count(*) AS n FROM (" + e + ") GROUP BY ALL),\n" +
-		"r AS (SELECT " + all + ", count(*) AS n FROM (SELECT " + strings.Join(texts, ", ") + " FROM main." + job.QuoteIdent(table) + ") GROUP BY ALL)\n" +
+		"r AS (SELECT " + all + ", count(*) AS n FROM (SELECT " + strings.Join(texts, ", ") + " FROM main." + sqltext.QuoteIdent(table) + ") GROUP BY ALL)\n" +
 		"SELECT * FROM (SELECT coalesce(e.n, 0) - coalesce(r.n, 0) AS d, " + strings.Join(pick, ", ") +
 		" FROM e FULL JOIN r ON " + strings.Join(match, " AND ") + " WHERE coalesce(e.n, 0) <> coalesce(r.n, 0))\n" +
 		"ORDER BY " + strings.Join(order, ", ")

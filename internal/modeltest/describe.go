@@ -11,6 +11,8 @@ import (
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/seal"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // describer types the result columns of an upstream model that never
@@ -64,9 +66,9 @@ func (d *describer) describe(ctx context.Context, tx *sql.Tx, name string, path 
 		}
 		defs := make([]string, len(cols))
 		for i, c := range cols {
-			defs[i] = job.QuoteIdent(c.Name) + " " + c.Type
+			defs[i] = sqltext.QuoteIdent(c.Name) + " " + c.Type
 		}
-		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+job.QuoteIdent(job.UpstreamRelation(u))+" ("+strings.Join(defs, ", ")+")"); err != nil {
+		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+sqltext.QuoteIdent(seal.UpstreamRelation(u))+" ("+strings.Join(defs, ", ")+")"); err != nil {
 			return nil, fmt.Errorf("upstream %s of %s: %w", u, name, catalog.TrimSQLError(err))
 		}
 	}

@@ -12,7 +12,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // Test is one [[test]] of a test file: a model, the rows of each upstream
@@ -70,20 +71,20 @@ type tableDoc struct {
 }
 
 // ReadFile reads and parses the test file at path (see ParseFile). A file
-// that is not a regular file, or is larger than job.MaxTOMLBytes, is
+// that is not a regular file, or is larger than jobfs.MaxTOMLBytes, is
 // refused without being read whole.
 func ReadFile(path string) ([]*Test, error) {
 	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
-		return nil, &job.JobFileError{File: path, Msg: "cannot read test file: not a regular file"}
+		return nil, &report.JobFileError{File: path, Msg: "cannot read test file: not a regular file"}
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, &job.JobFileError{File: path, Msg: "cannot read test file: " + unwrapPath(err).Error(), Err: err}
+		return nil, &report.JobFileError{File: path, Msg: "cannot read test file: " + unwrapPath(err).Error(), Err: err}
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, job.MaxTOMLBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, jobfs.MaxTOMLBytes+1))
 	if err != nil {
-		return nil, &job.JobFileError{File: path, Msg: "cannot read test file: " + unwrapPath(err).Error(), Err: err}
+		return nil, &report.JobFileError{File: path, Msg: "cannot read test file: " + unwrapPath(err).Error(), Err: err}
 	}
 	return ParseFile(path, data)
 }
@@ -97,13 +98,13 @@ func unwrapPath(err error) error {
 }
 
 // ParseFile parses test file bytes; path names the file in errors. Every
-// error is a *job.JobFileError naming the file, the line and the key
+// error is a *report.JobFileError naming the file, the line and the key
 // (exit 2): a TOML error, an unknown key, a test without name, model or
 // expect, a table with both rows and csv or neither, a value that is no
 // scalar, a CSV that does not parse.
 func ParseFile(path string, data []byte) ([]*Test, error) {
-	if err := job.CheckTOMLBounds(path, data); err != nil {
-		var jfe *job.JobFileError
+	if err := jobfs.CheckTOMLBounds(path, data); err != nil {
+		var jfe *report.JobFileError
 		if errors.As(err, &jfe) {
 			jfe.Msg = strings.Replace(jfe.Msg, "a job file or pipeline.toml", "a TOML file", 1)
 		}
@@ -112,16 +113,16 @@ func ParseFile(path string, data []byte) ([]*Test, error) {
 	var doc fileDoc
 	md, err := toml.Decode(string(data), &doc)
 	if err != nil {
-		return nil, job.TOMLError(path, data, err)
+		return nil, jobfs.TOMLError(path, data, err)
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		k := und[0]
 		msg := "unknown key: a test file holds [[test]] tables of name, model, [test.given.UPSTREAM] (rows or csv, types) and [test.expect] (rows or csv, columns)"
-		return nil, &job.JobFileError{File: path, Line: job.KeyLine(data, k...), Key: k.String(), Msg: msg}
+		return nil, &report.JobFileError{File: path, Line: jobfs.KeyLine(data, k...), Key: k.String(), Msg: msg}
 	}
 	pos := newPositions(data)
 	if len(doc.Test) == 0 {
-		return nil, &job.JobFileError{File: path, Msg: "no [[test]]: a test file holds one [[test]] table per test"}
+		return nil, &report.JobFileError{File: path, Msg: "no [[test]]: a test file holds one [[test]] table per test"}
 	}
 	order := columnOrder(md)
 	names := map[string]int{}
@@ -138,7 +139,7 @@ func ParseFile(path string, data []byte) ([]*Test, error) {
 		if strings.TrimSpace(d.Model) == "" {
 			return nil, t.bad("model", "test %q names no model: add model = \"JOB\", the name of a model job of the project", d.Name)
 		}
-		for _, name := range job.SortedKeys(d.Given) {
+		for _, name := range report.SortedKeys(d.Given) {
 			tb, err := t.table("given."+name, d.Given[name], order)
 			if err != nil {
 				return nil, err
@@ -173,7 +174,7 @@ func (t *Test) table(key string, d tableDoc, order map[string][]string) (*Table,
 	case !given && d.Types != nil:
 		return nil, t.bad(key+".types", "the expected values are cast to the types of the model's result: types belongs to a given upstream whose types idem cannot know")
 	}
-	for _, c := range job.SortedKeys(d.Types) {
+	for _, c := range report.SortedKeys(d.Types) {
 		if err := checkTypeName(d.Types[c]); err != nil {
 			return nil, t.bad(key+".types."+c, "%v", err)
 		}
@@ -188,7 +189,7 @@ func (t *Test) table(key string, d tableDoc, order map[string][]string) (*Table,
 		seen := map[string]bool{}
 		for i, r := range *d.Rows {
 			row := map[string]cell{}
-			for _, c := range job.SortedKeys(r) {
+			for _, c := range report.SortedKeys(r) {
 				if strings.TrimSpace(c) == "" {
 					return nil, t.bad(fmt.Sprintf("%s.rows[%d]", key, i+1), "a column name is empty")
 				}
@@ -209,7 +210,7 @@ func (t *Test) table(key string, d tableDoc, order map[string][]string) (*Table,
 				delete(seen, c)
 			}
 		}
-		tb.Columns = append(tb.Columns, job.SortedKeys(seen)...)
+		tb.Columns = append(tb.Columns, report.SortedKeys(seen)...)
 	}
 	if d.Columns != nil {
 		if len(*d.Columns) == 0 {
@@ -252,9 +253,9 @@ func columnOrder(md toml.MetaData) map[string][]string {
 	return out
 }
 
-// bad is the *job.JobFileError of key in test t, at the key's line.
+// bad is the *report.JobFileError of key in test t, at the key's line.
 func (t *Test) bad(key, format string, args ...any) error {
-	return &job.JobFileError{File: t.File, Line: t.lineOf(key), Key: key, Msg: fmt.Sprintf(format, args...)}
+	return &report.JobFileError{File: t.File, Line: t.lineOf(key), Key: key, Msg: fmt.Sprintf(format, args...)}
 }
 
 // lineOf is the line of key (dotted, inside the test: "given.x.rows")
@@ -279,7 +280,7 @@ type positions struct {
 func newPositions(data []byte) *positions {
 	p := &positions{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64<<10), job.MaxTOMLBytes+1)
+	sc.Buffer(make([]byte, 64<<10), jobfs.MaxTOMLBytes+1)
 	for sc.Scan() {
 		p.lines = append(p.lines, sc.Text())
 		h := strings.TrimSpace(strings.SplitN(sc.Text(), "#", 2)[0])
@@ -310,7 +311,7 @@ func (p *positions) line(i int, key []string) int {
 		end = p.starts[i+1] - 1
 	}
 	block := strings.Join(p.lines[start-1:end], "\n")
-	if l := job.KeyLine([]byte(block), append([]string{"test"}, key...)...); l > 0 {
+	if l := jobfs.KeyLine([]byte(block), append([]string{"test"}, key...)...); l > 0 {
 		return start - 1 + l
 	}
 	return start

@@ -7,11 +7,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/modeltest"
+	"github.com/idem-dev/idem/internal/report"
 )
 
-// TestParseFile: a bad test file is a *job.JobFileError (exit 2) naming
+// TestParseFile: a bad test file is a *report.JobFileError (exit 2) naming
 // the file, the line and the key.
 func TestParseFile(t *testing.T) {
 	t.Parallel()
@@ -44,9 +44,9 @@ func TestParseFile(t *testing.T) {
 			t.Parallel()
 			_, err := modeltest.ParseFile("x.toml", []byte(c.text))
 			require.Error(t, err)
-			var jfe *job.JobFileError
+			var jfe *report.JobFileError
 			require.ErrorAs(t, err, &jfe)
-			require.Equal(t, job.ExitUsage, job.ExitCode(err))
+			require.Equal(t, report.ExitUsage, report.ExitCode(err))
 			require.Contains(t, err.Error(), c.want)
 		})
 	}
@@ -139,7 +139,7 @@ func TestFind(t *testing.T) {
 			t.Parallel()
 			got, err := modeltest.Find(c.paths)
 			if c.err != "" {
-				require.ErrorIs(t, err, job.ErrUsage)
+				require.ErrorIs(t, err, report.ErrUsage)
 				require.ErrorContains(t, err, c.err)
 				return
 			}

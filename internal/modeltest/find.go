@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/project"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // Suite is the test files of one project folder, whose job files hold the
@@ -30,7 +30,7 @@ type Suite struct {
 //     job files, else of the folder above.
 //
 // A path that does not exist, a folder with no test file, or a project
-// folder without tests/ is a *job.UsageError (exit 2).
+// folder without tests/ is a *report.UsageError (exit 2).
 func Find(paths []string) ([]Suite, error) {
 	if len(paths) == 0 {
 		paths = []string{"."}
@@ -64,9 +64,9 @@ func Find(paths []string) ([]Suite, error) {
 		st, err := os.Stat(p)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				return nil, job.Usage("%s: no such test file or folder", p)
+				return nil, report.Usage("%s: no such test file or folder", p)
 			}
-			return nil, job.Usage("%s: %v", p, unwrapPath(err))
+			return nil, report.Usage("%s: %v", p, unwrapPath(err))
 		}
 		if !st.IsDir() {
 			dir := filepath.Dir(p)
@@ -85,7 +85,7 @@ func Find(paths []string) ([]Suite, error) {
 			continue
 		}
 		if holdsJobs(p) {
-			return nil, job.Usage("%s holds job files but no tests/ folder: write the tests in %s (idem init DIR --mode select writes one)", p, filepath.Join(p, "tests", "NAME.toml"))
+			return nil, report.Usage("%s holds job files but no tests/ folder: write the tests in %s (idem init DIR --mode select writes one)", p, filepath.Join(p, "tests", "NAME.toml"))
 		}
 		files, err := testFiles(p)
 		if err != nil {
@@ -101,7 +101,7 @@ func Find(paths []string) ([]Suite, error) {
 func testFiles(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, job.Usage("read folder %s: %v", dir, err)
+		return nil, report.Usage("read folder %s: %v", dir, err)
 	}
 	var out []string
 	for _, e := range entries {
@@ -110,7 +110,7 @@ func testFiles(dir string) ([]string, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, job.Usage("folder %s holds no test files (*.toml with [[test]] tables)", dir)
+		return nil, report.Usage("folder %s holds no test files (*.toml with [[test]] tables)", dir)
 	}
 	slices.Sort(out)
 	return out, nil

@@ -12,9 +12,13 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/project"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Statuses of a test.
@@ -63,7 +67,7 @@ type Report struct {
 // ExitCode is idem test's exit code: 0 when every test passed, 1 when a
 // test failed, 2 when a test or test file is bad (the worst met).
 func (r *Report) ExitCode() int {
-	code := job.ExitOK
+	code := report.ExitOK
 	for _, t := range r.Tests {
 		code = max(code, t.ExitCode)
 	}
@@ -118,8 +122,8 @@ func Run(ctx context.Context, paths []string, opts Options) (*Report, error) {
 		for _, f := range s.Files {
 			tests, err := ReadFile(f)
 			if err != nil {
-				r := &Result{File: f, Status: StatusError, ExitCode: job.ExitCode(err), Error: err.Error()}
-				var jfe *job.JobFileError
+				r := &Result{File: f, Status: StatusError, ExitCode: report.ExitCode(err), Error: err.Error()}
+				var jfe *report.JobFileError
 				if errors.As(err, &jfe) {
 					r.Line = jfe.Line
 				}
@@ -128,7 +132,7 @@ func Run(ctx context.Context, paths []string, opts Options) (*Report, error) {
 			}
 			for _, t := range tests {
 				if err := ctx.Err(); err != nil {
-					return rep, job.Canceled(ctx, err)
+					return rep, report.Canceled(ctx, err)
 				}
 				if sc == nil {
 					if sc, err = newScratch(ctx); err != nil {
@@ -146,7 +150,7 @@ func Run(ctx context.Context, paths []string, opts Options) (*Report, error) {
 func loadJobs(dir string, builtins fs.FS) ([]*job.Job, error) {
 	files, err := project.Files([]string{dir})
 	if err != nil {
-		return nil, job.Usage("the tests' project folder %s: %v", dir, err)
+		return nil, report.Usage("the tests' project folder %s: %v", dir, err)
 	}
 	jobs := make([]*job.Job, 0, len(files))
 	for _, f := range files {
@@ -176,13 +180,13 @@ func (s *scratch) runTest(ctx context.Context, jobs []*job.Job, t *Test) *Result
 	case err == nil && len(r.Missing)+len(r.Unexpected) == 0:
 		r.Status = StatusPass
 	case err == nil:
-		r.Status, r.ExitCode = StatusFail, job.ExitFailure
+		r.Status, r.ExitCode = StatusFail, report.ExitFailure
 	case errors.As(err, &f):
-		r.Status, r.ExitCode, r.Error = StatusFail, job.ExitFailure, err.Error()
+		r.Status, r.ExitCode, r.Error = StatusFail, report.ExitFailure, err.Error()
 	default:
-		r.ExitCode, r.Error = job.ExitCode(err), err.Error()
+		r.ExitCode, r.Error = report.ExitCode(err), err.Error()
 		r.Status = StatusFail
-		if r.ExitCode != job.ExitFailure {
+		if r.ExitCode != report.ExitFailure {
 			r.Status = StatusError
 		}
 	}
@@ -262,7 +266,7 @@ func checkGiven(m *job.Job, t *Test) error {
 			return t.bad("given", "model %s reads upstream %s ({{upstream:%s}}): give its rows in [test.given.%s]", m.Name, u, u, u)
 		}
 	}
-	for _, g := range job.SortedKeys(t.Given) {
+	for _, g := range report.SortedKeys(t.Given) {
 		if !slices.Contains(ups, g) {
 			return t.bad("given."+g, "model %s does not read %s: its upstreams are %s ([input] upstream of %s)", m.Name, g, strings.Join(ups, ", "), m.File)
 		}
@@ -311,7 +315,7 @@ func given(ctx context.Context, db *run.DB, dir string, jobs []*job.Job, m *job.
 			return nil, fmt.Errorf("given %s: %w", u, err)
 		}
 		src.Rows[u], src.Columns[u] = file, cols
-		src.Recorded = append(src.Recorded, job.UpstreamRef{Job: u, Snapshot: 1, JobKey: fixtureDigest(cols, tb)})
+		src.Recorded = append(src.Recorded, jobkey.UpstreamRef{Job: u, Snapshot: 1, JobKey: fixtureDigest(cols, tb)})
 	}
 	return src, nil
 }
@@ -343,7 +347,7 @@ func shell(ctx context.Context, db *run.DB, j *job.Job) {
 			return
 		}
 	}
-	_, _ = db.SQL().ExecContext(ctx, "CREATE TABLE IF NOT EXISTS main."+job.QuoteIdent(j.Table)+" ("+shellColumn+" BOOLEAN)")
+	_, _ = db.SQL().ExecContext(ctx, "CREATE TABLE IF NOT EXISTS main."+sqltext.QuoteIdent(j.Table)+" ("+shellColumn+" BOOLEAN)")
 }
 
 // shellColumn is the one column of a shell target.
@@ -399,7 +403,7 @@ func upstreamTable(ctx context.Context, db *run.DB, j *job.Job, name string, t *
 		for _, c := range append(slices.Clone(committed), described...) {
 			names = append(names, c.Name)
 		}
-		for _, c := range append(slices.Clone(tb.Columns), job.SortedKeys(tb.Types)...) {
+		for _, c := range append(slices.Clone(tb.Columns), report.SortedKeys(tb.Types)...) {
 			if !slices.Contains(names, c) {
 				names = append(names, c)
 			}
@@ -435,9 +439,9 @@ func upstreamTable(ctx context.Context, db *run.DB, j *job.Job, name string, t *
 				}
 			}
 			cols = append(cols, catalog.TargetColumn{Name: c, Type: typ})
-			defs[i] = job.QuoteIdent(c) + " " + typ
+			defs[i] = sqltext.QuoteIdent(c) + " " + typ
 		}
-		if _, err := q.ExecContext(ctx, "CREATE OR REPLACE TABLE main."+job.QuoteIdent(table)+" ("+strings.Join(defs, ", ")+")"); err != nil {
+		if _, err := q.ExecContext(ctx, "CREATE OR REPLACE TABLE main."+sqltext.QuoteIdent(table)+" ("+strings.Join(defs, ", ")+")"); err != nil {
 			return nil, t.bad(tb.Key+".types", "%v", catalog.TrimSQLError(err))
 		}
 		// The types DuckDB gives them, spelled its way (INT becomes INTEGER).
@@ -466,7 +470,7 @@ func insertRows(ctx context.Context, db *run.DB, table string, cols []catalog.Ta
 	names := make([]string, len(cols))
 	casts := make([]string, len(cols))
 	for i, c := range cols {
-		names[i] = job.QuoteIdent(c.Name)
+		names[i] = sqltext.QuoteIdent(c.Name)
 		casts[i] = "CAST(?::VARCHAR AS " + c.Type + ")"
 	}
 	values := "(" + strings.Join(casts, ", ") + ")"
@@ -485,7 +489,7 @@ func insertRows(ctx context.Context, db *run.DB, table string, cols []catalog.Ta
 				args = append(args, v.arg())
 			}
 		}
-		q := "INSERT INTO main." + job.QuoteIdent(table) + " (" + strings.Join(names, ", ") + ") VALUES " + strings.Join(list, ", ")
+		q := "INSERT INTO main." + sqltext.QuoteIdent(table) + " (" + strings.Join(names, ", ") + ") VALUES " + strings.Join(list, ", ")
 		if _, err := db.SQL().ExecContext(ctx, q, args...); err != nil {
 			if bad := castError(ctx, db, cols, t, tb, from, rows); bad != nil {
 				return bad
@@ -535,7 +539,7 @@ func rowWord(tb *Table, i int) string {
 // to read, as a rerun writes an upstream's history: a type Parquet cannot
 // hold exactly (HUGEINT, UHUGEINT) goes as its text, cast back on read.
 func exportTable(ctx context.Context, db *run.DB, table string, cols []catalog.TargetColumn, file string) error {
-	q := "COPY (SELECT " + strings.Join(source.RowsFileColumns(cols), ", ") + " FROM main." + job.QuoteIdent(table) + ") TO " + job.SQLString(file) + " (FORMAT parquet)"
+	q := "COPY (SELECT " + strings.Join(source.RowsFileColumns(cols), ", ") + " FROM main." + sqltext.QuoteIdent(table) + ") TO " + sqltext.SQLString(file) + " (FORMAT parquet)"
 	if _, err := db.SQL().ExecContext(ctx, q); err != nil {
 		return catalog.TrimSQLError(err)
 	}
@@ -553,7 +557,7 @@ func fixtureDigest(cols []catalog.TargetColumn, tb *Table) string {
 		}
 		rows[i] = m
 	}
-	return job.DigestString(string(job.CanonicalJSON(map[string]any{"columns": cols, "rows": rows})))
+	return pipeline.DigestString(string(jobkey.CanonicalJSON(map[string]any{"columns": cols, "rows": rows})))
 }
 
 // committedColumns are the columns of upstream name's target as committed

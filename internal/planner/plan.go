@@ -10,6 +10,9 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
 )
@@ -18,19 +21,19 @@ import (
 // decision is in the words a run reports: loaded, applied, skipped,
 // already_committed, or refused (with the guard's message as the reason).
 type Plan struct {
-	Job       string    `json:"job"`
-	Mode      string    `json:"mode"`
-	Decision  string    `json:"decision"`
-	Changed   []string  `json:"changed"`
-	FirstLoad bool      `json:"first_load"`
-	JobKey    string    `json:"job_key"`
-	BatchID   string    `json:"batch_id,omitempty"`
-	Snapshot  int64     `json:"snapshot"`
-	Cursor    int64     `json:"cursor"`
-	Epoch     int64     `json:"epoch"`
-	Reason    string    `json:"reason,omitempty"`
-	NewFiles  []string  `json:"new_files,omitempty"` // files-mode jobs
-	Parts     job.Parts `json:"parts"`
+	Job       string       `json:"job"`
+	Mode      string       `json:"mode"`
+	Decision  string       `json:"decision"`
+	Changed   []string     `json:"changed"`
+	FirstLoad bool         `json:"first_load"`
+	JobKey    string       `json:"job_key"`
+	BatchID   string       `json:"batch_id,omitempty"`
+	Snapshot  int64        `json:"snapshot"`
+	Cursor    int64        `json:"cursor"`
+	Epoch     int64        `json:"epoch"`
+	Reason    string       `json:"reason,omitempty"`
+	NewFiles  []string     `json:"new_files,omitempty"` // files-mode jobs
+	Parts     jobkey.Parts `json:"parts"`
 	// Upstream lists the upstream jobs a run would pin (see run.Result).
 	Upstream []run.UpstreamChange `json:"upstream,omitempty"`
 	// ModelChange classifies a change of a model's SQL or columns against
@@ -52,8 +55,8 @@ func (p *Plan) setState(st catalog.State) {
 
 // refuse records the refusal a run would meet.
 func (p *Plan) refuse(err error, msg string) {
-	p.Decision, p.Reason, p.Refusal = job.DecisionRefused, msg, err
-	p.Error, p.ExitCode = err.Error(), job.ExitCode(err)
+	p.Decision, p.Reason, p.Refusal = report.DecisionRefused, msg, err
+	p.Error, p.ExitCode = err.Error(), report.ExitCode(err)
 }
 
 // PlanRun computes the decision a run of job would take against the
@@ -96,7 +99,7 @@ func PlanRunDB(ctx context.Context, db *run.DB, j *job.Job, opts run.RunOptions)
 	if chunked {
 		plan.BatchID = ""
 	}
-	wouldWrite := map[string]string{job.ModeRefresh: job.DecisionLoaded, job.ModeApply: job.DecisionApplied}[j.Pipeline.Mode]
+	wouldWrite := map[string]string{pipeline.ModeRefresh: report.DecisionLoaded, pipeline.ModeApply: report.DecisionApplied}[j.Pipeline.Mode]
 	if db == nil {
 		plan.FirstLoad, plan.Decision = true, wouldWrite
 		if j.ReadsUpstream() {
@@ -122,20 +125,20 @@ func PlanRunDB(ctx context.Context, db *run.DB, j *job.Job, opts run.RunOptions)
 	plan.setState(st)
 	plan.FirstLoad = !st.HasParts
 	if st.HasParts {
-		plan.Changed = job.NonNil(p.Parts().Changed(st.Parts))
+		plan.Changed = report.NonNil(p.Parts().Changed(st.Parts))
 	}
 	// Chunk batch ids are named from the staged rows: no ledger check.
 	res, done, err := db.Decide(ctx, tx, j, p, opts, chunked)
-	var refused *job.RefusedError
+	var refused *report.RefusedError
 	var noUpstream *source.NoUpstreamError
 	if res != nil {
 		// Pinning upstreams completed the key inside the transaction.
 		plan.JobKey, plan.Parts, plan.Upstream = p.Key(), p.Parts(), res.Upstream
-		if j.ReadsUpstream() && j.Pipeline.Mode == job.ModeApply {
+		if j.ReadsUpstream() && j.Pipeline.Mode == pipeline.ModeApply {
 			plan.BatchID = res.BatchID // named from the upstream range it pinned
 		}
 		if st.HasParts {
-			plan.Changed = job.NonNil(p.Parts().Changed(st.Parts))
+			plan.Changed = report.NonNil(p.Parts().Changed(st.Parts))
 		}
 	}
 	switch {
@@ -154,14 +157,14 @@ func PlanRunDB(ctx context.Context, db *run.DB, j *job.Job, opts run.RunOptions)
 		if chunked {
 			plan.Reason = fmt.Sprintf("chunks of %d rows by %s after watermark %d; skipped when nothing lies past it", j.Input.ChunkRows, j.Input.Watermark, st.Cursor)
 		}
-		if j.IsModel() && st.HasParts && (slices.Contains(plan.Changed, job.PartTransform) || slices.Contains(plan.Changed, job.PartSchema)) {
+		if j.IsModel() && st.HasParts && (slices.Contains(plan.Changed, jobkey.PartTransform) || slices.Contains(plan.Changed, jobkey.PartSchema)) {
 			if plan.ModelChange, err = classifyModel(ctx, tx, j, st.Snapshot); err != nil {
 				return nil, err
 			}
 			for _, c := range plan.ModelChange.ColumnsRetyped {
 				if slices.Contains(j.Key, c.Name) {
 					msg := catalog.KeyRetypeMessage(j.Name, c.Name, c.From, c.To)
-					plan.refuse(job.Refuse("schema", "%s", msg), msg)
+					plan.refuse(report.Refuse("schema", "%s", msg), msg)
 					break
 				}
 			}
@@ -175,13 +178,13 @@ func PlanRunDB(ctx context.Context, db *run.DB, j *job.Job, opts run.RunOptions)
 // skipped is rebuilt when one of them would commit first: the upstream's
 // new snapshot changes j's input, so its key is known only then.
 func (p *Plan) AfterUpstream(j *job.Job, upstream map[string]string) {
-	if p.Decision != job.DecisionSkipped {
+	if p.Decision != report.DecisionSkipped {
 		return
 	}
 	for _, u := range j.SortedUpstream() {
-		if d := upstream[u]; d == job.DecisionLoaded || d == job.DecisionApplied {
-			p.Decision = map[string]string{job.ModeRefresh: job.DecisionLoaded, job.ModeApply: job.DecisionApplied}[j.Pipeline.Mode]
-			p.Changed = []string{job.PartInput}
+		if d := upstream[u]; d == report.DecisionLoaded || d == report.DecisionApplied {
+			p.Decision = map[string]string{pipeline.ModeRefresh: report.DecisionLoaded, pipeline.ModeApply: report.DecisionApplied}[j.Pipeline.Mode]
+			p.Changed = []string{jobkey.PartInput}
 			p.Reason = fmt.Sprintf("upstream %s would commit first", u)
 			p.JobKey = ""
 			return
@@ -224,14 +227,14 @@ func planFiles(ctx context.Context, db *run.DB, j *job.Job, opts *run.RunOptions
 		return nil, nil, nil
 	}
 	if opts.BatchID != "" || opts.From != nil {
-		return nil, nil, job.Usage("a files-mode job names its batches after its files: --batch-id, --from and --to do not apply")
+		return nil, nil, report.Usage("a files-mode job names its batches after its files: --batch-id, --from and --to do not apply")
 	}
 	var q catalog.Querier
 	if db != nil {
 		q = db.SQL()
 	}
 	fresh, err := source.Pending(ctx, q, j, opts.Input, opts.Progress)
-	var refused *job.RefusedError
+	var refused *report.RefusedError
 	if errors.As(err, &refused) {
 		plan, err := refusedPlan(ctx, db, j, err)
 		return nil, plan, err
@@ -262,7 +265,7 @@ func planFiles(ctx context.Context, db *run.DB, j *job.Job, opts *run.RunOptions
 // nothingNew is the plan of a files-mode job with no new file: the run
 // would be skipped and keep the job's key.
 func nothingNew(ctx context.Context, db *run.DB, j *job.Job) (*Plan, error) {
-	plan := &Plan{Job: j.Name, Mode: j.Pipeline.Mode, Decision: job.DecisionSkipped, Changed: []string{}, Epoch: 1,
+	plan := &Plan{Job: j.Name, Mode: j.Pipeline.Mode, Decision: report.DecisionSkipped, Changed: []string{}, Epoch: 1,
 		NewFiles: []string{}, Reason: "nothing new: no file that is not committed"}
 	if db == nil {
 		return plan, nil
@@ -279,7 +282,7 @@ func nothingNew(ctx context.Context, db *run.DB, j *job.Job) (*Plan, error) {
 // refusedPlan is the plan of a run refused before it prepares its input
 // (a committed file that changed).
 func refusedPlan(ctx context.Context, db *run.DB, j *job.Job, refusal error) (*Plan, error) {
-	var refused *job.RefusedError
+	var refused *report.RefusedError
 	errors.As(refusal, &refused)
 	plan := &Plan{Job: j.Name, Mode: j.Pipeline.Mode, Changed: []string{}, Epoch: 1}
 	plan.refuse(refusal, refused.Msg)

@@ -15,6 +15,7 @@ import (
 	"github.com/idem-dev/idem/internal/history"
 	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/run"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Classes of a model's change in a plan.
@@ -176,7 +177,7 @@ func sameQuery(ctx context.Context, tx *sql.Tx, before, after string) (bool, str
 		}
 		// The text positions and lengths move with an edit elsewhere in
 		// the text, or with its spacing.
-		job.WalkJSON(v, func(m map[string]any) {
+		sqltext.WalkJSON(v, func(m map[string]any) {
 			delete(m, "query_location")
 			delete(m, "query_location_length")
 		})
@@ -217,7 +218,7 @@ func sameQuery(ctx context.Context, tx *sql.Tx, before, after string) (bool, str
 		// A column added below the outer SELECT reaches whatever reads
 		// that relation with *, or joins it by name.
 		reason := ""
-		job.WalkJSON(nb["node"], func(m map[string]any) {
+		sqltext.WalkJSON(nb["node"], func(m map[string]any) {
 			switch {
 			case reason != "":
 			case m["ref_type"] == "NATURAL":

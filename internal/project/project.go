@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // Project is a set of jobs in run order: every job comes after the jobs of
@@ -55,7 +57,7 @@ func FilesSkipping(paths []string) (files, skipped []string, err error) {
 		}
 		entries, err := os.ReadDir(p)
 		if err != nil {
-			return nil, nil, &job.UsageError{Msg: fmt.Sprintf("read folder %s: %v", p, err)}
+			return nil, nil, &report.UsageError{Msg: fmt.Sprintf("read folder %s: %v", p, err)}
 		}
 		n := 0
 		for _, e := range entries {
@@ -74,7 +76,7 @@ func FilesSkipping(paths []string) (files, skipped []string, err error) {
 			n++
 		}
 		if n == 0 {
-			return nil, skipped, &job.UsageError{Msg: fmt.Sprintf("folder %s holds no job files (*.toml with pipeline = ...)", p)}
+			return nil, skipped, &report.UsageError{Msg: fmt.Sprintf("folder %s holds no job files (*.toml with pipeline = ...)", p)}
 		}
 	}
 	return out, skipped, nil
@@ -91,7 +93,7 @@ func New(jobs []*job.Job) (*Project, error) {
 	for _, j := range jobs {
 		k := nameKey(j, j.Name)
 		if other, ok := byName[k]; ok {
-			return nil, &job.UsageError{Msg: fmt.Sprintf("job %s is defined twice for database %s: in %s and in %s", j.Name, j.Database, other.File, j.File)}
+			return nil, &report.UsageError{Msg: fmt.Sprintf("job %s is defined twice for database %s: in %s and in %s", j.Name, j.Database, other.File, j.File)}
 		}
 		byName[k] = j
 	}
@@ -169,7 +171,7 @@ func (p *Project) order(jobs []*job.Job) ([]*job.Job, error) {
 			left[j] = true
 		}
 	}
-	return nil, &job.UsageError{Msg: "upstream references form a cycle: " + p.cycle(left, less)}
+	return nil, &report.UsageError{Msg: "upstream references form a cycle: " + p.cycle(left, less)}
 }
 
 // cycle walks upstream links among the jobs left from the smallest one
@@ -292,8 +294,8 @@ func isJobFile(path string) bool {
 		return true
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(io.LimitReader(f, job.MaxTOMLBytes))
-	sc.Buffer(make([]byte, 64<<10), int(job.MaxTOMLBytes))
+	sc := bufio.NewScanner(io.LimitReader(f, jobfs.MaxTOMLBytes))
+	sc.Buffer(make([]byte, 64<<10), int(jobfs.MaxTOMLBytes))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		if strings.HasPrefix(line, "[") {

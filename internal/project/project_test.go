@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 func mk(db, name string, up ...string) *job.Job {
@@ -70,7 +71,7 @@ func TestOrderErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.jobs)
 			require.ErrorContains(t, err, tc.want)
-			require.ErrorIs(t, err, job.ErrUsage)
+			require.ErrorIs(t, err, report.ErrUsage)
 		})
 	}
 }
@@ -157,7 +158,7 @@ func TestSelectors(t *testing.T) {
 		{"owner:me", `--select "owner:me": want NAME, tag:TAG, path:PATH or state:modified`},
 	} {
 		_, err := p.SelectWith([]string{tc.sel}, modified)
-		require.ErrorIs(t, err, job.ErrUsage)
+		require.ErrorIs(t, err, report.ErrUsage)
 		require.ErrorContains(t, err, tc.want)
 	}
 	_, err = p.Select([]string{"state:modified"})
@@ -203,7 +204,7 @@ func TestFiles(t *testing.T) {
 	empty := t.TempDir()
 	_, err = Files([]string{empty})
 	require.ErrorContains(t, err, "holds no job files (*.toml with pipeline = ...)")
-	require.ErrorIs(t, err, job.ErrUsage)
+	require.ErrorIs(t, err, report.ErrUsage)
 }
 
 // TestOrderRelationshipsAudit: a job runs after the jobs its relationships

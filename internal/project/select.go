@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // SelectorHelp says, for --select and --exclude in run --help and plan
@@ -120,7 +122,7 @@ type jobSet = map[*job.Job]bool
 func (c *chooser) arg(flag, arg string) (jobSet, error) {
 	terms := strings.Fields(arg)
 	if len(terms) == 0 {
-		return nil, &job.UsageError{Msg: fmt.Sprintf("%s %q: %s", flag, arg, selectorForm)}
+		return nil, &report.UsageError{Msg: fmt.Sprintf("%s %q: %s", flag, arg, selectorForm)}
 	}
 	out := jobSet{}
 	for _, term := range terms {
@@ -153,7 +155,7 @@ var selectorRE = regexp.MustCompile(`^(@)?(?:([0-9]*)\+)?(?:([a-z]+):)?(.+?)(?:\
 
 // atom picks the jobs of one selector with its graph operators.
 func (c *chooser) atom(flag, e string) (jobSet, error) {
-	form := func() error { return &job.UsageError{Msg: fmt.Sprintf("%s %q: %s", flag, e, selectorForm)} }
+	form := func() error { return &report.UsageError{Msg: fmt.Sprintf("%s %q: %s", flag, e, selectorForm)} }
 	m := selectorRE.FindStringSubmatchIndex(e)
 	if m == nil {
 		return nil, form()
@@ -167,7 +169,7 @@ func (c *chooser) atom(flag, e string) (jobSet, error) {
 	at, hasParents, hasChildren := m[2] >= 0, m[4] >= 0, m[10] >= 0
 	parents, method, arg, children := group(2), group(3), group(4), group(5)
 	if at && hasParents {
-		return nil, &job.UsageError{Msg: fmt.Sprintf("%s %s: @ already adds every upstream of what it picks; drop the + before", flag, e)}
+		return nil, &report.UsageError{Msg: fmt.Sprintf("%s %s: @ already adds every upstream of what it picks; drop the + before", flag, e)}
 	}
 	if method == "" {
 		method = "name"
@@ -209,13 +211,13 @@ func depth(n string) int {
 func (c *chooser) base(flag, e, method, arg string) ([]*job.Job, error) {
 	p := c.p
 	bad := func(format string, args ...any) error {
-		return &job.UsageError{Msg: fmt.Sprintf("%s %s: ", flag, e) + fmt.Sprintf(format, args...)}
+		return &report.UsageError{Msg: fmt.Sprintf("%s %s: ", flag, e) + fmt.Sprintf(format, args...)}
 	}
 	var found []*job.Job
 	switch method {
 	case "name":
-		if !job.Identifier.MatchString(arg) {
-			return nil, &job.UsageError{Msg: fmt.Sprintf("%s %q: %s", flag, e, selectorForm)}
+		if !sqltext.Identifier.MatchString(arg) {
+			return nil, &report.UsageError{Msg: fmt.Sprintf("%s %q: %s", flag, e, selectorForm)}
 		}
 		for _, j := range p.Jobs {
 			if j.Name == arg {
@@ -269,7 +271,7 @@ func (c *chooser) base(flag, e, method, arg string) ([]*job.Job, error) {
 			}
 		}
 	default:
-		return nil, &job.UsageError{Msg: fmt.Sprintf("%s %q: %s", flag, e, selectorForm)}
+		return nil, &report.UsageError{Msg: fmt.Sprintf("%s %q: %s", flag, e, selectorForm)}
 	}
 	return found, nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // diamonds: sources a and b feed c; c feeds d and e, which both feed f (a
@@ -109,7 +110,7 @@ func TestSelectorFormErrors(t *testing.T) {
 		{Selection{Select: []string{"c"}, Exclude: []string{"path:nowhere"}}, "--exclude path:nowhere: no job file of the project is nowhere, under it or matches it, nor any model SQL file or folder"},
 	} {
 		_, err := p.Choose(tc.sel, nil)
-		require.ErrorIs(t, err, job.ErrUsage, tc.sel)
+		require.ErrorIs(t, err, report.ErrUsage, tc.sel)
 		require.ErrorContains(t, err, tc.want, tc.sel)
 	}
 }

@@ -9,6 +9,10 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/seal"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // AuditResult is what one [[audit]] of a job found in the target as the
@@ -109,10 +113,10 @@ func auditNote(results []AuditResult) string {
 // environment reads production's jobs it does not build).
 func runAudit(ctx context.Context, tx *sql.Tx, j *job.Job, a job.Audit, sealed *sealedRun, parent int64, external map[string]string) (AuditResult, error) {
 	res := AuditResult{Name: a.Name, Kind: a.Kind, Severity: a.Severity, Rows: []string{}}
-	target := "main." + job.QuoteIdent(j.Table)
+	target := "main." + sqltext.QuoteIdent(j.Table)
 	quoted := make([]string, 0, len(a.AuditColumns()))
 	for _, c := range a.AuditColumns() {
-		quoted = append(quoted, job.QuoteIdent(c))
+		quoted = append(quoted, sqltext.QuoteIdent(c))
 	}
 	list := strings.Join(quoted, ", ")
 	var violating string
@@ -124,7 +128,7 @@ func runAudit(ctx context.Context, tx *sql.Tx, j *job.Job, a job.Audit, sealed *
 	case job.AuditAcceptedValues:
 		lits := make([]string, len(a.Values))
 		for i, v := range a.Values {
-			lits[i] = job.SQLString(v)
+			lits[i] = sqltext.SQLString(v)
 		}
 		violating = "SELECT " + list + ", count(*) AS idem_rows FROM " + target + " WHERE " + list + " IS NOT NULL AND CAST(" + list + " AS VARCHAR) NOT IN (" + strings.Join(lits, ", ") + ") GROUP BY ALL"
 	case job.AuditRowCount:
@@ -160,15 +164,15 @@ func runAudit(ctx context.Context, tx *sql.Tx, j *job.Job, a job.Audit, sealed *
 		if err != nil {
 			return res, fmt.Errorf("relationships audit %s: %w", a.Name, err)
 		}
-		violating = "SELECT t." + list + ", count(*) AS idem_rows FROM " + target + " AS t WHERE t." + list + " IS NOT NULL AND NOT EXISTS (SELECT 1 FROM " + to + " AS o WHERE o." + job.QuoteIdent(col) + " = t." + list + ") GROUP BY ALL"
+		violating = "SELECT t." + list + ", count(*) AS idem_rows FROM " + target + " AS t WHERE t." + list + " IS NOT NULL AND NOT EXISTS (SELECT 1 FROM " + to + " AS o WHERE o." + sqltext.QuoteIdent(col) + " = t." + list + ") GROUP BY ALL"
 	case job.AuditSQL:
 		violating = j.Expand(a.SQL)
-		root, err := sealed.explain(ctx, tx, job.Step{Name: "audit " + a.Name}, a.Line, violating)
+		root, err := sealed.explain(ctx, tx, pipeline.Step{Name: "audit " + a.Name}, a.Line, violating)
 		if err != nil {
 			return res, err
 		}
-		if !planAgrees(job.Statement{Kind: job.StmtQuery}, root) {
-			return res, job.Usage("job %s: audit %s line %d: an audit is one query, and DuckDB plans %s; nothing committed", j.Name, a.Name, a.Line, root)
+		if !planAgrees(seal.Statement{Kind: seal.StmtQuery}, root) {
+			return res, report.Usage("job %s: audit %s line %d: an audit is one query, and DuckDB plans %s; nothing committed", j.Name, a.Name, a.Line, root)
 		}
 	}
 	for _, q := range []string{violating, "SELECT count(*) FROM (" + violating + ")"} {
@@ -234,7 +238,7 @@ func cellText(v any) string {
 // rows in other are checked against what other just committed.
 func relationshipsTarget(ctx context.Context, tx *sql.Tx, j *job.Job, other string, external map[string]string) (string, error) {
 	if other == j.Name {
-		return "main." + job.QuoteIdent(j.Table), nil
+		return "main." + sqltext.QuoteIdent(j.Table), nil
 	}
 	cat, ext := external[other]
 	st, err := catalog.ReadState(ctx, tx, other)
@@ -247,10 +251,10 @@ func relationshipsTarget(ctx context.Context, tx *sql.Tx, j *job.Job, other stri
 		return "", err
 	}
 	if !st.Exists || st.Snapshot == 0 || st.Target == "" {
-		return "", job.Usage("job %s has no committed snapshot in %s to check against: run it first, or run the project (it runs %s before %s)", other, where, other, j.Name)
+		return "", report.Usage("job %s has no committed snapshot in %s to check against: run it first, or run the project (it runs %s before %s)", other, where, other, j.Name)
 	}
 	if ext {
-		return job.QuoteIdent(cat) + ".main." + job.QuoteIdent(st.Target), nil
+		return sqltext.QuoteIdent(cat) + ".main." + sqltext.QuoteIdent(st.Target), nil
 	}
-	return "main." + job.QuoteIdent(st.Target), nil
+	return "main." + sqltext.QuoteIdent(st.Target), nil
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/stretchr/testify/require"
@@ -86,7 +86,7 @@ func TestStoredOutcomesMustBalance(t *testing.T) {
 			db := openDB(t, j.Database)
 			_, err = db.Run(ctx, j, run.RunOptions{})
 			require.ErrorContains(t, err, tc.want)
-			require.False(t, errors.Is(err, job.ErrRefused), "an unbalanced pipeline is a failure, not a refusal")
+			require.False(t, errors.Is(err, report.ErrRefused), "an unbalanced pipeline is a failure, not a refusal")
 			rows, err := db.Query(ctx, `SELECT (SELECT count(*) FROM idem.snapshots), (SELECT count(*) FROM idem.ledger),
 				(SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main')`)
 			require.NoError(t, err)
@@ -130,7 +130,7 @@ func TestOutcomesTableMustBeASuffix(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(toml, []byte(replaceOnce(t, string(data), `outcomes_table = "_outcomes"`, `outcomes_table = "_out comes"`)), 0o644))
 	_, err = run.LoadJob(writeJob(t, dir, balanceJob(t, "versioned_changes", pipe, dir, "fixtures/changes/batch-1.jsonl")), pipelines.FS)
-	var jf *job.JobFileError
+	var jf *report.JobFileError
 	require.ErrorAs(t, err, &jf)
 	require.Equal(t, "outcomes_table", jf.Key)
 	require.Contains(t, err.Error(), "pipeline.toml")

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 
 	"github.com/idem-dev/idem/pipelines"
@@ -28,7 +28,7 @@ func BenchmarkHashFile(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	b.ResetTimer()
 	for b.Loop() {
-		if _, _, err := source.HashFile(context.Background(), path, int64(len(data)), job.Progress{}); err != nil {
+		if _, _, err := source.HashFile(context.Background(), path, int64(len(data)), report.Progress{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -56,12 +56,12 @@ func BenchmarkRunUpToDate(b *testing.B) {
 		}
 		return res.Decision
 	}
-	if d := run(); d != job.DecisionLoaded {
+	if d := run(); d != report.DecisionLoaded {
 		b.Fatalf("first run: %s", d)
 	}
 	b.ResetTimer()
 	for b.Loop() {
-		if d := run(); d != job.DecisionSkipped {
+		if d := run(); d != report.DecisionSkipped {
 			b.Fatalf("re-run: %s", d)
 		}
 	}

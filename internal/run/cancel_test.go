@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/stretchr/testify/require"
@@ -61,7 +61,7 @@ path = %q
 			require.NoError(t, err)
 			defer db.Close()
 
-			var progress job.Progress
+			var progress report.Progress
 			if tc.bytes != "" {
 				progress.Bytes = func(label string, done, total int64) {
 					if strings.HasPrefix(label, tc.bytes) {
@@ -78,9 +78,9 @@ path = %q
 				}
 			}
 			_, err = db.Run(ctx, j, run.RunOptions{Progress: progress})
-			require.ErrorIs(t, err, job.ErrCanceled)
+			require.ErrorIs(t, err, report.ErrCanceled)
 			require.ErrorIs(t, err, context.Canceled)
-			require.Equal(t, job.ExitFailure, job.ExitCode(err))
+			require.Equal(t, report.ExitFailure, report.ExitCode(err))
 			require.Contains(t, err.Error(), "nothing was committed")
 
 			check := context.Background()
@@ -106,13 +106,13 @@ path = %q
 			entries, err := history.Log(check, db, "customer_state")
 			require.NoError(t, err)
 			require.Len(t, entries, 1)
-			require.Equal(t, job.DecisionFailed, entries[0].Decision)
+			require.Equal(t, report.DecisionFailed, entries[0].Decision)
 			require.Contains(t, *entries[0].Message, "nothing was committed")
 
 			// The same database serves the retry.
 			res, err := db.Run(check, j, run.RunOptions{})
 			require.NoError(t, err)
-			require.Equal(t, job.DecisionApplied, res.Decision)
+			require.Equal(t, report.DecisionApplied, res.Decision)
 		})
 	}
 }

@@ -11,7 +11,9 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // FaultCheckpointFiles is the fault point a run (or an erasure or rollback)
@@ -38,7 +40,7 @@ func Checkpointed(j *job.Job, snapshot int64) bool {
 // CheckpointsKept says whether job j keeps checkpoints at all when it sets
 // [retention] checkpoint_every: an apply job that is not a model.
 func CheckpointsKept(j *job.Job) bool {
-	return j.Pipeline.Mode == job.ModeApply && !j.IsModel()
+	return j.Pipeline.Mode == pipeline.ModeApply && !j.IsModel()
 }
 
 // checkpoint writes the checkpoint of the snapshot this run commits
@@ -72,7 +74,7 @@ func WriteCheckpoint(ctx context.Context, d *DB, tx *sql.Tx, j *job.Job, snapsho
 	defer os.RemoveAll(dir)
 	c := &catalog.Checkpoint{Job: j.Name, Snapshot: snapshot}
 	tmp := filepath.Join(dir, "target.parquet")
-	if _, err := tx.ExecContext(ctx, "COPY (SELECT * FROM "+job.QuoteIdent(j.Table)+") TO "+job.SQLString(tmp)+" (FORMAT parquet)"); err != nil {
+	if _, err := tx.ExecContext(ctx, "COPY (SELECT * FROM "+sqltext.QuoteIdent(j.Table)+") TO "+sqltext.SQLString(tmp)+" (FORMAT parquet)"); err != nil {
 		return nil, fmt.Errorf("checkpoint %d of %s: target: %w", snapshot, j.Name, catalog.TrimSQLError(err))
 	}
 	if err := addCheckpointFile(ctx, d, tx, c, "target", tmp); err != nil {
@@ -270,7 +272,7 @@ func loadCheckpointTx(ctx context.Context, tx *sql.Tx, from string, j *job.Job, 
 	for _, f := range c.Files {
 		path := source.RetainedPath(from, f.SHA256)
 		if f.Part == "target" {
-			if _, err := tx.ExecContext(ctx, "INSERT INTO "+job.QuoteIdent(j.Table)+" BY NAME SELECT * FROM read_parquet("+job.SQLString(path)+")"); err != nil {
+			if _, err := tx.ExecContext(ctx, "INSERT INTO "+sqltext.QuoteIdent(j.Table)+" BY NAME SELECT * FROM read_parquet("+sqltext.SQLString(path)+")"); err != nil {
 				return fmt.Errorf("load checkpoint %d of %s: target: %w", c.Snapshot, j.Name, catalog.TrimSQLError(err))
 			}
 			continue

@@ -6,6 +6,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
 
@@ -31,16 +32,16 @@ type ChunksResult struct {
 // entry.
 func (d *DB) RunChunks(ctx context.Context, j *job.Job, opts RunOptions) (*ChunksResult, error) {
 	if j.Input.ChunkRows < 1 {
-		return nil, job.Usage("job %s is not chunked (set [input] chunk_rows and watermark)", j.Name)
+		return nil, report.Usage("job %s is not chunked (set [input] chunk_rows and watermark)", j.Name)
 	}
 	if opts.BatchID != "" || opts.From != nil {
-		return nil, d.logError(j, "", job.Usage("a chunked job names its batches after its watermark: --batch-id, --from and --to do not apply"))
+		return nil, d.logError(j, "", report.Usage("a chunked job names its batches after its watermark: --batch-id, --from and --to do not apply"))
 	}
 	files, err := source.ResolveJob(ctx, j, opts.Input, opts.Progress)
 	if err != nil {
-		return nil, d.logError(j, "", job.Canceled(ctx, err))
+		return nil, d.logError(j, "", report.Canceled(ctx, err))
 	}
-	out := &ChunksResult{Job: j.Name, Decision: job.DecisionSkipped, Runs: []*Result{}}
+	out := &ChunksResult{Job: j.Name, Decision: report.DecisionSkipped, Runs: []*Result{}}
 	for n := 1; ; n++ {
 		started, cursor, err := catalog.ChunkStart(ctx, d.sql, j.Name)
 		if err != nil {
@@ -58,10 +59,10 @@ func (d *DB) RunChunks(ctx context.Context, j *job.Job, opts RunOptions) (*Chunk
 		if err != nil {
 			return out, err
 		}
-		if res.Decision != job.DecisionApplied {
+		if res.Decision != report.DecisionApplied {
 			return out, nil
 		}
-		out.Decision = job.DecisionApplied
+		out.Decision = report.DecisionApplied
 		out.Runs = append(out.Runs, res)
 		if spec.To != nil {
 			out.Watermark = spec.To

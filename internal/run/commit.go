@@ -9,6 +9,9 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
 
@@ -20,8 +23,8 @@ func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *Pre
 	if err := d.deferred.writeIn(ctx, tx); err != nil {
 		return err
 	}
-	outcomes := string(job.CanonicalJSON(res.Outcomes))
-	if j.Pipeline.Mode == job.ModeApply {
+	outcomes := string(jobkey.CanonicalJSON(res.Outcomes))
+	if j.Pipeline.Mode == pipeline.ModeApply {
 		from, to := bounds(opts, p.chunk)
 		if err := catalog.InsertLedger(ctx, tx, catalog.NewBatch{Job: j.Name, BatchID: p.batchID, Digest: p.digest, InputDigest: p.parts.Input,
 			From: from, To: to, RowsIn: res.RowsIn, Outcomes: outcomes, Snapshot: res.Snapshot}); err != nil {
@@ -61,9 +64,9 @@ func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *Pre
 	if err := catalog.InsertSnapshot(ctx, tx, catalog.NewSnapshot{
 		Job: j.Name, Snapshot: res.Snapshot, Parent: st.Snapshot, Kind: res.Decision, BatchID: p.batchID,
 		JobKey: p.key, Parts: p.parts.JSON(),
-		Inputs: string(job.CanonicalJSON(recorded)),
+		Inputs: string(jobkey.CanonicalJSON(recorded)),
 		RowsIn: res.RowsIn, RowsOut: res.RowsOut, Outcomes: outcomes,
-		Columns: string(job.CanonicalJSON(cols)), KeyColumns: string(job.CanonicalJSON(job.NonNil(j.Pipeline.Key))),
+		Columns: string(jobkey.CanonicalJSON(cols)), KeyColumns: string(jobkey.CanonicalJSON(report.NonNil(j.Pipeline.Key))),
 		Packet: res.packet,
 	}); err != nil {
 		return err
@@ -76,7 +79,7 @@ func (d *DB) writeCommitRows(ctx context.Context, tx *sql.Tx, j *job.Job, p *Pre
 		changed = []string{}
 	}
 	if err := catalog.InsertRun(ctx, tx, catalog.RunRow{Job: j.Name, BatchID: p.batchID, Decision: res.Decision,
-		Changed: string(job.CanonicalJSON(changed)), RowsIn: res.RowsIn, Outcomes: outcomes,
+		Changed: string(jobkey.CanonicalJSON(changed)), RowsIn: res.RowsIn, Outcomes: outcomes,
 		Snapshot: res.Snapshot, Cursor: res.Cursor, Epoch: st.Epoch, Message: note, Commit: true}); err != nil {
 		return fmt.Errorf("write run log: %w", err)
 	}

@@ -8,7 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Fault points of idem compact (see SwapIn and dbfile.Compact): the new file
@@ -48,7 +49,7 @@ func (d *DB) RewriteTo(ctx context.Context, out string) error {
 		return fmt.Errorf("rewrite %s: %w", d.path, err)
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "ATTACH "+job.SQLString(out)+" AS "+compactCatalog); err != nil {
+	if _, err := conn.ExecContext(ctx, "ATTACH "+sqltext.SQLString(out)+" AS "+compactCatalog); err != nil {
 		return fmt.Errorf("rewrite %s: attach %s: %w", d.path, out, err)
 	}
 	_, err = conn.ExecContext(ctx, "COPY FROM DATABASE "+storeCatalog+" TO "+compactCatalog)
@@ -65,7 +66,7 @@ func (d *DB) RewriteTo(ctx context.Context, out string) error {
 		err = syncFile(out)
 	}
 	if err != nil {
-		return job.Canceled(ctx, fmt.Errorf("rewrite %s into %s: %w", d.path, out, err))
+		return report.Canceled(ctx, fmt.Errorf("rewrite %s into %s: %w", d.path, out, err))
 	}
 	_ = os.Remove(walPath(out))
 	return nil
@@ -107,7 +108,7 @@ func (d *DB) SwapIn(newPath, keep string, fault func(string)) error {
 	lk := syscall.Flock_t{Type: syscall.F_WRLCK}
 	if err := syscall.FcntlFlock(f.Fd(), syscall.F_SETLK, &lk); err != nil {
 		pid, _ := lockHolder(d.path)
-		return &job.LockedError{Path: d.path, PID: pid, Err: fmt.Errorf("another process opened it while compact swapped it; nothing was swapped: %w", err)}
+		return &report.LockedError{Path: d.path, PID: pid, Err: fmt.Errorf("another process opened it while compact swapped it; nothing was swapped: %w", err)}
 	}
 	after, err := os.Stat(d.path)
 	if err != nil {

@@ -20,7 +20,10 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/seal"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 )
@@ -163,7 +166,7 @@ func OpenReader(ctx context.Context, path string, opts OpenOptions, accept func(
 
 func open(ctx context.Context, path string, opts OpenOptions, accept func(*ReplicaNote) bool) (*DB, error) {
 	if path == "" {
-		return nil, job.Usage("no database: set database in the job file or pass --db")
+		return nil, report.Usage("no database: set database in the job file or pass --db")
 	}
 	if dir := filepath.Dir(path); dir != "" {
 		st, err := os.Stat(dir)
@@ -178,8 +181,8 @@ func open(ctx context.Context, path string, opts OpenOptions, accept func(*Repli
 			return nil, fmt.Errorf("open database %s: folder %s does not exist", path, dir)
 		}
 	}
-	if opts.DuckDB.Threads > job.MaxThreads {
-		return nil, job.Usage("threads %d: at most %d", opts.DuckDB.Threads, job.MaxThreads)
+	if opts.DuckDB.Threads > report.MaxThreads {
+		return nil, report.Usage("threads %d: at most %d", opts.DuckDB.Threads, report.MaxThreads)
 	}
 	if opts.ReadOnly {
 		if _, err := os.Stat(path); err != nil {
@@ -229,7 +232,7 @@ func open(ctx context.Context, path string, opts OpenOptions, accept func(*Repli
 	waited := false
 	for {
 		d, err := openOnce(ctx, dsn, path, opts)
-		var locked *job.LockedError
+		var locked *report.LockedError
 		if err == nil || !errors.As(err, &locked) {
 			return d, err
 		}
@@ -291,9 +294,9 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 			if wal {
 				err = fmt.Errorf("%w (%s is beside it and DuckDB replays it on open: if it comes from another database or an older copy, move it away)", err, walPath(path))
 			}
-			return nil, job.Canceled(ctx, job.Fatal(err))
+			return nil, report.Canceled(ctx, report.Fatal(err))
 		}
-		locked := &job.LockedError{Path: path, Err: err}
+		locked := &report.LockedError{Path: path, Err: err}
 		if m := lockPID.FindStringSubmatch(err.Error()); m != nil {
 			locked.PID, _ = strconv.Atoi(m[1])
 		}
@@ -357,18 +360,18 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 // storeCatalog is the name the database file is attached under. A file's
 // default catalog name is its base name, so a file named idem.duckdb would
 // make the schema name idem ambiguous; a fixed alias avoids that.
-const storeCatalog = job.StoreCatalog
+const storeCatalog = seal.StoreCatalog
 
 // openFile opens an in-memory DuckDB with the given settings and attaches
 // the file as storeCatalog, the default catalog of every connection.
 func openFile(ctx context.Context, dsn, path string, readOnly bool, others ...Attachment) (*sql.DB, error) {
-	attach := "ATTACH IF NOT EXISTS " + job.SQLString(path) + " AS " + storeCatalog
+	attach := "ATTACH IF NOT EXISTS " + sqltext.SQLString(path) + " AS " + storeCatalog
 	if readOnly {
 		attach += " (READ_ONLY)"
 	}
 	attaches := []string{attach}
 	for _, o := range others {
-		attaches = append(attaches, "ATTACH IF NOT EXISTS "+job.SQLString(o.Path)+" AS "+job.QuoteIdent(o.Alias)+" (READ_ONLY)")
+		attaches = append(attaches, "ATTACH IF NOT EXISTS "+sqltext.SQLString(o.Path)+" AS "+sqltext.QuoteIdent(o.Alias)+" (READ_ONLY)")
 	}
 	// The pool opens a connection for every query (idle ones are closed), so
 	// this runs long after Open returned: it must not inherit Open's
@@ -483,7 +486,7 @@ func (d *DB) BeginPinned(ctx context.Context) (*sql.Conn, *sql.Tx, error) {
 
 // BeginPinnedProgress is beginPinned that also turns on DuckDB's query
 // progress for *progress on the pinned connection (see withQueryProgress).
-func (d *DB) BeginPinnedProgress(ctx context.Context, progress *job.Progress) (*sql.Conn, *sql.Tx, error) {
+func (d *DB) BeginPinnedProgress(ctx context.Context, progress *report.Progress) (*sql.Conn, *sql.Tx, error) {
 	conn, err := d.sql.Conn(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect %s: %w", d.path, err)

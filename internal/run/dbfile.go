@@ -14,7 +14,7 @@ import (
 	"syscall"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // creatingTag names the file a new database is built in before it is linked
@@ -123,7 +123,7 @@ func replaceEmpty(ctx context.Context, dsn, path string, fault func(string)) err
 	unlock, err := lockDir(filepath.Dir(path))
 	if err != nil {
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return &job.LockedError{Path: path, Err: errors.New("another process is creating it")}
+			return &report.LockedError{Path: path, Err: errors.New("another process is creating it")}
 		}
 		return fmt.Errorf("create database %s: lock folder: %w", path, err)
 	}
@@ -146,7 +146,7 @@ func replaceEmpty(ctx context.Context, dsn, path string, fault func(string)) err
 		return fmt.Errorf("open database %s: %w", path, err)
 	}
 	if pid > 0 {
-		return &job.LockedError{Path: path, PID: pid, Err: errors.New("an empty database file is held")}
+		return &report.LockedError{Path: path, PID: pid, Err: errors.New("an empty database file is held")}
 	}
 	if err := checkNotLost(path, true); err != nil {
 		return err
@@ -182,7 +182,7 @@ func buildNew(ctx context.Context, dsn, path string, fault func(string)) (string
 	if err != nil {
 		_ = os.Remove(tmp)
 		_ = os.Remove(walPath(tmp))
-		return "", job.Canceled(ctx, fmt.Errorf("create database %s: %w", path, err))
+		return "", report.Canceled(ctx, fmt.Errorf("create database %s: %w", path, err))
 	}
 	_ = os.Remove(walPath(tmp))
 	return tmp, nil

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 )
 
@@ -46,8 +47,8 @@ func TestDescribedColumnsKeptAcrossProcesses(t *testing.T) {
 		}
 		return out
 	}
-	loaded := job.DecisionLoaded
-	skipped := job.DecisionSkipped
+	loaded := report.DecisionLoaded
+	skipped := report.DecisionSkipped
 
 	two := `["species_id BIGINT","id BIGINT"]`
 	three := `["species_id BIGINT","id BIGINT","extra INTEGER"]`

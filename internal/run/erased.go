@@ -11,7 +11,9 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // The replay guard of a pipeline without a position column.
@@ -127,7 +129,7 @@ func readErasedMatch(ctx context.Context, q catalog.Querier, j *job.Job, from st
 				texts = nil
 				break
 			}
-			texts[i] = "CAST(" + job.QuoteIdent(c) + " AS VARCHAR)"
+			texts[i] = "CAST(" + sqltext.QuoteIdent(c) + " AS VARCHAR)"
 		}
 		if texts == nil {
 			continue // the guard refuses a staged without the columns (guardErased)
@@ -196,7 +198,7 @@ func guardErased(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 	for _, c := range cols {
 		present[c] = true
 		if c != "_row" && c != "reason" {
-			blank = append(blank, job.QuoteIdent(c)+" = NULL")
+			blank = append(blank, sqltext.QuoteIdent(c)+" = NULL")
 		}
 	}
 	m, err := readErasedMatch(ctx, tx, j, "staged", present)
@@ -206,7 +208,7 @@ func guardErased(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 	// A column staged lacks (a target column the steps compute) is looked
 	// for by the key's erasures alone, which an erasure by subject records
 	// for every key the subject's rows had.
-	wanted := append(slices.Clone(m.wanted), job.SortedKeys(m.Values)...)
+	wanted := append(slices.Clone(m.wanted), report.SortedKeys(m.Values)...)
 	if len(wanted) > 0 && !slices.ContainsFunc(wanted, func(c string) bool { return present[c] }) {
 		slices.Sort(wanted)
 		return fmt.Errorf("pipeline %s: staged has none of the columns %s that hold what was erased from job %s: a replay of it could not be told apart; nothing committed", j.Pipeline.Name, strings.Join(slices.Compact(wanted), ", "), j.Name)
@@ -242,7 +244,7 @@ func guardErased(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 		return fmt.Errorf("pipeline %s: %w", j.Pipeline.Name, ErrNoReason)
 	}
 	// The erasure values are quoted literals, as the erasure's own deletes.
-	q := "UPDATE staged SET " + strings.Join(append(blank, "reason = "+job.SQLString(erasedOutcome)), ", ") + " WHERE " + strings.Join(or, " OR ")
+	q := "UPDATE staged SET " + strings.Join(append(blank, "reason = "+sqltext.SQLString(erasedOutcome)), ", ") + " WHERE " + strings.Join(or, " OR ")
 	if _, err := tx.ExecContext(ctx, q); err != nil {
 		return fmt.Errorf("guard erased subjects of job %s: %w", j.Name, contractError(j, "idem's erasure guard", catalog.TrimSQLError(err)))
 	}

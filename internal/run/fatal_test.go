@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 
 	"github.com/stretchr/testify/require"
 )
@@ -23,22 +23,22 @@ func TestFatalErrors(t *testing.T) {
 Original error: "fsync failed"`)), true},
 		{"fatal", errors.New(`step 04_commit.sql: FATAL Error: Failed to flush WAL`), true},
 		{"ordinary", errors.New(`step 01_stage.sql: Binder Error: column "x" not found`), false},
-		{"refused", job.Refuse("batch", "batch b was committed with another digest"), false},
+		{"refused", report.Refuse("batch", "batch b was committed with another digest"), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := job.Fatal(tc.err)
-			require.Equal(t, tc.fatal, errors.Is(got, job.ErrFatal))
+			got := report.Fatal(tc.err)
+			require.Equal(t, tc.fatal, errors.Is(got, report.ErrFatal))
 			require.ErrorIs(t, got, tc.err)
 			if !tc.fatal {
 				require.Equal(t, tc.err, got)
 				return
 			}
-			require.Equal(t, job.ExitFailure, job.ExitCode(got))
+			require.Equal(t, report.ExitFailure, report.ExitCode(got))
 			require.Contains(t, got.Error(), "the database was invalidated and this run committed nothing")
 			require.Contains(t, got.Error(), "run the command again")
 			require.Contains(t, got.Error(), tc.err.Error())
-			require.Equal(t, got, job.Fatal(got), "wrapped once")
+			require.Equal(t, got, report.Fatal(got), "wrapped once")
 		})
 	}
 }

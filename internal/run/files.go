@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
 
@@ -33,23 +34,23 @@ type FilesResult struct {
 // that changed, an input that cannot be listed) as one entry.
 func (d *DB) RunFiles(ctx context.Context, j *job.Job, opts RunOptions) (*FilesResult, error) {
 	if j.Input.Mode != job.InputModeFiles {
-		return nil, job.Usage("job %s does not read a directory (set [input] mode = \"files\")", j.Name)
+		return nil, report.Usage("job %s does not read a directory (set [input] mode = \"files\")", j.Name)
 	}
 	if opts.BatchID != "" || opts.From != nil {
-		return nil, d.logError(j, "", job.Usage("a files-mode job names its batches after its files: --batch-id, --from and --to do not apply"))
+		return nil, d.logError(j, "", report.Usage("a files-mode job names its batches after its files: --batch-id, --from and --to do not apply"))
 	}
 	fresh, st, err := d.pending(ctx, j, opts)
 	if err != nil {
-		return nil, d.logError(j, "", job.Canceled(ctx, err))
+		return nil, d.logError(j, "", report.Canceled(ctx, err))
 	}
-	out := &FilesResult{Job: j.Name, Decision: job.DecisionSkipped, NewFiles: []string{}, Runs: []*Result{}}
+	out := &FilesResult{Job: j.Name, Decision: report.DecisionSkipped, NewFiles: []string{}, Runs: []*Result{}}
 	for _, f := range fresh {
 		out.NewFiles = append(out.NewFiles, f.Path)
 	}
 	if len(fresh) == 0 {
 		// Logged as a skipped run is: with the handle's next commit or
 		// at Close (deferredLog).
-		d.deferred.add(catalog.RunRow{Job: j.Name, Decision: job.DecisionSkipped, Changed: "[]",
+		d.deferred.add(catalog.RunRow{Job: j.Name, Decision: report.DecisionSkipped, Changed: "[]",
 			Snapshot: st.Snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Message: "nothing new: no file that is not committed", At: time.Now()})
 		return out, nil
 	}
@@ -74,8 +75,8 @@ func (d *DB) RunFiles(ctx context.Context, j *job.Job, opts RunOptions) (*FilesR
 			return out, err
 		}
 		out.Runs = append(out.Runs, res)
-		if res.Decision == job.DecisionApplied {
-			out.Decision = job.DecisionApplied
+		if res.Decision == report.DecisionApplied {
+			out.Decision = report.DecisionApplied
 		}
 	}
 	return out, nil

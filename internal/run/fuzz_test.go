@@ -11,6 +11,8 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 
 	"github.com/stretchr/testify/require"
 
@@ -32,20 +34,20 @@ func FuzzParseJob(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		j, err := ParseJob("job.toml", data, pipelines.FS)
 		if err != nil {
-			var jfe *job.JobFileError
+			var jfe *report.JobFileError
 			require.True(t, errors.As(err, &jfe), "not a JobFileError: %T %v", err, err)
 			require.Equal(t, "job.toml", jfe.File)
 			require.True(t, strings.HasPrefix(err.Error(), "job.toml"), "error does not name the file: %v", err)
-			require.Equal(t, job.ExitUsage, job.ExitCode(err))
+			require.Equal(t, report.ExitUsage, report.ExitCode(err))
 			return
 		}
-		require.Regexp(t, job.Identifier, j.Name)
-		require.Regexp(t, job.Identifier, j.Table)
+		require.Regexp(t, sqltext.Identifier, j.Name)
+		require.Regexp(t, sqltext.Identifier, j.Table)
 		require.NotNil(t, j.Pipeline)
 		require.NotEmpty(t, j.Steps)
 		require.NotEmpty(t, j.DDL)
 		require.Len(t, j.Params, len(j.Pipeline.Params), "every declared param resolved")
-		require.LessOrEqual(t, j.DuckDB.Threads, job.MaxThreads)
+		require.LessOrEqual(t, j.DuckDB.Threads, report.MaxThreads)
 	})
 }
 
@@ -82,8 +84,8 @@ func (s *stageFuzzer) run(t *testing.T, data []byte) {
 	after, serr := catalog.ReadState(ctx, s.db.sql, s.j.Name)
 	require.NoError(t, serr, "the database is still usable")
 	if err != nil {
-		require.NotErrorIs(t, err, job.ErrFatal)
-		require.Equal(t, job.ExitFailure, job.ExitCode(err), "%v", err)
+		require.NotErrorIs(t, err, report.ErrFatal)
+		require.Equal(t, report.ExitFailure, report.ExitCode(err), "%v", err)
 		require.Contains(t, err.Error(), in, "the error names the input file")
 		require.NotContains(t, err.Error(), ".inputs/", "the error names the user's file, not its retained copy")
 		require.Equal(t, before, after, "a failed run committed something")
@@ -94,7 +96,7 @@ func (s *stageFuzzer) run(t *testing.T, data []byte) {
 		n += c
 	}
 	require.Equal(t, res.RowsIn, n, "one outcome per input row")
-	if res.Decision == job.DecisionSkipped {
+	if res.Decision == report.DecisionSkipped {
 		require.Equal(t, before.Snapshot, after.Snapshot)
 		return
 	}

@@ -10,7 +10,7 @@ import (
 
 // guardCache keeps, for one open database (a *DB, for the life of the
 // handle in this process), the verdicts of the guards whose answer is a
-// function of content: the seal check of a job's SQL texts (job.Seal.Check,
+// function of content: the seal check of a job's SQL texts (seal.Seal.Check,
 // before the names it leaves to the database are looked up, which is done
 // again every run), DuckDB's EXPLAIN of a step statement (the tables it
 // scans, its plan's root), and the released-SQL and owner checks a

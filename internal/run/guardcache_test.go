@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/stretchr/testify/require"
 )
 
@@ -26,8 +28,8 @@ func TestGuardCacheCannotPassBadSQL(t *testing.T) {
 	}
 	c := newGuardCache()
 	model := func(name, sql string) *job.Job {
-		return &job.Job{Name: name, Table: name, Pipeline: &job.Pipeline{Name: "custom"},
-			Steps: []job.Step{{Name: "01_model.sql", SQL: sql + ";\n"}}}
+		return &job.Job{Name: name, Table: name, Pipeline: &pipeline.Pipeline{Name: "custom"},
+			Steps: []pipeline.Step{{Name: "01_model.sql", SQL: sql + ";\n"}}}
 	}
 
 	t.Run("seal", func(t *testing.T) {
@@ -53,7 +55,7 @@ func TestGuardCacheCannotPassBadSQL(t *testing.T) {
 	})
 
 	t.Run("explain", func(t *testing.T) {
-		step := job.Step{Name: "01.sql", SQL: "INSERT INTO m SELECT k FROM n"}
+		step := pipeline.Step{Name: "01.sql", SQL: "INSERT INTO m SELECT k FROM n"}
 		exec := func(j *job.Job, scans ...string) error {
 			tx, err := d.SQL().BeginTx(ctx, nil)
 			require.NoError(t, err)
@@ -66,12 +68,12 @@ func TestGuardCacheCannotPassBadSQL(t *testing.T) {
 			}
 			return s.exec(ctx, tx, step)
 		}
-		j := &job.Job{Name: "m", Table: "m", Pipeline: &job.Pipeline{Name: "custom"}}
+		j := &job.Job{Name: "m", Table: "m", Pipeline: &pipeline.Pipeline{Name: "custom"}}
 		require.NoError(t, exec(j, "n")) // as if n were an upstream's target
 		require.NoError(t, exec(j, "n"))
 		// The same statement in a run that may not scan n.
 		err := exec(j)
-		require.ErrorIs(t, err, job.ErrUsage)
+		require.ErrorIs(t, err, report.ErrUsage)
 		require.ErrorContains(t, err, "reads table idem_store.main.n")
 	})
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
 
@@ -146,7 +148,7 @@ func newResult(j *job.Job, p *Prepared, st catalog.State) *Result {
 		Changed:     []string{},
 	}
 	if st.HasParts {
-		res.Changed = job.NonNil(p.parts.Changed(st.Parts))
+		res.Changed = report.NonNil(p.parts.Changed(st.Parts))
 	} else {
 		res.FirstLoad = true
 	}
@@ -184,7 +186,7 @@ func (d *DB) checkOwners(ctx context.Context, tx *sql.Tx, j *job.Job, write bool
 // still there (learned).
 func (d *DB) checkReleased(ctx context.Context, tx *sql.Tx, j *job.Job, write bool, learn *guardLearn) error {
 	k := guardKey("released", j.Name, j.ReleaseName(), fmt.Sprint(j.TransformVersion, " ", j.SchemaVersion),
-		fmt.Sprint(j.ContentVersioned(), j.IsModel()), job.StepsDigest(j.Steps), job.DigestString(j.DDL), j.TransformPart().SHA256, j.ModelSQL)
+		fmt.Sprint(j.ContentVersioned(), j.IsModel()), pipeline.StepsDigest(j.Steps), pipeline.DigestString(j.DDL), j.TransformPart().SHA256, j.ModelSQL)
 	return d.learned("released", k, write, learn, func() error { return catalog.CheckReleased(ctx, tx, j, write) })
 }
 
@@ -220,10 +222,10 @@ func (d *DB) decideMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared
 		return catalog.CountRows(ctx, tx, j.Table)
 	}
 	switch j.Pipeline.Mode {
-	case job.ModeRefresh:
+	case pipeline.ModeRefresh:
 		if st.Exists && st.Key == p.key && exists && !opts.FullRefresh {
 			// The target already holds this snapshot: report its counts.
-			res.Decision = job.DecisionSkipped
+			res.Decision = report.DecisionSkipped
 			if counts == nil {
 				c, err := catalog.ReadSnapshotCounts(ctx, tx, j.Name, st.Snapshot)
 				if err != nil {
@@ -238,10 +240,10 @@ func (d *DB) decideMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared
 			res.RowsOut, err = countRows()
 			return res, true, err
 		}
-	case job.ModeApply:
+	case pipeline.ModeApply:
 		if p.unchanged {
 			// No upstream moved since the snapshots the job applied.
-			res.Decision = job.DecisionSkipped
+			res.Decision = report.DecisionSkipped
 			res.RowsOut, err = countRows()
 			return res, true, err
 		}
@@ -250,7 +252,7 @@ func (d *DB) decideMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared
 			// (under any file name) changes nothing; other content is a
 			// batch of its own, whatever was committed before it.
 			if st.Exists && st.Key == p.key && exists && !opts.FullRefresh {
-				res.Decision = job.DecisionSkipped
+				res.Decision = report.DecisionSkipped
 				res.RowsOut, err = countRows()
 				return res, true, err
 			}
@@ -267,7 +269,7 @@ func (d *DB) decideMode(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared
 			if *opts.From < st.Cursor {
 				what = "an overlap"
 			}
-			return nil, false, job.Refuse("cursor", "batch %s starts at %d but the job's cursor is %d (%s): the next batch must start at %d", p.batchID, *opts.From, st.Cursor, what, st.Cursor)
+			return nil, false, report.Refuse("cursor", "batch %s starts at %d but the job's cursor is %d (%s): the next batch must start at %d", p.batchID, *opts.From, st.Cursor, what, st.Cursor)
 		}
 		// Directory and chunked inputs (files.go, chunks.go).
 		if err := checkInputMode(ctx, tx, j, p, st, opts); err != nil {
@@ -300,7 +302,7 @@ func checkTarget(ctx context.Context, tx catalog.Querier, j *job.Job, st catalog
 	}
 	repair := fmt.Sprintf("nothing was changed; repair with `idem rollback %s --to-snapshot %d` (rebuilds the table from its history), then `idem rerun %s` proves it", ref, st.Snapshot, ref)
 	if !exists {
-		return -1, nil, job.Refuse("target", "table %q of job %q is missing, but the job's state says it holds snapshot %d (%d rows): %s",
+		return -1, nil, report.Refuse("target", "table %q of job %q is missing, but the job's state says it holds snapshot %d (%d rows): %s",
 			st.Target, j.Name, st.Snapshot, want.Int64, repair)
 	}
 	if !want.Valid {
@@ -311,7 +313,7 @@ func checkTarget(ctx context.Context, tx catalog.Querier, j *job.Job, st catalog
 		return -1, nil, err
 	}
 	if n != want.Int64 {
-		return -1, nil, job.Refuse("target", "table %q of job %q holds %d rows, but snapshot %d, which the job's state says it holds, has %d: it was changed outside idem; %s",
+		return -1, nil, report.Refuse("target", "table %q of job %q holds %d rows, but snapshot %d, which the job's state says it holds, has %d: it was changed outside idem; %s",
 			st.Target, j.Name, n, st.Snapshot, want.Int64, repair)
 	}
 	return n, &counts, nil
@@ -325,9 +327,9 @@ func (d *DB) checkLedger(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepare
 		return false, err
 	}
 	if row.Digest != p.digest {
-		return false, job.Refuse("batch", "batch %s was committed with digest %s; this input's digest is %s: a changed batch needs a new batch id", p.batchID, row.Digest[:12], p.digest[:12])
+		return false, report.Refuse("batch", "batch %s was committed with digest %s; this input's digest is %s: a changed batch needs a new batch id", p.batchID, row.Digest[:12], p.digest[:12])
 	}
-	res.Decision = job.DecisionAlreadyCommitted
+	res.Decision = report.DecisionAlreadyCommitted
 	res.RowsIn = row.RowsIn
 	res.Snapshot = row.Snapshot
 	if err := json.Unmarshal([]byte(row.Outcomes), &res.Outcomes); err != nil {

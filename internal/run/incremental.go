@@ -10,7 +10,9 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Incremental models by partition ([target] incremental = "partition")
@@ -118,7 +120,7 @@ func incrementalPins(j *job.Job, p *Prepared, st catalog.State) {
 	}
 	up.Partitions = nil
 	if !st.HasParts || st.Snapshot == 0 || st.Target != j.Table || st.Parts.Transform != p.parts.Transform ||
-		string(job.CanonicalJSON(st.Parts.Config)) != string(job.CanonicalJSON(p.parts.Config)) {
+		string(jobkey.CanonicalJSON(st.Parts.Config)) != string(jobkey.CanonicalJSON(p.parts.Config)) {
 		return
 	}
 	up.Partitions = &source.Partitions{Columns: j.IncrementalColumns(), ByKey: j.Incremental == job.IncrementalKey, Since: pinnedSnapshots(st)}
@@ -149,17 +151,17 @@ func (r *txRun) incremental() *source.Partitions {
 // keys to themselves.
 func (r *txRun) incrementalSteps(ctx context.Context, parts *source.Partitions) error {
 	j, tx := r.j, r.tx
-	target := job.QuoteIdent(j.Table)
+	target := sqltext.QuoteIdent(j.Table)
 	keys := identList(j.Key)
 	match := make([]string, len(j.Key))
 	for i, k := range j.Key {
-		match[i] = "t." + job.QuoteIdent(k) + " = u." + job.QuoteIdent(k)
+		match[i] = "t." + sqltext.QuoteIdent(k) + " = u." + sqltext.QuoteIdent(k)
 	}
 	on := strings.Join(match, " AND ")
 	cols := parts.Columns
 	in := make([]string, len(cols))
 	for i, c := range cols {
-		in[i] = "t." + job.QuoteIdent(c) + " = p." + job.QuoteIdent(c)
+		in[i] = "t." + sqltext.QuoteIdent(c) + " = p." + sqltext.QuoteIdent(c)
 	}
 	inParts := " AS t SEMI JOIN " + source.PartitionsTable + " AS p ON " + strings.Join(in, " AND ")
 	rowsOf := "CREATE OR REPLACE TEMP TABLE " + incrementalRows + " AS SELECT * FROM (\n" + j.Expand(j.ModelSQL) + "\n) AS idem_model ORDER BY " + keys
@@ -228,7 +230,7 @@ func (r *txRun) incrementalSteps(ctx context.Context, parts *source.Partitions) 
 func anyNullOf(alias string, cols []string) string {
 	terms := make([]string, len(cols))
 	for i, c := range cols {
-		terms[i] = alias + "." + job.QuoteIdent(c) + " IS NULL"
+		terms[i] = alias + "." + sqltext.QuoteIdent(c) + " IS NULL"
 	}
 	return strings.Join(terms, " OR ")
 }

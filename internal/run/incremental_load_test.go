@@ -9,12 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/pipelines"
 )
 
 // TestIncrementalLoad: an incremental model whose SELECT cannot be
 // restricted to the partitions (or keys) that changed is refused at load (a
-// *job.JobFileError, exit 2) naming the job file's line of incremental,
+// *report.JobFileError, exit 2) naming the job file's line of incremental,
 // the model file's line and why; one that can is loaded.
 func TestIncrementalLoad(t *testing.T) {
 	t.Parallel()
@@ -94,7 +95,7 @@ func TestIncrementalLoad(t *testing.T) {
 				return
 			}
 			require.Error(t, err)
-			var jfe *job.JobFileError
+			var jfe *report.JobFileError
 			require.True(t, errors.As(err, &jfe), "%T: %v", err, err)
 			require.Contains(t, err.Error(), c.want)
 			if line := map[string]string{target: "10", byKey: "9"}[c.target]; line != "" {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/pipelines"
 )
 
@@ -240,9 +241,9 @@ func TestIncrementalProperty(t *testing.T) {
 					switch {
 					case b == 0:
 						require.Equal(t, "full", res.Incremental, "first load")
-					case res.Decision == job.DecisionLoaded && (strings.HasPrefix(note, "every partition changed") || strings.HasPrefix(note, "as many keys changed")):
+					case res.Decision == report.DecisionLoaded && (strings.HasPrefix(note, "every partition changed") || strings.HasPrefix(note, "as many keys changed")):
 						require.Equal(t, "full", res.Incremental)
-					case res.Decision == job.DecisionLoaded:
+					case res.Decision == report.DecisionLoaded:
 						mode := s.incr[i].Incremental
 						require.Equal(t, mode, res.Incremental, "batch %d %s: %s", b, s.incr[i].Name, note)
 						if len(res.Partitions) == 0 && res.Keys == 0 {

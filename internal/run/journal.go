@@ -17,7 +17,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // The erasure journal is a file beside the database, <db>.erasures: one
@@ -342,4 +342,4 @@ func (e *JournalGapError) Error() string {
 		e.Path, len(e.Missing), JournalPath(e.Path), b.String(), e.Path)
 }
 
-func (e *JournalGapError) Unwrap() error { return job.ErrRefused }
+func (e *JournalGapError) Unwrap() error { return report.ErrRefused }

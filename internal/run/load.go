@@ -7,13 +7,15 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // LoadJob reads and validates the job file at path (see job.LoadJob), and
 // proves its quality rules on a scratch DuckDB. Every error is a
 // *JobFileError naming the file, the line and the key.
 func LoadJob(path string, builtins fs.FS) (*job.Job, error) {
-	data, err := job.ReadJobFile(path)
+	data, err := jobfs.ReadJobFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +53,7 @@ func parseJob(path string, data []byte, builtins fs.FS, lenient bool) (*job.Job,
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if i, err := validateRules(ctx, j); err != nil {
-			return nil, &job.JobFileError{File: j.File, Line: job.RuleLine(data, i), Key: fmt.Sprintf("quality.rules[%d]", i+1), Msg: err.Error()}
+			return nil, &report.JobFileError{File: j.File, Line: jobfs.RuleLine(data, i), Key: fmt.Sprintf("quality.rules[%d]", i+1), Msg: err.Error()}
 		}
 	}
 	return j, nil

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
 
@@ -22,7 +22,7 @@ import (
 
 // LostDatabaseError refuses to create a database where one was lost: Path
 // is missing or empty and Found names what is beside it. It wraps
-// job.ErrRefused (exit 3).
+// report.ErrRefused (exit 3).
 type LostDatabaseError struct {
 	Path  string
 	Empty bool // the file is there with 0 bytes
@@ -41,7 +41,7 @@ func (e *LostDatabaseError) Error() string {
 		e.Path, state, strings.Join(e.Found, ", "), ReplicaPath(e.Path), e.Path, e.Path, strings.Join(e.Moved, ", "))
 }
 
-func (e *LostDatabaseError) Unwrap() error { return job.ErrRefused }
+func (e *LostDatabaseError) Unwrap() error { return report.ErrRefused }
 
 // checkNotLost refuses (*LostDatabaseError) to create a database at path,
 // missing or empty, when an erasure journal, a read replica or a

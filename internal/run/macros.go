@@ -7,15 +7,18 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/seal"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
-// CreateMacros creates the macros job j uses (job.Macro) on q, the run's
+// CreateMacros creates the macros job j uses (seal.Macro) on q, the run's
 // transaction, as TEMP macros: they live in that transaction and
 // connection, never in the database. Their text is sealed first, before
 // anything binds them (a model's columns are described before the run's
 // seal check, which checks them again with the rest of the job's SQL),
 // and a macro named like one of DuckDB's functions is refused
-// (ShadowedMacros): either is a *job.UsageError (exit 2), nothing created.
+// (ShadowedMacros): either is a *report.UsageError (exit 2), nothing created.
 func CreateMacros(ctx context.Context, q catalog.Querier, j *job.Job) error {
 	if len(j.Macros) == 0 {
 		return nil
@@ -26,7 +29,7 @@ func CreateMacros(ctx context.Context, q catalog.Querier, j *job.Job) error {
 	}
 	var texts []string
 	for _, m := range j.Macros {
-		texts = append(texts, job.QueryTexts(m.Create)...)
+		texts = append(texts, sqltext.QueryTexts(m.Create)...)
 	}
 	parser, err := SealParser(ctx, q, texts)
 	if err != nil {
@@ -48,10 +51,10 @@ func CreateMacros(ctx context.Context, q catalog.Querier, j *job.Job) error {
 	}
 	for _, m := range j.Macros {
 		if err := OneStatement(m.Create); err != nil {
-			return job.Usage("job %s: macro %s (%s): %v", j.Name, m.Name, m.File, err)
+			return report.Usage("job %s: macro %s (%s): %v", j.Name, m.Name, m.File, err)
 		}
 		if _, err := q.ExecContext(ctx, m.Create); err != nil {
-			return job.Usage("job %s: macro %s (%s): %v", j.Name, m.Name, m.File, catalog.TrimSQLError(err))
+			return report.Usage("job %s: macro %s (%s): %v", j.Name, m.Name, m.File, catalog.TrimSQLError(err))
 		}
 	}
 	return nil
@@ -60,7 +63,7 @@ func CreateMacros(ctx context.Context, q catalog.Querier, j *job.Job) error {
 // ShadowedMacros are the macros j uses that are named like one of DuckDB's
 // functions, which they would replace in every query of the run: a call
 // of that name must mean what it means everywhere else.
-func ShadowedMacros(ctx context.Context, q catalog.Querier, j *job.Job) ([]job.Violation, error) {
+func ShadowedMacros(ctx context.Context, q catalog.Querier, j *job.Job) ([]seal.Violation, error) {
 	if len(j.Macros) == 0 {
 		return nil, nil
 	}
@@ -73,10 +76,10 @@ func ShadowedMacros(ctx context.Context, q catalog.Querier, j *job.Job) ([]job.V
 	if err != nil {
 		return nil, fmt.Errorf("look up macro names: %w", err)
 	}
-	var out []job.Violation
+	var out []seal.Violation
 	for _, m := range j.Macros {
 		if builtin[strings.ToLower(m.Name)] != "" {
-			out = append(out, job.Violation{File: m.File, Line: 1, Construct: m.Name + "()",
+			out = append(out, seal.Violation{File: m.File, Line: 1, Construct: m.Name + "()",
 				Message: fmt.Sprintf("macro %s has the name of a DuckDB function, which it would replace in every query of the run", m.Name),
 				Fix:     "name the macro otherwise (a dbt macro of a function DuckDB has, such as date_trunc, is DuckDB's own: call it and drop the macro)"})
 		}
@@ -101,7 +104,7 @@ func DropMacros(ctx context.Context, q catalog.Querier, j *job.Job) error {
 		if isTableMacro(m) {
 			kind = "MACRO TABLE"
 		}
-		if _, err := q.ExecContext(ctx, "DROP "+kind+" IF EXISTS temp."+job.QuoteIdent(m.Name)); err != nil {
+		if _, err := q.ExecContext(ctx, "DROP "+kind+" IF EXISTS temp."+sqltext.QuoteIdent(m.Name)); err != nil {
 			return catalog.TrimSQLError(err)
 		}
 	}
@@ -110,7 +113,7 @@ func DropMacros(ctx context.Context, q catalog.Querier, j *job.Job) error {
 
 // isTableMacro says whether a macro's body is AS TABLE (outside strings
 // and comments).
-func isTableMacro(m job.Macro) bool {
-	masked := strings.ToUpper(job.MaskSQL(m.Create))
+func isTableMacro(m seal.Macro) bool {
+	masked := strings.ToUpper(sqltext.MaskSQL(m.Create))
 	return strings.Contains(" "+strings.Join(strings.Fields(masked), " ")+" ", " AS TABLE ")
 }

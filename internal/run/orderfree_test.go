@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
 )
 
 // TestModelOrderFree: a model runs on the job's threads only when DuckDB's
@@ -40,7 +41,7 @@ func TestModelOrderFree(t *testing.T) {
 		{"SELECT id, sum(amt) OVER (PARTITION BY grp) AS total FROM t", ""},
 		{"SELECT id, lag(amt) OVER (ORDER BY id) AS prev FROM t", "lag"},
 	} {
-		j := &job.Job{Name: "m", Table: "m", Pipeline: &job.Pipeline{Name: "select", Model: true}, ModelSQL: c.sql}
+		j := &job.Job{Name: "m", Table: "m", Pipeline: &pipeline.Pipeline{Name: "select", Model: true}, ModelSQL: c.sql}
 		ok, why, err := ModelOrderFree(ctx, d.SQL(), j)
 		require.NoError(t, err, c.sql)
 		require.Equal(t, c.why == "", ok, "%s: %s", c.sql, why)

@@ -12,7 +12,10 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // packet writes the release packet of the snapshot this run commits
@@ -39,14 +42,14 @@ func (r *txRun) packet(ctx context.Context) (bool, error) {
 	pk := &catalog.Packet{
 		Job: j.Name, Snapshot: r.snapshot, Parent: r.st.Snapshot, JobKey: p.key, Parts: json.RawMessage(p.parts.JSON()),
 		Pipeline: j.Pipeline.Name, TransformVersion: j.TransformVersion, SchemaVersion: j.SchemaVersion,
-		Inputs: []catalog.InputRef{}, RowsIn: res.RowsIn, Outcomes: res.Outcomes, Key: job.NonNil(j.Pipeline.Key),
+		Inputs: []catalog.InputRef{}, RowsIn: res.RowsIn, Outcomes: res.Outcomes, Key: report.NonNil(j.Pipeline.Key),
 		PartitionBy: j.PartitionBy,
 	}
 	for _, f := range p.files {
 		pk.Inputs = append(pk.Inputs, catalog.InputRef{SHA256: f.SHA256, Bytes: f.Size, Name: filepath.Base(f.Path)})
 	}
 	if r.part == nil {
-		e, err := PacketFactsOf(ctx, tx, j, job.QuoteIdent(j.Table), cols, nil, false)
+		e, err := PacketFactsOf(ctx, tx, j, sqltext.QuoteIdent(j.Table), cols, nil, false)
 		if err != nil {
 			return false, err
 		}
@@ -97,7 +100,7 @@ func PacketFactsOf(ctx context.Context, q catalog.Querier, j *job.Job, table str
 // packetEntry describes the target's rows of one partition (value nil: all
 // rows) and hashes them written as a CSV export writes them, to path.
 func packetEntry(ctx context.Context, tx *sql.Tx, j *job.Job, cols []catalog.TargetColumn, value *string, path string) (*catalog.PacketEntry, error) {
-	e, from, err := packetFacts(ctx, tx, j, job.QuoteIdent(j.Table), cols, value, true)
+	e, from, err := packetFacts(ctx, tx, j, sqltext.QuoteIdent(j.Table), cols, value, true)
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +109,7 @@ func packetEntry(ctx context.Context, tx *sql.Tx, j *job.Job, cols []catalog.Tar
 	if err != nil {
 		return nil, fmt.Errorf("release packet of %s: %w", j.Table, err)
 	}
-	if _, err := tx.ExecContext(ctx, "COPY ("+query+") TO "+job.SQLString(path)+" "+catalog.CSVCopyOptions); err != nil {
+	if _, err := tx.ExecContext(ctx, "COPY ("+query+") TO "+sqltext.SQLString(path)+" "+catalog.CSVCopyOptions); err != nil {
 		return nil, fmt.Errorf("release packet of %s: %w", j.Table, catalog.TrimSQLError(err))
 	}
 	sum, size, err := source.FileSHA256(path)
@@ -147,10 +150,10 @@ func packetFacts(ctx context.Context, q catalog.Querier, j *job.Job, table strin
 			}
 		}
 		// The filter a partitioned export uses (export_partitioned.go).
-		where = " WHERE " + job.QuoteIdent(j.PartitionBy) + " = CAST(" + job.SQLString(*value) + " AS " + typ + ")"
+		where = " WHERE " + sqltext.QuoteIdent(j.PartitionBy) + " = CAST(" + sqltext.SQLString(*value) + " AS " + typ + ")"
 	}
 	from := " FROM " + table + where
-	keyExpr := job.QuoteIdent(key[0])
+	keyExpr := sqltext.QuoteIdent(key[0])
 	if len(key) > 1 {
 		keyExpr = "row(" + identList(key) + ")"
 	}
@@ -164,7 +167,7 @@ func packetFacts(ctx context.Context, q catalog.Querier, j *job.Job, table strin
 	}
 	sel := []string{"count(*)", distinctExpr}
 	for _, c := range bounded {
-		qc := job.QuoteIdent(c)
+		qc := sqltext.QuoteIdent(c)
 		sel = append(sel, "CAST(min("+qc+") AS VARCHAR)", "CAST(max("+qc+") AS VARCHAR)")
 	}
 	e := &catalog.PacketEntry{Partition: value, Bounds: map[string][2]*string{}}
@@ -208,8 +211,8 @@ func payloadVersions(ctx context.Context, tx *sql.Tx, j *job.Job) (map[string]in
 	if !slices.ContainsFunc(cols, func(c catalog.TargetColumn) bool { return c.Name == "schema_version" }) {
 		return nil, nil
 	}
-	q := "SELECT coalesce('v' || CAST(schema_version AS VARCHAR), 'none'), count(*) FROM " + job.QuoteIdent(j.Table+t)
-	if j.Pipeline.Mode == job.ModeApply {
+	q := "SELECT coalesce('v' || CAST(schema_version AS VARCHAR), 'none'), count(*) FROM " + sqltext.QuoteIdent(j.Table+t)
+	if j.Pipeline.Mode == pipeline.ModeApply {
 		q += " WHERE batch_id = getvariable('idem_batch_id')"
 	}
 	rows, err := tx.QueryContext(ctx, q+" GROUP BY 1 ORDER BY 1")

@@ -7,14 +7,15 @@ import (
 	"sync"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/seal"
+	"github.com/idem-dev/idem/internal/sqltext"
 
 	"github.com/duckdb/duckdb-go/v2/mapping"
 )
 
 // The statement counter: DuckDB's own parser, in an in-memory DuckDB of
 // its own, so that idem splits and counts statements as the engine that
-// runs them does (job.Statements). The parser keeps no state between
+// runs them does (sqltext.Statements). The parser keeps no state between
 // texts; one instance serves the process, opened on first use (about a
 // millisecond) and used under a lock (a parse takes microseconds).
 var parser struct {
@@ -87,23 +88,23 @@ func countStatements(text string) (int, error) {
 // once a process: it is the engine's, the same for every database.
 var engine struct {
 	mu    sync.Mutex
-	funcs *job.Functions
+	funcs *seal.Functions
 }
 
 // EngineFunctions is what DuckDB's function catalog says of its functions
-// (job.NewFunctions): which are volatile or read the session, which views
+// (seal.NewFunctions): which are volatile or read the session, which views
 // read the catalog. For the engine idem is built with, the answer is the
-// one recorded in internal/job/enginefuncs_gen.go (listing the catalog
+// one recorded in internal/seal/enginefuncs_gen.go (listing the catalog
 // costs 20-60 ms a process); TestEngineFunctionsRecorded proves the record
 // equal to the engine's catalog, and rewrites it with -update. Any other
 // engine is asked through q, once a process.
-func EngineFunctions(ctx context.Context, q catalog.Querier) (*job.Functions, error) {
+func EngineFunctions(ctx context.Context, q catalog.Querier) (*seal.Functions, error) {
 	engine.mu.Lock()
 	defer engine.mu.Unlock()
 	if engine.funcs != nil {
 		return engine.funcs, nil
 	}
-	if f := job.RecordedFunctions(mapping.LibraryVersion()); f != nil {
+	if f := seal.RecordedFunctions(mapping.LibraryVersion()); f != nil {
 		engine.funcs = f
 		return f, nil
 	}
@@ -117,16 +118,16 @@ func EngineFunctions(ctx context.Context, q catalog.Querier) (*job.Functions, er
 
 // readEngineFunctions lists DuckDB's function catalog and its internal
 // views through q.
-func readEngineFunctions(ctx context.Context, q catalog.Querier) (*job.Functions, error) {
+func readEngineFunctions(ctx context.Context, q catalog.Querier) (*seal.Functions, error) {
 	rows, err := q.QueryContext(ctx, `SELECT DISTINCT function_name, function_type, coalesce(stability, ''), coalesce(CAST(macro_definition AS VARCHAR), '')
 		FROM duckdb_functions() WHERE stability IS DISTINCT FROM 'CONSISTENT' OR function_name ILIKE 'pg\_%' ESCAPE '\' ORDER BY ALL`)
 	if err != nil {
 		return nil, fmt.Errorf("read DuckDB's functions: %w", err)
 	}
 	defer rows.Close()
-	var infos []job.FunctionInfo
+	var infos []seal.FunctionInfo
 	for rows.Next() {
-		var in job.FunctionInfo
+		var in seal.FunctionInfo
 		if err := rows.Scan(&in.Name, &in.Type, &in.Stability, &in.Macro); err != nil {
 			return nil, fmt.Errorf("read DuckDB's functions: %w", err)
 		}
@@ -151,33 +152,33 @@ func readEngineFunctions(ctx context.Context, q catalog.Querier) (*job.Functions
 	if err := vrows.Err(); err != nil {
 		return nil, fmt.Errorf("read DuckDB's catalog views: %w", err)
 	}
-	return job.NewFunctions(infos, views), nil
+	return seal.NewFunctions(infos, views), nil
 }
 
-// SealParser is the job.Parser of a seal check through q: queries (the
-// texts job.QueryTexts finds) parsed in one round trip, DuckDB's statement
+// SealParser is the seal.Parser of a seal check through q: queries (the
+// texts sqltext.QueryTexts finds) parsed in one round trip, DuckDB's statement
 // counter and its function catalog.
-func SealParser(ctx context.Context, q catalog.Querier, queries []string) (job.Parser, error) {
+func SealParser(ctx context.Context, q catalog.Querier, queries []string) (seal.Parser, error) {
 	parse, err := parseAll(ctx, q, queries)
 	if err != nil {
-		return job.Parser{}, err
+		return seal.Parser{}, err
 	}
 	funcs, err := EngineFunctions(ctx, q)
 	if err != nil {
-		return job.Parser{}, err
+		return seal.Parser{}, err
 	}
-	return job.Parser{Parse: parse, Count: CountStatements, Funcs: funcs}, nil
+	return seal.Parser{Parse: parse, Count: CountStatements, Funcs: funcs}, nil
 }
 
 // ErrSeveralStatements is a text idem runs as one statement that DuckDB's
-// parser reads as several (job.One); it is refused before anything runs.
+// parser reads as several (sqltext.One); it is refused before anything runs.
 var ErrSeveralStatements = errors.New("DuckDB's parser reads several statements in a text idem runs as one; nothing of it ran")
 
 // OneStatement refuses text (user SQL, or a query of idem's that wraps it)
 // when DuckDB's parser reads it as several statements: the driver would
 // run every one of them, and idem checked one.
 func OneStatement(text string) error {
-	if err := job.One(text, CountStatements); err != nil {
+	if err := sqltext.One(text, CountStatements); err != nil {
 		return fmt.Errorf("%w (%v)", ErrSeveralStatements, err)
 	}
 	return nil
@@ -185,9 +186,9 @@ func OneStatement(text string) error {
 
 // ExecStatements runs text (a schema file, a step) on q one statement at
 // a time, as DuckDB's parser splits it and idem reads it
-// (job.Statements): a text the two split differently runs nothing.
+// (sqltext.Statements): a text the two split differently runs nothing.
 func ExecStatements(ctx context.Context, q catalog.Querier, text string) error {
-	spans, err := job.Statements(text, CountStatements)
+	spans, err := sqltext.Statements(text, CountStatements)
 	if err != nil {
 		return fmt.Errorf("%w (%v)", ErrSeveralStatements, err)
 	}

@@ -8,7 +8,8 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Partition replacement ([target] partition_by). The steps of a refresh
@@ -48,7 +49,7 @@ func (r *txRun) keepPartitions(ctx context.Context) error {
 	if !r.exists || !r.st.HasParts || r.st.Target != r.j.Table {
 		return nil // a first load: nothing committed to keep
 	}
-	if _, err := r.tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE idem_part_prev AS SELECT * FROM "+job.QuoteIdent(r.j.Table)); err != nil {
+	if _, err := r.tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE idem_part_prev AS SELECT * FROM "+sqltext.QuoteIdent(r.j.Table)); err != nil {
 		return fmt.Errorf("keep the partitions of %s: %w", r.j.Table, catalog.TrimSQLError(err))
 	}
 	r.part.kept = true
@@ -65,7 +66,7 @@ func (r *txRun) replacePartitions(ctx context.Context) error {
 		return nil
 	}
 	j, tx := r.j, r.tx
-	target := job.QuoteIdent(j.Table)
+	target := sqltext.QuoteIdent(j.Table)
 	cols, err := catalog.TargetColumns(ctx, tx, j.Table)
 	if err != nil {
 		return err
@@ -79,15 +80,15 @@ func (r *txRun) replacePartitions(ctx context.Context) error {
 		}
 	}
 	if typ == "" {
-		return job.Usage("job %s: [target] partition_by = %q is not a column of %s (columns: %s)", j.Name, pr.column, j.Table, strings.Join(names, ", "))
+		return report.Usage("job %s: [target] partition_by = %q is not a column of %s (columns: %s)", j.Name, pr.column, j.Table, strings.Join(names, ", "))
 	}
-	qc := job.QuoteIdent(pr.column)
+	qc := sqltext.QuoteIdent(pr.column)
 	var nulls int64
 	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+target+" WHERE "+qc+" IS NULL").Scan(&nulls); err != nil {
 		return fmt.Errorf("partitions of %s: %w", j.Table, catalog.TrimSQLError(err))
 	}
 	if nulls > 0 {
-		return job.Refuse("partition", "%d staged rows of %s have no %s (NULL): every row must belong to a partition; nothing committed", nulls, j.Table, pr.column)
+		return report.Refuse("partition", "%d staged rows of %s have no %s (NULL): every row must belong to a partition; nothing committed", nulls, j.Table, pr.column)
 	}
 	staged, err := textColumn(ctx, tx, "SELECT CAST(v AS VARCHAR) FROM (SELECT DISTINCT "+qc+" AS v FROM "+target+") ORDER BY v")
 	if err != nil {
@@ -106,7 +107,7 @@ func (r *txRun) replacePartitions(ctx context.Context) error {
 			return fmt.Errorf("partitions of %s: %w", j.Table, catalog.TrimSQLError(err))
 		}
 		if bad > 0 {
-			return job.Usage("--partitions %s: a value is not a %s (the type of %s.%s)", strings.Join(r.opts.Partitions, ","), typ, j.Table, pr.column)
+			return report.Usage("--partitions %s: a value is not a %s (the type of %s.%s)", strings.Join(r.opts.Partitions, ","), typ, j.Table, pr.column)
 		}
 		var outside []string
 		for _, s := range staged {
@@ -115,7 +116,7 @@ func (r *txRun) replacePartitions(ctx context.Context) error {
 			}
 		}
 		if len(outside) > 0 {
-			return job.Refuse("partition", "staged rows of %s lie in partition %s = %s, outside --partitions %s: a run replaces only the partitions it declares; nothing committed",
+			return report.Refuse("partition", "staged rows of %s lie in partition %s = %s, outside --partitions %s: a run replaces only the partitions it declares; nothing committed",
 				j.Table, pr.column, strings.Join(outside, ", "), strings.Join(declared, ","))
 		}
 		pr.declared = declared
@@ -172,7 +173,7 @@ func (r *txRun) replacePartitions(ctx context.Context) error {
 func identList(cols []string) string {
 	q := make([]string, len(cols))
 	for i, c := range cols {
-		q[i] = job.QuoteIdent(c)
+		q[i] = sqltext.QuoteIdent(c)
 	}
 	return strings.Join(q, ", ")
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
 
@@ -90,7 +92,7 @@ func (r *txRun) stage(ctx context.Context) (bool, error) {
 	}
 	r.res.IgnoredColumns = in.IgnoredColumns
 	if in.Empty {
-		r.res.Decision = job.DecisionSkipped // the input holds nothing past the cursor
+		r.res.Decision = report.DecisionSkipped // the input holds nothing past the cursor
 		return false, nil
 	}
 	return true, nil
@@ -152,7 +154,7 @@ func (r *txRun) steps(ctx context.Context) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		steps, exec = cp.Steps, func(ctx context.Context, tx *sql.Tx, step job.Step) error {
+		steps, exec = cp.Steps, func(ctx context.Context, tx *sql.Tx, step pipeline.Step) error {
 			if err := ExecStatements(ctx, tx, cp.Expand(step.SQL)); err != nil {
 				return &stepFailure{err: err}
 			}
@@ -328,8 +330,8 @@ func (r *txRun) history(ctx context.Context) (bool, error) {
 func (r *txRun) commitRows(ctx context.Context) (bool, error) {
 	res, p := r.res, r.p
 	res.Snapshot = r.snapshot
-	if r.j.Pipeline.Mode == job.ModeApply {
-		res.Decision = job.DecisionApplied
+	if r.j.Pipeline.Mode == pipeline.ModeApply {
+		res.Decision = report.DecisionApplied
 		if r.opts.To != nil {
 			res.Cursor = *r.opts.To
 		}
@@ -337,7 +339,7 @@ func (r *txRun) commitRows(ctx context.Context) (bool, error) {
 			res.Cursor = *p.chunk.To
 		}
 	} else {
-		res.Decision = job.DecisionLoaded
+		res.Decision = report.DecisionLoaded
 	}
 	cols, err := r.columns(ctx)
 	if err != nil {

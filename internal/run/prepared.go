@@ -5,6 +5,7 @@ import (
 	"database/sql"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 )
 
 // Key is the job key of the prepared run.
@@ -14,7 +15,7 @@ func (p *Prepared) Key() string { return p.key }
 func (p *Prepared) BatchID() string { return p.batchID }
 
 // Parts are the four parts of the prepared run's job key.
-func (p *Prepared) Parts() job.Parts { return p.parts }
+func (p *Prepared) Parts() jobkey.Parts { return p.parts }
 
 // Decide runs the guards of a run of p inside tx as a plan does: it claims
 // no table and records no released version, and the caller rolls tx back.

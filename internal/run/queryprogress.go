@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"unsafe"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 
 	"github.com/duckdb/duckdb-go/v2/mapping"
 )
@@ -40,7 +40,7 @@ func rawConnection(conn *sql.Conn) (mapping.Connection, bool) {
 // its own printing) and returns p with a poll of the running statement's
 // percentage, when p shows progress at all. conn must stay open as long as
 // the returned Progress is used.
-func withQueryProgress(ctx context.Context, p job.Progress, conn *sql.Conn) job.Progress {
+func withQueryProgress(ctx context.Context, p report.Progress, conn *sql.Conn) report.Progress {
 	if p.Step == nil || p.Percent == nil {
 		return p
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 
 	"github.com/stretchr/testify/require"
 )
@@ -29,7 +30,7 @@ func TestQueryProgressIsReported(t *testing.T) {
 
 	var mu sync.Mutex
 	var seen []float64
-	p := withQueryProgress(ctx, job.Progress{
+	p := withQueryProgress(ctx, report.Progress{
 		Step: func(string) func(time.Duration) { return nil },
 		Percent: func(pct float64) {
 			mu.Lock()
@@ -56,6 +57,6 @@ func TestQueryProgressIsReported(t *testing.T) {
 		}
 	}
 	n := len(seen)
-	time.Sleep(3 * job.PercentPoll)
+	time.Sleep(3 * report.PercentPoll)
 	require.Len(t, seen, n, "nothing is reported after the step ended")
 }

@@ -9,6 +9,9 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/seal"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // ParseQuery parses one query with DuckDB's json_serialize_sql on q: the
@@ -26,7 +29,7 @@ func ParseQuery(ctx context.Context, q catalog.Querier, query string) (node map[
 // much as a parse; a run's seal check asks for a dozen) and returns the
 // ParseFunc that answers from those parses, and asks DuckDB for a query
 // it was not given.
-func parseAll(ctx context.Context, q catalog.Querier, queries []string) (job.ParseFunc, error) {
+func parseAll(ctx context.Context, q catalog.Querier, queries []string) (sqltext.ParseFunc, error) {
 	parsed := map[string]string{}
 	if len(queries) > 0 {
 		var err error
@@ -59,49 +62,49 @@ func readParse(text string) (node map[string]any, ok bool, err error) {
 	return parsed.Statements[0].Node, true, nil
 }
 
-// SealViolations checks every SQL text of the job (job.Seal): what each
+// SealViolations checks every SQL text of the job (seal.Seal): what each
 // statement writes, the volatile functions, relations and table functions
 // it reads. A plain name that is none of the job's is looked up in the
 // database: a table or view of its main schema is another job's, so
 // reading it is a violation; a name the database does not hold is left to
 // the step to fail on (and to the binder check before each statement).
-func SealViolations(ctx context.Context, q catalog.Querier, j *job.Job) ([]job.Violation, error) {
+func SealViolations(ctx context.Context, q catalog.Querier, j *job.Job) ([]seal.Violation, error) {
 	return sealViolations(ctx, q, j, nil)
 }
 
-// sealChecked is what job.Seal.Check says of a job's texts: the violations
+// sealChecked is what seal.Seal.Check says of a job's texts: the violations
 // and the names left to the database.
 type sealChecked struct {
-	vs      []job.Violation
-	unknown []job.NameAt
+	vs      []seal.Violation
+	unknown []seal.NameAt
 }
 
 // sealKey is the guard cache's key of the seal check of texts.
-func sealKey(seal *job.Seal, texts []job.SealedText) ([32]byte, error) {
-	desc, err := sealDesc(seal, texts)
+func sealKey(s *seal.Seal, texts []seal.SealedText) ([32]byte, error) {
+	desc, err := sealDesc(s, texts)
 	return guardKey("seal", desc), err
 }
 
 // sealDesc is what the seal check of texts depends on, besides the engine.
-func sealDesc(seal *job.Seal, texts []job.SealedText) (string, error) {
+func sealDesc(s *seal.Seal, texts []seal.SealedText) (string, error) {
 	desc, err := json.Marshal(struct {
-		Seal  *job.Seal
-		Texts []job.SealedText
-	}{seal, texts})
+		Seal  *seal.Seal
+		Texts []seal.SealedText
+	}{s, texts})
 	return string(desc), err
 }
 
-// sealViolations is SealViolations with the verdict of job.Seal.Check kept
+// sealViolations is SealViolations with the verdict of seal.Seal.Check kept
 // in c, keyed by the seal and every text it checked (a function of them
 // and the engine alone); the names it leaves to the database are looked
 // up every time.
-func sealViolations(ctx context.Context, q catalog.Querier, j *job.Job, c *guardCache) ([]job.Violation, error) {
-	seal := j.Seal()
+func sealViolations(ctx context.Context, q catalog.Querier, j *job.Job, c *guardCache) ([]seal.Violation, error) {
+	s := j.Seal()
 	texts := j.SealedTexts()
 	var k [32]byte
 	if c != nil {
 		var err error
-		if k, err = sealKey(seal, texts); err != nil {
+		if k, err = sealKey(s, texts); err != nil {
 			return nil, err
 		}
 	}
@@ -109,7 +112,7 @@ func sealViolations(ctx context.Context, q catalog.Querier, j *job.Job, c *guard
 	if !ok {
 		var queries []string
 		for _, t := range texts {
-			queries = append(queries, job.QueryTexts(t.SQL)...)
+			queries = append(queries, sqltext.QueryTexts(t.SQL)...)
 		}
 		parser, err := SealParser(ctx, q, queries)
 		if err != nil {
@@ -117,7 +120,7 @@ func sealViolations(ctx context.Context, q catalog.Querier, j *job.Job, c *guard
 		}
 		var sc sealChecked
 		for _, t := range texts {
-			vs, unknown, err := seal.Check(t, parser)
+			vs, unknown, err := s.Check(t, parser)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", t.File, err)
 			}
@@ -147,7 +150,7 @@ func sealViolations(ctx context.Context, q catalog.Querier, j *job.Job, c *guard
 			return nil, fmt.Errorf("look up table %s: %w", n.Name, err)
 		}
 		if found > 0 {
-			out = append(out, job.Violation{File: n.File, Line: n.Line, Construct: n.Written,
+			out = append(out, seal.Violation{File: n.File, Line: n.Line, Construct: n.Written,
 				Message: fmt.Sprintf("reads table %s of the database, which is not a declared upstream", n.Written),
 				Fix:     fmt.Sprintf("declare it in [input] upstream and read it as {{upstream:%s}}", n.Name)})
 		}
@@ -155,7 +158,7 @@ func sealViolations(ctx context.Context, q catalog.Querier, j *job.Job, c *guard
 	return out, nil
 }
 
-// checkSealed refuses (a *job.UsageError, exit 2) a job whose SQL reads or
+// checkSealed refuses (a *report.UsageError, exit 2) a job whose SQL reads or
 // writes outside its declared relations, or calls a volatile function
 // (SealViolations), naming every construct refused.
 func checkSealed(ctx context.Context, q catalog.Querier, j *job.Job, c *guardCache) error {
@@ -166,11 +169,11 @@ func checkSealed(ctx context.Context, q catalog.Querier, j *job.Job, c *guardCac
 	return sealError(j, vs)
 }
 
-func sealError(j *job.Job, vs []job.Violation) error {
+func sealError(j *job.Job, vs []seal.Violation) error {
 	lines := make([]string, 0, len(vs))
 	for _, v := range vs {
 		lines = append(lines, v.Error())
 	}
-	return job.Usage("job %s: its SQL reaches outside its declared inputs and tables, or gives other bytes on every run; refused:\n  %s",
+	return report.Usage("job %s: its SQL reaches outside its declared inputs and tables, or gives other bytes on every run; refused:\n  %s",
 		j.Name, strings.Join(lines, "\n  "))
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // A stream record that is not one record the pipeline can read (see
@@ -36,7 +37,7 @@ func tagRejects(ctx context.Context, tx *sql.Tx, j *job.Job, rejects []catalog.R
 	}
 	var values []string
 	for _, rj := range rejects {
-		values = append(values, fmt.Sprintf("(%d, %s)", rj.Row, job.SQLString(rj.Outcome)))
+		values = append(values, fmt.Sprintf("(%d, %s)", rj.Row, sqltext.SQLString(rj.Outcome)))
 	}
 	_, err := tx.ExecContext(ctx, "UPDATE staged SET reason = r.outcome FROM (VALUES "+strings.Join(values, ", ")+") AS r(_row, outcome) WHERE staged._row = r._row")
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Fault points of a replica's publication ([duckdb] read_replica): the copy
@@ -180,7 +180,7 @@ func (d *DB) publish(ctx context.Context, info *ReplicaInfo, fault func(string))
 // rewriteInto writes a new database at tmp holding the database's schemas,
 // tables and views (COPY FROM DATABASE): only live rows reach it.
 func rewriteInto(ctx context.Context, conn *sql.Conn, tmp string) error {
-	if _, err := conn.ExecContext(ctx, "ATTACH "+job.SQLString(tmp)+" AS "+replicaCatalog); err != nil {
+	if _, err := conn.ExecContext(ctx, "ATTACH "+sqltext.SQLString(tmp)+" AS "+replicaCatalog); err != nil {
 		return fmt.Errorf("attach: %w", err)
 	}
 	_, err := conn.ExecContext(ctx, "COPY FROM DATABASE "+storeCatalog+" TO "+replicaCatalog)
@@ -211,7 +211,7 @@ func copyFile(in *os.File, dst string) (string, error) {
 // recordReplica writes idem_replica.snapshots into the replica at tmp: each
 // job's snapshot and job key as of commit seq, and when it was published.
 func recordReplica(ctx context.Context, conn *sql.Conn, tmp string, seq int64) error {
-	if _, err := conn.ExecContext(ctx, "ATTACH "+job.SQLString(tmp)+" AS "+replicaCatalog); err != nil {
+	if _, err := conn.ExecContext(ctx, "ATTACH "+sqltext.SQLString(tmp)+" AS "+replicaCatalog); err != nil {
 		return fmt.Errorf("attach: %w", err)
 	}
 	_, err := conn.ExecContext(ctx, `CREATE SCHEMA IF NOT EXISTS `+replicaCatalog+`.idem_replica;
@@ -250,7 +250,7 @@ func (d *DB) replicaStale(ctx context.Context) bool {
 		return true
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "ATTACH "+job.SQLString(out)+" AS "+replicaCheckCatalog+" (READ_ONLY)"); err != nil {
+	if _, err := conn.ExecContext(ctx, "ATTACH "+sqltext.SQLString(out)+" AS "+replicaCheckCatalog+" (READ_ONLY)"); err != nil {
 		return true
 	}
 	defer conn.ExecContext(ctx, "DETACH "+replicaCheckCatalog) //nolint:errcheck

@@ -11,6 +11,9 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/seal"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Quality rules.
@@ -164,7 +167,7 @@ func checkRuleShape(ctx context.Context, conn *sql.Conn, r job.Rule) ([]string, 
 		return nil, err
 	}
 	var cols []string
-	job.WalkJSON(list[0], func(m map[string]any) {
+	sqltext.WalkJSON(list[0], func(m map[string]any) {
 		if names, _ := m["column_names"].([]any); m["class"] == "COLUMN_REF" && len(names) > 0 {
 			s, _ := names[len(names)-1].(string)
 			cols = append(cols, s)
@@ -208,7 +211,7 @@ func checkRuleNode(v any) error {
 		} else if len(names) != 1 {
 			return fmt.Errorf("a rule may not read %s: it reads only the staged row's columns", joinNames(names))
 		}
-		if s, _ := names[len(names)-1].(string); job.NondeterministicRefs[strings.ToLower(s)] {
+		if s, _ := names[len(names)-1].(string); seal.NondeterministicRefs[strings.ToLower(s)] {
 			return fmt.Errorf("a rule may not read %s: the same row must always pass or fail", s)
 		}
 	case "CONSTANT", "CONJUNCTION", "COMPARISON", "BETWEEN", "CASE":
@@ -220,7 +223,7 @@ func checkRuleNode(v any) error {
 		// DuckDB 2.0: the type a CAST converts to, checked at the CAST.
 		return nil
 	case "CAST":
-		id, zoned := job.CastType(m)
+		id, zoned := sqltext.CastType(m)
 		if zoned {
 			return fmt.Errorf("a rule may not cast to %s: the result depends on the TimeZone setting", id)
 		}
@@ -252,7 +255,7 @@ func checkRuleNode(v any) error {
 	default:
 		return fmt.Errorf("a rule may not hold a %s expression", strings.ToLower(class))
 	}
-	for _, k := range job.SortedKeys(m) {
+	for _, k := range report.SortedKeys(m) {
 		if err := checkRuleNode(m[k]); err != nil {
 			return err
 		}
@@ -263,7 +266,7 @@ func checkRuleNode(v any) error {
 // readsColumn reports whether an expression tree holds a column reference.
 func readsColumn(v any) bool {
 	found := false
-	job.WalkJSON(v, func(m map[string]any) { found = found || m["class"] == "COLUMN_REF" })
+	sqltext.WalkJSON(v, func(m map[string]any) { found = found || m["class"] == "COLUMN_REF" })
 	return found
 }
 
@@ -278,7 +281,7 @@ func joinNames(names []any) string {
 // refusedWhy says why a function is not one a rule may call.
 func refusedWhy(name string) string {
 	switch {
-	case job.Nondeterministic[name]:
+	case seal.Nondeterministic[name]:
 		return "the same row must always pass or fail"
 	case name == "current_setting" || name == "getenv" || name == "getvariable" || strings.HasPrefix(name, "current_") || name == "version":
 		return "it reads a setting, a variable or the environment, not the row"
@@ -372,14 +375,14 @@ func balanced(expr string) bool {
 func DryStage(ctx context.Context, conn *sql.Conn, j *job.Job) ([]string, error) {
 	empty := make([]string, len(j.Pipeline.Columns))
 	for i, c := range j.Pipeline.Columns {
-		empty[i] = "CAST(NULL AS VARCHAR) AS " + job.QuoteIdent(c.Name)
+		empty[i] = "CAST(NULL AS VARCHAR) AS " + sqltext.QuoteIdent(c.Name)
 	}
 	vars := map[string]any{"idem_job": j.Name, "idem_batch_id": "dry", "idem_snapshot": int64(1)}
 	for k, v := range j.Params {
 		vars[k] = v
 	}
-	for _, k := range job.SortedKeys(vars) {
-		if _, err := conn.ExecContext(ctx, "SET VARIABLE "+job.QuoteIdent(k)+" = ?", vars[k]); err != nil {
+	for _, k := range report.SortedKeys(vars) {
+		if _, err := conn.ExecContext(ctx, "SET VARIABLE "+sqltext.QuoteIdent(k)+" = ?", vars[k]); err != nil {
 			return nil, err
 		}
 	}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/report"
 
 	"github.com/stretchr/testify/require"
 
@@ -83,7 +85,7 @@ name = "value_short"
 sql = "length(value) <= 5"
 `)])
 	require.Len(t, without.Rules, 1)
-	require.NotEqual(t, string(job.CanonicalJSON(with.Config("jsonl"))), string(job.CanonicalJSON(without.Config("jsonl"))))
+	require.NotEqual(t, string(jobkey.CanonicalJSON(with.Config("jsonl"))), string(jobkey.CanonicalJSON(without.Config("jsonl"))))
 }
 
 // TestRuleValidation: a rule that is not a deterministic expression of the
@@ -163,9 +165,9 @@ sql = ` + strconv.Quote(c.sql) + `
 			require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
 			_, err := LoadJob(path, pipelines.FS)
 			require.Error(t, err)
-			var jfe *job.JobFileError
+			var jfe *report.JobFileError
 			require.True(t, errors.As(err, &jfe), "%T %v", err, err)
-			require.Equal(t, job.ExitUsage, job.ExitCode(err))
+			require.Equal(t, report.ExitUsage, report.ExitCode(err))
 			require.Equal(t, 10, jfe.Line)
 			require.Equal(t, "quality.rules[2]", jfe.Key)
 			prefix := path + ":10: quality.rules[2]: rule " + c.name + ": "
@@ -237,11 +239,11 @@ schema_version = 1
 			path := filepath.Join(t.TempDir(), "job.toml")
 			require.NoError(t, os.WriteFile(path, []byte(c.text), 0o644))
 			_, err := LoadJob(path, pipelines.FS)
-			var jfe *job.JobFileError
+			var jfe *report.JobFileError
 			require.True(t, errors.As(err, &jfe), "%v", err)
 			require.Equal(t, c.key, jfe.Key)
 			require.Contains(t, err.Error(), c.want)
-			require.Equal(t, c.noKey, errors.Is(err, job.ErrNoKey))
+			require.Equal(t, c.noKey, errors.Is(err, report.ErrNoKey))
 		})
 	}
 }
@@ -293,7 +295,7 @@ key = ["id"]
 	require.NoError(t, os.WriteFile(in2, []byte(`{"id": 3, "price": 1, "day": null, "note": "n"}`+"\n"), 0o644))
 	res, err = db.Run(context.Background(), changed, RunOptions{Input: in2})
 	require.NoError(t, err)
-	require.Contains(t, res.Changed, job.PartSchema)
+	require.Contains(t, res.Changed, jobkey.PartSchema)
 	require.Equal(t, []string{"1 12.35 ", "3 1.00 n"}, queryStrings(t, db.SQL(), `SELECT id || ' ' || price || ' ' || coalesce(note, '') FROM t ORDER BY id`))
 }
 

@@ -10,6 +10,9 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
 
@@ -44,7 +47,7 @@ type RunOptions struct {
 	// (--partitions); nil: the partitions its staged rows hold.
 	Partitions []string
 	Fault      func(point string)
-	Progress   job.Progress
+	Progress   report.Progress
 	// FailAfterTarget injects an error after the target is written and
 	// before COMMIT (tests of the all-or-nothing commit).
 	FailAfterTarget bool
@@ -163,7 +166,7 @@ type Result struct {
 	Target      string             `json:"target"`
 	InputSHA256 string             `json:"input_sha256"`
 	Inputs      []source.InputFile `json:"inputs"`
-	Parts       job.Parts          `json:"parts"`
+	Parts       jobkey.Parts       `json:"parts"`
 	// IgnoredColumns names, as "file: column", the input columns that
 	// [input] extra_columns = "ignore" skipped.
 	IgnoredColumns []string `json:"ignored_columns,omitempty"`
@@ -225,7 +228,7 @@ type Prepared struct {
 	files   []source.InputFile // in.Files
 	format  string             // in.Format
 	chunk   *source.Chunk      // in.Chunk
-	parts   job.Parts
+	parts   jobkey.Parts
 	key     string
 	batchID string
 	digest  string // the ledger's batch digest: input digest plus bounds
@@ -253,31 +256,31 @@ type Prepared struct {
 // whose file is the whole table). Other apply jobs' targets are the fold
 // of their batches.
 func FullRefreshes(j *job.Job) bool {
-	return j.Pipeline.Mode == job.ModeRefresh || j.Input.Mode == job.InputModeReplace
+	return j.Pipeline.Mode == pipeline.ModeRefresh || j.Input.Mode == job.InputModeReplace
 }
 
 // Prepare is what a run of j computes before its transaction: it resolves
 // the input and derives the job key, the batch id and the batch digest.
 func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error) {
 	if (opts.From == nil) != (opts.To == nil) {
-		return nil, job.Usage("--from and --to go together")
+		return nil, report.Usage("--from and --to go together")
 	}
 	if opts.FullRefresh && !FullRefreshes(j) {
-		return nil, job.Usage("--full-refresh rebuilds a refresh job, a model or a seed ([input] mode = \"replace\"); %s is an apply job, whose target is the fold of its batches (idem rerun %s --from-start rebuilds and proves it)", j.Name, j.Name)
+		return nil, report.Usage("--full-refresh rebuilds a refresh job, a model or a seed ([input] mode = \"replace\"); %s is an apply job, whose target is the fold of its batches (idem rerun %s --from-start rebuilds and proves it)", j.Name, j.Name)
 	}
 	if opts.From != nil {
-		if j.Pipeline.Mode != job.ModeApply {
-			return nil, job.Usage("--from/--to apply to apply-mode jobs; %s is a %s job", j.Name, j.Pipeline.Mode)
+		if j.Pipeline.Mode != pipeline.ModeApply {
+			return nil, report.Usage("--from/--to apply to apply-mode jobs; %s is a %s job", j.Name, j.Pipeline.Mode)
 		}
 		if *opts.To <= *opts.From {
-			return nil, job.Usage("--to %d must be greater than --from %d: a batch covers (from, to]", *opts.To, *opts.From)
+			return nil, report.Usage("--to %d must be greater than --from %d: a batch covers (from, to]", *opts.To, *opts.From)
 		}
 	}
 	if opts.Partitions != nil && j.PartitionBy == "" {
-		return nil, job.Usage("--partitions: job %s declares no [target] partition_by", j.Name)
+		return nil, report.Usage("--partitions: job %s declares no [target] partition_by", j.Name)
 	}
 	if opts.Partitions != nil && j.Incremental != "" && opts.Source == nil {
-		return nil, job.Usage("--partitions: job %s is an incremental model: each run recomputes the partitions whose upstream rows changed", j.Name)
+		return nil, report.Usage("--partitions: job %s is an incremental model: each run recomputes the partitions whose upstream rows changed", j.Name)
 	}
 	if opts.Partitions != nil {
 		var list []string
@@ -287,7 +290,7 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 			}
 		}
 		if len(list) == 0 {
-			return nil, job.Usage("--partitions names no partition")
+			return nil, report.Usage("--partitions names no partition")
 		}
 		slices.Sort(list)
 		opts.Partitions = list
@@ -296,18 +299,18 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 	switch {
 	case input != nil:
 	case j.IsStream():
-		return nil, job.Usage("job %s reads a %s stream: only idem run reads it, a batch at a time from the committed positions", j.Name, j.Input.Stream.Kind)
+		return nil, report.Usage("job %s reads a %s stream: only idem run reads it, a batch at a time from the committed positions", j.Name, j.Input.Stream.Kind)
 	case j.ReadsIceberg():
 		if opts.Input != "" {
-			return nil, job.Usage("--input: job %s reads an Iceberg table ([input] iceberg), not files", j.Name)
+			return nil, report.Usage("--input: job %s reads an Iceberg table ([input] iceberg), not files", j.Name)
 		}
 		input = &source.Iceberg{Job: j}
 	case !j.ReadsFiles():
 		if opts.Input != "" {
-			return nil, job.Usage("--input: job %s reads upstream jobs ([input] upstream), not files", j.Name)
+			return nil, report.Usage("--input: job %s reads upstream jobs ([input] upstream), not files", j.Name)
 		}
 		up := &source.Upstream{Job: j, External: opts.External}
-		if j.Pipeline.Mode == job.ModeApply {
+		if j.Pipeline.Mode == pipeline.ModeApply {
 			if err := checkChangesRun(j, opts); err != nil {
 				return nil, err
 			}
@@ -322,7 +325,7 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 		return nil, err
 	}
 	files, format := in.Files, in.Format
-	parts := job.Parts{
+	parts := jobkey.Parts{
 		Input:     in.Digest,
 		Transform: j.TransformPart(),
 		Config:    j.Config(format),
@@ -335,7 +338,7 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 	// them, inside its transaction (pinChanges).
 	if up, ok := input.(*source.Upstream); ok && up.Changes {
 		p.digest = ""
-	} else if j.Pipeline.Mode == job.ModeApply {
+	} else if j.Pipeline.Mode == pipeline.ModeApply {
 		p.batchID = opts.BatchID
 		if p.batchID == "" && len(files) == 0 {
 			p.batchID = in.BatchID // an input without files names its batch
@@ -346,7 +349,7 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 			}
 		}
 		if opts.From != nil {
-			p.digest = job.DigestString(string(job.CanonicalJSON(map[string]any{
+			p.digest = pipeline.DigestString(string(jobkey.CanonicalJSON(map[string]any{
 				"input": parts.Input, "from": *opts.From, "to": *opts.To,
 			})))
 		}
@@ -367,7 +370,7 @@ func Prepare(ctx context.Context, j *job.Job, opts RunOptions) (*Prepared, error
 // Result and no error.
 func (d *DB) Run(ctx context.Context, j *job.Job, opts RunOptions) (*Result, error) {
 	res, err := d.run(ctx, j, opts)
-	return res, job.Fatal(err)
+	return res, report.Fatal(err)
 }
 
 func (d *DB) run(ctx context.Context, j *job.Job, opts RunOptions) (*Result, error) {
@@ -399,7 +402,7 @@ func (d *DB) logOutside(j *job.Job, p *Prepared, decision string, runErr error) 
 		changed = p.parts.Changed(st.Parts)
 	}
 	return insertRun(ctx, d, &catalog.RunRow{Job: j.Name, BatchID: p.batchID, Decision: decision,
-		Changed: string(job.CanonicalJSON(job.NonNil(changed))), Snapshot: st.Snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Message: logMessage(runErr)})
+		Changed: string(jobkey.CanonicalJSON(report.NonNil(changed))), Snapshot: st.Snapshot, Cursor: st.Cursor, Epoch: st.Epoch, Message: logMessage(runErr)})
 }
 
 // phaseNames name runTx's phases for IDEM_TIMINGS.

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/stretchr/testify/require"
@@ -86,7 +88,7 @@ func TestFailureBeforeCommitChangesNothing(t *testing.T) {
 	db := openDB(t, j.Database)
 	res, err := db.Run(ctx, j, run.RunOptions{})
 	require.NoError(t, err)
-	require.Equal(t, job.DecisionLoaded, res.Decision)
+	require.Equal(t, report.DecisionLoaded, res.Decision)
 	before := dump(t, db)
 
 	for _, opts := range []run.RunOptions{
@@ -105,8 +107,8 @@ func TestFailureBeforeCommitChangesNothing(t *testing.T) {
 	// The same run without the failure commits and reports the input change.
 	res, err = db.Run(ctx, j, run.RunOptions{Input: fixture(t, "fixtures/sample/occurrences-b.csv")})
 	require.NoError(t, err)
-	require.Equal(t, job.DecisionLoaded, res.Decision)
-	require.Equal(t, []string{job.PartInput}, res.Changed)
+	require.Equal(t, report.DecisionLoaded, res.Decision)
+	require.Equal(t, []string{jobkey.PartInput}, res.Changed)
 	require.EqualValues(t, 2, res.Snapshot)
 }
 
@@ -144,8 +146,8 @@ func TestEditedReleasedSQLIsRefused(t *testing.T) {
 	require.NoError(t, os.WriteFile(step, []byte(strings.Replace(string(data), "'over_cap'", "'capped'", 1)), 0o644))
 	j = sampleJob(t, dir, "mysample", input)
 	_, err = db.Run(ctx, j, run.RunOptions{})
-	require.ErrorIs(t, err, job.ErrRefused)
-	require.Equal(t, job.ExitRefused, job.ExitCode(err))
+	require.ErrorIs(t, err, report.ErrRefused)
+	require.Equal(t, report.ExitRefused, report.ExitCode(err))
 	require.ErrorContains(t, err, "transform v1 of pipeline sample was edited after release")
 	require.ErrorContains(t, err, "add a new version")
 	require.Equal(t, before, dump(t, db))
@@ -187,9 +189,9 @@ cap = 10
 			path := writeJob(t, dir, c.body)
 			_, err := run.LoadJob(path, pipelines.FS)
 			require.Error(t, err)
-			var jfe *job.JobFileError
+			var jfe *report.JobFileError
 			require.True(t, errors.As(err, &jfe), "%T %v", err, err)
-			require.Equal(t, job.ExitUsage, job.ExitCode(err))
+			require.Equal(t, report.ExitUsage, report.ExitCode(err))
 			require.Contains(t, err.Error(), c.want)
 			require.Contains(t, err.Error(), path)
 			require.Equal(t, c.line, jfe.Line, err.Error())
@@ -206,7 +208,7 @@ func TestDatabaseNamedIdemWorks(t *testing.T) {
 	db := openDB(t, filepath.Join(dir, "idem.duckdb"))
 	res, err := db.Run(context.Background(), j, run.RunOptions{})
 	require.NoError(t, err)
-	require.Equal(t, job.DecisionLoaded, res.Decision)
+	require.Equal(t, report.DecisionLoaded, res.Decision)
 	var n int
 	require.NoError(t, db.SQL().QueryRow(`SELECT count(*) FROM idem.jobs`).Scan(&n))
 	require.Equal(t, 1, n)

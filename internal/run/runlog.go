@@ -11,6 +11,8 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/report"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 )
@@ -58,11 +60,11 @@ func (d *DB) logNoCommit(j *job.Job, p *Prepared, res *Result, opts RunOptions) 
 	// its transaction (newResult): no connection and no query of its own.
 	var rowsIn, outcomes any
 	snapshot := res.Parent
-	if res.Decision == job.DecisionAlreadyCommitted {
-		rowsIn, outcomes, snapshot = res.RowsIn, string(job.CanonicalJSON(res.Outcomes)), res.Snapshot
+	if res.Decision == report.DecisionAlreadyCommitted {
+		rowsIn, outcomes, snapshot = res.RowsIn, string(jobkey.CanonicalJSON(res.Outcomes)), res.Snapshot
 	}
 	d.deferred.add(catalog.RunRow{Job: j.Name, BatchID: p.batchID, Decision: res.Decision,
-		Changed: string(job.CanonicalJSON(job.NonNil(res.Changed))), RowsIn: rowsIn, Outcomes: outcomes,
+		Changed: string(jobkey.CanonicalJSON(report.NonNil(res.Changed))), RowsIn: rowsIn, Outcomes: outcomes,
 		Snapshot: snapshot, Cursor: res.Cursor, Epoch: res.Epoch, Message: message, At: time.Now()})
 	return nil
 }
@@ -265,8 +267,8 @@ func walkErrors(err error, f func(error) bool) {
 
 // errorDecision is the run log's decision for a run that ended with err.
 func errorDecision(err error) string {
-	if errors.Is(err, job.ErrRefused) {
-		return job.DecisionRefused
+	if errors.Is(err, report.ErrRefused) {
+		return report.DecisionRefused
 	}
-	return job.DecisionFailed
+	return report.DecisionFailed
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/stretchr/testify/require"
 )
@@ -44,15 +45,15 @@ func TestSkippedRunLoggedWithNextWrite(t *testing.T) {
 		require.Equal(t, want, res[0].Decision)
 	}
 
-	runOnce(a, job.DecisionLoaded)
-	runOnce(a, job.DecisionSkipped)
+	runOnce(a, report.DecisionLoaded)
+	runOnce(a, report.DecisionSkipped)
 	require.Equal(t, []string{"loaded 1"}, logged(db), "the skipped run waits for the next write")
 	skippedAt := time.Now().UTC()
 	time.Sleep(20 * time.Millisecond)
-	runOnce(b, job.DecisionLoaded)
+	runOnce(b, report.DecisionLoaded)
 	require.Equal(t, []string{"loaded 1", "skipped 1", "loaded 2"}, logged(db), "written in the commit's transaction, before it")
-	runOnce(b, job.DecisionSkipped)
-	runOnce(b, job.DecisionSkipped)
+	runOnce(b, report.DecisionSkipped)
+	runOnce(b, report.DecisionSkipped)
 	require.Equal(t, []string{"loaded 1", "skipped 1", "loaded 2"}, logged(db))
 	require.NoError(t, db.Close())
 

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // keptTemp are the temp tables a run still reads once the outcomes are
@@ -42,7 +42,7 @@ func dropScratch(ctx context.Context, tx *sql.Tx) error {
 		return err
 	}
 	for _, name := range drop {
-		if _, err := tx.ExecContext(ctx, "DROP TABLE temp.main."+job.QuoteIdent(name)); err != nil {
+		if _, err := tx.ExecContext(ctx, "DROP TABLE temp.main."+sqltext.QuoteIdent(name)); err != nil {
 			return fmt.Errorf("drop temp table %s: %w", name, err)
 		}
 	}

@@ -9,7 +9,9 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // scrubErased rewrites the retained inputs of a run whose steps dropped rows
@@ -70,13 +72,13 @@ func blankErasedOutcomes(ctx context.Context, tx *sql.Tx, j *job.Job) error {
 	}
 	set := make([]string, len(cols))
 	for i, c := range cols {
-		set[i] = job.QuoteIdent(c) + " = NULL"
+		set[i] = sqltext.QuoteIdent(c) + " = NULL"
 	}
-	where := "outcome = " + job.SQLString(erasedOutcome)
-	if j.Pipeline.Mode == job.ModeApply {
+	where := "outcome = " + sqltext.SQLString(erasedOutcome)
+	if j.Pipeline.Mode == pipeline.ModeApply {
 		where += " AND batch_id = getvariable('idem_batch_id')"
 	}
-	if _, err := tx.ExecContext(ctx, "UPDATE "+job.QuoteIdent(table)+" SET "+strings.Join(set, ", ")+" WHERE "+where); err != nil {
+	if _, err := tx.ExecContext(ctx, "UPDATE "+sqltext.QuoteIdent(table)+" SET "+strings.Join(set, ", ")+" WHERE "+where); err != nil {
 		return fmt.Errorf("blank the erased rows of %s: %w", table, catalog.TrimSQLError(err))
 	}
 	return nil
@@ -110,7 +112,7 @@ func positionFilter(ctx context.Context, tx *sql.Tx, j *job.Job) (source.RowFilt
 			e, ok := erased[k]
 			return ok && pos.Valid && pos.Int64 <= e
 		},
-		DropSQL: "EXISTS (SELECT 1 FROM idem_erased AS e WHERE e.key = CAST(" + job.QuoteIdent(keyCol) + " AS VARCHAR) AND " + source.PositionSQL("CAST("+job.QuoteIdent(posCol)+" AS VARCHAR)") + " <= e.position)",
+		DropSQL: "EXISTS (SELECT 1 FROM idem_erased AS e WHERE e.key = CAST(" + sqltext.QuoteIdent(keyCol) + " AS VARCHAR) AND " + source.PositionSQL("CAST("+sqltext.QuoteIdent(posCol)+" AS VARCHAR)") + " <= e.position)",
 	}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
 )
 
 // BenchmarkSealCheck is the seal's per-run work around a job's steps (the
@@ -32,7 +33,7 @@ func BenchmarkSealCheck(b *testing.B) {
 					require.NoError(b, err)
 				}
 			}
-			j := &job.Job{Name: "m", Table: "m", Pipeline: &job.Pipeline{Name: "custom"}}
+			j := &job.Job{Name: "m", Table: "m", Pipeline: &pipeline.Pipeline{Name: "custom"}}
 			b.ResetTimer()
 			for range b.N {
 				tx, err := d.SQL().BeginTx(ctx, nil)

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/stretchr/testify/require"
 )
 
@@ -80,8 +82,8 @@ func TestSealViolations(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			j := &job.Job{Name: "m", Table: "m", Pipeline: &job.Pipeline{Name: "custom"}, Input: job.InputSpec{Upstream: []string{"pub"}},
-				Steps: []job.Step{{Name: "01_model.sql", SQL: "CREATE OR REPLACE TEMP TABLE idem_x AS SELECT 1;\n" + tc.sql + ";\n"}}}
+			j := &job.Job{Name: "m", Table: "m", Pipeline: &pipeline.Pipeline{Name: "custom"}, Input: job.InputSpec{Upstream: []string{"pub"}},
+				Steps: []pipeline.Step{{Name: "01_model.sql", SQL: "CREATE OR REPLACE TEMP TABLE idem_x AS SELECT 1;\n" + tc.sql + ";\n"}}}
 			vs, err := SealViolations(ctx, db, j)
 			require.NoError(t, err)
 			if tc.construct == "" {
@@ -135,8 +137,8 @@ func TestSealedRunCatches(t *testing.T) {
 		{"a query DuckDB plans as a write", "INSERT INTO m VALUES ('y')", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			j := &job.Job{Name: "m", Table: "m", Pipeline: &job.Pipeline{Name: "custom"}}
-			step := job.Step{Name: "01.sql", SQL: tc.sql}
+			j := &job.Job{Name: "m", Table: "m", Pipeline: &pipeline.Pipeline{Name: "custom"}}
+			step := pipeline.Step{Name: "01.sql", SQL: tc.sql}
 			tx, err := d.SQL().BeginTx(ctx, nil)
 			require.NoError(t, err)
 			defer tx.Rollback()
@@ -158,7 +160,7 @@ func TestSealedRunCatches(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			require.ErrorIs(t, err, job.ErrUsage)
+			require.ErrorIs(t, err, report.ErrUsage)
 			require.Contains(t, err.Error(), tc.want)
 		})
 	}

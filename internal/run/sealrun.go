@@ -11,6 +11,10 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/seal"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // What the run adds to the checks of a job's SQL at load (reads.go): the
@@ -38,7 +42,7 @@ func singleThread(ctx context.Context, db *sql.DB, tx *sql.Tx) (func(), error) {
 		return nil, fmt.Errorf("set threads: %w", err)
 	}
 	return func() {
-		ctx, set := context.WithoutCancel(ctx), "SET threads = "+job.SQLString(threads)
+		ctx, set := context.WithoutCancel(ctx), "SET threads = "+sqltext.SQLString(threads)
 		if _, err := tx.ExecContext(ctx, set); err != nil {
 			_, _ = db.ExecContext(ctx, set)
 		}
@@ -48,7 +52,7 @@ func singleThread(ctx context.Context, db *sql.DB, tx *sql.Tx) (func(), error) {
 // sealedRun is the state of the steps' checks during one run.
 type sealedRun struct {
 	j    *job.Job
-	seal *job.Seal
+	seal *seal.Seal
 	// scans are the tables of the database file a statement may scan, as
 	// EXPLAIN names them (idem_store.main.<name>, lower case): the job's
 	// own and its upstreams' targets.
@@ -94,8 +98,8 @@ func newSealedRun(ctx context.Context, tx *sql.Tx, j *job.Job) (*sealedRun, erro
 // views, duckdb_tables(), costs about 8 us a table: 2 ms a run in a
 // database of 300 jobs). The tables and views the job does not own, and
 // their rows, cannot change: every statement a step runs is one DuckDB
-// statement idem read (job.Statements, run one at a time), whose target
-// idem judges as it runs it (job.Seal.CheckWrite: only the job's own
+// statement idem read (sqltext.Statements, run one at a time), whose target
+// idem judges as it runs it (seal.Seal.CheckWrite: only the job's own
 // tables and TEMP relations), whose plan's root does what idem read
 // (planAgrees) and whose scans DuckDB's binder names (explain: only the
 // job's, its upstreams' targets and TEMP); no function a step may call
@@ -105,7 +109,7 @@ func newSealedRun(ctx context.Context, tx *sql.Tx, j *job.Job) (*sealedRun, erro
 func (s *sealedRun) identity(ctx context.Context, tx *sql.Tx) (map[string]string, error) {
 	own := make([]string, 0, len(s.seal.Own))
 	for n := range s.seal.Own {
-		own = append(own, job.SQLString(n))
+		own = append(own, sqltext.SQLString(n))
 	}
 	notOwn := "NOT (schema_name = 'main' AND lower(%s) IN (" + strings.Join(own, ", ") + "))"
 	rows, err := tx.QueryContext(ctx, `
@@ -148,8 +152,8 @@ func (s *sealedRun) verify(ctx context.Context, tx *sql.Tx) error {
 	if err != nil {
 		return err
 	}
-	names := job.SortedKeys(after)
-	for _, n := range job.SortedKeys(s.before) {
+	names := report.SortedKeys(after)
+	for _, n := range report.SortedKeys(s.before) {
 		if _, ok := after[n]; !ok {
 			names = append(names, n)
 		}
@@ -169,7 +173,7 @@ func (s *sealedRun) verify(ctx context.Context, tx *sql.Tx) error {
 		default:
 			continue
 		}
-		return job.Usage("job %s: its steps %s, which the job does not own; nothing committed: a step writes only the job's target ({{table}}), its companions ({{table:_suffix}}) and TEMP relations", s.j.Name, what)
+		return report.Usage("job %s: its steps %s, which the job does not own; nothing committed: a step writes only the job's target ({{table}}), its companions ({{table:_suffix}}) and TEMP relations", s.j.Name, what)
 	}
 	return nil
 }
@@ -177,31 +181,31 @@ func (s *sealedRun) verify(ctx context.Context, tx *sql.Tx) error {
 // exec runs one step statement by statement. Before each, DuckDB's binder
 // names the tables it scans (EXPLAIN): each must be the job's own, an
 // upstream's target or a temporary relation.
-func (s *sealedRun) exec(ctx context.Context, tx *sql.Tx, step job.Step) error {
+func (s *sealedRun) exec(ctx context.Context, tx *sql.Tx, step pipeline.Step) error {
 	text := s.j.Expand(step.SQL)
-	masked := job.MaskSQL(text)
-	spans, err := job.Statements(text, CountStatements)
+	masked := sqltext.MaskSQL(text)
+	spans, err := sqltext.Statements(text, CountStatements)
 	if err != nil {
-		return job.Usage("job %s: step %s: %v; nothing ran: end every statement with ; outside strings and comments", s.j.Name, step.Name, err)
+		return report.Usage("job %s: step %s: %v; nothing ran: end every statement with ; outside strings and comments", s.j.Name, step.Name, err)
 	}
 	for _, sp := range spans {
 		stmt := text[sp.Start:sp.End]
-		st := job.ClassifyStatement(stmt, masked[sp.Start:sp.End])
+		st := seal.ClassifyStatement(stmt, masked[sp.Start:sp.End])
 		// What the statement writes, judged again as it runs (the load
 		// judged the same text): its plan must then agree (planAgrees).
 		if v, ok := s.seal.CheckWrite(st, s.temp); !ok {
-			return job.Usage("job %s: step %s line %d: %s; nothing committed: %s", s.j.Name, step.Name, 1+strings.Count(text[:sp.Start+st.At], "\n"), v.Message, v.Fix)
+			return report.Usage("job %s: step %s line %d: %s; nothing committed: %s", s.j.Name, step.Name, 1+strings.Count(text[:sp.Start+st.At], "\n"), v.Message, v.Fix)
 		}
-		job.TrackTemp(st, s.temp)
+		seal.TrackTemp(st, s.temp)
 		switch st.Kind {
-		case job.StmtQuery, job.StmtCreate, job.StmtInsert, job.StmtUpdate, job.StmtDelete, job.StmtMerge, job.StmtTruncate:
+		case seal.StmtQuery, seal.StmtCreate, seal.StmtInsert, seal.StmtUpdate, seal.StmtDelete, seal.StmtMerge, seal.StmtTruncate:
 			line := 1 + strings.Count(text[:sp.Start+st.At], "\n")
 			root, err := s.explain(ctx, tx, step, line, stmt)
 			if err != nil {
 				return err
 			}
 			if !planAgrees(st, root) {
-				return job.Usage("job %s: step %s line %d: idem reads %s, DuckDB plans %s; nothing committed: write the statement so that its first keywords say what it does",
+				return report.Usage("job %s: step %s line %d: idem reads %s, DuckDB plans %s; nothing committed: write the statement so that its first keywords say what it does",
 					s.j.Name, step.Name, line, kindName(st), root)
 			}
 		}
@@ -222,21 +226,21 @@ func (e *stepFailure) Unwrap() error { return e.err }
 // planAgrees reports whether the operator at the root of DuckDB's plan of
 // a statement (root) does what idem read the statement to do (st): a
 // query writes nothing, an INSERT inserts, a CREATE creates. What a
-// statement writes is judged from idem's reading (job.Seal), so the two
+// statement writes is judged from idem's reading (seal.Seal), so the two
 // must agree.
-func planAgrees(st job.Statement, root string) bool {
+func planAgrees(st seal.Statement, root string) bool {
 	switch st.Kind {
-	case job.StmtInsert:
+	case seal.StmtInsert:
 		return root == "INSERT" || root == "BATCH_INSERT"
-	case job.StmtUpdate:
+	case seal.StmtUpdate:
 		return root == "UPDATE"
-	case job.StmtDelete, job.StmtTruncate:
+	case seal.StmtDelete, seal.StmtTruncate:
 		return root == "DELETE"
-	case job.StmtMerge:
+	case seal.StmtMerge:
 		return root == "MERGE_INTO"
-	case job.StmtCreate:
+	case seal.StmtCreate:
 		return strings.HasPrefix(root, "CREATE_") || strings.HasPrefix(root, "BATCH_CREATE_")
-	case job.StmtQuery:
+	case seal.StmtQuery:
 		return !writingRoots[root] && !strings.HasPrefix(root, "CREATE_") && !strings.HasPrefix(root, "BATCH_CREATE_")
 	}
 	return false
@@ -250,7 +254,7 @@ var writingRoots = map[string]bool{
 	"LOAD": true, "PRAGMA": true, "TRANSACTION": true, "VACUUM": true, "EXECUTE": true, "PREPARE": true,
 }
 
-func kindName(st job.Statement) string {
+func kindName(st seal.Statement) string {
 	if st.Keyword != "" {
 		return st.Keyword
 	}
@@ -268,14 +272,14 @@ func kindName(st job.Statement) string {
 // to its own tables (a name bound once keeps binding to the same relation:
 // a new table cannot shadow one that bound, and a step that fails to bind
 // is not kept).
-func (s *sealedRun) explain(ctx context.Context, tx *sql.Tx, step job.Step, line int, stmt string) (string, error) {
+func (s *sealedRun) explain(ctx context.Context, tx *sql.Tx, step pipeline.Step, line int, stmt string) (string, error) {
 	var plan, kind string
 	if err := OneStatement(stmt); err != nil {
-		return "", job.Usage("job %s: step %s line %d: %v", s.j.Name, step.Name, line, err)
+		return "", report.Usage("job %s: step %s line %d: %v", s.j.Name, step.Name, line, err)
 	}
 	var k [32]byte
 	if s.cache != nil {
-		k = guardKey("explain", stmt, strings.Join(job.SortedKeys(s.scans), "\x00"))
+		k = guardKey("explain", stmt, strings.Join(report.SortedKeys(s.scans), "\x00"))
 		if root, ok := s.cache.get(k); ok {
 			return root.(string), nil
 		}
@@ -299,7 +303,7 @@ func (s *sealedRun) explain(ctx context.Context, tx *sql.Tx, step job.Step, line
 	// (idem.verdicts) is the same whatever the threads.
 	root = strings.TrimPrefix(root, "BATCH_")
 	var bad string
-	job.WalkJSON(nodes, func(m map[string]any) {
+	sqltext.WalkJSON(nodes, func(m map[string]any) {
 		info, _ := m["extra_info"].(map[string]any)
 		t, _ := info["Table"].(string)
 		lower := strings.ToLower(strings.ReplaceAll(t, `"`, ""))
@@ -313,7 +317,7 @@ func (s *sealedRun) explain(ctx context.Context, tx *sql.Tx, step job.Step, line
 		s.cache.learnt(k, "explain", root)
 		return root, nil
 	}
-	return "", job.Usage("job %s: step %s line %d reads table %s (as DuckDB binds the statement), which is neither the job's nor a declared upstream's; nothing committed: declare the job it belongs to in [input] upstream and read it as {{upstream:NAME}}",
+	return "", report.Usage("job %s: step %s line %d reads table %s (as DuckDB binds the statement), which is neither the job's nor a declared upstream's; nothing committed: declare the job it belongs to in [input] upstream and read it as {{upstream:NAME}}",
 		s.j.Name, step.Name, line, bad)
 }
 
@@ -336,7 +340,7 @@ func modelOrderFree(ctx context.Context, q catalog.Querier, j *job.Job, opts Run
 
 // ModelOrderFree reports whether job j is a model whose SELECT gives the
 // same rows whatever the order its input rows arrive in, as DuckDB's bound
-// plan of it shows (job.OrderFree: no sum of DOUBLE, no order-dependent
+// plan of it shows (sqltext.OrderFree: no sum of DOUBLE, no order-dependent
 // aggregate or window, no LIMIT, no sample, no DISTINCT ON), with no
 // quality rule and no sql audit: its steps then run on the job's threads
 // and give the bytes one thread gives. why names what keeps a model on one
@@ -369,6 +373,6 @@ func ModelOrderFree(ctx context.Context, q catalog.Querier, j *job.Job) (ok bool
 	if parsed.Error {
 		return false, "no plan", nil // the step fails or binds otherwise: one thread
 	}
-	ok, why = job.OrderFree(parsed.Plans)
+	ok, why = sqltext.OrderFree(parsed.Plans)
 	return ok, why, nil
 }

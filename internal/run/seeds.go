@@ -9,12 +9,14 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // seedConflictKeys is how many conflicting keys a seed's refusal names.
 const seedConflictKeys = 5
 
-// refuseSeedConflicts refuses (job.ErrRefused, exit 3) the run of a seed
+// refuseSeedConflicts refuses (report.ErrRefused, exit 3) the run of a seed
 // (a reference table, [input] mode = "replace") whose file holds keys with
 // rows of different values, unless the job sets [input] conflicts =
 // "keep": a dbt seed is a hand-kept table, and a duplicated key in it is a
@@ -28,8 +30,8 @@ func refuseSeedConflicts(ctx context.Context, tx *sql.Tx, j *job.Job, files []st
 	}
 	var keyCols, keyText []string
 	for _, k := range j.Key {
-		keyCols = append(keyCols, "s."+job.QuoteIdent(k))
-		keyText = append(keyText, "CAST(s."+job.QuoteIdent(k)+" AS VARCHAR)")
+		keyCols = append(keyCols, "s."+sqltext.QuoteIdent(k))
+		keyText = append(keyText, "CAST(s."+sqltext.QuoteIdent(k)+" AS VARCHAR)")
 	}
 	q := `SELECT ` + strings.Join(keyText, ", ") + `,
        string_agg(CAST(s._row AS VARCHAR), ', ' ORDER BY s._row),
@@ -69,7 +71,7 @@ LIMIT ` + strconv.Itoa(seedConflictKeys)
 	if keys > int64(len(named)) {
 		more = fmt.Sprintf("; and %d more", keys-int64(len(named)))
 	}
-	refused := job.Refuse("seed conflicts", "seed %s: %d key(s) of %s hold rows with different values (%d rows): %s%s; fix the file, or set [input] conflicts = %q to store them as conflict rows; nothing committed",
+	refused := report.Refuse("seed conflicts", "seed %s: %d key(s) of %s hold rows with different values (%d rows): %s%s; fix the file, or set [input] conflicts = %q to store them as conflict rows; nothing committed",
 		j.Name, keys, strings.Join(files, ", "), counts["conflict"], strings.Join(named, "; "), more, job.ConflictsKeep)
 	return &SeedConflictError{refused: refused, Job: j.Name, Keys: keys, Rows: counts["conflict"]}
 }
@@ -77,7 +79,7 @@ LIMIT ` + strconv.Itoa(seedConflictKeys)
 // SeedConflictError is the refusal of a seed whose file holds conflicting
 // keys (refuseSeedConflicts): its text names the keys with their values,
 // which LogMessage leaves out, as KeyError's does (the run log keeps no row
-// values: it outlives erasures). It is a *job.RefusedError underneath
+// values: it outlives erasures). It is a *report.RefusedError underneath
 // (exit 3).
 type SeedConflictError struct {
 	refused    error

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // statementPieces are the parts of SQL text whose quoting and comments a
@@ -25,9 +25,9 @@ var statementPieces = []string{
 }
 
 // TestStatementsAgreeWithDuckDB: over random texts made of the pieces
-// above, idem's split (job.SplitStatements over MaskSQL) counts what
+// above, idem's split (sqltext.SplitStatements over MaskSQL) counts what
 // DuckDB's parser counts whenever DuckDB parses the text, and
-// job.Statements accepts exactly those splits; every part it returns is
+// sqltext.Statements accepts exactly those splits; every part it returns is
 // one statement to DuckDB.
 func TestStatementsAgreeWithDuckDB(t *testing.T) {
 	t.Parallel()
@@ -45,7 +45,7 @@ func TestStatementsAgreeWithDuckDB(t *testing.T) {
 	}
 }
 
-// FuzzStatements: job.Statements never accepts a split DuckDB reads
+// FuzzStatements: sqltext.Statements never accepts a split DuckDB reads
 // otherwise (go test -fuzz FuzzStatements ./internal/run). It may refuse
 // a text DuckDB reads as idem does not (DuckDB skips some letters outside
 // ASCII as it skips spaces): a refusal, never a statement run unread.
@@ -62,28 +62,28 @@ func FuzzStatements(f *testing.F) {
 	})
 }
 
-// checkSplit checks job.Statements on text against DuckDB's parser: what
+// checkSplit checks sqltext.Statements on text against DuckDB's parser: what
 // it accepts is DuckDB's split; with exact, it also accepts every text
 // DuckDB parses (idem counts what DuckDB counts).
 func checkSplit(t *testing.T, text string, exact bool) {
 	t.Helper()
 	if strings.IndexByte(text, 0) >= 0 || !utf8.ValidString(text) {
-		_, err := job.Statements(text, CountStatements)
-		var split *job.SplitError
+		_, err := sqltext.Statements(text, CountStatements)
+		var split *sqltext.SplitError
 		require.ErrorAs(t, err, &split)
 		require.True(t, split.NUL)
 		return
 	}
 	whole, werr := CountStatements(text)
-	idem := len(job.SplitStatements(job.MaskSQL(text)))
-	spans, err := job.Statements(text, CountStatements)
+	idem := len(sqltext.SplitStatements(sqltext.MaskSQL(text)))
+	spans, err := sqltext.Statements(text, CountStatements)
 	if werr == nil && exact {
 		require.Equal(t, whole, idem, "DuckDB and idem count the statements of %q differently", text)
 	}
 	if werr == nil && err == nil {
 		require.Equal(t, whole, len(spans), "idem accepted a split of %q DuckDB does not share", text)
 	}
-	var split *job.SplitError
+	var split *sqltext.SplitError
 	if err != nil {
 		require.True(t, errors.As(err, &split), "%q: %v", text, err)
 		return
@@ -100,15 +100,15 @@ func checkSplit(t *testing.T, text string, exact bool) {
 func TestStatementsRefusesDisagreement(t *testing.T) {
 	t.Parallel()
 	more := func(string) (int, error) { return 3, nil }
-	_, err := job.Statements("SELECT 1; SELECT 2", more)
-	var split *job.SplitError
+	_, err := sqltext.Statements("SELECT 1; SELECT 2", more)
+	var split *sqltext.SplitError
 	require.ErrorAs(t, err, &split)
 	require.Equal(t, 2, split.Idem)
 	require.Equal(t, 3, split.DuckDB)
-	require.EqualError(t, job.One("SELECT 1", more), "DuckDB's parser reads 3 statements where idem reads 1")
+	require.EqualError(t, sqltext.One("SELECT 1", more), "DuckDB's parser reads 3 statements where idem reads 1")
 	require.ErrorIs(t, OneStatement("SELECT $$--$$; SELECT 2"), ErrSeveralStatements)
 	require.NoError(t, OneStatement("SELECT $$;$$"))
-	spans, err := job.Statements("SELECT $$--$$ AS a; UPDATE t SET x = 1; SELECT 1", CountStatements)
+	spans, err := sqltext.Statements("SELECT $$--$$ AS a; UPDATE t SET x = 1; SELECT 1", CountStatements)
 	require.NoError(t, err)
 	require.Len(t, spans, 3)
 }

@@ -9,7 +9,10 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // bindVariables binds the params and idem's own values as DuckDB variables
@@ -23,8 +26,8 @@ func bindVariables(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, sna
 	for k, v := range j.Params {
 		vars[k] = v
 	}
-	for _, k := range job.SortedKeys(vars) {
-		if _, err := tx.ExecContext(ctx, "SET VARIABLE "+job.QuoteIdent(k)+" = ?", vars[k]); err != nil {
+	for _, k := range report.SortedKeys(vars) {
+		if _, err := tx.ExecContext(ctx, "SET VARIABLE "+sqltext.QuoteIdent(k)+" = ?", vars[k]); err != nil {
 			return fmt.Errorf("bind %s: %w", k, err)
 		}
 	}
@@ -37,9 +40,9 @@ func (d *DB) buildTarget(ctx context.Context, tx *sql.Tx, j *job.Job, existed bo
 	if j.IsModel() {
 		return nil // a model's step creates the target from its SELECT
 	}
-	carry := existed && j.Pipeline.Mode == job.ModeApply
+	carry := existed && j.Pipeline.Mode == pipeline.ModeApply
 	if carry {
-		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE idem_prev AS SELECT * FROM "+job.QuoteIdent(j.Table)); err != nil {
+		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE idem_prev AS SELECT * FROM "+sqltext.QuoteIdent(j.Table)); err != nil {
 			return fmt.Errorf("keep rows of %s for the schema change: %w", j.Table, err)
 		}
 	}
@@ -52,7 +55,7 @@ func (d *DB) buildTarget(ctx context.Context, tx *sql.Tx, j *job.Job, existed bo
 			return err
 		}
 		list := strings.Join(cols, ", ")
-		if _, err := tx.ExecContext(ctx, "INSERT INTO "+job.QuoteIdent(j.Table)+" ("+list+") SELECT "+list+" FROM idem_prev"); err != nil {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO "+sqltext.QuoteIdent(j.Table)+" ("+list+") SELECT "+list+" FROM idem_prev"); err != nil {
 			return fmt.Errorf("carry rows of %s into schema v%d: %w", j.Table, j.SchemaVersion, catalog.TrimSQLError(err))
 		}
 	}
@@ -76,12 +79,12 @@ func commonColumns(ctx context.Context, tx *sql.Tx, table string) ([]string, err
 		if err := rows.Scan(&c); err != nil {
 			return nil, err
 		}
-		cols = append(cols, job.QuoteIdent(c))
+		cols = append(cols, sqltext.QuoteIdent(c))
 	}
 	return cols, rows.Err()
 }
 
-func stepError(j *job.Job, step job.Step, err error, p *Prepared) error {
+func stepError(j *job.Job, step pipeline.Step, err error, p *Prepared) error {
 	msg := err.Error()
 	if strings.Contains(msg, "Malformed JSON") || strings.Contains(msg, "CSV Error") || strings.Contains(msg, "Invalid unicode") ||
 		strings.Contains(msg, "Invalid Input Error") || strings.Contains(msg, "Conversion Error") {
@@ -97,8 +100,8 @@ func stepError(j *job.Job, step job.Step, err error, p *Prepared) error {
 func outcomeCounts(ctx context.Context, tx *sql.Tx, j *job.Job, batchID string) (map[string]int64, string, error) {
 	from, where := "outcomes", "in the outcomes relation"
 	if t := j.Pipeline.OutcomesTable; t != "" {
-		from, where = job.QuoteIdent(j.Table+t), "stored in "+j.Table+t
-		if j.Pipeline.Mode == job.ModeApply {
+		from, where = sqltext.QuoteIdent(j.Table+t), "stored in "+j.Table+t
+		if j.Pipeline.Mode == pipeline.ModeApply {
 			from += " WHERE batch_id = getvariable('idem_batch_id')"
 			where += " for batch " + batchID
 		}

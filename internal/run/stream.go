@@ -10,6 +10,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
 
@@ -77,10 +78,10 @@ type StreamResult struct {
 // It returns the results of the batches it ran; an error stops it.
 func (d *DB) RunStream(ctx context.Context, j *job.Job, opts RunOptions, so StreamOptions) ([]*StreamResult, error) {
 	if !j.IsStream() {
-		return nil, job.Usage("job %s reads no stream ([input] kind = \"kafka\" or \"sse\")", j.Name)
+		return nil, report.Usage("job %s reads no stream ([input] kind = \"kafka\" or \"sse\")", j.Name)
 	}
 	if opts.Input != "" || opts.BatchID != "" || opts.From != nil || opts.Partitions != nil {
-		return nil, d.logError(j, "", job.Usage("a stream job reads its %s from the committed positions and names its batches after the ranges read: --input, --batch-id, --from/--to and --partitions do not apply", j.Input.Stream.Kind))
+		return nil, d.logError(j, "", report.Usage("a stream job reads its %s from the committed positions and names its batches after the ranges read: --input, --batch-id, --from/--to and --partitions do not apply", j.Input.Stream.Kind))
 	}
 	r := so.Reader
 	if r == nil {
@@ -111,12 +112,12 @@ func (d *DB) RunStream(ctx context.Context, j *job.Job, opts RunOptions, so Stre
 		sr, after, next, err := d.streamBatch(ctx, j, opts, r, so.AllowGap, !so.Follow, known, ahead, readNext)
 		known, ahead = after, next
 		if err != nil {
-			if so.Follow && ctx.Err() != nil && errors.Is(err, job.ErrCanceled) {
+			if so.Follow && ctx.Err() != nil && errors.Is(err, report.ErrCanceled) {
 				return out, nil // stopped: the batch in flight rolled back whole
 			}
 			return out, err
 		}
-		if sr.Decision != job.DecisionSkipped || !so.Follow {
+		if sr.Decision != report.DecisionSkipped || !so.Follow {
 			out = append(out, sr)
 			if so.OnBatch != nil {
 				so.OnBatch(sr)
@@ -184,9 +185,9 @@ func (d *DB) streamBatch(ctx context.Context, j *job.Job, opts RunOptions, r sou
 		return sr, nil, next, err
 	}
 	switch {
-	case sr.Decision == job.DecisionSkipped:
+	case sr.Decision == report.DecisionSkipped:
 		return sr, b.Before(), next, nil
-	case sr.Decision == job.DecisionApplied && (sr.Run == nil || sr.Run.Expiry == nil || sr.Run.Expiry.Expired == 0):
+	case sr.Decision == report.DecisionApplied && (sr.Run == nil || sr.Run.Expiry == nil || sr.Run.Expiry.Expired == 0):
 		// An expiry may have deleted the snapshots that recorded the
 		// first identity: read it again then.
 		return sr, assumed, next, nil
@@ -244,7 +245,7 @@ func (d *DB) streamBatchRun(ctx context.Context, j *job.Job, opts RunOptions, r 
 		ends = readerEnds(ctx, r)
 	}
 	if err != nil {
-		return nil, nil, nil, nil, d.logError(j, "", job.Canceled(ctx, err))
+		return nil, nil, nil, nil, d.logError(j, "", report.Canceled(ctx, err))
 	}
 	defer b.Remove()
 	sr = &StreamResult{Job: j.Name, BatchID: b.ID, Records: b.Records, Replayed: b.Skipped, Ranges: b.Ranges,
@@ -253,10 +254,10 @@ func (d *DB) streamBatchRun(ctx context.Context, j *job.Job, opts RunOptions, r 
 		sr.Ranges = []source.StreamRange{}
 	}
 	if b.Records == 0 && len(b.Gaps) == 0 && len(b.Pinned) == 0 && b.Reset == "" {
-		sr.Decision = job.DecisionSkipped
+		sr.Decision = report.DecisionSkipped
 		sr.BatchID = ""
 		if logEmpty {
-			if err := d.logInvocation(j, "", job.DecisionSkipped, "nothing new past the committed stream positions"); err != nil {
+			if err := d.logInvocation(j, "", report.DecisionSkipped, "nothing new past the committed stream positions"); err != nil {
 				return nil, nil, nil, next, err
 			}
 		}

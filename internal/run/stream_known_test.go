@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
 )
@@ -69,7 +69,7 @@ func TestFollowerReadsFromWhatItCommitted(t *testing.T) {
 		}
 		out, err := db.RunStream(ctx, j, run.RunOptions{}, run.StreamOptions{Reader: r, Follow: true, MaxBatches: 2, OnBatch: move})
 		require.Error(t, err)
-		require.Equal(t, job.ExitRefused, job.ExitCode(err))
+		require.Equal(t, report.ExitRefused, report.ExitCode(err))
 		require.Contains(t, err.Error(), "stream position of partition 0 moved from 40 to 35 since batch rides:0:40-79 was read; nothing committed")
 		require.Len(t, out, 1)
 		require.Equal(t, []map[string]int64{{}, {"0": 40}}, r.asked, "the second batch read from what the first committed")
@@ -127,7 +127,7 @@ func TestFollowerReadsAhead(t *testing.T) {
 			q := `SELECT (SELECT max(snapshot) FROM idem.snapshots WHERE job = 'rides'), (SELECT next FROM idem.positions WHERE job = 'rides'), (SELECT count(*) FROM rides_outcomes), (SELECT count(DISTINCT change_id) FROM rides_outcomes)`
 			if moved {
 				require.Error(t, err)
-				require.Equal(t, job.ExitRefused, job.ExitCode(err))
+				require.Equal(t, report.ExitRefused, report.ExitCode(err))
 				require.Contains(t, err.Error(), "stream position of partition 0 moved from 40 to 35 since batch rides:0:40-79 was read; nothing committed")
 				require.Len(t, out, 1)
 				rows, err := db.Query(ctx, q)

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Adaptive threads. DuckDB's threads setting belongs to the database
@@ -75,7 +76,7 @@ func (d *DB) fitThreads(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared
 	}
 	set := "SET threads = 1"
 	if !small {
-		set = "SET threads = " + job.SQLString(a.wide)
+		set = "SET threads = " + sqltext.SQLString(a.wide)
 	}
 	if _, err := tx.ExecContext(ctx, set); err != nil {
 		return fmt.Errorf("set threads: %w", err)

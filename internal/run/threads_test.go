@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/stretchr/testify/require"
 )
 
@@ -28,7 +29,7 @@ func TestAdaptiveThreads(t *testing.T) {
 		require.NoError(t, os.WriteFile(in, []byte(`{"k":1,"o":1,"v":"a","n":1}`+"\n"+`{"k":2,"o":1,"v":"`+batch+`","n":2}`+"\n"), 0o644))
 		res, err := d.Run(ctx, j, RunOptions{Input: in})
 		require.NoError(t, err)
-		require.Equal(t, job.DecisionApplied, res.Decision)
+		require.Equal(t, report.DecisionApplied, res.Decision)
 	}
 	rows := func(d *DB) string {
 		var s string

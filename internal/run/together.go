@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
 
@@ -21,7 +22,7 @@ type JobRun struct {
 // writes says a run's result is one to commit: not skipped, not already
 // committed.
 func writes(res *Result) bool {
-	return res.Decision != job.DecisionSkipped && res.Decision != job.DecisionAlreadyCommitted
+	return res.Decision != report.DecisionSkipped && res.Decision != report.DecisionAlreadyCommitted
 }
 
 // RunTogether runs jobs, in order, in one transaction on one pinned
@@ -53,7 +54,7 @@ func (d *DB) RunTogether(ctx context.Context, runs []JobRun) ([]*Result, error) 
 			donePrep()
 		}
 		if err != nil {
-			return nil, d.logError(r.Job, r.Opts.BatchID, job.Canceled(ctx, err))
+			return nil, d.logError(r.Job, r.Opts.BatchID, report.Canceled(ctx, err))
 		}
 		preps[i] = p
 	}
@@ -81,7 +82,7 @@ func (d *DB) RunTogether(ctx context.Context, runs []JobRun) ([]*Result, error) 
 	defer d.gate.Unlock()
 	conn, err := d.sql.Conn(ctx)
 	if err != nil {
-		return nil, job.Canceled(ctx, fmt.Errorf("connect %s: %w", d.path, err))
+		return nil, report.Canceled(ctx, fmt.Errorf("connect %s: %w", d.path, err))
 	}
 	defer conn.Close()
 	for i := range runs {
@@ -91,7 +92,7 @@ func (d *DB) RunTogether(ctx context.Context, runs []JobRun) ([]*Result, error) 
 	fault(first, FaultBeforeBegin)
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, job.Canceled(ctx, fmt.Errorf("begin: %w", err))
+		return nil, report.Canceled(ctx, fmt.Errorf("begin: %w", err))
 	}
 	// A transaction still open holds its connection: conn.Close, deferred
 	// above, would wait for it forever when a panic unwinds past here.
@@ -118,10 +119,10 @@ func (d *DB) RunTogether(ctx context.Context, runs []JobRun) ([]*Result, error) 
 		if err != nil {
 			rbErr := tx.Rollback()
 			sweep(func(int) bool { return true })
-			err = job.Canceled(ctx, err)
-			decision := job.DecisionFailed
-			if errors.Is(err, job.ErrRefused) {
-				decision = job.DecisionRefused
+			err = report.Canceled(ctx, err)
+			decision := report.DecisionFailed
+			if errors.Is(err, report.ErrRefused) {
+				decision = report.DecisionRefused
 			}
 			if lerr := d.logOutside(r.Job, preps[i], decision, err); lerr != nil {
 				err = errors.Join(err, lerr)
@@ -153,9 +154,9 @@ func (d *DB) RunTogether(ctx context.Context, runs []JobRun) ([]*Result, error) 
 	err = tx.Commit()
 	done()
 	if err != nil {
-		err = job.Canceled(ctx, fmt.Errorf("commit: %w", err))
+		err = report.Canceled(ctx, fmt.Errorf("commit: %w", err))
 		for i, r := range runs {
-			if lerr := d.logOutside(r.Job, preps[i], job.DecisionFailed, err); lerr != nil {
+			if lerr := d.logOutside(r.Job, preps[i], report.DecisionFailed, err); lerr != nil {
 				err = errors.Join(err, lerr)
 			}
 		}

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/stretchr/testify/require"
 )
@@ -26,8 +26,8 @@ func TestRunTogether(t *testing.T) {
 	results, err := db.RunTogether(ctx, []run.JobRun{{Job: src}, {Job: m}})
 	require.NoError(t, err)
 	require.Len(t, results, 2)
-	require.Equal(t, job.DecisionLoaded, results[0].Decision)
-	require.Equal(t, job.DecisionLoaded, results[1].Decision)
+	require.Equal(t, report.DecisionLoaded, results[0].Decision)
+	require.Equal(t, report.DecisionLoaded, results[1].Decision)
 	require.Equal(t, "devil 1 (first pinned)", results[1].Upstream[0].String())
 	before := dump(t, db)
 

@@ -9,7 +9,9 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/source"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // UpstreamChange is one upstream a run pinned: the snapshot the job's
@@ -53,7 +55,7 @@ func pin(ctx context.Context, tx *sql.Tx, j *job.Job, p *Prepared, st catalog.St
 		up.Since = pinnedSnapshots(st)
 	}
 	incrementalPins(j, p, st) // incremental.go
-	var refs []job.UpstreamRef
+	var refs []jobkey.UpstreamRef
 	var err error
 	if states != nil && up != nil {
 		refs, err = up.PinStates(ctx, tx, states)
@@ -149,7 +151,7 @@ func modelColumns(ctx context.Context, tx *sql.Tx, j *job.Job, pinner source.Pin
 	}
 	if key != nil {
 		cache.put(*key, out)
-		cache.learnt(*key, "describe", string(job.CanonicalJSON(out)))
+		cache.learnt(*key, "describe", string(jobkey.CanonicalJSON(out)))
 	}
 	return out, nil
 }
@@ -165,7 +167,7 @@ func modelColumns(ctx context.Context, tx *sql.Tx, j *job.Job, pinner source.Pin
 // pins (changes, partitions), upstreams in another database and the
 // recorded pins of a rerun build their relations otherwise and are
 // described every run.
-func describeKey(j *job.Job, input any, refs []job.UpstreamRef, st catalog.State) *[32]byte {
+func describeKey(j *job.Job, input any, refs []jobkey.UpstreamRef, st catalog.State) *[32]byte {
 	up, ok := input.(*source.Upstream)
 	if !ok || up.Recorded != nil || up.Changes || up.Partitions != nil || len(up.External) > 0 {
 		return nil
@@ -214,12 +216,12 @@ func checkModelKey(ctx context.Context, tx *sql.Tx, j *job.Job, table string) er
 	text := make([]string, len(j.Key))
 	nulls := make([]string, len(j.Key))
 	for i, k := range j.Key {
-		keys[i] = job.QuoteIdent(k)
+		keys[i] = sqltext.QuoteIdent(k)
 		text[i] = "coalesce(CAST(" + keys[i] + " AS VARCHAR), 'NULL')"
 		nulls[i] = keys[i] + " IS NULL"
 	}
 	q := "SELECT " + strings.Join(text, " || ', ' || ") + " AS k, count(*) AS n, bool_or(" + strings.Join(nulls, " OR ") + ") AS has_null" +
-		" FROM " + job.QuoteIdent(table) + " GROUP BY ALL HAVING count(*) > 1 OR bool_or(" + strings.Join(nulls, " OR ") + ")" +
+		" FROM " + sqltext.QuoteIdent(table) + " GROUP BY ALL HAVING count(*) > 1 OR bool_or(" + strings.Join(nulls, " OR ") + ")" +
 		" ORDER BY has_null DESC, n DESC, k LIMIT 4"
 	rows, err := tx.QueryContext(ctx, q)
 	if err != nil {

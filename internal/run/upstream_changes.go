@@ -5,6 +5,9 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/source"
 )
 
@@ -21,11 +24,11 @@ import (
 func checkChangesRun(j *job.Job, opts RunOptions) error {
 	switch {
 	case opts.BatchID != "":
-		return job.Usage("--batch-id: job %s applies the changes of its upstream jobs; its batch is named from their snapshots", j.Name)
+		return report.Usage("--batch-id: job %s applies the changes of its upstream jobs; its batch is named from their snapshots", j.Name)
 	case opts.From != nil:
-		return job.Usage("--from/--to: job %s applies the changes of its upstream jobs, between the snapshots it pinned and their latest", j.Name)
+		return report.Usage("--from/--to: job %s applies the changes of its upstream jobs, between the snapshots it pinned and their latest", j.Name)
 	case j.Pipeline.Generic && len(j.Input.Upstream) != 1:
-		return job.Usage("job %s: pipeline %s applies the changes of one upstream job; [input] upstream names %d", j.Name, j.Pipeline.Name, len(j.Input.Upstream))
+		return report.Usage("job %s: pipeline %s applies the changes of one upstream job; [input] upstream names %d", j.Name, j.Pipeline.Name, len(j.Input.Upstream))
 	}
 	return nil
 }
@@ -46,7 +49,7 @@ func pinnedSnapshots(st catalog.State) map[string]int64 {
 // the ranges it pinned ("upstream:a:0-3,b:2-4", sorted by job), and derives
 // its ledger digest from the refs it starts from and the refs it pinned.
 // A run in which no upstream moved is marked unchanged (it skips).
-func changesBatch(p *Prepared, up *source.Upstream, st catalog.State, refs []job.UpstreamRef) {
+func changesBatch(p *Prepared, up *source.Upstream, st catalog.State, refs []jobkey.UpstreamRef) {
 	ranges := up.Ranges()
 	names := make([]string, len(ranges))
 	p.unchanged = st.HasParts
@@ -57,11 +60,11 @@ func changesBatch(p *Prepared, up *source.Upstream, st catalog.State, refs []job
 		}
 	}
 	p.batchID = "upstream:" + strings.Join(names, ",")
-	from := []job.UpstreamRef{}
+	from := []jobkey.UpstreamRef{}
 	if st.HasParts && st.Parts.Upstream != nil {
 		from = st.Parts.Upstream
 	}
-	p.digest = job.DigestString(string(job.CanonicalJSON(map[string]any{
+	p.digest = pipeline.DigestString(string(jobkey.CanonicalJSON(map[string]any{
 		"from": from, "to": refs,
 	})))
 }

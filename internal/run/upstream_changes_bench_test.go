@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 
 	"github.com/idem-dev/idem/pipelines"
 )
@@ -94,7 +95,7 @@ func BenchmarkUpstreamApply(b *testing.B) {
 				b.StartTimer()
 				opts := RunOptions{}
 				if os.Getenv("IDEM_BENCH_STEPS") != "" {
-					opts.Progress = job.Progress{Step: func(name string) func(time.Duration) {
+					opts.Progress = report.Progress{Step: func(name string) func(time.Duration) {
 						return func(d time.Duration) { b.Logf("%s %s", name, d) }
 					}}
 				}
@@ -102,7 +103,7 @@ func BenchmarkUpstreamApply(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if res.Decision == job.DecisionSkipped {
+				if res.Decision == report.DecisionSkipped {
 					b.Fatal("downstream skipped")
 				}
 			}

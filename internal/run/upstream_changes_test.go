@@ -16,6 +16,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/pipelines"
 )
 
@@ -212,7 +213,7 @@ func TestUpstreamApply(t *testing.T) {
 	c := newChangesChain(t)
 	c.apply(t, []change{{"a", 1, "a1"}, {"b", 1, "b1"}, {"c", 1, "c1"}})
 	res := c.runDown(t)
-	require.Equal(t, job.DecisionApplied, res.Decision)
+	require.Equal(t, report.DecisionApplied, res.Decision)
 	require.Equal(t, "upstream:src:0-1", res.BatchID)
 	require.Equal(t, int64(3), res.RowsIn)
 	require.Equal(t, map[string]int64{"accepted": 3}, res.Outcomes)
@@ -220,7 +221,7 @@ func TestUpstreamApply(t *testing.T) {
 
 	// Nothing moved: skipped, nothing written.
 	res = c.runDown(t)
-	require.Equal(t, job.DecisionSkipped, res.Decision)
+	require.Equal(t, report.DecisionSkipped, res.Decision)
 	require.Equal(t, int64(1), res.Snapshot)
 
 	// Two upstream snapshots in one range: a updated twice, b deleted, c
@@ -302,7 +303,7 @@ func TestUpstreamApplyProperty(t *testing.T) {
 					}
 				}
 				res := c.runDown(t)
-				if res.Decision == job.DecisionSkipped {
+				if res.Decision == report.DecisionSkipped {
 					require.Zero(t, diff)
 				} else {
 					require.Equal(t, int64(diff), res.RowsIn, "batch %s reads the changed rows", res.BatchID)

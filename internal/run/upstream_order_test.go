@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/pipelines"
 )
@@ -34,7 +35,7 @@ func TestUpstreamOrderOnlyWhereItMatters(t *testing.T) {
 	for _, j := range []*job.Job{src, rev, numbered, counted} {
 		res, err := db.Run(ctx, j, run.RunOptions{})
 		require.NoError(t, err, j.Name)
-		require.Equal(t, job.DecisionLoaded, res.Decision, j.Name)
+		require.Equal(t, report.DecisionLoaded, res.Decision, j.Name)
 	}
 	stored, err := db.Query(ctx, "SELECT count(*) FROM (SELECT id, row_number() OVER () AS rn FROM rev) JOIN (SELECT id, row_number() OVER (ORDER BY species_id, id) AS want FROM rev) USING (id) WHERE rn <> want")
 	require.NoError(t, err)

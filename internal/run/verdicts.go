@@ -15,7 +15,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/seal"
 )
 
 // Verdicts kept across processes. The guard cache (guardcache.go) lives
@@ -104,7 +104,7 @@ func (s *verdictStore) mac(k [32]byte, r verdictRow) string {
 func decodeVerdict(r verdictRow) (any, bool) {
 	switch r.kind {
 	case "seal":
-		var unknown []job.NameAt
+		var unknown []seal.NameAt
 		if err := json.Unmarshal([]byte(r.value), &unknown); err != nil {
 			return nil, false
 		}

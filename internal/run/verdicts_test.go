@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
 	"github.com/stretchr/testify/require"
 )
 
@@ -62,8 +63,8 @@ func TestVerdictsKeptAcrossProcesses(t *testing.T) {
 	require.Equal(t, stored, again, "a verdict found is not written again")
 
 	// A job whose SQL the seal refuses, and rows claiming it passed.
-	bad := &job.Job{Name: "m", Table: "m", Pipeline: &job.Pipeline{Name: "custom"},
-		Steps: []job.Step{{Name: "01_model.sql", SQL: "CREATE OR REPLACE TEMP TABLE idem_x AS SELECT * FROM read_csv('/etc/passwd');\n"}}}
+	bad := &job.Job{Name: "m", Table: "m", Pipeline: &pipeline.Pipeline{Name: "custom"},
+		Steps: []pipeline.Step{{Name: "01_model.sql", SQL: "CREATE OR REPLACE TEMP TABLE idem_x AS SELECT * FROM read_csv('/etc/passwd');\n"}}}
 	k, err := sealKey(bad.Seal(), bad.SealedTexts())
 	require.NoError(t, err)
 	signed := func(id string, k [32]byte, value string, secret []byte) string {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 
 	_ "github.com/duckdb/duckdb-go/v2"
@@ -117,7 +117,7 @@ func BenchmarkVersionedChangesApply(b *testing.B) {
 		e := newVCEnvAt(b, filepath.Join(dir, "job.toml"))
 		e.mustApply(filepath.Join(dir, "base.parquet"), "base")
 		var steps []string
-		progress := job.Progress{Step: func(name string) func(time.Duration) {
+		progress := report.Progress{Step: func(name string) func(time.Duration) {
 			return func(d time.Duration) { steps = append(steps, fmt.Sprintf("%s %v", name, d.Round(time.Millisecond))) }
 		}}
 		b.StartTimer()

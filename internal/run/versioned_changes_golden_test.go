@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/stretchr/testify/require"
@@ -76,7 +77,7 @@ func TestVersionedChangesFixtures(t *testing.T) {
 		path := filepath.Join("../..", rel)
 		res, err := db.Run(ctx, j, run.RunOptions{Input: path})
 		require.NoError(t, err, rel)
-		require.Equal(t, job.DecisionApplied, res.Decision, rel)
+		require.Equal(t, report.DecisionApplied, res.Decision, rel)
 		batch := filepath.Base(rel)
 		require.Equal(t, batch, res.BatchID)
 		fmt.Fprintf(&runs, "%s: %s snapshot %d rows_in %d rows_out %d outcomes %s\n",

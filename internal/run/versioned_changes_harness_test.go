@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/stretchr/testify/require"
@@ -90,7 +91,7 @@ func (e *vcEnv) mustApply(input, batchID string) *run.Result {
 	e.t.Helper()
 	res, err := e.apply(input, batchID)
 	require.NoError(e.t, err, "apply %s as %s", input, batchID)
-	require.Equal(e.t, job.DecisionApplied, res.Decision)
+	require.Equal(e.t, report.DecisionApplied, res.Decision)
 	return res
 }
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 
 	"github.com/stretchr/testify/require"
 )
@@ -101,8 +101,8 @@ func vcRunScenario(t *testing.T, seed uint64) map[string]int64 {
 			fail(step, "apply: %v", err)
 		}
 		if st.retry {
-			if res.Decision != job.DecisionAlreadyCommitted {
-				fail(step, "retry of %s: decision %s, want %s", st.batchID, res.Decision, job.DecisionAlreadyCommitted)
+			if res.Decision != report.DecisionAlreadyCommitted {
+				fail(step, "retry of %s: decision %s, want %s", st.batchID, res.Decision, report.DecisionAlreadyCommitted)
 			}
 			if n := e.outcomeRowCount(); n != outcomesBefore {
 				fail(step, "retry of %s wrote %d outcome rows", st.batchID, n-outcomesBefore)
@@ -115,7 +115,7 @@ func vcRunScenario(t *testing.T, seed uint64) map[string]int64 {
 			// is judged against them.
 			require.Equal(t, model.rows(), batchState.rows(), "seed %d: the model's batch rules and fold disagree", seed)
 
-			if res.Decision != job.DecisionApplied {
+			if res.Decision != report.DecisionApplied {
 				fail(step, "decision %s, want applied", res.Decision)
 			}
 			if res.RowsIn != int64(len(st.rows)) {

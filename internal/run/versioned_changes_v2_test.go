@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/export"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/stretchr/testify/require"
@@ -158,7 +158,7 @@ func vc2RunScenario(t *testing.T, seed uint64) map[string]int64 {
 		if a, b := vc2ResultText(res[0]), vc2ResultText(res[1]); a != b {
 			fail(i, "run results differ:\nv1 %s\nv2 %s", a, b)
 		}
-		if res[0].Decision == job.DecisionApplied {
+		if res[0].Decision == report.DecisionApplied {
 			done = append(done, st)
 			snapshots = append(snapshots, res[0].Snapshot)
 			for o, n := range res[0].Outcomes {

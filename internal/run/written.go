@@ -8,6 +8,8 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // countWritten sets what a committing run wrote, once the target and its
@@ -25,7 +27,7 @@ import (
 func countWritten(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot, touchedKeys int64, res *Result) error {
 	res.RowsWritten = res.RowsOut
 	switch {
-	case j.Pipeline.Mode != job.ModeApply:
+	case j.Pipeline.Mode != pipeline.ModeApply:
 	case touchedKeys >= 0:
 		res.RowsWritten = touchedKeys
 	default:
@@ -35,7 +37,7 @@ func countWritten(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot, touched
 		}
 		keys := make([]string, len(j.Pipeline.Key))
 		for i, k := range j.Pipeline.Key {
-			keys[i] = job.QuoteIdent(k)
+			keys[i] = sqltext.QuoteIdent(k)
 		}
 		var q string
 		switch {
@@ -56,7 +58,7 @@ func countWritten(ctx context.Context, tx *sql.Tx, j *job.Job, snapshot, touched
 	}
 	if c := j.Pipeline.ConflictColumn; c != "" {
 		var n int64
-		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+job.QuoteIdent(j.Table)+" WHERE "+job.QuoteIdent(c)+" = 'conflict'").Scan(&n); err != nil {
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+sqltext.QuoteIdent(j.Table)+" WHERE "+sqltext.QuoteIdent(c)+" = 'conflict'").Scan(&n); err != nil {
 			return fmt.Errorf("count conflicts in %s: %w", j.Table, catalog.TrimSQLError(err))
 		}
 		res.Conflicts = &n

@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // templates holds the files idem init writes, one folder per mode: a
@@ -37,8 +39,8 @@ const ScaffoldSelect = "select"
 // first run. It refuses to overwrite anything (a *UsageError, exit 2) and
 // returns the paths written.
 func Scaffold(dir, name, mode string) ([]string, error) {
-	if !job.Identifier.MatchString(name) || strings.HasPrefix(strings.ToLower(name), "idem") {
-		return nil, job.Usage("pipeline name %q: want letters, digits and underscores, starting with a letter, not starting with idem", name)
+	if !sqltext.Identifier.MatchString(name) || strings.HasPrefix(strings.ToLower(name), "idem") {
+		return nil, report.Usage("pipeline name %q: want letters, digits and underscores, starting with a letter, not starting with idem", name)
 	}
 	type file struct {
 		src, dst string
@@ -46,8 +48,8 @@ func Scaffold(dir, name, mode string) ([]string, error) {
 	var files []file
 	root := "templates/" + mode
 	switch mode {
-	case job.ModeApply, job.ModeRefresh:
-		example := map[string]string{job.ModeApply: "landing/example.jsonl", job.ModeRefresh: "input/example.csv"}[mode]
+	case pipeline.ModeApply, pipeline.ModeRefresh:
+		example := map[string]string{pipeline.ModeApply: "landing/example.jsonl", pipeline.ModeRefresh: "input/example.csv"}[mode]
 		files = []file{
 			{root + "/job.toml", name + ".toml"},
 			{root + "/" + path.Base(example), example},
@@ -72,11 +74,11 @@ func Scaffold(dir, name, mode string) ([]string, error) {
 			{root + "/test.toml", path.Join("tests", name+".toml")},
 		}
 	default:
-		return nil, job.Usage("mode %q: want %s, %s or %s", mode, job.ModeApply, job.ModeRefresh, ScaffoldSelect)
+		return nil, report.Usage("mode %q: want %s, %s or %s", mode, pipeline.ModeApply, pipeline.ModeRefresh, ScaffoldSelect)
 	}
 	for _, f := range files {
 		if _, err := os.Stat(filepath.Join(dir, f.dst)); err == nil {
-			return nil, job.Usage("%s already exists: idem init writes only new files", filepath.Join(dir, f.dst))
+			return nil, report.Usage("%s already exists: idem init writes only new files", filepath.Join(dir, f.dst))
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}

@@ -6,7 +6,8 @@ import (
 	"path/filepath"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // StoreTempDir makes a temporary folder inside the retained-input store of
@@ -55,8 +56,8 @@ func StoreFile(ctx context.Context, dbPath, path string) (string, int64, error) 
 // the file: nothing is read from a checkpoint that is not the one recorded.
 func VerifyCheckpoint(ctx context.Context, dbPath string, c *catalog.Checkpoint) error {
 	manifest := catalog.CheckpointManifest(c.Job, c.Snapshot, c.Files)
-	if got := job.DigestString(string(manifest)); got != c.SHA256 {
-		return job.Refuse("checkpoint", "checkpoint %d of %s: its recorded files have manifest sha256 %s, recorded %s", c.Snapshot, c.Job, job.Short(got), job.Short(c.SHA256))
+	if got := pipeline.DigestString(string(manifest)); got != c.SHA256 {
+		return report.Refuse("checkpoint", "checkpoint %d of %s: its recorded files have manifest sha256 %s, recorded %s", c.Snapshot, c.Job, report.Short(got), report.Short(c.SHA256))
 	}
 	files := append([]catalog.CheckpointFile{{Part: "manifest", SHA256: c.SHA256, Bytes: int64(len(manifest))}}, c.Files...)
 	for _, f := range files {
@@ -66,10 +67,10 @@ func VerifyCheckpoint(ctx context.Context, dbPath string, c *catalog.Checkpoint)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return job.Refuse("checkpoint", "checkpoint %d of %s: file %s (%s) cannot be read: %v; rerun --from-start replays every batch instead", c.Snapshot, c.Job, p, f.Part, err)
+			return report.Refuse("checkpoint", "checkpoint %d of %s: file %s (%s) cannot be read: %v; rerun --from-start replays every batch instead", c.Snapshot, c.Job, p, f.Part, err)
 		}
 		if sum != f.SHA256 {
-			return job.Refuse("checkpoint", "checkpoint %d of %s: file %s (%s) was changed: its sha256 is %s, recorded %s; rerun --from-start replays every batch instead", c.Snapshot, c.Job, p, f.Part, job.Short(sum), job.Short(f.SHA256))
+			return report.Refuse("checkpoint", "checkpoint %d of %s: file %s (%s) was changed: its sha256 is %s, recorded %s; rerun --from-start replays every batch instead", c.Snapshot, c.Job, p, f.Part, report.Short(sum), report.Short(f.SHA256))
 		}
 	}
 	return nil

@@ -9,6 +9,10 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Chunked backfill: [input] chunk_rows = N, watermark = "<column>".
@@ -49,7 +53,7 @@ func (c *Chunk) Name(input string, files []InputFile) (batchID, digest string) {
 	}
 	c.Input = input
 	batchID = filepath.Base(files[0].Path) + "@" + start
-	digest = job.DigestString(string(job.CanonicalJSON(map[string]any{
+	digest = pipeline.DigestString(string(jobkey.CanonicalJSON(map[string]any{
 		"input": input, "from": start, "rows": c.Rows,
 	})))
 	return batchID, digest
@@ -64,11 +68,11 @@ func CheckChunk(ctx context.Context, tx *sql.Tx, j *job.Job, st catalog.State, c
 	}
 	switch {
 	case started && c.From == nil:
-		return job.Refuse("cursor", "job %s has committed chunks up to watermark %d: a chunk from the start would read rows twice", j.Name, cursor)
+		return report.Refuse("cursor", "job %s has committed chunks up to watermark %d: a chunk from the start would read rows twice", j.Name, cursor)
 	case !started && c.From != nil:
-		return job.Refuse("cursor", "job %s has no committed chunk: the first chunk starts at the start of the input", j.Name)
+		return report.Refuse("cursor", "job %s has no committed chunk: the first chunk starts at the start of the input", j.Name)
 	case started && *c.From != cursor:
-		return job.Refuse("cursor", "chunk starts after watermark %d but the job's watermark is %d", *c.From, cursor)
+		return report.Refuse("cursor", "chunk starts after watermark %d but the job's watermark is %d", *c.From, cursor)
 	}
 	return nil
 }
@@ -81,7 +85,7 @@ func filterChunk(ctx context.Context, tx *sql.Tx, j *job.Job, c *Chunk) (bool, e
 	if c == nil {
 		return true, nil
 	}
-	w := "TRY_CAST(" + job.QuoteIdent(j.Input.Watermark) + " AS BIGINT)"
+	w := "TRY_CAST(" + sqltext.QuoteIdent(j.Input.Watermark) + " AS BIGINT)"
 	if _, err := tx.ExecContext(ctx, `ALTER VIEW input RENAME TO idem_input_all`); err != nil {
 		return false, fmt.Errorf("chunk input: %w", err)
 	}

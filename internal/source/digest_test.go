@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // TestInputDigest pins the input part of the job key (README, Words): the
@@ -36,16 +36,16 @@ func TestInputDigest(t *testing.T) {
 	write("elsewhere/y-copy-of-a.csv", "id,v\n1,x\n")
 	ctx := context.Background()
 
-	one, err := Expand(ctx, filepath.Join(dir, "in", "a.csv"), job.Progress{})
+	one, err := Expand(ctx, filepath.Join(dir, "in", "a.csv"), report.Progress{})
 	require.NoError(t, err)
 	require.Equal(t, digestA, Digest(one))
 
-	two, err := Expand(ctx, filepath.Join(dir, "in", "*.csv"), job.Progress{})
+	two, err := Expand(ctx, filepath.Join(dir, "in", "*.csv"), report.Progress{})
 	require.NoError(t, err)
 	require.Equal(t, digestAB, Digest(two))
 	slices.Reverse(two)
 	require.Equal(t, digestAB, Digest(two), "the order of the files")
-	moved, err := Expand(ctx, filepath.Join(dir, "elsewhere", "*.csv"), job.Progress{})
+	moved, err := Expand(ctx, filepath.Join(dir, "elsewhere", "*.csv"), report.Progress{})
 	require.NoError(t, err)
 	require.Equal(t, digestAB, Digest(moved), "the paths of the files")
 	require.Equal(t, digestB, moved[1].SHA256)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // Directory source: [input] mode = "files".
@@ -26,7 +27,7 @@ import (
 // Pending lists the files of a files-mode job's input that are not
 // committed yet, in name order, refusing a committed file that changed. q
 // nil means a database without idem's tables: every file is new.
-func Pending(ctx context.Context, q catalog.Querier, j *job.Job, input string, progress job.Progress) ([]InputFile, error) {
+func Pending(ctx context.Context, q catalog.Querier, j *job.Job, input string, progress report.Progress) ([]InputFile, error) {
 	pattern := j.Input.Path
 	if input != "" {
 		pattern = input
@@ -40,7 +41,7 @@ func Pending(ctx context.Context, q catalog.Querier, j *job.Job, input string, p
 	for _, f := range files {
 		name := filepath.Base(f.Path)
 		if other, ok := byName[name]; ok {
-			return nil, job.Usage("input %s: files %s and %s share the name %s: batch ids are file names", pattern, other, f.Path, name)
+			return nil, report.Usage("input %s: files %s and %s share the name %s: batch ids are file names", pattern, other, f.Path, name)
 		}
 		byName[name] = f.Path
 	}
@@ -86,7 +87,7 @@ func JobFilePath(j *job.Job, p string) string {
 }
 
 func changedFile(f InputFile, rec catalog.FileRecord) error {
-	return job.Refuse("file", "file %s changed after it was committed in batch %s (snapshot %d): sha256 was %s, is now %s; a committed file never changes: put new rows in a new file",
+	return report.Refuse("file", "file %s changed after it was committed in batch %s (snapshot %d): sha256 was %s, is now %s; a committed file never changes: put new rows in a new file",
 		f.Path, rec.BatchID, rec.Snapshot, rec.SHA256[:12], f.SHA256[:12])
 }
 
@@ -106,7 +107,7 @@ func CheckFiles(ctx context.Context, tx *sql.Tx, j *job.Job, files []InputFile) 
 		if !same {
 			return changedFile(f, recs[0])
 		}
-		return job.Refuse("file", "file %s was already committed in batch %s (snapshot %d)", f.Path, rec.BatchID, rec.Snapshot)
+		return report.Refuse("file", "file %s was already committed in batch %s (snapshot %d)", f.Path, rec.BatchID, rec.Snapshot)
 	}
 	return nil
 }

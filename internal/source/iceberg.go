@@ -9,7 +9,10 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
 	"github.com/idem-dev/idem/internal/lake"
+	"github.com/idem-dev/idem/internal/pipeline"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // Iceberg is the input of a job with [input] iceberg: an Apache Iceberg
@@ -94,13 +97,13 @@ func (ic *Iceberg) Resolve(ctx context.Context) (*Resolved, error) {
 	s := m.Current()
 	if p := ic.Pin; p != nil {
 		if m.TableUUID != p.Table {
-			return nil, job.Refuse("lake", "snapshot %d of %s read Iceberg table %s; %s is now table %s: cannot read what it read",
+			return nil, report.Refuse("lake", "snapshot %d of %s read Iceberg table %s; %s is now table %s: cannot read what it read",
 				p.IdemSnapshot, ic.Job.Name, p.Table, m.File, m.TableUUID)
 		}
 		s = nil
 		if p.Snapshot != -1 {
 			if s = m.Snapshot(p.Snapshot); s == nil {
-				return nil, job.Refuse("lake", "snapshot %d of %s read Iceberg snapshot %d of table %s, which the table no longer holds (expired; its metadata %s lists %s): cannot rebuild it",
+				return nil, report.Refuse("lake", "snapshot %d of %s read Iceberg snapshot %d of table %s, which the table no longer holds (expired; its metadata %s lists %s): cannot rebuild it",
 					p.IdemSnapshot, ic.Job.Name, p.Snapshot, p.Table, m.File, snapshotList(m))
 			}
 		}
@@ -118,7 +121,7 @@ func (ic *Iceberg) Resolve(ctx context.Context) (*Resolved, error) {
 	if spec.Read == job.IcebergReadAppends {
 		id["read"] = spec.Read
 	}
-	r := &Resolved{Format: job.FormatIceberg, Digest: job.DigestString(string(job.CanonicalJSON(map[string]any{"iceberg": id}))),
+	r := &Resolved{Format: job.FormatIceberg, Digest: pipeline.DigestString(string(jobkey.CanonicalJSON(map[string]any{"iceberg": id}))),
 		StreamID: ic.pin.String(), BatchID: "iceberg-" + strconv.FormatInt(ic.pin.Snapshot, 10)}
 	if spec.Read == job.IcebergReadAppends {
 		r.Positions = map[string]int64{icebergPosition(m.TableUUID): ic.pin.Snapshot}
@@ -201,7 +204,7 @@ func (ic *Iceberg) appended(ctx context.Context, tx *sql.Tx) (empty bool, err er
 	}
 	for k, v := range pos {
 		if t, ok := strings.CutPrefix(k, "iceberg:"); ok && t != ic.pin.Table {
-			return false, job.Refuse("lake", "job %s applied the rows appended to Iceberg table %s up to its snapshot %d; the table read now is table %s: a new table's rows are not appends to the old one's",
+			return false, report.Refuse("lake", "job %s applied the rows appended to Iceberg table %s up to its snapshot %d; the table read now is table %s: a new table's rows are not appends to the old one's",
 				ic.Job.Name, t, v, ic.pin.Table)
 		}
 	}
@@ -226,13 +229,13 @@ func (ic *Iceberg) appended(ctx context.Context, tx *sql.Tx) (empty bool, err er
 		found = chain[len(chain)-1].Parent == nil
 	}
 	if !found {
-		return false, job.Refuse("lake", "job %s reached Iceberg snapshot %d of table %s, which is not an ancestor of snapshot %d that the table holds now (expired, or the table was rolled back): the rows appended since cannot be known; read = %q reads the whole table",
+		return false, report.Refuse("lake", "job %s reached Iceberg snapshot %d of table %s, which is not an ancestor of snapshot %d that the table holds now (expired, or the table was rolled back): the rows appended since cannot be known; read = %q reads the whole table",
 			ic.Job.Name, from, ic.pin.Table, ic.pin.Snapshot, job.IcebergReadSnapshot)
 	}
 	added := map[int64]bool{}
 	for _, s := range chain {
 		if op := s.Operation(); op != "append" {
-			return false, job.Refuse("lake", "Iceberg snapshot %d of table %s is a %q, not an append: rows were changed or removed since snapshot %d that job %s reached, and read = %q feeds appended rows only; read = %q reads the whole table",
+			return false, report.Refuse("lake", "Iceberg snapshot %d of table %s is a %q, not an append: rows were changed or removed since snapshot %d that job %s reached, and read = %q feeds appended rows only; read = %q reads the whole table",
 				s.ID, ic.pin.Table, op, from, ic.Job.Name, job.IcebergReadAppends, job.IcebergReadSnapshot)
 		}
 		added[s.ID] = true

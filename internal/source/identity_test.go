@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // TestReadStreamBatchTopicRecreatedDuringRead: a topic deleted and
@@ -97,7 +97,7 @@ func TestReadStreamBatchTopicRecreatedDuringRead(t *testing.T) {
 			require.NotEqual(t, oldID, newID)
 			if !c.allowGap {
 				require.Error(t, err)
-				require.Equal(t, job.ExitRefused, job.ExitCode(err))
+				require.Equal(t, report.ExitRefused, report.ExitCode(err))
 				require.Contains(t, err.Error(), fmt.Sprintf(`kafka topic "t" is another log than the one job j read: its topic ID is %s, and the positions 0@5 were committed from topic ID %s`, newID, oldID))
 				return
 			}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // An Input is one kind of thing a job reads. A run resolves it before its
@@ -76,7 +77,7 @@ type Files struct {
 	Path     string
 	Listed   []InputFile
 	Chunk    *Chunk
-	Progress job.Progress
+	Progress report.Progress
 }
 
 // Kind is "files".

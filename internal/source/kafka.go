@@ -19,6 +19,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // KafkaReader reads a Kafka topic's partitions directly at explicit
@@ -159,7 +160,7 @@ func (k *KafkaReader) plan(ctx context.Context, next map[string]int64) (map[int3
 			// committed is another log under the same name (the topic was
 			// deleted and recreated) or was truncated. Its offsets below n
 			// would be taken for records already read.
-			return nil, nil, job.Refuse("stream", "kafka topic %q partition %d: the log ends at offset %d, below the position %d this job committed: the topic was deleted and recreated, or truncated, and its records at offsets below %d would be taken for records already read; nothing was read. To read the new topic, give the job a new name (a new position) or its own database",
+			return nil, nil, report.Refuse("stream", "kafka topic %q partition %d: the log ends at offset %d, below the position %d this job committed: the topic was deleted and recreated, or truncated, and its records at offsets below %d would be taken for records already read; nothing was read. To read the new topic, give the job a new name (a new position) or its own database",
 				k.spec.Topic, p, last[p], n, n)
 		case first[p] > n:
 			gaps = append(gaps, Gap{Partition: name, From: n, Next: first[p]})

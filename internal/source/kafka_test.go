@@ -18,6 +18,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // kafkaFixture is an in-process cluster (kfake speaks the real protocol)
@@ -227,7 +228,7 @@ func TestKafkaReadLogEndBelowPosition(t *testing.T) {
 	r := f.reader("")
 	recs, gaps, err := r.Read(context.Background(), map[string]int64{"0": 10}, 100, time.Second)
 	require.Error(t, err)
-	require.Equal(t, job.ExitRefused, job.ExitCode(err))
+	require.Equal(t, report.ExitRefused, report.ExitCode(err))
 	require.Contains(t, err.Error(), `kafka topic "t" partition 0: the log ends at offset 4, below the position 10 this job committed`)
 	require.Empty(t, recs)
 	require.Empty(t, gaps)

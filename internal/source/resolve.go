@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // InputFile is one input file: where it was read, its bytes' sha256 and
@@ -28,15 +30,15 @@ type InputFile struct {
 // Expand expands path (a file or a glob) into its files in name order
 // and hashes each one. A missing file, a glob that matches nothing or a
 // directory is an error: never an empty batch.
-func Expand(ctx context.Context, path string, progress job.Progress) ([]InputFile, error) {
+func Expand(ctx context.Context, path string, progress report.Progress) ([]InputFile, error) {
 	if path == "" {
-		return nil, job.Usage("no input: set [input] path in the job file or pass --input")
+		return nil, report.Usage("no input: set [input] path in the job file or pass --input")
 	}
 	var paths []string
 	if strings.ContainsAny(path, "*?[") {
 		m, err := filepath.Glob(path)
 		if err != nil {
-			return nil, job.Usage("input pattern %s: %v", path, err)
+			return nil, report.Usage("input pattern %s: %v", path, err)
 		}
 		if len(m) == 0 {
 			return nil, fmt.Errorf("input %s: no file matches: %w", path, os.ErrNotExist)
@@ -84,7 +86,7 @@ func fileKind(m os.FileMode) string {
 }
 
 // HashFile streams an input file through sha256, reporting progress.
-func HashFile(ctx context.Context, path string, size int64, progress job.Progress) (string, int64, error) {
+func HashFile(ctx context.Context, path string, size int64, progress report.Progress) (string, int64, error) {
 	label := "hash " + filepath.Base(path)
 	sum, n, err := SumFile(ctx, path, func(done int64) { progress.Count(label, done, size) })
 	if err != nil && ctx.Err() == nil {
@@ -139,13 +141,13 @@ func InferFormat(declared string, files []InputFile) (string, error) {
 	case ".parquet":
 		return job.FormatParquet, nil
 	}
-	return "", job.Usage("input %s: cannot infer the format from extension %q: set [input] format to csv, jsonl or parquet", files[0].Path, ext)
+	return "", report.Usage("input %s: cannot infer the format from extension %q: set [input] format to csv, jsonl or parquet", files[0].Path, ext)
 }
 
 // ResolveJob resolves the input of a run of j: flag (--input, read
 // from the working directory) or else the job's [input] path. A job path
 // that matches nothing says so when the old rule would have matched.
-func ResolveJob(ctx context.Context, j *job.Job, flag string, progress job.Progress) ([]InputFile, error) {
+func ResolveJob(ctx context.Context, j *job.Job, flag string, progress report.Progress) ([]InputFile, error) {
 	if flag != "" {
 		return Expand(ctx, flag, progress)
 	}
@@ -169,7 +171,7 @@ func Digest(files []InputFile) string {
 		digests[i] = f.SHA256
 	}
 	sort.Strings(digests)
-	sum := sha256.Sum256(job.CanonicalJSON(digests))
+	sum := sha256.Sum256(jobkey.CanonicalJSON(digests))
 	return hex.EncodeToString(sum[:])
 }
 

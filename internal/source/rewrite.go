@@ -19,6 +19,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // RewrittenInput is a retained input rewritten without the erased key.
@@ -88,9 +89,9 @@ func ValuesSQL(values map[string][]string, present map[string]bool) string {
 		}
 		lits := make([]string, len(values[col]))
 		for i, v := range values[col] {
-			lits[i] = job.SQLString(v)
+			lits[i] = sqltext.SQLString(v)
 		}
-		or = append(or, "CAST("+job.QuoteIdent(col)+" AS VARCHAR) IN ("+strings.Join(lits, ", ")+")")
+		or = append(or, "CAST("+sqltext.QuoteIdent(col)+" AS VARCHAR) IN ("+strings.Join(lits, ", ")+")")
 	}
 	if len(or) == 0 {
 		return ""
@@ -137,7 +138,7 @@ func KeyFilter(keyCol, posCol, key string) RowFilter {
 	return RowFilter{
 		KeyCol: keyCol, PosCol: posCol,
 		Drop:    func(k string, _ sql.NullInt64) bool { return k == key },
-		DropSQL: "CAST(" + job.QuoteIdent(keyCol) + " AS VARCHAR) = " + job.SQLString(key),
+		DropSQL: "CAST(" + sqltext.QuoteIdent(keyCol) + " AS VARCHAR) = " + sqltext.SQLString(key),
 	}
 }
 
@@ -361,11 +362,11 @@ func filterCSV(src string, out io.Writer, flt RowFilter) (int64, sql.NullInt64, 
 func filterParquet(ctx context.Context, tx *sql.Tx, src, dst string, flt RowFilter) (int64, sql.NullInt64, error) {
 	var pos sql.NullInt64
 	var removed int64
-	read := "read_parquet(" + job.SQLString(src) + ")"
+	read := "read_parquet(" + sqltext.SQLString(src) + ")"
 	match := flt.DropSQL
 	posSQL := "NULL::BIGINT"
 	if flt.PosCol != "" {
-		posSQL = PositionSQL("CAST(" + job.QuoteIdent(flt.PosCol) + " AS VARCHAR)")
+		posSQL = PositionSQL("CAST(" + sqltext.QuoteIdent(flt.PosCol) + " AS VARCHAR)")
 	}
 	if flt.Values != nil {
 		present, err := catalog.ColumnSet(ctx, tx, read)
@@ -385,7 +386,7 @@ func filterParquet(ctx context.Context, tx *sql.Tx, src, dst string, flt RowFilt
 	if removed == 0 {
 		return 0, pos, nil
 	}
-	if _, err := tx.ExecContext(ctx, "COPY (SELECT * FROM "+read+" WHERE NOT coalesce("+match+", false)) TO "+job.SQLString(dst)+" (FORMAT parquet)"); err != nil {
+	if _, err := tx.ExecContext(ctx, "COPY (SELECT * FROM "+read+" WHERE NOT coalesce("+match+", false)) TO "+sqltext.SQLString(dst)+" (FORMAT parquet)"); err != nil {
 		return 0, pos, catalog.TrimSQLError(err)
 	}
 	return removed, pos, nil
@@ -424,8 +425,8 @@ func parsePosition(text string) sql.NullInt64 {
 // PositionSQL is parsePosition as a DuckDB expression over the VARCHAR
 // expression text: a BIGINT, or NULL.
 func PositionSQL(text string) string {
-	return "CASE WHEN regexp_full_match(" + text + ", " + job.SQLString(positionPattern) + ") THEN TRY_CAST(regexp_replace(" +
-		text + ", " + job.SQLString(positionStrip) + ", '', 'g') AS BIGINT) END"
+	return "CASE WHEN regexp_full_match(" + text + ", " + sqltext.SQLString(positionPattern) + ") THEN TRY_CAST(regexp_replace(" +
+		text + ", " + sqltext.SQLString(positionStrip) + ", '', 'g') AS BIGINT) END"
 }
 
 func MaxPosition(a, b sql.NullInt64) sql.NullInt64 {

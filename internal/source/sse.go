@@ -71,7 +71,7 @@ type SSEOptions struct {
 // An event with data but no id: line (but one of a type Events does not
 // select, which is passed over), an id that is not a base-10 integer,
 // an id that does not increase on one connection, and data that is not one
-// JSON object are refused (*job.RefusedError, guard "stream"): the position
+// JSON object are refused (*report.RefusedError, guard "stream"): the position
 // or the record would be lost. Any other 4xx, or a response that is not
 // text/event-stream, is an error. A Read that meets a refusal or error
 // returns no records, not even those before it, and the reader keeps

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // An sseSession is one goroutine reading the feed, across reconnects, into
@@ -245,7 +245,7 @@ func (s *sseSession) readEvents(ctx context.Context, body io.Reader, idle *time.
 		}
 		if err != nil {
 			if errors.Is(err, errSSELineTooLong) {
-				return gotNew, &sseFatal{job.Refuse("stream", "sse %s: a line of more than %d bytes after id %d: idem reads one JSON object per event; check the feed", url, s.r.opts.MaxLine, s.lastRead)}
+				return gotNew, &sseFatal{report.Refuse("stream", "sse %s: a line of more than %d bytes after id %d: idem reads one JSON object per event; check the feed", url, s.r.opts.MaxLine, s.lastRead)}
 			}
 			if err == io.EOF {
 				err = nil
@@ -315,19 +315,19 @@ func (s *sseSession) check(ev sseEvent, prev int64) (int64, error) {
 	url := s.r.url
 	const fix = "idem uses the event id as the stream position: the server must send an id: line with every event, a base-10 integer that increases along the feed"
 	if !ev.hasID {
-		return 0, job.Refuse("stream", "sse %s: an event without an id (after id %d, data %s): %s", url, s.lastRead, clip(ev.data), fix)
+		return 0, report.Refuse("stream", "sse %s: an event without an id (after id %d, data %s): %s", url, s.lastRead, clip(ev.data), fix)
 	}
 	id, err := parseEventID(ev.id)
 	if errors.Is(err, strconv.ErrRange) || err == nil && id == math.MaxInt64 {
 		// The next position is id+1: it must fit in an int64, or the
 		// position would wrap and every run read the same events again.
-		return 0, job.Refuse("stream", "sse %s: event id %s is beyond the ids idem can record (at most %d, so that the next position, id+1, fits in a signed 64-bit integer): %s", url, ev.id, int64(math.MaxInt64-1), fix)
+		return 0, report.Refuse("stream", "sse %s: event id %s is beyond the ids idem can record (at most %d, so that the next position, id+1, fits in a signed 64-bit integer): %s", url, ev.id, int64(math.MaxInt64-1), fix)
 	}
 	if err != nil {
-		return 0, job.Refuse("stream", "sse %s: event id %q is not a base-10 integer: %s", url, ev.id, fix)
+		return 0, report.Refuse("stream", "sse %s: event id %q is not a base-10 integer: %s", url, ev.id, fix)
 	}
 	if prev >= 0 && id <= prev {
-		return 0, job.Refuse("stream", "sse %s: event id %d after id %d on one connection does not increase: %s", url, id, prev, fix)
+		return 0, report.Refuse("stream", "sse %s: event id %d after id %d on one connection does not increase: %s", url, id, prev, fix)
 	}
 	return id, nil
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 func TestSSEBackoff(t *testing.T) {
@@ -320,10 +320,10 @@ func TestSSERefusals(t *testing.T) {
 			recs, _, err := r.Read(context.Background(), nil, 10, 10*time.Second)
 			require.Error(t, err)
 			require.Nil(t, recs, "nothing is returned, so nothing is committed")
-			var re *job.RefusedError
+			var re *report.RefusedError
 			require.ErrorAs(t, err, &re)
 			require.Equal(t, "stream", re.Guard)
-			require.Equal(t, job.ExitRefused, job.ExitCode(err))
+			require.Equal(t, report.ExitRefused, report.ExitCode(err))
 			require.Contains(t, err.Error(), "sse "+url+": ")
 			for _, w := range c.want {
 				require.Contains(t, err.Error(), w)
@@ -384,7 +384,7 @@ func TestSSEStatus(t *testing.T) {
 			} else {
 				require.ErrorContains(t, err, "sse "+url+": ")
 				require.ErrorContains(t, err, c.err)
-				require.Equal(t, job.ExitFailure, job.ExitCode(err))
+				require.Equal(t, report.ExitFailure, report.ExitCode(err))
 			}
 			require.Equal(t, c.stopped, r.Stopped())
 		})

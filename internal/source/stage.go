@@ -10,6 +10,9 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // stageInput defines the temp view "input" over the retained files: the
@@ -30,12 +33,12 @@ func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format strin
 	}
 	selectList := make([]string, len(columns))
 	for i, c := range columns {
-		selectList[i] = job.QuoteIdent(c)
+		selectList[i] = sqltext.QuoteIdent(c)
 	}
 	if len(paths) == 0 {
 		empty := make([]string, len(columns))
 		for i, c := range columns {
-			empty[i] = "CAST(NULL AS VARCHAR) AS " + job.QuoteIdent(c)
+			empty[i] = "CAST(NULL AS VARCHAR) AS " + sqltext.QuoteIdent(c)
 		}
 		_, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP VIEW input AS SELECT "+strings.Join(empty, ", ")+" WHERE false")
 		return nil, err
@@ -53,7 +56,7 @@ func stageInput(ctx context.Context, tx *sql.Tx, files []InputFile, format strin
 	case job.FormatParquet:
 		reader, err = s.parquetReader(ctx, tx, files)
 	default:
-		return nil, job.Usage("unknown input format %q", format)
+		return nil, report.Usage("unknown input format %q", format)
 	}
 	if err != nil {
 		return nil, err
@@ -100,14 +103,14 @@ func (s *stager) csvReader(files []InputFile) (string, error) {
 		if err := s.check(f.Path, h); err != nil {
 			return "", err
 		}
-		if header != nil && !job.EqualKeys(header, h) {
+		if header != nil && !jobfs.EqualKeys(header, h) {
 			return "", fmt.Errorf("input %s: header %s differs from the first file's %s", f.Path, strings.Join(h, ","), strings.Join(header, ","))
 		}
 		header = h
 	}
 	cols := make([]string, len(header))
 	for i, c := range header {
-		cols[i] = job.SQLString(c) + ": 'VARCHAR'"
+		cols[i] = sqltext.SQLString(c) + ": 'VARCHAR'"
 	}
 	// An unquoted empty field is NULL and a quoted one ("") the empty
 	// string, as in PostgreSQL's COPY ... CSV, so a CSV batch can carry
@@ -120,7 +123,7 @@ func (s *stager) csvReader(files []InputFile) (string, error) {
 func (s *stager) jsonlReader(ctx context.Context, tx *sql.Tx, files []InputFile) (string, error) {
 	cols := make([]string, len(s.columns))
 	for i, c := range s.columns {
-		cols[i] = job.SQLString(c) + ": 'VARCHAR'"
+		cols[i] = sqltext.SQLString(c) + ": 'VARCHAR'"
 	}
 	// The first unexpected field refuses the input; ignored ones are
 	// all named (one per file and field, in file then field order).

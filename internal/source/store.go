@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // tempPrefix starts the name of every temporary file idem writes into the
@@ -85,7 +85,7 @@ func VerifyRetained(ctx context.Context, dbPath string, f catalog.InputRef) erro
 		return fmt.Errorf("retained input %s (%s): %w", f.Name, p, err)
 	}
 	if sum != f.SHA256 {
-		return fmt.Errorf("retained input %s (%s) was changed: its sha256 is %s, recorded %s", f.Name, p, job.Short(sum), job.Short(f.SHA256))
+		return fmt.Errorf("retained input %s (%s) was changed: its sha256 is %s, recorded %s", f.Name, p, report.Short(sum), report.Short(f.SHA256))
 	}
 	return nil
 }
@@ -104,7 +104,7 @@ func RetainedPath(dbPath, sum string) string {
 // against the digest: a file that changed since it was hashed is an error.
 // A copy already in the store is reused only when its bytes still have the
 // digest; one that does not (edited, truncated) is replaced by a new copy.
-func Retain(ctx context.Context, dbPath string, files []InputFile, progress job.Progress) error {
+func Retain(ctx context.Context, dbPath string, files []InputFile, progress report.Progress) error {
 	for i := range files {
 		f := &files[i]
 		dst := RetainedPath(dbPath, f.SHA256)
@@ -129,7 +129,7 @@ func Retain(ctx context.Context, dbPath string, files []InputFile, progress job.
 	return nil
 }
 
-func copyVerified(ctx context.Context, src, dst, sum string, size int64, progress job.Progress) error {
+func copyVerified(ctx context.Context, src, dst, sum string, size int64, progress report.Progress) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return fmt.Errorf("retain input %s: %w", src, err)

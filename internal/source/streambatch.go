@@ -18,6 +18,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // StreamBatch is one batch read from a stream: the records past the
@@ -126,7 +127,7 @@ func (e *GapError) Error() string {
 }
 
 // Unwrap makes a gap a refusal (exit 3).
-func (e *GapError) Unwrap() error { return job.ErrRefused }
+func (e *GapError) Unwrap() error { return report.ErrRefused }
 
 func partitionName(p string) string {
 	if p == "" {
@@ -244,7 +245,7 @@ func readStreamBatch(ctx context.Context, q catalog.Querier, j *job.Job, r Strea
 		}
 		if rec.Position < 0 || rec.Position == math.MaxInt64 {
 			// next is Position+1: nothing may wrap.
-			return nil, job.Refuse("stream", "read %s: record %s:%d: a position outside 0..%d cannot be recorded (the next position must fit in a signed 64-bit integer)", streamName(j), partitionName(rec.Partition), rec.Position, int64(math.MaxInt64-1))
+			return nil, report.Refuse("stream", "read %s: record %s:%d: a position outside 0..%d cannot be recorded (the next position must fit in a signed 64-bit integer)", streamName(j), partitionName(rec.Partition), rec.Position, int64(math.MaxInt64-1))
 		}
 		line, outcome, why := checkRecord(rec, rules)
 		if outcome != "" {
@@ -465,7 +466,7 @@ func (s *Stream) Stage(ctx context.Context, tx *sql.Tx, r *Resolved) (*Staged, e
 	if !maps.Equal(now, s.Batch.From) {
 		for _, p := range slices.Sorted(maps.Keys(mergeKeys(now, s.Batch.From))) {
 			if now[p] != s.Batch.From[p] {
-				return nil, job.Refuse("position", "stream position of partition %s moved from %d to %d since batch %s was read; nothing committed: run again to read from the committed position",
+				return nil, report.Refuse("position", "stream position of partition %s moved from %d to %d since batch %s was read; nothing committed: run again to read from the committed position",
 					partitionName(p), s.Batch.From[p], now[p], s.Batch.ID)
 			}
 		}
@@ -522,7 +523,7 @@ func checkIdentity(ctx context.Context, q catalog.Querier, j *job.Job, r StreamI
 		reset[p] = 0
 	}
 	if !allowGap {
-		return nil, job.Refuse("stream", "kafka topic %q is another log than the one job %s read: its topic ID is %s, and the positions %s were committed from topic ID %s (the topic was deleted and recreated); nothing was read. Run with --allow-gap to read the new topic from its first records, leaving the old positions and any record of the old topic past them, or give the job a new name",
+		return nil, report.Refuse("stream", "kafka topic %q is another log than the one job %s read: its topic ID is %s, and the positions %s were committed from topic ID %s (the topic was deleted and recreated); nothing was read. Run with --allow-gap to read the new topic from its first records, leaving the old positions and any record of the old topic past them, or give the job a new name",
 			streamName(j), j.Name, cur, strings.Join(parts, ", "), prev)
 	}
 	b.Reset = fmt.Sprintf("topic recreated (--allow-gap): topic ID %s, not %s; positions %s left for the new topic's first records (records of the old topic past them or in a partition without a position, if any, and of any topic created and deleted in between, were not read)", cur, prev, strings.Join(parts, ", "))

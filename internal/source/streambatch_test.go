@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/pipelines"
 )
 
@@ -196,7 +197,7 @@ func TestStreamBatchLinkedIntoStore(t *testing.T) {
 	}
 	require.True(t, same(), "the batch's file is linked into the store")
 	files := []InputFile{b.File}
-	require.NoError(t, Retain(ctx, dbPath, files, job.Progress{}))
+	require.NoError(t, Retain(ctx, dbPath, files, report.Progress{}))
 	require.Equal(t, stored, files[0].Retained)
 	require.True(t, same(), "Retain kept the linked copy")
 	b.Remove()

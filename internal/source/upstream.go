@@ -10,6 +10,10 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/jobkey"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/seal"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // RowsFileColumns is the select list that writes columns cols to an
@@ -19,7 +23,7 @@ import (
 func RowsFileColumns(cols []catalog.TargetColumn) []string {
 	list := make([]string, len(cols), len(cols)+1)
 	for i, c := range cols {
-		list[i] = job.QuoteIdent(c.Name)
+		list[i] = sqltext.QuoteIdent(c.Name)
 		if t := strings.ToUpper(c.Type); t == "HUGEINT" || t == "UHUGEINT" {
 			list[i] = "CAST(" + list[i] + " AS VARCHAR) AS " + list[i]
 		}
@@ -39,7 +43,7 @@ type Upstream struct {
 	// Recorded, when set, pins the snapshots a snapshot recorded instead of
 	// the upstreams' latest, and Rows reads each upstream's rows from the
 	// file it was exported to (a rerun: see history.Rerun).
-	Recorded []job.UpstreamRef
+	Recorded []jobkey.UpstreamRef
 	Rows     map[string]string // upstream job → Parquet file of its pinned rows
 	// Columns, for Rows, are each upstream's columns and types at the
 	// pinned snapshot: the file's columns are cast back to them, so the
@@ -102,7 +106,7 @@ func (u *Upstream) Stage(ctx context.Context, tx *sql.Tx, _ *Resolved) (*Staged,
 // the key's input part, by job name; and makes temp table
 // idem_upstream_<JOB> hold that job's target's rows. An upstream that has never
 // committed is a usage error (exit 2): run it first, or run the project.
-func (u *Upstream) Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, error) {
+func (u *Upstream) Pin(ctx context.Context, tx *sql.Tx) ([]jobkey.UpstreamRef, error) {
 	return u.PinStates(ctx, tx, nil)
 }
 
@@ -122,12 +126,12 @@ func (u *Upstream) Local() []string {
 // in tx by the caller (read holds each of them; nil: Pin reads them), so a
 // run reads its own state row and its upstreams' in one statement. The
 // recorded pins of a rerun read no state row.
-func (u *Upstream) PinStates(ctx context.Context, tx *sql.Tx, read map[string]catalog.State) ([]job.UpstreamRef, error) {
+func (u *Upstream) PinStates(ctx context.Context, tx *sql.Tx, read map[string]catalog.State) ([]jobkey.UpstreamRef, error) {
 	if u.Recorded != nil {
 		return u.pinRecorded(ctx, tx)
 	}
 	u.deferred = nil
-	var refs []job.UpstreamRef
+	var refs []jobkey.UpstreamRef
 	if read == nil {
 		var err error
 		if read, err = catalog.ReadStates(ctx, tx, u.Local()); err != nil {
@@ -160,7 +164,7 @@ func (u *Upstream) PinStates(ctx context.Context, tx *sql.Tx, read map[string]ca
 		if !ok {
 			continue // read from another database (pinExternal)
 		}
-		query := "SELECT * FROM main." + job.QuoteIdent(st.Target)
+		query := "SELECT * FROM main." + sqltext.QuoteIdent(st.Target)
 		if u.Partitions != nil && u.Partitions.Restricted {
 			query = u.partitionRelation(st.Target)
 		}
@@ -171,7 +175,7 @@ func (u *Upstream) PinStates(ctx context.Context, tx *sql.Tx, read map[string]ca
 		} else {
 			u.deferred = append(u.deferred, deferredRelation{name: name, query: query})
 		}
-		refs = append(refs, job.UpstreamRef{Job: name, Snapshot: st.Snapshot, JobKey: st.Key})
+		refs = append(refs, jobkey.UpstreamRef{Job: name, Snapshot: st.Snapshot, JobKey: st.Key})
 	}
 	return refs, nil
 }
@@ -208,7 +212,7 @@ func (u *Upstream) Views(ctx context.Context, tx *sql.Tx) error {
 // a run skipped or already committed never copies a row.
 func (u *Upstream) Materialize(ctx context.Context, tx *sql.Tx) error {
 	for _, d := range u.deferred {
-		if _, err := tx.ExecContext(ctx, "DROP VIEW IF EXISTS "+job.QuoteIdent(job.UpstreamRelation(d.name))); err != nil {
+		if _, err := tx.ExecContext(ctx, "DROP VIEW IF EXISTS "+sqltext.QuoteIdent(seal.UpstreamRelation(d.name))); err != nil {
 			return fmt.Errorf("pin upstream %s: %w", d.name, catalog.TrimSQLError(err))
 		}
 		if err := relation(ctx, tx, d.name, "TABLE", d.query); err != nil {
@@ -223,26 +227,26 @@ func (u *Upstream) Materialize(ctx context.Context, tx *sql.Tx) error {
 // cat: its target there holds exactly the snapshot its state row names.
 // Changes of an upstream are read from history, which only the job's own
 // database holds for it.
-func (u *Upstream) pinExternal(ctx context.Context, tx *sql.Tx, cat, name string) (job.UpstreamRef, error) {
+func (u *Upstream) pinExternal(ctx context.Context, tx *sql.Tx, cat, name string) (jobkey.UpstreamRef, error) {
 	if u.Changes {
-		return job.UpstreamRef{}, fmt.Errorf("job %s applies the changes of upstream %s, which is read from another database (%s): changes are read from the history of the job's own database", u.Job.Name, name, cat)
+		return jobkey.UpstreamRef{}, fmt.Errorf("job %s applies the changes of upstream %s, which is read from another database (%s): changes are read from the history of the job's own database", u.Job.Name, name, cat)
 	}
 	st, err := catalog.ReadStateIn(ctx, tx, cat, name)
 	if err != nil {
-		return job.UpstreamRef{}, err
+		return jobkey.UpstreamRef{}, err
 	}
 	if !st.Exists || st.Snapshot == 0 || st.Target == "" {
-		return job.UpstreamRef{}, &NoUpstreamError{Job: u.Job.Name, Upstream: name, Database: filepath.Base(u.Job.Database)}
+		return jobkey.UpstreamRef{}, &NoUpstreamError{Job: u.Job.Name, Upstream: name, Database: filepath.Base(u.Job.Database)}
 	}
-	if err := relation(ctx, tx, name, "TABLE", "SELECT * FROM "+job.QuoteIdent(cat)+".main."+job.QuoteIdent(st.Target)); err != nil {
-		return job.UpstreamRef{}, err
+	if err := relation(ctx, tx, name, "TABLE", "SELECT * FROM "+sqltext.QuoteIdent(cat)+".main."+sqltext.QuoteIdent(st.Target)); err != nil {
+		return jobkey.UpstreamRef{}, err
 	}
-	return job.UpstreamRef{Job: name, Snapshot: st.Snapshot, JobKey: st.Key}, nil
+	return jobkey.UpstreamRef{Job: name, Snapshot: st.Snapshot, JobKey: st.Key}, nil
 }
 
 // pinRecorded pins the recorded refs, reading each upstream's rows from
 // its exported file.
-func (u *Upstream) pinRecorded(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, error) {
+func (u *Upstream) pinRecorded(ctx context.Context, tx *sql.Tx) ([]jobkey.UpstreamRef, error) {
 	u.realign = slices.Clone(u.Realign)
 	for _, ref := range u.Recorded {
 		file, ok := u.Rows[ref.Job]
@@ -253,11 +257,11 @@ func (u *Upstream) pinRecorded(ctx context.Context, tx *sql.Tx) ([]job.UpstreamR
 		if cols := u.Columns[ref.Job]; len(cols) > 0 {
 			casts := make([]string, len(cols))
 			for i, c := range cols {
-				casts[i] = "CAST(" + job.QuoteIdent(c.Name) + " AS " + c.Type + ") AS " + job.QuoteIdent(c.Name)
+				casts[i] = "CAST(" + sqltext.QuoteIdent(c.Name) + " AS " + c.Type + ") AS " + sqltext.QuoteIdent(c.Name)
 			}
 			list = "* REPLACE (" + strings.Join(casts, ", ") + ")"
 		}
-		if err := relation(ctx, tx, ref.Job, "TABLE", "SELECT "+list+" FROM read_parquet("+job.SQLString(file)+")"); err != nil {
+		if err := relation(ctx, tx, ref.Job, "TABLE", "SELECT "+list+" FROM read_parquet("+sqltext.SQLString(file)+")"); err != nil {
 			return nil, err
 		}
 		if u.Changes {
@@ -287,7 +291,7 @@ func relation(ctx context.Context, tx *sql.Tx, name, kind, query string) error {
 	if kind == "VIEW" {
 		order = "" // no rows are read through it: the job key and DESCRIBE
 	}
-	q := "CREATE OR REPLACE TEMP " + kind + " " + job.QuoteIdent(job.UpstreamRelation(name)) + " AS SELECT * FROM (" + query + ")" + order
+	q := "CREATE OR REPLACE TEMP " + kind + " " + sqltext.QuoteIdent(seal.UpstreamRelation(name)) + " AS SELECT * FROM (" + query + ")" + order
 	if _, err := tx.ExecContext(ctx, q); err != nil {
 		return fmt.Errorf("pin upstream %s: %w", name, catalog.TrimSQLError(err))
 	}
@@ -297,7 +301,7 @@ func relation(ctx context.Context, tx *sql.Tx, name, kind, query string) error {
 // A Pinner is an input the run pins inside its transaction before it
 // decides (Upstream).
 type Pinner interface {
-	Pin(ctx context.Context, tx *sql.Tx) ([]job.UpstreamRef, error)
+	Pin(ctx context.Context, tx *sql.Tx) ([]jobkey.UpstreamRef, error)
 	// Views makes what Pin pinned readable, before anything reads it.
 	Views(ctx context.Context, tx *sql.Tx) error
 	// Materialize makes the pinned rows what the steps read, once the run
@@ -315,4 +319,4 @@ func (e *NoUpstreamError) Error() string {
 		e.Job, e.Upstream, e.Database, e.Upstream)
 }
 
-func (e *NoUpstreamError) Unwrap() error { return job.ErrUsage }
+func (e *NoUpstreamError) Unwrap() error { return report.ErrUsage }

@@ -8,7 +8,9 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/seal"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Range is the part of one upstream's history an apply run reads: the rows
@@ -37,7 +39,7 @@ const OpColumn = "idem_op"
 func (u *Upstream) pinChanges(ctx context.Context, tx *sql.Tx, name string, to int64) error {
 	from := u.Since[name]
 	if to < from {
-		return job.Refuse("upstream", "job %s applied upstream %s up to snapshot %d, but %s is now at snapshot %d: its history does not lead on from what %s applied",
+		return report.Refuse("upstream", "job %s applied upstream %s up to snapshot %d, but %s is now at snapshot %d: its history does not lead on from what %s applied",
 			u.Job.Name, name, from, name, to, u.Job.Name)
 	}
 	// Expiry keeps the snapshot a downstream pinned (catalog.DownstreamPins);
@@ -120,12 +122,12 @@ func (u *Upstream) stageChanges(ctx context.Context, tx *sql.Tx) error {
 	list := make([]string, 0, len(u.Job.Columns)+1)
 	for _, c := range u.Job.Columns {
 		if !have[c.Name] {
-			return job.Usage("job %s: [input.columns] %s is not a column of upstream %s (it has %s)", u.Job.Name, c.Name, name, strings.Join(names, ", "))
+			return report.Usage("job %s: [input.columns] %s is not a column of upstream %s (it has %s)", u.Job.Name, c.Name, name, strings.Join(names, ", "))
 		}
-		list = append(list, job.QuoteIdent(c.Name))
+		list = append(list, sqltext.QuoteIdent(c.Name))
 	}
-	list = append(list, job.QuoteIdent(OpColumn))
-	q := "CREATE OR REPLACE TEMP VIEW input AS SELECT " + strings.Join(list, ", ") + " FROM temp." + job.QuoteIdent(job.UpstreamRelation(name))
+	list = append(list, sqltext.QuoteIdent(OpColumn))
+	q := "CREATE OR REPLACE TEMP VIEW input AS SELECT " + strings.Join(list, ", ") + " FROM temp." + sqltext.QuoteIdent(seal.UpstreamRelation(name))
 	if _, err := tx.ExecContext(ctx, q); err != nil {
 		return fmt.Errorf("stage upstream %s: %w", name, catalog.TrimSQLError(err))
 	}
@@ -144,7 +146,7 @@ func (u *Upstream) rolledBackBelow(ctx context.Context, tx *sql.Tx, name string,
 		return "", err
 	}
 	for _, r := range rows {
-		if r.Snapshot <= from || r.Kind != job.KindRollback || r.Inputs.RollbackTo == nil || *r.Inputs.RollbackTo >= from {
+		if r.Snapshot <= from || r.Kind != report.KindRollback || r.Inputs.RollbackTo == nil || *r.Inputs.RollbackTo >= from {
 			continue
 		}
 		return fmt.Sprintf("upstream %s was rolled back to snapshot %d (its snapshot %d), below snapshot %d that this job applied: the rows of the keys it changed since were taken as %s has them, not kept as newer",
@@ -174,14 +176,14 @@ func (u *Upstream) realignKeys(ctx context.Context, tx *sql.Tx) error {
 		keys = u.Job.Key
 	}
 	if len(keys) == 0 {
-		return job.Usage("job %s: upstream %s was rolled back below what the job applied, and the job has no key to realign its rows by", u.Job.Name, u.realign[0])
+		return report.Usage("job %s: upstream %s was rolled back below what the job applied, and the job has no key to realign its rows by", u.Job.Name, u.realign[0])
 	}
 	conds := make([]string, len(keys))
 	for i, k := range keys {
-		conds[i] = "c." + job.QuoteIdent(k) + " IS NOT DISTINCT FROM t." + job.QuoteIdent(k)
+		conds[i] = "c." + sqltext.QuoteIdent(k) + " IS NOT DISTINCT FROM t." + sqltext.QuoteIdent(k)
 	}
 	for _, name := range u.realign {
-		where := "EXISTS (SELECT 1 FROM temp." + job.QuoteIdent(job.UpstreamRelation(name)) + " AS c WHERE " + strings.Join(conds, " AND ") + ")"
+		where := "EXISTS (SELECT 1 FROM temp." + sqltext.QuoteIdent(seal.UpstreamRelation(name)) + " AS c WHERE " + strings.Join(conds, " AND ") + ")"
 		if err := catalog.DeleteKeyedRows(ctx, tx, u.Job.Table, keys, where); err != nil {
 			return fmt.Errorf("realign with upstream %s: %w", name, err)
 		}

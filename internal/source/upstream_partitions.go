@@ -9,6 +9,8 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // PartitionsTable is the temp table of the partitions (or keys) an
@@ -84,10 +86,10 @@ func (u *Upstream) pinPartitions(ctx context.Context, tx *sql.Tx, states map[str
 				continue
 			}
 			if p.ByKey {
-				return job.Usage("job %s: key column %q must be a column of every upstream, read as is (incremental = %q); upstream %s has none (columns: %s)",
+				return report.Usage("job %s: key column %q must be a column of every upstream, read as is (incremental = %q); upstream %s has none (columns: %s)",
 					u.Job.Name, col, job.IncrementalKey, name, columnNames(row.Columns))
 			}
-			return job.Usage("job %s: [target] partition_by = %q must be a column of every upstream, read as is (incremental = %q); upstream %s has none (columns: %s)",
+			return report.Usage("job %s: [target] partition_by = %q must be a column of every upstream, read as is (incremental = %q); upstream %s has none (columns: %s)",
 				u.Job.Name, col, job.IncrementalPartition, name, columnNames(row.Columns))
 		}
 		switch {
@@ -133,7 +135,7 @@ func (u *Upstream) pinPartitions(ctx context.Context, tx *sql.Tx, states map[str
 	quoted := make([]string, len(p.Columns))
 	defs := make([]string, len(p.Columns))
 	for i, c := range p.Columns {
-		quoted[i] = job.QuoteIdent(c)
+		quoted[i] = sqltext.QuoteIdent(c)
 		defs[i] = quoted[i] + " " + types[i]
 	}
 	list := strings.Join(quoted, ", ")
@@ -198,7 +200,7 @@ func anyNull(quoted []string) string {
 // changedValues reads the non-NULL values of PartitionsTable's one
 // column, as text, in order.
 func (u *Upstream) changedValues(ctx context.Context, tx *sql.Tx) ([]string, error) {
-	col := job.QuoteIdent(u.Partitions.Columns[0])
+	col := sqltext.QuoteIdent(u.Partitions.Columns[0])
 	rows, err := tx.QueryContext(ctx, "SELECT CAST("+col+" AS VARCHAR) FROM "+PartitionsTable+" WHERE "+col+" IS NOT NULL ORDER BY "+col)
 	if err != nil {
 		return nil, fmt.Errorf("changed %ss of job %s: %w", u.Partitions.unit(), u.Job.Name, catalog.TrimSQLError(err))
@@ -221,7 +223,7 @@ func (u *Upstream) changedValues(ctx context.Context, tx *sql.Tx) ([]string, err
 // restricting them. "" when some are kept.
 func (u *Upstream) everyChanged(ctx context.Context, tx *sql.Tx, quoted []string) (string, error) {
 	p := u.Partitions
-	target := "main." + job.QuoteIdent(u.Job.Table)
+	target := "main." + sqltext.QuoteIdent(u.Job.Table)
 	if p.ByKey {
 		var rows int64
 		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+target).Scan(&rows); err != nil {
@@ -248,17 +250,17 @@ func (u *Upstream) everyChanged(ctx context.Context, tx *sql.Tx, quoted []string
 // changed partitions (keys).
 func (u *Upstream) partitionRelation(target string) string {
 	p := u.Partitions
-	from := "SELECT * FROM main." + job.QuoteIdent(target)
+	from := "SELECT * FROM main." + sqltext.QuoteIdent(target)
 	if len(p.Columns) > 1 {
 		// A key of several columns: a NULL in one of them matches a NULL.
 		on := make([]string, len(p.Columns))
 		for i, c := range p.Columns {
-			q := job.QuoteIdent(c)
+			q := sqltext.QuoteIdent(c)
 			on[i] = "u." + q + " IS NOT DISTINCT FROM c." + q
 		}
-		return "SELECT u.* FROM main." + job.QuoteIdent(target) + " AS u SEMI JOIN temp." + PartitionsTable + " AS c ON " + strings.Join(on, " AND ")
+		return "SELECT u.* FROM main." + sqltext.QuoteIdent(target) + " AS u SEMI JOIN temp." + PartitionsTable + " AS c ON " + strings.Join(on, " AND ")
 	}
-	col := job.QuoteIdent(p.Columns[0])
+	col := sqltext.QuoteIdent(p.Columns[0])
 	in := "SELECT " + col + " FROM temp." + PartitionsTable
 	if p.listed {
 		// The values were written as text from the column's type: read
@@ -267,7 +269,7 @@ func (u *Upstream) partitionRelation(target string) string {
 		if len(p.Values) > 0 {
 			vals := make([]string, len(p.Values))
 			for i, v := range p.Values {
-				vals[i] = "CAST(" + job.SQLString(v) + " AS " + p.types[0] + ")"
+				vals[i] = "CAST(" + sqltext.SQLString(v) + " AS " + p.types[0] + ")"
 			}
 			in = strings.Join(vals, ", ")
 		}

@@ -3,7 +3,7 @@ package cli
 import (
 	"fmt"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
@@ -36,13 +36,13 @@ with no writer running and no <name>.wal left beside the restored file
 			switch {
 			case verify != "":
 				if f.db != "" || out != "" {
-					return a.fail(f.jsonOut, &job.UsageError{Msg: "backup --verify DIR takes no --db or --out"})
+					return a.fail(f.jsonOut, &report.UsageError{Msg: "backup --verify DIR takes no --db or --out"})
 				}
 				if res, err = runner.VerifyBackup(cmd.Context(), verify); err != nil {
 					return a.fail(f.jsonOut, err)
 				}
 			case f.db == "" || out == "":
-				return a.fail(f.jsonOut, &job.UsageError{Msg: "backup needs --db PATH and --out DIR (or --verify DIR)"})
+				return a.fail(f.jsonOut, &report.UsageError{Msg: "backup needs --db PATH and --out DIR (or --verify DIR)"})
 			default:
 				if err := existingDB(f.db); err != nil {
 					return a.fail(f.jsonOut, err)
@@ -72,6 +72,6 @@ func (a *app) printBackup(res *runner.BackupResult, verified, jsonOut bool) erro
 	}
 	fmt.Fprintf(a.stdout, "%s: %s %s\n", res.Dir, what, res.Database)
 	fmt.Fprintf(a.stdout, "  commit    %d (database %s)\n", res.Commit, res.DatabaseID)
-	fmt.Fprintf(a.stdout, "  files     %d, %s bytes (%s lists each with its sha256)\n", res.Files, job.Thousands(res.Bytes), runner.BackupManifest)
+	fmt.Fprintf(a.stdout, "  files     %d, %s bytes (%s lists each with its sha256)\n", res.Files, report.Thousands(res.Bytes), runner.BackupManifest)
 	return nil
 }

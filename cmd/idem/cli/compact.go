@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
@@ -31,7 +31,7 @@ while compact runs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.db == "" {
-				return a.fail(f.jsonOut, &job.UsageError{Msg: "compact needs --db PATH"})
+				return a.fail(f.jsonOut, &report.UsageError{Msg: "compact needs --db PATH"})
 			}
 			if err := existingDB(f.db); err != nil {
 				return a.fail(f.jsonOut, err)
@@ -44,10 +44,10 @@ while compact runs.`,
 				return a.printJSON(res)
 			}
 			fmt.Fprintf(a.stdout, "%s: compacted\n", res.Database)
-			fmt.Fprintf(a.stdout, "  bytes     %s -> %s\n", job.Thousands(res.BytesBefore), job.Thousands(res.BytesAfter))
+			fmt.Fprintf(a.stdout, "  bytes     %s -> %s\n", report.Thousands(res.BytesBefore), report.Thousands(res.BytesAfter))
 			fmt.Fprintf(a.stdout, "  checked   %d table(s), %d job export(s), commit %d\n", res.Tables, len(res.Jobs), res.Commit)
 			for _, j := range res.Jobs {
-				fmt.Fprintf(a.stdout, "  job       %s snapshot %d: %s rows, sha256 %s\n", j.Job, j.Snapshot, job.Thousands(j.Rows), j.SHA256)
+				fmt.Fprintf(a.stdout, "  job       %s snapshot %d: %s rows, sha256 %s\n", j.Job, j.Snapshot, report.Thousands(j.Rows), j.SHA256)
 			}
 			a.printReplica(res.Replica)
 			return nil
@@ -62,7 +62,7 @@ while compact runs.`,
 // backup work on a database, they never create one.
 func existingDB(path string) error {
 	if _, err := os.Stat(path); err != nil {
-		return &job.UsageError{Msg: fmt.Sprintf("no database %s: %v", path, err)}
+		return &report.UsageError{Msg: fmt.Sprintf("no database %s: %v", path, err)}
 	}
 	return nil
 }

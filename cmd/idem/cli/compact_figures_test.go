@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/stretchr/testify/require"
 )
 
@@ -47,7 +47,7 @@ func TestCompactFigures(t *testing.T) {
 		}
 		j.Apply("--input", j.Input(fmt.Sprintf("b%d.jsonl", b), lines...))
 	}
-	t.Logf("6 batches of 20,000 changes applied in %.1fs: %s bytes", time.Since(start).Seconds(), job.Thousands(size()))
+	t.Logf("6 batches of 20,000 changes applied in %.1fs: %s bytes", time.Since(start).Seconds(), report.Thousands(size()))
 	db := clitest.RawDB(t, j.DB)
 	for _, s := range []string{
 		`DELETE FROM idem."customer_state__history" WHERE idem_to IS NOT NULL`,
@@ -58,14 +58,14 @@ func TestCompactFigures(t *testing.T) {
 		require.NoError(t, err, s)
 	}
 	require.NoError(t, db.Close())
-	t.Logf("after deleting the closed history rows and old outcomes (expiry by hand): %s bytes", job.Thousands(size()))
+	t.Logf("after deleting the closed history rows and old outcomes (expiry by hand): %s bytes", report.Thousands(size()))
 	for i := range 10 {
 		r := clitest.CallIdem(t, "erase", j.File, "--key", fmt.Sprintf("e-%05d", i*7))
 		require.Equal(t, 0, r.Code, r.Stderr)
 	}
-	t.Logf("after erasing 10 subjects: %s bytes", job.Thousands(size()))
+	t.Logf("after erasing 10 subjects: %s bytes", report.Thousands(size()))
 	res := clitest.CompactOK(t, j.DB)
-	t.Logf("compact: %s -> %s bytes in %.2fs", job.Thousands(res.BytesBefore), job.Thousands(res.BytesAfter), res.Seconds)
+	t.Logf("compact: %s -> %s bytes in %.2fs", report.Thousands(res.BytesBefore), report.Thousands(res.BytesAfter), res.Seconds)
 
 	// Part 2: about mb megabytes.
 	db = clitest.RawDB(t, j.DB)
@@ -73,16 +73,16 @@ func TestCompactFigures(t *testing.T) {
 	start = time.Now()
 	_, err = db.Exec(fmt.Sprintf(`CREATE TABLE bulk AS SELECT i, md5(i::VARCHAR) AS s, (random() * 1e9)::BIGINT AS r FROM range(%d) t(i); CHECKPOINT`, rows))
 	require.NoError(t, err)
-	t.Logf("bulk table of %s rows written in %.1fs: %s bytes", job.Thousands(int64(rows)), time.Since(start).Seconds(), job.Thousands(size()))
+	t.Logf("bulk table of %s rows written in %.1fs: %s bytes", report.Thousands(int64(rows)), time.Since(start).Seconds(), report.Thousands(size()))
 	r := clitest.CallIdem(t, "backup", "--db", j.DB, "--out", filepath.Join(t.TempDir(), "b0"), "--json")
 	require.Equal(t, 0, r.Code, r.Stderr)
 	t.Logf("backup of the full database: %s", r.Stdout)
 	_, err = db.Exec(`DELETE FROM bulk WHERE i % 2 = 0; CHECKPOINT`)
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
-	t.Logf("after deleting half of the bulk rows: %s bytes", job.Thousands(size()))
+	t.Logf("after deleting half of the bulk rows: %s bytes", report.Thousands(size()))
 	res = clitest.CompactOK(t, j.DB)
-	t.Logf("compact: %s -> %s bytes in %.2fs", job.Thousands(res.BytesBefore), job.Thousands(res.BytesAfter), res.Seconds)
+	t.Logf("compact: %s -> %s bytes in %.2fs", report.Thousands(res.BytesBefore), report.Thousands(res.BytesAfter), res.Seconds)
 	r = clitest.CallIdem(t, "backup", "--db", j.DB, "--out", filepath.Join(t.TempDir(), "b1"), "--json")
 	require.Equal(t, 0, r.Code, r.Stderr)
 	t.Logf("backup of the compacted database: %s", r.Stdout)

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
@@ -41,18 +41,18 @@ rows.`,
 				return a.diffEnv(cmd, args, f, envName) // env.go
 			}
 			if len(args) > 2 {
-				return a.fail(f.jsonOut, &job.UsageError{Msg: "diff takes one job (--from, --to) or two files; a project folder with --env"})
+				return a.fail(f.jsonOut, &report.UsageError{Msg: "diff takes one job (--from, --to) or two files; a project folder with --env"})
 			}
 			var res *runner.DiffResult
 			var err error
 			if len(args) == 2 {
 				if cmd.Flags().Changed("from") || cmd.Flags().Changed("to") || opts.Table != "" {
-					return a.fail(f.jsonOut, &job.UsageError{Msg: "diff FILE1 FILE2 takes no --from, --to or --table"})
+					return a.fail(f.jsonOut, &report.UsageError{Msg: "diff FILE1 FILE2 takes no --from, --to or --table"})
 				}
 				res, err = runner.DiffFiles(cmd.Context(), args[0], args[1], format, key)
 			} else {
 				if len(key) > 0 {
-					return a.fail(f.jsonOut, &job.UsageError{Msg: "--key applies to diff FILE1 FILE2; a job's key comes from its pipeline"})
+					return a.fail(f.jsonOut, &report.UsageError{Msg: "--key applies to diff FILE1 FILE2; a job's key comes from its pipeline"})
 				}
 				// A writer holding the database: snapshots the read
 				// replica holds are read from it.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/runner"
 )
 
@@ -59,14 +59,14 @@ index.html it did not write: it never deletes or overwrites your files.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
 			if out == "" {
-				return a.fail(jsonOut, &job.UsageError{Msg: "docs: --out FOLDER is required (the folder to write the site in)"})
+				return a.fail(jsonOut, &report.UsageError{Msg: "docs: --out FOLDER is required (the folder to write the site in)"})
 			}
 			st, err := os.Stat(dir)
 			switch {
 			case err != nil:
-				return a.fail(jsonOut, &job.UsageError{Msg: fmt.Sprintf("docs: project folder %s: %v", dir, unwrapPathError(err))})
+				return a.fail(jsonOut, &report.UsageError{Msg: fmt.Sprintf("docs: project folder %s: %v", dir, unwrapPathError(err))})
 			case !st.IsDir():
-				return a.fail(jsonOut, &job.UsageError{Msg: fmt.Sprintf("docs: %s is not a folder: give a project folder of job files", dir)})
+				return a.fail(jsonOut, &report.UsageError{Msg: fmt.Sprintf("docs: %s is not a folder: give a project folder of job files", dir)})
 			}
 			p, err := runner.Open(cmd.Context(), []string{dir}, runner.WithWait(wait))
 			if err != nil {
@@ -81,7 +81,7 @@ index.html it did not write: it never deletes or overwrites your files.`,
 			}
 			index := res.Index
 			fmt.Fprintf(a.stdout, "wrote %s: %d job(s), %d not run yet, %s bytes, sha256 %s\n",
-				index, len(res.Jobs), len(res.NotRun), job.Thousands(int64(res.Bytes)), res.SHA256)
+				index, len(res.Jobs), len(res.NotRun), report.Thousands(int64(res.Bytes)), res.SHA256)
 			if abs, err := filepath.Abs(index); err == nil {
 				fmt.Fprintf(a.stdout, "open file://%s\n", filepath.ToSlash(abs))
 			}

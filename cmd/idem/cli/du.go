@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
@@ -55,14 +55,14 @@ func (a *app) printDU(res *runner.DUResult) {
 		keep = fmt.Sprintf("keep_snapshots = %d", res.KeepSnapshots)
 	}
 	fmt.Fprintf(w, "%s: snapshots %d-%d readable, %s\n", res.Job, res.OldestKept, res.Latest, keep)
-	fmt.Fprintf(w, "  target        %10s  %s row(s)\n", byteText(b.Target), job.Thousands(r.Target))
-	fmt.Fprintf(w, "  history       %10s  %s row(s)\n", byteText(b.History), job.Thousands(r.History))
-	fmt.Fprintf(w, "  outcomes      %10s  %s row(s)\n", byteText(b.Outcomes), job.Thousands(r.Outcomes))
+	fmt.Fprintf(w, "  target        %10s  %s row(s)\n", byteText(b.Target), report.Thousands(r.Target))
+	fmt.Fprintf(w, "  history       %10s  %s row(s)\n", byteText(b.History), report.Thousands(r.History))
+	fmt.Fprintf(w, "  outcomes      %10s  %s row(s)\n", byteText(b.Outcomes), report.Thousands(r.Outcomes))
 	tomb := ""
 	if res.TombstonesInTarget {
 		tomb = " (target rows with status deleted; part of the target)"
 	}
-	fmt.Fprintf(w, "  tombstones    %10s  %s row(s)%s\n", byteText(b.Tombstones), job.Thousands(r.Tombstones), tomb)
+	fmt.Fprintf(w, "  tombstones    %10s  %s row(s)%s\n", byteText(b.Tombstones), report.Thousands(r.Tombstones), tomb)
 	fmt.Fprintf(w, "  inputs        %10s  %d file(s)\n", byteText(b.Inputs), res.InputFiles)
 	fmt.Fprintf(w, "  checkpoints   %10s\n", byteText(b.Checkpoints))
 	fmt.Fprintf(w, "  total         %10s\n", byteText(b.Total))
@@ -89,7 +89,7 @@ func (a *app) printDU(res *runner.DUResult) {
 				}
 				held = "  held by " + strings.Join(names, ", ")
 			}
-			fmt.Fprintf(w, "  %10d  %10s  %12s  %12s  %d (%s)%s\n", s.Snapshot, byteText(s.FreesBytes), job.Thousands(s.HistoryRows), job.Thousands(s.OutcomeRows), s.Inputs, byteText(s.InputBytes), held)
+			fmt.Fprintf(w, "  %10d  %10s  %12s  %12s  %d (%s)%s\n", s.Snapshot, byteText(s.FreesBytes), report.Thousands(s.HistoryRows), report.Thousands(s.OutcomeRows), s.Inputs, byteText(s.InputBytes), held)
 		}
 	}
 }

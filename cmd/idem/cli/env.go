@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/runner"
 )
 
@@ -191,7 +191,7 @@ already_promoted. The environment is kept; idem env drop NAME removes it.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if name == "" {
-				return a.fail(f.jsonOut, &job.UsageError{Msg: "promote needs --env NAME"})
+				return a.fail(f.jsonOut, &report.UsageError{Msg: "promote needs --env NAME"})
 			}
 			if err := runner.CheckEnvName(name); err != nil {
 				return a.fail(f.jsonOut, err)

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // TestPromoteDefinitionChanged: a model is edited, run --env dev builds
@@ -64,7 +64,7 @@ func TestPromoteDefinitionChanged(t *testing.T) {
 			db := p.DB("p")
 			before := clitest.DumpState(t, db)
 			r = p.Idem("promote", p.Dir, "--env", "dev")
-			require.Equal(t, job.ExitRefused, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+			require.Equal(t, report.ExitRefused, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 			require.Contains(t, r.Stderr, want)
 			require.Contains(t, r.Stderr, "nothing promoted: run --env dev again")
 			require.Equal(t, before, clitest.DumpState(t, db), "a refused promote changed production")

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
@@ -94,7 +94,7 @@ its writer epoch is E.`,
 				return a.replayJournal(cmd, args[0], &f, len(keys) > 0 || subject != "" || dryRun, noCompact)
 			}
 			if !cmd.Flags().Changed("key") && !cmd.Flags().Changed("subject") {
-				return a.fail(f.jsonOut, &job.UsageError{Msg: "erase needs --key K or --subject VALUE"})
+				return a.fail(f.jsonOut, &report.UsageError{Msg: "erase needs --key K or --subject VALUE"})
 			}
 			opts := runner.EraseOptions{Key: keys, Subject: subject, DryRun: dryRun, NoCompact: noCompact,
 				Publishes: a.ext.Hook != nil, // extension.go
@@ -138,7 +138,7 @@ func (a *app) noCompact(path string) {
 // replayJournal is idem erase --replay-journal.
 func (a *app) replayJournal(cmd *cobra.Command, path string, f *dbFlags, other, noCompact bool) error {
 	if other {
-		return a.fail(f.jsonOut, &job.UsageError{Msg: "erase --replay-journal takes no --key, --subject or --dry-run: it applies the journal's erasures"})
+		return a.fail(f.jsonOut, &report.UsageError{Msg: "erase --replay-journal takes no --key, --subject or --dry-run: it applies the journal's erasures"})
 	}
 	res, err := runner.ReplayJournal(cmd.Context(), path, noCompact, f.options(runner.WithFaultHook(a.faultHook))...)
 	if res != nil && len(res.Replayed) > 0 && noCompact {
@@ -245,7 +245,7 @@ func (a *app) printChainErase(res *runner.ChainEraseResult) {
 // printCompacted prints the compaction after an erasure.
 func (a *app) printCompacted(c *runner.CompactResult) {
 	if c != nil {
-		fmt.Fprintf(a.stdout, "compacted %s: %s -> %s bytes; no byte of the erased rows is left in its free blocks\n", c.Database, job.Thousands(c.BytesBefore), job.Thousands(c.BytesAfter))
+		fmt.Fprintf(a.stdout, "compacted %s: %s -> %s bytes; no byte of the erased rows is left in its free blocks\n", c.Database, report.Thousands(c.BytesBefore), report.Thousands(c.BytesAfter))
 	}
 }
 
@@ -266,7 +266,7 @@ writer epoch is E.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("to-snapshot") {
-				return a.fail(f.jsonOut, &job.UsageError{Msg: "rollback needs --to-snapshot S"})
+				return a.fail(f.jsonOut, &report.UsageError{Msg: "rollback needs --to-snapshot S"})
 			}
 			var hooked bytes.Buffer
 			p, name, err := f.openOne(cmd.Context(), args[0], a.commitHooks(&hooked)...)

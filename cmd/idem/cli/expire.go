@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"fmt"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
@@ -79,8 +79,8 @@ func (a *app) printExpire(res *runner.ExpireResult) {
 	for _, p := range res.Pins {
 		fmt.Fprintf(w, "  held by      %s\n", p)
 	}
-	fmt.Fprintf(w, "  history      %s row(s)\n", job.Thousands(res.HistoryRows))
-	fmt.Fprintf(w, "  outcomes     %s row(s)\n", job.Thousands(res.OutcomeRows))
+	fmt.Fprintf(w, "  history      %s row(s)\n", report.Thousands(res.HistoryRows))
+	fmt.Fprintf(w, "  outcomes     %s row(s)\n", report.Thousands(res.OutcomeRows))
 	fmt.Fprintf(w, "  packets      %d\n", res.Packets)
 	fmt.Fprintf(w, "  inputs       %d file(s), %s (reruns need inputs from snapshot %d)\n", res.Inputs, byteText(res.InputBytes), res.InputsFrom)
 }

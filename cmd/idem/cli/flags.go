@@ -3,7 +3,7 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/runner"
 )
 
@@ -17,15 +17,15 @@ func (a *app) checkFlags(cmd *cobra.Command) error {
 	fl := cmd.Flags()
 	var err error
 	if w, e := fl.GetDuration("wait"); e == nil && w < 0 {
-		err = job.Usage("--wait %s: must not be negative", w)
+		err = report.Usage("--wait %s: must not be negative", w)
 	}
 	if m, e := fl.GetString("memory-limit"); err == nil && e == nil && fl.Changed("memory-limit") {
 		if e := runner.CheckMemoryLimit(m); e != nil {
-			err = job.Usage("--memory-limit: %v", e)
+			err = report.Usage("--memory-limit: %v", e)
 		}
 	}
 	if n, e := fl.GetInt("jobs"); err == nil && e == nil && n < 1 {
-		err = job.Usage("--jobs %d: want 1 or more", n)
+		err = report.Usage("--jobs %d: want 1 or more", n)
 	}
 	if name, e := fl.GetString("env"); err == nil && e == nil && fl.Changed("env") {
 		err = runner.CheckEnvName(name)
@@ -66,11 +66,11 @@ func (b *batchFlags) batch(cmd *cobra.Command) (runner.Batch, error) {
 	fl := cmd.Flags()
 	out := runner.Batch{Input: b.input, ID: b.batchID}
 	if fl.Changed("batch-id") && b.batchID == "" {
-		return out, job.Usage("--batch-id is empty: give a batch id, or leave the flag out to name the batch after its input file")
+		return out, report.Usage("--batch-id is empty: give a batch id, or leave the flag out to name the batch after its input file")
 	}
 	if fl.Changed("from") || fl.Changed("to") {
 		if !fl.Changed("from") || !fl.Changed("to") {
-			return out, job.Usage("--from and --to go together")
+			return out, report.Usage("--from and --to go together")
 		}
 		from, to := b.from, b.to
 		out.From, out.To = &from, &to

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // usageRefused runs idem with args, with and without --json, and requires
@@ -28,7 +28,7 @@ func usageRefused(t *testing.T, j *clitest.GuardJob, want string, args ...string
 			a = append(append([]string{}, args...), "--json")
 		}
 		r := clitest.CallIdem(t, a...)
-		require.Equal(t, job.ExitUsage, r.Code, "%v: stdout %s stderr %s", a, r.Stdout, r.Stderr)
+		require.Equal(t, report.ExitUsage, r.Code, "%v: stdout %s stderr %s", a, r.Stdout, r.Stderr)
 		require.Contains(t, r.Stderr, want, "%v", a)
 		if jsonOut {
 			var obj struct {
@@ -37,7 +37,7 @@ func usageRefused(t *testing.T, j *clitest.GuardJob, want string, args ...string
 			}
 			require.NoError(t, json.Unmarshal([]byte(r.Stdout), &obj), "%v: %s", a, r.Stdout)
 			require.Contains(t, obj.Error, want)
-			require.Equal(t, job.ExitUsage, obj.ExitCode)
+			require.Equal(t, report.ExitUsage, obj.ExitCode)
 		} else {
 			require.Empty(t, r.Stdout, "%v", a)
 		}
@@ -162,7 +162,7 @@ func TestExpireFencing(t *testing.T) {
 	} {
 		before := clitest.CaptureState(t, j.DB)
 		r := clitest.CallIdem(t, tc.args...)
-		require.Equal(t, job.ExitRefused, r.Code, "%v: stdout %s stderr %s", tc.args, r.Stdout, r.Stderr)
+		require.Equal(t, report.ExitRefused, r.Code, "%v: stdout %s stderr %s", tc.args, r.Stdout, r.Stderr)
 		require.Equal(t, "idem: "+tc.want+"\n", r.Stderr, "%v", tc.args)
 		require.Equal(t, before, clitest.CaptureState(t, j.DB), "%v changed the database", tc.args)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // TestJobFileBoundsAndReservedNames: the CLI wiring of internal/job's
@@ -65,7 +65,7 @@ threads = 1
 			} {
 				start := time.Now()
 				code, _, stderr := clitest.InProcess(t, args...)
-				require.Equal(t, job.ExitUsage, code, "%v: %s", args, stderr)
+				require.Equal(t, report.ExitUsage, code, "%v: %s", args, stderr)
 				for _, w := range tc.want {
 					require.Contains(t, stderr, w, "%v", args)
 				}

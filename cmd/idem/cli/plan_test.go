@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/idem-dev/idem/internal/planner"
@@ -28,7 +28,7 @@ func planThenRun(t *testing.T, db, jobFile string, args ...string) (planner.Plan
 	r := clitest.CallIdem(t, append([]string{"run", jobFile, "--json"}, args...)...)
 	require.Equal(t, r.Code, p.Code, "plan %v exits as the run does: plan %s / run %s", args, p.Stderr, r.Stderr)
 	if r.Code != 0 {
-		require.Equal(t, job.DecisionRefused, plan.Decision, "plan %v: %s", args, p.Stdout)
+		require.Equal(t, report.DecisionRefused, plan.Decision, "plan %v: %s", args, p.Stdout)
 		require.Equal(t, r.Stderr, p.Stderr, "plan %v gives the run's refusal", args)
 		var e struct {
 			Error    string `json:"error"`
@@ -53,7 +53,7 @@ func planThenRun(t *testing.T, db, jobFile string, args ...string) (planner.Plan
 	if len(res.Runs) > 0 {
 		key = res.Runs[0].JobKey
 	}
-	if plan.Decision == job.DecisionApplied || plan.Decision == job.DecisionLoaded {
+	if plan.Decision == report.DecisionApplied || plan.Decision == report.DecisionLoaded {
 		require.Equal(t, key, plan.JobKey, "plan %v names the key the run uses", args)
 	}
 	return plan, r
@@ -73,13 +73,13 @@ func TestPlanAgreesWithRun(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"first load", nil, job.DecisionApplied},
-		{"the same batch again", nil, job.DecisionAlreadyCommitted},
-		{"a new batch", []string{"--input", batch2}, job.DecisionApplied},
-		{"the batch id with other content", []string{"--input", changed}, job.DecisionRefused},
-		{"a stale parent", []string{"--input", clitest.ChangesFixture(t, "batch-3.jsonl"), "--expect-parent", "1"}, job.DecisionRefused},
-		{"a stale epoch", []string{"--input", clitest.ChangesFixture(t, "batch-3.jsonl"), "--epoch", "7"}, job.DecisionRefused},
-		{"a cursor gap", []string{"--input", clitest.ChangesFixture(t, "batch-3.jsonl"), "--from", "5", "--to", "9"}, job.DecisionRefused},
+		{"first load", nil, report.DecisionApplied},
+		{"the same batch again", nil, report.DecisionAlreadyCommitted},
+		{"a new batch", []string{"--input", batch2}, report.DecisionApplied},
+		{"the batch id with other content", []string{"--input", changed}, report.DecisionRefused},
+		{"a stale parent", []string{"--input", clitest.ChangesFixture(t, "batch-3.jsonl"), "--expect-parent", "1"}, report.DecisionRefused},
+		{"a stale epoch", []string{"--input", clitest.ChangesFixture(t, "batch-3.jsonl"), "--epoch", "7"}, report.DecisionRefused},
+		{"a cursor gap", []string{"--input", clitest.ChangesFixture(t, "batch-3.jsonl"), "--from", "5", "--to", "9"}, report.DecisionRefused},
 	}
 	for _, tc := range cases {
 		plan, _ := planThenRun(t, j.DB, j.File, tc.args...)
@@ -98,10 +98,10 @@ func TestPlanSeesEditedReleasedSQL(t *testing.T) {
 	jobFile := filepath.Join(dir, "events.toml")
 	db := filepath.Join(dir, "data", "events.duckdb")
 	plan, _ := planThenRun(t, db, jobFile)
-	require.Equal(t, job.DecisionLoaded, plan.Decision)
+	require.Equal(t, report.DecisionLoaded, plan.Decision)
 	require.True(t, plan.FirstLoad)
 	plan, _ = planThenRun(t, db, jobFile)
-	require.Equal(t, job.DecisionSkipped, plan.Decision)
+	require.Equal(t, report.DecisionSkipped, plan.Decision)
 
 	steps, err := filepath.Glob(filepath.Join(dir, "events", "transform", "v1", "*.sql"))
 	require.NoError(t, err)
@@ -110,8 +110,8 @@ func TestPlanSeesEditedReleasedSQL(t *testing.T) {
 	require.NoError(t, err)
 	clitest.WriteFile(t, steps[len(steps)-1], string(text)+"\n-- edited after release\n")
 	plan, r = planThenRun(t, db, jobFile)
-	require.Equal(t, job.DecisionRefused, plan.Decision)
-	require.Equal(t, job.ExitRefused, r.Code)
+	require.Equal(t, report.DecisionRefused, plan.Decision)
+	require.Equal(t, report.ExitRefused, r.Code)
 	require.Contains(t, plan.Reason, "was edited after release")
 }
 
@@ -129,11 +129,11 @@ func TestPlanOfAFilesJob(t *testing.T) {
 	landing(t, dir, "b.jsonl", 3, 3)
 
 	plan, _ := planThenRun(t, db, jobFile)
-	require.Equal(t, job.DecisionApplied, plan.Decision)
+	require.Equal(t, report.DecisionApplied, plan.Decision)
 	require.Len(t, plan.NewFiles, 2)
 
 	plan, r := planThenRun(t, db, jobFile)
-	require.Equal(t, job.DecisionSkipped, plan.Decision)
+	require.Equal(t, report.DecisionSkipped, plan.Decision)
 	require.Equal(t, "nothing new: no file that is not committed", plan.Reason)
 	require.Empty(t, plan.Changed)
 	key := clitest.QueryStrs(t, db, `SELECT job_key FROM idem.jobs WHERE job = 'trips'`)
@@ -145,6 +145,6 @@ func TestPlanOfAFilesJob(t *testing.T) {
 
 	landing(t, dir, "a.jsonl", 0, 4) // a committed file edited
 	plan, _ = planThenRun(t, db, jobFile)
-	require.Equal(t, job.DecisionRefused, plan.Decision)
+	require.Equal(t, report.DecisionRefused, plan.Decision)
 	require.Contains(t, plan.Reason, "a.jsonl")
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/runner"
 )
 
@@ -48,7 +48,7 @@ var oneJobFlags = []string{"input", "batch-id", "from", "to", "epoch", "expect-p
 func oneJobFlag(cmd *cobra.Command) error {
 	for _, name := range oneJobFlags {
 		if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
-			return &job.UsageError{Msg: fmt.Sprintf("--%s names one batch of one job: give one job file, not a project", name)}
+			return &report.UsageError{Msg: fmt.Sprintf("--%s names one batch of one job: give one job file, not a project", name)}
 		}
 	}
 	return nil

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 const dailyModel = `SELECT day, count(*) AS sales, sum(amount) AS amount
@@ -48,7 +48,7 @@ GROUP BY ALL
 	before := clitest.CaptureState(t, p.DB("p"))
 	for _, cmd := range []string{"run", "plan"} {
 		r = p.Idem(cmd, p.Path("named.toml"))
-		require.Equal(t, job.ExitUsage, r.Code, "%s: %s %s", cmd, r.Stdout, r.Stderr)
+		require.Equal(t, report.ExitUsage, r.Code, "%s: %s %s", cmd, r.Stdout, r.Stderr)
 		require.Contains(t, r.Stderr, want, cmd)
 		require.Equal(t, before, clitest.CaptureState(t, p.DB("p")), cmd)
 	}
@@ -86,12 +86,12 @@ func TestProjectOwnership(t *testing.T) {
 			p.Model("thief", "p", []string{"src"}, []string{"day"}, tc.table, dailyModel)
 			before := clitest.CaptureState(t, p.DB("p"))
 			r = p.Idem("run", p.Path("thief.toml"))
-			require.Equal(t, job.ExitRefused, r.Code, r.Stdout+r.Stderr)
+			require.Equal(t, report.ExitRefused, r.Code, r.Stdout+r.Stderr)
 			require.Contains(t, r.Stderr, tc.owned+`; job "thief" may not create or write it`)
 			require.Equal(t, before, clitest.CaptureState(t, p.DB("p")))
 
 			r = p.Idem("run", p.Dir, "--json")
-			require.Equal(t, job.ExitRefused, r.Code, r.Stdout+r.Stderr)
+			require.Equal(t, report.ExitRefused, r.Code, r.Stdout+r.Stderr)
 			objs := projectObjects(t, r.Stdout)
 			require.Equal(t, "refused", objs["thief"]["decision"])
 			require.Contains(t, objs["thief"]["error"], tc.owned)
@@ -137,7 +137,7 @@ func TestProjectCycle(t *testing.T) {
 	p.Model("b", "p", []string{"a"}, []string{"day"}, "", "SELECT day FROM {{upstream:a}}\n")
 	for _, cmd := range []string{"run", "plan"} {
 		r := p.Idem(cmd, p.Dir)
-		require.Equal(t, job.ExitUsage, r.Code, r.Stdout+r.Stderr)
+		require.Equal(t, report.ExitUsage, r.Code, r.Stdout+r.Stderr)
 		require.Contains(t, r.Stderr, "upstream references form a cycle: a → b → a")
 		require.Empty(t, r.Stdout)
 		require.NoFileExists(t, p.DB("p"), "nothing is written, not even the database")
@@ -158,8 +158,8 @@ func TestProjectBlockedDownstream(t *testing.T) {
 		want  string // in the broken job's message
 		dec   string
 	}{
-		{"failed", "", "SELECT day, no_such_column FROM {{upstream:src}}\n", job.ExitFailure, "no_such_column", "failed"},
-		{"refused", "zones", dailyModel, job.ExitRefused, `table "zones" belongs to job "zones"`, "refused"},
+		{"failed", "", "SELECT day, no_such_column FROM {{upstream:src}}\n", report.ExitFailure, "no_such_column", "failed"},
+		{"refused", "zones", dailyModel, report.ExitRefused, `table "zones" belongs to job "zones"`, "refused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -217,7 +217,7 @@ func TestProjectModelKey(t *testing.T) {
 			p.Model("keyed", "p", []string{"src"}, []string{"day", "zone"}, "", tc.model)
 			before := clitest.CaptureState(t, p.DB("p"))
 			r = p.Idem("run", p.Path("keyed.toml"))
-			require.Equal(t, job.ExitFailure, r.Code, r.Stdout+r.Stderr)
+			require.Equal(t, report.ExitFailure, r.Code, r.Stdout+r.Stderr)
 			require.Contains(t, r.Stderr, tc.want)
 			require.Equal(t, before, clitest.CaptureState(t, p.DB("p")))
 			require.Equal(t, []int64{0}, clitest.QueryInts(t, p.DB("p"), `SELECT count(*) FROM duckdb_tables() WHERE table_name = 'keyed'`))
@@ -241,7 +241,7 @@ func TestProjectUsage(t *testing.T) {
 		{[]string{"run", p.Path("src.toml"), p.Path("daily.toml"), "--batch-id", "x"}, "--batch-id names one batch of one job"},
 	} {
 		r := p.Idem(tc.args...)
-		require.Equal(t, job.ExitUsage, r.Code, "%v: %s %s", tc.args, r.Stdout, r.Stderr)
+		require.Equal(t, report.ExitUsage, r.Code, "%v: %s %s", tc.args, r.Stdout, r.Stderr)
 		require.Contains(t, r.Stderr, tc.want, tc.args)
 		require.NoDirExists(t, p.Path("data"), tc.args)
 	}
@@ -307,7 +307,7 @@ func TestProjectSelectors(t *testing.T) {
 	require.NotContains(t, r.Stdout, "src:")
 
 	r = p.Idem("run", p.Dir, "--select", "tag:nightly")
-	require.Equal(t, job.ExitUsage, r.Code)
+	require.Equal(t, report.ExitUsage, r.Code)
 	require.Contains(t, r.Stderr, "--select tag:nightly: no job of the project has tag nightly (tags: mart)")
 }
 
@@ -335,7 +335,7 @@ func TestJobByName(t *testing.T) {
 		require.NotEmpty(t, r.Stdout, args)
 	}
 	r = clitest.RunCLI(t, p.Dir, "", "show", "nope")
-	require.Equal(t, job.ExitUsage, r.Code)
+	require.Equal(t, report.ExitUsage, r.Code)
 	require.Equal(t, "idem: no job file nope, and no job named nope among the job files of this folder: give a job file's path\n", r.Stderr)
 }
 
@@ -380,7 +380,7 @@ func TestProjectDiamondParallel(t *testing.T) {
 	// The right branch fails: bottom is blocked, left and the sources commit.
 	p.Model("right", "p", []string{"src"}, []string{"zone"}, "", "SELECT zone, no_such_column FROM {{upstream:src}}\n")
 	serial = runAt(1)
-	require.Equal(t, job.ExitFailure, serial.code, serial.stdout+serial.stderr)
+	require.Equal(t, report.ExitFailure, serial.code, serial.stdout+serial.stderr)
 	require.Contains(t, serial.stdout, "bottom: blocked by right (not run)\n")
 	require.Equal(t, []string{"left", "src", "zones"}, clitest.QueryStrs(t, p.DB("p"), `SELECT job FROM idem.jobs ORDER BY job`))
 	require.Equal(t, serial, runAt(4))

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
@@ -40,13 +40,13 @@ last committed state, named on stderr with the snapshots it holds.
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.db == "" {
-				return a.fail(false, &job.UsageError{Msg: "query needs --db PATH"})
+				return a.fail(false, &report.UsageError{Msg: "query needs --db PATH"})
 			}
 			if f.jsonOut {
 				format = "json"
 			}
 			if format != "table" && format != "csv" && format != "json" {
-				return a.fail(false, &job.UsageError{Msg: fmt.Sprintf("--format must be table, csv or json, not %q", format)})
+				return a.fail(false, &report.UsageError{Msg: fmt.Sprintf("--format must be table, csv or json, not %q", format)})
 			}
 			opts := f.options()
 			if !primary {

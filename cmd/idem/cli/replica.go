@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/runner"
 )
 
@@ -19,7 +19,7 @@ func (a *app) printReplica(r *runner.ReplicaInfo) {
 		fmt.Fprintf(a.stderr, "idem: warning: the commit stands but the read replica was not published (%s); the next command that opens the database publishes it\n", r.Error)
 		return
 	}
-	fmt.Fprintf(a.stdout, "  replica   %s (%s bytes, %s, %.3fs)\n", r.Path, job.Thousands(r.Bytes), r.Method, r.Seconds)
+	fmt.Fprintf(a.stdout, "  replica   %s (%s bytes, %s, %.3fs)\n", r.Path, report.Thousands(r.Bytes), r.Method, r.Seconds)
 }
 
 // replicaOption lets a read of pinned snapshots fall back on the read

@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
@@ -111,16 +111,16 @@ func (a *app) printResult(res *runner.Result) {
 		fmt.Fprintf(w, "  partitions %s\n", escapeCell(line))
 	}
 	if res.Incremental == runner.IncrementalKey {
-		fmt.Fprintf(w, "  keys      %s recomputed (their upstream rows changed)\n", job.Thousands(res.Keys))
+		fmt.Fprintf(w, "  keys      %s recomputed (their upstream rows changed)\n", report.Thousands(res.Keys))
 	}
 	if res.IncrementalNote != "" {
 		fmt.Fprintf(w, "  rebuilt   whole: %s\n", escapeCell(res.IncrementalNote))
 	}
-	fmt.Fprintf(w, "  rows in   %s\n", job.Thousands(res.RowsIn))
-	fmt.Fprintf(w, "  rows      written %s · table %s %s\n", job.Thousands(res.RowsWritten), res.Target, job.Thousands(res.RowsOut))
+	fmt.Fprintf(w, "  rows in   %s\n", report.Thousands(res.RowsIn))
+	fmt.Fprintf(w, "  rows      written %s · table %s %s\n", report.Thousands(res.RowsWritten), res.Target, report.Thousands(res.RowsOut))
 	if res.Conflicts != nil && *res.Conflicts > 0 {
 		fmt.Fprintf(w, "  conflicts %s (kept in %s with status conflict and NULL values; excluded from %s_active)\n",
-			job.Thousands(*res.Conflicts), res.Target, res.Target)
+			report.Thousands(*res.Conflicts), res.Target, res.Target)
 	}
 	if len(res.Outcomes) > 0 {
 		names := make([]string, 0, len(res.Outcomes))

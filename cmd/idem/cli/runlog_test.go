@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
@@ -76,11 +76,11 @@ func TestLogEveryRunOfAFilesJob(t *testing.T) {
 	landing(t, dir, "a.jsonl", 0, 4) // a committed file edited
 	before := clitest.CaptureState(t, db)
 	r = clitest.CallIdem(t, "run", jobFile)
-	require.Equal(t, job.ExitRefused, r.Code, r.Stderr)
+	require.Equal(t, report.ExitRefused, r.Code, r.Stderr)
 	require.Equal(t, before, clitest.CaptureState(t, db))
 
 	r = clitest.CallIdem(t, "run", jobFile, "--batch-id", "x")
-	require.Equal(t, job.ExitUsage, r.Code, r.Stderr)
+	require.Equal(t, report.ExitUsage, r.Code, r.Stderr)
 	require.Equal(t, before, clitest.CaptureState(t, db))
 
 	runs := requireLog(t, jobFile, []logRow{
@@ -113,9 +113,9 @@ func TestLogEveryRunOfAChunkedJob(t *testing.T) {
 	r = clitest.CallIdem(t, "run", jobFile)
 	require.Equal(t, 0, r.Code, r.Stderr)
 	r = clitest.CallIdem(t, "run", jobFile, "--batch-id", "x")
-	require.Equal(t, job.ExitUsage, r.Code, r.Stderr)
+	require.Equal(t, report.ExitUsage, r.Code, r.Stderr)
 	r = clitest.CallIdem(t, "run", jobFile, "--input", filepath.Join(dir, "gone.parquet"))
-	require.Equal(t, job.ExitFailure, r.Code, r.Stderr)
+	require.Equal(t, report.ExitFailure, r.Code, r.Stderr)
 
 	want := []logRow{
 		{"failed", "", "gone.parquet"},
@@ -134,7 +134,7 @@ func TestLogRunThatFailsBeforeItsTransaction(t *testing.T) {
 	t.Parallel()
 	j := clitest.AppliedGuardJob(t)
 	r := j.Run("--input", filepath.Join(j.Dir, "missing.jsonl"))
-	require.Equal(t, job.ExitFailure, r.Code, r.Stderr)
+	require.Equal(t, report.ExitFailure, r.Code, r.Stderr)
 	j.Refused("--input", clitest.ChangesFixture(t, "batch-2.jsonl"), "--batch-id", "batch-1.jsonl")
 	requireLog(t, j.File, []logRow{
 		{"refused", "batch-1.jsonl", "a changed batch needs a new batch id"},

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
@@ -44,7 +44,7 @@ the database is not opened.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("audit") || cmd.Flags().Changed("export") {
 				if audit == "" || export == "" || cmd.Flags().Changed("snapshot") {
-					return a.fail(f.jsonOut, &job.UsageError{Msg: "--audit and --export go together, without --snapshot (the export is of one snapshot)"})
+					return a.fail(f.jsonOut, &report.UsageError{Msg: "--audit and --export go together, without --snapshot (the export is of one snapshot)"})
 				}
 				p, name, err := f.openOne(cmd.Context(), args[0])
 				if err != nil {
@@ -93,9 +93,9 @@ func (a *app) printPacket(p *runner.Packet) {
 	fmt.Fprintf(w, "  pipeline  %s\n", versionsText(p))
 	fmt.Fprintf(w, "  job key   %s\n", p.JobKey)
 	for _, in := range p.Inputs {
-		fmt.Fprintf(w, "  input     %s  %s  %s bytes\n", in.SHA256, escapeCell(in.Name), job.Thousands(in.Bytes))
+		fmt.Fprintf(w, "  input     %s  %s  %s bytes\n", in.SHA256, escapeCell(in.Name), report.Thousands(in.Bytes))
 	}
-	fmt.Fprintf(w, "  rows in   %s\n", job.Thousands(p.RowsIn))
+	fmt.Fprintf(w, "  rows in   %s\n", report.Thousands(p.RowsIn))
 	fmt.Fprintf(w, "  outcomes  %s\n", countsText(p.Outcomes))
 	if len(p.PayloadVersions) > 0 {
 		fmt.Fprintf(w, "  payload   %s (input rows by payload schema version)\n", countsText(p.PayloadVersions))
@@ -108,7 +108,7 @@ func (a *app) printPacket(p *runner.Packet) {
 				name += " (a moved key removed)"
 			}
 		}
-		fmt.Fprintf(w, "  %s: %s rows, %s distinct keys, %s bytes, sha256 %s\n", escapeCell(name), job.Thousands(e.Rows), job.Thousands(e.DistinctKeys), job.Thousands(e.Bytes), e.SHA256)
+		fmt.Fprintf(w, "  %s: %s rows, %s distinct keys, %s bytes, sha256 %s\n", escapeCell(name), report.Thousands(e.Rows), report.Thousands(e.DistinctKeys), report.Thousands(e.Bytes), e.SHA256)
 		cols := make([]string, 0, len(e.Bounds))
 		for c := range e.Bounds {
 			cols = append(cols, c)
@@ -132,7 +132,7 @@ func (a *app) printPacket(p *runner.Packet) {
 			if e.Pending() {
 				sum = "not computed before the erasure"
 			}
-			fmt.Fprintf(w, "  erased    by snapshot %d: %s was %s rows, sha256 %s\n", er.Snapshot, escapeCell(name), job.Thousands(e.Rows), sum)
+			fmt.Fprintf(w, "  erased    by snapshot %d: %s was %s rows, sha256 %s\n", er.Snapshot, escapeCell(name), report.Thousands(e.Rows), sum)
 		}
 	}
 }
@@ -159,7 +159,7 @@ func (a *app) printAudit(r *runner.AuditResult) {
 		f    runner.ScanFigure
 	}{{"audit    ", r.Audit}, {"full scan", r.Full}} {
 		fmt.Fprintf(w, "  %s  files %d/%d, row groups %d, bytes %s, rows %s (DuckDB total_bytes_read %s)\n",
-			s.name, s.f.Files, s.f.FilesTotal, s.f.RowGroups, job.Thousands(s.f.Bytes), job.Thousands(s.f.Rows), job.Thousands(s.f.BytesRead))
+			s.name, s.f.Files, s.f.FilesTotal, s.f.RowGroups, report.Thousands(s.f.Bytes), report.Thousands(s.f.Rows), report.Thousands(s.f.BytesRead))
 	}
 	fmt.Fprintf(w, "  the audit reads %.1f%% of the full scan's bytes\n", 100*r.ByteRatio)
 }
@@ -174,7 +174,7 @@ func versionsText(p *runner.Packet) string {
 		} `json:"transform"`
 	}
 	_ = json.Unmarshal(p.Parts, &parts)
-	text := p.Pipeline + " " + job.VersionText(p.TransformVersion, p.SchemaVersion, parts.Transform.SHA256, model)
+	text := p.Pipeline + " " + report.VersionText(p.TransformVersion, p.SchemaVersion, parts.Transform.SHA256, model)
 	if model {
 		text += ", columns from its SELECT"
 	}

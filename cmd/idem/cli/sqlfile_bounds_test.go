@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
-// TestSQLFileBound: a SQL file past job.MaxSQLBytes (a one-file model, a
+// TestSQLFileBound: a SQL file past jobfs.MaxSQLBytes (a one-file model, a
 // model folder's version, a pipeline's step, its schema DDL; here 200 MB,
 // sparse) is a usage error (exit 2) for run, plan and lint, naming the
 // file, its size and the bound, given at once without reading it (a
@@ -54,7 +54,7 @@ func TestSQLFileBound(t *testing.T) {
 			for _, args := range [][]string{{"run", p.Dir}, {"plan", p.Dir}, {"run", jobFile}, {"lint", jobFile}} {
 				start := time.Now()
 				r := p.Idem(args...)
-				require.Equal(t, job.ExitUsage, r.Code, "%v: stdout %s stderr %s", args, r.Stdout, r.Stderr)
+				require.Equal(t, report.ExitUsage, r.Code, "%v: stdout %s stderr %s", args, r.Stdout, r.Stderr)
 				require.Contains(t, r.Stderr, filepath.Base(filepath.Dir(file))+"/"+filepath.Base(file)+": the file is 209715200 bytes, larger than 4194304 bytes (4 MiB), the most idem reads of a SQL file", "%v", args)
 				require.Less(t, time.Since(start), 10*time.Second, "%v: refused before reading", args)
 				require.NoFileExists(t, p.DB("p"), "%v wrote the database", args)

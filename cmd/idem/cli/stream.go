@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/runner"
 
 	"github.com/spf13/cobra"
@@ -121,11 +121,11 @@ func (a *app) printBatch(sr *runner.StreamBatch) {
 		fmt.Fprintf(a.stdout, "%s: skipped: nothing new past the committed positions%s\n", sr.Job, lagText(sr.Lag))
 		return
 	}
-	fmt.Fprintf(a.stdout, "%s: %s %s · snapshot %d · %s records", sr.Job, sr.Decision, escapeCell(sr.BatchID), sr.Snapshot, job.Thousands(int64(sr.Records)))
+	fmt.Fprintf(a.stdout, "%s: %s %s · snapshot %d · %s records", sr.Job, sr.Decision, escapeCell(sr.BatchID), sr.Snapshot, report.Thousands(int64(sr.Records)))
 	if sr.Replayed > 0 {
-		fmt.Fprintf(a.stdout, " (%s replayed, skipped)", job.Thousands(int64(sr.Replayed)))
+		fmt.Fprintf(a.stdout, " (%s replayed, skipped)", report.Thousands(int64(sr.Replayed)))
 	}
-	fmt.Fprintf(a.stdout, " · %s records/s%s\n", job.Thousands(int64(sr.RecordsPerSec)), lagText(sr.Lag))
+	fmt.Fprintf(a.stdout, " · %s records/s%s\n", report.Thousands(int64(sr.RecordsPerSec)), lagText(sr.Lag))
 	if sr.Gap != "" {
 		fmt.Fprintf(a.stdout, "  %s\n", sr.Gap)
 	}

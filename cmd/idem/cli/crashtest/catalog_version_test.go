@@ -10,7 +10,7 @@ import (
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/stretchr/testify/require"
 )
 
@@ -106,7 +106,7 @@ func TestNewerCatalogRefused(t *testing.T) {
 		{"du", jobFile("customer_state")},
 	} {
 		code, stdout, stderr := clitest.InProcess(t, args...)
-		require.Equal(t, job.ExitRefused, code, "idem %v: %s%s", args, stdout, stderr)
+		require.Equal(t, report.ExitRefused, code, "idem %v: %s%s", args, stdout, stderr)
 		require.Equal(t, want, stderr, "idem %v", args)
 	}
 	require.Equal(t, before, captureAll(t, db))
@@ -145,7 +145,7 @@ func TestMigrationSumRefused(t *testing.T) {
 		{"query", "--db", db, "SELECT 1"},
 	} {
 		code, stdout, stderr := clitest.InProcess(t, args...)
-		require.Equal(t, job.ExitRefused, code, "idem %v: %s%s", args, stdout, stderr)
+		require.Equal(t, report.ExitRefused, code, "idem %v: %s%s", args, stdout, stderr)
 		require.Equal(t, want, stderr, "idem %v", args)
 	}
 	require.Equal(t, before, captureAll(t, db))

@@ -13,7 +13,7 @@ import (
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/history"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
 	"github.com/stretchr/testify/require"
@@ -112,7 +112,7 @@ func (j *ckptJob) apply(b int, id string) run.Result {
 	require.Equal(j.t, 0, r.Code, "run batch %d: %s", b, r.Stderr)
 	var res run.Result
 	require.NoError(j.t, json.Unmarshal([]byte(r.Stdout), &res))
-	require.Equal(j.t, job.DecisionApplied, res.Decision)
+	require.Equal(j.t, report.DecisionApplied, res.Decision)
 	return res
 }
 
@@ -197,7 +197,7 @@ func TestRerunFromCheckpointCLI(t *testing.T) {
 	c := j.checkpoints()[0]
 	require.NoError(t, os.Remove(j.part(c, "idem.ledger")))
 	r = clitest.CallIdem(t, "rerun", j.file)
-	require.Equal(t, job.ExitRefused, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+	require.Equal(t, report.ExitRefused, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 	require.Contains(t, r.Stderr, "checkpoint 5 of cs: file "+j.part(c, "idem.ledger"))
 	require.Contains(t, r.Stderr, "--from-start")
 	require.Equal(t, before, clitest.CaptureState(t, j.db), "a refused rerun changed the database")

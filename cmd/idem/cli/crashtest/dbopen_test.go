@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
@@ -74,7 +74,7 @@ func TestConcurrentFirstRuns(t *testing.T) {
 			decisions := map[string]int{}
 			for _, p := range ps {
 				code := p.Wait(t, 120*time.Second)
-				if code == job.ExitLocked && !wait {
+				if code == report.ExitLocked && !wait {
 					require.Contains(t, p.Stderr.String(), "is held by another writer")
 					continue
 				}
@@ -83,15 +83,15 @@ func TestConcurrentFirstRuns(t *testing.T) {
 				require.NoError(t, json.Unmarshal(p.Stdout.Bytes(), &res), p.Stdout.String())
 				decisions[res.Decision]++
 			}
-			require.Equal(t, 1, decisions[job.DecisionApplied], "wait=%v round %d: decisions %v", wait, round, decisions)
+			require.Equal(t, 1, decisions[report.DecisionApplied], "wait=%v round %d: decisions %v", wait, round, decisions)
 			if wait {
-				require.Equal(t, procs-1, decisions[job.DecisionAlreadyCommitted], "decisions %v", decisions)
+				require.Equal(t, procs-1, decisions[report.DecisionAlreadyCommitted], "decisions %v", decisions)
 			}
 			st, err := os.Stat(j.DB)
 			require.NoError(t, err)
 			require.Positive(t, st.Size(), "a 0-byte database was left")
 			require.Empty(t, leftovers(t, j.Dir))
-			require.Equal(t, job.DecisionAlreadyCommitted, j.Apply().Decision)
+			require.Equal(t, report.DecisionAlreadyCommitted, j.Apply().Decision)
 			snap, _, _ := j.State()
 			require.Equal(t, int64(1), snap)
 		}
@@ -128,7 +128,7 @@ func TestCreationKilled(t *testing.T) {
 			o.database = true
 		}
 		res := j.Apply()
-		require.Contains(t, []string{job.DecisionApplied, job.DecisionAlreadyCommitted}, res.Decision)
+		require.Contains(t, []string{report.DecisionApplied, report.DecisionAlreadyCommitted}, res.Decision)
 		require.Empty(t, leftovers(t, j.Dir), "the next run did not sweep what the killed one left")
 		snap, _, _ := j.State()
 		require.Equal(t, int64(1), snap)
@@ -188,15 +188,15 @@ func TestEmptyDatabaseFile(t *testing.T) {
 	lk := syscall.Flock_t{Type: syscall.F_WRLCK}
 	require.NoError(t, syscall.FcntlFlock(f.Fd(), syscall.F_SETLK, &lk))
 	p := clitest.StartIdem(t, nil, "run", j.File)
-	require.Equal(t, job.ExitLocked, p.Wait(t, 60*time.Second), p.Stderr.String())
+	require.Equal(t, report.ExitLocked, p.Wait(t, 60*time.Second), p.Stderr.String())
 	require.Contains(t, p.Stderr.String(), "(PID "+strconv.Itoa(os.Getpid())+")")
 	st, err := os.Stat(j.DB)
 	require.NoError(t, err)
 	require.Zero(t, st.Size(), "a held empty file was replaced")
 	require.NoError(t, f.Close())
 
-	require.Equal(t, job.DecisionApplied, j.Apply().Decision)
-	require.Equal(t, job.DecisionAlreadyCommitted, j.Apply().Decision)
+	require.Equal(t, report.DecisionApplied, j.Apply().Decision)
+	require.Equal(t, report.DecisionAlreadyCommitted, j.Apply().Decision)
 }
 
 // Read-only commands on a database that does not exist create nothing:
@@ -208,10 +208,10 @@ func TestReadOnlyOpenCreatesNothing(t *testing.T) {
 		args []string
 		code int
 	}{
-		{[]string{"query", "--db", j.DB, "SELECT 1"}, job.ExitFailure},
-		{[]string{"log", j.File}, job.ExitFailure},
-		{[]string{"export", j.File, "--out", filepath.Join(t.TempDir(), "out.csv")}, job.ExitFailure},
-		{[]string{"plan", j.File}, job.ExitOK},
+		{[]string{"query", "--db", j.DB, "SELECT 1"}, report.ExitFailure},
+		{[]string{"log", j.File}, report.ExitFailure},
+		{[]string{"export", j.File, "--out", filepath.Join(t.TempDir(), "out.csv")}, report.ExitFailure},
+		{[]string{"plan", j.File}, report.ExitOK},
 	} {
 		args := tc.args
 		r := clitest.CallIdem(t, args...)
@@ -286,7 +286,7 @@ func TestForeignWAL(t *testing.T) {
 			b := clitest.NewGuardJob(t)
 			b.Apply()
 			wal := crashAfterCommit(t, b, "--input", batch(2))
-			require.Equal(t, job.DecisionAlreadyCommitted, b.Apply("--input", batch(2)).Decision)
+			require.Equal(t, report.DecisionAlreadyCommitted, b.Apply("--input", batch(2)).Decision)
 			b.Apply("--input", batch(3))
 			return b, wal
 		}},
@@ -314,13 +314,13 @@ func TestForeignWAL(t *testing.T) {
 				{"fence", b.File},
 			} {
 				r := clitest.CallIdem(t, args...)
-				if r.Code == job.ExitFailure {
+				if r.Code == report.ExitFailure {
 					// DuckDB could not replay it: its row ids do not fit.
 					require.Contains(t, r.Stderr, "Failure while replaying WAL")
 					require.Contains(t, r.Stderr, "("+b.DB+".wal is beside it and DuckDB replays it on open: if it comes from another database or an older copy, move it away)")
 					replayFailed++
 				} else {
-					require.Equal(t, job.ExitRefused, r.Code, "%v: stdout %s stderr %s", args, r.Stdout, r.Stderr)
+					require.Equal(t, report.ExitRefused, r.Code, "%v: stdout %s stderr %s", args, r.Stdout, r.Stderr)
 					require.Contains(t, r.Stderr, b.DB+".wal does not belong to database "+b.DB)
 					require.Contains(t, r.Stderr, "Move "+b.DB+".wal away")
 				}
@@ -338,6 +338,6 @@ func TestForeignWAL(t *testing.T) {
 	a := clitest.NewGuardJob(t)
 	a.Apply()
 	crashAfterCommit(t, a, "--input", batch(2))
-	require.Equal(t, job.DecisionAlreadyCommitted, a.Apply("--input", batch(2)).Decision)
+	require.Equal(t, report.DecisionAlreadyCommitted, a.Apply("--input", batch(2)).Decision)
 	require.Empty(t, leftovers(t, a.Dir))
 }

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
@@ -36,22 +36,22 @@ func TestSecondProcessIsLockedOut(t *testing.T) {
 	// IDEM_FAULT=open_wait would kill it, had it started to wait.
 	p := clitest.StartIdem(t, []string{"IDEM_FAULT=" + run.FaultOpenWait}, "run", j.File, "--input", clitest.ChangesFixture(t, "batch-2.jsonl"))
 	code := p.Wait(t, time.Minute)
-	require.Equal(t, job.ExitLocked, code, "a locked-out writer gives up at once; stderr: %s", p.Stderr.String())
+	require.Equal(t, report.ExitLocked, code, "a locked-out writer gives up at once; stderr: %s", p.Stderr.String())
 	t.Logf("locked out after %v (process start included)", p.Elapsed)
 	require.Contains(t, p.Stderr.String(), "database "+j.DB+" is held by another writer")
 	require.Contains(t, p.Stderr.String(), fmt.Sprintf("(PID %d)", os.Getpid()))
 
 	pj := clitest.StartIdem(t, nil, "run", j.File, "--input", clitest.ChangesFixture(t, "batch-2.jsonl"), "--json")
-	require.Equal(t, job.ExitLocked, pj.Wait(t, time.Minute))
+	require.Equal(t, report.ExitLocked, pj.Wait(t, time.Minute))
 	var jsonErr struct {
 		Error    string `json:"error"`
 		ExitCode int    `json:"exit_code"`
 	}
 	require.NoError(t, json.Unmarshal(pj.Stdout.Bytes(), &jsonErr), pj.Stdout.String())
-	require.Equal(t, job.ExitLocked, jsonErr.ExitCode)
+	require.Equal(t, report.ExitLocked, jsonErr.ExitCode)
 	require.Contains(t, jsonErr.Error, j.DB)
 	pf := clitest.StartIdem(t, nil, "fence", j.File)
-	require.Equal(t, job.ExitLocked, pf.Wait(t, time.Minute), pf.Stderr.String())
+	require.Equal(t, report.ExitLocked, pf.Wait(t, time.Minute), pf.Stderr.String())
 	require.NoError(t, holder.Close())
 	require.Equal(t, before, clitest.CaptureState(t, j.DB), "a locked-out process wrote something")
 
@@ -67,7 +67,7 @@ func TestSecondProcessIsLockedOut(t *testing.T) {
 	require.Equal(t, 0, code, "stderr: %s", stderr)
 	var res run.Result
 	require.NoError(t, json.Unmarshal([]byte(stdout), &res), stdout)
-	require.Equal(t, job.DecisionApplied, res.Decision)
+	require.Equal(t, report.DecisionApplied, res.Decision)
 	require.Equal(t, int64(2), res.Snapshot)
 
 	// --wait gives up with exit 4 when the holder keeps the file.
@@ -75,7 +75,7 @@ func TestSecondProcessIsLockedOut(t *testing.T) {
 	require.NoError(t, err)
 	defer holder.Close()
 	pg := clitest.StartIdem(t, nil, "run", j.File, "--input", clitest.ChangesFixture(t, "batch-3.jsonl"), "--wait", "300ms")
-	require.Equal(t, job.ExitLocked, pg.Wait(t, time.Minute), pg.Stderr.String())
+	require.Equal(t, report.ExitLocked, pg.Wait(t, time.Minute), pg.Stderr.String())
 	require.GreaterOrEqual(t, pg.Elapsed, 300*time.Millisecond)
 }
 
@@ -135,7 +135,7 @@ func TestInterruptRollsBack(t *testing.T) {
 		code := p.Wait(t, time.Minute)
 		stopped := time.Since(signaled)
 		t.Logf("signaled %v after the retained copy appeared, exited %v after SIGINT; stderr: %s", delay, stopped, p.Stderr.String())
-		require.Equal(t, job.ExitFailure, code, "stdout %s stderr %s", p.Stdout.String(), p.Stderr.String())
+		require.Equal(t, report.ExitFailure, code, "stdout %s stderr %s", p.Stdout.String(), p.Stderr.String())
 		require.Empty(t, p.Stdout.String())
 		require.Contains(t, p.Stderr.String(), "canceled, nothing was committed")
 		require.Less(t, stopped, 20*time.Second, "an interrupted run stops promptly")
@@ -147,13 +147,13 @@ func TestInterruptRollsBack(t *testing.T) {
 	}
 	require.True(t, reached, "the interrupt must reach DuckDB's query")
 	runs := j.Log()
-	require.Equal(t, job.DecisionFailed, runs[0].Decision)
+	require.Equal(t, report.DecisionFailed, runs[0].Decision)
 	require.Contains(t, *runs[0].Message, "nothing was committed")
 
 	start := time.Now()
 	res := j.Apply("--input", big, "--from", "10", "--to", "20")
 	t.Logf("the uninterrupted run took %v", time.Since(start))
-	require.Equal(t, job.DecisionApplied, res.Decision)
+	require.Equal(t, report.DecisionApplied, res.Decision)
 	require.Equal(t, int64(rows), res.RowsIn)
 	require.Equal(t, []int64{2, 20}, []int64{res.Snapshot, res.Cursor})
 }
@@ -199,7 +199,7 @@ func TestRetryAfterCrashPastCommit(t *testing.T) {
 
 	before := clitest.CaptureState(t, j.DB)
 	retry := j.Apply("--input", clitest.ChangesFixture(t, "batch-2.jsonl"))
-	require.Equal(t, job.DecisionAlreadyCommitted, retry.Decision)
+	require.Equal(t, report.DecisionAlreadyCommitted, retry.Decision)
 	require.Equal(t, int64(2), retry.Snapshot)
 	require.Equal(t, int64(8), retry.RowsIn)
 	require.Equal(t, map[string]int64{"accepted": 3, "conflict": 3, "duplicate": 1, "superseded_in_batch": 1}, retry.Outcomes)
@@ -225,7 +225,7 @@ func TestPanicRollsBack(t *testing.T) {
 		require.Equal(t, before, clitest.CaptureState(t, j.DB), "a panic at %s", point)
 	}
 	res := j.Apply("--input", batch2, "--from", "10", "--to", "20")
-	require.Equal(t, job.DecisionApplied, res.Decision)
+	require.Equal(t, report.DecisionApplied, res.Decision)
 	require.Equal(t, []int64{2, 20}, []int64{res.Snapshot, res.Cursor})
 
 	// An erasure's transaction, as a run's.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/stretchr/testify/require"
 )
@@ -103,7 +103,7 @@ func TestLegacyDatabase(t *testing.T) {
 	// The first writable open migrates.
 	var res struct{ Decision string }
 	require.NoError(t, json.Unmarshal([]byte(legacyIdem(t, 0, "run", jobFile("sample"), "--input", filepath.Join(dir, "inputs", "occurrences-b.csv"), "--json")), &res))
-	require.Equal(t, job.DecisionSkipped, res.Decision)
+	require.Equal(t, report.DecisionSkipped, res.Decision)
 	// The job keys this idem computes are the ones release e77bdc9
 	// recorded: the chain runs again and commits nothing (a model whose key
 	// changed would reload, a merge_by_key job would reapply its batch).
@@ -111,7 +111,7 @@ func TestLegacyDatabase(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(legacyIdem(t, 0, "run", jobFile("trips"), jobFile("zones"), jobFile("trips_clean"), jobFile("trips_daily"), "--json")), &chain))
 	require.Len(t, chain, 4)
 	for _, c := range chain {
-		require.Contains(t, []string{job.DecisionSkipped, job.DecisionAlreadyCommitted}, c.Decision, "%s after the migration", c.Job)
+		require.Contains(t, []string{report.DecisionSkipped, report.DecisionAlreadyCommitted}, c.Decision, "%s after the migration", c.Job)
 	}
 	latest, err := catalog.LatestVersion()
 	require.NoError(t, err)
@@ -134,13 +134,13 @@ func TestLegacyDatabase(t *testing.T) {
 	require.Equal(t, int64(3), fence.Epoch)
 	day48 := filepath.Join(dir, "inputs", "day-48.jsonl")
 	require.NoError(t, json.Unmarshal([]byte(legacyIdem(t, 0, "run", jobFile("orders"), "--epoch", "3", "--input", day48, "--json")), &res))
-	require.Equal(t, job.DecisionAlreadyCommitted, res.Decision)
+	require.Equal(t, report.DecisionAlreadyCommitted, res.Decision)
 	batch3 := filepath.Join(dir, "inputs", "batch-3.jsonl")
-	for _, want := range []string{job.DecisionApplied, job.DecisionAlreadyCommitted} {
+	for _, want := range []string{report.DecisionApplied, report.DecisionAlreadyCommitted} {
 		require.NoError(t, json.Unmarshal([]byte(legacyIdem(t, 0, "run", jobFile("customer_state"), "--input", batch3, "--batch-id", "batch-4", "--json")), &res))
 		require.Equal(t, want, res.Decision)
 	}
-	legacyIdem(t, job.ExitRefused, "run", jobFile("customer_state"), "--input", filepath.Join(dir, "inputs", "batch-2.jsonl"), "--batch-id", "batch-4")
+	legacyIdem(t, report.ExitRefused, "run", jobFile("customer_state"), "--input", filepath.Join(dir, "inputs", "batch-2.jsonl"), "--batch-id", "batch-4")
 	require.Equal(t, []int64{1}, clitest.QueryInts(t, db, `SELECT count(*) FROM idem.ledger WHERE job = 'customer_state' AND batch_id = 'batch-4'`))
 }
 
@@ -240,7 +240,7 @@ func TestTodayDatabase(t *testing.T) {
 		jobFile("trips_daily"), jobFile("trips_typed"), jobFile("trips_zero"), jobFile("trips_except"), "--json")), &chain))
 	require.Len(t, chain, 7)
 	for _, c := range chain {
-		require.Contains(t, []string{job.DecisionSkipped, job.DecisionAlreadyCommitted}, c.Decision, "%s after the migration", c.Job)
+		require.Contains(t, []string{report.DecisionSkipped, report.DecisionAlreadyCommitted}, c.Decision, "%s after the migration", c.Job)
 	}
 	latest, err := catalog.LatestVersion()
 	require.NoError(t, err)
@@ -250,7 +250,7 @@ func TestTodayDatabase(t *testing.T) {
 	var res struct{ Decision string }
 	batch3 := filepath.Join(dir, "inputs", "batch-3.jsonl")
 	require.NoError(t, json.Unmarshal([]byte(legacyIdem(t, 0, "run", jobFile("customer_state"), "--input", batch3, "--batch-id", "batch-5", "--json")), &res))
-	require.Equal(t, job.DecisionApplied, res.Decision)
+	require.Equal(t, report.DecisionApplied, res.Decision)
 
 	// The file keeps the storage format DuckDB 1.5.6 wrote; a new
 	// database is created in one DuckDB 1.5 reads (run.StorageVersion).
@@ -273,7 +273,7 @@ func TestTodayDatabase(t *testing.T) {
 		stderr, err := cmd.CombinedOutput()
 		var exit *exec.ExitError
 		require.ErrorAs(t, err, &exit, "%s", stderr)
-		require.Equal(t, job.ExitRefused, exit.ExitCode(), "%s", stderr)
+		require.Equal(t, report.ExitRefused, exit.ExitCode(), "%s", stderr)
 		require.Contains(t, string(stderr), "has catalog version "+strconv.Itoa(latest)+"; this idem reads up to 5")
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/idem-dev/idem/internal/dbfile"
@@ -106,7 +106,7 @@ func TestBackupRestore(t *testing.T) {
 			clitest.CopyDir(t, out, dir)
 			tc.damage(dir)
 			r := clitest.CallIdem(t, "backup", "--verify", dir)
-			require.Equal(t, job.ExitFailure, r.Code, r.Stderr)
+			require.Equal(t, report.ExitFailure, r.Code, r.Stderr)
 			require.Contains(t, r.Stderr, tc.msg)
 		})
 	}
@@ -144,7 +144,7 @@ func TestCompactAndBackupHoldTheDatabase(t *testing.T) {
 				{"backup", "--db", j.DB, "--out", filepath.Join(j.Dir, "other")},
 			} {
 				r := clitest.CallIdem(t, other...)
-				require.Equal(t, job.ExitLocked, r.Code, "%s during %s at %s: %s", other[0], tc.cmd, tc.point, r.Stderr)
+				require.Equal(t, report.ExitLocked, r.Code, "%s during %s at %s: %s", other[0], tc.cmd, tc.point, r.Stderr)
 			}
 			code, _, stderr := held.Wait(t)
 			require.Equal(t, 0, code, stderr)
@@ -158,7 +158,7 @@ func TestCompactAndBackupHoldTheDatabase(t *testing.T) {
 		held := clitest.StartBlocked(t, "", "before_commit", "run", j.File, "--input", clitest.ChangesFixture(t, "batch-2.jsonl"))
 		for _, args := range [][]string{{"compact", "--db", j.DB}, {"backup", "--db", j.DB, "--out", filepath.Join(j.Dir, "b")}} {
 			r := clitest.CallIdem(t, args...)
-			require.Equal(t, job.ExitLocked, r.Code, "%s during a run: %s", args[0], r.Stderr)
+			require.Equal(t, report.ExitLocked, r.Code, "%s during a run: %s", args[0], r.Stderr)
 		}
 		code, _, stderr := held.Wait(t)
 		require.Equal(t, 0, code, stderr)
@@ -199,7 +199,7 @@ func TestReplicaPublicationKeepsTheLock(t *testing.T) {
 	j.Apply("--input", filepath.Join(j.Dir, "b1.jsonl"))
 	held := clitest.StartBlocked(t, "", "replica_after_rename", "run", j.File, "--input", filepath.Join(j.Dir, "b2.jsonl"))
 	r := j.Run("--input", filepath.Join(j.Dir, "b3.jsonl"))
-	require.Equal(t, job.ExitLocked, r.Code, "a second writer after the replica's publication: %s", r.Stderr)
+	require.Equal(t, report.ExitLocked, r.Code, "a second writer after the replica's publication: %s", r.Stderr)
 	code, _, stderr := held.Wait(t)
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, int64(2), replicaSnapshot(t, j.Replica()))

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/stretchr/testify/require"
@@ -177,14 +177,14 @@ func TestCompactAndBackupUsage(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{[]string{"compact"}, job.ExitUsage, "compact needs --db PATH"},
-		{[]string{"backup", "--db", j.DB}, job.ExitUsage, "backup needs --db PATH and --out DIR"},
-		{[]string{"backup", "--out", full}, job.ExitUsage, "backup needs --db PATH and --out DIR"},
-		{[]string{"backup", "--db", j.DB, "--out", full}, job.ExitUsage, "is not empty"},
-		{[]string{"backup", "--db", j.DB, "--out", j.File}, job.ExitUsage, "is not a folder"},
-		{[]string{"backup", "--db", j.DB, "--out", filepath.Join(j.Dir, "no", "such")}, job.ExitUsage, "does not exist"},
-		{[]string{"backup", "--verify", full, "--db", j.DB}, job.ExitUsage, "takes no --db"},
-		{[]string{"backup", "--verify", full}, job.ExitFailure, "not a complete backup"},
+		{[]string{"compact"}, report.ExitUsage, "compact needs --db PATH"},
+		{[]string{"backup", "--db", j.DB}, report.ExitUsage, "backup needs --db PATH and --out DIR"},
+		{[]string{"backup", "--out", full}, report.ExitUsage, "backup needs --db PATH and --out DIR"},
+		{[]string{"backup", "--db", j.DB, "--out", full}, report.ExitUsage, "is not empty"},
+		{[]string{"backup", "--db", j.DB, "--out", j.File}, report.ExitUsage, "is not a folder"},
+		{[]string{"backup", "--db", j.DB, "--out", filepath.Join(j.Dir, "no", "such")}, report.ExitUsage, "does not exist"},
+		{[]string{"backup", "--verify", full, "--db", j.DB}, report.ExitUsage, "takes no --db"},
+		{[]string{"backup", "--verify", full}, report.ExitFailure, "not a complete backup"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			before := clitest.CaptureState(t, j.DB)
@@ -200,7 +200,7 @@ func TestCompactAndBackupUsage(t *testing.T) {
 	missing := filepath.Join(j.Dir, "missing.duckdb")
 	for _, args := range [][]string{{"compact", "--db", missing}, {"backup", "--db", missing, "--out", filepath.Join(j.Dir, "b")}} {
 		r := clitest.CallIdem(t, args...)
-		require.Equal(t, job.ExitUsage, r.Code, r.Stderr)
+		require.Equal(t, report.ExitUsage, r.Code, r.Stderr)
 		require.Contains(t, r.Stderr, "no database "+missing)
 		_, err = os.Stat(missing)
 		require.True(t, os.IsNotExist(err), "%s created a database", args[0])

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/stretchr/testify/require"
@@ -190,7 +190,7 @@ func TestLostDatabaseRefused(t *testing.T) {
 		beside := treeDigest(t, filepath.Dir(db))
 		for _, args := range [][]string{{"run", stock}, {"fence", stock}} {
 			code, out, errOut = clitest.InProcess(t, args...)
-			require.Equal(t, job.ExitRefused, code, out+errOut)
+			require.Equal(t, report.ExitRefused, code, out+errOut)
 			for _, want := range []string{"database " + db + " is " + lose, db + ".erasures (2 erasure(s))", "the read replica " + db + ".read.duckdb",
 				"the retained-input store " + db + ".inputs", "--replay-journal", "nothing was created"} {
 				require.Contains(t, errOut, want)

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
@@ -193,7 +193,7 @@ func TestExpireManyBatches(t *testing.T) {
 
 	// Without --keep-snapshots and without [retention]: a usage error.
 	r = clitest.CallIdem(t, "expire", jobFile)
-	require.Equal(t, job.ExitUsage, r.Code, r.Stderr)
+	require.Equal(t, report.ExitUsage, r.Code, r.Stderr)
 	require.Contains(t, r.Stderr, "--keep-snapshots N")
 
 	expireJob(t, jobFile, db, int(keep))
@@ -242,7 +242,7 @@ func TestExpireManyBatches(t *testing.T) {
 		} {
 			t.Run(strings.Join(args[:1], "")+fmt.Sprint(s), func(t *testing.T) {
 				r := clitest.CallIdem(t, args...)
-				require.Equal(t, job.ExitRefused, r.Code, "%v: %s%s", args, r.Stdout, r.Stderr)
+				require.Equal(t, report.ExitRefused, r.Code, "%v: %s%s", args, r.Stdout, r.Stderr)
 				require.Contains(t, r.Stderr, msg)
 				require.NoFileExists(t, out)
 			})
@@ -263,14 +263,14 @@ func TestExpireManyBatches(t *testing.T) {
 	require.Equal(t, 0, r.Code, r.Stderr)
 	var res run.Result
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &res))
-	require.Equal(t, job.DecisionApplied, res.Decision)
+	require.Equal(t, report.DecisionApplied, res.Decision)
 	require.Zero(t, res.Outcomes["accepted"], "an old batch under a new id brought something back: %v", res.Outcomes)
 	fold.apply(batches[2])
 	require.Equal(t, fold.rows(), targetRows())
 	require.Equal(t, want[n], exportSHA(t, jobFile, dir, n+1))
 	require.Equal(t, &run.Expiry{OldestKept: oldest + 1, Expired: 1}, res.Expiry)
 	r = clitest.CallIdem(t, "export", jobFile, "--snapshot", fmt.Sprint(oldest), "--out", filepath.Join(dir, "gone.csv"))
-	require.Equal(t, job.ExitRefused, r.Code)
+	require.Equal(t, report.ExitRefused, r.Code)
 	require.Contains(t, r.Stderr, fmt.Sprintf("snapshot %d of trips expired (oldest kept: %d)", oldest, oldest+1))
 
 	// The latest snapshot is still rebuilt from the retained inputs.
@@ -341,7 +341,7 @@ func TestExpireKeepsDownstreamPin(t *testing.T) {
 			require.Equal(t, 0, r.Code, r.Stderr)
 			require.Contains(t, r.Stdout, `"oldest_kept":3`)
 			r = clitest.CallIdem(t, "export", src, "--snapshot", "2", "--out", filepath.Join(dir, "src2.csv"))
-			require.Equal(t, job.ExitRefused, r.Code)
+			require.Equal(t, report.ExitRefused, r.Code)
 			require.Contains(t, r.Stderr, "snapshot 2 of src expired (oldest kept: 3)")
 		}
 		return clitest.QueryStrs(t, db, `SELECT entity_id || ' ' || coalesce(value, '') FROM down ORDER BY ALL`),

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/stretchr/testify/require"
@@ -38,7 +38,7 @@ func TestExtraColumns(t *testing.T) {
 			clitest.WriteText(t, in, tc.text)
 			before := clitest.CaptureState(t, j.DB)
 			r := j.Run("--input", in)
-			require.Equal(t, job.ExitFailure, r.Code, r.Stderr)
+			require.Equal(t, report.ExitFailure, r.Code, r.Stderr)
 			field := map[string]string{"jsonl": "field", "csv": "column"}[tc.format]
 			require.Contains(t, r.Stderr, "input "+in+": unexpected "+field+` "extra"`)
 			require.Contains(t, r.Stderr, `[input] extra_columns = "ignore" skips it`)
@@ -46,7 +46,7 @@ func TestExtraColumns(t *testing.T) {
 
 			clitest.WriteText(t, j.File, insertAfter(t, string(text), "[input]\n", "extra_columns = \"ignore\"\n"))
 			res := j.Apply("--input", in)
-			require.Equal(t, job.DecisionApplied, res.Decision)
+			require.Equal(t, report.DecisionApplied, res.Decision)
 			require.Equal(t, map[string]int64{"accepted": 2}, res.Outcomes)
 			want := []string{in + ": extra"}
 			if tc.format == "jsonl" {
@@ -72,7 +72,7 @@ func TestExtraColumns(t *testing.T) {
 		require.NoError(t, err)
 		clitest.WriteText(t, j.File, insertAfter(t, string(text), "[input]\n", "extra_columns = \"drop\"\n"))
 		r := j.Run()
-		require.Equal(t, job.ExitUsage, r.Code, r.Stderr)
+		require.Equal(t, report.ExitUsage, r.Code, r.Stderr)
 		require.Contains(t, r.Stderr, `input.extra_columns: must be "error" or "ignore" (got "drop")`)
 	})
 }

@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/stretchr/testify/require"
@@ -46,13 +46,13 @@ func TestFencingRequired(t *testing.T) {
 	for _, tc := range cases {
 		before := clitest.CaptureState(t, j.DB)
 		r := clitest.CallIdem(t, tc.args...)
-		require.Equal(t, job.ExitRefused, r.Code, "%s: stdout %s stderr %s", tc.name, r.Stdout, r.Stderr)
+		require.Equal(t, report.ExitRefused, r.Code, "%s: stdout %s stderr %s", tc.name, r.Stdout, r.Stderr)
 		require.Contains(t, r.Stderr, tc.want, tc.name)
 		require.Equal(t, before, clitest.CaptureState(t, j.DB), "%s changed the database", tc.name)
 	}
 
 	res := j.Apply("--input", batch2, "--epoch", e)
-	require.Equal(t, job.DecisionApplied, res.Decision)
+	require.Equal(t, report.DecisionApplied, res.Decision)
 	require.Equal(t, int64(2), res.Snapshot)
 	r := clitest.CallIdem(t, "erase", j.File, "--key", "account-1", "--epoch", e, "--expect-parent", "2")
 	require.Equal(t, 0, r.Code, r.Stderr)
@@ -73,9 +73,9 @@ func TestFencingSetting(t *testing.T) {
 	text, err := os.ReadFile(j.File)
 	require.NoError(t, err)
 	clitest.WriteText(t, j.File, string(text)+"\n[job]\nfencing = \"optional\"\n")
-	require.Equal(t, job.DecisionApplied, j.Apply().Decision)
+	require.Equal(t, report.DecisionApplied, j.Apply().Decision)
 	clitest.WriteText(t, j.File, string(text)+"\n[job]\nfencing = \"always\"\n")
 	r := j.Run()
-	require.Equal(t, job.ExitUsage, r.Code, r.Stderr)
+	require.Equal(t, report.ExitUsage, r.Code, r.Stderr)
 	require.Contains(t, r.Stderr, `job.fencing: must be "optional" or "required" (got "always")`)
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
@@ -106,7 +106,7 @@ func TestReplicaReadDuringWrite(t *testing.T) {
 	require.Contains(t, r.Stderr, "customer_state snapshot 2")
 
 	r = clitest.CallIdem(t, "query", "--primary", "--db", j.DB, "SELECT 1")
-	require.Equal(t, job.ExitLocked, r.Code, r.Stderr)
+	require.Equal(t, report.ExitLocked, r.Code, r.Stderr)
 	require.Contains(t, r.Stderr, "held by another writer")
 
 	out := filepath.Join(j.Dir, "s1.csv")
@@ -124,7 +124,7 @@ func TestReplicaReadDuringWrite(t *testing.T) {
 		{"diff", j.File, "--from", "2", "--to", "3"},
 	} {
 		r = clitest.CallIdem(t, args...)
-		require.Equal(t, job.ExitLocked, r.Code, "%v: %s", args, r.Stderr)
+		require.Equal(t, report.ExitLocked, r.Code, "%v: %s", args, r.Stderr)
 	}
 	// Any DuckDB client reads the replica meanwhile.
 	require.Equal(t, []string{"silver", replicaPayload}, clitest.QueryStrs(t, j.Replica(),

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/idem-dev/idem/internal/history"
@@ -42,7 +42,7 @@ func TestFailedRunLeavesNoRetainedCopy(t *testing.T) {
 		`{"change_id":"s-1","entity_id":"subject-9","source_version":1,"operation":"upsert","value":"secret-payload-77"}`,
 		`{"change_id":"s-2",`)
 	r := j.Run("--input", bad)
-	require.Equal(t, job.ExitFailure, r.Code, r.Stderr)
+	require.Equal(t, report.ExitFailure, r.Code, r.Stderr)
 	require.Contains(t, r.Stderr, "line 2")
 	// The store first: opening the database (CaptureState) sweeps it.
 	require.Equal(t, files, clitest.StoreFiles(t, j.DB), "the failed run's copy is gone")
@@ -68,7 +68,7 @@ func TestTamperedRetainedCopy(t *testing.T) {
 
 	tamper()
 	r := clitest.CallIdem(t, "rerun", j.File, "--snapshot", "1", "--json")
-	require.Equal(t, job.ExitFailure, r.Code, "rerun from a tampered copy: %s %s", r.Stdout, r.Stderr)
+	require.Equal(t, report.ExitFailure, r.Code, "rerun from a tampered copy: %s %s", r.Stdout, r.Stderr)
 	require.Contains(t, r.Stderr, "retained input batch-1.jsonl ("+copyPath+") was changed")
 
 	again := j.Apply("--batch-id", "again")
@@ -100,7 +100,7 @@ func TestNonRegularInputRefused(t *testing.T) {
 	for _, tc := range cases {
 		before, files := clitest.CaptureState(t, j.DB), clitest.StoreFiles(t, j.DB)
 		r := within(t, 60*time.Second, func() clitest.CLIResult { return j.Run("--input", tc.input) })
-		require.Equal(t, job.ExitFailure, r.Code, "%s: %s", tc.name, r.Stderr)
+		require.Equal(t, report.ExitFailure, r.Code, "%s: %s", tc.name, r.Stderr)
 		require.Contains(t, r.Stderr, tc.want, tc.name)
 		require.Equal(t, files, clitest.StoreFiles(t, j.DB), tc.name)
 		require.Equal(t, before, clitest.CaptureState(t, j.DB), tc.name)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/idem-dev/idem/internal/history"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/stretchr/testify/require"
 )
 
@@ -122,7 +122,7 @@ func TestExpireKeepsRerunPins(t *testing.T) {
 	reruns("down", 2, 3)
 	reruns("ip", 2, 2)
 	r := clitest.CallIdem(t, "export", path("src"), "--snapshot", "1", "--out", filepath.Join(dir, "src1.csv"))
-	require.Equal(t, job.ExitRefused, r.Code, r.Stderr)
+	require.Equal(t, report.ExitRefused, r.Code, r.Stderr)
 	_, err := os.Stat(filepath.Join(dir, "src1.csv"))
 	require.True(t, os.IsNotExist(err))
 }

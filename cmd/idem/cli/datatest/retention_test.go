@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
@@ -142,7 +142,7 @@ func TestRetentionWithCheckpoints(t *testing.T) {
 			{"rollback", jobFile, "--to-snapshot", fmt.Sprint(s)},
 		} {
 			r := clitest.CallIdem(t, args...)
-			require.Equal(t, job.ExitRefused, r.Code, "%v: %s", args, r.Stderr)
+			require.Equal(t, report.ExitRefused, r.Code, "%v: %s", args, r.Stderr)
 			require.Contains(t, r.Stderr, msg, "%v", args)
 		}
 	}

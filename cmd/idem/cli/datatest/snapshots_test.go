@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
@@ -71,7 +71,7 @@ func TestOrdersDecodeBothPayloadVersions(t *testing.T) {
 	e := clitest.NewSnapEnv(t)
 	for _, f := range []string{"day-47.jsonl", "day-48.jsonl"} {
 		res := e.Orders(f)
-		require.Equal(t, job.DecisionApplied, res.Decision)
+		require.Equal(t, report.DecisionApplied, res.Decision)
 		require.Equal(t, lineCount(t, e.Fixture("orders/"+f)), res.RowsIn, "rows read")
 		require.Equal(t, res.RowsIn, sum(res.Outcomes), "accepted + quarantined == extracted")
 	}
@@ -151,7 +151,7 @@ func TestOrdersStaleParentCannotResurrect(t *testing.T) {
 	require.Equal(t, int64(s), b.Parent)
 
 	a := e.Idem("run", e.Config("orders"), "--input", e.Fixture("orders/writer-a-correction.jsonl"), "--expect-parent", fmt.Sprint(s))
-	require.Equal(t, job.ExitRefused, a.Code, a.Stderr)
+	require.Equal(t, report.ExitRefused, a.Code, a.Stderr)
 	require.Contains(t, a.Stderr, fmt.Sprintf("stale parent: expected %d, latest is %d", s, s+1))
 	var latest export.Result
 	e.Ok(&latest, "export", e.Config("orders"), "--out", filepath.Join(e.Dir, "after-refusal.csv"))
@@ -215,7 +215,7 @@ func TestRerunDetectsDifferences(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, db.Close())
 		res := e.Idem("rerun", e.Config("orders"), "--snapshot", "2", "--json")
-		require.Equal(t, job.ExitFailure, res.Code, res.Stderr)
+		require.Equal(t, report.ExitFailure, res.Code, res.Stderr)
 		var r history.RerunResult
 		require.NoError(t, json.Unmarshal([]byte(res.Stdout), &r))
 		require.False(t, r.Reproduced)
@@ -237,7 +237,7 @@ func TestRerunDetectsDifferences(t *testing.T) {
 		require.NoError(t, err)
 		require.Contains(t, string(kept), "ord-47,")
 		human := e.Idem("rerun", e.Config("orders"), "--snapshot", "2")
-		require.Equal(t, job.ExitFailure, human.Code, human.Stderr)
+		require.Equal(t, report.ExitFailure, human.Code, human.Stderr)
 		require.Contains(t, human.Stdout, "orders: snapshot 2 NOT reproduced")
 		require.Contains(t, human.Stdout, "  row ord-47\n")
 		require.Regexp(t, `\n    amount_cents +"1" -> "`+*col.To+`"  \(\+`, human.Stdout)
@@ -266,7 +266,7 @@ table = "orders"
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(step, append(data, []byte("\n-- edited\n")...), 0o644))
 		res := e.Idem("rerun", jobFile, "--snapshot", "1")
-		require.Equal(t, job.ExitRefused, res.Code, res.Stderr)
+		require.Equal(t, report.ExitRefused, res.Code, res.Stderr)
 		require.Contains(t, res.Stderr, "was built with transform v1 of orders")
 	})
 }
@@ -370,7 +370,7 @@ func TestRollbackOverErasureIsRefused(t *testing.T) {
 	require.NoError(t, db.Close())
 
 	res := e.Idem("rollback", e.Config("orders"), "--to-snapshot", "2")
-	require.Equal(t, job.ExitRefused, res.Code, res.Stderr)
+	require.Equal(t, report.ExitRefused, res.Code, res.Stderr)
 	require.Contains(t, res.Stderr, "rollback over an erasure")
 	var latest export.Result
 	e.Ok(&latest, "export", e.Config("orders"), "--out", filepath.Join(e.Dir, "latest.csv"))
@@ -396,10 +396,10 @@ func TestExportPinnedOutcomes(t *testing.T) {
 	require.Equal(t, map[string]int64{"1": 3, "2": 17, "3": 20}, counts)
 
 	bad := e.Idem("export", e.Config("orders"), "--table", "nope", "--out", filepath.Join(e.Dir, "x.csv"))
-	require.Equal(t, job.ExitUsage, bad.Code)
+	require.Equal(t, report.ExitUsage, bad.Code)
 	require.Contains(t, bad.Stderr, "export reads the job's target orders or orders_outcomes")
 	missing := e.Idem("export", e.Config("orders"), "--snapshot", "9", "--out", filepath.Join(e.Dir, "x.csv"))
-	require.Equal(t, job.ExitUsage, missing.Code)
+	require.Equal(t, report.ExitUsage, missing.Code)
 	require.Contains(t, missing.Stderr, "has no snapshot 9 (latest is 3)")
 }
 
@@ -424,7 +424,7 @@ schema_version = 1
 path = "`+e.Fixture("orders/day-47.jsonl")+`"
 `), 0o644))
 	res := e.Idem("run", jobFile)
-	require.Equal(t, job.ExitFailure, res.Code, res.Stderr)
+	require.Equal(t, report.ExitFailure, res.Code, res.Stderr)
 	require.Contains(t, res.Stderr, "outcomes do not balance the rows read; nothing committed")
 	rows, err := inspect.Query(context.Background(), e.DB, `SELECT count(*) FROM idem.snapshots`, run.OpenOptions{})
 	require.NoError(t, err)
@@ -546,7 +546,7 @@ func TestRollbackWriterGuards(t *testing.T) {
 	}
 	for _, tc := range cases {
 		res := e.Idem(append([]string{"rollback", e.Config("orders"), "--to-snapshot", "1"}, tc.args...)...)
-		require.Equal(t, job.ExitRefused, res.Code, "%s: %s", tc.name, res.Stderr)
+		require.Equal(t, report.ExitRefused, res.Code, "%s: %s", tc.name, res.Stderr)
 		require.Contains(t, res.Stderr, tc.want, tc.name)
 		var latest export.Result
 		e.Ok(&latest, "export", e.Config("orders"), "--out", filepath.Join(e.Dir, "latest.csv"))

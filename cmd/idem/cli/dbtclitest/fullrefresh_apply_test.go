@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // TestFullRefreshApply: run --full-refresh of an apply job rebuilds its
@@ -79,7 +79,7 @@ func TestFullRefreshApply(t *testing.T) {
 	p.Write("input/src.csv", "id,day,zone,amount\n1,2024-01-01,1,99.00\n")
 	state := clitest.CaptureState(t, db)
 	r = p.Idem("run", p.Path("src.toml"), "--full-refresh")
-	require.Equal(t, job.ExitRefused, r.Code, r.Stdout+r.Stderr)
-	require.Contains(t, r.Stderr, "--full-refresh cannot rebuild src: batch src.csv (snapshot 1) has lost its retained input src.csv (sha256 "+job.Short(sum)+"), and the landing folder holds no file of that name and sha256")
+	require.Equal(t, report.ExitRefused, r.Code, r.Stdout+r.Stderr)
+	require.Contains(t, r.Stderr, "--full-refresh cannot rebuild src: batch src.csv (snapshot 1) has lost its retained input src.csv (sha256 "+report.Short(sum)+"), and the landing folder holds no file of that name and sha256")
 	require.Equal(t, state, clitest.CaptureState(t, db))
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/catalog"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/idem-dev/idem/cmd/idem/cli"
@@ -24,14 +24,14 @@ func TestRetryOfCommittedBatchIsAlreadyCommitted(t *testing.T) {
 	t.Parallel()
 	j := clitest.NewGuardJob(t)
 	first := j.Apply("--input", clitest.ChangesFixture(t, "batch-1.jsonl"))
-	require.Equal(t, job.DecisionApplied, first.Decision)
+	require.Equal(t, report.DecisionApplied, first.Decision)
 	require.Equal(t, int64(1), first.Snapshot)
 	second := j.Apply("--input", clitest.ChangesFixture(t, "batch-2.jsonl"))
 	require.Equal(t, int64(2), second.Snapshot)
 
 	before := clitest.CaptureState(t, j.DB)
 	retry := j.Apply("--input", clitest.ChangesFixture(t, "batch-1.jsonl"))
-	require.Equal(t, job.DecisionAlreadyCommitted, retry.Decision)
+	require.Equal(t, report.DecisionAlreadyCommitted, retry.Decision)
 	require.Equal(t, "batch-1.jsonl", retry.BatchID)
 	require.Equal(t, first.Snapshot, retry.Snapshot, "the original batch's snapshot, not the latest")
 	require.Equal(t, first.RowsIn, retry.RowsIn)
@@ -69,19 +69,19 @@ func TestBatchIdentityCoversRowsAndBounds(t *testing.T) {
 			t.Parallel()
 			j := clitest.NewGuardJob(t)
 			res := j.Apply(withFixtures(t, tc.first)...)
-			require.Equal(t, job.DecisionApplied, res.Decision)
+			require.Equal(t, report.DecisionApplied, res.Decision)
 			stderr := j.Refused(withFixtures(t, tc.second)...)
 			require.Contains(t, stderr, "batch b1 was committed with digest")
 			require.Contains(t, stderr, "a changed batch needs a new batch id")
 
 			runs := j.Log()
-			require.Equal(t, job.DecisionRefused, runs[0].Decision)
+			require.Equal(t, report.DecisionRefused, runs[0].Decision)
 			require.Equal(t, "b1", *runs[0].BatchID)
 			require.Contains(t, *runs[0].Message, "batch b1")
 
 			// The committed batch is still recognised as committed.
 			again := j.Apply(withFixtures(t, tc.first)...)
-			require.Equal(t, job.DecisionAlreadyCommitted, again.Decision)
+			require.Equal(t, report.DecisionAlreadyCommitted, again.Decision)
 		})
 	}
 }
@@ -115,7 +115,7 @@ func TestOlderReplayCannotOverwriteOrResurrect(t *testing.T) {
 	require.Equal(t, want, j.Query(`SELECT entity_id, source_version, status, value FROM customer_state ORDER BY entity_id`))
 
 	replay := j.Apply("--input", old, "--batch-id", "old-replayed")
-	require.Equal(t, job.DecisionApplied, replay.Decision)
+	require.Equal(t, report.DecisionApplied, replay.Decision)
 	require.Equal(t, map[string]int64{"stale": 2}, replay.Outcomes)
 	require.Equal(t, want, j.Query(`SELECT entity_id, source_version, status, value FROM customer_state ORDER BY entity_id`))
 	require.Equal(t, [][]any{{"e2", "new"}}, j.Query(`SELECT entity_id, value FROM customer_state_active ORDER BY entity_id`))
@@ -123,7 +123,7 @@ func TestOlderReplayCannotOverwriteOrResurrect(t *testing.T) {
 		j.Query(`SELECT change_id, outcome FROM customer_state_outcomes WHERE batch_id = 'old-replayed' ORDER BY change_id`))
 
 	// The same replay under the old id is the old batch: already committed.
-	require.Equal(t, job.DecisionAlreadyCommitted, j.Apply("--input", old).Decision)
+	require.Equal(t, report.DecisionAlreadyCommitted, j.Apply("--input", old).Decision)
 }
 
 // --from/--to: the first bounded batch starts at 0, each next one where the
@@ -139,7 +139,7 @@ func TestCursorBounds(t *testing.T) {
 	require.Contains(t, stderr, "batch batch-1.jsonl starts at 5 but the job's cursor is 0 (a gap)")
 
 	res := j.Apply("--input", b1, "--from", "0", "--to", "10")
-	require.Equal(t, job.DecisionApplied, res.Decision)
+	require.Equal(t, report.DecisionApplied, res.Decision)
 	require.Equal(t, int64(10), res.Cursor)
 	snap, cursor, _ := j.State()
 	require.Equal(t, []int64{1, 10}, []int64{snap, cursor})
@@ -151,7 +151,7 @@ func TestCursorBounds(t *testing.T) {
 
 	empty := j.Input("empty.jsonl")
 	res = j.Apply("--input", empty, "--from", "10", "--to", "20")
-	require.Equal(t, job.DecisionApplied, res.Decision)
+	require.Equal(t, report.DecisionApplied, res.Decision)
 	require.Equal(t, int64(0), res.RowsIn)
 	require.Empty(t, res.Outcomes)
 	require.Equal(t, int64(2), res.Snapshot)
@@ -162,7 +162,7 @@ func TestCursorBounds(t *testing.T) {
 		j.Query(`SELECT batch_id, from_pos, to_pos, rows_in, snapshot FROM idem.ledger WHERE batch_id = 'empty.jsonl'`))
 
 	// The empty batch retried is already committed, not a second interval.
-	require.Equal(t, job.DecisionAlreadyCommitted, j.Apply("--input", empty, "--from", "10", "--to", "20").Decision)
+	require.Equal(t, report.DecisionAlreadyCommitted, j.Apply("--input", empty, "--from", "10", "--to", "20").Decision)
 
 	res = j.Apply("--input", b2, "--from", "20", "--to", "30")
 	require.Equal(t, int64(30), res.Cursor)
@@ -176,14 +176,14 @@ func TestCursorBounds(t *testing.T) {
 	// cursor is compared: already committed, not an overlap.
 	before := clitest.CaptureState(t, j.DB)
 	retry := j.Apply("--input", b1, "--from", "0", "--to", "10")
-	require.Equal(t, job.DecisionAlreadyCommitted, retry.Decision)
+	require.Equal(t, report.DecisionAlreadyCommitted, retry.Decision)
 	require.Equal(t, int64(1), retry.Snapshot)
 	require.Equal(t, before, clitest.CaptureState(t, j.DB))
 
 	// Bounds that are not an interval are usage errors.
 	for _, args := range [][]string{{"--from", "30", "--to", "30"}, {"--from", "30", "--to", "25"}, {"--from", "30"}, {"--to", "40"}} {
 		r := j.Run(append([]string{"--input", b3, "--batch-id", "x"}, args...)...)
-		require.Equal(t, job.ExitUsage, r.Code, "%v: %s", args, r.Stderr)
+		require.Equal(t, report.ExitUsage, r.Code, "%v: %s", args, r.Stderr)
 		require.Equal(t, before, clitest.CaptureState(t, j.DB))
 	}
 }
@@ -206,7 +206,7 @@ func TestMissingInputIsAnError(t *testing.T) {
 			before := clitest.CaptureState(t, j.DB)
 			for _, bounds := range [][]string{nil, {"--from", "10", "--to", "20"}} {
 				r := j.Run(append([]string{"--input", tc.input}, bounds...)...)
-				require.Contains(t, []int{job.ExitFailure, job.ExitUsage}, r.Code, r.Stderr)
+				require.Contains(t, []int{report.ExitFailure, report.ExitUsage}, r.Code, r.Stderr)
 				require.Contains(t, r.Stderr, tc.want)
 				require.Equal(t, before, clitest.CaptureState(t, j.DB))
 			}
@@ -240,13 +240,13 @@ func TestFence(t *testing.T) {
 			require.Contains(t, stderr, "stale writer: epoch "+old+" is not the job's current epoch 3")
 		}
 		res = j.Apply("--input", clitest.ChangesFixture(t, "batch-2.jsonl"), "--epoch", "3")
-		require.Equal(t, job.DecisionApplied, res.Decision)
+		require.Equal(t, report.DecisionApplied, res.Decision)
 		require.Equal(t, []int64{2, 3}, []int64{res.Snapshot, res.Epoch})
 		snap, _, epoch = j.State()
 		require.Equal(t, []int64{2, 3}, []int64{snap, epoch})
 
 		res = j.Apply("--input", clitest.ChangesFixture(t, "batch-3.jsonl"))
-		require.Equal(t, job.DecisionApplied, res.Decision)
+		require.Equal(t, report.DecisionApplied, res.Decision)
 		require.Equal(t, int64(3), res.Epoch)
 	})
 	t.Run("before the first run", func(t *testing.T) {
@@ -257,7 +257,7 @@ func TestFence(t *testing.T) {
 		require.Equal(t, `{"job":"customer_state","epoch":2}`+"\n", r.Stdout)
 		j.Refused("--input", clitest.ChangesFixture(t, "batch-1.jsonl"), "--epoch", "1")
 		res := j.Apply("--input", clitest.ChangesFixture(t, "batch-1.jsonl"), "--epoch", "2")
-		require.Equal(t, job.DecisionApplied, res.Decision)
+		require.Equal(t, report.DecisionApplied, res.Decision)
 		require.True(t, res.FirstLoad)
 		require.Equal(t, []int64{1, 2}, []int64{res.Snapshot, res.Epoch})
 	})
@@ -278,7 +278,7 @@ func TestLog(t *testing.T) {
 	j.Refused("--input", b2, "--from", "10", "--to", "20", "--epoch", "1") // stale epoch
 	bad := j.Input("bad.jsonl", `{"change_id":"x"`)
 	before := clitest.CaptureState(t, j.DB)
-	require.Equal(t, job.ExitFailure, j.Run("--input", bad, "--from", "10", "--to", "20").Code)
+	require.Equal(t, report.ExitFailure, j.Run("--input", bad, "--from", "10", "--to", "20").Code)
 	require.Equal(t, before, clitest.CaptureState(t, j.DB), "a failed run changed the database")
 	second := j.Apply("--input", b2, "--from", "10", "--to", "20", "--epoch", "2")
 
@@ -390,7 +390,7 @@ func TestCanceledBeforeTheRunStarts(t *testing.T) {
 	cancel()
 	var out, errb strings.Builder
 	code := cli.Main(ctx, []string{"run", j.File, "--input", clitest.ChangesFixture(t, "batch-2.jsonl")}, &out, &errb)
-	require.Equal(t, job.ExitFailure, code, errb.String())
+	require.Equal(t, report.ExitFailure, code, errb.String())
 	require.Contains(t, errb.String(), "idem: canceled, nothing was committed")
 	require.Empty(t, out.String())
 	require.Equal(t, before, clitest.CaptureState(t, j.DB))

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
-	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/planner"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // TestJobIdentity: a second job file that names a job the database holds
@@ -53,15 +53,15 @@ table = %q
 
 			before := clitest.CaptureState(t, j.DB)
 			r := clitest.CallIdem(t, "run", other)
-			require.Equal(t, job.ExitRefused, r.Code, r.Stdout+r.Stderr)
+			require.Equal(t, report.ExitRefused, r.Code, r.Stdout+r.Stderr)
 			require.Contains(t, r.Stderr, want)
 			require.Equal(t, before, clitest.CaptureState(t, j.DB), "a refused run changed the database")
 
 			r = clitest.CallIdem(t, "plan", other, "--json")
-			require.Equal(t, job.ExitRefused, r.Code, r.Stderr)
+			require.Equal(t, report.ExitRefused, r.Code, r.Stderr)
 			var plan planner.Plan
 			require.NoError(t, json.Unmarshal([]byte(r.Stdout), &plan), r.Stdout)
-			require.Equal(t, job.DecisionRefused, plan.Decision)
+			require.Equal(t, report.DecisionRefused, plan.Decision)
 			require.Contains(t, plan.Reason, want)
 			require.Equal(t, before, clitest.CaptureState(t, j.DB))
 
@@ -73,14 +73,14 @@ table = %q
 			}
 			for _, args := range writers {
 				r = clitest.CallIdem(t, args...)
-				require.Equal(t, job.ExitRefused, r.Code, "%v: %s", args, r.Stdout+r.Stderr)
+				require.Equal(t, report.ExitRefused, r.Code, "%v: %s", args, r.Stdout+r.Stderr)
 				require.Contains(t, r.Stderr, want)
 			}
 			require.Equal(t, before, clitest.CaptureState(t, j.DB))
 
 			// The job the database holds goes on.
 			res := j.Apply("--input", clitest.ChangesFixture(t, "batch-2.jsonl"))
-			require.Equal(t, job.DecisionApplied, res.Decision)
+			require.Equal(t, report.DecisionApplied, res.Decision)
 		})
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
@@ -90,16 +90,16 @@ func TestTablesBelongToOneJob(t *testing.T) {
 			args := tc.args(t, dir, db)
 			before := clitest.CaptureState(t, db)
 			r = clitest.CallIdem(t, args...)
-			require.Equal(t, job.ExitRefused, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
+			require.Equal(t, report.ExitRefused, r.Code, "stdout %s stderr %s", r.Stdout, r.Stderr)
 			require.Contains(t, r.Stderr, tc.want)
 			require.Equal(t, before, clitest.CaptureState(t, db), "a refused command changed the database")
 			if args[0] == "run" {
 				// plan says so too, without writing.
 				r = clitest.CallIdem(t, "plan", args[1], "--json")
-				require.Equal(t, job.ExitRefused, r.Code, "plan exits as the run would: %s", r.Stderr)
+				require.Equal(t, report.ExitRefused, r.Code, "plan exits as the run would: %s", r.Stderr)
 				var plan planner.Plan
 				require.NoError(t, json.Unmarshal([]byte(r.Stdout), &plan), r.Stdout)
-				require.Equal(t, job.DecisionRefused, plan.Decision)
+				require.Equal(t, report.DecisionRefused, plan.Decision)
 				require.Contains(t, "refused: "+plan.Reason, tc.want)
 			}
 		})
@@ -137,7 +137,7 @@ func TestOwnersOfAnOlderDatabase(t *testing.T) {
 	} {
 		file := ownerJob(t, dir, db, "jobc", target)
 		r := clitest.CallIdem(t, "run", file)
-		require.Equal(t, job.ExitRefused, r.Code, r.Stderr)
+		require.Equal(t, report.ExitRefused, r.Code, r.Stderr)
 		require.Contains(t, r.Stderr, want)
 	}
 	rows, err := inspect.Query(context.Background(), db, "SELECT name FROM idem.owners WHERE job = 'joba' ORDER BY name", run.OpenOptions{})

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
@@ -102,7 +102,7 @@ func TestQueryCannotWrite(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := clitest.InProcess(t, "query", "--db", j.DB, tc.sql)
-			require.Equal(t, job.ExitFailure, code, "stdout: %s\nstderr: %s", stdout, stderr)
+			require.Equal(t, report.ExitFailure, code, "stdout: %s\nstderr: %s", stdout, stderr)
 			require.Empty(t, stdout)
 			require.Contains(t, stderr, tc.want)
 			require.Equal(t, files, listFiles(t, j.Dir), "a file changed beside the database")
@@ -153,10 +153,10 @@ func TestQueryNeedsAnExistingDatabase(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing.duckdb")
 	code, _, stderr := clitest.InProcess(t, "query", "--db", "", "SELECT 1")
-	require.Equal(t, job.ExitUsage, code, stderr)
+	require.Equal(t, report.ExitUsage, code, stderr)
 	require.Contains(t, stderr, "query needs --db PATH")
 	code, _, stderr = clitest.InProcess(t, "query", "--db", missing, "SELECT 1")
-	require.Equal(t, job.ExitFailure, code, stderr)
+	require.Equal(t, report.ExitFailure, code, stderr)
 	require.Contains(t, stderr, missing)
 	require.Contains(t, stderr, "no such file")
 	entries, err := os.ReadDir(dir)
@@ -173,7 +173,7 @@ func TestQueryWhileHeld(t *testing.T) {
 	require.NoError(t, err)
 	defer holder.Close()
 	p := clitest.StartIdem(t, nil, "query", "--db", j.DB, "SELECT 1")
-	require.Equal(t, job.ExitLocked, p.Wait(t, time.Minute), p.Stderr.String())
+	require.Equal(t, report.ExitLocked, p.Wait(t, time.Minute), p.Stderr.String())
 	require.Contains(t, p.Stderr.String(), "database "+j.DB+" is held by another writer")
 }
 

@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
-	"github.com/idem-dev/idem/internal/job"
 	"github.com/idem-dev/idem/internal/lint"
+	"github.com/idem-dev/idem/internal/report"
 )
 
 // sealedSecret is the value of sec's first row. No job but sec declares
@@ -365,10 +365,10 @@ func TestSealedSQL(t *testing.T) {
 
 			r := idem("lint", jobFile, "--json")
 			if tc.refusedAtLoad {
-				assert.Equal(t, job.ExitUsage, r.Code, "lint: exit code; stdout %s stderr %s", r.Stdout, r.Stderr)
+				assert.Equal(t, report.ExitUsage, r.Code, "lint: exit code; stdout %s stderr %s", r.Stdout, r.Stderr)
 				assert.Regexp(t, names, r.Stderr, "lint: stderr does not name /%s/", tc.names)
 			} else {
-				assert.Equal(t, job.ExitFailure, r.Code, "lint: exit code; stdout %s stderr %s", r.Stdout, r.Stderr)
+				assert.Equal(t, report.ExitFailure, r.Code, "lint: exit code; stdout %s stderr %s", r.Stdout, r.Stderr)
 				var rep lint.Report
 				if assert.NoError(t, json.Unmarshal([]byte(r.Stdout), &rep), "lint: --json output %s stderr %s", r.Stdout, r.Stderr) {
 					assert.True(t, lintNames(rep, names), "lint: no error finding names /%s/: %s", tc.names, r.Stdout)
@@ -379,11 +379,11 @@ func TestSealedSQL(t *testing.T) {
 				return
 			}
 			r = idem("plan", jobFile)
-			assert.Equal(t, job.ExitUsage, r.Code, "plan: exit code; stdout %s stderr %s", r.Stdout, r.Stderr)
+			assert.Equal(t, report.ExitUsage, r.Code, "plan: exit code; stdout %s stderr %s", r.Stdout, r.Stderr)
 			assert.Empty(t, changedTables(before, clitest.CaptureState(t, db)), "plan: tables changed")
 
 			r = idem("run", jobFile)
-			assert.Equal(t, job.ExitUsage, r.Code, "run: exit code; stdout %s stderr %s", r.Stdout, r.Stderr)
+			assert.Equal(t, report.ExitUsage, r.Code, "run: exit code; stdout %s stderr %s", r.Stdout, r.Stderr)
 			assert.Regexp(t, names, r.Stderr, "run: stderr does not name /%s/", tc.names)
 			assert.Empty(t, changedTables(before, clitest.CaptureState(t, db)), "run: tables changed")
 

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
 	"github.com/idem-dev/idem/internal/history"
@@ -43,17 +43,17 @@ func TestChangedTargetIsRefused(t *testing.T) {
 			}
 
 			r := clitest.CallIdem(t, "plan", j.File, "--input", clitest.ChangesFixture(t, "batch-3.jsonl"), "--json")
-			require.Equal(t, job.ExitRefused, r.Code, "plan exits as the run would: %s", r.Stderr)
+			require.Equal(t, report.ExitRefused, r.Code, "plan exits as the run would: %s", r.Stderr)
 			var plan planner.Plan
 			require.NoError(t, json.Unmarshal([]byte(r.Stdout), &plan), r.Stdout)
-			require.Equal(t, job.DecisionRefused, plan.Decision)
+			require.Equal(t, report.DecisionRefused, plan.Decision)
 			require.Contains(t, plan.Reason, tc.want)
 
 			r = clitest.CallIdem(t, "rollback", j.File, "--to-snapshot", "2")
 			require.Equal(t, 0, r.Code, r.Stderr)
 			require.Equal(t, rows, j.Query("SELECT * FROM "+clitest.ApplyTable+" ORDER BY ALL"), "the rollback rebuilt the rows of snapshot 2")
 			third := j.Apply("--input", clitest.ChangesFixture(t, "batch-3.jsonl"))
-			require.Equal(t, job.DecisionApplied, third.Decision)
+			require.Equal(t, report.DecisionApplied, third.Decision)
 			require.Equal(t, int64(4), third.Snapshot)
 			r = clitest.CallIdem(t, "rerun", j.File, "--json")
 			require.Equal(t, 0, r.Code, r.Stdout+r.Stderr)
@@ -87,7 +87,7 @@ func TestDroppedRefreshTargetIsRefused(t *testing.T) {
 	} {
 		before := clitest.CaptureState(t, db)
 		code, _, errOut = clitest.InProcess(t, args...)
-		require.Equal(t, job.ExitRefused, code, errOut)
+		require.Equal(t, report.ExitRefused, code, errOut)
 		require.Contains(t, errOut, `table "occurrence_sample" of job "sample" is missing, but the job's state says it holds snapshot 1`)
 		require.Contains(t, errOut, "--to-snapshot 1")
 		require.Equal(t, before, clitest.CaptureState(t, db))
@@ -99,5 +99,5 @@ func TestDroppedRefreshTargetIsRefused(t *testing.T) {
 	require.Equal(t, outcomes, clitest.QueryInts(t, db, "SELECT count(*) FROM "+target+"_outcomes"))
 	code, out, errOut := clitest.InProcess(t, "run", cfg, "--db", db, "--json")
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, []string{job.DecisionSkipped}, clitest.JSONDecisions(t, out))
+	require.Equal(t, []string{report.DecisionSkipped}, clitest.JSONDecisions(t, out))
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/idem-dev/idem/cmd/idem/cli/internal/clitest"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 	"github.com/idem-dev/idem/internal/source"
 	"github.com/idem-dev/idem/pipelines"
@@ -357,7 +357,7 @@ func TestStreamPositionMovedIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	_, err = db.Run(ctx, j, run.RunOptions{Source: &source.Stream{Job: j, Batch: stale}, BatchID: stale.ID})
 	require.Error(t, err)
-	require.Equal(t, 3, job.ExitCode(err))
+	require.Equal(t, 3, report.ExitCode(err))
 	require.Contains(t, err.Error(), "stream position of partition 0 moved from 0 to 20 since batch rides:0:0-4 was read")
 	require.NoError(t, db.Close())
 	require.Equal(t, before, clitest.CaptureState(t, dbPath))

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/dbfile"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/sqltext"
 
 	"github.com/stretchr/testify/require"
 )
@@ -77,7 +77,7 @@ func RawDB(t *testing.T, path string) *sql.DB {
 	db, err := sql.Open("duckdb", "")
 	require.NoError(t, err)
 	db.SetMaxOpenConns(1)
-	_, err = db.Exec("ATTACH " + job.SQLString(path) + " AS raw; USE raw")
+	_, err = db.Exec("ATTACH " + sqltext.SQLString(path) + " AS raw; USE raw")
 	require.NoError(t, err)
 	return db
 }

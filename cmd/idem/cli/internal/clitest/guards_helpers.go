@@ -12,7 +12,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/catalog"
 	"github.com/idem-dev/idem/internal/inspect"
-	"github.com/idem-dev/idem/internal/job"
+	"github.com/idem-dev/idem/internal/report"
 	"github.com/idem-dev/idem/internal/run"
 
 	"github.com/stretchr/testify/require"
@@ -72,7 +72,7 @@ func (j *GuardJob) Refused(args ...string) string {
 	j.t.Helper()
 	before := CaptureState(j.t, j.DB)
 	r := j.Run(args...)
-	require.Equal(j.t, job.ExitRefused, r.Code, "run %v: stdout %s stderr %s", args, r.Stdout, r.Stderr)
+	require.Equal(j.t, report.ExitRefused, r.Code, "run %v: stdout %s stderr %s", args, r.Stdout, r.Stderr)
 	require.Equal(j.t, before, CaptureState(j.t, j.DB), "a refused run changed the database")
 	return r.Stderr
 }

@@ -1,9 +1,10 @@
-package job
+package seal
 
 import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/internal/sqltext"
 	"github.com/stretchr/testify/require"
 )
 
@@ -39,7 +40,7 @@ func TestClassifyStatement(t *testing.T) {
 		{"COPY (SELECT 1) TO '/tmp/x.csv'", StmtOther, "COPY", "", false},
 		{"ATTACH ':memory:' AS x", StmtOther, "ATTACH", "", false},
 	} {
-		st := ClassifyStatement(tc.sql, MaskSQL(tc.sql))
+		st := ClassifyStatement(tc.sql, sqltext.MaskSQL(tc.sql))
 		require.Equal(t, tc.kind, st.Kind, tc.sql)
 		require.Equal(t, tc.keyword, st.Keyword, tc.sql)
 		require.Equal(t, tc.target, strings.Join(st.Target, "."), tc.sql)
@@ -93,7 +94,7 @@ func TestCheckWrite(t *testing.T) {
 		{"USE memory", "USE"},
 		{"COMMIT", "COMMIT"},
 	} {
-		v, ok := s.checkWrite(ClassifyStatement(tc.sql, MaskSQL(tc.sql)), s.Temp)
+		v, ok := s.checkWrite(ClassifyStatement(tc.sql, sqltext.MaskSQL(tc.sql)), s.Temp)
 		if tc.construct == "" {
 			require.True(t, ok, "%s: %s", tc.sql, v.Message)
 			continue
@@ -120,7 +121,7 @@ func TestClassifyStatementPrefixes(t *testing.T) {
 	} {
 		for i := range len(full) + 1 {
 			text := full[:i]
-			st := ClassifyStatement(text, MaskSQL(text))
+			st := ClassifyStatement(text, sqltext.MaskSQL(text))
 			v, ok := s.checkWrite(st, s.Temp)
 			if !ok {
 				require.NotEmpty(t, v.Message, text)

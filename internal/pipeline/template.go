@@ -1,48 +1,30 @@
-package job
+package pipeline
 
 import (
 	"errors"
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
-// placeholder matches a placeholder of the template language:
+// Placeholder matches a placeholder of the template language:
 // {{name}} or {{name:arg:...}} (see templateFuncs).
-var placeholder = regexp.MustCompile(`\{\{\s*([a-z_]+)((?::[^:}\s]*)*)\s*\}\}`)
+var Placeholder = regexp.MustCompile(`\{\{\s*([a-z_]+)((?::[^:}\s]*)*)\s*\}\}`)
 
 var aliasRef = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
 
-var suffixRef = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
-
-// Expand expands the placeholders of a step or schema file for this job.
-// The job's files were expanded once when it was loaded, so an unknown
-// placeholder was already reported there.
-func (j *Job) Expand(text string) string {
-	out, _ := expandTemplate(text, j.Table, j.shape(), j.Input.Upstream)
-	return out
+// Shape is what a generic pipeline's placeholders expand against: a job's
+// declared columns, key and ordering column (a model's, its key alone).
+type Shape struct {
+	Columns []Column
+	Key     []string
+	Order   string
 }
 
-// shape is the job-declared shape of a generic pipeline, or nil.
-func (j *Job) shape() *tableShape {
-	if j.Pipeline.Model {
-		// A model's columns are its SELECT's: only the key is known.
-		return &tableShape{key: j.Key}
-	}
-	if !j.Pipeline.Generic {
-		return nil
-	}
-	return &tableShape{columns: j.Columns, key: j.Key, order: j.OrderBy}
-}
-
-type tableShape struct {
-	columns []Column
-	key     []string
-	order   string
-}
-
-func (s *tableShape) isKey(name string) bool {
-	for _, k := range s.key {
+func (s *Shape) isKey(name string) bool {
+	for _, k := range s.Key {
 		if k == name {
 			return true
 		}
@@ -50,8 +32,9 @@ func (s *tableShape) isKey(name string) bool {
 	return false
 }
 
-func (s *tableShape) typeOf(name string) string {
-	for _, c := range s.columns {
+// TypeOf is the declared type of column name, or "".
+func (s *Shape) TypeOf(name string) string {
+	for _, c := range s.Columns {
 		if c.Name == name {
 			return c.Type
 		}
@@ -60,9 +43,9 @@ func (s *tableShape) typeOf(name string) string {
 }
 
 // nonKey lists the columns that are not key columns, in declared order.
-func (s *tableShape) nonKey() []string {
+func (s *Shape) nonKey() []string {
 	var out []string
-	for _, c := range s.columns {
+	for _, c := range s.Columns {
 		if !s.isKey(c.Name) {
 			out = append(out, c.Name)
 		}
@@ -70,34 +53,34 @@ func (s *tableShape) nonKey() []string {
 	return out
 }
 
-// payload lists the columns that are neither key nor ordering column.
-func (s *tableShape) payload() []string {
+// Payload lists the columns that are neither key nor ordering column.
+func (s *Shape) Payload() []string {
 	var out []string
 	for _, c := range s.nonKey() {
-		if c != s.order {
+		if c != s.Order {
 			out = append(out, c)
 		}
 	}
 	return out
 }
 
-func (s *tableShape) names() []string {
-	out := make([]string, len(s.columns))
-	for i, c := range s.columns {
+func (s *Shape) names() []string {
+	out := make([]string, len(s.Columns))
+	for i, c := range s.Columns {
 		out[i] = c.Name
 	}
 	return out
 }
 
-// expandTemplate expands every placeholder in text (see templateFuncs).
+// ExpandTemplate expands every placeholder in text (see templateFuncs).
 // It reports the first unknown or malformed placeholder, or a job-shaped
 // one used in a pipeline that is not generic (shape nil).
-func expandTemplate(text, table string, shape *tableShape, upstream []string) (string, error) {
+func ExpandTemplate(text, table string, shape *Shape, upstream []string) (string, error) {
 	funcs := templateFuncs()
 	x := &expansion{table: table, shape: shape, upstream: upstream}
 	var firstErr error
-	out := placeholder.ReplaceAllStringFunc(text, func(m string) string {
-		sub := placeholder.FindStringSubmatch(m)
+	out := Placeholder.ReplaceAllStringFunc(text, func(m string) string {
+		sub := Placeholder.FindStringSubmatch(m)
 		var args []string
 		if sub[2] != "" {
 			args = strings.Split(sub[2][1:], ":")
@@ -117,7 +100,7 @@ func expandTemplate(text, table string, shape *tableShape, upstream []string) (s
 // expansion is what the placeholders of one job's files expand from.
 type expansion struct {
 	table    string
-	shape    *tableShape // nil: the pipeline is neither generic nor a model
+	shape    *Shape // nil: the pipeline is neither generic nor a model
 	upstream []string
 }
 
@@ -139,7 +122,7 @@ func (x *expansion) expand(funcs map[string]templateFunc, name string, args []st
 func quoteRef(ref string) string {
 	parts := strings.Split(ref, ".")
 	for i, p := range parts {
-		parts[i] = QuoteIdent(p)
+		parts[i] = sqltext.QuoteIdent(p)
 	}
 	return strings.Join(parts, ".")
 }
@@ -147,3 +130,6 @@ func quoteRef(ref string) string {
 // Companion matches a {{table:_suffix}} placeholder: a companion object
 // of the target, named by its suffix.
 var Companion = regexp.MustCompile(`\{\{\s*table:([A-Za-z0-9_]+)\s*\}\}`)
+
+// ModelPlaceholder is where a model pipeline's steps take the model.
+const ModelPlaceholder = "{{model}}"

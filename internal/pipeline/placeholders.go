@@ -1,8 +1,10 @@
-package job
+package pipeline
 
 import (
 	"errors"
 	"fmt"
+	"github.com/idem-dev/idem/internal/seal"
+	"github.com/idem-dev/idem/internal/sqltext"
 	"slices"
 	"strings"
 )
@@ -58,9 +60,9 @@ func templateFuncs() map[string]templateFunc {
 	return map[string]templateFunc{
 		"table":            {expand: expandTable},
 		"upstream":         {expand: expandUpstream},
-		"columns":          shaped(columnList((*tableShape).names)),
-		"key":              shaped(columnList(func(s *tableShape) []string { return s.key })),
-		"nonkey":           shaped(columnList((*tableShape).nonKey)),
+		"columns":          shaped(columnList((*Shape).names)),
+		"key":              shaped(columnList(func(s *Shape) []string { return s.Key })),
+		"nonkey":           shaped(columnList((*Shape).nonKey)),
 		"order":            shaped(expandOrder),
 		"order_is_null":    shaped(expandOrderIsNull),
 		"key_is_null":      shaped(expandKeyIsNull),
@@ -118,32 +120,32 @@ func joinEach(names []string, sep string, f func(string) string) string {
 func expandTable(x *expansion, args []string) (string, error) {
 	switch {
 	case len(args) == 0:
-		return QuoteIdent(x.table), nil
-	case len(args) == 1 && suffixRef.MatchString(args[0]):
-		return QuoteIdent(x.table + args[0]), nil
+		return sqltext.QuoteIdent(x.table), nil
+	case len(args) == 1 && SuffixRef.MatchString(args[0]):
+		return sqltext.QuoteIdent(x.table + args[0]), nil
 	}
 	return "", errors.New("want {{table}} or {{table:_suffix}}")
 }
 
 func expandUpstream(x *expansion, args []string) (string, error) {
-	if len(args) != 1 || !Identifier.MatchString(args[0]) {
+	if len(args) != 1 || !sqltext.Identifier.MatchString(args[0]) {
 		return "", errors.New("want {{upstream:JOB}}")
 	}
 	if !slices.Contains(x.upstream, args[0]) {
 		return "", fmt.Errorf("job %s is not a declared upstream: add it to [input] upstream", args[0])
 	}
-	return "temp." + QuoteIdent(UpstreamRelation(args[0])), nil
+	return "temp." + sqltext.QuoteIdent(seal.UpstreamRelation(args[0])), nil
 }
 
 // columnList expands to the columns names picks, quoted, each after the
 // optional alias.
-func columnList(names func(*tableShape) []string) func(x *expansion, args []string) (string, error) {
+func columnList(names func(*Shape) []string) func(x *expansion, args []string) (string, error) {
 	return func(x *expansion, args []string) (string, error) {
 		p, err := optionalAlias(args)
 		if err != nil {
 			return "", err
 		}
-		return joinEach(names(x.shape), ", ", func(n string) string { return p + QuoteIdent(n) }), nil
+		return joinEach(names(x.shape), ", ", func(n string) string { return p + sqltext.QuoteIdent(n) }), nil
 	}
 }
 
@@ -152,27 +154,27 @@ func expandOrder(x *expansion, args []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if x.shape.order == "" {
+	if x.shape.Order == "" {
 		return "CAST(NULL AS BIGINT)", nil
 	}
-	return p + QuoteIdent(x.shape.order), nil
+	return p + sqltext.QuoteIdent(x.shape.Order), nil
 }
 
 func expandOrderIsNull(x *expansion, args []string) (string, error) {
 	if err := wantAliases(args, 0); err != nil {
 		return "", err
 	}
-	if x.shape.order == "" {
+	if x.shape.Order == "" {
 		return "FALSE", nil
 	}
-	return QuoteIdent(x.shape.order) + " IS NULL", nil
+	return sqltext.QuoteIdent(x.shape.Order) + " IS NULL", nil
 }
 
 func expandKeyIsNull(x *expansion, args []string) (string, error) {
 	if err := wantAliases(args, 0); err != nil {
 		return "", err
 	}
-	return "(" + joinEach(x.shape.key, " OR ", func(n string) string { return QuoteIdent(n) + " IS NULL" }) + ")", nil
+	return "(" + joinEach(x.shape.Key, " OR ", func(n string) string { return sqltext.QuoteIdent(n) + " IS NULL" }) + ")", nil
 }
 
 func expandKeyMatch(x *expansion, args []string) (string, error) {
@@ -180,8 +182,8 @@ func expandKeyMatch(x *expansion, args []string) (string, error) {
 		return "", err
 	}
 	a, b := quoteRef(args[0]), quoteRef(args[1])
-	return joinEach(x.shape.key, " AND ", func(n string) string {
-		return a + "." + QuoteIdent(n) + " = " + b + "." + QuoteIdent(n)
+	return joinEach(x.shape.Key, " AND ", func(n string) string {
+		return a + "." + sqltext.QuoteIdent(n) + " = " + b + "." + sqltext.QuoteIdent(n)
 	}), nil
 }
 
@@ -190,12 +192,12 @@ func expandPayloadSame(x *expansion, args []string) (string, error) {
 		return "", err
 	}
 	a, b := quoteRef(args[0]), quoteRef(args[1])
-	payload := x.shape.payload()
+	payload := x.shape.Payload()
 	if len(payload) == 0 {
 		return "TRUE", nil
 	}
 	return "(" + joinEach(payload, " AND ", func(n string) string {
-		return a + "." + QuoteIdent(n) + " IS NOT DISTINCT FROM " + b + "." + QuoteIdent(n)
+		return a + "." + sqltext.QuoteIdent(n) + " IS NOT DISTINCT FROM " + b + "." + sqltext.QuoteIdent(n)
 	}) + ")", nil
 }
 
@@ -205,7 +207,7 @@ func expandTypedColumns(x *expansion, args []string) (string, error) {
 	}
 	s := x.shape
 	return joinEach(s.names(), ", ", func(n string) string {
-		return "TRY_CAST(" + QuoteIdent(n) + " AS " + s.typeOf(n) + ") AS " + QuoteIdent(n)
+		return "TRY_CAST(" + sqltext.QuoteIdent(n) + " AS " + s.TypeOf(n) + ") AS " + sqltext.QuoteIdent(n)
 	}), nil
 }
 
@@ -215,7 +217,7 @@ func expandTypeError(x *expansion, args []string) (string, error) {
 	}
 	s := x.shape
 	return "CASE " + joinEach(s.names(), " ", func(n string) string {
-		return "WHEN " + QuoteIdent(n) + " IS NOT NULL AND TRY_CAST(" + QuoteIdent(n) + " AS " + s.typeOf(n) + ") IS NULL THEN " + SQLString(n)
+		return "WHEN " + sqltext.QuoteIdent(n) + " IS NOT NULL AND TRY_CAST(" + sqltext.QuoteIdent(n) + " AS " + s.TypeOf(n) + ") IS NULL THEN " + sqltext.SQLString(n)
 	}) + " END", nil
 }
 
@@ -224,7 +226,7 @@ func expandRawStruct(x *expansion, args []string) (string, error) {
 		return "", err
 	}
 	return "struct_pack(" + joinEach(x.shape.names(), ", ", func(n string) string {
-		return QuoteIdent(n) + " := CAST(" + QuoteIdent(n) + " AS VARCHAR)"
+		return sqltext.QuoteIdent(n) + " := CAST(" + sqltext.QuoteIdent(n) + " AS VARCHAR)"
 	}) + ")", nil
 }
 
@@ -234,7 +236,7 @@ func expandRawFields(x *expansion, args []string) (string, error) {
 	}
 	ref := quoteRef(args[0])
 	return joinEach(x.shape.names(), ", ", func(n string) string {
-		return "struct_extract(" + ref + ", " + SQLString(n) + ")"
+		return "struct_extract(" + ref + ", " + sqltext.SQLString(n) + ")"
 	}), nil
 }
 
@@ -244,10 +246,10 @@ func expandAggNonKey(x *expansion, args []string) (string, error) {
 	}
 	s := x.shape
 	return joinEach(s.nonKey(), ", ", func(n string) string {
-		if n == s.order {
-			return "any_value(" + QuoteIdent(n) + ") AS " + QuoteIdent(n)
+		if n == s.Order {
+			return "any_value(" + sqltext.QuoteIdent(n) + ") AS " + sqltext.QuoteIdent(n)
 		}
-		return "CASE WHEN count(*) = 1 THEN any_value(" + QuoteIdent(n) + ") END AS " + QuoteIdent(n)
+		return "CASE WHEN count(*) = 1 THEN any_value(" + sqltext.QuoteIdent(n) + ") END AS " + sqltext.QuoteIdent(n)
 	}), nil
 }
 
@@ -255,7 +257,7 @@ func expandNullPayload(x *expansion, args []string) (string, error) {
 	if err := wantAliases(args, 0); err != nil {
 		return "", err
 	}
-	return joinEach(x.shape.payload(), ", ", func(n string) string { return QuoteIdent(n) + " = NULL" }), nil
+	return joinEach(x.shape.Payload(), ", ", func(n string) string { return sqltext.QuoteIdent(n) + " = NULL" }), nil
 }
 
 func expandSetNonKey(x *expansion, args []string) (string, error) {
@@ -263,7 +265,7 @@ func expandSetNonKey(x *expansion, args []string) (string, error) {
 		return "", err
 	}
 	p := quoteRef(args[0])
-	return joinEach(x.shape.nonKey(), ", ", func(n string) string { return QuoteIdent(n) + " = " + p + "." + QuoteIdent(n) }), nil
+	return joinEach(x.shape.nonKey(), ", ", func(n string) string { return sqltext.QuoteIdent(n) + " = " + p + "." + sqltext.QuoteIdent(n) }), nil
 }
 
 // columnDefs expands to each column with its declared type, or VARCHAR
@@ -276,20 +278,20 @@ func columnDefs(text bool) func(x *expansion, args []string) (string, error) {
 		s := x.shape
 		return joinEach(s.names(), ", ", func(n string) string {
 			if text {
-				return QuoteIdent(n) + " VARCHAR"
+				return sqltext.QuoteIdent(n) + " VARCHAR"
 			}
-			return QuoteIdent(n) + " " + s.typeOf(n)
+			return sqltext.QuoteIdent(n) + " " + s.TypeOf(n)
 		}), nil
 	}
 }
 
 func expandAddTextColumns(x *expansion, args []string) (string, error) {
-	if len(args) != 1 || !suffixRef.MatchString(args[0]) {
+	if len(args) != 1 || !SuffixRef.MatchString(args[0]) {
 		return "", errors.New("want {{add_text_columns:_suffix}}")
 	}
-	t := QuoteIdent(x.table + args[0])
+	t := sqltext.QuoteIdent(x.table + args[0])
 	return joinEach(x.shape.names(), "; ", func(n string) string {
-		return "ALTER TABLE " + t + " ADD COLUMN IF NOT EXISTS " + QuoteIdent(n) + " VARCHAR"
+		return "ALTER TABLE " + t + " ADD COLUMN IF NOT EXISTS " + sqltext.QuoteIdent(n) + " VARCHAR"
 	}), nil
 }
 
@@ -298,7 +300,7 @@ func expandInputOp(x *expansion, args []string) (string, error) {
 		return "", err
 	}
 	if len(x.upstream) > 0 {
-		return QuoteIdent("idem_op"), nil
+		return sqltext.QuoteIdent("idem_op"), nil
 	}
 	return "'upsert'", nil
 }

@@ -1,6 +1,8 @@
-package job
+package seal
 
 import (
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 	"strings"
 )
 
@@ -142,7 +144,7 @@ type CalledName struct {
 // plain or quoted name, lower case, and whether a parenthesis follows it
 // (a call: random(), "random" (), main.random()).
 func CalledNames(text string) []CalledName {
-	masked := MaskSQL(text)
+	masked := sqltext.MaskSQL(text)
 	toks := sqlTokens(text, masked)
 	var out []CalledName
 	for i, t := range toks {
@@ -187,5 +189,5 @@ type FunctionsRecord struct {
 
 // Record is f as enginefuncs_gen.go records it for version.
 func (f *Functions) Record(version string) FunctionsRecord {
-	return FunctionsRecord{Version: version, Volatile: SortedKeys(f.Volatile), Session: SortedKeys(f.Session), Views: SortedKeys(f.Views)}
+	return FunctionsRecord{Version: version, Volatile: report.SortedKeys(f.Volatile), Session: report.SortedKeys(f.Session), Views: report.SortedKeys(f.Views)}
 }

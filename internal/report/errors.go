@@ -1,4 +1,4 @@
-package job
+package report
 
 import (
 	"context"
@@ -66,14 +66,6 @@ func Usage(format string, args ...any) error {
 // MaxThreads bounds the threads setting: DuckDB starts every thread it is
 // given, and 100000 of them took minutes before the first query ran.
 const MaxThreads = 1024
-
-// QuoteIdent quotes a SQL identifier.
-func QuoteIdent(s string) string {
-	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
-}
-
-// SQLString quotes a SQL string literal.
-func SQLString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // FatalError wraps a DuckDB error that invalidated the database. It wraps
 // ErrFatal and the original error.

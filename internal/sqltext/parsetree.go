@@ -1,7 +1,8 @@
-package job
+package sqltext
 
 import (
 	"fmt"
+	"github.com/idem-dev/idem/internal/report"
 	"strings"
 )
 
@@ -76,4 +77,19 @@ func typeName(te map[string]any) string {
 		return a
 	}
 	return name
+}
+
+// WalkJSON calls f on every object in a decoded JSON tree.
+func WalkJSON(v any, f func(map[string]any)) {
+	switch x := v.(type) {
+	case map[string]any:
+		f(x)
+		for _, k := range report.SortedKeys(x) {
+			WalkJSON(x[k], f)
+		}
+	case []any:
+		for _, e := range x {
+			WalkJSON(e, f)
+		}
+	}
 }

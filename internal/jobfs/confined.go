@@ -1,4 +1,4 @@
-package job
+package jobfs
 
 import (
 	"errors"
@@ -9,19 +9,19 @@ import (
 	"strings"
 )
 
-// confinedFS is the file system of a pipeline folder on disk: it opens a
+// ConfinedFS is the file system of a pipeline folder on disk: it opens a
 // file only when it resolves inside the folder, symbolic links followed
 // (os.Root), so that a link in the folder cannot make a job run SQL from
-// elsewhere, which its key would not name as the folder's. dir is the
+// elsewhere, which its key would not name as the folder's. Dir is the
 // folder with its own links resolved (allowedPipelineDir).
-type confinedFS struct{ dir string }
+type ConfinedFS struct{ Dir string }
 
 // Open opens name, a slash-separated path inside the folder.
-func (c confinedFS) Open(name string) (fs.File, error) {
+func (c ConfinedFS) Open(name string) (fs.File, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
 	}
-	root, err := os.OpenRoot(c.dir)
+	root, err := os.OpenRoot(c.Dir)
 	if err != nil {
 		return nil, err
 	}
@@ -37,12 +37,12 @@ func (c confinedFS) Open(name string) (fs.File, error) {
 	}
 	// os.Root follows no absolute link: one that leads inside the folder
 	// is opened where it leads.
-	real, inside, e := resolve(c.dir, name)
+	real, inside, e := resolve(c.Dir, name)
 	if e != nil {
 		return nil, err
 	}
 	if !inside {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("a symbolic link to %s, outside folder %s: a job reads only the files inside its folders", real, c.dir)}
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("a symbolic link to %s, outside folder %s: a job reads only the files inside its folders", real, c.Dir)}
 	}
 	if st, err := os.Stat(real); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
 		return nil, notRegular(name)
@@ -55,10 +55,10 @@ func notRegular(name string) error {
 	return &fs.PathError{Op: "open", Path: name, Err: errors.New("not a regular file")}
 }
 
-// readConfined reads SQL file name of folder dir, refusing one that
-// resolves outside it or is larger than MaxSQLBytes (readSQLFile).
-func readConfined(dir, name string) ([]byte, error) {
-	return readSQLFile(confinedFS{dir}, name, filepath.Join(dir, filepath.FromSlash(name)))
+// ReadConfined reads SQL file name of folder dir, refusing one that
+// resolves outside it or is larger than MaxSQLBytes (ReadSQLFile).
+func ReadConfined(dir, name string) ([]byte, error) {
+	return ReadSQLFile(ConfinedFS{Dir: dir}, name, filepath.Join(dir, filepath.FromSlash(name)))
 }
 
 // resolve is where file name of dir leads, symbolic links followed, and
@@ -68,12 +68,12 @@ func resolve(dir, name string) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	return real, within(dir, real), nil
+	return real, Within(dir, real), nil
 }
 
-// within says whether path lies in folder root (or is root); both have
+// Within says whether path lies in folder root (or is root); both have
 // their symbolic links resolved.
-func within(root, path string) bool {
+func Within(root, path string) bool {
 	rel, err := filepath.Rel(root, path)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }

@@ -1,4 +1,4 @@
-package job
+package pipeline
 
 import (
 	"bytes"
@@ -15,6 +15,9 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/idem-dev/idem/internal/jobfs"
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // Modes of a pipeline.
@@ -109,9 +112,9 @@ func (p *Pipeline) ColumnNames() []string {
 	return names
 }
 
-// loadPipeline reads pipeline.toml; lenient accepts an apply pipeline
+// Load reads pipeline.toml; lenient accepts an apply pipeline
 // without key columns, so that idem lint can report it as a finding.
-func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
+func Load(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 	file := path.Join(origin, "pipeline.toml")
 	data, err := fs.ReadFile(fsys, "pipeline.toml")
 	if err != nil {
@@ -119,21 +122,21 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 		if !errors.Is(err, fs.ErrNotExist) {
 			msg += ": " + err.Error()
 		}
-		return nil, &JobFileError{File: file, Msg: msg, Err: err}
+		return nil, &report.JobFileError{File: file, Msg: msg, Err: err}
 	}
-	if err := checkTOMLBounds(file, data); err != nil {
+	if err := jobfs.CheckTOMLBounds(file, data); err != nil {
 		return nil, err
 	}
 	p := &Pipeline{fsys: fsys, origin: origin}
 	md, err := toml.Decode(string(data), p)
 	if err != nil {
-		return nil, tomlError(file, data, err)
+		return nil, jobfs.TOMLError(file, data, err)
 	}
 	if un := md.Undecoded(); len(un) > 0 {
-		return nil, &JobFileError{File: file, Line: keyLine(data, un[0]), Key: un[0].String(), Msg: "unknown key"}
+		return nil, &report.JobFileError{File: file, Line: jobfs.KeyLine(data, un[0]...), Key: un[0].String(), Msg: "unknown key"}
 	}
-	bad := keyErrors(file, data)
-	if !Identifier.MatchString(p.Name) {
+	bad := jobfs.KeyErrors(file, data)
+	if !sqltext.Identifier.MatchString(p.Name) {
 		return nil, bad("name", "must be a name of letters, digits and underscores")
 	}
 	if p.Mode != ModeRefresh && p.Mode != ModeApply {
@@ -155,7 +158,7 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 	}
 	seen := map[string]bool{}
 	for _, c := range p.Columns {
-		if !Identifier.MatchString(c.Name) || seen[c.Name] {
+		if !sqltext.Identifier.MatchString(c.Name) || seen[c.Name] {
 			return nil, bad("columns", "column name %q is not a unique identifier", c.Name)
 		}
 		seen[c.Name] = true
@@ -163,20 +166,20 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 	if err := p.checkTombstone(bad); err != nil {
 		return nil, err
 	}
-	if p.OutcomesTable != "" && !suffixRef.MatchString(p.OutcomesTable) {
+	if p.OutcomesTable != "" && !SuffixRef.MatchString(p.OutcomesTable) {
 		return nil, bad("outcomes_table", "must be a table-name suffix of letters, digits and underscores, like \"_outcomes\"")
 	}
 	for _, k := range p.Key {
-		if !Identifier.MatchString(k) {
+		if !sqltext.Identifier.MatchString(k) {
 			return nil, bad("key", "key column %q is not an identifier", k)
 		}
 	}
 	if p.Mode == ModeApply && len(p.Key) == 0 && !p.Generic && !lenient {
-		return nil, &JobFileError{File: file, Key: "key", Msg: "an apply pipeline declares its key columns (rows would double on replay)", Err: ErrNoKey}
+		return nil, &report.JobFileError{File: file, Key: "key", Msg: "an apply pipeline declares its key columns (rows would double on replay)", Err: report.ErrNoKey}
 	}
 	for name, prm := range p.Params {
 		if !paramTypes[prm.Type] {
-			return nil, bad("params."+name+".type", "unknown parameter type %q (want one of %s)", prm.Type, strings.Join(SortedKeys(paramTypes), ", "))
+			return nil, bad("params."+name+".type", "unknown parameter type %q (want one of %s)", prm.Type, strings.Join(report.SortedKeys(paramTypes), ", "))
 		}
 		if prm.Default != nil {
 			if _, err := ConvertParam(prm.Type, prm.Default); err != nil {
@@ -189,14 +192,14 @@ func loadPipeline(fsys fs.FS, origin string, lenient bool) (*Pipeline, error) {
 
 // checkTombstone checks [tombstone]: an apply pipeline's own input
 // columns, each given a string, integer or boolean.
-func (p *Pipeline) checkTombstone(bad keyErrorFunc) error {
+func (p *Pipeline) checkTombstone(bad jobfs.KeyErrorFunc) error {
 	if len(p.Tombstone) == 0 {
 		return nil
 	}
 	if p.Mode != ModeApply || p.Generic || p.Model {
 		return bad("tombstone", "a delete marker belongs to an apply pipeline that declares its columns (a tombstone is a delete of a change batch)")
 	}
-	for _, name := range SortedKeys(p.Tombstone) {
+	for _, name := range report.SortedKeys(p.Tombstone) {
 		if !slices.Contains(p.ColumnNames(), name) {
 			return bad("tombstone."+name, "%q is not one of the pipeline's columns (%s)", name, strings.Join(p.ColumnNames(), ", "))
 		}
@@ -233,8 +236,8 @@ func (p *Pipeline) Transform(v int) ([]Step, error) {
 			return nil, fmt.Errorf("pipeline %s: step files %s and %s share number %s", p.Name, other, e.Name(), m[1])
 		}
 		byNumber[m[1]] = e.Name()
-		data, err := readSQLFile(p.fsys, path.Join(dir, e.Name()), path.Join(p.origin, dir, e.Name()))
-		if isSQLTooLarge(err) {
+		data, err := jobfs.ReadSQLFile(p.fsys, path.Join(dir, e.Name()), path.Join(p.origin, dir, e.Name()))
+		if jobfs.IsSQLTooLarge(err) {
 			return nil, err
 		}
 		if err != nil {
@@ -252,8 +255,8 @@ func (p *Pipeline) Transform(v int) ([]Step, error) {
 // Schema returns the DDL of schema version v.
 func (p *Pipeline) Schema(v int) (string, error) {
 	name := fmt.Sprintf("schema/v%d.sql", v)
-	data, err := readSQLFile(p.fsys, name, path.Join(p.origin, name))
-	if isSQLTooLarge(err) {
+	data, err := jobfs.ReadSQLFile(p.fsys, name, path.Join(p.origin, name))
+	if jobfs.IsSQLTooLarge(err) {
 		return "", err
 	}
 	if err != nil {
@@ -275,7 +278,7 @@ func (p *Pipeline) TransformVersions() string {
 			vs = append(vs, n)
 		}
 	}
-	return versionList(vs)
+	return VersionList(vs)
 }
 
 // SchemaVersions lists the schema versions present, for messages.
@@ -288,10 +291,10 @@ func (p *Pipeline) SchemaVersions() string {
 			vs = append(vs, n)
 		}
 	}
-	return versionList(vs)
+	return VersionList(vs)
 }
 
-func versionList(vs []int) string {
+func VersionList(vs []int) string {
 	if len(vs) == 0 {
 		return "none present"
 	}
@@ -395,33 +398,10 @@ func describe(v any) string {
 	}
 }
 
-func SortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+// What a pipeline may read together (pipeline.toml reads).
+const (
+	ReadsFiles    = "files"
+	ReadsUpstream = "upstream"
+)
 
-// ParallelSteps reports whether the job's steps may run on DuckDB's
-// threads instead of one: when every statement of the run is idem's own
-// (a built-in pipeline that is not a model, with no [[quality.rules]] and
-// no sql audits), whose output is the same whatever the order rows reach
-// it (keys and ranks with no tie left to chance, any_value only of one
-// row, input row numbers from a scan in file order), as the tests of each
-// built-in with 1, 2 and 4 threads and shuffled inputs show. A model, a
-// pipeline from a folder, a rule or an audit is the user's SQL, whose
-// aggregates (a sum of DOUBLE) can depend on that order: those steps run
-// on one thread (internal/run, sealrun.go).
-func (j *Job) ParallelSteps() bool {
-	if !strings.HasPrefix(j.Pipeline.origin, "builtin:") || j.Pipeline.Model || len(j.Rules) > 0 {
-		return false
-	}
-	for _, a := range j.Audits {
-		if a.SQL != "" {
-			return false
-		}
-	}
-	return true
-}
+var SuffixRef = regexp.MustCompile(`^[A-Za-z0-9_]+$`)

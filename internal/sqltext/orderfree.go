@@ -1,7 +1,8 @@
-package job
+package sqltext
 
 import (
 	"fmt"
+	"github.com/idem-dev/idem/internal/report"
 	"strings"
 )
 
@@ -84,7 +85,7 @@ func OrderFree(plans []any) (ok bool, why string) {
 					return w
 				}
 			}
-			for _, k := range SortedKeys(x) {
+			for _, k := range report.SortedKeys(x) {
 				if w := walk(x[k]); w != "" {
 					return w
 				}

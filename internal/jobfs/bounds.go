@@ -1,9 +1,10 @@
-package job
+package jobfs
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/idem-dev/idem/internal/report"
 	"io"
 	"io/fs"
 	"os"
@@ -27,11 +28,11 @@ const (
 // where the bound was passed. It reads data once, in linear time.
 func checkTOMLBounds(path string, data []byte) error {
 	if len(data) > MaxTOMLBytes {
-		return &JobFileError{File: path, Line: 1 + bytes.Count(data[:MaxTOMLBytes], []byte("\n")),
+		return &report.JobFileError{File: path, Line: 1 + bytes.Count(data[:MaxTOMLBytes], []byte("\n")),
 			Msg: fmt.Sprintf("the file is larger than %d bytes (1 MiB), the most idem reads of a job file or pipeline.toml", MaxTOMLBytes)}
 	}
 	if line := tooDeep(data, MaxTOMLDepth); line > 0 {
-		return &JobFileError{File: path, Line: line,
+		return &report.JobFileError{File: path, Line: line,
 			Msg: fmt.Sprintf("arrays and tables nest deeper than %d levels, the most idem reads of a job file or pipeline.toml", MaxTOMLDepth)}
 	}
 	return nil
@@ -121,10 +122,10 @@ func CheckTOMLBounds(path string, data []byte) error { return checkTOMLBounds(pa
 // and a hand-written or generated SELECT is a few kilobytes.
 const MaxSQLBytes = 4 << 20
 
-// readSQLFile reads SQL file name of fsys, refusing one larger than
+// ReadSQLFile reads SQL file name of fsys, refusing one larger than
 // MaxSQLBytes before it holds more than that: a *JobFileError naming the
 // file as display, its size and the bound (exit 2).
-func readSQLFile(fsys fs.FS, name, display string) ([]byte, error) {
+func ReadSQLFile(fsys fs.FS, name, display string) ([]byte, error) {
 	f, err := fsys.Open(name)
 	if err != nil {
 		return nil, err
@@ -145,18 +146,18 @@ func readSQLFile(fsys fs.FS, name, display string) ([]byte, error) {
 	return data, nil
 }
 
-// errSQLTooLarge is wrapped by readSQLFile's refusal, which names the
+// errSQLTooLarge is wrapped by ReadSQLFile's refusal, which names the
 // file itself: callers return it as it is.
 var errSQLTooLarge = errors.New("SQL file too large")
 
 func sqlTooLarge(file, size string) error {
-	return &JobFileError{File: file, Err: errSQLTooLarge,
+	return &report.JobFileError{File: file, Err: errSQLTooLarge,
 		Msg: fmt.Sprintf("the file is %s, larger than %d bytes (4 MiB), the most idem reads of a SQL file (a model, a pipeline's step or schema)", size, MaxSQLBytes)}
 }
 
-// isSQLTooLarge says err is readSQLFile's refusal of a file past
+// IsSQLTooLarge says err is ReadSQLFile's refusal of a file past
 // MaxSQLBytes.
-func isSQLTooLarge(err error) bool { return errors.Is(err, errSQLTooLarge) }
+func IsSQLTooLarge(err error) bool { return errors.Is(err, errSQLTooLarge) }
 
 // ReadJobFile reads a job file; an error is a *JobFileError that says why.
 // A file larger than MaxTOMLBytes is refused once that many bytes are read,
@@ -169,7 +170,7 @@ func ReadJobFile(path string) ([]byte, error) {
 		if errors.As(err, &pe) {
 			reason = pe.Err
 		}
-		return nil, &JobFileError{File: path, Msg: "cannot read job file: " + reason.Error(), Err: err}
+		return nil, &report.JobFileError{File: path, Msg: "cannot read job file: " + reason.Error(), Err: err}
 	}
 	if len(data) > MaxTOMLBytes {
 		return nil, checkTOMLBounds(path, data)

@@ -1,4 +1,4 @@
-package job
+package sqltext
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package job
+package report
 
 // Decisions a run can report and the run log records.
 const (

@@ -1,4 +1,4 @@
-package job
+package pipeline
 
 import (
 	"io/fs"
@@ -14,17 +14,17 @@ import (
 // Shapes the placeholder cases expand against.
 var (
 	// full: a composite key, an ordering column and two payload columns.
-	shapeFull = &tableShape{
-		columns: []Column{{"id", "BIGINT"}, {"region", "VARCHAR"}, {"v", "BIGINT"}, {"amount", "DECIMAL(18,3)"}, {"note", "VARCHAR"}},
-		key:     []string{"id", "region"},
-		order:   "v",
+	shapeFull = &Shape{
+		Columns: []Column{{Name: "id", Type: "BIGINT"}, {Name: "region", Type: "VARCHAR"}, {Name: "v", Type: "BIGINT"}, {Name: "amount", Type: "DECIMAL(18,3)"}, {Name: "note", Type: "VARCHAR"}},
+		Key:     []string{"id", "region"},
+		Order:   "v",
 	}
 	// noOrder: no ordering column.
-	shapeNoOrder = &tableShape{columns: []Column{{"id", "BIGINT"}, {"val", "VARCHAR"}}, key: []string{"id"}}
+	shapeNoOrder = &Shape{Columns: []Column{{Name: "id", Type: "BIGINT"}, {Name: "val", Type: "VARCHAR"}}, Key: []string{"id"}}
 	// noPayload: key and ordering column only.
-	shapeNoPayload = &tableShape{columns: []Column{{"id", "BIGINT"}, {"v", "BIGINT"}}, key: []string{"id"}, order: "v"}
+	shapeNoPayload = &Shape{Columns: []Column{{Name: "id", Type: "BIGINT"}, {Name: "v", Type: "BIGINT"}}, Key: []string{"id"}, Order: "v"}
 	// model: a model knows only its key.
-	shapeModel = &tableShape{key: []string{"k"}}
+	shapeModel = &Shape{Key: []string{"k"}}
 )
 
 // placeholderCase is one use of a placeholder: text expanded for target t
@@ -33,7 +33,7 @@ var (
 type placeholderCase struct {
 	name     string // the placeholder the case is about
 	text     string
-	shape    *tableShape
+	shape    *Shape
 	upstream []string
 	want     string
 	err      string
@@ -140,7 +140,7 @@ func TestPlaceholders(t *testing.T) {
 	valid, invalid := map[string]bool{}, map[string]bool{}
 	for _, c := range placeholderCases() {
 		t.Run(c.name+"/"+c.text, func(t *testing.T) {
-			got, err := expandTemplate(c.text, "t", c.shape, c.upstream)
+			got, err := ExpandTemplate(c.text, "t", c.shape, c.upstream)
 			if c.err != "" {
 				require.EqualError(t, err, c.err)
 				require.Equal(t, c.text, got, "a placeholder that fails stays as written")
@@ -171,7 +171,7 @@ func TestExpandTemplate(t *testing.T) {
 	cases := []struct {
 		name  string
 		text  string
-		shape *tableShape
+		shape *Shape
 		want  string
 		err   string
 	}{
@@ -185,7 +185,7 @@ func TestExpandTemplate(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := expandTemplate(c.text, "t", c.shape, nil)
+			got, err := ExpandTemplate(c.text, "t", c.shape, nil)
 			if c.err != "" {
 				require.EqualError(t, err, c.err)
 				return
@@ -210,7 +210,7 @@ func TestBuiltinPlaceholders(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for _, m := range placeholder.FindAllStringSubmatch(string(text), -1) {
+		for _, m := range Placeholder.FindAllStringSubmatch(string(text), -1) {
 			if m[0] == ModelPlaceholder {
 				continue
 			}

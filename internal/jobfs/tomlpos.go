@@ -1,4 +1,4 @@
-package job
+package jobfs
 
 import (
 	"bufio"
@@ -9,16 +9,17 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/idem-dev/idem/internal/report"
 )
 
-// keyErrorFunc makes the *JobFileError of a key of a job file, key dotted
+// KeyErrorFunc makes the *JobFileError of a key of a job file, key dotted
 // ("target.table"), at the line that defines it.
-type keyErrorFunc func(key, format string, args ...any) error
+type KeyErrorFunc func(key, format string, args ...any) error
 
-// keyErrors returns the keyErrorFunc of the job file at path holding data.
-func keyErrors(path string, data []byte) keyErrorFunc {
+// KeyErrors returns the KeyErrorFunc of the job file at path holding data.
+func KeyErrors(path string, data []byte) KeyErrorFunc {
 	return func(key, format string, args ...any) error {
-		return &JobFileError{File: path, Line: keyLine(data, strings.Split(key, ".")), Key: key, Msg: fmt.Sprintf(format, args...)}
+		return &report.JobFileError{File: path, Line: keyLine(data, strings.Split(key, ".")), Key: key, Msg: fmt.Sprintf(format, args...)}
 	}
 }
 
@@ -34,7 +35,7 @@ func tomlError(path string, data []byte, err error) error {
 		if msg == "" {
 			msg = pe.Error()
 		}
-		return &JobFileError{File: path, Line: pe.Position.Line, Key: key, Msg: msg, Err: err}
+		return &report.JobFileError{File: path, Line: pe.Position.Line, Key: key, Msg: msg, Err: err}
 	}
 	// Type mismatches ("toml: line 3 (last key "x"): incompatible types ...")
 	msg := strings.TrimPrefix(err.Error(), "toml: ")
@@ -42,7 +43,7 @@ func tomlError(path string, data []byte, err error) error {
 	if m := regexp.MustCompile(`^line (\d+)`).FindStringSubmatch(msg); m != nil {
 		fmt.Sscanf(m[1], "%d", &line)
 	}
-	return &JobFileError{File: path, Line: line, Msg: msg, Err: err}
+	return &report.JobFileError{File: path, Line: line, Msg: msg, Err: err}
 }
 
 // keyLine finds the line that defines key in a TOML document: it follows
@@ -106,10 +107,10 @@ func EqualKeys(a, b []string) bool {
 }
 
 // RuleLine finds the line of the i-th [[quality.rules]] header (0-based).
-func RuleLine(data []byte, i int) int { return arrayTableLine(data, "quality.rules", i) }
+func RuleLine(data []byte, i int) int { return ArrayTableLine(data, "quality.rules", i) }
 
-// arrayTableLine is the line of the i-th (from 0) [[name]] header.
-func arrayTableLine(data []byte, name string, i int) int {
+// ArrayTableLine is the line of the i-th (from 0) [[name]] header.
+func ArrayTableLine(data []byte, name string, i int) int {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
 	n, seen := 0, 0

@@ -1,4 +1,4 @@
-package job
+package sqltext
 
 import (
 	"regexp"
@@ -281,6 +281,9 @@ var (
 // comments and string literals.
 func CreatedRelations(text string) []string { return createdRelations(text, false) }
 
+// TempRelations is CreatedRelations of the temp tables and views only.
+func TempRelations(text string) []string { return createdRelations(text, true) }
+
 // createdRelations is CreatedRelations, of temp tables and views only when
 // temp is set.
 func createdRelations(text string, temp bool) []string {
@@ -298,3 +301,15 @@ func createdRelations(text string, temp bool) []string {
 	}
 	return out
 }
+
+// QuoteIdent quotes a SQL identifier.
+func QuoteIdent(s string) string {
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}
+
+// SQLString quotes a SQL string literal.
+func SQLString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// Identifier is what idem accepts as a job, table or column name. Names are
+// also quoted wherever they reach SQL; the pattern keeps them readable.
+var Identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)

@@ -1,7 +1,8 @@
-package job
+package report
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -54,17 +55,11 @@ func Short(sum string) string {
 	return sum
 }
 
-// WalkJSON calls f on every object in a decoded JSON tree.
-func WalkJSON(v any, f func(map[string]any)) {
-	switch x := v.(type) {
-	case map[string]any:
-		f(x)
-		for _, k := range SortedKeys(x) {
-			WalkJSON(x[k], f)
-		}
-	case []any:
-		for _, e := range x {
-			WalkJSON(e, f)
-		}
+func SortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
 	}
+	sort.Strings(keys)
+	return keys
 }

@@ -1,4 +1,4 @@
-package job
+package jobkey
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ const (
 // upstream snapshots and partitions a run read), transform, config and
 // schema. The key is the sha256 of their canonical JSON (docs/concepts.md, Words), so
 // a field or JSON tag renamed here changes every job's key and reloads every
-// job: key_golden_test.go pins the parts of every kind of job.
+// job: internal/job/key_golden_test.go pins the parts of every kind of job.
 type Parts struct {
 	Input string `json:"input"`
 	// Upstream is the rest of the input part for a job that reads other
@@ -48,27 +48,6 @@ type TransformPart struct {
 type SchemaPart struct {
 	Version int    `json:"version"`
 	SHA256  string `json:"sha256"`
-}
-
-// TransformPart is the transform part of job's key. Run, plan and rerun
-// all compute it here, so a rerun checks exactly what a run recorded.
-//
-// The macros the job uses (macro.go) are hashed after the steps, as files
-// named macros/NAME.sql; a job that uses none hashes its steps alone, so
-// its key is what it was before macros existed.
-func (j *Job) TransformPart() TransformPart {
-	steps := j.Steps
-	if len(j.Macros) > 0 {
-		steps = append(slices.Clip(steps), j.macroSteps()...)
-	}
-	return TransformPart{Pipeline: j.Pipeline.Name, Version: j.TransformVersion, SHA256: StepsDigest(steps)}
-}
-
-// SchemaPart is the schema part of job's key (see schemaDigest: a generic
-// pipeline's DDL is hashed as expanded with the job's columns). Run, plan
-// and rerun all compute it here.
-func (j *Job) SchemaPart() SchemaPart {
-	return SchemaPart{Version: j.SchemaVersion, SHA256: j.schemaDigest()}
 }
 
 // CanonicalJSON encodes v with sorted keys, no spaces and no HTML escaping.
@@ -126,14 +105,12 @@ func ParseParts(s string) (Parts, error) {
 	return p, err
 }
 
-// Config is the config part of the key: everything in the job that shapes
-// rows. Never the database path or connection settings.
-func (j *Job) Config(format string) map[string]any {
-	c := map[string]any{
-		"params": j.Params,
-		"target": j.Table,
-		"format": format,
-	}
-	j.extendConfig(c) // job-declared columns, input mode, rules (jobext.go)
-	return c
+// UpstreamRef is one upstream input in the input part of a job key: the
+// upstream job, the snapshot of it this run pinned, and that snapshot's job
+// key. A run whose upstreams all name the snapshots its state row pinned
+// reads the same rows again.
+type UpstreamRef struct {
+	Job      string `json:"job"`
+	Snapshot int64  `json:"snapshot"`
+	JobKey   string `json:"job_key"`
 }

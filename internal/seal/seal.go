@@ -1,13 +1,15 @@
-package job
+package seal
 
 import (
 	"errors"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/idem-dev/idem/internal/report"
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // A job's SQL is sealed: a step reads only its declared relations (its
@@ -68,58 +70,13 @@ type Seal struct {
 	macro   bool // Check is reading a macro (checkMacro): no relation by name
 }
 
-// idemTemp are the temporary relations idem or the step contract makes
-// that a step may read and write.
-var idemTemp = []string{"input", "staged", "outcomes", "idem_erased", "idem_touched"}
-
-// Seal returns what the job's SQL may read and write.
-func (j *Job) Seal() *Seal {
-	s := &Seal{Own: map[string]bool{strings.ToLower(j.Table): true}, Temp: map[string]bool{},
-		Upstream: map[string]bool{}, Declared: map[string]bool{}}
-	if j.Pipeline != nil && j.Pipeline.Mode == ModeRefresh && j.PartitionBy == "" && j.Incremental == "" {
-		s.Fresh = strings.ToLower(j.Table)
-	}
-	if t := j.Pipeline.OutcomesTable; t != "" {
-		s.Own[strings.ToLower(j.Table+t)] = true
-	}
-	for _, n := range idemTemp {
-		s.Temp[n] = true
-	}
-	for _, text := range j.sealTexts() {
-		for _, m := range Companion.FindAllStringSubmatch(text, -1) {
-			s.Own[strings.ToLower(j.Table+m[1])] = true
-		}
-		for _, n := range createdRelations(j.Expand(text), true) {
-			s.Temp[n] = true
-		}
-	}
-	for _, u := range j.Input.Upstream {
-		s.Upstream[strings.ToLower(UpstreamRelation(u))] = true
-		s.Declared[strings.ToLower(u)] = true
-	}
-	for n := range s.Upstream {
-		s.Declared[n] = true
-	}
-	s.Macros = j.macroNames()
-	return s
-}
-
-// sealTexts are the job's SQL texts: its schema file and its steps.
-func (j *Job) sealTexts() []string {
-	texts := []string{j.DDL}
-	for _, st := range j.Steps {
-		texts = append(texts, st.SQL)
-	}
-	return texts
-}
-
 // SealedText is one SQL text of a job to check, with the file it names.
 type SealedText struct {
 	File string
 	SQL  string // expanded (placeholders replaced)
 	// Model is where the model's SELECT lies in SQL (a model job's step),
 	// and ModelFile its file, so that findings there name that file.
-	Model     Span
+	Model     sqltext.Span
 	ModelFile string
 	// Step is set for a step of the pipeline or a model (not a schema
 	// file, not an audit): steps run in order, each over what the one
@@ -128,31 +85,6 @@ type SealedText struct {
 	// Macro is set for a macro of the job's macros folder (macro.go): its
 	// CREATE TEMP MACRO as the run executes it.
 	Macro bool
-}
-
-// SealedTexts are the job's SQL texts as the run executes them: the schema
-// file and each step, expanded.
-func (j *Job) SealedTexts() []SealedText {
-	var out []SealedText
-	if strings.TrimSpace(j.DDL) != "" && !j.IsModel() {
-		out = append(out, SealedText{File: "schema v" + fmt.Sprint(j.SchemaVersion), SQL: j.Expand(j.DDL)})
-	}
-	for _, st := range j.Steps {
-		t := SealedText{File: st.Name, SQL: j.Expand(st.SQL), Step: true}
-		if j.ModelSQL != "" {
-			model := j.Expand(j.ModelSQL)
-			if i := strings.Index(t.SQL, model); i >= 0 {
-				t.Model, t.ModelFile = Span{i, i + len(model)}, j.modelFileShown()
-			}
-		}
-		out = append(out, t)
-	}
-	for _, a := range j.Audits {
-		if a.Kind == AuditSQL {
-			out = append(out, SealedText{File: "audit " + a.Name, SQL: j.Expand(a.SQL)})
-		}
-	}
-	return append(out, j.macroTexts()...)
 }
 
 // where names the file and line of offset off in t.
@@ -177,8 +109,8 @@ type NameAt struct {
 // statements a text holds, and what its function catalog says of each
 // function.
 type Parser struct {
-	Parse ParseFunc
-	Count CountFunc
+	Parse sqltext.ParseFunc
+	Count sqltext.CountFunc
 	Funcs *Functions
 }
 
@@ -192,13 +124,13 @@ func (s *Seal) Check(t SealedText, p Parser) ([]Violation, []NameAt, error) {
 		vs, err := checkMacro(t, p, s.Macros)
 		return vs, nil, err
 	}
-	masked := MaskSQL(t.SQL)
+	masked := sqltext.MaskSQL(t.SQL)
 	funcs := p.Funcs
 	if funcs == nil {
 		funcs = DefaultFunctions()
 	}
-	spans, err := Statements(t.SQL, p.Count)
-	var split *SplitError
+	spans, err := sqltext.Statements(t.SQL, p.Count)
+	var split *sqltext.SplitError
 	if errors.As(err, &split) {
 		// DuckDB's parser makes a PIVOT several statements of its own
 		// (the enum types of its columns): refused for what it is.
@@ -224,7 +156,7 @@ func (s *Seal) Check(t SealedText, p Parser) ([]Violation, []NameAt, error) {
 		// be one query that closes every parenthesis it opens.
 		model := t.SQL[t.Model.Start:t.Model.End]
 		n, err := p.Count(model)
-		if ClosingParen(MaskSQL(model), 0) < len(model) || (err == nil && n != 1) {
+		if sqltext.ClosingParen(sqltext.MaskSQL(model), 0) < len(model) || (err == nil && n != 1) {
 			file, line := t.where(t.Model.Start)
 			return []Violation{{File: file, Line: line, Construct: "model",
 				Message: "the model is not one SELECT to DuckDB's parser (a ; or an unopened ) outside strings and comments): idem runs it inside queries of its own",
@@ -260,7 +192,7 @@ func (s *Seal) Check(t SealedText, p Parser) ([]Violation, []NameAt, error) {
 		for _, m := range unparsed.FindAllStringIndex(mtext, -1) {
 			out = append(out, pivotViolation(t, sp.Start+m[0], strings.ToUpper(mtext[m[0]:m[1]])))
 		}
-		queries, err := StatementQueries(text, mtext, p.Parse)
+		queries, err := sqltext.StatementQueries(text, mtext, p.Parse)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -403,7 +335,7 @@ func (s *Seal) checkQuery(node map[string]any, temp map[string]bool) ([]Violatio
 				}
 			}
 			s.checkNode(x, scope, temp, refuse, &unknown)
-			for _, k := range SortedKeys(x) {
+			for _, k := range report.SortedKeys(x) {
 				if k == "cte_map" && hasCTEs {
 					continue
 				}
@@ -428,7 +360,7 @@ func (s *Seal) importCTE(name string, body any) bool {
 		return false // idem_upstream_x itself, never a CTE's name
 	}
 	found := false
-	WalkJSON(body, func(m map[string]any) {
+	sqltext.WalkJSON(body, func(m map[string]any) {
 		if t, _ := m["table_name"].(string); m["type"] == "BASE_TABLE" && strings.ToLower(t) == rel {
 			found = true
 		}
@@ -531,13 +463,7 @@ func (s *Seal) checkNode(x map[string]any, scope []string, temp map[string]bool,
 // StoreCatalog is the name idem attaches the database file under.
 const StoreCatalog = "idem_store"
 
-// modelFileShown is the model's file as messages name it: relative to the
-// job file's folder when it lies below it.
-func (j *Job) modelFileShown() string {
-	if j.File != "" {
-		if rel, err := filepath.Rel(filepath.Dir(j.File), j.ModelFile); err == nil && !strings.HasPrefix(rel, "..") {
-			return filepath.ToSlash(rel)
-		}
-	}
-	return j.ModelFile
-}
+// UpstreamRelation is the temporary relation a step reads upstream job
+// name's rows from: {{upstream:NAME}} expands to it. The run makes it hold
+// that job's target as committed at the snapshot pinned for the run.
+func UpstreamRelation(name string) string { return "idem_upstream_" + name }
