@@ -251,34 +251,42 @@ func (c *ckptJob) part(cp *catalog.Checkpoint, part string) string {
 func (c *ckptJob) query(q string, args ...any) []string {
 	c.t.Helper()
 	var out []string
-	c.open(true, func(d *run.DB) {
-		rows, err := d.SQL().QueryContext(context.Background(), q, args...)
-		require.NoError(c.t, err)
-		defer rows.Close()
-		for rows.Next() {
-			var s sql.NullString
-			require.NoError(c.t, rows.Scan(&s))
-			out = append(out, s.String)
-		}
-		require.NoError(c.t, rows.Err())
-	})
+	c.open(true, func(d *run.DB) { out = c.queryOn(d, q, args...) })
+	return out
+}
+
+// queryOn is query on a database already open.
+func (c *ckptJob) queryOn(d *run.DB, q string, args ...any) []string {
+	c.t.Helper()
+	rows, err := d.SQL().QueryContext(context.Background(), q, args...)
+	require.NoError(c.t, err)
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s sql.NullString
+		require.NoError(c.t, rows.Scan(&s))
+		out = append(out, s.String)
+	}
+	require.NoError(c.t, rows.Err())
 	return out
 }
 
 // state is every table of the database (the run log and the commit
-// sequence aside) as text.
+// sequence aside) as text, read in one read-only open of the database.
 func (c *ckptJob) state() string {
 	c.t.Helper()
 	var b strings.Builder
-	for _, table := range c.query(`SELECT schema_name || '.' || table_name FROM duckdb_tables()
+	c.open(true, func(d *run.DB) {
+		for _, table := range c.queryOn(d, `SELECT schema_name || '.' || table_name FROM duckdb_tables()
 		WHERE database_name = current_database() AND NOT (schema_name = 'idem' AND table_name IN ('runs', 'commits'))
 		ORDER BY ALL`) {
-		schema, name, _ := strings.Cut(table, ".")
-		fmt.Fprintf(&b, "%s\n", table)
-		for _, r := range c.query(`SELECT CAST(x AS VARCHAR) FROM "` + schema + `"."` + name + `" AS x ORDER BY 1`) {
-			fmt.Fprintf(&b, "  %s\n", r)
+			schema, name, _ := strings.Cut(table, ".")
+			fmt.Fprintf(&b, "%s\n", table)
+			for _, r := range c.queryOn(d, `SELECT CAST(x AS VARCHAR) FROM "`+schema+`"."`+name+`" AS x ORDER BY 1`) {
+				fmt.Fprintf(&b, "  %s\n", r)
+			}
 		}
-	}
+	})
 	return b.String()
 }
 

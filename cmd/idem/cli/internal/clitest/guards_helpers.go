@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -186,6 +187,11 @@ func CaptureState(t *testing.T, path string) DBState {
 	if _, err := os.Stat(path); os.IsNotExist(err) {
 		return DBState{"": "no database"}
 	}
+	return maps.Clone(cachedState("capture", path, stateSize, func() DBState { return captureState(t, path) }))
+}
+
+func captureState(t *testing.T, path string) DBState {
+	t.Helper()
 	state := DBState{}
 	Inspect(t, path, func(conn *sql.Conn) {
 		ctx := context.Background()

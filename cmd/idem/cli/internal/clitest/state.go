@@ -30,6 +30,11 @@ import (
 // replays it, in memory (inspect): the files stay as they are.
 func DumpState(t testing.TB, path string) string {
 	t.Helper()
+	return cachedState("dump", path, func(s string) int { return len(s) }, func() string { return dumpState(t, path) })
+}
+
+func dumpState(t testing.TB, path string) string {
+	t.Helper()
 	var s string
 	Inspect(t, path, func(conn *sql.Conn) {
 		var err error
