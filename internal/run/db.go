@@ -308,10 +308,9 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 		d.threads = &adaptiveThreads{rows: smallRows, bytes: smallBytes}
 	}
 	// The checks below run one after another on one connection: each new
-	// connection attaches the file and sets the session again, which cost
-	// about a tenth of the open. None of them leaves temp state, and the
-	// connection is closed before Open returns, so that no run sees
-	// another's temp tables (openConnector).
+	// connection chooses the catalog again (openFile). None of them
+	// leaves temp state, and the connection is closed before Open
+	// returns, so that no run sees another's temp tables (openConnector).
 	db.SetMaxIdleConns(1)
 	defer db.SetMaxIdleConns(0)
 	check := func(ctx context.Context) error { return catalog.Migrate(ctx, d.sql, d.path, opts.Fault) }
