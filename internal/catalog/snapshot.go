@@ -11,20 +11,6 @@ import (
 	"github.com/idem-dev/idem/internal/report"
 )
 
-// SnapshotCounts reads the rows in and the outcomes JSON that snapshot S of
-// job recorded; both are empty when there is no such row.
-func SnapshotCounts(ctx context.Context, q Querier, j string, snapshot int64) (rowsIn int64, outcomes string, err error) {
-	c, err := ReadSnapshotCounts(ctx, q, j, snapshot)
-	return c.RowsIn, c.Outcomes, err
-}
-
-// SnapshotRowsOut reads the target row count snapshot S of job recorded;
-// not valid when there is no such row or it recorded none.
-func SnapshotRowsOut(ctx context.Context, q Querier, j string, snapshot int64) (sql.NullInt64, error) {
-	c, err := ReadSnapshotCounts(ctx, q, j, snapshot)
-	return c.RowsOut, err
-}
-
 // SnapshotCountsRow is what snapshot S of a job recorded of its rows: the
 // rows in, the outcomes JSON and the target's rows out. Zero (RowsOut not
 // valid) when there is no such row.

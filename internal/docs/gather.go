@@ -466,12 +466,12 @@ func readJob(ctx context.Context, db *run.DB, j *job.Job, d *Job, opts Options) 
 func readSnapshot(ctx context.Context, db *run.DB, j *job.Job, s *catalog.SnapshotRow, hashRows int64) (Snapshot, error) {
 	name := j.Name
 	out := Snapshot{Snapshot: s.Snapshot, Parent: s.Parent, Kind: s.Kind, BatchID: s.BatchID}
-	rows, err := catalog.SnapshotRowsOut(ctx, db.SQL(), name, s.Snapshot)
+	c, err := catalog.ReadSnapshotCounts(ctx, db.SQL(), name, s.Snapshot)
 	if err != nil {
 		return out, err
 	}
-	if rows.Valid {
-		out.Rows = report.Thousands(rows.Int64)
+	if c.RowsOut.Valid {
+		out.Rows = report.Thousands(c.RowsOut.Int64)
 	}
 	p, err := catalog.ReadPacket(ctx, db.SQL(), name, s.Snapshot)
 	if errors.Is(err, catalog.ErrNoPacket) {

@@ -120,13 +120,13 @@ func replacedEntry(old catalog.PacketEntry) catalog.PacketEntry {
 // snapshotCounts are the rows in and outcomes snapshot s of job name
 // records.
 func snapshotCounts(ctx context.Context, q catalog.Querier, name string, s int64) (int64, map[string]int64, error) {
-	in, text, err := catalog.SnapshotCounts(ctx, q, name, s)
+	c, err := catalog.ReadSnapshotCounts(ctx, q, name, s)
 	if err != nil {
 		return 0, nil, err
 	}
 	out := map[string]int64{}
-	if err := json.Unmarshal([]byte(text), &out); err != nil {
+	if err := json.Unmarshal([]byte(c.Outcomes), &out); err != nil {
 		return 0, nil, fmt.Errorf("outcomes of snapshot %d of %s: %w", s, name, err)
 	}
-	return in, out, nil
+	return c.RowsIn, out, nil
 }
