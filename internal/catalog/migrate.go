@@ -358,26 +358,24 @@ func readVersion(ctx context.Context, q Querier, path string) (int, error) {
 	// Outside a transaction the version is read at once, and only a
 	// failed read looks the table up: a database's first duckdb_tables()
 	// builds DuckDB's built-in views (16-40 ms, on every open), and a
-	// failed statement outside a transaction spoils nothing.
-	if db, ok := q.(*sql.DB); ok {
-		if rows, err := db.QueryContext(ctx, `SELECT value FROM idem.meta WHERE key = ?`, versionKey); err == nil {
-			return versionOf(rows, where)
+	// failed statement outside a transaction spoils nothing. In a
+	// transaction the table is looked up first.
+	_, direct := q.(*sql.DB)
+	if !direct {
+		exists, err := TableExists(ctx, q, "idem", "meta")
+		if err != nil || !exists {
+			return 0, err
 		}
-	}
-	exists, err := TableExists(ctx, q, "idem", "meta")
-	if err != nil || !exists {
-		return 0, err
 	}
 	rows, err := q.QueryContext(ctx, `SELECT value FROM idem.meta WHERE key = ?`, versionKey)
 	if err != nil {
+		if direct {
+			if exists, terr := TableExists(ctx, q, "idem", "meta"); terr == nil && !exists {
+				return 0, nil
+			}
+		}
 		return 0, fmt.Errorf("read catalog version%s: %w", where, err)
 	}
-	return versionOf(rows, where)
-}
-
-// versionOf reads the catalog version from rows of idem.meta's version
-// key, and closes them.
-func versionOf(rows *sql.Rows, where string) (int, error) {
 	defer rows.Close()
 	var values []string
 	for rows.Next() {
