@@ -312,7 +312,7 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 	// leaves temp state, and the connection is closed before Open
 	// returns, so that no run sees another's temp tables (openConnector).
 	db.SetMaxIdleConns(1)
-	defer db.SetMaxIdleConns(0)
+	defer db.SetMaxIdleConns(idleConns)
 	check := func(ctx context.Context) error { return catalog.Migrate(ctx, d.sql, d.path, opts.Fault) }
 	if opts.ReadOnly {
 		check = func(ctx context.Context) error {
@@ -423,10 +423,11 @@ func OpenMemory(ctx context.Context, dsn string) (*sql.DB, error) {
 }
 
 func openConnector(ctx context.Context, connector *duckdb.Connector) (*sql.DB, error) {
-	db := sql.OpenDB(connector)
-	// Closing idle connections drops their temp tables and variables, so no
-	// run sees another run's temp state.
-	db.SetMaxIdleConns(0)
+	db := sql.OpenDB(&cachingConnector{inner: connector})
+	// Idle connections are kept with their prepared statements; before one
+	// is reused, its temp tables, views and variables are cleared, so no
+	// run sees another run's temp state (stmtcache.go).
+	db.SetMaxIdleConns(idleConns)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, err
