@@ -31,9 +31,11 @@ import (
 // current_timestamp), so the cache changes no result.
 //
 // Only a text DuckDB reads as one statement is prepared: duckdb-go's
-// PrepareContext runs every statement of a text but the last, so the text
-// is counted by DuckDB's own parser first (once, on its second sighting;
-// a text seen once is run as before). A CREATE VIEW is never kept
+// PrepareContext runs every statement of a text but the last. A text of
+// plain quoting (no dollar quotes, backslashes or block comments) in which
+// idem's masking finds one statement is prepared when first seen; any
+// other is counted by DuckDB's own parser first, on its second sighting (a
+// text seen once is run as before). A CREATE VIEW is never kept
 // (noteSession).
 //
 // For the kept statements to pay, a connection outlives one run: the pool
@@ -141,18 +143,29 @@ func (c *cachedConn) prepared(ctx context.Context, query string) *duckdb.Stmt {
 		c.lru.MoveToFront(e)
 		return cs.stmt
 	}
-	if !c.noteSession(query) || !c.countable {
+	keep, single := c.noteSession(query)
+	if !keep {
 		return nil
 	}
-	if !c.seen[query] {
-		if len(c.seen) >= seenLimit {
-			clear(c.seen)
+	// A text of plain quoting that idem's reading finds one statement in
+	// is prepared at once: quotes, comments and semicolons without dollar
+	// quotes, backslashes or block comments read the same in idem's masking
+	// and DuckDB's lexer. Any other text is counted by DuckDB's parser, on
+	// its second sighting.
+	if !single || !plainText(query) {
+		if !c.countable {
+			return nil
 		}
-		c.seen[query] = true
-		return nil
-	}
-	if !c.oneStatement(query) {
-		return nil
+		if !c.seen[query] {
+			if len(c.seen) >= seenLimit {
+				clear(c.seen)
+			}
+			c.seen[query] = true
+			return nil
+		}
+		if !c.oneStatement(query) {
+			return nil
+		}
 	}
 	st, err := c.Conn.PrepareContext(ctx, query)
 	if err != nil {
@@ -195,10 +208,13 @@ func (c *cachedConn) oneStatement(query string) bool {
 // may be kept: not a CREATE VIEW, which DuckDB 2.0.0 runs wrongly from a
 // prepared statement whose last run was rolled back (the view made then
 // has no query: reading it is an INTERNAL error, "Attempted to dereference
-// unique_ptr that is NULL"; TestKeptStatementsSeeChanges).
-func (c *cachedConn) noteSession(query string) bool {
-	words := strings.Fields(sqltext.MaskSQL(query))
-	keep := true
+// unique_ptr that is NULL"; TestKeptStatementsSeeChanges). single
+// reports whether idem's masking finds one statement in the text.
+func (c *cachedConn) noteSession(query string) (keep, single bool) {
+	masked := sqltext.MaskSQL(query)
+	single = !strings.Contains(strings.TrimRight(masked, " \t\r\n;"), ";")
+	words := strings.Fields(masked)
+	keep = true
 	if len(words) > 0 && strings.EqualFold(words[0], "CREATE") {
 		for _, w := range words[1:min(len(words), 6)] {
 			if strings.EqualFold(w, "VIEW") {
@@ -207,7 +223,7 @@ func (c *cachedConn) noteSession(query string) bool {
 		}
 	}
 	if c.session || len(words) == 0 {
-		return keep
+		return keep, single
 	}
 	first := strings.ToUpper(words[0])
 	second := ""
@@ -218,7 +234,7 @@ func (c *cachedConn) noteSession(query string) bool {
 	case "SET", "RESET":
 		switch second {
 		case "VARIABLE", "GLOBAL", "THREADS", "WORKER_THREADS":
-			return keep
+			return keep, single
 		}
 		c.session = true
 	case "CREATE":
@@ -233,7 +249,13 @@ func (c *cachedConn) noteSession(query string) bool {
 	case "PRAGMA", "USE", "ATTACH", "DETACH", "LOAD", "INSTALL", "BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "PREPARE", "EXECUTE", "DEALLOCATE", "CALL":
 		c.session = true
 	}
-	return keep
+	return keep, single
+}
+
+// plainText reports whether query quotes only plainly: no dollar quote, no
+// backslash (an E'...' escape), no block comment.
+func plainText(query string) bool {
+	return !strings.ContainsAny(query, "$\\") && !strings.Contains(query, "/*")
 }
 
 // sessionObjects lists what a connection's session holds: its temp

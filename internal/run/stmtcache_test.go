@@ -81,6 +81,20 @@ func TestKeptStatementsSeeChanges(t *testing.T) {
 		exec("INSERT INTO u VALUES (1); INSERT INTO u VALUES (2)")
 	}
 	require.EqualValues(t, 6, one("SELECT count(*) FROM u"))
+	// A plain text is kept when first seen; a dollar-quoted one only once
+	// DuckDB counted it, on its second sighting.
+	const plain, dollar = "SELECT 'a;b' AS s", "SELECT $$a;b$$ AS s"
+	require.Equal(t, "a;b", one(plain))
+	require.Contains(t, driverOf(t, conn).stmts, plain)
+	require.Equal(t, "a;b", one(dollar))
+	require.NotContains(t, driverOf(t, conn).stmts, dollar)
+	require.Equal(t, "a;b", one(dollar))
+	require.Contains(t, driverOf(t, conn).stmts, dollar)
+	const smuggled = "SELECT $$a$$ AS s; INSERT INTO u VALUES (3)"
+	for range 3 {
+		exec(smuggled)
+	}
+	require.EqualValues(t, 3, one("SELECT count(*) FROM u WHERE a = 3"), "each run of a two-statement text runs both")
 	// A kept CREATE TABLE AS WITH ... over a temp view made again before
 	// each run (as a pipeline's stage step reads its input) binds the
 	// view of the run.
