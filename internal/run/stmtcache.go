@@ -78,8 +78,9 @@ func (c *cachingConnector) Driver() driver.Driver { return c.inner.Driver() }
 func (c *cachingConnector) Close() error { return c.inner.Close() }
 
 type cachedStmt struct {
-	text string
-	stmt *duckdb.Stmt
+	text    string
+	stmt    *duckdb.Stmt
+	touches bool // a CREATE or a SET: it may leave session state
 }
 
 // cachedConn is a DuckDB connection that keeps its prepared statements.
@@ -92,6 +93,10 @@ type cachedConn struct {
 	seen      map[string]bool
 	// session: a statement changed a setting of this connection.
 	session bool
+	// touched: a statement since the last reset may have left a temp
+	// relation or a variable (a CREATE or a SET); ResetSession looks for
+	// them only then.
+	touched bool
 }
 
 // DuckDB returns the duckdb-go connection underneath.
@@ -141,6 +146,7 @@ func (c *cachedConn) prepared(ctx context.Context, query string) *duckdb.Stmt {
 			return nil
 		}
 		c.lru.MoveToFront(e)
+		c.touched = c.touched || cs.touches
 		return cs.stmt
 	}
 	keep, single := c.noteSession(query)
@@ -178,7 +184,7 @@ func (c *cachedConn) prepared(ctx context.Context, query string) *duckdb.Stmt {
 		return nil
 	}
 	delete(c.seen, query)
-	c.stmts[query] = c.lru.PushFront(&cachedStmt{text: query, stmt: s})
+	c.stmts[query] = c.lru.PushFront(&cachedStmt{text: query, stmt: s, touches: touches(query)})
 	for c.lru.Len() > stmtCacheSize {
 		last := c.lru.Back()
 		cs := last.Value.(*cachedStmt)
@@ -214,6 +220,9 @@ func (c *cachedConn) noteSession(query string) (keep, single bool) {
 	masked := sqltext.MaskSQL(query)
 	single = !strings.Contains(strings.TrimRight(masked, " \t\r\n;"), ";")
 	words := strings.Fields(masked)
+	if len(words) > 0 && (strings.EqualFold(words[0], "CREATE") || strings.EqualFold(words[0], "SET")) {
+		c.touched = true
+	}
 	keep = true
 	if len(words) > 0 && strings.EqualFold(words[0], "CREATE") {
 		for _, w := range words[1:min(len(words), 6)] {
@@ -252,6 +261,27 @@ func (c *cachedConn) noteSession(query string) (keep, single bool) {
 	return keep, single
 }
 
+// touches reports whether query is a CREATE or a SET, which may leave a
+// temp relation or a variable in the session.
+func touches(query string) bool {
+	words := strings.Fields(sqltext.MaskSQL(query))
+	return len(words) > 0 && (strings.EqualFold(words[0], "CREATE") || strings.EqualFold(words[0], "SET"))
+}
+
+// PrepareContext prepares a statement run outside the kept ones (its
+// runs do not come through this connection): the session is read at the
+// next reset, whatever it runs.
+func (c *cachedConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	c.touched = true
+	c.noteSession(query)
+	return c.Conn.PrepareContext(ctx, query)
+}
+
+// Prepare is PrepareContext without a context.
+func (c *cachedConn) Prepare(query string) (driver.Stmt, error) {
+	return c.PrepareContext(context.Background(), query)
+}
+
 // plainText reports whether query quotes only plainly: no dollar quote, no
 // backslash (an E'...' escape), no block comment.
 func plainText(query string) bool {
@@ -272,6 +302,9 @@ UNION ALL SELECT 'VARIABLE', name FROM duckdb_variables()`
 func (c *cachedConn) ResetSession(ctx context.Context) error {
 	if c.session {
 		return driver.ErrBadConn
+	}
+	if !c.touched {
+		return nil
 	}
 	rows, err := c.QueryContext(ctx, sessionObjects, nil)
 	if err != nil {
@@ -294,6 +327,7 @@ func (c *cachedConn) ResetSession(ctx context.Context) error {
 	if err := rows.Close(); err != nil {
 		return driver.ErrBadConn
 	}
+	c.touched = false
 	// The same few drops come back at every reset (the input view,
 	// idem's variables): they are kept like any other text.
 	for _, d := range drops {
