@@ -3,11 +3,10 @@ package run
 import (
 	"context"
 	"database/sql"
-	"reflect"
-	"unsafe"
 
 	"github.com/idem-dev/idem/internal/report"
 
+	"github.com/duckdb/duckdb-go/v2"
 	"github.com/duckdb/duckdb-go/v2/mapping"
 )
 
@@ -21,19 +20,17 @@ import (
 // rawConnection returns the DuckDB connection handle of conn.
 func rawConnection(conn *sql.Conn) (mapping.Connection, bool) {
 	var c mapping.Connection
+	ok := false
 	_ = conn.Raw(func(driverConn any) error {
-		v := reflect.ValueOf(driverConn)
-		if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-			return nil
+		switch dc := driverConn.(type) {
+		case *cachedConn:
+			c, ok = dc.raw, dc.countable
+		case *duckdb.Conn:
+			c, ok = driverConnection(dc)
 		}
-		f := v.Elem().FieldByName("conn")
-		if !f.IsValid() || f.Type() != reflect.TypeFor[mapping.Connection]() {
-			return nil
-		}
-		c = *(*mapping.Connection)(unsafe.Pointer(f.UnsafeAddr()))
 		return nil
 	})
-	return c, c.Ptr != nil
+	return c, ok
 }
 
 // withQueryProgress turns on DuckDB's progress tracking on conn (without
