@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"database/sql/driver"
+	"io"
 	"reflect"
 	"strings"
 	"unsafe"
@@ -136,7 +137,8 @@ func (c *cachedConn) retireOn(err error) {
 }
 
 // prepared returns the kept statement of query, preparing it when the text
-// is seen the second time; nil when the text must run as before.
+// may be kept (see the top of this file); nil when the text must run as
+// before.
 func (c *cachedConn) prepared(ctx context.Context, query string) *duckdb.Stmt {
 	if e, ok := c.stmts[query]; ok {
 		cs := e.Value.(*cachedStmt)
@@ -149,7 +151,7 @@ func (c *cachedConn) prepared(ctx context.Context, query string) *duckdb.Stmt {
 		c.touched = c.touched || cs.touches
 		return cs.stmt
 	}
-	keep, single := c.noteSession(query)
+	keep, single, touch := c.noteSession(query)
 	if !keep {
 		return nil
 	}
@@ -184,7 +186,7 @@ func (c *cachedConn) prepared(ctx context.Context, query string) *duckdb.Stmt {
 		return nil
 	}
 	delete(c.seen, query)
-	c.stmts[query] = c.lru.PushFront(&cachedStmt{text: query, stmt: s, touches: touches(query)})
+	c.stmts[query] = c.lru.PushFront(&cachedStmt{text: query, stmt: s, touches: touch})
 	for c.lru.Len() > stmtCacheSize {
 		last := c.lru.Back()
 		cs := last.Value.(*cachedStmt)
@@ -215,14 +217,15 @@ func (c *cachedConn) oneStatement(query string) bool {
 // prepared statement whose last run was rolled back (the view made then
 // has no query: reading it is an INTERNAL error, "Attempted to dereference
 // unique_ptr that is NULL"; TestKeptStatementsSeeChanges). single
-// reports whether idem's masking finds one statement in the text.
-func (c *cachedConn) noteSession(query string) (keep, single bool) {
+// reports whether idem's masking finds one statement in the text, touch
+// whether it is a CREATE or a SET, which may leave a temp relation or a
+// variable in the session (it marks the connection touched).
+func (c *cachedConn) noteSession(query string) (keep, single, touch bool) {
 	masked := sqltext.MaskSQL(query)
 	single = !strings.Contains(strings.TrimRight(masked, " \t\r\n;"), ";")
 	words := strings.Fields(masked)
-	if len(words) > 0 && (strings.EqualFold(words[0], "CREATE") || strings.EqualFold(words[0], "SET")) {
-		c.touched = true
-	}
+	touch = len(words) > 0 && (strings.EqualFold(words[0], "CREATE") || strings.EqualFold(words[0], "SET"))
+	c.touched = c.touched || touch
 	keep = true
 	if len(words) > 0 && strings.EqualFold(words[0], "CREATE") {
 		for _, w := range words[1:min(len(words), 6)] {
@@ -232,7 +235,7 @@ func (c *cachedConn) noteSession(query string) (keep, single bool) {
 		}
 	}
 	if c.session || len(words) == 0 {
-		return keep, single
+		return keep, single, touch
 	}
 	first := strings.ToUpper(words[0])
 	second := ""
@@ -243,7 +246,7 @@ func (c *cachedConn) noteSession(query string) (keep, single bool) {
 	case "SET", "RESET":
 		switch second {
 		case "VARIABLE", "GLOBAL", "THREADS", "WORKER_THREADS":
-			return keep, single
+			return keep, single, touch
 		}
 		c.session = true
 	case "CREATE":
@@ -258,14 +261,7 @@ func (c *cachedConn) noteSession(query string) (keep, single bool) {
 	case "PRAGMA", "USE", "ATTACH", "DETACH", "LOAD", "INSTALL", "BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "PREPARE", "EXECUTE", "DEALLOCATE", "CALL":
 		c.session = true
 	}
-	return keep, single
-}
-
-// touches reports whether query is a CREATE or a SET, which may leave a
-// temp relation or a variable in the session.
-func touches(query string) bool {
-	words := strings.Fields(sqltext.MaskSQL(query))
-	return len(words) > 0 && (strings.EqualFold(words[0], "CREATE") || strings.EqualFold(words[0], "SET"))
+	return keep, single, touch
 }
 
 // PrepareContext prepares a statement run outside the kept ones (its
@@ -313,8 +309,11 @@ func (c *cachedConn) ResetSession(ctx context.Context) error {
 	var drops []string
 	dest := make([]driver.Value, 2)
 	for {
-		if err := rows.Next(dest); err != nil {
+		if err := rows.Next(dest); err == io.EOF {
 			break
+		} else if err != nil {
+			_ = rows.Close()
+			return driver.ErrBadConn
 		}
 		kind, _ := dest[0].(string)
 		name, _ := dest[1].(string)
