@@ -307,12 +307,9 @@ func openOnce(ctx context.Context, dsn, path string, opts OpenOptions) (*DB, err
 	if !opts.ReadOnly && opts.DuckDB.Threads == 0 {
 		d.threads = &adaptiveThreads{rows: smallRows, bytes: smallBytes}
 	}
-	// The checks below run one after another on one connection: each new
-	// connection chooses the catalog again (openFile). None of them
-	// leaves temp state, and the connection is closed before Open
-	// returns, so that no run sees another's temp tables (openConnector).
-	db.SetMaxIdleConns(1)
-	defer db.SetMaxIdleConns(idleConns)
+	// The checks below run one after another on one connection, kept in
+	// the pool with its prepared statements for the runs that follow
+	// (cleared of temp state before its next user: stmtcache.go).
 	check := func(ctx context.Context) error { return catalog.Migrate(ctx, d.sql, d.path, opts.Fault) }
 	if opts.ReadOnly {
 		check = func(ctx context.Context) error {
@@ -372,15 +369,15 @@ func openFile(ctx context.Context, dsn, path string, readOnly bool, others ...At
 	for _, o := range others {
 		attaches = append(attaches, "ATTACH IF NOT EXISTS "+sqltext.SQLString(o.Path)+" AS "+sqltext.QuoteIdent(o.Alias)+" (READ_ONLY)")
 	}
-	// The pool opens a connection for every query (idle ones are closed), so
-	// this runs long after Open returned: it must not inherit Open's
-	// cancellation, or a Ctrl-C would also stop the run log written after
-	// the rollback.
+	// The pool opens connections as runs need them (and closes those a run
+	// left with session state: stmtcache.go), so this runs long after Open
+	// returned: it must not inherit Open's cancellation, or a Ctrl-C would
+	// also stop the run log written after the rollback.
 	initCtx := context.WithoutCancel(ctx)
 	// An attachment and a GLOBAL setting belong to the DuckDB instance,
 	// not the connection: the first connection makes them and the next
 	// ones only choose the catalog (a statement costs about 0.4 ms, and a
-	// project run opens a connection or more a job).
+	// project run opens a connection for each run that left session state).
 	var instance struct {
 		sync.Mutex
 		done bool
