@@ -100,9 +100,6 @@ type cachedConn struct {
 	touched bool
 }
 
-// DuckDB returns the duckdb-go connection underneath.
-func (c *cachedConn) DuckDB() *duckdb.Conn { return c.Conn }
-
 func (c *cachedConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	var res driver.Result
 	var err error
@@ -224,39 +221,35 @@ func (c *cachedConn) noteSession(query string) (keep, single, touch bool) {
 	masked := sqltext.MaskSQL(query)
 	single = !strings.Contains(strings.TrimRight(masked, " \t\r\n;"), ";")
 	words := strings.Fields(masked)
-	touch = len(words) > 0 && (strings.EqualFold(words[0], "CREATE") || strings.EqualFold(words[0], "SET"))
-	c.touched = c.touched || touch
-	keep = true
-	if len(words) > 0 && strings.EqualFold(words[0], "CREATE") {
-		for _, w := range words[1:min(len(words), 6)] {
-			if strings.EqualFold(w, "VIEW") {
-				keep = false
-			}
-		}
-	}
-	if c.session || len(words) == 0 {
-		return keep, single, touch
+	if len(words) == 0 {
+		return true, single, false
 	}
 	first := strings.ToUpper(words[0])
-	second := ""
-	if len(words) > 1 {
-		second, _, _ = strings.Cut(strings.ToUpper(words[1]), "=")
-	}
+	touch = first == "CREATE" || first == "SET"
+	c.touched = c.touched || touch
+	keep = true
 	switch first {
-	case "SET", "RESET":
-		switch second {
-		case "VARIABLE", "GLOBAL", "THREADS", "WORKER_THREADS":
-			return keep, single, touch
-		}
-		c.session = true
 	case "CREATE":
-		// A temp macro, sequence or type outlives its run in the
-		// session; ResetSession clears only tables, views and variables.
-		for _, w := range words[1:min(len(words), 5)] {
+		// A view is not kept (above). A temp macro, sequence or type
+		// outlives its run in the session, and ResetSession clears only
+		// tables, views and variables: its connection is not reused.
+		for _, w := range words[1:min(len(words), 6)] {
 			switch strings.ToUpper(w) {
+			case "VIEW":
+				keep = false
 			case "MACRO", "FUNCTION", "SEQUENCE", "TYPE":
 				c.session = true
 			}
+		}
+	case "SET", "RESET":
+		second := ""
+		if len(words) > 1 {
+			second, _, _ = strings.Cut(strings.ToUpper(words[1]), "=")
+		}
+		switch second {
+		case "VARIABLE", "GLOBAL", "THREADS", "WORKER_THREADS":
+		default:
+			c.session = true
 		}
 	case "PRAGMA", "USE", "ATTACH", "DETACH", "LOAD", "INSTALL", "BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "PREPARE", "EXECUTE", "DEALLOCATE", "CALL":
 		c.session = true
