@@ -57,6 +57,9 @@ type DB struct {
 	// tablesSeen is the largest table oid the last commit's checkpointNow
 	// saw: tables at or below it were not created by a later commit.
 	tablesSeen int64
+	// catalogPending: a commit that may have created or altered a table
+	// or an index is not known to be checkpointed (checkpointNow).
+	catalogPending bool
 	// guards keeps the verdicts of guards that are a function of content
 	// (guardcache.go).
 	guards *guardCache

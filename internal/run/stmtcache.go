@@ -3,6 +3,7 @@ package run
 import (
 	"container/list"
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"io"
 	"reflect"
@@ -82,6 +83,7 @@ type cachedStmt struct {
 	text    string
 	stmt    *duckdb.Stmt
 	touches bool // a CREATE or a SET: it may leave session state
+	catalog bool // it may create or alter a table or an index (makesCatalog)
 }
 
 // cachedConn is a DuckDB connection that keeps its prepared statements.
@@ -98,6 +100,11 @@ type cachedConn struct {
 	// relation or a variable (a CREATE or a SET); ResetSession looks for
 	// them only then.
 	touched bool
+	// catalog: a statement since the transaction began may have created
+	// or altered a table or an index of a database (makesCatalog); the
+	// commit's check for what must be checkpointed at once reads the
+	// catalog only then (settle.go, checkpointNow).
+	catalog bool
 }
 
 func (c *cachedConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
@@ -146,9 +153,10 @@ func (c *cachedConn) prepared(ctx context.Context, query string) *duckdb.Stmt {
 		}
 		c.lru.MoveToFront(e)
 		c.touched = c.touched || cs.touches
+		c.catalog = c.catalog || cs.catalog
 		return cs.stmt
 	}
-	keep, single, touch := c.noteSession(query)
+	keep, single, touch, catalog := c.noteSession(query)
 	if !keep {
 		return nil
 	}
@@ -183,7 +191,7 @@ func (c *cachedConn) prepared(ctx context.Context, query string) *duckdb.Stmt {
 		return nil
 	}
 	delete(c.seen, query)
-	c.stmts[query] = c.lru.PushFront(&cachedStmt{text: query, stmt: s, touches: touch})
+	c.stmts[query] = c.lru.PushFront(&cachedStmt{text: query, stmt: s, touches: touch, catalog: catalog})
 	for c.lru.Len() > stmtCacheSize {
 		last := c.lru.Back()
 		cs := last.Value.(*cachedStmt)
@@ -216,13 +224,17 @@ func (c *cachedConn) oneStatement(query string) bool {
 // unique_ptr that is NULL"; TestKeptStatementsSeeChanges). single
 // reports whether idem's masking finds one statement in the text, touch
 // whether it is a CREATE or a SET, which may leave a temp relation or a
-// variable in the session (it marks the connection touched).
-func (c *cachedConn) noteSession(query string) (keep, single, touch bool) {
+// variable in the session (it marks the connection touched), catalog
+// whether it may create or alter a table or an index (makesCatalog: it
+// marks the connection's transaction).
+func (c *cachedConn) noteSession(query string) (keep, single, touch, catalog bool) {
 	masked := sqltext.MaskSQL(query)
 	single = !strings.Contains(strings.TrimRight(masked, " \t\r\n;"), ";")
+	catalog = makesCatalog(masked)
+	c.catalog = c.catalog || catalog
 	words := strings.Fields(masked)
 	if len(words) == 0 {
-		return true, single, false
+		return true, single, false, catalog
 	}
 	first := strings.ToUpper(words[0])
 	touch = first == "CREATE" || first == "SET"
@@ -254,7 +266,55 @@ func (c *cachedConn) noteSession(query string) (keep, single, touch bool) {
 	case "PRAGMA", "USE", "ATTACH", "DETACH", "LOAD", "INSTALL", "BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "PREPARE", "EXECUTE", "DEALLOCATE", "CALL":
 		c.session = true
 	}
-	return keep, single, touch
+	return keep, single, touch, catalog
+}
+
+// makesCatalog reports whether a masked text (sqltext.MaskSQL) may create
+// or alter a table or an index of a database: it holds, outside strings
+// and comments, the word CREATE not followed by TEMP or TEMPORARY (past OR
+// REPLACE), or the word ALTER, COPY or IMPORT. It errs towards true: a
+// temp table named in full (CREATE TABLE temp.main.t), a quoted identifier
+// spelled create or an EXPLAIN of a CREATE count too, which only costs the
+// catalog read the answer saves.
+func makesCatalog(masked string) bool {
+	words := strings.FieldsFunc(masked, func(r rune) bool {
+		return !(r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= 0x80)
+	})
+	for i, w := range words {
+		switch strings.ToUpper(w) {
+		case "ALTER", "COPY", "IMPORT":
+			return true
+		case "CREATE":
+			// CREATE [OR REPLACE] TEMP|TEMPORARY: the next word past OR
+			// and REPLACE.
+			next := ""
+			for _, n := range words[i+1:] {
+				if u := strings.ToUpper(n); u != "OR" && u != "REPLACE" {
+					next = u
+					break
+				}
+			}
+			if next != "TEMP" && next != "TEMPORARY" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// catalogChanged reports whether a statement run on conn since its
+// transaction began may have created or altered a table or an index:
+// true when conn is not a kept connection, whose statements idem does not
+// see, or cannot be read.
+func catalogChanged(conn *sql.Conn) bool {
+	changed := true
+	_ = conn.Raw(func(dc any) error {
+		if c, ok := dc.(*cachedConn); ok {
+			changed = c.catalog
+		}
+		return nil
+	})
+	return changed
 }
 
 // PrepareContext prepares a statement run outside the kept ones (its
@@ -341,6 +401,7 @@ func (c *cachedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver
 	if err != nil {
 		return nil, err
 	}
+	c.catalog = false
 	return &retiringTx{Tx: tx, c: c}, nil
 }
 

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/idem-dev/idem/internal/sqltext"
 )
 
 // driverOf returns the connection underneath conn.
@@ -222,5 +224,75 @@ func BenchmarkKeptStatement(b *testing.B) {
 				require.NoError(b, rows.Close())
 			}
 		})
+	}
+}
+
+func TestMakesCatalog(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		text string
+		want bool
+	}{
+		{"SELECT 1", false},
+		{"INSERT INTO t SELECT * FROM s", false},
+		{"UPDATE t SET a = 1", false},
+		{"DROP TABLE IF EXISTS temp.main.x", false},
+		{"CREATE OR REPLACE TEMP TABLE staged AS SELECT 1", false},
+		{"create temporary view v as select 1", false},
+		{"CREATE TEMP MACRO m(x) AS x", false},
+		{"SELECT 'CREATE TABLE t (a INT)'", false},
+		{"SELECT $$ALTER TABLE t ADD PRIMARY KEY (a)$$", false},
+		{"-- CREATE INDEX i ON t (a)\nSELECT 1", false},
+		{"SELECT created_at, altered FROM t", false},
+		{"CREATE TABLE t (a INT PRIMARY KEY)", true},
+		{"CREATE OR REPLACE TABLE t AS SELECT 1", true},
+		{"create unique index i on t (a)", true},
+		{"CREATE TABLE temp.main.t (a INT)", true}, // errs towards true
+		{"CREATE TABLE temp (a INT)", true},
+		{"CREATE OR REPLACE TABLE temporary AS SELECT 1", true},
+		{"CREATE", true},
+		{"ALTER TABLE t ADD PRIMARY KEY (a)", true},
+		{"SELECT 1;CREATE TABLE t (a INT)", true},
+		{"CREATE OR REPLACE TEMP TABLE x AS SELECT 1; CREATE INDEX i ON t (a)", true},
+		{"COPY FROM DATABASE a TO b", true},
+		{"IMPORT DATABASE 'dir'", true},
+		{"EXPLAIN (FORMAT json) CREATE TABLE t AS SELECT 1", true},
+	} {
+		require.Equal(t, tc.want, makesCatalog(sqltext.MaskSQL(tc.text)), tc.text)
+	}
+}
+
+// TestCatalogChangedPerTransaction: a kept connection reports a table or
+// an index made in its transaction, and forgets it at the next BeginTx;
+// temp relations and rows do not count.
+func TestCatalogChangedPerTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := memPool(t)
+	conn, err := db.Conn(ctx)
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = conn.ExecContext(ctx, "CREATE TABLE t (a INT)")
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		stmts []string
+		want  bool
+	}{
+		{[]string{"INSERT INTO t VALUES (1)", "CREATE OR REPLACE TEMP TABLE x AS SELECT * FROM t", "DROP TABLE x"}, false},
+		{[]string{"INSERT INTO t VALUES (2)", "CREATE INDEX t_a ON t (a)"}, true},
+		{[]string{"UPDATE t SET a = a + 1"}, false},
+		{[]string{"CREATE TABLE u AS SELECT 1 AS b"}, true},
+		// A kept statement that made a table is seen again when it runs
+		// from the cache.
+		{[]string{"DROP TABLE u", "CREATE TABLE u AS SELECT 1 AS b"}, true},
+	} {
+		tx, err := conn.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		for _, s := range tc.stmts {
+			_, err := tx.ExecContext(ctx, s)
+			require.NoError(t, err, s)
+		}
+		require.NoError(t, tx.Commit())
+		require.Equal(t, tc.want, catalogChanged(conn), "%q", tc.stmts)
 	}
 }
