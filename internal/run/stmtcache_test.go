@@ -227,6 +227,45 @@ func BenchmarkKeptStatement(b *testing.B) {
 	}
 }
 
+// BenchmarkStatementFloor is what one kept statement costs DuckDB however
+// little it does: a text already prepared on the connection, one thread.
+// On DuckDB 2.0.0 every statement that scans a table is bound and planned
+// again at each run (its optimizer marks a prepared plan that reads a
+// database and holds a data source always_require_rebind), so a point
+// read of a 20-row table costs what planning it costs
+// (docs/benchmarks.md, "The floor of a statement").
+func BenchmarkStatementFloor(b *testing.B) {
+	ctx := context.Background()
+	db, err := OpenMemory(ctx, "")
+	require.NoError(b, err)
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	require.NoError(b, err)
+	defer conn.Close()
+	for _, s := range []string{"SET threads = 1", "CREATE TABLE t (k VARCHAR, a INT)",
+		"INSERT INTO t SELECT 'j' || range, range FROM range(20)", "SET VARIABLE x = 'j5'"} {
+		_, err := conn.ExecContext(ctx, s)
+		require.NoError(b, err)
+	}
+	for _, c := range []struct {
+		name, q string
+		args    []any
+	}{
+		{"constants", "SELECT 1, 2, 3", nil},
+		{"constants_param", "SELECT CAST(? AS INTEGER), 2, 3", []any{5}},
+		{"point_literal", "SELECT a, 2, 3 FROM t WHERE k = 'j5'", nil},
+		{"point_param", "SELECT a, 2, 3 FROM t WHERE k = ?", []any{"j5"}},
+		{"point_variable", "SELECT a, 2, 3 FROM t WHERE k = getvariable('x')", nil},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var x, y, z int
+			for b.Loop() {
+				require.NoError(b, conn.QueryRowContext(ctx, c.q, c.args...).Scan(&x, &y, &z))
+			}
+		})
+	}
+}
+
 func TestMakesCatalog(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
