@@ -75,10 +75,10 @@ const (
 // over many batches does not make every later batch checkpoint. The marks
 // and the new tables' sizes are read in one statement, and only after a
 // commit that may have created or altered a table or an index
-// (catalogChanged: no statement of its transaction says CREATE but of a
-// TEMP relation, ALTER, COPY or IMPORT), or while an earlier such commit
-// is not yet checkpointed (d.catalogPending): a stream batch or a run
-// that only writes rows saves the read (2-4 ms a commit).
+// (catalogChanged: a statement of its transaction said CREATE, but not of
+// a TEMP relation, or ALTER, COPY or IMPORT), or while an earlier such
+// commit is not yet checkpointed (d.catalogPending): a stream batch or a
+// run that only writes rows saves the read (1-4 ms a commit).
 func (d *DB) checkpointNow(ctx context.Context, conn *sql.Conn) bool {
 	if d.replica {
 		return true

@@ -146,14 +146,15 @@ func (c *cachedConn) retireOn(err error) {
 func (c *cachedConn) prepared(ctx context.Context, query string) *duckdb.Stmt {
 	if e, ok := c.stmts[query]; ok {
 		cs := e.Value.(*cachedStmt)
+		// What the text may leave, marked however it runs.
+		c.touched = c.touched || cs.touches
+		c.catalog = c.catalog || cs.catalog
 		if stmtBusy(cs.stmt) {
 			// Its rows are still open (a query run inside the reading of
 			// the same query): run this one on its own.
 			return nil
 		}
 		c.lru.MoveToFront(e)
-		c.touched = c.touched || cs.touches
-		c.catalog = c.catalog || cs.catalog
 		return cs.stmt
 	}
 	keep, single, touch, catalog := c.noteSession(query)
