@@ -233,40 +233,46 @@ func (c *cachedConn) noteSession(query string) (keep, single, touch, catalog boo
 	single = !strings.Contains(strings.TrimRight(masked, " \t\r\n;"), ";")
 	catalog = makesCatalog(masked)
 	c.catalog = c.catalog || catalog
-	words := strings.Fields(masked)
-	if len(words) == 0 {
-		return true, single, false, catalog
-	}
-	first := strings.ToUpper(words[0])
-	touch = first == "CREATE" || first == "SET"
-	c.touched = c.touched || touch
 	keep = true
-	switch first {
-	case "CREATE":
-		// A view is not kept (above). A temp macro, sequence or type
-		// outlives its run in the session, and ResetSession clears only
-		// tables, views and variables: its connection is not reused.
-		for _, w := range words[1:min(len(words), 6)] {
-			switch strings.ToUpper(w) {
-			case "VIEW":
-				keep = false
-			case "MACRO", "FUNCTION", "SEQUENCE", "TYPE":
+	// Each statement of the text by its first words: what a text's second
+	// statement leaves counts as what its first does (masking leaves a ;
+	// only between statements).
+	for _, stmt := range strings.Split(masked, ";") {
+		words := strings.Fields(stmt)
+		if len(words) == 0 {
+			continue
+		}
+		first := strings.ToUpper(words[0])
+		touch = touch || first == "CREATE" || first == "SET"
+		switch first {
+		case "CREATE":
+			// A view is not kept (above). A temp macro, sequence or type
+			// outlives its run in the session, and ResetSession clears
+			// only tables, views and variables: its connection is not
+			// reused.
+			for _, w := range words[1:min(len(words), 6)] {
+				switch strings.ToUpper(w) {
+				case "VIEW":
+					keep = false
+				case "MACRO", "FUNCTION", "SEQUENCE", "TYPE":
+					c.session = true
+				}
+			}
+		case "SET", "RESET":
+			second := ""
+			if len(words) > 1 {
+				second, _, _ = strings.Cut(strings.ToUpper(words[1]), "=")
+			}
+			switch second {
+			case "VARIABLE", "GLOBAL", "THREADS", "WORKER_THREADS":
+			default:
 				c.session = true
 			}
-		}
-	case "SET", "RESET":
-		second := ""
-		if len(words) > 1 {
-			second, _, _ = strings.Cut(strings.ToUpper(words[1]), "=")
-		}
-		switch second {
-		case "VARIABLE", "GLOBAL", "THREADS", "WORKER_THREADS":
-		default:
+		case "PRAGMA", "USE", "ATTACH", "DETACH", "LOAD", "INSTALL", "BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "PREPARE", "EXECUTE", "DEALLOCATE", "CALL":
 			c.session = true
 		}
-	case "PRAGMA", "USE", "ATTACH", "DETACH", "LOAD", "INSTALL", "BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "PREPARE", "EXECUTE", "DEALLOCATE", "CALL":
-		c.session = true
 	}
+	c.touched = c.touched || touch
 	return keep, single, touch, catalog
 }
 

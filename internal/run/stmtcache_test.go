@@ -189,6 +189,42 @@ func TestKeptConnectionsCarryNoSession(t *testing.T) {
 	require.NoError(t, conn.Close())
 }
 
+// TestKeptConnectionsSeeEveryStatement: in a text of several statements,
+// what a statement after the first leaves is cleared or retires the
+// connection as it would first.
+func TestKeptConnectionsSeeEveryStatement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := memPool(t)
+	db.SetMaxIdleConns(1)
+	take := func() (*sql.Conn, *cachedConn) {
+		t.Helper()
+		conn, err := db.Conn(ctx)
+		require.NoError(t, err)
+		return conn, driverOf(t, conn)
+	}
+
+	conn, first := take()
+	_, err := conn.ExecContext(ctx, "SELECT 1; CREATE TEMP TABLE hidden AS SELECT 1 AS a; SET VARIABLE hidden_too = 1")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close())
+	conn, again := take()
+	require.Same(t, first, again, "the connection is reused")
+	var temps int
+	require.NoError(t, conn.QueryRowContext(ctx, `SELECT count(*) FROM duckdb_tables() WHERE database_name = 'temp'`).Scan(&temps))
+	require.Zero(t, temps, "a temp table made by a text's second statement")
+	var left sql.NullInt64
+	require.NoError(t, conn.QueryRowContext(ctx, `SELECT getvariable('hidden_too')`).Scan(&left))
+	require.False(t, left.Valid, "a variable set by a text's third statement")
+
+	_, err = conn.ExecContext(ctx, "SELECT 1; SET enable_progress_bar = true")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close())
+	conn, other := take()
+	require.NotSame(t, first, other, "a setting made by a text's second statement retires the connection")
+	require.NoError(t, conn.Close())
+}
+
 // BenchmarkKeptStatement: a catalog read sent as text each time (what
 // every statement cost before the connections kept them) against the same
 // text run from the kept statement.
