@@ -32,16 +32,29 @@ func memPool(t *testing.T) *sql.DB {
 	return db
 }
 
+// takeConn takes a connection of db and the kept connection underneath it.
+func takeConn(t *testing.T, db *sql.DB) (*sql.Conn, *cachedConn) {
+	t.Helper()
+	conn, err := db.Conn(context.Background())
+	require.NoError(t, err)
+	return conn, driverOf(t, conn)
+}
+
+// memConn is a connection of a new in-memory pool, closed with the test.
+func memConn(t *testing.T) *sql.Conn {
+	t.Helper()
+	conn, _ := takeConn(t, memPool(t))
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
 // TestKeptStatementsSeeChanges: a text run again from its kept statement
 // reads what changed since it was prepared: rows, columns, a table made
 // again with other types, a variable, a parameter of another type.
 func TestKeptStatementsSeeChanges(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := memPool(t)
-	conn, err := db.Conn(ctx)
-	require.NoError(t, err)
-	defer conn.Close()
+	conn := memConn(t)
 	exec := func(q string, args ...any) {
 		t.Helper()
 		_, err := conn.ExecContext(ctx, q, args...)
@@ -134,13 +147,7 @@ func TestKeptConnectionsCarryNoSession(t *testing.T) {
 	db := memPool(t)
 	db.SetMaxIdleConns(1)
 
-	take := func() (*sql.Conn, *cachedConn) {
-		t.Helper()
-		conn, err := db.Conn(ctx)
-		require.NoError(t, err)
-		return conn, driverOf(t, conn)
-	}
-	conn, first := take()
+	conn, first := takeConn(t, db)
 	for _, q := range []string{
 		"CREATE TEMP TABLE scratch AS SELECT 1 AS a",
 		"CREATE TEMP VIEW seen AS SELECT 2 AS b",
@@ -151,7 +158,7 @@ func TestKeptConnectionsCarryNoSession(t *testing.T) {
 	}
 	require.NoError(t, conn.Close())
 
-	conn, again := take()
+	conn, again := takeConn(t, db)
 	require.Same(t, first, again, "the connection is reused")
 	var temps int
 	require.NoError(t, conn.QueryRowContext(ctx, `SELECT count(*) FROM duckdb_tables() WHERE database_name = 'temp'`).Scan(&temps))
@@ -166,7 +173,7 @@ func TestKeptConnectionsCarryNoSession(t *testing.T) {
 	_, err := conn.ExecContext(ctx, "SET enable_progress_bar = true")
 	require.NoError(t, err)
 	require.NoError(t, conn.Close())
-	conn, other := take()
+	conn, other := takeConn(t, db)
 	require.NotSame(t, first, other, "a connection with a setting of its own is closed")
 	var progress bool
 	require.NoError(t, conn.QueryRowContext(ctx, `SELECT current_setting('enable_progress_bar')`).Scan(&progress))
@@ -179,12 +186,12 @@ func TestKeptConnectionsCarryNoSession(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, tx.Rollback())
 	require.NoError(t, conn.Close())
-	conn, third := take()
+	conn, third := takeConn(t, db)
 	require.NotSame(t, other, third, "a connection that rolled back is closed")
 	_, err = conn.ExecContext(ctx, "SELECT * FROM no_such_table")
 	require.Error(t, err)
 	require.NoError(t, conn.Close())
-	conn, fourth := take()
+	conn, fourth := takeConn(t, db)
 	require.NotSame(t, third, fourth, "a connection whose statement failed is closed")
 	require.NoError(t, conn.Close())
 }
@@ -197,18 +204,12 @@ func TestKeptConnectionsSeeEveryStatement(t *testing.T) {
 	ctx := context.Background()
 	db := memPool(t)
 	db.SetMaxIdleConns(1)
-	take := func() (*sql.Conn, *cachedConn) {
-		t.Helper()
-		conn, err := db.Conn(ctx)
-		require.NoError(t, err)
-		return conn, driverOf(t, conn)
-	}
 
-	conn, first := take()
+	conn, first := takeConn(t, db)
 	_, err := conn.ExecContext(ctx, "SELECT 1; CREATE TEMP TABLE hidden AS SELECT 1 AS a; SET VARIABLE hidden_too = 1")
 	require.NoError(t, err)
 	require.NoError(t, conn.Close())
-	conn, again := take()
+	conn, again := takeConn(t, db)
 	require.Same(t, first, again, "the connection is reused")
 	var temps int
 	require.NoError(t, conn.QueryRowContext(ctx, `SELECT count(*) FROM duckdb_tables() WHERE database_name = 'temp'`).Scan(&temps))
@@ -220,7 +221,7 @@ func TestKeptConnectionsSeeEveryStatement(t *testing.T) {
 	_, err = conn.ExecContext(ctx, "SELECT 1; SET enable_progress_bar = true")
 	require.NoError(t, err)
 	require.NoError(t, conn.Close())
-	conn, other := take()
+	conn, other := takeConn(t, db)
 	require.NotSame(t, first, other, "a setting made by a text's second statement retires the connection")
 	require.NoError(t, conn.Close())
 }
@@ -344,11 +345,8 @@ func TestMakesCatalog(t *testing.T) {
 func TestCatalogChangedPerTransaction(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := memPool(t)
-	conn, err := db.Conn(ctx)
-	require.NoError(t, err)
-	defer conn.Close()
-	_, err = conn.ExecContext(ctx, "CREATE TABLE t (a INT)")
+	conn := memConn(t)
+	_, err := conn.ExecContext(ctx, "CREATE TABLE t (a INT)")
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		stmts []string
